@@ -1,0 +1,32 @@
+/*
+ * cli.h - the qpool command line: one binary, subcommands.
+ *
+ *   run, check, version, help          cli.c
+ *   push                               cli_push.c
+ *   failed list|show|retry|forget|flush  cli_failed.c
+ *   status, pause, continue, scale, restart, reload, terminate
+ *                                      cli_control.c (control socket clients)
+ */
+#ifndef QPOOL_CLI_H
+#define QPOOL_CLI_H
+
+#include <stdbool.h>
+
+#include "config.h"
+
+#define EXIT_USAGE 64
+
+int cli_main(int argc, char **argv);
+
+/* Shared helpers for subcommands. */
+void cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Load the config or print its errors (exit status in *status, 78). */
+qconf_t *cli_load_config(const char *path, int *status);
+/* Print the help text of a command to stdout; false if unknown. */
+bool cli_help(const char *cmd);
+
+int cmd_push(int argc, char **argv);
+int cmd_failed(int argc, char **argv);
+int cmd_control(const char *cmd, int argc, char **argv);
+
+#endif

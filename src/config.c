@@ -1,0 +1,1263 @@
+/*
+ * config.c - load, validate and print the qpool configuration (see config.h).
+ *
+ * Every group is walked child by child: each key is looked up in a table of
+ * known keys for that group, so an unknown key is found in the same pass that
+ * type-checks the known ones. Pool settings are parsed by one function used
+ * for both the `defaults` group and each pool, so the cascade cannot drift.
+ */
+#include "config.h"
+#include "log.h"
+#include "util.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <grp.h>
+#include <libconfig.h>
+#include <pwd.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+typedef struct {
+    const char *path;
+    conf_errors_t *errs;
+    qconf_t *c;
+} ctx_t;
+
+static void vpush(char ***list, int *n, const char *file, int line, const char *fmt, va_list ap)
+{
+    char *msg;
+    if (vasprintf(&msg, fmt, ap) < 0) abort();
+    char *full = line > 0 ? xasprintf("%s:%d: %s", file, line, msg) : xasprintf("%s: %s", file, msg);
+    free(msg);
+    *list = xrealloc(*list, sizeof(char *) * (size_t)(*n + 1));
+    (*list)[(*n)++] = full;
+}
+
+static const char *sfile(ctx_t *x, const config_setting_t *s)
+{
+    const char *f = s ? config_setting_source_file(s) : NULL;
+    return f ? f : x->path;
+}
+
+static int sline(const config_setting_t *s)
+{
+    /* The root group has no line; its children do. */
+    return s ? (int)config_setting_source_line(s) : 0;
+}
+
+__attribute__((format(printf, 3, 4))) static void cerr(ctx_t *x, const config_setting_t *s,
+                                                        const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vpush(&x->errs->msgs, &x->errs->n, sfile(x, s), sline(s), fmt, ap);
+    va_end(ap);
+}
+
+__attribute__((format(printf, 3, 4))) static void cwarn(ctx_t *x, const config_setting_t *s,
+                                                         const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vpush(&x->errs->warnings, &x->errs->nwarn, sfile(x, s), sline(s), fmt, ap);
+    va_end(ap);
+}
+
+static const char *type_name(int t)
+{
+    switch (t) {
+    case CONFIG_TYPE_GROUP: return "a group";
+    case CONFIG_TYPE_INT:
+    case CONFIG_TYPE_INT64: return "an integer";
+    case CONFIG_TYPE_FLOAT: return "a number";
+    case CONFIG_TYPE_STRING: return "a string";
+    case CONFIG_TYPE_BOOL: return "a boolean";
+    case CONFIG_TYPE_ARRAY: return "an array";
+    case CONFIG_TYPE_LIST: return "a list";
+    default: return "something else";
+    }
+}
+
+/* Suggest the closest known key, if any is close enough. */
+static void unknown_key(ctx_t *x, const config_setting_t *s, const char *where,
+                        const char *const *known)
+{
+    const char *name = config_setting_name(s);
+    const char *best = NULL;
+    int bestd = 3;
+    for (int i = 0; known[i]; i++) {
+        int d = edit_distance(name, known[i], 2);
+        if (d < bestd) {
+            bestd = d;
+            best = known[i];
+        }
+    }
+    if (best)
+        cerr(x, s, "unknown key '%s' in %s (did you mean '%s'?)", name, where, best);
+    else
+        cerr(x, s, "unknown key '%s' in %s", name, where);
+}
+
+/* ---- typed getters: each reports its own error and returns false ---- */
+
+static bool want_int(ctx_t *x, const config_setting_t *s, long long min, long long max, int *out)
+{
+    int t = config_setting_type(s);
+    if (t != CONFIG_TYPE_INT && t != CONFIG_TYPE_INT64) {
+        cerr(x, s, "%s: expected an integer, got %s", config_setting_name(s), type_name(t));
+        return false;
+    }
+    long long v = config_setting_get_int64(s);
+    if (v < min || v > max) {
+        cerr(x, s, "%s: %lld is out of range (%lld..%lld)", config_setting_name(s), v, min, max);
+        return false;
+    }
+    *out = (int)v;
+    return true;
+}
+
+static bool want_num(ctx_t *x, const config_setting_t *s, double min, double max, double *out)
+{
+    int t = config_setting_type(s);
+    double v;
+    if (t == CONFIG_TYPE_INT || t == CONFIG_TYPE_INT64)
+        v = (double)config_setting_get_int64(s);
+    else if (t == CONFIG_TYPE_FLOAT)
+        v = config_setting_get_float(s);
+    else {
+        cerr(x, s, "%s: expected a number, got %s", config_setting_name(s), type_name(t));
+        return false;
+    }
+    if (v < min || v > max) {
+        cerr(x, s, "%s: %g is out of range (%g..%g)", config_setting_name(s), v, min, max);
+        return false;
+    }
+    *out = v;
+    return true;
+}
+
+static bool want_bool(ctx_t *x, const config_setting_t *s, bool *out)
+{
+    int t = config_setting_type(s);
+    if (t != CONFIG_TYPE_BOOL) {
+        cerr(x, s, "%s: expected true or false, got %s", config_setting_name(s), type_name(t));
+        return false;
+    }
+    *out = config_setting_get_bool(s) != 0;
+    return true;
+}
+
+static bool want_str(ctx_t *x, const config_setting_t *s, char **out)
+{
+    int t = config_setting_type(s);
+    if (t != CONFIG_TYPE_STRING) {
+        cerr(x, s, "%s: expected a string, got %s", config_setting_name(s), type_name(t));
+        return false;
+    }
+    free(*out);
+    *out = xstrdup(config_setting_get_string(s));
+    return true;
+}
+
+static bool want_enum(ctx_t *x, const config_setting_t *s, const char *const *names, int *out)
+{
+    char *v = NULL;
+    if (!want_str(x, s, &v)) return false;
+    for (int i = 0; names[i]; i++) {
+        if (strcmp(v, names[i]) == 0) {
+            *out = i;
+            free(v);
+            return true;
+        }
+    }
+    sbuf_t b;
+    sbuf_init(&b);
+    for (int i = 0; names[i]; i++) sbuf_printf(&b, "%s\"%s\"", i ? ", " : "", names[i]);
+    cerr(x, s, "%s: \"%s\" is not one of %s", config_setting_name(s), v, b.data);
+    sbuf_free(&b);
+    free(v);
+    return false;
+}
+
+/* An array or list of strings. */
+static bool want_strv(ctx_t *x, const config_setting_t *s, bool nonempty, char ***out)
+{
+    int t = config_setting_type(s);
+    if (t != CONFIG_TYPE_ARRAY && t != CONFIG_TYPE_LIST) {
+        cerr(x, s, "%s: expected an array of strings, got %s", config_setting_name(s), type_name(t));
+        return false;
+    }
+    int n = config_setting_length(s);
+    if (nonempty && n == 0) {
+        cerr(x, s, "%s: must not be empty", config_setting_name(s));
+        return false;
+    }
+    char **v = xcalloc((size_t)n + 1, sizeof *v);
+    for (int i = 0; i < n; i++) {
+        config_setting_t *e = config_setting_get_elem(s, (unsigned)i);
+        if (config_setting_type(e) != CONFIG_TYPE_STRING) {
+            cerr(x, e, "%s[%d]: expected a string, got %s", config_setting_name(s), i,
+                 type_name(config_setting_type(e)));
+            free_strv(v);
+            return false;
+        }
+        v[i] = xstrdup(config_setting_get_string(e));
+    }
+    free_strv(*out);
+    *out = v;
+    return true;
+}
+
+/* backoff: an integer, an array of integers, or a Laravel-style string "10,30,60". */
+static bool want_backoff(ctx_t *x, const config_setting_t *s, int **out, int *nout)
+{
+    int t = config_setting_type(s);
+    int *v = NULL, n = 0;
+    if (t == CONFIG_TYPE_INT || t == CONFIG_TYPE_INT64) {
+        int one;
+        if (!want_int(x, s, 0, 86400 * 365, &one)) return false;
+        v = xmalloc(sizeof *v);
+        v[n++] = one;
+    } else if (t == CONFIG_TYPE_ARRAY || t == CONFIG_TYPE_LIST) {
+        int len = config_setting_length(s);
+        if (len == 0) {
+            cerr(x, s, "backoff: must not be empty (use [0] for no delay)");
+            return false;
+        }
+        v = xcalloc((size_t)len, sizeof *v);
+        for (int i = 0; i < len; i++) {
+            config_setting_t *e = config_setting_get_elem(s, (unsigned)i);
+            int et = config_setting_type(e);
+            long long val = et == CONFIG_TYPE_INT || et == CONFIG_TYPE_INT64 ? config_setting_get_int64(e) : -1;
+            if ((et != CONFIG_TYPE_INT && et != CONFIG_TYPE_INT64) || val < 0 || val > 86400LL * 365) {
+                cerr(x, e, "backoff[%d]: expected a number of seconds (0 or more)", i);
+                free(v);
+                return false;
+            }
+            v[n++] = (int)val;
+        }
+    } else if (t == CONFIG_TYPE_STRING) {
+        const char *str = config_setting_get_string(s);
+        char *dup = xstrdup(str), *save = NULL;
+        v = xcalloc(strlen(str) / 2 + 2, sizeof *v);
+        for (char *tok = strtok_r(dup, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+            while (isspace((unsigned char)*tok)) tok++;
+            long val;
+            if (!parse_long(tok, &val) || val < 0) {
+                cerr(x, s, "backoff: \"%s\" is not a comma-separated list of seconds", str);
+                free(dup);
+                free(v);
+                return false;
+            }
+            v[n++] = (int)val;
+        }
+        free(dup);
+        if (n == 0) {
+            cerr(x, s, "backoff: must not be empty");
+            free(v);
+            return false;
+        }
+    } else {
+        cerr(x, s, "backoff: expected seconds as an integer or an array, got %s", type_name(t));
+        return false;
+    }
+    free(*out);
+    *out = v;
+    *nout = n;
+    return true;
+}
+
+/* ---------------------------------------------------------------- pools */
+
+static const char *const balance_names[] = {"off", "auto", NULL};
+static const char *const strategy_names[] = {"time", "size", NULL};
+static const char *const handler_names[] = {"none", "exec", "pipe", NULL};
+
+enum {
+    SET_PROCESSES = 1 << 0,
+    SET_MIN = 1 << 1,
+    SET_MAX = 1 << 2,
+    SET_CACHE_CONNECTION = 1 << 3,
+};
+
+typedef struct {
+    unsigned set;   /* keys given explicitly in the pool's own group */
+} pool_parse_t;
+
+static void env_set(pool_conf_t *p, const char *name, const char *value)
+{
+    for (int i = 0; i < p->nenv; i++) {
+        if (strcmp(p->env[i].name, name) == 0) {
+            free(p->env[i].value);
+            p->env[i].value = xstrdup(value);
+            return;
+        }
+    }
+    p->env = xrealloc(p->env, sizeof *p->env * (size_t)(p->nenv + 1));
+    p->env[p->nenv].name = xstrdup(name);
+    p->env[p->nenv].value = xstrdup(value);
+    p->nenv++;
+}
+
+static bool parse_handler(ctx_t *x, const config_setting_t *s, pool_conf_t *p)
+{
+    static const char *const known[] = {"type", "command", "start_timeout", NULL};
+    if (config_setting_type(s) != CONFIG_TYPE_GROUP) {
+        cerr(x, s, "handler: expected a group { type = ...; command = [...]; }");
+        return false;
+    }
+    bool ok = true;
+    int type = HANDLER_NONE;
+    for (int i = 0; i < config_setting_length(s); i++) {
+        config_setting_t *e = config_setting_get_elem(s, (unsigned)i);
+        const char *k = config_setting_name(e);
+        if (strcmp(k, "type") == 0)
+            ok &= want_enum(x, e, handler_names, &type);
+        else if (strcmp(k, "command") == 0)
+            ok &= want_strv(x, e, true, &p->handler_command);
+        else if (strcmp(k, "start_timeout") == 0)
+            ok &= want_num(x, e, 0.1, 3600, &p->handler_start_timeout);
+        else {
+            unknown_key(x, e, "handler", known);
+            ok = false;
+        }
+    }
+    if (!ok) return false;
+    if (type == HANDLER_NONE) {
+        cerr(x, s, "handler: type must be \"exec\" or \"pipe\"");
+        return false;
+    }
+    if (!p->handler_command) {
+        cerr(x, s, "handler: command is required");
+        return false;
+    }
+    p->handler_type = type;
+    return true;
+}
+
+static bool valid_name(const char *s)
+{
+    if (!*s || strlen(s) > 48) return false;
+    for (; *s; s++)
+        if (!isalnum((unsigned char)*s) && !strchr("_.:-", *s)) return false;
+    return true;
+}
+
+static const char *const pool_keys[] = {
+    "name", "queues", "balance", "processes", "min_processes", "max_processes",
+    "auto_strategy", "target_wait", "scale_down_delay", "priority", "connection",
+    "queue_connection", "cache_connection", "cache_prefix", "restart_key", "laravel_pause",
+    "tries", "backoff", "timeout", "retry_after", "memory", "sleep", "max_jobs", "max_time",
+    "rest", "migration_batch", "job_log", "handler", "command", "user", "group",
+    "working_directory", "environment", "nice", NULL};
+
+/* Keys that make no sense in `defaults`. */
+static bool pool_only_key(const char *k)
+{
+    return !strcmp(k, "name") || !strcmp(k, "queues") || !strcmp(k, "handler") ||
+           !strcmp(k, "command");
+}
+
+static bool parse_pool_settings(ctx_t *x, const config_setting_t *g, pool_conf_t *p,
+                                bool is_defaults, pool_parse_t *pp)
+{
+    bool ok = true;
+    for (int i = 0; i < config_setting_length(g); i++) {
+        config_setting_t *s = config_setting_get_elem(g, (unsigned)i);
+        const char *k = config_setting_name(s);
+        if (is_defaults && pool_only_key(k)) {
+            cerr(x, s, "'%s' belongs in a pool, not in defaults", k);
+            ok = false;
+            continue;
+        }
+        if (!strcmp(k, "name")) {
+            ok &= want_str(x, s, &p->name);
+            if (p->name && !valid_name(p->name)) {
+                cerr(x, s, "name: \"%s\" must be 1-48 characters of letters, digits, _ . : -", p->name);
+                ok = false;
+            }
+        } else if (!strcmp(k, "queues")) {
+            if (want_strv(x, s, true, &p->queues)) {
+                p->nqueues = (int)strv_len(p->queues);
+                if (p->nqueues > QPOOL_MAX_QUEUES) {
+                    cerr(x, s, "queues: at most %d queues per pool", QPOOL_MAX_QUEUES);
+                    ok = false;
+                }
+                for (int q = 0; q < p->nqueues; q++) {
+                    if (!*p->queues[q] || strchr(p->queues[q], ',') || strlen(p->queues[q]) > 200) {
+                        cerr(x, s, "queues: \"%s\" is not a valid queue name (non-empty, no commas)",
+                             p->queues[q]);
+                        ok = false;
+                    }
+                    for (int r = 0; r < q; r++)
+                        if (!strcmp(p->queues[q], p->queues[r])) {
+                            cerr(x, s, "queues: \"%s\" is listed twice", p->queues[q]);
+                            ok = false;
+                        }
+                }
+            } else
+                ok = false;
+        } else if (!strcmp(k, "balance"))
+            ok &= want_enum(x, s, balance_names, &p->balance);
+        else if (!strcmp(k, "processes")) {
+            ok &= want_int(x, s, 0, QPOOL_MAX_WORKERS_LIMIT, &p->processes);
+            if (pp) pp->set |= SET_PROCESSES;
+        } else if (!strcmp(k, "min_processes")) {
+            ok &= want_int(x, s, 0, QPOOL_MAX_WORKERS_LIMIT, &p->min_processes);
+            if (pp) pp->set |= SET_MIN;
+        } else if (!strcmp(k, "max_processes")) {
+            ok &= want_int(x, s, 1, QPOOL_MAX_WORKERS_LIMIT, &p->max_processes);
+            if (pp) pp->set |= SET_MAX;
+        } else if (!strcmp(k, "auto_strategy"))
+            ok &= want_enum(x, s, strategy_names, &p->auto_strategy);
+        else if (!strcmp(k, "target_wait"))
+            ok &= want_num(x, s, 0.1, 86400, &p->target_wait);
+        else if (!strcmp(k, "scale_down_delay"))
+            ok &= want_num(x, s, 0, 86400, &p->scale_down_delay);
+        else if (!strcmp(k, "priority"))
+            ok &= want_int(x, s, 1, 1000, &p->priority);
+        else if (!strcmp(k, "connection"))
+            ok &= want_str(x, s, &p->connection);
+        else if (!strcmp(k, "queue_connection"))
+            ok &= want_str(x, s, &p->queue_connection);
+        else if (!strcmp(k, "cache_connection")) {
+            ok &= want_str(x, s, &p->cache_connection);
+            if (pp) pp->set |= SET_CACHE_CONNECTION;
+        } else if (!strcmp(k, "cache_prefix"))
+            ok &= want_str(x, s, &p->cache_prefix);
+        else if (!strcmp(k, "restart_key"))
+            ok &= want_str(x, s, &p->restart_key);
+        else if (!strcmp(k, "laravel_pause"))
+            ok &= want_bool(x, s, &p->laravel_pause);
+        else if (!strcmp(k, "tries"))
+            ok &= want_int(x, s, 0, 1000000, &p->tries);
+        else if (!strcmp(k, "backoff"))
+            ok &= want_backoff(x, s, &p->backoff, &p->nbackoff);
+        else if (!strcmp(k, "timeout"))
+            ok &= want_int(x, s, 0, 86400 * 7, &p->timeout);
+        else if (!strcmp(k, "retry_after"))
+            ok &= want_int(x, s, 1, 86400 * 7, &p->retry_after);
+        else if (!strcmp(k, "memory"))
+            ok &= want_int(x, s, 0, 1024 * 1024, &p->memory);
+        else if (!strcmp(k, "sleep"))
+            ok &= want_num(x, s, 0, 3600, &p->sleep);
+        else if (!strcmp(k, "max_jobs"))
+            ok &= want_int(x, s, 0, 2000000000, &p->max_jobs);
+        else if (!strcmp(k, "max_time"))
+            ok &= want_int(x, s, 0, 2000000000, &p->max_time);
+        else if (!strcmp(k, "rest"))
+            ok &= want_num(x, s, 0, 3600, &p->rest);
+        else if (!strcmp(k, "migration_batch"))
+            ok &= want_int(x, s, 1, 100000, &p->migration_batch);
+        else if (!strcmp(k, "job_log"))
+            ok &= want_bool(x, s, &p->job_log);
+        else if (!strcmp(k, "handler"))
+            ok &= parse_handler(x, s, p);
+        else if (!strcmp(k, "command"))
+            ok &= want_strv(x, s, true, &p->command);
+        else if (!strcmp(k, "user"))
+            ok &= want_str(x, s, &p->user);
+        else if (!strcmp(k, "group"))
+            ok &= want_str(x, s, &p->group);
+        else if (!strcmp(k, "working_directory")) {
+            if (want_str(x, s, &p->working_directory) && p->working_directory[0] != '/') {
+                cerr(x, s, "working_directory: \"%s\" must be an absolute path", p->working_directory);
+                ok = false;
+            }
+        } else if (!strcmp(k, "environment")) {
+            if (config_setting_type(s) != CONFIG_TYPE_GROUP) {
+                cerr(x, s, "environment: expected a group { NAME = \"value\"; }");
+                ok = false;
+                continue;
+            }
+            for (int e = 0; e < config_setting_length(s); e++) {
+                config_setting_t *v = config_setting_get_elem(s, (unsigned)e);
+                if (config_setting_type(v) != CONFIG_TYPE_STRING) {
+                    cerr(x, v, "environment: %s: expected a string, got %s", config_setting_name(v),
+                         type_name(config_setting_type(v)));
+                    ok = false;
+                    continue;
+                }
+                env_set(p, config_setting_name(v), config_setting_get_string(v));
+            }
+        } else if (!strcmp(k, "nice"))
+            ok &= want_int(x, s, -20, 19, &p->nice);
+        else {
+            unknown_key(x, s, is_defaults ? "defaults" : "pool", pool_keys);
+            ok = false;
+        }
+    }
+    return ok;
+}
+
+static void pool_builtin_defaults(pool_conf_t *p)
+{
+    memset(p, 0, sizeof *p);
+    p->balance = BALANCE_OFF;
+    p->processes = 1;
+    p->min_processes = 1;
+    p->max_processes = 1;
+    p->auto_strategy = STRATEGY_TIME;
+    p->target_wait = 10;
+    p->scale_down_delay = 30;
+    p->priority = 1;
+    p->connection = xstrdup("default");
+    p->queue_connection = xstrdup("redis");
+    p->cache_prefix = xstrdup("laravel_cache:");
+    p->restart_key = xstrdup("illuminate:queue:restart");
+    p->laravel_pause = true;
+    p->tries = 1;
+    p->backoff = xcalloc(1, sizeof(int));
+    p->nbackoff = 1;
+    p->timeout = 60;
+    p->retry_after = 90;
+    p->memory = 128;
+    p->sleep = 3;
+    p->migration_batch = 100;
+    p->job_log = true;
+    p->handler_start_timeout = 60;
+}
+
+void pool_conf_free(pool_conf_t *p)
+{
+    free(p->name);
+    free_strv(p->queues);
+    free(p->connection);
+    free(p->queue_connection);
+    free(p->cache_connection);
+    free(p->cache_prefix);
+    free(p->restart_key);
+    free(p->backoff);
+    free_strv(p->handler_command);
+    free_strv(p->command);
+    free(p->user);
+    free(p->group);
+    free(p->working_directory);
+    for (int i = 0; i < p->nenv; i++) {
+        free(p->env[i].name);
+        free(p->env[i].value);
+    }
+    free(p->env);
+}
+
+void pool_conf_copy(pool_conf_t *dst, const pool_conf_t *src)
+{
+    *dst = *src;
+    dst->name = src->name ? xstrdup(src->name) : NULL;
+    dst->queues = src->queues ? strv_dup(src->queues) : NULL;
+    dst->connection = xstrdup(src->connection);
+    dst->queue_connection = xstrdup(src->queue_connection);
+    dst->cache_connection = src->cache_connection ? xstrdup(src->cache_connection) : NULL;
+    dst->cache_prefix = xstrdup(src->cache_prefix);
+    dst->restart_key = xstrdup(src->restart_key);
+    dst->backoff = xmalloc(sizeof(int) * (size_t)src->nbackoff);
+    memcpy(dst->backoff, src->backoff, sizeof(int) * (size_t)src->nbackoff);
+    dst->handler_command = src->handler_command ? strv_dup(src->handler_command) : NULL;
+    dst->command = src->command ? strv_dup(src->command) : NULL;
+    dst->user = src->user ? xstrdup(src->user) : NULL;
+    dst->group = src->group ? xstrdup(src->group) : NULL;
+    dst->working_directory = src->working_directory ? xstrdup(src->working_directory) : NULL;
+    dst->env = src->nenv ? xcalloc((size_t)src->nenv, sizeof *dst->env) : NULL;
+    for (int i = 0; i < src->nenv; i++) {
+        dst->env[i].name = xstrdup(src->env[i].name);
+        dst->env[i].value = xstrdup(src->env[i].value);
+    }
+}
+
+
+static void fmt_num(char *buf, size_t n, double v)
+{
+    if (v == (long long)v)
+        snprintf(buf, n, "%lld", (long long)v);
+    else
+        snprintf(buf, n, "%g", v);
+}
+
+void config_backoff_str(const pool_conf_t *p, char *buf, size_t n)
+{
+    size_t o = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < p->nbackoff && o < n; i++)
+        o += (size_t)snprintf(buf + o, n - o, "%s%d", i ? "," : "", p->backoff[i]);
+}
+
+static bool placeholder_value(const pool_conf_t *p, const char *name, size_t len, sbuf_t *out)
+{
+    char buf[512];
+    buf[0] = '\0';
+#define IS(s) (len == strlen(s) && !strncmp(name, s, len))
+    if (IS("queues")) {
+        for (int i = 0; i < p->nqueues; i++) {
+            if (i) sbuf_putc(out, ',');
+            sbuf_puts(out, p->queues[i]);
+        }
+        return true;
+    } else if (IS("pool"))
+        snprintf(buf, sizeof buf, "%s", p->name);
+    else if (IS("memory"))
+        snprintf(buf, sizeof buf, "%d", p->memory);
+    else if (IS("timeout"))
+        snprintf(buf, sizeof buf, "%d", p->timeout);
+    else if (IS("tries"))
+        snprintf(buf, sizeof buf, "%d", p->tries);
+    else if (IS("sleep"))
+        fmt_num(buf, sizeof buf, p->sleep);
+    else if (IS("rest"))
+        fmt_num(buf, sizeof buf, p->rest);
+    else if (IS("backoff"))
+        config_backoff_str(p, buf, sizeof buf);
+    else if (IS("max_jobs"))
+        snprintf(buf, sizeof buf, "%d", p->max_jobs);
+    else if (IS("max_time"))
+        snprintf(buf, sizeof buf, "%d", p->max_time);
+    else if (IS("connection"))
+        snprintf(buf, sizeof buf, "%s", p->queue_connection);
+    else if (IS("retry_after"))
+        snprintf(buf, sizeof buf, "%d", p->retry_after);
+    else
+        return false;
+#undef IS
+    sbuf_puts(out, buf);
+    return true;
+}
+
+/* Expand one argument; returns false (and the bad name in *bad) on an unknown placeholder. */
+static bool expand_arg(const pool_conf_t *p, const char *arg, sbuf_t *out, char *bad, size_t badn)
+{
+    for (const char *c = arg; *c;) {
+        if (c[0] == '{' && c[1] == '{') {
+            sbuf_putc(out, '{');
+            c += 2;
+        } else if (c[0] == '}' && c[1] == '}') {
+            sbuf_putc(out, '}');
+            c += 2;
+        } else if (*c == '{') {
+            const char *end = strchr(c, '}');
+            if (!end) {
+                snprintf(bad, badn, "%s", c);
+                return false;
+            }
+            if (!placeholder_value(p, c + 1, (size_t)(end - c - 1), out)) {
+                snprintf(bad, badn, "%.*s", (int)(end - c + 1), c);
+                return false;
+            }
+            c = end + 1;
+        } else
+            sbuf_putc(out, *c++);
+    }
+    return true;
+}
+
+char **config_expand_command(const pool_conf_t *p)
+{
+    size_t n = strv_len(p->command);
+    char **argv = xcalloc(n + 1, sizeof *argv);
+    char bad[128];
+    for (size_t i = 0; i < n; i++) {
+        sbuf_t b;
+        sbuf_init(&b);
+        sbuf_puts(&b, "");
+        if (!expand_arg(p, p->command[i], &b, bad, sizeof bad)) {
+            /* validated at load time; keep the raw text if it ever happens */
+            sbuf_reset(&b);
+            sbuf_puts(&b, p->command[i]);
+        }
+        argv[i] = sbuf_steal(&b);
+    }
+    return argv;
+}
+
+static bool finish_pool(ctx_t *x, const config_setting_t *g, pool_conf_t *p, const pool_parse_t *pp)
+{
+    bool ok = true;
+    if (!p->name) {
+        cerr(x, g, "pool: name is required");
+        return false;
+    }
+    if (!p->queues) {
+        cerr(x, g, "pool %s: queues is required", p->name);
+        ok = false;
+    }
+    if (!p->command && p->handler_type == HANDLER_NONE) {
+        cerr(x, g, "pool %s: needs exactly one of handler = {...} (native worker) or command = [...] (external worker)",
+             p->name);
+        ok = false;
+    } else if (p->command && p->handler_type != HANDLER_NONE) {
+        cerr(x, g, "pool %s: has both handler and command; use exactly one", p->name);
+        ok = false;
+    }
+    if (p->balance == BALANCE_OFF) {
+        if (pp->set & (SET_MIN | SET_MAX)) {
+            cerr(x, g, "pool %s: min_processes/max_processes apply to balance = \"auto\"; with balance = \"off\" use processes",
+                 p->name);
+            ok = false;
+        }
+    } else {
+        if (pp->set & SET_PROCESSES) {
+            cerr(x, g, "pool %s: processes applies to balance = \"off\"; with balance = \"auto\" use min_processes and max_processes",
+                 p->name);
+            ok = false;
+        }
+        if (p->min_processes > p->max_processes) {
+            cerr(x, g, "pool %s: min_processes (%d) is greater than max_processes (%d)", p->name,
+                 p->min_processes, p->max_processes);
+            ok = false;
+        }
+    }
+    if (!config_redis(x->c, p->connection)) {
+        cerr(x, g, "pool %s: connection \"%s\" is not defined in redis", p->name, p->connection);
+        ok = false;
+    }
+    if (!(pp->set & SET_CACHE_CONNECTION) && !p->cache_connection) {
+        /* Laravel keeps its cache on the "cache" Redis connection; use it when defined. */
+        p->cache_connection = xstrdup(config_redis(x->c, "cache") ? "cache" : p->connection);
+    }
+    if (p->cache_connection && !config_redis(x->c, p->cache_connection)) {
+        cerr(x, g, "pool %s: cache_connection \"%s\" is not defined in redis", p->name,
+             p->cache_connection);
+        ok = false;
+    }
+    if (p->command) {
+        char bad[128];
+        for (int i = 0; p->command[i]; i++) {
+            sbuf_t b;
+            sbuf_init(&b);
+            if (!expand_arg(p, p->command[i], &b, bad, sizeof bad)) {
+                cerr(x, g, "pool %s: command: unknown placeholder %s (known: {queues} {pool} {memory} {timeout} {tries} {sleep} {backoff} {max_jobs} {max_time} {rest} {connection} {retry_after}; write {{ for a literal brace)",
+                     p->name, bad);
+                ok = false;
+            }
+            sbuf_free(&b);
+        }
+    }
+    if (p->timeout > 0 && p->timeout >= p->retry_after && p->command)
+        cwarn(x, g, "pool %s: timeout (%d) is not below retry_after (%d): a job still running when its reservation expires will be run twice",
+              p->name, p->timeout, p->retry_after);
+    if (p->user) {
+        struct passwd *pw = getpwnam(p->user);
+        if (!pw) {
+            cerr(x, g, "pool %s: user \"%s\" does not exist", p->name, p->user);
+            ok = false;
+        } else {
+            p->uid = pw->pw_uid;
+            p->has_uid = true;
+            if (!p->group) {
+                p->gid = pw->pw_gid;
+                p->has_gid = true;
+            }
+        }
+    }
+    if (p->group) {
+        struct group *gr = getgrnam(p->group);
+        if (!gr) {
+            cerr(x, g, "pool %s: group \"%s\" does not exist", p->name, p->group);
+            ok = false;
+        } else {
+            p->gid = gr->gr_gid;
+            p->has_gid = true;
+        }
+    }
+    return ok;
+}
+
+/* ---------------------------------------------------------------- top level */
+
+static bool parse_qpool_group(ctx_t *x, const config_setting_t *g)
+{
+    static const char *const known[] = {"pid_file", "control_socket", "control_socket_mode",
+                                        "control_user", "control_group", "max_workers",
+                                        "shutdown_timeout", "log_level", "log_format",
+                                        "failed_limit", "balance_interval", NULL};
+    static const char *const levels[] = {"error", "warn", "info", "debug", NULL};
+    static const char *const formats[] = {"text", "json", NULL};
+    qconf_t *c = x->c;
+    bool ok = true;
+    if (config_setting_type(g) != CONFIG_TYPE_GROUP) {
+        cerr(x, g, "qpool: expected a group");
+        return false;
+    }
+    for (int i = 0; i < config_setting_length(g); i++) {
+        config_setting_t *s = config_setting_get_elem(g, (unsigned)i);
+        const char *k = config_setting_name(s);
+        if (!strcmp(k, "pid_file"))
+            ok &= want_str(x, s, &c->pid_file);
+        else if (!strcmp(k, "control_socket"))
+            ok &= want_str(x, s, &c->control_socket);
+        else if (!strcmp(k, "control_socket_mode")) {
+            char *m = NULL;
+            if (want_str(x, s, &m)) {
+                char *end;
+                long v = strtol(m, &end, 8);
+                if (*end || !*m || v < 0 || v > 0777) {
+                    cerr(x, s, "control_socket_mode: \"%s\" is not an octal mode such as \"0660\"", m);
+                    ok = false;
+                } else
+                    c->control_socket_mode = (int)v;
+            } else
+                ok = false;
+            free(m);
+        } else if (!strcmp(k, "control_user"))
+            ok &= want_str(x, s, &c->control_user);
+        else if (!strcmp(k, "control_group"))
+            ok &= want_str(x, s, &c->control_group);
+        else if (!strcmp(k, "max_workers"))
+            ok &= want_int(x, s, 1, QPOOL_MAX_WORKERS_LIMIT, &c->max_workers);
+        else if (!strcmp(k, "shutdown_timeout"))
+            ok &= want_num(x, s, 0, 86400, &c->shutdown_timeout);
+        else if (!strcmp(k, "log_level"))
+            ok &= want_enum(x, s, levels, &c->log_level);
+        else if (!strcmp(k, "log_format"))
+            ok &= want_enum(x, s, formats, &c->log_format);
+        else if (!strcmp(k, "failed_limit"))
+            ok &= want_int(x, s, 1, 10000000, &c->failed_limit);
+        else if (!strcmp(k, "balance_interval"))
+            ok &= want_num(x, s, 0.1, 60, &c->balance_interval);
+        else {
+            unknown_key(x, s, "qpool", known);
+            ok = false;
+        }
+    }
+    if (c->control_user && !getpwnam(c->control_user)) {
+        cerr(x, g, "control_user \"%s\" does not exist", c->control_user);
+        ok = false;
+    }
+    if (c->control_group && !getgrnam(c->control_group)) {
+        cerr(x, g, "control_group \"%s\" does not exist", c->control_group);
+        ok = false;
+    }
+    return ok;
+}
+
+static void redis_defaults(redis_conf_t *r, const char *name)
+{
+    memset(r, 0, sizeof *r);
+    r->name = xstrdup(name);
+    r->host = xstrdup("127.0.0.1");
+    r->port = 6379;
+    r->prefix = xstrdup("laravel_database_");
+    r->timeout = 5;
+}
+
+static bool parse_redis_group(ctx_t *x, const config_setting_t *g)
+{
+    static const char *const known[] = {"host", "port", "socket", "db", "prefix", "username",
+                                        "password_env", "timeout", NULL};
+    qconf_t *c = x->c;
+    bool ok = true;
+    if (config_setting_type(g) != CONFIG_TYPE_GROUP) {
+        cerr(x, g, "redis: expected a group of named connections");
+        return false;
+    }
+    int n = config_setting_length(g);
+    c->redis = xcalloc((size_t)n + 1, sizeof *c->redis);
+    for (int i = 0; i < n; i++) {
+        config_setting_t *cs = config_setting_get_elem(g, (unsigned)i);
+        redis_conf_t *r = &c->redis[c->nredis++];
+        redis_defaults(r, config_setting_name(cs));
+        r->line = sline(cs);
+        if (config_setting_type(cs) != CONFIG_TYPE_GROUP) {
+            cerr(x, cs, "redis.%s: expected a group { host = ...; port = ...; }", r->name);
+            ok = false;
+            continue;
+        }
+        for (int j = 0; j < config_setting_length(cs); j++) {
+            config_setting_t *s = config_setting_get_elem(cs, (unsigned)j);
+            const char *k = config_setting_name(s);
+            if (!strcmp(k, "host"))
+                ok &= want_str(x, s, &r->host);
+            else if (!strcmp(k, "port"))
+                ok &= want_int(x, s, 1, 65535, &r->port);
+            else if (!strcmp(k, "socket"))
+                ok &= want_str(x, s, &r->socket);
+            else if (!strcmp(k, "db"))
+                ok &= want_int(x, s, 0, 1000000, &r->db);
+            else if (!strcmp(k, "prefix"))
+                ok &= want_str(x, s, &r->prefix);
+            else if (!strcmp(k, "username"))
+                ok &= want_str(x, s, &r->username);
+            else if (!strcmp(k, "password_env"))
+                ok &= want_str(x, s, &r->password_env);
+            else if (!strcmp(k, "timeout"))
+                ok &= want_num(x, s, 0.01, 3600, &r->timeout);
+            else {
+                unknown_key(x, s, "a redis connection", known);
+                ok = false;
+            }
+        }
+    }
+    return ok;
+}
+
+const char *config_path(const char *explicit_path)
+{
+    if (explicit_path && *explicit_path) return explicit_path;
+    const char *e = getenv("QPOOL_CONFIG");
+    if (e && *e) return e;
+    return QPOOL_DEFAULT_CONFIG;
+}
+
+qconf_t *config_load(const char *path, conf_errors_t *errs)
+{
+    memset(errs, 0, sizeof *errs);
+    qconf_t *c = xcalloc(1, sizeof *c);
+    c->path = xstrdup(path);
+    c->pid_file = xstrdup("/run/qpool/qpool.pid");
+    c->control_socket = xstrdup("/run/qpool/qpool.sock");
+    c->control_socket_mode = 0660;
+    c->max_workers = 64;
+    c->shutdown_timeout = 120;
+    c->log_level = LOG_INFO;
+    c->log_format = LOGFMT_TEXT;
+    c->failed_limit = 10000;
+    c->balance_interval = 1;
+    ctx_t x = {.path = path, .errs = errs, .c = c};
+
+    config_t cfg;
+    config_init(&cfg);
+    {
+        /* Relative @include paths resolve against the config file's directory. */
+        char *dir = xstrdup(path);
+        char *slash = strrchr(dir, '/');
+        if (slash) {
+            *slash = '\0';
+            config_set_include_dir(&cfg, *dir ? dir : "/");
+        }
+        free(dir);
+    }
+    struct stat st;
+    if (stat(path, &st) < 0) {
+        cerr(&x, NULL, "cannot read config file: %s", strerror(errno));
+        goto fail;
+    }
+    if (!config_read_file(&cfg, path)) {
+        if (config_error_type(&cfg) == CONFIG_ERR_FILE_IO)
+            cerr(&x, NULL, "cannot read config file: %s", config_error_text(&cfg));
+        else {
+            const char *f = config_error_file(&cfg) ? config_error_file(&cfg) : path;
+            char *msg = xasprintf("%s:%d: syntax error: %s", f, config_error_line(&cfg),
+                                  config_error_text(&cfg));
+            errs->msgs = xrealloc(errs->msgs, sizeof(char *) * (size_t)(errs->n + 1));
+            errs->msgs[errs->n++] = msg;
+        }
+        goto fail;
+    }
+
+    config_setting_t *root = config_root_setting(&cfg);
+    static const char *const top_known[] = {"qpool", "redis", "defaults", "pools", NULL};
+    const config_setting_t *gq = NULL, *gr = NULL, *gd = NULL, *gp = NULL;
+    for (int i = 0; i < config_setting_length(root); i++) {
+        config_setting_t *s = config_setting_get_elem(root, (unsigned)i);
+        const char *k = config_setting_name(s);
+        if (!strcmp(k, "qpool")) gq = s;
+        else if (!strcmp(k, "redis")) gr = s;
+        else if (!strcmp(k, "defaults")) gd = s;
+        else if (!strcmp(k, "pools")) gp = s;
+        else unknown_key(&x, s, "the top level", top_known);
+    }
+    if (gq) parse_qpool_group(&x, gq);
+    if (gr)
+        parse_redis_group(&x, gr);
+    if (!config_redis(c, "default")) {
+        /* Pools use "default" unless told otherwise; provide Laravel's stock one. */
+        c->redis = xrealloc(c->redis, sizeof *c->redis * (size_t)(c->nredis + 1));
+        redis_defaults(&c->redis[c->nredis++], "default");
+    }
+
+    pool_conf_t defaults;
+    pool_builtin_defaults(&defaults);
+    if (gd) {
+        if (config_setting_type(gd) != CONFIG_TYPE_GROUP)
+            cerr(&x, gd, "defaults: expected a group");
+        else
+            parse_pool_settings(&x, gd, &defaults, true, NULL);
+    }
+    if (!gp) {
+        cerr(&x, NULL, "no pools defined (add pools = ( { name = ...; queues = [...]; ... } );)");
+    } else if (config_setting_type(gp) != CONFIG_TYPE_LIST) {
+        cerr(&x, gp, "pools: expected a list ( {...}, {...} )");
+    } else {
+        int n = config_setting_length(gp);
+        if (n == 0) cerr(&x, gp, "pools: no pools defined");
+        c->pools = xcalloc((size_t)n + 1, sizeof *c->pools);
+        for (int i = 0; i < n; i++) {
+            config_setting_t *g = config_setting_get_elem(gp, (unsigned)i);
+            if (config_setting_type(g) != CONFIG_TYPE_GROUP) {
+                cerr(&x, g, "pools[%d]: expected a group { name = ...; }", i);
+                continue;
+            }
+            pool_conf_t *p = &c->pools[c->npools++];
+            pool_conf_copy(p, &defaults);
+            p->line = sline(g);
+            pool_parse_t pp = {0};
+            parse_pool_settings(&x, g, p, false, &pp);
+            finish_pool(&x, g, p, &pp);
+            for (int j = 0; p->name && j < c->npools - 1; j++)
+                if (c->pools[j].name && !strcmp(c->pools[j].name, p->name))
+                    cerr(&x, g, "pool name \"%s\" is used twice (first on line %d)", p->name,
+                         c->pools[j].line);
+        }
+        int minsum = 0;
+        for (int i = 0; i < c->npools; i++)
+            minsum += c->pools[i].balance == BALANCE_OFF ? c->pools[i].processes
+                                                         : c->pools[i].min_processes;
+        if (errs->n == 0 && minsum > c->max_workers)
+            cerr(&x, gq ? gq : gp, "max_workers (%d) is below the sum of the pools' fixed and minimum sizes (%d)",
+                 c->max_workers, minsum);
+    }
+    pool_conf_free(&defaults);
+    config_destroy(&cfg);
+    if (errs->n) {
+        config_free(c);
+        return NULL;
+    }
+    return c;
+fail:
+    config_destroy(&cfg);
+    config_free(c);
+    return NULL;
+}
+
+void config_free(qconf_t *c)
+{
+    if (!c) return;
+    free(c->path);
+    free(c->pid_file);
+    free(c->control_socket);
+    free(c->control_user);
+    free(c->control_group);
+    for (int i = 0; i < c->nredis; i++) {
+        redis_conf_t *r = &c->redis[i];
+        free(r->name);
+        free(r->host);
+        free(r->socket);
+        free(r->prefix);
+        free(r->username);
+        free(r->password_env);
+    }
+    free(c->redis);
+    for (int i = 0; i < c->npools; i++) pool_conf_free(&c->pools[i]);
+    free(c->pools);
+    free(c);
+}
+
+void conf_errors_free(conf_errors_t *e)
+{
+    for (int i = 0; i < e->n; i++) free(e->msgs[i]);
+    for (int i = 0; i < e->nwarn; i++) free(e->warnings[i]);
+    free(e->msgs);
+    free(e->warnings);
+    memset(e, 0, sizeof *e);
+}
+
+void conf_errors_print(const conf_errors_t *e, FILE *f)
+{
+    for (int i = 0; i < e->n; i++) fprintf(f, "%s\n", e->msgs[i]);
+    for (int i = 0; i < e->nwarn; i++) fprintf(f, "warning: %s\n", e->warnings[i]);
+}
+
+const redis_conf_t *config_redis(const qconf_t *c, const char *name)
+{
+    for (int i = 0; name && i < c->nredis; i++)
+        if (!strcmp(c->redis[i].name, name)) return &c->redis[i];
+    return NULL;
+}
+
+int config_pool_index(const qconf_t *c, const char *name)
+{
+    for (int i = 0; i < c->npools; i++)
+        if (!strcmp(c->pools[i].name, name)) return i;
+    return -1;
+}
+
+const pool_conf_t *config_pool(const qconf_t *c, const char *name)
+{
+    int i = config_pool_index(c, name);
+    return i < 0 ? NULL : &c->pools[i];
+}
+
+/* ---------------------------------------------------------------- compare */
+
+static bool str_eq(const char *a, const char *b)
+{
+    if (!a || !b) return a == b;
+    return strcmp(a, b) == 0;
+}
+
+static bool strv_eq(char *const *a, char *const *b)
+{
+    if (!a || !b) return a == b;
+    size_t n = strv_len(a);
+    if (n != strv_len(b)) return false;
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(a[i], b[i])) return false;
+    return true;
+}
+
+bool pool_conf_same_size(const pool_conf_t *a, const pool_conf_t *b)
+{
+    return a->balance == b->balance && a->processes == b->processes &&
+           a->min_processes == b->min_processes && a->max_processes == b->max_processes;
+}
+
+bool pool_conf_same_except_size(const pool_conf_t *a, const pool_conf_t *b)
+{
+    if (!str_eq(a->name, b->name) || !strv_eq(a->queues, b->queues)) return false;
+    if (!str_eq(a->connection, b->connection) || !str_eq(a->queue_connection, b->queue_connection) ||
+        !str_eq(a->cache_connection, b->cache_connection) || !str_eq(a->cache_prefix, b->cache_prefix) ||
+        !str_eq(a->restart_key, b->restart_key) || a->laravel_pause != b->laravel_pause)
+        return false;
+    if (a->tries != b->tries || a->timeout != b->timeout || a->retry_after != b->retry_after ||
+        a->memory != b->memory || a->sleep != b->sleep || a->max_jobs != b->max_jobs ||
+        a->max_time != b->max_time || a->rest != b->rest || a->migration_batch != b->migration_batch ||
+        a->job_log != b->job_log || a->nbackoff != b->nbackoff)
+        return false;
+    if (memcmp(a->backoff, b->backoff, sizeof(int) * (size_t)a->nbackoff)) return false;
+    if (a->handler_type != b->handler_type || !strv_eq(a->handler_command, b->handler_command) ||
+        a->handler_start_timeout != b->handler_start_timeout || !strv_eq(a->command, b->command))
+        return false;
+    if (!str_eq(a->user, b->user) || !str_eq(a->group, b->group) ||
+        !str_eq(a->working_directory, b->working_directory) || a->nice != b->nice ||
+        a->nenv != b->nenv)
+        return false;
+    for (int i = 0; i < a->nenv; i++)
+        if (!str_eq(a->env[i].name, b->env[i].name) || !str_eq(a->env[i].value, b->env[i].value))
+            return false;
+    return true;
+}
+
+/* ---------------------------------------------------------------- print */
+
+static void print_str(FILE *f, const char *indent, const char *k, const char *v)
+{
+    sbuf_t b;
+    sbuf_init(&b);
+    sbuf_json_str(&b, v, strlen(v)); /* libconfig string escapes are JSON's subset */
+    fprintf(f, "%s%s = %s;\n", indent, k, b.data);
+    sbuf_free(&b);
+}
+
+static void print_strv(FILE *f, const char *indent, const char *k, char *const *v)
+{
+    fprintf(f, "%s%s = [", indent, k);
+    for (int i = 0; v[i]; i++) {
+        sbuf_t b;
+        sbuf_init(&b);
+        sbuf_json_str(&b, v[i], strlen(v[i]));
+        fprintf(f, "%s%s", i ? ", " : "", b.data);
+        sbuf_free(&b);
+    }
+    fprintf(f, "];\n");
+}
+
+static void print_num(FILE *f, const char *indent, const char *k, double v)
+{
+    char buf[64];
+    fmt_num(buf, sizeof buf, v);
+    /* libconfig needs a decimal point to read a float back as a float */
+    if (v != (long long)v || strchr(buf, 'e'))
+        fprintf(f, "%s%s = %s;\n", indent, k, buf);
+    else
+        fprintf(f, "%s%s = %s.0;\n", indent, k, buf);
+}
+
+void config_print(const qconf_t *c, FILE *f)
+{
+    fprintf(f, "# effective configuration of %s (defaults filled in)\n", c->path);
+    fprintf(f, "qpool = {\n");
+    print_str(f, "  ", "pid_file", c->pid_file);
+    print_str(f, "  ", "control_socket", c->control_socket);
+    fprintf(f, "  control_socket_mode = \"%04o\";\n", c->control_socket_mode);
+    if (c->control_user) print_str(f, "  ", "control_user", c->control_user);
+    if (c->control_group) print_str(f, "  ", "control_group", c->control_group);
+    fprintf(f, "  max_workers = %d;\n", c->max_workers);
+    print_num(f, "  ", "shutdown_timeout", c->shutdown_timeout);
+    fprintf(f, "  log_level = \"%s\";\n", log_level_name(c->log_level));
+    fprintf(f, "  log_format = \"%s\";\n", c->log_format == LOGFMT_JSON ? "json" : "text");
+    fprintf(f, "  failed_limit = %d;\n", c->failed_limit);
+    print_num(f, "  ", "balance_interval", c->balance_interval);
+    fprintf(f, "};\n\nredis = {\n");
+    for (int i = 0; i < c->nredis; i++) {
+        const redis_conf_t *r = &c->redis[i];
+        fprintf(f, "  %s = {\n", r->name);
+        if (r->socket)
+            print_str(f, "    ", "socket", r->socket);
+        else {
+            print_str(f, "    ", "host", r->host);
+            fprintf(f, "    port = %d;\n", r->port);
+        }
+        fprintf(f, "    db = %d;\n", r->db);
+        print_str(f, "    ", "prefix", r->prefix);
+        if (r->username) print_str(f, "    ", "username", r->username);
+        if (r->password_env) print_str(f, "    ", "password_env", r->password_env);
+        print_num(f, "    ", "timeout", r->timeout);
+        fprintf(f, "  };\n");
+    }
+    fprintf(f, "};\n\npools = (\n");
+    for (int i = 0; i < c->npools; i++) {
+        const pool_conf_t *p = &c->pools[i];
+        const char *in = "    ";
+        fprintf(f, "  {\n");
+        print_str(f, in, "name", p->name);
+        print_strv(f, in, "queues", p->queues);
+        fprintf(f, "%sbalance = \"%s\";\n", in, balance_names[p->balance]);
+        if (p->balance == BALANCE_OFF)
+            fprintf(f, "%sprocesses = %d;\n", in, p->processes);
+        else {
+            fprintf(f, "%smin_processes = %d;\n%smax_processes = %d;\n", in, p->min_processes, in,
+                    p->max_processes);
+            fprintf(f, "%sauto_strategy = \"%s\";\n", in, strategy_names[p->auto_strategy]);
+            print_num(f, in, "target_wait", p->target_wait);
+            print_num(f, in, "scale_down_delay", p->scale_down_delay);
+            fprintf(f, "%spriority = %d;\n", in, p->priority);
+        }
+        if (p->handler_type != HANDLER_NONE) {
+            fprintf(f, "%shandler = {\n", in);
+            fprintf(f, "%s  type = \"%s\";\n", in, handler_names[p->handler_type]);
+            print_strv(f, "      ", "command", p->handler_command);
+            if (p->handler_type == HANDLER_PIPE)
+                print_num(f, "      ", "start_timeout", p->handler_start_timeout);
+            fprintf(f, "%s};\n", in);
+        } else
+            print_strv(f, in, "command", p->command);
+        print_str(f, in, "connection", p->connection);
+        print_str(f, in, "queue_connection", p->queue_connection);
+        print_str(f, in, "cache_connection", p->cache_connection);
+        print_str(f, in, "cache_prefix", p->cache_prefix);
+        print_str(f, in, "restart_key", p->restart_key);
+        fprintf(f, "%slaravel_pause = %s;\n", in, p->laravel_pause ? "true" : "false");
+        fprintf(f, "%stries = %d;\n", in, p->tries);
+        fprintf(f, "%sbackoff = [", in);
+        for (int b = 0; b < p->nbackoff; b++) fprintf(f, "%s%d", b ? ", " : "", p->backoff[b]);
+        fprintf(f, "];\n");
+        fprintf(f, "%stimeout = %d;\n%sretry_after = %d;\n%smemory = %d;\n", in, p->timeout, in,
+                p->retry_after, in, p->memory);
+        print_num(f, in, "sleep", p->sleep);
+        fprintf(f, "%smax_jobs = %d;\n%smax_time = %d;\n", in, p->max_jobs, in, p->max_time);
+        print_num(f, in, "rest", p->rest);
+        fprintf(f, "%smigration_batch = %d;\n", in, p->migration_batch);
+        fprintf(f, "%sjob_log = %s;\n", in, p->job_log ? "true" : "false");
+        if (p->user) print_str(f, in, "user", p->user);
+        if (p->group) print_str(f, in, "group", p->group);
+        if (p->working_directory) print_str(f, in, "working_directory", p->working_directory);
+        if (p->nenv) {
+            fprintf(f, "%senvironment = {\n", in);
+            for (int e = 0; e < p->nenv; e++) print_str(f, "      ", p->env[e].name, p->env[e].value);
+            fprintf(f, "%s};\n", in);
+        }
+        fprintf(f, "%snice = %d;\n", in, p->nice);
+        fprintf(f, "  }%s\n", i + 1 < c->npools ? "," : "");
+    }
+    fprintf(f, ");\n");
+}
+
+bool redis_conf_same(const redis_conf_t *a, const redis_conf_t *b)
+{
+    if (!a || !b) return a == b;
+    return str_eq(a->host, b->host) && a->port == b->port && str_eq(a->socket, b->socket) &&
+           a->db == b->db && str_eq(a->prefix, b->prefix) && str_eq(a->username, b->username) &&
+           str_eq(a->password_env, b->password_env) && a->timeout == b->timeout;
+}

@@ -1,0 +1,159 @@
+/*
+ * config.h - the qpool configuration: parsed from a libconfig file, fully
+ * validated, with every default filled in, before anything starts.
+ *
+ * Validation collects every problem as "FILE:LINE: message"; callers print
+ * them and exit 78 (EX_CONFIG). Unknown keys are errors, with a suggestion
+ * when a known key is close, because a typo must never silently do nothing.
+ * The pool settings cascade: built-in defaults, then the `defaults` group,
+ * then the pool's own group.
+ */
+#ifndef QPOOL_CONFIG_H
+#define QPOOL_CONFIG_H
+
+#include <stdbool.h>
+#include <stdio.h>
+#include <sys/types.h>
+
+#define QPOOL_EX_CONFIG 78
+#define QPOOL_MAX_WORKERS_LIMIT 1024
+#define QPOOL_MAX_QUEUES 32          /* per pool; also the width of pause masks */
+#define QPOOL_DEFAULT_CONFIG "/etc/qpool/qpool.conf"
+
+typedef struct {
+    char *name;
+    char *host;
+    int port;
+    char *socket;          /* Unix socket path; wins over host/port when set */
+    int db;
+    char *prefix;          /* Laravel's database.redis.options.prefix */
+    char *username;
+    char *password_env;    /* name of the environment variable holding the password */
+    double timeout;        /* connect / command timeout, seconds */
+    int line;
+} redis_conf_t;
+
+enum balance_mode { BALANCE_OFF = 0, BALANCE_AUTO = 1 };
+enum auto_strategy { STRATEGY_TIME = 0, STRATEGY_SIZE = 1 };
+enum handler_type { HANDLER_NONE = 0, HANDLER_EXEC = 1, HANDLER_PIPE = 2 };
+
+typedef struct {
+    char *name;
+    char *value;
+} env_var_t;
+
+typedef struct {
+    char *name;
+    char **queues;         /* NULL-terminated */
+    int nqueues;
+    int line;
+    const char *file;
+
+    /* size */
+    int balance;
+    int processes;
+    int min_processes, max_processes;
+    int auto_strategy;
+    double target_wait;
+    double scale_down_delay;
+    int priority;
+
+    /* Laravel queue options, names as in queue:work */
+    char *connection;          /* redis connection name */
+    char *queue_connection;    /* Laravel queue connection name, e.g. "redis" */
+    char *cache_connection;    /* redis connection of Laravel's cache store */
+    char *cache_prefix;        /* Laravel cache prefix incl. separator, e.g. "laravel_cache:" */
+    char *restart_key;         /* "" disables polling of queue:restart */
+    bool laravel_pause;        /* honour illuminate:queue:paused:<conn>:<queue> */
+    int tries;
+    int *backoff;
+    int nbackoff;
+    int timeout;
+    int retry_after;
+    int memory;                /* MB */
+    double sleep;
+    int max_jobs;
+    int max_time;
+    double rest;
+    int migration_batch;
+    bool job_log;
+
+    /* what each child runs: exactly one of handler / command */
+    int handler_type;
+    char **handler_command;
+    double handler_start_timeout;
+    char **command;            /* template argv, placeholders unexpanded */
+
+    char *user;
+    char *group;
+    char *working_directory;
+    env_var_t *env;
+    int nenv;
+    int nice;
+
+    /* resolved */
+    uid_t uid;
+    gid_t gid;
+    bool has_uid, has_gid;
+} pool_conf_t;
+
+typedef struct {
+    char *path;
+    char *pid_file;
+    char *control_socket;
+    int control_socket_mode;
+    char *control_user;        /* besides root and qpool's own user */
+    char *control_group;
+    int max_workers;
+    double shutdown_timeout;
+    int log_level;
+    int log_format;
+    int failed_limit;
+    double balance_interval;
+
+    redis_conf_t *redis;
+    int nredis;
+    pool_conf_t *pools;
+    int npools;
+} qconf_t;
+
+/* Error list produced by config_load. */
+typedef struct {
+    char **msgs;
+    int n;
+    char **warnings;
+    int nwarn;
+} conf_errors_t;
+
+/* Load and validate. Returns NULL and fills errs on any error. */
+qconf_t *config_load(const char *path, conf_errors_t *errs);
+void config_free(qconf_t *c);
+void conf_errors_free(conf_errors_t *e);
+void conf_errors_print(const conf_errors_t *e, FILE *f);
+
+/* The path to use: explicit, else $QPOOL_CONFIG, else the default. */
+const char *config_path(const char *explicit_path);
+
+/* Print the effective config (defaults filled in) in libconfig syntax. */
+void config_print(const qconf_t *c, FILE *f);
+
+const redis_conf_t *config_redis(const qconf_t *c, const char *name);
+const pool_conf_t *config_pool(const qconf_t *c, const char *name);
+int config_pool_index(const qconf_t *c, const char *name);
+
+/* Expand a pool's command template; returns a NULL-terminated argv. */
+char **config_expand_command(const pool_conf_t *p);
+
+/* True if two pools differ in anything but their size settings. */
+bool pool_conf_same_except_size(const pool_conf_t *a, const pool_conf_t *b);
+bool pool_conf_same_size(const pool_conf_t *a, const pool_conf_t *b);
+
+/* Deep copy / free of one pool's settings. */
+void pool_conf_copy(pool_conf_t *dst, const pool_conf_t *src);
+void pool_conf_free(pool_conf_t *p);
+bool redis_conf_same(const redis_conf_t *a, const redis_conf_t *b);
+
+/* Format a backoff list as "1,2,4" into buf. */
+void config_backoff_str(const pool_conf_t *p, char *buf, size_t n);
+
+#endif

@@ -1,0 +1,65 @@
+/*
+ * master.h - the master process: one event loop (epoll over a signalfd, the
+ * control socket and its clients) that reaps, respawns, balances, reloads and
+ * stops. Nothing in the master ever sleeps to poll for dead children: SIGCHLD
+ * arrives on the signalfd and is handled at once.
+ */
+#ifndef QPOOL_MASTER_H
+#define QPOOL_MASTER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "pool.h"
+#include "scoreboard.h"
+
+struct pidfh;
+struct rconn;
+
+typedef struct {
+    qconf_t *conf;
+    pools_t pools;
+    scoreboard_t sb;
+    int sfd;                   /* signalfd */
+    int epfd;
+    int ctl_fd;                /* control socket listener, -1 if none */
+    struct pidfh *pidfh;
+
+    bool stopping;
+    bool fast;
+    int64_t stop_deadline_ms;
+    int64_t last_watchdog_ms;
+    int64_t next_balance_ms;
+    int64_t next_poll_ms;      /* Laravel restart / pause keys */
+    char last_status[512];
+
+    /* Redis connections of the master (queue counts, Laravel keys), by name */
+    struct rconn **rc;
+    int nrc;
+    char **restart_seen;       /* last seen queue:restart value per pool */
+
+    /* control socket clients (control.c) */
+    struct ctl_client **clients;
+    int nclients;
+    int64_t next_progress_ms;  /* terminate --wait progress lines */
+
+    /* queues paused by `qpool pause --queue`, by name: survives reloads */
+    char **paused_queues;
+    int npaused_queues;
+} master_t;
+
+/* Recompute each pool's queue pause bits from m->paused_queues. */
+void master_apply_queue_pauses(master_t *m);
+
+/* Run the master in the foreground; returns the process exit status. */
+int master_run(const char *config_path);
+
+/* Reload from the config file; on error, msg gets the errors (caller frees)
+ * and the old config keeps running. Returns 0 on success. */
+int master_reload(master_t *m, char **msg);
+void master_begin_stop(master_t *m, bool fast);
+void master_set_pause(master_t *m, bool paused);
+pool_t *master_pool(master_t *m, const char *name);
+
+#endif

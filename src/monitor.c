@@ -1,0 +1,330 @@
+/*
+ * monitor.c - see monitor.h.
+ */
+#include "monitor.h"
+#include "balancer.h"
+#include "log.h"
+#include "queue.h"
+#include "rconn.h"
+#include "util.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define RATE_TAU_S 5.0      /* balancer's view of throughput */
+#define MINUTE_TAU_S 60.0   /* status's jobs per minute */
+
+static rconn_t *conn_for(master_t *m, const char *name)
+{
+    for (int i = 0; i < m->nrc; i++)
+        if (!strcmp(m->rc[i]->name, name)) return m->rc[i];
+    const redis_conf_t *rc = config_redis(m->conf, name);
+    if (!rc) return NULL;
+    m->rc = xrealloc(m->rc, sizeof *m->rc * (size_t)(m->nrc + 1));
+    m->rc[m->nrc] = rconn_new(rc);
+    return m->rc[m->nrc++];
+}
+
+void monitor_free(master_t *m)
+{
+    for (int i = 0; i < m->nrc; i++) rconn_free(m->rc[i]);
+    free(m->rc);
+    m->rc = NULL;
+    m->nrc = 0;
+    if (m->restart_seen) {
+        for (int i = 0; m->restart_seen[i]; i++) free(m->restart_seen[i]);
+        free(m->restart_seen);
+        m->restart_seen = NULL;
+    }
+}
+
+void monitor_reset(master_t *m)
+{
+    /* Keep restart baselines across reloads: a queue:restart must not be
+     * missed or invented by a reload. */
+    char **seen = m->restart_seen;
+    m->restart_seen = NULL;
+    monitor_free(m);
+    m->restart_seen = seen;
+    m->next_balance_ms = 0;
+}
+
+/* "key\x01value" entries: the last value seen for each restart key. */
+static const char *seen_get(master_t *m, const char *key, bool *found)
+{
+    *found = false;
+    size_t kl = strlen(key);
+    for (int i = 0; m->restart_seen && m->restart_seen[i]; i++) {
+        const char *e = m->restart_seen[i];
+        if (!strncmp(e, key, kl) && e[kl] == '\x01') {
+            *found = true;
+            return e + kl + 1;
+        }
+    }
+    return NULL;
+}
+
+static void seen_set(master_t *m, const char *key, const char *value)
+{
+    size_t kl = strlen(key);
+    int n = 0;
+    for (; m->restart_seen && m->restart_seen[n]; n++) {
+        if (!strncmp(m->restart_seen[n], key, kl) && m->restart_seen[n][kl] == '\x01') {
+            free(m->restart_seen[n]);
+            m->restart_seen[n] = xasprintf("%s\x01%s", key, value);
+            return;
+        }
+    }
+    m->restart_seen = xrealloc(m->restart_seen, sizeof(char *) * (size_t)(n + 2));
+    m->restart_seen[n] = xasprintf("%s\x01%s", key, value);
+    m->restart_seen[n + 1] = NULL;
+}
+
+static bool php_truthy(const redisReply *r)
+{
+    if (!r || r->type != REDIS_REPLY_STRING) return false;
+    /* RedisStore stores true as serialize(true) = "b:1;", numbers raw */
+    return strcmp(r->str, "b:0;") && strcmp(r->str, "0") && r->len > 0 && strcmp(r->str, "N;");
+}
+
+/* Queue counts: for each connection, one pipelined round trip over every
+ * queue of every pool using it. */
+static void fetch_counts(master_t *m)
+{
+    for (int ci = 0; ci < m->conf->nredis; ci++) {
+        const char *cname = m->conf->redis[ci].name;
+        int used = 0;
+        for (int i = 0; i < m->pools.n; i++)
+            if (!strcmp(m->pools.v[i]->conf.connection, cname)) used++;
+        if (!used) continue;
+        rconn_t *c = conn_for(m, cname);
+        if (!c || rconn_ensure(c) < 0) {
+            for (int i = 0; i < m->pools.n; i++)
+                if (!strcmp(m->pools.v[i]->conf.connection, cname)) m->pools.v[i]->have_counts = false;
+            continue;
+        }
+        int cmds = 0;
+        for (int i = 0; i < m->pools.n; i++) {
+            pool_t *p = m->pools.v[i];
+            if (strcmp(p->conf.connection, cname)) continue;
+            for (int q = 0; q < p->conf.nqueues; q++) {
+                qkeys_t k;
+                qkeys_init(&k, c->conf.prefix, p->conf.queues[q]);
+                const char *a1[] = {"LLEN", k.ready}, *a2[] = {"ZCARD", k.delayed},
+                           *a3[] = {"ZCARD", k.reserved};
+                rconn_append(c, 2, a1, NULL);
+                rconn_append(c, 2, a2, NULL);
+                rconn_append(c, 2, a3, NULL);
+                qkeys_free(&k);
+                cmds += 3;
+            }
+        }
+        bool ok = true;
+        for (int i = 0; i < m->pools.n && ok; i++) {
+            pool_t *p = m->pools.v[i];
+            if (strcmp(p->conf.connection, cname)) continue;
+            for (int q = 0; q < p->conf.nqueues && ok; q++) {
+                int64_t v[3];
+                for (int j = 0; j < 3; j++) {
+                    redisReply *r;
+                    if (rconn_read(c, -1, -1, &r) != RC_OK) {
+                        ok = false;
+                        break;
+                    }
+                    v[j] = r->type == REDIS_REPLY_INTEGER ? r->integer : 0;
+                    freeReplyObject(r);
+                    cmds--;
+                }
+                if (!ok) break;
+                p->q[q].ready = v[0];
+                p->q[q].delayed = v[1];
+                p->q[q].reserved = v[2];
+            }
+            p->have_counts = ok;
+        }
+        (void)cmds;
+    }
+}
+
+/* Laravel's queue:pause keys and queue:restart key, on each cache connection. */
+static void poll_laravel_keys(master_t *m)
+{
+    for (int ci = 0; ci < m->conf->nredis; ci++) {
+        const char *cname = m->conf->redis[ci].name;
+        int used = 0;
+        for (int i = 0; i < m->pools.n; i++)
+            if (!m->pools.v[i]->removed && !strcmp(m->pools.v[i]->conf.cache_connection, cname) &&
+                (m->pools.v[i]->conf.laravel_pause || m->pools.v[i]->conf.restart_key[0]))
+                used++;
+        if (!used) continue;
+        rconn_t *c = conn_for(m, cname);
+        if (!c || rconn_ensure(c) < 0) continue;
+        for (int i = 0; i < m->pools.n; i++) {
+            pool_t *p = m->pools.v[i];
+            if (p->removed || strcmp(p->conf.cache_connection, cname)) continue;
+            if (p->conf.restart_key[0]) {
+                char *k = xasprintf("%s%s%s", c->conf.prefix, p->conf.cache_prefix, p->conf.restart_key);
+                const char *a[] = {"GET", k};
+                rconn_append(c, 2, a, NULL);
+                free(k);
+            }
+            if (p->conf.laravel_pause) {
+                char *g = xasprintf("%s%silluminate:queues:paused", c->conf.prefix, p->conf.cache_prefix);
+                const char *a[] = {"GET", g};
+                rconn_append(c, 2, a, NULL);
+                free(g);
+                for (int q = 0; q < p->conf.nqueues; q++) {
+                    char *k = xasprintf("%s%silluminate:queue:paused:%s:%s", c->conf.prefix,
+                                        p->conf.cache_prefix, p->conf.queue_connection,
+                                        p->conf.queues[q]);
+                    const char *b[] = {"GET", k};
+                    rconn_append(c, 2, b, NULL);
+                    free(k);
+                }
+            }
+        }
+        for (int i = 0; i < m->pools.n; i++) {
+            pool_t *p = m->pools.v[i];
+            if (p->removed || strcmp(p->conf.cache_connection, cname)) continue;
+            redisReply *r;
+            if (p->conf.restart_key[0]) {
+                if (rconn_read(c, -1, -1, &r) != RC_OK) return;
+                char *key = xasprintf("%s|%s%s%s", cname, c->conf.prefix, p->conf.cache_prefix,
+                                      p->conf.restart_key);
+                const char *now = r->type == REDIS_REPLY_STRING ? r->str : "";
+                bool found;
+                const char *was = seen_get(m, key, &found);
+                if (found && strcmp(was, now)) {
+                    log_info("pool %s: Laravel's queue:restart signal changed (%s): rolling restart",
+                             p->conf.name, p->conf.restart_key);
+                    pool_request_roll(p);
+                }
+                /* several pools may share the key: update after all have seen it */
+                p->restart_pending = !found || strcmp(was, now) ? xstrdup(now) : NULL;
+                free(p->restart_key_full);
+                p->restart_key_full = key;
+                freeReplyObject(r);
+            }
+            if (p->conf.laravel_pause) {
+                if (rconn_read(c, -1, -1, &r) != RC_OK) return;
+                bool all = php_truthy(r);
+                freeReplyObject(r);
+                for (int q = 0; q < p->conf.nqueues; q++) {
+                    if (rconn_read(c, -1, -1, &r) != RC_OK) return;
+                    bool was = p->q[q].laravel_paused;
+                    p->q[q].laravel_paused = all || php_truthy(r);
+                    if (was != p->q[q].laravel_paused)
+                        log_info("pool %s: queue %s %s by Laravel's queue:%s", p->conf.name,
+                                 p->conf.queues[q], p->q[q].laravel_paused ? "paused" : "resumed",
+                                 p->q[q].laravel_paused ? "pause" : "continue");
+                    freeReplyObject(r);
+                }
+            }
+        }
+    }
+    for (int i = 0; i < m->pools.n; i++) {
+        pool_t *p = m->pools.v[i];
+        if (p->restart_pending) {
+            seen_set(m, p->restart_key_full, p->restart_pending);
+            free(p->restart_pending);
+            p->restart_pending = NULL;
+        }
+    }
+}
+
+static void update_rates(master_t *m, int64_t now)
+{
+    for (int i = 0; i < m->pools.n; i++) {
+        pool_t *p = m->pools.v[i];
+        pool_counts_t c;
+        pool_counts(&m->pools, p, &c);
+        if (!p->last_sample_ms) {
+            p->last_sample_ms = now;
+            p->last_jobs = c.jobs_done;
+            p->last_failed = c.jobs_failed;
+            p->last_busy_ms = c.busy_ms;
+            continue;
+        }
+        double dt = (double)(now - p->last_sample_ms) / 1000.0;
+        if (dt < 0.05) continue;
+        double dj = (double)(c.jobs_done - p->last_jobs);
+        double df = (double)(c.jobs_failed - p->last_failed);
+        double db = (double)(c.busy_ms - p->last_busy_ms);
+        if (dj < 0 || df < 0 || db < 0) dj = df = db = 0; /* counters restarted */
+        double a = 1.0 - exp(-dt / RATE_TAU_S), am = 1.0 - exp(-dt / MINUTE_TAU_S);
+        p->rate = p->rate + a * (dj / dt - p->rate);
+        p->jobs_per_min = p->jobs_per_min + am * (dj / dt * 60.0 - p->jobs_per_min);
+        p->failed_per_min = p->failed_per_min + am * (df / dt * 60.0 - p->failed_per_min);
+        if (dj > 0) {
+            double rt = db / dj;
+            p->mean_runtime_ms = p->mean_runtime_ms > 0 ? p->mean_runtime_ms + a * (rt - p->mean_runtime_ms) : rt;
+        }
+        p->last_sample_ms = now;
+        p->last_jobs = c.jobs_done;
+        p->last_failed = c.jobs_failed;
+        p->last_busy_ms = c.busy_ms;
+    }
+}
+
+static void apply_balance(master_t *m, int64_t now)
+{
+    int n = 0;
+    bal_pool_t *b = xcalloc((size_t)m->pools.n + 1, sizeof *b);
+    pool_t **map = xcalloc((size_t)m->pools.n + 1, sizeof *map);
+    for (int i = 0; i < m->pools.n; i++) {
+        pool_t *p = m->pools.v[i];
+        if (p->removed) continue;
+        pool_counts_t c;
+        pool_counts(&m->pools, p, &c);
+        bal_pool_t *x = &b[n];
+        map[n++] = p;
+        x->auto_mode = p->conf.balance == BALANCE_AUTO;
+        x->processes = p->conf.processes;
+        x->min = p->conf.min_processes;
+        x->max = p->conf.max_processes;
+        x->size_strategy = p->conf.auto_strategy == STRATEGY_SIZE;
+        x->target_wait = p->conf.target_wait;
+        x->scale_down_delay = p->conf.scale_down_delay;
+        x->priority = p->conf.priority;
+        x->pinned = p->pinned;
+        x->paused = pool_is_paused(&m->pools, p);
+        x->live = c.live;
+        x->busy = c.busy;
+        x->stopping = c.stopping;
+        uint32_t cw = pool_control_word(&m->pools, p);
+        int64_t backlog = 0;
+        for (int q = 0; q < p->conf.nqueues; q++)
+            if (!(cw & (1u << q))) backlog += p->q[q].ready;
+        x->backlog = p->have_counts ? backlog : 0;
+        if (!p->have_counts && x->auto_mode) x->pinned = p->target; /* no data: hold still */
+        x->runtime_s = p->mean_runtime_ms / 1000.0;
+        x->rate = p->rate;
+        x->target = p->target;
+        x->below_since_ms = p->below_since_ms;
+    }
+    /* Removed pools' children still count against the budget. */
+    int reserved = 0;
+    for (int i = 0; i < m->pools.n; i++)
+        if (m->pools.v[i]->removed) reserved += m->pools.v[i]->nchildren;
+    balance(b, n, m->conf->max_workers - reserved, now);
+    for (int i = 0; i < n; i++) {
+        pool_t *p = map[i];
+        if (b[i].target != p->target && p->conf.balance == BALANCE_AUTO && p->pinned < 0)
+            log_info("pool %s: target %d -> %d (ready %lld, %.1f jobs/s, runtime %.0f ms)", p->conf.name,
+                     p->target, b[i].target, (long long)b[i].backlog, p->rate, p->mean_runtime_ms);
+        p->target = b[i].target;
+        p->below_since_ms = b[i].below_since_ms;
+    }
+    free(b);
+    free(map);
+}
+
+void monitor_tick(master_t *m, int64_t now)
+{
+    m->next_balance_ms = now + (int64_t)(m->conf->balance_interval * 1000);
+    fetch_counts(m);
+    poll_laravel_keys(m);
+    update_rates(m, now);
+    apply_balance(m, now);
+}

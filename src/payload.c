@@ -1,0 +1,270 @@
+/*
+ * payload.c - see payload.h.
+ */
+#include "payload.h"
+#include "util.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static char *dup_str(const cJSON *o, const char *k)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+    if (cJSON_IsString(v) && v->valuestring) return xstrdup(v->valuestring);
+    if (cJSON_IsNumber(v)) {
+        char buf[64];
+        if (v->valuedouble == floor(v->valuedouble) && fabs(v->valuedouble) < 1e15)
+            snprintf(buf, sizeof buf, "%.0f", v->valuedouble);
+        else
+            snprintf(buf, sizeof buf, "%g", v->valuedouble);
+        return xstrdup(buf);
+    }
+    return NULL;
+}
+
+/* Laravel reads these as ints; PHP also accepts numeric strings. */
+static bool get_long(const cJSON *o, const char *k, long *out)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+    if (cJSON_IsNumber(v)) {
+        *out = (long)v->valuedouble;
+        return true;
+    }
+    if (cJSON_IsString(v) && v->valuestring) {
+        char *end;
+        double d = strtod(v->valuestring, &end);
+        if (end != v->valuestring && *end == '\0') {
+            *out = (long)d;
+            return true;
+        }
+    }
+    return false;
+}
+
+int payload_parse(const char *raw, size_t len, job_payload_t *p, char *err, size_t errn)
+{
+    memset(p, 0, sizeof *p);
+    cJSON *o = cJSON_ParseWithLength(raw, len);
+    if (!o) {
+        snprintf(err, errn, "payload is not valid JSON");
+        return -1;
+    }
+    if (!cJSON_IsObject(o)) {
+        snprintf(err, errn, "payload is not a JSON object");
+        cJSON_Delete(o);
+        return -1;
+    }
+    if (!get_long(o, "attempts", &p->attempts)) {
+        snprintf(err, errn, "payload has no numeric \"attempts\"");
+        cJSON_Delete(o);
+        return -1;
+    }
+    p->uuid = dup_str(o, "uuid");
+    p->id = dup_str(o, "id");
+    p->display_name = dup_str(o, "displayName");
+    p->job = dup_str(o, "job");
+    p->has_max_tries = get_long(o, "maxTries", &p->max_tries);
+    p->has_max_exceptions = get_long(o, "maxExceptions", &p->max_exceptions);
+    p->fail_on_timeout = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "failOnTimeout"));
+    p->backoff = dup_str(o, "backoff");
+    p->has_timeout = get_long(o, "timeout", &p->timeout);
+    long ru;
+    p->has_retry_until = get_long(o, "retryUntil", &ru);
+    if (!p->has_retry_until) p->has_retry_until = get_long(o, "timeoutAt", &ru); /* 8.x legacy */
+    if (p->has_retry_until) p->retry_until = ru;
+    p->has_delay = get_long(o, "delay", &p->delay);
+    cJSON_Delete(o);
+    return 0;
+}
+
+void payload_free(job_payload_t *p)
+{
+    free(p->uuid);
+    free(p->id);
+    free(p->display_name);
+    free(p->job);
+    free(p->backoff);
+    memset(p, 0, sizeof *p);
+}
+
+const char *payload_name(const job_payload_t *p)
+{
+    if (p->display_name) return p->display_name;
+    if (p->job) return p->job;
+    return "?";
+}
+
+/* ------------------------------------------------------------ scanner */
+
+static size_t skip_ws(const char *s, size_t i, size_t n)
+{
+    while (i < n && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r')) i++;
+    return i;
+}
+
+/* s[i] == '"': index just past the closing quote, or n on error. */
+static size_t skip_string(const char *s, size_t i, size_t n)
+{
+    for (i++; i < n; i++) {
+        if (s[i] == '\\')
+            i++;
+        else if (s[i] == '"')
+            return i + 1;
+    }
+    return n + 1;
+}
+
+static size_t skip_value(const char *s, size_t i, size_t n)
+{
+    if (i >= n) return n + 1;
+    if (s[i] == '"') return skip_string(s, i, n);
+    if (s[i] == '{' || s[i] == '[') {
+        int depth = 0;
+        while (i < n) {
+            char c = s[i];
+            if (c == '"') {
+                i = skip_string(s, i, n);
+                continue;
+            }
+            if (c == '{' || c == '[') depth++;
+            if (c == '}' || c == ']') {
+                depth--;
+                if (depth == 0) return i + 1;
+            }
+            i++;
+        }
+        return n + 1;
+    }
+    size_t start = i;
+    while (i < n && !strchr(",}] \t\r\n", s[i])) i++;
+    return i > start ? i : n + 1;
+}
+
+bool json_top_value(const char *s, size_t n, const char *key, size_t *vs, size_t *ve)
+{
+    size_t klen = strlen(key);
+    size_t i = skip_ws(s, 0, n);
+    if (i >= n || s[i] != '{') return false;
+    i = skip_ws(s, i + 1, n);
+    if (i < n && s[i] == '}') return false;
+    while (i < n) {
+        if (s[i] != '"') return false;
+        size_t ks = i + 1, kend = skip_string(s, i, n);
+        if (kend > n) return false;
+        bool match = kend - 1 - ks == klen && memcmp(s + ks, key, klen) == 0;
+        i = skip_ws(s, kend, n);
+        if (i >= n || s[i] != ':') return false;
+        i = skip_ws(s, i + 1, n);
+        size_t v0 = i, v1 = skip_value(s, i, n);
+        if (v1 > n) return false;
+        if (match) {
+            *vs = v0;
+            *ve = v1;
+            return true;
+        }
+        i = skip_ws(s, v1, n);
+        if (i < n && s[i] == ',') {
+            i = skip_ws(s, i + 1, n);
+            continue;
+        }
+        return false;
+    }
+    return false;
+}
+
+char *payload_set_attempts(const char *raw, size_t len, long n, size_t *outlen)
+{
+    size_t vs, ve;
+    char num[32];
+    snprintf(num, sizeof num, "%ld", n);
+    sbuf_t b;
+    sbuf_init(&b);
+    if (json_top_value(raw, len, "attempts", &vs, &ve)) {
+        sbuf_append(&b, raw, vs);
+        sbuf_puts(&b, num);
+        sbuf_append(&b, raw + ve, len - ve);
+    } else {
+        /* Append before the closing brace of the top-level object. */
+        size_t end = len;
+        while (end > 0 && strchr(" \t\r\n", raw[end - 1])) end--;
+        size_t i = skip_ws(raw, 0, len);
+        if (end == 0 || raw[end - 1] != '}' || i >= len || raw[i] != '{' ||
+            skip_value(raw, i, len) != end)
+            return NULL;
+        size_t inner = skip_ws(raw, i + 1, end - 1);
+        bool empty = inner == end - 1;
+        sbuf_append(&b, raw, end - 1);
+        sbuf_printf(&b, "%s\"attempts\":%s}", empty ? "" : ",", num);
+        sbuf_append(&b, raw + end, len - end);
+    }
+    *outlen = b.len;
+    return sbuf_steal(&b);
+}
+
+/* ------------------------------------------------------------ build */
+
+static void put_str_or_null(sbuf_t *b, const char *s)
+{
+    if (s)
+        sbuf_json_str(b, s, strlen(s));
+    else
+        sbuf_puts(b, "null");
+}
+
+/* Laravel's json_encode escapes '/'; keep payloads looking the same. */
+static void put_php_str(sbuf_t *b, const char *s)
+{
+    sbuf_t t;
+    sbuf_init(&t);
+    sbuf_json_str(&t, s, strlen(s));
+    for (size_t i = 0; i < t.len; i++) {
+        if (t.data[i] == '/') sbuf_putc(b, '\\');
+        sbuf_putc(b, t.data[i]);
+    }
+    sbuf_free(&t);
+}
+
+char *payload_build(const payload_spec_t *s)
+{
+    char uuid[37], id[33];
+    uuid4(uuid);
+    random_alnum(id, 32);
+    sbuf_t b;
+    sbuf_init(&b);
+    sbuf_printf(&b, "{\"uuid\":\"%s\",\"displayName\":", uuid);
+    if (s->display_name)
+        put_php_str(&b, s->display_name);
+    else {
+        const char *at = strchr(s->job, '@');
+        char *dn = at ? xstrndup(s->job, (size_t)(at - s->job)) : xstrdup(s->job);
+        put_php_str(&b, dn);
+        free(dn);
+    }
+    sbuf_puts(&b, ",\"job\":");
+    put_php_str(&b, s->job);
+    if (s->max_tries >= 0)
+        sbuf_printf(&b, ",\"maxTries\":%ld", s->max_tries);
+    else
+        sbuf_puts(&b, ",\"maxTries\":null");
+    if (s->max_exceptions >= 0)
+        sbuf_printf(&b, ",\"maxExceptions\":%ld", s->max_exceptions);
+    else
+        sbuf_puts(&b, ",\"maxExceptions\":null");
+    sbuf_printf(&b, ",\"failOnTimeout\":%s,\"backoff\":", s->fail_on_timeout ? "true" : "false");
+    put_str_or_null(&b, s->backoff);
+    if (s->timeout >= 0)
+        sbuf_printf(&b, ",\"timeout\":%ld", s->timeout);
+    else
+        sbuf_puts(&b, ",\"timeout\":null");
+    if (s->retry_until > 0)
+        sbuf_printf(&b, ",\"retryUntil\":%lld", (long long)s->retry_until);
+    else
+        sbuf_puts(&b, ",\"retryUntil\":null");
+    sbuf_puts(&b, ",\"data\":");
+    sbuf_puts(&b, s->data_json ? s->data_json : "{}");
+    sbuf_printf(&b, ",\"id\":\"%s\",\"attempts\":0}", id);
+    return sbuf_steal(&b);
+}

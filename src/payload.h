@@ -1,0 +1,65 @@
+/*
+ * payload.h - Laravel job payloads (JSON): reading the fields the worker
+ * acts on, building new ones for `qpool push`, and byte-preserving edits.
+ *
+ * Edits (reset attempts for a retry) are textual: the rest of the payload
+ * keeps its exact bytes, key order, escapes and big integers, which a
+ * decode/encode round trip through a double-based JSON library would not.
+ */
+#ifndef QPOOL_PAYLOAD_H
+#define QPOOL_PAYLOAD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct {
+    char *uuid;              /* NULL when absent */
+    char *id;
+    char *display_name;
+    char *job;               /* "Class@method" */
+    long attempts;           /* as stored (before this pop's increment) */
+    bool has_max_tries;
+    long max_tries;
+    bool has_max_exceptions;
+    long max_exceptions;
+    bool fail_on_timeout;
+    char *backoff;           /* "10,30,60" or NULL */
+    bool has_timeout;
+    long timeout;
+    bool has_retry_until;
+    int64_t retry_until;
+    bool has_delay;          /* 12.11+: used as backoff when backoff is null */
+    long delay;
+} job_payload_t;
+
+/* 0 on success; -1 with a reason in err when the payload is unusable. */
+int payload_parse(const char *raw, size_t len, job_payload_t *p, char *err, size_t errn);
+void payload_free(job_payload_t *p);
+/* The name for logs: displayName, else job, else "?" */
+const char *payload_name(const job_payload_t *p);
+
+/* Span [*vs, *ve) of the value of a top-level key; false if absent/invalid. */
+bool json_top_value(const char *raw, size_t len, const char *key, size_t *vs, size_t *ve);
+
+/* Copy of raw with top-level "attempts" set to n (added if missing).
+ * NULL if raw is not a JSON object. */
+char *payload_set_attempts(const char *raw, size_t len, long n, size_t *outlen);
+
+typedef struct {
+    const char *job;            /* handler name, e.g. "App\\Jobs\\SendMail" */
+    const char *display_name;   /* NULL: job up to '@' */
+    const char *data_json;      /* raw JSON for "data"; NULL: {} */
+    long max_tries;             /* < 0: null */
+    long max_exceptions;        /* < 0: null */
+    bool fail_on_timeout;
+    const char *backoff;        /* NULL: null */
+    long timeout;               /* < 0: null */
+    int64_t retry_until;        /* 0: null */
+} payload_spec_t;
+
+/* A Laravel-shaped payload (uuid, displayName, job, maxTries, maxExceptions,
+ * failOnTimeout, backoff, timeout, retryUntil, data, id, attempts). */
+char *payload_build(const payload_spec_t *s);
+
+#endif

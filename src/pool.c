@@ -1,0 +1,535 @@
+/*
+ * pool.c - pools, their children, spawning, stopping and respawn backoff.
+ *
+ * The master calls pools_maintain() after every event. It is idempotent:
+ * it compares what is alive with what is wanted and acts on the difference,
+ * so a missed or doubled call never leaves a pool wrong for long.
+ *
+ * Respawn policy (by the exit status of a child we did not ask to stop):
+ *   0   -> at once (max_jobs, max_time, restart requests)
+ *   12  -> at once, counted as a memory recycle
+ *   else, or killed by a signal -> backoff for that slot: 1 s, doubling to
+ *          60 s; reset once a child of the slot has lived 30 s.
+ * A clean exit that did no work within 1 s, three times in a row, also falls
+ * back to the backoff, so a misconfigured command cannot fork-loop.
+ * There is no give-up state: a crashing pool retries every 60 s forever.
+ */
+#include "pool.h"
+#include "log.h"
+#include "proc.h"
+#include "util.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define BACKOFF_MAX_S 60
+#define BACKOFF_RESET_MS 30000
+#define QUICK_EXIT_MS 1000
+#define QUICK_EXIT_LIMIT 3
+#define EXTERNAL_READY_MS 1000
+
+pool_t *pool_new(const pool_conf_t *conf)
+{
+    pool_t *p = xcalloc(1, sizeof *p);
+    pool_conf_copy(&p->conf, conf);
+    p->gen = 1;
+    p->pinned = -1;
+    p->target = conf->balance == BALANCE_OFF ? conf->processes : conf->min_processes;
+    return p;
+}
+
+void pool_free(pool_t *p)
+{
+    if (!p) return;
+    pool_conf_free(&p->conf);
+    free(p->restart_key_full);
+    free(p->restart_pending);
+    free(p->children);
+    free(p->slots);
+    free(p);
+}
+
+static bool is_native(const pool_t *p)
+{
+    return p->conf.handler_type != HANDLER_NONE;
+}
+
+int pool_live(const pool_t *p)
+{
+    int n = 0;
+    for (int i = 0; i < p->nchildren; i++)
+        if (!p->children[i].stop_reason) n++;
+    return n;
+}
+
+int pools_live_total(const pools_t *ps)
+{
+    int n = 0;
+    for (int i = 0; i < ps->n; i++) n += ps->v[i]->nchildren;
+    return n;
+}
+
+child_t *pools_find_child(pools_t *ps, pid_t pid, pool_t **pool_out)
+{
+    for (int i = 0; i < ps->n; i++) {
+        pool_t *p = ps->v[i];
+        for (int j = 0; j < p->nchildren; j++)
+            if (p->children[j].pid == pid) {
+                if (pool_out) *pool_out = p;
+                return &p->children[j];
+            }
+    }
+    return NULL;
+}
+
+bool pool_is_paused(const pools_t *ps, const pool_t *p)
+{
+    return ps->all_paused || p->paused;
+}
+
+uint32_t pool_control_word(const pools_t *ps, const pool_t *p)
+{
+    uint32_t w = p->queue_paused & SB_CTL_QUEUE_MASK;
+    for (int i = 0; i < p->conf.nqueues && i < QPOOL_MAX_QUEUES; i++)
+        if (p->q[i].laravel_paused && p->conf.laravel_pause) w |= 1u << i;
+    if (pool_is_paused(ps, p)) w |= SB_CTL_PAUSE_ALL;
+    return w;
+}
+
+static slot_state_t *slot_state(pool_t *p, int slot_no)
+{
+    if (slot_no > p->nslots) {
+        int n = slot_no + 8;
+        p->slots = xrealloc(p->slots, sizeof *p->slots * (size_t)n);
+        memset(p->slots + p->nslots, 0, sizeof *p->slots * (size_t)(n - p->nslots));
+        p->nslots = n;
+    }
+    return &p->slots[slot_no - 1];
+}
+
+static bool slot_in_use(const pool_t *p, int slot_no)
+{
+    for (int i = 0; i < p->nchildren; i++)
+        if (p->children[i].slot_no == slot_no) return true;
+    return false;
+}
+
+static void child_state(const pools_t *ps, const child_t *c, sb_child_t *out)
+{
+    sb_read(&ps->sb->slots[c->sb], out);
+}
+
+static bool child_busy(const pools_t *ps, const pool_t *p, const child_t *c)
+{
+    if (!is_native(p)) return false; /* unknown: external workers finish their job on SIGTERM */
+    sb_child_t s;
+    child_state(ps, c, &s);
+    return s.state == SB_BUSY;
+}
+
+static bool child_ready(const pools_t *ps, const pool_t *p, const child_t *c, int64_t now)
+{
+    if (!is_native(p)) return now - c->started_ms >= EXTERNAL_READY_MS;
+    sb_child_t s;
+    child_state(ps, c, &s);
+    return s.state != SB_STARTING;
+}
+
+static void stop_child(pools_t *ps, pool_t *p, child_t *c, int reason, int64_t now)
+{
+    if (c->stop_reason) return;
+    c->stop_reason = reason;
+    c->stop_sent_ms = now;
+    if (is_native(p)) {
+        /* The worker finishes its job, tells its handler, and exits 0. */
+        kill(c->pid, SIGTERM);
+    } else {
+        /* Like supervisord's stopasgroup: the whole process group hears it. */
+        if (kill(-c->pid, SIGTERM) < 0) kill(c->pid, SIGTERM);
+        ps->sb->slots[c->sb].c.state = SB_STOPPING;
+    }
+    /* A paused worker must still hear the stop: SIGCONT for stopped-by-SIGSTOP ones. */
+    static const char *why[] = {"", "pool shrinks", "replaced", "pool removed", "shutdown"};
+    log_info("pool %s: stopping %s#%d (pid %d): %s", p->conf.name, p->conf.name, c->slot_no,
+             (int)c->pid, why[reason]);
+}
+
+static void spawn_child(pools_t *ps, pool_t *p, int slot_no, int64_t now)
+{
+    int sbi = sb_alloc(ps->sb);
+    if (sbi < 0) {
+        log_error("pool %s: scoreboard full, cannot start a child", p->conf.name);
+        return;
+    }
+    sb_slot_t *slot = &ps->sb->slots[sbi];
+    snprintf(slot->pool, sizeof slot->pool, "%s", p->conf.name);
+    slot->native = is_native(p);
+    uint32_t cw = pool_control_word(ps, p);
+    atomic_store(&slot->control, cw);
+    if (!slot->native) slot->c.state = SB_STARTING;
+
+    pid_t pid = fork();
+    if (pid < 0) {
+        log_error("pool %s: fork: %s", p->conf.name, strerror(errno));
+        sb_release(ps->sb, sbi);
+        slot_state(p, slot_no)->not_before_ms = now + 1000;
+        return;
+    }
+    if (pid == 0) {
+        char tag[64];
+        snprintf(tag, sizeof tag, "%s#%d", p->conf.name, slot_no);
+        log_set_tag(tag);
+        slot->pid = getpid();
+        if (is_native(p)) {
+            /* SIGHUP from the kernel when the master dies: the worker kills
+             * its handler's process group and exits at once. */
+            if (proc_child_setup(&p->conf, ps->master_pid, SIGHUP) < 0) _exit(QPOOL_EX_SETUP);
+            exit(worker_main(&p->conf, ps->conf, slot, slot_no));
+        }
+        if (proc_child_setup(&p->conf, ps->master_pid, SIGKILL) < 0) _exit(QPOOL_EX_SETUP);
+        proc_reset_signals();
+        char **argv = config_expand_command(&p->conf);
+        proc_title("qpool: %s", tag); /* shown until exec replaces us */
+        execvp(argv[0], argv);
+        log_error("pool %s: cannot run %s: %s", p->conf.name, argv[0], strerror(errno));
+        _exit(127);
+    }
+    slot->pid = pid;
+    slot->started_ms = wall_ms();
+    if (p->nchildren == p->cap) {
+        p->cap = p->cap ? p->cap * 2 : 8;
+        p->children = xrealloc(p->children, sizeof *p->children * (size_t)p->cap);
+    }
+    child_t *c = &p->children[p->nchildren++];
+    memset(c, 0, sizeof *c);
+    c->pid = pid;
+    c->sb = sbi;
+    c->slot_no = slot_no;
+    c->gen = p->gen;
+    c->started_ms = now;
+    /* A native child reads the pause bit from its slot at start. */
+    c->pause_sent = is_native(p) && (cw & SB_CTL_PAUSE_ALL);
+    p->spawned++;
+    log_info("pool %s: started %s#%d (pid %d)", p->conf.name, p->conf.name, slot_no, (int)pid);
+}
+
+/* Free slot number to start a child in, or 0; *wait gets the earliest backoff deadline. */
+static int pick_slot(pool_t *p, int range, int64_t now, int64_t *wait)
+{
+    for (int s = 1; s <= range; s++) {
+        if (slot_in_use(p, s)) continue;
+        slot_state_t *st = slot_state(p, s);
+        if (st->not_before_ms > now) {
+            if (!*wait || st->not_before_ms < *wait) *wait = st->not_before_ms;
+            continue;
+        }
+        return s;
+    }
+    return 0;
+}
+
+/* Which child to stop when a pool must lose one: old generation first, then
+ * idle before busy, then the highest slot. Busy native children only when
+ * allow_busy (rolling: they finish their job first). */
+static child_t *pick_victim(pools_t *ps, pool_t *p, bool old_only, bool allow_busy)
+{
+    child_t *best = NULL;
+    int best_score = -1;
+    for (int i = 0; i < p->nchildren; i++) {
+        child_t *c = &p->children[i];
+        if (c->stop_reason) continue;
+        bool old = c->gen != p->gen;
+        if (old_only && !old) continue;
+        bool busy = child_busy(ps, p, c);
+        if (busy && !allow_busy) continue;
+        int score = (old ? 1 << 20 : 0) + (busy ? 0 : 1 << 19) + c->slot_no;
+        if (score > best_score) {
+            best_score = score;
+            best = c;
+        }
+    }
+    return best;
+}
+
+static int64_t min_due(int64_t a, int64_t b)
+{
+    if (!a) return b;
+    if (!b) return a;
+    return a < b ? a : b;
+}
+
+static int64_t maintain_pool(pools_t *ps, pool_t *p, int64_t now)
+{
+    int64_t due = 0;
+    if (p->removed) {
+        for (int i = 0; i < p->nchildren; i++) stop_child(ps, p, &p->children[i], STOP_REMOVED, now);
+        return 0;
+    }
+    int desired = p->target;
+    int stopping = 0, old = 0;
+    for (int i = 0; i < p->nchildren; i++) {
+        if (p->children[i].stop_reason)
+            stopping++;
+        else if (p->children[i].gen != p->gen)
+            old++;
+    }
+
+    /* Rolling replacement: one child at a time, a new one first when the
+     * budget allows, so the pool never drops below its size while it rolls. */
+    int surge = 0;
+    if (old > 0) {
+        child_t *rc = NULL;
+        if (p->roll_child_pid) {
+            for (int i = 0; i < p->nchildren; i++)
+                if (p->children[i].pid == p->roll_child_pid && !p->children[i].stop_reason)
+                    rc = &p->children[i];
+            if (!rc) p->roll_child_pid = 0;
+        }
+        if (rc) {
+            if (child_ready(ps, p, rc, now)) {
+                child_t *v = pick_victim(ps, p, true, true);
+                if (v) stop_child(ps, p, v, STOP_ROLL, now);
+                p->roll_child_pid = 0;
+            } else {
+                surge = 1;
+                due = min_due(due, now + 100);
+            }
+        } else if (pool_live(p) >= desired) {
+            int64_t wait = 0;
+            int slot = pools_live_total(ps) < ps->max_workers
+                           ? pick_slot(p, desired + stopping + 1, now, &wait)
+                           : 0;
+            if (slot && desired > 0) {
+                spawn_child(ps, p, slot, now);
+                if (p->nchildren && p->children[p->nchildren - 1].slot_no == slot) {
+                    p->roll_child_pid = p->children[p->nchildren - 1].pid;
+                    surge = 1;
+                    due = min_due(due, now + 100);
+                }
+            } else if (!wait || desired == 0) {
+                /* No room for a surge child: stop one old child, respawn fills in. */
+                child_t *v = pick_victim(ps, p, true, true);
+                if (v) stop_child(ps, p, v, STOP_ROLL, now);
+            } else
+                due = min_due(due, wait);
+        }
+    } else
+        p->roll_child_pid = 0;
+
+    int live = pool_live(p);
+    /* Grow. */
+    while (live < desired) {
+        if (pools_live_total(ps) >= ps->max_workers) break;
+        int64_t wait = 0;
+        stopping = p->nchildren - live;
+        int slot = pick_slot(p, desired + stopping + surge, now, &wait);
+        if (!slot) {
+            due = min_due(due, wait);
+            break;
+        }
+        int before = p->nchildren;
+        spawn_child(ps, p, slot, now);
+        if (p->nchildren == before) break; /* fork failed; retried later */
+        live++;
+    }
+    /* Shrink: idle children only; a busy native worker is never stopped to shrink. */
+    while (live > desired + surge) {
+        child_t *v = pick_victim(ps, p, false, false);
+        if (!v) {
+            due = min_due(due, now + 200); /* re-check when a worker goes idle */
+            break;
+        }
+        stop_child(ps, p, v, STOP_SCALE, now);
+        live--;
+    }
+    return due;
+}
+
+int64_t pools_maintain(pools_t *ps, int64_t now)
+{
+    int64_t due = 0;
+    if (ps->stopping) return 0;
+    for (int i = 0; i < ps->n; i++) due = min_due(due, maintain_pool(ps, ps->v[i], now));
+    return due;
+}
+
+static const char *exit_reason_text(int r)
+{
+    switch (r) {
+    case SB_EXIT_MAX_JOBS: return " (max_jobs reached)";
+    case SB_EXIT_MAX_TIME: return " (max_time reached)";
+    case SB_EXIT_SIGNAL: return " (asked to stop)";
+    case SB_EXIT_MEMORY: return " (memory limit)";
+    default: return "";
+    }
+}
+
+void pools_child_exited(pools_t *ps, pid_t pid, int status, int64_t now)
+{
+    pool_t *p = NULL;
+    child_t *c = pools_find_child(ps, pid, &p);
+    if (!c) {
+        log_debug("reaped unknown pid %d", (int)pid);
+        return;
+    }
+    sb_child_t snap;
+    child_state(ps, c, &snap);
+    p->jobs_done_reaped += snap.jobs_done;
+    p->jobs_failed_reaped += snap.jobs_failed;
+    p->busy_ms_reaped += snap.busy_ms;
+    if (snap.handler_pgid > 0) kill(-snap.handler_pgid, SIGKILL); /* never leave a handler behind */
+    sb_release(ps->sb, c->sb);
+
+    child_t gone = *c;
+    *c = p->children[--p->nchildren];
+    if (gone.pid == p->roll_child_pid) p->roll_child_pid = 0;
+
+    char desc[96];
+    proc_describe_status(status, desc, sizeof desc);
+    int64_t lived = now - gone.started_ms;
+    const char *name = p->conf.name;
+    if (gone.stop_reason) {
+        log_info("pool %s: %s#%d (pid %d) %s after stop (%.1f s after the request)", name, name,
+                 gone.slot_no, (int)pid, desc, (double)(now - gone.stop_sent_ms) / 1000.0);
+        return;
+    }
+    slot_state_t *st = slot_state(p, gone.slot_no);
+    if (lived >= BACKOFF_RESET_MS) {
+        st->backoff_s = 0;
+        st->quick_exits = 0;
+    }
+    int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    if (code == 0 || code == QPOOL_EX_MEMORY) {
+        bool did_work = is_native(p) ? snap.jobs_done > 0 : lived >= QUICK_EXIT_MS;
+        st->quick_exits = (lived < QUICK_EXIT_MS && !did_work) ? st->quick_exits + 1 : 0;
+        if (code == QPOOL_EX_MEMORY) {
+            p->memory_recycles++;
+            log_info("pool %s: %s#%d (pid %d) passed its memory limit (exit 12, RSS %llu kB); memory recycle #%llu, replacing it",
+                     name, name, gone.slot_no, (int)pid, (unsigned long long)snap.rss_kb,
+                     (unsigned long long)p->memory_recycles);
+        } else
+            log_info("pool %s: %s#%d (pid %d) exited with status 0%s after %.1f s; replacing it",
+                     name, name, gone.slot_no, (int)pid, exit_reason_text(snap.exit_reason),
+                     (double)lived / 1000.0);
+        if (st->quick_exits < QUICK_EXIT_LIMIT) {
+            st->not_before_ms = now;
+            return;
+        }
+        log_warn("pool %s: %s#%d exited %d times in a row within 1 s without doing any work", name,
+                 name, gone.slot_no, st->quick_exits);
+    } else
+        p->crashes++;
+    st->backoff_s = st->backoff_s ? st->backoff_s * 2 : 1;
+    if (st->backoff_s > BACKOFF_MAX_S) st->backoff_s = BACKOFF_MAX_S;
+    st->not_before_ms = now + (int64_t)st->backoff_s * 1000;
+    log_warn("pool %s: %s#%d (pid %d) %s after %.1f s; restarting in %d s", name, name,
+             gone.slot_no, (int)pid, desc, (double)lived / 1000.0, st->backoff_s);
+}
+
+bool pools_apply_pause(pools_t *ps)
+{
+    bool pending = false;
+    for (int i = 0; i < ps->n; i++) {
+        pool_t *p = ps->v[i];
+        uint32_t cw = pool_control_word(ps, p);
+        bool want = pool_is_paused(ps, p);
+        for (int j = 0; j < p->nchildren; j++) {
+            child_t *c = &p->children[j];
+            sb_slot_t *slot = &ps->sb->slots[c->sb];
+            uint32_t old = atomic_exchange(&slot->control, cw);
+            if (want && !c->pause_sent) {
+                if (is_native(p)) {
+                    kill(c->pid, SIGUSR2);
+                    c->pause_sent = true;
+                } else if (proc_catches_signal(c->pid, SIGUSR2)) {
+                    /* Only once it handles SIGUSR2: the default action would kill it. */
+                    kill(c->pid, SIGUSR2);
+                    c->pause_sent = true;
+                    slot->c.state = SB_PAUSED;
+                } else if (!c->stop_reason)
+                    pending = true;
+            } else if (!want && c->pause_sent) {
+                kill(c->pid, SIGCONT);
+                c->pause_sent = false;
+                if (!is_native(p) && slot->c.state == SB_PAUSED) slot->c.state = SB_RUNNING;
+            } else if (is_native(p) && old != cw && !want) {
+                /* queue-level pause changed: nudge the worker to re-read its word */
+                kill(c->pid, SIGCONT);
+            }
+            if (!is_native(p) && slot->c.state == SB_STARTING && !want && c->started_ms &&
+                mono_ms() - c->started_ms >= EXTERNAL_READY_MS)
+                slot->c.state = SB_RUNNING;
+        }
+    }
+    return pending;
+}
+
+void pools_stop_all(pools_t *ps, int64_t now)
+{
+    for (int i = 0; i < ps->n; i++) {
+        pool_t *p = ps->v[i];
+        for (int j = 0; j < p->nchildren; j++) {
+            child_t *c = &p->children[j];
+            if (c->stop_reason) {
+                /* already stopping (scale/roll): it was told; make sure it is not paused */
+                continue;
+            }
+            stop_child(ps, p, c, STOP_SHUTDOWN, now);
+        }
+    }
+}
+
+void pools_kill_all(pools_t *ps)
+{
+    for (int i = 0; i < ps->n; i++) {
+        pool_t *p = ps->v[i];
+        for (int j = 0; j < p->nchildren; j++) {
+            child_t *c = &p->children[j];
+            sb_child_t s;
+            child_state(ps, c, &s);
+            if (s.handler_pgid > 0) kill(-s.handler_pgid, SIGKILL);
+            kill(-c->pid, SIGKILL);
+            kill(c->pid, SIGKILL); /* in case it had not yet made its own group */
+        }
+    }
+}
+
+void pool_request_roll(pool_t *p)
+{
+    p->gen++;
+    p->roll_child_pid = 0;
+}
+
+void pool_counts(const pools_t *ps, const pool_t *p, pool_counts_t *out)
+{
+    memset(out, 0, sizeof *out);
+    out->jobs_done = p->jobs_done_reaped;
+    out->jobs_failed = p->jobs_failed_reaped;
+    out->busy_ms = p->busy_ms_reaped;
+    for (int i = 0; i < p->nchildren; i++) {
+        const child_t *c = &p->children[i];
+        sb_child_t s;
+        sb_read(&ps->sb->slots[c->sb], &s);
+        out->jobs_done += s.jobs_done;
+        out->jobs_failed += s.jobs_failed;
+        out->busy_ms += s.busy_ms;
+        if (c->stop_reason) {
+            out->stopping++;
+            continue;
+        }
+        out->live++;
+        switch (s.state) {
+        case SB_STARTING: out->starting++; break;
+        case SB_BUSY: out->busy++; break;
+        case SB_PAUSED: out->paused++; break;
+        case SB_STOPPING: out->stopping++; out->live--; break;
+        case SB_RUNNING: out->running++; break;
+        default: out->idle++; break;
+        }
+    }
+}

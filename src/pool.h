@@ -1,0 +1,138 @@
+/*
+ * pool.h - the master's table of pools and their children.
+ *
+ * A pool owns a private copy of its settings (so a reload can free the old
+ * configuration while removed pools still drain), its children, and one
+ * restart-backoff record per slot number ("emails#3" is slot 3). pool.c
+ * decides, on every pass of the master loop, what to spawn and what to stop
+ * so each pool converges on its target: respawn backoff, rolling
+ * replacement after a config change or restart request, the max_workers
+ * budget, and never stopping a busy native worker to shrink a pool.
+ */
+#ifndef QPOOL_POOL_H
+#define QPOOL_POOL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "config.h"
+#include "scoreboard.h"
+
+enum stop_reason {
+    STOP_NONE = 0,
+    STOP_SCALE,       /* pool shrinks */
+    STOP_ROLL,        /* replaced after a config change / restart request */
+    STOP_REMOVED,     /* pool removed by a reload */
+    STOP_SHUTDOWN,    /* master stops */
+};
+
+typedef struct {
+    pid_t pid;
+    int sb;                  /* scoreboard slot index */
+    int slot_no;             /* 1-based number within the pool */
+    uint64_t gen;            /* pool generation it was started with */
+    int64_t started_ms;      /* monotonic */
+    int stop_reason;
+    int64_t stop_sent_ms;
+    bool pause_sent;         /* SIGUSR2 delivered for the current pause */
+} child_t;
+
+typedef struct {
+    int64_t not_before_ms;   /* monotonic: earliest respawn */
+    int backoff_s;           /* last backoff used, 0 = none */
+    int quick_exits;         /* consecutive clean exits that did no work, quickly */
+} slot_state_t;
+
+typedef struct {
+    int64_t ready, delayed, reserved;
+    bool laravel_paused;     /* illuminate:queue:paused:<conn>:<queue> is set */
+} queue_stat_t;
+
+typedef struct pool {
+    pool_conf_t conf;
+    uint64_t gen;
+    bool removed;            /* dropped by a reload: drain then forget */
+    child_t *children;
+    int nchildren, cap;
+    slot_state_t *slots;
+    int nslots;
+
+    int target;              /* wanted number of live children */
+    int pinned;              /* qpool scale POOL N; -1 = not pinned */
+    bool paused;             /* paused by qpool pause POOL */
+    uint32_t queue_paused;   /* bit i: queue i paused by qpool pause --queue */
+    int roll_child_pid;      /* surge child of the current rolling step, 0 if none */
+
+    /* Laravel queue:restart polling (monitor.c) */
+    char *restart_key_full;
+    char *restart_pending;
+
+    /* balancer memory */
+    int64_t below_since_ms;  /* target has been below size since (monotonic), 0 = not */
+    queue_stat_t q[QPOOL_MAX_QUEUES];
+    bool have_counts;
+
+    /* counters since start */
+    uint64_t spawned, crashes, memory_recycles;
+    uint64_t jobs_done_reaped, jobs_failed_reaped, busy_ms_reaped;
+    /* per-minute rates, from the last minute of samples */
+    double rate;             /* jobs/s, smoothed over a few seconds (balancer) */
+    double jobs_per_min, failed_per_min, mean_runtime_ms;
+    uint64_t last_jobs, last_failed, last_busy_ms;
+    int64_t last_sample_ms;
+} pool_t;
+
+typedef struct {
+    pool_t **v;
+    int n;
+    scoreboard_t *sb;
+    int max_workers;
+    bool all_paused;         /* SIGUSR2 / qpool pause with no scope */
+    bool stopping;           /* master shutdown: spawn nothing */
+    pid_t master_pid;
+    /* redis connections, for native workers (current config) */
+    const qconf_t *conf;
+} pools_t;
+
+pool_t *pool_new(const pool_conf_t *conf);
+void pool_free(pool_t *p);
+
+int pools_live_total(const pools_t *ps);          /* every child alive, stopping included */
+int pool_live(const pool_t *p);                   /* not stopping */
+child_t *pools_find_child(pools_t *ps, pid_t pid, pool_t **pool_out);
+
+/* The pool's wanted pause state for its children: bits for the control word. */
+uint32_t pool_control_word(const pools_t *ps, const pool_t *p);
+bool pool_is_paused(const pools_t *ps, const pool_t *p);
+
+/* One pass: spawn/stop children towards targets. Returns the soonest
+ * monotonic time at which something will be due (0 = nothing pending). */
+int64_t pools_maintain(pools_t *ps, int64_t now_ms);
+
+/* A child has exited (status from waitpid). */
+void pools_child_exited(pools_t *ps, pid_t pid, int status, int64_t now_ms);
+
+/* Propagate pause state: control words, SIGUSR2/SIGCONT. Returns true while
+ * an external child still waits for its SIGUSR2 (it has not installed a
+ * handler yet), so the caller re-checks soon. */
+bool pools_apply_pause(pools_t *ps);
+
+/* Send sig to every child (graceful stop uses SIGTERM). */
+void pools_stop_all(pools_t *ps, int64_t now_ms);
+void pools_kill_all(pools_t *ps);   /* SIGKILL process groups, handlers included */
+
+/* Begin a rolling restart of a pool (new generation). */
+void pool_request_roll(pool_t *p);
+
+/* Sum of native children's counters plus reaped ones; state counts. */
+typedef struct {
+    int live, starting, idle, busy, paused, stopping, running;
+    uint64_t jobs_done, jobs_failed, busy_ms;
+} pool_counts_t;
+void pool_counts(const pools_t *ps, const pool_t *p, pool_counts_t *out);
+
+/* The spawn entry point for native workers, provided by worker.c. */
+int worker_main(const pool_conf_t *p, const qconf_t *conf, sb_slot_t *slot, int slot_no);
+
+#endif

@@ -1,0 +1,156 @@
+/*
+ * proc.c - see proc.h.
+ */
+#include "proc.h"
+#include "log.h"
+#include "util.h"
+
+#include <bsd/unistd.h>
+#include <errno.h>
+#include <grp.h>
+#include <pwd.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+void proc_reset_signals(void)
+{
+    sigset_t all;
+    sigemptyset(&all);
+    sigprocmask(SIG_SETMASK, &all, NULL);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = SIG_DFL;
+    for (int s = 1; s < NSIG; s++) {
+        if (s == SIGKILL || s == SIGSTOP) continue;
+        sigaction(s, &sa, NULL); /* errors for the RT signals glibc reserves: harmless */
+    }
+}
+
+int proc_child_setup(const pool_conf_t *p, pid_t parent, int deathsig)
+{
+    if (setpgid(0, 0) < 0) {
+        log_error("setpgid: %s", strerror(errno));
+        return -1;
+    }
+    if (prctl(PR_SET_PDEATHSIG, deathsig) < 0) {
+        log_error("prctl(PR_SET_PDEATHSIG): %s", strerror(errno));
+        return -1;
+    }
+    /* The parent may have died between fork() and prctl(): then we were
+     * reparented and no death signal will ever come. */
+    if (getppid() != parent) return -1;
+
+    /* Nothing of the master's may leak into a worker: control socket, pid
+     * file lock, signalfd, Redis connections. */
+    closefrom(3);
+
+    if (p) {
+        if (p->nice && setpriority(PRIO_PROCESS, 0, p->nice) < 0)
+            log_warn("pool %s: setpriority(%d): %s", p->name, p->nice, strerror(errno));
+        for (int i = 0; i < p->nenv; i++) setenv(p->env[i].name, p->env[i].value, 1);
+        if (p->has_gid || p->has_uid) {
+            uid_t uid = p->has_uid ? p->uid : geteuid();
+            gid_t gid = p->has_gid ? p->gid : getegid();
+            if (geteuid() == 0) {
+                if (p->has_uid) {
+                    struct passwd *pw = getpwuid(uid);
+                    if (pw && initgroups(pw->pw_name, gid) < 0) {
+                        log_error("pool %s: initgroups(%s): %s", p->name, pw->pw_name, strerror(errno));
+                        return -1;
+                    }
+                } else if (setgroups(1, &gid) < 0) {
+                    log_error("pool %s: setgroups: %s", p->name, strerror(errno));
+                    return -1;
+                }
+                if (setgid(gid) < 0 || setuid(uid) < 0) {
+                    log_error("pool %s: cannot switch to uid %d gid %d: %s", p->name, (int)uid,
+                              (int)gid, strerror(errno));
+                    return -1;
+                }
+                if (p->has_uid) {
+                    struct passwd *pw = getpwuid(uid);
+                    if (pw) {
+                        setenv("HOME", pw->pw_dir, 1);
+                        setenv("USER", pw->pw_name, 1);
+                        setenv("LOGNAME", pw->pw_name, 1);
+                    }
+                }
+            } else if (uid != geteuid() || gid != getegid()) {
+                log_error("pool %s: switching to user/group needs qpool to run as root", p->name);
+                return -1;
+            }
+        }
+        if (p->working_directory && chdir(p->working_directory) < 0) {
+            log_error("pool %s: working_directory %s: %s", p->name, p->working_directory,
+                      strerror(errno));
+            return -1;
+        }
+    }
+    return 0;
+}
+
+uint64_t proc_rss_kb(pid_t pid)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/statm", (int)pid);
+    FILE *f = fopen(path, "re");
+    if (!f) return 0;
+    unsigned long size = 0, resident = 0;
+    int n = fscanf(f, "%lu %lu", &size, &resident);
+    fclose(f);
+    if (n != 2) return 0;
+    return (uint64_t)resident * (uint64_t)(sysconf(_SC_PAGESIZE) / 1024);
+}
+
+bool proc_catches_signal(pid_t pid, int sig)
+{
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    FILE *f = fopen(path, "re");
+    if (!f) return false;
+    bool r = false;
+    while (fgets(line, sizeof line, f)) {
+        if (strncmp(line, "SigCgt:", 7) == 0) {
+            unsigned long long mask = strtoull(line + 7, NULL, 16);
+            r = (mask >> (sig - 1)) & 1;
+            break;
+        }
+    }
+    fclose(f);
+    return r;
+}
+
+void proc_describe_status(int status, char *buf, size_t n)
+{
+    if (WIFEXITED(status))
+        snprintf(buf, n, "exited with status %d", WEXITSTATUS(status));
+    else if (WIFSIGNALED(status))
+        snprintf(buf, n, "killed by signal %d (SIG%s)%s", WTERMSIG(status),
+                 sigabbrev_np(WTERMSIG(status)) ? sigabbrev_np(WTERMSIG(status)) : "?",
+                 WCOREDUMP(status) ? ", core dumped" : "");
+    else
+        snprintf(buf, n, "status 0x%x", status);
+}
+
+void proc_title_init(int argc, char **argv, char **envp)
+{
+    setproctitle_init(argc, argv, envp);
+}
+
+void proc_title(const char *fmt, ...)
+{
+    char buf[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    /* "-" prefix: replace the whole title, without "qpool: " added by libbsd */
+    setproctitle("-%s", buf);
+}

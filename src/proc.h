@@ -1,0 +1,42 @@
+/*
+ * proc.h - process utilities: everything a freshly forked child does before
+ * it runs anything (own process group, death with its parent, credentials,
+ * working directory, nice, environment, a clean fd table and signal state),
+ * plus /proc readers the master and workers use (RSS, caught signals).
+ */
+#ifndef QPOOL_PROC_H
+#define QPOOL_PROC_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "config.h"
+
+/* Exit status of a child that could not even set itself up (EX_OSERR-like). */
+#define QPOOL_EX_SETUP 71
+#define QPOOL_EX_MEMORY 12
+
+/* In a forked child: apply the pool's process settings. Returns 0, or -1 with
+ * a message already logged (the caller exits QPOOL_EX_SETUP). parent is the pid
+ * that must be alive (parent-death race check); deathsig is the signal the
+ * kernel sends when it dies. */
+int proc_child_setup(const pool_conf_t *p, pid_t parent, int deathsig);
+
+/* Reset signal mask and dispositions to defaults (before exec). */
+void proc_reset_signals(void);
+
+/* Resident set size of pid in kB, or 0 if unknown. */
+uint64_t proc_rss_kb(pid_t pid);
+
+/* Does pid have a handler installed for sig (SigCgt in /proc/pid/status)? */
+bool proc_catches_signal(pid_t pid, int sig);
+
+/* Describe a wait status: "exited with status 1", "killed by signal 9 (SIGKILL)". */
+void proc_describe_status(int status, char *buf, size_t n);
+
+/* The setproctitle wrapper; call proc_title_init from main first. */
+void proc_title_init(int argc, char **argv, char **envp);
+void proc_title(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+#endif

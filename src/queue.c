@@ -1,0 +1,445 @@
+/*
+ * queue.c - see queue.h. The Lua scripts are qpool's own; their comments
+ * say where they match Laravel's LuaScripts.php and where they deliberately
+ * differ.
+ */
+#include "queue.h"
+#include "log.h"
+#include "util.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* KEYS: per queue i (0-based) KEYS[5i+1..5i+5] = ready, delayed, reserved,
+ *       notify, failed index; then KEYS[#KEYS] = set of queues with failures.
+ * ARGV: now, reserve_until, migrate (0/1), batch, poison uuid, connection,
+ *       failed limit, failed job key prefix, consume a notify token (0/1: 0
+ *       when the caller already took one with BLPOP), then one unprefixed
+ *       name per queue.
+ * Returns {kind, queue (1-based), a, b, full, next_due}:
+ *   kind 1: a = payload as stored, b = reserved copy (attempts + 1, cjson
+ *           re-encoded exactly as Laravel's pop script does);
+ *   kind 2: a poison payload was moved to the failed store: a = uuid, b = why;
+ *   kind 0: nothing to pop; next_due = earliest delayed/reserved score. */
+static const char POP_LUA[] =
+    "local nq = (#KEYS - 1) / 5\n"
+    "local now = tonumber(ARGV[1])\n"
+    "local full = 0\n"
+    "local ones = {}\n"
+    "for i = 1, 100 do ones[i] = 1 end\n"
+    "local function trim(idx, limit, prefix)\n"
+    "  local n = redis.call('zcard', idx)\n"
+    "  if n > limit then\n"
+    "    local old = redis.call('zrange', idx, 0, n - limit - 1)\n"
+    "    for _, u in ipairs(old) do redis.call('del', prefix .. u) end\n"
+    "    redis.call('zremrangebyrank', idx, 0, n - limit - 1)\n"
+    "  end\n"
+    "end\n"
+    "if ARGV[3] == '1' then\n"
+    "  local batch = tonumber(ARGV[4])\n"
+    "  for q = 0, nq - 1 do\n"
+    "    local ready, notify = KEYS[q*5+1], KEYS[q*5+4]\n"
+    "    for _, from in ipairs({KEYS[q*5+2], KEYS[q*5+3]}) do\n"
+    "      local val = redis.call('zrangebyscore', from, '-inf', now, 'limit', 0, batch)\n"
+    "      if #val > 0 then\n"
+    "        redis.call('zremrangebyrank', from, 0, #val - 1)\n"
+    "        for i = 1, #val, 100 do\n"
+    "          local j = math.min(i + 99, #val)\n"
+    "          redis.call('rpush', ready, unpack(val, i, j))\n"
+    "          redis.call('rpush', notify, unpack(ones, 1, j - i + 1))\n"
+    "        end\n"
+    "        if #val >= batch then full = 1 end\n"
+    "      end\n"
+    "    end\n"
+    "  end\n"
+    "end\n"
+    "for q = 0, nq - 1 do\n"
+    "  local job = redis.call('lpop', KEYS[q*5+1])\n"
+    "  if job then\n"
+    "    local ok, decoded = pcall(cjson.decode, job)\n"
+    "    local reason\n"
+    "    if not ok or type(decoded) ~= 'table' then\n"
+    "      reason = 'payload is not valid JSON'\n"
+    "    else\n"
+    "      local a = tonumber(decoded['attempts'])\n"
+    "      if a == nil then\n"
+    "        reason = 'payload has no numeric \"attempts\"'\n"
+    "      else\n"
+    "        decoded['attempts'] = a + 1\n"
+    "        local ok2, reserved = pcall(cjson.encode, decoded)\n"
+    "        if ok2 then\n"
+    "          redis.call('zadd', KEYS[q*5+3], ARGV[2], reserved)\n"
+    "          if ARGV[9] == '1' then redis.call('lpop', KEYS[q*5+4]) end\n"
+    "          return {1, q + 1, job, reserved, full}\n"
+    "        end\n"
+    "        reason = 'payload cannot be re-encoded: ' .. tostring(reserved)\n"
+    "      end\n"
+    "    end\n"
+    "    local uuid = ARGV[5]\n"
+    "    if ok and type(decoded) == 'table' and type(decoded['uuid']) == 'string'\n"
+    "       and #decoded['uuid'] > 0 and #decoded['uuid'] <= 128 then uuid = decoded['uuid'] end\n"
+    "    redis.call('hset', ARGV[8] .. uuid, 'uuid', uuid, 'connection', ARGV[6],\n"
+    "      'queue', ARGV[10 + q], 'payload', job,\n"
+    "      'exception', 'qpool: invalid payload: ' .. reason .. ' (the raw bytes are kept as they were popped)',\n"
+    "      'failed_at', ARGV[1])\n"
+    "    redis.call('zadd', KEYS[q*5+5], now, uuid)\n"
+    "    redis.call('sadd', KEYS[#KEYS], ARGV[10 + q])\n"
+    "    trim(KEYS[q*5+5], tonumber(ARGV[7]), ARGV[8])\n"
+    "    if ARGV[9] == '1' then redis.call('lpop', KEYS[q*5+4]) end\n"
+    "    return {2, q + 1, uuid, reason, full}\n"
+    "  end\n"
+    "end\n"
+    "local due = false\n"
+    "for q = 0, nq - 1 do\n"
+    "  for _, k in ipairs({KEYS[q*5+2], KEYS[q*5+3]}) do\n"
+    "    local f = redis.call('zrange', k, 0, 0, 'WITHSCORES')\n"
+    "    if f[2] then\n"
+    "      local s = tonumber(f[2])\n"
+    "      if not due or s < due then due = s end\n"
+    "    end\n"
+    "  end\n"
+    "end\n"
+    "return {0, 0, false, false, full, due and string.format('%.0f', due) or false}";
+
+/* Laravel's release, made idempotent: only re-add what was really removed. */
+static const char RELEASE_LUA[] =
+    "if redis.call('zrem', KEYS[2], ARGV[1]) == 1 then\n"
+    "  redis.call('zadd', KEYS[1], ARGV[2], ARGV[1])\n"
+    "  return 1\n"
+    "end\n"
+    "return 0";
+
+/* KEYS: reserved, failed index, failed queue set. ARGV: reserved member (may
+ * be empty), uuid, connection, queue, payload, exception, failed_at, limit,
+ * job key prefix. Returns 1 if the reservation was removed. */
+static const char FAIL_LUA[] =
+    "local removed = 0\n"
+    "if ARGV[1] ~= '' then removed = redis.call('zrem', KEYS[1], ARGV[1]) end\n"
+    "redis.call('hset', ARGV[9] .. ARGV[2], 'uuid', ARGV[2], 'connection', ARGV[3], 'queue', ARGV[4],\n"
+    "  'payload', ARGV[5], 'exception', ARGV[6], 'failed_at', ARGV[7])\n"
+    "redis.call('zadd', KEYS[2], ARGV[7], ARGV[2])\n"
+    "redis.call('sadd', KEYS[3], ARGV[4])\n"
+    "local n = redis.call('zcard', KEYS[2])\n"
+    "local limit = tonumber(ARGV[8])\n"
+    "if n > limit then\n"
+    "  local old = redis.call('zrange', KEYS[2], 0, n - limit - 1)\n"
+    "  for _, u in ipairs(old) do redis.call('del', ARGV[9] .. u) end\n"
+    "  redis.call('zremrangebyrank', KEYS[2], 0, n - limit - 1)\n"
+    "end\n"
+    "return removed";
+
+/* Laravel's push script, same effect: the job and one notify token. */
+static const char PUSH_LUA[] =
+    "redis.call('rpush', KEYS[1], ARGV[1])\n"
+    "redis.call('rpush', KEYS[2], 1)";
+
+/* Worker::markJobAsFailedIfWillExceedMaxExceptions on a Redis cache store:
+ * GET; SETEX 86400 0 when falsy; INCRBY 1; DEL when the max is reached. */
+static const char MAXEXC_LUA[] =
+    "local v = redis.call('get', KEYS[1])\n"
+    "if not v or v == '0' or v == '' then redis.call('setex', KEYS[1], 86400, 0) end\n"
+    "local n = redis.call('incrby', KEYS[1], 1)\n"
+    "if tonumber(ARGV[1]) <= n then\n"
+    "  redis.call('del', KEYS[1])\n"
+    "  return {n, 1}\n"
+    "end\n"
+    "return {n, 0}";
+
+rscript_t SCRIPT_POP, SCRIPT_RELEASE, SCRIPT_FAIL, SCRIPT_PUSH, SCRIPT_MAXEXC;
+
+void queue_scripts_init(void)
+{
+    static bool done;
+    if (done) return;
+    rscript_init(&SCRIPT_POP, POP_LUA);
+    rscript_init(&SCRIPT_RELEASE, RELEASE_LUA);
+    rscript_init(&SCRIPT_FAIL, FAIL_LUA);
+    rscript_init(&SCRIPT_PUSH, PUSH_LUA);
+    rscript_init(&SCRIPT_MAXEXC, MAXEXC_LUA);
+    done = true;
+}
+
+int queue_load_scripts(rconn_t *c)
+{
+    queue_scripts_init();
+    const rscript_t *all[] = {&SCRIPT_POP, &SCRIPT_RELEASE, &SCRIPT_FAIL, &SCRIPT_PUSH, &SCRIPT_MAXEXC};
+    for (size_t i = 0; i < ARRAY_LEN(all); i++) {
+        const char *argv[] = {"SCRIPT", "LOAD", all[i]->body};
+        rconn_append(c, 3, argv, NULL);
+    }
+    int ok = 0;
+    for (size_t i = 0; i < ARRAY_LEN(all); i++) {
+        redisReply *r;
+        if (rconn_read(c, -1, -1, &r) != RC_OK) return -1;
+        if (r->type == REDIS_REPLY_ERROR) {
+            log_error("SCRIPT LOAD failed: %s", r->str);
+            ok = -1;
+        } else if (r->type == REDIS_REPLY_STRING && strcmp(r->str, all[i]->sha) != 0) {
+            log_error("SCRIPT LOAD returned sha %s, expected %s", r->str, all[i]->sha);
+            ok = -1;
+        }
+        freeReplyObject(r);
+    }
+    return ok;
+}
+
+void qkeys_init(qkeys_t *k, const char *prefix, const char *name)
+{
+    k->name = xstrdup(name);
+    k->ready = xasprintf("%squeues:%s", prefix, name);
+    k->delayed = xasprintf("%s:delayed", k->ready);
+    k->reserved = xasprintf("%s:reserved", k->ready);
+    k->notify = xasprintf("%s:notify", k->ready);
+    k->failed = xasprintf("%sqpool:failed:%s", prefix, name);
+}
+
+void qkeys_free(qkeys_t *k)
+{
+    free(k->name);
+    free(k->ready);
+    free(k->delayed);
+    free(k->reserved);
+    free(k->notify);
+    free(k->failed);
+}
+
+void queue_set_init(queue_set_t *qs, const char *prefix, char *const *names, int n)
+{
+    qs->prefix = xstrdup(prefix);
+    qs->nq = n;
+    qs->q = xcalloc((size_t)n, sizeof *qs->q);
+    for (int i = 0; i < n; i++) qkeys_init(&qs->q[i], prefix, names[i]);
+    qs->failed_queues = xasprintf("%sqpool:failed:queues", prefix);
+    qs->failed_job_prefix = xasprintf("%sqpool:failed:job:", prefix);
+}
+
+void queue_set_free(queue_set_t *qs)
+{
+    for (int i = 0; i < qs->nq; i++) qkeys_free(&qs->q[i]);
+    free(qs->q);
+    free(qs->prefix);
+    free(qs->failed_queues);
+    free(qs->failed_job_prefix);
+    memset(qs, 0, sizeof *qs);
+}
+
+/* ------------------------------------------------------------ pop */
+
+bool queue_append_pop(rconn_t *c, const queue_set_t *qs, const pop_args_t *a)
+{
+    int idx[QPOOL_MAX_QUEUES];
+    int n = 0;
+    for (int i = 0; i < qs->nq && n < QPOOL_MAX_QUEUES; i++)
+        if (!(a->skip_mask & (1u << i))) idx[n++] = i;
+    if (n == 0) return false;
+    int nkeys = 5 * n + 1;
+    int argc = nkeys + 9 + n;
+    const char **argv = xcalloc((size_t)argc, sizeof *argv);
+    int o = 0;
+    for (int j = 0; j < n; j++) {
+        const qkeys_t *k = &qs->q[idx[j]];
+        argv[o++] = k->ready;
+        argv[o++] = k->delayed;
+        argv[o++] = k->reserved;
+        argv[o++] = k->notify;
+        argv[o++] = k->failed;
+    }
+    argv[o++] = qs->failed_queues;
+    char now[24], until[24], batch[16], limit[16], uuid[37];
+    snprintf(now, sizeof now, "%lld", (long long)a->now);
+    snprintf(until, sizeof until, "%lld", (long long)(a->now + a->retry_after));
+    snprintf(batch, sizeof batch, "%d", a->batch > 0 ? a->batch : 100);
+    snprintf(limit, sizeof limit, "%d", a->failed_limit > 0 ? a->failed_limit : 10000);
+    uuid4(uuid);
+    argv[o++] = now;
+    argv[o++] = until;
+    argv[o++] = a->migrate ? "1" : "0";
+    argv[o++] = batch;
+    argv[o++] = uuid;
+    argv[o++] = a->connection;
+    argv[o++] = limit;
+    argv[o++] = qs->failed_job_prefix;
+    argv[o++] = a->token_taken ? "0" : "1";
+    for (int j = 0; j < n; j++) argv[o++] = qs->q[idx[j]].name;
+    rconn_append_script(c, &SCRIPT_POP, nkeys, argc, argv, NULL);
+    free(argv);
+    return true;
+}
+
+static char *elem_dup(const redisReply *e, size_t *len)
+{
+    if (!e || e->type != REDIS_REPLY_STRING) return NULL;
+    if (len) *len = e->len;
+    return xstrndup(e->str, e->len);
+}
+
+bool queue_parse_pop(const queue_set_t *qs, const pop_args_t *a, redisReply *r, pop_result_t *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!r || r->type != REDIS_REPLY_ARRAY || r->elements < 5 ||
+        r->element[0]->type != REDIS_REPLY_INTEGER || r->element[1]->type != REDIS_REPLY_INTEGER)
+        return false;
+    out->kind = (int)r->element[0]->integer;
+    /* map the script's queue number back through the skip mask */
+    int nth = (int)r->element[1]->integer - 1;
+    out->qidx = -1;
+    for (int i = 0, seen = 0; i < qs->nq; i++) {
+        if (a->skip_mask & (1u << i)) continue;
+        if (seen++ == nth) {
+            out->qidx = i;
+            break;
+        }
+    }
+    out->migrate_full = r->element[4]->type == REDIS_REPLY_INTEGER && r->element[4]->integer;
+    if (out->kind == POP_JOB) {
+        out->raw = elem_dup(r->element[2], &out->rawlen);
+        out->reserved = elem_dup(r->element[3], &out->reslen);
+        if (!out->raw || !out->reserved || out->qidx < 0) {
+            pop_result_free(out);
+            return false;
+        }
+    } else if (out->kind == POP_POISON) {
+        out->uuid = elem_dup(r->element[2], NULL);
+        out->reason = elem_dup(r->element[3], NULL);
+    } else if (r->elements >= 6 && r->element[5]->type == REDIS_REPLY_STRING) {
+        out->has_next_due = true;
+        out->next_due = strtoll(r->element[5]->str, NULL, 10);
+    }
+    return true;
+}
+
+void pop_result_free(pop_result_t *r)
+{
+    free(r->raw);
+    free(r->reserved);
+    free(r->uuid);
+    free(r->reason);
+    memset(r, 0, sizeof *r);
+}
+
+/* ------------------------------------------------------------ outcomes */
+
+void queue_append_ack(rconn_t *c, const qkeys_t *k, const char *reserved, size_t len)
+{
+    const char *argv[] = {"ZREM", k->reserved, reserved};
+    size_t lens[] = {4, strlen(k->reserved), len};
+    rconn_append(c, 3, argv, lens);
+}
+
+void queue_append_release(rconn_t *c, const qkeys_t *k, const char *reserved, size_t len,
+                          int64_t available_at)
+{
+    char at[24];
+    snprintf(at, sizeof at, "%lld", (long long)available_at);
+    const char *argv[] = {k->delayed, k->reserved, reserved, at};
+    size_t lens[] = {strlen(k->delayed), strlen(k->reserved), len, strlen(at)};
+    rconn_append_script(c, &SCRIPT_RELEASE, 2, 4, argv, lens);
+}
+
+void queue_append_extend(rconn_t *c, const qkeys_t *k, const char *reserved, size_t len,
+                         int64_t until)
+{
+    char at[24];
+    snprintf(at, sizeof at, "%lld", (long long)until);
+    const char *argv[] = {"ZADD", k->reserved, "XX", at, reserved};
+    size_t lens[] = {4, strlen(k->reserved), 2, strlen(at), len};
+    rconn_append(c, 5, argv, lens);
+}
+
+void queue_append_fail(rconn_t *c, const queue_set_t *qs, const qkeys_t *k, const char *reserved,
+                       size_t reslen, const fail_record_t *f)
+{
+    char at[24], limit[16];
+    snprintf(at, sizeof at, "%lld", (long long)f->failed_at);
+    snprintf(limit, sizeof limit, "%d", f->limit > 0 ? f->limit : 10000);
+    const char *argv[] = {k->reserved, k->failed, qs->failed_queues, reserved ? reserved : "",
+                          f->uuid, f->connection, k->name, f->payload, f->exception, at, limit,
+                          qs->failed_job_prefix};
+    size_t lens[12];
+    for (int i = 0; i < 12; i++) lens[i] = strlen(argv[i]);
+    lens[3] = reserved ? reslen : 0;
+    lens[7] = f->payload_len;
+    rconn_append_script(c, &SCRIPT_FAIL, 3, 12, argv, lens);
+}
+
+/* ------------------------------------------------------------ producer */
+
+static int simple_result(rconn_t *c)
+{
+    redisReply *r;
+    if (rconn_read(c, -1, -1, &r) != RC_OK) return -1;
+    int rv = r->type == REDIS_REPLY_ERROR ? -1 : 0;
+    if (rv < 0) log_error("redis: %s", r->str);
+    freeReplyObject(r);
+    return rv;
+}
+
+int queue_push(rconn_t *c, const qkeys_t *k, const char *payload, size_t len)
+{
+    const char *argv[] = {k->ready, k->notify, payload};
+    size_t lens[] = {strlen(k->ready), strlen(k->notify), len};
+    redisReply *r;
+    int rv = rconn_script(c, &SCRIPT_PUSH, 2, 3, argv, lens, -1, -1, &r);
+    if (rv != RC_OK) return -1;
+    rv = r->type == REDIS_REPLY_ERROR ? -1 : 0;
+    if (rv < 0) log_error("redis: %s", r->str);
+    freeReplyObject(r);
+    return rv;
+}
+
+int queue_later(rconn_t *c, const qkeys_t *k, const char *payload, size_t len, int64_t at)
+{
+    if (rconn_ensure(c) < 0) return -1;
+    char score[24];
+    snprintf(score, sizeof score, "%lld", (long long)at);
+    const char *argv[] = {"ZADD", k->delayed, score, payload};
+    size_t lens[] = {4, strlen(k->delayed), strlen(score), len};
+    rconn_append(c, 4, argv, lens);
+    return simple_result(c);
+}
+
+long queue_count_exception(rconn_t *cache, const char *key, long max, bool *reached)
+{
+    char m[24];
+    snprintf(m, sizeof m, "%ld", max);
+    const char *argv[] = {key, m};
+    redisReply *r;
+    *reached = false;
+    if (rconn_script(cache, &SCRIPT_MAXEXC, 1, 2, argv, NULL, -1, -1, &r) != RC_OK) return -1;
+    long n = -1;
+    if (r->type == REDIS_REPLY_ARRAY && r->elements == 2) {
+        n = (long)r->element[0]->integer;
+        *reached = r->element[1]->integer != 0;
+    } else if (r->type == REDIS_REPLY_ERROR)
+        log_error("maxExceptions counter %s: %s", key, r->str);
+    freeReplyObject(r);
+    return n;
+}
+
+int queue_counts(rconn_t *c, const queue_set_t *qs, int64_t *ready, int64_t *delayed,
+                 int64_t *reserved)
+{
+    if (rconn_ensure(c) < 0) return -1;
+    for (int i = 0; i < qs->nq; i++) {
+        const char *a1[] = {"LLEN", qs->q[i].ready};
+        const char *a2[] = {"ZCARD", qs->q[i].delayed};
+        const char *a3[] = {"ZCARD", qs->q[i].reserved};
+        rconn_append(c, 2, a1, NULL);
+        rconn_append(c, 2, a2, NULL);
+        rconn_append(c, 2, a3, NULL);
+    }
+    int rv = 0;
+    for (int i = 0; i < qs->nq * 3; i++) {
+        redisReply *r;
+        if (rconn_read(c, -1, -1, &r) != RC_OK) return -1;
+        int64_t v = r->type == REDIS_REPLY_INTEGER ? r->integer : 0;
+        if (r->type != REDIS_REPLY_INTEGER) rv = -1;
+        int q = i / 3;
+        if (i % 3 == 0) ready[q] = v;
+        else if (i % 3 == 1) delayed[q] = v;
+        else reserved[q] = v;
+        freeReplyObject(r);
+    }
+    return rv;
+}

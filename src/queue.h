@@ -1,0 +1,120 @@
+/*
+ * queue.h - Laravel's Redis queue protocol (see the protocol doc §1-§3),
+ * spoken with qpool's own Lua scripts.
+ *
+ * Data layout is Laravel's: <prefix>queues:<q> (list of ready payloads),
+ * :delayed and :reserved (sorted sets scored by UNIX time), :notify (one "1"
+ * per ready job, for blocking waits). The scripts keep Laravel's effects and
+ * differ where Laravel's lose data or cost round trips:
+ *   - pop works over all of a pool's queues in priority order in one call,
+ *     migrating due delayed / expired reserved jobs first when asked;
+ *   - a payload that is not JSON or has no numeric "attempts" is moved to
+ *     the failed store with its raw bytes instead of being lost;
+ *   - release only re-adds a job it actually removed from :reserved, so
+ *     retrying a release after a lost reply cannot duplicate the job.
+ *
+ * Failed store (qpool's own, per queue, bounded by failed_limit):
+ *   <prefix>qpool:failed:job:<uuid>  hash: uuid connection queue payload exception failed_at
+ *   <prefix>qpool:failed:<queue>     sorted set of uuids by failed_at (trimmed to the bound)
+ *   <prefix>qpool:failed:queues      set of queue names with entries
+ */
+#ifndef QPOOL_QUEUE_H
+#define QPOOL_QUEUE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rconn.h"
+
+typedef struct {
+    char *name;                /* unprefixed */
+    char *ready, *delayed, *reserved, *notify, *failed;   /* full keys */
+} qkeys_t;
+
+typedef struct {
+    char *prefix;
+    qkeys_t *q;
+    int nq;
+    char *failed_queues;       /* <prefix>qpool:failed:queues */
+    char *failed_job_prefix;   /* <prefix>qpool:failed:job: */
+} queue_set_t;
+
+void queue_set_init(queue_set_t *qs, const char *prefix, char *const *names, int n);
+void queue_set_free(queue_set_t *qs);
+void qkeys_init(qkeys_t *k, const char *prefix, const char *name);
+void qkeys_free(qkeys_t *k);
+
+/* Scripts, loaded once per connection and called by SHA. */
+extern rscript_t SCRIPT_POP, SCRIPT_RELEASE, SCRIPT_FAIL, SCRIPT_PUSH, SCRIPT_MAXEXC;
+void queue_scripts_init(void);
+
+enum pop_kind { POP_EMPTY = 0, POP_JOB = 1, POP_POISON = 2 };
+
+typedef struct {
+    int kind;
+    int qidx;                  /* index into the queue_set */
+    char *raw;                 /* original payload (POP_JOB) */
+    size_t rawlen;
+    char *reserved;            /* the exact :reserved member (POP_JOB) */
+    size_t reslen;
+    char *uuid;                /* POP_POISON: where it went */
+    char *reason;              /* POP_POISON */
+    bool migrate_full;         /* a migration batch was full: migrate again soon */
+    bool has_next_due;         /* POP_EMPTY: earliest delayed/reserved score */
+    int64_t next_due;
+} pop_result_t;
+
+typedef struct {
+    int64_t now;
+    int retry_after;
+    bool migrate;
+    int batch;
+    const char *connection;    /* Laravel queue connection name, for failed records */
+    int failed_limit;
+    uint32_t skip_mask;        /* bit i: do not pop queue i (paused) */
+    bool token_taken;          /* a BLPOP already consumed this job's notify token */
+} pop_args_t;
+
+/* Append a pop call (no reply read). Returns false if every queue is skipped. */
+bool queue_append_pop(rconn_t *c, const queue_set_t *qs, const pop_args_t *a);
+/* Parse the reply of a pop call. false on an unexpected reply. */
+bool queue_parse_pop(const queue_set_t *qs, const pop_args_t *a, redisReply *r, pop_result_t *out);
+void pop_result_free(pop_result_t *r);
+
+void queue_append_ack(rconn_t *c, const qkeys_t *k, const char *reserved, size_t len);
+void queue_append_release(rconn_t *c, const qkeys_t *k, const char *reserved, size_t len,
+                          int64_t available_at);
+void queue_append_extend(rconn_t *c, const qkeys_t *k, const char *reserved, size_t len,
+                         int64_t until);
+
+typedef struct {
+    const char *uuid;
+    const char *connection;
+    const char *payload;
+    size_t payload_len;
+    const char *exception;
+    int64_t failed_at;
+    int limit;
+} fail_record_t;
+
+/* reserved may be NULL (nothing to remove, e.g. `qpool failed` tooling). */
+void queue_append_fail(rconn_t *c, const queue_set_t *qs, const qkeys_t *k, const char *reserved,
+                       size_t reslen, const fail_record_t *f);
+
+/* Producer side. */
+int queue_push(rconn_t *c, const qkeys_t *k, const char *payload, size_t len);
+int queue_later(rconn_t *c, const qkeys_t *k, const char *payload, size_t len, int64_t at);
+
+/* maxExceptions counter (on the cache connection): returns the new count, and
+ * *reached when it hit max (the key is then deleted), or -1 on error. */
+long queue_count_exception(rconn_t *cache, const char *key, long max, bool *reached);
+
+/* Ready / delayed / reserved for each queue, in one pipelined round trip. */
+int queue_counts(rconn_t *c, const queue_set_t *qs, int64_t *ready, int64_t *delayed,
+                 int64_t *reserved);
+
+/* SCRIPT LOAD every script on this connection (after connecting). */
+int queue_load_scripts(rconn_t *c);
+
+#endif

@@ -1,0 +1,328 @@
+/*
+ * rconn.c - see rconn.h.
+ */
+#include "rconn.h"
+#include "log.h"
+#include "util.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define BACKOFF_MIN_MS 100
+#define BACKOFF_MAX_MS 5000
+
+rconn_t *rconn_new(const redis_conf_t *rc)
+{
+    rconn_t *c = xcalloc(1, sizeof *c);
+    c->name = xstrdup(rc->name);
+    c->conf = *rc;
+    c->conf.name = c->name;
+    c->conf.host = rc->host ? xstrdup(rc->host) : NULL;
+    c->conf.socket = rc->socket ? xstrdup(rc->socket) : NULL;
+    c->conf.prefix = xstrdup(rc->prefix ? rc->prefix : "");
+    c->conf.username = rc->username ? xstrdup(rc->username) : NULL;
+    c->conf.password_env = rc->password_env ? xstrdup(rc->password_env) : NULL;
+    return c;
+}
+
+void rconn_free(rconn_t *c)
+{
+    if (!c) return;
+    if (c->ctx) redisFree(c->ctx);
+    free(c->name);
+    free(c->conf.host);
+    free(c->conf.socket);
+    free(c->conf.prefix);
+    free(c->conf.username);
+    free(c->conf.password_env);
+    free(c);
+}
+
+static void describe(const rconn_t *c, char *buf, size_t n)
+{
+    if (c->conf.socket)
+        snprintf(buf, n, "%s (%s)", c->name, c->conf.socket);
+    else
+        snprintf(buf, n, "%s (%s:%d)", c->name, c->conf.host, c->conf.port);
+}
+
+void rconn_drop(rconn_t *c, const char *why)
+{
+    /* why may point into the context (errstr): copy it before freeing */
+    if (why && why != c->last_error) snprintf(c->last_error, sizeof c->last_error, "%s", why);
+    if (c->ctx) {
+        redisFree(c->ctx);
+        c->ctx = NULL;
+    }
+    if (!c->in_outage) {
+        char d[300];
+        describe(c, d, sizeof d);
+        log_warn("redis %s unavailable: %s; reconnecting with backoff", d, c->last_error);
+        c->in_outage = true;
+        c->backoff_ms = 0;
+        c->next_attempt_ms = mono_ms(); /* first retry at once: it may have been a blip */
+    } else {
+        c->backoff_ms = c->backoff_ms ? c->backoff_ms * 2 : BACKOFF_MIN_MS;
+        if (c->backoff_ms > BACKOFF_MAX_MS) c->backoff_ms = BACKOFF_MAX_MS;
+        c->next_attempt_ms = mono_ms() + c->backoff_ms;
+    }
+}
+
+void rconn_close(rconn_t *c)
+{
+    if (c->ctx) {
+        redisFree(c->ctx);
+        c->ctx = NULL;
+    }
+}
+
+int64_t rconn_retry_in_ms(const rconn_t *c)
+{
+    if (c->ctx) return 0;
+    int64_t d = c->next_attempt_ms - mono_ms();
+    return d > 0 ? d : 0;
+}
+
+static int handshake(rconn_t *c)
+{
+    redisReply *r;
+    const char *pw = NULL;
+    if (c->conf.password_env) {
+        pw = getenv(c->conf.password_env);
+        if (!pw) {
+            snprintf(c->last_error, sizeof c->last_error, "environment variable %s is not set",
+                     c->conf.password_env);
+            return -1;
+        }
+    }
+    if (pw) {
+        if (c->conf.username)
+            r = redisCommand(c->ctx, "AUTH %s %s", c->conf.username, pw);
+        else
+            r = redisCommand(c->ctx, "AUTH %s", pw);
+        if (!r || r->type == REDIS_REPLY_ERROR) {
+            snprintf(c->last_error, sizeof c->last_error, "AUTH failed: %s",
+                     r ? r->str : c->ctx->errstr);
+            if (r) freeReplyObject(r);
+            return -1;
+        }
+        freeReplyObject(r);
+    }
+    if (c->conf.db) {
+        r = redisCommand(c->ctx, "SELECT %d", c->conf.db);
+        if (!r || r->type == REDIS_REPLY_ERROR) {
+            snprintf(c->last_error, sizeof c->last_error, "SELECT %d failed: %s", c->conf.db,
+                     r ? r->str : c->ctx->errstr);
+            if (r) freeReplyObject(r);
+            return -1;
+        }
+        freeReplyObject(r);
+    }
+    return 0;
+}
+
+int rconn_ensure(rconn_t *c)
+{
+    if (c->ctx) return 0;
+    if (c->in_outage && mono_ms() < c->next_attempt_ms) return -1;
+    struct timeval tv = {(time_t)c->conf.timeout,
+                         (suseconds_t)((c->conf.timeout - (double)(time_t)c->conf.timeout) * 1e6)};
+    c->ctx = c->conf.socket ? redisConnectUnixWithTimeout(c->conf.socket, tv)
+                            : redisConnectWithTimeout(c->conf.host, c->conf.port, tv);
+    if (!c->ctx || c->ctx->err) {
+        rconn_drop(c, c->ctx ? c->ctx->errstr : "cannot allocate a connection");
+        return -1;
+    }
+    if (!c->conf.socket) redisEnableKeepAlive(c->ctx);
+    if (handshake(c) < 0) {
+        rconn_drop(c, NULL);
+        return -1;
+    }
+    if (c->in_outage) {
+        char d[300];
+        describe(c, d, sizeof d);
+        log_info("redis %s is back", d);
+        c->in_outage = false;
+    }
+    c->backoff_ms = 0;
+    return 0;
+}
+
+void rconn_append(rconn_t *c, int argc, const char **argv, const size_t *lens)
+{
+    if (c->ctx) redisAppendCommandArgv(c->ctx, argc, argv, lens);
+}
+
+static int flush_out(rconn_t *c)
+{
+    int done = 0;
+    while (!done) {
+        if (redisBufferWrite(c->ctx, &done) != REDIS_OK) {
+            rconn_drop(c, c->ctx->errstr[0] ? c->ctx->errstr : "write failed");
+            return -1;
+        }
+    }
+    return 0;
+}
+
+int rconn_read(rconn_t *c, int sigfd, int timeout_ms, redisReply **out)
+{
+    *out = NULL;
+    if (!c->ctx) {
+        if (!c->last_error[0]) snprintf(c->last_error, sizeof c->last_error, "not connected");
+        return RC_ERR;
+    }
+    if (flush_out(c) < 0) return RC_ERR;
+    if (timeout_ms < 0) timeout_ms = (int)(c->conf.timeout * 1000);
+    int64_t deadline = mono_ms() + timeout_ms;
+    for (;;) {
+        void *reply = NULL;
+        if (redisGetReplyFromReader(c->ctx, &reply) != REDIS_OK) {
+            rconn_drop(c, c->ctx->errstr[0] ? c->ctx->errstr : "protocol error");
+            return RC_ERR;
+        }
+        if (reply) {
+            *out = reply;
+            c->round_trips++;
+            return RC_OK;
+        }
+        int64_t left = deadline - mono_ms();
+        if (left <= 0) {
+            rconn_drop(c, "timed out waiting for a reply");
+            return RC_ERR;
+        }
+        struct pollfd p[2] = {{.fd = c->ctx->fd, .events = POLLIN}, {.fd = sigfd, .events = POLLIN}};
+        int r = poll(p, sigfd >= 0 ? 2 : 1, (int)left);
+        if (r < 0) {
+            if (errno == EINTR) continue;
+            rconn_drop(c, strerror(errno));
+            return RC_ERR;
+        }
+        if (sigfd >= 0 && (p[1].revents & POLLIN)) return RC_SIGNAL;
+        if (p[0].revents) {
+            if (redisBufferRead(c->ctx) != REDIS_OK) {
+                rconn_drop(c, c->ctx->errstr[0] ? c->ctx->errstr : "connection lost");
+                return RC_ERR;
+            }
+        }
+    }
+}
+
+redisReply *rconn_call(rconn_t *c, int argc, const char **argv, const size_t *lens)
+{
+    if (rconn_ensure(c) < 0) return NULL;
+    rconn_append(c, argc, argv, lens);
+    redisReply *r;
+    if (rconn_read(c, -1, -1, &r) != RC_OK) return NULL;
+    return r;
+}
+
+redisReply *rconn_callf(rconn_t *c, const char *fmt, ...)
+{
+    if (rconn_ensure(c) < 0) return NULL;
+    va_list ap;
+    va_start(ap, fmt);
+    int rv = redisvAppendCommand(c->ctx, fmt, ap);
+    va_end(ap);
+    if (rv != REDIS_OK) return NULL;
+    redisReply *r;
+    if (rconn_read(c, -1, -1, &r) != RC_OK) return NULL;
+    return r;
+}
+
+/* ------------------------------------------------------------ scripts */
+
+/* SHA-1, for EVALSHA names (RFC 3174; small and dependency-free). */
+static void sha1_hex(const char *data, size_t len, char out[41])
+{
+    uint32_t h[5] = {0x67452301, 0xEFCDAB89, 0x98BADCFE, 0x10325476, 0xC3D2E1F0};
+    size_t total = ((len + 8) / 64 + 1) * 64;
+    unsigned char *m = xcalloc(total, 1);
+    memcpy(m, data, len);
+    m[len] = 0x80;
+    uint64_t bits = (uint64_t)len * 8;
+    for (int i = 0; i < 8; i++) m[total - 1 - i] = (unsigned char)(bits >> (8 * i));
+    for (size_t off = 0; off < total; off += 64) {
+        uint32_t w[80];
+        for (int i = 0; i < 16; i++)
+            w[i] = (uint32_t)m[off + 4 * i] << 24 | (uint32_t)m[off + 4 * i + 1] << 16 |
+                   (uint32_t)m[off + 4 * i + 2] << 8 | m[off + 4 * i + 3];
+        for (int i = 16; i < 80; i++) {
+            uint32_t t = w[i - 3] ^ w[i - 8] ^ w[i - 14] ^ w[i - 16];
+            w[i] = t << 1 | t >> 31;
+        }
+        uint32_t a = h[0], b = h[1], cc = h[2], d = h[3], e = h[4];
+        for (int i = 0; i < 80; i++) {
+            uint32_t f, k;
+            if (i < 20) f = (b & cc) | (~b & d), k = 0x5A827999;
+            else if (i < 40) f = b ^ cc ^ d, k = 0x6ED9EBA1;
+            else if (i < 60) f = (b & cc) | (b & d) | (cc & d), k = 0x8F1BBCDC;
+            else f = b ^ cc ^ d, k = 0xCA62C1D6;
+            uint32_t t = (a << 5 | a >> 27) + f + e + k + w[i];
+            e = d;
+            d = cc;
+            cc = b << 30 | b >> 2;
+            b = a;
+            a = t;
+        }
+        h[0] += a, h[1] += b, h[2] += cc, h[3] += d, h[4] += e;
+    }
+    free(m);
+    for (int i = 0; i < 5; i++) snprintf(out + 8 * i, 9, "%08x", h[i]);
+}
+
+void rscript_init(rscript_t *s, const char *body)
+{
+    s->body = body;
+    sha1_hex(body, strlen(body), s->sha);
+}
+
+static void append_script(rconn_t *c, const char *verb, const char *what, int numkeys, int argc,
+                          const char **argv, const size_t *lens)
+{
+    const char **av = xcalloc((size_t)argc + 3, sizeof *av);
+    size_t *al = xcalloc((size_t)argc + 3, sizeof *al);
+    char nk[16];
+    snprintf(nk, sizeof nk, "%d", numkeys);
+    av[0] = verb;
+    al[0] = strlen(verb);
+    av[1] = what;
+    al[1] = strlen(what);
+    av[2] = nk;
+    al[2] = strlen(nk);
+    for (int i = 0; i < argc; i++) {
+        av[3 + i] = argv[i];
+        al[3 + i] = lens ? lens[i] : strlen(argv[i]);
+    }
+    rconn_append(c, argc + 3, av, al);
+    free(av);
+    free(al);
+}
+
+void rconn_append_script(rconn_t *c, const rscript_t *s, int numkeys, int argc, const char **argv,
+                         const size_t *lens)
+{
+    append_script(c, "EVALSHA", s->sha, numkeys, argc, argv, lens);
+}
+
+int rconn_script(rconn_t *c, const rscript_t *s, int numkeys, int argc, const char **argv,
+                 const size_t *lens, int sigfd, int timeout_ms, redisReply **out)
+{
+    *out = NULL;
+    if (rconn_ensure(c) < 0) return RC_ERR;
+    rconn_append_script(c, s, numkeys, argc, argv, lens);
+    int r = rconn_read(c, sigfd, timeout_ms, out);
+    if (r == RC_SIGNAL) return r; /* caller keeps reading with rconn_read */
+    if (r == RC_OK && (*out)->type == REDIS_REPLY_ERROR && !strncmp((*out)->str, "NOSCRIPT", 8)) {
+        /* First use on this server, or it was restarted/flushed: EVAL loads it. */
+        freeReplyObject(*out);
+        *out = NULL;
+        append_script(c, "EVAL", s->body, numkeys, argc, argv, lens);
+        r = rconn_read(c, sigfd, timeout_ms, out);
+    }
+    return r;
+}

@@ -1,0 +1,72 @@
+/*
+ * rconn.h - one Redis connection with reconnect-with-backoff, built on
+ * hiredis's synchronous API but waited on with poll(2), so a caller blocked
+ * in Redis (BLPOP, or a server that stopped answering) still wakes at once
+ * for a signal on its signalfd.
+ *
+ * An outage is logged once when it starts and once when it ends; in between
+ * every call fails fast until the next reconnect attempt is due (backoff
+ * 0.1 s doubling to 5 s). Nothing here ever exits the process.
+ */
+#ifndef QPOOL_RCONN_H
+#define QPOOL_RCONN_H
+
+#include <hiredis/hiredis.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "config.h"
+
+typedef struct rconn {
+    char *name;
+    redis_conf_t conf;          /* private copy */
+    redisContext *ctx;
+    bool in_outage;
+    int64_t next_attempt_ms;    /* monotonic */
+    int backoff_ms;
+    char last_error[256];
+    uint64_t round_trips;       /* replies read, for benchmarks */
+} rconn_t;
+
+enum { RC_OK = 1, RC_SIGNAL = 0, RC_ERR = -1 };
+
+rconn_t *rconn_new(const redis_conf_t *rc);
+void rconn_free(rconn_t *c);
+
+/* Connect if not connected and a reconnect attempt is due. 0 when usable. */
+int rconn_ensure(rconn_t *c);
+/* Milliseconds until the next reconnect attempt may run (0 if now). */
+int64_t rconn_retry_in_ms(const rconn_t *c);
+/* Drop the connection after an error: starts (or continues) an outage. */
+void rconn_drop(rconn_t *c, const char *why);
+/* Close the connection quietly (a reply we will not wait for); the next
+ * rconn_ensure reconnects at once. */
+void rconn_close(rconn_t *c);
+
+/* Queue one command (argv form, binary-safe) without sending it. */
+void rconn_append(rconn_t *c, int argc, const char **argv, const size_t *lens);
+/* Flush queued commands and read one reply. With sigfd >= 0, returns
+ * RC_SIGNAL if sigfd became readable first (the reply stays outstanding:
+ * call rconn_read again, or drop). timeout_ms < 0 means the connection's
+ * own timeout. On RC_ERR the connection is dropped. */
+int rconn_read(rconn_t *c, int sigfd, int timeout_ms, redisReply **out);
+
+/* append + read, no signal interruption. NULL on error (connection dropped).
+ * A Redis error reply is returned as a reply of type REDIS_REPLY_ERROR. */
+redisReply *rconn_call(rconn_t *c, int argc, const char **argv, const size_t *lens);
+redisReply *rconn_callf(rconn_t *c, const char *fmt, ...);
+
+/* Script helper: EVALSHA, loading the script on NOSCRIPT. */
+typedef struct {
+    const char *body;
+    char sha[41];
+} rscript_t;
+void rscript_init(rscript_t *s, const char *body);
+/* Append an EVALSHA for s (numkeys keys first in argv). */
+void rconn_append_script(rconn_t *c, const rscript_t *s, int numkeys, int argc, const char **argv,
+                         const size_t *lens);
+/* Run a script and read the reply, reloading it once on NOSCRIPT. */
+int rconn_script(rconn_t *c, const rscript_t *s, int numkeys, int argc, const char **argv,
+                 const size_t *lens, int sigfd, int timeout_ms, redisReply **out);
+
+#endif

@@ -1,0 +1,91 @@
+/*
+ * scoreboard.h - shared memory, one slot per child (the PHP-FPM idea).
+ *
+ * The master maps an anonymous shared region before it forks anything, so
+ * every native worker inherits it. A native worker publishes its state
+ * (idle/busy/paused, current job, counters, RSS) into its own slot; the master
+ * reads it for status, balancing (busy vs idle) and shutdown (handler process
+ * groups to kill). For external-command children the master fills in what it
+ * knows itself.
+ *
+ * Concurrency: each slot has exactly one writer of its "child" part, guarded
+ * by a sequence lock so the master never sees a torn job id. The "control"
+ * word (pause bits) is written only by the master and read atomically.
+ */
+#ifndef QPOOL_SCOREBOARD_H
+#define QPOOL_SCOREBOARD_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+enum sb_state {
+    SB_FREE = 0,
+    SB_STARTING,
+    SB_IDLE,
+    SB_BUSY,
+    SB_PAUSED,
+    SB_STOPPING,
+    SB_RUNNING,      /* external command: alive, busy or idle unknown */
+};
+
+/* Why a native worker exited cleanly (set just before exit). */
+enum sb_exit_reason {
+    SB_EXIT_NONE = 0,
+    SB_EXIT_SIGNAL,
+    SB_EXIT_MAX_JOBS,
+    SB_EXIT_MAX_TIME,
+    SB_EXIT_MEMORY,
+    SB_EXIT_PARENT,
+};
+
+/* control word bits (master → child) */
+#define SB_CTL_PAUSE_ALL (1u << 31)        /* whole pool paused */
+#define SB_CTL_QUEUE_MASK 0x7fffffffu      /* bit i: queue i of the pool is paused */
+
+typedef struct {
+    /* child-written, seqlock protected */
+    uint8_t state;
+    uint8_t exit_reason;
+    uint64_t jobs_done;
+    uint64_t jobs_failed;
+    uint64_t busy_ms;          /* total time spent running jobs */
+    int64_t job_started_ms;    /* wall clock, 0 when idle */
+    uint64_t rss_kb;           /* child + its persistent handler */
+    int32_t handler_pgid;      /* process group of the running handler, 0 if none */
+    char job_id[64];
+    char job_name[96];
+    char job_queue[64];
+} sb_child_t;
+
+typedef struct {
+    _Atomic uint32_t seq;
+    _Atomic uint32_t control;
+    /* master-written at spawn */
+    int32_t pid;
+    int64_t started_ms;        /* wall clock */
+    char pool[49];
+    uint8_t native;
+    sb_child_t c;
+} sb_slot_t;
+
+typedef struct {
+    sb_slot_t *slots;
+    int nslots;
+} scoreboard_t;
+
+int sb_create(scoreboard_t *sb, int nslots);
+void sb_destroy(scoreboard_t *sb);
+int sb_alloc(scoreboard_t *sb);                 /* -1 when full */
+void sb_release(scoreboard_t *sb, int idx);
+
+/* Child side: begin/end a write of its own slot. */
+void sb_write_begin(sb_slot_t *s);
+void sb_write_end(sb_slot_t *s);
+/* Master side: consistent snapshot of the child part. */
+void sb_read(const sb_slot_t *s, sb_child_t *out);
+
+const char *sb_state_name(int state);
+
+#endif

@@ -1,0 +1,16 @@
+/*
+ * sdnotify.h - the systemd notification protocol (sd_notify(3)) without
+ * linking libsystemd: one datagram to $NOTIFY_SOCKET per message.
+ */
+#ifndef QPOOL_SDNOTIFY_H
+#define QPOOL_SDNOTIFY_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+void sdn_init(void);                 /* reads NOTIFY_SOCKET / WATCHDOG_USEC */
+bool sdn_enabled(void);
+int64_t sdn_watchdog_interval_ms(void);  /* 0 if no watchdog; else half of WatchdogSec */
+void sdn_send(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+#endif

@@ -1,0 +1,340 @@
+/*
+ * util.c - see util.h.
+ */
+#include "util.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+static void oom(void)
+{
+    static const char msg[] = "qpool: out of memory\n";
+    ssize_t r = write(2, msg, sizeof msg - 1);
+    (void)r;
+    abort();
+}
+
+void *xmalloc(size_t n)
+{
+    void *p = malloc(n ? n : 1);
+    if (!p) oom();
+    return p;
+}
+
+void *xcalloc(size_t n, size_t size)
+{
+    void *p = calloc(n ? n : 1, size ? size : 1);
+    if (!p) oom();
+    return p;
+}
+
+void *xrealloc(void *p, size_t n)
+{
+    p = realloc(p, n ? n : 1);
+    if (!p) oom();
+    return p;
+}
+
+char *xstrdup(const char *s)
+{
+    return xstrndup(s, strlen(s));
+}
+
+char *xstrndup(const char *s, size_t n)
+{
+    char *p = xmalloc(n + 1);
+    memcpy(p, s, n);
+    p[n] = '\0';
+    return p;
+}
+
+char *xasprintf(const char *fmt, ...)
+{
+    va_list ap;
+    char *p;
+    va_start(ap, fmt);
+    if (vasprintf(&p, fmt, ap) < 0) oom();
+    va_end(ap);
+    return p;
+}
+
+void free_strv(char **v)
+{
+    if (!v) return;
+    for (char **p = v; *p; p++) free(*p);
+    free(v);
+}
+
+size_t strv_len(char *const *v)
+{
+    size_t n = 0;
+    while (v && v[n]) n++;
+    return n;
+}
+
+char **strv_dup(char *const *v)
+{
+    size_t n = strv_len(v);
+    char **r = xcalloc(n + 1, sizeof *r);
+    for (size_t i = 0; i < n; i++) r[i] = xstrdup(v[i]);
+    return r;
+}
+
+int64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+double mono_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+int64_t wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int64_t wall_s(void)
+{
+    return (int64_t)time(NULL);
+}
+
+void sbuf_init(sbuf_t *b)
+{
+    b->data = NULL;
+    b->len = b->cap = 0;
+}
+
+void sbuf_free(sbuf_t *b)
+{
+    free(b->data);
+    sbuf_init(b);
+}
+
+void sbuf_reset(sbuf_t *b)
+{
+    b->len = 0;
+    if (b->data) b->data[0] = '\0';
+}
+
+void sbuf_reserve(sbuf_t *b, size_t extra)
+{
+    if (b->len + extra + 1 <= b->cap) return;
+    size_t cap = b->cap ? b->cap : 64;
+    while (cap < b->len + extra + 1) cap *= 2;
+    b->data = xrealloc(b->data, cap);
+    b->cap = cap;
+}
+
+void sbuf_append(sbuf_t *b, const void *p, size_t n)
+{
+    sbuf_reserve(b, n);
+    if (n) memcpy(b->data + b->len, p, n);
+    b->len += n;
+    b->data[b->len] = '\0';
+}
+
+void sbuf_puts(sbuf_t *b, const char *s)
+{
+    sbuf_append(b, s, strlen(s));
+}
+
+void sbuf_putc(sbuf_t *b, char c)
+{
+    sbuf_append(b, &c, 1);
+}
+
+void sbuf_printf(sbuf_t *b, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (n < 0) return;
+    sbuf_reserve(b, (size_t)n);
+    va_start(ap, fmt);
+    vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    b->len += (size_t)n;
+}
+
+void sbuf_json_str(sbuf_t *b, const char *s, size_t n)
+{
+    static const char hex[] = "0123456789abcdef";
+    sbuf_reserve(b, n + 2);
+    sbuf_putc(b, '"');
+    size_t start = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c >= 0x20 && c != '"' && c != '\\') continue;
+        sbuf_append(b, s + start, i - start);
+        start = i + 1;
+        switch (c) {
+        case '"': sbuf_puts(b, "\\\""); break;
+        case '\\': sbuf_puts(b, "\\\\"); break;
+        case '\n': sbuf_puts(b, "\\n"); break;
+        case '\r': sbuf_puts(b, "\\r"); break;
+        case '\t': sbuf_puts(b, "\\t"); break;
+        default: {
+            char esc[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]};
+            sbuf_append(b, esc, 6);
+        }
+        }
+    }
+    sbuf_append(b, s + start, n - start);
+    sbuf_putc(b, '"');
+}
+
+char *sbuf_steal(sbuf_t *b)
+{
+    char *p = b->data ? b->data : xstrdup("");
+    sbuf_init(b);
+    return p;
+}
+
+void sbuf_consume(sbuf_t *b, size_t n)
+{
+    if (n >= b->len) {
+        sbuf_reset(b);
+        return;
+    }
+    memmove(b->data, b->data + n, b->len - n);
+    b->len -= n;
+    b->data[b->len] = '\0';
+}
+
+bool parse_long(const char *s, long *out)
+{
+    char *end;
+    if (!s || !*s) return false;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || *end) return false;
+    *out = v;
+    return true;
+}
+
+bool parse_double(const char *s, double *out)
+{
+    char *end;
+    if (!s || !*s) return false;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || *end || !isfinite(v)) return false;
+    *out = v;
+    return true;
+}
+
+int edit_distance(const char *a, const char *b, int cap)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    if (la > 64 || lb > 64) return cap + 1;
+    int prev[65], cur[65];
+    for (size_t j = 0; j <= lb; j++) prev[j] = (int)j;
+    for (size_t i = 1; i <= la; i++) {
+        cur[0] = (int)i;
+        int best = cur[0];
+        for (size_t j = 1; j <= lb; j++) {
+            int cost = a[i - 1] == b[j - 1] ? 0 : 1;
+            int v = prev[j - 1] + cost;
+            if (prev[j] + 1 < v) v = prev[j] + 1;
+            if (cur[j - 1] + 1 < v) v = cur[j - 1] + 1;
+            cur[j] = v;
+            if (v < best) best = v;
+        }
+        if (best > cap) return cap + 1;
+        memcpy(prev, cur, sizeof(int) * (lb + 1));
+    }
+    return prev[lb] > cap ? cap + 1 : prev[lb];
+}
+
+void random_bytes(void *buf, size_t n)
+{
+    unsigned char *p = buf;
+    while (n) {
+        ssize_t r = getrandom(p, n, 0);
+        if (r < 0) {
+            if (errno == EINTR) continue;
+            /* Cannot happen on Linux >= 3.17 with a sane buffer; never leave it unset. */
+            for (size_t i = 0; i < n; i++) p[i] = (unsigned char)(rand() & 0xff);
+            return;
+        }
+        p += r;
+        n -= (size_t)r;
+    }
+}
+
+void uuid4(char out[37])
+{
+    unsigned char b[16];
+    static const char hex[] = "0123456789abcdef";
+    random_bytes(b, sizeof b);
+    b[6] = (unsigned char)((b[6] & 0x0f) | 0x40);
+    b[8] = (unsigned char)((b[8] & 0x3f) | 0x80);
+    int o = 0;
+    for (int i = 0; i < 16; i++) {
+        if (i == 4 || i == 6 || i == 8 || i == 10) out[o++] = '-';
+        out[o++] = hex[b[i] >> 4];
+        out[o++] = hex[b[i] & 15];
+    }
+    out[o] = '\0';
+}
+
+void random_alnum(char *out, size_t n)
+{
+    static const char set[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+    unsigned char b[64];
+    size_t done = 0;
+    while (done < n) {
+        size_t k = n - done > sizeof b ? sizeof b : n - done;
+        random_bytes(b, k);
+        for (size_t i = 0; i < k; i++) out[done + i] = set[b[i] % 62];
+        done += k;
+    }
+    out[n] = '\0';
+}
+
+int write_all(int fd, const void *p, size_t n)
+{
+    const char *c = p;
+    while (n) {
+        ssize_t w = write(fd, c, n);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            return -1;
+        }
+        c += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+int set_nonblock(int fd, bool on)
+{
+    int fl = fcntl(fd, F_GETFL);
+    if (fl < 0) return -1;
+    fl = on ? (fl | O_NONBLOCK) : (fl & ~O_NONBLOCK);
+    return fcntl(fd, F_SETFL, fl);
+}
+
+int set_cloexec(int fd)
+{
+    int fl = fcntl(fd, F_GETFD);
+    if (fl < 0) return -1;
+    return fcntl(fd, F_SETFD, fl | FD_CLOEXEC);
+}

@@ -1,0 +1,68 @@
+/*
+ * util.h - small helpers shared by every module: allocation that aborts on
+ * failure (a daemon that cannot allocate a few bytes cannot do anything
+ * sensible), clocks, a growable byte buffer, and string utilities.
+ */
+#ifndef QPOOL_UTIL_H
+#define QPOOL_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdbool.h>
+
+#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+#define UNUSED(x) ((void)(x))
+
+void *xmalloc(size_t n);
+void *xcalloc(size_t n, size_t size);
+void *xrealloc(void *p, size_t n);
+char *xstrdup(const char *s);
+char *xstrndup(const char *s, size_t n);
+char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void free_strv(char **v);            /* NULL-terminated vector */
+char **strv_dup(char *const *v);
+size_t strv_len(char *const *v);
+
+int64_t mono_ms(void);               /* CLOCK_MONOTONIC, milliseconds */
+double mono_s(void);
+int64_t wall_ms(void);               /* CLOCK_REALTIME, milliseconds */
+int64_t wall_s(void);
+
+/* Growable buffer; always NUL-terminated, may also hold binary data. */
+typedef struct {
+    char *data;
+    size_t len, cap;
+} sbuf_t;
+
+void sbuf_init(sbuf_t *b);
+void sbuf_free(sbuf_t *b);
+void sbuf_reset(sbuf_t *b);
+void sbuf_reserve(sbuf_t *b, size_t extra);
+void sbuf_append(sbuf_t *b, const void *p, size_t n);
+void sbuf_puts(sbuf_t *b, const char *s);
+void sbuf_putc(sbuf_t *b, char c);
+void sbuf_printf(sbuf_t *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Append s as a JSON string literal (with quotes). n bytes, binary-safe. */
+void sbuf_json_str(sbuf_t *b, const char *s, size_t n);
+char *sbuf_steal(sbuf_t *b);
+/* Drop the first n bytes. */
+void sbuf_consume(sbuf_t *b, size_t n);
+
+/* Parse a whole decimal integer / number; false on garbage or overflow. */
+bool parse_long(const char *s, long *out);
+bool parse_double(const char *s, double *out);
+
+/* Levenshtein distance, capped at 'cap' (returns cap+1 if larger). */
+int edit_distance(const char *a, const char *b, int cap);
+
+/* Random bytes (getrandom); uuid v4 into out[37]. */
+void random_bytes(void *buf, size_t n);
+void uuid4(char out[37]);
+void random_alnum(char *out, size_t n); /* n chars + NUL */
+
+/* Write all bytes, retrying on EINTR/short writes; -1 on error. */
+int write_all(int fd, const void *p, size_t n);
+int set_nonblock(int fd, bool on);
+int set_cloexec(int fd);
+
+#endif

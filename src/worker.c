@@ -1,0 +1,762 @@
+/*
+ * worker.c - the native worker loop (see worker.h).
+ *
+ * Signals arrive on a signalfd that every wait in this file polls:
+ *   SIGTERM, SIGINT, SIGQUIT  finish the current job, then exit 0 (idle: at once)
+ *   SIGUSR2 / SIGCONT         pause / resume (no Redis traffic while paused)
+ *   SIGHUP                    the master died (parent-death signal): kill the
+ *                             handler, put the job back, exit
+ *   SIGCHLD                   a handler process exited
+ * A Redis outage is waited out with backoff; an outcome that could not be
+ * written (ack, release, fail) is kept and retried first after reconnecting,
+ * the job staying reserved until then, so nothing is lost.
+ */
+#include "worker.h"
+#include "handler.h"
+#include "log.h"
+#include "payload.h"
+#include "policy.h"
+#include "proc.h"
+#include "queue.h"
+#include "rconn.h"
+#include "util.h"
+
+#include <errno.h>
+#include <math.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+#define MIGRATE_EVERY_MS 1000
+#define IDLE_WAIT_MAX_S 1.0
+#define HOOK_TIMEOUT_MS 60000
+
+enum outcome_kind { OUT_NONE = 0, OUT_ACK, OUT_RELEASE, OUT_FAIL };
+
+typedef struct {
+    int kind;
+    int qidx;
+    char *reserved;
+    size_t reslen;
+    int64_t available_at;   /* release */
+    char *uuid;             /* fail */
+    char *payload;
+    size_t payload_len;
+    char *exception;
+    int64_t failed_at;
+} outcome_t;
+
+typedef struct {
+    const pool_conf_t *p;
+    const qconf_t *conf;
+    sb_slot_t *slot;
+    char tag[64];
+    pid_t master;
+    int sfd;
+    rconn_t *rc, *cache;
+    redisContext *scripts_loaded_on;
+    queue_set_t qs;
+    handler_t *h;
+
+    bool quit, paused_local, parent_dead;
+    int64_t start_ms;
+    int64_t last_migrate_ms;
+    bool migrate_again;
+    bool token_taken;
+    uint64_t jobs_done, jobs_failed, busy_ms;
+    outcome_t pending;      /* written before anything else */
+} worker_t;
+
+/* ------------------------------------------------------------ scoreboard */
+
+static void sb_state(worker_t *w, int state)
+{
+    if (w->slot->c.state == state) return;
+    sb_write_begin(w->slot);
+    w->slot->c.state = (uint8_t)state;
+    if (state != SB_BUSY) {
+        w->slot->c.job_started_ms = 0;
+        w->slot->c.job_id[0] = w->slot->c.job_name[0] = w->slot->c.job_queue[0] = '\0';
+    }
+    sb_write_end(w->slot);
+}
+
+static void sb_job(worker_t *w, const char *id, const char *name, const char *queue)
+{
+    sb_write_begin(w->slot);
+    w->slot->c.state = SB_BUSY;
+    w->slot->c.job_started_ms = wall_ms();
+    snprintf(w->slot->c.job_id, sizeof w->slot->c.job_id, "%s", id ? id : "");
+    snprintf(w->slot->c.job_name, sizeof w->slot->c.job_name, "%s", name);
+    snprintf(w->slot->c.job_queue, sizeof w->slot->c.job_queue, "%s", queue);
+    sb_write_end(w->slot);
+}
+
+static void sb_counters(worker_t *w, uint64_t rss_kb)
+{
+    sb_write_begin(w->slot);
+    w->slot->c.jobs_done = w->jobs_done;
+    w->slot->c.jobs_failed = w->jobs_failed;
+    w->slot->c.busy_ms = w->busy_ms;
+    w->slot->c.rss_kb = rss_kb;
+    w->slot->c.handler_pgid = handler_pgid(w->h);
+    sb_write_end(w->slot);
+}
+
+static void sb_handler(worker_t *w)
+{
+    int32_t pg = handler_pgid(w->h);
+    if (w->slot->c.handler_pgid == pg) return;
+    sb_write_begin(w->slot);
+    w->slot->c.handler_pgid = pg;
+    sb_write_end(w->slot);
+}
+
+/* ------------------------------------------------------------ signals */
+
+static uint32_t control(worker_t *w)
+{
+    return atomic_load(&w->slot->control);
+}
+
+static bool paused(worker_t *w)
+{
+    return w->paused_local || (control(w) & SB_CTL_PAUSE_ALL);
+}
+
+static void read_signals(worker_t *w)
+{
+    struct signalfd_siginfo si;
+    while (read(w->sfd, &si, sizeof si) == (ssize_t)sizeof si) {
+        switch (si.ssi_signo) {
+        case SIGTERM:
+        case SIGINT:
+        case SIGQUIT:
+            if (!w->quit) log_debug("received SIG%s: stopping after the current job",
+                                    sigabbrev_np((int)si.ssi_signo));
+            w->quit = true;
+            break;
+        case SIGUSR2:
+            w->paused_local = true;
+            break;
+        case SIGCONT:
+            w->paused_local = false;
+            break;
+        case SIGHUP:
+            if (getppid() != w->master) w->parent_dead = true;
+            break;
+        case SIGCHLD:
+            handler_reap(w->h);
+            break;
+        default:
+            break;
+        }
+    }
+}
+
+/* Sleep up to ms, waking for signals. */
+static void wait_signals(worker_t *w, int64_t ms)
+{
+    if (ms < 0) ms = 0;
+    struct pollfd p = {.fd = w->sfd, .events = POLLIN};
+    if (poll(&p, 1, (int)(ms > 60000 ? 60000 : ms)) > 0) read_signals(w);
+}
+
+static int setup_signals(void)
+{
+    sigset_t set;
+    sigemptyset(&set);
+    int sigs[] = {SIGTERM, SIGINT, SIGQUIT, SIGUSR2, SIGCONT, SIGHUP, SIGCHLD};
+    for (size_t i = 0; i < ARRAY_LEN(sigs); i++) sigaddset(&set, sigs[i]);
+    sigprocmask(SIG_SETMASK, &set, NULL); /* exactly these blocked, the rest default */
+    signal(SIGPIPE, SIG_IGN);
+    return signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
+}
+
+/* ------------------------------------------------------------ redis */
+
+/* Connected, with our scripts loaded. Never blocks beyond one connect. */
+static bool redis_ready(worker_t *w)
+{
+    if (rconn_ensure(w->rc) < 0) return false;
+    if (w->scripts_loaded_on != w->rc->ctx) {
+        if (queue_load_scripts(w->rc) < 0) {
+            rconn_drop(w->rc, "cannot load scripts");
+            return false;
+        }
+        w->scripts_loaded_on = w->rc->ctx;
+    }
+    return true;
+}
+
+static bool is_noscript(const redisReply *r)
+{
+    return r && r->type == REDIS_REPLY_ERROR && !strncmp(r->str, "NOSCRIPT", 8);
+}
+
+static void outcome_clear(outcome_t *o)
+{
+    free(o->reserved);
+    free(o->uuid);
+    free(o->payload);
+    free(o->exception);
+    memset(o, 0, sizeof *o);
+}
+
+static void append_outcome(worker_t *w, const outcome_t *o)
+{
+    const qkeys_t *k = &w->qs.q[o->qidx];
+    switch (o->kind) {
+    case OUT_ACK:
+        queue_append_ack(w->rc, k, o->reserved, o->reslen);
+        break;
+    case OUT_RELEASE:
+        queue_append_release(w->rc, k, o->reserved, o->reslen, o->available_at);
+        break;
+    case OUT_FAIL: {
+        fail_record_t f = {.uuid = o->uuid,
+                           .connection = w->p->queue_connection,
+                           .payload = o->payload,
+                           .payload_len = o->payload_len,
+                           .exception = o->exception,
+                           .failed_at = o->failed_at,
+                           .limit = w->conf->failed_limit};
+        queue_append_fail(w->rc, &w->qs, k, o->reserved, o->reslen, &f);
+        break;
+    }
+    default:
+        break;
+    }
+}
+
+/* Read the reply of an appended outcome; true when it is written. */
+static bool read_outcome_reply(worker_t *w)
+{
+    redisReply *r;
+    if (rconn_read(w->rc, -1, -1, &r) != RC_OK) return false;
+    bool ok = r->type != REDIS_REPLY_ERROR;
+    if (is_noscript(r)) {
+        w->scripts_loaded_on = NULL; /* reload, then retry */
+    } else if (!ok) {
+        log_error("writing the outcome of a job failed: %s", r->str);
+    }
+    freeReplyObject(r);
+    return ok;
+}
+
+/* Write the pending outcome, waiting out a Redis outage. Returns false only
+ * when the worker must give up (the master died). */
+static bool flush_outcome(worker_t *w)
+{
+    int attempts = 0;
+    while (w->pending.kind != OUT_NONE) {
+        /* With the master gone, one best-effort try, then give up: the job
+         * stays reserved and comes back after retry_after. */
+        if (w->parent_dead && attempts++ > 0) return false;
+        if (redis_ready(w)) {
+            append_outcome(w, &w->pending);
+            if (read_outcome_reply(w)) {
+                outcome_clear(&w->pending);
+                return true;
+            }
+            if (!w->rc->ctx) continue; /* dropped: wait below */
+            if (w->scripts_loaded_on) {
+                /* a Redis error reply that retrying cannot fix: keep the job
+                 * reserved; it comes back after retry_after */
+                outcome_clear(&w->pending);
+                return true;
+            }
+            continue;
+        }
+        wait_signals(w, rconn_retry_in_ms(w->rc) + 1);
+    }
+    return true;
+}
+
+/* ------------------------------------------------------------ job helpers */
+
+typedef struct {
+    pop_result_t pr;
+    job_payload_t p;
+    bool parsed;
+    long attempts;
+    hjob_t hj;
+    char *uuid;               /* uuid, else id, else a fresh one: the failed record key */
+    int64_t started_ms;
+    double started_s;
+} job_t;
+
+static void job_free(job_t *j)
+{
+    pop_result_free(&j->pr);
+    payload_free(&j->p);
+    free(j->uuid);
+}
+
+static void set_pending(worker_t *w, job_t *j, int kind)
+{
+    outcome_clear(&w->pending);
+    w->pending.kind = kind;
+    w->pending.qidx = j->pr.qidx;
+    w->pending.reserved = xstrndup(j->pr.reserved, j->pr.reslen);
+    w->pending.reslen = j->pr.reslen;
+}
+
+static void job_release(worker_t *w, job_t *j, long delay)
+{
+    set_pending(w, j, OUT_RELEASE);
+    w->pending.available_at = wall_s() + delay;
+}
+
+static void job_fail(worker_t *w, job_t *j, const char *exception)
+{
+    set_pending(w, j, OUT_FAIL);
+    w->pending.uuid = xstrdup(j->uuid);
+    w->pending.payload = xstrndup(j->pr.raw, j->pr.rawlen);
+    w->pending.payload_len = j->pr.rawlen;
+    w->pending.exception = xstrndup(exception, strlen(exception) > 65536 ? 65536 : strlen(exception));
+    w->pending.failed_at = wall_s();
+}
+
+static double ms_since(double start_s)
+{
+    return (mono_s() - start_s) * 1000.0;
+}
+
+static void job_log(worker_t *w, job_t *j, const char *what, const char *extra)
+{
+    if (!w->p->job_log) return;
+    char fields[512];
+    const char *id = j->hj.id ? j->hj.id : "";
+    snprintf(fields, sizeof fields, ",\"event\":\"%s\",\"queue\":\"%s\",\"job_id\":\"%.64s\",\"attempt\":%ld",
+             what, w->qs.q[j->pr.qidx].name, id, j->attempts);
+    log_fields(LOG_INFO, fields, "%-10s %s [%s] attempt %ld%s", what, j->hj.name, id, j->attempts,
+               extra ? extra : "");
+}
+
+/* Exceptions decide fail vs release the way Worker::handleJobException does. */
+static const char *should_fail(worker_t *w, job_t *j, const hresult_t *res)
+{
+    const char *why = NULL;
+    int64_t now = wall_s();
+    if (policy_will_exceed(&j->p, w->p->tries, j->attempts, now))
+        why = j->p.has_retry_until && j->p.retry_until ? "retry_until" : "max_tries";
+    if (j->p.has_max_exceptions && j->p.uuid && res->kind != HRES_FAILED) {
+        char *key = xasprintf("%s%sjob-exceptions:%s", w->cache->conf.prefix, w->p->cache_prefix,
+                              j->p.uuid);
+        bool reached = false;
+        long n = -1;
+        for (int tries = 0; tries < 3 && n < 0; tries++) {
+            n = queue_count_exception(w->cache, key, j->p.max_exceptions, &reached);
+            if (n < 0) wait_signals(w, rconn_retry_in_ms(w->cache) + 1);
+        }
+        if (n < 0) log_warn("maxExceptions counter unavailable for job %s", j->hj.id ? j->hj.id : "?");
+        if (reached && !why) why = "max_exceptions";
+        free(key);
+    }
+    if (res->kind == HRES_TIMEOUT && !why && j->p.fail_on_timeout) why = "fail_on_timeout";
+    return why;
+}
+
+/* Run the handler, watching signals, the timeout and the reservation. */
+static void fire(worker_t *w, job_t *j, hresult_t *res)
+{
+    long timeout = j->p.has_timeout ? j->p.timeout : w->p->timeout;
+    if (timeout < 0) timeout = 0;
+    j->hj.timeout = timeout;
+    if (handler_begin(w->h, &j->hj, res) < 0) return;
+    sb_handler(w);
+    int64_t start = mono_ms();
+    int64_t deadline = timeout ? start + timeout * 1000 : 0;
+    int64_t extend_every = (int64_t)w->p->retry_after * 500;
+    int64_t next_extend = start + extend_every;
+    for (;;) {
+        struct pollfd fds[8];
+        fds[0] = (struct pollfd){w->sfd, POLLIN, 0};
+        int n = 1 + handler_fds(w->h, fds + 1, 7);
+        int64_t now = mono_ms();
+        int64_t until = next_extend;
+        if (deadline && deadline < until) until = deadline;
+        int wait = until > now ? (int)(until - now) : 0;
+        if (wait > 1000) wait = 1000; /* re-check the handler's exit now and then */
+        if (poll(fds, (nfds_t)n, wait) < 0 && errno != EINTR) break;
+        if (fds[0].revents & POLLIN) read_signals(w);
+        if (w->parent_dead) {
+            handler_abort(w->h);
+            memset(res, 0, sizeof *res);
+            res->kind = HRES_CRASHED;
+            res->exception = xstrdup("qpool: the worker's master died while the job ran");
+            return;
+        }
+        if (handler_step(w->h, fds + 1, n - 1, res) == 1) return;
+        now = mono_ms();
+        if (deadline && now >= deadline) {
+            log_warn("job %s (%s) timed out after %ld s: killing the handler's process group",
+                     j->hj.id ? j->hj.id : "?", j->hj.name, timeout);
+            handler_abort(w->h);
+            memset(res, 0, sizeof *res);
+            res->kind = HRES_TIMEOUT;
+            return;
+        }
+        if (now >= next_extend) {
+            /* Still running: keep the reservation from expiring under us. */
+            if (redis_ready(w)) {
+                queue_append_extend(w->rc, &w->qs.q[j->pr.qidx], j->pr.reserved, j->pr.reslen,
+                                    wall_s() + w->p->retry_after);
+                redisReply *r;
+                if (rconn_read(w->rc, -1, -1, &r) == RC_OK) freeReplyObject(r);
+            }
+            next_extend = now + extend_every;
+        }
+    }
+}
+
+static void run_job(worker_t *w, job_t *j)
+{
+    const qkeys_t *k = &w->qs.q[j->pr.qidx];
+    char err[128];
+    j->started_ms = mono_ms();
+    j->started_s = mono_s();
+    if (payload_parse(j->pr.raw, j->pr.rawlen, &j->p, err, sizeof err) < 0) {
+        /* Redis's cjson accepted it but it is not a usable payload: keep it. */
+        char id[37];
+        uuid4(id);
+        j->uuid = xstrdup(id);
+        j->attempts = 1;
+        j->hj.name = "?";
+        char *text = xasprintf("qpool: invalid payload: %s (the raw bytes are kept as they were popped)", err);
+        log_error("job on %s: %s; moved to the failed store as %s", k->name, err, id);
+        job_fail(w, j, text);
+        free(text);
+        w->jobs_failed++;
+        return;
+    }
+    j->parsed = true;
+    j->attempts = j->p.attempts + 1;
+    if (j->p.uuid)
+        j->uuid = xstrdup(j->p.uuid);
+    else if (j->p.id)
+        j->uuid = xstrdup(j->p.id);
+    else {
+        char id[37];
+        uuid4(id);
+        j->uuid = xstrdup(id);
+    }
+    j->hj = (hjob_t){.queue = k->name,
+                     .connection = w->p->queue_connection,
+                     .id = j->p.id,
+                     .uuid = j->p.uuid,
+                     .name = payload_name(&j->p),
+                     .attempts = j->attempts,
+                     .max_tries = policy_max_tries(&j->p, w->p->tries),
+                     .raw = j->pr.raw,
+                     .rawlen = j->pr.rawlen,
+                     .reserved = j->pr.reserved,
+                     .reslen = j->pr.reslen};
+    sb_job(w, j->hj.id, j->hj.name, k->name);
+    job_log(w, j, "Processing", NULL);
+
+    if (policy_already_exceeded(&j->p, w->p->tries, j->attempts, wall_s())) {
+        char *text = policy_text_max_attempts(j->hj.name);
+        hresult_t why = {.kind = HRES_FAILED,
+                         .exc_class = xstrdup("Illuminate\\Queue\\MaxAttemptsExceededException"),
+                         .message = xstrdup(strchr(text, ' ') + 1),
+                         .exception = xstrdup(text)};
+        job_fail(w, j, text);
+        handler_failed(w->h, &j->hj, &why, "already_exceeded", w->sfd, HOOK_TIMEOUT_MS);
+        hresult_free(&why);
+        free(text);
+        w->jobs_failed++;
+        job_log(w, j, "Failed", " (already attempted too many times)");
+        return;
+    }
+
+    hresult_t res;
+    fire(w, j, &res);
+    sb_handler(w);
+    if (w->parent_dead) {
+        /* The master is gone and so will we be: hand the job straight back,
+         * its attempt counted, without running any hooks. */
+        job_release(w, j, 0);
+        hresult_free(&res);
+        return;
+    }
+    char extra[160];
+    snprintf(extra, sizeof extra, " %.2f ms", ms_since(j->started_s));
+    switch (res.kind) {
+    case HRES_DONE:
+        set_pending(w, j, OUT_ACK);
+        job_log(w, j, "Processed", extra);
+        break;
+    case HRES_RELEASED: {
+        long delay = res.has_delay ? res.delay : 0;
+        job_release(w, j, delay);
+        snprintf(extra, sizeof extra, " %.2f ms, released for %ld s", ms_since(j->started_s), delay);
+        job_log(w, j, "Released", extra);
+        break;
+    }
+    case HRES_FAILED: {
+        const char *text = res.exception ? res.exception : "Illuminate\\Queue\\ManuallyFailedException: This job was manually failed.";
+        job_fail(w, j, text);
+        if (!res.hooks_done) handler_failed(w->h, &j->hj, &res, "job_failed", w->sfd, HOOK_TIMEOUT_MS);
+        w->jobs_failed++;
+        job_log(w, j, "Failed", extra);
+        break;
+    }
+    case HRES_EXCEPTION:
+    case HRES_CRASHED:
+    case HRES_TIMEOUT: {
+        if (res.kind == HRES_TIMEOUT) {
+            free(res.exception);
+            res.exception = policy_text_timeout(j->hj.name);
+            res.exc_class = xstrdup("Illuminate\\Queue\\TimeoutExceededException");
+            res.message = xasprintf("%s has timed out.", j->hj.name);
+        }
+        const char *why = should_fail(w, j, &res);
+        if (why) {
+            job_fail(w, j, res.exception ? res.exception : "qpool: job failed");
+            handler_failed(w->h, &j->hj, &res, res.kind == HRES_TIMEOUT && strcmp(why, "max_exceptions") ? "timeout" : why,
+                           w->sfd, HOOK_TIMEOUT_MS);
+            w->jobs_failed++;
+            snprintf(extra, sizeof extra, " %.2f ms (%s)", ms_since(j->started_s), why);
+            job_log(w, j, "Failed", extra);
+        } else {
+            long delay = policy_backoff(&j->p, w->p->backoff, w->p->nbackoff, j->attempts);
+            job_release(w, j, delay);
+            snprintf(extra, sizeof extra, " %.2f ms, %s; retry in %ld s", ms_since(j->started_s),
+                     res.kind == HRES_TIMEOUT ? "timed out" : res.kind == HRES_CRASHED ? "handler crashed" : "exception",
+                     delay);
+            job_log(w, j, "Released", extra);
+        }
+        if (res.exception && res.kind != HRES_TIMEOUT)
+            log_warn("job %s (%s) attempt %ld: %.*s", j->hj.id ? j->hj.id : "?", j->hj.name,
+                     j->attempts, 1000, res.exception);
+        break;
+    }
+    }
+    hresult_free(&res);
+}
+
+/* ------------------------------------------------------------ the loop */
+
+static uint32_t skip_mask(worker_t *w)
+{
+    return control(w) & SB_CTL_QUEUE_MASK & ((w->qs.nq >= 31) ? SB_CTL_QUEUE_MASK : ((1u << w->qs.nq) - 1));
+}
+
+/* Block on the :notify lists of the unpaused queues for up to secs. */
+static void idle_wait(worker_t *w, double secs, uint32_t skip)
+{
+    const char **argv = xcalloc((size_t)w->qs.nq + 2, sizeof *argv);
+    int argc = 0;
+    argv[argc++] = "BLPOP";
+    for (int i = 0; i < w->qs.nq; i++)
+        if (!(skip & (1u << i))) argv[argc++] = w->qs.q[i].notify;
+    char t[32];
+    snprintf(t, sizeof t, "%.3f", secs);
+    argv[argc++] = t;
+    if (argc == 2) { /* every queue paused: just wait */
+        free(argv);
+        wait_signals(w, (int64_t)(secs * 1000));
+        return;
+    }
+    rconn_append(w->rc, argc, argv, NULL);
+    free(argv);
+    int timeout = (int)(secs * 1000) + (int)(w->rc->conf.timeout * 1000);
+    for (;;) {
+        redisReply *r;
+        int rv = rconn_read(w->rc, w->sfd, timeout, &r);
+        if (rv == RC_SIGNAL) {
+            read_signals(w);
+            if (w->quit || w->parent_dead || paused(w)) {
+                /* The reply is still on its way: drop the connection rather
+                 * than wait for it (reconnecting later is cheap). */
+                rconn_close(w->rc);
+                return;
+            }
+            continue;
+        }
+        if (rv == RC_OK) {
+            w->token_taken = r->type == REDIS_REPLY_ARRAY;
+            freeReplyObject(r);
+        }
+        return;
+    }
+}
+
+static int finish(worker_t *w, int code, int reason)
+{
+    if (w->pending.kind != OUT_NONE && !w->parent_dead) flush_outcome(w);
+    sb_write_begin(w->slot);
+    w->slot->c.state = SB_STOPPING;
+    w->slot->c.exit_reason = (uint8_t)reason;
+    sb_write_end(w->slot);
+    handler_free(w->h);
+    w->h = NULL;
+    sb_write_begin(w->slot);
+    w->slot->c.handler_pgid = 0;
+    sb_write_end(w->slot);
+    rconn_free(w->rc);
+    rconn_free(w->cache);
+    queue_set_free(&w->qs);
+    outcome_clear(&w->pending);
+    close(w->sfd);
+    return code;
+}
+
+int worker_main(const pool_conf_t *p, const qconf_t *conf, sb_slot_t *slot, int slot_no)
+{
+    worker_t W, *w = &W;
+    memset(w, 0, sizeof *w);
+    w->p = p;
+    w->conf = conf;
+    w->slot = slot;
+    w->master = getppid();
+    snprintf(w->tag, sizeof w->tag, "%s#%d", p->name, slot_no);
+    proc_title("qpool: %s", w->tag);
+    w->sfd = setup_signals();
+    if (w->sfd < 0) {
+        log_error("signalfd: %s", strerror(errno));
+        return QPOOL_EX_SETUP;
+    }
+    queue_scripts_init();
+    const redis_conf_t *rcf = config_redis(conf, p->connection);
+    const redis_conf_t *ccf = config_redis(conf, p->cache_connection);
+    w->rc = rconn_new(rcf);
+    w->cache = rconn_new(ccf ? ccf : rcf);
+    queue_set_init(&w->qs, rcf->prefix, p->queues, p->nqueues);
+    w->h = handler_new(p, w->tag);
+    w->start_ms = mono_ms();
+    w->last_migrate_ms = 0;
+
+    for (;;) {
+        read_signals(w);
+        if (w->parent_dead) return finish(w, 1, SB_EXIT_PARENT);
+        if (w->pending.kind != OUT_NONE && !paused(w) && !w->quit && w->pending.kind != OUT_ACK)
+            flush_outcome(w);
+        if (w->quit) return finish(w, 0, SB_EXIT_SIGNAL);
+        if (p->max_time > 0 && mono_ms() - w->start_ms >= (int64_t)p->max_time * 1000)
+            return finish(w, 0, SB_EXIT_MAX_TIME);
+        if (paused(w)) {
+            if (w->pending.kind != OUT_NONE) flush_outcome(w);
+            sb_state(w, SB_PAUSED);
+            wait_signals(w, 1000);
+            continue;
+        }
+        if (!redis_ready(w)) {
+            if (w->slot->c.state != SB_STARTING) sb_state(w, SB_IDLE);
+            wait_signals(w, rconn_retry_in_ms(w->rc) + 1);
+            continue;
+        }
+        int hr = handler_prepare(w->h, w->sfd);
+        sb_handler(w);
+        if (hr == 0) continue;
+        if (hr < 0) {
+            if (w->pending.kind != OUT_NONE) flush_outcome(w);
+            wait_signals(w, handler_retry_in_ms(w->h) + 1);
+            continue;
+        }
+        if (w->slot->c.state == SB_STARTING || w->slot->c.state == SB_PAUSED) sb_state(w, SB_IDLE);
+
+        /* pop, pipelined with the previous job's ack */
+        int64_t now_ms = mono_ms();
+        pop_args_t a = {.now = wall_s(),
+                        .retry_after = p->retry_after,
+                        .migrate = w->migrate_again || now_ms - w->last_migrate_ms >= MIGRATE_EVERY_MS,
+                        .batch = p->migration_batch,
+                        .connection = p->queue_connection,
+                        .failed_limit = conf->failed_limit,
+                        .skip_mask = skip_mask(w),
+                        .token_taken = w->token_taken};
+        bool acked = w->pending.kind == OUT_ACK;
+        if (acked) append_outcome(w, &w->pending);
+        bool any = queue_append_pop(w->rc, &w->qs, &a);
+        if (acked && !read_outcome_reply(w)) {
+            if (any && w->rc->ctx) {
+                redisReply *r;
+                if (rconn_read(w->rc, -1, -1, &r) == RC_OK) freeReplyObject(r);
+                /* the pop after a failed ack may have reserved a job: it
+                 * stays reserved and comes back after retry_after */
+            }
+            continue; /* the ack stays pending */
+        }
+        if (acked) outcome_clear(&w->pending);
+        if (!any) {
+            sb_state(w, SB_IDLE);
+            wait_signals(w, 1000);
+            continue;
+        }
+        redisReply *r;
+        if (rconn_read(w->rc, -1, -1, &r) != RC_OK) continue;
+        if (is_noscript(r)) {
+            freeReplyObject(r);
+            w->scripts_loaded_on = NULL;
+            continue;
+        }
+        job_t job;
+        memset(&job, 0, sizeof job);
+        if (!queue_parse_pop(&w->qs, &a, r, &job.pr)) {
+            log_error("unexpected reply to pop: %s", r->type == REDIS_REPLY_ERROR ? r->str : "?");
+            freeReplyObject(r);
+            wait_signals(w, 1000);
+            continue;
+        }
+        freeReplyObject(r);
+        w->token_taken = false;
+        if (a.migrate) {
+            w->last_migrate_ms = now_ms;
+            w->migrate_again = job.pr.migrate_full;
+        }
+        if (job.pr.kind == POP_POISON) {
+            log_error("poison payload on %s: %s; moved to the failed store as %s (raw bytes kept)",
+                      w->qs.q[job.pr.qidx].name, job.pr.reason, job.pr.uuid);
+            w->jobs_failed++;
+            sb_counters(w, proc_rss_kb(getpid()));
+            job_free(&job);
+            continue;
+        }
+        if (job.pr.kind == POP_EMPTY) {
+            sb_state(w, SB_IDLE);
+            double secs = p->sleep > 0 && p->sleep < IDLE_WAIT_MAX_S ? p->sleep : IDLE_WAIT_MAX_S;
+            if (job.pr.has_next_due) {
+                double due = (double)job.pr.next_due - (double)wall_ms() / 1000.0;
+                if (due <= 0) {
+                    w->migrate_again = true; /* due now: migrate on the next pop */
+                    job_free(&job);
+                    continue;
+                }
+                if (due < secs) secs = due;
+            }
+            if (secs < 0.01) secs = 0.01;
+            job_free(&job);
+            idle_wait(w, secs, a.skip_mask);
+            continue;
+        }
+
+        run_job(w, &job);
+        w->jobs_done++;
+        w->busy_ms += (uint64_t)(mono_ms() - job.started_ms);
+        uint64_t rss = proc_rss_kb(getpid()) + handler_rss_kb(w->h);
+        sb_counters(w, rss);
+        sb_state(w, SB_IDLE);
+        job_free(&job);
+
+        if (w->pending.kind != OUT_ACK) flush_outcome(w);
+        if (p->memory > 0 && rss > (uint64_t)p->memory * 1024) {
+            log_info("memory %llu kB is over the limit of %d MB after %llu jobs: exiting 12 to be replaced",
+                     (unsigned long long)rss, p->memory, (unsigned long long)w->jobs_done);
+            return finish(w, QPOOL_EX_MEMORY, SB_EXIT_MEMORY);
+        }
+        if (p->max_jobs > 0 && w->jobs_done >= (uint64_t)p->max_jobs)
+            return finish(w, 0, SB_EXIT_MAX_JOBS);
+        if (p->rest > 0) {
+            flush_outcome(w);
+            int64_t until = mono_ms() + (int64_t)(p->rest * 1000);
+            while (!w->quit && !w->parent_dead && mono_ms() < until) wait_signals(w, until - mono_ms());
+        }
+    }
+}

@@ -1,0 +1,11 @@
+<?php
+
+return [
+
+    'driver' => 'bcrypt',
+
+    'bcrypt' => [
+        'rounds' => env('BCRYPT_ROUNDS', 10),
+    ],
+
+];
