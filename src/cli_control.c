@@ -246,16 +246,8 @@ int cmd_control(const char *cmd, int argc, char **argv)
     char *path = NULL;
     if (sock)
         path = xstrdup(sock);
-    else {
-        int st = 0;
-        qconf_t *c = cli_load_config(cfg, &st);
-        if (!c) {
-            cJSON_Delete(req);
-            return st;
-        }
-        path = xstrdup(c->control_socket);
-        config_free(c);
-    }
+    else
+        path = config_control_socket(config_path(cfg));
     char *line = cJSON_PrintUnformatted(req);
     cJSON_Delete(req);
 

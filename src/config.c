@@ -892,6 +892,18 @@ static bool parse_redis_group(ctx_t *x, const config_setting_t *g)
     return ok;
 }
 
+char *config_control_socket(const char *path)
+{
+    config_t cfg;
+    config_init(&cfg);
+    char *r = NULL;
+    const char *v = NULL;
+    if (config_read_file(&cfg, path) && config_lookup_string(&cfg, "qpool.control_socket", &v))
+        r = xstrdup(v);
+    config_destroy(&cfg);
+    return r ? r : xstrdup("/run/qpool/qpool.sock");
+}
+
 const char *config_path(const char *explicit_path)
 {
     if (explicit_path && *explicit_path) return explicit_path;

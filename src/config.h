@@ -131,6 +131,11 @@ void config_free(qconf_t *c);
 void conf_errors_free(conf_errors_t *e);
 void conf_errors_print(const conf_errors_t *e, FILE *f);
 
+/* The control socket path of a config file, read leniently (the rest of the
+ * file may be invalid: `qpool status` must work while a bad edit waits to be
+ * fixed). Falls back to the default path. Caller frees. */
+char *config_control_socket(const char *path);
+
 /* The path to use: explicit, else $QPOOL_CONFIG, else the default. */
 const char *config_path(const char *explicit_path);
 

@@ -142,8 +142,9 @@ void master_begin_stop(master_t *m, bool fast)
         m->pools.stopping = true;
         m->stop_deadline_ms = now + (int64_t)(m->conf->shutdown_timeout * 1000);
         sdn_send("STOPPING=1");
-        log_info("graceful stop: waiting up to %g s for %d children", m->conf->shutdown_timeout,
-                 pools_live_total(&m->pools));
+        if (!fast)
+            log_info("graceful stop: waiting up to %g s for %d children", m->conf->shutdown_timeout,
+                     pools_live_total(&m->pools));
         /* Resume paused children so each can act on its SIGTERM. */
         if (m->pools.all_paused) {
             m->pools.all_paused = false;

@@ -1,0 +1,626 @@
+<?php
+
+namespace Qpool\Laravel;
+
+use Illuminate\Contracts\Console\Kernel as ConsoleKernel;
+use Illuminate\Contracts\Debug\ExceptionHandler;
+use Illuminate\Queue\Events\JobExceptionOccurred;
+use Illuminate\Queue\Events\JobFailed;
+use Illuminate\Queue\Events\JobProcessed;
+use Illuminate\Queue\Events\JobProcessing;
+use Illuminate\Queue\Events\Looping;
+use Illuminate\Queue\Events\WorkerStopping;
+use ReflectionMethod;
+use Throwable;
+
+/**
+ * The persistent PHP side of qpool's pipe handler for Laravel apps: boots
+ * the app once, then runs `job` and `failed` requests the way
+ * Illuminate\Queue\Worker (under `php artisan queue:work`) runs jobs,
+ * leaving every retry / backoff / timeout decision to qpool.
+ */
+final class Handler
+{
+    /** @var Protocol */
+    private $io;
+
+    /** @var \Illuminate\Foundation\Application */
+    private $app;
+
+    /** @var \Illuminate\Contracts\Events\Dispatcher */
+    private $events;
+
+    /** @var callable|null the Worker's resetScope callback */
+    private $resetScope;
+
+    /** @var bool set by SIGTERM/SIGINT/SIGQUIT, or after a lost connection */
+    private $quit = false;
+
+    /** @var PipeJob|null the job being fired */
+    private $current;
+
+    /** @var array|null the request being handled (for the shutdown handler) */
+    private $pending;
+
+    /** @var array|null outcome of the immediately preceding `job` request */
+    private $last;
+
+    /** @var string|null "bool" or "throwable": JobAttempted's third argument, if that event exists */
+    private $attemptedArg;
+
+    public function __construct(Protocol $io)
+    {
+        $this->io = $io;
+    }
+
+    public function run(string $appPath): int
+    {
+        try {
+            $this->boot($appPath);
+        } catch (Throwable $e) {
+            Protocol::log('cannot boot the Laravel app at '.$appPath.': '.self::text($e));
+
+            return 1;
+        }
+
+        $this->listenForSignals();
+        register_shutdown_function([$this, 'onShutdown']);
+
+        Protocol::log(sprintf('Laravel %s booted from %s (stdout isolation: %s)',
+            $this->app->version(), $this->app->basePath(), $this->io->isolation()));
+
+        $this->io->send(['type' => 'ready', 'protocol' => 1]);
+
+        $self = $this;
+
+        while (true) {
+            $line = $this->io->readLine(function () use ($self) {
+                return $self->quit;
+            });
+
+            if ($line === null) {
+                break;
+            }
+
+            if (trim($line) === '') {
+                continue;
+            }
+
+            $response = $this->handleLine($line);
+            $this->pending = null;
+            $this->io->send($response);
+        }
+
+        $this->stop();
+
+        return 0;
+    }
+
+    /**
+     * Shutdown function: a job that calls exit() or dies of a fatal error
+     * still gets its one response, so qpool records why.
+     */
+    public function onShutdown(): void
+    {
+        if ($this->pending === null) {
+            return;
+        }
+
+        $type = $this->pending['type'] ?? null;
+        $this->pending = null;
+        $error = error_get_last();
+
+        if ($type === 'failed') {
+            $this->io->send(['status' => 'ok', 'error' => 'the handler exited while running failure hooks']);
+
+            return;
+        }
+
+        $message = $error && in_array($error['type'], [E_ERROR, E_PARSE, E_CORE_ERROR, E_COMPILE_ERROR, E_USER_ERROR], true)
+            ? sprintf('%s in %s:%d', $error['message'], $error['file'], $error['line'])
+            : 'the job ended the PHP process (exit)';
+
+        $this->io->send([
+            'status' => 'exception',
+            'class' => 'qpool\HandlerExited',
+            'message' => self::utf8($message),
+            'exception' => self::utf8('qpool\HandlerExited: '.$message),
+        ]);
+    }
+
+    // ------------------------------------------------------------ boot
+
+    private function boot(string $appPath): void
+    {
+        $base = realpath($appPath);
+
+        if ($base === false || ! is_file($base.'/bootstrap/app.php')) {
+            throw new \InvalidArgumentException('not a Laravel app (no bootstrap/app.php): '.$appPath);
+        }
+
+        // As `cd app && php artisan queue:work`.
+        chdir($base);
+
+        if (! defined('LARAVEL_START')) {
+            define('LARAVEL_START', microtime(true));
+        }
+
+        // Code that asks "am I a queue worker?" (runningConsoleCommand, argv) sees queue:work.
+        $_SERVER['argv'] = $GLOBALS['argv'] = [$base.'/artisan', 'queue:work'];
+        $_SERVER['argc'] = $GLOBALS['argc'] = 2;
+
+        // What artisan requires before bootstrap/app.php.
+        foreach (['vendor/autoload.php', 'bootstrap/autoload.php'] as $autoload) {
+            if (is_file($base.'/'.$autoload)) {
+                require_once $base.'/'.$autoload;
+                break;
+            }
+        }
+
+        $app = require $base.'/bootstrap/app.php';
+
+        if (! is_object($app) || ! method_exists($app, 'make')) {
+            throw new \UnexpectedValueException('bootstrap/app.php did not return the application');
+        }
+
+        $app->make(ConsoleKernel::class)->bootstrap();
+
+        require_once __DIR__.'/PipeJob.php';
+
+        $this->app = $app;
+        $this->events = $app['events'];
+        $this->resetScope = $this->findResetScope();
+
+        $app = $this->app;
+
+        // Our bookkeeping first, so it runs even if the failer throws.
+        $this->events->listen(JobFailed::class, function ($event) {
+            if ($event->job instanceof PipeJob) {
+                $event->job->recordFailedEvent($event->exception);
+            }
+        });
+
+        // WorkCommand::listenForEvents() -> logFailedJob(): the failed_jobs row.
+        $this->events->listen(JobFailed::class, function ($event) use ($app) {
+            $app['queue.failer']->log(
+                $event->connectionName,
+                $event->job->getQueue(),
+                $event->job->getRawBody(),
+                $event->exception
+            );
+        });
+
+        if (class_exists('Illuminate\Queue\Events\JobAttempted')) {
+            $params = (new ReflectionMethod('Illuminate\Queue\Events\JobAttempted', '__construct'))->getParameters();
+            $this->attemptedArg = isset($params[2]) && $params[2]->getName() === 'exceptionOccurred' ? 'bool' : 'throwable';
+        }
+    }
+
+    /**
+     * The resetScope callback QueueServiceProvider gives the Worker (8.x:
+     * log context, scoped instances, resolved facades; later versions add
+     * more). Read from the Worker itself so it always matches the version.
+     */
+    private function findResetScope(): ?callable
+    {
+        try {
+            $worker = $this->app->make('queue.worker');
+            $scope = (function () {
+                return property_exists($this, 'resetScope') ? $this->resetScope : null;
+            })->call($worker);
+
+            if (is_callable($scope)) {
+                return $scope;
+            }
+        } catch (Throwable $e) {
+            Protocol::log('no queue.worker resetScope, using the fallback: '.$e->getMessage());
+        }
+
+        $app = $this->app;
+
+        return function () use ($app) {
+            if (method_exists($app['log']->driver(), 'withoutContext')) {
+                $app['log']->withoutContext();
+            }
+
+            if (method_exists($app, 'forgetScopedInstances')) {
+                $app->forgetScopedInstances();
+            }
+
+            \Illuminate\Support\Facades\Facade::clearResolvedInstances();
+        };
+    }
+
+    private function listenForSignals(): void
+    {
+        if (! function_exists('pcntl_async_signals') || ! function_exists('pcntl_signal')) {
+            return;
+        }
+
+        pcntl_async_signals(true);
+
+        $self = $this;
+        $handler = function ($signal) use ($self) {
+            $self->interrupted((int) $signal);
+        };
+
+        foreach (['SIGTERM', 'SIGINT', 'SIGQUIT'] as $name) {
+            if (defined($name)) {
+                pcntl_signal(constant($name), $handler);
+            }
+        }
+    }
+
+    /**
+     * Finish the current request, then exit 0. Like Worker::listenForSignals
+     * (13.x also tells an Interruptible job).
+     */
+    public function interrupted(int $signal): void
+    {
+        $this->quit = true;
+
+        try {
+            $job = $this->current;
+            $interface = 'Illuminate\Contracts\Queue\Interruptible';
+
+            if ($job && interface_exists($interface)) {
+                $handler = $job->getResolvedJob();
+
+                if (is_object($handler) && method_exists($handler, 'getRunningCommand')) {
+                    $command = $handler->getRunningCommand();
+
+                    if ($command instanceof $interface) {
+                        $command->interrupted($signal);
+                    }
+                }
+            }
+        } catch (Throwable $e) {
+            Protocol::log('interrupting the job failed: '.$e->getMessage());
+        }
+    }
+
+    private function stop(): void
+    {
+        try {
+            $this->events->dispatch(new WorkerStopping(0));
+        } catch (Throwable $e) {
+            $this->report($e);
+        }
+
+        try {
+            $this->app->terminate();
+        } catch (Throwable $e) {
+            $this->report($e);
+        }
+    }
+
+    // ------------------------------------------------------------ requests
+
+    private function handleLine(string $line): array
+    {
+        $previous = $this->last;
+        $this->last = null;
+
+        $request = json_decode($line, true);
+
+        if (! is_array($request)) {
+            Protocol::log('malformed request line ('.json_last_error_msg().'): '.substr(rtrim($line), 0, 200));
+
+            return self::exceptionResponse(new \InvalidArgumentException(
+                'qpool-handler: malformed request line: '.json_last_error_msg()
+            ));
+        }
+
+        $this->pending = $request;
+
+        try {
+            switch ($request['type'] ?? null) {
+                case 'job':
+                    return $this->runJob($request);
+
+                case 'failed':
+                    return $this->runFailed($request, $previous);
+
+                default:
+                    Protocol::log('unknown request type '.json_encode($request['type'] ?? null));
+
+                    return self::exceptionResponse(new \InvalidArgumentException(
+                        'qpool-handler: unknown request type '.json_encode($request['type'] ?? null)
+                    ));
+            }
+        } catch (Throwable $e) {
+            // Never let a broken job (or a bug here) take the handler down.
+            $this->report($e);
+
+            if (($request['type'] ?? null) === 'failed') {
+                return ['status' => 'ok', 'error' => self::utf8(self::text($e))];
+            }
+
+            return self::exceptionResponse($e);
+        } finally {
+            $this->current = null;
+            $this->io->guardOutput();
+        }
+    }
+
+    /**
+     * Worker::process(): JobProcessing, fire, JobProcessed; on a Throwable
+     * JobExceptionOccurred (handleJobException) and a report (runJob).
+     */
+    private function runJob(array $request): array
+    {
+        $job = $this->makeJob($request);
+        $connection = $job->getConnectionName();
+
+        // Worker::daemon(): Looping (daemonShouldRun), then resetScope, then the job.
+        // A Looping listener returning false would pause the worker; the job is
+        // already reserved here, so that answer is ignored.
+        try {
+            $this->events->dispatch(new Looping($connection, $job->getQueue()));
+        } catch (Throwable $e) {
+            $this->report($e);
+        }
+
+        $this->resetScope();
+
+        $this->current = $job;
+        $thrown = null;
+
+        try {
+            $this->events->dispatch(new JobProcessing($connection, $job));
+
+            $job->fire();
+
+            $this->events->dispatch(new JobProcessed($connection, $job));
+        } catch (Throwable $e) {
+            $thrown = $e;
+
+            try {
+                $this->events->dispatch(new JobExceptionOccurred($connection, $job, $e));
+            } catch (Throwable $listenerError) {
+                $this->report($listenerError);
+            }
+        } finally {
+            $this->current = null;
+            $this->jobAttempted($connection, $job, $thrown);
+        }
+
+        if ($thrown) {
+            $this->reportJobException($thrown);
+            $this->stopIfLostConnection($thrown);
+        }
+
+        $response = $this->outcome($job, $thrown);
+
+        $this->last = [
+            'id' => $request['id'] ?? null,
+            'uuid' => $request['uuid'] ?? null,
+            'exception' => $thrown,
+            'hooks_done' => $response['status'] === 'failed',
+        ];
+
+        return $response;
+    }
+
+    private function outcome(PipeJob $job, ?Throwable $thrown): array
+    {
+        // The job failed itself ($this->fail(), or CallQueuedHandler for a
+        // missing model): Job::fail already ran failed() and JobFailed.
+        if ($job->failedEventSeen) {
+            $e = $job->failedEventException;
+
+            return ['status' => 'failed', 'hooks_done' => true] + ($e instanceof Throwable
+                ? self::describe($e)
+                : ['class' => null, 'message' => null, 'exception' => null]);
+        }
+
+        if ($thrown) {
+            // Deleted and then threw: Laravel neither releases nor fails a
+            // deleted job (Job::fail returns early), so it is gone.
+            if ($job->isDeleted()) {
+                Protocol::log(sprintf('job %s threw after deleting itself; treating it as done: %s',
+                    $job->getJobId() ?? '?', $thrown->getMessage()));
+
+                return ['status' => 'done'];
+            }
+
+            // Released and then threw is reported as an exception too: qpool
+            // applies tries / maxExceptions and its own backoff.
+            return self::exceptionResponse($thrown);
+        }
+
+        if ($job->isReleased()) {
+            return ['status' => 'released', 'delay' => (int) $job->releaseDelay];
+        }
+
+        // Deleted (CallQueuedHandler deletes after success) or not touched:
+        // either way the job is acknowledged.
+        return ['status' => 'done'];
+    }
+
+    /**
+     * The job has finally failed: Job::fail($e) runs the job's failed() hook
+     * (CallQueuedHandler::failed), then JobFailed (-> failed_jobs row).
+     */
+    private function runFailed(array $request, ?array $previous): array
+    {
+        $reason = (string) ($request['reason'] ?? '');
+        $sameJob = $previous !== null
+            && ($previous['id'] ?? null) === ($request['id'] ?? null)
+            && ($previous['uuid'] ?? null) === ($request['uuid'] ?? null);
+
+        if ($reason === 'job_failed' && $sameJob && $previous['hooks_done']) {
+            return ['status' => 'ok', 'note' => 'failure hooks already ran'];
+        }
+
+        $job = $this->makeJob($request);
+        $connection = $job->getConnectionName();
+        $e = FailureExceptions::forRequest($job, $request, $sameJob ? $previous['exception'] : null);
+
+        $this->resetScope();
+
+        // For already_exceeded, queue:work raises JobProcessing, fails the job
+        // (markJobAsFailedIfAlreadyExceedsMaxAttempts), then handles the
+        // exception it throws like any other (JobExceptionOccurred, report).
+        $exceeded = $reason === 'already_exceeded';
+        $error = null;
+
+        $this->current = $job;
+
+        try {
+            if ($exceeded) {
+                $this->events->dispatch(new JobProcessing($connection, $job));
+            }
+
+            $job->fail($e);
+        } catch (Throwable $hookError) {
+            $error = $hookError;
+            $this->report($hookError);
+        } finally {
+            $this->current = null;
+        }
+
+        if ($exceeded) {
+            try {
+                $this->events->dispatch(new JobExceptionOccurred($connection, $job, $e));
+            } catch (Throwable $listenerError) {
+                $this->report($listenerError);
+            }
+
+            $this->jobAttempted($connection, $job, $e);
+            $this->reportJobException($e);
+        }
+
+        if ($error) {
+            $this->stopIfLostConnection($error);
+
+            return ['status' => 'ok', 'error' => self::utf8(self::text($error))];
+        }
+
+        return ['status' => 'ok'];
+    }
+
+    private function makeJob(array $request): PipeJob
+    {
+        $payload = $request['payload'] ?? null;
+
+        if (! is_string($payload) || ! is_array(json_decode($payload, true))) {
+            throw new \InvalidArgumentException('qpool-handler: the request has no valid "payload" (a JSON object as a string)');
+        }
+
+        $id = $request['id'] ?? null;
+
+        return new PipeJob(
+            $this->app,
+            $payload,
+            is_scalar($id) ? (string) $id : null,
+            (int) ($request['attempts'] ?? 1),
+            is_string($request['connection'] ?? null) ? $request['connection'] : 'redis',
+            is_string($request['queue'] ?? null) ? $request['queue'] : 'default'
+        );
+    }
+
+    // ------------------------------------------------------------ helpers
+
+    private function resetScope(): void
+    {
+        if ($this->resetScope === null) {
+            return;
+        }
+
+        try {
+            ($this->resetScope)();
+        } catch (Throwable $e) {
+            $this->report($e);
+        }
+    }
+
+    /** JobAttempted (12.x: bool exceptionOccurred; 13.x: ?Throwable exception), after every attempt. */
+    private function jobAttempted(string $connection, $job, ?Throwable $e): void
+    {
+        if ($this->attemptedArg === null) {
+            return;
+        }
+
+        try {
+            $class = 'Illuminate\Queue\Events\JobAttempted';
+            $this->events->dispatch(new $class($connection, $job, $this->attemptedArg === 'bool' ? $e !== null : $e));
+        } catch (Throwable $listenerError) {
+            $this->report($listenerError);
+        }
+    }
+
+    /** Worker::runJob() reports what the job threw (13.x: unless Worker::$reportJobExceptions is false). */
+    private function reportJobException(Throwable $e): void
+    {
+        $worker = 'Illuminate\Queue\Worker';
+
+        if (property_exists($worker, 'reportJobExceptions') && $worker::$reportJobExceptions === false) {
+            return;
+        }
+
+        $this->report($e);
+    }
+
+    private function report(Throwable $e): void
+    {
+        try {
+            $this->app[ExceptionHandler::class]->report($e);
+        } catch (Throwable $reportError) {
+            Protocol::log('exception handler failed ('.$reportError->getMessage().') reporting: '.self::text($e));
+        }
+    }
+
+    /** Worker::stopWorkerIfLostConnection(): exit after this response; qpool starts a fresh handler. */
+    private function stopIfLostConnection(Throwable $e): void
+    {
+        if (! trait_exists('Illuminate\Database\DetectsLostConnections')) {
+            return;
+        }
+
+        $detector = new class {
+            use \Illuminate\Database\DetectsLostConnections {
+                causedByLostConnection as public;
+            }
+        };
+
+        try {
+            if ($detector->causedByLostConnection($e)) {
+                Protocol::log('lost a connection ('.$e->getMessage().'); exiting after this request');
+                $this->quit = true;
+            }
+        } catch (Throwable $ignored) {
+            //
+        }
+    }
+
+    private static function exceptionResponse(Throwable $e): array
+    {
+        return ['status' => 'exception'] + self::describe($e);
+    }
+
+    private static function describe(Throwable $e): array
+    {
+        return [
+            'class' => get_class($e),
+            'message' => self::utf8((string) $e->getMessage()),
+            'exception' => self::utf8(self::text($e)),
+        ];
+    }
+
+    /** (string) $e, as the failer stores it. */
+    private static function text(Throwable $e): string
+    {
+        try {
+            return (string) $e;
+        } catch (Throwable $inner) {
+            return get_class($e).': '.$e->getMessage();
+        }
+    }
+
+    /** Laravel >= 9.2 stores mb_convert_encoding($text, 'UTF-8'); the protocol needs valid UTF-8 anyway. */
+    private static function utf8(string $s): string
+    {
+        return function_exists('mb_convert_encoding') ? (string) mb_convert_encoding($s, 'UTF-8') : $s;
+    }
+}

@@ -1,0 +1,437 @@
+"""Shared fixtures for qpool's integration tests.
+
+Everything is real: a redis-server started per test on a free port, the
+qpool binary (QPOOL_BUILD, default build/), real processes and signals.
+Tests wait with generous deadlines but never assert speed.
+
+Every test's master runs in its own session; at teardown every process of
+that session is killed, and the master's log is checked for sanitizer
+reports (the suite also runs against the ASan+UBSan build).
+"""
+import json
+import os
+import pathlib
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import time
+import uuid as uuidlib
+
+import pytest
+import redis
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+BUILD = pathlib.Path(os.environ.get("QPOOL_BUILD", ROOT / "build"))
+QPOOL = str(BUILD / "qpool")
+FIXTURE_HANDLER = str(BUILD / "fixture-handler")
+PYTHON = "/usr/bin/python3"
+SIGNAL_CHILD = str(ROOT / "tests" / "fixtures" / "signal-child.py")
+LARAVEL_APP = ROOT / "tests" / "laravel-app"
+PREFIX = "laravel_database_"
+
+SANITIZER_PATTERNS = re.compile(
+    r"ERROR: AddressSanitizer|ERROR: LeakSanitizer|runtime error:|SUMMARY: UndefinedBehaviorSanitizer")
+
+
+def wait_for(pred, timeout=10.0, interval=0.05, what="condition"):
+    """Poll pred() until it returns a truthy value; fail after timeout."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = pred()
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError("timed out after %.1f s waiting for %s (last: %r)" % (timeout, what, last))
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def session_pids(sid):
+    """Every live process whose session id is sid."""
+    pids = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % d) as f:
+                st = f.read()
+        except OSError:
+            continue
+        rest = st[st.rindex(")") + 2:].split()
+        state, sess = rest[0], int(rest[3])
+        if sess == sid and state != "Z":
+            pids.append(int(d))
+    return pids
+
+
+def proc_alive(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            st = f.read()
+        return st[st.rindex(")") + 2] != "Z"
+    except OSError:
+        return False
+
+
+def children_of(pid):
+    out = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % d) as f:
+                st = f.read()
+        except OSError:
+            continue
+        rest = st[st.rindex(")") + 2:].split()
+        if int(rest[1]) == pid and rest[0] != "Z":
+            out.append(int(d))
+    return sorted(out)
+
+
+def cmdline(pid):
+    try:
+        with open("/proc/%d/cmdline" % pid, "rb") as f:
+            return f.read().replace(b"\0", b" ").decode(errors="replace").strip()
+    except OSError:
+        return ""
+
+
+class RedisServer:
+    def __init__(self, tmp):
+        self.dir = tmp / "redis"
+        self.dir.mkdir()
+        self.port = free_port()
+        self.proc = None
+        self.start()
+
+    def start(self):
+        self.proc = subprocess.Popen(
+            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+             "--appendonly", "no", "--dir", str(self.dir), "--logfile", str(self.dir / "redis.log")],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_for(self._ping, 10, what="redis-server to answer")
+
+    def _ping(self):
+        try:
+            return redis.Redis(port=self.port, socket_timeout=0.5).ping()
+        except redis.RedisError:
+            return False
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(10)
+
+    def client(self, db=0):
+        return redis.Redis(port=self.port, db=db, socket_timeout=10)
+
+
+@pytest.fixture
+def redis_server(tmp_path):
+    srv = RedisServer(tmp_path)
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture
+def r(redis_server):
+    return redis_server.client()
+
+
+# ---------------------------------------------------------------- payloads
+
+def make_payload(action="ok", job="App\\Jobs\\FixtureJob", attempts=0, **extra):
+    """A Laravel-shaped payload (key order as Laravel 8 writes it)."""
+    p = {
+        "uuid": str(uuidlib.uuid4()),
+        "displayName": job,
+        "job": job if "@" in job else "Illuminate\\Queue\\CallQueuedHandler@call",
+        "maxTries": None,
+        "maxExceptions": None,
+        "failOnTimeout": False,
+        "backoff": None,
+        "timeout": None,
+        "retryUntil": None,
+        "data": {"action": action},
+        "id": uuidlib.uuid4().hex,
+        "attempts": attempts,
+    }
+    for k, v in extra.items():
+        p[k] = v
+    return p
+
+
+def push(r, queue, payload, prefix=PREFIX):
+    raw = payload if isinstance(payload, (str, bytes)) else json.dumps(payload, separators=(",", ":"))
+    pipe = r.pipeline(transaction=True)
+    pipe.rpush(prefix + "queues:" + queue, raw)
+    pipe.rpush(prefix + "queues:" + queue + ":notify", 1)
+    pipe.execute()
+    return raw
+
+
+def push_many(r, queue, payloads, prefix=PREFIX):
+    pipe = r.pipeline(transaction=False)
+    for p in payloads:
+        raw = json.dumps(p, separators=(",", ":"))
+        pipe.rpush(prefix + "queues:" + queue, raw)
+        pipe.rpush(prefix + "queues:" + queue + ":notify", 1)
+    pipe.execute()
+
+
+def queue_state(r, queue, prefix=PREFIX):
+    k = prefix + "queues:" + queue
+    return {"ready": r.llen(k), "delayed": r.zcard(k + ":delayed"),
+            "reserved": r.zcard(k + ":reserved"), "notify": r.llen(k + ":notify")}
+
+
+def failed_records(r, queue, prefix=PREFIX):
+    uuids = r.zrange(prefix + "qpool:failed:" + queue, 0, -1)
+    out = []
+    for u in uuids:
+        h = r.hgetall(prefix + "qpool:failed:job:" + u.decode())
+        out.append({k.decode(): v for k, v in h.items()})
+    return out
+
+
+def read_fixture_log(path):
+    """Lines of the fixture handler log as lists of fields."""
+    try:
+        with open(path) as f:
+            return [line.split() for line in f if line.strip()]
+    except FileNotFoundError:
+        return []
+
+
+# ---------------------------------------------------------------- master
+
+class Master:
+    """One `qpool run` with its own config, pid file, socket and log."""
+
+    def __init__(self, tmp, redis_server=None):
+        self.tmp = tmp
+        self.redis = redis_server
+        self.conf = tmp / "qpool.conf"
+        self.pid_file = tmp / "qpool.pid"
+        self.socket = tmp / "qpool.sock"
+        self.log_path = tmp / "master.log"
+        self.proc = None
+        self.sid = None
+
+    def write_config(self, pools, qpool="", defaults="", redis_conf=None):
+        port = self.redis.port if self.redis else 6379
+        if redis_conf is None:
+            redis_conf = ('default = { host = "127.0.0.1"; port = %d; db = 0; prefix = "%s"; };\n'
+                          '  cache = { host = "127.0.0.1"; port = %d; db = 1; prefix = "%s"; };'
+                          % (port, PREFIX, port, PREFIX))
+        if "shutdown_timeout" not in qpool:
+            qpool = "  shutdown_timeout = 10;\n" + qpool
+        text = (
+            'qpool = {\n  pid_file = "%s";\n  control_socket = "%s";\n%s\n};\n'
+            'redis = {\n  %s\n};\n'
+            'defaults = {\n%s\n};\n'
+            'pools = (\n%s\n);\n'
+        ) % (self.pid_file, self.socket, qpool, redis_conf, defaults, pools)
+        self.conf.write_text(text)
+        return self.conf
+
+    def start(self, env=None, wait_ready=True):
+        e = dict(os.environ)
+        e.update(env or {})
+        self.logf = open(self.log_path, "ab")
+        self.proc = subprocess.Popen([QPOOL, "run", "-c", str(self.conf)], stdout=self.logf,
+                                     stderr=subprocess.STDOUT, env=e, start_new_session=True)
+        self.sid = self.proc.pid
+        if wait_ready:
+            wait_for(lambda: self.socket.exists() or self.proc.poll() is not None, 10,
+                     what="the master to start")
+            assert self.proc.poll() is None, "master exited: %s" % self.log()
+        return self
+
+    def log(self):
+        try:
+            return self.log_path.read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    def count_log(self, pattern):
+        return len(re.findall(pattern, self.log()))
+
+    def wait_log(self, pattern, timeout=10.0, count=1):
+        return wait_for(lambda: self.count_log(pattern) >= count, timeout,
+                        what="%d x /%s/ in the master log" % (count, pattern))
+
+    def cli(self, *args, check=True, timeout=60):
+        res = subprocess.run([QPOOL] + list(args) + ["-c", str(self.conf)], capture_output=True,
+                             text=True, timeout=timeout)
+        if check and res.returncode != 0:
+            raise AssertionError("qpool %s failed (%d): %s %s" % (args, res.returncode, res.stdout,
+                                                                 res.stderr))
+        return res
+
+    def status(self, verbose=True):
+        args = ["status", "--json"] + (["-v"] if verbose else [])
+        res = self.cli(*args, check=False)
+        return json.loads(res.stdout)
+
+    def pool(self, name):
+        for p in self.status()["pools"]:
+            if p["name"] == name:
+                return p
+        raise KeyError(name)
+
+    def child_pids(self, pool=None):
+        """Pids of children (not stopping) as the master reports them."""
+        pids = []
+        for p in self.status()["pools"]:
+            if pool and p["name"] != pool:
+                continue
+            pids += [c["pid"] for c in p.get("children", []) if c["state"] != "stopping"]
+        return sorted(pids)
+
+    def wait_children(self, pool, n, timeout=10.0):
+        return wait_for(lambda: (lambda pids: pids if len(pids) == n else None)(self.child_pids(pool)),
+                        timeout, what="%d children in pool %s" % (n, pool))
+
+    def signal(self, sig):
+        self.proc.send_signal(sig)
+
+    def wait_exit(self, timeout=30.0):
+        return self.proc.wait(timeout)
+
+    def stop(self, timeout=30.0):
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            return self.proc.wait(timeout)
+        return self.proc.returncode if self.proc else None
+
+    def cleanup(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGQUIT)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+        if self.sid:
+            for pid in session_pids(self.sid):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+        if getattr(self, "logf", None):
+            self.logf.close()
+
+
+@pytest.fixture
+def master_factory(tmp_path, request):
+    made = []
+
+    def make(redis_server=None, name="m"):
+        d = tmp_path / name
+        d.mkdir(exist_ok=True)
+        m = Master(d, redis_server)
+        made.append(m)
+        return m
+
+    yield make
+    failed = request.node.rep_call.failed if hasattr(request.node, "rep_call") else False
+    for m in made:
+        m.cleanup()
+    for m in made:
+        log = m.log()
+        if failed:
+            print("---- master log (%s) ----\n%s" % (m.log_path, log[-20000:]))
+        bad = SANITIZER_PATTERNS.search(log)
+        assert not bad, "sanitizer report in %s:\n%s" % (m.log_path, log[bad.start():bad.start() + 4000])
+
+
+@pytest.fixture
+def master(master_factory, redis_server):
+    return master_factory(redis_server)
+
+
+@pytest.hookimpl(tryfirst=True, hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    rep = outcome.get_result()
+    setattr(item, "rep_" + rep.when, rep)
+
+
+# ---------------------------------------------------------------- laravel
+
+@pytest.fixture
+def laravel_app(tmp_path, redis_server):
+    """The fixture Laravel 8 app, with its writable paths in tmp_path."""
+    storage = tmp_path / "laravel-storage"
+    storage.mkdir()
+    db = tmp_path / "laravel.sqlite"
+    db.touch()
+    markers = tmp_path / "markers.jsonl"
+    env = dict(os.environ)
+    env.update({
+        "REDIS_HOST": "127.0.0.1",
+        "REDIS_PORT": str(redis_server.port),
+        "REDIS_PREFIX": PREFIX,
+        "APP_STORAGE": str(storage),
+        "DB_CONNECTION": "sqlite",
+        "DB_DATABASE": str(db),
+        "MARKER_FILE": str(markers),
+        "LOG_CHANNEL": "null",
+    })
+    app = LaravelApp(LARAVEL_APP, env, db, markers)
+    app.artisan("migrate", "--force")
+    return app
+
+
+class LaravelApp:
+    def __init__(self, path, env, db, markers):
+        self.path = path
+        self.env = env
+        self.db = db
+        self.markers = markers
+
+    def artisan(self, *args, timeout=120, check=True):
+        res = subprocess.run(["php", str(self.path / "artisan")] + list(args), cwd=str(self.path),
+                             env=self.env, capture_output=True, text=True, timeout=timeout)
+        if check and res.returncode != 0:
+            raise AssertionError("artisan %s failed (%d): %s %s" % (args, res.returncode, res.stdout,
+                                                                   res.stderr))
+        return res
+
+    def dispatch(self, job, *args, queue="default", count=1, delay=0, tag=None):
+        cmd = ["fixture:dispatch", job, "--queue=" + queue, "--count=%d" % count, "--delay=%d" % delay]
+        if tag:
+            cmd.append("--tag=" + tag)
+        cmd += ["--arg=%s" % a for a in args]
+        return self.artisan(*cmd)
+
+    def read_markers(self):
+        try:
+            with open(self.markers) as f:
+                return [json.loads(line) for line in f if line.strip()]
+        except FileNotFoundError:
+            return []
+
+    def failed_jobs(self):
+        import sqlite3
+        con = sqlite3.connect(str(self.db))
+        con.row_factory = sqlite3.Row
+        try:
+            return [dict(r) for r in con.execute("select * from failed_jobs order by id")]
+        finally:
+            con.close()
+
+    def env_conf(self):
+        """The environment block for a qpool pool running this app."""
+        keys = ["REDIS_HOST", "REDIS_PORT", "REDIS_PREFIX", "APP_STORAGE", "DB_CONNECTION",
+                "DB_DATABASE", "MARKER_FILE", "LOG_CHANNEL"]
+        return "environment = { %s };" % " ".join('%s = "%s";' % (k, self.env[k]) for k in keys)

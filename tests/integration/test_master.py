@@ -1,0 +1,263 @@
+"""The master: config validation, children, respawn, signals, reload, pid file."""
+import os
+import re
+import signal
+import subprocess
+import time
+
+import pytest
+
+from conftest import (PYTHON, QPOOL, ROOT, SIGNAL_CHILD, children_of, cmdline, proc_alive,
+                      session_pids, wait_for)
+
+
+def child_cmd(*args):
+    return "[%s]" % ", ".join('"%s"' % a for a in [PYTHON, SIGNAL_CHILD] + list(args))
+
+
+def signal_log(path):
+    """{pid: [event, ...]} from signal-child's log."""
+    out = {}
+    try:
+        with open(path) as f:
+            for line in f:
+                pid, what, _ = line.split()
+                out.setdefault(int(pid), []).append(what)
+    except FileNotFoundError:
+        pass
+    return out
+
+
+# ---------------------------------------------------------------- check
+
+def run_check(path):
+    return subprocess.run([QPOOL, "check", "-c", str(path)], capture_output=True, text=True)
+
+
+def test_check_accepts_the_example_config():
+    res = run_check(ROOT / "etc" / "qpool.conf")
+    assert res.returncode == 0, res.stderr
+    assert "pools = (" in res.stdout and "retry_after = 90;" in res.stdout
+
+
+@pytest.mark.parametrize("body,line,needle", [
+    ('pools = (\n  { name = "a"; queues = ["q"]\n    command = ["x"] ;; };\n);\n', 3, "syntax error"),
+    ('pools = (\n  { name = "a"; queues = ["q"]; command = ["x"];\n    tires = 3; }\n);\n', 3,
+     "unknown key 'tires' in pool (did you mean 'tries'?)"),
+    ('pools = (\n  { name = "a"; queues = ["q"]; command = ["x"];\n\n    tries = "3"; }\n);\n', 4,
+     "tries: expected an integer, got a string"),
+    ('pools = (\n  { name = "a"; queues = ["q"]; command = ["x"];\n    balance = "auto";\n'
+     '    min_processes = 5; max_processes = 2; }\n);\n', 2, "min_processes (5) is greater than max_processes (2)"),
+])
+def test_check_rejects_bad_configs_with_file_and_line(tmp_path, body, line, needle):
+    path = tmp_path / "bad.conf"
+    path.write_text(body)
+    res = run_check(path)
+    assert res.returncode == 78
+    assert "%s:%d: " % (path, line) in res.stderr, res.stderr
+    assert needle in res.stderr
+
+
+def test_run_with_a_bad_config_exits_78(tmp_path):
+    path = tmp_path / "bad.conf"
+    path.write_text("pools = ( { name = \"a\"; } );\n")
+    res = subprocess.run([QPOOL, "run", "-c", str(path)], capture_output=True, text=True, timeout=30)
+    assert res.returncode == 78
+    assert str(path) in res.stderr
+
+
+# ---------------------------------------------------------------- children
+
+def test_pool_starts_n_children_with_titles_and_groups(master, tmp_path):
+    log = tmp_path / "signals.log"
+    master.write_config('{ name = "ext"; queues = ["q"]; processes = 3; command = %s; '
+                        'environment = { SIGNAL_LOG = "%s"; MARKER = "x"; }; }' % (child_cmd("run"), log))
+    master.start()
+    pids = master.wait_children("ext", 3)
+    for pid in pids:
+        assert "signal-child.py run" in cmdline(pid)
+        assert os.getpgid(pid) == pid, "each child leads its own process group"
+        with open("/proc/%d/environ" % pid, "rb") as f:
+            assert b"MARKER=x" in f.read()
+    assert re.search(r"qpool: master \[ext 3/3\]", cmdline(master.proc.pid)), cmdline(master.proc.pid)
+
+
+def test_killed_child_is_replaced(master, tmp_path):
+    master.write_config('{ name = "ext"; queues = ["q"]; processes = 2; command = %s; }' % child_cmd("run"))
+    master.start()
+    before = master.wait_children("ext", 2)
+    os.kill(before[0], signal.SIGKILL)
+    after = wait_for(lambda: (lambda p: p if len(p) == 2 and before[0] not in p else None)(master.child_pids("ext")),
+                     5, what="a replacement child")
+    assert before[1] in after
+    assert "killed by signal 9 (SIGKILL)" in master.log()
+    assert "restarting in 1 s" in master.log()
+
+
+def test_exit_12_is_a_memory_recycle_replaced_at_once(master):
+    master.write_config('{ name = "mem"; queues = ["q"]; processes = 1; command = %s; }' % child_cmd("exit", "12", "0.5"))
+    master.start()
+    master.wait_log(r"passed its memory limit \(exit 12", timeout=10, count=2)
+    log = master.log()
+    assert "memory recycle #1" in log and "memory recycle #2" in log
+    assert "restarting in" not in log, "exit 12 must not be delayed by the crash backoff"
+    assert master.pool("mem")["memory_recycles"] >= 2
+
+
+def test_crashing_pool_backs_off_exponentially_and_others_stay_up(master):
+    master.write_config(
+        '{ name = "crash"; queues = ["a"]; processes = 1; command = %s; },\n'
+        '{ name = "ok"; queues = ["b"]; processes = 2; command = %s; }' % (child_cmd("exit", "1", "0"), child_cmd("run")))
+    master.start()
+    stable = master.wait_children("ok", 2)
+    master.wait_log(r"pool crash: started crash#1", timeout=20, count=4)
+    delays = [int(d) for d in re.findall(r"crash#1 .*restarting in (\d+) s", master.log())]
+    assert delays[:3] == [1, 2, 4], delays
+    # the attempts really were spaced out: starts of crash#1 at growing intervals
+    starts = [int(h) * 3600 + int(m) * 60 + float(sec) for h, m, sec in re.findall(
+        r"T(\d\d):(\d\d):(\d\d\.\d+)Z info  master\[\d+\]: pool crash: started crash#1", master.log())]
+    gaps = [b - a for a, b in zip(starts, starts[1:])]
+    assert len(gaps) >= 3 and gaps[1] > gaps[0] and gaps[2] > gaps[1], gaps
+    assert master.child_pids("ok") == stable, "the healthy pool was disturbed"
+    assert master.proc.poll() is None
+
+
+def test_pause_and_resume_reach_every_child_and_respawns_while_paused(master, tmp_path):
+    log = tmp_path / "signals.log"
+    master.write_config('{ name = "ext"; queues = ["q"]; processes = 2; command = %s; '
+                        'environment = { SIGNAL_LOG = "%s"; }; }' % (child_cmd("run"), log))
+    master.start()
+    pids = master.wait_children("ext", 2)
+    wait_for(lambda: all("START" in signal_log(log).get(p, []) for p in pids), 10, what="children up")
+    master.signal(signal.SIGUSR2)
+    wait_for(lambda: all("SIGUSR2" in signal_log(log).get(p, []) for p in pids), 10, what="SIGUSR2 forwarded")
+    # a child respawned during the pause is paused too
+    os.kill(pids[0], signal.SIGKILL)
+    new = wait_for(lambda: [p for p in master.child_pids("ext") if p not in pids], 10, what="respawn")[0]
+    wait_for(lambda: "SIGUSR2" in signal_log(log).get(new, []), 10, what="SIGUSR2 to the respawned child")
+    assert master.status()["state"] == "paused"
+    master.signal(signal.SIGCONT)
+    for p in [pids[1], new]:
+        wait_for(lambda: "SIGCONT" in signal_log(log).get(p, []), 10, what="SIGCONT forwarded")
+    assert master.status()["state"] == "running"
+
+
+def test_pause_waits_for_a_child_to_install_its_handler(master, tmp_path):
+    """SIGUSR2's default action kills: it is only sent once the child catches it."""
+    log = tmp_path / "signals.log"
+    master.write_config('{ name = "late"; queues = ["q"]; processes = 1; command = %s; '
+                        'environment = { SIGNAL_LOG = "%s"; }; }' % (child_cmd("late-handlers", "1.5"), log))
+    master.start()
+    pid = master.wait_children("late", 1)[0]
+    master.signal(signal.SIGUSR2)
+    wait_for(lambda: "SIGUSR2" in signal_log(log).get(pid, []), 10, what="a delayed SIGUSR2")
+    assert proc_alive(pid)
+    assert "crashes" in master.pool("late") and master.pool("late")["crashes"] == 0
+
+
+def test_graceful_stop_waits_for_slow_children_and_kills_stubborn_ones(master, tmp_path):
+    log = tmp_path / "signals.log"
+    master.write_config(
+        '{ name = "slow"; queues = ["a"]; processes = 1; command = %s; environment = { SIGNAL_LOG = "%s"; }; },\n'
+        '{ name = "stubborn"; queues = ["b"]; processes = 1; command = %s; environment = { SIGNAL_LOG = "%s"; }; },\n'
+        '{ name = "plain"; queues = ["c"]; processes = 2; command = %s; environment = { SIGNAL_LOG = "%s"; }; }'
+        % (child_cmd("slow-stop", "2"), log, child_cmd("ignore-term"), log, child_cmd("run"), log),
+        qpool="shutdown_timeout = 4;")
+    master.start()
+    pids = master.wait_children("slow", 1) + master.wait_children("stubborn", 1) + master.wait_children("plain", 2)
+    wait_for(lambda: all("START" in signal_log(log).get(p, []) for p in pids), 10, what="children up")
+    sid = master.sid
+    t0 = time.monotonic()
+    master.signal(signal.SIGTERM)
+    assert master.wait_exit(30) == 0
+    elapsed = time.monotonic() - t0
+    events = signal_log(log)
+    assert all("SIGTERM" in events[p] for p in pids), events
+    assert "EXIT" in events[pids[0]], "the slow child was allowed to finish"
+    log_text = master.log()
+    assert re.search(r"slow#1 \(pid %d\) exited with status 0 after stop \((1\.[5-9]|[2-3]\.\d) s" % pids[0], log_text), log_text
+    assert "shutdown_timeout (4 s) passed: killing 1 children" in log_text
+    assert re.search(r"stubborn#1 \(pid %d\) killed by signal 9" % pids[1], log_text)
+    assert elapsed >= 3.5, "the stubborn child was given shutdown_timeout"
+    assert session_pids(sid) == [], "processes left behind"
+    assert not master.pid_file.exists() and not master.socket.exists()
+
+
+def test_children_die_with_a_killed_master(master):
+    master.write_config('{ name = "ext"; queues = ["q"]; processes = 3; command = %s; }' % child_cmd("run"))
+    master.start()
+    pids = master.wait_children("ext", 3)
+    os.kill(master.proc.pid, signal.SIGKILL)
+    master.proc.wait(5)
+    wait_for(lambda: not any(proc_alive(p) for p in pids), 5, what="children to die with the master")
+    assert session_pids(master.sid) == []
+
+
+def test_reload_resizes_pools(master):
+    body = '{ name = "ext"; queues = ["q"]; processes = %d; command = %s; }'
+    master.write_config(body % (2, child_cmd("run")))
+    master.start()
+    first = master.wait_children("ext", 2)
+    master.write_config(body % (4, child_cmd("run")))
+    master.signal(signal.SIGHUP)
+    grown = master.wait_children("ext", 4)
+    assert set(first) <= set(grown), "a resize alone must not replace children"
+    master.write_config(body % (1, child_cmd("run")))
+    master.signal(signal.SIGHUP)
+    master.wait_children("ext", 1)
+    wait_for(lambda: len(children_of(master.proc.pid)) == 1, 10, what="stopped children to exit")
+
+
+def test_reload_with_a_broken_file_keeps_the_old_pools(master):
+    master.write_config('{ name = "ext"; queues = ["q"]; processes = 2; command = %s; }' % child_cmd("run"))
+    master.start()
+    pids = master.wait_children("ext", 2)
+    master.conf.write_text(master.conf.read_text().replace("processes = 2;", "processes = 2; bogus_key = 1;"))
+    master.signal(signal.SIGHUP)
+    master.wait_log("reload of .* failed; the old configuration keeps running")
+    assert re.search(r"qpool\.conf:\d+: unknown key 'bogus_key'", master.log())
+    time.sleep(1.5)
+    assert master.child_pids("ext") == pids
+    assert master.proc.poll() is None
+
+
+def test_reload_of_a_changed_pool_replaces_children_one_at_a_time(master):
+    body = '{ name = "ext"; queues = ["q"]; processes = 3; command = %s; environment = { V = "%s"; }; }'
+    master.write_config(body % (child_cmd("run"), "1"))
+    master.start()
+    old = master.wait_children("ext", 3)
+    master.write_config(body % (child_cmd("run"), "2"))
+    master.signal(signal.SIGHUP)
+    seen_min = [3]
+
+    def replaced():
+        st = master.pool("ext")
+        live = [c for c in st["children"] if c["state"] != "stopping"]
+        seen_min[0] = min(seen_min[0], len(live))
+        pids = [c["pid"] for c in live]
+        return len(pids) == 3 and not set(pids) & set(old)
+    wait_for(replaced, 20, interval=0.02, what="every child replaced")
+    assert seen_min[0] >= 3, "the pool dropped below its size while rolling"
+    for pid in master.child_pids("ext"):
+        with open("/proc/%d/environ" % pid, "rb") as f:
+            assert b"V=2" in f.read()
+
+
+def test_a_second_master_on_the_same_pid_file_refuses(master):
+    master.write_config('{ name = "ext"; queues = ["q"]; processes = 1; command = %s; }' % child_cmd("run"))
+    master.start()
+    res = subprocess.run([QPOOL, "run", "-c", str(master.conf)], capture_output=True, text=True, timeout=30)
+    assert res.returncode == 1
+    assert "another qpool (pid %d) is running" % master.proc.pid in res.stderr
+    assert master.proc.poll() is None
+
+
+def test_systemd_unit_verifies(tmp_path):
+    unit = ROOT / "systemd" / "qpool.service"
+    # The unit names /usr/bin/qpool; verify a copy that points at this build.
+    text = unit.read_text().replace("/usr/bin/qpool", QPOOL)
+    copy = tmp_path / "qpool.service"
+    copy.write_text(text)
+    res = subprocess.run(["systemd-analyze", "verify", str(copy)], capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "qpool.service" not in res.stderr, res.stderr
