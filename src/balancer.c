@@ -13,11 +13,6 @@ static int clamp(int v, int lo, int hi)
     return v < lo ? lo : v > hi ? hi : v;
 }
 
-static int floor_of(const bal_pool_t *p)
-{
-    if (p->pinned >= 0) return p->pinned;
-    return p->auto_mode ? p->min : p->processes;
-}
 
 int balance_want(const bal_pool_t *p)
 {
@@ -62,9 +57,56 @@ static double demand_weight(const bal_pool_t *p)
     return t > 0 ? t : 1e-9; /* a pool with no backlog still gets its share of leftovers */
 }
 
+/* Raise got[i] towards cap[i] for the pools in `level`, out of *budget:
+ * everything if it fits, else in proportion to backlog (largest remainder). */
+static void allocate(const bal_pool_t *pools, const bool *level, const int *cap, int *got, int n,
+                     int *budget)
+{
+    int need = 0;
+    double wsum = 0;
+    for (int i = 0; i < n; i++) {
+        if (!level[i] || cap[i] <= got[i]) continue;
+        need += cap[i] - got[i];
+        wsum += demand_weight(&pools[i]);
+    }
+    if (need == 0 || *budget <= 0) return;
+    if (need <= *budget) {
+        for (int i = 0; i < n; i++)
+            if (level[i] && cap[i] > got[i]) got[i] = cap[i];
+        *budget -= need;
+        return;
+    }
+    int left = *budget;
+    double *rem = xcalloc((size_t)n + 1, sizeof *rem);
+    for (int i = 0; i < n; i++) {
+        rem[i] = -1;
+        if (!level[i] || cap[i] <= got[i]) continue;
+        double share = (double)*budget * demand_weight(&pools[i]) / wsum;
+        int extra = (int)floor(share);
+        if (extra > cap[i] - got[i]) extra = cap[i] - got[i];
+        got[i] += extra;
+        left -= extra;
+        rem[i] = share - floor(share);
+    }
+    while (left > 0) {
+        int best = -1;
+        for (int i = 0; i < n; i++)
+            if (level[i] && got[i] < cap[i] && (best < 0 || rem[i] > rem[best])) best = i;
+        if (best < 0) break;
+        got[best]++;
+        rem[best] -= 1.0;
+        left--;
+    }
+    free(rem);
+    *budget = left;
+}
+
 void balance(bal_pool_t *pools, int n, int max_workers, int64_t now)
 {
     int *goal = xcalloc((size_t)n + 1, sizeof *goal);
+    int *got = xcalloc((size_t)n + 1, sizeof *got);
+    int *keep = xcalloc((size_t)n + 1, sizeof *keep);
+    bool *level = xcalloc((size_t)n + 1, sizeof *level);
     int budget = max_workers;
     for (int i = 0; i < n; i++) budget -= pools[i].stopping;
 
@@ -72,88 +114,32 @@ void balance(bal_pool_t *pools, int n, int max_workers, int64_t now)
         bal_pool_t *p = &pools[i];
         p->want = balance_want(p);
         goal[i] = settle(p, p->want, now);
+        /* Every pool keeps its configured minimum (validated to fit). */
+        int cfg = p->auto_mode ? p->min : p->processes;
+        got[i] = goal[i] < cfg ? goal[i] : cfg;
+        budget -= got[i];
+        keep[i] = p->live < goal[i] ? p->live : goal[i];
     }
-    /* Every pool keeps its minimum (validated to fit in max_workers) and the
-     * workers it already has, up to its goal: the budget caps growth, it never
-     * takes running workers away. */
-    int *got = xcalloc((size_t)n + 1, sizeof *got);
-    for (int i = 0; i < n; i++) {
-        int f = floor_of(&pools[i]);
-        int keep = pools[i].live < goal[i] ? pools[i].live : goal[i];
-        if (keep > f) f = keep;
-        if (f > goal[i]) f = goal[i];
-        got[i] = f;
-        budget -= f;
-    }
-    /* Then by priority, highest first; equal priorities share by backlog. */
+    /* Then level by level: pinned pools (an operator's explicit order), then
+     * priorities from high to low. Within a level a pool first keeps the
+     * workers it runs, then grows. A lower level may so end up below what it
+     * runs: the master then retires its surplus without interrupting jobs. */
     bool *done = xcalloc((size_t)n + 1, sizeof *done);
+    for (int i = 0; i < n; i++) level[i] = pools[i].pinned >= 0;
     for (;;) {
+        allocate(pools, level, keep, got, n, &budget);
+        allocate(pools, level, goal, got, n, &budget);
+        for (int i = 0; i < n; i++) done[i] = done[i] || level[i];
         int prio = -1;
         for (int i = 0; i < n; i++)
             if (!done[i] && pools[i].priority > prio) prio = pools[i].priority;
         if (prio < 0) break;
-        int need = 0;
-        double wsum = 0;
-        for (int i = 0; i < n; i++) {
-            if (done[i] || pools[i].priority != prio) continue;
-            need += goal[i] - got[i];
-            wsum += demand_weight(&pools[i]);
-        }
-        if (budget <= 0) {
-            for (int i = 0; i < n; i++)
-                if (pools[i].priority == prio) done[i] = true;
-            continue;
-        }
-        if (need <= budget) {
-            for (int i = 0; i < n; i++) {
-                if (done[i] || pools[i].priority != prio) continue;
-                budget -= goal[i] - got[i];
-                got[i] = goal[i];
-                done[i] = true;
-            }
-            continue;
-        }
-        /* Proportional shares, largest remainder, capped at each goal. */
-        int left = budget;
-        double *rem = xcalloc((size_t)n + 1, sizeof *rem);
-        for (int i = 0; i < n; i++) {
-            if (done[i] || pools[i].priority != prio) continue;
-            double share = (double)budget * demand_weight(&pools[i]) / wsum;
-            int extra = (int)floor(share);
-            if (extra > goal[i] - got[i]) extra = goal[i] - got[i];
-            got[i] += extra;
-            left -= extra;
-            rem[i] = got[i] < goal[i] ? share - floor(share) : -1;
-        }
-        while (left > 0) {
-            int best = -1;
-            for (int i = 0; i < n; i++) {
-                if (done[i] || pools[i].priority != prio || got[i] >= goal[i]) continue;
-                if (best < 0 || rem[i] > rem[best]) best = i;
-            }
-            if (best < 0) break;
-            got[best]++;
-            rem[best] = -1;
-            left--;
-            if (left > 0) {
-                bool any = false;
-                for (int i = 0; i < n; i++)
-                    if (!done[i] && pools[i].priority == prio && got[i] < goal[i] && rem[i] >= 0) any = true;
-                if (!any)
-                    for (int i = 0; i < n; i++)
-                        if (!done[i] && pools[i].priority == prio && got[i] < goal[i]) rem[i] = 0;
-            }
-        }
-        budget = left;
-        free(rem);
-        for (int i = 0; i < n; i++)
-            if (pools[i].priority == prio) done[i] = true;
+        for (int i = 0; i < n; i++) level[i] = !done[i] && pools[i].priority == prio;
     }
-    for (int i = 0; i < n; i++) {
-        /* Scaling down is not delayed by the budget, only growth is capped. */
-        pools[i].target = got[i];
-    }
+    for (int i = 0; i < n; i++) pools[i].target = got[i];
+    free(done);
     free(goal);
     free(got);
-    free(done);
+    free(keep);
+    free(level);
 }

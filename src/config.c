@@ -246,6 +246,7 @@ static bool want_backoff(ctx_t *x, const config_setting_t *s, int **out, int *no
         v = xcalloc(strlen(str) / 2 + 2, sizeof *v);
         for (char *tok = strtok_r(dup, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
             while (isspace((unsigned char)*tok)) tok++;
+            for (char *e = tok + strlen(tok); e > tok && isspace((unsigned char)e[-1]);) *--e = '\0';
             long val;
             if (!parse_long(tok, &val) || val < 0) {
                 cerr(x, s, "backoff: \"%s\" is not a comma-separated list of seconds", str);
@@ -574,7 +575,7 @@ static void fmt_num(char *buf, size_t n, double v)
     if (v == (long long)v)
         snprintf(buf, n, "%lld", (long long)v);
     else
-        snprintf(buf, n, "%g", v);
+        snprintf(buf, n, "%.17g", v);
 }
 
 void config_backoff_str(const pool_conf_t *p, char *buf, size_t n)
@@ -1111,8 +1112,13 @@ static bool strv_eq(char *const *a, char *const *b)
 
 bool pool_conf_same_size(const pool_conf_t *a, const pool_conf_t *b)
 {
-    return a->balance == b->balance && a->processes == b->processes &&
-           a->min_processes == b->min_processes && a->max_processes == b->max_processes;
+    /* Only the settings the pool's mode uses: a change of defaults.processes
+     * does not touch an auto pool. */
+    if (a->balance != b->balance) return false;
+    if (a->balance == BALANCE_OFF) return a->processes == b->processes;
+    return a->min_processes == b->min_processes && a->max_processes == b->max_processes &&
+           a->auto_strategy == b->auto_strategy && a->target_wait == b->target_wait &&
+           a->scale_down_delay == b->scale_down_delay && a->priority == b->priority;
 }
 
 bool pool_conf_same_except_size(const pool_conf_t *a, const pool_conf_t *b)
@@ -1143,24 +1149,42 @@ bool pool_conf_same_except_size(const pool_conf_t *a, const pool_conf_t *b)
 
 /* ---------------------------------------------------------------- print */
 
+/* A libconfig string literal: \" \\ \n \r \t \f, and \xNN for other control bytes
+ * (libconfig has no \u escapes). */
+static void put_lc_str(FILE *f, const char *v)
+{
+    fputc('"', f);
+    for (const unsigned char *c = (const unsigned char *)v; *c; c++) {
+        switch (*c) {
+        case '"': fputs("\\\"", f); break;
+        case '\\': fputs("\\\\", f); break;
+        case '\n': fputs("\\n", f); break;
+        case '\r': fputs("\\r", f); break;
+        case '\t': fputs("\\t", f); break;
+        case '\f': fputs("\\f", f); break;
+        default:
+            if (*c < 0x20 || *c == 0x7f)
+                fprintf(f, "\\x%02x", *c);
+            else
+                fputc(*c, f);
+        }
+    }
+    fputc('"', f);
+}
+
 static void print_str(FILE *f, const char *indent, const char *k, const char *v)
 {
-    sbuf_t b;
-    sbuf_init(&b);
-    sbuf_json_str(&b, v, strlen(v)); /* libconfig string escapes are JSON's subset */
-    fprintf(f, "%s%s = %s;\n", indent, k, b.data);
-    sbuf_free(&b);
+    fprintf(f, "%s%s = ", indent, k);
+    put_lc_str(f, v);
+    fprintf(f, ";\n");
 }
 
 static void print_strv(FILE *f, const char *indent, const char *k, char *const *v)
 {
     fprintf(f, "%s%s = [", indent, k);
     for (int i = 0; v[i]; i++) {
-        sbuf_t b;
-        sbuf_init(&b);
-        sbuf_json_str(&b, v[i], strlen(v[i]));
-        fprintf(f, "%s%s", i ? ", " : "", b.data);
-        sbuf_free(&b);
+        if (i) fputs(", ", f);
+        put_lc_str(f, v[i]);
     }
     fprintf(f, "];\n");
 }

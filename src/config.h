@@ -17,7 +17,7 @@
 
 #define QPOOL_EX_CONFIG 78
 #define QPOOL_MAX_WORKERS_LIMIT 1024
-#define QPOOL_MAX_QUEUES 32          /* per pool; also the width of pause masks */
+#define QPOOL_MAX_QUEUES 30          /* per pool; also the width of pause masks */
 #define QPOOL_DEFAULT_CONFIG "/etc/qpool/qpool.conf"
 
 typedef struct {

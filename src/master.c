@@ -227,8 +227,17 @@ int master_reload(master_t *m, char **msg)
         }
         if (!same_size) {
             resized++;
-            if (p->pinned < 0)
-                p->target = np->balance == BALANCE_OFF ? np->processes : np->min_processes;
+            /* Off: the new size. Auto: stay where the balancer had it, within
+             * the new bounds; it takes over from there at its next pass. */
+            if (p->pinned < 0) {
+                if (np->balance == BALANCE_OFF)
+                    p->target = np->processes;
+                else if (p->target < np->min_processes)
+                    p->target = np->min_processes;
+                else if (p->target > np->max_processes)
+                    p->target = np->max_processes;
+            }
+            p->below_since_ms = 0;
             log_info("reload: pool %s resized", np->name);
         }
     }

@@ -29,19 +29,21 @@ static char *dup_str(const cJSON *o, const char *k)
 static bool get_long(const cJSON *o, const char *k, long *out)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
-    if (cJSON_IsNumber(v)) {
-        *out = (long)v->valuedouble;
-        return true;
-    }
-    if (cJSON_IsString(v) && v->valuestring) {
+    double d;
+    if (cJSON_IsNumber(v))
+        d = v->valuedouble;
+    else if (cJSON_IsString(v) && v->valuestring) {
         char *end;
-        double d = strtod(v->valuestring, &end);
-        if (end != v->valuestring && *end == '\0') {
-            *out = (long)d;
-            return true;
-        }
-    }
-    return false;
+        d = strtod(v->valuestring, &end);
+        if (end == v->valuestring || *end != '\0') return false;
+    } else
+        return false;
+    if (!isfinite(d)) return false;
+    /* clamp before converting: (long)1e300 is undefined behaviour */
+    if (d > 1e15) d = 1e15;
+    if (d < -1e15) d = -1e15;
+    *out = (long)d;
+    return true;
 }
 
 int payload_parse(const char *raw, size_t len, job_payload_t *p, char *err, size_t errn)
@@ -177,6 +179,11 @@ bool json_top_value(const char *s, size_t n, const char *key, size_t *vs, size_t
 
 char *payload_set_attempts(const char *raw, size_t len, long n, size_t *outlen)
 {
+    /* Only ever edit what is a valid JSON object; the edit itself is textual. */
+    cJSON *check = cJSON_ParseWithLength(raw, len);
+    bool object = cJSON_IsObject(check);
+    cJSON_Delete(check);
+    if (!object) return NULL;
     size_t vs, ve;
     char num[32];
     snprintf(num, sizeof num, "%ld", n);

@@ -9,7 +9,8 @@
  *   0   -> at once (max_jobs, max_time, restart requests)
  *   12  -> at once, counted as a memory recycle
  *   else, or killed by a signal -> backoff for that slot: 1 s, doubling to
- *          60 s; reset once a child of the slot has lived 30 s.
+ *          60 s; reset once a child of the slot has lived 30 s (or, for
+ *          a native worker, has done a job: it is not crash-looping).
  * A clean exit that did no work within 1 s, three times in a row, also falls
  * back to the backoff, so a misconfigured command cannot fork-loop.
  * There is no give-up state: a crashing pool retries every 60 s forever.
@@ -157,6 +158,17 @@ static void stop_child(pools_t *ps, pool_t *p, child_t *c, int reason, int64_t n
     static const char *why[] = {"", "pool shrinks", "replaced", "pool removed", "shutdown"};
     log_info("pool %s: stopping %s#%d (pid %d): %s", p->conf.name, p->conf.name, c->slot_no,
              (int)c->pid, why[reason]);
+}
+
+/* A busy native worker: finish the current job, then exit (SB_CTL_RETIRE). */
+static void retire_child(pools_t *ps, pool_t *p, child_t *c, int64_t now)
+{
+    c->stop_reason = STOP_SCALE;
+    c->stop_sent_ms = now;
+    atomic_fetch_or(&ps->sb->slots[c->sb].control, SB_CTL_RETIRE);
+    kill(c->pid, SIGCONT); /* wakes it if it just went idle in a blocking wait */
+    log_info("pool %s: %s#%d (pid %d) retires after its current job: pool shrinks", p->conf.name,
+             p->conf.name, c->slot_no, (int)c->pid);
 }
 
 static void spawn_child(pools_t *ps, pool_t *p, int slot_no, int64_t now)
@@ -337,14 +349,18 @@ static int64_t maintain_pool(pools_t *ps, pool_t *p, int64_t now)
         if (p->nchildren == before) break; /* fork failed; retried later */
         live++;
     }
-    /* Shrink: idle children only; a busy native worker is never stopped to shrink. */
+    /* Shrink: idle children are stopped; a busy native worker is never
+     * interrupted: it is asked to retire, i.e. to exit instead of taking
+     * its next job. */
     while (live > desired + surge) {
         child_t *v = pick_victim(ps, p, false, false);
-        if (!v) {
-            due = min_due(due, now + 200); /* re-check when a worker goes idle */
-            break;
+        if (v)
+            stop_child(ps, p, v, STOP_SCALE, now);
+        else {
+            v = pick_victim(ps, p, false, true);
+            if (!v) break;
+            retire_child(ps, p, v, now);
         }
-        stop_child(ps, p, v, STOP_SCALE, now);
         live--;
     }
     return due;
@@ -399,7 +415,8 @@ void pools_child_exited(pools_t *ps, pid_t pid, int status, int64_t now)
         return;
     }
     slot_state_t *st = slot_state(p, gone.slot_no);
-    if (lived >= BACKOFF_RESET_MS) {
+    if (lived >= BACKOFF_RESET_MS || (is_native(p) && snap.jobs_done > 0)) {
+        /* It was healthy (lived 30 s, or did jobs): not a crash loop. */
         st->backoff_s = 0;
         st->quick_exits = 0;
     }
@@ -441,7 +458,8 @@ bool pools_apply_pause(pools_t *ps)
         for (int j = 0; j < p->nchildren; j++) {
             child_t *c = &p->children[j];
             sb_slot_t *slot = &ps->sb->slots[c->sb];
-            uint32_t old = atomic_exchange(&slot->control, cw);
+            uint32_t keep = atomic_load(&slot->control) & SB_CTL_RETIRE;
+            uint32_t old = atomic_exchange(&slot->control, cw | keep);
             if (want && !c->pause_sent) {
                 if (is_native(p)) {
                     kill(c->pid, SIGUSR2);

@@ -42,7 +42,8 @@ enum sb_exit_reason {
 
 /* control word bits (master → child) */
 #define SB_CTL_PAUSE_ALL (1u << 31)        /* whole pool paused */
-#define SB_CTL_QUEUE_MASK 0x7fffffffu      /* bit i: queue i of the pool is paused */
+#define SB_CTL_RETIRE (1u << 30)           /* exit instead of taking another job */
+#define SB_CTL_QUEUE_MASK 0x3fffffffu      /* bit i: queue i of the pool is paused */
 
 typedef struct {
     /* child-written, seqlock protected */

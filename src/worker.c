@@ -545,7 +545,7 @@ static void run_job(worker_t *w, job_t *j)
 
 static uint32_t skip_mask(worker_t *w)
 {
-    return control(w) & SB_CTL_QUEUE_MASK & ((w->qs.nq >= 31) ? SB_CTL_QUEUE_MASK : ((1u << w->qs.nq) - 1));
+    return control(w) & SB_CTL_QUEUE_MASK & ((1u << w->qs.nq) - 1);
 }
 
 /* Block on the :notify lists of the unpaused queues for up to secs. */
@@ -572,7 +572,7 @@ static void idle_wait(worker_t *w, double secs, uint32_t skip)
         int rv = rconn_read(w->rc, w->sfd, timeout, &r);
         if (rv == RC_SIGNAL) {
             read_signals(w);
-            if (w->quit || w->parent_dead || paused(w)) {
+            if (w->quit || w->parent_dead || paused(w) || (control(w) & SB_CTL_RETIRE)) {
                 /* The reply is still on its way: drop the connection rather
                  * than wait for it (reconnecting later is cheap). */
                 rconn_close(w->rc);
@@ -638,7 +638,7 @@ int worker_main(const pool_conf_t *p, const qconf_t *conf, sb_slot_t *slot, int 
         if (w->parent_dead) return finish(w, 1, SB_EXIT_PARENT);
         if (w->pending.kind != OUT_NONE && !paused(w) && !w->quit && w->pending.kind != OUT_ACK)
             flush_outcome(w);
-        if (w->quit) return finish(w, 0, SB_EXIT_SIGNAL);
+        if (w->quit || (control(w) & SB_CTL_RETIRE)) return finish(w, 0, SB_EXIT_SIGNAL);
         if (p->max_time > 0 && mono_ms() - w->start_ms >= (int64_t)p->max_time * 1000)
             return finish(w, 0, SB_EXIT_MAX_TIME);
         if (paused(w)) {

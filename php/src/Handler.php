@@ -111,7 +111,7 @@ final class Handler
         $error = error_get_last();
 
         if ($type === 'failed') {
-            $this->io->send(['status' => 'ok', 'error' => 'the handler exited while running failure hooks']);
+            $this->io->send(['status' => 'ok', 'error' => 'the handler exited while running failure hooks'], false);
 
             return;
         }
@@ -125,7 +125,7 @@ final class Handler
             'class' => 'qpool\HandlerExited',
             'message' => self::utf8($message),
             'exception' => self::utf8('qpool\HandlerExited: '.$message),
-        ]);
+        ], false);
     }
 
     // ------------------------------------------------------------ boot
@@ -356,7 +356,7 @@ final class Handler
         // A Looping listener returning false would pause the worker; the job is
         // already reserved here, so that answer is ignored.
         try {
-            $this->events->dispatch(new Looping($connection, $job->getQueue()));
+            $this->events->until(new Looping($connection, $job->getQueue()));
         } catch (Throwable $e) {
             $this->report($e);
         }

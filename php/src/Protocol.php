@@ -94,11 +94,14 @@ final class Protocol
 
     /**
      * Write one response line (and flush pending job output to stderr
-     * first, so the log keeps its order).
+     * first, so the log keeps its order; not from a shutdown function, where
+     * PHP may already have dropped the buffers after a fatal error).
      */
-    public function send(array $message): void
+    public function send(array $message, bool $guardOutput = true): void
     {
-        $this->guardOutput();
+        if ($guardOutput) {
+            $this->guardOutput();
+        }
 
         $flags = JSON_UNESCAPED_SLASHES | JSON_UNESCAPED_UNICODE | JSON_PARTIAL_OUTPUT_ON_ERROR;
 
@@ -160,6 +163,7 @@ final class Protocol
             }
 
             $this->startBuffer();
+            StdoutToStderr::endLine();
 
             return;
         }
@@ -167,6 +171,8 @@ final class Protocol
         while (ob_get_level() > $ours && @ob_end_flush()) {
             //
         }
+
+        StdoutToStderr::endLine();
     }
 
     public static function log(string $message): void

@@ -9,12 +9,27 @@ namespace Qpool\Laravel;
  */
 final class StdoutToStderr
 {
+    /** @var bool the last forwarded byte was not a newline */
+    private static $openLine = false;
+
     public function __invoke($buffer, $phase = 0)
     {
         if ($buffer !== '') {
             @fwrite(STDERR, $buffer);
+            self::$openLine = substr($buffer, -1) !== "\n";
         }
 
         return '';
+    }
+
+    /**
+     * End a line a job left unterminated, so the next log line starts clean.
+     */
+    public static function endLine(): void
+    {
+        if (self::$openLine) {
+            @fwrite(STDERR, "\n");
+            self::$openLine = false;
+        }
     }
 }

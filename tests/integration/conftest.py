@@ -105,17 +105,19 @@ def cmdline(pid):
 
 
 class RedisServer:
-    def __init__(self, tmp):
+    def __init__(self, tmp, persistent=False):
         self.dir = tmp / "redis"
-        self.dir.mkdir()
+        self.dir.mkdir(exist_ok=True)
         self.port = free_port()
         self.proc = None
+        self.persistent = persistent
         self.start()
 
     def start(self):
+        aof = ["--appendonly", "yes", "--appendfsync", "always"] if self.persistent else ["--appendonly", "no"]
         self.proc = subprocess.Popen(
             ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-             "--appendonly", "no", "--dir", str(self.dir), "--logfile", str(self.dir / "redis.log")],
+             "--dir", str(self.dir), "--logfile", str(self.dir / "redis.log")] + aof,
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         wait_for(self._ping, 10, what="redis-server to answer")
 

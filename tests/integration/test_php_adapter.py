@@ -1,0 +1,629 @@
+"""Drives php/qpool-handler.php (the Laravel pipe handler) over the protocol
+of docs/handler-protocol.md, playing qpool's part: jobs are dispatched with
+the fixture app's `php artisan fixture:dispatch`, their raw payloads popped
+from Redis with LPOP, and handed to the adapter as `job` / `failed` requests.
+
+Self-contained: its own redis-server on a free loopback port, the fixture app
+(tests/laravel-app) run in place with APP_STORAGE in a temp dir.
+
+    /usr/bin/python3 -m pytest tests/integration/test_php_adapter.py
+"""
+
+import json
+import os
+import queue
+import shutil
+import signal
+import socket
+import sqlite3
+import subprocess
+import threading
+import time
+import uuid as uuidlib
+from pathlib import Path
+
+import pytest
+
+redis = pytest.importorskip("redis")
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+APP_DIR = ROOT / "tests" / "laravel-app"
+ADAPTER = ROOT / "php" / "qpool-handler.php"
+PHP = shutil.which("php") or "/usr/bin/php"
+REDIS_SERVER = "/usr/bin/redis-server"
+PREFIX = "laravel_database_"
+WAIT = 30  # seconds; generous, never a speed assertion
+
+MAX_ATTEMPTS_8X = ("Illuminate\\Queue\\MaxAttemptsExceededException",
+                   " has been attempted too many times or run too long. "
+                   "The job may have previously timed out.")
+
+if not (os.path.exists(PHP) and os.path.exists(REDIS_SERVER)
+        and os.path.exists("/usr/share/php/Illuminate/autoload.php")):
+    pytest.skip("needs php-cli, redis-server and php-laravel-framework (Debian)",
+                allow_module_level=True)
+
+# Defines a string-job target that prints in every way PHP can, for the
+# stdout-isolation tests (loaded with -d auto_prepend_file; no app change).
+PRELUDE = r'''<?php
+class QpoolTestNoisyHandler
+{
+    public function handle($job, $data)
+    {
+        echo "{\"status\":\"done\",\"from\":\"echo\"}\n";
+        print "{\"status\":\"failed\",\"from\":\"print\"}\n";
+        printf("{\"status\":\"released\",\"delay\":9,\"from\":\"printf\"}\n");
+        var_dump(["status" => "var_dump"]);
+        echo "no newline at the end";
+        if (! empty($data["raw"])) {
+            fwrite(STDOUT, "{\"status\":\"done\",\"from\":\"fwrite-STDOUT\"}\n");
+            file_put_contents("php://stdout", "{\"status\":\"done\",\"from\":\"php-stdout\"}\n");
+            while (ob_get_level() > 0) {
+                ob_end_clean();
+            }
+            echo "{\"status\":\"done\",\"from\":\"after-ob-removed\"}\n";
+        }
+        if (! empty($data["leave_buffer"])) {
+            ob_start();
+            echo "{\"status\":\"done\",\"from\":\"unclosed-buffer\"}\n";
+        }
+        if (! empty($data["exit"])) {
+            exit(3);
+        }
+        $job->delete();
+    }
+}
+
+class QpoolTestEdgeHandler
+{
+    public function handle($job, $data)
+    {
+        switch ($data["mode"]) {
+            case "delete_then_throw":
+                $job->delete();
+                throw new LogicException("after delete");
+            case "release_then_throw":
+                $job->release(3);
+                throw new LogicException("after release");
+            case "fail_then_throw":
+                $job->fail(new LogicException("failed first"));
+                throw new RuntimeException("then threw");
+            case "release_interval":
+                $job->release(new DateInterval("PT7S"));
+                return;
+        }
+    }
+
+    public function failed($data, $e, $uuid)
+    {
+        App\Support\Marker::write(["event" => "failed_hook", "job" => "edge", "uuid" => $uuid,
+            "class" => $e ? get_class($e) : null, "message" => $e ? $e->getMessage() : null]);
+    }
+}
+'''
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _clean(env):
+    return {k: v for k, v in env.items() if not k.startswith("_")}
+
+
+@pytest.fixture(scope="module")
+def redis_server(tmp_path_factory):
+    d = tmp_path_factory.mktemp("redis")
+    port = _free_port()
+    log = open(d / "redis.log", "wb")
+    proc = subprocess.Popen(
+        [REDIS_SERVER, "--port", str(port), "--bind", "127.0.0.1",
+         "--save", "", "--appendonly", "no", "--dir", str(d)],
+        stdout=log, stderr=subprocess.STDOUT)
+    client = redis.Redis(host="127.0.0.1", port=port)
+    deadline = time.time() + WAIT
+    while True:
+        try:
+            client.ping()
+            break
+        except redis.ConnectionError:
+            if proc.poll() is not None or time.time() > deadline:
+                proc.kill()
+                raise RuntimeError("redis-server did not start: "
+                                   + (d / "redis.log").read_text(errors="replace"))
+            time.sleep(0.05)
+    try:
+        yield port
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()
+
+
+@pytest.fixture(scope="module")
+def app_env(redis_server, tmp_path_factory):
+    d = tmp_path_factory.mktemp("laravel")
+    db = d / "database.sqlite"
+    db.touch()
+    env = dict(os.environ)
+    for k in list(env):
+        if k.startswith(("REDIS_", "APP_", "DB_", "CACHE_", "QUEUE_", "LOG_", "MARKER_", "QPOOL_")):
+            del env[k]
+    env.update({
+        "REDIS_HOST": "127.0.0.1",
+        "REDIS_PORT": str(redis_server),
+        "DB_DATABASE": str(db),
+        "APP_STORAGE": str(d / "storage"),
+        "MARKER_FILE": str(d / "markers.jsonl"),
+        "_cwd": str(APP_DIR),
+        "_dir": str(d),
+    })
+    (d / "prelude.php").write_text(PRELUDE)
+    res = subprocess.run([PHP, "artisan", "migrate", "--force"], cwd=env["_cwd"],
+                         env=_clean(env), capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stdout + res.stderr
+    return env
+
+
+class App:
+    def __init__(self, env):
+        self.env = env
+        self.r0 = redis.Redis(port=int(env["REDIS_PORT"]), db=0, decode_responses=True)
+
+    def dispatch(self, job, *args):
+        res = subprocess.run([PHP, "artisan", "fixture:dispatch", job, *args],
+                             cwd=self.env["_cwd"], env=_clean(self.env),
+                             capture_output=True, text=True, timeout=120)
+        assert res.returncode == 0, (job, args, res.stdout, res.stderr)
+        return res
+
+    def pop(self, queue_name="default"):
+        """LPOP the raw payload, as qpool's pop hands it to the handler."""
+        raw = self.r0.lpop(PREFIX + "queues:" + queue_name)
+        assert raw is not None, "nothing on queue " + queue_name
+        return raw
+
+    def dispatch_and_pop(self, job, *args, queue_name="default"):
+        self.dispatch(job, "--queue=" + queue_name, *args)
+        return self.pop(queue_name)
+
+    def markers(self):
+        path = Path(self.env["MARKER_FILE"])
+        return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+    def failed_rows(self):
+        with sqlite3.connect(self.env["DB_DATABASE"]) as c:
+            c.row_factory = sqlite3.Row
+            return [dict(r) for r in c.execute("SELECT * FROM failed_jobs ORDER BY id")]
+
+
+@pytest.fixture
+def app(app_env):
+    redis.Redis(port=int(app_env["REDIS_PORT"]), db=0).flushall()
+    Path(app_env["MARKER_FILE"]).write_text("")
+    with sqlite3.connect(app_env["DB_DATABASE"]) as c:
+        c.execute("DELETE FROM failed_jobs")
+    return App(app_env)
+
+
+def request(kind, raw, attempts=1, queue_name="default", **extra):
+    """A `job` / `failed` request built the way qpool's handler.c builds one."""
+    p = json.loads(raw)
+    req = {
+        "type": kind,
+        "id": p.get("id", ""),
+        "uuid": p.get("uuid"),
+        "name": p.get("displayName") or p.get("job") or "?",
+        "queue": queue_name,
+        "connection": "redis",
+        "attempts": attempts,
+        "max_tries": p.get("maxTries") or 0,
+        "timeout": p.get("timeout") or 60,
+        "payload": raw,
+    }
+    req.update(extra)
+    return req
+
+
+def failed_request(raw, reason, cls, message, attempts=1, text=None):
+    return request("failed", raw, attempts, reason=reason, exception={
+        "class": cls, "message": message, "text": text or "%s: %s" % (cls, message)})
+
+
+class Adapter:
+    """php qpool-handler.php <app> as a subprocess, driven line by line."""
+
+    def __init__(self, app, env_extra=None, php_args=()):
+        self.app = app
+        self.stderr_path = Path(app.env["_dir"]) / ("adapter-%s.stderr" % uuidlib.uuid4().hex[:8])
+        self._stderr = open(self.stderr_path, "wb")
+        env = _clean(app.env)
+        env.update(env_extra or {})
+        self.proc = subprocess.Popen(
+            [PHP, *php_args, str(ADAPTER), str(APP_DIR)],
+            cwd=str(Path(app.env["_dir"])), env=env, stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, stderr=self._stderr)
+        self.lines = queue.Queue()
+        self.raw_stdout = []
+        threading.Thread(target=self._pump, daemon=True).start()
+
+    def _pump(self):
+        for line in self.proc.stdout:
+            self.raw_stdout.append(line)
+            self.lines.put(line)
+        self.lines.put(None)
+
+    def read(self, timeout=WAIT):
+        try:
+            line = self.lines.get(timeout=timeout)
+        except queue.Empty:
+            raise AssertionError("no line from the adapter within %s s; stderr:\n%s"
+                                 % (timeout, self.stderr()))
+        assert line is not None, "adapter closed stdout; stderr:\n" + self.stderr()
+        assert line.endswith(b"\n"), line
+        return json.loads(line)
+
+    def send_line(self, text):
+        self.proc.stdin.write(text.encode() + b"\n")
+        self.proc.stdin.flush()
+
+    def send(self, req):
+        self.send_line(json.dumps(req))
+        return self.read()
+
+    def ready(self):
+        msg = self.read()
+        assert msg == {"type": "ready", "protocol": 1}
+        return msg
+
+    def close(self, timeout=WAIT):
+        """Close stdin (what qpool does when the worker stops); return the exit code."""
+        if not self.proc.stdin.closed:
+            self.proc.stdin.close()
+        return self.proc.wait(timeout)
+
+    def stderr(self):
+        self._stderr.flush()
+        return self.stderr_path.read_text(errors="replace")
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        self._stderr.close()
+
+
+@pytest.fixture
+def adapter(app):
+    started = []
+
+    def start(env_extra=None, php_args=(), ready=True):
+        a = Adapter(app, env_extra, php_args)
+        started.append(a)
+        if ready:
+            a.ready()
+        return a
+
+    yield start
+    for a in started:
+        a.kill()
+
+
+def events_for(markers, uuid):
+    return [m["event"] for m in markers if m.get("uuid") == uuid and "event" in m]
+
+
+# ---------------------------------------------------------------- tests
+
+
+def test_ready_then_exit_0_on_stdin_eof(app, adapter):
+    a = adapter()
+    assert a.close() == 0
+    assert "booted" in a.stderr()
+    # Nothing but the ready line ever reached stdout.
+    assert [json.loads(x) for x in a.raw_stdout] == [{"type": "ready", "protocol": 1}]
+
+
+def test_marker_job_done_with_events(app, adapter):
+    raw = app.dispatch_and_pop("MarkerJob", "--tag=m1")
+    uuid = json.loads(raw)["uuid"]
+    a = adapter()
+    assert a.send(request("job", raw)) == {"status": "done"}
+
+    m = app.markers()
+    runs = [x for x in m if x.get("job") == "MarkerJob" and "event" not in x]
+    assert [(x["tag"], x["attempt"]) for x in runs] == [("m1", 1)]
+    assert runs[0]["pid"] == a.proc.pid
+    assert events_for(m, uuid) == ["JobProcessing", "JobProcessed"]
+    for ev in (x for x in m if x.get("uuid") == uuid):
+        assert ev["job"] == "App\\Jobs\\MarkerJob"
+        assert (ev["attempts"], ev["queue"], ev["connection"]) == (1, "default", "redis")
+    assert app.failed_rows() == []
+    assert a.close() == 0
+
+
+def test_always_fails_exception_then_failed_max_tries(app, adapter):
+    raw = app.dispatch_and_pop("AlwaysFailsJob", "--tag=af")
+    uuid = json.loads(raw)["uuid"]
+    a = adapter()
+
+    res = a.send(request("job", raw, attempts=3))
+    assert res["status"] == "exception"
+    assert res["class"] == "RuntimeException"
+    assert res["message"] == "always fails"
+    assert res["exception"].startswith("RuntimeException: always fails in ")
+    assert "Stack trace:" in res["exception"]
+    # No hook yet: qpool decides whether the job fails.
+    assert not [x for x in app.markers() if x.get("event") == "failed_hook"]
+    assert app.failed_rows() == []
+
+    res = a.send(failed_request(raw, "max_tries", "RuntimeException", "always fails",
+                                attempts=3, text=res["exception"]))
+    assert res == {"status": "ok"}
+
+    m = app.markers()
+    hooks = [x for x in m if x.get("event") == "failed_hook"]
+    assert len(hooks) == 1
+    assert (hooks[0]["class"], hooks[0]["message"], hooks[0]["tag"]) == \
+        ("RuntimeException", "always fails", "af")
+    assert events_for(m, uuid) == ["JobProcessing", "JobExceptionOccurred", "JobFailed"]
+
+    (row,) = app.failed_rows()
+    assert row["uuid"] == uuid
+    assert (row["connection"], row["queue"]) == ("redis", "default")
+    assert row["payload"] == raw  # byte for byte, as popped
+    # The original Throwable was reused: the handle() frame is in the text.
+    assert row["exception"].startswith("RuntimeException: always fails in ")
+    assert "AlwaysFailsJob.php" in row["exception"].splitlines()[0]
+    assert row["failed_at"]
+    assert a.close() == 0
+
+
+def test_failed_without_preceding_job_rebuilds_the_exception(app, adapter):
+    raw = app.dispatch_and_pop("AlwaysFailsJob", "--tag=rebuilt")
+    a = adapter()
+    res = a.send(failed_request(raw, "max_tries", "RuntimeException", "always fails", attempts=3))
+    assert res == {"status": "ok"}
+    (hook,) = [x for x in app.markers() if x.get("event") == "failed_hook"]
+    assert (hook["class"], hook["message"]) == ("RuntimeException", "always fails")
+    (row,) = app.failed_rows()
+    assert row["exception"].startswith("RuntimeException: always fails")
+
+    # A class this PHP process does not know (e.g. qpool's own) becomes a RuntimeException.
+    raw2 = app.dispatch_and_pop("AlwaysFailsJob", "--tag=crashed")
+    res = a.send(failed_request(raw2, "max_tries", "qpool\\HandlerCrashed",
+                                "the pipe handler was killed", attempts=3))
+    assert res == {"status": "ok"}
+    hook = [x for x in app.markers() if x.get("event") == "failed_hook"][-1]
+    assert (hook["tag"], hook["class"], hook["message"]) == \
+        ("crashed", "RuntimeException", "the pipe handler was killed")
+    assert len(app.failed_rows()) == 2
+    assert a.close() == 0
+
+
+def test_release_job_released_with_delay_then_done(app, adapter):
+    raw = app.dispatch_and_pop("ReleaseJob", "--tag=rel")
+    uuid = json.loads(raw)["uuid"]
+    a = adapter()
+    assert a.send(request("job", raw, attempts=1)) == {"status": "released", "delay": 5}
+    assert a.send(request("job", raw, attempts=2)) == {"status": "done"}
+    runs = [x["attempt"] for x in app.markers() if x.get("job") == "ReleaseJob" and "event" not in x]
+    assert runs == [1, 2]
+    assert events_for(app.markers(), uuid) == ["JobProcessing", "JobProcessed"] * 2
+    assert app.failed_rows() == []
+
+
+def test_manual_fail_runs_hooks_itself(app, adapter):
+    raw = app.dispatch_and_pop("ManualFailJob", "--tag=mf")
+    uuid = json.loads(raw)["uuid"]
+    a = adapter()
+    res = a.send(request("job", raw))
+    assert res["status"] == "failed"
+    assert res["hooks_done"] is True
+    assert (res["class"], res["message"]) == ("RuntimeException", "manual failure")
+    assert res["exception"].startswith("RuntimeException: manual failure in ")
+
+    m = app.markers()
+    (hook,) = [x for x in m if x.get("event") == "failed_hook"]
+    assert (hook["class"], hook["message"]) == ("RuntimeException", "manual failure")
+    assert "JobFailed" in events_for(m, uuid)
+    (row,) = app.failed_rows()
+    assert row["uuid"] == uuid and row["payload"] == raw
+    assert row["exception"].startswith("RuntimeException: manual failure")
+
+    # Should qpool still send `failed` (job_failed) for it, the hooks do not run twice.
+    res = a.send(failed_request(raw, "job_failed", "RuntimeException", "manual failure"))
+    assert res["status"] == "ok"
+    assert len([x for x in app.markers() if x.get("event") == "failed_hook"]) == 1
+    assert len(app.failed_rows()) == 1
+    assert a.close() == 0
+
+
+def test_timeout_failed_gets_laravel8_max_attempts_exception(app, adapter):
+    raw = app.dispatch_and_pop("TimeoutJob", "--tag=to")
+    uuid = json.loads(raw)["uuid"]
+    a = adapter()
+    # qpool killed the attempt (SIGKILL) and restarted the handler; then this:
+    res = a.send(failed_request(raw, "timeout", "Illuminate\\Queue\\TimeoutExceededException",
+                                "App\\Jobs\\TimeoutJob has timed out.", attempts=2))
+    assert res == {"status": "ok"}
+    (hook,) = [x for x in app.markers() if x.get("event") == "failed_hook"]
+    cls, tail = MAX_ATTEMPTS_8X
+    assert hook["class"] == cls
+    assert hook["message"] == "App\\Jobs\\TimeoutJob" + tail
+    assert events_for(app.markers(), uuid) == ["JobFailed"]
+    (row,) = app.failed_rows()
+    assert row["exception"].startswith(cls + ": App\\Jobs\\TimeoutJob" + tail)
+    assert row["payload"] == raw
+
+
+def test_already_exceeded_is_failed_like_queue_work(app, adapter):
+    raw = app.dispatch_and_pop("AlwaysFailsJob", "--tag=ae")
+    uuid = json.loads(raw)["uuid"]
+    a = adapter()
+    res = a.send(failed_request(raw, "already_exceeded", MAX_ATTEMPTS_8X[0],
+                                "App\\Jobs\\AlwaysFailsJob has been attempted too many times.",
+                                attempts=4))
+    assert res == {"status": "ok"}
+    m = app.markers()
+    assert not [x for x in m if x.get("job") == "AlwaysFailsJob" and "event" not in x]  # not run
+    (hook,) = [x for x in m if x.get("event") == "failed_hook"]
+    assert (hook["class"], hook["message"]) == (MAX_ATTEMPTS_8X[0], "App\\Jobs\\AlwaysFailsJob" + MAX_ATTEMPTS_8X[1])
+    assert events_for(m, uuid) == ["JobProcessing", "JobFailed", "JobExceptionOccurred"]
+    assert len(app.failed_rows()) == 1
+
+
+def test_max_exceptions_reuses_the_thrown_exception(app, adapter):
+    raw = app.dispatch_and_pop("MaxExceptionsJob", "--tag=mx")
+    a = adapter()
+    res = a.send(request("job", raw, attempts=2))
+    assert (res["status"], res["message"]) == ("exception", "max exceptions fails")
+    assert a.send(failed_request(raw, "max_exceptions", "RuntimeException", "max exceptions fails",
+                                 attempts=2)) == {"status": "ok"}
+    (row,) = app.failed_rows()
+    assert "MaxExceptionsJob.php" in row["exception"].splitlines()[0]
+
+
+def test_string_job_done(app, adapter):
+    raw = app.dispatch_and_pop("string", "--tag=str", "--arg=a", "--arg=b")
+    assert json.loads(raw)["job"] == "App\\Handlers\\StringHandler@handle"
+    a = adapter()
+    assert a.send(request("job", raw)) == {"status": "done"}
+    (s,) = [x for x in app.markers() if x.get("job") == "string"]
+    assert s["data"] == {"tag": "str", "args": ["a", "b"]} and s["attempt"] == 1
+
+
+def test_other_queue_name_is_passed_through(app, adapter):
+    raw = app.dispatch_and_pop("ManualFailJob", "--tag=q", queue_name="emails")
+    a = adapter()
+    res = a.send(request("job", raw, queue_name="emails"))
+    assert res["status"] == "failed"
+    (row,) = app.failed_rows()
+    assert row["queue"] == "emails"
+
+
+def string_payload(handler, **data):
+    """A string-job payload (Queue::push('Class@handle', $data)) for a prelude class."""
+    return json.dumps({
+        "uuid": str(uuidlib.uuid4()), "displayName": handler,
+        "job": handler + "@handle", "maxTries": None, "maxExceptions": None,
+        "failOnTimeout": False, "backoff": None, "timeout": None, "data": data,
+        "id": uuidlib.uuid4().hex, "attempts": 0}, separators=(",", ":"))
+
+
+def noisy_payload(**data):
+    return string_payload("QpoolTestNoisyHandler", **data)
+
+
+@pytest.mark.parametrize("dup", ["1", "0"], ids=["fd-isolation", "ob-only"])
+def test_job_output_never_reaches_the_protocol(app, adapter, dup):
+    prelude = str(Path(app.env["_dir"]) / "prelude.php")
+    a = adapter({"QPOOL_PHP_DUP_STDOUT": dup}, ("-d", "auto_prepend_file=" + prelude))
+    isolation = "dup" if "stdout isolation: dup" in a.stderr() else "ob"
+
+    assert a.send(request("job", noisy_payload())) == {"status": "done"}
+    assert a.send(request("job", noisy_payload(leave_buffer=True))) == {"status": "done"}
+    if isolation == "dup":
+        # Writes that bypass output buffering are isolated too.
+        assert a.send(request("job", noisy_payload(raw=True))) == {"status": "done"}
+    raw = app.dispatch_and_pop("MarkerJob", "--tag=after-noise")
+    assert a.send(request("job", raw)) == {"status": "done"}
+    assert a.close() == 0
+
+    # stdout carried protocol lines only; the job output went to stderr.
+    out = [json.loads(x) for x in a.raw_stdout]
+    assert out[0] == {"type": "ready", "protocol": 1}
+    assert all(x == {"status": "done"} for x in out[1:]), out
+    err = a.stderr()
+    assert '{"status":"done","from":"echo"}' in err
+    assert '"from":"print"' in err and '"from":"printf"' in err
+    assert 'string(8) "var_dump"' in err
+    assert '"from":"unclosed-buffer"' in err
+    if isolation == "dup":
+        for src in ("fwrite-STDOUT", "php-stdout", "after-ob-removed"):
+            assert '"from":"%s"' % src in err
+    if dup == "0":
+        assert isolation == "ob"
+
+
+def test_job_calling_exit_still_gets_a_response(app, adapter):
+    prelude = str(Path(app.env["_dir"]) / "prelude.php")
+    a = adapter(php_args=("-d", "auto_prepend_file=" + prelude))
+    res = a.send(request("job", noisy_payload(exit=True)))
+    assert res["status"] == "exception"
+    assert res["class"] == "qpool\\HandlerExited"
+    assert a.proc.wait(WAIT) == 3
+
+
+def test_malformed_and_unknown_requests_keep_it_running(app, adapter):
+    a = adapter()
+    a.send_line("this is not json")
+    res = a.read()
+    assert res["status"] == "exception"
+    assert "malformed" in res["message"]
+    assert a.send({"type": "ping"})["status"] == "exception"
+    res = a.send({"type": "job", "id": "x", "uuid": None, "payload": "{not json"})
+    assert res["status"] == "exception"
+    res = a.send({"type": "job", "id": "x", "uuid": None,
+                  "payload": json.dumps({"job": "App\\Missing\\Nope@handle", "data": {},
+                                         "id": "x", "attempts": 0})})
+    assert res["status"] == "exception"
+
+    raw = app.dispatch_and_pop("MarkerJob", "--tag=still-alive")
+    assert a.send(request("job", raw)) == {"status": "done"}
+    assert "malformed request line" in a.stderr()
+    assert a.close() == 0
+
+
+def test_sigterm_while_idle_exits_0(app, adapter):
+    a = adapter()
+    a.proc.send_signal(signal.SIGTERM)
+    assert a.proc.wait(WAIT) == 0
+
+
+def test_sigterm_during_a_job_finishes_it_then_exits_0(app, adapter):
+    raw = app.dispatch_and_pop("SleepJob", "--arg=3000", "--tag=slow")
+    a = adapter()
+    a.send_line(json.dumps(request("job", raw)))
+    # Wait until the job runs (its marker is written before it sleeps).
+    deadline = time.time() + WAIT
+    while not [x for x in app.markers() if x.get("tag") == "slow" and "event" not in x]:
+        assert time.time() < deadline, a.stderr()
+        time.sleep(0.05)
+    a.proc.send_signal(signal.SIGTERM)
+    assert a.read() == {"status": "done"}
+    assert a.proc.wait(WAIT) == 0
+
+
+def test_delete_release_fail_combined_with_a_throw(app, adapter):
+    prelude = str(Path(app.env["_dir"]) / "prelude.php")
+    a = adapter(php_args=("-d", "auto_prepend_file=" + prelude))
+
+    def edge(mode):
+        return a.send(request("job", string_payload("QpoolTestEdgeHandler", mode=mode)))
+
+    # Laravel neither releases nor fails a job that deleted itself.
+    assert edge("delete_then_throw") == {"status": "done"}
+
+    # qpool applies its rules (tries, maxExceptions, backoff) to what was thrown.
+    res = edge("release_then_throw")
+    assert (res["status"], res["class"], res["message"]) == ("exception", "LogicException", "after release")
+
+    # fail() ran the failure path; the later throw does not undo that.
+    res = edge("fail_then_throw")
+    assert res["status"] == "failed" and res["hooks_done"] is True
+    assert (res["class"], res["message"]) == ("LogicException", "failed first")
+    hooks = [x for x in app.markers() if x.get("event") == "failed_hook"]
+    assert [(h["job"], h["class"], h["message"]) for h in hooks] == [("edge", "LogicException", "failed first")]
+    (row,) = app.failed_rows()
+    assert row["exception"].startswith("LogicException: failed first")
+
+    res = edge("release_interval")
+    assert res["status"] == "released" and res["delay"] in (6, 7)
+    assert a.close() == 0

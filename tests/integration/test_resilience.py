@@ -1,0 +1,91 @@
+"""No job is lost: worker kills, Redis restarts."""
+import json
+import os
+import random
+import signal
+import time
+
+from conftest import (FIXTURE_HANDLER, PREFIX, RedisServer, children_of, make_payload, push_many,
+                      queue_state, read_fixture_log, wait_for)
+
+
+def pool(log, processes, extra=""):
+    return ('{ name = "w"; queues = ["default"]; processes = %d; handler = { type = "pipe"; command = ["%s"]; }; '
+            'environment = { FIXTURE_LOG = "%s"; }; job_log = false; %s }' % (processes, FIXTURE_HANDLER, log, extra))
+
+
+def test_no_job_is_lost_while_workers_are_killed(master, r, tmp_path):
+    n = 20000
+    log = tmp_path / "fixture.log"
+    master.write_config(pool(log, 4, "retry_after = 2; tries = 0;"))
+    payloads = [make_payload("sleep:1") for _ in range(n)]
+    for i in range(0, n, 2000):
+        push_many(r, "default", payloads[i:i + 2000])
+    master.start()
+    rng = random.Random(42)
+    killed_handlers = set()
+    kills = 0
+    deadline = time.monotonic() + 600
+
+    def done():
+        st = queue_state(r, "default")
+        return st["ready"] == 0 and st["reserved"] == 0 and st["delayed"] == 0
+
+    while not done() and time.monotonic() < deadline:
+        workers = children_of(master.proc.pid)
+        if workers:
+            victim = rng.choice(workers)
+            killed_handlers.update(children_of(victim))  # its pipe handler dies with it
+            try:
+                os.kill(victim, signal.SIGKILL)
+                kills += 1
+            except ProcessLookupError:
+                pass
+        time.sleep(0.2)
+        if kills >= 30 and queue_state(r, "default")["ready"] == 0:
+            break
+    wait_for(done, 120, interval=0.2, what="every job to be handled")
+    runs = {}
+    for line in read_fixture_log(log):
+        if line[0] == "job":
+            runs.setdefault(line[1], []).append(int(line[4]))
+    ids = {p["id"] for p in payloads}
+    assert set(runs) == ids, "%d jobs never ran" % len(ids - set(runs))
+    dups = {i: pids for i, pids in runs.items() if len(pids) > 1}
+    for i, pids in dups.items():
+        assert any(p in killed_handlers for p in pids[:-1]), \
+            "job %s ran twice but no earlier run was on a killed worker: %s" % (i, pids)
+    st = queue_state(r, "default")
+    assert st == {"ready": 0, "delayed": 0, "reserved": 0, "notify": 0}, st
+    assert r.keys(PREFIX + "qpool:failed:*") == []
+    print("kills: %d, duplicates: %d of %d jobs" % (kills, len(dups), n))
+    assert kills >= 10
+
+
+def test_workers_ride_out_a_redis_restart(master_factory, tmp_path):
+    srv = RedisServer(tmp_path, persistent=True)
+    try:
+        r = srv.client()
+        m = master_factory(srv)
+        log = tmp_path / "fixture.log"
+        m.write_config(pool(log, 2, "retry_after = 3; tries = 0;"))
+        payloads = [make_payload("sleep:2") for _ in range(3000)]
+        push_many(r, "default", payloads)
+        m.start()
+        wait_for(lambda: len(read_fixture_log(log)) > 500, 60, what="some progress")
+        srv.stop()
+        time.sleep(2)
+        srv.start()
+        m.wait_log(r"redis default \(127\.0\.0\.1:\d+\) is back", timeout=30)
+        wait_for(lambda: queue_state(r, "default") == {"ready": 0, "delayed": 0, "reserved": 0, "notify": 0}
+                 or (queue_state(r, "default")["ready"] == 0 and queue_state(r, "default")["reserved"] == 0
+                     and queue_state(r, "default")["delayed"] == 0), 120, interval=0.2, what="all jobs done")
+        ran = {l[1] for l in read_fixture_log(log) if l[0] == "job"}
+        assert ran == {p["id"] for p in payloads}
+        assert m.count_log(r"redis default .* unavailable") >= 1
+        # logged once per outage per worker, not once per retry
+        assert m.count_log(r"unavailable: ") <= 8, m.log()
+        assert m.proc.poll() is None
+        assert m.pool("w")["crashes"] == 0
+    finally:
+        srv.stop()

@@ -1,0 +1,511 @@
+/*
+ * test_util.c - unit tests for src/util.h: the growable buffer (sbuf_*), JSON
+ * string escaping, number parsing, edit distance, random ids and string
+ * vectors.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <cjson/cJSON.h>
+#include <ctype.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "util.h"
+
+/* ------------------------------------------------------------ sbuf */
+
+static void test_sbuf_init_is_empty(void **state)
+{
+    (void)state;
+    sbuf_t b;
+    sbuf_init(&b);
+    assert_int_equal(b.len, 0);
+    assert_null(b.data);
+    /* stealing an empty buffer gives an empty, freeable string */
+    char *s = sbuf_steal(&b);
+    assert_non_null(s);
+    assert_string_equal(s, "");
+    free(s);
+    assert_null(b.data);
+    assert_int_equal(b.len, 0);
+}
+
+static void test_sbuf_append_puts_putc(void **state)
+{
+    (void)state;
+    sbuf_t b;
+    sbuf_init(&b);
+    sbuf_append(&b, "abc", 3);
+    sbuf_puts(&b, "def");
+    sbuf_putc(&b, 'g');
+    sbuf_append(&b, "xyz", 0); /* zero-length append is a no-op */
+    assert_int_equal(b.len, 7);
+    assert_string_equal(b.data, "abcdefg");
+    assert_int_equal(b.data[b.len], '\0');
+    assert_true(b.cap > b.len);
+    sbuf_free(&b);
+    assert_null(b.data);
+    assert_int_equal(b.len, 0);
+}
+
+static void test_sbuf_grows_past_initial_capacity(void **state)
+{
+    (void)state;
+    sbuf_t b;
+    sbuf_init(&b);
+    for (int i = 0; i < 5000; i++) sbuf_putc(&b, (char)('a' + i % 26));
+    assert_int_equal(b.len, 5000);
+    assert_true(b.cap >= 5001);
+    for (int i = 0; i < 5000; i++) assert_int_equal(b.data[i], 'a' + i % 26);
+    assert_int_equal(b.data[5000], '\0');
+    /* one big append across several doublings */
+    char big[10000];
+    memset(big, 'Z', sizeof big);
+    sbuf_append(&b, big, sizeof big);
+    assert_int_equal(b.len, 15000);
+    assert_int_equal(b.data[4999], 'a' + 4999 % 26);
+    assert_int_equal(b.data[5000], 'Z');
+    assert_int_equal(b.data[14999], 'Z');
+    assert_int_equal(b.data[15000], '\0');
+    sbuf_free(&b);
+}
+
+static void test_sbuf_binary_with_nul(void **state)
+{
+    (void)state;
+    sbuf_t b;
+    sbuf_init(&b);
+    static const char bin[] = {'a', '\0', 'b', '\0', '\xff'};
+    sbuf_append(&b, bin, sizeof bin);
+    assert_int_equal(b.len, 5);
+    assert_memory_equal(b.data, bin, sizeof bin);
+    assert_int_equal(b.data[5], '\0');
+    sbuf_free(&b);
+}
+
+static void test_sbuf_printf(void **state)
+{
+    (void)state;
+    sbuf_t b;
+    sbuf_init(&b);
+    sbuf_puts(&b, "x=");
+    sbuf_printf(&b, "%d,%s,%.2f", 42, "str", 1.5);
+    assert_string_equal(b.data, "x=42,str,1.50");
+    assert_int_equal(b.len, strlen("x=42,str,1.50"));
+    /* output longer than the current capacity */
+    char longs[300];
+    memset(longs, 'q', sizeof longs - 1);
+    longs[sizeof longs - 1] = '\0';
+    sbuf_printf(&b, "[%s]", longs);
+    assert_int_equal(b.len, strlen("x=42,str,1.50") + 2 + 299);
+    assert_int_equal(b.data[b.len - 1], ']');
+    assert_int_equal(b.data[b.len], '\0');
+    assert_int_equal(strlen(b.data), b.len);
+    /* empty format */
+    size_t before = b.len;
+    sbuf_printf(&b, "%s", "");
+    assert_int_equal(b.len, before);
+    sbuf_free(&b);
+}
+
+static void test_sbuf_consume(void **state)
+{
+    (void)state;
+    sbuf_t b;
+    sbuf_init(&b);
+    sbuf_puts(&b, "hello world");
+    sbuf_consume(&b, 6);
+    assert_int_equal(b.len, 5);
+    assert_string_equal(b.data, "world");
+    sbuf_consume(&b, 0);
+    assert_string_equal(b.data, "world");
+    sbuf_consume(&b, 5); /* exactly all */
+    assert_int_equal(b.len, 0);
+    assert_string_equal(b.data, "");
+    sbuf_puts(&b, "abc");
+    sbuf_consume(&b, 100); /* more than there is */
+    assert_int_equal(b.len, 0);
+    assert_string_equal(b.data, "");
+    /* still usable afterwards */
+    sbuf_puts(&b, "again");
+    assert_string_equal(b.data, "again");
+    /* binary data moves intact */
+    sbuf_reset(&b);
+    sbuf_append(&b, "12\0" "45", 5);
+    sbuf_consume(&b, 1);
+    assert_int_equal(b.len, 4);
+    assert_memory_equal(b.data, "2\0" "45", 4);
+    sbuf_free(&b);
+}
+
+static void test_sbuf_reset_keeps_buffer(void **state)
+{
+    (void)state;
+    sbuf_t b;
+    sbuf_init(&b);
+    sbuf_puts(&b, "something");
+    sbuf_reset(&b);
+    assert_int_equal(b.len, 0);
+    assert_non_null(b.data);
+    assert_string_equal(b.data, "");
+    sbuf_puts(&b, "new");
+    assert_string_equal(b.data, "new");
+    char *s = sbuf_steal(&b);
+    assert_string_equal(s, "new");
+    assert_null(b.data);
+    assert_int_equal(b.len, 0);
+    free(s);
+}
+
+/* ------------------------------------------------------------ json_str */
+
+static char *json_of(const char *s, size_t n)
+{
+    sbuf_t b;
+    sbuf_init(&b);
+    sbuf_json_str(&b, s, n);
+    return sbuf_steal(&b);
+}
+
+static void test_json_str_plain_and_specials(void **state)
+{
+    (void)state;
+    char *j = json_of("hello", 5);
+    assert_string_equal(j, "\"hello\"");
+    free(j);
+    j = json_of("", 0);
+    assert_string_equal(j, "\"\"");
+    free(j);
+    j = json_of("a\"b\\c", 5);
+    assert_string_equal(j, "\"a\\\"b\\\\c\"");
+    free(j);
+    j = json_of("l1\nl2\r\tend", 10);
+    assert_string_equal(j, "\"l1\\nl2\\r\\tend\"");
+    free(j);
+    /* '/' and non-ASCII UTF-8 are left alone */
+    j = json_of("a/b \xc3\xb6", 6);
+    assert_string_equal(j, "\"a/b \xc3\xb6\"");
+    free(j);
+}
+
+static void test_json_str_control_chars_as_u00xx(void **state)
+{
+    (void)state;
+    char *j = json_of("\x01", 1);
+    assert_string_equal(j, "\"\\u0001\"");
+    free(j);
+    j = json_of("x\x1fy", 3);
+    assert_string_equal(j, "\"x\\u001fy\"");
+    free(j);
+    j = json_of("\x08\x0c\x0b", 3);
+    /* every control byte comes out as a valid escape: \b \f \u00XX or \u00XX */
+    cJSON *o = cJSON_Parse(j);
+    assert_non_null(o);
+    assert_true(cJSON_IsString(o));
+    assert_string_equal(o->valuestring, "\x08\x0c\x0b");
+    cJSON_Delete(o);
+    for (const char *p = j; *p; p++) assert_true((unsigned char)*p >= 0x20);
+    free(j);
+    /* DEL (0x7f) is allowed raw in JSON */
+    j = json_of("\x7f", 1);
+    assert_string_equal(j, "\"\x7f\"");
+    free(j);
+}
+
+static void test_json_str_binary_with_nul(void **state)
+{
+    (void)state;
+    char *j = json_of("a\0b", 3);
+    assert_string_equal(j, "\"a\\u0000b\"");
+    free(j);
+    /* the length, not the NUL, decides where the input ends */
+    j = json_of("ab\0cd", 2);
+    assert_string_equal(j, "\"ab\"");
+    free(j);
+    j = json_of("\0\0", 2);
+    assert_string_equal(j, "\"\\u0000\\u0000\"");
+    free(j);
+}
+
+static void test_json_str_appends_and_roundtrips(void **state)
+{
+    (void)state;
+    sbuf_t b;
+    sbuf_init(&b);
+    sbuf_puts(&b, "{\"k\":");
+    /* every byte value 1..127 once: must parse back to the same bytes */
+    char all[128];
+    for (int i = 1; i < 128; i++) all[i - 1] = (char)i;
+    sbuf_json_str(&b, all, 127);
+    sbuf_putc(&b, '}');
+    cJSON *o = cJSON_Parse(b.data);
+    assert_non_null(o);
+    cJSON *k = cJSON_GetObjectItemCaseSensitive(o, "k");
+    assert_true(cJSON_IsString(k));
+    assert_int_equal(strlen(k->valuestring), 127);
+    assert_memory_equal(k->valuestring, all, 127);
+    cJSON_Delete(o);
+    sbuf_free(&b);
+}
+
+/* ------------------------------------------------------------ parse_long / parse_double */
+
+static void test_parse_long(void **state)
+{
+    (void)state;
+    long v = -1;
+    assert_true(parse_long("42", &v));
+    assert_int_equal(v, 42);
+    assert_true(parse_long("-7", &v));
+    assert_int_equal(v, -7);
+    assert_true(parse_long("0", &v));
+    assert_int_equal(v, 0);
+    assert_true(parse_long("9223372036854775807", &v));
+    assert_true(v == LONG_MAX);
+    assert_true(parse_long("-9223372036854775808", &v));
+    assert_true(v == LONG_MIN);
+
+    v = 1234;
+    assert_false(parse_long("", &v));
+    assert_false(parse_long(NULL, &v));
+    assert_false(parse_long("abc", &v));
+    assert_false(parse_long("12abc", &v));
+    assert_false(parse_long("1.5", &v));
+    assert_false(parse_long("0x10", &v));
+    assert_false(parse_long("5 ", &v));
+    assert_false(parse_long("-", &v));
+    assert_false(parse_long("9223372036854775808", &v));   /* overflow */
+    assert_false(parse_long("-9223372036854775809", &v));  /* underflow */
+    assert_false(parse_long("99999999999999999999999", &v));
+    assert_int_equal(v, 1234); /* untouched on failure */
+}
+
+static void test_parse_double(void **state)
+{
+    (void)state;
+    double d = -1;
+    assert_true(parse_double("1.5", &d));
+    assert_true(d == 1.5);
+    assert_true(parse_double("-2e3", &d));
+    assert_true(d == -2000.0);
+    assert_true(parse_double("7", &d));
+    assert_true(d == 7.0);
+    assert_true(parse_double("0.25", &d));
+    assert_true(d == 0.25);
+
+    d = 3.0;
+    assert_false(parse_double("", &d));
+    assert_false(parse_double(NULL, &d));
+    assert_false(parse_double("abc", &d));
+    assert_false(parse_double("1.5x", &d));
+    assert_false(parse_double("1.5 ", &d));
+    assert_false(parse_double("1e999", &d)); /* overflow */
+    assert_false(parse_double("-1e999", &d));
+    assert_false(parse_double("nan", &d));
+    assert_false(parse_double("inf", &d));
+    assert_false(parse_double("infinity", &d));
+    assert_true(d == 3.0);
+}
+
+/* ------------------------------------------------------------ edit_distance */
+
+static void test_edit_distance(void **state)
+{
+    (void)state;
+    assert_int_equal(edit_distance("tries", "tries", 2), 0);
+    assert_int_equal(edit_distance("tries", "trie", 2), 1);    /* deletion */
+    assert_int_equal(edit_distance("tries", "triess", 2), 1);  /* insertion */
+    assert_int_equal(edit_distance("tries", "trias", 2), 1);   /* substitution */
+    assert_int_equal(edit_distance("tires", "tries", 2), 2);   /* transposition = 2 edits */
+    assert_int_equal(edit_distance("kitten", "sitting", 5), 3);
+    assert_int_equal(edit_distance("", "abc", 5), 3);
+    assert_int_equal(edit_distance("abc", "", 5), 3);
+    assert_int_equal(edit_distance("", "", 0), 0);
+    /* symmetric */
+    assert_int_equal(edit_distance("sitting", "kitten", 5), 3);
+}
+
+static void test_edit_distance_cap(void **state)
+{
+    (void)state;
+    /* above the cap: cap + 1, whatever the real distance */
+    assert_int_equal(edit_distance("kitten", "sitting", 2), 3);
+    assert_int_equal(edit_distance("abcdef", "uvwxyz", 2), 3);
+    assert_int_equal(edit_distance("abc", "xyz", 1), 2);
+    assert_int_equal(edit_distance("", "abcd", 2), 3);
+    /* exactly at the cap */
+    assert_int_equal(edit_distance("abc", "abx", 1), 1);
+    assert_int_equal(edit_distance("kitten", "sitting", 3), 3);
+    /* very long strings are not compared */
+    char a[100], b[100];
+    memset(a, 'a', 99);
+    a[99] = '\0';
+    memcpy(b, a, sizeof b);
+    assert_int_equal(edit_distance(a, b, 2), 3);
+}
+
+/* ------------------------------------------------------------ random ids */
+
+static bool is_lower_hex(char c)
+{
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+}
+
+static void test_uuid4_shape(void **state)
+{
+    (void)state;
+    char prev[37] = "";
+    for (int n = 0; n < 200; n++) {
+        char u[37];
+        memset(u, 'X', sizeof u);
+        uuid4(u);
+        assert_int_equal(strlen(u), 36);
+        for (int i = 0; i < 36; i++) {
+            if (i == 8 || i == 13 || i == 18 || i == 23)
+                assert_int_equal(u[i], '-');
+            else
+                assert_true(is_lower_hex(u[i]));
+        }
+        assert_int_equal(u[14], '4');                 /* version 4 */
+        assert_non_null(strchr("89ab", u[19]));        /* RFC 4122 variant */
+        assert_string_not_equal(u, prev);
+        memcpy(prev, u, sizeof u);
+    }
+}
+
+static void test_random_alnum(void **state)
+{
+    (void)state;
+    static const char set[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+    bool upper = false, lower = false, digit = false;
+    char prev[33] = "";
+    for (int n = 0; n < 100; n++) {
+        char id[34];
+        memset(id, '#', sizeof id);
+        random_alnum(id, 32);
+        assert_int_equal(id[32], '\0');
+        assert_int_equal(id[33], '#'); /* nothing written past the NUL */
+        assert_int_equal(strlen(id), 32);
+        for (int i = 0; i < 32; i++) {
+            assert_non_null(memchr(set, id[i], sizeof set - 1));
+            upper |= isupper((unsigned char)id[i]) != 0;
+            lower |= islower((unsigned char)id[i]) != 0;
+            digit |= isdigit((unsigned char)id[i]) != 0;
+        }
+        assert_string_not_equal(id, prev);
+        memcpy(prev, id, 33);
+    }
+    assert_true(upper && lower && digit);
+
+    /* lengths beyond one internal chunk, and zero */
+    char big[201];
+    random_alnum(big, 200);
+    assert_int_equal(strlen(big), 200);
+    for (int i = 0; i < 200; i++) assert_true(isalnum((unsigned char)big[i]));
+    char none[1] = {'#'};
+    random_alnum(none, 0);
+    assert_int_equal(none[0], '\0');
+}
+
+/* ------------------------------------------------------------ string vectors */
+
+static void test_strv_dup_and_free(void **state)
+{
+    (void)state;
+    char a[] = "one", b[] = "two", c[] = "";
+    char *src[] = {a, b, c, NULL};
+    char **d = strv_dup(src);
+    assert_non_null(d);
+    assert_int_equal(strv_len(d), 3);
+    assert_string_equal(d[0], "one");
+    assert_string_equal(d[1], "two");
+    assert_string_equal(d[2], "");
+    assert_null(d[3]);
+    /* deep copy: independent of the source */
+    assert_ptr_not_equal(d[0], src[0]);
+    a[0] = 'X';
+    assert_string_equal(d[0], "one");
+    free_strv(d);
+
+    /* empty and NULL vectors */
+    char *empty[] = {NULL};
+    d = strv_dup(empty);
+    assert_non_null(d);
+    assert_null(d[0]);
+    assert_int_equal(strv_len(d), 0);
+    free_strv(d);
+    d = strv_dup(NULL);
+    assert_non_null(d);
+    assert_null(d[0]);
+    free_strv(d);
+    assert_int_equal(strv_len(NULL), 0);
+    free_strv(NULL); /* no-op */
+}
+
+static void test_xstr_helpers(void **state)
+{
+    (void)state;
+    char *s = xstrndup("abcdef", 3);
+    assert_string_equal(s, "abc");
+    free(s);
+    s = xstrdup("");
+    assert_string_equal(s, "");
+    free(s);
+    s = xasprintf("%s-%d", "n", 7);
+    assert_string_equal(s, "n-7");
+    free(s);
+}
+
+static void test_write_all_pipe(void **state)
+{
+    (void)state;
+    int fds[2];
+    assert_int_equal(pipe(fds), 0);
+    assert_int_equal(write_all(fds[1], "hello", 5), 0);
+    char buf[8] = {0};
+    assert_int_equal(read(fds[0], buf, sizeof buf), 5);
+    assert_memory_equal(buf, "hello", 5);
+    close(fds[0]);
+    /* writing to a pipe whose read end is gone fails (EPIPE; SIGPIPE ignored here) */
+    void (*old)(int) = signal(SIGPIPE, SIG_IGN);
+    assert_int_equal(write_all(fds[1], "x", 1), -1);
+    signal(SIGPIPE, old);
+    close(fds[1]);
+    assert_int_equal(write_all(-1, "x", 1), -1);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_sbuf_init_is_empty),
+        cmocka_unit_test(test_sbuf_append_puts_putc),
+        cmocka_unit_test(test_sbuf_grows_past_initial_capacity),
+        cmocka_unit_test(test_sbuf_binary_with_nul),
+        cmocka_unit_test(test_sbuf_printf),
+        cmocka_unit_test(test_sbuf_consume),
+        cmocka_unit_test(test_sbuf_reset_keeps_buffer),
+        cmocka_unit_test(test_json_str_plain_and_specials),
+        cmocka_unit_test(test_json_str_control_chars_as_u00xx),
+        cmocka_unit_test(test_json_str_binary_with_nul),
+        cmocka_unit_test(test_json_str_appends_and_roundtrips),
+        cmocka_unit_test(test_parse_long),
+        cmocka_unit_test(test_parse_double),
+        cmocka_unit_test(test_edit_distance),
+        cmocka_unit_test(test_edit_distance_cap),
+        cmocka_unit_test(test_uuid4_shape),
+        cmocka_unit_test(test_random_alnum),
+        cmocka_unit_test(test_strv_dup_and_free),
+        cmocka_unit_test(test_xstr_helpers),
+        cmocka_unit_test(test_write_all_pipe),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
