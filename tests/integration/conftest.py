@@ -435,5 +435,5 @@ class LaravelApp:
     def env_conf(self):
         """The environment block for a qpool pool running this app."""
         keys = ["REDIS_HOST", "REDIS_PORT", "REDIS_PREFIX", "APP_STORAGE", "DB_CONNECTION",
-                "DB_DATABASE", "MARKER_FILE", "LOG_CHANNEL"]
-        return "environment = { %s };" % " ".join('%s = "%s";' % (k, self.env[k]) for k in keys)
+                "DB_DATABASE", "MARKER_FILE", "LOG_CHANNEL", "QUEUE_RETRY_AFTER", "MARKER_EVENTS"]
+        return "environment = { %s };" % " ".join('%s = "%s";' % (k, self.env[k]) for k in keys if k in self.env)

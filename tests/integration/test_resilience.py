@@ -41,8 +41,11 @@ def test_no_job_is_lost_while_workers_are_killed(master, r, tmp_path):
                 kills += 1
             except ProcessLookupError:
                 pass
-        time.sleep(0.2)
-        if kills >= 30 and queue_state(r, "default")["ready"] == 0:
+        # every 200 ms on average; the jitter keeps the kills from locking in
+        # phase with the master's 1 s respawn delay (which would kill every
+        # new worker before its first job)
+        time.sleep(rng.uniform(0.15, 0.25))
+        if queue_state(r, "default")["ready"] == 0:
             break
     wait_for(done, 120, interval=0.2, what="every job to be handled")
     runs = {}
