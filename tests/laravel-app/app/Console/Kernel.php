@@ -14,6 +14,8 @@ class Kernel extends ConsoleKernel
      */
     protected $commands = [
         Commands\FixtureDispatchCommand::class,
+        Commands\QueuePauseCommand::class,
+        Commands\QueueResumeCommand::class,
     ];
 
     /**

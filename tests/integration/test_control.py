@@ -1,0 +1,249 @@
+"""Balancing by queue length, and steering through the control socket."""
+import json
+import os
+import pathlib
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+
+from conftest import (FIXTURE_HANDLER, LARAVEL_APP, PREFIX, QPOOL, failed_records, make_payload, push,
+                      push_many, queue_state, read_fixture_log, wait_for)
+
+
+def fixture_pool(name, queues, log, size="processes = 1;", handler="pipe", extra=""):
+    cmd = '["%s"]' % FIXTURE_HANDLER if handler == "pipe" else '["%s", "--exec"]' % FIXTURE_HANDLER
+    return ('{ name = "%s"; queues = [%s]; %s handler = { type = "%s"; command = %s; }; '
+            'environment = { FIXTURE_LOG = "%s"; }; %s }'
+            % (name, ", ".join('"%s"' % q for q in queues), size, handler, cmd, log, extra))
+
+
+def ran(log, queue_ids=None):
+    return [l for l in read_fixture_log(log) if l[0] == "job"]
+
+
+def test_auto_pool_scales_up_fast_and_down_slowly_without_killing_jobs(master, r, tmp_path):
+    log = tmp_path / "fixture.log"
+    master.write_config(fixture_pool("w", ["default"], log,
+                                     'balance = "auto"; min_processes = 1; max_processes = 8; '
+                                     'scale_down_delay = 3; target_wait = 5;', extra="job_log = false;"))
+    payloads = [make_payload("sleep:50") for _ in range(5000)]
+    push_many(r, "default", payloads)
+    master.start()
+    master.wait_children("w", 8, timeout=15)
+    targets = re.findall(r"pool w: target (\d+) -> (\d+)", master.log())
+    assert targets and targets[0] == ("1", "8"), "not min to max in one balancer pass: %s" % targets
+    # drain, then back to the minimum once scale_down_delay has passed
+    wait_for(lambda: queue_state(r, "default")["ready"] == 0, 120, interval=0.5, what="the backlog to drain")
+    drained_at = time.monotonic()
+    wait_for(lambda: master.pool("w")["workers"] == 1 and master.pool("w")["stopping"] == 0, 90, interval=0.5,
+             what="the pool back at its minimum")
+    assert time.monotonic() - drained_at >= 3, "scaled down before scale_down_delay"
+    runs = ran(log)
+    ids = [l[1] for l in runs]
+    assert len(ids) == 5000 and set(ids) == {p["id"] for p in payloads}, "a job ran twice or not at all"
+    assert failed_records(r, "default") == []
+    text = master.log()
+    assert "timed out" not in text and "killed by signal" not in text
+    stops = re.findall(r"w#\d+ \(pid \d+\) (.*) after stop", text)
+    assert stops and all(s == "exited with status 0" for s in stops), stops
+    st = queue_state(r, "default")
+    assert st["reserved"] == 0 and st["delayed"] == 0
+
+
+def test_pause_and_continue_by_pool_and_by_queue(master, r, tmp_path):
+    log = tmp_path / "fixture.log"
+    master.write_config(fixture_pool("a", ["qa"], log, handler="exec") + ",\n" +
+                        fixture_pool("b", ["qb", "shared"], log, handler="exec"))
+    master.start()
+    master.wait_children("a", 1)
+    master.wait_children("b", 1)
+    assert master.cli("status", check=False).returncode == 0
+
+    master.cli("pause", "a")
+    assert master.pool("a")["paused"] and not master.pool("b")["paused"]
+    push(r, "qa", make_payload("ok"))
+    push(r, "qb", make_payload("ok"))
+    wait_for(lambda: queue_state(r, "qb")["ready"] == 0 and len(ran(log)) == 1, 10, what="pool b to keep working")
+    time.sleep(1.5)
+    assert queue_state(r, "qa")["ready"] == 1, "a paused pool took a job"
+    assert master.cli("status", check=False).returncode == 0, "only one pool paused: still running"
+    master.cli("continue", "a")
+    wait_for(lambda: queue_state(r, "qa")["ready"] == 0, 10, what="pool a after continue")
+
+    master.cli("pause", "--queue", "qb")
+    push(r, "qb", make_payload("ok"))
+    push(r, "shared", make_payload("ok"))
+    wait_for(lambda: queue_state(r, "shared")["ready"] == 0, 10, what="the pool's other queue to keep going")
+    time.sleep(1.5)
+    assert queue_state(r, "qb")["ready"] == 1
+    qstat = {q["name"]: q for q in master.pool("b")["queues"]}
+    assert qstat["qb"]["paused"] and not qstat["shared"]["paused"]
+
+    # the pause survives a reload and a respawn
+    master.conf.write_text(master.conf.read_text().replace('queues = ["qa"]; processes = 1;', 'queues = ["qa"]; processes = 2;'))
+    master.signal(signal.SIGHUP)
+    master.wait_children("a", 2)
+    os.kill(master.child_pids("b")[0], signal.SIGKILL)
+    time.sleep(2.5)
+    assert queue_state(r, "qb")["ready"] == 1
+    master.cli("continue", "--queue", "qb")
+    wait_for(lambda: queue_state(r, "qb")["ready"] == 0, 10, what="queue qb after continue")
+
+    master.cli("pause")
+    res = master.cli("status", check=False)
+    assert res.returncode == 1 and "paused" in res.stdout
+    master.cli("continue")
+    assert master.cli("status", check=False).returncode == 0
+    assert master.cli("pause", "nope", check=False).returncode == 1
+
+
+def test_laravel_queue_pause_and_queue_restart(master, r, laravel_app, tmp_path):
+    log = tmp_path / "fixture.log"
+    app = laravel_app
+    master.write_config(fixture_pool("w", ["default"], log, "processes = 2;", handler="exec"))
+    master.start()
+    before = master.wait_children("w", 2)
+    app.artisan("queue:pause", "redis:default")
+    wait_for(lambda: any(q["laravel_paused"] for q in master.pool("w")["queues"]), 10,
+             what="the master to see Laravel's pause key")
+    app.dispatch("MarkerJob", count=2)
+    time.sleep(2)
+    assert queue_state(r, "default")["ready"] == 2
+    app.artisan("queue:resume", "redis:default")
+    wait_for(lambda: queue_state(r, "default")["ready"] == 0, 10, what="jobs after queue:resume")
+
+    app.artisan("queue:restart")
+    wait_for(lambda: (lambda p: len(p) == 2 and not set(p) & set(before))(master.child_pids("w")), 20,
+             what="a rolling restart after queue:restart")
+    assert "Laravel's queue:restart signal changed" in master.log()
+
+
+def test_rolling_restart_never_drops_below_the_pool_size(master, r, tmp_path):
+    log = tmp_path / "fixture.log"
+    master.write_config(fixture_pool("w", ["default"], log, "processes = 3;"))
+    master.start()
+    old = master.wait_children("w", 3)
+    wait_for(lambda: master.pool("w")["idle"] == 3, 10)
+    res = master.cli("restart", "w")
+    assert "rolling restart started" in res.stdout
+    low = [3]
+
+    def rolled():
+        st = master.pool("w")
+        live = [c for c in st["children"] if c["state"] != "stopping"]
+        low[0] = min(low[0], len(live))
+        return len(live) == 3 and not {c["pid"] for c in live} & set(old)
+    wait_for(rolled, 20, interval=0.02, what="every worker replaced")
+    assert low[0] >= 3
+
+
+def test_scale_pins_and_auto_returns(master, r, tmp_path):
+    log = tmp_path / "fixture.log"
+    master.write_config(fixture_pool("w", ["default"], log,
+                                     'balance = "auto"; min_processes = 1; max_processes = 4;'))
+    master.start()
+    master.wait_children("w", 1)
+    assert "pool w: target 3" in master.cli("scale", "w", "3").stdout
+    master.wait_children("w", 3)
+    assert master.pool("w")["pinned"] == 3
+    master.cli("scale", "w", "auto")
+    wait_for(lambda: master.pool("w")["workers"] == 1, 60, what="back to the balancer's minimum")
+    assert master.cli("scale", "w", "lots", check=False).returncode == 64
+    assert master.cli("scale", "nope", "2", check=False).returncode == 1
+
+
+def test_terminate_wait_returns_after_the_last_child(master, r, tmp_path):
+    log = tmp_path / "fixture.log"
+    master.write_config(fixture_pool("w", ["default"], log, "processes = 2;"))
+    master.start()
+    master.wait_children("w", 2)
+    push(r, "default", make_payload("sleep:2500"))
+    wait_for(lambda: len(ran(log)) == 1, 10)
+    t0 = time.monotonic()
+    res = master.cli("terminate", "--wait")
+    assert time.monotonic() - t0 >= 1.5, "returned before the running job finished"
+    assert "App\\Jobs\\FixtureJob" in res.stdout and "qpool stopped" in res.stdout
+    assert master.proc.wait(5) == 0
+    assert queue_state(r, "default")["reserved"] == 0
+    assert master.cli("status", check=False).returncode == 2
+
+
+def test_reload_over_the_socket_reports_errors(master, tmp_path):
+    log = tmp_path / "fixture.log"
+    master.write_config(fixture_pool("w", ["default"], log))
+    master.start()
+    good = master.conf.read_text()
+    master.conf.write_text(good.replace("processes = 1;", "processes = 1; tires = 2;"))
+    res = master.cli("reload", check=False)
+    assert res.returncode == 78
+    assert "unknown key 'tires'" in res.stderr
+    master.conf.write_text(good.replace("processes = 1;", "processes = 2;"))
+    res = master.cli("reload")
+    assert "reloaded" in res.stdout
+    master.wait_children("w", 2)
+
+
+def raw_request(path, data, read=True):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(10)
+    s.connect(str(path))
+    s.sendall(data)
+    out = b""
+    if read:
+        while not out.endswith(b"\n"):
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            out += chunk
+    s.close()
+    return out
+
+
+def test_garbage_and_oversized_requests_get_errors(master, tmp_path):
+    log = tmp_path / "fixture.log"
+    master.write_config(fixture_pool("w", ["default"], log))
+    master.start()
+    for data in [b"garbage\n", b"[1,2]\n", b'{"cmd":"explode"}\n', b'{"nocmd":1}\n', b'{"cmd":"scale"}\n',
+                 b"\x00\xff\xfe\n"]:
+        reply = json.loads(raw_request(master.socket, data))
+        assert reply["ok"] is False and reply["error"], data
+    reply = json.loads(raw_request(master.socket, b"x" * 200000))
+    assert reply["ok"] is False and "too large" in reply["error"]
+    # half a request, then hang up
+    raw_request(master.socket, b'{"cmd":"sta', read=False)
+    status = json.loads(raw_request(master.socket, b'{"cmd":"status"}\n'))
+    assert status["ok"] and status["pools"][0]["name"] == "w"
+    assert master.proc.poll() is None
+
+
+def test_peers_outside_the_owner_and_group_are_refused(master_factory, redis_server, tmp_path, request):
+    # a world-traversable directory, so only qpool's own check stands in the way
+    d = pathlib.Path(tempfile.mkdtemp(prefix="qpool-open-"))
+    os.chmod(d, 0o777)
+    request.addfinalizer(lambda: shutil.rmtree(d, ignore_errors=True))
+    m = master_factory(redis_server, "open")
+    m.socket = d / "qpool.sock"
+    log = tmp_path / "fixture.log"
+    m.write_config(fixture_pool("w", ["default"], log), qpool='control_socket_mode = "0666";')
+    m.start()
+    probe = ("import socket,sys; s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); "
+             "s.sendall(b'{\"cmd\":\"status\"}\\n'); print(s.recv(4096).decode())")
+    res = subprocess.run(["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", "/usr/bin/python3", "-c",
+                          probe, str(m.socket)], capture_output=True, text=True, timeout=30)
+    reply = json.loads(res.stdout)
+    assert reply["ok"] is False and "permission denied" in reply["error"]
+    assert "control: refused uid" in m.log()
+    # with the default mode the file system already keeps them out
+    m2 = master_factory(redis_server, "closed")
+    m2.socket = d / "closed.sock"
+    m2.pid_file = d / "closed.pid"
+    m2.write_config(fixture_pool("w2", ["other"], log))
+    m2.start()
+    assert oct(os.stat(m2.socket).st_mode & 0o777) == "0o660"
+    res = subprocess.run(["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", QPOOL, "status",
+                          "--socket", str(m2.socket)], capture_output=True, text=True, timeout=30)
+    assert res.returncode == 2
