@@ -14,6 +14,7 @@
 
 #define RATE_TAU_S 5.0      /* balancer's view of throughput */
 #define MINUTE_TAU_S 60.0   /* status's jobs per minute */
+#define MASTER_REDIS_TIMEOUT_S 0.5
 
 static rconn_t *conn_for(master_t *m, const char *name)
 {
@@ -23,6 +24,9 @@ static rconn_t *conn_for(master_t *m, const char *name)
     if (!rc) return NULL;
     m->rc = xrealloc(m->rc, sizeof *m->rc * (size_t)(m->nrc + 1));
     m->rc[m->nrc] = rconn_new(rc);
+    /* The master's loop must stay responsive (signals, the control socket,
+     * the watchdog) even when Redis hangs: it never waits long on Redis. */
+    if (m->rc[m->nrc]->conf.timeout > MASTER_REDIS_TIMEOUT_S) m->rc[m->nrc]->conf.timeout = MASTER_REDIS_TIMEOUT_S;
     return m->rc[m->nrc++];
 }
 

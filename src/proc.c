@@ -7,6 +7,7 @@
 
 #include <bsd/unistd.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <grp.h>
 #include <pwd.h>
 #include <signal.h>
@@ -107,6 +108,39 @@ uint64_t proc_rss_kb(pid_t pid)
     fclose(f);
     if (n != 2) return 0;
     return (uint64_t)resident * (uint64_t)(sysconf(_SC_PAGESIZE) / 1024);
+}
+
+uint64_t rss_read(rss_reader_t *r, pid_t pid)
+{
+    if (pid <= 0) {
+        rss_close(r);
+        return 0;
+    }
+    if (r->fd <= 0 || r->pid != pid) {
+        rss_close(r);
+        char path[64];
+        snprintf(path, sizeof path, "/proc/%d/statm", (int)pid);
+        r->fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (r->fd < 0) return 0;
+        r->pid = pid;
+    }
+    char buf[128];
+    ssize_t n = pread(r->fd, buf, sizeof buf - 1, 0);
+    if (n <= 0) {
+        rss_close(r);
+        return 0;
+    }
+    buf[n] = '\0';
+    unsigned long size, resident;
+    if (sscanf(buf, "%lu %lu", &size, &resident) != 2) return 0;
+    return (uint64_t)resident * (uint64_t)(sysconf(_SC_PAGESIZE) / 1024);
+}
+
+void rss_close(rss_reader_t *r)
+{
+    if (r->fd > 0) close(r->fd);
+    r->fd = -1;
+    r->pid = 0;
 }
 
 bool proc_catches_signal(pid_t pid, int sig)

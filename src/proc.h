@@ -29,6 +29,15 @@ void proc_reset_signals(void);
 /* Resident set size of pid in kB, or 0 if unknown. */
 uint64_t proc_rss_kb(pid_t pid);
 
+/* The same from a kept-open /proc/PID/statm (one pread per call: cheap
+ * enough to run after every job). */
+typedef struct {
+    pid_t pid;
+    int fd;
+} rss_reader_t;
+uint64_t rss_read(rss_reader_t *r, pid_t pid);  /* (re)opens when pid changes; 0 if pid <= 0 */
+void rss_close(rss_reader_t *r);
+
 /* Does pid have a handler installed for sig (SigCgt in /proc/pid/status)? */
 bool proc_catches_signal(pid_t pid, int sig);
 

@@ -160,6 +160,9 @@ void rconn_append(rconn_t *c, int argc, const char **argv, const size_t *lens)
 static int flush_out(rconn_t *c)
 {
     int done = 0;
+    /* Sending a batch and then waiting for its replies is one round trip,
+     * however many commands the batch holds. */
+    if (c->ctx->obuf && *c->ctx->obuf) c->round_trips++;
     while (!done) {
         if (redisBufferWrite(c->ctx, &done) != REDIS_OK) {
             rconn_drop(c, c->ctx->errstr[0] ? c->ctx->errstr : "write failed");
@@ -187,7 +190,7 @@ int rconn_read(rconn_t *c, int sigfd, int timeout_ms, redisReply **out)
         }
         if (reply) {
             *out = reply;
-            c->round_trips++;
+            c->replies++;
             return RC_OK;
         }
         int64_t left = deadline - mono_ms();

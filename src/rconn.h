@@ -25,7 +25,8 @@ typedef struct rconn {
     int64_t next_attempt_ms;    /* monotonic */
     int backoff_ms;
     char last_error[256];
-    uint64_t round_trips;       /* replies read, for benchmarks */
+    uint64_t round_trips;       /* batches sent and waited on (benchmarks) */
+    uint64_t replies;
 } rconn_t;
 
 enum { RC_OK = 1, RC_SIGNAL = 0, RC_ERR = -1 };

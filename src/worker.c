@@ -62,6 +62,7 @@ typedef struct {
     queue_set_t qs;
     handler_t *h;
 
+    rss_reader_t rss_self, rss_handler;
     bool quit, paused_local, parent_dead;
     int64_t start_ms;
     int64_t last_migrate_ms;
@@ -591,6 +592,10 @@ static void idle_wait(worker_t *w, double secs, uint32_t skip)
 static int finish(worker_t *w, int code, int reason)
 {
     if (w->pending.kind != OUT_NONE && !w->parent_dead) flush_outcome(w);
+    log_info("exiting: %llu jobs (%llu failed), %llu Redis round trips", (unsigned long long)w->jobs_done,
+             (unsigned long long)w->jobs_failed, (unsigned long long)w->rc->round_trips);
+    rss_close(&w->rss_self);
+    rss_close(&w->rss_handler);
     sb_write_begin(w->slot);
     w->slot->c.state = SB_STOPPING;
     w->slot->c.exit_reason = (uint8_t)reason;
@@ -630,6 +635,7 @@ int worker_main(const pool_conf_t *p, const qconf_t *conf, sb_slot_t *slot, int 
     w->cache = rconn_new(ccf ? ccf : rcf);
     queue_set_init(&w->qs, rcf->prefix, p->queues, p->nqueues);
     w->h = handler_new(p, w->tag);
+    w->rss_self.fd = w->rss_handler.fd = -1;
     w->start_ms = mono_ms();
     w->last_migrate_ms = 0;
 
@@ -675,16 +681,15 @@ int worker_main(const pool_conf_t *p, const qconf_t *conf, sb_slot_t *slot, int 
         bool acked = w->pending.kind == OUT_ACK;
         if (acked) append_outcome(w, &w->pending);
         bool any = queue_append_pop(w->rc, &w->qs, &a);
-        if (acked && !read_outcome_reply(w)) {
-            if (any && w->rc->ctx) {
-                redisReply *r;
-                if (rconn_read(w->rc, -1, -1, &r) == RC_OK) freeReplyObject(r);
-                /* the pop after a failed ack may have reserved a job: it
-                 * stays reserved and comes back after retry_after */
-            }
-            continue; /* the ack stays pending */
+        if (acked) {
+            redisReply *ar;
+            /* Connection lost: the ack stays pending (ZREM is idempotent);
+             * a job the pop may have reserved comes back after retry_after. */
+            if (rconn_read(w->rc, -1, -1, &ar) != RC_OK) continue;
+            if (ar->type == REDIS_REPLY_ERROR) log_error("acknowledging a job failed: %s", ar->str);
+            freeReplyObject(ar);
+            outcome_clear(&w->pending);
         }
-        if (acked) outcome_clear(&w->pending);
         if (!any) {
             sb_state(w, SB_IDLE);
             wait_signals(w, 1000);
@@ -740,7 +745,7 @@ int worker_main(const pool_conf_t *p, const qconf_t *conf, sb_slot_t *slot, int 
         run_job(w, &job);
         w->jobs_done++;
         w->busy_ms += (uint64_t)(mono_ms() - job.started_ms);
-        uint64_t rss = proc_rss_kb(getpid()) + handler_rss_kb(w->h);
+        uint64_t rss = rss_read(&w->rss_self, getpid()) + rss_read(&w->rss_handler, handler_pgid(w->h));
         sb_counters(w, rss);
         sb_state(w, SB_IDLE);
         job_free(&job);

@@ -1,0 +1,288 @@
+#!/usr/bin/python3
+"""qpool benchmarks (see docs/benchmarks.md). Measures, never asserts.
+
+    bench/run.py [--build DIR] [--jobs N] [--only NAME ...]
+
+Everything runs on this machine against one private redis-server (TCP
+loopback), started here and stopped at the end:
+
+  native     no-op jobs/s: qpool native workers (1 and 2) with a minimal pipe
+             handler (tests/fixtures/fixture-handler), job logs on and off
+  queuework  no-op jobs/s: one `php artisan queue:work` (Debian's Laravel 8)
+  adapter    no-op Laravel jobs/s: qpool + the PHP adapter vs queue:work, 1 and 2 processes
+  latency    push -> handler start, p50/p99, one idle worker
+  trips      Redis round trips and commands per job in steady state
+  memory     RSS of the master and of a worker (and its handler)
+
+Payloads are the real NoopJob payload of the fixture app (about 560 bytes),
+cloned with fresh uuid/id.
+"""
+import argparse
+import json
+import os
+import pathlib
+import re
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+
+import redis
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+APP = ROOT / "tests" / "laravel-app"
+PREFIX = "laravel_database_"
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Env:
+    def __init__(self, build):
+        self.build = pathlib.Path(build).resolve()
+        self.qpool = str(self.build / "qpool")
+        self.handler = str(self.build / "fixture-handler")
+        self.tmp = pathlib.Path(tempfile.mkdtemp(prefix="qpool-bench-"))
+        self.port = free_port()
+        self.redis_proc = subprocess.Popen(
+            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+             "--dir", str(self.tmp), "--logfile", str(self.tmp / "redis.log")])
+        self.r = redis.Redis(port=self.port)
+        for _ in range(100):
+            try:
+                if self.r.ping():
+                    break
+            except redis.RedisError:
+                time.sleep(0.05)
+        self.app_env = dict(os.environ, REDIS_HOST="127.0.0.1", REDIS_PORT=str(self.port), REDIS_PREFIX=PREFIX,
+                            APP_STORAGE=str(self.tmp / "storage"), DB_CONNECTION="sqlite",
+                            DB_DATABASE=str(self.tmp / "db.sqlite"), LOG_CHANNEL="null", MARKER_FILE="",
+                            MARKER_EVENTS="0")
+        (self.tmp / "storage").mkdir()
+        (self.tmp / "db.sqlite").touch()
+        self.artisan("migrate", "--force")
+
+    def artisan(self, *args, **kw):
+        return subprocess.run(["php", str(APP / "artisan")] + list(args), cwd=str(APP), env=self.app_env,
+                              check=True, capture_output=True, text=True, **kw)
+
+    def close(self):
+        self.redis_proc.terminate()
+        self.redis_proc.wait()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def flush(self):
+        self.r.flushall()
+
+    def noop_template(self):
+        self.flush()
+        self.artisan("fixture:dispatch", "NoopJob", "--queue=bench")
+        raw = self.r.lpop(PREFIX + "queues:bench")
+        self.flush()
+        return json.loads(raw)
+
+    def push_copies(self, template, n, queue="bench", data=None):
+        pipe = self.r.pipeline(transaction=False)
+        for i in range(n):
+            p = dict(template)
+            p["uuid"] = str(uuid.uuid4())
+            p["id"] = uuid.uuid4().hex
+            if data is not None:
+                p["data"] = data
+            pipe.rpush(PREFIX + "queues:" + queue, json.dumps(p, separators=(",", ":")))
+            pipe.rpush(PREFIX + "queues:" + queue + ":notify", 1)
+            if i % 5000 == 4999:
+                pipe.execute()
+        pipe.execute()
+
+    def drained(self, queue="bench"):
+        k = PREFIX + "queues:" + queue
+        return self.r.llen(k) == 0 and self.r.zcard(k + ":reserved") == 0
+
+    def config(self, pool, name="bench"):
+        path = self.tmp / (name + ".conf")
+        path.write_text(
+            'qpool = { pid_file = "%s/%s.pid"; control_socket = "%s/%s.sock"; log_level = "info"; };\n'
+            'redis = { default = { port = %d; }; cache = { port = %d; db = 1; }; };\n'
+            'pools = ( %s );\n' % (self.tmp, name, self.tmp, name, self.port, self.port, pool))
+        return path
+
+    def master(self, pool, name="bench"):
+        conf = self.config(pool, name)
+        log = open(self.tmp / (name + ".log"), "w")
+        p = subprocess.Popen([self.qpool, "run", "-c", str(conf)], stdout=log, stderr=subprocess.STDOUT,
+                             start_new_session=True)
+        sock = self.tmp / (name + ".sock")
+        for _ in range(200):
+            if sock.exists():
+                break
+            time.sleep(0.01)
+        return p, self.tmp / (name + ".log")
+
+
+def stop(p):
+    p.send_signal(signal.SIGTERM)
+    p.wait(60)
+
+
+def wait_idle_workers(env, name, n):
+    for _ in range(500):
+        res = subprocess.run([env.qpool, "status", "--json", "-c", str(env.tmp / (name + ".conf"))],
+                             capture_output=True, text=True)
+        try:
+            st = json.loads(res.stdout)
+            if st["pools"][0]["idle"] == n:
+                return
+        except (ValueError, KeyError, IndexError):
+            pass
+        time.sleep(0.02)
+
+
+def native_pool(env, n, handler_cmd, job_log=True, extra=""):
+    return ('{ name = "w"; queues = ["bench"]; processes = %d; job_log = %s; handler = { type = "pipe"; '
+            'command = %s; }; %s }' % (n, "true" if job_log else "false", json.dumps(handler_cmd), extra))
+
+
+def run_native(env, template, n_workers, jobs, handler_cmd, job_log, extra="", name="bench"):
+    env.flush()
+    p, log = env.master(native_pool(env, n_workers, handler_cmd, job_log, extra), name)
+    wait_idle_workers(env, name, n_workers)
+    subprocess.run([env.qpool, "pause", "-c", str(env.tmp / (name + ".conf"))], check=True, capture_output=True)
+    env.push_copies(template, jobs)
+    cmds0 = env.r.info("stats")["total_commands_processed"]
+    t0 = time.monotonic()
+    subprocess.run([env.qpool, "continue", "-c", str(env.tmp / (name + ".conf"))], check=True, capture_output=True)
+    while not env.drained():
+        time.sleep(0.01)
+    dt = time.monotonic() - t0
+    cmds = env.r.info("stats")["total_commands_processed"] - cmds0
+    stop(p)
+    text = log.read_text()
+    trips = sum(int(x) for x in re.findall(r"Redis round trips", text) and
+                re.findall(r"exiting: \d+ jobs \(\d+ failed\), (\d+) Redis round trips", text))
+    done = sum(int(x) for x in re.findall(r"exiting: (\d+) jobs", text))
+    return {"jobs": jobs, "seconds": round(dt, 3), "jobs_per_s": round(jobs / dt),
+            "per_worker": round(jobs / dt / n_workers), "round_trips_per_job": round(trips / max(done, 1), 3),
+            "redis_commands_per_job": round(cmds / jobs, 2)}
+
+
+def run_queue_work(env, jobs, processes=1):
+    env.flush()
+    env.artisan("fixture:dispatch", "NoopJob", "--queue=bench", "--count=%d" % jobs)
+    t0 = time.monotonic()
+    procs = [subprocess.Popen(["php", str(APP / "artisan"), "queue:work", "redis", "--queue=bench", "--sleep=0",
+                               "--stop-when-empty"], cwd=str(APP), env=env.app_env, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL) for _ in range(processes)]
+    for p in procs:
+        p.wait(600)
+    dt = time.monotonic() - t0
+    assert env.drained()
+    return {"jobs": jobs, "seconds": round(dt, 3), "jobs_per_s": round(jobs / dt),
+            "per_worker": round(jobs / dt / processes)}
+
+
+def run_latency(env, template, samples=1000):
+    env.flush()
+    flog = env.tmp / "latency.log"
+    if flog.exists():
+        flog.unlink()
+    pool = native_pool(env, 1, [env.handler], job_log=False, extra='environment = { FIXTURE_LOG = "%s"; };' % flog)
+    p, _ = env.master(pool, "lat")
+    wait_idle_workers(env, "lat", 1)
+    for _ in range(samples):
+        pp = dict(template)
+        pp["uuid"] = str(uuid.uuid4())
+        pp["id"] = uuid.uuid4().hex
+        pp["data"] = {"pushed_us": time.time() * 1e6}
+        raw = json.dumps(pp, separators=(",", ":"))
+        pipe = env.r.pipeline(transaction=True)
+        pipe.rpush(PREFIX + "queues:bench", raw)
+        pipe.rpush(PREFIX + "queues:bench:notify", 1)
+        pipe.execute()
+        time.sleep(0.005)  # the worker is idle again before the next push
+    while not env.drained():
+        time.sleep(0.01)
+    stop(p)
+    lat = sorted(float(l.split()[1]) / 1000.0 for l in flog.read_text().splitlines() if l.startswith("latency"))
+    q = statistics.quantiles(lat, n=100)
+    return {"samples": len(lat), "p50_ms": round(q[49], 3), "p99_ms": round(q[98], 3), "max_ms": round(lat[-1], 3)}
+
+
+def rss_kb(pid):
+    with open("/proc/%d/statm" % pid) as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") // 1024
+
+
+def run_memory(env, template):
+    env.flush()
+    p, _ = env.master(native_pool(env, 1, [env.handler], job_log=False), "mem")
+    wait_idle_workers(env, "mem", 1)
+    env.push_copies(template, 20000)
+    while not env.drained():
+        time.sleep(0.01)
+    worker = [int(x) for x in subprocess.run(["pgrep", "-P", str(p.pid)], capture_output=True,
+                                             text=True).stdout.split()][0]
+    handler = [int(x) for x in subprocess.run(["pgrep", "-P", str(worker)], capture_output=True,
+                                              text=True).stdout.split()][0]
+    out = {"master_rss_kb": rss_kb(p.pid), "worker_rss_kb": rss_kb(worker), "fixture_handler_rss_kb": rss_kb(handler),
+           "after_jobs": 20000}
+    stop(p)
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", default=str(ROOT / "build"))
+    ap.add_argument("--jobs", type=int, default=50000)
+    ap.add_argument("--only", nargs="*")
+    args = ap.parse_args()
+    env = Env(args.build)
+    results = {"machine": {"nproc": os.cpu_count(), "kernel": os.uname().release},
+               "redis": env.r.info("server")["redis_version"]}
+    want = lambda name: not args.only or name in args.only
+    try:
+        template = env.noop_template()
+        results["payload_bytes"] = len(json.dumps(template, separators=(",", ":")))
+        if want("native"):
+            for n in (1, 2):
+                for job_log in (False, True):
+                    key = "native_%d_worker%s%s" % (n, "s" if n > 1 else "", "_job_log" if job_log else "")
+                    results[key] = run_native(env, template, n, args.jobs, [env.handler], job_log)
+                    print(key, results[key], flush=True)
+        if want("queuework"):
+            results["queue_work_1"] = run_queue_work(env, min(args.jobs, 20000))
+            print("queue_work_1", results["queue_work_1"], flush=True)
+        if want("adapter"):
+            adapter = ["php", str(ROOT / "php" / "qpool-handler.php"), str(APP)]
+            env_block = "environment = { %s };" % " ".join(
+                '%s = "%s";' % (k, env.app_env[k]) for k in ("REDIS_HOST", "REDIS_PORT", "REDIS_PREFIX", "APP_STORAGE",
+                                                              "DB_CONNECTION", "DB_DATABASE", "LOG_CHANNEL",
+                                                              "MARKER_EVENTS"))
+            for n in (1, 2):
+                jobs = min(args.jobs, 20000)
+                results["adapter_%d" % n] = run_native(env, template, n, jobs, adapter, False,
+                                                       'working_directory = "%s"; %s' % (APP, env_block), "adapter")
+                print("adapter_%d" % n, results["adapter_%d" % n], flush=True)
+                results["queue_work_%d_for_adapter" % n] = run_queue_work(env, jobs, n)
+                print("queue_work_%d" % n, results["queue_work_%d_for_adapter" % n], flush=True)
+        if want("latency"):
+            results["latency"] = run_latency(env, template)
+            print("latency", results["latency"], flush=True)
+        if want("memory"):
+            results["memory"] = run_memory(env, template)
+            print("memory", results["memory"], flush=True)
+    finally:
+        env.close()
+    print(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,60 @@
+"""The master, native workers and CLI commands under valgrind: no memory errors, no leaks.
+
+Skipped on the sanitizer build (the two do not mix); scripts/test runs it on the
+normal build.
+"""
+import os
+import re
+import signal
+import subprocess
+
+import pytest
+
+from conftest import (BUILD, FIXTURE_HANDLER, QPOOL, failed_records, make_payload, push, push_many,
+                      queue_state, wait_for)
+
+VALGRIND = ["valgrind", "--error-exitcode=99", "--leak-check=full", "--show-leak-kinds=definite,indirect",
+            "--errors-for-leak-kinds=definite,indirect", "--trace-children=yes",
+            "--trace-children-skip=*fixture-handler*", "--child-silent-after-fork=no", "-q"]
+
+pytestmark = pytest.mark.skipif("asan" in str(BUILD), reason="valgrind does not run ASan binaries")
+
+
+def test_master_workers_and_cli_are_valgrind_clean(master, r, tmp_path):
+    vlog = tmp_path / "valgrind.%p.log"
+    master.write_config(
+        '{ name = "pipe"; queues = ["a"]; processes = 2; tries = 2; backoff = [0]; timeout = 2;'
+        '  handler = { type = "pipe"; command = ["%s"]; }; },\n'
+        '{ name = "exec"; queues = ["b"]; processes = 1; tries = 1;'
+        '  handler = { type = "exec"; command = ["%s", "--exec"]; }; }' % (FIXTURE_HANDLER, FIXTURE_HANDLER),
+        qpool="balance_interval = 0.2;")
+    # run the master itself under valgrind (its forked workers are traced too)
+    e = dict(os.environ)
+    master.logf = open(master.log_path, "ab")
+    master.proc = subprocess.Popen(VALGRIND + ["--log-file=%s" % vlog, QPOOL, "run", "-c", str(master.conf)],
+                                   stdout=master.logf, stderr=subprocess.STDOUT, env=e, start_new_session=True)
+    master.sid = master.proc.pid
+    wait_for(lambda: master.socket.exists(), 60, what="the master under valgrind")
+    push_many(r, "a", [make_payload("ok") for _ in range(50)] + [make_payload("fail"), make_payload("hang"),
+                                                                   make_payload("release:0")])
+    push_many(r, "b", [make_payload("ok") for _ in range(5)] + [make_payload("fail")])
+    push(r, "a", b"not json at all")
+    wait_for(lambda: len(failed_records(r, "a")) == 3 and len(failed_records(r, "b")) == 1
+             and queue_state(r, "a")["reserved"] == 0, 120, interval=0.5, what="the jobs")
+    for args in (["status", "-v"], ["pause", "pipe"], ["continue", "pipe"], ["scale", "pipe", "3"],
+                 ["restart", "exec"], ["failed", "list"], ["push", "a", "--job", "X", "--count", "3"],
+                 ["check"], ["reload"]):
+        res = subprocess.run(VALGRIND + [QPOOL] + args + ["-c", str(master.conf)], capture_output=True, text=True,
+                             timeout=120)
+        assert res.returncode in (0, 1), (args, res.returncode, res.stderr)
+        assert "definitely lost" not in res.stderr and "Invalid" not in res.stderr, (args, res.stderr)
+    master.proc.send_signal(signal.SIGTERM)
+    assert master.proc.wait(120) == 0
+    problems = []
+    for f in tmp_path.glob("valgrind.*.log"):
+        text = f.read_text()
+        if re.search(r"Invalid (read|write|free)|uninitialised|definitely lost: [1-9]|indirectly lost: [1-9]"
+                     r"|ERROR SUMMARY: [1-9]", text):
+            problems.append("%s:\n%s" % (f, text[:4000]))
+    assert not problems, "\n\n".join(problems)
+    assert len(list(tmp_path.glob("valgrind.*.log"))) >= 4, "the workers were not traced"
