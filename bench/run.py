@@ -166,8 +166,7 @@ def run_native(env, template, n_workers, jobs, handler_cmd, job_log, extra="", n
     cmds = env.r.info("stats")["total_commands_processed"] - cmds0
     stop(p)
     text = log.read_text()
-    trips = sum(int(x) for x in re.findall(r"Redis round trips", text) and
-                re.findall(r"exiting: \d+ jobs \(\d+ failed\), (\d+) Redis round trips", text))
+    trips = sum(int(x) for x in re.findall(r"exiting: \d+ jobs \(\d+ failed\), (\d+) Redis round trips", text))
     done = sum(int(x) for x in re.findall(r"exiting: (\d+) jobs", text))
     return {"jobs": jobs, "seconds": round(dt, 3), "jobs_per_s": round(jobs / dt),
             "per_worker": round(jobs / dt / n_workers), "round_trips_per_job": round(trips / max(done, 1), 3),

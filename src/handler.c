@@ -218,7 +218,8 @@ void handler_reap(handler_t *h)
     }
 }
 
-/* Read what is available; returns -1 at EOF. */
+/* Read what is available (poll said so); returns -1 at EOF. One read
+ * unless it filled the buffer: more data wakes the next poll anyway. */
 static int drain(int *fd, sbuf_t *b)
 {
     char buf[65536];
@@ -227,6 +228,7 @@ static int drain(int *fd, sbuf_t *b)
         if (n > 0) {
             sbuf_append(b, buf, (size_t)n);
             if (b->len > LINE_MAX_BYTES) return -1;
+            if ((size_t)n < sizeof buf) return 0;
             continue;
         }
         if (n == 0) {
@@ -346,7 +348,7 @@ int handler_prepare(handler_t *h, int sigfd)
 {
     if (h->type != HANDLER_PIPE) return 1;
     if (h->pid > 0 && h->ready) {
-        handler_reap(h);
+        /* An exit is noticed through SIGCHLD (the worker calls handler_reap). */
         if (!h->exited) return 1;
         pipe_died(h, "while idle");
         return -1;

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -279,11 +280,60 @@ void random_bytes(void *buf, size_t n)
     }
 }
 
+/* Job uuids and ids need uniqueness, not secrecy, and are made on the job
+ * path: a xoshiro256** generator seeded from getrandom(2), reseeded in every
+ * forked child (so two workers never share a sequence). */
+static struct {
+    uint64_t s[4];
+    bool seeded;
+} R;
+
+static void reseed_after_fork(void)
+{
+    R.seeded = false;
+}
+
+static uint64_t rotl(uint64_t x, int k)
+{
+    return (x << k) | (x >> (64 - k));
+}
+
+static uint64_t fast_random(void)
+{
+    if (!R.seeded) {
+        static bool registered;
+        if (!registered) {
+            pthread_atfork(NULL, NULL, reseed_after_fork);
+            registered = true;
+        }
+        do
+            random_bytes(R.s, sizeof R.s);
+        while (!(R.s[0] | R.s[1] | R.s[2] | R.s[3]));
+        R.seeded = true;
+    }
+    uint64_t result = rotl(R.s[1] * 5, 7) * 9, t = R.s[1] << 17;
+    R.s[2] ^= R.s[0];
+    R.s[3] ^= R.s[1];
+    R.s[1] ^= R.s[2];
+    R.s[0] ^= R.s[3];
+    R.s[2] ^= t;
+    R.s[3] = rotl(R.s[3], 45);
+    return result;
+}
+
+static void fast_bytes(unsigned char *b, size_t n)
+{
+    for (size_t i = 0; i < n; i += 8) {
+        uint64_t v = fast_random();
+        for (size_t j = 0; j < 8 && i + j < n; j++) b[i + j] = (unsigned char)(v >> (8 * j));
+    }
+}
+
 void uuid4(char out[37])
 {
     unsigned char b[16];
     static const char hex[] = "0123456789abcdef";
-    random_bytes(b, sizeof b);
+    fast_bytes(b, sizeof b);
     b[6] = (unsigned char)((b[6] & 0x0f) | 0x40);
     b[8] = (unsigned char)((b[8] & 0x3f) | 0x80);
     int o = 0;
@@ -302,7 +352,7 @@ void random_alnum(char *out, size_t n)
     size_t done = 0;
     while (done < n) {
         size_t k = n - done > sizeof b ? sizeof b : n - done;
-        random_bytes(b, k);
+        fast_bytes(b, k);
         for (size_t i = 0; i < k; i++) out[done + i] = set[b[i] % 62];
         done += k;
     }

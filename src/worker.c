@@ -55,7 +55,7 @@ typedef struct {
     const qconf_t *conf;
     sb_slot_t *slot;
     char tag[64];
-    pid_t master;
+    pid_t master, pid;
     int sfd;
     rconn_t *rc, *cache;
     redisContext *scripts_loaded_on;
@@ -621,6 +621,7 @@ int worker_main(const pool_conf_t *p, const qconf_t *conf, sb_slot_t *slot, int 
     w->conf = conf;
     w->slot = slot;
     w->master = getppid();
+    w->pid = getpid();
     snprintf(w->tag, sizeof w->tag, "%s#%d", p->name, slot_no);
     proc_title("qpool: %s", w->tag);
     w->sfd = setup_signals();
@@ -720,7 +721,7 @@ int worker_main(const pool_conf_t *p, const qconf_t *conf, sb_slot_t *slot, int 
             log_error("poison payload on %s: %s; moved to the failed store as %s (raw bytes kept)",
                       w->qs.q[job.pr.qidx].name, job.pr.reason, job.pr.uuid);
             w->jobs_failed++;
-            sb_counters(w, proc_rss_kb(getpid()));
+            sb_counters(w, rss_read(&w->rss_self, w->pid));
             job_free(&job);
             continue;
         }
@@ -745,7 +746,7 @@ int worker_main(const pool_conf_t *p, const qconf_t *conf, sb_slot_t *slot, int 
         run_job(w, &job);
         w->jobs_done++;
         w->busy_ms += (uint64_t)(mono_ms() - job.started_ms);
-        uint64_t rss = rss_read(&w->rss_self, getpid()) + rss_read(&w->rss_handler, handler_pgid(w->h));
+        uint64_t rss = rss_read(&w->rss_self, w->pid) + rss_read(&w->rss_handler, handler_pgid(w->h));
         sb_counters(w, rss);
         sb_state(w, SB_IDLE);
         job_free(&job);
