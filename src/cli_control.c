@@ -203,6 +203,11 @@ int cmd_control(const char *cmd, int argc, char **argv)
     }
     if (is_status && watch > 0 && optind < argc && parse_double(argv[optind], &watch)) optind++;
     if ((verbose || watch > 0) && !is_status) goto bad;
+    if (timeout > 0 && !wait) {
+        cJSON_Delete(queues);
+        cli_usage_error(cmd, "--timeout goes with --wait");
+        return EXIT_USAGE;
+    }
 
     cJSON *req = cJSON_CreateObject();
     cJSON_AddStringToObject(req, "cmd", cmd);
@@ -254,13 +259,18 @@ int cmd_control(const char *cmd, int argc, char **argv)
     for (;;) {
         int fd = connect_socket(path);
         if (fd < 0) {
+            /* Only "no socket" and "nobody listening" mean not running; a
+             * permission problem must not look like a dead service. */
+            bool down = errno == ENOENT || errno == ECONNREFUSED;
             if (json)
-                printf("{\"ok\":false,\"state\":\"not running\",\"error\":\"cannot connect to %s: %s\"}\n", path,
-                       strerror(errno));
-            else
+                printf("{\"ok\":false,\"state\":\"%s\",\"error\":\"cannot connect to %s: %s\"}\n",
+                       down ? "not running" : "unknown", path, strerror(errno));
+            else if (down)
                 fprintf(stderr, "qpool %s: qpool is not running (cannot connect to %s: %s)\n", cmd, path,
                         strerror(errno));
-            rv = EXIT_NOT_RUNNING;
+            else
+                fprintf(stderr, "qpool %s: cannot connect to %s: %s\n", cmd, path, strerror(errno));
+            rv = down ? EXIT_NOT_RUNNING : 1;
             break;
         }
         sbuf_t out;
@@ -286,7 +296,7 @@ int cmd_control(const char *cmd, int argc, char **argv)
             fprintf(stderr, "qpool %s: %s\n", cmd, str(rep, "error"));
         free(raw);
         if (!ok) {
-            rv = !strcmp(cmd, "reload") ? QPOOL_EX_CONFIG : 1;
+            rv = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(rep, "config_rejected")) ? QPOOL_EX_CONFIG : 1;
         } else if (is_status) {
             if (!json) {
                 if (watch > 0) printf("\033[H\033[2J");

@@ -18,6 +18,7 @@
 
 /* KEYS: ready, notify, job hash, queue index, queue set. ARGV: payload, uuid, queue. */
 static const char RETRY_LUA[] =
+    "if redis.call('exists', KEYS[3]) == 0 then return 0 end\n"
     "redis.call('rpush', KEYS[1], ARGV[1])\n"
     "redis.call('rpush', KEYS[2], 1)\n"
     "redis.call('del', KEYS[3])\n"
@@ -261,6 +262,10 @@ static int retry_one(fctx_t *x, const char *uuid, rscript_t *script)
     if (rv != RC_OK || r->type == REDIS_REPLY_ERROR) {
         fprintf(stderr, "qpool failed: retry %s: %s\n", uuid, rv == RC_OK ? r->str : x->r->last_error);
         status = 1;
+    } else if (r->type == REDIS_REPLY_INTEGER && r->integer == 0) {
+        /* someone else retried or forgot it meanwhile: never push it twice */
+        fprintf(stderr, "qpool failed: %s is no longer in the failed store\n", uuid);
+        status = 1;
     } else
         printf("pushed %s back onto %s\n", uuid, f.queue);
     if (rv == RC_OK) freeReplyObject(r);
@@ -307,9 +312,13 @@ static int do_flush(fctx_t *x, const char *queue, rscript_t *forget)
         names = xcalloc((size_t)nq + 1, sizeof *names);
         for (int i = 0; i < nq; i++) names[i] = qs->element[i]->str;
     }
+    int rv = 0;
     for (int i = 0; i < nq; i++) {
         redisReply *u = queue_uuids(x, names[i], 0);
-        if (!u) break;
+        if (!u) {
+            rv = 1;
+            break;
+        }
         for (size_t j = 0; j < u->elements; j++)
             if (forget_one(x, u->element[j]->str, forget, true) == 0) n++;
         freeReplyObject(u);
@@ -319,7 +328,7 @@ static int do_flush(fctx_t *x, const char *queue, rscript_t *forget)
         free(names);
         freeReplyObject(qs);
     }
-    return 0;
+    return rv;
 }
 
 int cmd_failed(int argc, char **argv)

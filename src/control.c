@@ -30,6 +30,8 @@
 
 #define CTL_MAX_LINE 65536
 #define CTL_MAX_CLIENTS 64
+#define CTL_OUT_PAUSE (1 << 20)     /* stop reading a client's requests past this much unsent output */
+#define CTL_IDLE_MS 60000           /* close clients silent this long (terminate --wait excepted) */
 
 typedef struct ctl_client {
     int fd;
@@ -38,7 +40,8 @@ typedef struct ctl_client {
     pid_t pid;
     sbuf_t in, out;
     bool waiter;            /* terminate --wait */
-    bool closing;           /* close once out is flushed */
+    bool closing;           /* close once out is flushed; read nothing more */
+    int64_t last_active_ms;
 } ctl_client_t;
 
 /* ------------------------------------------------------------ listener */
@@ -89,6 +92,7 @@ int control_listen(master_t *m)
     if (chmod(path, (mode_t)m->conf->control_socket_mode) < 0)
         log_warn("control socket %s: chmod: %s", path, strerror(errno));
     m->ctl_fd = fd;
+    m->ctl_path = xstrdup(path); /* what we bound, whatever a reload says later */
     struct epoll_event ev = {.events = EPOLLIN, .data.fd = fd};
     epoll_ctl(m->epfd, EPOLL_CTL_ADD, fd, &ev);
     return 0;
@@ -113,8 +117,10 @@ void control_close(master_t *m, bool unlink_socket)
     if (m->ctl_fd >= 0) {
         close(m->ctl_fd);
         m->ctl_fd = -1;
-        if (unlink_socket) unlink(m->conf->control_socket);
+        if (unlink_socket && m->ctl_path) unlink(m->ctl_path);
     }
+    free(m->ctl_path);
+    m->ctl_path = NULL;
 }
 
 /* ------------------------------------------------------------ auth */
@@ -167,7 +173,10 @@ static void client_flush(master_t *m, ctl_client_t *c)
         sbuf_reset(&c->out);
         break;
     }
-    struct epoll_event ev = {.events = EPOLLIN | (c->out.len ? EPOLLOUT : 0), .data.fd = c->fd};
+    /* No more reading once closing (a half-closed socket stays readable for
+     * ever) or while much output waits (a client that sends and never reads). */
+    bool read_more = !c->closing && c->out.len < CTL_OUT_PAUSE;
+    struct epoll_event ev = {.events = (read_more ? EPOLLIN : 0) | (c->out.len ? EPOLLOUT : 0), .data.fd = c->fd};
     epoll_ctl(m->epfd, EPOLL_CTL_MOD, c->fd, &ev);
 }
 
@@ -506,8 +515,15 @@ static void handle_line(master_t *m, ctl_client_t *c, const char *line, size_t l
             cJSON *o = ok_reply();
             cJSON_AddStringToObject(o, "message", msg ? msg : "reloaded");
             reply_json(c, o);
-        } else
-            reply_error(c, "%s", msg ? msg : "the master is stopping");
+        } else if (m->stopping)
+            reply_error(c, "the master is stopping");
+        else {
+            cJSON *o = cJSON_CreateObject();
+            cJSON_AddFalseToObject(o, "ok");
+            cJSON_AddStringToObject(o, "error", msg ? msg : "invalid configuration");
+            cJSON_AddTrueToObject(o, "config_rejected");
+            reply_json(c, o);
+        }
         free(msg);
     } else if (!strcmp(name, "terminate")) {
         bool wait = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(req, "wait"));
@@ -544,6 +560,7 @@ static void accept_clients(master_t *m)
         c->uid = cr.uid;
         c->gid = cr.gid;
         c->pid = cr.pid;
+        c->last_active_ms = mono_ms();
         sbuf_init(&c->in);
         sbuf_init(&c->out);
         bool ok = allowed(m, c) && m->nclients < CTL_MAX_CLIENTS;
@@ -567,6 +584,24 @@ static void accept_clients(master_t *m)
     }
 }
 
+/* Handle the complete request lines buffered, while output is not piling up. */
+static void process_lines(master_t *m, ctl_client_t *c)
+{
+    while (!c->closing && c->out.len < CTL_OUT_PAUSE) {
+        char *nl = c->in.len ? memchr(c->in.data, '\n', c->in.len) : NULL;
+        size_t len = nl ? (size_t)(nl - c->in.data) : c->in.len;
+        if (len > CTL_MAX_LINE) {
+            reply_error(c, "request too large (limit %d bytes)", CTL_MAX_LINE);
+            sbuf_reset(&c->in);
+            c->closing = true;
+            break;
+        }
+        if (!nl) break;
+        if (len) handle_line(m, c, c->in.data, len);
+        sbuf_consume(&c->in, len + 1);
+    }
+}
+
 void control_event(master_t *m, int fd, uint32_t events)
 {
     if (fd == m->ctl_fd) {
@@ -579,18 +614,15 @@ void control_event(master_t *m, int fd, uint32_t events)
     if (idx < 0) return;
     ctl_client_t *c = m->clients[idx];
     bool eof = false;
-    if (events & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
+    c->last_active_ms = mono_ms();
+    if ((events & (EPOLLIN | EPOLLHUP | EPOLLERR)) && !c->closing) {
         char buf[8192];
-        for (;;) {
+        /* Read at most a few requests' worth per event: a fast sender
+         * cannot make the master buffer without limit. */
+        while (c->in.len <= 4 * CTL_MAX_LINE) {
             ssize_t n = recv(fd, buf, sizeof buf, 0);
             if (n > 0) {
                 sbuf_append(&c->in, buf, (size_t)n);
-                if (c->in.len > CTL_MAX_LINE && !memchr(c->in.data, '\n', c->in.len)) {
-                    reply_error(c, "request too large (limit %d bytes)", CTL_MAX_LINE);
-                    sbuf_reset(&c->in);
-                    c->closing = true;
-                    break;
-                }
                 continue;
             }
             if (n == 0) eof = true;
@@ -598,26 +630,27 @@ void control_event(master_t *m, int fd, uint32_t events)
             else if (errno != EAGAIN) eof = true;
             break;
         }
-        while (!c->closing) {
-            char *nl = c->in.len ? memchr(c->in.data, '\n', c->in.len) : NULL;
-            if (!nl) break;
-            size_t len = (size_t)(nl - c->in.data);
-            if (len > CTL_MAX_LINE) {
-                reply_error(c, "request too large (limit %d bytes)", CTL_MAX_LINE);
-                c->closing = true;
-                break;
-            }
-            if (len) handle_line(m, c, c->in.data, len);
-            sbuf_consume(&c->in, len + 1);
-        }
     }
+    process_lines(m, c);
     if (eof) c->closing = true; /* a waiter that went away: the stop goes on */
     client_flush(m, c);
+    if (!c->closing && c->out.len < CTL_OUT_PAUSE && c->in.len && memchr(c->in.data, '\n', c->in.len)) {
+        /* output drained below the cap: requests held back can go now */
+        process_lines(m, c);
+        client_flush(m, c);
+    }
     if (c->closing && !c->out.len) client_free(m, idx);
 }
 
 void control_tick(master_t *m, int64_t now)
 {
+    for (int i = 0; i < m->nclients;) {
+        ctl_client_t *c = m->clients[i];
+        if (!c->waiter && now - c->last_active_ms > CTL_IDLE_MS)
+            client_free(m, i);
+        else
+            i++;
+    }
     if (!m->stopping || now < m->next_progress_ms) return;
     m->next_progress_ms = now + 1000;
     for (int i = 0; i < m->nclients; i++) {

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #define TAIL_MAX 8192
+#define MAX_DELAY_S (10L * 365 * 86400)
 #define LINE_MAX_BYTES (64 * 1024 * 1024)
 #define PIPE_BACKOFF_MIN_MS 100
 #define PIPE_BACKOFF_MAX_MS 30000
@@ -227,7 +228,13 @@ static int drain(int *fd, sbuf_t *b)
         ssize_t n = read(*fd, buf, sizeof buf);
         if (n > 0) {
             sbuf_append(b, buf, (size_t)n);
-            if (b->len > LINE_MAX_BYTES) return -1;
+            if (b->len > LINE_MAX_BYTES) {
+                /* a line longer than this is not output we can use: stop reading */
+                log_warn("handler wrote a line longer than %d MB; closing that stream", LINE_MAX_BYTES >> 20);
+                sbuf_reset(b);
+                close_fd(fd);
+                return -1;
+            }
             if ((size_t)n < sizeof buf) return 0;
             continue;
         }
@@ -498,8 +505,8 @@ static bool parse_response(handler_t *h, cJSON *m, hresult_t *res)
         return false;
     }
     const char *s = st->valuestring;
-    if (!strcmp(s, "done") || !strcmp(s, "deleted"))
-        res->kind = HRES_DONE;
+    if (!strcmp(s, "done") || !strcmp(s, "deleted") || !strcmp(s, "ok"))
+        res->kind = HRES_DONE; /* "ok" answers a failed request */
     else if (!strcmp(s, "released"))
         res->kind = HRES_RELEASED;
     else if (!strcmp(s, "failed"))
@@ -512,8 +519,10 @@ static bool parse_response(handler_t *h, cJSON *m, hresult_t *res)
     }
     const cJSON *d = cJSON_GetObjectItemCaseSensitive(m, "delay");
     if (cJSON_IsNumber(d)) {
+        /* clamp before converting: (long)1e300 is undefined behaviour */
+        double v = d->valuedouble != d->valuedouble || d->valuedouble < 0 ? 0 : d->valuedouble;
         res->has_delay = true;
-        res->delay = d->valuedouble < 0 ? 0 : (long)d->valuedouble;
+        res->delay = v > MAX_DELAY_S ? MAX_DELAY_S : (long)v;
     }
     res->exc_class = jstr(m, "class");
     res->message = jstr(m, "message");

@@ -252,6 +252,7 @@ int master_reload(master_t *m, char **msg)
     m->conf = nc;
     m->pools.conf = nc;
     m->pools.max_workers = nc->max_workers;
+    m->pools.stop_timeout_ms = (int64_t)(nc->shutdown_timeout * 1000);
     config_free(oc);
     monitor_reset(m);
     master_apply_queue_pauses(m);
@@ -391,6 +392,7 @@ int master_run(const char *config_path)
 
     m->pools.sb = &m->sb;
     m->pools.max_workers = conf->max_workers;
+    m->pools.stop_timeout_ms = (int64_t)(conf->shutdown_timeout * 1000);
     m->pools.master_pid = getpid();
     m->pools.conf = conf;
     for (int i = 0; i < conf->npools; i++) add_pool(m, &conf->pools[i]);

@@ -24,6 +24,7 @@ typedef struct {
     int sfd;                   /* signalfd */
     int epfd;
     int ctl_fd;                /* control socket listener, -1 if none */
+    char *ctl_path;            /* the path bound (unlinked at exit) */
     struct pidfh *pidfh;
 
     bool stopping;

@@ -125,6 +125,8 @@ static void fetch_counts(master_t *m)
             }
         }
         bool ok = true;
+        for (int i = 0; i < m->pools.n; i++)
+            if (!strcmp(m->pools.v[i]->conf.connection, cname)) m->pools.v[i]->have_counts = false;
         for (int i = 0; i < m->pools.n && ok; i++) {
             pool_t *p = m->pools.v[i];
             if (strcmp(p->conf.connection, cname)) continue;
@@ -193,7 +195,7 @@ static void poll_laravel_keys(master_t *m)
             if (p->removed || strcmp(p->conf.cache_connection, cname)) continue;
             redisReply *r;
             if (p->conf.restart_key[0]) {
-                if (rconn_read(c, -1, -1, &r) != RC_OK) return;
+                if (rconn_read(c, -1, -1, &r) != RC_OK) break; /* the rest waits for the next pass */
                 char *key = xasprintf("%s|%s%s%s", cname, c->conf.prefix, p->conf.cache_prefix,
                                       p->conf.restart_key);
                 const char *now = r->type == REDIS_REPLY_STRING ? r->str : "";
@@ -205,23 +207,28 @@ static void poll_laravel_keys(master_t *m)
                     pool_request_roll(p);
                 }
                 /* several pools may share the key: update after all have seen it */
+                free(p->restart_pending);
                 p->restart_pending = !found || strcmp(was, now) ? xstrdup(now) : NULL;
                 free(p->restart_key_full);
                 p->restart_key_full = key;
                 freeReplyObject(r);
             }
             if (p->conf.laravel_pause) {
-                if (rconn_read(c, -1, -1, &r) != RC_OK) return;
+                if (rconn_read(c, -1, -1, &r) != RC_OK) break;
                 bool all = php_truthy(r);
                 freeReplyObject(r);
-                for (int q = 0; q < p->conf.nqueues; q++) {
-                    if (rconn_read(c, -1, -1, &r) != RC_OK) return;
+                bool lost = false;
+                for (int q = 0; q < p->conf.nqueues && !lost; q++) {
+                    if (rconn_read(c, -1, -1, &r) != RC_OK) {
+                        lost = true;
+                        break;
+                    }
                     bool was = p->q[q].laravel_paused;
                     p->q[q].laravel_paused = all || php_truthy(r);
                     if (was != p->q[q].laravel_paused)
                         log_info("pool %s: queue %s %s by Laravel's queue:%s", p->conf.name,
                                  p->conf.queues[q], p->q[q].laravel_paused ? "paused" : "resumed",
-                                 p->q[q].laravel_paused ? "pause" : "continue");
+                                 p->q[q].laravel_paused ? "pause" : "resume");
                     freeReplyObject(r);
                 }
             }

@@ -60,6 +60,20 @@ static bool is_native(const pool_t *p)
     return p->conf.handler_type != HANDLER_NONE;
 }
 
+/* What a child is was fixed when it started: after a reload that switched
+ * the pool between command and handler, old children keep their kind. */
+static bool child_native(const pools_t *ps, const child_t *c)
+{
+    return ps->sb->slots[c->sb].native != 0;
+}
+
+static int64_t min_due(int64_t a, int64_t b)
+{
+    if (!a) return b;
+    if (!b) return a;
+    return a < b ? a : b;
+}
+
 int pool_live(const pool_t *p)
 {
     int n = 0;
@@ -127,7 +141,8 @@ static void child_state(const pools_t *ps, const child_t *c, sb_child_t *out)
 
 static bool child_busy(const pools_t *ps, const pool_t *p, const child_t *c)
 {
-    if (!is_native(p)) return false; /* unknown: external workers finish their job on SIGTERM */
+    (void)p;
+    if (!child_native(ps, c)) return false; /* unknown: external workers finish their job on SIGTERM */
     sb_child_t s;
     child_state(ps, c, &s);
     return s.state == SB_BUSY;
@@ -135,7 +150,8 @@ static bool child_busy(const pools_t *ps, const pool_t *p, const child_t *c)
 
 static bool child_ready(const pools_t *ps, const pool_t *p, const child_t *c, int64_t now)
 {
-    if (!is_native(p)) return now - c->started_ms >= EXTERNAL_READY_MS;
+    (void)p;
+    if (!child_native(ps, c)) return now - c->started_ms >= EXTERNAL_READY_MS;
     sb_child_t s;
     child_state(ps, c, &s);
     return s.state != SB_STARTING;
@@ -146,7 +162,7 @@ static void stop_child(pools_t *ps, pool_t *p, child_t *c, int reason, int64_t n
     if (c->stop_reason) return;
     c->stop_reason = reason;
     c->stop_sent_ms = now;
-    if (is_native(p)) {
+    if (child_native(ps, c)) {
         /* The worker finishes its job, tells its handler, and exits 0. */
         kill(c->pid, SIGTERM);
     } else {
@@ -201,7 +217,7 @@ static void spawn_child(pools_t *ps, pool_t *p, int slot_no, int64_t now)
             /* SIGHUP from the kernel when the master dies: the worker kills
              * its handler's process group and exits at once. */
             if (proc_child_setup(&p->conf, ps->master_pid, SIGHUP) < 0) _exit(QPOOL_EX_SETUP);
-            exit(worker_main(&p->conf, ps->conf, slot, slot_no));
+            exit(worker_main(&p->conf, ps->conf, slot, slot_no, ps->master_pid));
         }
         if (proc_child_setup(&p->conf, ps->master_pid, SIGKILL) < 0) _exit(QPOOL_EX_SETUP);
         proc_reset_signals();
@@ -268,12 +284,6 @@ static child_t *pick_victim(pools_t *ps, pool_t *p, bool old_only, bool allow_bu
     return best;
 }
 
-static int64_t min_due(int64_t a, int64_t b)
-{
-    if (!a) return b;
-    if (!b) return a;
-    return a < b ? a : b;
-}
 
 static int64_t maintain_pool(pools_t *ps, pool_t *p, int64_t now)
 {
@@ -366,10 +376,39 @@ static int64_t maintain_pool(pools_t *ps, pool_t *p, int64_t now)
     return due;
 }
 
-int64_t pools_maintain(pools_t *ps, int64_t now)
+/* An external child asked to stop (scale, roll, removed pool) that is still
+ * there after stop_timeout gets SIGKILL on its process group: otherwise a
+ * child that ignores SIGTERM would hold its slot and budget for ever. Native
+ * workers always act on SIGTERM (their job timeout bounds the wait), and a
+ * busy one is never killed to shrink a pool. */
+static int64_t kill_overdue(pools_t *ps, int64_t now)
 {
     int64_t due = 0;
-    if (ps->stopping) return 0;
+    for (int i = 0; i < ps->n; i++) {
+        pool_t *p = ps->v[i];
+        for (int j = 0; j < p->nchildren; j++) {
+            child_t *c = &p->children[j];
+            if (!c->stop_reason || c->stop_reason == STOP_SHUTDOWN || c->killed || child_native(ps, c))
+                continue;
+            int64_t at = c->stop_sent_ms + ps->stop_timeout_ms;
+            if (now >= at) {
+                log_warn("pool %s: %s#%d (pid %d) did not stop within %lld s: killing its process group",
+                         p->conf.name, p->conf.name, c->slot_no, (int)c->pid,
+                         (long long)(ps->stop_timeout_ms / 1000));
+                kill(-c->pid, SIGKILL);
+                kill(c->pid, SIGKILL);
+                c->killed = true;
+            } else
+                due = min_due(due, at);
+        }
+    }
+    return due;
+}
+
+int64_t pools_maintain(pools_t *ps, int64_t now)
+{
+    int64_t due = kill_overdue(ps, now);
+    if (ps->stopping) return due;
     for (int i = 0; i < ps->n; i++) due = min_due(due, maintain_pool(ps, ps->v[i], now));
     return due;
 }
@@ -399,6 +438,7 @@ void pools_child_exited(pools_t *ps, pid_t pid, int status, int64_t now)
     p->jobs_failed_reaped += snap.jobs_failed;
     p->busy_ms_reaped += snap.busy_ms;
     if (snap.handler_pgid > 0) kill(-snap.handler_pgid, SIGKILL); /* never leave a handler behind */
+    bool native = child_native(ps, c);
     sb_release(ps->sb, c->sb);
 
     child_t gone = *c;
@@ -415,14 +455,14 @@ void pools_child_exited(pools_t *ps, pid_t pid, int status, int64_t now)
         return;
     }
     slot_state_t *st = slot_state(p, gone.slot_no);
-    if (lived >= BACKOFF_RESET_MS || (is_native(p) && snap.jobs_done > 0)) {
+    if (lived >= BACKOFF_RESET_MS || (native && snap.jobs_done > 0)) {
         /* It was healthy (lived 30 s, or did jobs): not a crash loop. */
         st->backoff_s = 0;
         st->quick_exits = 0;
     }
     int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
     if (code == 0 || code == QPOOL_EX_MEMORY) {
-        bool did_work = is_native(p) ? snap.jobs_done > 0 : lived >= QUICK_EXIT_MS;
+        bool did_work = native ? snap.jobs_done > 0 : lived >= QUICK_EXIT_MS;
         st->quick_exits = (lived < QUICK_EXIT_MS && !did_work) ? st->quick_exits + 1 : 0;
         if (code == QPOOL_EX_MEMORY) {
             p->memory_recycles++;
@@ -459,9 +499,10 @@ bool pools_apply_pause(pools_t *ps)
             child_t *c = &p->children[j];
             sb_slot_t *slot = &ps->sb->slots[c->sb];
             uint32_t keep = atomic_load(&slot->control) & SB_CTL_RETIRE;
-            uint32_t old = atomic_exchange(&slot->control, cw | keep);
+            uint32_t old = atomic_exchange(&slot->control, cw | keep) & ~SB_CTL_RETIRE;
+            bool native = slot->native != 0;
             if (want && !c->pause_sent) {
-                if (is_native(p)) {
+                if (native) {
                     kill(c->pid, SIGUSR2);
                     c->pause_sent = true;
                 } else if (proc_catches_signal(c->pid, SIGUSR2)) {
@@ -474,12 +515,12 @@ bool pools_apply_pause(pools_t *ps)
             } else if (!want && c->pause_sent) {
                 kill(c->pid, SIGCONT);
                 c->pause_sent = false;
-                if (!is_native(p) && slot->c.state == SB_PAUSED) slot->c.state = SB_RUNNING;
-            } else if (is_native(p) && old != cw && !want) {
+                if (!native && slot->c.state == SB_PAUSED) slot->c.state = SB_RUNNING;
+            } else if (native && old != cw && !want) {
                 /* queue-level pause changed: nudge the worker to re-read its word */
                 kill(c->pid, SIGCONT);
             }
-            if (!is_native(p) && slot->c.state == SB_STARTING && !want && c->started_ms &&
+            if (!native && slot->c.state == SB_STARTING && !want && c->started_ms &&
                 mono_ms() - c->started_ms >= EXTERNAL_READY_MS)
                 slot->c.state = SB_RUNNING;
         }

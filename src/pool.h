@@ -36,6 +36,7 @@ typedef struct {
     int stop_reason;
     int64_t stop_sent_ms;
     bool pause_sent;         /* SIGUSR2 delivered for the current pause */
+    bool killed;             /* SIGKILLed after stop_timeout */
 } child_t;
 
 typedef struct {
@@ -88,6 +89,7 @@ typedef struct {
     int n;
     scoreboard_t *sb;
     int max_workers;
+    int64_t stop_timeout_ms; /* shutdown_timeout: how long a stopped external child may take */
     bool all_paused;         /* SIGUSR2 / qpool pause with no scope */
     bool stopping;           /* master shutdown: spawn nothing */
     pid_t master_pid;
@@ -133,6 +135,6 @@ typedef struct {
 void pool_counts(const pools_t *ps, const pool_t *p, pool_counts_t *out);
 
 /* The spawn entry point for native workers, provided by worker.c. */
-int worker_main(const pool_conf_t *p, const qconf_t *conf, sb_slot_t *slot, int slot_no);
+int worker_main(const pool_conf_t *p, const qconf_t *conf, sb_slot_t *slot, int slot_no, pid_t master);
 
 #endif

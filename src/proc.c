@@ -60,10 +60,11 @@ int proc_child_setup(const pool_conf_t *p, pid_t parent, int deathsig)
             uid_t uid = p->has_uid ? p->uid : geteuid();
             gid_t gid = p->has_gid ? p->gid : getegid();
             if (geteuid() == 0) {
-                if (p->has_uid) {
-                    struct passwd *pw = getpwuid(uid);
-                    if (pw && initgroups(pw->pw_name, gid) < 0) {
-                        log_error("pool %s: initgroups(%s): %s", p->name, pw->pw_name, strerror(errno));
+                if (p->user) {
+                    /* by the configured name: never keep root's groups because
+                     * a lookup failed */
+                    if (initgroups(p->user, gid) < 0) {
+                        log_error("pool %s: initgroups(%s): %s", p->name, p->user, strerror(errno));
                         return -1;
                     }
                 } else if (setgroups(1, &gid) < 0) {
@@ -93,6 +94,9 @@ int proc_child_setup(const pool_conf_t *p, pid_t parent, int deathsig)
                       strerror(errno));
             return -1;
         }
+        /* Changing uid/gid clears the parent-death signal: set it again, and
+         * check the parent once more. */
+        if (prctl(PR_SET_PDEATHSIG, deathsig) < 0 || getppid() != parent) return -1;
     }
     return 0;
 }

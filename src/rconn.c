@@ -138,6 +138,9 @@ int rconn_ensure(rconn_t *c)
         return -1;
     }
     if (!c->conf.socket) redisEnableKeepAlive(c->ctx);
+    /* Bound every blocking read and write (the handshake's included): a
+     * server that accepts connections but never answers must not hang us. */
+    redisSetTimeout(c->ctx, tv);
     if (handshake(c) < 0) {
         rconn_drop(c, NULL);
         return -1;

@@ -36,6 +36,7 @@
 #define HOOK_TIMEOUT_MS 60000
 
 enum outcome_kind { OUT_NONE = 0, OUT_ACK, OUT_RELEASE, OUT_FAIL };
+#define MAX_PENDING 4   /* at most: one refused outcome, plus the next job's */
 
 typedef struct {
     int kind;
@@ -69,7 +70,10 @@ typedef struct {
     bool migrate_again;
     bool token_taken;
     uint64_t jobs_done, jobs_failed, busy_ms;
-    outcome_t pending;      /* written before anything else */
+    outcome_t pending[MAX_PENDING]; /* outcomes to write, in order, before anything else */
+    int npending;
+    bool pending_stuck;     /* Redis refused one: write it before popping again */
+    int64_t refused_logged_ms;
 } worker_t;
 
 /* ------------------------------------------------------------ scoreboard */
@@ -234,47 +238,89 @@ static void append_outcome(worker_t *w, const outcome_t *o)
     }
 }
 
-/* Read the reply of an appended outcome; true when it is written. */
-static bool read_outcome_reply(worker_t *w)
+enum { OW_OK, OW_LOST, OW_REFUSED };
+
+/* Read the reply to one appended outcome. */
+static int read_outcome_reply(worker_t *w, char *err, size_t errn)
 {
     redisReply *r;
-    if (rconn_read(w->rc, -1, -1, &r) != RC_OK) return false;
-    bool ok = r->type != REDIS_REPLY_ERROR;
-    if (is_noscript(r)) {
-        w->scripts_loaded_on = NULL; /* reload, then retry */
-    } else if (!ok) {
-        log_error("writing the outcome of a job failed: %s", r->str);
+    if (rconn_read(w->rc, -1, -1, &r) != RC_OK) return OW_LOST;
+    int rv = OW_OK;
+    if (r->type == REDIS_REPLY_ERROR) {
+        rv = OW_REFUSED;
+        if (is_noscript(r)) w->scripts_loaded_on = NULL; /* reload, then write again */
+        snprintf(err, errn, "%s", r->str);
     }
     freeReplyObject(r);
-    return ok;
+    return rv;
 }
 
-/* Write the pending outcome, waiting out a Redis outage. Returns false only
- * when the worker must give up (the master died). */
+/* Read the replies to the first n pending outcomes (appended in order) and
+ * keep only those not written. OW_LOST: the connection went away;
+ * OW_REFUSED: Redis answered one with an error (*err). */
+static int collect_pending(worker_t *w, int n, char *err, size_t errn)
+{
+    int result = OW_OK, keep = 0, total = w->npending;
+    for (int i = 0; i < n; i++) {
+        int rv = result == OW_LOST ? OW_LOST : read_outcome_reply(w, err, errn);
+        if (rv == OW_OK) {
+            outcome_clear(&w->pending[i]);
+            continue;
+        }
+        if (rv == OW_LOST || result == OW_OK) result = rv;
+        outcome_t o = w->pending[i];
+        memset(&w->pending[i], 0, sizeof w->pending[i]);
+        w->pending[keep++] = o;
+    }
+    for (int i = n; i < total; i++) {
+        outcome_t o = w->pending[i];
+        memset(&w->pending[i], 0, sizeof w->pending[i]);
+        w->pending[keep++] = o;
+    }
+    w->npending = keep;
+    return result;
+}
+
+/* Redis refused an outcome (a read-only replica after a failover, OOM,
+ * BUSY...): reconnect and write it again after a pause; the job stays
+ * reserved meanwhile, so nothing is lost or run twice. */
+static void outcome_refused(worker_t *w, const char *err, bool reconnect)
+{
+    w->pending_stuck = true;
+    if (!w->scripts_loaded_on) return; /* NOSCRIPT: reload and write again at once */
+    int64_t now = mono_ms();
+    if (!w->refused_logged_ms || now - w->refused_logged_ms >= 60000) {
+        log_error("redis refused the outcome of a job (%s); keeping the job reserved and retrying", err);
+        w->refused_logged_ms = now;
+    }
+    if (reconnect) rconn_close(w->rc); /* after a failover: find the new primary */
+}
+
+/* Write every pending outcome, waiting out Redis outages and refusals.
+ * Returns false only when the worker must give up (the master died). */
 static bool flush_outcome(worker_t *w)
 {
-    int attempts = 0;
-    while (w->pending.kind != OUT_NONE) {
+    int attempts = 0, pause_ms = 100;
+    while (w->npending) {
         /* With the master gone, one best-effort try, then give up: the job
          * stays reserved and comes back after retry_after. */
         if (w->parent_dead && attempts++ > 0) return false;
-        if (redis_ready(w)) {
-            append_outcome(w, &w->pending);
-            if (read_outcome_reply(w)) {
-                outcome_clear(&w->pending);
-                return true;
-            }
-            if (!w->rc->ctx) continue; /* dropped: wait below */
-            if (w->scripts_loaded_on) {
-                /* a Redis error reply that retrying cannot fix: keep the job
-                 * reserved; it comes back after retry_after */
-                outcome_clear(&w->pending);
-                return true;
-            }
+        if (!redis_ready(w)) {
+            wait_signals(w, rconn_retry_in_ms(w->rc) + 1);
             continue;
         }
-        wait_signals(w, rconn_retry_in_ms(w->rc) + 1);
+        int n = w->npending;
+        for (int i = 0; i < n; i++) append_outcome(w, &w->pending[i]);
+        char err[256] = "";
+        if (collect_pending(w, n, err, sizeof err) == OW_REFUSED) {
+            outcome_refused(w, err, true);
+            if (w->scripts_loaded_on) {
+                wait_signals(w, pause_ms);
+                pause_ms = pause_ms * 2 > 5000 ? 5000 : pause_ms * 2;
+            }
+        }
     }
+    w->pending_stuck = false;
     return true;
 }
 
@@ -298,29 +344,34 @@ static void job_free(job_t *j)
     free(j->uuid);
 }
 
-static void set_pending(worker_t *w, job_t *j, int kind)
+static outcome_t *set_pending(worker_t *w, job_t *j, int kind)
 {
-    outcome_clear(&w->pending);
-    w->pending.kind = kind;
-    w->pending.qidx = j->pr.qidx;
-    w->pending.reserved = xstrndup(j->pr.reserved, j->pr.reslen);
-    w->pending.reslen = j->pr.reslen;
+    if (w->npending == MAX_PENDING) flush_outcome(w); /* cannot happen: kept for safety */
+    outcome_t *o = &w->pending[w->npending++];
+    memset(o, 0, sizeof *o);
+    o->kind = kind;
+    o->qidx = j->pr.qidx;
+    o->reserved = xstrndup(j->pr.reserved, j->pr.reslen);
+    o->reslen = j->pr.reslen;
+    return o;
 }
 
 static void job_release(worker_t *w, job_t *j, long delay)
 {
-    set_pending(w, j, OUT_RELEASE);
-    w->pending.available_at = wall_s() + delay;
+    set_pending(w, j, OUT_RELEASE)->available_at = wall_s() + delay;
 }
 
+/* Fail a job: the record and the removal from :reserved are written at
+ * once, before any failure hook runs (as Laravel's Job::fail deletes first). */
 static void job_fail(worker_t *w, job_t *j, const char *exception)
 {
-    set_pending(w, j, OUT_FAIL);
-    w->pending.uuid = xstrdup(j->uuid);
-    w->pending.payload = xstrndup(j->pr.raw, j->pr.rawlen);
-    w->pending.payload_len = j->pr.rawlen;
-    w->pending.exception = xstrndup(exception, strlen(exception) > 65536 ? 65536 : strlen(exception));
-    w->pending.failed_at = wall_s();
+    outcome_t *o = set_pending(w, j, OUT_FAIL);
+    o->uuid = xstrdup(j->uuid);
+    o->payload = xstrndup(j->pr.raw, j->pr.rawlen);
+    o->payload_len = j->pr.rawlen;
+    o->exception = xstrndup(exception, strlen(exception) > 65536 ? 65536 : strlen(exception));
+    o->failed_at = wall_s();
+    flush_outcome(w);
 }
 
 static double ms_since(double start_s)
@@ -591,7 +642,7 @@ static void idle_wait(worker_t *w, double secs, uint32_t skip)
 
 static int finish(worker_t *w, int code, int reason)
 {
-    if (w->pending.kind != OUT_NONE && !w->parent_dead) flush_outcome(w);
+    flush_outcome(w); /* one try only when the master is gone */
     log_info("exiting: %llu jobs (%llu failed), %llu Redis round trips", (unsigned long long)w->jobs_done,
              (unsigned long long)w->jobs_failed, (unsigned long long)w->rc->round_trips);
     rss_close(&w->rss_self);
@@ -608,19 +659,19 @@ static int finish(worker_t *w, int code, int reason)
     rconn_free(w->rc);
     rconn_free(w->cache);
     queue_set_free(&w->qs);
-    outcome_clear(&w->pending);
+    for (int i = 0; i < w->npending; i++) outcome_clear(&w->pending[i]);
     close(w->sfd);
     return code;
 }
 
-int worker_main(const pool_conf_t *p, const qconf_t *conf, sb_slot_t *slot, int slot_no)
+int worker_main(const pool_conf_t *p, const qconf_t *conf, sb_slot_t *slot, int slot_no, pid_t master)
 {
     worker_t W, *w = &W;
     memset(w, 0, sizeof *w);
     w->p = p;
     w->conf = conf;
     w->slot = slot;
-    w->master = getppid();
+    w->master = master;
     w->pid = getpid();
     snprintf(w->tag, sizeof w->tag, "%s#%d", p->name, slot_no);
     proc_title("qpool: %s", w->tag);
@@ -643,13 +694,12 @@ int worker_main(const pool_conf_t *p, const qconf_t *conf, sb_slot_t *slot, int 
     for (;;) {
         read_signals(w);
         if (w->parent_dead) return finish(w, 1, SB_EXIT_PARENT);
-        if (w->pending.kind != OUT_NONE && !paused(w) && !w->quit && w->pending.kind != OUT_ACK)
-            flush_outcome(w);
+        if (w->pending_stuck && !w->quit) flush_outcome(w);
         if (w->quit || (control(w) & SB_CTL_RETIRE)) return finish(w, 0, SB_EXIT_SIGNAL);
         if (p->max_time > 0 && mono_ms() - w->start_ms >= (int64_t)p->max_time * 1000)
             return finish(w, 0, SB_EXIT_MAX_TIME);
         if (paused(w)) {
-            if (w->pending.kind != OUT_NONE) flush_outcome(w);
+            flush_outcome(w);
             sb_state(w, SB_PAUSED);
             wait_signals(w, 1000);
             continue;
@@ -663,7 +713,7 @@ int worker_main(const pool_conf_t *p, const qconf_t *conf, sb_slot_t *slot, int 
         sb_handler(w);
         if (hr == 0) continue;
         if (hr < 0) {
-            if (w->pending.kind != OUT_NONE) flush_outcome(w);
+            flush_outcome(w);
             wait_signals(w, handler_retry_in_ms(w->h) + 1);
             continue;
         }
@@ -679,17 +729,19 @@ int worker_main(const pool_conf_t *p, const qconf_t *conf, sb_slot_t *slot, int 
                         .failed_limit = conf->failed_limit,
                         .skip_mask = skip_mask(w),
                         .token_taken = w->token_taken};
-        bool acked = w->pending.kind == OUT_ACK;
-        if (acked) append_outcome(w, &w->pending);
+        int n = w->npending;
+        for (int i = 0; i < n; i++) append_outcome(w, &w->pending[i]);
         bool any = queue_append_pop(w->rc, &w->qs, &a);
-        if (acked) {
-            redisReply *ar;
-            /* Connection lost: the ack stays pending (ZREM is idempotent);
-             * a job the pop may have reserved comes back after retry_after. */
-            if (rconn_read(w->rc, -1, -1, &ar) != RC_OK) continue;
-            if (ar->type == REDIS_REPLY_ERROR) log_error("acknowledging a job failed: %s", ar->str);
-            freeReplyObject(ar);
-            outcome_clear(&w->pending);
+        if (n) {
+            char err[256] = "";
+            int rv = collect_pending(w, n, err, sizeof err);
+            /* Connection lost: the outcomes stay pending (they are
+             * idempotent); a job the pop may have reserved comes back after
+             * retry_after. */
+            if (rv == OW_LOST) continue;
+            /* Refused: the pop's reply still comes; the outcome is written
+             * again at the top of the loop. */
+            if (rv == OW_REFUSED) outcome_refused(w, err, false);
         }
         if (!any) {
             sb_state(w, SB_IDLE);
@@ -706,9 +758,15 @@ int worker_main(const pool_conf_t *p, const qconf_t *conf, sb_slot_t *slot, int 
         job_t job;
         memset(&job, 0, sizeof job);
         if (!queue_parse_pop(&w->qs, &a, r, &job.pr)) {
-            log_error("unexpected reply to pop: %s", r->type == REDIS_REPLY_ERROR ? r->str : "?");
+            if (r->type == REDIS_REPLY_ERROR) {
+                /* e.g. READONLY after a failover: reconnect (with backoff)
+                 * rather than ask the same server again */
+                rconn_drop(w->rc, r->str);
+            } else {
+                log_error("unexpected reply to pop (type %d)", r->type);
+                wait_signals(w, 1000);
+            }
             freeReplyObject(r);
-            wait_signals(w, 1000);
             continue;
         }
         freeReplyObject(r);
@@ -751,7 +809,7 @@ int worker_main(const pool_conf_t *p, const qconf_t *conf, sb_slot_t *slot, int 
         sb_state(w, SB_IDLE);
         job_free(&job);
 
-        if (w->pending.kind != OUT_ACK) flush_outcome(w);
+        if (w->npending && w->pending[w->npending - 1].kind != OUT_ACK) flush_outcome(w);
         if (p->memory > 0 && rss > (uint64_t)p->memory * 1024) {
             log_info("memory %llu kB is over the limit of %d MB after %llu jobs: exiting 12 to be replaced",
                      (unsigned long long)rss, p->memory, (unsigned long long)w->jobs_done);

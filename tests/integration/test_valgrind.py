@@ -39,7 +39,8 @@ def test_master_workers_and_cli_are_valgrind_clean(master, r, tmp_path):
                                                                    make_payload("release:0")])
     push_many(r, "b", [make_payload("ok") for _ in range(5)] + [make_payload("fail")])
     push(r, "a", b"not json at all")
-    wait_for(lambda: len(failed_records(r, "a")) == 3 and len(failed_records(r, "b")) == 1
+    # a: fail, hang (timeout), release:0 (runs out of tries), the garbage payload
+    wait_for(lambda: len(failed_records(r, "a")) == 4 and len(failed_records(r, "b")) == 1
              and queue_state(r, "a")["reserved"] == 0, 120, interval=0.5, what="the jobs")
     for args in (["status", "-v"], ["pause", "pipe"], ["continue", "pipe"], ["scale", "pipe", "3"],
                  ["restart", "exec"], ["failed", "list"], ["push", "a", "--job", "X", "--count", "3"],
