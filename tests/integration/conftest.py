@@ -12,7 +12,6 @@ import json
 import os
 import pathlib
 import re
-import shutil
 import signal
 import socket
 import subprocess
@@ -53,9 +52,8 @@ def free_port():
         return s.getsockname()[1]
 
 
-def session_pids(sid):
-    """Every live process whose session id is sid."""
-    pids = []
+def proc_stats():
+    """(pid, state, ppid, pgrp, session) of every process, from /proc/PID/stat."""
     for d in os.listdir("/proc"):
         if not d.isdigit():
             continue
@@ -65,10 +63,12 @@ def session_pids(sid):
         except OSError:
             continue
         rest = st[st.rindex(")") + 2:].split()
-        state, sess = rest[0], int(rest[3])
-        if sess == sid and state != "Z":
-            pids.append(int(d))
-    return pids
+        yield int(d), rest[0], int(rest[1]), int(rest[2]), int(rest[3])
+
+
+def session_pids(sid):
+    """Every live process whose session id is sid."""
+    return [pid for pid, state, _, _, sess in proc_stats() if sess == sid and state != "Z"]
 
 
 def proc_alive(pid):
@@ -81,19 +81,11 @@ def proc_alive(pid):
 
 
 def children_of(pid):
-    out = []
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            with open("/proc/%s/stat" % d) as f:
-                st = f.read()
-        except OSError:
-            continue
-        rest = st[st.rindex(")") + 2:].split()
-        if int(rest[1]) == pid and rest[0] != "Z":
-            out.append(int(d))
-    return sorted(out)
+    return sorted(p for p, state, ppid, _, _ in proc_stats() if ppid == pid and state != "Z")
+
+
+def pgid_members(pgid):
+    return [p for p, state, _, pgrp, _ in proc_stats() if pgrp == pgid and state != "Z"]
 
 
 def cmdline(pid):

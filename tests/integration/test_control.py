@@ -10,7 +10,7 @@ import subprocess
 import tempfile
 import time
 
-from conftest import (FIXTURE_HANDLER, LARAVEL_APP, PREFIX, QPOOL, failed_records, make_payload, push,
+from conftest import (FIXTURE_HANDLER, QPOOL, failed_records, make_payload, push,
                       push_many, queue_state, read_fixture_log, wait_for)
 
 

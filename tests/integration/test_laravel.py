@@ -2,11 +2,9 @@
 app and run by qpool's native workers, and a mixed fleet sharing one queue."""
 import collections
 import json
-import re
 import signal
 import time
 
-import pytest
 
 from conftest import (FIXTURE_HANDLER, LARAVEL_APP, PREFIX, failed_records, queue_state,
                       read_fixture_log, wait_for)
@@ -137,9 +135,6 @@ def test_native_workers_process_laravel_jobs_like_queue_work(master_factory, red
     native_shape = redis_shape(redis_server)
 
     assert native_failed == php_failed, (native_failed, php_failed)
-    by_class = collections.Counter()
-    for l in read_fixture_log(log):
-        pass
     # attempts per job class: the fixture log has ids; map ids to classes through the failed
     # payloads and count the rest (markers and string jobs run once each)
     per_class = collections.Counter()

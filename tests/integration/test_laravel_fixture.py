@@ -13,7 +13,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import sqlite3
 import subprocess
 import time
@@ -21,7 +20,9 @@ from pathlib import Path
 
 import pytest
 
-redis = pytest.importorskip("redis")
+import redis
+
+from conftest import RedisServer
 
 APP_DIR = Path(__file__).resolve().parent.parent / "laravel-app"
 PHP = shutil.which("php") or "/usr/bin/php"
@@ -31,50 +32,17 @@ Q = PREFIX + "queues:default"
 RESTART_KEY = PREFIX + "laravel_cache:illuminate:queue:restart"
 UUID_RE = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$")
 
-if not (os.path.exists(PHP) and os.path.exists(REDIS_SERVER)
-        and os.path.exists("/usr/share/php/Illuminate/autoload.php")):
-    pytest.skip("needs php-cli, redis-server and php-laravel-framework (Debian)",
-                allow_module_level=True)
 
-
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
 def redis_server(tmp_path_factory):
-    """A private redis-server; yields its port."""
-    d = tmp_path_factory.mktemp("redis")
-    port = _free_port()
-    log = open(d / "redis.log", "wb")
-    proc = subprocess.Popen(
-        [REDIS_SERVER, "--port", str(port), "--bind", "127.0.0.1",
-         "--save", "", "--appendonly", "no", "--dir", str(d)],
-        stdout=log, stderr=subprocess.STDOUT)
-    client = redis.Redis(host="127.0.0.1", port=port)
-    deadline = time.time() + 10
-    while True:
-        try:
-            client.ping()
-            break
-        except redis.ConnectionError:
-            if proc.poll() is not None or time.time() > deadline:
-                proc.kill()
-                raise RuntimeError("redis-server did not start: "
-                                   + (d / "redis.log").read_text(errors="replace"))
-            time.sleep(0.05)
+    """A private redis-server for the module (conftest's RedisServer); yields its port."""
+    srv = RedisServer(tmp_path_factory.mktemp("redis"))
     try:
-        yield port
+        yield srv.port
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
+        srv.stop()
 
 
 def _migrate(env):

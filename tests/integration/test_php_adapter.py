@@ -14,7 +14,6 @@ import os
 import queue
 import shutil
 import signal
-import socket
 import sqlite3
 import subprocess
 import threading
@@ -24,7 +23,9 @@ from pathlib import Path
 
 import pytest
 
-redis = pytest.importorskip("redis")
+import redis
+
+from conftest import RedisServer
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 APP_DIR = ROOT / "tests" / "laravel-app"
@@ -38,10 +39,6 @@ MAX_ATTEMPTS_8X = ("Illuminate\\Queue\\MaxAttemptsExceededException",
                    " has been attempted too many times or run too long. "
                    "The job may have previously timed out.")
 
-if not (os.path.exists(PHP) and os.path.exists(REDIS_SERVER)
-        and os.path.exists("/usr/share/php/Illuminate/autoload.php")):
-    pytest.skip("needs php-cli, redis-server and php-laravel-framework (Debian)",
-                allow_module_level=True)
 
 # Defines a string-job target that prints in every way PHP can, for the
 # stdout-isolation tests (loaded with -d auto_prepend_file; no app change).
@@ -103,11 +100,6 @@ class QpoolTestEdgeHandler
 '''
 
 
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
 
 def _clean(env):
     return {k: v for k, v in env.items() if not k.startswith("_")}
@@ -115,35 +107,12 @@ def _clean(env):
 
 @pytest.fixture(scope="module")
 def redis_server(tmp_path_factory):
-    d = tmp_path_factory.mktemp("redis")
-    port = _free_port()
-    log = open(d / "redis.log", "wb")
-    proc = subprocess.Popen(
-        [REDIS_SERVER, "--port", str(port), "--bind", "127.0.0.1",
-         "--save", "", "--appendonly", "no", "--dir", str(d)],
-        stdout=log, stderr=subprocess.STDOUT)
-    client = redis.Redis(host="127.0.0.1", port=port)
-    deadline = time.time() + WAIT
-    while True:
-        try:
-            client.ping()
-            break
-        except redis.ConnectionError:
-            if proc.poll() is not None or time.time() > deadline:
-                proc.kill()
-                raise RuntimeError("redis-server did not start: "
-                                   + (d / "redis.log").read_text(errors="replace"))
-            time.sleep(0.05)
+    """A private redis-server for the module (conftest's RedisServer); yields its port."""
+    srv = RedisServer(tmp_path_factory.mktemp("redis"))
     try:
-        yield port
+        yield srv.port
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
+        srv.stop()
 
 
 @pytest.fixture(scope="module")

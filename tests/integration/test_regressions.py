@@ -1,5 +1,4 @@
 """Regression tests for defects found in review; each names what used to go wrong."""
-import json
 import os
 import pathlib
 import shutil
@@ -13,7 +12,7 @@ import time
 import pytest
 
 from conftest import (FIXTURE_HANDLER, PREFIX, PYTHON, QPOOL, SIGNAL_CHILD, children_of, failed_records,
-                      make_payload, proc_alive, push, queue_state, read_fixture_log, session_pids, wait_for)
+                      make_payload, proc_alive, push, queue_state, read_fixture_log, wait_for)
 
 
 def fixture_pool(name, queue, log, extra="", handler="pipe"):

@@ -1,5 +1,4 @@
 """No job is lost: worker kills, Redis restarts."""
-import json
 import os
 import random
 import signal

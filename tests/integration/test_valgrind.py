@@ -45,8 +45,12 @@ def test_master_workers_and_cli_are_valgrind_clean(master, r, tmp_path):
     for args in (["status", "-v"], ["pause", "pipe"], ["continue", "pipe"], ["scale", "pipe", "3"],
                  ["restart", "exec"], ["failed", "list"], ["push", "a", "--job", "X", "--count", "3"],
                  ["check"], ["reload"]):
-        res = subprocess.run(VALGRIND + [QPOOL] + args + ["-c", str(master.conf)], capture_output=True, text=True,
+        res = subprocess.run(VALGRIND + [QPOOL] + args + ["-c", str(master.conf)], capture_output=True,
                              timeout=120)
+        try:
+            res.stdout, res.stderr = res.stdout.decode(), res.stderr.decode()
+        except UnicodeDecodeError:
+            raise AssertionError("qpool %s wrote bytes that are not UTF-8: %r" % (args, res.stdout))
         assert res.returncode in (0, 1), (args, res.returncode, res.stderr)
         assert "definitely lost" not in res.stderr and "Invalid" not in res.stderr, (args, res.stderr)
     master.proc.send_signal(signal.SIGTERM)

@@ -1,14 +1,12 @@
 """Native workers: Laravel's pop / fire / ack semantics, with exec and pipe handlers."""
 import json
-import os
-import re
 import signal
 import subprocess
 import time
 
 import pytest
 
-from conftest import (FIXTURE_HANDLER, PREFIX, QPOOL, failed_records, make_payload, proc_alive, push,
+from conftest import (FIXTURE_HANDLER, PREFIX, QPOOL, failed_records, make_payload, pgid_members, push,
                       push_many, queue_state, read_fixture_log, session_pids, wait_for)
 
 
@@ -17,20 +15,6 @@ def native_pool(name="w", queues=("default",), processes=1, handler="pipe", extr
     env = 'environment = { FIXTURE_LOG = "%s"; };' % log if log else ""
     return ('{ name = "%s"; queues = [%s]; processes = %d; handler = { type = "%s"; command = %s; }; %s %s }'
             % (name, ", ".join('"%s"' % q for q in queues), processes, handler, cmd, env, extra))
-
-
-def pgid_members(pgid):
-    out = []
-    for d in os.listdir("/proc"):
-        if d.isdigit():
-            try:
-                st = open("/proc/%s/stat" % d).read()
-            except OSError:
-                continue
-            rest = st[st.rindex(")") + 2:].split()
-            if int(rest[2]) == pgid and rest[0] != "Z":
-                out.append(int(d))
-    return out
 
 
 def empty(r, queue):
@@ -171,7 +155,6 @@ def test_timeout_kills_the_handler_group_and_releases_then_fails(master, r, tmp_
     master.start()
     push(r, "default", make_payload("hang"))
     wait_for(lambda: len(jobs_in_log(log)) >= 1, 10, what="attempt 1")
-    first_pid = int(jobs_in_log(log)[0][4])
     wait_for(lambda: len(failed_records(r, "default")) == 1, 20, what="failure on the second timeout")
     assert [l[3] for l in jobs_in_log(log)] == ["1", "2"], "released at once after the first timeout"
     rec = failed_records(r, "default")[0]
