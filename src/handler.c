@@ -20,7 +20,7 @@
 
 #define TAIL_MAX 8192
 #define MAX_DELAY_S (10L * 365 * 86400)
-#define LINE_MAX_BYTES (64 * 1024 * 1024)
+#define LINE_MAX_BYTES (16 * 1024 * 1024)
 #define PIPE_BACKOFF_MIN_MS 100
 #define PIPE_BACKOFF_MAX_MS 30000
 
@@ -231,7 +231,7 @@ static int drain(int *fd, sbuf_t *b)
             if (b->len > LINE_MAX_BYTES) {
                 /* a line longer than this is not output we can use: stop reading */
                 log_warn("handler wrote a line longer than %d MB; closing that stream", LINE_MAX_BYTES >> 20);
-                sbuf_reset(b);
+                sbuf_free(b); /* give the memory back, not just the length */
                 close_fd(fd);
                 return -1;
             }

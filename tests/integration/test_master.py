@@ -261,3 +261,75 @@ def test_systemd_unit_verifies(tmp_path):
     res = subprocess.run(["systemd-analyze", "verify", str(copy)], capture_output=True, text=True, timeout=60)
     assert res.returncode == 0, res.stdout + res.stderr
     assert "qpool.service" not in res.stderr, res.stderr
+
+
+def test_systemd_notifications_and_watchdog(master, tmp_path):
+    sock_path = tmp_path / "notify.sock"
+    import socket as so
+    srv = so.socket(so.AF_UNIX, so.SOCK_DGRAM)
+    srv.bind(str(sock_path))
+    srv.settimeout(0.2)
+    got = []
+
+    def drain():
+        while True:
+            try:
+                got.append(srv.recv(4096).decode())
+            except (so.timeout, BlockingIOError):
+                return got
+
+    master.write_config('{ name = "ext"; queues = ["q"]; processes = 2; command = %s; }' % child_cmd("run"))
+    master.start(env={"NOTIFY_SOCKET": str(sock_path), "WATCHDOG_USEC": "400000"})
+    wait_for(lambda: any("READY=1" in m for m in drain()), 10, what="READY=1")
+    ready = [m for m in got if "READY=1" in m][0]
+    assert "STATUS=ext 2/2" in ready and "MAINPID=%d" % master.proc.pid in ready
+    wait_for(lambda: sum(m == "WATCHDOG=1" for m in drain()) >= 3, 10, what="watchdog pings")
+    master.signal(signal.SIGHUP)
+    wait_for(lambda: "RELOADING=1" in drain() and got.index("RELOADING=1") < len(got) - 1, 10, what="RELOADING=1")
+    assert "READY=1" in got[got.index("RELOADING=1"):]
+    for pid in master.child_pids("ext"):
+        with open("/proc/%d/environ" % pid, "rb") as f:
+            assert b"NOTIFY_SOCKET" not in f.read(), "children must not talk to systemd in the master's name"
+    master.signal(signal.SIGTERM)
+    master.wait_exit(30)
+    assert "STOPPING=1" in drain()
+    srv.close()
+
+
+def test_journal_priorities_and_json_lines(master_factory, redis_server, tmp_path):
+    # JOURNAL_STREAM names stderr (the log file): priority prefixes, no timestamps
+    m = master_factory(redis_server, "journal")
+    m.write_config('{ name = "crash"; queues = ["q"]; processes = 1; command = %s; }' % child_cmd("exit", "1", "0"))
+    m.log_path.touch()
+    st = os.stat(m.log_path)
+    m.start(env={"JOURNAL_STREAM": "%d:%d" % (st.st_dev, st.st_ino)})
+    m.wait_log(r"restarting in 1 s")
+    lines = [l for l in m.log().splitlines() if l]
+    assert any(l.startswith("<6>master[") for l in lines), lines[:3]
+    assert any(l.startswith("<4>master[") and "restarting in 1 s" in l for l in lines)
+    m.stop()
+    j = master_factory(redis_server, "json")
+    j.write_config('{ name = "ext"; queues = ["q"]; processes = 1; command = %s; }' % child_cmd("run"),
+                   qpool='log_format = "json";')
+    j.start()
+    j.wait_children("ext", 1)
+    import json as js
+    records = [js.loads(l) for l in j.log().splitlines() if l.startswith("{")]
+    assert records and all({"ts", "level", "proc", "pid", "msg"} <= set(r) for r in records)
+    assert any(r["msg"].startswith("pool ext: started ext#1") for r in records)
+
+
+def test_children_get_a_clean_process_setup(master, tmp_path):
+    wd = tmp_path / "work"
+    wd.mkdir()
+    master.write_config('{ name = "ext"; queues = ["q"]; processes = 1; command = %s; nice = 5; '
+                        'working_directory = "%s"; }' % (child_cmd("run"), wd))
+    master.start()
+    pid = master.wait_children("ext", 1)[0]
+    assert sorted(int(fd) for fd in os.listdir("/proc/%d/fd" % pid)) == [0, 1, 2], \
+        "the master's descriptors leaked into the child"
+    assert os.readlink("/proc/%d/cwd" % pid) == str(wd)
+    with open("/proc/%d/stat" % pid) as f:
+        assert int(f.read().rsplit(")", 1)[1].split()[16]) == 5  # nice
+    mpid = master.proc.pid
+    assert sorted(int(fd) for fd in os.listdir("/proc/%d/fd" % mpid)) != [0, 1, 2]  # sanity: the master has more

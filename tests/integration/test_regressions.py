@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from conftest import (FIXTURE_HANDLER, PREFIX, PYTHON, QPOOL, SIGNAL_CHILD, children_of, failed_records,
+from conftest import (BUILD, FIXTURE_HANDLER, PREFIX, PYTHON, QPOOL, SIGNAL_CHILD, children_of, failed_records,
                       make_payload, proc_alive, push, queue_state, read_fixture_log, wait_for)
 
 
@@ -231,7 +231,9 @@ def test_huge_delays_and_endless_output_from_a_handler(master, r, tmp_path):
     assert b"HandlerCrashed" in failed_records(r, "default")[0]["exception"]
     with open("/proc/%d/statm" % worker) as f:
         rss_mb = int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2 ** 20
-    assert rss_mb < 100, "the worker grew to %d MB" % rss_mb
+    if "asan" not in str(BUILD):  # ASan keeps freed memory in quarantine
+        assert rss_mb < 64, "the worker grew to %d MB" % rss_mb
+    assert proc_alive(worker)
 
 
 def test_cli_exit_statuses(master, tmp_path):

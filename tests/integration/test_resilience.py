@@ -60,6 +60,7 @@ def test_no_job_is_lost_while_workers_are_killed(master, r, tmp_path):
     st = queue_state(r, "default")
     assert st == {"ready": 0, "delayed": 0, "reserved": 0, "notify": 0}, st
     assert r.keys(PREFIX + "qpool:failed:*") == []
+    assert "Processing" not in master.log(), "job_log = false still logged jobs"
     print("kills: %d, duplicates: %d of %d jobs" % (kills, len(dups), n))
     assert kills >= 10
 

@@ -38,8 +38,10 @@ def test_jobs_are_processed_and_acked(master, r, tmp_path, handler):
     assert ids == sorted(p["id"] for p in payloads), "each job exactly once"
     assert all(l[3] == "1" for l in jobs_in_log(log)), "first attempt"
     assert queue_state(r, "default")["notify"] == 0
-    assert master.count_log(r"Processing +App\\Jobs\\FixtureJob") == 20
-    assert master.count_log(r"Processed +App\\Jobs\\FixtureJob") == 20
+    assert master.count_log(r"Processing +App\\Jobs\\FixtureJob \[[0-9a-f]{32}\] attempt 1") == 20
+    assert master.count_log(r"Processed +App\\Jobs\\FixtureJob \[[0-9a-f]{32}\] attempt 1 [0-9.]+ ms") == 20
+    for pid in master.child_pids("w"):
+        assert open("/proc/%d/cmdline" % pid).read().startswith("qpool: w#")
 
 
 def test_queue_priority_order(master, r, tmp_path):
