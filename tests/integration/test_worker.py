@@ -22,6 +22,13 @@ def empty(r, queue):
     return s["ready"] == 0 and s["delayed"] == 0 and s["reserved"] == 0
 
 
+def hook_reasons(log, timeout=10):
+    """Reasons of the failed requests the handler got; the failure is written
+    before its hooks run, so wait for them."""
+    wait_for(lambda: any(l[0] == "failed" for l in read_fixture_log(log)), timeout, what="the failure hooks")
+    return [l[2] for l in read_fixture_log(log) if l[0] == "failed"]
+
+
 def jobs_in_log(log, action=None):
     return [l for l in read_fixture_log(log) if l[0] == "job" and (action is None or l[5] == action)]
 
@@ -82,7 +89,7 @@ def test_tries_and_backoff_sequence_in_delayed_scores(master, r, tmp_path):
     assert rec["exception"].startswith(b"RuntimeException: fixture job failed")
     assert empty(r, "default")
     assert [l[3] for l in jobs_in_log(log)] == ["1", "2", "3"]
-    assert [l[2] for l in read_fixture_log(log) if l[0] == "failed"] == ["max_tries"]
+    assert hook_reasons(log) == ["max_tries"]
 
 
 def test_payload_backoff_and_max_tries_beat_the_pool(master, r, tmp_path):
@@ -112,7 +119,7 @@ def test_retry_until_fails_the_job_once_passed(master, r, tmp_path):
     wait_for(lambda: len(failed_records(r, "default")) == 1, 20, what="failure after retryUntil")
     attempts = jobs_in_log(log)
     assert len(attempts) >= 2, "retried past tries while before retryUntil"
-    assert [l[2] for l in read_fixture_log(log) if l[0] == "failed"] == ["retry_until"]
+    assert hook_reasons(log) == ["retry_until"]
     assert time.time() >= until
 
 
@@ -125,6 +132,7 @@ def test_already_exceeded_job_fails_without_running(master, r, tmp_path):
     assert jobs_in_log(log) == []
     rec = failed_records(r, "default")[0]
     assert b"MaxAttemptsExceededException" in rec["exception"]
+    hook_reasons(log)  # waits for the failure hooks
     failed = [l for l in read_fixture_log(log) if l[0] == "failed"]
     assert [(l[2], l[5]) for l in failed] == [("already_exceeded", "Illuminate\\Queue\\MaxAttemptsExceededException")]
 
@@ -148,7 +156,7 @@ def test_max_exceptions_counter_is_kept_like_laravel(master, r, redis_server, tm
     assert len(jobs_in_log(log)) == 3
     assert cache.get(key) is None, "the counter is deleted when it fails the job"
     assert counts <= {0, 1, 2}
-    assert [l[2] for l in read_fixture_log(log) if l[0] == "failed"] == ["max_exceptions"]
+    assert hook_reasons(log) == ["max_exceptions"]
 
 
 def test_timeout_kills_the_handler_group_and_releases_then_fails(master, r, tmp_path):
@@ -161,7 +169,7 @@ def test_timeout_kills_the_handler_group_and_releases_then_fails(master, r, tmp_
     assert [l[3] for l in jobs_in_log(log)] == ["1", "2"], "released at once after the first timeout"
     rec = failed_records(r, "default")[0]
     assert rec["exception"] == b"Illuminate\\Queue\\TimeoutExceededException: App\\Jobs\\FixtureJob has timed out."
-    assert [l[2] for l in read_fixture_log(log) if l[0] == "failed"] == ["timeout"]
+    assert hook_reasons(log) == ["timeout"]
     for l in jobs_in_log(log):
         # every timed-out handler and everything in its process group is gone
         wait_for(lambda: not pgid_members(int(l[4])), 5, what="process group %s to be killed" % l[4])
@@ -197,7 +205,7 @@ def test_released_and_self_failed_jobs(master, r, tmp_path):
     push(r, "default", bad)
     wait_for(lambda: len(failed_records(r, "default")) == 1, 10, what="the self-failed job")
     assert failed_records(r, "default")[0]["uuid"].decode() == bad["uuid"]
-    assert [l[2] for l in read_fixture_log(log) if l[0] == "failed"] == ["job_failed"]
+    assert hook_reasons(log) == ["job_failed"]
     delayed = r.zrange(PREFIX + "queues:default:delayed", 0, -1, withscores=True)
     assert len(delayed) == 1 and json.loads(delayed[0][0])["id"] == rel["id"]
     assert 0.5 <= delayed[0][1] - time.time() <= 2.5  # whole-second scores
