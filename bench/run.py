@@ -13,6 +13,7 @@ loopback), started here and stopped at the end:
   latency    push -> handler start, p50/p99, one idle worker
   trips      Redis round trips and commands per job in steady state
   memory     RSS of the master and of a worker (and its handler)
+  cpu        CPU time per job of redis-server, one worker and its handler
 
 Payloads are the real NoopJob payload of the fixture app (about 560 bytes),
 cloned with fresh uuid/id.
@@ -215,6 +216,36 @@ def run_latency(env, template, samples=1000):
     return {"samples": len(lat), "p50_ms": round(q[49], 3), "p99_ms": round(q[98], 3), "max_ms": round(lat[-1], 3)}
 
 
+def cpu_s(pid):
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def run_cpu(env, template, jobs=100000):
+    """CPU time per job of redis-server, one worker and its handler."""
+    env.flush()
+    p, _ = env.master(native_pool(env, 1, [env.handler], job_log=False), "cpu")
+    wait_idle_workers(env, "cpu", 1)
+    conf = str(env.tmp / "cpu.conf")
+    subprocess.run([env.qpool, "pause", "-c", conf], check=True, capture_output=True)
+    env.push_copies(template, jobs)
+    worker = int(subprocess.run(["pgrep", "-P", str(p.pid)], capture_output=True, text=True).stdout.split()[0])
+    handler = int(subprocess.run(["pgrep", "-P", str(worker)], capture_output=True, text=True).stdout.split()[0])
+    pids = {"redis": env.redis_proc.pid, "worker": worker, "handler": handler, "master": p.pid}
+    before = {k: cpu_s(v) for k, v in pids.items()}
+    t0 = time.monotonic()
+    subprocess.run([env.qpool, "continue", "-c", conf], check=True, capture_output=True)
+    while not env.drained():
+        time.sleep(0.01)
+    dt = time.monotonic() - t0
+    out = {"jobs_per_s": round(jobs / dt)}
+    for k, v in pids.items():
+        out[k + "_us_per_job"] = round((cpu_s(v) - before[k]) / jobs * 1e6, 1)
+    stop(p)
+    return out
+
+
 def rss_kb(pid):
     with open("/proc/%d/statm" % pid) as f:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") // 1024
@@ -278,6 +309,9 @@ def main():
         if want("memory"):
             results["memory"] = run_memory(env, template)
             print("memory", results["memory"], flush=True)
+        if want("cpu"):
+            results["cpu"] = run_cpu(env, template)
+            print("cpu", results["cpu"], flush=True)
     finally:
         env.close()
     print(json.dumps(results, indent=2))
