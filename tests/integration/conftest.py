@@ -135,6 +135,16 @@ def redis_server(tmp_path):
     srv.stop()
 
 
+@pytest.fixture(scope="module")
+def module_redis_port(tmp_path_factory):
+    """One redis-server for a whole test module; yields its port."""
+    srv = RedisServer(tmp_path_factory.mktemp("redis"))
+    try:
+        yield srv.port
+    finally:
+        srv.stop()
+
+
 @pytest.fixture
 def r(redis_server):
     return redis_server.client()

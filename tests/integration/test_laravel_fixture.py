@@ -22,8 +22,6 @@ import pytest
 
 import redis
 
-from conftest import RedisServer
-
 APP_DIR = Path(__file__).resolve().parent.parent / "laravel-app"
 PHP = shutil.which("php") or "/usr/bin/php"
 REDIS_SERVER = "/usr/bin/redis-server"
@@ -36,13 +34,9 @@ UUID_RE = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[
 
 
 @pytest.fixture(scope="module")
-def redis_server(tmp_path_factory):
-    """A private redis-server for the module (conftest's RedisServer); yields its port."""
-    srv = RedisServer(tmp_path_factory.mktemp("redis"))
-    try:
-        yield srv.port
-    finally:
-        srv.stop()
+def redis_server(module_redis_port):
+    """This module shares one redis-server; its tests get the port."""
+    return module_redis_port
 
 
 def _migrate(env):

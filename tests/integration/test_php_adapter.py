@@ -25,8 +25,6 @@ import pytest
 
 import redis
 
-from conftest import RedisServer
-
 ROOT = Path(__file__).resolve().parent.parent.parent
 APP_DIR = ROOT / "tests" / "laravel-app"
 ADAPTER = ROOT / "php" / "qpool-handler.php"
@@ -106,13 +104,9 @@ def _clean(env):
 
 
 @pytest.fixture(scope="module")
-def redis_server(tmp_path_factory):
-    """A private redis-server for the module (conftest's RedisServer); yields its port."""
-    srv = RedisServer(tmp_path_factory.mktemp("redis"))
-    try:
-        yield srv.port
-    finally:
-        srv.stop()
+def redis_server(module_redis_port):
+    """This module shares one redis-server; its tests get the port."""
+    return module_redis_port
 
 
 @pytest.fixture(scope="module")
