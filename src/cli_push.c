@@ -136,15 +136,10 @@ int cmd_push(int argc, char **argv)
         for (long i = 0; i < chunk; i++) {
             char *p = raw ? xstrdup(raw) : payload_build(&spec);
             if (print) printf("%s\n", p);
-            if (delay > 0) {
-                char score[24];
-                snprintf(score, sizeof score, "%lld", (long long)at);
-                const char *av[] = {"ZADD", k.delayed, score, p};
-                rconn_append(r, 4, av, NULL);
-            } else {
-                const char *av[] = {k.ready, k.notify, p};
-                rconn_append_script(r, &SCRIPT_PUSH, 2, 3, av, NULL);
-            }
+            if (delay > 0)
+                queue_append_later(r, &k, p, strlen(p), at);
+            else
+                queue_append_push(r, &k, p, strlen(p));
             free(p);
         }
         for (long i = 0; i < chunk; i++) {

@@ -41,6 +41,7 @@ typedef struct ctl_client {
     sbuf_t in, out;
     bool waiter;            /* terminate --wait */
     bool closing;           /* close once out is flushed; read nothing more */
+    bool refused;           /* not allowed: told so, its requests are read and dropped */
     int64_t last_active_ms;
 } ctl_client_t;
 
@@ -55,13 +56,7 @@ int control_listen(master_t *m)
         return -1;
     }
     strcpy(sa.sun_path, path);
-    char *dir = xstrdup(path);
-    char *slash = strrchr(dir, '/');
-    if (slash && slash != dir) {
-        *slash = '\0';
-        mkdir(dir, 0755);
-    }
-    free(dir);
+    mkdir_parent(path);
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) {
         log_error("control socket: %s", strerror(errno));
@@ -69,7 +64,8 @@ int control_listen(master_t *m)
     }
     /* We hold the pid file lock, so a socket file left here is stale. */
     unlink(path);
-    mode_t old = umask(0177);
+    /* created with its final mode: no window where clients see another */
+    mode_t old = umask((mode_t)(~m->conf->control_socket_mode & 0777));
     int rb = bind(fd, (struct sockaddr *)&sa, sizeof sa);
     umask(old);
     if (rb < 0 || listen(fd, 16) < 0) {
@@ -563,24 +559,26 @@ static void accept_clients(master_t *m)
         c->last_active_ms = mono_ms();
         sbuf_init(&c->in);
         sbuf_init(&c->out);
-        bool ok = allowed(m, c) && m->nclients < CTL_MAX_CLIENTS;
-        if (!ok) {
-            if (m->nclients >= CTL_MAX_CLIENTS)
-                reply_error(c, "too many control clients");
-            else {
-                log_warn("control: refused uid %d gid %d (pid %d)", (int)cr.uid, (int)cr.gid, (int)cr.pid);
-                reply_error(c, "permission denied: uid %d is not allowed on this socket", (int)cr.uid);
-            }
+        if (m->nclients >= CTL_MAX_CLIENTS) {
+            reply_error(c, "too many control clients");
             (void)send(fd, c->out.data, c->out.len, MSG_NOSIGNAL);
             close(fd);
             sbuf_free(&c->out);
             free(c);
             continue;
         }
+        if (!allowed(m, c)) {
+            /* Kept as a client until its request is read: closing a socket
+             * with unread input resets it, and the reply would be lost. */
+            log_warn("control: refused uid %d gid %d (pid %d)", (int)cr.uid, (int)cr.gid, (int)cr.pid);
+            reply_error(c, "permission denied: uid %d is not allowed on this socket", (int)cr.uid);
+            c->refused = true;
+        }
         m->clients = xrealloc(m->clients, sizeof *m->clients * (size_t)(m->nclients + 1));
         m->clients[m->nclients++] = c;
         struct epoll_event ev = {.events = EPOLLIN, .data.fd = fd};
         epoll_ctl(m->epfd, EPOLL_CTL_ADD, fd, &ev);
+        if (c->out.len) client_flush(m, c); /* a refusal goes out at once */
     }
 }
 
@@ -597,7 +595,10 @@ static void process_lines(master_t *m, ctl_client_t *c)
             break;
         }
         if (!nl) break;
-        if (len) handle_line(m, c, c->in.data, len);
+        if (c->refused)
+            c->closing = true; /* its one request is read; the answer is already queued */
+        else if (len)
+            handle_line(m, c, c->in.data, len);
         sbuf_consume(&c->in, len + 1);
     }
 }

@@ -125,19 +125,9 @@ void hresult_free(hresult_t *r)
     memset(r, 0, sizeof *r);
 }
 
-bool handler_is_pipe(const handler_t *h)
-{
-    return h->type == HANDLER_PIPE;
-}
-
 pid_t handler_pgid(const handler_t *h)
 {
     return h->pid > 0 && !h->exited ? h->pid : 0;
-}
-
-uint64_t handler_rss_kb(const handler_t *h)
-{
-    return h->pid > 0 && !h->exited ? proc_rss_kb(h->pid) : 0;
 }
 
 static int spawn(handler_t *h, const hjob_t *j, bool capture_stderr)
@@ -591,9 +581,8 @@ void handler_abort(handler_t *h)
 }
 
 void handler_failed(handler_t *h, const hjob_t *j, const hresult_t *why, const char *reason,
-                    int sigfd, int timeout_ms)
+                    int timeout_ms)
 {
-    (void)sigfd;
     if (h->type != HANDLER_PIPE) return;
     int64_t deadline = mono_ms() + timeout_ms;
     int r;

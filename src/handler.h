@@ -83,10 +83,8 @@ void handler_abort(handler_t *h);
 /* Pipe handlers: run the job's failure path (failed() hook, failer). Waits
  * at most timeout_ms; best effort. */
 void handler_failed(handler_t *h, const hjob_t *j, const hresult_t *why, const char *reason,
-                    int sigfd, int timeout_ms);
+                    int timeout_ms);
 
 pid_t handler_pgid(const handler_t *h);
-uint64_t handler_rss_kb(const handler_t *h);
-bool handler_is_pipe(const handler_t *h);
 
 #endif

@@ -46,16 +46,7 @@ void log_set_tag(const char *tag)
 
 void log_set_level(int level) { L.level = level; }
 void log_set_format(int format) { L.format = format; }
-int log_get_level(void) { return L.level; }
 bool log_enabled(int level) { return level <= L.level; }
-
-int log_level_parse(const char *s)
-{
-    for (int i = 0; i < (int)ARRAY_LEN(names); i++)
-        if (strcmp(s, names[i]) == 0) return i;
-    if (strcmp(s, "warning") == 0) return LOG_WARN;
-    return -1;
-}
 
 const char *log_level_name(int level)
 {

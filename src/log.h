@@ -20,9 +20,7 @@ void log_init(const char *tag);
 void log_set_tag(const char *tag);
 void log_set_level(int level);
 void log_set_format(int format);
-int log_get_level(void);
 bool log_enabled(int level);
-int log_level_parse(const char *s);   /* -1 if unknown */
 const char *log_level_name(int level);
 
 void log_msg(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

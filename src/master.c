@@ -54,17 +54,6 @@ static int check_privileges(const qconf_t *c)
     return bad ? -1 : 0;
 }
 
-static void mkdir_parent(const char *path)
-{
-    char *d = xstrdup(path);
-    char *s = strrchr(d, '/');
-    if (s && s != d) {
-        *s = '\0';
-        mkdir(d, 0755); /* one level, as systemd's RuntimeDirectory would; errors show at open */
-    }
-    free(d);
-}
-
 void master_apply_queue_pauses(master_t *m)
 {
     for (int i = 0; i < m->pools.n; i++) {

@@ -108,20 +108,14 @@ static void fetch_counts(master_t *m)
                 if (!strcmp(m->pools.v[i]->conf.connection, cname)) m->pools.v[i]->have_counts = false;
             continue;
         }
-        int cmds = 0;
         for (int i = 0; i < m->pools.n; i++) {
             pool_t *p = m->pools.v[i];
             if (strcmp(p->conf.connection, cname)) continue;
             for (int q = 0; q < p->conf.nqueues; q++) {
                 qkeys_t k;
                 qkeys_init(&k, c->conf.prefix, p->conf.queues[q]);
-                const char *a1[] = {"LLEN", k.ready}, *a2[] = {"ZCARD", k.delayed},
-                           *a3[] = {"ZCARD", k.reserved};
-                rconn_append(c, 2, a1, NULL);
-                rconn_append(c, 2, a2, NULL);
-                rconn_append(c, 2, a3, NULL);
+                queue_append_counts(c, &k);
                 qkeys_free(&k);
-                cmds += 3;
             }
         }
         bool ok = true;
@@ -140,7 +134,6 @@ static void fetch_counts(master_t *m)
                     }
                     v[j] = r->type == REDIS_REPLY_INTEGER ? r->integer : 0;
                     freeReplyObject(r);
-                    cmds--;
                 }
                 if (!ok) break;
                 p->q[q].ready = v[0];
@@ -149,7 +142,6 @@ static void fetch_counts(master_t *m)
             }
             p->have_counts = ok;
         }
-        (void)cmds;
     }
 }
 

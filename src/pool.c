@@ -60,6 +60,14 @@ static bool is_native(const pool_t *p)
     return p->conf.handler_type != HANDLER_NONE;
 }
 
+/* SIGKILL a child's process group, and the child itself in case it has not
+ * made its own group yet (just after fork). */
+static void kill_group(pid_t pid)
+{
+    kill(-pid, SIGKILL);
+    kill(pid, SIGKILL);
+}
+
 /* What a child is was fixed when it started: after a reload that switched
  * the pool between command and handler, old children keep their kind. */
 static bool child_native(const pools_t *ps, const child_t *c)
@@ -395,8 +403,7 @@ static int64_t kill_overdue(pools_t *ps, int64_t now)
                 log_warn("pool %s: %s#%d (pid %d) did not stop within %lld s: killing its process group",
                          p->conf.name, p->conf.name, c->slot_no, (int)c->pid,
                          (long long)(ps->stop_timeout_ms / 1000));
-                kill(-c->pid, SIGKILL);
-                kill(c->pid, SIGKILL);
+                kill_group(c->pid);
                 c->killed = true;
             } else
                 due = min_due(due, at);
@@ -552,8 +559,7 @@ void pools_kill_all(pools_t *ps)
             sb_child_t s;
             child_state(ps, c, &s);
             if (s.handler_pgid > 0) kill(-s.handler_pgid, SIGKILL);
-            kill(-c->pid, SIGKILL);
-            kill(c->pid, SIGKILL); /* in case it had not yet made its own group */
+            kill_group(c->pid);
         }
     }
 }

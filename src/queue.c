@@ -365,38 +365,20 @@ void queue_append_fail(rconn_t *c, const queue_set_t *qs, const qkeys_t *k, cons
 
 /* ------------------------------------------------------------ producer */
 
-static int simple_result(rconn_t *c)
-{
-    redisReply *r;
-    if (rconn_read(c, -1, -1, &r) != RC_OK) return -1;
-    int rv = r->type == REDIS_REPLY_ERROR ? -1 : 0;
-    if (rv < 0) log_error("redis: %s", r->str);
-    freeReplyObject(r);
-    return rv;
-}
-
-int queue_push(rconn_t *c, const qkeys_t *k, const char *payload, size_t len)
+void queue_append_push(rconn_t *c, const qkeys_t *k, const char *payload, size_t len)
 {
     const char *argv[] = {k->ready, k->notify, payload};
     size_t lens[] = {strlen(k->ready), strlen(k->notify), len};
-    redisReply *r;
-    int rv = rconn_script(c, &SCRIPT_PUSH, 2, 3, argv, lens, -1, -1, &r);
-    if (rv != RC_OK) return -1;
-    rv = r->type == REDIS_REPLY_ERROR ? -1 : 0;
-    if (rv < 0) log_error("redis: %s", r->str);
-    freeReplyObject(r);
-    return rv;
+    rconn_append_script(c, &SCRIPT_PUSH, 2, 3, argv, lens);
 }
 
-int queue_later(rconn_t *c, const qkeys_t *k, const char *payload, size_t len, int64_t at)
+void queue_append_later(rconn_t *c, const qkeys_t *k, const char *payload, size_t len, int64_t at)
 {
-    if (rconn_ensure(c) < 0) return -1;
     char score[24];
     snprintf(score, sizeof score, "%lld", (long long)at);
     const char *argv[] = {"ZADD", k->delayed, score, payload};
     size_t lens[] = {4, strlen(k->delayed), strlen(score), len};
     rconn_append(c, 4, argv, lens);
-    return simple_result(c);
 }
 
 long queue_count_exception(rconn_t *cache, const char *key, long max, bool *reached)
@@ -417,29 +399,10 @@ long queue_count_exception(rconn_t *cache, const char *key, long max, bool *reac
     return n;
 }
 
-int queue_counts(rconn_t *c, const queue_set_t *qs, int64_t *ready, int64_t *delayed,
-                 int64_t *reserved)
+void queue_append_counts(rconn_t *c, const qkeys_t *k)
 {
-    if (rconn_ensure(c) < 0) return -1;
-    for (int i = 0; i < qs->nq; i++) {
-        const char *a1[] = {"LLEN", qs->q[i].ready};
-        const char *a2[] = {"ZCARD", qs->q[i].delayed};
-        const char *a3[] = {"ZCARD", qs->q[i].reserved};
-        rconn_append(c, 2, a1, NULL);
-        rconn_append(c, 2, a2, NULL);
-        rconn_append(c, 2, a3, NULL);
-    }
-    int rv = 0;
-    for (int i = 0; i < qs->nq * 3; i++) {
-        redisReply *r;
-        if (rconn_read(c, -1, -1, &r) != RC_OK) return -1;
-        int64_t v = r->type == REDIS_REPLY_INTEGER ? r->integer : 0;
-        if (r->type != REDIS_REPLY_INTEGER) rv = -1;
-        int q = i / 3;
-        if (i % 3 == 0) ready[q] = v;
-        else if (i % 3 == 1) delayed[q] = v;
-        else reserved[q] = v;
-        freeReplyObject(r);
-    }
-    return rv;
+    const char *a1[] = {"LLEN", k->ready}, *a2[] = {"ZCARD", k->delayed}, *a3[] = {"ZCARD", k->reserved};
+    rconn_append(c, 2, a1, NULL);
+    rconn_append(c, 2, a2, NULL);
+    rconn_append(c, 2, a3, NULL);
 }

@@ -102,17 +102,16 @@ typedef struct {
 void queue_append_fail(rconn_t *c, const queue_set_t *qs, const qkeys_t *k, const char *reserved,
                        size_t reslen, const fail_record_t *f);
 
-/* Producer side. */
-int queue_push(rconn_t *c, const qkeys_t *k, const char *payload, size_t len);
-int queue_later(rconn_t *c, const qkeys_t *k, const char *payload, size_t len, int64_t at);
+/* Producer side (appended only: callers pipeline many and read the replies). */
+void queue_append_push(rconn_t *c, const qkeys_t *k, const char *payload, size_t len);
+void queue_append_later(rconn_t *c, const qkeys_t *k, const char *payload, size_t len, int64_t at);
 
 /* maxExceptions counter (on the cache connection): returns the new count, and
  * *reached when it hit max (the key is then deleted), or -1 on error. */
 long queue_count_exception(rconn_t *cache, const char *key, long max, bool *reached);
 
-/* Ready / delayed / reserved for each queue, in one pipelined round trip. */
-int queue_counts(rconn_t *c, const queue_set_t *qs, int64_t *ready, int64_t *delayed,
-                 int64_t *reserved);
+/* LLEN ready, ZCARD delayed, ZCARD reserved: three replies, in that order. */
+void queue_append_counts(rconn_t *c, const qkeys_t *k);
 
 /* SCRIPT LOAD every script on this connection (after connecting). */
 int queue_load_scripts(rconn_t *c);

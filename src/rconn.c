@@ -193,7 +193,6 @@ int rconn_read(rconn_t *c, int sigfd, int timeout_ms, redisReply **out)
         }
         if (reply) {
             *out = reply;
-            c->replies++;
             return RC_OK;
         }
         int64_t left = deadline - mono_ms();
@@ -222,19 +221,6 @@ redisReply *rconn_call(rconn_t *c, int argc, const char **argv, const size_t *le
 {
     if (rconn_ensure(c) < 0) return NULL;
     rconn_append(c, argc, argv, lens);
-    redisReply *r;
-    if (rconn_read(c, -1, -1, &r) != RC_OK) return NULL;
-    return r;
-}
-
-redisReply *rconn_callf(rconn_t *c, const char *fmt, ...)
-{
-    if (rconn_ensure(c) < 0) return NULL;
-    va_list ap;
-    va_start(ap, fmt);
-    int rv = redisvAppendCommand(c->ctx, fmt, ap);
-    va_end(ap);
-    if (rv != REDIS_OK) return NULL;
     redisReply *r;
     if (rconn_read(c, -1, -1, &r) != RC_OK) return NULL;
     return r;

@@ -26,7 +26,6 @@ typedef struct rconn {
     int backoff_ms;
     char last_error[256];
     uint64_t round_trips;       /* batches sent and waited on (benchmarks) */
-    uint64_t replies;
 } rconn_t;
 
 enum { RC_OK = 1, RC_SIGNAL = 0, RC_ERR = -1 };
@@ -55,7 +54,6 @@ int rconn_read(rconn_t *c, int sigfd, int timeout_ms, redisReply **out);
 /* append + read, no signal interruption. NULL on error (connection dropped).
  * A Redis error reply is returned as a reply of type REDIS_REPLY_ERROR. */
 redisReply *rconn_call(rconn_t *c, int argc, const char **argv, const size_t *lens);
-redisReply *rconn_callf(rconn_t *c, const char *fmt, ...);
 
 /* Script helper: EVALSHA, loading the script on NOSCRIPT. */
 typedef struct {

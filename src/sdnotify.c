@@ -45,11 +45,6 @@ void sdn_init(void)
     unsetenv("WATCHDOG_PID");
 }
 
-bool sdn_enabled(void)
-{
-    return N.fd >= 0;
-}
-
 int64_t sdn_watchdog_interval_ms(void)
 {
     return N.fd >= 0 ? N.wd_ms : 0;

@@ -9,7 +9,6 @@
 #include <stdint.h>
 
 void sdn_init(void);                 /* reads NOTIFY_SOCKET / WATCHDOG_USEC */
-bool sdn_enabled(void);
 int64_t sdn_watchdog_interval_ms(void);  /* 0 if no watchdog; else half of WatchdogSec */
 void sdn_send(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -382,9 +383,14 @@ int set_nonblock(int fd, bool on)
     return fcntl(fd, F_SETFL, fl);
 }
 
-int set_cloexec(int fd)
+
+void mkdir_parent(const char *path)
 {
-    int fl = fcntl(fd, F_GETFD);
-    if (fl < 0) return -1;
-    return fcntl(fd, F_SETFD, fl | FD_CLOEXEC);
+    char *d = xstrdup(path);
+    char *s = strrchr(d, '/');
+    if (s && s != d) {
+        *s = '\0';
+        mkdir(d, 0755); /* as systemd's RuntimeDirectory would; errors show when the file is opened */
+    }
+    free(d);
 }

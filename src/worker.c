@@ -519,7 +519,7 @@ static void run_job(worker_t *w, job_t *j)
                          .message = xstrdup(strchr(text, ' ') + 1),
                          .exception = xstrdup(text)};
         job_fail(w, j, text);
-        handler_failed(w->h, &j->hj, &why, "already_exceeded", w->sfd, HOOK_TIMEOUT_MS);
+        handler_failed(w->h, &j->hj, &why, "already_exceeded", HOOK_TIMEOUT_MS);
         hresult_free(&why);
         free(text);
         w->jobs_failed++;
@@ -554,7 +554,7 @@ static void run_job(worker_t *w, job_t *j)
     case HRES_FAILED: {
         const char *text = res.exception ? res.exception : "Illuminate\\Queue\\ManuallyFailedException: This job was manually failed.";
         job_fail(w, j, text);
-        if (!res.hooks_done) handler_failed(w->h, &j->hj, &res, "job_failed", w->sfd, HOOK_TIMEOUT_MS);
+        if (!res.hooks_done) handler_failed(w->h, &j->hj, &res, "job_failed", HOOK_TIMEOUT_MS);
         w->jobs_failed++;
         job_log(w, j, "Failed", extra);
         break;
@@ -572,7 +572,7 @@ static void run_job(worker_t *w, job_t *j)
         if (why) {
             job_fail(w, j, res.exception ? res.exception : "qpool: job failed");
             handler_failed(w->h, &j->hj, &res, res.kind == HRES_TIMEOUT && strcmp(why, "max_exceptions") ? "timeout" : why,
-                           w->sfd, HOOK_TIMEOUT_MS);
+                           HOOK_TIMEOUT_MS);
             w->jobs_failed++;
             snprintf(extra, sizeof extra, " %.2f ms (%s)", ms_since(j->started_s), why);
             job_log(w, j, "Failed", extra);

@@ -372,26 +372,33 @@ def pytest_runtest_makereport(item, call):
 
 # ---------------------------------------------------------------- laravel
 
+def laravel_env(redis_port, d):
+    """Environment for the fixture Laravel app: Redis on redis_port; storage, the
+    sqlite database (created) and the marker file under directory d; nothing
+    inherited that could point it elsewhere."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("REDIS_", "APP_", "DB_", "CACHE_", "QUEUE_", "LOG_", "MARKER_", "QPOOL_"))}
+    (d / "database.sqlite").touch()
+    env.update({
+        "REDIS_HOST": "127.0.0.1",
+        "REDIS_PORT": str(redis_port),
+        "REDIS_PREFIX": PREFIX,
+        "APP_STORAGE": str(d / "storage"),
+        "DB_CONNECTION": "sqlite",
+        "DB_DATABASE": str(d / "database.sqlite"),
+        "MARKER_FILE": str(d / "markers.jsonl"),
+    })
+    return env
+
+
 @pytest.fixture
 def laravel_app(tmp_path, redis_server):
     """The fixture Laravel 8 app, with its writable paths in tmp_path."""
-    storage = tmp_path / "laravel-storage"
-    storage.mkdir()
-    db = tmp_path / "laravel.sqlite"
-    db.touch()
-    markers = tmp_path / "markers.jsonl"
-    env = dict(os.environ)
-    env.update({
-        "REDIS_HOST": "127.0.0.1",
-        "REDIS_PORT": str(redis_server.port),
-        "REDIS_PREFIX": PREFIX,
-        "APP_STORAGE": str(storage),
-        "DB_CONNECTION": "sqlite",
-        "DB_DATABASE": str(db),
-        "MARKER_FILE": str(markers),
-        "LOG_CHANNEL": "null",
-    })
-    app = LaravelApp(LARAVEL_APP, env, db, markers)
+    d = tmp_path / "laravel"
+    d.mkdir()
+    env = laravel_env(redis_server.port, d)
+    env["LOG_CHANNEL"] = "null"
+    app = LaravelApp(LARAVEL_APP, env, d / "database.sqlite", d / "markers.jsonl")
     app.artisan("migrate", "--force")
     return app
 

@@ -9,7 +9,6 @@ stays untouched.  Run with Debian's interpreter:
 """
 
 import json
-import os
 import re
 import shutil
 import signal
@@ -21,6 +20,8 @@ from pathlib import Path
 import pytest
 
 import redis
+
+from conftest import laravel_env
 
 APP_DIR = Path(__file__).resolve().parent.parent / "laravel-app"
 PHP = shutil.which("php") or "/usr/bin/php"
@@ -53,18 +54,8 @@ def _clean(env):
 def app_env(redis_server, tmp_path_factory):
     """Environment for running tests/laravel-app in place (APP_STORAGE mode)."""
     d = tmp_path_factory.mktemp("laravel")
-    db = d / "database.sqlite"
-    db.touch()
-    env = dict(os.environ)
-    for k in list(env):
-        if k.startswith(("REDIS_", "APP_", "DB_", "CACHE_", "QUEUE_", "LOG_", "MARKER_")):
-            del env[k]
+    env = laravel_env(redis_server, d)
     env.update({
-        "REDIS_HOST": "127.0.0.1",
-        "REDIS_PORT": str(redis_server),
-        "DB_DATABASE": str(db),
-        "APP_STORAGE": str(d / "storage"),
-        "MARKER_FILE": str(d / "markers.jsonl"),
         "_cwd": str(APP_DIR),
     })
     _migrate(env)

@@ -10,7 +10,6 @@ Self-contained: its own redis-server on a free loopback port, the fixture app
 """
 
 import json
-import os
 import queue
 import shutil
 import signal
@@ -24,6 +23,8 @@ from pathlib import Path
 import pytest
 
 import redis
+
+from conftest import laravel_env
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 APP_DIR = ROOT / "tests" / "laravel-app"
@@ -112,18 +113,8 @@ def redis_server(module_redis_port):
 @pytest.fixture(scope="module")
 def app_env(redis_server, tmp_path_factory):
     d = tmp_path_factory.mktemp("laravel")
-    db = d / "database.sqlite"
-    db.touch()
-    env = dict(os.environ)
-    for k in list(env):
-        if k.startswith(("REDIS_", "APP_", "DB_", "CACHE_", "QUEUE_", "LOG_", "MARKER_", "QPOOL_")):
-            del env[k]
+    env = laravel_env(redis_server, d)
     env.update({
-        "REDIS_HOST": "127.0.0.1",
-        "REDIS_PORT": str(redis_server),
-        "DB_DATABASE": str(db),
-        "APP_STORAGE": str(d / "storage"),
-        "MARKER_FILE": str(d / "markers.jsonl"),
         "_cwd": str(APP_DIR),
         "_dir": str(d),
     })
