@@ -322,12 +322,21 @@ def test_journal_priorities_and_json_lines(master_factory, redis_server, tmp_pat
 def test_children_get_a_clean_process_setup(master, tmp_path):
     wd = tmp_path / "work"
     wd.mkdir()
+    log = tmp_path / "signals.log"
     master.write_config('{ name = "ext"; queues = ["q"]; processes = 1; command = %s; nice = 5; '
-                        'working_directory = "%s"; }' % (child_cmd("run"), wd))
+                        'working_directory = "%s"; environment = { SIGNAL_LOG = "%s"; }; }'
+                        % (child_cmd("run"), wd, log))
     master.start()
     pid = master.wait_children("ext", 1)[0]
-    assert sorted(int(fd) for fd in os.listdir("/proc/%d/fd" % pid)) == [0, 1, 2], \
-        "the master's descriptors leaked into the child"
+    # The child is a Python interpreter: while it starts up it has module files
+    # (and then its signal log) open for a moment. Look once it is idle, and
+    # give a transient descriptor time to close; a leaked one never does.
+    wait_for(lambda: "START" in signal_log(log).get(pid, []), 10, what="child up")
+    fds = lambda: sorted(int(fd) for fd in os.listdir("/proc/%d/fd" % pid))
+    try:
+        wait_for(lambda: fds() == [0, 1, 2], 5, what="only stdin, stdout, stderr open")
+    except AssertionError:
+        raise AssertionError("the master's descriptors leaked into the child: %s" % fds())
     assert os.readlink("/proc/%d/cwd" % pid) == str(wd)
     with open("/proc/%d/stat" % pid) as f:
         assert int(f.read().rsplit(")", 1)[1].split()[16]) == 5  # nice
