@@ -8,6 +8,7 @@ loopback), started here and stopped at the end:
 
   native     no-op jobs/s: qpool native workers (1 and 2) with a minimal pipe
              handler (tests/fixtures/fixture-handler), job logs on and off
+  prefetch   the same with job logs off and prefetch = 4, 16, 64
   queuework  no-op jobs/s: one `php artisan queue:work` (Debian's Laravel 8)
   adapter    no-op Laravel jobs/s: qpool + the PHP adapter vs queue:work, 1 and 2 processes
   latency    push -> handler start, p50/p99, one idle worker
@@ -222,10 +223,10 @@ def cpu_s(pid):
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def run_cpu(env, template, jobs=100000):
+def run_cpu(env, template, jobs=100000, extra=""):
     """CPU time per job of redis-server, one worker and its handler."""
     env.flush()
-    p, _ = env.master(native_pool(env, 1, [env.handler], job_log=False), "cpu")
+    p, _ = env.master(native_pool(env, 1, [env.handler], job_log=False, extra=extra), "cpu")
     wait_idle_workers(env, "cpu", 1)
     conf = str(env.tmp / "cpu.conf")
     subprocess.run([env.qpool, "pause", "-c", conf], check=True, capture_output=True)
@@ -287,6 +288,13 @@ def main():
                     key = "native_%d_worker%s%s" % (n, "s" if n > 1 else "", "_job_log" if job_log else "")
                     results[key] = run_native(env, template, n, args.jobs, [env.handler], job_log)
                     print(key, results[key], flush=True)
+        if want("prefetch"):
+            for n in (1, 2):
+                for depth in (4, 16, 64):
+                    key = "native_%d_worker%s_prefetch_%d" % (n, "s" if n > 1 else "", depth)
+                    results[key] = run_native(env, template, n, args.jobs, [env.handler], False,
+                                              "prefetch = %d;" % depth)
+                    print(key, results[key], flush=True)
         if want("queuework"):
             results["queue_work_1"] = run_queue_work(env, min(args.jobs, 20000))
             print("queue_work_1", results["queue_work_1"], flush=True)
@@ -312,6 +320,8 @@ def main():
         if want("cpu"):
             results["cpu"] = run_cpu(env, template)
             print("cpu", results["cpu"], flush=True)
+            results["cpu_prefetch_64"] = run_cpu(env, template, extra="prefetch = 64;")
+            print("cpu_prefetch_64", results["cpu_prefetch_64"], flush=True)
     finally:
         env.close()
     print(json.dumps(results, indent=2))

@@ -353,7 +353,7 @@ static const char *const pool_keys[] = {
     "auto_strategy", "target_wait", "scale_down_delay", "priority", "connection",
     "queue_connection", "cache_connection", "cache_prefix", "restart_key", "laravel_pause",
     "tries", "backoff", "timeout", "retry_after", "memory", "sleep", "max_jobs", "max_time",
-    "rest", "migration_batch", "job_log", "handler", "command", "user", "group",
+    "rest", "migration_batch", "prefetch", "job_log", "handler", "command", "user", "group",
     "working_directory", "environment", "nice", NULL};
 
 /* Keys that make no sense in `defaults`. */
@@ -454,6 +454,8 @@ static bool parse_pool_settings(ctx_t *x, const config_setting_t *g, pool_conf_t
             ok &= want_num(x, s, 0, 3600, &p->rest);
         else if (!strcmp(k, "migration_batch"))
             ok &= want_int(x, s, 1, 100000, &p->migration_batch);
+        else if (!strcmp(k, "prefetch"))
+            ok &= want_int(x, s, 1, QPOOL_MAX_PREFETCH, &p->prefetch);
         else if (!strcmp(k, "job_log"))
             ok &= want_bool(x, s, &p->job_log);
         else if (!strcmp(k, "handler"))
@@ -519,6 +521,7 @@ static void pool_builtin_defaults(pool_conf_t *p)
     p->memory = 128;
     p->sleep = 3;
     p->migration_batch = 100;
+    p->prefetch = 1;
     p->job_log = true;
     p->handler_start_timeout = 60;
 }
@@ -1131,7 +1134,7 @@ bool pool_conf_same_except_size(const pool_conf_t *a, const pool_conf_t *b)
     if (a->tries != b->tries || a->timeout != b->timeout || a->retry_after != b->retry_after ||
         a->memory != b->memory || a->sleep != b->sleep || a->max_jobs != b->max_jobs ||
         a->max_time != b->max_time || a->rest != b->rest || a->migration_batch != b->migration_batch ||
-        a->job_log != b->job_log || a->nbackoff != b->nbackoff)
+        a->prefetch != b->prefetch || a->job_log != b->job_log || a->nbackoff != b->nbackoff)
         return false;
     if (memcmp(a->backoff, b->backoff, sizeof(int) * (size_t)a->nbackoff)) return false;
     if (a->handler_type != b->handler_type || !strv_eq(a->handler_command, b->handler_command) ||
@@ -1275,6 +1278,7 @@ void config_print(const qconf_t *c, FILE *f)
         fprintf(f, "%smax_jobs = %d;\n%smax_time = %d;\n", in, p->max_jobs, in, p->max_time);
         print_num(f, in, "rest", p->rest);
         fprintf(f, "%smigration_batch = %d;\n", in, p->migration_batch);
+        fprintf(f, "%sprefetch = %d;\n", in, p->prefetch);
         fprintf(f, "%sjob_log = %s;\n", in, p->job_log ? "true" : "false");
         if (p->user) print_str(f, in, "user", p->user);
         if (p->group) print_str(f, in, "group", p->group);

@@ -18,6 +18,7 @@
 #define QPOOL_EX_CONFIG 78
 #define QPOOL_MAX_WORKERS_LIMIT 1024
 #define QPOOL_MAX_QUEUES 30          /* per pool; also the width of pause masks */
+#define QPOOL_MAX_PREFETCH 64      /* jobs a native worker may pop in one call */
 #define QPOOL_DEFAULT_CONFIG "/etc/qpool/qpool.conf"
 
 typedef struct {
@@ -76,6 +77,7 @@ typedef struct {
     int max_time;
     double rest;
     int migration_batch;
+    int prefetch;               /* jobs popped per call (native workers); 1 = one at a time */
     bool job_log;
 
     /* what each child runs: exactly one of handler / command */

@@ -16,12 +16,18 @@
  * ARGV: now, reserve_until, migrate (0/1), batch, poison uuid, connection,
  *       failed limit, failed job key prefix, consume a notify token (0/1: 0
  *       when the caller already took one with BLPOP), then one unprefixed
- *       name per queue.
- * Returns {kind, queue (1-based), a, b, full, next_due}:
+ *       name per queue, then how many jobs to pop at most (prefetch).
+ * Returns {kind, queue (1-based), a, b, full, next_due, extra}:
  *   kind 1: a = payload as stored, b = reserved copy (attempts + 1, cjson
- *           re-encoded exactly as Laravel's pop script does);
+ *           re-encoded exactly as Laravel's pop script does); extra = further
+ *           jobs popped the same way, (queue, payload, reserved)*. A poison
+ *           payload met after the first job is put back at the head of its
+ *           queue (with its token) and ends the batch: the next call takes
+ *           it first and moves it aside;
  *   kind 2: a poison payload was moved to the failed store: a = uuid, b = why;
- *   kind 0: nothing to pop; next_due = earliest delayed/reserved score. */
+ *   kind 0: nothing to pop; next_due = earliest delayed/reserved score.
+ * Every job or poison taken consumes one notify token, except the first when
+ * the caller's BLPOP already did. */
 static const char POP_LUA[] =
     "local nq = (#KEYS - 1) / 5\n"
     "local now = tonumber(ARGV[1])\n"
@@ -54,11 +60,16 @@ static const char POP_LUA[] =
     "    end\n"
     "  end\n"
     "end\n"
+    "local want = tonumber(ARGV[10 + nq]) or 1\n"
+    "local first, extra, took = nil, {}, 0\n"
     "for q = 0, nq - 1 do\n"
-    "  local job = redis.call('lpop', KEYS[q*5+1])\n"
-    "  if job then\n"
+    "  while took < want do\n"
+    "    local job = redis.call('lpop', KEYS[q*5+1])\n"
+    "    if not job then break end\n"
+    "    if took > 0 or ARGV[9] == '1' then redis.call('lpop', KEYS[q*5+4]) end\n"
+    "    took = took + 1\n"
     "    local ok, decoded = pcall(cjson.decode, job)\n"
-    "    local reason\n"
+    "    local reason, reserved\n"
     "    if not ok or type(decoded) ~= 'table' then\n"
     "      reason = 'payload is not valid JSON'\n"
     "    else\n"
@@ -67,29 +78,34 @@ static const char POP_LUA[] =
     "        reason = 'payload has no numeric \"attempts\"'\n"
     "      else\n"
     "        decoded['attempts'] = a + 1\n"
-    "        local ok2, reserved = pcall(cjson.encode, decoded)\n"
-    "        if ok2 then\n"
-    "          redis.call('zadd', KEYS[q*5+3], ARGV[2], reserved)\n"
-    "          if ARGV[9] == '1' then redis.call('lpop', KEYS[q*5+4]) end\n"
-    "          return {1, q + 1, job, reserved, full}\n"
-    "        end\n"
-    "        reason = 'payload cannot be re-encoded: ' .. tostring(reserved)\n"
+    "        local ok2, enc = pcall(cjson.encode, decoded)\n"
+    "        if ok2 then reserved = enc else reason = 'payload cannot be re-encoded: ' .. tostring(enc) end\n"
     "      end\n"
     "    end\n"
-    "    local uuid = ARGV[5]\n"
-    "    if ok and type(decoded) == 'table' and type(decoded['uuid']) == 'string'\n"
-    "       and #decoded['uuid'] > 0 and #decoded['uuid'] <= 128 then uuid = decoded['uuid'] end\n"
-    "    redis.call('hset', ARGV[8] .. uuid, 'uuid', uuid, 'connection', ARGV[6],\n"
-    "      'queue', ARGV[10 + q], 'payload', job,\n"
-    "      'exception', 'qpool: invalid payload: ' .. reason .. ' (the raw bytes are kept as they were popped)',\n"
-    "      'failed_at', ARGV[1])\n"
-    "    redis.call('zadd', KEYS[q*5+5], now, uuid)\n"
-    "    redis.call('sadd', KEYS[#KEYS], ARGV[10 + q])\n"
-    "    trim(KEYS[q*5+5], tonumber(ARGV[7]), ARGV[8])\n"
-    "    if ARGV[9] == '1' then redis.call('lpop', KEYS[q*5+4]) end\n"
-    "    return {2, q + 1, uuid, reason, full}\n"
+    "    if reserved then\n"
+    "      redis.call('zadd', KEYS[q*5+3], ARGV[2], reserved)\n"
+    "      if not first then first = {q + 1, job, reserved}\n"
+    "      else extra[#extra + 1] = q + 1; extra[#extra + 1] = job; extra[#extra + 1] = reserved end\n"
+    "    elseif first then\n"
+    "      redis.call('lpush', KEYS[q*5+1], job)\n"
+    "      redis.call('rpush', KEYS[q*5+4], 1)\n"
+    "      return {1, first[1], first[2], first[3], full, false, extra}\n"
+    "    else\n"
+    "      local uuid = ARGV[5]\n"
+    "      if ok and type(decoded) == 'table' and type(decoded['uuid']) == 'string'\n"
+    "         and #decoded['uuid'] > 0 and #decoded['uuid'] <= 128 then uuid = decoded['uuid'] end\n"
+    "      redis.call('hset', ARGV[8] .. uuid, 'uuid', uuid, 'connection', ARGV[6],\n"
+    "        'queue', ARGV[10 + q], 'payload', job,\n"
+    "        'exception', 'qpool: invalid payload: ' .. reason .. ' (the raw bytes are kept as they were popped)',\n"
+    "        'failed_at', ARGV[1])\n"
+    "      redis.call('zadd', KEYS[q*5+5], now, uuid)\n"
+    "      redis.call('sadd', KEYS[#KEYS], ARGV[10 + q])\n"
+    "      trim(KEYS[q*5+5], tonumber(ARGV[7]), ARGV[8])\n"
+    "      return {2, q + 1, uuid, reason, full}\n"
+    "    end\n"
     "  end\n"
     "end\n"
+    "if first then return {1, first[1], first[2], first[3], full, false, extra} end\n"
     "local due = false\n"
     "for q = 0, nq - 1 do\n"
     "  for _, k in ipairs({KEYS[q*5+2], KEYS[q*5+3]}) do\n"
@@ -106,6 +122,17 @@ static const char POP_LUA[] =
 static const char RELEASE_LUA[] =
     "if redis.call('zrem', KEYS[2], ARGV[1]) == 1 then\n"
     "  redis.call('zadd', KEYS[1], ARGV[2], ARGV[1])\n"
+    "  return 1\n"
+    "end\n"
+    "return 0";
+
+/* Undo a pop that was never acted on (a prefetched job given back on a
+ * graceful stop): only if the reservation is still there, the payload as it
+ * was before the pop goes back to the head of the queue, with its token. */
+static const char UNPOP_LUA[] =
+    "if redis.call('zrem', KEYS[2], ARGV[1]) == 1 then\n"
+    "  redis.call('lpush', KEYS[1], ARGV[2])\n"
+    "  redis.call('rpush', KEYS[3], 1)\n"
     "  return 1\n"
     "end\n"
     "return 0";
@@ -146,7 +173,7 @@ static const char MAXEXC_LUA[] =
     "end\n"
     "return {n, 0}";
 
-rscript_t SCRIPT_POP, SCRIPT_RELEASE, SCRIPT_FAIL, SCRIPT_PUSH, SCRIPT_MAXEXC;
+rscript_t SCRIPT_POP, SCRIPT_RELEASE, SCRIPT_FAIL, SCRIPT_PUSH, SCRIPT_MAXEXC, SCRIPT_UNPOP;
 
 void queue_scripts_init(void)
 {
@@ -157,13 +184,15 @@ void queue_scripts_init(void)
     rscript_init(&SCRIPT_FAIL, FAIL_LUA);
     rscript_init(&SCRIPT_PUSH, PUSH_LUA);
     rscript_init(&SCRIPT_MAXEXC, MAXEXC_LUA);
+    rscript_init(&SCRIPT_UNPOP, UNPOP_LUA);
     done = true;
 }
 
 int queue_load_scripts(rconn_t *c)
 {
     queue_scripts_init();
-    const rscript_t *all[] = {&SCRIPT_POP, &SCRIPT_RELEASE, &SCRIPT_FAIL, &SCRIPT_PUSH, &SCRIPT_MAXEXC};
+    const rscript_t *all[] = {&SCRIPT_POP, &SCRIPT_RELEASE, &SCRIPT_FAIL, &SCRIPT_PUSH, &SCRIPT_MAXEXC,
+                              &SCRIPT_UNPOP};
     for (size_t i = 0; i < ARRAY_LEN(all); i++) {
         const char *argv[] = {"SCRIPT", "LOAD", all[i]->body};
         rconn_append(c, 3, argv, NULL);
@@ -234,7 +263,7 @@ bool queue_append_pop(rconn_t *c, const queue_set_t *qs, const pop_args_t *a)
         if (!(a->skip_mask & (1u << i))) idx[n++] = i;
     if (n == 0) return false;
     int nkeys = 5 * n + 1;
-    int argc = nkeys + 9 + n;
+    int argc = nkeys + 9 + n + 1;
     const char **argv = xcalloc((size_t)argc, sizeof *argv);
     int o = 0;
     for (int j = 0; j < n; j++) {
@@ -262,6 +291,9 @@ bool queue_append_pop(rconn_t *c, const queue_set_t *qs, const pop_args_t *a)
     argv[o++] = qs->failed_job_prefix;
     argv[o++] = a->token_taken ? "0" : "1";
     for (int j = 0; j < n; j++) argv[o++] = qs->q[idx[j]].name;
+    char want[16];
+    snprintf(want, sizeof want, "%d", a->want > 1 ? a->want : 1);
+    argv[o++] = want;
     rconn_append_script(c, &SCRIPT_POP, nkeys, argc, argv, NULL);
     free(argv);
     return true;
@@ -274,6 +306,16 @@ static char *elem_dup(const redisReply *e, size_t *len)
     return xstrndup(e->str, e->len);
 }
 
+/* The script numbers only the queues it was given: map back through the skip mask. */
+static int map_queue(const queue_set_t *qs, const pop_args_t *a, int nth)
+{
+    for (int i = 0, seen = 0; i < qs->nq; i++) {
+        if (a->skip_mask & (1u << i)) continue;
+        if (seen++ == nth) return i;
+    }
+    return -1;
+}
+
 bool queue_parse_pop(const queue_set_t *qs, const pop_args_t *a, redisReply *r, pop_result_t *out)
 {
     memset(out, 0, sizeof *out);
@@ -281,16 +323,7 @@ bool queue_parse_pop(const queue_set_t *qs, const pop_args_t *a, redisReply *r, 
         r->element[0]->type != REDIS_REPLY_INTEGER || r->element[1]->type != REDIS_REPLY_INTEGER)
         return false;
     out->kind = (int)r->element[0]->integer;
-    /* map the script's queue number back through the skip mask */
-    int nth = (int)r->element[1]->integer - 1;
-    out->qidx = -1;
-    for (int i = 0, seen = 0; i < qs->nq; i++) {
-        if (a->skip_mask & (1u << i)) continue;
-        if (seen++ == nth) {
-            out->qidx = i;
-            break;
-        }
-    }
+    out->qidx = map_queue(qs, a, (int)r->element[1]->integer - 1);
     out->migrate_full = r->element[4]->type == REDIS_REPLY_INTEGER && r->element[4]->integer;
     if (out->kind == POP_JOB) {
         out->raw = elem_dup(r->element[2], &out->rawlen);
@@ -298,6 +331,21 @@ bool queue_parse_pop(const queue_set_t *qs, const pop_args_t *a, redisReply *r, 
         if (!out->raw || !out->reserved || out->qidx < 0) {
             pop_result_free(out);
             return false;
+        }
+        if (r->elements >= 7 && r->element[6]->type == REDIS_REPLY_ARRAY && r->element[6]->elements >= 3) {
+            const redisReply *x = r->element[6];
+            out->extra = xcalloc(x->elements / 3, sizeof *out->extra);
+            for (size_t i = 0; i + 2 < x->elements; i += 3) {
+                pop_item_t *it = &out->extra[out->nextra];
+                it->qidx = x->element[i]->type == REDIS_REPLY_INTEGER ? map_queue(qs, a, (int)x->element[i]->integer - 1) : -1;
+                it->raw = elem_dup(x->element[i + 1], &it->rawlen);
+                it->reserved = elem_dup(x->element[i + 2], &it->reslen);
+                out->nextra++;
+                if (it->qidx < 0 || !it->raw || !it->reserved) {
+                    pop_result_free(out);
+                    return false;
+                }
+            }
         }
     } else if (out->kind == POP_POISON) {
         out->uuid = elem_dup(r->element[2], NULL);
@@ -309,8 +357,17 @@ bool queue_parse_pop(const queue_set_t *qs, const pop_args_t *a, redisReply *r, 
     return true;
 }
 
+void pop_item_free(pop_item_t *it)
+{
+    free(it->raw);
+    free(it->reserved);
+    memset(it, 0, sizeof *it);
+}
+
 void pop_result_free(pop_result_t *r)
 {
+    for (int i = 0; i < r->nextra; i++) pop_item_free(&r->extra[i]);
+    free(r->extra);
     free(r->raw);
     free(r->reserved);
     free(r->uuid);
@@ -319,6 +376,14 @@ void pop_result_free(pop_result_t *r)
 }
 
 /* ------------------------------------------------------------ outcomes */
+
+void queue_append_unpop(rconn_t *c, const qkeys_t *k, const char *reserved, size_t reslen,
+                        const char *raw, size_t rawlen)
+{
+    const char *argv[] = {k->ready, k->reserved, k->notify, reserved, raw};
+    size_t lens[] = {strlen(k->ready), strlen(k->reserved), strlen(k->notify), reslen, rawlen};
+    rconn_append_script(c, &SCRIPT_UNPOP, 3, 5, argv, lens);
+}
 
 void queue_append_ack(rconn_t *c, const qkeys_t *k, const char *reserved, size_t len)
 {

@@ -46,10 +46,16 @@ void qkeys_init(qkeys_t *k, const char *prefix, const char *name);
 void qkeys_free(qkeys_t *k);
 
 /* Scripts, loaded once per connection and called by SHA. */
-extern rscript_t SCRIPT_POP, SCRIPT_RELEASE, SCRIPT_FAIL, SCRIPT_PUSH, SCRIPT_MAXEXC;
+extern rscript_t SCRIPT_POP, SCRIPT_RELEASE, SCRIPT_FAIL, SCRIPT_PUSH, SCRIPT_MAXEXC, SCRIPT_UNPOP;
 void queue_scripts_init(void);
 
 enum pop_kind { POP_EMPTY = 0, POP_JOB = 1, POP_POISON = 2 };
+
+typedef struct {
+    int qidx;
+    char *raw, *reserved;
+    size_t rawlen, reslen;
+} pop_item_t;
 
 typedef struct {
     int kind;
@@ -63,6 +69,8 @@ typedef struct {
     bool migrate_full;         /* a migration batch was full: migrate again soon */
     bool has_next_due;         /* POP_EMPTY: earliest delayed/reserved score */
     int64_t next_due;
+    pop_item_t *extra;         /* POP_JOB with prefetch: further jobs, reserved the same way */
+    int nextra;
 } pop_result_t;
 
 typedef struct {
@@ -74,6 +82,7 @@ typedef struct {
     int failed_limit;
     uint32_t skip_mask;        /* bit i: do not pop queue i (paused) */
     bool token_taken;          /* a BLPOP already consumed this job's notify token */
+    int want;                  /* pop up to this many jobs (prefetch); 0 means 1 */
 } pop_args_t;
 
 /* Append a pop call (no reply read). Returns false if every queue is skipped. */
@@ -81,10 +90,16 @@ bool queue_append_pop(rconn_t *c, const queue_set_t *qs, const pop_args_t *a);
 /* Parse the reply of a pop call. false on an unexpected reply. */
 bool queue_parse_pop(const queue_set_t *qs, const pop_args_t *a, redisReply *r, pop_result_t *out);
 void pop_result_free(pop_result_t *r);
+void pop_item_free(pop_item_t *it);
 
 void queue_append_ack(rconn_t *c, const qkeys_t *k, const char *reserved, size_t len);
 void queue_append_release(rconn_t *c, const qkeys_t *k, const char *reserved, size_t len,
                           int64_t available_at);
+/* Give back a popped job that never started: if its reservation is still
+ * ours, the original payload goes back to the head of its queue with its
+ * notify token, attempts as they were. */
+void queue_append_unpop(rconn_t *c, const qkeys_t *k, const char *reserved, size_t reslen,
+                        const char *raw, size_t rawlen);
 void queue_append_extend(rconn_t *c, const qkeys_t *k, const char *reserved, size_t len,
                          int64_t until);
 

@@ -175,6 +175,12 @@ static int flush_out(rconn_t *c)
     return 0;
 }
 
+int rconn_send(rconn_t *c)
+{
+    if (!c->ctx) return RC_ERR;
+    return flush_out(c) < 0 ? RC_ERR : RC_OK;
+}
+
 int rconn_read(rconn_t *c, int sigfd, int timeout_ms, redisReply **out)
 {
     *out = NULL;

@@ -51,6 +51,10 @@ void rconn_append(rconn_t *c, int argc, const char **argv, const size_t *lens);
  * own timeout. On RC_ERR the connection is dropped. */
 int rconn_read(rconn_t *c, int sigfd, int timeout_ms, redisReply **out);
 
+/* Send what is queued without waiting for the replies (read them later with
+ * rconn_read, in order). RC_ERR: the connection was dropped. */
+int rconn_send(rconn_t *c);
+
 /* append + read, no signal interruption. NULL on error (connection dropped).
  * A Redis error reply is returned as a reply of type REDIS_REPLY_ERROR. */
 redisReply *rconn_call(rconn_t *c, int argc, const char **argv, const size_t *lens);

@@ -10,6 +10,13 @@
  * A Redis outage is waited out with backoff; an outcome that could not be
  * written (ack, release, fail) is kept and retried first after reconnecting,
  * the job staying reserved until then, so nothing is lost.
+ *
+ * With prefetch > 1 a pop takes up to that many jobs; the ones not yet
+ * started wait in w->local, reserved. When half a batch is left the next pop
+ * is sent ahead (with the acks so far) and its replies are read only when
+ * needed: settle() runs before any other use of the connection, so replies
+ * are always read in the order the commands went out. Every graceful exit
+ * gives unstarted jobs back untouched (give_back).
  */
 #include "worker.h"
 #include "handler.h"
@@ -35,8 +42,18 @@
 #define IDLE_WAIT_MAX_S 1.0
 #define HOOK_TIMEOUT_MS 60000
 
-enum outcome_kind { OUT_NONE = 0, OUT_ACK, OUT_RELEASE, OUT_FAIL };
-#define MAX_PENDING 4   /* at most: one refused outcome, plus the next job's */
+enum outcome_kind { OUT_NONE = 0, OUT_ACK, OUT_RELEASE, OUT_FAIL, OUT_UNPOP };
+/* At most: the acks of a prefetched batch, one refused outcome, the next job's. */
+#define MAX_PENDING (QPOOL_MAX_PREFETCH + 4)
+/* Prefetch only while jobs are quick: a slow job's successors would sit
+ * reserved (their retry_after clock running) while it runs. */
+#define PREFETCH_MAX_JOB_MS 100
+/* Between quick jobs, look at the signalfd and /proc statm at most this
+ * often (a job that took longer is always followed by both): a job of a few
+ * microseconds should not pay three system calls for them. Any wait in this
+ * file polls the signalfd anyway, so a signal is seen within one job. */
+#define SIGNAL_CHECK_MS 1
+#define RSS_CHECK_MS 10
 
 typedef struct {
     int kind;
@@ -45,7 +62,7 @@ typedef struct {
     size_t reslen;
     int64_t available_at;   /* release */
     char *uuid;             /* fail */
-    char *payload;
+    char *payload;          /* fail: as popped; unpop: as it was before the pop */
     size_t payload_len;
     char *exception;
     int64_t failed_at;
@@ -74,6 +91,20 @@ typedef struct {
     int npending;
     bool pending_stuck;     /* Redis refused one: write it before popping again */
     int64_t refused_logged_ms;
+    /* prefetched jobs, reserved, not started: up to one batch plus what was
+     * left when the next one was asked for ahead */
+    pop_item_t local[2 * QPOOL_MAX_PREFETCH];
+    int local_head, nlocal;
+    struct {
+        bool on;              /* a pop was sent ahead; its replies are unread */
+        int n;                /* outcomes sent with it (their replies come first) */
+        pop_args_t a;
+        int64_t now_ms;
+        redisContext *ctx;
+    } ahead;
+    int64_t last_job_ms;
+    int64_t signals_read_ms, rss_read_ms;
+    uint64_t rss_kb;
 } worker_t;
 
 /* ------------------------------------------------------------ scoreboard */
@@ -136,6 +167,7 @@ static bool paused(worker_t *w)
 static void read_signals(worker_t *w)
 {
     struct signalfd_siginfo si;
+    w->signals_read_ms = mono_ms();
     while (read(w->sfd, &si, sizeof si) == (ssize_t)sizeof si) {
         switch (si.ssi_signo) {
         case SIGTERM:
@@ -222,6 +254,9 @@ static void append_outcome(worker_t *w, const outcome_t *o)
     case OUT_RELEASE:
         queue_append_release(w->rc, k, o->reserved, o->reslen, o->available_at);
         break;
+    case OUT_UNPOP:
+        queue_append_unpop(w->rc, k, o->reserved, o->reslen, o->payload, o->payload_len);
+        break;
     case OUT_FAIL: {
         fail_record_t f = {.uuid = o->uuid,
                            .connection = w->p->queue_connection,
@@ -296,11 +331,80 @@ static void outcome_refused(worker_t *w, const char *err, bool reconnect)
     if (reconnect) rconn_close(w->rc); /* after a failover: find the new primary */
 }
 
+/* ------------------------------------------------------------ prefetch */
+
+/* Queue a popped job behind the prefetched ones (takes the strings). */
+static void local_add(worker_t *w, int qidx, char *raw, size_t rawlen, char *reserved, size_t reslen)
+{
+    if (w->nlocal == (int)ARRAY_LEN(w->local) && w->local_head > 0) {
+        memmove(w->local, w->local + w->local_head, sizeof w->local[0] * (size_t)(w->nlocal - w->local_head));
+        w->nlocal -= w->local_head;
+        w->local_head = 0;
+    }
+    /* cannot overflow: a batch is asked for only with at most half a batch left */
+    w->local[w->nlocal++] = (pop_item_t){.qidx = qidx, .raw = raw, .rawlen = rawlen,
+                                         .reserved = reserved, .reslen = reslen};
+}
+
+/* What every pop reply brings besides jobs: migration bookkeeping, and a
+ * poison payload the script moved aside. */
+static void pop_bookkeeping(worker_t *w, const pop_args_t *a, int64_t now_ms, const pop_result_t *pr)
+{
+    w->token_taken = false;
+    if (a->migrate) {
+        w->last_migrate_ms = now_ms;
+        w->migrate_again = pr->migrate_full;
+    }
+    if (pr->kind == POP_POISON) {
+        log_error("poison payload on %s: %s; moved to the failed store as %s (raw bytes kept)",
+                  w->qs.q[pr->qidx].name, pr->reason, pr->uuid);
+        w->jobs_failed++;
+    }
+}
+
+/* Read the replies to a pop sent ahead (the outcomes sent with it first) and
+ * queue what it popped. Called before any other use of the connection. */
+static void settle(worker_t *w)
+{
+    if (!w->ahead.on) return;
+    w->ahead.on = false;
+    if (w->rc->ctx != w->ahead.ctx) return; /* the connection went: its jobs come back after retry_after */
+    if (w->ahead.n) {
+        char err[256] = "";
+        int rv = collect_pending(w, w->ahead.n, err, sizeof err);
+        if (rv == OW_LOST) return;
+        if (rv == OW_REFUSED) outcome_refused(w, err, false);
+    }
+    redisReply *r;
+    if (rconn_read(w->rc, -1, -1, &r) != RC_OK) return;
+    pop_result_t pr;
+    if (is_noscript(r)) {
+        w->scripts_loaded_on = NULL;
+    } else if (!queue_parse_pop(&w->qs, &w->ahead.a, r, &pr)) {
+        if (r->type == REDIS_REPLY_ERROR) rconn_drop(w->rc, r->str);
+        else log_error("unexpected reply to pop (type %d)", r->type);
+    } else {
+        pop_bookkeeping(w, &w->ahead.a, w->ahead.now_ms, &pr);
+        if (pr.kind == POP_JOB) {
+            local_add(w, pr.qidx, pr.raw, pr.rawlen, pr.reserved, pr.reslen);
+            pr.raw = pr.reserved = NULL;
+            for (int i = 0; i < pr.nextra; i++) {
+                pop_item_t *it = &pr.extra[i];
+                local_add(w, it->qidx, it->raw, it->rawlen, it->reserved, it->reslen);
+                memset(it, 0, sizeof *it);
+            }
+        }
+        pop_result_free(&pr);
+    }
+    freeReplyObject(r);
+}
+
 /* Write every pending outcome, waiting out Redis outages and refusals.
  * Returns false only when the worker must give up (the master died). */
 static bool flush_outcome(worker_t *w)
 {
     int attempts = 0, pause_ms = 100;
+    settle(w);
     while (w->npending) {
         /* With the master gone, one best-effort try, then give up: the job
          * stays reserved and comes back after retry_after. */
@@ -354,6 +458,56 @@ static outcome_t *set_pending(worker_t *w, job_t *j, int kind)
     o->reserved = xstrndup(j->pr.reserved, j->pr.reslen);
     o->reslen = j->pr.reslen;
     return o;
+}
+
+/* Hand back the prefetched jobs of the queues in mask that never started,
+ * newest first, so that the LPUSHes leave them at the head of their queues
+ * in their original order, attempts as they were before the pop. */
+static void give_back(worker_t *w, uint32_t mask)
+{
+    settle(w);
+    int keep = w->nlocal;
+    for (int i = w->nlocal - 1; i >= w->local_head; i--) {
+        pop_item_t *it = &w->local[i];
+        if (!(mask & (1u << it->qidx))) continue;
+        if (w->npending == MAX_PENDING) flush_outcome(w);
+        outcome_t *o = &w->pending[w->npending++];
+        memset(o, 0, sizeof *o);
+        o->kind = OUT_UNPOP;
+        o->qidx = it->qidx;
+        o->reserved = it->reserved;
+        o->reslen = it->reslen;
+        o->payload = it->raw;
+        o->payload_len = it->rawlen;
+        memset(it, 0, sizeof *it);
+        it->qidx = -1;
+    }
+    /* compact what stays */
+    int n = w->local_head;
+    for (int i = w->local_head; i < keep; i++)
+        if (w->local[i].raw) w->local[n++] = w->local[i];
+    w->nlocal = n;
+    if (w->nlocal == w->local_head) w->nlocal = w->local_head = 0;
+}
+
+/* Extend the reservations of the prefetched jobs too while a long job runs. */
+static void extend_local(worker_t *w, int64_t until)
+{
+    for (int i = w->local_head; i < w->nlocal; i++)
+        queue_append_extend(w->rc, &w->qs.q[w->local[i].qidx], w->local[i].reserved, w->local[i].reslen, until);
+}
+
+/* How many jobs to ask for: the pool's prefetch while jobs are quick, never
+ * past max_jobs, one at a time when resting between jobs. */
+static int want_jobs(worker_t *w, int held)
+{
+    int want = w->p->prefetch;
+    if (want <= 1 || w->p->rest > 0 || w->last_job_ms >= PREFETCH_MAX_JOB_MS) return 1;
+    if (w->p->max_jobs > 0) {
+        int64_t left = (int64_t)w->p->max_jobs - (int64_t)w->jobs_done - held;
+        if (left < want) want = left > 1 ? (int)left : 1;
+    }
+    return want;
 }
 
 static void job_release(worker_t *w, job_t *j, long delay)
@@ -456,11 +610,16 @@ static void fire(worker_t *w, job_t *j, hresult_t *res)
         }
         if (now >= next_extend) {
             /* Still running: keep the reservation from expiring under us. */
+            settle(w);
             if (redis_ready(w)) {
-                queue_append_extend(w->rc, &w->qs.q[j->pr.qidx], j->pr.reserved, j->pr.reslen,
-                                    wall_s() + w->p->retry_after);
-                redisReply *r;
-                if (rconn_read(w->rc, -1, -1, &r) == RC_OK) freeReplyObject(r);
+                int64_t reserve_until = wall_s() + w->p->retry_after;
+                queue_append_extend(w->rc, &w->qs.q[j->pr.qidx], j->pr.reserved, j->pr.reslen, reserve_until);
+                extend_local(w, reserve_until);
+                for (int i = w->local_head; i <= w->nlocal; i++) {
+                    redisReply *r;
+                    if (rconn_read(w->rc, -1, -1, &r) != RC_OK) break;
+                    freeReplyObject(r);
+                }
             }
             next_extend = now + extend_every;
         }
@@ -640,8 +799,128 @@ static void idle_wait(worker_t *w, double secs, uint32_t skip)
     }
 }
 
+/* Pop the next job (and up to prefetch - 1 more into w->local), pipelined
+ * with the outcomes written since the last pop. False: nothing to run now
+ * (empty and waited, poison moved aside, Redis trouble): go round again. */
+static bool pop_next(worker_t *w, uint32_t skip, job_t *job)
+{
+    const pool_conf_t *p = w->p;
+    int64_t now_ms = mono_ms();
+    pop_args_t a = {.now = wall_s(),
+                    .retry_after = p->retry_after,
+                    .migrate = w->migrate_again || now_ms - w->last_migrate_ms >= MIGRATE_EVERY_MS,
+                    .batch = p->migration_batch,
+                    .connection = p->queue_connection,
+                    .failed_limit = w->conf->failed_limit,
+                    .skip_mask = skip,
+                    .token_taken = w->token_taken,
+                    .want = want_jobs(w, 0)};
+    int n = w->npending;
+    for (int i = 0; i < n; i++) append_outcome(w, &w->pending[i]);
+    bool any = queue_append_pop(w->rc, &w->qs, &a);
+    if (n) {
+        char err[256] = "";
+        int rv = collect_pending(w, n, err, sizeof err);
+        /* Connection lost: the outcomes stay pending (they are idempotent);
+         * jobs the pop may have reserved come back after retry_after. */
+        if (rv == OW_LOST) return false;
+        /* Refused: the pop's reply still comes; the outcome is written again
+         * at the top of the loop. */
+        if (rv == OW_REFUSED) outcome_refused(w, err, false);
+    }
+    if (!any) {
+        sb_state(w, SB_IDLE);
+        wait_signals(w, 1000);
+        return false;
+    }
+    redisReply *r;
+    if (rconn_read(w->rc, -1, -1, &r) != RC_OK) return false;
+    if (is_noscript(r)) {
+        freeReplyObject(r);
+        w->scripts_loaded_on = NULL;
+        return false;
+    }
+    if (!queue_parse_pop(&w->qs, &a, r, &job->pr)) {
+        if (r->type == REDIS_REPLY_ERROR) {
+            /* e.g. READONLY after a failover: reconnect (with backoff)
+             * rather than ask the same server again */
+            rconn_drop(w->rc, r->str);
+        } else {
+            log_error("unexpected reply to pop (type %d)", r->type);
+            wait_signals(w, 1000);
+        }
+        freeReplyObject(r);
+        return false;
+    }
+    freeReplyObject(r);
+    pop_bookkeeping(w, &a, now_ms, &job->pr);
+    if (job->pr.kind == POP_POISON) {
+        sb_counters(w, rss_read(&w->rss_self, w->pid));
+        job_free(job);
+        return false;
+    }
+    if (job->pr.kind == POP_EMPTY) {
+        sb_state(w, SB_IDLE);
+        double secs = p->sleep > 0 && p->sleep < IDLE_WAIT_MAX_S ? p->sleep : IDLE_WAIT_MAX_S;
+        if (job->pr.has_next_due) {
+            double due = (double)job->pr.next_due - (double)wall_ms() / 1000.0;
+            if (due <= 0) {
+                w->migrate_again = true; /* due now: migrate on the next pop */
+                job_free(job);
+                return false;
+            }
+            if (due < secs) secs = due;
+        }
+        if (secs < 0.01) secs = 0.01;
+        job_free(job);
+        idle_wait(w, secs, a.skip_mask);
+        return false;
+    }
+    /* prefetched jobs wait in w->local */
+    for (int i = 0; i < job->pr.nextra; i++) {
+        pop_item_t *it = &job->pr.extra[i];
+        local_add(w, it->qidx, it->raw, it->rawlen, it->reserved, it->reslen);
+        memset(it, 0, sizeof *it);
+    }
+    return true;
+}
+
+/* With prefetched jobs running low, send the next pop (and the outcomes so
+ * far) without waiting: Redis works on it while the handler runs ours. */
+static void pop_ahead(worker_t *w)
+{
+    if (w->ahead.on || w->pending_stuck || w->p->prefetch <= 1) return;
+    int left = w->nlocal - w->local_head;
+    int want = want_jobs(w, left + 1);
+    if (want <= 1 || left > want / 2) return;
+    if (!w->rc->ctx || w->scripts_loaded_on != w->rc->ctx) return;
+    if (w->quit || w->parent_dead || paused(w) || (control(w) & SB_CTL_RETIRE)) return;
+    uint32_t skip = skip_mask(w);
+    if (skip == ((1u << w->qs.nq) - 1)) return;
+    int64_t now_ms = mono_ms();
+    pop_args_t a = {.now = wall_s(),
+                    .retry_after = w->p->retry_after,
+                    .migrate = w->migrate_again || now_ms - w->last_migrate_ms >= MIGRATE_EVERY_MS,
+                    .batch = w->p->migration_batch,
+                    .connection = w->p->queue_connection,
+                    .failed_limit = w->conf->failed_limit,
+                    .skip_mask = skip,
+                    .token_taken = w->token_taken,
+                    .want = want};
+    int n = w->npending;
+    for (int i = 0; i < n; i++) append_outcome(w, &w->pending[i]);
+    queue_append_pop(w->rc, &w->qs, &a);
+    if (rconn_send(w->rc) != RC_OK) return; /* dropped: the outcomes are still pending */
+    w->ahead.on = true;
+    w->ahead.n = n;
+    w->ahead.a = a;
+    w->ahead.now_ms = now_ms;
+    w->ahead.ctx = w->rc->ctx;
+}
+
 static int finish(worker_t *w, int code, int reason)
 {
+    give_back(w, ~0u);
     flush_outcome(w); /* one try only when the master is gone */
     log_info("exiting: %llu jobs (%llu failed), %llu Redis round trips", (unsigned long long)w->jobs_done,
              (unsigned long long)w->jobs_failed, (unsigned long long)w->rc->round_trips);
@@ -660,6 +939,7 @@ static int finish(worker_t *w, int code, int reason)
     rconn_free(w->cache);
     queue_set_free(&w->qs);
     for (int i = 0; i < w->npending; i++) outcome_clear(&w->pending[i]);
+    for (int i = w->local_head; i < w->nlocal; i++) pop_item_free(&w->local[i]);
     close(w->sfd);
     return code;
 }
@@ -692,13 +972,15 @@ int worker_main(const pool_conf_t *p, const qconf_t *conf, sb_slot_t *slot, int 
     w->last_migrate_ms = 0;
 
     for (;;) {
-        read_signals(w);
+        if (mono_ms() - w->signals_read_ms >= SIGNAL_CHECK_MS || w->last_job_ms >= SIGNAL_CHECK_MS)
+            read_signals(w);
         if (w->parent_dead) return finish(w, 1, SB_EXIT_PARENT);
         if (w->pending_stuck && !w->quit) flush_outcome(w);
         if (w->quit || (control(w) & SB_CTL_RETIRE)) return finish(w, 0, SB_EXIT_SIGNAL);
         if (p->max_time > 0 && mono_ms() - w->start_ms >= (int64_t)p->max_time * 1000)
             return finish(w, 0, SB_EXIT_MAX_TIME);
         if (paused(w)) {
+            give_back(w, ~0u);
             flush_outcome(w);
             sb_state(w, SB_PAUSED);
             wait_signals(w, 1000);
@@ -713,98 +995,44 @@ int worker_main(const pool_conf_t *p, const qconf_t *conf, sb_slot_t *slot, int 
         sb_handler(w);
         if (hr == 0) continue;
         if (hr < 0) {
+            give_back(w, ~0u);
             flush_outcome(w);
             wait_signals(w, handler_retry_in_ms(w->h) + 1);
             continue;
         }
         if (w->slot->c.state == SB_STARTING || w->slot->c.state == SB_PAUSED) sb_state(w, SB_IDLE);
 
-        /* pop, pipelined with the previous job's ack */
-        int64_t now_ms = mono_ms();
-        pop_args_t a = {.now = wall_s(),
-                        .retry_after = p->retry_after,
-                        .migrate = w->migrate_again || now_ms - w->last_migrate_ms >= MIGRATE_EVERY_MS,
-                        .batch = p->migration_batch,
-                        .connection = p->queue_connection,
-                        .failed_limit = conf->failed_limit,
-                        .skip_mask = skip_mask(w),
-                        .token_taken = w->token_taken};
-        int n = w->npending;
-        for (int i = 0; i < n; i++) append_outcome(w, &w->pending[i]);
-        bool any = queue_append_pop(w->rc, &w->qs, &a);
-        if (n) {
-            char err[256] = "";
-            int rv = collect_pending(w, n, err, sizeof err);
-            /* Connection lost: the outcomes stay pending (they are
-             * idempotent); a job the pop may have reserved comes back after
-             * retry_after. */
-            if (rv == OW_LOST) continue;
-            /* Refused: the pop's reply still comes; the outcome is written
-             * again at the top of the loop. */
-            if (rv == OW_REFUSED) outcome_refused(w, err, false);
-        }
-        if (!any) {
-            sb_state(w, SB_IDLE);
-            wait_signals(w, 1000);
-            continue;
-        }
-        redisReply *r;
-        if (rconn_read(w->rc, -1, -1, &r) != RC_OK) continue;
-        if (is_noscript(r)) {
-            freeReplyObject(r);
-            w->scripts_loaded_on = NULL;
-            continue;
-        }
         job_t job;
         memset(&job, 0, sizeof job);
-        if (!queue_parse_pop(&w->qs, &a, r, &job.pr)) {
-            if (r->type == REDIS_REPLY_ERROR) {
-                /* e.g. READONLY after a failover: reconnect (with backoff)
-                 * rather than ask the same server again */
-                rconn_drop(w->rc, r->str);
-            } else {
-                log_error("unexpected reply to pop (type %d)", r->type);
-                wait_signals(w, 1000);
-            }
-            freeReplyObject(r);
-            continue;
-        }
-        freeReplyObject(r);
-        w->token_taken = false;
-        if (a.migrate) {
-            w->last_migrate_ms = now_ms;
-            w->migrate_again = job.pr.migrate_full;
-        }
-        if (job.pr.kind == POP_POISON) {
-            log_error("poison payload on %s: %s; moved to the failed store as %s (raw bytes kept)",
-                      w->qs.q[job.pr.qidx].name, job.pr.reason, job.pr.uuid);
-            w->jobs_failed++;
-            sb_counters(w, rss_read(&w->rss_self, w->pid));
-            job_free(&job);
-            continue;
-        }
-        if (job.pr.kind == POP_EMPTY) {
-            sb_state(w, SB_IDLE);
-            double secs = p->sleep > 0 && p->sleep < IDLE_WAIT_MAX_S ? p->sleep : IDLE_WAIT_MAX_S;
-            if (job.pr.has_next_due) {
-                double due = (double)job.pr.next_due - (double)wall_ms() / 1000.0;
-                if (due <= 0) {
-                    w->migrate_again = true; /* due now: migrate on the next pop */
-                    job_free(&job);
-                    continue;
-                }
-                if (due < secs) secs = due;
-            }
-            if (secs < 0.01) secs = 0.01;
-            job_free(&job);
-            idle_wait(w, secs, a.skip_mask);
+        uint32_t skip = skip_mask(w);
+        if (w->nlocal == w->local_head) settle(w);
+        if (skip && w->nlocal > w->local_head) give_back(w, skip); /* queues paused meanwhile */
+        if (w->nlocal > w->local_head) {
+            /* a prefetched job: already reserved, its ack goes with the next pop */
+            pop_item_t *it = &w->local[w->local_head++];
+            job.pr.kind = POP_JOB;
+            job.pr.qidx = it->qidx;
+            job.pr.raw = it->raw;
+            job.pr.rawlen = it->rawlen;
+            job.pr.reserved = it->reserved;
+            job.pr.reslen = it->reslen;
+            memset(it, 0, sizeof *it);
+            if (w->local_head == w->nlocal) w->local_head = w->nlocal = 0;
+            pop_ahead(w);
+        } else if (!pop_next(w, skip, &job)) {
             continue;
         }
 
         run_job(w, &job);
         w->jobs_done++;
-        w->busy_ms += (uint64_t)(mono_ms() - job.started_ms);
-        uint64_t rss = rss_read(&w->rss_self, w->pid) + rss_read(&w->rss_handler, handler_pgid(w->h));
+        w->last_job_ms = mono_ms() - job.started_ms;
+        w->busy_ms += (uint64_t)w->last_job_ms;
+        int64_t now = mono_ms();
+        if (now - w->rss_read_ms >= RSS_CHECK_MS || w->last_job_ms >= RSS_CHECK_MS) {
+            w->rss_kb = rss_read(&w->rss_self, w->pid) + rss_read(&w->rss_handler, handler_pgid(w->h));
+            w->rss_read_ms = now;
+        }
+        uint64_t rss = w->rss_kb;
         sb_counters(w, rss);
         sb_state(w, SB_IDLE);
         job_free(&job);

@@ -277,6 +277,7 @@ static void test_builtin_defaults(void **state)
     assert_string_equal(p->cache_connection, "default");
     assert_int_equal(p->max_jobs, 0);
     assert_int_equal(p->max_time, 0);
+    assert_int_equal(p->prefetch, 1);
     assert_false(p->has_uid);
     assert_null(p->user);
     config_free(c);
@@ -461,6 +462,12 @@ static void test_wrong_types(void **state)
     static const char t6[] =
         "pools = ( {\n  name = \"p\";\n  queues = [\"q\"];\n  command = [\"run\"];\n  memory = -5;\n} );\n";
     expect_error(t6, 5, "memory", "out of range", NULL);
+
+    static const char t7[] =
+        "pools = ( {\n  name = \"p\";\n  queues = [\"q\"];\n  command = [\"run\"];\n  prefetch = 65;\n} );\n";
+    expect_error(t7, 5, "prefetch", "out of range", NULL);
+    static const char t8[] = "defaults = {\n  prefetch = 0;\n};\n" MINPOOL;
+    expect_error(t8, 2, "prefetch", "out of range", NULL);
 }
 
 /* ------------------------------------------------------------ pool sizes */
@@ -1017,7 +1024,7 @@ static void test_print_round_trip(void **state)
         "    user = \"root\"; group = \"root\"; working_directory = \"/srv/app\";\n"
         "    environment = { APP_ENV = \"production\"; QUOTED = \"a \\\"b\\\" c\\\\d\\te\"; };\n"
         "    nice = 5; laravel_pause = false; restart_key = \"\"; max_jobs = 1000; max_time = 3600;\n"
-        "    memory = 512; timeout = 45; retry_after = 300; migration_batch = 50;\n"
+        "    memory = 512; timeout = 45; retry_after = 300; migration_batch = 50; prefetch = 16;\n"
         "    cache_prefix = \"myapp_cache_\"; queue_connection = \"redis-q\"; },\n"
         "  { name = \"external\"; queues = [\"default\"]; processes = 3; connection = \"cache\";\n"
         "    command = [\"php\", \"artisan\", \"queue:work\", \"--queue={queues}\", \"--sleep={sleep}\", \"{{x}}\"]; },\n"

@@ -1,0 +1,207 @@
+"""Native workers with prefetch > 1: several jobs per pop, the next pop sent
+while the handler runs, and prefetched jobs that never started given back
+untouched on every graceful stop."""
+import json
+import os
+import random
+import re
+import signal
+import time
+
+from conftest import (PREFIX, children_of, failed_records, make_payload, push, push_many, queue_state,
+                      read_fixture_log, wait_for)
+from test_worker import empty, jobs_in_log, native_pool
+
+
+def ready_raw(r, queue="default"):
+    return r.lrange(PREFIX + "queues:" + queue, 0, -1)
+
+
+def raw(p):
+    return json.dumps(p, separators=(",", ":")).encode()
+
+
+def round_trips(master):
+    m = re.findall(r"exiting: (\d+) jobs \(\d+ failed\), (\d+) Redis round trips", master.log())
+    return sum(int(j) for j, _ in m), sum(int(t) for _, t in m)
+
+
+def test_every_job_runs_once_in_fewer_round_trips(master, r, tmp_path):
+    log = tmp_path / "fixture.log"
+    master.write_config(native_pool(log=log, extra="prefetch = 16; job_log = false;"), qpool="")
+    master.start()
+    master.wait_children("w", 1)
+    master.signal(signal.SIGUSR2)  # let the whole backlog build up first
+    wait_for(lambda: master.pool("w")["paused_workers"] == 1, 10, what="worker paused")
+    payloads = [make_payload("ok") for _ in range(500)]
+    push_many(r, "default", payloads)
+    master.signal(signal.SIGCONT)
+    wait_for(lambda: len(jobs_in_log(log)) >= 500 and empty(r, "default"), 30, what="500 jobs")
+    ids = [l[1] for l in jobs_in_log(log)]
+    assert sorted(ids) == sorted(p["id"] for p in payloads), "each job exactly once"
+    assert ids == [p["id"] for p in payloads], "one worker keeps the queue's order"
+    assert all(l[3] == "1" for l in jobs_in_log(log))
+    assert queue_state(r, "default") == {"ready": 0, "delayed": 0, "reserved": 0, "notify": 0}
+    master.stop()
+    jobs, trips = round_trips(master)
+    assert jobs == 500
+    # one pop (with the acks before it) per batch of up to 16, not one per job
+    assert trips < 500 / 4, trips
+
+
+def test_release_fail_and_backoff_are_unchanged(master, r, tmp_path):
+    log = tmp_path / "fixture.log"
+    master.write_config(native_pool(log=log, extra="prefetch = 8; tries = 2; backoff = [30];"))
+    master.start()
+    fails = [make_payload("fail") for _ in range(3)]
+    oks = [make_payload("ok") for _ in range(3)]
+    t0 = time.time()
+    push_many(r, "default", [fails[0], oks[0], fails[1], oks[1], fails[2], oks[2]])
+    wait_for(lambda: len(jobs_in_log(log)) == 6 and queue_state(r, "default")["delayed"] == 3, 10,
+             what="3 done, 3 released")
+    delayed = r.zrange(PREFIX + "queues:default:delayed", 0, -1, withscores=True)
+    for member, score in delayed:
+        assert json.loads(member)["attempts"] == 1
+        assert t0 + 29 <= score <= time.time() + 31, "released with the pool's backoff"
+    assert queue_state(r, "default")["reserved"] == 0
+    # make them due: the second attempt fails them for good (tries = 2)
+    for member, _ in delayed:
+        r.zadd(PREFIX + "queues:default:delayed", {member: 1})
+    wait_for(lambda: len(failed_records(r, "default")) == 3, 15, what="3 failures")
+    assert empty(r, "default")
+    assert sorted(rec["uuid"].decode() for rec in failed_records(r, "default")) == sorted(p["uuid"] for p in fails)
+
+
+def test_sigterm_gives_prefetched_jobs_back_untouched(master, r, tmp_path):
+    log = tmp_path / "fixture.log"
+    master.write_config(native_pool(log=log, extra="prefetch = 8;"))
+    master.start()
+    master.wait_children("w", 1)
+    master.signal(signal.SIGUSR2)
+    wait_for(lambda: master.pool("w")["paused_workers"] == 1, 10, what="worker paused")
+    slow = make_payload("sleep:1500")
+    rest = [make_payload("ok") for _ in range(5)]
+    push_many(r, "default", [slow] + rest)
+    master.signal(signal.SIGCONT)
+    wait_for(lambda: len(jobs_in_log(log)) == 1, 10, what="the slow job to start")
+    st = queue_state(r, "default")
+    assert st["ready"] == 0 and st["reserved"] == 6, "the five behind it were prefetched: %r" % st
+    master.signal(signal.SIGTERM)
+    assert master.wait_exit(30) == 0
+    assert [l[1] for l in jobs_in_log(log)] == [slow["id"]], "only the running job ran"
+    # back at the head of the queue, in order, byte for byte, attempts as before
+    assert ready_raw(r) == [raw(p) for p in rest]
+    assert queue_state(r, "default") == {"ready": 5, "delayed": 0, "reserved": 0, "notify": 5}
+
+
+def test_pause_gives_prefetched_jobs_back_and_resume_runs_them(master, r, tmp_path):
+    log = tmp_path / "fixture.log"
+    master.write_config(native_pool(log=log, extra="prefetch = 8;"))
+    master.start()
+    master.wait_children("w", 1)
+    master.signal(signal.SIGUSR2)
+    wait_for(lambda: master.pool("w")["paused_workers"] == 1, 10, what="worker paused")
+    slow = make_payload("sleep:1000")
+    rest = [make_payload("ok") for _ in range(4)]
+    push_many(r, "default", [slow] + rest)
+    master.signal(signal.SIGCONT)
+    wait_for(lambda: len(jobs_in_log(log)) == 1, 10, what="the slow job to start")
+    master.signal(signal.SIGUSR2)
+    wait_for(lambda: master.pool("w")["paused_workers"] == 1, 10, what="worker paused again")
+    wait_for(lambda: queue_state(r, "default")["reserved"] == 0, 10, what="the prefetched jobs given back")
+    assert ready_raw(r) == [raw(p) for p in rest]
+    assert len(jobs_in_log(log)) == 1
+    master.signal(signal.SIGCONT)
+    wait_for(lambda: len(jobs_in_log(log)) == 5 and empty(r, "default"), 10, what="the rest after resuming")
+    assert all(l[3] == "1" for l in jobs_in_log(log)), "giving back cost no attempt"
+
+
+def test_a_poison_payload_in_a_batch_is_moved_aside(master, r, tmp_path):
+    log = tmp_path / "fixture.log"
+    master.write_config(native_pool(log=log, extra="prefetch = 8;"))
+    master.start()
+    master.wait_children("w", 1)
+    master.signal(signal.SIGUSR2)
+    wait_for(lambda: master.pool("w")["paused_workers"] == 1, 10, what="worker paused")
+    a, b, c = make_payload("ok"), make_payload("ok"), make_payload("ok")
+    bad = b'{"job": "x", broken \xff'
+    push(r, "default", a)
+    push(r, "default", bad)
+    push(r, "default", b)
+    push(r, "default", c)
+    master.signal(signal.SIGCONT)
+    wait_for(lambda: len(jobs_in_log(log)) == 3 and len(failed_records(r, "default")) == 1, 10,
+             what="3 jobs and one poison")
+    assert [l[1] for l in jobs_in_log(log)] == [a["id"], b["id"], c["id"]]
+    assert failed_records(r, "default")[0]["payload"] == bad
+    assert queue_state(r, "default") == {"ready": 0, "delayed": 0, "reserved": 0, "notify": 0}
+
+
+def test_max_jobs_never_prefetches_past_the_limit(master, r, tmp_path):
+    log = tmp_path / "fixture.log"
+    master.write_config(native_pool(log=log, extra="prefetch = 8; max_jobs = 3;"))
+    master.start()
+    master.wait_children("w", 1)
+    master.signal(signal.SIGUSR2)
+    wait_for(lambda: master.pool("w")["paused_workers"] == 1, 10, what="worker paused")
+    push_many(r, "default", [make_payload("ok") for _ in range(7)])
+    master.signal(signal.SIGCONT)
+    wait_for(lambda: len(jobs_in_log(log)) == 7 and empty(r, "default"), 20, what="7 jobs")
+    assert all(l[3] == "1" for l in jobs_in_log(log)), "no job was reserved by a worker that then left"
+    assert master.count_log(r"exited with status 0 \(max_jobs reached\)") >= 2
+
+
+def test_prefetched_reservations_are_extended_while_a_long_job_runs(master, r, tmp_path):
+    log = tmp_path / "fixture.log"
+    master.write_config(native_pool(log=log, extra="prefetch = 4; retry_after = 2; timeout = 0;"))
+    master.start()
+    master.wait_children("w", 1)
+    master.signal(signal.SIGUSR2)
+    wait_for(lambda: master.pool("w")["paused_workers"] == 1, 10, what="worker paused")
+    push_many(r, "default", [make_payload("sleep:4500"), make_payload("ok"), make_payload("ok")])
+    master.signal(signal.SIGCONT)
+    wait_for(lambda: len(jobs_in_log(log)) == 1, 10, what="the long job to start")
+    key = PREFIX + "queues:default:reserved"
+    assert r.zcard(key) == 3, "the two quick jobs were prefetched"
+    # past retry_after: any worker (or queue:work) would migrate an expired
+    # reservation back and run it a second time
+    time.sleep(3.2)
+    assert r.zcard(key) == 3
+    assert r.zrangebyscore(key, "-inf", time.time()) == [], "a prefetched reservation expired"
+    wait_for(lambda: len(jobs_in_log(log)) == 3 and empty(r, "default"), 20, what="the three jobs")
+
+
+def test_killed_worker_loses_no_prefetched_job(master, r, tmp_path):
+    n = 3000
+    log = tmp_path / "fixture.log"
+    master.write_config(native_pool(log=log, processes=2, extra="prefetch = 16; retry_after = 2; tries = 0; "
+                                                                  "job_log = false;"))
+    payloads = [make_payload("sleep:1") for _ in range(n)]
+    push_many(r, "default", payloads)
+    master.start()
+    rng = random.Random(7)
+    kills, killed = 0, set()
+    deadline = time.monotonic() + 300
+    while queue_state(r, "default")["ready"] and time.monotonic() < deadline:
+        workers = children_of(master.proc.pid)
+        if workers:
+            victim = rng.choice(workers)
+            killed.add(victim)
+            killed.update(children_of(victim))
+            try:
+                os.kill(victim, signal.SIGKILL)
+                kills += 1
+            except ProcessLookupError:
+                pass
+        time.sleep(rng.uniform(0.3, 0.5))
+    wait_for(lambda: empty(r, "default"), 120, interval=0.2, what="every job to be handled")
+    runs = {}
+    for line in read_fixture_log(log):
+        if line[0] == "job":
+            runs.setdefault(line[1], []).append(int(line[4]))
+    assert set(runs) == {p["id"] for p in payloads}, "jobs never ran"
+    for i, pids in runs.items():
+        if len(pids) > 1:
+            assert any(p in killed for p in pids[:-1]), "job %s ran twice with no kill: %s" % (i, pids)
+    assert queue_state(r, "default") == {"ready": 0, "delayed": 0, "reserved": 0, "notify": 0}
+    assert kills >= 3
