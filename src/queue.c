@@ -21,9 +21,10 @@
  *   kind 1: a = payload as stored, b = reserved copy (attempts + 1, cjson
  *           re-encoded exactly as Laravel's pop script does); extra = further
  *           jobs popped the same way, (queue, payload, reserved)*. A poison
- *           payload met after the first job is put back at the head of its
- *           queue (with its token) and ends the batch: the next call takes
- *           it first and moves it aside;
+ *           payload met after the first job, or one whose reserved copy is
+ *           already in :reserved (a byte-identical twin), is put back at the
+ *           head of its queue (with its token) and ends the batch: the next
+ *           call takes it first;
  *   kind 2: a poison payload was moved to the failed store: a = uuid, b = why;
  *   kind 0: nothing to pop; next_due = earliest delayed/reserved score.
  * Every job or poison taken consumes one notify token, except the first when
@@ -82,11 +83,16 @@ static const char POP_LUA[] =
     "        if ok2 then reserved = enc else reason = 'payload cannot be re-encoded: ' .. tostring(enc) end\n"
     "      end\n"
     "    end\n"
+    "    if reserved and redis.call('zadd', KEYS[q*5+3], ARGV[2], reserved) == 0 and first then\n"
+    "      reserved = nil\n"
+    "    end\n"
     "    if reserved then\n"
-    "      redis.call('zadd', KEYS[q*5+3], ARGV[2], reserved)\n"
     "      if not first then first = {q + 1, job, reserved}\n"
     "      else extra[#extra + 1] = q + 1; extra[#extra + 1] = job; extra[#extra + 1] = reserved end\n"
     "    elseif first then\n"
+    "      -- a poison payload, or a byte-identical twin of a job in this batch\n"
+    "      -- (one :reserved member cannot stand for two jobs): put it back\n"
+    "      -- and end the batch; the next pop takes it first\n"
     "      redis.call('lpush', KEYS[q*5+1], job)\n"
     "      redis.call('rpush', KEYS[q*5+4], 1)\n"
     "      return {1, first[1], first[2], first[3], full, false, extra}\n"

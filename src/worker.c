@@ -43,17 +43,28 @@
 #define HOOK_TIMEOUT_MS 60000
 
 enum outcome_kind { OUT_NONE = 0, OUT_ACK, OUT_RELEASE, OUT_FAIL, OUT_UNPOP };
-/* At most: the acks of a prefetched batch, one refused outcome, the next job's. */
-#define MAX_PENDING (QPOOL_MAX_PREFETCH + 4)
+/* At most: an ack per job held (the prefetched ones and the current one), a
+ * give-back per prefetched job, one refused outcome. */
+#define MAX_PENDING (4 * QPOOL_MAX_PREFETCH + 8)
 /* Prefetch only while jobs are quick: a slow job's successors would sit
- * reserved (their retry_after clock running) while it runs. */
+ * reserved while idle workers could run them. After a slower job the
+ * prefetched ones are given back. */
 #define PREFETCH_MAX_JOB_MS 100
-/* Between quick jobs, look at the signalfd and /proc statm at most this
- * often (a job that took longer is always followed by both): a job of a few
- * microseconds should not pay three system calls for them. Any wait in this
- * file polls the signalfd anyway, so a signal is seen within one job. */
+/* With prefetch, between quick jobs, look at the signalfd and /proc statm at
+ * most this often (a job that took longer is always followed by both): a job
+ * of a few microseconds should not pay three system calls for them. Any wait
+ * in this file polls the signalfd anyway, so a signal is seen within one
+ * job. Without prefetch both are read after every job, as before. */
 #define SIGNAL_CHECK_MS 1
 #define RSS_CHECK_MS 10
+
+/* How long a reservation may go without being renewed: half of retry_after,
+ * less the second that Laravel's whole-second scores can lose. */
+static int64_t renew_every_ms(const pool_conf_t *p)
+{
+    int64_t ms = (int64_t)p->retry_after * 500 - 1000;
+    return ms < 250 ? 250 : ms;
+}
 
 typedef struct {
     int kind;
@@ -103,6 +114,7 @@ typedef struct {
         redisContext *ctx;
     } ahead;
     int64_t last_job_ms;
+    int64_t held_since_ms;  /* when the oldest reservation this worker holds was last set */
     int64_t signals_read_ms, rss_read_ms;
     uint64_t rss_kb;
 } worker_t;
@@ -450,8 +462,13 @@ static void job_free(job_t *j)
 
 static outcome_t *set_pending(worker_t *w, job_t *j, int kind)
 {
+    static outcome_t dropped;
     if (w->npending == MAX_PENDING) flush_outcome(w); /* cannot happen: kept for safety */
-    outcome_t *o = &w->pending[w->npending++];
+    outcome_t *o = &dropped;
+    if (w->npending < MAX_PENDING)
+        o = &w->pending[w->npending++];
+    else /* only when the master is gone and Redis too: it comes back after retry_after */
+        outcome_clear(&dropped);
     memset(o, 0, sizeof *o);
     o->kind = kind;
     o->qidx = j->pr.qidx;
@@ -471,6 +488,11 @@ static void give_back(worker_t *w, uint32_t mask)
         pop_item_t *it = &w->local[i];
         if (!(mask & (1u << it->qidx))) continue;
         if (w->npending == MAX_PENDING) flush_outcome(w);
+        if (w->npending == MAX_PENDING) { /* the master and Redis are gone: it comes back after retry_after */
+            pop_item_free(it);
+            it->qidx = -1;
+            continue;
+        }
         outcome_t *o = &w->pending[w->npending++];
         memset(o, 0, sizeof *o);
         o->kind = OUT_UNPOP;
@@ -490,11 +512,33 @@ static void give_back(worker_t *w, uint32_t mask)
     if (w->nlocal == w->local_head) w->nlocal = w->local_head = 0;
 }
 
-/* Extend the reservations of the prefetched jobs too while a long job runs. */
-static void extend_local(worker_t *w, int64_t until)
+/* Keep every job this worker holds reserved: write the outcomes so far (a
+ * finished job's ack must not wait behind a long job) and extend the
+ * reservations of the current job and of the prefetched ones. Best effort:
+ * what is not written stays pending. */
+static void renew_held(worker_t *w, const pop_result_t *cur)
 {
+    settle(w);
+    w->held_since_ms = mono_ms();
+    if (!redis_ready(w)) return;
+    int64_t until = wall_s() + w->p->retry_after;
+    int n = w->npending;
+    for (int i = 0; i < n; i++) append_outcome(w, &w->pending[i]);
+    if (cur) queue_append_extend(w->rc, &w->qs.q[cur->qidx], cur->reserved, cur->reslen, until);
     for (int i = w->local_head; i < w->nlocal; i++)
         queue_append_extend(w->rc, &w->qs.q[w->local[i].qidx], w->local[i].reserved, w->local[i].reslen, until);
+    if (n) {
+        char err[256] = "";
+        int rv = collect_pending(w, n, err, sizeof err);
+        if (rv == OW_LOST) return;
+        if (rv == OW_REFUSED) outcome_refused(w, err, false);
+    }
+    int m = (cur ? 1 : 0) + w->nlocal - w->local_head;
+    for (int i = 0; i < m; i++) {
+        redisReply *r;
+        if (rconn_read(w->rc, -1, -1, &r) != RC_OK) return;
+        freeReplyObject(r);
+    }
 }
 
 /* How many jobs to ask for: the pool's prefetch while jobs are quick, never
@@ -578,8 +622,10 @@ static void fire(worker_t *w, job_t *j, hresult_t *res)
     sb_handler(w);
     int64_t start = mono_ms();
     int64_t deadline = timeout ? start + timeout * 1000 : 0;
-    int64_t extend_every = (int64_t)w->p->retry_after * 500;
-    int64_t next_extend = start + extend_every;
+    /* a prefetched job (and the finished ones not yet acked) were reserved
+     * when they were popped, not when this one started */
+    int64_t extend_every = renew_every_ms(w->p);
+    int64_t next_extend = w->held_since_ms + extend_every;
     for (;;) {
         struct pollfd fds[8];
         fds[0] = (struct pollfd){w->sfd, POLLIN, 0};
@@ -609,18 +655,8 @@ static void fire(worker_t *w, job_t *j, hresult_t *res)
             return;
         }
         if (now >= next_extend) {
-            /* Still running: keep the reservation from expiring under us. */
-            settle(w);
-            if (redis_ready(w)) {
-                int64_t reserve_until = wall_s() + w->p->retry_after;
-                queue_append_extend(w->rc, &w->qs.q[j->pr.qidx], j->pr.reserved, j->pr.reslen, reserve_until);
-                extend_local(w, reserve_until);
-                for (int i = w->local_head; i <= w->nlocal; i++) {
-                    redisReply *r;
-                    if (rconn_read(w->rc, -1, -1, &r) != RC_OK) break;
-                    freeReplyObject(r);
-                }
-            }
+            /* Still running: keep the reservations from expiring under us. */
+            renew_held(w, &j->pr);
             next_extend = now + extend_every;
         }
     }
@@ -876,6 +912,7 @@ static bool pop_next(worker_t *w, uint32_t skip, job_t *job)
         idle_wait(w, secs, a.skip_mask);
         return false;
     }
+    w->held_since_ms = now_ms; /* everything held before went out with this pop */
     /* prefetched jobs wait in w->local */
     for (int i = 0; i < job->pr.nextra; i++) {
         pop_item_t *it = &job->pr.extra[i];
@@ -972,7 +1009,8 @@ int worker_main(const pool_conf_t *p, const qconf_t *conf, sb_slot_t *slot, int 
     w->last_migrate_ms = 0;
 
     for (;;) {
-        if (mono_ms() - w->signals_read_ms >= SIGNAL_CHECK_MS || w->last_job_ms >= SIGNAL_CHECK_MS)
+        if (p->prefetch <= 1 || mono_ms() - w->signals_read_ms >= SIGNAL_CHECK_MS ||
+            w->last_job_ms >= SIGNAL_CHECK_MS)
             read_signals(w);
         if (w->parent_dead) return finish(w, 1, SB_EXIT_PARENT);
         if (w->pending_stuck && !w->quit) flush_outcome(w);
@@ -1007,6 +1045,8 @@ int worker_main(const pool_conf_t *p, const qconf_t *conf, sb_slot_t *slot, int 
         uint32_t skip = skip_mask(w);
         if (w->nlocal == w->local_head) settle(w);
         if (skip && w->nlocal > w->local_head) give_back(w, skip); /* queues paused meanwhile */
+        if (w->nlocal > w->local_head && mono_ms() - w->held_since_ms >= renew_every_ms(p))
+            renew_held(w, NULL);
         if (w->nlocal > w->local_head) {
             /* a prefetched job: already reserved, its ack goes with the next pop */
             pop_item_t *it = &w->local[w->local_head++];
@@ -1028,7 +1068,7 @@ int worker_main(const pool_conf_t *p, const qconf_t *conf, sb_slot_t *slot, int 
         w->last_job_ms = mono_ms() - job.started_ms;
         w->busy_ms += (uint64_t)w->last_job_ms;
         int64_t now = mono_ms();
-        if (now - w->rss_read_ms >= RSS_CHECK_MS || w->last_job_ms >= RSS_CHECK_MS) {
+        if (p->prefetch <= 1 || now - w->rss_read_ms >= RSS_CHECK_MS || w->last_job_ms >= RSS_CHECK_MS) {
             w->rss_kb = rss_read(&w->rss_self, w->pid) + rss_read(&w->rss_handler, handler_pgid(w->h));
             w->rss_read_ms = now;
         }
@@ -1036,6 +1076,9 @@ int worker_main(const pool_conf_t *p, const qconf_t *conf, sb_slot_t *slot, int 
         sb_counters(w, rss);
         sb_state(w, SB_IDLE);
         job_free(&job);
+        /* Jobs turned slow: the prefetched ones would wait behind them while
+         * other workers idle. Give them back and go one at a time. */
+        if (w->last_job_ms >= PREFETCH_MAX_JOB_MS && w->nlocal > w->local_head) give_back(w, ~0u);
 
         if (w->npending && w->pending[w->npending - 1].kind != OUT_ACK) flush_outcome(w);
         if (p->memory > 0 && rss > (uint64_t)p->memory * 1024) {

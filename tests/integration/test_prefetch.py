@@ -205,3 +205,68 @@ def test_killed_worker_loses_no_prefetched_job(master, r, tmp_path):
             assert any(p in killed for p in pids[:-1]), "job %s ran twice with no kill: %s" % (i, pids)
     assert queue_state(r, "default") == {"ready": 0, "delayed": 0, "reserved": 0, "notify": 0}
     assert kills >= 3
+
+
+def test_a_finished_jobs_ack_does_not_wait_behind_a_long_job(master, r, tmp_path):
+    # regression: the ack of a prefetched job that finished sat in the worker
+    # until the next pop; behind a long job its reservation expired, and
+    # another worker ran it again
+    log = tmp_path / "fixture.log"
+    master.write_config(native_pool(log=log, extra="prefetch = 8; retry_after = 2; timeout = 0;"))
+    master.start()
+    master.wait_children("w", 1)
+    master.signal(signal.SIGUSR2)
+    wait_for(lambda: master.pool("w")["paused_workers"] == 1, 10, what="worker paused")
+    # six behind the long one: more than half a batch, so no pop goes ahead
+    # (which would carry the ack) before the long job starts
+    push_many(r, "default", [make_payload("ok"), make_payload("sleep:3500")] + [make_payload("ok") for _ in range(6)])
+    master.signal(signal.SIGCONT)
+    wait_for(lambda: len(jobs_in_log(log)) == 2, 10, what="the long job to start")
+    key = PREFIX + "queues:default:reserved"
+    time.sleep(2.6)
+    assert r.zrangebyscore(key, "-inf", time.time()) == [], "a reservation expired while its job was held"
+    assert r.zcard(key) == 7, "the finished job was acked; the long one and the six behind it are reserved"
+    wait_for(lambda: len(jobs_in_log(log)) == 8 and empty(r, "default"), 20, what="the eight jobs")
+    assert all(l[3] == "1" for l in jobs_in_log(log))
+
+
+def test_jobs_turning_slow_are_shared_not_held(master, r, tmp_path):
+    # regression: with every job slower than the prefetch threshold, the
+    # prefetched ones waited (unrenewed) behind each other, expired, and were
+    # run or failed by the other worker
+    log = tmp_path / "fixture.log"
+    master.write_config(native_pool(log=log, processes=2, extra="prefetch = 4; retry_after = 2; tries = 1;"))
+    master.start()
+    master.wait_children("w", 2)
+    master.signal(signal.SIGUSR2)
+    wait_for(lambda: master.pool("w")["paused_workers"] == 2, 10, what="workers paused")
+    payloads = [make_payload("sleep:900") for _ in range(6)]
+    push_many(r, "default", payloads)
+    master.signal(signal.SIGCONT)
+    wait_for(lambda: len(jobs_in_log(log)) == 6 and empty(r, "default"), 30, what="the six jobs")
+    time.sleep(0.5)
+    runs = [l[1] for l in jobs_in_log(log)]
+    assert sorted(runs) == sorted(p["id"] for p in payloads), "each job exactly once"
+    assert all(l[3] == "1" for l in jobs_in_log(log))
+    assert failed_records(r, "default") == []
+
+
+def test_byte_identical_payloads_in_one_batch_are_not_lost(master, r, tmp_path):
+    # regression: two identical payloads in one batch shared one :reserved
+    # member, so giving both back returned only one
+    log = tmp_path / "fixture.log"
+    master.write_config(native_pool(log=log, extra="prefetch = 8;"))
+    master.start()
+    master.wait_children("w", 1)
+    master.signal(signal.SIGUSR2)
+    wait_for(lambda: master.pool("w")["paused_workers"] == 1, 10, what="worker paused")
+    twin, other = raw(make_payload("ok")), raw(make_payload("ok"))
+    push(r, "default", raw(make_payload("sleep:1500")))
+    for p in (twin, twin, other):
+        push(r, "default", p)
+    master.signal(signal.SIGCONT)
+    wait_for(lambda: len(jobs_in_log(log)) == 1, 10, what="the slow job to start")
+    master.signal(signal.SIGTERM)
+    assert master.wait_exit(30) == 0
+    assert ready_raw(r) == [twin, twin, other]
+    assert queue_state(r, "default") == {"ready": 3, "delayed": 0, "reserved": 0, "notify": 3}
