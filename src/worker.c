@@ -835,6 +835,19 @@ static void idle_wait(worker_t *w, double secs, uint32_t skip)
     }
 }
 
+static pop_args_t pop_args(worker_t *w, uint32_t skip, int want, int64_t now_ms)
+{
+    return (pop_args_t){.now = wall_s(),
+                        .retry_after = w->p->retry_after,
+                        .migrate = w->migrate_again || now_ms - w->last_migrate_ms >= MIGRATE_EVERY_MS,
+                        .batch = w->p->migration_batch,
+                        .connection = w->p->queue_connection,
+                        .failed_limit = w->conf->failed_limit,
+                        .skip_mask = skip,
+                        .token_taken = w->token_taken,
+                        .want = want};
+}
+
 /* Pop the next job (and up to prefetch - 1 more into w->local), pipelined
  * with the outcomes written since the last pop. False: nothing to run now
  * (empty and waited, poison moved aside, Redis trouble): go round again. */
@@ -842,15 +855,7 @@ static bool pop_next(worker_t *w, uint32_t skip, job_t *job)
 {
     const pool_conf_t *p = w->p;
     int64_t now_ms = mono_ms();
-    pop_args_t a = {.now = wall_s(),
-                    .retry_after = p->retry_after,
-                    .migrate = w->migrate_again || now_ms - w->last_migrate_ms >= MIGRATE_EVERY_MS,
-                    .batch = p->migration_batch,
-                    .connection = p->queue_connection,
-                    .failed_limit = w->conf->failed_limit,
-                    .skip_mask = skip,
-                    .token_taken = w->token_taken,
-                    .want = want_jobs(w, 0)};
+    pop_args_t a = pop_args(w, skip, want_jobs(w, 0), now_ms);
     int n = w->npending;
     for (int i = 0; i < n; i++) append_outcome(w, &w->pending[i]);
     bool any = queue_append_pop(w->rc, &w->qs, &a);
@@ -935,15 +940,7 @@ static void pop_ahead(worker_t *w)
     uint32_t skip = skip_mask(w);
     if (skip == ((1u << w->qs.nq) - 1)) return;
     int64_t now_ms = mono_ms();
-    pop_args_t a = {.now = wall_s(),
-                    .retry_after = w->p->retry_after,
-                    .migrate = w->migrate_again || now_ms - w->last_migrate_ms >= MIGRATE_EVERY_MS,
-                    .batch = w->p->migration_batch,
-                    .connection = w->p->queue_connection,
-                    .failed_limit = w->conf->failed_limit,
-                    .skip_mask = skip,
-                    .token_taken = w->token_taken,
-                    .want = want};
+    pop_args_t a = pop_args(w, skip, want, now_ms);
     int n = w->npending;
     for (int i = 0; i < n; i++) append_outcome(w, &w->pending[i]);
     queue_append_pop(w->rc, &w->qs, &a);

@@ -206,6 +206,22 @@ def failed_records(r, queue, prefix=PREFIX):
     return out
 
 
+def kill_a_worker(master, rng, killed):
+    """SIGKILL one of the master's children picked by rng; add its pid and
+    its handlers' (they die with it) to killed. Returns 1 if one was killed."""
+    workers = children_of(master.proc.pid)
+    if not workers:
+        return 0
+    victim = rng.choice(workers)
+    killed.add(victim)
+    killed.update(children_of(victim))
+    try:
+        os.kill(victim, signal.SIGKILL)
+        return 1
+    except ProcessLookupError:
+        return 0
+
+
 def read_fixture_log(path):
     """Lines of the fixture handler log as lists of fields."""
     try:

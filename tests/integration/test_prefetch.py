@@ -2,13 +2,12 @@
 while the handler runs, and prefetched jobs that never started given back
 untouched on every graceful stop."""
 import json
-import os
 import random
 import re
 import signal
 import time
 
-from conftest import (PREFIX, children_of, failed_records, make_payload, push, push_many, queue_state,
+from conftest import (PREFIX, failed_records, kill_a_worker, make_payload, push, push_many, queue_state,
                       read_fixture_log, wait_for)
 from test_worker import empty, jobs_in_log, native_pool
 
@@ -26,13 +25,30 @@ def round_trips(master):
     return sum(int(j) for j, _ in m), sum(int(t) for _, t in m)
 
 
+def start_paused(master, log, extra, processes=1):
+    """Start a native pool and pause it, so a test can lay out the queue
+    before the first pop takes a whole batch of it."""
+    master.write_config(native_pool(log=log, processes=processes, extra=extra))
+    master.start()
+    master.wait_children("w", processes)
+    master.signal(signal.SIGUSR2)
+    wait_for(lambda: master.pool("w")["paused_workers"] == processes, 10, what="workers paused")
+
+
+def behind_a_slow_job(master, r, log, ms, n):
+    """Queue a job of ms milliseconds and n quick ones behind it, resume the
+    paused pool and wait for the slow one to start."""
+    slow = make_payload("sleep:%d" % ms)
+    rest = [make_payload("ok") for _ in range(n)]
+    push_many(r, "default", [slow] + rest)
+    master.signal(signal.SIGCONT)
+    wait_for(lambda: len(jobs_in_log(log)) == 1, 10, what="the slow job to start")
+    return slow, rest
+
+
 def test_every_job_runs_once_in_fewer_round_trips(master, r, tmp_path):
     log = tmp_path / "fixture.log"
-    master.write_config(native_pool(log=log, extra="prefetch = 16; job_log = false;"), qpool="")
-    master.start()
-    master.wait_children("w", 1)
-    master.signal(signal.SIGUSR2)  # let the whole backlog build up first
-    wait_for(lambda: master.pool("w")["paused_workers"] == 1, 10, what="worker paused")
+    start_paused(master, log, "prefetch = 16; job_log = false;")
     payloads = [make_payload("ok") for _ in range(500)]
     push_many(r, "default", payloads)
     master.signal(signal.SIGCONT)
@@ -74,16 +90,8 @@ def test_release_fail_and_backoff_are_unchanged(master, r, tmp_path):
 
 def test_sigterm_gives_prefetched_jobs_back_untouched(master, r, tmp_path):
     log = tmp_path / "fixture.log"
-    master.write_config(native_pool(log=log, extra="prefetch = 8;"))
-    master.start()
-    master.wait_children("w", 1)
-    master.signal(signal.SIGUSR2)
-    wait_for(lambda: master.pool("w")["paused_workers"] == 1, 10, what="worker paused")
-    slow = make_payload("sleep:1500")
-    rest = [make_payload("ok") for _ in range(5)]
-    push_many(r, "default", [slow] + rest)
-    master.signal(signal.SIGCONT)
-    wait_for(lambda: len(jobs_in_log(log)) == 1, 10, what="the slow job to start")
+    start_paused(master, log, "prefetch = 8;")
+    slow, rest = behind_a_slow_job(master, r, log, 1500, 5)
     st = queue_state(r, "default")
     assert st["ready"] == 0 and st["reserved"] == 6, "the five behind it were prefetched: %r" % st
     master.signal(signal.SIGTERM)
@@ -96,16 +104,8 @@ def test_sigterm_gives_prefetched_jobs_back_untouched(master, r, tmp_path):
 
 def test_pause_gives_prefetched_jobs_back_and_resume_runs_them(master, r, tmp_path):
     log = tmp_path / "fixture.log"
-    master.write_config(native_pool(log=log, extra="prefetch = 8;"))
-    master.start()
-    master.wait_children("w", 1)
-    master.signal(signal.SIGUSR2)
-    wait_for(lambda: master.pool("w")["paused_workers"] == 1, 10, what="worker paused")
-    slow = make_payload("sleep:1000")
-    rest = [make_payload("ok") for _ in range(4)]
-    push_many(r, "default", [slow] + rest)
-    master.signal(signal.SIGCONT)
-    wait_for(lambda: len(jobs_in_log(log)) == 1, 10, what="the slow job to start")
+    start_paused(master, log, "prefetch = 8;")
+    slow, rest = behind_a_slow_job(master, r, log, 1000, 4)
     master.signal(signal.SIGUSR2)
     wait_for(lambda: master.pool("w")["paused_workers"] == 1, 10, what="worker paused again")
     wait_for(lambda: queue_state(r, "default")["reserved"] == 0, 10, what="the prefetched jobs given back")
@@ -118,11 +118,7 @@ def test_pause_gives_prefetched_jobs_back_and_resume_runs_them(master, r, tmp_pa
 
 def test_a_poison_payload_in_a_batch_is_moved_aside(master, r, tmp_path):
     log = tmp_path / "fixture.log"
-    master.write_config(native_pool(log=log, extra="prefetch = 8;"))
-    master.start()
-    master.wait_children("w", 1)
-    master.signal(signal.SIGUSR2)
-    wait_for(lambda: master.pool("w")["paused_workers"] == 1, 10, what="worker paused")
+    start_paused(master, log, "prefetch = 8;")
     a, b, c = make_payload("ok"), make_payload("ok"), make_payload("ok")
     bad = b'{"job": "x", broken \xff'
     push(r, "default", a)
@@ -139,11 +135,7 @@ def test_a_poison_payload_in_a_batch_is_moved_aside(master, r, tmp_path):
 
 def test_max_jobs_never_prefetches_past_the_limit(master, r, tmp_path):
     log = tmp_path / "fixture.log"
-    master.write_config(native_pool(log=log, extra="prefetch = 8; max_jobs = 3;"))
-    master.start()
-    master.wait_children("w", 1)
-    master.signal(signal.SIGUSR2)
-    wait_for(lambda: master.pool("w")["paused_workers"] == 1, 10, what="worker paused")
+    start_paused(master, log, "prefetch = 8; max_jobs = 3;")
     push_many(r, "default", [make_payload("ok") for _ in range(7)])
     master.signal(signal.SIGCONT)
     wait_for(lambda: len(jobs_in_log(log)) == 7 and empty(r, "default"), 20, what="7 jobs")
@@ -153,11 +145,7 @@ def test_max_jobs_never_prefetches_past_the_limit(master, r, tmp_path):
 
 def test_prefetched_reservations_are_extended_while_a_long_job_runs(master, r, tmp_path):
     log = tmp_path / "fixture.log"
-    master.write_config(native_pool(log=log, extra="prefetch = 4; retry_after = 2; timeout = 0;"))
-    master.start()
-    master.wait_children("w", 1)
-    master.signal(signal.SIGUSR2)
-    wait_for(lambda: master.pool("w")["paused_workers"] == 1, 10, what="worker paused")
+    start_paused(master, log, "prefetch = 4; retry_after = 2; timeout = 0;")
     push_many(r, "default", [make_payload("sleep:4500"), make_payload("ok"), make_payload("ok")])
     master.signal(signal.SIGCONT)
     wait_for(lambda: len(jobs_in_log(log)) == 1, 10, what="the long job to start")
@@ -183,16 +171,7 @@ def test_killed_worker_loses_no_prefetched_job(master, r, tmp_path):
     kills, killed = 0, set()
     deadline = time.monotonic() + 300
     while queue_state(r, "default")["ready"] and time.monotonic() < deadline:
-        workers = children_of(master.proc.pid)
-        if workers:
-            victim = rng.choice(workers)
-            killed.add(victim)
-            killed.update(children_of(victim))
-            try:
-                os.kill(victim, signal.SIGKILL)
-                kills += 1
-            except ProcessLookupError:
-                pass
+        kills += kill_a_worker(master, rng, killed)
         time.sleep(rng.uniform(0.3, 0.5))
     wait_for(lambda: empty(r, "default"), 120, interval=0.2, what="every job to be handled")
     runs = {}
@@ -212,11 +191,7 @@ def test_a_finished_jobs_ack_does_not_wait_behind_a_long_job(master, r, tmp_path
     # until the next pop; behind a long job its reservation expired, and
     # another worker ran it again
     log = tmp_path / "fixture.log"
-    master.write_config(native_pool(log=log, extra="prefetch = 8; retry_after = 2; timeout = 0;"))
-    master.start()
-    master.wait_children("w", 1)
-    master.signal(signal.SIGUSR2)
-    wait_for(lambda: master.pool("w")["paused_workers"] == 1, 10, what="worker paused")
+    start_paused(master, log, "prefetch = 8; retry_after = 2; timeout = 0;")
     # six behind the long one: more than half a batch, so no pop goes ahead
     # (which would carry the ack) before the long job starts
     push_many(r, "default", [make_payload("ok"), make_payload("sleep:3500")] + [make_payload("ok") for _ in range(6)])
@@ -235,11 +210,7 @@ def test_jobs_turning_slow_are_shared_not_held(master, r, tmp_path):
     # prefetched ones waited (unrenewed) behind each other, expired, and were
     # run or failed by the other worker
     log = tmp_path / "fixture.log"
-    master.write_config(native_pool(log=log, processes=2, extra="prefetch = 4; retry_after = 2; tries = 1;"))
-    master.start()
-    master.wait_children("w", 2)
-    master.signal(signal.SIGUSR2)
-    wait_for(lambda: master.pool("w")["paused_workers"] == 2, 10, what="workers paused")
+    start_paused(master, log, "prefetch = 4; retry_after = 2; tries = 1;", processes=2)
     payloads = [make_payload("sleep:900") for _ in range(6)]
     push_many(r, "default", payloads)
     master.signal(signal.SIGCONT)
@@ -255,11 +226,7 @@ def test_byte_identical_payloads_in_one_batch_are_not_lost(master, r, tmp_path):
     # regression: two identical payloads in one batch shared one :reserved
     # member, so giving both back returned only one
     log = tmp_path / "fixture.log"
-    master.write_config(native_pool(log=log, extra="prefetch = 8;"))
-    master.start()
-    master.wait_children("w", 1)
-    master.signal(signal.SIGUSR2)
-    wait_for(lambda: master.pool("w")["paused_workers"] == 1, 10, what="worker paused")
+    start_paused(master, log, "prefetch = 8;")
     twin, other = raw(make_payload("ok")), raw(make_payload("ok"))
     push(r, "default", raw(make_payload("sleep:1500")))
     for p in (twin, twin, other):

@@ -1,10 +1,8 @@
 """No job is lost: worker kills, Redis restarts."""
-import os
 import random
-import signal
 import time
 
-from conftest import (FIXTURE_HANDLER, PREFIX, RedisServer, children_of, make_payload, push_many,
+from conftest import (FIXTURE_HANDLER, PREFIX, RedisServer, kill_a_worker, make_payload, push_many,
                       queue_state, read_fixture_log, wait_for)
 
 
@@ -31,15 +29,7 @@ def test_no_job_is_lost_while_workers_are_killed(master, r, tmp_path):
         return st["ready"] == 0 and st["reserved"] == 0 and st["delayed"] == 0
 
     while not done() and time.monotonic() < deadline:
-        workers = children_of(master.proc.pid)
-        if workers:
-            victim = rng.choice(workers)
-            killed_handlers.update(children_of(victim))  # its pipe handler dies with it
-            try:
-                os.kill(victim, signal.SIGKILL)
-                kills += 1
-            except ProcessLookupError:
-                pass
+        kills += kill_a_worker(master, rng, killed_handlers)
         # every 200 ms on average; the jitter keeps the kills from locking in
         # phase with the master's 1 s respawn delay (which would kill every
         # new worker before its first job)
