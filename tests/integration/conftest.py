@@ -407,6 +407,27 @@ def laravel_env(redis_port, d):
     return env
 
 
+def clean_env(env):
+    """env without the keys only the tests use (those starting with "_", such
+    as "_cwd", where the app's artisan is run)."""
+    return {k: v for k, v in env.items() if not k.startswith("_")}
+
+
+def migrate_app(env, timeout=120):
+    """Run the app's migrations (in env["_cwd"]) on its sqlite database."""
+    res = subprocess.run(["php", "artisan", "migrate", "--force"], cwd=env["_cwd"], env=clean_env(env),
+                         capture_output=True, text=True, timeout=timeout)
+    assert res.returncode == 0, res.stdout + res.stderr
+
+
+def migrated_app_env(redis_port, d):
+    """laravel_env for the fixture app run in place, migrated."""
+    env = laravel_env(redis_port, d)
+    env["_cwd"] = str(LARAVEL_APP)
+    migrate_app(env)
+    return env
+
+
 @pytest.fixture
 def laravel_app(tmp_path, redis_server):
     """The fixture Laravel 8 app, with its writable paths in tmp_path."""

@@ -21,9 +21,9 @@ import pytest
 
 import redis
 
-from conftest import laravel_env
+from conftest import LARAVEL_APP, clean_env, migrate_app, migrated_app_env
 
-APP_DIR = Path(__file__).resolve().parent.parent / "laravel-app"
+APP_DIR = LARAVEL_APP
 PHP = shutil.which("php") or "/usr/bin/php"
 REDIS_SERVER = "/usr/bin/redis-server"
 PREFIX = "laravel_database_"
@@ -40,26 +40,10 @@ def redis_server(module_redis_port):
     return module_redis_port
 
 
-def _migrate(env):
-    res = subprocess.run([PHP, "artisan", "migrate", "--force"], cwd=env["_cwd"],
-                         env=_clean(env), capture_output=True, text=True, timeout=60)
-    assert res.returncode == 0, res.stdout + res.stderr
-
-
-def _clean(env):
-    return {k: v for k, v in env.items() if not k.startswith("_")}
-
-
 @pytest.fixture(scope="module")
 def app_env(redis_server, tmp_path_factory):
     """Environment for running tests/laravel-app in place (APP_STORAGE mode)."""
-    d = tmp_path_factory.mktemp("laravel")
-    env = laravel_env(redis_server, d)
-    env.update({
-        "_cwd": str(APP_DIR),
-    })
-    _migrate(env)
-    return env
+    return migrated_app_env(redis_server, tmp_path_factory.mktemp("laravel"))
 
 
 @pytest.fixture
@@ -81,7 +65,7 @@ class App:
 
     def artisan(self, *args, timeout=60, check=True):
         res = subprocess.run([PHP, "artisan", *args], cwd=self.env["_cwd"],
-                             env=_clean(self.env), capture_output=True, text=True,
+                             env=clean_env(self.env), capture_output=True, text=True,
                              timeout=timeout)
         if check:
             assert res.returncode == 0, (args, res.returncode, res.stdout, res.stderr)
@@ -89,7 +73,7 @@ class App:
 
     def spawn(self, *args):
         return subprocess.Popen([PHP, "artisan", *args], cwd=self.env["_cwd"],
-                                env=_clean(self.env), stdout=subprocess.PIPE,
+                                env=clean_env(self.env), stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, text=True)
 
     def markers(self):
@@ -201,7 +185,7 @@ def test_always_fails_job_is_retried_then_failed(app):
 
     env = dict(app.env, LOG_CHANNEL="null")
     worker = subprocess.Popen([PHP, "artisan", "queue:work", "redis", "--sleep=0.2", "--max-time=30"],
-                              cwd=env["_cwd"], env=_clean(env), stdout=subprocess.PIPE,
+                              cwd=env["_cwd"], env=clean_env(env), stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, text=True)
     try:
         m = app.wait_for(lambda m: any(x.get("event") == "failed_hook" for x in m), timeout=25)
@@ -282,7 +266,7 @@ def test_copied_app_without_app_storage(app, tmp_path):
     db.touch()
     env = {k: v for k, v in app.env.items() if k != "APP_STORAGE"}
     env.update({"_cwd": str(copy), "DB_DATABASE": str(db)})
-    _migrate(env)
+    migrate_app(env)
     copied = App(env)
     copied.artisan("fixture:dispatch", "MarkerJob", "--tag=copy")
     copied.artisan("queue:work", "redis", "--once")

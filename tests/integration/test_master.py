@@ -15,6 +15,17 @@ def child_cmd(*args):
     return "[%s]" % ", ".join('"%s"' % a for a in [PYTHON, SIGNAL_CHILD] + list(args))
 
 
+def ext_pool(name, queue, n, log, args=("run",), extra=""):
+    """An external pool of n signal-child.py children logging to log."""
+    return ('{ name = "%s"; queues = ["%s"]; processes = %d; command = %s; %s'
+            'environment = { SIGNAL_LOG = "%s"; }; }' % (name, queue, n, child_cmd(*args), extra, log))
+
+
+def wait_started(log, pids):
+    """Until every child in pids has logged START (its signal handlers are in)."""
+    wait_for(lambda: all("START" in signal_log(log).get(p, []) for p in pids), 10, what="children up")
+
+
 def signal_log(path):
     """{pid: [event, ...]} from signal-child's log."""
     out = {}
@@ -124,11 +135,10 @@ def test_crashing_pool_backs_off_exponentially_and_others_stay_up(master):
 
 def test_pause_and_resume_reach_every_child_and_respawns_while_paused(master, tmp_path):
     log = tmp_path / "signals.log"
-    master.write_config('{ name = "ext"; queues = ["q"]; processes = 2; command = %s; '
-                        'environment = { SIGNAL_LOG = "%s"; }; }' % (child_cmd("run"), log))
+    master.write_config(ext_pool("ext", "q", 2, log))
     master.start()
     pids = master.wait_children("ext", 2)
-    wait_for(lambda: all("START" in signal_log(log).get(p, []) for p in pids), 10, what="children up")
+    wait_started(log, pids)
     master.signal(signal.SIGUSR2)
     wait_for(lambda: all("SIGUSR2" in signal_log(log).get(p, []) for p in pids), 10, what="SIGUSR2 forwarded")
     # a child respawned during the pause is paused too
@@ -145,8 +155,7 @@ def test_pause_and_resume_reach_every_child_and_respawns_while_paused(master, tm
 def test_pause_waits_for_a_child_to_install_its_handler(master, tmp_path):
     """SIGUSR2's default action kills: it is only sent once the child catches it."""
     log = tmp_path / "signals.log"
-    master.write_config('{ name = "late"; queues = ["q"]; processes = 1; command = %s; '
-                        'environment = { SIGNAL_LOG = "%s"; }; }' % (child_cmd("late-handlers", "1.5"), log))
+    master.write_config(ext_pool("late", "q", 1, log, ("late-handlers", "1.5")))
     master.start()
     pid = master.wait_children("late", 1)[0]
     master.signal(signal.SIGUSR2)
@@ -157,15 +166,13 @@ def test_pause_waits_for_a_child_to_install_its_handler(master, tmp_path):
 
 def test_graceful_stop_waits_for_slow_children_and_kills_stubborn_ones(master, tmp_path):
     log = tmp_path / "signals.log"
-    master.write_config(
-        '{ name = "slow"; queues = ["a"]; processes = 1; command = %s; environment = { SIGNAL_LOG = "%s"; }; },\n'
-        '{ name = "stubborn"; queues = ["b"]; processes = 1; command = %s; environment = { SIGNAL_LOG = "%s"; }; },\n'
-        '{ name = "plain"; queues = ["c"]; processes = 2; command = %s; environment = { SIGNAL_LOG = "%s"; }; }'
-        % (child_cmd("slow-stop", "2"), log, child_cmd("ignore-term"), log, child_cmd("run"), log),
-        qpool="shutdown_timeout = 4;")
+    master.write_config(",\n".join([ext_pool("slow", "a", 1, log, ("slow-stop", "2")),
+                                     ext_pool("stubborn", "b", 1, log, ("ignore-term",)),
+                                     ext_pool("plain", "c", 2, log)]),
+                        qpool="shutdown_timeout = 4;")
     master.start()
     pids = master.wait_children("slow", 1) + master.wait_children("stubborn", 1) + master.wait_children("plain", 2)
-    wait_for(lambda: all("START" in signal_log(log).get(p, []) for p in pids), 10, what="children up")
+    wait_started(log, pids)
     sid = master.sid
     t0 = time.monotonic()
     master.signal(signal.SIGTERM)
@@ -323,15 +330,13 @@ def test_children_get_a_clean_process_setup(master, tmp_path):
     wd = tmp_path / "work"
     wd.mkdir()
     log = tmp_path / "signals.log"
-    master.write_config('{ name = "ext"; queues = ["q"]; processes = 1; command = %s; nice = 5; '
-                        'working_directory = "%s"; environment = { SIGNAL_LOG = "%s"; }; }'
-                        % (child_cmd("run"), wd, log))
+    master.write_config(ext_pool("ext", "q", 1, log, extra='nice = 5; working_directory = "%s"; ' % wd))
     master.start()
     pid = master.wait_children("ext", 1)[0]
     # The child is a Python interpreter: while it starts up it has module files
     # (and then its signal log) open for a moment. Look once it is idle, and
     # give a transient descriptor time to close; a leaked one never does.
-    wait_for(lambda: "START" in signal_log(log).get(pid, []), 10, what="child up")
+    wait_started(log, [pid])
     fds = lambda: sorted(int(fd) for fd in os.listdir("/proc/%d/fd" % pid))
     try:
         wait_for(lambda: fds() == [0, 1, 2], 5, what="only stdin, stdout, stderr open")

@@ -24,10 +24,10 @@ import pytest
 
 import redis
 
-from conftest import laravel_env
+from conftest import LARAVEL_APP, clean_env, migrated_app_env
 
 ROOT = Path(__file__).resolve().parent.parent.parent
-APP_DIR = ROOT / "tests" / "laravel-app"
+APP_DIR = LARAVEL_APP
 ADAPTER = ROOT / "php" / "qpool-handler.php"
 PHP = shutil.which("php") or "/usr/bin/php"
 REDIS_SERVER = "/usr/bin/redis-server"
@@ -100,10 +100,6 @@ class QpoolTestEdgeHandler
 
 
 
-def _clean(env):
-    return {k: v for k, v in env.items() if not k.startswith("_")}
-
-
 @pytest.fixture(scope="module")
 def redis_server(module_redis_port):
     """This module shares one redis-server; its tests get the port."""
@@ -113,15 +109,9 @@ def redis_server(module_redis_port):
 @pytest.fixture(scope="module")
 def app_env(redis_server, tmp_path_factory):
     d = tmp_path_factory.mktemp("laravel")
-    env = laravel_env(redis_server, d)
-    env.update({
-        "_cwd": str(APP_DIR),
-        "_dir": str(d),
-    })
+    env = migrated_app_env(redis_server, d)
+    env["_dir"] = str(d)
     (d / "prelude.php").write_text(PRELUDE)
-    res = subprocess.run([PHP, "artisan", "migrate", "--force"], cwd=env["_cwd"],
-                         env=_clean(env), capture_output=True, text=True, timeout=120)
-    assert res.returncode == 0, res.stdout + res.stderr
     return env
 
 
@@ -132,7 +122,7 @@ class App:
 
     def dispatch(self, job, *args):
         res = subprocess.run([PHP, "artisan", "fixture:dispatch", job, *args],
-                             cwd=self.env["_cwd"], env=_clean(self.env),
+                             cwd=self.env["_cwd"], env=clean_env(self.env),
                              capture_output=True, text=True, timeout=120)
         assert res.returncode == 0, (job, args, res.stdout, res.stderr)
         return res
@@ -197,7 +187,7 @@ class Adapter:
         self.app = app
         self.stderr_path = Path(app.env["_dir"]) / ("adapter-%s.stderr" % uuidlib.uuid4().hex[:8])
         self._stderr = open(self.stderr_path, "wb")
-        env = _clean(app.env)
+        env = clean_env(app.env)
         env.update(env_extra or {})
         self.proc = subprocess.Popen(
             [PHP, *php_args, str(ADAPTER), str(APP_DIR)],
