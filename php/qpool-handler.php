@@ -6,15 +6,18 @@
  *     php /path/to/qpool/php/qpool-handler.php /path/to/laravel/app
  *
  * Boots the app once (its own bootstrap/app.php and console kernel), prints
- * {"type":"ready","protocol":1}, then runs the `job` and `failed` requests
- * qpool writes to stdin, one JSON response line each on stdout, the way
- * `php artisan queue:work` runs jobs. qpool owns Redis and every retry,
- * backoff, timeout and failure decision. Diagnostics and anything a job
- * prints go to stderr. Exits 0 on stdin EOF or after SIGTERM (finishing the
- * current request first).
+ * {"type":"ready","protocol":2}, then runs the `job` and `failed` requests
+ * qpool writes, one JSON response line each, echoing the request's "seq", the
+ * way `php artisan queue:work` runs jobs. The requests come on the descriptor
+ * named by QPOOL_REQUEST_FD and the responses go to QPOOL_RESPONSE_FD
+ * (protocol 2); without them, on stdin/stdout, which the adapter then moves
+ * off descriptors 0 and 1 itself. qpool owns Redis and every retry, backoff,
+ * timeout and failure decision. Diagnostics and anything a job prints go to
+ * stderr. Exits 0 on EOF of the request channel or after SIGTERM (finishing
+ * the current request first; that response says "exiting": true).
  *
- * Environment: QPOOL_PHP_DUP_STDOUT=0 disables the ext-ffi file-descriptor
- * isolation of stdout (output buffering still applies).
+ * Environment: QPOOL_PHP_FFI=0 stops the adapter from using ext-ffi's dup2()
+ * on the stdin/stdout path (it then closes and reopens them instead).
  */
 
 if (PHP_SAPI !== 'cli') {

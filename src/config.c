@@ -304,9 +304,27 @@ static void env_set(pool_conf_t *p, const char *name, const char *value)
     p->nenv++;
 }
 
+/* handler.protocol: "auto" (0), 1 or 2 */
+static bool want_protocol(ctx_t *x, const config_setting_t *s, int *out)
+{
+    if (config_setting_type(s) == CONFIG_TYPE_STRING && !strcmp(config_setting_get_string(s), "auto")) {
+        *out = HANDLER_PROTO_AUTO;
+        return true;
+    }
+    if (config_setting_type(s) == CONFIG_TYPE_INT) {
+        int v = config_setting_get_int(s);
+        if (v == 1 || v == 2) {
+            *out = v;
+            return true;
+        }
+    }
+    cerr(x, s, "handler.protocol: expected \"auto\", 1 or 2");
+    return false;
+}
+
 static bool parse_handler(ctx_t *x, const config_setting_t *s, pool_conf_t *p)
 {
-    static const char *const known[] = {"type", "command", "start_timeout", NULL};
+    static const char *const known[] = {"type", "command", "start_timeout", "protocol", NULL};
     if (config_setting_type(s) != CONFIG_TYPE_GROUP) {
         cerr(x, s, "handler: expected a group { type = ...; command = [...]; }");
         return false;
@@ -322,6 +340,8 @@ static bool parse_handler(ctx_t *x, const config_setting_t *s, pool_conf_t *p)
             ok &= want_strv(x, e, true, &p->handler_command);
         else if (strcmp(k, "start_timeout") == 0)
             ok &= want_num(x, e, 0.1, 3600, &p->handler_start_timeout);
+        else if (strcmp(k, "protocol") == 0)
+            ok &= want_protocol(x, e, &p->handler_protocol);
         else {
             unknown_key(x, e, "handler", known);
             ok = false;
@@ -1138,7 +1158,8 @@ bool pool_conf_same_except_size(const pool_conf_t *a, const pool_conf_t *b)
         return false;
     if (memcmp(a->backoff, b->backoff, sizeof(int) * (size_t)a->nbackoff)) return false;
     if (a->handler_type != b->handler_type || !strv_eq(a->handler_command, b->handler_command) ||
-        a->handler_start_timeout != b->handler_start_timeout || !strv_eq(a->command, b->command))
+        a->handler_start_timeout != b->handler_start_timeout || a->handler_protocol != b->handler_protocol ||
+        !strv_eq(a->command, b->command))
         return false;
     if (!str_eq(a->user, b->user) || !str_eq(a->group, b->group) ||
         !str_eq(a->working_directory, b->working_directory) || a->nice != b->nice ||
@@ -1257,8 +1278,13 @@ void config_print(const qconf_t *c, FILE *f)
             fprintf(f, "%shandler = {\n", in);
             fprintf(f, "%s  type = \"%s\";\n", in, handler_names[p->handler_type]);
             print_strv(f, "      ", "command", p->handler_command);
-            if (p->handler_type == HANDLER_PIPE)
+            if (p->handler_type == HANDLER_PIPE) {
                 print_num(f, "      ", "start_timeout", p->handler_start_timeout);
+                if (p->handler_protocol == HANDLER_PROTO_AUTO)
+                    fprintf(f, "      protocol = \"auto\";\n");
+                else
+                    fprintf(f, "      protocol = %d;\n", p->handler_protocol);
+            }
             fprintf(f, "%s};\n", in);
         } else
             print_strv(f, in, "command", p->command);

@@ -37,6 +37,10 @@ typedef struct {
 enum balance_mode { BALANCE_OFF = 0, BALANCE_AUTO = 1 };
 enum auto_strategy { STRATEGY_TIME = 0, STRATEGY_SIZE = 1 };
 enum handler_type { HANDLER_NONE = 0, HANDLER_EXEC = 1, HANDLER_PIPE = 2 };
+/* pipe handler protocol: auto = start with the version 2 layout (protocol on
+ * fds 3/4) and fall back to version 1 (stdin/stdout) if the handler says
+ * ready on stdout */
+enum handler_proto { HANDLER_PROTO_AUTO = 0, HANDLER_PROTO_1 = 1, HANDLER_PROTO_2 = 2 };
 
 typedef struct {
     char *name;
@@ -84,6 +88,7 @@ typedef struct {
     int handler_type;
     char **handler_command;
     double handler_start_timeout;
+    int handler_protocol;      /* enum handler_proto */
     char **command;            /* template argv, placeholders unexpanded */
 
     char *user;

@@ -1,5 +1,15 @@
 /*
  * handler.c - exec and pipe handlers (see handler.h, docs/handler-protocol.md).
+ *
+ * A pipe handler is started in one of two layouts:
+ *   fds    (protocol 2) fd 0 /dev/null, fd 1 a pipe the worker logs, fd 2
+ *          the worker's stderr, fd 3 requests, fd 4 responses. Nothing a job
+ *          prints, and nothing a process it starts reads or writes on its
+ *          stdin/stdout, can reach the protocol.
+ *   stdio  (protocol 1) requests on stdin, responses on stdout.
+ * With handler.protocol = "auto" a handler is started in the fds layout; one
+ * that says ready on stdout instead speaks protocol 1 and is started again in
+ * the stdio layout (once per worker).
  */
 #include "handler.h"
 #include "log.h"
@@ -10,10 +20,12 @@
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -23,6 +35,12 @@
 #define LINE_MAX_BYTES (16 * 1024 * 1024)
 #define PIPE_BACKOFF_MIN_MS 100
 #define PIPE_BACKOFF_MAX_MS 30000
+#define EXIT_GRACE_MS 5000       /* a handler that said "exiting" gets this long to go */
+#define LOG_PIPE_SIZE (1 << 20)  /* room for a handler's stdout between two jobs */
+#define FD_REQUEST 3
+#define FD_RESPONSE 4
+
+enum { LAYOUT_FDS = 0, LAYOUT_STDIO = 1 };
 
 struct handler {
     const pool_conf_t *p;
@@ -32,13 +50,20 @@ struct handler {
     pid_t pid;          /* 0 when no process */
     bool exited;        /* reaped; status valid */
     int status;
-    int in_fd, out_fd, err_fd;
-    sbuf_t out, err, tail;
+    int in_fd, out_fd, err_fd, log_fd;
+    sbuf_t out, err, tail, log;
     sbuf_t w;           /* request bytes not yet written */
     size_t woff;
+    bool unread_known;  /* the request pipe was closed under us: */
+    size_t unread;      /* this many written bytes were never read */
 
     /* pipe handler */
+    int layout;
+    int proto;          /* 1 or 2, known once ready */
     bool ready;
+    bool exiting;       /* its last response said so: start a fresh one */
+    int64_t exit_deadline_ms;
+    uint64_t seq;       /* id of the last request sent */
     int backoff_ms;
     int64_t retry_at_ms;
     int64_t started_ms;
@@ -52,11 +77,13 @@ handler_t *handler_new(const pool_conf_t *p, const char *tag)
     handler_t *h = xcalloc(1, sizeof *h);
     h->p = p;
     h->type = p->handler_type;
+    h->layout = p->handler_protocol == HANDLER_PROTO_1 ? LAYOUT_STDIO : LAYOUT_FDS;
     snprintf(h->tag, sizeof h->tag, "%s", tag);
-    h->in_fd = h->out_fd = h->err_fd = -1;
+    h->in_fd = h->out_fd = h->err_fd = h->log_fd = -1;
     sbuf_init(&h->out);
     sbuf_init(&h->err);
     sbuf_init(&h->tail);
+    sbuf_init(&h->log);
     sbuf_init(&h->w);
     return h;
 }
@@ -72,10 +99,13 @@ static void close_all(handler_t *h)
     close_fd(&h->in_fd);
     close_fd(&h->out_fd);
     close_fd(&h->err_fd);
+    close_fd(&h->log_fd);
     sbuf_reset(&h->out);
     sbuf_reset(&h->err);
+    sbuf_reset(&h->log);
     sbuf_reset(&h->w);
     h->woff = 0;
+    h->unread_known = false;
 }
 
 /* Kill the process group and wait for the leader. */
@@ -96,13 +126,14 @@ static void kill_wait(handler_t *h)
     h->pid = 0;
     h->exited = false;
     h->ready = false;
+    h->exiting = false;
 }
 
 void handler_free(handler_t *h)
 {
     if (!h) return;
     if (h->type == HANDLER_PIPE && h->pid > 0 && !h->exited && !h->in_job) {
-        /* EOF on stdin asks a pipe handler to exit; give it 2 s. */
+        /* EOF on its request channel asks a pipe handler to exit; give it 2 s. */
         close_fd(&h->in_fd);
         for (int i = 0; i < 100 && !h->exited; i++) {
             handler_reap(h);
@@ -113,6 +144,7 @@ void handler_free(handler_t *h)
     sbuf_free(&h->out);
     sbuf_free(&h->err);
     sbuf_free(&h->tail);
+    sbuf_free(&h->log);
     sbuf_free(&h->w);
     free(h);
 }
@@ -130,25 +162,73 @@ pid_t handler_pgid(const handler_t *h)
     return h->pid > 0 && !h->exited ? h->pid : 0;
 }
 
-static int spawn(handler_t *h, const hjob_t *j, bool capture_stderr)
+/* ------------------------------------------------------------ processes */
+
+/* In the child: make fd i a copy of want[i] (-1: leave fd i as it is), then
+ * close everything above. Sources are first moved out of the way so that no
+ * dup2 overwrites a source still needed. */
+static void child_fds(const int *want, int n)
 {
-    int in[2], out[2], err[2] = {-1, -1};
-    if (pipe2(in, O_CLOEXEC) < 0) return -1;
-    if (pipe2(out, O_CLOEXEC) < 0) {
-        close(in[0]);
-        close(in[1]);
+    int tmp[8];
+    for (int i = 0; i < n; i++) tmp[i] = want[i] >= 0 ? fcntl(want[i], F_DUPFD_CLOEXEC, 16) : -1;
+    for (int i = 0; i < n; i++)
+        if (tmp[i] >= 0) dup2(tmp[i], i);
+    closefrom(n);
+}
+
+static void child_env(const handler_t *h, const hjob_t *j)
+{
+    if (j) {
+        char num[32];
+        setenv("QPOOL_QUEUE", j->queue, 1);
+        setenv("QPOOL_CONNECTION", j->connection, 1);
+        setenv("QPOOL_JOB_ID", j->id ? j->id : "", 1);
+        setenv("QPOOL_JOB_UUID", j->uuid ? j->uuid : "", 1);
+        setenv("QPOOL_JOB_NAME", j->name ? j->name : "", 1);
+        snprintf(num, sizeof num, "%ld", j->attempts);
+        setenv("QPOOL_ATTEMPTS", num, 1);
+        snprintf(num, sizeof num, "%ld", j->max_tries);
+        setenv("QPOOL_MAX_TRIES", num, 1);
+    }
+    if (h->type == HANDLER_PIPE && h->layout == LAYOUT_FDS) {
+        setenv("QPOOL_PROTOCOL", "2", 1);
+        setenv("QPOOL_REQUEST_FD", "3", 1);
+        setenv("QPOOL_RESPONSE_FD", "4", 1);
+    } else {
+        unsetenv("QPOOL_PROTOCOL");
+        unsetenv("QPOOL_REQUEST_FD");
+        unsetenv("QPOOL_RESPONSE_FD");
+    }
+    setenv("QPOOL_POOL", h->p->name, 1);
+}
+
+static void close_pair(int *p)
+{
+    if (p[0] >= 0) close(p[0]);
+    if (p[1] >= 0) close(p[1]);
+    p[0] = p[1] = -1;
+}
+
+/* Pipes: in (requests or the payload), out (responses, or stdout of an exec
+ * handler), extra (stderr of an exec handler, stdout of an fds-layout pipe
+ * handler). */
+static int spawn(handler_t *h, const hjob_t *j)
+{
+    bool fds = h->type == HANDLER_PIPE && h->layout == LAYOUT_FDS;
+    bool want_extra = h->type == HANDLER_EXEC || fds;
+    int in[2] = {-1, -1}, out[2] = {-1, -1}, extra[2] = {-1, -1};
+    if (pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0 || (want_extra && pipe2(extra, O_CLOEXEC) < 0)) {
+        int e = errno;
+        close_pair(in), close_pair(out), close_pair(extra);
+        errno = e;
         return -1;
     }
-    if (capture_stderr && pipe2(err, O_CLOEXEC) < 0) {
-        close(in[0]), close(in[1]), close(out[0]), close(out[1]);
-        return -1;
-    }
+    if (fds) (void)fcntl(extra[1], F_SETPIPE_SZ, LOG_PIPE_SIZE); /* best effort */
     pid_t parent = getpid();
     pid_t pid = fork();
     if (pid < 0) {
         int e = errno;
-        close(in[0]), close(in[1]), close(out[0]), close(out[1]);
-        if (capture_stderr) close(err[0]), close(err[1]);
+        close_pair(in), close_pair(out), close_pair(extra);
         errno = e;
         return -1;
     }
@@ -156,43 +236,41 @@ static int spawn(handler_t *h, const hjob_t *j, bool capture_stderr)
         setpgid(0, 0);
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         if (getppid() != parent) _exit(1);
-        dup2(in[0], 0);
-        dup2(out[1], 1);
-        if (capture_stderr) dup2(err[1], 2);
-        closefrom(3);
-        proc_reset_signals();
-        if (j) {
-            char num[32];
-            setenv("QPOOL_QUEUE", j->queue, 1);
-            setenv("QPOOL_CONNECTION", j->connection, 1);
-            setenv("QPOOL_JOB_ID", j->id ? j->id : "", 1);
-            setenv("QPOOL_JOB_UUID", j->uuid ? j->uuid : "", 1);
-            setenv("QPOOL_JOB_NAME", j->name ? j->name : "", 1);
-            snprintf(num, sizeof num, "%ld", j->attempts);
-            setenv("QPOOL_ATTEMPTS", num, 1);
-            snprintf(num, sizeof num, "%ld", j->max_tries);
-            setenv("QPOOL_MAX_TRIES", num, 1);
+        if (fds) {
+            int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
+            int want[5] = {devnull, extra[1], -1, in[0], out[1]};
+            child_fds(want, 5);
+        } else {
+            int want[3] = {in[0], out[1], h->type == HANDLER_EXEC ? extra[1] : -1};
+            child_fds(want, 3);
         }
-        setenv("QPOOL_POOL", h->p->name, 1);
-        execvp(h->p->handler_command[0], h->p->handler_command);
-        dprintf(2, "qpool: cannot run handler %s: %s\n", h->p->handler_command[0], strerror(errno));
+        proc_reset_signals();
+        child_env(h, j);
+        const char *cmd = h->p->handler_command[0];
+        execvp(cmd, h->p->handler_command);
+        dprintf(2, "qpool: cannot run handler %s: %s\n", cmd, strerror(errno));
         _exit(127);
     }
     setpgid(pid, pid); /* also from here: no window where kill(-pid) misses it */
     close(in[0]);
     close(out[1]);
-    if (capture_stderr) close(err[1]);
+    if (want_extra) close(extra[1]);
     h->pid = pid;
     h->exited = false;
     h->in_fd = in[1];
     h->out_fd = out[0];
-    h->err_fd = capture_stderr ? err[0] : -1;
+    h->err_fd = h->type == HANDLER_EXEC ? extra[0] : -1;
+    h->log_fd = fds ? extra[0] : -1;
     set_nonblock(h->in_fd, true);
     set_nonblock(h->out_fd, true);
     if (h->err_fd >= 0) set_nonblock(h->err_fd, true);
+    if (h->log_fd >= 0) set_nonblock(h->log_fd, true);
     sbuf_reset(&h->out);
     sbuf_reset(&h->err);
+    sbuf_reset(&h->log);
     sbuf_reset(&h->tail);
+    h->woff = 0;
+    h->unread_known = false;
     h->started_ms = mono_ms();
     return 0;
 }
@@ -246,6 +324,14 @@ static void keep_tail(sbuf_t *tail, const char *line, size_t n)
     if (tail->len > TAIL_MAX) sbuf_consume(tail, tail->len - TAIL_MAX);
 }
 
+static void log_line(handler_t *h, const char *stream, const char *s, size_t n)
+{
+    if (h->in_job)
+        log_info("job %s %s: %.*s", h->job_id, stream, (int)(n > 2000 ? 2000 : n), s);
+    else
+        log_info("handler %s: %.*s", stream, (int)(n > 2000 ? 2000 : n), s);
+}
+
 /* Log complete lines of b (and the rest if flush); stderr lines go to tail. */
 static void log_lines(handler_t *h, sbuf_t *b, const char *stream, sbuf_t *tail, bool flush)
 {
@@ -254,18 +340,26 @@ static void log_lines(handler_t *h, sbuf_t *b, const char *stream, sbuf_t *tail,
         if (b->data[i] != '\n') continue;
         size_t n = i - start;
         if (n) {
-            log_info("job %s %s: %.*s", h->job_id, stream, (int)(n > 2000 ? 2000 : n), b->data + start);
+            log_line(h, stream, b->data + start, n);
             if (tail) keep_tail(tail, b->data + start, n);
         }
         start = i + 1;
     }
     if (flush && start < b->len) {
         size_t n = b->len - start;
-        log_info("job %s %s: %.*s", h->job_id, stream, (int)(n > 2000 ? 2000 : n), b->data + start);
+        log_line(h, stream, b->data + start, n);
         if (tail) keep_tail(tail, b->data + start, n);
         start = b->len;
     }
     sbuf_consume(b, start);
+}
+
+/* The handler's stdout in the fds layout: only ever logged. */
+static void drain_log(handler_t *h)
+{
+    if (h->log_fd < 0) return;
+    drain(&h->log_fd, &h->log);
+    log_lines(h, &h->log, "stdout", NULL, h->log_fd < 0);
 }
 
 static int flush_request(handler_t *h)
@@ -278,42 +372,35 @@ static int flush_request(handler_t *h)
         }
         if (n < 0 && errno == EINTR) continue;
         if (n < 0 && errno == EAGAIN) return 0;
-        /* EPIPE: the handler is not reading (exec handler that ignores stdin) */
+        /* EPIPE: nobody reads it any more. What was written and not read
+         * stays in the pipe; count it before the pipe goes. */
+        int unread = 0;
+        h->unread_known = ioctl(h->in_fd, FIONREAD, &unread) == 0;
+        h->unread = unread > 0 ? (size_t)unread : 0;
         close_fd(&h->in_fd);
         return -1;
     }
-    if (h->woff >= h->w.len) {
-        sbuf_reset(&h->w);
-        h->woff = 0;
-        if (h->type == HANDLER_EXEC) close_fd(&h->in_fd); /* EOF on stdin */
-    }
+    if (h->woff >= h->w.len && h->type == HANDLER_EXEC) close_fd(&h->in_fd); /* EOF on stdin */
     return 0;
 }
 
-/* ------------------------------------------------------------ pipe lines */
-
-/* Next complete line of h->out as a parsed JSON object, or NULL (non-JSON
- * lines are logged as handler output). *more is set while lines remain. */
-static cJSON *next_message(handler_t *h, bool *more)
+/* The handler is gone without answering: did it ever read the request? All
+ * of it still unread in the pipe means it never took the job. */
+static bool request_unread(handler_t *h)
 {
-    *more = false;
-    for (;;) {
-        char *nl = memchr(h->out.data ? h->out.data : "", '\n', h->out.len);
-        if (!nl) return NULL;
-        size_t n = (size_t)(nl - h->out.data);
-        cJSON *o = NULL;
-        if (n && h->out.data[0] == '{') o = cJSON_ParseWithLength(h->out.data, n);
-        if (!o || !cJSON_IsObject(o)) {
-            if (n) log_info("handler output: %.*s", (int)(n > 2000 ? 2000 : n), h->out.data);
-            cJSON_Delete(o);
-            sbuf_consume(&h->out, n + 1);
-            continue;
-        }
-        sbuf_consume(&h->out, n + 1);
-        *more = memchr(h->out.data ? h->out.data : "", '\n', h->out.len) != NULL;
-        return o;
-    }
+    size_t unread;
+    if (h->in_fd >= 0) {
+        int n = 0;
+        if (ioctl(h->in_fd, FIONREAD, &n) < 0) return false;
+        unread = n > 0 ? (size_t)n : 0;
+    } else if (h->unread_known) {
+        unread = h->unread;
+    } else
+        return false;
+    return unread >= h->woff;
 }
+
+/* ------------------------------------------------------------ pipe lines */
 
 static char *jstr(const cJSON *o, const char *k)
 {
@@ -321,18 +408,115 @@ static char *jstr(const cJSON *o, const char *k)
     return cJSON_IsString(v) && v->valuestring ? xstrdup(v->valuestring) : NULL;
 }
 
-static void pipe_died(handler_t *h, const char *when)
+static int response_kind(const char *s)
 {
-    handler_reap(h);
-    char desc[96] = "closed its output";
-    if (h->exited) proc_describe_status(h->status, desc, sizeof desc);
-    log_warn("pipe handler (pid %d) %s %s", (int)h->pid, desc, when);
-    kill_wait(h);
+    if (!strcmp(s, "done") || !strcmp(s, "deleted") || !strcmp(s, "ok")) return HRES_DONE; /* "ok" answers a failed request */
+    if (!strcmp(s, "released")) return HRES_RELEASED;
+    if (!strcmp(s, "failed")) return HRES_FAILED;
+    if (!strcmp(s, "exception")) return HRES_EXCEPTION;
+    log_warn("pipe handler sent unknown status \"%.64s\"; treating it as an exception", s);
+    return HRES_EXCEPTION;
+}
+
+static void response_fields(const cJSON *m, const char *status, hresult_t *res)
+{
+    res->kind = response_kind(status);
+    const cJSON *d = cJSON_GetObjectItemCaseSensitive(m, "delay");
+    if (cJSON_IsNumber(d)) {
+        /* clamp before converting: (long)1e300 is undefined behaviour */
+        double v = d->valuedouble != d->valuedouble || d->valuedouble < 0 ? 0 : d->valuedouble;
+        res->has_delay = true;
+        res->delay = v > MAX_DELAY_S ? MAX_DELAY_S : (long)v;
+    }
+    res->exc_class = jstr(m, "class");
+    res->message = jstr(m, "message");
+    res->exception = jstr(m, "exception");
+    if (!res->exception && (res->exc_class || res->message))
+        res->exception = xasprintf("%s: %s", res->exc_class ? res->exc_class : "Exception",
+                                   res->message ? res->message : "");
+    if (!res->exception && res->kind == HRES_EXCEPTION)
+        res->exception = xasprintf("qpool\\HandlerFailed: the handler reported an exception (status \"%.64s\")", status);
+    res->hooks_done = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(m, "hooks_done"));
+    res->exiting = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(m, "exiting"));
+}
+
+int handler_parse_line(const char *line, size_t len, int proto, uint64_t seq, hresult_t *res, char *why,
+                       size_t whyn)
+{
+    memset(res, 0, sizeof *res);
+    cJSON *m = len && line[0] == '{' ? cJSON_ParseWithLength(line, len) : NULL;
+    int rv = -1;
+    if (!m || !cJSON_IsObject(m)) {
+        snprintf(why, whyn, "a line that is not a JSON object");
+        rv = proto >= 2 ? -1 : 0;
+        goto out;
+    }
+    const cJSON *st = cJSON_GetObjectItemCaseSensitive(m, "status");
+    const cJSON *id = cJSON_GetObjectItemCaseSensitive(m, "seq");
+    if (!cJSON_IsString(st)) {
+        snprintf(why, whyn, "a message without \"status\"");
+        rv = proto >= 2 ? -1 : 0;
+        goto out;
+    }
+    if (proto >= 2 || id) {
+        /* a response must name the request it answers: exactly the outstanding one */
+        if (!cJSON_IsNumber(id)) {
+            snprintf(why, whyn, "a response without \"seq\" (request %" PRIu64 " is outstanding)", seq);
+            goto out;
+        }
+        if (id->valuedouble != (double)seq) {
+            snprintf(why, whyn, "a response to request %.0f while request %" PRIu64 " is outstanding",
+                     id->valuedouble, seq);
+            goto out;
+        }
+    }
+    response_fields(m, st->valuestring, res);
+    rv = 1;
+out:
+    cJSON_Delete(m);
+    return rv;
+}
+
+/* Next complete line of the response channel: 1 = a response in *res, 0 =
+ * no complete line, -1 = a protocol violation (why). Lines protocol 1
+ * tolerates are logged and skipped. */
+static int next_response(handler_t *h, hresult_t *res, char *why, size_t whyn)
+{
+    for (;;) {
+        char *nl = h->out.len ? memchr(h->out.data, '\n', h->out.len) : NULL;
+        if (!nl) return 0;
+        size_t n = (size_t)(nl - h->out.data);
+        int rv = n || h->proto >= 2 ? handler_parse_line(h->out.data, n, h->proto, h->seq, res, why, whyn) : 0;
+        if (rv == 0 && n) log_info("handler output: %.*s", (int)(n > 2000 ? 2000 : n), h->out.data);
+        sbuf_consume(&h->out, n + 1);
+        if (rv != 0) return rv;
+    }
+}
+
+static void restart_later(handler_t *h)
+{
     int64_t lived = mono_ms() - h->started_ms;
+    kill_wait(h);
     if (lived > 30000) h->backoff_ms = 0;
     h->backoff_ms = h->backoff_ms ? h->backoff_ms * 2 : PIPE_BACKOFF_MIN_MS;
     if (h->backoff_ms > PIPE_BACKOFF_MAX_MS) h->backoff_ms = PIPE_BACKOFF_MAX_MS;
     h->retry_at_ms = mono_ms() + h->backoff_ms;
+}
+
+static void pipe_died(handler_t *h, const char *when)
+{
+    handler_reap(h);
+    drain_log(h);
+    char desc[96] = "closed its output";
+    if (h->exited) proc_describe_status(h->status, desc, sizeof desc);
+    log_warn("pipe handler (pid %d) %s %s", (int)h->pid, desc, when);
+    restart_later(h);
+}
+
+static void violation(handler_t *h, const char *why)
+{
+    log_warn("pipe handler (pid %d) broke the protocol: %s; killing and restarting it", (int)h->pid, why);
+    restart_later(h);
 }
 
 int64_t handler_retry_in_ms(const handler_t *h)
@@ -341,40 +525,143 @@ int64_t handler_retry_in_ms(const handler_t *h)
     return d > 0 ? d : 0;
 }
 
-int handler_prepare(handler_t *h, int sigfd)
+/* A ready handler between requests: anything on its response channel now
+ * answers no request. 0 fine, -1 it was killed (violation or gone). */
+static int check_idle(handler_t *h)
 {
-    if (h->type != HANDLER_PIPE) return 1;
-    if (h->pid > 0 && h->ready) {
-        /* An exit is noticed through SIGCHLD (the worker calls handler_reap). */
-        if (!h->exited) return 1;
+    drain_log(h);
+    if (h->out_fd >= 0) drain(&h->out_fd, &h->out);
+    if (h->out.len) {
+        char why[160];
+        hresult_t r;
+        int rv = next_response(h, &r, why, sizeof why);
+        hresult_free(&r);
+        if (rv == 1) snprintf(why, sizeof why, "a response when no request was outstanding");
+        if (rv != 0 || (h->proto >= 2 && h->out.len)) {
+            if (rv == 0) snprintf(why, sizeof why, "output when no request was outstanding");
+            violation(h, why);
+            return -1;
+        }
+    }
+    handler_reap(h);
+    if (h->exited || h->out_fd < 0) {
         pipe_died(h, "while idle");
         return -1;
     }
-    if (h->pid == 0) {
-        if (mono_ms() < h->retry_at_ms) return -1;
-        if (spawn(h, NULL, false) < 0) {
-            log_error("cannot start pipe handler: %s", strerror(errno));
-            h->retry_at_ms = mono_ms() + 1000;
+    return 0;
+}
+
+/* It said its last response was its last: let it go (EOF on its request
+ * channel), at most EXIT_GRACE_MS, then start a fresh one at once. Returns 0
+ * if the signal fd became readable first. */
+static int let_go(handler_t *h, int sigfd)
+{
+    if (!h->exit_deadline_ms) {
+        h->exit_deadline_ms = mono_ms() + EXIT_GRACE_MS;
+        close_fd(&h->in_fd);
+    }
+    while (!h->exited && mono_ms() < h->exit_deadline_ms) {
+        drain_log(h);
+        struct pollfd p = {.fd = sigfd, .events = POLLIN};
+        if (sigfd >= 0 && poll(&p, 1, 20) > 0) return 0; /* the worker reads signals, SIGCHLD reaps */
+        if (sigfd < 0) usleep(20000);
+        handler_reap(h);
+    }
+    if (!h->exited) log_warn("pipe handler (pid %d) said it was exiting but is still there; killing it", (int)h->pid);
+    kill_wait(h);
+    h->exit_deadline_ms = 0;
+    h->backoff_ms = 0;
+    h->retry_at_ms = 0;
+    return 1;
+}
+
+/* A ready line on stdout in the fds layout: a protocol 1 handler. */
+static bool v1_ready_on_stdout(handler_t *h)
+{
+    if (h->p->handler_protocol != HANDLER_PROTO_AUTO || h->log_fd < 0) return false;
+    drain(&h->log_fd, &h->log);
+    bool found = false;
+    for (char *nl; !found && h->log.len && (nl = memchr(h->log.data, '\n', h->log.len));) {
+        size_t n = (size_t)(nl - h->log.data);
+        cJSON *m = n && h->log.data[0] == '{' ? cJSON_ParseWithLength(h->log.data, n) : NULL;
+        const cJSON *t = cJSON_GetObjectItemCaseSensitive(m, "type");
+        found = cJSON_IsString(t) && !strcmp(t->valuestring, "ready");
+        if (!found && n) log_line(h, "stdout", h->log.data, n);
+        cJSON_Delete(m);
+        sbuf_consume(&h->log, n + 1);
+    }
+    return found;
+}
+
+static int start(handler_t *h)
+{
+    if (mono_ms() < h->retry_at_ms) return -1;
+    if (spawn(h, NULL) < 0) {
+        log_error("cannot start pipe handler: %s", strerror(errno));
+        h->retry_at_ms = mono_ms() + 1000;
+        return -1;
+    }
+    h->seq = 0;
+    log_info("started pipe handler (pid %d, protocol %s): %s", (int)h->pid,
+             h->layout == LAYOUT_FDS ? "2 on fds 3/4" : "1 on stdin/stdout", h->p->handler_command[0]);
+    return 0;
+}
+
+/* The first line on the response channel must be {"type":"ready"}. 1 ready,
+ * 0 not yet, -1 it failed. */
+static int take_ready(handler_t *h)
+{
+    char *nl = h->out.len ? memchr(h->out.data, '\n', h->out.len) : NULL;
+    if (!nl) return 0;
+    size_t n = (size_t)(nl - h->out.data);
+    cJSON *m = n ? cJSON_ParseWithLength(h->out.data, n) : NULL;
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(m, "type");
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(m, "protocol");
+    bool ok = cJSON_IsString(t) && !strcmp(t->valuestring, "ready");
+    int proto = cJSON_IsNumber(v) && v->valuedouble >= 2 ? 2 : 1;
+    cJSON_Delete(m);
+    sbuf_consume(&h->out, n + 1);
+    if (!ok) {
+        if (h->layout == LAYOUT_FDS) {
+            violation(h, "its first message was not {\"type\":\"ready\"}");
             return -1;
         }
-        log_info("started pipe handler (pid %d): %s", (int)h->pid, h->p->handler_command[0]);
+        log_warn("pipe handler sent a message before {\"type\":\"ready\"}; ignoring it");
+        return 0;
     }
+    /* on fds 3/4 it is protocol 2 whatever it says; on stdio, what it says */
+    h->proto = h->layout == LAYOUT_FDS ? 2 : proto;
+    h->ready = true;
+    log_debug("pipe handler (pid %d) ready after %lld ms, protocol %d", (int)h->pid,
+              (long long)(mono_ms() - h->started_ms), h->proto);
+    return 1;
+}
+
+int handler_prepare(handler_t *h, int sigfd)
+{
+    if (h->type != HANDLER_PIPE) return 1;
+    if (h->pid > 0 && h->ready && h->exiting) {
+        if (!let_go(h, sigfd)) return 0;
+    } else if (h->pid > 0 && h->ready) {
+        return check_idle(h) < 0 ? -1 : 1;
+    }
+    if (h->pid == 0 && start(h) < 0) return -1;
     int64_t deadline = h->started_ms + (int64_t)(h->p->handler_start_timeout * 1000);
     for (;;) {
-        bool more;
-        cJSON *m = next_message(h, &more);
-        if (m) {
-            const cJSON *t = cJSON_GetObjectItemCaseSensitive(m, "type");
-            bool ok = cJSON_IsString(t) && !strcmp(t->valuestring, "ready");
-            cJSON_Delete(m);
-            if (ok) {
-                h->ready = true;
-                log_debug("pipe handler (pid %d) ready after %lld ms", (int)h->pid,
-                          (long long)(mono_ms() - h->started_ms));
-                return 1;
-            }
-            log_warn("pipe handler sent a message before {\"type\":\"ready\"}; ignoring it");
+        int r = take_ready(h);
+        if (r) return r;
+        if (v1_ready_on_stdout(h)) {
+            log_info("pipe handler (pid %d) said ready on stdout: it speaks protocol 1; starting it again with "
+                     "the protocol on stdin/stdout (set handler.protocol = 1 to skip this)", (int)h->pid);
+            kill_wait(h);
+            h->layout = LAYOUT_STDIO;
+            if (start(h) < 0) return -1;
+            deadline = h->started_ms + (int64_t)(h->p->handler_start_timeout * 1000);
             continue;
+        }
+        if (h->out_fd < 0) { /* EOF before a complete ready line */
+            pipe_died(h, "during start-up");
+            return -1;
         }
         int64_t left = deadline - mono_ms();
         if (left <= 0) {
@@ -383,16 +670,13 @@ int handler_prepare(handler_t *h, int sigfd)
             pipe_died(h, "during start-up");
             return -1;
         }
-        struct pollfd p[2] = {{.fd = h->out_fd, .events = POLLIN}, {.fd = sigfd, .events = POLLIN}};
-        int r = poll(p, sigfd >= 0 ? 2 : 1, (int)(left > 1000 ? 1000 : left));
-        if (r < 0 && errno != EINTR) return -1;
-        if (sigfd >= 0 && (p[1].revents & POLLIN)) return 0;
-        if (p[0].revents) {
-            if (drain(&h->out_fd, &h->out) < 0 && !memchr(h->out.data ? h->out.data : "", '\n', h->out.len)) {
-                pipe_died(h, "during start-up");
-                return -1;
-            }
-        }
+        struct pollfd p[3] = {{.fd = h->out_fd, .events = POLLIN}, {.fd = h->log_fd, .events = POLLIN},
+                              {.fd = sigfd, .events = POLLIN}};
+        int r2 = poll(p, sigfd >= 0 ? 3 : 2, (int)(left > 1000 ? 1000 : left));
+        if (r2 < 0 && errno != EINTR) return -1;
+        if (sigfd >= 0 && (p[2].revents & POLLIN)) return 0;
+        if (p[1].revents && h->p->handler_protocol != HANDLER_PROTO_AUTO) drain_log(h);
+        if (p[0].revents) drain(&h->out_fd, &h->out);
     }
 }
 
@@ -418,33 +702,57 @@ static void put_job_fields(sbuf_t *b, const hjob_t *j)
     sbuf_json_str(b, j->raw, j->rawlen);
 }
 
+/* Start a request: {"type":TYPE,"seq":N, job fields ... (the caller adds
+ * more, then end_request). */
+static void begin_request(handler_t *h, const char *type, const hjob_t *j)
+{
+    sbuf_reset(&h->w);
+    h->woff = 0;
+    h->unread_known = false;
+    h->seq++;
+    sbuf_printf(&h->w, "{\"type\":\"%s\",\"seq\":%" PRIu64 ",", type, h->seq);
+    put_job_fields(&h->w, j);
+    snprintf(h->job_id, sizeof h->job_id, "%s", j->id && *j->id ? j->id : (j->uuid ? j->uuid : "?"));
+}
+
+static void end_request(handler_t *h)
+{
+    sbuf_puts(&h->w, "}\n");
+    h->in_job = true;
+    flush_request(h);
+}
+
+static void not_started(hresult_t *res, const char *why)
+{
+    memset(res, 0, sizeof *res);
+    res->kind = HRES_NOT_STARTED;
+    res->exception = xstrdup(why);
+}
+
 int handler_begin(handler_t *h, const hjob_t *j, hresult_t *res)
 {
     memset(res, 0, sizeof *res);
-    snprintf(h->job_id, sizeof h->job_id, "%s", j->id ? j->id : (j->uuid ? j->uuid : "?"));
     sbuf_reset(&h->tail);
     if (h->type == HANDLER_EXEC) {
-        if (spawn(h, j, true) < 0) {
+        snprintf(h->job_id, sizeof h->job_id, "%s", j->id && *j->id ? j->id : (j->uuid ? j->uuid : "?"));
+        if (spawn(h, j) < 0) {
             res->kind = HRES_CRASHED;
             res->exception = xasprintf("qpool: cannot start handler: %s", strerror(errno));
             return -1;
         }
         sbuf_reset(&h->w);
         sbuf_append(&h->w, j->raw, j->rawlen);
-    } else {
-        if (!h->ready || h->pid == 0) {
-            res->kind = HRES_CRASHED;
-            res->exception = xstrdup("qpool: pipe handler is not running");
-            return -1;
-        }
-        sbuf_reset(&h->w);
-        sbuf_puts(&h->w, "{\"type\":\"job\",");
-        put_job_fields(&h->w, j);
-        sbuf_puts(&h->w, "}\n");
+        h->in_job = true;
+        flush_request(h);
+        return 0;
     }
-    h->woff = 0;
-    h->in_job = true;
-    flush_request(h);
+    /* between the worker's check and now (a pop went by) it may have spoken out of turn */
+    if (!h->ready || h->pid == 0 || h->exiting || check_idle(h) < 0) {
+        not_started(res, "qpool: the pipe handler is not ready");
+        return -1;
+    }
+    begin_request(h, "job", j);
+    end_request(h);
     return 0;
 }
 
@@ -454,6 +762,7 @@ int handler_fds(handler_t *h, struct pollfd *fds, int max)
     if (h->in_fd >= 0 && h->woff < h->w.len && n < max) fds[n++] = (struct pollfd){h->in_fd, POLLOUT, 0};
     if (h->out_fd >= 0 && n < max) fds[n++] = (struct pollfd){h->out_fd, POLLIN, 0};
     if (h->err_fd >= 0 && n < max) fds[n++] = (struct pollfd){h->err_fd, POLLIN, 0};
+    if (h->log_fd >= 0 && n < max) fds[n++] = (struct pollfd){h->log_fd, POLLIN, 0};
     return n;
 }
 
@@ -486,45 +795,30 @@ static void exec_result(handler_t *h, hresult_t *res)
         res->exception = xasprintf("qpool\\HandlerFailed: handler %s", desc);
 }
 
-static bool parse_response(handler_t *h, cJSON *m, hresult_t *res)
+static void crashed(hresult_t *res, const char *what)
 {
     memset(res, 0, sizeof *res);
-    const cJSON *st = cJSON_GetObjectItemCaseSensitive(m, "status");
-    if (!cJSON_IsString(st)) {
-        log_warn("pipe handler sent a message without \"status\"; ignoring it");
-        return false;
+    res->kind = HRES_CRASHED;
+    res->exc_class = xstrdup("qpool\\HandlerCrashed");
+    res->message = xasprintf("the pipe handler %s while running the job", what);
+    res->exception = xasprintf("qpool\\HandlerCrashed: the pipe handler %s while running the job", what);
+}
+
+/* The pipe handler ended without answering the outstanding request. */
+static void pipe_gone(handler_t *h, hresult_t *res)
+{
+    handler_reap(h);
+    char desc[96] = "closed its output";
+    if (h->exited) proc_describe_status(h->status, desc, sizeof desc);
+    if (request_unread(h)) {
+        log_warn("pipe handler (pid %d) %s without reading the request for job %s: giving the job back", (int)h->pid,
+                 desc, h->job_id);
+        not_started(res, "qpool: the pipe handler exited before it read the job");
+        restart_later(h);
+    } else {
+        crashed(res, desc);
+        pipe_died(h, "while running a job");
     }
-    const char *s = st->valuestring;
-    if (!strcmp(s, "done") || !strcmp(s, "deleted") || !strcmp(s, "ok"))
-        res->kind = HRES_DONE; /* "ok" answers a failed request */
-    else if (!strcmp(s, "released"))
-        res->kind = HRES_RELEASED;
-    else if (!strcmp(s, "failed"))
-        res->kind = HRES_FAILED;
-    else if (!strcmp(s, "exception"))
-        res->kind = HRES_EXCEPTION;
-    else {
-        log_warn("pipe handler sent unknown status \"%s\"; treating it as an exception", s);
-        res->kind = HRES_EXCEPTION;
-    }
-    const cJSON *d = cJSON_GetObjectItemCaseSensitive(m, "delay");
-    if (cJSON_IsNumber(d)) {
-        /* clamp before converting: (long)1e300 is undefined behaviour */
-        double v = d->valuedouble != d->valuedouble || d->valuedouble < 0 ? 0 : d->valuedouble;
-        res->has_delay = true;
-        res->delay = v > MAX_DELAY_S ? MAX_DELAY_S : (long)v;
-    }
-    res->exc_class = jstr(m, "class");
-    res->message = jstr(m, "message");
-    res->exception = jstr(m, "exception");
-    if (!res->exception && (res->exc_class || res->message))
-        res->exception = xasprintf("%s: %s", res->exc_class ? res->exc_class : "Exception",
-                                   res->message ? res->message : "");
-    if (!res->exception && res->kind == HRES_EXCEPTION)
-        res->exception = xasprintf("qpool\\HandlerFailed: the handler reported an exception (status \"%s\")", s);
-    res->hooks_done = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(m, "hooks_done"));
-    (void)h;
-    return true;
 }
 
 int handler_step(handler_t *h, const struct pollfd *fds, int n, hresult_t *res)
@@ -535,6 +829,7 @@ int handler_step(handler_t *h, const struct pollfd *fds, int n, hresult_t *res)
         if (fds[i].fd == h->in_fd) flush_request(h);
         else if (fds[i].fd == h->out_fd) drain(&h->out_fd, &h->out);
         else if (fds[i].fd == h->err_fd) drain(&h->err_fd, &h->err);
+        else if (fds[i].fd == h->log_fd) drain_log(h);
     }
     if (h->type == HANDLER_EXEC) {
         log_lines(h, &h->out, "stdout", NULL, false);
@@ -546,27 +841,24 @@ int handler_step(handler_t *h, const struct pollfd *fds, int n, hresult_t *res)
         }
         return 0;
     }
-    bool more = true;
-    while (more) {
-        cJSON *m = next_message(h, &more);
-        if (!m) break;
-        bool ok = parse_response(h, m, res);
-        cJSON_Delete(m);
-        if (ok) {
-            h->in_job = false;
-            return 1;
-        }
+    char why[160];
+    int rv = next_response(h, res, why, sizeof why);
+    if (rv == 1) {
+        h->in_job = false;
+        if (res->exiting) h->exiting = true;
+        return 1;
+    }
+    if (rv < 0) {
+        violation(h, why);
+        crashed(res, "broke the protocol");
+        free(res->message);
+        res->message = xasprintf("the pipe handler broke the protocol (%s) while running the job", why);
+        h->in_job = false;
+        return 1;
     }
     handler_reap(h);
     if (h->out_fd < 0 || h->exited) {
-        char desc[96] = "closed its output";
-        if (h->exited) proc_describe_status(h->status, desc, sizeof desc);
-        memset(res, 0, sizeof *res);
-        res->kind = HRES_CRASHED;
-        res->exc_class = xstrdup("qpool\\HandlerCrashed");
-        res->message = xasprintf("the pipe handler %s while running the job", desc);
-        res->exception = xasprintf("qpool\\HandlerCrashed: the pipe handler %s while running the job", desc);
-        pipe_died(h, "while running a job");
+        pipe_gone(h, res);
         h->in_job = false;
         return 1;
     }
@@ -580,63 +872,77 @@ void handler_abort(handler_t *h)
     h->in_job = false;
 }
 
+static void put_failed_fields(sbuf_t *b, const hresult_t *why, const char *reason)
+{
+    sbuf_puts(b, ",\"reason\":");
+    sbuf_json_str(b, reason, strlen(reason));
+    sbuf_puts(b, ",\"exception\":{\"class\":");
+    if (why && why->exc_class)
+        sbuf_json_str(b, why->exc_class, strlen(why->exc_class));
+    else
+        sbuf_puts(b, "null");
+    sbuf_puts(b, ",\"message\":");
+    if (why && why->message)
+        sbuf_json_str(b, why->message, strlen(why->message));
+    else
+        sbuf_puts(b, "null");
+    sbuf_puts(b, ",\"text\":");
+    if (why && why->exception)
+        sbuf_json_str(b, why->exception, strlen(why->exception));
+    else
+        sbuf_puts(b, "null");
+    sbuf_puts(b, "}");
+}
+
+/* One failed request to a ready handler: 1 answered, 0 it never read it (try
+ * a fresh one), -1 give up. */
+static int failed_once(handler_t *h, const hjob_t *j, const hresult_t *why, const char *reason, int64_t deadline)
+{
+    begin_request(h, "failed", j);
+    put_failed_fields(&h->w, why, reason);
+    end_request(h);
+    while (h->in_job) {
+        int64_t left = deadline - mono_ms();
+        if (left <= 0) {
+            log_warn("job %s: failure hooks did not finish within the deadline; killing the handler", h->job_id);
+            handler_abort(h);
+            return -1;
+        }
+        struct pollfd fds[4];
+        int n = handler_fds(h, fds, 4);
+        if (poll(fds, (nfds_t)n, (int)(left > 500 ? 500 : left)) < 0 && errno != EINTR) {
+            handler_abort(h);
+            return -1;
+        }
+        hresult_t res;
+        if (handler_step(h, fds, n, &res) == 1) {
+            int kind = res.kind;
+            hresult_free(&res);
+            if (kind == HRES_NOT_STARTED) return 0;
+            if (kind == HRES_CRASHED) log_warn("job %s: the handler died while running failure hooks", h->job_id);
+            return 1;
+        }
+    }
+    return 1;
+}
+
 void handler_failed(handler_t *h, const hjob_t *j, const hresult_t *why, const char *reason,
                     int timeout_ms)
 {
     if (h->type != HANDLER_PIPE) return;
     int64_t deadline = mono_ms() + timeout_ms;
-    int r;
-    while ((r = handler_prepare(h, -1)) != 1) {
-        if (mono_ms() >= deadline) {
-            log_warn("job %s: could not run its failure hooks: the pipe handler is not available",
-                     j->id ? j->id : "?");
-            return;
+    for (int tries = 0; tries < 3; tries++) {
+        int r;
+        while ((r = handler_prepare(h, -1)) != 1) {
+            if (mono_ms() >= deadline) {
+                log_warn("job %s: could not run its failure hooks: the pipe handler is not available",
+                         j->id ? j->id : "?");
+                return;
+            }
+            int64_t wait = handler_retry_in_ms(h);
+            usleep((useconds_t)(wait > 100 ? 100000 : wait * 1000 + 1000));
         }
-        usleep((useconds_t)(handler_retry_in_ms(h) > 100 ? 100000 : handler_retry_in_ms(h) * 1000 + 1000));
-    }
-    sbuf_reset(&h->w);
-    sbuf_puts(&h->w, "{\"type\":\"failed\",");
-    put_job_fields(&h->w, j);
-    sbuf_puts(&h->w, ",\"reason\":");
-    sbuf_json_str(&h->w, reason, strlen(reason));
-    sbuf_puts(&h->w, ",\"exception\":{\"class\":");
-    if (why && why->exc_class)
-        sbuf_json_str(&h->w, why->exc_class, strlen(why->exc_class));
-    else
-        sbuf_puts(&h->w, "null");
-    sbuf_puts(&h->w, ",\"message\":");
-    if (why && why->message)
-        sbuf_json_str(&h->w, why->message, strlen(why->message));
-    else
-        sbuf_puts(&h->w, "null");
-    sbuf_puts(&h->w, ",\"text\":");
-    if (why && why->exception)
-        sbuf_json_str(&h->w, why->exception, strlen(why->exception));
-    else
-        sbuf_puts(&h->w, "null");
-    sbuf_puts(&h->w, "}}\n");
-    h->woff = 0;
-    h->in_job = true;
-    snprintf(h->job_id, sizeof h->job_id, "%s", j->id ? j->id : "?");
-    flush_request(h);
-    while (h->in_job) {
-        int64_t left = deadline - mono_ms();
-        if (left <= 0) {
-            log_warn("job %s: failure hooks did not finish within %d s; killing the handler",
-                     h->job_id, timeout_ms / 1000);
-            handler_abort(h);
-            return;
-        }
-        struct pollfd fds[4];
-        int n = handler_fds(h, fds, 4);
-        if (poll(fds, (nfds_t)n, (int)(left > 500 ? 500 : left)) < 0 && errno != EINTR) break;
-        hresult_t res;
-        if (handler_step(h, fds, n, &res) == 1) {
-            if (res.kind == HRES_CRASHED)
-                log_warn("job %s: the handler died while running failure hooks", h->job_id);
-            hresult_free(&res);
-            break;
-        }
+        if (failed_once(h, j, why, reason, deadline) != 0) break;
     }
     h->in_job = false;
 }

@@ -7,6 +7,11 @@
  *   pipe  one persistent process per worker, newline-delimited JSON requests
  *         and responses (docs/handler-protocol.md). Started before the first
  *         job, restarted with backoff when it dies, killed on a job timeout.
+ *         Protocol 2 carries the requests on fd 3 and the responses on fd 4
+ *         (stdin is /dev/null, stdout is logged), every request has a "seq"
+ *         that its response must echo, and anything else on the response
+ *         channel restarts the handler. Protocol 1 (stdin/stdout, no ids) is
+ *         still spoken to handlers that ask for it.
  *
  * Every handler runs in its own process group, so a timeout kills the
  * handler and everything it started, and dies with its worker (parent-death
@@ -45,6 +50,7 @@ enum hres_kind {
     HRES_EXCEPTION,      /* the job threw */
     HRES_CRASHED,        /* the handler died mid-job */
     HRES_TIMEOUT,        /* killed by qpool at the job's timeout */
+    HRES_NOT_STARTED,    /* the handler never read the request: give the job back, no attempt */
 };
 
 typedef struct {
@@ -55,6 +61,7 @@ typedef struct {
     char *exc_class;
     char *message;
     bool hooks_done;     /* pipe: the handler already ran the failure path */
+    bool exiting;        /* pipe: the handler said this is its last response */
 } hresult_t;
 
 typedef struct handler handler_t;
@@ -86,5 +93,13 @@ void handler_failed(handler_t *h, const hjob_t *j, const hresult_t *why, const c
                     int timeout_ms);
 
 pid_t handler_pgid(const handler_t *h);
+
+/* One line from a pipe handler's response channel, while the request with
+ * id seq is outstanding (proto 2: the line must be exactly its response).
+ * Returns 1 with *res filled for a response, 0 for a line to log and ignore
+ * (protocol 1 only: not JSON, or no "status"), -1 for a protocol violation
+ * (why says what). Pure: no I/O. */
+int handler_parse_line(const char *line, size_t len, int proto, uint64_t seq, hresult_t *res, char *why,
+                       size_t whyn);
 
 #endif

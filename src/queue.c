@@ -21,10 +21,13 @@
  *   kind 1: a = payload as stored, b = reserved copy (attempts + 1, cjson
  *           re-encoded exactly as Laravel's pop script does); extra = further
  *           jobs popped the same way, (queue, payload, reserved)*. A poison
- *           payload met after the first job, or one whose reserved copy is
- *           already in :reserved (a byte-identical twin), is put back at the
- *           head of its queue (with its token) and ends the batch: the next
- *           call takes it first;
+ *           payload met after the first job is put back at the head of its
+ *           queue (with its token) and ends the batch: the next call takes it
+ *           first. A reserved copy is always a unique member: a payload with
+ *           neither uuid nor id, or one whose re-encoding is already in
+ *           :reserved (a byte-identical twin in flight), gets a "qpoolTwin"
+ *           key (fresh per pop), so an ack of one twin can never remove the
+ *           other's reservation; an old marker is dropped before re-encoding;
  *   kind 2: a poison payload was moved to the failed store: a = uuid, b = why;
  *   kind 0: nothing to pop; next_due = earliest delayed/reserved score.
  * Every job or poison taken consumes one notify token, except the first when
@@ -79,20 +82,29 @@ static const char POP_LUA[] =
     "        reason = 'payload has no numeric \"attempts\"'\n"
     "      else\n"
     "        decoded['attempts'] = a + 1\n"
+    "        decoded['qpoolTwin'] = nil\n"
     "        local ok2, enc = pcall(cjson.encode, decoded)\n"
     "        if ok2 then reserved = enc else reason = 'payload cannot be re-encoded: ' .. tostring(enc) end\n"
     "      end\n"
     "    end\n"
-    "    if reserved and redis.call('zadd', KEYS[q*5+3], ARGV[2], reserved) == 0 and first then\n"
-    "      reserved = nil\n"
+    "    if reserved then\n"
+    "      -- one :reserved member must stand for one job: a payload without\n"
+    "      -- uuid or id (or a byte-identical twin of a job reserved now) gets\n"
+    "      -- a marker that makes its reserved copy unique\n"
+    "      local plain = type(decoded['uuid']) ~= 'string' and type(decoded['id']) ~= 'string'\n"
+    "      if plain or redis.call('zadd', KEYS[q*5+3], 'NX', ARGV[2], reserved) == 0 then\n"
+    "        decoded['qpoolTwin'] = ARGV[5] .. '-' .. took\n"
+    "        local ok3, enc3 = pcall(cjson.encode, decoded)\n"
+    "        if ok3 then reserved = enc3 else reason = 'payload cannot be re-encoded: ' .. tostring(enc3); reserved = nil end\n"
+    "        if reserved then redis.call('zadd', KEYS[q*5+3], ARGV[2], reserved) end\n"
+    "      end\n"
     "    end\n"
     "    if reserved then\n"
     "      if not first then first = {q + 1, job, reserved}\n"
     "      else extra[#extra + 1] = q + 1; extra[#extra + 1] = job; extra[#extra + 1] = reserved end\n"
     "    elseif first then\n"
-    "      -- a poison payload, or a byte-identical twin of a job in this batch\n"
-    "      -- (one :reserved member cannot stand for two jobs): put it back\n"
-    "      -- and end the batch; the next pop takes it first\n"
+    "      -- a poison payload after the first job: put it back and end the\n"
+    "      -- batch; the next pop takes it first (and moves it aside)\n"
     "      redis.call('lpush', KEYS[q*5+1], job)\n"
     "      redis.call('rpush', KEYS[q*5+4], 1)\n"
     "      return {1, first[1], first[2], first[3], full, false, extra}\n"
@@ -132,13 +144,26 @@ static const char RELEASE_LUA[] =
     "end\n"
     "return 0";
 
-/* Undo a pop that was never acted on (a prefetched job given back on a
- * graceful stop): only if the reservation is still there, the payload as it
- * was before the pop goes back to the head of the queue, with its token. */
+/* Undo a pop that was never acted on (a prefetched job given back, a job
+ * its handler never read): only if the reservation is still there, the
+ * payload as it was before the pop goes back to the head of the queue, with
+ * its token. KEYS[4] is this give-back's own token: a give-back resent after
+ * a lost reply finds it and does nothing, so it can never remove the
+ * reservation of a worker that popped the job since, nor push it twice. */
 static const char UNPOP_LUA[] =
+    "if redis.call('set', KEYS[4], '1', 'NX', 'EX', ARGV[3]) == false then return 0 end\n"
     "if redis.call('zrem', KEYS[2], ARGV[1]) == 1 then\n"
     "  redis.call('lpush', KEYS[1], ARGV[2])\n"
     "  redis.call('rpush', KEYS[3], 1)\n"
+    "  return 1\n"
+    "end\n"
+    "return 0";
+
+/* Renew a reservation only if it is still there: 1 renewed, 0 gone (it
+ * expired and another worker's pop took it back, or it was never ours). */
+static const char EXTEND_LUA[] =
+    "if redis.call('zscore', KEYS[1], ARGV[2]) then\n"
+    "  redis.call('zadd', KEYS[1], ARGV[1], ARGV[2])\n"
     "  return 1\n"
     "end\n"
     "return 0";
@@ -179,7 +204,7 @@ static const char MAXEXC_LUA[] =
     "end\n"
     "return {n, 0}";
 
-rscript_t SCRIPT_POP, SCRIPT_RELEASE, SCRIPT_FAIL, SCRIPT_PUSH, SCRIPT_MAXEXC, SCRIPT_UNPOP;
+rscript_t SCRIPT_POP, SCRIPT_RELEASE, SCRIPT_FAIL, SCRIPT_PUSH, SCRIPT_MAXEXC, SCRIPT_UNPOP, SCRIPT_EXTEND;
 
 void queue_scripts_init(void)
 {
@@ -191,6 +216,7 @@ void queue_scripts_init(void)
     rscript_init(&SCRIPT_PUSH, PUSH_LUA);
     rscript_init(&SCRIPT_MAXEXC, MAXEXC_LUA);
     rscript_init(&SCRIPT_UNPOP, UNPOP_LUA);
+    rscript_init(&SCRIPT_EXTEND, EXTEND_LUA);
     done = true;
 }
 
@@ -198,7 +224,7 @@ int queue_load_scripts(rconn_t *c)
 {
     queue_scripts_init();
     const rscript_t *all[] = {&SCRIPT_POP, &SCRIPT_RELEASE, &SCRIPT_FAIL, &SCRIPT_PUSH, &SCRIPT_MAXEXC,
-                              &SCRIPT_UNPOP};
+                              &SCRIPT_UNPOP, &SCRIPT_EXTEND};
     for (size_t i = 0; i < ARRAY_LEN(all); i++) {
         const char *argv[] = {"SCRIPT", "LOAD", all[i]->body};
         rconn_append(c, 3, argv, NULL);
@@ -384,11 +410,14 @@ void pop_result_free(pop_result_t *r)
 /* ------------------------------------------------------------ outcomes */
 
 void queue_append_unpop(rconn_t *c, const qkeys_t *k, const char *reserved, size_t reslen,
-                        const char *raw, size_t rawlen)
+                        const char *raw, size_t rawlen, const char *token)
 {
-    const char *argv[] = {k->ready, k->reserved, k->notify, reserved, raw};
-    size_t lens[] = {strlen(k->ready), strlen(k->reserved), strlen(k->notify), reslen, rawlen};
-    rconn_append_script(c, &SCRIPT_UNPOP, 3, 5, argv, lens);
+    char *tok = xasprintf("%s:qpool-unpop:%s", k->ready, token);
+    const char *argv[] = {k->ready, k->reserved, k->notify, tok, reserved, raw, QPOOL_UNPOP_TOKEN_TTL};
+    size_t lens[] = {strlen(k->ready), strlen(k->reserved), strlen(k->notify), strlen(tok), reslen, rawlen,
+                     strlen(QPOOL_UNPOP_TOKEN_TTL)};
+    rconn_append_script(c, &SCRIPT_UNPOP, 4, 7, argv, lens);
+    free(tok);
 }
 
 void queue_append_ack(rconn_t *c, const qkeys_t *k, const char *reserved, size_t len)
@@ -413,9 +442,9 @@ void queue_append_extend(rconn_t *c, const qkeys_t *k, const char *reserved, siz
 {
     char at[24];
     snprintf(at, sizeof at, "%lld", (long long)until);
-    const char *argv[] = {"ZADD", k->reserved, "XX", at, reserved};
-    size_t lens[] = {4, strlen(k->reserved), 2, strlen(at), len};
-    rconn_append(c, 5, argv, lens);
+    const char *argv[] = {k->reserved, at, reserved};
+    size_t lens[] = {strlen(k->reserved), strlen(at), len};
+    rconn_append_script(c, &SCRIPT_EXTEND, 1, 3, argv, lens);
 }
 
 void queue_append_fail(rconn_t *c, const queue_set_t *qs, const qkeys_t *k, const char *reserved,

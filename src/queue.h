@@ -46,7 +46,7 @@ void qkeys_init(qkeys_t *k, const char *prefix, const char *name);
 void qkeys_free(qkeys_t *k);
 
 /* Scripts, loaded once per connection and called by SHA. */
-extern rscript_t SCRIPT_POP, SCRIPT_RELEASE, SCRIPT_FAIL, SCRIPT_PUSH, SCRIPT_MAXEXC, SCRIPT_UNPOP;
+extern rscript_t SCRIPT_POP, SCRIPT_RELEASE, SCRIPT_FAIL, SCRIPT_PUSH, SCRIPT_MAXEXC, SCRIPT_UNPOP, SCRIPT_EXTEND;
 void queue_scripts_init(void);
 
 enum pop_kind { POP_EMPTY = 0, POP_JOB = 1, POP_POISON = 2 };
@@ -97,9 +97,14 @@ void queue_append_release(rconn_t *c, const qkeys_t *k, const char *reserved, si
                           int64_t available_at);
 /* Give back a popped job that never started: if its reservation is still
  * ours, the original payload goes back to the head of its queue with its
- * notify token, attempts as they were. */
+ * notify token, attempts as they were. token (unique per give-back, kept
+ * when it is resent) makes it idempotent: <ready>:qpool-unpop:<token> is
+ * set for QPOOL_UNPOP_TOKEN_TTL seconds and a second call does nothing.
+ * Reply: 1 given back, 0 not (already done, or the reservation is gone). */
+#define QPOOL_UNPOP_TOKEN_TTL "86400"
 void queue_append_unpop(rconn_t *c, const qkeys_t *k, const char *reserved, size_t reslen,
-                        const char *raw, size_t rawlen);
+                        const char *raw, size_t rawlen, const char *token);
+/* Renew a reservation if it is still there. Reply: 1 renewed, 0 gone. */
 void queue_append_extend(rconn_t *c, const qkeys_t *k, const char *reserved, size_t len,
                          int64_t until);
 

@@ -14,6 +14,7 @@
 
 #define BACKOFF_MIN_MS 100
 #define BACKOFF_MAX_MS 5000
+#define FLAP_MS 1000            /* dropped sooner than this after connecting: still an outage */
 
 rconn_t *rconn_new(const redis_conf_t *rc)
 {
@@ -58,7 +59,12 @@ void rconn_drop(rconn_t *c, const char *why)
         redisFree(c->ctx);
         c->ctx = NULL;
     }
-    if (!c->in_outage) {
+    /* A server that takes the connection and refuses what follows (NOAUTH,
+     * an ACL user switched off, scripts that cannot load) must not make us
+     * reconnect in a loop: a drop soon after connecting continues the backoff. */
+    bool flapping = c->up_since_ms && mono_ms() - c->up_since_ms < FLAP_MS;
+    c->up_since_ms = 0;
+    if (!c->in_outage && !flapping) {
         char d[300];
         describe(c, d, sizeof d);
         log_warn("redis %s unavailable: %s; reconnecting with backoff", d, c->last_error);
@@ -66,6 +72,12 @@ void rconn_drop(rconn_t *c, const char *why)
         c->backoff_ms = 0;
         c->next_attempt_ms = mono_ms(); /* first retry at once: it may have been a blip */
     } else {
+        if (!c->in_outage) {
+            char d[300];
+            describe(c, d, sizeof d);
+            log_warn("redis %s: %s right after connecting; reconnecting with backoff", d, c->last_error);
+            c->in_outage = true;
+        }
         c->backoff_ms = c->backoff_ms ? c->backoff_ms * 2 : BACKOFF_MIN_MS;
         if (c->backoff_ms > BACKOFF_MAX_MS) c->backoff_ms = BACKOFF_MAX_MS;
         c->next_attempt_ms = mono_ms() + c->backoff_ms;
@@ -151,7 +163,7 @@ int rconn_ensure(rconn_t *c)
         log_info("redis %s is back", d);
         c->in_outage = false;
     }
-    c->backoff_ms = 0;
+    c->up_since_ms = mono_ms(); /* the backoff resets only once it stays up (rconn_drop) */
     return 0;
 }
 

@@ -23,6 +23,7 @@ typedef struct rconn {
     redisContext *ctx;
     bool in_outage;
     int64_t next_attempt_ms;    /* monotonic */
+    int64_t up_since_ms;        /* when the current connection was made (monotonic), 0 if none */
     int backoff_ms;
     char last_error[256];
     uint64_t round_trips;       /* batches sent and waited on (benchmarks) */

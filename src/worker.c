@@ -4,8 +4,8 @@
  * Signals arrive on a signalfd that every wait in this file polls:
  *   SIGTERM, SIGINT, SIGQUIT  finish the current job, then exit 0 (idle: at once)
  *   SIGUSR2 / SIGCONT         pause / resume (no Redis traffic while paused)
- *   SIGHUP                    the master died (parent-death signal): kill the
- *                             handler, put the job back, exit
+ *   SIGHUP                    the master died (parent-death signal): as
+ *                             SIGTERM, finish the current job, then exit
  *   SIGCHLD                   a handler process exited
  * A Redis outage is waited out with backoff; an outcome that could not be
  * written (ack, release, fail) is kept and retried first after reconnecting,
@@ -77,6 +77,7 @@ typedef struct {
     size_t payload_len;
     char *exception;
     int64_t failed_at;
+    char token[40];         /* unpop: this give-back's idempotency token */
 } outcome_t;
 
 typedef struct {
@@ -176,6 +177,12 @@ static bool paused(worker_t *w)
     return w->paused_local || (control(w) & SB_CTL_PAUSE_ALL);
 }
 
+/* Queues of the pool paused on their own (bit i: queue i). */
+static uint32_t skip_mask(worker_t *w)
+{
+    return control(w) & SB_CTL_QUEUE_MASK & ((1u << w->qs.nq) - 1);
+}
+
 static void read_signals(worker_t *w)
 {
     struct signalfd_siginfo si;
@@ -196,10 +203,16 @@ static void read_signals(worker_t *w)
             w->paused_local = false;
             break;
         case SIGHUP:
-            if (getppid() != w->master) w->parent_dead = true;
+            /* The master died: like SIGTERM, the job in hand is finished
+             * (and its outcome written), then the worker exits. */
+            if (getppid() != w->master) {
+                if (!w->parent_dead) log_warn("the master died: finishing the current job, then exiting");
+                w->parent_dead = w->quit = true;
+            }
             break;
         case SIGCHLD:
             handler_reap(w->h);
+            sb_handler(w); /* never leave a reaped handler's group in the slot */
             break;
         default:
             break;
@@ -267,7 +280,7 @@ static void append_outcome(worker_t *w, const outcome_t *o)
         queue_append_release(w->rc, k, o->reserved, o->reslen, o->available_at);
         break;
     case OUT_UNPOP:
-        queue_append_unpop(w->rc, k, o->reserved, o->reslen, o->payload, o->payload_len);
+        queue_append_unpop(w->rc, k, o->reserved, o->reslen, o->payload, o->payload_len, o->token);
         break;
     case OUT_FAIL: {
         fail_record_t f = {.uuid = o->uuid,
@@ -477,16 +490,25 @@ static outcome_t *set_pending(worker_t *w, job_t *j, int kind)
     return o;
 }
 
+/* Drop the prefetched jobs marked gone (qidx -1), keeping the order. */
+static void compact_local(worker_t *w)
+{
+    int n = w->local_head;
+    for (int i = w->local_head; i < w->nlocal; i++)
+        if (w->local[i].qidx >= 0) w->local[n++] = w->local[i];
+    w->nlocal = n;
+    if (w->nlocal == w->local_head) w->nlocal = w->local_head = 0;
+}
+
 /* Hand back the prefetched jobs of the queues in mask that never started,
  * newest first, so that the LPUSHes leave them at the head of their queues
  * in their original order, attempts as they were before the pop. */
 static void give_back(worker_t *w, uint32_t mask)
 {
     settle(w);
-    int keep = w->nlocal;
     for (int i = w->nlocal - 1; i >= w->local_head; i--) {
         pop_item_t *it = &w->local[i];
-        if (!(mask & (1u << it->qidx))) continue;
+        if (it->qidx < 0 || !(mask & (1u << it->qidx))) continue;
         if (w->npending == MAX_PENDING) flush_outcome(w);
         if (w->npending == MAX_PENDING) { /* the master and Redis are gone: it comes back after retry_after */
             pop_item_free(it);
@@ -496,6 +518,7 @@ static void give_back(worker_t *w, uint32_t mask)
         outcome_t *o = &w->pending[w->npending++];
         memset(o, 0, sizeof *o);
         o->kind = OUT_UNPOP;
+        uuid4(o->token);
         o->qidx = it->qidx;
         o->reserved = it->reserved;
         o->reslen = it->reslen;
@@ -504,19 +527,27 @@ static void give_back(worker_t *w, uint32_t mask)
         memset(it, 0, sizeof *it);
         it->qidx = -1;
     }
-    /* compact what stays */
-    int n = w->local_head;
-    for (int i = w->local_head; i < keep; i++)
-        if (w->local[i].raw) w->local[n++] = w->local[i];
-    w->nlocal = n;
-    if (w->nlocal == w->local_head) w->nlocal = w->local_head = 0;
+    compact_local(w);
+}
+
+/* Read one renewal's reply: 1 renewed, 0 the reservation is gone, -1 unknown. */
+static int read_extend_reply(worker_t *w)
+{
+    redisReply *r;
+    if (rconn_read(w->rc, -1, -1, &r) != RC_OK) return -1;
+    int rv = r->type == REDIS_REPLY_INTEGER ? (r->integer ? 1 : 0) : -1;
+    if (is_noscript(r)) w->scripts_loaded_on = NULL;
+    freeReplyObject(r);
+    return rv;
 }
 
 /* Keep every job this worker holds reserved: write the outcomes so far (a
  * finished job's ack must not wait behind a long job) and extend the
- * reservations of the current job and of the prefetched ones. Best effort:
- * what is not written stays pending. */
-static void renew_held(worker_t *w, const pop_result_t *cur)
+ * reservations of the current job and of the prefetched ones. A prefetched
+ * job whose reservation is gone (it expired during an outage and another
+ * worker's pop took it back) is dropped here, not run a second time. Best
+ * effort: what is not written stays pending. */
+static void renew_held(worker_t *w, const job_t *cur)
 {
     settle(w);
     w->held_since_ms = mono_ms();
@@ -524,7 +555,7 @@ static void renew_held(worker_t *w, const pop_result_t *cur)
     int64_t until = wall_s() + w->p->retry_after;
     int n = w->npending;
     for (int i = 0; i < n; i++) append_outcome(w, &w->pending[i]);
-    if (cur) queue_append_extend(w->rc, &w->qs.q[cur->qidx], cur->reserved, cur->reslen, until);
+    if (cur) queue_append_extend(w->rc, &w->qs.q[cur->pr.qidx], cur->pr.reserved, cur->pr.reslen, until);
     for (int i = w->local_head; i < w->nlocal; i++)
         queue_append_extend(w->rc, &w->qs.q[w->local[i].qidx], w->local[i].reserved, w->local[i].reslen, until);
     if (n) {
@@ -533,12 +564,30 @@ static void renew_held(worker_t *w, const pop_result_t *cur)
         if (rv == OW_LOST) return;
         if (rv == OW_REFUSED) outcome_refused(w, err, false);
     }
-    int m = (cur ? 1 : 0) + w->nlocal - w->local_head;
-    for (int i = 0; i < m; i++) {
-        redisReply *r;
-        if (rconn_read(w->rc, -1, -1, &r) != RC_OK) return;
-        freeReplyObject(r);
+    if (cur && read_extend_reply(w) == 0)
+        log_warn("job %s (%s): its reservation is gone (it expired and was taken back): it may run twice",
+                 cur->hj.id ? cur->hj.id : "?", cur->hj.name);
+    bool dropped = false;
+    for (int i = w->local_head; i < w->nlocal; i++) {
+        if (read_extend_reply(w) != 0) continue;
+        log_warn("a prefetched job on %s lost its reservation (it expired and was taken back): dropping the local "
+                 "copy", w->qs.q[w->local[i].qidx].name);
+        pop_item_free(&w->local[i]);
+        w->local[i].qidx = -1;
+        dropped = true;
     }
+    if (dropped) compact_local(w);
+}
+
+/* Write the pending outcomes once, now, without waiting out an outage. */
+static void write_pending_now(worker_t *w)
+{
+    settle(w);
+    if (!w->npending || !redis_ready(w)) return;
+    int n = w->npending;
+    for (int i = 0; i < n; i++) append_outcome(w, &w->pending[i]);
+    char err[256] = "";
+    if (collect_pending(w, n, err, sizeof err) == OW_REFUSED) outcome_refused(w, err, false);
 }
 
 /* How many jobs to ask for: the pool's prefetch while jobs are quick, never
@@ -577,15 +626,24 @@ static double ms_since(double start_s)
     return (mono_s() - start_s) * 1000.0;
 }
 
+/* One line per job event; in JSON logs the fields are escaped (a payload's
+ * id is the producer's to choose: it must not forge log entries). */
 static void job_log(worker_t *w, job_t *j, const char *what, const char *extra)
 {
     if (!w->p->job_log) return;
-    char fields[512];
     const char *id = j->hj.id ? j->hj.id : "";
-    snprintf(fields, sizeof fields, ",\"event\":\"%s\",\"queue\":\"%s\",\"job_id\":\"%.64s\",\"attempt\":%ld",
-             what, w->qs.q[j->pr.qidx].name, id, j->attempts);
-    log_fields(LOG_INFO, fields, "%-10s %s [%s] attempt %ld%s", what, j->hj.name, id, j->attempts,
+    const char *queue = w->qs.q[j->pr.qidx].name;
+    size_t idlen = strnlen(id, 64);
+    sbuf_t f;
+    sbuf_init(&f);
+    sbuf_printf(&f, ",\"event\":\"%s\",\"queue\":", what);
+    sbuf_json_str(&f, queue, strlen(queue));
+    sbuf_puts(&f, ",\"job_id\":");
+    sbuf_json_str(&f, id, idlen);
+    sbuf_printf(&f, ",\"attempt\":%ld", j->attempts);
+    log_fields(LOG_INFO, f.data, "%-10s %s [%.*s] attempt %ld%s", what, j->hj.name, (int)idlen, id, j->attempts,
                extra ? extra : "");
+    sbuf_free(&f);
 }
 
 /* Exceptions decide fail vs release the way Worker::handleJobException does. */
@@ -612,7 +670,22 @@ static const char *should_fail(worker_t *w, job_t *j, const hresult_t *res)
     return why;
 }
 
-/* Run the handler, watching signals, the timeout and the reservation. */
+/* While a job runs, the prefetched ones must not wait behind it when the
+ * worker is told to stop or pause, when their queue is paused, or once the
+ * job turns slow: give them back at once (other workers may be idle). */
+static void release_prefetched(worker_t *w, int64_t started_ms, int64_t now)
+{
+    if (w->nlocal == w->local_head) return;
+    uint32_t mask = skip_mask(w);
+    if (w->quit || paused(w) || (control(w) & SB_CTL_RETIRE) || now - started_ms >= PREFETCH_MAX_JOB_MS)
+        mask = ~0u;
+    if (!mask) return;
+    give_back(w, mask);
+    write_pending_now(w);
+}
+
+/* Run the handler, watching signals, the timeout and the reservation. The
+ * master's death does not cut the job short: as with SIGTERM it finishes. */
 static void fire(worker_t *w, job_t *j, hresult_t *res)
 {
     long timeout = j->p.has_timeout ? j->p.timeout : w->p->timeout;
@@ -633,17 +706,20 @@ static void fire(worker_t *w, job_t *j, hresult_t *res)
         int64_t now = mono_ms();
         int64_t until = next_extend;
         if (deadline && deadline < until) until = deadline;
+        if (w->nlocal > w->local_head && start + PREFETCH_MAX_JOB_MS < until) until = start + PREFETCH_MAX_JOB_MS;
         int wait = until > now ? (int)(until - now) : 0;
         if (wait > 1000) wait = 1000; /* re-check the handler's exit now and then */
-        if (poll(fds, (nfds_t)n, wait) < 0 && errno != EINTR) break;
-        if (fds[0].revents & POLLIN) read_signals(w);
-        if (w->parent_dead) {
+        if (poll(fds, (nfds_t)n, wait) < 0 && errno != EINTR) {
+            /* never guess an outcome: the job is charged as a crash */
+            log_error("poll: %s: killing the handler of job %s", strerror(errno), j->hj.id ? j->hj.id : "?");
             handler_abort(w->h);
             memset(res, 0, sizeof *res);
             res->kind = HRES_CRASHED;
-            res->exception = xstrdup("qpool: the worker's master died while the job ran");
+            res->exception = xasprintf("qpool\\HandlerCrashed: the worker could not watch the handler (poll: %s)",
+                                       strerror(errno));
             return;
         }
+        if (fds[0].revents & POLLIN) read_signals(w);
         if (handler_step(w->h, fds + 1, n - 1, res) == 1) return;
         now = mono_ms();
         if (deadline && now >= deadline) {
@@ -654,15 +730,28 @@ static void fire(worker_t *w, job_t *j, hresult_t *res)
             res->kind = HRES_TIMEOUT;
             return;
         }
+        release_prefetched(w, start, now);
         if (now >= next_extend) {
             /* Still running: keep the reservations from expiring under us. */
-            renew_held(w, &j->pr);
+            renew_held(w, j);
             next_extend = now + extend_every;
         }
     }
 }
 
-static void run_job(worker_t *w, job_t *j)
+/* A job the handler never read goes back as if never popped: no attempt. */
+static void job_unpop(worker_t *w, job_t *j)
+{
+    outcome_t *o = set_pending(w, j, OUT_UNPOP);
+    uuid4(o->token);
+    o->payload = xstrndup(j->pr.raw, j->pr.rawlen);
+    o->payload_len = j->pr.rawlen;
+    job_log(w, j, "Returned", " (the handler never read it; no attempt counted)");
+}
+
+/* Parse the payload and describe the job for the handler. False: it is not
+ * a usable payload, and it went to the failed store with its raw bytes. */
+static bool job_prepare(worker_t *w, job_t *j)
 {
     const qkeys_t *k = &w->qs.q[j->pr.qidx];
     char err[128];
@@ -680,19 +769,13 @@ static void run_job(worker_t *w, job_t *j)
         job_fail(w, j, text);
         free(text);
         w->jobs_failed++;
-        return;
+        return false;
     }
     j->parsed = true;
     j->attempts = j->p.attempts + 1;
-    if (j->p.uuid)
-        j->uuid = xstrdup(j->p.uuid);
-    else if (j->p.id)
-        j->uuid = xstrdup(j->p.id);
-    else {
-        char id[37];
-        uuid4(id);
-        j->uuid = xstrdup(id);
-    }
+    char id[37];
+    if (!j->p.uuid && !j->p.id) uuid4(id);
+    j->uuid = xstrdup(j->p.uuid ? j->p.uuid : j->p.id ? j->p.id : id);
     j->hj = (hjob_t){.queue = k->name,
                      .connection = w->p->queue_connection,
                      .id = j->p.id,
@@ -704,96 +787,114 @@ static void run_job(worker_t *w, job_t *j)
                      .rawlen = j->pr.rawlen,
                      .reserved = j->pr.reserved,
                      .reslen = j->pr.reslen};
-    sb_job(w, j->hj.id, j->hj.name, k->name);
-    job_log(w, j, "Processing", NULL);
+    return true;
+}
 
-    if (policy_already_exceeded(&j->p, w->p->tries, j->attempts, wall_s())) {
-        char *text = policy_text_max_attempts(j->hj.name);
-        hresult_t why = {.kind = HRES_FAILED,
-                         .exc_class = xstrdup("Illuminate\\Queue\\MaxAttemptsExceededException"),
-                         .message = xstrdup(strchr(text, ' ') + 1),
-                         .exception = xstrdup(text)};
-        job_fail(w, j, text);
-        handler_failed(w->h, &j->hj, &why, "already_exceeded", HOOK_TIMEOUT_MS);
-        hresult_free(&why);
-        free(text);
+/* Popped with its attempts already past maxTries (or retryUntil): fail it
+ * unrun, as Worker::markJobAsFailedIfAlreadyExceedsMaxAttempts does. */
+static void job_fail_unrun(worker_t *w, job_t *j)
+{
+    char *text = policy_text_max_attempts(j->hj.name);
+    hresult_t why = {.kind = HRES_FAILED,
+                     .exc_class = xstrdup("Illuminate\\Queue\\MaxAttemptsExceededException"),
+                     .message = xstrdup(strchr(text, ' ') + 1),
+                     .exception = xstrdup(text)};
+    job_fail(w, j, text);
+    handler_failed(w->h, &j->hj, &why, "already_exceeded", HOOK_TIMEOUT_MS);
+    hresult_free(&why);
+    free(text);
+    w->jobs_failed++;
+    job_log(w, j, "Failed", " (already attempted too many times)");
+}
+
+/* The job threw, crashed or timed out: fail it or release it with backoff,
+ * by Laravel's rules (Worker::handleJobException). */
+static void job_threw(worker_t *w, job_t *j, hresult_t *res)
+{
+    char extra[160];
+    if (res->kind == HRES_TIMEOUT) {
+        free(res->exception);
+        res->exception = policy_text_timeout(j->hj.name);
+        res->exc_class = xstrdup("Illuminate\\Queue\\TimeoutExceededException");
+        res->message = xasprintf("%s has timed out.", j->hj.name);
+    }
+    const char *why = should_fail(w, j, res);
+    if (why) {
+        job_fail(w, j, res->exception ? res->exception : "qpool: job failed");
+        handler_failed(w->h, &j->hj, res, res->kind == HRES_TIMEOUT && strcmp(why, "max_exceptions") ? "timeout" : why,
+                       HOOK_TIMEOUT_MS);
         w->jobs_failed++;
-        job_log(w, j, "Failed", " (already attempted too many times)");
-        return;
+        snprintf(extra, sizeof extra, " %.2f ms (%s)", ms_since(j->started_s), why);
+        job_log(w, j, "Failed", extra);
+    } else {
+        long delay = policy_backoff(&j->p, w->p->backoff, w->p->nbackoff, j->attempts);
+        job_release(w, j, delay);
+        snprintf(extra, sizeof extra, " %.2f ms, %s; retry in %ld s", ms_since(j->started_s),
+                 res->kind == HRES_TIMEOUT ? "timed out" : res->kind == HRES_CRASHED ? "handler crashed" : "exception",
+                 delay);
+        job_log(w, j, "Released", extra);
     }
+    if (res->exception && res->kind != HRES_TIMEOUT)
+        log_warn("job %s (%s) attempt %ld: %.*s", j->hj.id ? j->hj.id : "?", j->hj.name, j->attempts, 1000,
+                 res->exception);
+}
 
-    hresult_t res;
-    fire(w, j, &res);
-    sb_handler(w);
-    if (w->parent_dead) {
-        /* The master is gone and so will we be: hand the job straight back,
-         * its attempt counted, without running any hooks. */
-        job_release(w, j, 0);
-        hresult_free(&res);
-        return;
-    }
+/* What the handler said becomes the job's outcome. */
+static void job_settle(worker_t *w, job_t *j, hresult_t *res)
+{
     char extra[160];
     snprintf(extra, sizeof extra, " %.2f ms", ms_since(j->started_s));
-    switch (res.kind) {
+    switch (res->kind) {
     case HRES_DONE:
         set_pending(w, j, OUT_ACK);
         job_log(w, j, "Processed", extra);
         break;
     case HRES_RELEASED: {
-        long delay = res.has_delay ? res.delay : 0;
+        long delay = res->has_delay ? res->delay : 0;
         job_release(w, j, delay);
         snprintf(extra, sizeof extra, " %.2f ms, released for %ld s", ms_since(j->started_s), delay);
         job_log(w, j, "Released", extra);
         break;
     }
     case HRES_FAILED: {
-        const char *text = res.exception ? res.exception : "Illuminate\\Queue\\ManuallyFailedException: This job was manually failed.";
+        const char *text = res->exception ? res->exception
+                                          : "Illuminate\\Queue\\ManuallyFailedException: This job was manually failed.";
         job_fail(w, j, text);
-        if (!res.hooks_done) handler_failed(w->h, &j->hj, &res, "job_failed", HOOK_TIMEOUT_MS);
+        if (!res->hooks_done) handler_failed(w->h, &j->hj, res, "job_failed", HOOK_TIMEOUT_MS);
         w->jobs_failed++;
         job_log(w, j, "Failed", extra);
         break;
     }
-    case HRES_EXCEPTION:
-    case HRES_CRASHED:
-    case HRES_TIMEOUT: {
-        if (res.kind == HRES_TIMEOUT) {
-            free(res.exception);
-            res.exception = policy_text_timeout(j->hj.name);
-            res.exc_class = xstrdup("Illuminate\\Queue\\TimeoutExceededException");
-            res.message = xasprintf("%s has timed out.", j->hj.name);
-        }
-        const char *why = should_fail(w, j, &res);
-        if (why) {
-            job_fail(w, j, res.exception ? res.exception : "qpool: job failed");
-            handler_failed(w->h, &j->hj, &res, res.kind == HRES_TIMEOUT && strcmp(why, "max_exceptions") ? "timeout" : why,
-                           HOOK_TIMEOUT_MS);
-            w->jobs_failed++;
-            snprintf(extra, sizeof extra, " %.2f ms (%s)", ms_since(j->started_s), why);
-            job_log(w, j, "Failed", extra);
-        } else {
-            long delay = policy_backoff(&j->p, w->p->backoff, w->p->nbackoff, j->attempts);
-            job_release(w, j, delay);
-            snprintf(extra, sizeof extra, " %.2f ms, %s; retry in %ld s", ms_since(j->started_s),
-                     res.kind == HRES_TIMEOUT ? "timed out" : res.kind == HRES_CRASHED ? "handler crashed" : "exception",
-                     delay);
-            job_log(w, j, "Released", extra);
-        }
-        if (res.exception && res.kind != HRES_TIMEOUT)
-            log_warn("job %s (%s) attempt %ld: %.*s", j->hj.id ? j->hj.id : "?", j->hj.name,
-                     j->attempts, 1000, res.exception);
+    case HRES_NOT_STARTED:
+        job_unpop(w, j);
+        break;
+    default: /* HRES_EXCEPTION, HRES_CRASHED, HRES_TIMEOUT */
+        job_threw(w, j, res);
         break;
     }
+}
+
+/* Run one popped job to its outcome. False when it did not run at all (the
+ * handler never read it: it went back untouched). */
+static bool run_job(worker_t *w, job_t *j)
+{
+    if (!job_prepare(w, j)) return true;
+    sb_job(w, j->hj.id, j->hj.name, w->qs.q[j->pr.qidx].name);
+    job_log(w, j, "Processing", NULL);
+    if (policy_already_exceeded(&j->p, w->p->tries, j->attempts, wall_s())) {
+        job_fail_unrun(w, j);
+        return true;
     }
+    hresult_t res;
+    fire(w, j, &res);
+    sb_handler(w);
+    bool ran = res.kind != HRES_NOT_STARTED;
+    job_settle(w, j, &res);
     hresult_free(&res);
+    return ran;
 }
 
 /* ------------------------------------------------------------ the loop */
-
-static uint32_t skip_mask(worker_t *w)
-{
-    return control(w) & SB_CTL_QUEUE_MASK & ((1u << w->qs.nq) - 1);
-}
 
 /* Block on the :notify lists of the unpaused queues for up to secs. */
 static void idle_wait(worker_t *w, double secs, uint32_t skip)
@@ -1060,7 +1161,12 @@ int worker_main(const pool_conf_t *p, const qconf_t *conf, sb_slot_t *slot, int 
             continue;
         }
 
-        run_job(w, &job);
+        if (!run_job(w, &job)) { /* given back untouched: the handler restarts first */
+            job_free(&job);
+            sb_state(w, SB_IDLE);
+            flush_outcome(w);
+            continue;
+        }
         w->jobs_done++;
         w->last_job_ms = mono_ms() - job.started_ms;
         w->busy_ms += (uint64_t)w->last_job_ms;

@@ -66,10 +66,10 @@ final class Handler
         $this->listenForSignals();
         register_shutdown_function([$this, 'onShutdown']);
 
-        Protocol::log(sprintf('Laravel %s booted from %s (stdout isolation: %s)',
+        Protocol::log(sprintf('Laravel %s booted from %s (protocol channel: %s)',
             $this->app->version(), $this->app->basePath(), $this->io->isolation()));
 
-        $this->io->send(['type' => 'ready', 'protocol' => 1]);
+        $this->io->send(['type' => 'ready', 'protocol' => 2]);
 
         $self = $this;
 
@@ -86,7 +86,7 @@ final class Handler
                 continue;
             }
 
-            $response = $this->handleLine($line);
+            $response = $this->answer($this->handleLine($line));
             $this->pending = null;
             $this->io->send($response);
         }
@@ -107,11 +107,12 @@ final class Handler
         }
 
         $type = $this->pending['type'] ?? null;
-        $this->pending = null;
+        $this->quit = true; // this process is ending: its response says so
         $error = error_get_last();
 
         if ($type === 'failed') {
-            $this->io->send(['status' => 'ok', 'error' => 'the handler exited while running failure hooks'], false);
+            $this->io->send($this->answer(['status' => 'ok', 'error' => 'the handler exited while running failure hooks']), false);
+            $this->pending = null;
 
             return;
         }
@@ -120,12 +121,34 @@ final class Handler
             ? sprintf('%s in %s:%d', $error['message'], $error['file'], $error['line'])
             : 'the job ended the PHP process (exit)';
 
-        $this->io->send([
+        $this->io->send($this->answer([
             'status' => 'exception',
             'class' => 'qpool\HandlerExited',
             'message' => self::utf8($message),
             'exception' => self::utf8('qpool\HandlerExited: '.$message),
-        ], false);
+        ]), false);
+        $this->pending = null;
+    }
+
+    /**
+     * A response names the request it answers ("seq"), and says when it is
+     * this process's last one ("exiting": a job called exit(), a fatal
+     * error, a lost connection, SIGTERM), so qpool starts a fresh handler
+     * before it sends anything else.
+     */
+    private function answer(array $response): array
+    {
+        $seq = $this->pending['seq'] ?? null;
+
+        if (is_int($seq) || is_float($seq)) {
+            $response = ['seq' => $seq] + $response;
+        }
+
+        if ($this->quit) {
+            $response['exiting'] = true;
+        }
+
+        return $response;
     }
 
     // ------------------------------------------------------------ boot

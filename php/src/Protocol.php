@@ -3,18 +3,24 @@
 namespace Qpool\Laravel;
 
 /**
- * The pipe protocol's transport: newline-delimited JSON, requests on stdin,
- * responses on stdout (docs/handler-protocol.md).
+ * The pipe protocol's transport: newline-delimited JSON requests and
+ * responses (docs/handler-protocol.md).
  *
- * stdout belongs to the protocol only. Two layers keep job output off it:
+ * Protocol 2 (qpool 0.2+): qpool hands the adapter the request channel on the
+ * descriptor named by QPOOL_REQUEST_FD and the response channel on
+ * QPOOL_RESPONSE_FD; stdin is /dev/null and stdout is logged. Nothing a job
+ * prints, and nothing a process it starts reads or writes on stdin/stdout,
+ * can reach the protocol, in any language and without any PHP extension.
  *
- *  1. Output buffering: an ob_start() handler forwards everything PHP itself
- *     prints (echo, print, var_dump, ...) to stderr. Always on.
- *  2. File descriptors (when ext-ffi is usable): the protocol pipe is dup()ed
- *     to a private descriptor and fd 1 is pointed at stderr with dup2(), so
- *     even writes that bypass output buffering (fwrite(STDOUT), php://stdout,
- *     Symfony ConsoleOutput, child processes, a job that ends our buffer)
- *     land in the log. Disable with QPOOL_PHP_DUP_STDOUT=0.
+ * Started by an older qpool (or with handler.protocol = 1), the channels are
+ * stdin and stdout. The adapter then moves them itself, with plain PHP: it
+ * keeps private copies (php://fd/0 and php://fd/1 dup() them), closes STDIN
+ * and STDOUT and opens /dev/null and php://stderr, which take descriptors 0
+ * and 1 (open() returns the lowest free one). A job's shell_exec('cat') gets
+ * EOF at once, and its output goes to stderr.
+ *
+ * On top of either, an output buffer forwards what PHP itself prints to
+ * stderr so that the log keeps its order.
  */
 final class Protocol
 {
@@ -24,8 +30,11 @@ final class Protocol
     /** @var resource */
     private $out;
 
-    /** @var string "dup" or "ob" */
-    private $isolation = 'ob';
+    /** @var string "fds", "moved" or "none" */
+    private $isolation = 'none';
+
+    /** @var array<resource> streams that hold descriptors 0 and 1 in place */
+    private $keep = [];
 
     /** @var string name ob_get_status() reports for our buffer */
     private $bufferName;
@@ -38,8 +47,10 @@ final class Protocol
         // PHP's own error display goes to stdout in the CLI by default.
         ini_set('display_errors', 'stderr');
 
-        $this->in = STDIN;
-        $this->out = $this->isolateStdout() ?: STDOUT;
+        if (! $this->openFds()) {
+            $this->moveStdio();
+        }
+
         $this->startBuffer();
     }
 
@@ -85,7 +96,7 @@ final class Protocol
             $line = fgets($this->in);
 
             if ($line === false) {
-                return null; // EOF (or a broken stdin): the worker has gone
+                return null; // EOF (or a broken channel): the worker has gone
             }
 
             return $line;
@@ -112,7 +123,7 @@ final class Protocol
         $line = json_encode($message, $flags);
 
         if (! is_string($line)) {
-            $line = json_encode([
+            $line = json_encode(array_intersect_key($message, ['seq' => 1, 'exiting' => 1]) + [
                 'status' => 'exception',
                 'class' => 'RuntimeException',
                 'message' => 'qpool-handler: cannot encode response: '.json_last_error_msg(),
@@ -125,7 +136,7 @@ final class Protocol
             $n = @fwrite($this->out, $line);
 
             if ($n === false || $n === 0) {
-                self::log('cannot write to the protocol pipe (qpool has gone); exiting');
+                self::log('cannot write to the protocol channel (qpool has gone); exiting');
                 exit(1);
             }
 
@@ -158,8 +169,7 @@ final class Protocol
 
             if (! $this->warnedBuffer) {
                 $this->warnedBuffer = true;
-                self::log('a job removed the stdout guard buffer; restored it'
-                    .($this->isolation === 'dup' ? '' : ' (output written meanwhile may have reached the protocol pipe)'));
+                self::log('a job removed the stdout guard buffer; restored it');
             }
 
             $this->startBuffer();
@@ -188,49 +198,105 @@ final class Protocol
     }
 
     /**
-     * @return resource|null the protocol stream, or null when fd tricks are unavailable
+     * Protocol 2: the channels qpool named in the environment.
      */
-    private function isolateStdout()
+    private function openFds(): bool
     {
-        $env = getenv('QPOOL_PHP_DUP_STDOUT');
+        $req = getenv('QPOOL_REQUEST_FD');
+        $resp = getenv('QPOOL_RESPONSE_FD');
 
-        if ($env === '0' || ! class_exists('FFI')) {
-            return null;
+        if (! is_string($req) || ! is_string($resp) || ! ctype_digit($req) || ! ctype_digit($resp)) {
+            return false;
+        }
+
+        $in = @fopen('php://fd/'.$req, 'rb');
+        $out = @fopen('php://fd/'.$resp, 'wb');
+
+        if (! $in || ! $out) {
+            self::log('cannot open the protocol descriptors '.$req.'/'.$resp.'; using stdin/stdout');
+
+            return false;
+        }
+
+        $this->in = $in;
+        $this->out = $out;
+        $this->isolation = 'fds';
+
+        return true;
+    }
+
+    /**
+     * Protocol on stdin/stdout: keep private copies, then put /dev/null on
+     * descriptor 0 and stderr on descriptor 1: with FFI's dup2() when it is
+     * there (STDIN and STDOUT stay valid streams), else by closing STDIN and
+     * STDOUT and opening /dev/null and php://stderr in their place (a job
+     * that writes to the STDOUT constant then gets an error, not the pipe).
+     */
+    private function moveStdio(): void
+    {
+        $this->in = STDIN;
+        $this->out = STDOUT;
+
+        $in = @fopen('php://fd/0', 'rb');
+        $out = @fopen('php://fd/1', 'wb');
+
+        if (! $in || ! $out) {
+            self::log('cannot copy stdin/stdout; job output may reach the protocol');
+
+            return;
+        }
+
+        fflush(STDOUT);
+        $this->in = $in;
+        $this->out = $out;
+
+        if (! $this->dup2Stdio()) {
+            fclose(STDIN);
+            $null = @fopen('/dev/null', 'rb');
+            fclose(STDOUT);
+            $err = @fopen('php://stderr', 'wb');
+            $this->keep = array_filter([$null, $err]);
+        }
+
+        $this->isolation = self::fdIs(0, '/dev/null') && self::fdIs(1, self::target(2)) ? 'moved' : 'none';
+
+        if ($this->isolation === 'none') {
+            self::log('could not move stdin/stdout off the protocol; job output may reach it');
+        }
+    }
+
+    private function dup2Stdio(): bool
+    {
+        if (getenv('QPOOL_PHP_FFI') === '0' || ! class_exists('FFI')) {
+            return false;
         }
 
         try {
-            $libc = \FFI::cdef('int dup(int oldfd); int dup2(int oldfd, int newfd); int close(int fd);');
+            $libc = \FFI::cdef('int open(const char *path, int flags); int dup2(int oldfd, int newfd); int close(int fd);');
+            $null = $libc->open('/dev/null', 0);
 
-            $fd = $libc->dup(1);
-
-            if ($fd < 0) {
-                return null;
+            if ($null < 0) {
+                return false;
             }
 
-            // php://fd/N dup()s N again, so N can be closed afterwards.
-            $stream = @fopen('php://fd/'.$fd, 'wb');
+            $ok = $libc->dup2($null, 0) === 0 && $libc->dup2(2, 1) === 1;
+            $libc->close($null);
 
-            if (! $stream) {
-                $libc->close($fd);
-
-                return null;
-            }
-
-            $libc->close($fd);
-
-            fflush(STDOUT);
-
-            if ($libc->dup2(2, 1) < 0) {
-                fclose($stream);
-
-                return null;
-            }
-
-            $this->isolation = 'dup';
-
-            return $stream;
+            return $ok;
         } catch (\Throwable $e) {
-            return null; // FFI disabled (ffi.enable) or libc symbols not found
+            return false; // FFI disabled (ffi.enable) or libc not found
         }
+    }
+
+    private static function target(int $fd): ?string
+    {
+        $t = @readlink('/proc/self/fd/'.$fd);
+
+        return is_string($t) ? $t : null;
+    }
+
+    private static function fdIs(int $fd, ?string $target): bool
+    {
+        return $target !== null && self::target($fd) === $target;
     }
 }

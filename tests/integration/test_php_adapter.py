@@ -10,6 +10,7 @@ Self-contained: its own redis-server on a free loopback port, the fixture app
 """
 
 import json
+import os
 import queue
 import shutil
 import signal
@@ -66,6 +67,17 @@ class QpoolTestNoisyHandler
         if (! empty($data["exit"])) {
             exit(3);
         }
+        $job->delete();
+    }
+}
+
+class QpoolTestStdinHandler
+{
+    public function handle($job, $data)
+    {
+        $out = shell_exec('timeout 5 cat; echo "rc=$?"');
+        [$got, $rc] = array_pad(explode("rc=", (string) $out, 2), 2, "");
+        App\Support\Marker::write(["event" => "stdin", "got" => $got, "rc" => trim($rc)]);
         $job->delete();
     }
 }
@@ -181,55 +193,94 @@ def failed_request(raw, reason, cls, message, attempts=1, text=None):
 
 
 class Adapter:
-    """php qpool-handler.php <app> as a subprocess, driven line by line."""
+    """php qpool-handler.php <app> as a subprocess, driven line by line.
 
-    def __init__(self, app, env_extra=None, php_args=()):
+    channel "fds": protocol 2 as qpool speaks it, requests on one descriptor
+    and responses on another (QPOOL_REQUEST_FD / QPOOL_RESPONSE_FD), stdin
+    /dev/null; "stdio": requests on stdin, responses on stdout (an older
+    qpool, or handler.protocol = 1). Every request gets a "seq"; read()
+    checks the response echoes it and strips it."""
+
+    def __init__(self, app, env_extra=None, php_args=(), channel="fds"):
         self.app = app
+        self.channel = channel
+        self.seq = 0
         self.stderr_path = Path(app.env["_dir"]) / ("adapter-%s.stderr" % uuidlib.uuid4().hex[:8])
         self._stderr = open(self.stderr_path, "wb")
         env = clean_env(app.env)
         env.update(env_extra or {})
-        self.proc = subprocess.Popen(
-            [PHP, *php_args, str(ADAPTER), str(APP_DIR)],
-            cwd=str(Path(app.env["_dir"])), env=env, stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE, stderr=self._stderr)
+        if channel == "fds":
+            req_r, req_w = os.pipe()
+            resp_r, resp_w = os.pipe()
+            env.update({"QPOOL_PROTOCOL": "2", "QPOOL_REQUEST_FD": str(req_r), "QPOOL_RESPONSE_FD": str(resp_w)})
+            self.proc = subprocess.Popen(
+                [PHP, *php_args, str(ADAPTER), str(APP_DIR)],
+                cwd=str(Path(app.env["_dir"])), env=env, stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE, stderr=self._stderr, pass_fds=(req_r, resp_w))
+            os.close(req_r)
+            os.close(resp_w)
+            self.req = os.fdopen(req_w, "wb")
+            self.resp = os.fdopen(resp_r, "rb")
+            self.stdout_lines = []
+            threading.Thread(target=self._pump_stdout, daemon=True).start()
+        else:
+            self.proc = subprocess.Popen(
+                [PHP, *php_args, str(ADAPTER), str(APP_DIR)],
+                cwd=str(Path(app.env["_dir"])), env=env, stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE, stderr=self._stderr)
+            self.req = self.proc.stdin
+            self.resp = self.proc.stdout
         self.lines = queue.Queue()
         self.raw_stdout = []
         threading.Thread(target=self._pump, daemon=True).start()
 
     def _pump(self):
-        for line in self.proc.stdout:
+        for line in self.resp:
             self.raw_stdout.append(line)
             self.lines.put(line)
         self.lines.put(None)
 
-    def read(self, timeout=WAIT):
+    def _pump_stdout(self):
+        for line in self.proc.stdout:
+            self.stdout_lines.append(line)
+
+    def read_raw(self, timeout=WAIT):
         try:
             line = self.lines.get(timeout=timeout)
         except queue.Empty:
             raise AssertionError("no line from the adapter within %s s; stderr:\n%s"
                                  % (timeout, self.stderr()))
-        assert line is not None, "adapter closed stdout; stderr:\n" + self.stderr()
+        assert line is not None, "adapter closed its response channel; stderr:\n" + self.stderr()
         assert line.endswith(b"\n"), line
         return json.loads(line)
 
+    def read(self, timeout=WAIT):
+        msg = self.read_raw(timeout)
+        if "type" not in msg:
+            assert msg.pop("seq", None) == self.seq, ("the response must echo the request's seq", msg, self.seq)
+        return msg
+
     def send_line(self, text):
-        self.proc.stdin.write(text.encode() + b"\n")
-        self.proc.stdin.flush()
+        self.req.write(text.encode() + b"\n")
+        self.req.flush()
+
+    def send_request(self, req):
+        self.seq += 1
+        self.send_line(json.dumps(dict(req, seq=self.seq)))
 
     def send(self, req):
-        self.send_line(json.dumps(req))
+        self.send_request(req)
         return self.read()
 
     def ready(self):
         msg = self.read()
-        assert msg == {"type": "ready", "protocol": 1}
+        assert msg == {"type": "ready", "protocol": 2}
         return msg
 
     def close(self, timeout=WAIT):
-        """Close stdin (what qpool does when the worker stops); return the exit code."""
-        if not self.proc.stdin.closed:
-            self.proc.stdin.close()
+        """Close the request channel (what qpool does when the worker stops); return the exit code."""
+        if not self.req.closed:
+            self.req.close()
         return self.proc.wait(timeout)
 
     def stderr(self):
@@ -247,8 +298,8 @@ class Adapter:
 def adapter(app):
     started = []
 
-    def start(env_extra=None, php_args=(), ready=True):
-        a = Adapter(app, env_extra, php_args)
+    def start(env_extra=None, php_args=(), ready=True, channel="fds"):
+        a = Adapter(app, env_extra, php_args, channel)
         started.append(a)
         if ready:
             a.ready()
@@ -266,12 +317,13 @@ def events_for(markers, uuid):
 # ---------------------------------------------------------------- tests
 
 
-def test_ready_then_exit_0_on_stdin_eof(app, adapter):
-    a = adapter()
+@pytest.mark.parametrize("channel", ["fds", "stdio"])
+def test_ready_then_exit_0_on_request_channel_eof(app, adapter, channel):
+    a = adapter(channel=channel)
     assert a.close() == 0
     assert "booted" in a.stderr()
-    # Nothing but the ready line ever reached stdout.
-    assert [json.loads(x) for x in a.raw_stdout] == [{"type": "ready", "protocol": 1}]
+    # Nothing but the ready line ever reached the response channel.
+    assert [json.loads(x) for x in a.raw_stdout] == [{"type": "ready", "protocol": 2}]
 
 
 def test_marker_job_done_with_events(app, adapter):
@@ -465,35 +517,58 @@ def noisy_payload(**data):
     return string_payload("QpoolTestNoisyHandler", **data)
 
 
-@pytest.mark.parametrize("dup", ["1", "0"], ids=["fd-isolation", "ob-only"])
-def test_job_output_never_reaches_the_protocol(app, adapter, dup):
+@pytest.mark.parametrize("channel,ffi", [("fds", "1"), ("stdio", "1"), ("stdio", "0")],
+                         ids=["protocol-2-fds", "stdio-ffi", "stdio-no-ffi"])
+def test_job_output_never_reaches_the_protocol(app, adapter, channel, ffi):
+    # review #2: whatever a job prints, however it prints it, and with or
+    # without ext-ffi, never reaches the response channel
     prelude = str(Path(app.env["_dir"]) / "prelude.php")
-    a = adapter({"QPOOL_PHP_DUP_STDOUT": dup}, ("-d", "auto_prepend_file=" + prelude))
-    isolation = "dup" if "stdout isolation: dup" in a.stderr() else "ob"
+    a = adapter({"QPOOL_PHP_FFI": ffi}, ("-d", "auto_prepend_file=" + prelude), channel=channel)
+    assert "protocol channel: " + ("fds" if channel == "fds" else "moved") in a.stderr()
 
     assert a.send(request("job", noisy_payload())) == {"status": "done"}
     assert a.send(request("job", noisy_payload(leave_buffer=True))) == {"status": "done"}
-    if isolation == "dup":
-        # Writes that bypass output buffering are isolated too.
-        assert a.send(request("job", noisy_payload(raw=True))) == {"status": "done"}
+    raw_res = a.send(request("job", noisy_payload(raw=True)))
+    if channel == "stdio" and ffi == "0":
+        # STDOUT was closed to move descriptor 1: writing to it throws
+        # instead of reaching the protocol
+        assert raw_res["status"] == "exception"
+    else:
+        assert raw_res == {"status": "done"}
     raw = app.dispatch_and_pop("MarkerJob", "--tag=after-noise")
     assert a.send(request("job", raw)) == {"status": "done"}
     assert a.close() == 0
 
-    # stdout carried protocol lines only; the job output went to stderr.
+    # the response channel carried protocol lines only
     out = [json.loads(x) for x in a.raw_stdout]
-    assert out[0] == {"type": "ready", "protocol": 1}
-    assert all(x == {"status": "done"} for x in out[1:]), out
-    err = a.stderr()
-    assert '{"status":"done","from":"echo"}' in err
-    assert '"from":"print"' in err and '"from":"printf"' in err
-    assert 'string(8) "var_dump"' in err
-    assert '"from":"unclosed-buffer"' in err
-    if isolation == "dup":
+    assert out[0] == {"type": "ready", "protocol": 2}
+    assert all(x.get("status") in ("done", "exception") and "seq" in x for x in out[1:]), out
+    assert not any(x.get("from") for x in out), out
+    printed = a.stderr() + b"".join(getattr(a, "stdout_lines", [])).decode(errors="replace")
+    assert '{"status":"done","from":"echo"}' in printed
+    assert '"from":"print"' in printed and '"from":"printf"' in printed
+    assert 'string(8) "var_dump"' in printed
+    assert '"from":"unclosed-buffer"' in printed
+    if not (channel == "stdio" and ffi == "0"):
         for src in ("fwrite-STDOUT", "php-stdout", "after-ob-removed"):
-            assert '"from":"%s"' % src in err
-    if dup == "0":
-        assert isolation == "ob"
+            assert '"from":"%s"' % src in printed
+
+
+@pytest.mark.parametrize("channel,ffi", [("fds", "1"), ("stdio", "1"), ("stdio", "0")],
+                         ids=["protocol-2-fds", "stdio-ffi", "stdio-no-ffi"])
+def test_a_job_reading_stdin_gets_eof_at_once(app, adapter, channel, ffi):
+    # review #12: a job's shell_exec('cat') must not read (or block on) the
+    # request channel
+    prelude = str(Path(app.env["_dir"]) / "prelude.php")
+    a = adapter({"QPOOL_PHP_FFI": ffi}, ("-d", "auto_prepend_file=" + prelude), channel=channel)
+    res = a.send(request("job", string_payload("QpoolTestStdinHandler")))
+    assert res == {"status": "done"}, (res, a.stderr())
+    (m,) = [x for x in app.markers() if x.get("event") == "stdin"]
+    assert m["rc"] == "0" and m["got"] == "", m
+    # the next request still arrives intact
+    raw = app.dispatch_and_pop("MarkerJob", "--tag=after-cat")
+    assert a.send(request("job", raw)) == {"status": "done"}
+    assert a.close() == 0
 
 
 def test_job_calling_exit_still_gets_a_response(app, adapter):
@@ -502,13 +577,14 @@ def test_job_calling_exit_still_gets_a_response(app, adapter):
     res = a.send(request("job", noisy_payload(exit=True)))
     assert res["status"] == "exception"
     assert res["class"] == "qpool\\HandlerExited"
+    assert res["exiting"] is True, "review #1: the last response must say it is the last"
     assert a.proc.wait(WAIT) == 3
 
 
 def test_malformed_and_unknown_requests_keep_it_running(app, adapter):
     a = adapter()
     a.send_line("this is not json")
-    res = a.read()
+    res = a.read_raw()
     assert res["status"] == "exception"
     assert "malformed" in res["message"]
     assert a.send({"type": "ping"})["status"] == "exception"
@@ -534,14 +610,15 @@ def test_sigterm_while_idle_exits_0(app, adapter):
 def test_sigterm_during_a_job_finishes_it_then_exits_0(app, adapter):
     raw = app.dispatch_and_pop("SleepJob", "--arg=3000", "--tag=slow")
     a = adapter()
-    a.send_line(json.dumps(request("job", raw)))
+    a.send_request(request("job", raw))
     # Wait until the job runs (its marker is written before it sleeps).
     deadline = time.time() + WAIT
     while not [x for x in app.markers() if x.get("tag") == "slow" and "event" not in x]:
         assert time.time() < deadline, a.stderr()
         time.sleep(0.05)
     a.proc.send_signal(signal.SIGTERM)
-    assert a.read() == {"status": "done"}
+    # its last response says so: qpool starts a fresh handler for the next job
+    assert a.read() == {"status": "done", "exiting": True}
     assert a.proc.wait(WAIT) == 0
 
 

@@ -231,7 +231,10 @@ def test_noise_on_a_pipe_handlers_stdout_is_logged_not_fatal(master, r, tmp_path
     master.start()
     push(r, "default", make_payload("echo"))
     wait_for(lambda: empty(r, "default") and len(jobs_in_log(log)) == 1, 10, what="the noisy job")
-    assert "handler output: some noise on stdout" in master.log()
+    # protocol 2: the handler's stdout is only ever logged, tagged with the job,
+    # even a line that looks like a response
+    assert "stdout: some noise on stdout" in master.log()
+    assert 'stdout: {"status":"done"}' in master.log()
     assert failed_records(r, "default") == []
 
 

@@ -1,0 +1,157 @@
+"""One reservation, one job: give-backs that are safe to retry, byte-identical
+payloads in flight on two workers, renewals that find their reservation gone.
+Regression tests for review-2026-11 findings #3, #4 and #9.
+
+The give-back test runs qpool's own Lua scripts (read from src/queue.c) with
+the key and argument layout src/queue.c uses, as the review did: a reply lost
+between the script and the worker cannot be staged through the binary."""
+import json
+import re
+import signal
+import time
+import uuid as uuidlib
+
+import pytest
+
+from conftest import FIXTURE_HANDLER, PREFIX, ROOT, make_payload, push_many, queue_state, read_fixture_log, wait_for
+from test_worker import empty, jobs_in_log, native_pool
+
+
+def lua(name):
+    """A script's text from src/queue.c (its C string literal, unescaped)."""
+    src = (ROOT / "src" / "queue.c").read_text()
+    m = re.search(r"static const char %s\[\] =\s*((?:\"(?:[^\"\\]|\\.)*\"\s*)+);" % name, src)
+    assert m, name
+    parts = re.findall(r"\"((?:[^\"\\]|\\.)*)\"", m.group(1))
+    return "".join(parts).encode().decode("unicode_escape")
+
+
+def keys(q):
+    base = PREFIX + "queues:" + q
+    return {"ready": base, "delayed": base + ":delayed", "reserved": base + ":reserved", "notify": base + ":notify",
+            "failed": PREFIX + "qpool:failed:" + q}
+
+
+def pop(r, q, want=1):
+    """One pop call as queue_append_pop makes it (one queue, no migration)."""
+    k = keys(q)
+    now = int(time.time())
+    args = [now, now + 90, "0", 100, str(uuidlib.uuid4()), "redis", 10000, PREFIX + "qpool:failed:job:", "1", q,
+            want]
+    return r.eval(lua("POP_LUA"), 6, k["ready"], k["delayed"], k["reserved"], k["notify"], k["failed"],
+                  PREFIX + "qpool:failed:queues", *args)
+
+
+def unpop(r, q, reserved, raw, token):
+    """A give-back as queue_append_unpop makes it."""
+    k = keys(q)
+    return r.eval(lua("UNPOP_LUA"), 4, k["ready"], k["reserved"], k["notify"],
+                  k["ready"] + ":qpool-unpop:" + token, reserved, raw, 86400)
+
+
+def test_a_give_back_resent_after_a_lost_reply_changes_nothing(r):
+    # review #3: worker A gives a prefetched job back; the reply is lost;
+    # worker B pops the job (its reservation has the same bytes); A resends
+    # the give-back. It must not remove B's reservation or queue a copy.
+    q = "gb"
+    raw = json.dumps(make_payload("ok"), separators=(",", ":"))
+    r.rpush(keys(q)["ready"], raw)
+    r.rpush(keys(q)["notify"], 1)
+    kind, _, a_raw, a_reserved = pop(r, q)[:4]
+    assert kind == 1 and a_raw.decode() == raw
+    token = str(uuidlib.uuid4())
+    assert unpop(r, q, a_reserved, a_raw, token) == 1
+    assert r.llen(keys(q)["ready"]) == 1 and r.zcard(keys(q)["reserved"]) == 0
+    b_reserved = pop(r, q)[3]
+    assert b_reserved == a_reserved, "same payload, same reserved bytes: the case the token is for"
+    assert unpop(r, q, a_reserved, a_raw, token) == 0, "the resent give-back must do nothing"
+    assert r.llen(keys(q)["ready"]) == 0, "a second copy was queued"
+    assert r.zrange(keys(q)["reserved"], 0, -1) == [b_reserved], "worker B's reservation was removed"
+
+
+def test_twin_payloads_in_one_call_and_across_calls_get_their_own_reservations(r):
+    # review #4 at the script level: byte-identical payloads are reserved as
+    # distinct members, in one batch and across pops
+    q = "twins"
+    raw = json.dumps({"job": "x", "data": {}, "attempts": 0, "uuid": "u-1", "id": "i-1"}, separators=(",", ":"))
+    r.rpush(keys(q)["ready"], raw, raw, raw)
+    r.rpush(keys(q)["notify"], 1, 1, 1)
+    first = pop(r, q, want=2)
+    second = pop(r, q)
+    members = [first[3], first[6][2], second[3]]
+    assert len(set(members)) == 3, members
+    assert r.zcard(keys(q)["reserved"]) == 3
+    # each is still the job, attempts counted
+    assert all(json.loads(m)["attempts"] == 1 and json.loads(m)["uuid"] == "u-1" for m in members)
+
+
+def twin_pool(name, log, presleep, actions):
+    env = ('environment = { FIXTURE_LOG = "%s"; FIXTURE_PRESLEEP_MS = "%d"; FIXTURE_ACTIONS = "%s"; };'
+           % (log, presleep, actions))
+    return ('{ name = "%s"; queues = ["twins"]; processes = 1; tries = 0; backoff = 1; '
+            'handler = { type = "pipe"; command = ["%s"]; }; %s }' % (name, FIXTURE_HANDLER, env))
+
+
+def test_byte_identical_payloads_on_two_workers_are_two_jobs(master, r, tmp_path):
+    # review #4: pool a acks its copy after 0.2 s; pool b's copy throws after
+    # 0.7 s and is released. Before, both shared one :reserved member: the ack
+    # removed it, the release then found nothing to move, and b's job was
+    # lost (neither retried nor failed).
+    log = tmp_path / "fixture.log"
+    master.write_config(twin_pool("a", log, 200, "FixtureJob=ok") + ", " +
+                        twin_pool("b", log, 700, "FixtureJob=failuntil:2"))
+    master.start()
+    master.wait_children("a", 1)
+    master.wait_children("b", 1)
+    time.sleep(0.5)  # both idle, waiting on :notify
+    p = make_payload("ok")
+    del p["data"]["action"]  # the pool's FIXTURE_ACTIONS decides
+    raw = json.dumps(p, separators=(",", ":"))
+    k = keys("twins")
+    r.rpush(k["ready"], raw, raw)
+    r.rpush(k["notify"], 1, 1)
+    wait_for(lambda: len(jobs_in_log(log)) >= 3 and empty(r, "twins"), 30, what="the released twin to run again")
+    attempts = sorted(l[3] for l in jobs_in_log(log))
+    assert attempts == ["1", "1", "2"], attempts
+    assert queue_state(r, "twins") == {"ready": 0, "delayed": 0, "reserved": 0, "notify": 0}
+
+
+def test_a_prefetched_job_whose_reservation_is_gone_is_not_run_again(master, r, redis_server, tmp_path):
+    # review #9: the worker holds prefetched jobs when Redis becomes
+    # unreachable to it for longer than retry_after; meanwhile another
+    # consumer migrates the expired reservations back and takes the jobs.
+    # When the worker is back, its renewal finds them gone and drops the local
+    # copies instead of running them a second time.
+    log = tmp_path / "fixture.log"
+    admin = redis_server.client()
+    admin.execute_command("ACL", "SETUSER", "tester", "on", ">pw", "~*", "&*", "+@all")
+    t = redis_server.client()
+    t.execute_command("AUTH", "tester", "pw")
+    master.write_config(native_pool(log=log, extra="prefetch = 16; retry_after = 2; tries = 0;"))
+    master.start()
+    master.wait_children("w", 1)
+    jobs = [make_payload("sleep:80") for _ in range(16)]
+    push_many(t, "default", jobs)
+    wait_for(lambda: len(jobs_in_log(log)) >= 1, 10, interval=0.005, what="the first job to start")
+    # cut the worker off: no user it can log in as, its connection killed
+    t.execute_command("ACL", "SETUSER", "default", "off")
+    t.execute_command("CLIENT", "KILL", "USER", "default")
+    try:
+        time.sleep(3.5)  # past retry_after (whole-second scores)
+        k = keys("default")
+        ran_before = {l[1] for l in jobs_in_log(log)}
+        # another consumer: Laravel's migrate of the expired reservations,
+        # then it takes those jobs for itself
+        expired = t.zrangebyscore(k["reserved"], "-inf", int(time.time()))
+        held = [json.loads(x)["id"] for x in expired if json.loads(x)["id"] not in ran_before]
+        assert held, "the worker held prefetched jobs when it was cut off"
+        t.zrem(k["reserved"], *expired)
+    finally:
+        t.execute_command("ACL", "SETUSER", "default", "on")
+    wait_for(lambda: "lost its reservation" in master.log(), 15, what="the renewal to find the reservations gone")
+    time.sleep(1.0)
+    reran = [l[1] for l in jobs_in_log(log) if l[1] in held]
+    assert reran == [], "jobs whose reservation was taken back ran again: %s" % reran
+    # a server that takes the connection and refuses the first command is an
+    # outage with backoff, not a reconnect loop (it logged hundreds of lines)
+    assert master.log().count("unavailable") + master.log().count("right after connecting") < 30
