@@ -421,3 +421,22 @@ def test_reservation_is_extended_while_a_long_job_runs(master, r, tmp_path):
     push(r, "default", make_payload("sleep:4500"))
     wait_for(lambda: len(jobs_in_log(log)) == 1 and empty(r, "default"), 15, what="the long job to finish")
     assert len(jobs_in_log(log)) == 1, "the job ran twice: its reservation expired under it"
+
+
+def test_json_job_log_fields_are_escaped(master, r, tmp_path):
+    # review #8: a payload's id is the producer's to choose; it went into the
+    # JSON log line unescaped and forged entries (and, with a newline, lines)
+    forged = 'x","level":"error","msg":"forged entry\nFORGED LOG LINE'
+    master.write_config(native_pool(), qpool='log_format = "json";')
+    master.start()
+    p = make_payload("ok")
+    p["id"] = forged
+    push(r, "default", p)
+    wait_for(lambda: empty(r, "default") and "Processed" in master.log(), 10, what="the job")
+    lines = [l for l in master.log().splitlines() if l.strip()]
+    assert "FORGED LOG LINE" not in [l.strip() for l in lines]
+    records = [json.loads(l) for l in lines if l.startswith("{")]
+    assert len(records) == len([l for l in lines if not l.startswith("----")]), "every line is one JSON record"
+    jobs = [x for x in records if x.get("event") == "Processed"]
+    assert [x["job_id"] for x in jobs] == [forged]
+    assert all(x["level"] == "info" for x in jobs)
