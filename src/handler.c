@@ -526,11 +526,14 @@ int64_t handler_retry_in_ms(const handler_t *h)
 }
 
 /* A ready handler between requests: anything on its response channel now
- * answers no request. 0 fine, -1 it was killed (violation or gone). */
+ * answers no request. 0 fine, -1 it was killed (violation or gone). One
+ * poll when there is nothing to see (the usual case, once per job). */
 static int check_idle(handler_t *h)
 {
-    drain_log(h);
-    if (h->out_fd >= 0) drain(&h->out_fd, &h->out);
+    struct pollfd p[2] = {{.fd = h->out_fd, .events = POLLIN}, {.fd = h->log_fd, .events = POLLIN}};
+    if (poll(p, 2, 0) <= 0 && !h->out.len && !h->exited) return 0;
+    if (p[1].revents) drain_log(h);
+    if (p[0].revents && h->out_fd >= 0) drain(&h->out_fd, &h->out);
     if (h->out.len) {
         char why[160];
         hresult_t r;
@@ -643,7 +646,14 @@ int handler_prepare(handler_t *h, int sigfd)
     if (h->pid > 0 && h->ready && h->exiting) {
         if (!let_go(h, sigfd)) return 0;
     } else if (h->pid > 0 && h->ready) {
-        return check_idle(h) < 0 ? -1 : 1;
+        /* An exit is noticed through SIGCHLD (the worker calls handler_reap);
+         * output between jobs is looked for before each request
+         * (handler_begin), or now if some is already buffered. */
+        if (h->exited) {
+            pipe_died(h, "while idle");
+            return -1;
+        }
+        return h->out.len && check_idle(h) < 0 ? -1 : 1;
     }
     if (h->pid == 0 && start(h) < 0) return -1;
     int64_t deadline = h->started_ms + (int64_t)(h->p->handler_start_timeout * 1000);
