@@ -212,14 +212,16 @@ static bool want_strv(ctx_t *x, const config_setting_t *s, bool nonempty, char *
     return true;
 }
 
-/* backoff: an integer, an array of integers, or a Laravel-style string "10,30,60". */
+/* backoff: an integer, an array of integers, or a Laravel-style string
+ * "10,30,60"; every value 0 .. BACKOFF_MAX_S, whatever the form. */
+#define BACKOFF_MAX_S (86400LL * 365)
 static bool want_backoff(ctx_t *x, const config_setting_t *s, int **out, int *nout)
 {
     int t = config_setting_type(s);
     int *v = NULL, n = 0;
     if (t == CONFIG_TYPE_INT || t == CONFIG_TYPE_INT64) {
         int one;
-        if (!want_int(x, s, 0, 86400 * 365, &one)) return false;
+        if (!want_int(x, s, 0, BACKOFF_MAX_S, &one)) return false;
         v = xmalloc(sizeof *v);
         v[n++] = one;
     } else if (t == CONFIG_TYPE_ARRAY || t == CONFIG_TYPE_LIST) {
@@ -233,8 +235,8 @@ static bool want_backoff(ctx_t *x, const config_setting_t *s, int **out, int *no
             config_setting_t *e = config_setting_get_elem(s, (unsigned)i);
             int et = config_setting_type(e);
             long long val = et == CONFIG_TYPE_INT || et == CONFIG_TYPE_INT64 ? config_setting_get_int64(e) : -1;
-            if ((et != CONFIG_TYPE_INT && et != CONFIG_TYPE_INT64) || val < 0 || val > 86400LL * 365) {
-                cerr(x, e, "backoff[%d]: expected a number of seconds (0 or more)", i);
+            if ((et != CONFIG_TYPE_INT && et != CONFIG_TYPE_INT64) || val < 0 || val > BACKOFF_MAX_S) {
+                cerr(x, e, "backoff[%d]: expected a number of seconds (0 to %lld)", i, BACKOFF_MAX_S);
                 free(v);
                 return false;
             }
@@ -248,8 +250,9 @@ static bool want_backoff(ctx_t *x, const config_setting_t *s, int **out, int *no
             while (isspace((unsigned char)*tok)) tok++;
             for (char *e = tok + strlen(tok); e > tok && isspace((unsigned char)e[-1]);) *--e = '\0';
             long val;
-            if (!parse_long(tok, &val) || val < 0) {
-                cerr(x, s, "backoff: \"%s\" is not a comma-separated list of seconds", str);
+            if (!parse_long(tok, &val) || val < 0 || val > BACKOFF_MAX_S) {
+                cerr(x, s, "backoff: \"%s\" is not a comma-separated list of seconds (each 0 to %lld)", str,
+                     BACKOFF_MAX_S);
                 free(dup);
                 free(v);
                 return false;

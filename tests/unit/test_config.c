@@ -647,6 +647,7 @@ static void test_backoff_forms(void **state)
         {"\"7\"", 1, {7}},
         {"( 1, 2 )", 2, {1, 2}},
         {"0", 1, {0}},
+        {"\"31536000\"", 1, {31536000}},
     };
     for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
         char text[256];
@@ -659,7 +660,11 @@ static void test_backoff_forms(void **state)
         for (int k = 0; k < ok[i].n; k++) assert_int_equal(p->backoff[k], ok[i].v[k]);
         config_free(c);
     }
-    static const char *const bad[] = {"\"abc\"", "[]", "-1", "[1, -2]", "\"1,x\"", "[\"1\"]", "\"\"", "true"};
+    /* review #13: a string's values were not range-checked and were cut to
+     * int (qpool check printed [10, -2147483648, 1215752191]) */
+    static const char *const bad[] = {"\"abc\"", "[]", "-1", "[1, -2]", "\"1,x\"", "[\"1\"]", "\"\"", "true",
+                                      "\"4294967306, 2147483648, 99999999999\"", "\"31536001\"", "[31536001]",
+                                      "31536001", "\"10, 31536001\""};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         char text[256];
         snprintf(text, sizeof text,
