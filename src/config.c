@@ -778,6 +778,12 @@ static bool finish_pool(ctx_t *x, const config_setting_t *g, pool_conf_t *p, con
             }
         }
     }
+    if (p->group && !p->user) {
+        /* setgid alone would leave the children root's user id */
+        cerr(x, g, "pool %s: group \"%s\" without user: the children would keep qpool's user id; set user too",
+             p->name, p->group);
+        ok = false;
+    }
     if (p->group) {
         struct group *gr = getgrnam(p->group);
         if (!gr) {

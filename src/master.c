@@ -75,6 +75,9 @@ pool_t *master_pool(master_t *m, const char *name)
 
 static void add_pool(master_t *m, const pool_conf_t *pc)
 {
+    if (geteuid() == 0 && !pc->user)
+        log_warn("pool %s has no user: its children run as root; set user = \"...\" (%s:%d)", pc->name,
+                 m->conf->path, pc->line);
     pool_t *p = pool_new(pc);
     m->pools.v = xrealloc(m->pools.v, sizeof *m->pools.v * (size_t)(m->pools.n + 1));
     m->pools.v[m->pools.n++] = p;

@@ -227,7 +227,9 @@ static void spawn_child(pools_t *ps, pool_t *p, int slot_no, int64_t now)
             if (proc_child_setup(&p->conf, ps->master_pid, SIGHUP) < 0) _exit(QPOOL_EX_SETUP);
             exit(worker_main(&p->conf, ps->conf, slot, slot_no, ps->master_pid));
         }
-        if (proc_child_setup(&p->conf, ps->master_pid, SIGKILL) < 0) _exit(QPOOL_EX_SETUP);
+        /* SIGTERM when the master dies, as on a graceful stop: queue:work
+         * finishes its job and exits (review #7) */
+        if (proc_child_setup(&p->conf, ps->master_pid, SIGTERM) < 0) _exit(QPOOL_EX_SETUP);
         proc_reset_signals();
         char **argv = config_expand_command(&p->conf);
         proc_title("qpool: %s", tag); /* shown until exec replaces us */

@@ -190,14 +190,34 @@ def test_graceful_stop_waits_for_slow_children_and_kills_stubborn_ones(master, t
     assert not master.pid_file.exists() and not master.socket.exists()
 
 
-def test_children_die_with_a_killed_master(master):
-    master.write_config('{ name = "ext"; queues = ["q"]; processes = 3; command = %s; }' % child_cmd("run"))
+def test_children_stop_gracefully_when_the_master_is_killed(master, tmp_path):
+    # review #7: the parent-death signal of an external child is SIGTERM, so
+    # queue:work finishes its job and exits, as on a graceful stop (it was
+    # SIGKILL: the job was cut short and its attempt counted)
+    log = tmp_path / "signals.log"
+    master.write_config(ext_pool("ext", "q", 3, log, args=("slow-stop", "1")))
     master.start()
     pids = master.wait_children("ext", 3)
+    wait_started(log, pids)
     os.kill(master.proc.pid, signal.SIGKILL)
     master.proc.wait(5)
-    wait_for(lambda: not any(proc_alive(p) for p in pids), 5, what="children to die with the master")
+    wait_for(lambda: not any(proc_alive(p) for p in pids), 10, what="children to stop after the master")
+    events = signal_log(log)
+    assert all("SIGTERM" in events.get(p, []) for p in pids), events
     assert session_pids(master.sid) == []
+
+
+def test_a_root_master_warns_about_pools_without_a_user(master):
+    # review #16: a root master running a pool as root says so, once per pool
+    master.write_config('{ name = "rootly"; queues = ["q"]; processes = 1; command = %s; }, '
+                        '{ name = "dropped"; queues = ["r"]; processes = 1; user = "nobody"; command = %s; }'
+                        % (child_cmd("run"), child_cmd("run")))
+    master.start()
+    master.wait_children("rootly", 1)
+    if os.geteuid() != 0:
+        pytest.skip("needs root")
+    assert master.count_log(r"pool rootly has no user: its children run as root") == 1
+    assert "pool dropped has no user" not in master.log()
 
 
 def test_reload_resizes_pools(master):

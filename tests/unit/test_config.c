@@ -673,6 +673,18 @@ static void test_backoff_forms(void **state)
     }
 }
 
+static void test_group_without_user_is_an_error(void **state)
+{
+    (void)state;
+    /* review #16: setgid alone left the children root's user id */
+    expect_error("pools = ( { name = \"p\"; queues = [\"q\"]; command = [\"run\"];\n  group = \"root\"; } );\n", 1,
+                 "group \"root\" without user", NULL);
+    qconf_t *c = must_load("pools = ( { name = \"p\"; queues = [\"q\"]; command = [\"run\"]; user = \"root\"; "
+                           "group = \"root\"; } );\n");
+    assert_true(c->pools[0].has_uid && c->pools[0].has_gid);
+    config_free(c);
+}
+
 /* ------------------------------------------------------------ names and references */
 
 static void test_undefined_connection(void **state)
@@ -1208,6 +1220,7 @@ int main(void)
         cmocka_unit_test(test_unknown_placeholder),
         cmocka_unit_test(test_expand_command),
         cmocka_unit_test(test_backoff_forms),
+        cmocka_unit_test(test_group_without_user_is_an_error),
         cmocka_unit_test(test_undefined_connection),
         cmocka_unit_test(test_duplicate_pool_name),
         cmocka_unit_test(test_queue_names),
