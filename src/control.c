@@ -10,6 +10,7 @@
 #include "log.h"
 #include "monitor.h"
 #include "proc.h"
+#include "safefile.h"
 #include "util.h"
 #include "version.h"
 
@@ -56,15 +57,20 @@ int control_listen(master_t *m)
         return -1;
     }
     strcpy(sa.sun_path, path);
-    mkdir_parent(path);
+    /* The pid file lock is ours, so a socket left here is stale; but only
+     * a socket of ours is removed, in a directory only root or we can change. */
+    char err[512];
+    if (safefile_clear_socket(path, err, sizeof err) < 0) {
+        log_error("control socket: %s", err);
+        return -1;
+    }
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) {
         log_error("control socket: %s", strerror(errno));
         return -1;
     }
-    /* We hold the pid file lock, so a socket file left here is stale. */
-    unlink(path);
-    /* created with its final mode: no window where clients see another */
+    /* created with its final mode: no window where clients see another,
+     * and no chmod by path afterwards */
     mode_t old = umask((mode_t)(~m->conf->control_socket_mode & 0777));
     int rb = bind(fd, (struct sockaddr *)&sa, sizeof sa);
     umask(old);
@@ -83,10 +89,9 @@ int control_listen(master_t *m)
         struct group *gr = getgrnam(m->conf->control_group);
         if (gr) gid = gr->gr_gid;
     }
-    if ((uid != (uid_t)-1 || gid != (gid_t)-1) && chown(path, uid, gid) < 0)
+    /* lchown: never through a link planted in its place */
+    if ((uid != (uid_t)-1 || gid != (gid_t)-1) && lchown(path, uid, gid) < 0)
         log_warn("control socket %s: chown: %s", path, strerror(errno));
-    if (chmod(path, (mode_t)m->conf->control_socket_mode) < 0)
-        log_warn("control socket %s: chmod: %s", path, strerror(errno));
     m->ctl_fd = fd;
     m->ctl_path = xstrdup(path); /* what we bound, whatever a reload says later */
     struct epoll_event ev = {.events = EPOLLIN, .data.fd = fd};

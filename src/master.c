@@ -19,11 +19,11 @@
 #include "log.h"
 #include "proc.h"
 #include "rconn.h"
+#include "safefile.h"
 #include "queue.h"
 #include "sdnotify.h"
 #include "util.h"
 
-#include <bsd/libutil.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -346,25 +346,24 @@ int master_run(const char *config_path)
     m->ctl_fd = -1;
     m->sfd = -1;
 
-    mkdir_parent(conf->pid_file);
     pid_t other = 0;
-    m->pidfh = pidfile_open(conf->pid_file, 0644, &other);
-    if (!m->pidfh) {
-        if (errno == EEXIST)
+    char err[512];
+    m->pid_fd = safefile_pidfile(conf->pid_file, &other, err, sizeof err);
+    if (m->pid_fd < 0) {
+        if (m->pid_fd == -2)
             fprintf(stderr, "qpool: another qpool (pid %d) is running with pid file %s\n", (int)other,
                     conf->pid_file);
         else
-            fprintf(stderr, "qpool: cannot open pid file %s: %s\n", conf->pid_file, strerror(errno));
+            fprintf(stderr, "qpool: refusing the pid file: %s\n", err);
         config_free(conf);
         free(m);
         return 1;
     }
-    pidfile_write(m->pidfh);
 
     sdn_init();
     if (sb_create(&m->sb, QPOOL_MAX_WORKERS_LIMIT) < 0) {
         log_error("cannot map the scoreboard: %s", strerror(errno));
-        pidfile_remove(m->pidfh);
+        safefile_pidfile_remove(m->conf->pid_file, m->pid_fd);
         config_free(conf);
         free(m);
         return 1;
@@ -378,7 +377,7 @@ int master_run(const char *config_path)
     struct epoll_event ev = {.events = EPOLLIN, .data.fd = m->sfd};
     epoll_ctl(m->epfd, EPOLL_CTL_ADD, m->sfd, &ev);
     if (control_listen(m) < 0) {
-        pidfile_remove(m->pidfh);
+        safefile_pidfile_remove(m->conf->pid_file, m->pid_fd);
         return 1;
     }
 
@@ -448,7 +447,7 @@ int master_run(const char *config_path)
     for (int i = 0; i < m->npaused_queues; i++) free(m->paused_queues[i]);
     free(m->paused_queues);
     monitor_free(m);
-    pidfile_remove(m->pidfh);
+    safefile_pidfile_remove(m->conf->pid_file, m->pid_fd);
     for (int i = 0; i < m->pools.n; i++) pool_free(m->pools.v[i]);
     free(m->pools.v);
     sb_destroy(&m->sb);

@@ -14,7 +14,6 @@
 #include "pool.h"
 #include "scoreboard.h"
 
-struct pidfh;
 struct rconn;
 
 typedef struct {
@@ -25,7 +24,7 @@ typedef struct {
     int epfd;
     int ctl_fd;                /* control socket listener, -1 if none */
     char *ctl_path;            /* the path bound (unlinked at exit) */
-    struct pidfh *pidfh;
+    int pid_fd;                /* the pid file, open and locked */
 
     bool stopping;
     bool fast;

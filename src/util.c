@@ -382,15 +382,3 @@ int set_nonblock(int fd, bool on)
     fl = on ? (fl | O_NONBLOCK) : (fl & ~O_NONBLOCK);
     return fcntl(fd, F_SETFL, fl);
 }
-
-
-void mkdir_parent(const char *path)
-{
-    char *d = xstrdup(path);
-    char *s = strrchr(d, '/');
-    if (s && s != d) {
-        *s = '\0';
-        mkdir(d, 0755); /* as systemd's RuntimeDirectory would; errors show when the file is opened */
-    }
-    free(d);
-}

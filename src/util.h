@@ -62,8 +62,6 @@ void random_alnum(char *out, size_t n); /* n chars + NUL */
 
 /* Write all bytes, retrying on EINTR/short writes; -1 on error. */
 int write_all(int fd, const void *p, size_t n);
-/* Create the directory holding path (one level, mode 0755), if missing. */
-void mkdir_parent(const char *path);
 int set_nonblock(int fd, bool on);
 
 #endif

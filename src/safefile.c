@@ -1,0 +1,157 @@
+/*
+ * safefile.c - see safefile.h.
+ */
+#include "safefile.h"
+#include "util.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+static bool owner_ok(uid_t uid, uid_t euid)
+{
+    return uid == 0 || uid == euid;
+}
+
+const char *safefile_dir_problem(const struct stat *st, uid_t euid)
+{
+    if (!S_ISDIR(st->st_mode)) return "is not a directory";
+    if (!owner_ok(st->st_uid, euid)) return "is owned by another user";
+    if ((st->st_mode & (S_IWGRP | S_IWOTH)) && !(st->st_mode & S_ISVTX))
+        return "can be written by other users (and has no sticky bit)";
+    return NULL;
+}
+
+/* Every prefix of dir, as written: directories must pass the rule, symlinks
+ * must be owned by root or us. */
+static int check_lexical(const char *dir, char *err, size_t errn)
+{
+    char *p = xstrdup(dir);
+    int rv = 0;
+    for (char *s = p + 1;; s++) {
+        bool end = *s == '\0';
+        if (!end && *s != '/') continue;
+        *s = '\0';
+        struct stat st;
+        const char *problem = NULL;
+        if (lstat(p, &st) < 0)
+            problem = strerror(errno);
+        else if (S_ISLNK(st.st_mode))
+            problem = owner_ok(st.st_uid, geteuid()) ? NULL : "is a symbolic link owned by another user";
+        else
+            problem = safefile_dir_problem(&st, geteuid());
+        if (problem) {
+            snprintf(err, errn, "%s %s", p, problem);
+            rv = -1;
+            break;
+        }
+        if (end) break;
+        *s = '/';
+    }
+    free(p);
+    return rv;
+}
+
+int safefile_check_parent(const char *path, char *err, size_t errn)
+{
+    if (path[0] != '/') {
+        snprintf(err, errn, "%s: not an absolute path", path);
+        return -1;
+    }
+    char *dir = xstrdup(path);
+    char *slash = strrchr(dir, '/');
+    if (slash == dir) slash[1] = '\0';
+    else *slash = '\0';
+    int rv = -1;
+    char real[PATH_MAX];
+    if (mkdir(dir, 0755) < 0 && errno != EEXIST) { /* as systemd's RuntimeDirectory would */
+        snprintf(err, errn, "cannot create %s: %s", dir, strerror(errno));
+    } else if (check_lexical(dir, err, errn) == 0) {
+        if (!realpath(dir, real))
+            snprintf(err, errn, "%s: %s", dir, strerror(errno));
+        else
+            rv = strcmp(real, "/") ? check_lexical(real, err, errn) : 0;
+    }
+    free(dir);
+    return rv;
+}
+
+/* An existing file at path must be ours: the right type, our user, one link. */
+static const char *file_problem(const struct stat *st, mode_t type)
+{
+    if ((st->st_mode & S_IFMT) != type) return type == S_IFSOCK ? "is not a socket" : "is not a regular file";
+    if (st->st_uid != geteuid()) return "is owned by another user";
+    if (st->st_nlink > 1) return "has more than one link";
+    return NULL;
+}
+
+int safefile_pidfile(const char *path, pid_t *other, char *err, size_t errn)
+{
+    *other = 0;
+    if (safefile_check_parent(path, err, errn) < 0) return -1;
+    struct stat lst;
+    if (lstat(path, &lst) == 0 && S_ISLNK(lst.st_mode)) { /* the O_NOFOLLOW below is the guarantee */
+        snprintf(err, errn, "%s is a symbolic link", path);
+        return -1;
+    }
+    int fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, 0644);
+    if (fd < 0) {
+        snprintf(err, errn, "%s: %s", path, errno == ELOOP ? "is a symbolic link" : strerror(errno));
+        return -1;
+    }
+    struct stat st;
+    const char *problem = fstat(fd, &st) < 0 ? strerror(errno) : file_problem(&st, S_IFREG);
+    if (problem) {
+        snprintf(err, errn, "%s %s", path, problem);
+        close(fd);
+        return -1;
+    }
+    if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+        char buf[32] = "";
+        ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
+        if (n > 0) *other = (pid_t)strtol(buf, NULL, 10);
+        close(fd);
+        return -2;
+    }
+    char pid[32];
+    int len = snprintf(pid, sizeof pid, "%d\n", (int)getpid());
+    if (ftruncate(fd, 0) < 0 || pwrite(fd, pid, (size_t)len, 0) != len) {
+        snprintf(err, errn, "%s: %s", path, strerror(errno));
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+void safefile_pidfile_remove(const char *path, int fd)
+{
+    if (fd < 0) return;
+    unlink(path); /* its directory is one only root or we can write */
+    close(fd);
+}
+
+int safefile_clear_socket(const char *path, char *err, size_t errn)
+{
+    if (safefile_check_parent(path, err, errn) < 0) return -1;
+    struct stat st;
+    if (lstat(path, &st) < 0) {
+        if (errno == ENOENT) return 0;
+        snprintf(err, errn, "%s: %s", path, strerror(errno));
+        return -1;
+    }
+    const char *problem = file_problem(&st, S_IFSOCK);
+    if (problem) {
+        snprintf(err, errn, "%s %s; not removing it", path, S_ISLNK(st.st_mode) ? "is a symbolic link" : problem);
+        return -1;
+    }
+    if (unlink(path) < 0 && errno != ENOENT) {
+        snprintf(err, errn, "%s: %s", path, strerror(errno));
+        return -1;
+    }
+    return 0;
+}

@@ -1,0 +1,125 @@
+"""Where a root master creates files: the pid file and the control socket
+are never created, truncated, chowned or chmodded through a path another
+user controls (review-2026-11 #5). Runs as root; `nobody` plants links."""
+import os
+import pwd
+import shutil
+import stat
+import subprocess
+import tempfile
+
+import pytest
+
+from conftest import QPOOL, wait_for
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root")
+NOBODY = pwd.getpwnam("nobody")
+
+
+def as_nobody(fn):
+    """Run fn in a child process as nobody (as an unprivileged user would)."""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.setgid(NOBODY.pw_gid)
+            os.setuid(NOBODY.pw_uid)
+            fn()
+            os._exit(0)
+        except BaseException:
+            os._exit(1)
+    _, st = os.waitpid(pid, 0)
+    assert os.WEXITSTATUS(st) == 0
+
+
+@pytest.fixture
+def tmp_path():
+    """A root-owned 0711 directory under /tmp, so nobody can reach the
+    directories the tests open to it (pytest's own are 0700)."""
+    d = tempfile.mkdtemp(prefix="qpool-paths-", dir="/tmp")
+    os.chmod(d, 0o711)
+    import pathlib
+    yield pathlib.Path(d)
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def victim(tmp_path):
+    v = tmp_path / "victim"
+    v.write_text("precious\n")
+    os.chmod(v, 0o600)
+    return v
+
+
+def run_master(tmp_path, pid_file, socket, timeout=10):
+    conf = tmp_path / "qpool.conf"
+    conf.write_text('qpool = { pid_file = "%s"; control_socket = "%s"; control_socket_mode = "0666"; };\n'
+                    'pools = ( { name = "p"; queues = ["q"]; processes = 0; command = ["/bin/true"]; } );\n'
+                    % (pid_file, socket))
+    p = subprocess.Popen([QPOOL, "run", "-c", str(conf)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        out, _ = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        p.terminate()
+        out, _ = p.communicate(timeout=30)
+    return p.returncode, out.decode(errors="replace")
+
+
+def test_a_planted_pid_file_link_in_a_world_writable_directory_is_refused(tmp_path):
+    # review #5, experiment 1: nobody plants qpool.pid -> a root 0600 file in
+    # a 0777 directory; the master used to truncate it and write its pid
+    v = victim(tmp_path)
+    d = tmp_path / "piddir"
+    d.mkdir()
+    os.chmod(d, 0o777)
+    as_nobody(lambda: os.symlink(str(v), str(d / "qpool.pid")))
+    rc, out = run_master(tmp_path, d / "qpool.pid", tmp_path / "ctl.sock")
+    assert rc == 1, out
+    assert "can be written by other users" in out and str(d) in out
+    assert v.read_text() == "precious\n"
+
+
+def test_a_pid_file_link_in_a_sticky_directory_is_refused(tmp_path):
+    # /tmp-like: others may create entries but not replace ours; a link they
+    # planted is not followed
+    v = victim(tmp_path)
+    d = tmp_path / "sticky"
+    d.mkdir()
+    os.chmod(d, 0o1777)
+    as_nobody(lambda: os.symlink(str(v), str(d / "qpool.pid")))
+    rc, out = run_master(tmp_path, d / "qpool.pid", tmp_path / "ctl.sock")
+    assert rc == 1, out
+    assert "symbolic link" in out
+    assert v.read_text() == "precious\n"
+
+
+def test_a_pid_file_owned_by_another_user_is_refused(tmp_path):
+    d = tmp_path / "sticky"
+    d.mkdir()
+    os.chmod(d, 0o1777)
+    as_nobody(lambda: open(str(d / "qpool.pid"), "w").write("1\n"))
+    rc, out = run_master(tmp_path, d / "qpool.pid", tmp_path / "ctl.sock")
+    assert rc == 1 and "owned by another user" in out, out
+
+
+def test_the_control_socket_is_never_made_through_a_planted_link(tmp_path):
+    # review #5, experiment 2: the socket path swapped for a link to a root
+    # file, which became 0666; here the link is there before the start
+    v = victim(tmp_path)
+    d = tmp_path / "sockdir"
+    d.mkdir()
+    os.chmod(d, 0o1777)
+    as_nobody(lambda: os.symlink(str(v), str(d / "ctl.sock")))
+    rc, out = run_master(tmp_path, tmp_path / "qpool.pid", d / "ctl.sock")
+    assert rc == 1, out
+    assert "symbolic link" in out
+    assert v.read_text() == "precious\n"
+    assert stat.S_IMODE(os.stat(v).st_mode) == 0o600
+
+
+def test_a_socket_directory_owned_by_an_app_user_is_refused(tmp_path):
+    # e.g. the app's storage/ directory, which the pool user owns
+    d = tmp_path / "storage"
+    d.mkdir()
+    os.chown(d, NOBODY.pw_uid, NOBODY.pw_gid)
+    rc, out = run_master(tmp_path, tmp_path / "qpool.pid", d / "ctl.sock")
+    assert rc == 1, out
+    assert "owned by another user" in out and str(d) in out
