@@ -153,6 +153,19 @@ def test_mixed_fleet_shares_a_queue_both_ways(master_factory, redis_server, lara
     r = redis_server.client()
     log = tmp_path / "fixture.log"
     app.dispatch("AlwaysFailsJob", tag="mixed")  # tries 3, backoff [1, 2]
+    # Both runners take the backoff from the payload. A 1 s backoff let the first runner take
+    # attempt 2 before the test could stop it (a release at x.98 s is due at x+1.00 s), so the
+    # test lengthens it and makes each handed-over job due itself, when the runner has stopped.
+    ready = PREFIX + "queues:default"
+    payload = json.loads(r.lindex(ready, 0))
+    payload["backoff"] = "300,300"
+    r.lset(ready, 0, json.dumps(payload, separators=(",", ":")))
+    delayed = PREFIX + "queues:default:delayed"
+
+    def make_due():
+        (member, _), = r.zrange(delayed, 0, -1, withscores=True)
+        r.zadd(delayed, {member: 0})
+        return json.loads(member)
 
     native = master_factory(redis_server, "native")
     native.write_config(native_exec_pool(app, log, "tries = 1;"))
@@ -160,8 +173,7 @@ def test_mixed_fleet_shares_a_queue_both_ways(master_factory, redis_server, lara
     wait_for(lambda: len([l for l in read_fixture_log(log) if l[0] == "job"]) == 1 and
              queue_state(r, "default")["delayed"] == 1, 20, what="attempt 1 by qpool, released")
     assert native.stop() == 0
-    (member, _), = r.zrange(PREFIX + "queues:default:delayed", 0, -1, withscores=True)
-    assert json.loads(member)["attempts"] == 1
+    assert make_due()["attempts"] == 1
 
     php = master_factory(redis_server, "php")
     php.write_config(queue_work_pool(app, processes=1))
@@ -170,6 +182,7 @@ def test_mixed_fleet_shares_a_queue_both_ways(master_factory, redis_server, lara
              30, what="attempt 2 by queue:work, released")
     assert php.stop() == 0
     assert markers(app, "AlwaysFailsJob")[0]["attempt"] == 2
+    assert make_due()["attempts"] == 2
 
     native2 = master_factory(redis_server, "native2")
     native2.write_config(native_exec_pool(app, log, "tries = 1;"))
