@@ -333,133 +333,85 @@ static cJSON *status_json(master_t *m, bool verbose)
 
 /* ------------------------------------------------------------ commands */
 
-static bool add_name(char ***v, int *n, const char *s)
+/* A JSON array of strings as a NULL-terminated vector (borrowed strings);
+ * NULL and *bad set when an element is not a string. */
+static char **str_array(const cJSON *a, int *n, bool *bad)
 {
-    for (int i = 0; i < *n; i++)
-        if (!strcmp((*v)[i], s)) return false;
-    *v = xrealloc(*v, sizeof **v * (size_t)(*n + 1));
-    (*v)[(*n)++] = xstrdup(s);
-    return true;
-}
-
-static bool remove_name(char ***v, int *n, const char *s)
-{
-    for (int i = 0; i < *n; i++)
-        if (!strcmp((*v)[i], s)) {
-            free((*v)[i]);
-            (*v)[i] = (*v)[--*n];
-            return true;
-        }
-    return false;
-}
-
-static bool queue_known(master_t *m, const char *q)
-{
-    for (int i = 0; i < m->pools.n; i++)
-        for (int j = 0; j < m->pools.v[i]->conf.nqueues; j++)
-            if (!strcmp(m->pools.v[i]->conf.queues[j], q)) return true;
-    return false;
+    *n = cJSON_IsArray(a) ? cJSON_GetArraySize(a) : 0;
+    char **v = xcalloc((size_t)*n + 1, sizeof *v);
+    int i = 0;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, a) {
+        if (!cJSON_IsString(e)) *bad = true;
+        else v[i++] = e->valuestring;
+    }
+    *n = i;
+    return v;
 }
 
 static void cmd_pause(master_t *m, ctl_client_t *c, cJSON *req, bool pause)
 {
-    const cJSON *pools = cJSON_GetObjectItemCaseSensitive(req, "pools");
-    const cJSON *queues = cJSON_GetObjectItemCaseSensitive(req, "queues");
-    int np = cJSON_IsArray(pools) ? cJSON_GetArraySize(pools) : 0;
-    int nq = cJSON_IsArray(queues) ? cJSON_GetArraySize(queues) : 0;
-    const cJSON *e;
-    cJSON_ArrayForEach(e, pools) if (!cJSON_IsString(e) || !master_pool(m, e->valuestring)) {
-        reply_error(c, "no pool named %s", cJSON_IsString(e) ? e->valuestring : "(not a string)");
-        return;
-    }
-    cJSON_ArrayForEach(e, queues) if (!cJSON_IsString(e) || !queue_known(m, e->valuestring)) {
-        reply_error(c, "no pool works a queue named %s", cJSON_IsString(e) ? e->valuestring : "(not a string)");
-        return;
-    }
-    if (m->stopping) {
-        reply_error(c, "the master is stopping");
-        return;
-    }
-    if (!np && !nq) {
-        if (!pause) {
-            /* continue with no scope resumes everything */
-            for (int i = 0; i < m->pools.n; i++) m->pools.v[i]->paused = false;
-            while (m->npaused_queues) remove_name(&m->paused_queues, &m->npaused_queues, m->paused_queues[0]);
-            master_apply_queue_pauses(m);
-        }
-        master_set_pause(m, pause);
-    }
-    cJSON_ArrayForEach(e, pools)
-    {
-        pool_t *p = master_pool(m, e->valuestring);
-        if (p->paused != pause) log_info("pool %s: %s", p->conf.name, pause ? "paused" : "resumed");
-        p->paused = pause;
-    }
-    cJSON_ArrayForEach(e, queues)
-    {
-        bool changed = pause ? add_name(&m->paused_queues, &m->npaused_queues, e->valuestring)
-                             : remove_name(&m->paused_queues, &m->npaused_queues, e->valuestring);
-        if (changed) log_info("queue %s: %s", e->valuestring, pause ? "paused" : "resumed");
-    }
-    master_apply_queue_pauses(m);
-    pools_apply_pause(&m->pools);
-    reply_json(c, status_json(m, false));
+    bool bad = false;
+    pause_scope_t scope;
+    char **pools = str_array(cJSON_GetObjectItemCaseSensitive(req, "pools"), &scope.npools, &bad);
+    char **queues = str_array(cJSON_GetObjectItemCaseSensitive(req, "queues"), &scope.nqueues, &bad);
+    scope.pools = pools;
+    scope.queues = queues;
+    char err[256];
+    if (bad)
+        reply_error(c, "pools and queues must be arrays of names");
+    else if (master_pause(m, &scope, PAUSE_FROM_CONTROL, pause, err, sizeof err) < 0)
+        reply_error(c, "%s", err);
+    else
+        reply_json(c, status_json(m, false));
+    free(pools);
+    free(queues);
 }
 
 static void cmd_scale(master_t *m, ctl_client_t *c, cJSON *req)
 {
     const cJSON *pn = cJSON_GetObjectItemCaseSensitive(req, "pool");
     const cJSON *n = cJSON_GetObjectItemCaseSensitive(req, "n");
-    pool_t *p = cJSON_IsString(pn) ? master_pool(m, pn->valuestring) : NULL;
-    if (!p) {
-        reply_error(c, "no pool named %s", cJSON_IsString(pn) ? pn->valuestring : "(missing)");
+    int want;
+    if (!cJSON_IsString(pn)) {
+        reply_error(c, "no pool named (missing)");
         return;
     }
-    if (cJSON_IsString(n) && !strcmp(n->valuestring, "auto")) {
-        p->pinned = -1;
-        log_info("pool %s: size handed back to %s", p->conf.name,
-                 p->conf.balance == BALANCE_AUTO ? "the balancer" : "its configured processes");
-        if (p->conf.balance == BALANCE_OFF) p->target = p->conf.processes;
-    } else if (cJSON_IsNumber(n) && n->valuedouble >= 0 && n->valuedouble <= m->conf->max_workers &&
-               n->valuedouble == (int)n->valuedouble) {
-        p->pinned = (int)n->valuedouble;
-        p->target = p->pinned;
-        log_info("pool %s: pinned at %d workers", p->conf.name, p->pinned);
-    } else {
+    if (cJSON_IsString(n) && !strcmp(n->valuestring, "auto"))
+        want = -1;
+    else if (cJSON_IsNumber(n) && n->valuedouble >= 0 && n->valuedouble <= m->conf->max_workers &&
+             n->valuedouble == (int)n->valuedouble)
+        want = (int)n->valuedouble;
+    else {
         reply_error(c, "n must be a number of workers (0..%d) or \"auto\"", m->conf->max_workers);
         return;
     }
-    m->next_balance_ms = 0; /* apply now, within max_workers */
-    monitor_tick(m, mono_ms());
+    char err[256];
+    int target = master_scale(m, pn->valuestring, want, err, sizeof err);
+    if (target < 0) {
+        reply_error(c, "%s", err);
+        return;
+    }
     cJSON *o = ok_reply();
-    cJSON_AddStringToObject(o, "pool", p->conf.name);
-    cJSON_AddNumberToObject(o, "target", p->target);
+    cJSON_AddStringToObject(o, "pool", pn->valuestring);
+    cJSON_AddNumberToObject(o, "target", target);
     reply_json(c, o);
 }
 
 static void cmd_restart(master_t *m, ctl_client_t *c, cJSON *req)
 {
     const cJSON *pn = cJSON_GetObjectItemCaseSensitive(req, "pool");
+    const char *pool = cJSON_IsString(pn) ? pn->valuestring : NULL;
+    char err[256];
+    if (master_restart(m, pool, err, sizeof err) < 0) {
+        reply_error(c, "%s", err);
+        return;
+    }
     cJSON *o = ok_reply();
     cJSON *arr = cJSON_AddArrayToObject(o, "pools");
-    if (cJSON_IsString(pn)) {
-        pool_t *p = master_pool(m, pn->valuestring);
-        if (!p) {
-            cJSON_Delete(o);
-            reply_error(c, "no pool named %s", pn->valuestring);
-            return;
-        }
-        pool_request_roll(p);
-        cJSON_AddItemToArray(arr, cJSON_CreateString(p->conf.name));
-        log_info("pool %s: rolling restart requested", p->conf.name);
-    } else {
-        for (int i = 0; i < m->pools.n; i++) {
-            if (m->pools.v[i]->removed) continue;
-            pool_request_roll(m->pools.v[i]);
+    for (int i = 0; i < m->pools.n; i++)
+        if (!m->pools.v[i]->removed && (!pool || !strcmp(pool, m->pools.v[i]->conf.name)))
             cJSON_AddItemToArray(arr, cJSON_CreateString(m->pools.v[i]->conf.name));
-        }
-        log_info("rolling restart of every pool requested");
-    }
     reply_json(c, o);
 }
 

@@ -79,6 +79,7 @@ static void add_pool(master_t *m, const pool_conf_t *pc)
         log_warn("pool %s has no user: its children run as root; set user = \"...\" (%s:%d)", pc->name,
                  m->conf->path, pc->line);
     pool_t *p = pool_new(pc);
+    p->paused = m->pools.all_paused; /* a pool a reload adds joins a pause of everything */
     m->pools.v = xrealloc(m->pools.v, sizeof *m->pools.v * (size_t)(m->pools.n + 1));
     m->pools.v[m->pools.n++] = p;
 }
@@ -109,7 +110,7 @@ static void status_summary(master_t *m, char *buf, size_t n)
                               pool_live(p), p->target);
         if (p->paused && o < n) o += (size_t)snprintf(buf + o, n - o, " paused");
     }
-    if (m->pools.all_paused && o < n) o += (size_t)snprintf(buf + o, n - o, "; paused");
+    if (m->pools.all_paused && o < n) o += (size_t)snprintf(buf + o, n - o, "; all paused");
     if (m->stopping && o < n)
         snprintf(buf + o, n - o, "; stopping, %d children left", pools_live_total(&m->pools));
 }
@@ -152,12 +153,136 @@ void master_begin_stop(master_t *m, bool fast)
     }
 }
 
-void master_set_pause(master_t *m, bool paused)
+static const char *const SOURCES[] = {"SIGUSR2/SIGCONT", "the control socket", "HTTP"};
+
+static bool queue_known(master_t *m, const char *q)
 {
-    if (m->pools.all_paused == paused) return;
-    m->pools.all_paused = paused;
-    log_info(paused ? "pausing every pool" : "resuming every pool");
+    for (int i = 0; i < m->pools.n; i++)
+        for (int j = 0; j < m->pools.v[i]->conf.nqueues; j++)
+            if (!strcmp(m->pools.v[i]->conf.queues[j], q)) return true;
+    return false;
+}
+
+static bool names_add(char ***v, int *n, const char *s)
+{
+    for (int i = 0; i < *n; i++)
+        if (!strcmp((*v)[i], s)) return false;
+    *v = xrealloc(*v, sizeof **v * (size_t)(*n + 1));
+    (*v)[(*n)++] = xstrdup(s);
+    return true;
+}
+
+static bool names_remove(char ***v, int *n, const char *s)
+{
+    for (int i = 0; i < *n; i++)
+        if (!strcmp((*v)[i], s)) {
+            free((*v)[i]);
+            (*v)[i] = (*v)[--*n];
+            return true;
+        }
+    return false;
+}
+
+/* Everything: every pool paused, and pools a reload adds join paused;
+ * resuming everything clears every pause an operator made (pools, queues). */
+static int pause_everything(master_t *m, int source, bool on)
+{
+    int changed = 0;
+    for (int i = 0; i < m->pools.n; i++)
+        if (m->pools.v[i]->paused != on) {
+            m->pools.v[i]->paused = on;
+            changed++;
+        }
+    if (!on)
+        while (m->npaused_queues) changed += names_remove(&m->paused_queues, &m->npaused_queues, m->paused_queues[0]);
+    m->pools.all_paused = on;
+    if (changed || on) log_info("%s every pool (%s)", on ? "pausing" : "resuming", SOURCES[source]);
+    return changed;
+}
+
+int master_pause(master_t *m, const pause_scope_t *scope, int source, bool on, char *err, size_t errn)
+{
+    for (int i = 0; i < scope->npools; i++)
+        if (!master_pool(m, scope->pools[i])) {
+            snprintf(err, errn, "no pool named %s", scope->pools[i]);
+            return -1;
+        }
+    for (int i = 0; i < scope->nqueues; i++)
+        if (!queue_known(m, scope->queues[i])) {
+            snprintf(err, errn, "no pool works a queue named %s", scope->queues[i]);
+            return -1;
+        }
+    if (m->stopping) {
+        snprintf(err, errn, "the master is stopping");
+        return -1;
+    }
+    int changed = 0;
+    if (!scope->npools && !scope->nqueues) changed = pause_everything(m, source, on);
+    for (int i = 0; i < scope->npools; i++) {
+        pool_t *p = master_pool(m, scope->pools[i]);
+        if (p->paused == on) continue;
+        p->paused = on;
+        changed++;
+        if (!on) m->pools.all_paused = false; /* not everything is paused any more */
+        log_info("pool %s: %s (%s)", p->conf.name, on ? "paused" : "resumed", SOURCES[source]);
+    }
+    for (int i = 0; i < scope->nqueues; i++) {
+        bool c = on ? names_add(&m->paused_queues, &m->npaused_queues, scope->queues[i])
+                    : names_remove(&m->paused_queues, &m->npaused_queues, scope->queues[i]);
+        if (!c) continue;
+        changed++;
+        log_info("queue %s: %s (%s)", scope->queues[i], on ? "paused" : "resumed", SOURCES[source]);
+    }
+    master_apply_queue_pauses(m);
     pools_apply_pause(&m->pools);
+    return changed;
+}
+
+int master_scale(master_t *m, const char *pool, int n, char *err, size_t errn)
+{
+    pool_t *p = master_pool(m, pool);
+    if (!p) {
+        snprintf(err, errn, "no pool named %s", pool);
+        return -1;
+    }
+    if (n > m->conf->max_workers || n < -1) {
+        snprintf(err, errn, "n must be a number of workers (0..%d) or \"auto\"", m->conf->max_workers);
+        return -1;
+    }
+    if (n < 0) {
+        p->pinned = -1;
+        if (p->conf.balance == BALANCE_OFF) p->target = p->conf.processes;
+        log_info("pool %s: size handed back to %s", p->conf.name,
+                 p->conf.balance == BALANCE_AUTO ? "the balancer" : "its configured processes");
+    } else {
+        p->pinned = n;
+        p->target = n;
+        log_info("pool %s: pinned at %d workers", p->conf.name, n);
+    }
+    /* The loop applies it (within max_workers) on its next pass: nothing
+     * here waits on Redis on a client's behalf. */
+    m->next_balance_ms = 0;
+    return p->target;
+}
+
+int master_restart(master_t *m, const char *pool, char *err, size_t errn)
+{
+    int n = 0;
+    for (int i = 0; i < m->pools.n; i++) {
+        pool_t *p = m->pools.v[i];
+        if (p->removed || (pool && strcmp(p->conf.name, pool))) continue;
+        pool_request_roll(p);
+        n++;
+    }
+    if (pool && !n) {
+        snprintf(err, errn, "no pool named %s", pool);
+        return -1;
+    }
+    if (pool)
+        log_info("pool %s: rolling restart requested", pool);
+    else
+        log_info("rolling restart of every pool requested");
+    return n;
 }
 
 /* ------------------------------------------------------------ reload */
@@ -301,11 +426,13 @@ static void handle_signals(master_t *m)
             if (!m->stopping) master_reload(m, NULL);
             break;
         case SIGUSR2:
-            if (!m->stopping) master_set_pause(m, true);
+        case SIGCONT: {
+            /* exactly `qpool pause` / `qpool continue` with no scope */
+            pause_scope_t all = {0};
+            char err[128];
+            if (!m->stopping) master_pause(m, &all, PAUSE_FROM_SIGNAL, si.ssi_signo == SIGUSR2, err, sizeof err);
             break;
-        case SIGCONT:
-            if (!m->stopping) master_set_pause(m, false);
-            break;
+        }
         default:
             break;
         }

@@ -59,7 +59,25 @@ int master_run(const char *config_path);
  * and the old config keeps running. Returns 0 on success. */
 int master_reload(master_t *m, char **msg);
 void master_begin_stop(master_t *m, bool fast);
-void master_set_pause(master_t *m, bool paused);
+/* The verbs every caller changes state through: signals, the control
+ * socket and (later) HTTP. Each returns 0 or a positive count on success,
+ * -1 with err filled on failure (unknown pool or queue, stopping). */
+enum pause_source { PAUSE_FROM_SIGNAL = 0, PAUSE_FROM_CONTROL, PAUSE_FROM_HTTP };
+typedef struct {
+    char *const *pools;
+    int npools;
+    char *const *queues;
+    int nqueues;
+} pause_scope_t;                   /* no pools and no queues: everything */
+/* Pause (on) or resume a scope. Everything: every pool is paused, and a pool
+ * a reload adds joins the pause; resuming everything clears every pause an
+ * operator made (pools and queues). A pool or queue is paused or resumed on
+ * its own. Laravel's queue:pause keys are Laravel's: only it clears them. */
+int master_pause(master_t *m, const pause_scope_t *scope, int source, bool on, char *err, size_t errn);
+/* Pin a pool at n workers, or hand it back (n = -1); returns the target. */
+int master_scale(master_t *m, const char *pool, int n, char *err, size_t errn);
+/* Rolling restart of one pool (NULL: every pool); returns how many. */
+int master_restart(master_t *m, const char *pool, char *err, size_t errn);
 pool_t *master_pool(master_t *m, const char *name);
 
 #endif

@@ -112,7 +112,8 @@ child_t *pools_find_child(pools_t *ps, pid_t pid, pool_t **pool_out)
 
 bool pool_is_paused(const pools_t *ps, const pool_t *p)
 {
-    return ps->all_paused || p->paused;
+    (void)ps;
+    return p->paused;
 }
 
 uint32_t pool_control_word(const pools_t *ps, const pool_t *p)

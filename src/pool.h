@@ -90,7 +90,7 @@ typedef struct {
     scoreboard_t *sb;
     int max_workers;
     int64_t stop_timeout_ms; /* shutdown_timeout: how long a stopped external child may take */
-    bool all_paused;         /* SIGUSR2 / qpool pause with no scope */
+    bool all_paused;         /* everything paused (SIGUSR2, qpool pause): pools added join the pause */
     bool stopping;           /* master shutdown: spawn nothing */
     pid_t master_pid;
     /* redis connections, for native workers (current config) */

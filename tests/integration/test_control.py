@@ -101,6 +101,55 @@ def test_pause_and_continue_by_pool_and_by_queue(master, r, tmp_path):
     assert master.cli("pause", "nope", check=False).returncode == 1
 
 
+def two_pools(master, log):
+    master.write_config(fixture_pool("a", ["qa"], log, handler="exec") + ",\n" +
+                        fixture_pool("b", ["qb"], log, handler="exec"))
+    master.start()
+    master.wait_children("a", 1)
+    master.wait_children("b", 1)
+
+
+def takes_jobs(master, r, queue, pool):
+    """Whether pool takes a job from queue within a few seconds (through Redis)."""
+    push(r, queue, make_payload("ok"))
+    try:
+        wait_for(lambda: queue_state(r, queue)["ready"] == 0, 3, what="a job on " + queue)
+        return True
+    except AssertionError:
+        return False
+
+
+def test_pause_pool_then_sigcont_resumes_it(master, r, tmp_path):
+    # issue 8 item 6: SIGCONT is `qpool continue`: it resumes everything an
+    # operator paused, a single pool included (it used to leave the pool paused)
+    log = tmp_path / "fixture.log"
+    two_pools(master, log)
+    master.cli("pause", "a")
+    assert not takes_jobs(master, r, "qa", "a")
+    master.signal(signal.SIGCONT)
+    wait_for(lambda: queue_state(r, "qa")["ready"] == 0, 10, what="pool a to resume on SIGCONT")
+    assert not master.pool("a")["paused"]
+    assert takes_jobs(master, r, "qb", "b")
+
+
+def test_sigusr2_then_continue_pool_resumes_only_that_pool(master, r, tmp_path):
+    # issue 8 item 6: SIGUSR2 is `qpool pause`: every pool is paused, and
+    # `qpool continue POOL` resumes that one (it used to change nothing)
+    log = tmp_path / "fixture.log"
+    two_pools(master, log)
+    master.signal(signal.SIGUSR2)
+    wait_for(lambda: master.pool("a")["paused"] and master.pool("b")["paused"], 10, what="every pool paused")
+    assert master.cli("status", check=False).returncode == 1
+    assert not takes_jobs(master, r, "qa", "a")
+    master.cli("continue", "a")
+    wait_for(lambda: queue_state(r, "qa")["ready"] == 0, 10, what="pool a to resume")
+    assert master.pool("b")["paused"]
+    assert not takes_jobs(master, r, "qb", "b")
+    master.signal(signal.SIGCONT)
+    wait_for(lambda: queue_state(r, "qb")["ready"] == 0, 10, what="pool b after SIGCONT")
+    assert master.cli("status", check=False).returncode == 0
+
+
 def test_laravel_queue_pause_and_queue_restart(master, r, laravel_app, tmp_path):
     log = tmp_path / "fixture.log"
     app = laravel_app
