@@ -101,9 +101,11 @@ const char *payload_name(const job_payload_t *p)
 
 /* ------------------------------------------------------------ scanner */
 
+/* Whitespace as cJSON reads it (any byte up to 32), so the scanner and the
+ * parser agree on where every value starts. */
 static size_t skip_ws(const char *s, size_t i, size_t n)
 {
-    while (i < n && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r')) i++;
+    while (i < n && (unsigned char)s[i] <= 32) i++;
     return i;
 }
 
@@ -141,7 +143,7 @@ static size_t skip_value(const char *s, size_t i, size_t n)
         return n + 1;
     }
     size_t start = i;
-    while (i < n && !strchr(",}] \t\r\n", s[i])) i++;
+    while (i < n && (unsigned char)s[i] > 32 && !strchr(",}]", s[i])) i++;
     return i > start ? i : n + 1;
 }
 
@@ -206,6 +208,20 @@ char *payload_set_attempts(const char *raw, size_t len, long n, size_t *outlen)
         sbuf_append(&b, raw, end - 1);
         sbuf_printf(&b, "%s\"attempts\":%s}", empty ? "" : ",", num);
         sbuf_append(&b, raw + end, len - end);
+    }
+    /* The edit is textual: make sure the parser reads back what was
+     * written (an escaped key such as "attem\u0070ts" is not found by
+     * the scanner, and a second "attempts" would lose to it). */
+    job_payload_t p;
+    char err[64];
+    bool ok = false;
+    if (payload_parse(b.data, b.len, &p, err, sizeof err) == 0) {
+        ok = p.attempts == n;
+        payload_free(&p);
+    }
+    if (!ok) {
+        sbuf_free(&b);
+        return NULL;
     }
     *outlen = b.len;
     return sbuf_steal(&b);

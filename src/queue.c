@@ -338,9 +338,12 @@ static char *elem_dup(const redisReply *e, size_t *len)
     return xstrndup(e->str, e->len);
 }
 
-/* The script numbers only the queues it was given: map back through the skip mask. */
-static int map_queue(const queue_set_t *qs, const pop_args_t *a, int nth)
+/* The script numbers (from 1) only the queues it was given: map back
+ * through the skip mask. -1 for a number that names none of them. */
+static int map_queue(const queue_set_t *qs, const pop_args_t *a, long long n)
 {
+    if (n < 1 || n > qs->nq) return -1;
+    long long nth = n - 1;
     for (int i = 0, seen = 0; i < qs->nq; i++) {
         if (a->skip_mask & (1u << i)) continue;
         if (seen++ == nth) return i;
@@ -354,8 +357,10 @@ bool queue_parse_pop(const queue_set_t *qs, const pop_args_t *a, redisReply *r, 
     if (!r || r->type != REDIS_REPLY_ARRAY || r->elements < 5 ||
         r->element[0]->type != REDIS_REPLY_INTEGER || r->element[1]->type != REDIS_REPLY_INTEGER)
         return false;
-    out->kind = (int)r->element[0]->integer;
-    out->qidx = map_queue(qs, a, (int)r->element[1]->integer - 1);
+    long long kind = r->element[0]->integer;
+    if (kind != POP_EMPTY && kind != POP_JOB && kind != POP_POISON) return false;
+    out->kind = (int)kind;
+    out->qidx = map_queue(qs, a, r->element[1]->integer);
     out->migrate_full = r->element[4]->type == REDIS_REPLY_INTEGER && r->element[4]->integer;
     if (out->kind == POP_JOB) {
         out->raw = elem_dup(r->element[2], &out->rawlen);
@@ -369,7 +374,7 @@ bool queue_parse_pop(const queue_set_t *qs, const pop_args_t *a, redisReply *r, 
             out->extra = xcalloc(x->elements / 3, sizeof *out->extra);
             for (size_t i = 0; i + 2 < x->elements; i += 3) {
                 pop_item_t *it = &out->extra[out->nextra];
-                it->qidx = x->element[i]->type == REDIS_REPLY_INTEGER ? map_queue(qs, a, (int)x->element[i]->integer - 1) : -1;
+                it->qidx = x->element[i]->type == REDIS_REPLY_INTEGER ? map_queue(qs, a, x->element[i]->integer) : -1;
                 it->raw = elem_dup(x->element[i + 1], &it->rawlen);
                 it->reserved = elem_dup(x->element[i + 2], &it->reslen);
                 out->nextra++;
@@ -382,6 +387,10 @@ bool queue_parse_pop(const queue_set_t *qs, const pop_args_t *a, redisReply *r, 
     } else if (out->kind == POP_POISON) {
         out->uuid = elem_dup(r->element[2], NULL);
         out->reason = elem_dup(r->element[3], NULL);
+        if (out->qidx < 0) { /* callers index the queue set with it */
+            pop_result_free(out);
+            return false;
+        }
     } else if (r->elements >= 6 && r->element[5]->type == REDIS_REPLY_STRING) {
         out->has_next_due = true;
         out->next_due = strtoll(r->element[5]->str, NULL, 10);

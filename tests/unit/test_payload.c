@@ -409,6 +409,22 @@ static void test_set_attempts_replaces_textually(void **state)
     free(out);
 }
 
+/* Found by tests/fuzz/fuzz_payload: the editor and the parser must agree
+ * on which "attempts" counts, or a retried job keeps its old count. */
+static void test_set_attempts_reads_back_what_it_wrote(void **state)
+{
+    (void)state;
+    size_t len;
+    /* control bytes are whitespace to cJSON: the editor must see past them */
+    static const char ctl[] = "{\"a\":1,\x1b\x1b\"attempts\":4}";
+    char *out = set_attempts(ctl, 0, &len);
+    assert_non_null(out);
+    assert_string_equal(out, "{\"a\":1,\x1b\x1b\"attempts\":0}");
+    free(out);
+    /* an escaped key the scanner cannot match: refused, not doubled */
+    assert_null(set_attempts("{\"attem\\u0070ts\":4,\"b\":1}", 0, &len));
+}
+
 static void test_set_attempts_preserves_bytes(void **state)
 {
     (void)state;
@@ -769,6 +785,7 @@ int main(void)
         cmocka_unit_test(test_top_value_rejects_non_objects),
         cmocka_unit_test(test_set_attempts_replaces_textually),
         cmocka_unit_test(test_set_attempts_preserves_bytes),
+        cmocka_unit_test(test_set_attempts_reads_back_what_it_wrote),
         cmocka_unit_test(test_set_attempts_nested_untouched),
         cmocka_unit_test(test_set_attempts_inserts_when_missing),
         cmocka_unit_test(test_set_attempts_null_for_non_objects),
