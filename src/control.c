@@ -1,23 +1,24 @@
 /*
  * control.c - the control socket (see control.h and docs/operations.md).
  *
- * Clients are non-blocking and buffered both ways; a request line longer
- * than CTL_MAX_LINE gets an error and the connection is closed. Replies are
+ * Socket I/O and argument checks only: a request line is parsed into a
+ * ctl_request_t (pure, fuzzed), then one master verb runs it. Clients are
+ * non-blocking and buffered both ways; a request line longer than
+ * CTL_MAX_LINE gets an error and the connection is closed. Replies are
  * queued and written as the socket drains, so a slow client never blocks
- * the master's loop.
+ * the master's loop. Refused peers get one error line and are closed within
+ * CTL_REFUSED_MS, whatever they send; they never take an allowed client's
+ * place.
  */
 #include "control.h"
 #include "log.h"
-#include "monitor.h"
-#include "proc.h"
 #include "safefile.h"
+#include "status.h"
 #include "util.h"
-#include "version.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <grp.h>
-#include <math.h>
 #include <pwd.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -30,9 +31,13 @@
 #include <unistd.h>
 
 #define CTL_MAX_LINE 65536
-#define CTL_MAX_CLIENTS 64
+#define CTL_MAX_CLIENTS 64          /* allowed clients at once */
+#define CTL_MAX_REFUSED 64          /* refused clients waiting to be closed */
+#define CTL_REFUSED_MS 2000         /* how long a refused client may stay */
 #define CTL_OUT_PAUSE (1 << 20)     /* stop reading a client's requests past this much unsent output */
+#define CTL_WAITER_OUT_MAX 65536    /* a terminate --wait client not reading gets no more progress lines */
 #define CTL_IDLE_MS 60000           /* close clients silent this long (terminate --wait excepted) */
+#define CTL_MAX_GROUPS 256
 
 typedef struct ctl_client {
     int fd;
@@ -42,15 +47,126 @@ typedef struct ctl_client {
     sbuf_t in, out;
     bool waiter;            /* terminate --wait */
     bool closing;           /* close once out is flushed; read nothing more */
-    bool refused;           /* not allowed: told so, its requests are read and dropped */
+    bool refused;           /* not allowed: told so, then closed */
     int64_t last_active_ms;
+    int64_t accepted_ms;
 } ctl_client_t;
+
+struct control {
+    int fd;                 /* the listener */
+    int epfd;               /* the master's epoll set */
+    char *path;             /* the path bound (unlinked at exit) */
+    ctl_client_t **clients;
+    int nclients;
+    int nrefused;           /* of nclients */
+    int64_t next_progress_ms;
+};
+
+/* ------------------------------------------------------------ requests */
+
+static const char *const CMD_NAMES[CTL_NCMDS] = {
+    [CTL_STATUS] = "status", [CTL_PAUSE] = "pause", [CTL_CONTINUE] = "continue", [CTL_SCALE] = "scale",
+    [CTL_RESTART] = "restart", [CTL_RELOAD] = "reload", [CTL_TERMINATE] = "terminate",
+};
+
+/* A JSON array of names (absent: none) as an owned NULL-terminated vector;
+ * -1 when it is not an array of strings. */
+static int name_array(const cJSON *a, char ***out, int *n)
+{
+    *out = NULL;
+    *n = 0;
+    if (!a) return 0;
+    if (!cJSON_IsArray(a)) return -1;
+    int size = cJSON_GetArraySize(a);
+    char **v = xcalloc((size_t)size + 1, sizeof *v);
+    const cJSON *e;
+    int i = 0;
+    cJSON_ArrayForEach(e, a) {
+        if (!cJSON_IsString(e) || i >= size) {
+            for (int j = 0; j < i; j++) free(v[j]);
+            free(v);
+            return -1;
+        }
+        v[i++] = xstrdup(e->valuestring);
+    }
+    *out = v;
+    *n = i;
+    return 0;
+}
+
+static int parse_scale(const cJSON *req, int max_workers, ctl_request_t *r, char *err, size_t errn)
+{
+    const cJSON *n = cJSON_GetObjectItemCaseSensitive(req, "n");
+    if (!r->pool) {
+        snprintf(err, errn, "no pool named (missing)");
+        return -1;
+    }
+    if (cJSON_IsString(n) && !strcmp(n->valuestring, "auto"))
+        r->n = -1;
+    else if (cJSON_IsNumber(n) && n->valuedouble >= 0 && n->valuedouble <= max_workers &&
+             n->valuedouble == (int)n->valuedouble)
+        r->n = (int)n->valuedouble;
+    else {
+        snprintf(err, errn, "n must be a number of workers (0..%d) or \"auto\"", max_workers);
+        return -1;
+    }
+    return 0;
+}
+
+int ctl_parse_request(const char *line, size_t len, int max_workers, ctl_request_t *r, char *err, size_t errn)
+{
+    memset(r, 0, sizeof *r);
+    cJSON *req = cJSON_ParseWithLength(line, len);
+    if (!req || !cJSON_IsObject(req)) {
+        snprintf(err, errn, "invalid request: expected one JSON object per line, e.g. {\"cmd\":\"status\"}");
+        cJSON_Delete(req);
+        return -1;
+    }
+    const cJSON *cmd = cJSON_GetObjectItemCaseSensitive(req, "cmd");
+    const char *name = cJSON_IsString(cmd) ? cmd->valuestring : "";
+    int rv = -1;
+    r->cmd = CTL_NCMDS;
+    for (int i = 0; i < CTL_NCMDS; i++)
+        if (!strcmp(name, CMD_NAMES[i])) r->cmd = (enum ctl_cmd)i;
+    const cJSON *pool = cJSON_GetObjectItemCaseSensitive(req, "pool");
+    if (cJSON_IsString(pool)) r->pool = xstrdup(pool->valuestring);
+    r->verbose = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(req, "verbose"));
+    r->wait = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(req, "wait"));
+    if (r->cmd == CTL_NCMDS)
+        snprintf(err, errn, *name ? "unknown command \"%.64s\"" : "missing \"cmd\"", name);
+    else if ((r->cmd == CTL_PAUSE || r->cmd == CTL_CONTINUE) &&
+             (name_array(cJSON_GetObjectItemCaseSensitive(req, "pools"), &r->pools, &r->npools) < 0 ||
+              name_array(cJSON_GetObjectItemCaseSensitive(req, "queues"), &r->queues, &r->nqueues) < 0))
+        snprintf(err, errn, "pools and queues must be arrays of names");
+    else if (r->cmd == CTL_SCALE && parse_scale(req, max_workers, r, err, errn) < 0)
+        ;
+    else
+        rv = 0;
+    cJSON_Delete(req);
+    if (rv < 0) ctl_request_free(r);
+    return rv;
+}
+
+void ctl_request_free(ctl_request_t *r)
+{
+    for (int i = 0; i < r->npools; i++) free(r->pools[i]);
+    for (int i = 0; i < r->nqueues; i++) free(r->queues[i]);
+    free(r->pools);
+    free(r->queues);
+    free(r->pool);
+    memset(r, 0, sizeof *r);
+}
+
+const char *ctl_cmd_name(enum ctl_cmd c)
+{
+    return c < CTL_NCMDS ? CMD_NAMES[c] : "?";
+}
 
 /* ------------------------------------------------------------ listener */
 
-int control_listen(master_t *m)
+static int bind_socket(const qconf_t *conf)
 {
-    const char *path = m->conf->control_socket;
+    const char *path = conf->control_socket;
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
     if (strlen(path) >= sizeof sa.sun_path) {
         log_error("control_socket path is too long: %s", path);
@@ -71,7 +187,7 @@ int control_listen(master_t *m)
     }
     /* created with its final mode: no window where clients see another,
      * and no chmod by path afterwards */
-    mode_t old = umask((mode_t)(~m->conf->control_socket_mode & 0777));
+    mode_t old = umask((mode_t)(~conf->control_socket_mode & 0777));
     int rb = bind(fd, (struct sockaddr *)&sa, sizeof sa);
     umask(old);
     if (rb < 0 || listen(fd, 16) < 0) {
@@ -81,86 +197,91 @@ int control_listen(master_t *m)
     }
     uid_t uid = (uid_t)-1;
     gid_t gid = (gid_t)-1;
-    if (m->conf->control_user) {
-        struct passwd *pw = getpwnam(m->conf->control_user);
+    if (conf->control_user) {
+        struct passwd *pw = getpwnam(conf->control_user);
         if (pw) uid = pw->pw_uid;
     }
-    if (m->conf->control_group) {
-        struct group *gr = getgrnam(m->conf->control_group);
+    if (conf->control_group) {
+        struct group *gr = getgrnam(conf->control_group);
         if (gr) gid = gr->gr_gid;
     }
     /* lchown: never through a link planted in its place */
     if ((uid != (uid_t)-1 || gid != (gid_t)-1) && lchown(path, uid, gid) < 0)
         log_warn("control socket %s: chown: %s", path, strerror(errno));
-    m->ctl_fd = fd;
-    m->ctl_path = xstrdup(path); /* what we bound, whatever a reload says later */
+    return fd;
+}
+
+int control_listen(master_t *m)
+{
+    int fd = bind_socket(m->conf);
+    if (fd < 0) return -1;
+    control_t *ctl = xcalloc(1, sizeof *ctl);
+    ctl->fd = fd;
+    ctl->epfd = m->epfd;
+    ctl->path = xstrdup(m->conf->control_socket); /* what we bound, whatever a reload says later */
+    m->ctl = ctl;
     struct epoll_event ev = {.events = EPOLLIN, .data.fd = fd};
     epoll_ctl(m->epfd, EPOLL_CTL_ADD, fd, &ev);
     return 0;
 }
 
-static void client_free(master_t *m, int idx)
+static void client_free(control_t *ctl, int idx)
 {
-    ctl_client_t *c = m->clients[idx];
-    epoll_ctl(m->epfd, EPOLL_CTL_DEL, c->fd, NULL);
+    ctl_client_t *c = ctl->clients[idx];
+    epoll_ctl(ctl->epfd, EPOLL_CTL_DEL, c->fd, NULL);
     close(c->fd);
+    if (c->refused) ctl->nrefused--;
     sbuf_free(&c->in);
     sbuf_free(&c->out);
     free(c);
-    m->clients[idx] = m->clients[--m->nclients];
+    ctl->clients[idx] = ctl->clients[--ctl->nclients];
 }
 
 void control_close(master_t *m, bool unlink_socket)
 {
-    while (m->nclients) client_free(m, m->nclients - 1);
-    free(m->clients);
-    m->clients = NULL;
-    if (m->ctl_fd >= 0) {
-        close(m->ctl_fd);
-        m->ctl_fd = -1;
-        if (unlink_socket && m->ctl_path) unlink(m->ctl_path);
-    }
-    free(m->ctl_path);
-    m->ctl_path = NULL;
+    control_t *ctl = m->ctl;
+    if (!ctl) return;
+    while (ctl->nclients) client_free(ctl, ctl->nclients - 1);
+    free(ctl->clients);
+    close(ctl->fd);
+    if (unlink_socket) unlink(ctl->path);
+    free(ctl->path);
+    free(ctl);
+    m->ctl = NULL;
 }
 
 /* ------------------------------------------------------------ auth */
 
-static bool in_group(pid_t pid, gid_t want)
+/* control_group membership as the kernel recorded it when the peer
+ * connected (SO_PEERGROUPS): no /proc lookup by a pid that may be reused. */
+static bool peer_in_group(int fd, gid_t primary, gid_t want)
 {
-    char path[64], line[1024];
-    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
-    FILE *f = fopen(path, "re");
-    if (!f) return false;
-    bool found = false;
-    while (fgets(line, sizeof line, f)) {
-        if (strncmp(line, "Groups:", 7)) continue;
-        char *save = NULL;
-        for (char *t = strtok_r(line + 7, " \t\n", &save); t; t = strtok_r(NULL, " \t\n", &save))
-            if ((gid_t)strtoul(t, NULL, 10) == want) found = true;
-        break;
-    }
-    fclose(f);
-    return found;
+    if (primary == want) return true;
+    gid_t groups[CTL_MAX_GROUPS];
+    socklen_t len = sizeof groups;
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups, &len) < 0) return false;
+    for (size_t i = 0; i < len / sizeof *groups; i++)
+        if (groups[i] == want) return true;
+    return false;
 }
 
-static bool allowed(master_t *m, const ctl_client_t *c)
+static bool allowed(const qconf_t *conf, const ctl_client_t *c)
 {
     if (c->uid == 0 || c->uid == geteuid()) return true;
-    if (m->conf->control_user) {
-        struct passwd *pw = getpwnam(m->conf->control_user);
+    if (conf->control_user) {
+        struct passwd *pw = getpwnam(conf->control_user);
         if (pw && pw->pw_uid == c->uid) return true;
     }
-    if (m->conf->control_group) {
-        struct group *gr = getgrnam(m->conf->control_group);
-        if (gr && (gr->gr_gid == c->gid || in_group(c->pid, gr->gr_gid))) return true;
+    if (conf->control_group) {
+        struct group *gr = getgrnam(conf->control_group);
+        if (gr && peer_in_group(c->fd, c->gid, gr->gr_gid)) return true;
     }
     return false;
 }
 
 /* ------------------------------------------------------------ replies */
 
-static void client_flush(master_t *m, ctl_client_t *c)
+static void client_flush(control_t *ctl, ctl_client_t *c)
 {
     while (c->out.len) {
         ssize_t n = send(c->fd, c->out.data, c->out.len, MSG_NOSIGNAL);
@@ -178,7 +299,7 @@ static void client_flush(master_t *m, ctl_client_t *c)
      * ever) or while much output waits (a client that sends and never reads). */
     bool read_more = !c->closing && c->out.len < CTL_OUT_PAUSE;
     struct epoll_event ev = {.events = (read_more ? EPOLLIN : 0) | (c->out.len ? EPOLLOUT : 0), .data.fd = c->fd};
-    epoll_ctl(m->epfd, EPOLL_CTL_MOD, c->fd, &ev);
+    epoll_ctl(ctl->epfd, EPOLL_CTL_MOD, c->fd, &ev);
 }
 
 static void reply_json(ctl_client_t *c, cJSON *o)
@@ -211,331 +332,188 @@ static cJSON *ok_reply(void)
     return o;
 }
 
-/* ------------------------------------------------------------ status */
-
-static const char *pool_state(master_t *m, pool_t *p)
-{
-    if (p->removed) return "draining";
-    if (m->stopping) return "stopping";
-    if (pool_is_paused(&m->pools, p)) return "paused";
-    return "running";
-}
-
-static cJSON *child_json(master_t *m, pool_t *p, child_t *c)
-{
-    sb_slot_t *slot = &m->sb.slots[c->sb];
-    sb_child_t s;
-    sb_read(slot, &s);
-    cJSON *o = cJSON_CreateObject();
-    cJSON_AddNumberToObject(o, "pid", c->pid);
-    cJSON_AddNumberToObject(o, "slot", c->slot_no);
-    const char *state = c->stop_reason ? "stopping" : sb_state_name(s.state);
-    if (!c->stop_reason && p->conf.handler_type == HANDLER_NONE && c->pause_sent) state = "paused";
-    cJSON_AddStringToObject(o, "state", state);
-    cJSON_AddBoolToObject(o, "native", p->conf.handler_type != HANDLER_NONE);
-    cJSON_AddNumberToObject(o, "uptime_s", (double)(mono_ms() - c->started_ms) / 1000.0);
-    cJSON_AddNumberToObject(o, "jobs_done", (double)s.jobs_done);
-    cJSON_AddNumberToObject(o, "jobs_failed", (double)s.jobs_failed);
-    cJSON_AddNumberToObject(o, "rss_kb", (double)(s.rss_kb ? s.rss_kb : proc_rss_kb(c->pid)));
-    cJSON_AddBoolToObject(o, "old_generation", c->gen != p->gen);
-    if (s.state == SB_BUSY && s.job_started_ms) {
-        cJSON *j = cJSON_AddObjectToObject(o, "job");
-        cJSON_AddStringToObject(j, "id", s.job_id);
-        cJSON_AddStringToObject(j, "name", s.job_name);
-        cJSON_AddStringToObject(j, "queue", s.job_queue);
-        cJSON_AddNumberToObject(j, "running_ms", (double)(wall_ms() - s.job_started_ms));
-    } else
-        cJSON_AddNullToObject(o, "job");
-    return o;
-}
-
-static cJSON *status_json(master_t *m, bool verbose)
-{
-    cJSON *o = ok_reply();
-    cJSON_AddStringToObject(o, "version", QPOOL_VERSION);
-    cJSON_AddNumberToObject(o, "pid", getpid());
-    cJSON_AddStringToObject(o, "config", m->conf->path);
-    bool all_paused = m->pools.all_paused;
-    int npools = 0, npaused = 0;
-    for (int i = 0; i < m->pools.n; i++)
-        if (!m->pools.v[i]->removed) {
-            npools++;
-            if (pool_is_paused(&m->pools, m->pools.v[i])) npaused++;
-        }
-    cJSON_AddStringToObject(o, "state", m->stopping ? "stopping"
-                                        : (all_paused || (npools && npaused == npools)) ? "paused"
-                                                                                        : "running");
-    cJSON_AddBoolToObject(o, "paused", all_paused);
-    cJSON_AddBoolToObject(o, "stopping", m->stopping);
-    cJSON_AddNumberToObject(o, "max_workers", m->conf->max_workers);
-    cJSON_AddNumberToObject(o, "workers", pools_live_total(&m->pools));
-    cJSON *pq = cJSON_AddArrayToObject(o, "paused_queues");
-    for (int i = 0; i < m->npaused_queues; i++) cJSON_AddItemToArray(pq, cJSON_CreateString(m->paused_queues[i]));
-    cJSON *arr = cJSON_AddArrayToObject(o, "pools");
-    for (int i = 0; i < m->pools.n; i++) {
-        pool_t *p = m->pools.v[i];
-        pool_counts_t c;
-        pool_counts(&m->pools, p, &c);
-        cJSON *po = cJSON_CreateObject();
-        cJSON_AddItemToArray(arr, po);
-        cJSON_AddStringToObject(po, "name", p->conf.name);
-        cJSON_AddStringToObject(po, "state", pool_state(m, p));
-        cJSON_AddBoolToObject(po, "paused", pool_is_paused(&m->pools, p));
-        cJSON_AddStringToObject(po, "kind", p->conf.handler_type == HANDLER_NONE ? "command"
-                                            : p->conf.handler_type == HANDLER_EXEC ? "exec" : "pipe");
-        cJSON_AddStringToObject(po, "balance", p->conf.balance == BALANCE_AUTO ? "auto" : "off");
-        cJSON_AddNumberToObject(po, "workers", c.live);
-        cJSON_AddNumberToObject(po, "busy", c.busy);
-        cJSON_AddNumberToObject(po, "idle", c.idle);
-        cJSON_AddNumberToObject(po, "starting", c.starting);
-        cJSON_AddNumberToObject(po, "stopping", c.stopping);
-        cJSON_AddNumberToObject(po, "running", c.running);
-        cJSON_AddNumberToObject(po, "paused_workers", c.paused);
-        cJSON_AddNumberToObject(po, "target", p->target);
-        if (p->conf.balance == BALANCE_AUTO) {
-            cJSON_AddNumberToObject(po, "min", p->conf.min_processes);
-            cJSON_AddNumberToObject(po, "max", p->conf.max_processes);
-        } else {
-            cJSON_AddNumberToObject(po, "min", p->conf.processes);
-            cJSON_AddNumberToObject(po, "max", p->conf.processes);
-        }
-        if (p->pinned >= 0)
-            cJSON_AddNumberToObject(po, "pinned", p->pinned);
-        else
-            cJSON_AddNullToObject(po, "pinned");
-        cJSON_AddNumberToObject(po, "jobs_done", (double)c.jobs_done);
-        cJSON_AddNumberToObject(po, "jobs_failed", (double)c.jobs_failed);
-        cJSON_AddNumberToObject(po, "jobs_per_min", round(p->jobs_per_min * 10) / 10);
-        cJSON_AddNumberToObject(po, "failed_per_min", round(p->failed_per_min * 10) / 10);
-        cJSON_AddNumberToObject(po, "mean_runtime_ms", round(p->mean_runtime_ms * 10) / 10);
-        cJSON_AddNumberToObject(po, "memory_recycles", (double)p->memory_recycles);
-        cJSON_AddNumberToObject(po, "crashes", (double)p->crashes);
-        cJSON_AddBoolToObject(po, "counts_fresh", p->have_counts);
-        cJSON *qa = cJSON_AddArrayToObject(po, "queues");
-        uint32_t cw = pool_control_word(&m->pools, p);
-        for (int q = 0; q < p->conf.nqueues; q++) {
-            cJSON *qo = cJSON_CreateObject();
-            cJSON_AddItemToArray(qa, qo);
-            cJSON_AddStringToObject(qo, "name", p->conf.queues[q]);
-            cJSON_AddNumberToObject(qo, "ready", (double)p->q[q].ready);
-            cJSON_AddNumberToObject(qo, "delayed", (double)p->q[q].delayed);
-            cJSON_AddNumberToObject(qo, "reserved", (double)p->q[q].reserved);
-            cJSON_AddBoolToObject(qo, "paused", (cw & (1u << q)) || (cw & SB_CTL_PAUSE_ALL));
-            cJSON_AddBoolToObject(qo, "laravel_paused", p->q[q].laravel_paused);
-        }
-        if (verbose) {
-            cJSON *ca = cJSON_AddArrayToObject(po, "children");
-            for (int j = 0; j < p->nchildren; j++) cJSON_AddItemToArray(ca, child_json(m, p, &p->children[j]));
-        }
-    }
-    return o;
-}
-
 /* ------------------------------------------------------------ commands */
 
-/* A JSON array of strings as a NULL-terminated vector (borrowed strings);
- * NULL and *bad set when an element is not a string. */
-static char **str_array(const cJSON *a, int *n, bool *bad)
+typedef void (*ctl_handler_fn)(master_t *m, ctl_client_t *c, const ctl_request_t *r);
+
+static void reply_verb_error(ctl_client_t *c, const char *err)
 {
-    *n = cJSON_IsArray(a) ? cJSON_GetArraySize(a) : 0;
-    char **v = xcalloc((size_t)*n + 1, sizeof *v);
-    int i = 0;
-    const cJSON *e;
-    cJSON_ArrayForEach(e, a) {
-        if (!cJSON_IsString(e)) *bad = true;
-        else v[i++] = e->valuestring;
-    }
-    *n = i;
-    return v;
+    reply_error(c, "%s", err);
 }
 
-static void cmd_pause(master_t *m, ctl_client_t *c, cJSON *req, bool pause)
+static void cmd_status(master_t *m, ctl_client_t *c, const ctl_request_t *r)
 {
-    bool bad = false;
-    pause_scope_t scope;
-    char **pools = str_array(cJSON_GetObjectItemCaseSensitive(req, "pools"), &scope.npools, &bad);
-    char **queues = str_array(cJSON_GetObjectItemCaseSensitive(req, "queues"), &scope.nqueues, &bad);
-    scope.pools = pools;
-    scope.queues = queues;
+    reply_json(c, status_json(m, r->verbose));
+}
+
+static void run_pause(master_t *m, ctl_client_t *c, const ctl_request_t *r, bool on)
+{
+    pause_scope_t scope = {.pools = r->pools, .npools = r->npools, .queues = r->queues, .nqueues = r->nqueues};
     char err[256];
-    if (bad)
-        reply_error(c, "pools and queues must be arrays of names");
-    else if (master_pause(m, &scope, PAUSE_FROM_CONTROL, pause, err, sizeof err) < 0)
-        reply_error(c, "%s", err);
+    if (master_pause(m, &scope, PAUSE_FROM_CONTROL, on, err, sizeof err) < 0)
+        reply_verb_error(c, err);
     else
         reply_json(c, status_json(m, false));
-    free(pools);
-    free(queues);
 }
 
-static void cmd_scale(master_t *m, ctl_client_t *c, cJSON *req)
+static void cmd_pause(master_t *m, ctl_client_t *c, const ctl_request_t *r)
 {
-    const cJSON *pn = cJSON_GetObjectItemCaseSensitive(req, "pool");
-    const cJSON *n = cJSON_GetObjectItemCaseSensitive(req, "n");
-    int want;
-    if (!cJSON_IsString(pn)) {
-        reply_error(c, "no pool named (missing)");
-        return;
-    }
-    if (cJSON_IsString(n) && !strcmp(n->valuestring, "auto"))
-        want = -1;
-    else if (cJSON_IsNumber(n) && n->valuedouble >= 0 && n->valuedouble <= m->conf->max_workers &&
-             n->valuedouble == (int)n->valuedouble)
-        want = (int)n->valuedouble;
-    else {
-        reply_error(c, "n must be a number of workers (0..%d) or \"auto\"", m->conf->max_workers);
-        return;
-    }
+    run_pause(m, c, r, true);
+}
+
+static void cmd_continue(master_t *m, ctl_client_t *c, const ctl_request_t *r)
+{
+    run_pause(m, c, r, false);
+}
+
+static void cmd_scale(master_t *m, ctl_client_t *c, const ctl_request_t *r)
+{
     char err[256];
-    int target = master_scale(m, pn->valuestring, want, err, sizeof err);
+    int target = master_scale(m, r->pool, r->n, err, sizeof err);
     if (target < 0) {
-        reply_error(c, "%s", err);
+        reply_verb_error(c, err);
         return;
     }
     cJSON *o = ok_reply();
-    cJSON_AddStringToObject(o, "pool", pn->valuestring);
+    cJSON_AddStringToObject(o, "pool", r->pool);
     cJSON_AddNumberToObject(o, "target", target);
     reply_json(c, o);
 }
 
-static void cmd_restart(master_t *m, ctl_client_t *c, cJSON *req)
+static void cmd_restart(master_t *m, ctl_client_t *c, const ctl_request_t *r)
 {
-    const cJSON *pn = cJSON_GetObjectItemCaseSensitive(req, "pool");
-    const char *pool = cJSON_IsString(pn) ? pn->valuestring : NULL;
     char err[256];
-    if (master_restart(m, pool, err, sizeof err) < 0) {
-        reply_error(c, "%s", err);
+    if (master_restart(m, r->pool, err, sizeof err) < 0) {
+        reply_verb_error(c, err);
         return;
     }
     cJSON *o = ok_reply();
     cJSON *arr = cJSON_AddArrayToObject(o, "pools");
     for (int i = 0; i < m->pools.n; i++)
-        if (!m->pools.v[i]->removed && (!pool || !strcmp(pool, m->pools.v[i]->conf.name)))
+        if (!m->pools.v[i]->removed && (!r->pool || !strcmp(r->pool, m->pools.v[i]->conf.name)))
             cJSON_AddItemToArray(arr, cJSON_CreateString(m->pools.v[i]->conf.name));
     reply_json(c, o);
 }
 
-static cJSON *progress_json(master_t *m, const char *event)
+static void cmd_reload(master_t *m, ctl_client_t *c, const ctl_request_t *r)
 {
-    cJSON *o = ok_reply();
-    cJSON_AddStringToObject(o, "event", event);
-    cJSON_AddNumberToObject(o, "children", pools_live_total(&m->pools));
-    cJSON *jobs = cJSON_AddArrayToObject(o, "running");
-    for (int i = 0; i < m->pools.n; i++) {
-        pool_t *p = m->pools.v[i];
-        for (int j = 0; j < p->nchildren; j++) {
-            sb_child_t s;
-            sb_read(&m->sb.slots[p->children[j].sb], &s);
-            if (s.state != SB_BUSY || !s.job_started_ms) continue;
-            cJSON *r = cJSON_CreateObject();
-            cJSON_AddStringToObject(r, "pool", p->conf.name);
-            cJSON_AddNumberToObject(r, "pid", p->children[j].pid);
-            cJSON_AddStringToObject(r, "job", s.job_name);
-            cJSON_AddStringToObject(r, "id", s.job_id);
-            cJSON_AddNumberToObject(r, "running_ms", (double)(wall_ms() - s.job_started_ms));
-            cJSON_AddItemToArray(jobs, r);
-        }
+    (void)r;
+    if (m->stopping) {
+        reply_error(c, "the master is stopping");
+        return;
     }
-    return o;
+    char *msg = NULL;
+    cJSON *o = cJSON_CreateObject();
+    if (master_reload(m, &msg) == 0) {
+        cJSON_AddTrueToObject(o, "ok");
+        cJSON_AddStringToObject(o, "message", msg ? msg : "reloaded");
+    } else {
+        cJSON_AddFalseToObject(o, "ok");
+        cJSON_AddStringToObject(o, "error", msg ? msg : "invalid configuration");
+        cJSON_AddTrueToObject(o, "config_rejected");
+    }
+    reply_json(c, o);
+    free(msg);
 }
+
+static void cmd_terminate(master_t *m, ctl_client_t *c, const ctl_request_t *r)
+{
+    log_info("terminate requested over the control socket (uid %d)", (int)c->uid);
+    master_begin_stop(m, false);
+    if (!r->wait) {
+        reply_json(c, ok_reply());
+        return;
+    }
+    c->waiter = true;
+    reply_json(c, status_progress_json(m, "stopping"));
+    m->ctl->next_progress_ms = mono_ms() + 1000;
+}
+
+static const ctl_handler_fn HANDLERS[CTL_NCMDS] = {
+    [CTL_STATUS] = cmd_status,   [CTL_PAUSE] = cmd_pause,   [CTL_CONTINUE] = cmd_continue,
+    [CTL_SCALE] = cmd_scale,     [CTL_RESTART] = cmd_restart, [CTL_RELOAD] = cmd_reload,
+    [CTL_TERMINATE] = cmd_terminate,
+};
 
 static void handle_line(master_t *m, ctl_client_t *c, const char *line, size_t len)
 {
-    cJSON *req = cJSON_ParseWithLength(line, len);
-    if (!req || !cJSON_IsObject(req)) {
-        reply_error(c, "invalid request: expected one JSON object per line, e.g. {\"cmd\":\"status\"}");
-        cJSON_Delete(req);
+    ctl_request_t r;
+    char err[256];
+    if (ctl_parse_request(line, len, m->conf->max_workers, &r, err, sizeof err) < 0) {
+        reply_error(c, "%s", err);
         return;
     }
-    const cJSON *cmd = cJSON_GetObjectItemCaseSensitive(req, "cmd");
-    const char *name = cJSON_IsString(cmd) ? cmd->valuestring : "";
-    log_debug("control: %s from uid %d", name, (int)c->uid);
-    if (!strcmp(name, "status")) {
-        bool verbose = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(req, "verbose"));
-        reply_json(c, status_json(m, verbose));
-    } else if (!strcmp(name, "pause"))
-        cmd_pause(m, c, req, true);
-    else if (!strcmp(name, "continue"))
-        cmd_pause(m, c, req, false);
-    else if (!strcmp(name, "scale"))
-        cmd_scale(m, c, req);
-    else if (!strcmp(name, "restart"))
-        cmd_restart(m, c, req);
-    else if (!strcmp(name, "reload")) {
-        char *msg = NULL;
-        int rv = m->stopping ? -1 : master_reload(m, &msg);
-        if (rv == 0) {
-            cJSON *o = ok_reply();
-            cJSON_AddStringToObject(o, "message", msg ? msg : "reloaded");
-            reply_json(c, o);
-        } else if (m->stopping)
-            reply_error(c, "the master is stopping");
-        else {
-            cJSON *o = cJSON_CreateObject();
-            cJSON_AddFalseToObject(o, "ok");
-            cJSON_AddStringToObject(o, "error", msg ? msg : "invalid configuration");
-            cJSON_AddTrueToObject(o, "config_rejected");
-            reply_json(c, o);
-        }
-        free(msg);
-    } else if (!strcmp(name, "terminate")) {
-        bool wait = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(req, "wait"));
-        log_info("terminate requested over the control socket (uid %d)", (int)c->uid);
-        master_begin_stop(m, false);
-        if (wait) {
-            c->waiter = true;
-            reply_json(c, progress_json(m, "stopping"));
-            m->next_progress_ms = mono_ms() + 1000;
-        } else
-            reply_json(c, ok_reply());
-    } else if (!*name)
-        reply_error(c, "missing \"cmd\"");
-    else
-        reply_error(c, "unknown command \"%s\"", name);
-    cJSON_Delete(req);
+    log_debug("control: %s from uid %d", ctl_cmd_name(r.cmd), (int)c->uid);
+    HANDLERS[r.cmd](m, c, &r);
+    ctl_request_free(&r);
 }
 
 /* ------------------------------------------------------------ events */
 
+static ctl_client_t *new_client(int fd, const struct ucred *cr)
+{
+    ctl_client_t *c = xcalloc(1, sizeof *c);
+    c->fd = fd;
+    c->uid = cr->uid;
+    c->gid = cr->gid;
+    c->pid = cr->pid;
+    c->accepted_ms = c->last_active_ms = mono_ms();
+    sbuf_init(&c->in);
+    sbuf_init(&c->out);
+    return c;
+}
+
+/* Told why, then closed at once: no room to keep it. */
+static void turn_away(ctl_client_t *c, const char *why)
+{
+    reply_error(c, "%s", why);
+    (void)send(c->fd, c->out.data, c->out.len, MSG_NOSIGNAL | MSG_DONTWAIT);
+    close(c->fd);
+    sbuf_free(&c->in);
+    sbuf_free(&c->out);
+    free(c);
+}
+
+static void accept_one(master_t *m, int fd)
+{
+    control_t *ctl = m->ctl;
+    struct ucred cr;
+    socklen_t l = sizeof cr;
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &l) < 0) {
+        close(fd);
+        return;
+    }
+    ctl_client_t *c = new_client(fd, &cr);
+    if (!allowed(m->conf, c)) {
+        /* One line of refusal. Kept (at most CTL_REFUSED_MS, and never in
+         * an allowed client's place) only so that a request already sent
+         * is read before the close: closing over unread input resets the
+         * connection, and the reply would be lost. */
+        log_warn("control: refused uid %d gid %d (pid %d)", (int)cr.uid, (int)cr.gid, (int)cr.pid);
+        if (ctl->nrefused >= CTL_MAX_REFUSED) {
+            turn_away(c, "permission denied");
+            return;
+        }
+        reply_error(c, "permission denied: uid %d is not allowed on this socket", (int)cr.uid);
+        c->refused = true;
+        ctl->nrefused++;
+    } else if (ctl->nclients - ctl->nrefused >= CTL_MAX_CLIENTS) {
+        turn_away(c, "too many control clients");
+        return;
+    }
+    ctl->clients = xrealloc(ctl->clients, sizeof *ctl->clients * (size_t)(ctl->nclients + 1));
+    ctl->clients[ctl->nclients++] = c;
+    struct epoll_event ev = {.events = EPOLLIN, .data.fd = fd};
+    epoll_ctl(ctl->epfd, EPOLL_CTL_ADD, fd, &ev);
+    if (c->out.len) client_flush(ctl, c); /* a refusal goes out at once */
+}
+
 static void accept_clients(master_t *m)
 {
     for (;;) {
-        int fd = accept4(m->ctl_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        int fd = accept4(m->ctl->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) return;
-        struct ucred cr;
-        socklen_t l = sizeof cr;
-        if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &l) < 0) {
-            close(fd);
-            continue;
-        }
-        ctl_client_t *c = xcalloc(1, sizeof *c);
-        c->fd = fd;
-        c->uid = cr.uid;
-        c->gid = cr.gid;
-        c->pid = cr.pid;
-        c->last_active_ms = mono_ms();
-        sbuf_init(&c->in);
-        sbuf_init(&c->out);
-        if (m->nclients >= CTL_MAX_CLIENTS) {
-            reply_error(c, "too many control clients");
-            (void)send(fd, c->out.data, c->out.len, MSG_NOSIGNAL);
-            close(fd);
-            sbuf_free(&c->out);
-            free(c);
-            continue;
-        }
-        if (!allowed(m, c)) {
-            /* Kept as a client until its request is read: closing a socket
-             * with unread input resets it, and the reply would be lost. */
-            log_warn("control: refused uid %d gid %d (pid %d)", (int)cr.uid, (int)cr.gid, (int)cr.pid);
-            reply_error(c, "permission denied: uid %d is not allowed on this socket", (int)cr.uid);
-            c->refused = true;
-        }
-        m->clients = xrealloc(m->clients, sizeof *m->clients * (size_t)(m->nclients + 1));
-        m->clients[m->nclients++] = c;
-        struct epoll_event ev = {.events = EPOLLIN, .data.fd = fd};
-        epoll_ctl(m->epfd, EPOLL_CTL_ADD, fd, &ev);
-        if (c->out.len) client_flush(m, c); /* a refusal goes out at once */
+        accept_one(m, fd);
     }
 }
 
@@ -560,71 +538,86 @@ static void process_lines(master_t *m, ctl_client_t *c)
     }
 }
 
+/* Read what the client sent (a few requests' worth at most per event: a
+ * fast sender cannot make the master buffer without limit). */
+static bool read_client(ctl_client_t *c)
+{
+    char buf[8192];
+    while (c->in.len <= 4 * CTL_MAX_LINE) {
+        ssize_t n = recv(c->fd, buf, sizeof buf, 0);
+        if (n > 0) {
+            sbuf_append(&c->in, buf, (size_t)n);
+            continue;
+        }
+        if (n < 0 && errno == EINTR) continue;
+        return n == 0 || errno != EAGAIN; /* eof or error */
+    }
+    return false;
+}
+
 void control_event(master_t *m, int fd, uint32_t events)
 {
-    if (fd == m->ctl_fd) {
+    control_t *ctl = m->ctl;
+    if (!ctl) return;
+    if (fd == ctl->fd) {
         accept_clients(m);
         return;
     }
     int idx = -1;
-    for (int i = 0; i < m->nclients; i++)
-        if (m->clients[i]->fd == fd) idx = i;
+    for (int i = 0; i < ctl->nclients; i++)
+        if (ctl->clients[i]->fd == fd) idx = i;
     if (idx < 0) return;
-    ctl_client_t *c = m->clients[idx];
+    ctl_client_t *c = ctl->clients[idx];
     bool eof = false;
-    c->last_active_ms = mono_ms();
-    if ((events & (EPOLLIN | EPOLLHUP | EPOLLERR)) && !c->closing) {
-        char buf[8192];
-        /* Read at most a few requests' worth per event: a fast sender
-         * cannot make the master buffer without limit. */
-        while (c->in.len <= 4 * CTL_MAX_LINE) {
-            ssize_t n = recv(fd, buf, sizeof buf, 0);
-            if (n > 0) {
-                sbuf_append(&c->in, buf, (size_t)n);
-                continue;
-            }
-            if (n == 0) eof = true;
-            else if (errno == EINTR) continue;
-            else if (errno != EAGAIN) eof = true;
-            break;
-        }
-    }
+    if (!c->refused) c->last_active_ms = mono_ms(); /* a refused client's bytes buy it no time */
+    if ((events & (EPOLLIN | EPOLLHUP | EPOLLERR)) && !c->closing) eof = read_client(c);
     process_lines(m, c);
     if (eof) c->closing = true; /* a waiter that went away: the stop goes on */
-    client_flush(m, c);
+    client_flush(ctl, c);
     if (!c->closing && c->out.len < CTL_OUT_PAUSE && c->in.len && memchr(c->in.data, '\n', c->in.len)) {
         /* output drained below the cap: requests held back can go now */
         process_lines(m, c);
-        client_flush(m, c);
+        client_flush(ctl, c);
     }
-    if (c->closing && !c->out.len) client_free(m, idx);
+    if (c->closing && !c->out.len) client_free(ctl, idx);
+}
+
+static bool expired(const ctl_client_t *c, int64_t now)
+{
+    if (c->refused) return now - c->accepted_ms > CTL_REFUSED_MS;
+    return !c->waiter && now - c->last_active_ms > CTL_IDLE_MS;
 }
 
 void control_tick(master_t *m, int64_t now)
 {
-    for (int i = 0; i < m->nclients;) {
-        ctl_client_t *c = m->clients[i];
-        if (!c->waiter && now - c->last_active_ms > CTL_IDLE_MS)
-            client_free(m, i);
+    control_t *ctl = m->ctl;
+    if (!ctl) return;
+    for (int i = 0; i < ctl->nclients;) {
+        if (expired(ctl->clients[i], now))
+            client_free(ctl, i);
         else
             i++;
     }
-    if (!m->stopping || now < m->next_progress_ms) return;
-    m->next_progress_ms = now + 1000;
-    for (int i = 0; i < m->nclients; i++) {
-        ctl_client_t *c = m->clients[i];
-        if (!c->waiter) continue;
-        reply_json(c, progress_json(m, "waiting"));
-        client_flush(m, c);
+    if (!m->stopping || now < ctl->next_progress_ms) return;
+    ctl->next_progress_ms = now + 1000;
+    for (int i = 0; i < ctl->nclients; i++) {
+        ctl_client_t *c = ctl->clients[i];
+        /* a waiter that does not read misses progress lines, and the
+         * master's memory for it stays bounded */
+        if (!c->waiter || c->out.len > CTL_WAITER_OUT_MAX) continue;
+        reply_json(c, status_progress_json(m, "waiting"));
+        client_flush(ctl, c);
     }
 }
 
 void control_notify_waiters(master_t *m)
 {
-    for (int i = 0; i < m->nclients; i++) {
-        ctl_client_t *c = m->clients[i];
+    control_t *ctl = m->ctl;
+    if (!ctl) return;
+    for (int i = 0; i < ctl->nclients; i++) {
+        ctl_client_t *c = ctl->clients[i];
         if (!c->waiter) continue;
-        reply_json(c, progress_json(m, "done"));
+        reply_json(c, status_progress_json(m, "done"));
         /* last words: block briefly so the client sees them before we exit */
         set_nonblock(c->fd, false);
         struct timeval tv = {1, 0};

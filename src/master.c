@@ -153,7 +153,7 @@ void master_begin_stop(master_t *m, bool fast)
     }
 }
 
-static const char *const SOURCES[] = {"SIGUSR2/SIGCONT", "the control socket", "HTTP"};
+static const char *const SOURCES[] = {"a signal", "the control socket", "HTTP"};
 
 static bool queue_known(master_t *m, const char *q)
 {
@@ -470,7 +470,7 @@ int master_run(const char *config_path)
 
     master_t *m = xcalloc(1, sizeof *m);
     m->conf = conf;
-    m->ctl_fd = -1;
+    m->ctl = NULL;
     m->sfd = -1;
 
     pid_t other = 0;

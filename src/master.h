@@ -15,6 +15,7 @@
 #include "scoreboard.h"
 
 struct rconn;
+typedef struct control control_t;
 
 typedef struct {
     qconf_t *conf;
@@ -22,8 +23,7 @@ typedef struct {
     scoreboard_t sb;
     int sfd;                   /* signalfd */
     int epfd;
-    int ctl_fd;                /* control socket listener, -1 if none */
-    char *ctl_path;            /* the path bound (unlinked at exit) */
+    struct control *ctl;       /* the control socket and its clients (control.c) */
     int pid_fd;                /* the pid file, open and locked */
 
     bool stopping;
@@ -38,11 +38,6 @@ typedef struct {
     struct rconn **rc;
     int nrc;
     char **restart_seen;       /* last seen queue:restart value per pool */
-
-    /* control socket clients (control.c) */
-    struct ctl_client **clients;
-    int nclients;
-    int64_t next_progress_ms;  /* terminate --wait progress lines */
 
     /* queues paused by `qpool pause --queue`, by name: survives reloads */
     char **paused_queues;

@@ -269,8 +269,8 @@ def test_garbage_and_oversized_requests_get_errors(master, tmp_path):
     assert master.proc.poll() is None
 
 
-def test_peers_outside_the_owner_and_group_are_refused(master_factory, redis_server, tmp_path, request):
-    # a world-traversable directory, so only qpool's own check stands in the way
+def open_socket_master(master_factory, redis_server, tmp_path, request):
+    """A master whose socket anyone can connect to: only qpool's own check stands in the way."""
     d = pathlib.Path(tempfile.mkdtemp(prefix="qpool-open-"))
     os.chmod(d, 0o755)  # 0777 would be refused (review #5)
     request.addfinalizer(lambda: shutil.rmtree(d, ignore_errors=True))
@@ -279,6 +279,55 @@ def test_peers_outside_the_owner_and_group_are_refused(master_factory, redis_ser
     log = tmp_path / "fixture.log"
     m.write_config(fixture_pool("w", ["default"], log), qpool='control_socket_mode = "0666";')
     m.start()
+    return m, d, log
+
+
+AS_NOBODY = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"]
+
+# Opens N connections, keeps writing a byte to each (so none ever looks
+# idle), and reports how many the master closed within T seconds.
+HOG = """
+import socket, sys, time
+path, n, t = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+socks = []
+for _ in range(n):
+    s = socket.socket(socket.AF_UNIX); s.connect(path); s.setblocking(False); socks.append(s)
+print("connected", flush=True)
+closed, deadline = set(), time.monotonic() + t
+while time.monotonic() < deadline and len(closed) < n:
+    for i, s in enumerate(socks):
+        if i in closed: continue
+        try:
+            s.send(b"x")
+            while True:
+                d = s.recv(4096)
+                if not d: closed.add(i); break
+        except BlockingIOError: pass
+        except OSError: closed.add(i)
+    time.sleep(0.1)
+print("closed", len(closed), flush=True)
+"""
+
+
+def test_refused_peers_cannot_lock_out_operators(master_factory, redis_server, tmp_path, request):
+    """Review #11: refused clients are closed quickly and never fill the client cap."""
+    m, d, log = open_socket_master(master_factory, redis_server, tmp_path, request)
+    hog = subprocess.Popen(AS_NOBODY + ["/usr/bin/python3", "-c", HOG, str(m.socket), "150", "20"],
+                           stdout=subprocess.PIPE, text=True)
+    request.addfinalizer(hog.kill)
+    assert hog.stdout.readline().strip() == "connected"
+    # 150 refused peers (more than the 64-client cap) are connected and busy:
+    # the operator still gets in
+    st = json.loads(raw_request(m.socket, b'{"cmd":"status"}\n'))
+    assert st["ok"] and st["pools"][0]["name"] == "w"
+    # and every refused peer is closed although it keeps sending
+    out, _ = hog.communicate(timeout=60)
+    assert out.strip() == "closed 150", out
+    assert m.proc.poll() is None
+
+
+def test_peers_outside_the_owner_and_group_are_refused(master_factory, redis_server, tmp_path, request):
+    m, d, log = open_socket_master(master_factory, redis_server, tmp_path, request)
     probe = ("import socket,sys; s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); "
              "s.sendall(b'{\"cmd\":\"status\"}\\n'); print(s.recv(4096).decode())")
     res = subprocess.run(["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", "/usr/bin/python3", "-c",

@@ -1,0 +1,156 @@
+/*
+ * status.c - the master's state as JSON: what `qpool status` prints, what
+ * `terminate --wait` reports while it stops, and what the HTTP API serves.
+ * Read-only: nothing here changes the master.
+ */
+#include "status.h"
+#include "proc.h"
+#include "util.h"
+#include "version.h"
+
+#include <math.h>
+#include <unistd.h>
+
+static const char *pool_state(master_t *m, pool_t *p)
+{
+    if (p->removed) return "draining";
+    if (m->stopping) return "stopping";
+    if (pool_is_paused(&m->pools, p)) return "paused";
+    return "running";
+}
+
+static cJSON *child_json(master_t *m, pool_t *p, child_t *c)
+{
+    sb_slot_t *slot = &m->sb.slots[c->sb];
+    sb_child_t s;
+    sb_read(slot, &s);
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "pid", c->pid);
+    cJSON_AddNumberToObject(o, "slot", c->slot_no);
+    const char *state = c->stop_reason ? "stopping" : sb_state_name(s.state);
+    if (!c->stop_reason && p->conf.handler_type == HANDLER_NONE && c->pause_sent) state = "paused";
+    cJSON_AddStringToObject(o, "state", state);
+    cJSON_AddBoolToObject(o, "native", p->conf.handler_type != HANDLER_NONE);
+    cJSON_AddNumberToObject(o, "uptime_s", (double)(mono_ms() - c->started_ms) / 1000.0);
+    cJSON_AddNumberToObject(o, "jobs_done", (double)s.jobs_done);
+    cJSON_AddNumberToObject(o, "jobs_failed", (double)s.jobs_failed);
+    cJSON_AddNumberToObject(o, "rss_kb", (double)(s.rss_kb ? s.rss_kb : proc_rss_kb(c->pid)));
+    cJSON_AddBoolToObject(o, "old_generation", c->gen != p->gen);
+    if (s.state == SB_BUSY && s.job_started_ms) {
+        cJSON *j = cJSON_AddObjectToObject(o, "job");
+        cJSON_AddStringToObject(j, "id", s.job_id);
+        cJSON_AddStringToObject(j, "name", s.job_name);
+        cJSON_AddStringToObject(j, "queue", s.job_queue);
+        cJSON_AddNumberToObject(j, "running_ms", (double)(wall_ms() - s.job_started_ms));
+    } else
+        cJSON_AddNullToObject(o, "job");
+    return o;
+}
+
+cJSON *status_json(master_t *m, bool verbose)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddTrueToObject(o, "ok");
+    cJSON_AddStringToObject(o, "version", QPOOL_VERSION);
+    cJSON_AddNumberToObject(o, "pid", getpid());
+    cJSON_AddStringToObject(o, "config", m->conf->path);
+    bool all_paused = m->pools.all_paused;
+    int npools = 0, npaused = 0;
+    for (int i = 0; i < m->pools.n; i++)
+        if (!m->pools.v[i]->removed) {
+            npools++;
+            if (pool_is_paused(&m->pools, m->pools.v[i])) npaused++;
+        }
+    cJSON_AddStringToObject(o, "state", m->stopping ? "stopping"
+                                        : (all_paused || (npools && npaused == npools)) ? "paused"
+                                                                                        : "running");
+    cJSON_AddBoolToObject(o, "paused", all_paused);
+    cJSON_AddBoolToObject(o, "stopping", m->stopping);
+    cJSON_AddNumberToObject(o, "max_workers", m->conf->max_workers);
+    cJSON_AddNumberToObject(o, "workers", pools_live_total(&m->pools));
+    cJSON *pq = cJSON_AddArrayToObject(o, "paused_queues");
+    for (int i = 0; i < m->npaused_queues; i++) cJSON_AddItemToArray(pq, cJSON_CreateString(m->paused_queues[i]));
+    cJSON *arr = cJSON_AddArrayToObject(o, "pools");
+    for (int i = 0; i < m->pools.n; i++) {
+        pool_t *p = m->pools.v[i];
+        pool_counts_t c;
+        pool_counts(&m->pools, p, &c);
+        cJSON *po = cJSON_CreateObject();
+        cJSON_AddItemToArray(arr, po);
+        cJSON_AddStringToObject(po, "name", p->conf.name);
+        cJSON_AddStringToObject(po, "state", pool_state(m, p));
+        cJSON_AddBoolToObject(po, "paused", pool_is_paused(&m->pools, p));
+        cJSON_AddStringToObject(po, "kind", p->conf.handler_type == HANDLER_NONE ? "command"
+                                            : p->conf.handler_type == HANDLER_EXEC ? "exec" : "pipe");
+        cJSON_AddStringToObject(po, "balance", p->conf.balance == BALANCE_AUTO ? "auto" : "off");
+        cJSON_AddNumberToObject(po, "workers", c.live);
+        cJSON_AddNumberToObject(po, "busy", c.busy);
+        cJSON_AddNumberToObject(po, "idle", c.idle);
+        cJSON_AddNumberToObject(po, "starting", c.starting);
+        cJSON_AddNumberToObject(po, "stopping", c.stopping);
+        cJSON_AddNumberToObject(po, "running", c.running);
+        cJSON_AddNumberToObject(po, "paused_workers", c.paused);
+        cJSON_AddNumberToObject(po, "target", p->target);
+        if (p->conf.balance == BALANCE_AUTO) {
+            cJSON_AddNumberToObject(po, "min", p->conf.min_processes);
+            cJSON_AddNumberToObject(po, "max", p->conf.max_processes);
+        } else {
+            cJSON_AddNumberToObject(po, "min", p->conf.processes);
+            cJSON_AddNumberToObject(po, "max", p->conf.processes);
+        }
+        if (p->pinned >= 0)
+            cJSON_AddNumberToObject(po, "pinned", p->pinned);
+        else
+            cJSON_AddNullToObject(po, "pinned");
+        cJSON_AddNumberToObject(po, "jobs_done", (double)c.jobs_done);
+        cJSON_AddNumberToObject(po, "jobs_failed", (double)c.jobs_failed);
+        cJSON_AddNumberToObject(po, "jobs_per_min", round(p->jobs_per_min * 10) / 10);
+        cJSON_AddNumberToObject(po, "failed_per_min", round(p->failed_per_min * 10) / 10);
+        cJSON_AddNumberToObject(po, "mean_runtime_ms", round(p->mean_runtime_ms * 10) / 10);
+        cJSON_AddNumberToObject(po, "memory_recycles", (double)p->memory_recycles);
+        cJSON_AddNumberToObject(po, "crashes", (double)p->crashes);
+        cJSON_AddBoolToObject(po, "counts_fresh", p->have_counts);
+        cJSON *qa = cJSON_AddArrayToObject(po, "queues");
+        uint32_t cw = pool_control_word(&m->pools, p);
+        for (int q = 0; q < p->conf.nqueues; q++) {
+            cJSON *qo = cJSON_CreateObject();
+            cJSON_AddItemToArray(qa, qo);
+            cJSON_AddStringToObject(qo, "name", p->conf.queues[q]);
+            cJSON_AddNumberToObject(qo, "ready", (double)p->q[q].ready);
+            cJSON_AddNumberToObject(qo, "delayed", (double)p->q[q].delayed);
+            cJSON_AddNumberToObject(qo, "reserved", (double)p->q[q].reserved);
+            cJSON_AddBoolToObject(qo, "paused", (cw & (1u << q)) || (cw & SB_CTL_PAUSE_ALL));
+            cJSON_AddBoolToObject(qo, "laravel_paused", p->q[q].laravel_paused);
+        }
+        if (verbose) {
+            cJSON *ca = cJSON_AddArrayToObject(po, "children");
+            for (int j = 0; j < p->nchildren; j++) cJSON_AddItemToArray(ca, child_json(m, p, &p->children[j]));
+        }
+    }
+    return o;
+}
+
+cJSON *status_progress_json(master_t *m, const char *event)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddTrueToObject(o, "ok");
+    cJSON_AddStringToObject(o, "event", event);
+    cJSON_AddNumberToObject(o, "children", pools_live_total(&m->pools));
+    cJSON *jobs = cJSON_AddArrayToObject(o, "running");
+    for (int i = 0; i < m->pools.n; i++) {
+        pool_t *p = m->pools.v[i];
+        for (int j = 0; j < p->nchildren; j++) {
+            sb_child_t s;
+            sb_read(&m->sb.slots[p->children[j].sb], &s);
+            if (s.state != SB_BUSY || !s.job_started_ms) continue;
+            cJSON *r = cJSON_CreateObject();
+            cJSON_AddStringToObject(r, "pool", p->conf.name);
+            cJSON_AddNumberToObject(r, "pid", p->children[j].pid);
+            cJSON_AddStringToObject(r, "job", s.job_name);
+            cJSON_AddStringToObject(r, "id", s.job_id);
+            cJSON_AddNumberToObject(r, "running_ms", (double)(wall_ms() - s.job_started_ms));
+            cJSON_AddItemToArray(jobs, r);
+        }
+    }
+    return o;
+}
