@@ -1,0 +1,44 @@
+/*
+ * fuzz_payload.c - libFuzzer harness: the payload reader and editor
+ * (src/payload.c). Whatever bytes sit in a queue, payload_parse must
+ * either accept them or say why, json_top_value must stay inside the
+ * buffer, and payload_set_attempts must produce a payload whose
+ * "attempts" reads back as the number written.
+ */
+#include "fuzz.h"
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "payload.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    const char *raw = (const char *)data;
+    job_payload_t p;
+    char err[256];
+    if (payload_parse(raw, size, &p, err, sizeof err) == 0) {
+        (void)payload_name(&p);
+        payload_free(&p);
+    } else if (!err[0])
+        abort(); /* a refusal always says why */
+
+    static const char *const keys[] = {"attempts", "uuid", "job", "data", "backoff"};
+    for (size_t k = 0; k < sizeof keys / sizeof *keys; k++) {
+        size_t vs, ve;
+        if (json_top_value(raw, size, keys[k], &vs, &ve) && (vs > ve || ve > size)) abort();
+    }
+
+    long n = size ? (long)data[0] * 1000 + 7 : 7;
+    size_t outlen = 0;
+    char *edited = payload_set_attempts(raw, size, n, &outlen);
+    if (edited) {
+        job_payload_t q;
+        if (payload_parse(edited, outlen, &q, err, sizeof err) == 0) {
+            if (q.attempts != n) abort(); /* the edit reads back */
+            payload_free(&q);
+        }
+        free(edited);
+    }
+    return 0;
+}
