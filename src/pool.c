@@ -70,6 +70,19 @@ static void kill_group(pid_t pid)
 
 /* What a child is was fixed when it started: after a reload that switched
  * the pool between command and handler, old children keep their kind. */
+/* SIGKILL the handler group a native worker named in its slot, once the
+ * master has checked it is one that worker can have made: the slot is
+ * written by the worker, and root never signals a group on its word alone
+ * (review #6). */
+static void kill_handler_group(const pool_t *p, const child_t *c, int32_t pgid)
+{
+    if (!pgid) return;
+    char who[80];
+    snprintf(who, sizeof who, "pool %s: pid %d", p->conf.name, (int)c->pid);
+    uid_t uid = p->conf.has_uid ? p->conf.uid : geteuid();
+    proc_kill_worker_group(pgid, uid, c->start_ticks, who);
+}
+
 static bool child_native(const pools_t *ps, const child_t *c)
 {
     return ps->sb->slots[c->sb].native != 0;
@@ -218,6 +231,8 @@ static void spawn_child(pools_t *ps, pool_t *p, int slot_no, int64_t now)
         return;
     }
     if (pid == 0) {
+        /* nothing of another child's slot stays in this one (review #6) */
+        if (sb_confine(ps->sb, sbi) < 0) log_warn("scoreboard: cannot unmap other slots: %s", strerror(errno));
         char tag[64];
         snprintf(tag, sizeof tag, "%s#%d", p->conf.name, slot_no);
         log_set_tag(tag);
@@ -251,6 +266,7 @@ static void spawn_child(pools_t *ps, pool_t *p, int slot_no, int64_t now)
     c->slot_no = slot_no;
     c->gen = p->gen;
     c->started_ms = now;
+    c->start_ticks = proc_start_ticks(pid);
     /* A native child reads the pause bit from its slot at start. */
     c->pause_sent = is_native(p) && (cw & SB_CTL_PAUSE_ALL);
     p->spawned++;
@@ -447,7 +463,7 @@ void pools_child_exited(pools_t *ps, pid_t pid, int status, int64_t now)
     p->jobs_done_reaped += snap.jobs_done;
     p->jobs_failed_reaped += snap.jobs_failed;
     p->busy_ms_reaped += snap.busy_ms;
-    if (snap.handler_pgid > 0) kill(-snap.handler_pgid, SIGKILL); /* never leave a handler behind */
+    kill_handler_group(p, c, snap.handler_pgid); /* never leave a handler behind */
     bool native = child_native(ps, c);
     sb_release(ps->sb, c->sb);
 
@@ -561,7 +577,7 @@ void pools_kill_all(pools_t *ps)
             child_t *c = &p->children[j];
             sb_child_t s;
             child_state(ps, c, &s);
-            if (s.handler_pgid > 0) kill(-s.handler_pgid, SIGKILL);
+            kill_handler_group(p, c, s.handler_pgid);
             kill_group(c->pid);
         }
     }

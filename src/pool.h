@@ -33,6 +33,7 @@ typedef struct {
     int slot_no;             /* 1-based number within the pool */
     uint64_t gen;            /* pool generation it was started with */
     int64_t started_ms;      /* monotonic */
+    unsigned long long start_ticks; /* kernel start time: its handlers are younger */
     int stop_reason;
     int64_t stop_sent_ms;
     bool pause_sent;         /* SIGUSR2 delivered for the current pause */

@@ -192,3 +192,89 @@ void proc_title(const char *fmt, ...)
     /* "-" prefix: replace the whole title, without "qpool: " added by libbsd */
     setproctitle("-%s", buf);
 }
+
+/* ------------------------------------------------------------ groups */
+
+int proc_parse_stat(const char *line, pid_t *pgrp, unsigned long long *start)
+{
+    /* "pid (comm) state ppid pgrp ... starttime(22) ...": comm may hold
+     * spaces and parentheses, so fields are counted from the last ')'. */
+    const char *p = strrchr(line, ')');
+    if (!p) return -1;
+    p++;
+    long long pg = 0;
+    unsigned long long st = 0;
+    for (int field = 3; field <= 22; field++) {
+        while (*p == ' ') p++;
+        if (!*p) return -1;
+        char *end;
+        if (field == 5) pg = strtoll(p, &end, 10);
+        else if (field == 22) st = strtoull(p, &end, 10);
+        end = strchr(p, ' ');
+        if (!end && field < 22) return -1;
+        p = end ? end : p + strlen(p);
+    }
+    if (pg <= 0 || pg > INT32_MAX) return -1;
+    *pgrp = (pid_t)pg;
+    *start = st;
+    return 0;
+}
+
+static int read_stat(pid_t pid, pid_t *pgrp, unsigned long long *start)
+{
+    char path[64], line[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "re");
+    if (!f) return -1;
+    bool ok = fgets(line, sizeof line, f) != NULL;
+    fclose(f);
+    return ok ? proc_parse_stat(line, pgrp, start) : -1;
+}
+
+unsigned long long proc_start_ticks(pid_t pid)
+{
+    pid_t pg;
+    unsigned long long st;
+    return read_stat(pid, &pg, &st) == 0 ? st : 0;
+}
+
+static int read_real_uid(pid_t pid, uid_t *uid)
+{
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    FILE *f = fopen(path, "re");
+    if (!f) return -1;
+    int rv = -1;
+    while (fgets(line, sizeof line, f))
+        if (!strncmp(line, "Uid:", 4)) {
+            *uid = (uid_t)strtoul(line + 4, NULL, 10);
+            rv = 0;
+            break;
+        }
+    fclose(f);
+    return rv;
+}
+
+bool proc_group_check(const group_check_t *g)
+{
+    if (g->pgid <= 1 || g->pgid == g->self || g->pgid == g->self_pgrp) return false;
+    if (!g->leader_alive || g->leader_pgrp != g->pgid) return false;
+    if (g->leader_uid != g->pool_uid) return false;
+    return g->worker_start && g->leader_start >= g->worker_start;
+}
+
+int proc_kill_worker_group(pid_t pgid, uid_t pool_uid, unsigned long long worker_start, const char *who)
+{
+    if (pgid == 0) return 0;
+    group_check_t g = {.pgid = pgid, .self = getpid(), .self_pgrp = getpgrp(), .pool_uid = pool_uid,
+                       .worker_start = worker_start};
+    if (pgid > 1)
+        g.leader_alive = read_stat(pgid, &g.leader_pgrp, &g.leader_start) == 0 &&
+                         read_real_uid(pgid, &g.leader_uid) == 0;
+    if (!proc_group_check(&g)) {
+        if (pgid < 0 || pgid == 1 || g.leader_alive)
+            log_warn("%s: not killing process group %d: not a handler of this worker", who, (int)pgid);
+        return 0;
+    }
+    return kill(-pgid, SIGKILL) == 0 ? 1 : -1;
+}

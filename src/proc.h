@@ -41,6 +41,32 @@ void rss_close(rss_reader_t *r);
 /* Does pid have a handler installed for sig (SigCgt in /proc/pid/status)? */
 bool proc_catches_signal(pid_t pid, int sig);
 
+/* From one line of /proc/<pid>/stat: the process group and the start time
+ * (clock ticks since boot). -1 when the line does not parse. */
+int proc_parse_stat(const char *line, pid_t *pgrp, unsigned long long *start);
+/* Start time (ticks since boot) of a live process, 0 if it is gone. */
+unsigned long long proc_start_ticks(pid_t pid);
+
+/* What the master knows of a process group a worker named in its
+ * scoreboard slot, and what it must hold before root signals it. */
+typedef struct {
+    pid_t pgid;                    /* as the worker wrote it */
+    pid_t self, self_pgrp;         /* the master */
+    bool leader_alive;             /* /proc/<pgid> read */
+    pid_t leader_pgrp;             /* the leader still leads that group */
+    uid_t leader_uid;              /* its real uid */
+    unsigned long long leader_start;
+    uid_t pool_uid;                /* the uid the pool runs as */
+    unsigned long long worker_start; /* the worker that named it */
+} group_check_t;
+/* Pure: true only for a group the pool's worker can have made: above 1, not
+ * the master's, led by a process of the pool's uid that is younger than the
+ * worker (a reused pid of an older process never matches). */
+bool proc_group_check(const group_check_t *g);
+/* Fill a group_check_t from /proc and SIGKILL the group if it passes.
+ * Returns 1 when killed, 0 when refused (logged), -1 on error. */
+int proc_kill_worker_group(pid_t pgid, uid_t pool_uid, unsigned long long worker_start, const char *who);
+
 /* Describe a wait status: "exited with status 1", "killed by signal 9 (SIGKILL)". */
 void proc_describe_status(int status, char *buf, size_t n);
 

@@ -5,6 +5,9 @@
 
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
+
+_Static_assert(sizeof(sb_slot_t) == SB_SLOT_SIZE, "a scoreboard slot is one page");
 
 int sb_create(scoreboard_t *sb, int nslots)
 {
@@ -13,6 +16,18 @@ int sb_create(scoreboard_t *sb, int nslots)
     if (p == MAP_FAILED) return -1;
     sb->slots = p;           /* anonymous mappings are zero-filled: every slot SB_FREE */
     sb->nslots = nslots;
+    return 0;
+}
+
+int sb_confine(scoreboard_t *sb, int idx)
+{
+    long page = sysconf(_SC_PAGESIZE);
+    if (page <= 0 || SB_SLOT_SIZE % page) return -1;
+    char *base = (char *)sb->slots;
+    size_t before = SB_SLOT_SIZE * (size_t)idx;
+    size_t after = SB_SLOT_SIZE * (size_t)(sb->nslots - idx - 1);
+    if (before && munmap(base, before) < 0) return -1;
+    if (after && munmap(base + before + SB_SLOT_SIZE, after) < 0) return -1;
     return 0;
 }
 

@@ -8,6 +8,11 @@
  * groups to kill). For external-command children the master fills in what it
  * knows itself.
  *
+ * Isolation: each slot is a page of its own, and a child unmaps every page
+ * but its own right after fork (sb_confine): a worker of one pool cannot
+ * touch another child's slot, and the master checks what a worker wrote
+ * before it acts on it (proc_kill_worker_group).
+ *
  * Concurrency: each slot has exactly one writer of its "child" part, guarded
  * by a sequence lock so the master never sees a torn job id. The "control"
  * word (pause bits) is written only by the master and read atomically.
@@ -60,6 +65,10 @@ typedef struct {
     char job_queue[64];
 } sb_child_t;
 
+/* One slot per page: a child keeps only its own page mapped (sb_confine),
+ * so it cannot write, or read, any other child's slot. */
+#define SB_SLOT_SIZE 4096
+
 typedef struct {
     _Atomic uint32_t seq;
     _Atomic uint32_t control;
@@ -69,7 +78,7 @@ typedef struct {
     char pool[49];
     uint8_t native;
     sb_child_t c;
-} sb_slot_t;
+} __attribute__((aligned(SB_SLOT_SIZE))) sb_slot_t;
 
 typedef struct {
     sb_slot_t *slots;
@@ -81,6 +90,10 @@ void sb_destroy(scoreboard_t *sb);
 int sb_alloc(scoreboard_t *sb);                 /* -1 when full */
 void sb_release(scoreboard_t *sb, int idx);
 
+/* Child side, right after fork: unmap every slot but its own. The shared
+ * mapping has no name, so the child cannot map the others back. Returns 0,
+ * or -1 if the page size does not allow it (the slots stay mapped). */
+int sb_confine(scoreboard_t *sb, int idx);
 /* Child side: begin/end a write of its own slot. */
 void sb_write_begin(sb_slot_t *s);
 void sb_write_end(sb_slot_t *s);

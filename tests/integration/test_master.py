@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from conftest import (PYTHON, QPOOL, ROOT, SIGNAL_CHILD, children_of, cmdline, proc_alive,
-                      session_pids, wait_for)
+from conftest import (FIXTURE_HANDLER, PYTHON, QPOOL, ROOT, SIGNAL_CHILD, children_of, cmdline, make_payload,
+                      pgid_members, proc_alive, push, read_fixture_log, session_pids, wait_for)
 
 
 def child_cmd(*args):
@@ -367,3 +367,43 @@ def test_children_get_a_clean_process_setup(master, tmp_path):
         assert int(f.read().rsplit(")", 1)[1].split()[16]) == 5  # nice
     mpid = master.proc.pid
     assert sorted(int(fd) for fd in os.listdir("/proc/%d/fd" % mpid)) != [0, 1, 2]  # sanity: the master has more
+
+
+def shared_anon_sizes(pid):
+    """Sizes of a process's shared anonymous mappings (the scoreboard)."""
+    sizes = []
+    with open("/proc/%d/maps" % pid) as f:
+        for line in f:
+            parts = line.split()
+            if len(parts) >= 6 and parts[1].endswith("s") and parts[5] == "/dev/zero":
+                lo, hi = (int(x, 16) for x in parts[0].split("-"))
+                sizes.append(hi - lo)
+    return sizes
+
+
+def test_a_worker_maps_only_its_own_scoreboard_slot(master, tmp_path):
+    """Review #6: a worker cannot write (or read) another child's slot."""
+    master.write_config('{ name = "n"; queues = ["q"]; processes = 2; handler = { type = "pipe"; command = ["%s"]; };'
+                        ' environment = { FIXTURE_LOG = "%s"; }; }' % (FIXTURE_HANDLER, tmp_path / "fixture.log"))
+    master.start()
+    pids = master.wait_children("n", 2)
+    whole = shared_anon_sizes(master.proc.pid)
+    assert whole and max(whole) >= 2 * 4096, whole
+    for pid in pids:
+        assert shared_anon_sizes(pid) == [4096], (pid, shared_anon_sizes(pid))
+
+
+def test_the_master_kills_the_handler_group_of_a_killed_worker(master, r, tmp_path):
+    """What a worker names in its slot is checked, then killed: the handler is never left behind."""
+    log = tmp_path / "fixture.log"
+    master.write_config('{ name = "n"; queues = ["q"]; processes = 1; handler = { type = "pipe"; command = ["%s"]; };'
+                        ' environment = { FIXTURE_LOG = "%s"; }; }' % (FIXTURE_HANDLER, log))
+    master.start()
+    worker = master.wait_children("n", 1)[0]
+    push(r, "q", make_payload("hang"))
+    line = wait_for(lambda: [l for l in read_fixture_log(log) if l[0] == "job"], 10, what="the job to start")[0]
+    handler = int(line[4])
+    assert handler != worker and pgid_members(handler)
+    os.kill(worker, signal.SIGKILL)
+    wait_for(lambda: not pgid_members(handler), 10, what="the handler's group to be killed by the master")
+    assert "not killing process group" not in master.log()
