@@ -261,7 +261,7 @@ int master_scale(master_t *m, const char *pool, int n, char *err, size_t errn)
     }
     /* The loop applies it (within max_workers) on its next pass: nothing
      * here waits on Redis on a client's behalf. */
-    m->next_balance_ms = 0;
+    monitor_request_balance(m);
     return p->target;
 }
 
@@ -526,8 +526,7 @@ int master_run(const char *config_path)
     for (;;) {
         int64_t now = mono_ms();
         int64_t next = min_due(due, now + 1000);
-        next = min_due(next, m->next_balance_ms);
-        next = min_due(next, m->next_poll_ms);
+        next = min_due(next, monitor_next_due(m));
         if (wd) next = min_due(next, m->last_watchdog_ms + wd);
         if (pause_pending) next = min_due(next, now + PAUSE_RECHECK_MS);
         if (m->stopping && !m->fast) next = min_due(next, m->stop_deadline_ms);
@@ -547,7 +546,7 @@ int master_run(const char *config_path)
         }
         now = mono_ms();
         if (!m->stopping) {
-            if (now >= m->next_balance_ms) monitor_tick(m, now);
+            if (now >= monitor_next_due(m)) monitor_tick(m, now);
             due = pools_maintain(&m->pools, now);
         }
         pause_pending = pools_apply_pause(&m->pools);

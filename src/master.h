@@ -14,7 +14,6 @@
 #include "pool.h"
 #include "scoreboard.h"
 
-struct rconn;
 typedef struct control control_t;
 
 typedef struct {
@@ -30,14 +29,8 @@ typedef struct {
     bool fast;
     int64_t stop_deadline_ms;
     int64_t last_watchdog_ms;
-    int64_t next_balance_ms;
-    int64_t next_poll_ms;      /* Laravel restart / pause keys */
     char last_status[512];
-
-    /* Redis connections of the master (queue counts, Laravel keys), by name */
-    struct rconn **rc;
-    int nrc;
-    char **restart_seen;       /* last seen queue:restart value per pool */
+    struct monitor *mon;       /* Redis counts, Laravel keys, balancing (monitor.c) */
 
     /* queues paused by `qpool pause --queue`, by name: survives reloads */
     char **paused_queues;

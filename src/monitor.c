@@ -16,42 +16,66 @@
 #define MINUTE_TAU_S 60.0   /* status's jobs per minute */
 #define MASTER_REDIS_TIMEOUT_S 0.5
 
+/* The monitor's own state: the master's Redis connections, the last
+ * queue:restart values seen, and when it next looks. */
+struct monitor {
+    rconn_t **rc;               /* by connection name */
+    int nrc;
+    char **restart_seen;        /* "key\x01value", NULL-terminated */
+    int64_t next_balance_ms;    /* monotonic; 0: at the next pass */
+};
+
 static rconn_t *conn_for(master_t *m, const char *name)
 {
-    for (int i = 0; i < m->nrc; i++)
-        if (!strcmp(m->rc[i]->name, name)) return m->rc[i];
+    for (int i = 0; i < m->mon->nrc; i++)
+        if (!strcmp(m->mon->rc[i]->name, name)) return m->mon->rc[i];
     const redis_conf_t *rc = config_redis(m->conf, name);
     if (!rc) return NULL;
-    m->rc = xrealloc(m->rc, sizeof *m->rc * (size_t)(m->nrc + 1));
-    m->rc[m->nrc] = rconn_new(rc);
+    m->mon->rc = xrealloc(m->mon->rc, sizeof *m->mon->rc * (size_t)(m->mon->nrc + 1));
+    m->mon->rc[m->mon->nrc] = rconn_new(rc);
     /* The master's loop must stay responsive (signals, the control socket,
      * the watchdog) even when Redis hangs: it never waits long on Redis. */
-    if (m->rc[m->nrc]->conf.timeout > MASTER_REDIS_TIMEOUT_S) m->rc[m->nrc]->conf.timeout = MASTER_REDIS_TIMEOUT_S;
-    return m->rc[m->nrc++];
+    if (m->mon->rc[m->mon->nrc]->conf.timeout > MASTER_REDIS_TIMEOUT_S) m->mon->rc[m->mon->nrc]->conf.timeout = MASTER_REDIS_TIMEOUT_S;
+    return m->mon->rc[m->mon->nrc++];
+}
+
+static void drop_connections(master_t *m)
+{
+    for (int i = 0; i < m->mon->nrc; i++) rconn_free(m->mon->rc[i]);
+    free(m->mon->rc);
+    m->mon->rc = NULL;
+    m->mon->nrc = 0;
 }
 
 void monitor_free(master_t *m)
 {
-    for (int i = 0; i < m->nrc; i++) rconn_free(m->rc[i]);
-    free(m->rc);
-    m->rc = NULL;
-    m->nrc = 0;
-    if (m->restart_seen) {
-        for (int i = 0; m->restart_seen[i]; i++) free(m->restart_seen[i]);
-        free(m->restart_seen);
-        m->restart_seen = NULL;
+    if (!m->mon) return;
+    drop_connections(m);
+    if (m->mon->restart_seen) {
+        for (int i = 0; m->mon->restart_seen[i]; i++) free(m->mon->restart_seen[i]);
+        free(m->mon->restart_seen);
     }
+    free(m->mon);
+    m->mon = NULL;
 }
 
 void monitor_reset(master_t *m)
 {
-    /* Keep restart baselines across reloads: a queue:restart must not be
-     * missed or invented by a reload. */
-    char **seen = m->restart_seen;
-    m->restart_seen = NULL;
-    monitor_free(m);
-    m->restart_seen = seen;
-    m->next_balance_ms = 0;
+    if (!m->mon) m->mon = xcalloc(1, sizeof *m->mon);
+    /* Connections follow the config; restart baselines are kept across
+     * reloads: a queue:restart must not be missed or invented by a reload. */
+    drop_connections(m);
+    m->mon->next_balance_ms = 0;
+}
+
+void monitor_request_balance(master_t *m)
+{
+    if (m->mon) m->mon->next_balance_ms = 0;
+}
+
+int64_t monitor_next_due(const master_t *m)
+{
+    return m->mon ? m->mon->next_balance_ms : 0;
 }
 
 /* "key\x01value" entries: the last value seen for each restart key. */
@@ -59,8 +83,8 @@ static const char *seen_get(master_t *m, const char *key, bool *found)
 {
     *found = false;
     size_t kl = strlen(key);
-    for (int i = 0; m->restart_seen && m->restart_seen[i]; i++) {
-        const char *e = m->restart_seen[i];
+    for (int i = 0; m->mon->restart_seen && m->mon->restart_seen[i]; i++) {
+        const char *e = m->mon->restart_seen[i];
         if (!strncmp(e, key, kl) && e[kl] == '\x01') {
             *found = true;
             return e + kl + 1;
@@ -73,16 +97,16 @@ static void seen_set(master_t *m, const char *key, const char *value)
 {
     size_t kl = strlen(key);
     int n = 0;
-    for (; m->restart_seen && m->restart_seen[n]; n++) {
-        if (!strncmp(m->restart_seen[n], key, kl) && m->restart_seen[n][kl] == '\x01') {
-            free(m->restart_seen[n]);
-            m->restart_seen[n] = xasprintf("%s\x01%s", key, value);
+    for (; m->mon->restart_seen && m->mon->restart_seen[n]; n++) {
+        if (!strncmp(m->mon->restart_seen[n], key, kl) && m->mon->restart_seen[n][kl] == '\x01') {
+            free(m->mon->restart_seen[n]);
+            m->mon->restart_seen[n] = xasprintf("%s\x01%s", key, value);
             return;
         }
     }
-    m->restart_seen = xrealloc(m->restart_seen, sizeof(char *) * (size_t)(n + 2));
-    m->restart_seen[n] = xasprintf("%s\x01%s", key, value);
-    m->restart_seen[n + 1] = NULL;
+    m->mon->restart_seen = xrealloc(m->mon->restart_seen, sizeof(char *) * (size_t)(n + 2));
+    m->mon->restart_seen[n] = xasprintf("%s\x01%s", key, value);
+    m->mon->restart_seen[n + 1] = NULL;
 }
 
 static bool php_truthy(const redisReply *r)
@@ -325,7 +349,7 @@ static void apply_balance(master_t *m, int64_t now)
 
 void monitor_tick(master_t *m, int64_t now)
 {
-    m->next_balance_ms = now + (int64_t)(m->conf->balance_interval * 1000);
+    m->mon->next_balance_ms = now + (int64_t)(m->conf->balance_interval * 1000);
     fetch_counts(m);
     poll_laravel_keys(m);
     update_rates(m, now);

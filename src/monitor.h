@@ -12,8 +12,13 @@
 
 #include "master.h"
 
+/* The monitor's state is its own (monitor.c), behind m->mon. */
 void monitor_reset(master_t *m);          /* after start and each reload */
+/* Fetch counts, poll Laravel's keys and balance; due at monitor_next_due. */
 void monitor_tick(master_t *m, int64_t now_ms);
+int64_t monitor_next_due(const master_t *m);
+/* Balance at the loop's next pass (a scale request). */
+void monitor_request_balance(master_t *m);
 void monitor_free(master_t *m);
 
 #endif
