@@ -139,7 +139,8 @@ static const cmd_help_t HELP[] = {
      "qpool's failed store lives in Redis under <prefix>qpool:failed:* (see\n"
      "docs/operations.md). `retry` pushes a job back onto its queue with attempts\n"
      "reset to 0 and the same uuid, like `php artisan queue:retry`, and removes it\n"
-     "from the store.\n"
+     "from the store. A retryUntil gets the job's window (retryUntil - createdAt)\n"
+     "again from now; payloads before Laravel 12.11 keep theirs (a note says so).\n"
      "\n"
      "  -c, --config FILE   config file\n"
      "  --connection NAME   redis connection from the config (default: default)\n"},

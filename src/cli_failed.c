@@ -235,6 +235,23 @@ static int do_show(fctx_t *x, const char *uuid, bool json)
     return 0;
 }
 
+/* As queue:retry does: a job with a retryUntil gets its window again, or
+ * it would fail at once as "already exceeded" (review #17). */
+static void refresh_retry_until(const char *uuid, char **p, size_t *len)
+{
+    char *fresh;
+    size_t flen;
+    int rv = payload_refresh_retry_until(*p, *len, (int64_t)time(NULL), &fresh, &flen);
+    if (rv > 0) {
+        free(*p);
+        *p = fresh;
+        *len = flen;
+    } else if (rv < 0)
+        fprintf(stderr, "qpool failed: %s: retryUntil left as it was: the payload does not say when it was "
+                        "dispatched (Laravel before 12.11), so the job may fail again at once; "
+                        "`php artisan queue:retry` can recompute it from the job class\n", uuid);
+}
+
 static int retry_one(fctx_t *x, const char *uuid, rscript_t *script)
 {
     frec_t f;
@@ -250,6 +267,7 @@ static int retry_one(fctx_t *x, const char *uuid, rscript_t *script)
         p = xstrndup(f.payload, f.payload_len);
         len = f.payload_len;
     }
+    refresh_retry_until(uuid, &p, &len);
     qkeys_t k;
     qkeys_init(&k, x->prefix, f.queue);
     char *jobkey = xasprintf("%s%s", x->job_prefix, uuid);

@@ -227,6 +227,64 @@ char *payload_set_attempts(const char *raw, size_t len, long n, size_t *outlen)
     return sbuf_steal(&b);
 }
 
+/* The payload's dispatch time, in whole seconds: createdAt (Laravel
+ * 12.11+), else Horizon's pushedAt ("1700000000.1234"). */
+static bool dispatched_at(const char *raw, size_t len, int64_t *at)
+{
+    cJSON *o = cJSON_ParseWithLength(raw, len);
+    bool ok = false;
+    const cJSON *c = cJSON_GetObjectItemCaseSensitive(o, "createdAt");
+    const cJSON *p = cJSON_GetObjectItemCaseSensitive(o, "pushedAt");
+    double d = 0;
+    if (cJSON_IsNumber(c))
+        d = c->valuedouble, ok = true;
+    else if (cJSON_IsString(p) && p->valuestring) {
+        char *end;
+        d = strtod(p->valuestring, &end);
+        ok = end != p->valuestring && *end == '\0';
+    }
+    cJSON_Delete(o);
+    if (!ok || !isfinite(d) || d <= 0 || d > 1e12) return false;
+    *at = (int64_t)d;
+    return true;
+}
+
+int payload_refresh_retry_until(const char *raw, size_t len, int64_t now, char **out, size_t *outlen)
+{
+    *out = NULL;
+    job_payload_t p;
+    char err[64];
+    if (payload_parse(raw, len, &p, err, sizeof err) < 0) return 0;
+    bool has = p.has_retry_until && p.retry_until > 0;
+    int64_t until = p.retry_until;
+    payload_free(&p);
+    size_t vs, ve;
+    /* null, absent, or only the legacy timeoutAt: nothing to refresh */
+    if (!has || !json_top_value(raw, len, "retryUntil", &vs, &ve) || raw[vs] == 'n') return 0;
+    int64_t at;
+    if (!dispatched_at(raw, len, &at)) return -1;
+    int64_t window = until > at ? until - at : 0;
+    int64_t fresh = now + window;
+    sbuf_t b;
+    sbuf_init(&b);
+    sbuf_append(&b, raw, vs);
+    sbuf_printf(&b, "%lld", (long long)fresh);
+    sbuf_append(&b, raw + ve, len - ve);
+    /* read back, as for attempts: the scanner and the parser must agree */
+    bool ok = false;
+    if (payload_parse(b.data, b.len, &p, err, sizeof err) == 0) {
+        ok = p.has_retry_until && p.retry_until == fresh;
+        payload_free(&p);
+    }
+    if (!ok) {
+        sbuf_free(&b);
+        return -1;
+    }
+    *outlen = b.len;
+    *out = sbuf_steal(&b);
+    return 1;
+}
+
 /* ------------------------------------------------------------ build */
 
 static void put_str_or_null(sbuf_t *b, const char *s)

@@ -46,6 +46,14 @@ bool json_top_value(const char *raw, size_t len, const char *key, size_t *vs, si
  * NULL if raw is not a JSON object. */
 char *payload_set_attempts(const char *raw, size_t len, long n, size_t *outlen);
 
+/* queue:retry's refreshRetryUntil, without PHP: a job that had until
+ * retryUntil from its dispatch (createdAt, 12.11+; or Horizon's pushedAt)
+ * gets the same window from now. 1 with *out (caller frees) when
+ * refreshed, 0 when there is nothing to refresh (no or null retryUntil),
+ * -1 when the payload does not say when it was dispatched (older Laravel):
+ * only the job's own retryUntil() could tell. */
+int payload_refresh_retry_until(const char *raw, size_t len, int64_t now, char **out, size_t *outlen);
+
 typedef struct {
     const char *job;            /* handler name, e.g. "App\\Jobs\\SendMail" */
     const char *display_name;   /* NULL: job up to '@' */

@@ -294,6 +294,22 @@ def test_poison_payloads_are_kept_byte_for_byte_and_can_be_retried(master, r, tm
     assert failed_records(r, "default") == []
 
 
+def test_failed_retry_refreshes_retry_until(master, r, tmp_path):
+    """Review #17: as queue:retry, a retried job gets its retryUntil window again."""
+    log = tmp_path / "fixture.log"
+    master.write_config(native_pool(log=log))
+    master.start()
+    now = int(time.time())
+    late = make_payload("ok", retryUntil=now - 30, createdAt=now - 90)  # had 60 s, ran out
+    push(r, "default", late)
+    wait_for(lambda: len(failed_records(r, "default")) == 1, 10, what="failed as already exceeded")
+    assert jobs_in_log(log) == []
+    res = master.cli("failed", "retry", late["uuid"])
+    assert "pushed %s back onto default" % late["uuid"] in res.stdout
+    wait_for(lambda: len(jobs_in_log(log)) == 1, 10, what="the retried job to run")
+    assert failed_records(r, "default") == []
+
+
 def test_failed_cli_list_show_forget_flush(master, r, tmp_path):
     master.write_config(native_pool(extra="tries = 1;"))
     master.start()

@@ -425,6 +425,32 @@ static void test_set_attempts_reads_back_what_it_wrote(void **state)
     assert_null(set_attempts("{\"attem\\u0070ts\":4,\"b\":1}", 0, &len));
 }
 
+/* queue:retry's refreshRetryUntil (review #17): the same window from now. */
+static void test_refresh_retry_until(void **state)
+{
+    (void)state;
+    char *out;
+    size_t len;
+    static const char created[] = "{\"retryUntil\":1000600,\"createdAt\":1000000,\"attempts\":3}";
+    assert_int_equal(payload_refresh_retry_until(created, strlen(created), 2000000, &out, &len), 1);
+    assert_string_equal(out, "{\"retryUntil\":2000600,\"createdAt\":1000000,\"attempts\":3}");
+    free(out);
+    static const char pushed[] = "{\"attempts\":1,\"pushedAt\":\"1000000.25\",\"retryUntil\":1000060}";
+    assert_int_equal(payload_refresh_retry_until(pushed, strlen(pushed), 5000000, &out, &len), 1);
+    assert_string_equal(out, "{\"attempts\":1,\"pushedAt\":\"1000000.25\",\"retryUntil\":5000060}");
+    free(out);
+    /* nothing to refresh */
+    static const char none[] = "{\"retryUntil\":null,\"createdAt\":1000000,\"attempts\":3}";
+    assert_int_equal(payload_refresh_retry_until(none, strlen(none), 2000000, &out, &len), 0);
+    assert_null(out);
+    static const char legacy[] = "{\"timeoutAt\":1000060,\"attempts\":3}";
+    assert_int_equal(payload_refresh_retry_until(legacy, strlen(legacy), 2000000, &out, &len), 0);
+    /* Laravel before 12.11: no dispatch time, only the job class knows */
+    static const char old[] = "{\"retryUntil\":1000600,\"attempts\":3}";
+    assert_int_equal(payload_refresh_retry_until(old, strlen(old), 2000000, &out, &len), -1);
+    assert_null(out);
+}
+
 static void test_set_attempts_preserves_bytes(void **state)
 {
     (void)state;
@@ -786,6 +812,7 @@ int main(void)
         cmocka_unit_test(test_set_attempts_replaces_textually),
         cmocka_unit_test(test_set_attempts_preserves_bytes),
         cmocka_unit_test(test_set_attempts_reads_back_what_it_wrote),
+        cmocka_unit_test(test_refresh_retry_until),
         cmocka_unit_test(test_set_attempts_nested_untouched),
         cmocka_unit_test(test_set_attempts_inserts_when_missing),
         cmocka_unit_test(test_set_attempts_null_for_non_objects),
