@@ -2,8 +2,9 @@
  * fuzz_payload.c - libFuzzer harness: the payload reader and editor
  * (src/payload.c). Whatever bytes sit in a queue, payload_parse must
  * either accept them or say why, json_top_value must stay inside the
- * buffer, and payload_set_attempts must produce a payload whose
- * "attempts" reads back as the number written.
+ * buffer, payload_set_attempts must produce a payload whose "attempts"
+ * reads back as the number written, and payload_refresh_retry_until
+ * (qpool failed retry) must edit only what it reads back.
  */
 #include "fuzz.h"
 #include <stdint.h>
@@ -40,5 +41,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
         free(edited);
     }
+
+    char *fresh = NULL;
+    size_t flen = 0;
+    int rv = payload_refresh_retry_until(raw, size, 1700000000, &fresh, &flen);
+    if ((rv == 1) != (fresh != NULL)) abort(); /* output exactly when refreshed */
+    free(fresh);
     return 0;
 }
