@@ -1,0 +1,58 @@
+/*
+ * jobstats.h - job counts and histograms per (queue, job class, outcome),
+ * and the line a worker sends its master (pure: no I/O, no clock).
+ *
+ * A worker records every job it settles into a jobstats_t and, about once
+ * a second, sends what it recorded since the last line to the master as one
+ * JSON line, then starts over. The master decodes each line strictly into
+ * the pool's running totals: a queue must be one of the pool's, an outcome
+ * one of the five, a histogram exactly METRICS_NBUCKETS counts that add up,
+ * and job classes past the cap are counted as "other". A worker can only
+ * misreport its own jobs; it cannot grow the master's memory or crash it.
+ */
+#ifndef QPOOL_JOBSTATS_H
+#define QPOOL_JOBSTATS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "metrics.h"
+
+#define JOBSTATS_LINE_MAX 262144   /* the longest line a master reads */
+
+typedef struct {
+    int queue;                 /* index into the pool's queues */
+    int job;                   /* label id in the table's classes */
+    int outcome;               /* enum job_outcome */
+    uint64_t n;
+    histogram_t runtime;
+    histogram_t wait;          /* only jobs whose wait is known */
+} jobstat_t;
+
+typedef struct {
+    jobstat_t *v;
+    int n, cap;
+    labels_t classes;          /* capped: the rest is "other" */
+} jobstats_t;
+
+void jobstats_init(jobstats_t *s, int class_cap);
+void jobstats_free(jobstats_t *s);
+/* Forget the counts, keep the class table. */
+void jobstats_clear(jobstats_t *s);
+bool jobstats_empty(const jobstats_t *s);
+/* wait_ms < 0: not known (not observed). */
+void jobstats_record(jobstats_t *s, int queue, const char *job, int outcome, double runtime_ms, double wait_ms);
+/* One JSON line (with its newline) of every non-empty entry; caller frees. */
+char *jobstats_encode(const jobstats_t *s, char *const *queues, int nqueues, size_t *len);
+/* Add the entries of a line to into. 0 or the number of entries added; -1
+ * with err filled when the line is not exactly what jobstats_encode writes
+ * for these queues (nothing is added then). */
+int jobstats_decode(const char *line, size_t len, char *const *queues, int nqueues, jobstats_t *into, char *err,
+                    size_t errn);
+/* Totals over every entry matching queue (-1: any), class (NULL: any),
+ * outcome (-1: any). */
+void jobstats_sum(const jobstats_t *s, int queue, const char *job, int outcome, uint64_t *n, histogram_t *runtime,
+                  histogram_t *wait);
+
+#endif

@@ -1,0 +1,128 @@
+/*
+ * test_jobstats.c - per (queue, class, outcome) job stats and the line a
+ * worker sends its master (src/jobstats.h): round trip, class cap, and
+ * strict refusal of anything else.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "jobstats.h"
+
+static char *QUEUES[] = {"high", "default"};
+
+static void test_round_trip(void **state)
+{
+    (void)state;
+    jobstats_t w, m;
+    jobstats_init(&w, 10);
+    jobstats_init(&m, 10);
+    jobstats_record(&w, 1, "App\\Jobs\\A", OUTCOME_DONE, 3, 40);
+    jobstats_record(&w, 1, "App\\Jobs\\A", OUTCOME_DONE, 7, -1); /* wait unknown */
+    jobstats_record(&w, 0, "App\\Jobs\\B", OUTCOME_FAILED, 2000, 0.5);
+    size_t len;
+    char *line = jobstats_encode(&w, QUEUES, 2, &len);
+    assert_int_equal(line[len - 1], '\n');
+    char err[128];
+    assert_int_equal(jobstats_decode(line, len - 1, QUEUES, 2, &m, err, sizeof err), 2);
+    assert_int_equal(jobstats_decode(line, len - 1, QUEUES, 2, &m, err, sizeof err), 2); /* adds up */
+    free(line);
+    uint64_t n;
+    histogram_t rt, wt;
+    jobstats_sum(&m, 1, "App\\Jobs\\A", OUTCOME_DONE, &n, &rt, &wt);
+    assert_int_equal(n, 4);
+    assert_int_equal(rt.count, 4);
+    assert_int_equal(wt.count, 2);
+    assert_true(rt.sum_ms == 20);
+    jobstats_sum(&m, -1, NULL, OUTCOME_FAILED, &n, &rt, NULL);
+    assert_int_equal(n, 2);
+    assert_int_equal(rt.bucket[10], 2); /* 2000 ms: (1000, 2500] */
+    jobstats_clear(&w);
+    assert_true(jobstats_empty(&w));
+    jobstats_free(&w);
+    jobstats_free(&m);
+}
+
+static void test_class_cap(void **state)
+{
+    (void)state;
+    jobstats_t s;
+    jobstats_init(&s, 2);
+    char name[32];
+    for (int i = 0; i < 50; i++) {
+        snprintf(name, sizeof name, "Job%d", i);
+        jobstats_record(&s, 0, name, OUTCOME_DONE, 1, 1);
+    }
+    uint64_t n;
+    jobstats_sum(&s, -1, LABEL_OTHER, -1, &n, NULL, NULL);
+    assert_int_equal(n, 48);
+    assert_true(s.n <= 3);
+    jobstats_free(&s);
+}
+
+static const char *const BAD[] = {
+    "",
+    "[]",
+    "{\"s\":{}}",
+    "{\"s\":[1]}",
+    /* unknown queue */
+    "{\"s\":[{\"q\":\"nope\",\"j\":\"A\",\"o\":\"done\",\"n\":1,\"r\":[1,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0],\"rs\":1,"
+    "\"w\":[0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0],\"ws\":0}]}",
+    /* unknown outcome */
+    "{\"s\":[{\"q\":\"high\",\"j\":\"A\",\"o\":\"won\",\"n\":1,\"r\":[1,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0],\"rs\":1,"
+    "\"w\":[0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0],\"ws\":0}]}",
+    /* runtime histogram does not add up to n */
+    "{\"s\":[{\"q\":\"high\",\"j\":\"A\",\"o\":\"done\",\"n\":5,\"r\":[1,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0],\"rs\":1,"
+    "\"w\":[0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0],\"ws\":0}]}",
+    /* more waits than jobs */
+    "{\"s\":[{\"q\":\"high\",\"j\":\"A\",\"o\":\"done\",\"n\":1,\"r\":[1,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0],\"rs\":1,"
+    "\"w\":[2,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0],\"ws\":0}]}",
+    /* short histogram */
+    "{\"s\":[{\"q\":\"high\",\"j\":\"A\",\"o\":\"done\",\"n\":1,\"r\":[1],\"rs\":1,"
+    "\"w\":[0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0],\"ws\":0}]}",
+    /* negative and fractional counts, negative sum */
+    "{\"s\":[{\"q\":\"high\",\"j\":\"A\",\"o\":\"done\",\"n\":-1,\"r\":[-1,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0],\"rs\":1,"
+    "\"w\":[0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0],\"ws\":0}]}",
+    "{\"s\":[{\"q\":\"high\",\"j\":\"A\",\"o\":\"done\",\"n\":0.5,\"r\":[0.5,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0],\"rs\":1,"
+    "\"w\":[0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0],\"ws\":0}]}",
+    "{\"s\":[{\"q\":\"high\",\"j\":\"A\",\"o\":\"done\",\"n\":1,\"r\":[1,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0],\"rs\":-1,"
+    "\"w\":[0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0],\"ws\":0}]}",
+    /* an extra key */
+    "{\"s\":[{\"q\":\"high\",\"j\":\"A\",\"o\":\"done\",\"n\":1,\"r\":[1,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0],\"rs\":1,"
+    "\"w\":[0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0],\"ws\":0,\"x\":1}]}",
+    /* empty class name */
+    "{\"s\":[{\"q\":\"high\",\"j\":\"\",\"o\":\"done\",\"n\":1,\"r\":[1,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0],\"rs\":1,"
+    "\"w\":[0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0],\"ws\":0}]}",
+};
+
+static void test_refuses_what_it_did_not_write(void **state)
+{
+    (void)state;
+    jobstats_t m;
+    jobstats_init(&m, 10);
+    char err[128];
+    for (size_t i = 0; i < sizeof BAD / sizeof *BAD; i++) {
+        err[0] = '\0';
+        assert_int_equal(jobstats_decode(BAD[i], strlen(BAD[i]), QUEUES, 2, &m, err, sizeof err), -1);
+        assert_true(err[0] != '\0');
+    }
+    assert_true(jobstats_empty(&m)); /* nothing half-added */
+    jobstats_free(&m);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_round_trip),
+        cmocka_unit_test(test_class_cap),
+        cmocka_unit_test(test_refuses_what_it_did_not_write),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
