@@ -63,31 +63,23 @@ def run_master(tmp_path, pid_file, socket, timeout=10):
     return p.returncode, out.decode(errors="replace")
 
 
+def planted_link(tmp_path, name, mode, entry):
+    """A directory of that mode where `nobody` planted entry -> a root-owned victim file."""
+    v = victim(tmp_path)
+    d = tmp_path / name
+    d.mkdir()
+    os.chmod(d, mode)
+    as_nobody(lambda: os.symlink(str(v), str(d / entry)))
+    return v, d
+
+
 def test_a_planted_pid_file_link_in_a_world_writable_directory_is_refused(tmp_path):
     # review #5, experiment 1: nobody plants qpool.pid -> a root 0600 file in
     # a 0777 directory; the master used to truncate it and write its pid
-    v = victim(tmp_path)
-    d = tmp_path / "piddir"
-    d.mkdir()
-    os.chmod(d, 0o777)
-    as_nobody(lambda: os.symlink(str(v), str(d / "qpool.pid")))
+    v, d = planted_link(tmp_path, "piddir", 0o777, "qpool.pid")
     rc, out = run_master(tmp_path, d / "qpool.pid", tmp_path / "ctl.sock")
     assert rc == 1, out
     assert "can be written by other users" in out and str(d) in out
-    assert v.read_text() == "precious\n"
-
-
-def test_a_pid_file_link_in_a_sticky_directory_is_refused(tmp_path):
-    # /tmp-like: others may create entries but not replace ours; a link they
-    # planted is not followed
-    v = victim(tmp_path)
-    d = tmp_path / "sticky"
-    d.mkdir()
-    os.chmod(d, 0o1777)
-    as_nobody(lambda: os.symlink(str(v), str(d / "qpool.pid")))
-    rc, out = run_master(tmp_path, d / "qpool.pid", tmp_path / "ctl.sock")
-    assert rc == 1, out
-    assert "symbolic link" in out
     assert v.read_text() == "precious\n"
 
 
@@ -100,15 +92,15 @@ def test_a_pid_file_owned_by_another_user_is_refused(tmp_path):
     assert rc == 1 and "owned by another user" in out, out
 
 
-def test_the_control_socket_is_never_made_through_a_planted_link(tmp_path):
-    # review #5, experiment 2: the socket path swapped for a link to a root
-    # file, which became 0666; here the link is there before the start
-    v = victim(tmp_path)
-    d = tmp_path / "sockdir"
-    d.mkdir()
-    os.chmod(d, 0o1777)
-    as_nobody(lambda: os.symlink(str(v), str(d / "ctl.sock")))
-    rc, out = run_master(tmp_path, tmp_path / "qpool.pid", d / "ctl.sock")
+@pytest.mark.parametrize("which", ["pid_file", "control_socket"])
+def test_a_link_planted_in_a_sticky_directory_is_never_followed(tmp_path, which):
+    # /tmp-like: others may create entries but not replace ours. Review #5,
+    # experiment 2: the socket path swapped for a link to a root file, which
+    # became 0666; here the link is there before the start
+    v, d = planted_link(tmp_path, "sticky", 0o1777, "link")
+    pid, sock = tmp_path / "qpool.pid", tmp_path / "ctl.sock"
+    rc, out = run_master(tmp_path, d / "link" if which == "pid_file" else pid,
+                         d / "link" if which == "control_socket" else sock)
     assert rc == 1, out
     assert "symbolic link" in out
     assert v.read_text() == "precious\n"
