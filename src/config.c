@@ -804,7 +804,7 @@ static bool parse_qpool_group(ctx_t *x, const config_setting_t *g)
     static const char *const known[] = {"pid_file", "control_socket", "control_socket_mode",
                                         "control_user", "control_group", "max_workers",
                                         "shutdown_timeout", "log_level", "log_format",
-                                        "failed_limit", "balance_interval", NULL};
+                                        "failed_limit", "balance_interval", "metrics_job_classes", NULL};
     static const char *const levels[] = {"error", "warn", "info", "debug", NULL};
     static const char *const formats[] = {"text", "json", NULL};
     qconf_t *c = x->c;
@@ -849,6 +849,8 @@ static bool parse_qpool_group(ctx_t *x, const config_setting_t *g)
             ok &= want_int(x, s, 1, 10000000, &c->failed_limit);
         else if (!strcmp(k, "balance_interval"))
             ok &= want_num(x, s, 0.1, 60, &c->balance_interval);
+        else if (!strcmp(k, "metrics_job_classes"))
+            ok &= want_int(x, s, 1, 10000, &c->metrics_job_classes);
         else {
             unknown_key(x, s, "qpool", known);
             ok = false;
@@ -954,6 +956,7 @@ qconf_t *config_load(const char *path, conf_errors_t *errs)
     c->control_socket = xstrdup("/run/qpool/qpool.sock");
     c->control_socket_mode = 0660;
     c->max_workers = 64;
+    c->metrics_job_classes = 100;
     c->shutdown_timeout = 120;
     c->log_level = LOG_INFO;
     c->log_format = LOGFMT_TEXT;
@@ -1243,6 +1246,7 @@ void config_print(const qconf_t *c, FILE *f)
     if (c->control_user) print_str(f, "  ", "control_user", c->control_user);
     if (c->control_group) print_str(f, "  ", "control_group", c->control_group);
     fprintf(f, "  max_workers = %d;\n", c->max_workers);
+    fprintf(f, "  metrics_job_classes = %d;\n", c->metrics_job_classes);
     print_num(f, "  ", "shutdown_timeout", c->shutdown_timeout);
     fprintf(f, "  log_level = \"%s\";\n", log_level_name(c->log_level));
     fprintf(f, "  log_format = \"%s\";\n", c->log_format == LOGFMT_JSON ? "json" : "text");

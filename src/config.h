@@ -112,6 +112,7 @@ typedef struct {
     char *control_user;        /* besides root and qpool's own user */
     char *control_group;
     int max_workers;
+    int metrics_job_classes;   /* job classes counted by name per pool; the rest: "other" */
     double shutdown_timeout;
     int log_level;
     int log_format;

@@ -17,12 +17,14 @@
 void jobstats_init(jobstats_t *s, int class_cap)
 {
     memset(s, 0, sizeof *s);
+    labels_init(&s->queues, JOBSTATS_QUEUES_MAX);
     labels_init(&s->classes, class_cap);
 }
 
 void jobstats_free(jobstats_t *s)
 {
     free(s->v);
+    labels_free(&s->queues);
     labels_free(&s->classes);
     memset(s, 0, sizeof *s);
 }
@@ -32,9 +34,20 @@ void jobstats_clear(jobstats_t *s)
     s->n = 0;
 }
 
+void jobstats_zero(jobstats_t *s, int from, int to)
+{
+    for (int i = from < 0 ? 0 : from; i < to && i < s->n; i++) {
+        s->v[i].n = 0;
+        memset(&s->v[i].runtime, 0, sizeof s->v[i].runtime);
+        memset(&s->v[i].wait, 0, sizeof s->v[i].wait);
+    }
+}
+
 bool jobstats_empty(const jobstats_t *s)
 {
-    return s->n == 0;
+    for (int i = 0; i < s->n; i++)
+        if (s->v[i].n) return false;
+    return true;
 }
 
 static jobstat_t *entry(jobstats_t *s, int queue, int job, int outcome)
@@ -53,10 +66,12 @@ static jobstat_t *entry(jobstats_t *s, int queue, int job, int outcome)
     return e;
 }
 
-void jobstats_record(jobstats_t *s, int queue, const char *job, int outcome, double runtime_ms, double wait_ms)
+void jobstats_record(jobstats_t *s, const char *queue, const char *job, int outcome, double runtime_ms,
+                     double wait_ms)
 {
     if (outcome < 0 || outcome >= OUTCOME_N) return;
-    jobstat_t *e = entry(s, queue, labels_id(&s->classes, job && *job ? job : LABEL_OTHER), outcome);
+    jobstat_t *e = entry(s, labels_id(&s->queues, queue), labels_id(&s->classes, job && *job ? job : LABEL_OTHER),
+                         outcome);
     e->n++;
     hist_observe(&e->runtime, runtime_ms);
     if (wait_ms >= 0) hist_observe(&e->wait, wait_ms);
@@ -71,15 +86,16 @@ static cJSON *hist_json(const histogram_t *h)
     return a;
 }
 
-char *jobstats_encode(const jobstats_t *s, char *const *queues, int nqueues, size_t *len)
+char *jobstats_encode(const jobstats_t *s, int *from, int max, size_t *len)
 {
     cJSON *o = cJSON_CreateObject();
     cJSON *arr = cJSON_AddArrayToObject(o, "s");
-    for (int i = 0; i < s->n && i < MAX_ENTRIES; i++) {
+    int i = *from, put = 0;
+    for (; i < s->n && put < max; i++) {
         const jobstat_t *e = &s->v[i];
-        if (!e->n || e->queue < 0 || e->queue >= nqueues) continue;
+        if (!e->n) continue;
         cJSON *x = cJSON_CreateObject();
-        cJSON_AddStringToObject(x, "q", queues[e->queue]);
+        cJSON_AddStringToObject(x, "q", labels_name(&s->queues, e->queue));
         cJSON_AddStringToObject(x, "j", labels_name(&s->classes, e->job));
         cJSON_AddStringToObject(x, "o", outcome_name(e->outcome));
         cJSON_AddNumberToObject(x, "n", (double)e->n);
@@ -88,7 +104,9 @@ char *jobstats_encode(const jobstats_t *s, char *const *queues, int nqueues, siz
         cJSON_AddItemToObject(x, "w", hist_json(&e->wait));
         cJSON_AddNumberToObject(x, "ws", e->wait.sum_ms);
         cJSON_AddItemToArray(arr, x);
+        put++;
     }
+    *from = i < s->n ? i : 0;
     char *js = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
     size_t n = strlen(js);
@@ -136,8 +154,8 @@ static int queue_index(const char *name, char *const *queues, int nqueues)
 }
 
 typedef struct {
-    int queue, outcome;
-    const char *job;
+    int outcome;
+    const char *queue, *job;
     uint64_t n;
     histogram_t runtime, wait;
 } decoded_t;
@@ -151,11 +169,11 @@ static int decode_entry(const cJSON *x, char *const *queues, int nqueues, decode
         snprintf(err, errn, "an entry is not {q,j,o,n,r,rs,w,ws}");
         return -1;
     }
-    d->queue = queue_index(q->valuestring, queues, nqueues);
+    d->queue = q->valuestring;
     d->outcome = outcome_from_name(o->valuestring);
     d->job = j->valuestring;
     d->n = (uint64_t)n->valuedouble;
-    if (d->queue < 0 || d->outcome < 0 || !*d->job || strlen(d->job) > MAX_CLASS_LEN) {
+    if (queue_index(d->queue, queues, nqueues) < 0 || d->outcome < 0 || !*d->job || strlen(d->job) > MAX_CLASS_LEN) {
         snprintf(err, errn, "unknown queue, outcome or class name");
         return -1;
     }
@@ -195,7 +213,8 @@ int jobstats_decode(const char *line, size_t len, char *const *queues, int nqueu
         k++;
     }
     for (int i = 0; i < k; i++) {
-        jobstat_t *e = entry(into, d[i].queue, labels_id(&into->classes, d[i].job), d[i].outcome);
+        jobstat_t *e = entry(into, labels_id(&into->queues, d[i].queue), labels_id(&into->classes, d[i].job),
+                             d[i].outcome);
         e->n += d[i].n;
         hist_merge(&e->runtime, &d[i].runtime);
         hist_merge(&e->wait, &d[i].wait);
@@ -205,15 +224,16 @@ int jobstats_decode(const char *line, size_t len, char *const *queues, int nqueu
     return k;
 }
 
-void jobstats_sum(const jobstats_t *s, int queue, const char *job, int outcome, uint64_t *n, histogram_t *runtime,
-                  histogram_t *wait)
+void jobstats_sum(const jobstats_t *s, const char *queue, const char *job, int outcome, uint64_t *n,
+                  histogram_t *runtime, histogram_t *wait)
 {
     *n = 0;
     if (runtime) memset(runtime, 0, sizeof *runtime);
     if (wait) memset(wait, 0, sizeof *wait);
     for (int i = 0; i < s->n; i++) {
         const jobstat_t *e = &s->v[i];
-        if ((queue >= 0 && e->queue != queue) || (outcome >= 0 && e->outcome != outcome)) continue;
+        if (outcome >= 0 && e->outcome != outcome) continue;
+        if (queue && strcmp(labels_name(&s->queues, e->queue), queue)) continue;
         if (job && strcmp(labels_name(&s->classes, e->job), job)) continue;
         *n += e->n;
         if (runtime) hist_merge(runtime, &e->runtime);

@@ -20,9 +20,10 @@
 #include "metrics.h"
 
 #define JOBSTATS_LINE_MAX 262144   /* the longest line a master reads */
+#define JOBSTATS_QUEUES_MAX 256    /* queue names a table keeps (a pool has at most 30) */
 
 typedef struct {
-    int queue;                 /* index into the pool's queues */
+    int queue;                 /* label id in the table's queues */
     int job;                   /* label id in the table's classes */
     int outcome;               /* enum job_outcome */
     uint64_t n;
@@ -33,6 +34,7 @@ typedef struct {
 typedef struct {
     jobstat_t *v;
     int n, cap;
+    labels_t queues;           /* by name: a reload may reorder a pool's queues */
     labels_t classes;          /* capped: the rest is "other" */
 } jobstats_t;
 
@@ -40,19 +42,24 @@ void jobstats_init(jobstats_t *s, int class_cap);
 void jobstats_free(jobstats_t *s);
 /* Forget the counts, keep the class table. */
 void jobstats_clear(jobstats_t *s);
+/* Zero entries [from, to) (sent already), keeping their places. */
+void jobstats_zero(jobstats_t *s, int from, int to);
 bool jobstats_empty(const jobstats_t *s);
 /* wait_ms < 0: not known (not observed). */
-void jobstats_record(jobstats_t *s, int queue, const char *job, int outcome, double runtime_ms, double wait_ms);
-/* One JSON line (with its newline) of every non-empty entry; caller frees. */
-char *jobstats_encode(const jobstats_t *s, char *const *queues, int nqueues, size_t *len);
+void jobstats_record(jobstats_t *s, const char *queue, const char *job, int outcome, double runtime_ms,
+                     double wait_ms);
+/* One JSON line (with its newline) of the non-empty entries from *from on,
+ * at most max of them; *from moves past them (0 when all are written).
+ * Caller frees. */
+char *jobstats_encode(const jobstats_t *s, int *from, int max, size_t *len);
 /* Add the entries of a line to into. 0 or the number of entries added; -1
- * with err filled when the line is not exactly what jobstats_encode writes
- * for these queues (nothing is added then). */
+ * with err filled when the line is not exactly what jobstats_encode writes,
+ * or names a queue not in queues (nothing is added then). */
 int jobstats_decode(const char *line, size_t len, char *const *queues, int nqueues, jobstats_t *into, char *err,
                     size_t errn);
-/* Totals over every entry matching queue (-1: any), class (NULL: any),
+/* Totals over every entry matching queue (NULL: any), class (NULL: any),
  * outcome (-1: any). */
-void jobstats_sum(const jobstats_t *s, int queue, const char *job, int outcome, uint64_t *n, histogram_t *runtime,
-                  histogram_t *wait);
+void jobstats_sum(const jobstats_t *s, const char *queue, const char *job, int outcome, uint64_t *n,
+                  histogram_t *runtime, histogram_t *wait);
 
 #endif

@@ -78,7 +78,7 @@ static void add_pool(master_t *m, const pool_conf_t *pc)
     if (geteuid() == 0 && !pc->user)
         log_warn("pool %s has no user: its children run as root; set user = \"...\" (%s:%d)", pc->name,
                  m->conf->path, pc->line);
-    pool_t *p = pool_new(pc);
+    pool_t *p = pool_new(pc, m->conf->metrics_job_classes);
     p->paused = m->pools.all_paused; /* a pool a reload adds joins a pause of everything */
     m->pools.v = xrealloc(m->pools.v, sizeof *m->pools.v * (size_t)(m->pools.n + 1));
     m->pools.v[m->pools.n++] = p;
@@ -512,6 +512,7 @@ int master_run(const char *config_path)
     m->pools.max_workers = conf->max_workers;
     m->pools.stop_timeout_ms = (int64_t)(conf->shutdown_timeout * 1000);
     m->pools.master_pid = getpid();
+    m->pools.epfd = m->epfd;
     m->pools.conf = conf;
     for (int i = 0; i < conf->npools; i++) add_pool(m, &conf->pools[i]);
     monitor_reset(m);
@@ -541,7 +542,7 @@ int master_run(const char *config_path)
         for (int i = 0; i < n; i++) {
             if (evs[i].data.fd == m->sfd)
                 handle_signals(m);
-            else
+            else if (!pools_stats_event(&m->pools, evs[i].data.fd))
                 control_event(m, evs[i].data.fd, evs[i].events);
         }
         now = mono_ms();

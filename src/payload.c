@@ -78,6 +78,9 @@ int payload_parse(const char *raw, size_t len, job_payload_t *p, char *err, size
     if (!p->has_retry_until) p->has_retry_until = get_long(o, "timeoutAt", &ru); /* 8.x legacy */
     if (p->has_retry_until) p->retry_until = ru;
     p->has_delay = get_long(o, "delay", &p->delay);
+    long ca;
+    p->has_created_at = get_long(o, "createdAt", &ca) && ca > 0;
+    if (p->has_created_at) p->created_at = ca;
     cJSON_Delete(o);
     return 0;
 }

@@ -31,6 +31,8 @@ typedef struct {
     int64_t retry_until;
     bool has_delay;          /* 12.11+: used as backoff when backoff is null */
     long delay;
+    bool has_created_at;     /* 12.11+: when it was dispatched (UNIX seconds) */
+    int64_t created_at;
 } job_payload_t;
 
 /* 0 on success; -1 with a reason in err when the payload is unusable. */

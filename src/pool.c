@@ -25,6 +25,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -34,10 +36,11 @@
 #define QUICK_EXIT_LIMIT 3
 #define EXTERNAL_READY_MS 1000
 
-pool_t *pool_new(const pool_conf_t *conf)
+pool_t *pool_new(const pool_conf_t *conf, int class_cap)
 {
     pool_t *p = xcalloc(1, sizeof *p);
     pool_conf_copy(&p->conf, conf);
+    jobstats_init(&p->stats, class_cap);
     p->gen = 1;
     p->pinned = -1;
     p->target = conf->balance == BALANCE_OFF ? conf->processes : conf->min_processes;
@@ -48,6 +51,7 @@ void pool_free(pool_t *p)
 {
     if (!p) return;
     pool_conf_free(&p->conf);
+    jobstats_free(&p->stats);
     free(p->restart_key_full);
     free(p->restart_pending);
     free(p->children);
@@ -222,10 +226,16 @@ static void spawn_child(pools_t *ps, pool_t *p, int slot_no, int64_t now)
     uint32_t cw = pool_control_word(ps, p);
     atomic_store(&slot->control, cw);
     if (!slot->native) slot->c.state = SB_STARTING;
+    /* a native worker's job stats come back as datagrams: one message can
+     * neither be split nor run into the next, whatever the child writes */
+    int sv[2] = {-1, -1};
+    if (slot->native && socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, sv) < 0)
+        log_warn("pool %s: no stats channel: %s", p->conf.name, strerror(errno));
 
     pid_t pid = fork();
     if (pid < 0) {
         log_error("pool %s: fork: %s", p->conf.name, strerror(errno));
+        if (sv[0] >= 0) close(sv[0]), close(sv[1]);
         sb_release(ps->sb, sbi);
         slot_state(p, slot_no)->not_before_ms = now + 1000;
         return;
@@ -240,12 +250,12 @@ static void spawn_child(pools_t *ps, pool_t *p, int slot_no, int64_t now)
         if (is_native(p)) {
             /* SIGHUP from the kernel when the master dies: the worker kills
              * its handler's process group and exits at once. */
-            if (proc_child_setup(&p->conf, ps->master_pid, SIGHUP) < 0) _exit(QPOOL_EX_SETUP);
-            exit(worker_main(&p->conf, ps->conf, slot, slot_no, ps->master_pid));
+            if (proc_child_setup(&p->conf, ps->master_pid, SIGHUP, sv[1]) < 0) _exit(QPOOL_EX_SETUP);
+            exit(worker_main(&p->conf, ps->conf, slot, slot_no, ps->master_pid, sv[1] >= 0 ? PROC_KEEP_FD : -1));
         }
         /* SIGTERM when the master dies, as on a graceful stop: queue:work
          * finishes its job and exits (review #7) */
-        if (proc_child_setup(&p->conf, ps->master_pid, SIGTERM) < 0) _exit(QPOOL_EX_SETUP);
+        if (proc_child_setup(&p->conf, ps->master_pid, SIGTERM, -1) < 0) _exit(QPOOL_EX_SETUP);
         proc_reset_signals();
         char **argv = config_expand_command(&p->conf);
         proc_title("qpool: %s", tag); /* shown until exec replaces us */
@@ -255,6 +265,7 @@ static void spawn_child(pools_t *ps, pool_t *p, int slot_no, int64_t now)
     }
     slot->pid = pid;
     slot->started_ms = wall_ms();
+    if (sv[1] >= 0) close(sv[1]);
     if (p->nchildren == p->cap) {
         p->cap = p->cap ? p->cap * 2 : 8;
         p->children = xrealloc(p->children, sizeof *p->children * (size_t)p->cap);
@@ -267,6 +278,11 @@ static void spawn_child(pools_t *ps, pool_t *p, int slot_no, int64_t now)
     c->gen = p->gen;
     c->started_ms = now;
     c->start_ticks = proc_start_ticks(pid);
+    c->stats_fd = sv[0];
+    if (c->stats_fd >= 0) {
+        struct epoll_event ev = {.events = EPOLLIN, .data.fd = c->stats_fd};
+        epoll_ctl(ps->epfd, EPOLL_CTL_ADD, c->stats_fd, &ev);
+    }
     /* A native child reads the pause bit from its slot at start. */
     c->pause_sent = is_native(p) && (cw & SB_CTL_PAUSE_ALL);
     p->spawned++;
@@ -439,6 +455,53 @@ int64_t pools_maintain(pools_t *ps, int64_t now)
     return due;
 }
 
+/* ------------------------------------------------------------ job stats */
+
+#define STATS_READS_PER_EVENT 16
+
+/* Read up to max datagrams from a child; false at EOF or error. */
+static bool stats_read(pool_t *p, child_t *c, int max)
+{
+    static char buf[JOBSTATS_LINE_MAX + 1];
+    for (int i = 0; i < max; i++) {
+        ssize_t n = recv(c->stats_fd, buf, sizeof buf, MSG_DONTWAIT | MSG_TRUNC);
+        if (n < 0) return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
+        if (n == 0) return false;
+        char err[128] = "longer than the limit";
+        if ((size_t)n > JOBSTATS_LINE_MAX ||
+            jobstats_decode(buf, (size_t)n, p->conf.queues, p->conf.nqueues, &p->stats, err, sizeof err) < 0) {
+            if (!c->stats_warned)
+                log_warn("pool %s: pid %d sent job stats that do not parse (%s); ignored", p->conf.name,
+                         (int)c->pid, err);
+            c->stats_warned = true;
+        }
+    }
+    return true;
+}
+
+static void stats_close(pools_t *ps, pool_t *p, child_t *c)
+{
+    if (c->stats_fd < 0) return;
+    stats_read(p, c, 1024);
+    epoll_ctl(ps->epfd, EPOLL_CTL_DEL, c->stats_fd, NULL);
+    close(c->stats_fd);
+    c->stats_fd = -1;
+}
+
+bool pools_stats_event(pools_t *ps, int fd)
+{
+    for (int i = 0; i < ps->n; i++) {
+        pool_t *p = ps->v[i];
+        for (int j = 0; j < p->nchildren; j++) {
+            child_t *c = &p->children[j];
+            if (c->stats_fd != fd) continue;
+            if (!stats_read(p, c, STATS_READS_PER_EVENT)) stats_close(ps, p, c);
+            return true;
+        }
+    }
+    return false;
+}
+
 static const char *exit_reason_text(int r)
 {
     switch (r) {
@@ -464,6 +527,7 @@ void pools_child_exited(pools_t *ps, pid_t pid, int status, int64_t now)
     p->jobs_failed_reaped += snap.jobs_failed;
     p->busy_ms_reaped += snap.busy_ms;
     kill_handler_group(p, c, snap.handler_pgid); /* never leave a handler behind */
+    stats_close(ps, p, c); /* what it sent before it exited counts */
     bool native = child_native(ps, c);
     sb_release(ps->sb, c->sb);
 

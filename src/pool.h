@@ -17,6 +17,7 @@
 #include <sys/types.h>
 
 #include "config.h"
+#include "jobstats.h"
 #include "scoreboard.h"
 
 enum stop_reason {
@@ -38,6 +39,8 @@ typedef struct {
     int64_t stop_sent_ms;
     bool pause_sent;         /* SIGUSR2 delivered for the current pause */
     bool killed;             /* SIGKILLed after stop_timeout */
+    int stats_fd;            /* native: the master's end of its stats channel, -1 if none */
+    bool stats_warned;       /* it sent a bad datagram (logged once) */
 } child_t;
 
 typedef struct {
@@ -76,6 +79,7 @@ typedef struct pool {
     bool have_counts;
 
     /* counters since start */
+    jobstats_t stats;        /* jobs by queue, class and outcome, from the workers */
     uint64_t spawned, crashes, memory_recycles;
     uint64_t jobs_done_reaped, jobs_failed_reaped, busy_ms_reaped;
     /* per-minute rates, from the last minute of samples */
@@ -94,11 +98,12 @@ typedef struct {
     bool all_paused;         /* everything paused (SIGUSR2, qpool pause): pools added join the pause */
     bool stopping;           /* master shutdown: spawn nothing */
     pid_t master_pid;
+    int epfd;                /* the master's epoll set: children's stats channels join it */
     /* redis connections, for native workers (current config) */
     const qconf_t *conf;
 } pools_t;
 
-pool_t *pool_new(const pool_conf_t *conf);
+pool_t *pool_new(const pool_conf_t *conf, int class_cap);  /* class_cap: job classes counted by name */
 void pool_free(pool_t *p);
 
 int pools_live_total(const pools_t *ps);          /* every child alive, stopping included */
@@ -136,6 +141,9 @@ typedef struct {
 void pool_counts(const pools_t *ps, const pool_t *p, pool_counts_t *out);
 
 /* The spawn entry point for native workers, provided by worker.c. */
-int worker_main(const pool_conf_t *p, const qconf_t *conf, sb_slot_t *slot, int slot_no, pid_t master);
+int worker_main(const pool_conf_t *p, const qconf_t *conf, sb_slot_t *slot, int slot_no, pid_t master, int stats_fd);
+/* A child's stats datagrams (its stats_fd is readable): add them to its
+ * pool's totals. False when fd is no child's. */
+bool pools_stats_event(pools_t *ps, int fd);
 
 #endif

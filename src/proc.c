@@ -34,7 +34,7 @@ void proc_reset_signals(void)
     }
 }
 
-int proc_child_setup(const pool_conf_t *p, pid_t parent, int deathsig)
+int proc_child_setup(const pool_conf_t *p, pid_t parent, int deathsig, int keep_fd)
 {
     if (setpgid(0, 0) < 0) {
         log_error("setpgid: %s", strerror(errno));
@@ -50,7 +50,17 @@ int proc_child_setup(const pool_conf_t *p, pid_t parent, int deathsig)
 
     /* Nothing of the master's may leak into a worker: control socket, pid
      * file lock, signalfd, Redis connections. */
-    closefrom(3);
+    if (keep_fd >= 0) {
+        /* the one descriptor a worker keeps: its stats channel, as fd 3,
+         * close-on-exec so that no handler inherits it */
+        if ((keep_fd != PROC_KEEP_FD && dup2(keep_fd, PROC_KEEP_FD) < 0) ||
+            fcntl(PROC_KEEP_FD, F_SETFD, FD_CLOEXEC) < 0) {
+            log_error("keeping the stats channel: %s", strerror(errno));
+            return -1;
+        }
+        closefrom(PROC_KEEP_FD + 1);
+    } else
+        closefrom(3);
 
     if (p) {
         if (p->nice && setpriority(PRIO_PROCESS, 0, p->nice) < 0)

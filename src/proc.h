@@ -21,7 +21,10 @@
  * a message already logged (the caller exits QPOOL_EX_SETUP). parent is the pid
  * that must be alive (parent-death race check); deathsig is the signal the
  * kernel sends when it dies. */
-int proc_child_setup(const pool_conf_t *p, pid_t parent, int deathsig);
+int proc_child_setup(const pool_conf_t *p, pid_t parent, int deathsig, int keep_fd);
+/* Where proc_child_setup puts keep_fd (>= 0): every other descriptor from 3
+ * up is closed. */
+#define PROC_KEEP_FD 3
 
 /* Reset signal mask and dispositions to defaults (before exec). */
 void proc_reset_signals(void);

@@ -47,6 +47,41 @@ static cJSON *child_json(master_t *m, pool_t *p, child_t *c)
     return o;
 }
 
+static cJSON *quantiles_json(const histogram_t *h)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "count", (double)h->count);
+    cJSON_AddNumberToObject(o, "sum", round(h->sum_ms * 1000) / 1000);
+    static const struct { const char *name; double q; } QS[] = {{"p50", 0.5}, {"p95", 0.95}, {"p99", 0.99}};
+    for (size_t i = 0; i < sizeof QS / sizeof *QS; i++) {
+        double v = hist_quantile(h, QS[i].q);
+        if (v < 0)
+            cJSON_AddNullToObject(o, QS[i].name);
+        else
+            cJSON_AddNumberToObject(o, QS[i].name, round(v * 1000) / 1000);
+    }
+    return o;
+}
+
+/* The pool's jobs since the master started, by queue, class and outcome. */
+static cJSON *job_stats_json(const pool_t *p)
+{
+    cJSON *arr = cJSON_CreateArray();
+    for (int i = 0; i < p->stats.n; i++) {
+        const jobstat_t *e = &p->stats.v[i];
+        if (!e->n) continue;
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "queue", labels_name(&p->stats.queues, e->queue));
+        cJSON_AddStringToObject(o, "job", labels_name(&p->stats.classes, e->job));
+        cJSON_AddStringToObject(o, "outcome", outcome_name(e->outcome));
+        cJSON_AddNumberToObject(o, "count", (double)e->n);
+        cJSON_AddItemToObject(o, "runtime_ms", quantiles_json(&e->runtime));
+        cJSON_AddItemToObject(o, "wait_ms", quantiles_json(&e->wait));
+        cJSON_AddItemToArray(arr, o);
+    }
+    return arr;
+}
+
 cJSON *status_json(master_t *m, bool verbose)
 {
     cJSON *o = cJSON_CreateObject();
@@ -110,6 +145,7 @@ cJSON *status_json(master_t *m, bool verbose)
         cJSON_AddNumberToObject(po, "memory_recycles", (double)p->memory_recycles);
         cJSON_AddNumberToObject(po, "crashes", (double)p->crashes);
         cJSON_AddBoolToObject(po, "counts_fresh", p->have_counts);
+        cJSON_AddItemToObject(po, "job_stats", job_stats_json(p));
         cJSON *qa = cJSON_AddArrayToObject(po, "queues");
         uint32_t cw = pool_control_word(&m->pools, p);
         for (int q = 0; q < p->conf.nqueues; q++) {

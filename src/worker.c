@@ -20,6 +20,7 @@
  */
 #include "worker.h"
 #include "handler.h"
+#include "jobstats.h"
 #include "log.h"
 #include "payload.h"
 #include "policy.h"
@@ -36,6 +37,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/signalfd.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #define MIGRATE_EVERY_MS 1000
@@ -118,6 +120,10 @@ typedef struct {
     int64_t held_since_ms;  /* when the oldest reservation this worker holds was last set */
     int64_t signals_read_ms, rss_read_ms;
     uint64_t rss_kb;
+    /* job stats since the last line sent to the master (jobstats.h) */
+    int stats_fd;
+    jobstats_t stats;
+    int64_t stats_sent_ms;
 } worker_t;
 
 /* ------------------------------------------------------------ scoreboard */
@@ -464,6 +470,8 @@ typedef struct {
     char *uuid;               /* uuid, else id, else a fresh one: the failed record key */
     int64_t started_ms;
     double started_s;
+    int64_t started_wall_ms;
+    bool failed;              /* went to the failed store */
 } job_t;
 
 static void job_free(job_t *j)
@@ -612,6 +620,7 @@ static void job_release(worker_t *w, job_t *j, long delay)
  * once, before any failure hook runs (as Laravel's Job::fail deletes first). */
 static void job_fail(worker_t *w, job_t *j, const char *exception)
 {
+    j->failed = true;
     outcome_t *o = set_pending(w, j, OUT_FAIL);
     o->uuid = xstrdup(j->uuid);
     o->payload = xstrndup(j->pr.raw, j->pr.rawlen);
@@ -739,6 +748,65 @@ static void fire(worker_t *w, job_t *j, hresult_t *res)
     }
 }
 
+/* ------------------------------------------------------------ job stats */
+
+/* When the job became available, in wall ms, if the payload says exactly:
+ * a first attempt dispatched by Laravel 12.11+ (createdAt, plus its delay).
+ * -1 when it does not (see docs/operations.md, "What the figures mean"). */
+static double job_wait_ms(const job_t *j)
+{
+    if (!j->parsed || !j->p.has_created_at || j->p.attempts != 0) return -1;
+    int64_t avail = (j->p.created_at + (j->p.has_delay && j->p.delay > 0 ? j->p.delay : 0)) * 1000;
+    return j->started_wall_ms >= avail ? (double)(j->started_wall_ms - avail) : 0;
+}
+
+/* What happened to this attempt. A timeout or a crash counts as such
+ * whether the job was then released or failed. */
+static int job_outcome(const job_t *j, const hresult_t *res)
+{
+    if (!res) return OUTCOME_FAILED; /* failed unrun, or a payload moved aside */
+    switch (res->kind) {
+    case HRES_DONE: return OUTCOME_DONE;
+    case HRES_TIMEOUT: return OUTCOME_TIMED_OUT;
+    case HRES_CRASHED: return OUTCOME_CRASHED;
+    default: return j->failed ? OUTCOME_FAILED : OUTCOME_RELEASED;
+    }
+}
+
+static void stats_record(worker_t *w, const job_t *j, const hresult_t *res)
+{
+    if (w->stats_fd < 0) return;
+    const char *queue = w->qs.q[j->pr.qidx].name;
+    double runtime = res ? ms_since(j->started_s) : 0;
+    jobstats_record(&w->stats, queue, j->hj.name, job_outcome(j, res), runtime, job_wait_ms(j));
+}
+
+/* Send the master what was recorded, about once a second (force: now).
+ * Pages of at most STATS_PAGE entries, each one datagram; what the master
+ * cannot take yet stays and goes with the next try. */
+#define STATS_EVERY_MS 1000
+#define STATS_PAGE 200
+static void stats_flush(worker_t *w, bool force)
+{
+    int64_t now = mono_ms();
+    if (w->stats_fd < 0 || jobstats_empty(&w->stats) || (!force && now - w->stats_sent_ms < STATS_EVERY_MS)) return;
+    w->stats_sent_ms = now;
+    int from = 0;
+    do {
+        int first = from;
+        size_t len;
+        char *line = jobstats_encode(&w->stats, &from, STATS_PAGE, &len);
+        ssize_t n = send(w->stats_fd, line, len, MSG_DONTWAIT | MSG_NOSIGNAL);
+        free(line);
+        if (n < 0) {
+            if (errno != EAGAIN && errno != EWOULDBLOCK) w->stats_fd = -1; /* the master is gone */
+            return;
+        }
+        jobstats_zero(&w->stats, first, from ? from : w->stats.n);
+    } while (from);
+    jobstats_clear(&w->stats);
+}
+
 /* A job the handler never read goes back as if never popped: no attempt. */
 static void job_unpop(worker_t *w, job_t *j)
 {
@@ -757,6 +825,7 @@ static bool job_prepare(worker_t *w, job_t *j)
     char err[128];
     j->started_ms = mono_ms();
     j->started_s = mono_s();
+    j->started_wall_ms = wall_ms();
     if (payload_parse(j->pr.raw, j->pr.rawlen, &j->p, err, sizeof err) < 0) {
         /* Redis's cjson accepted it but it is not a usable payload: keep it. */
         char id[37];
@@ -800,6 +869,7 @@ static void job_fail_unrun(worker_t *w, job_t *j)
                      .message = xstrdup(strchr(text, ' ') + 1),
                      .exception = xstrdup(text)};
     job_fail(w, j, text);
+    stats_record(w, j, NULL);
     handler_failed(w->h, &j->hj, &why, "already_exceeded", HOOK_TIMEOUT_MS);
     hresult_free(&why);
     free(text);
@@ -878,7 +948,10 @@ static void job_settle(worker_t *w, job_t *j, hresult_t *res)
  * handler never read it: it went back untouched). */
 static bool run_job(worker_t *w, job_t *j)
 {
-    if (!job_prepare(w, j)) return true;
+    if (!job_prepare(w, j)) {
+        stats_record(w, j, NULL); /* a payload moved aside: failed */
+        return true;
+    }
     sb_job(w, j->hj.id, j->hj.name, w->qs.q[j->pr.qidx].name);
     job_log(w, j, "Processing", NULL);
     if (policy_already_exceeded(&j->p, w->p->tries, j->attempts, wall_s())) {
@@ -890,6 +963,7 @@ static bool run_job(worker_t *w, job_t *j)
     sb_handler(w);
     bool ran = res.kind != HRES_NOT_STARTED;
     job_settle(w, j, &res);
+    if (ran) stats_record(w, j, &res);
     hresult_free(&res);
     return ran;
 }
@@ -1057,6 +1131,8 @@ static int finish(worker_t *w, int code, int reason)
 {
     give_back(w, ~0u);
     flush_outcome(w); /* one try only when the master is gone */
+    stats_flush(w, true);
+    jobstats_free(&w->stats);
     log_info("exiting: %llu jobs (%llu failed), %llu Redis round trips", (unsigned long long)w->jobs_done,
              (unsigned long long)w->jobs_failed, (unsigned long long)w->rc->round_trips);
     rss_close(&w->rss_self);
@@ -1079,10 +1155,12 @@ static int finish(worker_t *w, int code, int reason)
     return code;
 }
 
-int worker_main(const pool_conf_t *p, const qconf_t *conf, sb_slot_t *slot, int slot_no, pid_t master)
+int worker_main(const pool_conf_t *p, const qconf_t *conf, sb_slot_t *slot, int slot_no, pid_t master, int stats_fd)
 {
     worker_t W, *w = &W;
     memset(w, 0, sizeof *w);
+    w->stats_fd = stats_fd;
+    jobstats_init(&w->stats, conf->metrics_job_classes);
     w->p = p;
     w->conf = conf;
     w->slot = slot;
@@ -1119,6 +1197,7 @@ int worker_main(const pool_conf_t *p, const qconf_t *conf, sb_slot_t *slot, int 
             give_back(w, ~0u);
             flush_outcome(w);
             sb_state(w, SB_PAUSED);
+            stats_flush(w, false);
             wait_signals(w, 1000);
             continue;
         }
@@ -1158,6 +1237,7 @@ int worker_main(const pool_conf_t *p, const qconf_t *conf, sb_slot_t *slot, int 
             if (w->local_head == w->nlocal) w->local_head = w->nlocal = 0;
             pop_ahead(w);
         } else if (!pop_next(w, skip, &job)) {
+            stats_flush(w, false);
             continue;
         }
 
@@ -1179,6 +1259,7 @@ int worker_main(const pool_conf_t *p, const qconf_t *conf, sb_slot_t *slot, int 
         sb_counters(w, rss);
         sb_state(w, SB_IDLE);
         job_free(&job);
+        stats_flush(w, false);
         /* Jobs turned slow: the prefetched ones would wait behind them while
          * other workers idle. Give them back and go one at a time. */
         if (w->last_job_ms >= PREFETCH_MAX_JOB_MS && w->nlocal > w->local_head) give_back(w, ~0u);

@@ -24,11 +24,13 @@ static void test_round_trip(void **state)
     jobstats_t w, m;
     jobstats_init(&w, 10);
     jobstats_init(&m, 10);
-    jobstats_record(&w, 1, "App\\Jobs\\A", OUTCOME_DONE, 3, 40);
-    jobstats_record(&w, 1, "App\\Jobs\\A", OUTCOME_DONE, 7, -1); /* wait unknown */
-    jobstats_record(&w, 0, "App\\Jobs\\B", OUTCOME_FAILED, 2000, 0.5);
+    jobstats_record(&w, "default", "App\\Jobs\\A", OUTCOME_DONE, 3, 40);
+    jobstats_record(&w, "default", "App\\Jobs\\A", OUTCOME_DONE, 7, -1); /* wait unknown */
+    jobstats_record(&w, "high", "App\\Jobs\\B", OUTCOME_FAILED, 2000, 0.5);
     size_t len;
-    char *line = jobstats_encode(&w, QUEUES, 2, &len);
+    int from = 0;
+    char *line = jobstats_encode(&w, &from, 100, &len);
+    assert_int_equal(from, 0);
     assert_int_equal(line[len - 1], '\n');
     char err[128];
     assert_int_equal(jobstats_decode(line, len - 1, QUEUES, 2, &m, err, sizeof err), 2);
@@ -36,12 +38,12 @@ static void test_round_trip(void **state)
     free(line);
     uint64_t n;
     histogram_t rt, wt;
-    jobstats_sum(&m, 1, "App\\Jobs\\A", OUTCOME_DONE, &n, &rt, &wt);
+    jobstats_sum(&m, "default", "App\\Jobs\\A", OUTCOME_DONE, &n, &rt, &wt);
     assert_int_equal(n, 4);
     assert_int_equal(rt.count, 4);
     assert_int_equal(wt.count, 2);
     assert_true(rt.sum_ms == 20);
-    jobstats_sum(&m, -1, NULL, OUTCOME_FAILED, &n, &rt, NULL);
+    jobstats_sum(&m, NULL, NULL, OUTCOME_FAILED, &n, &rt, NULL);
     assert_int_equal(n, 2);
     assert_int_equal(rt.bucket[10], 2); /* 2000 ms: (1000, 2500] */
     jobstats_clear(&w);
@@ -58,10 +60,10 @@ static void test_class_cap(void **state)
     char name[32];
     for (int i = 0; i < 50; i++) {
         snprintf(name, sizeof name, "Job%d", i);
-        jobstats_record(&s, 0, name, OUTCOME_DONE, 1, 1);
+        jobstats_record(&s, "high", name, OUTCOME_DONE, 1, 1);
     }
     uint64_t n;
-    jobstats_sum(&s, -1, LABEL_OTHER, -1, &n, NULL, NULL);
+    jobstats_sum(&s, NULL, LABEL_OTHER, -1, &n, NULL, NULL);
     assert_int_equal(n, 48);
     assert_true(s.n <= 3);
     jobstats_free(&s);

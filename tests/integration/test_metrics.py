@@ -1,0 +1,71 @@
+"""Job metrics: what workers measure (outcome, runtime, wait) reaches the
+master through each worker's stats channel and shows per queue, class and
+outcome (`qpool status --json`, pools[].job_stats)."""
+import time
+
+from conftest import FIXTURE_HANDLER, make_payload, push_many, wait_for
+
+
+def pool(log, extra=""):
+    return ('{ name = "w"; queues = ["high", "default"]; processes = 2; tries = 2; backoff = [0]; timeout = 1;'
+            ' handler = { type = "pipe"; command = ["%s"]; }; environment = { FIXTURE_LOG = "%s"; }; %s }'
+            % (FIXTURE_HANDLER, log, extra))
+
+
+def stats(master):
+    """{(queue, job, outcome): entry} of pool w."""
+    return {(e["queue"], e["job"], e["outcome"]): e for e in master.pool("w")["job_stats"]}
+
+
+def count(master, queue=None, job=None, outcome=None):
+    return sum(e["count"] for (q, j, o), e in stats(master).items()
+               if (queue is None or q == queue) and (job is None or j == job) and (outcome is None or o == outcome))
+
+
+def test_outcomes_runtimes_and_waits_per_queue_and_class(master, r, tmp_path):
+    master.write_config(pool(tmp_path / "fixture.log"))
+    master.start()
+    now = time.time()
+    mail = "App\\Jobs\\SendMail"
+    report = "App\\Jobs\\Report"
+    push_many(r, "high", [make_payload("ok", job=mail) for _ in range(6)])
+    push_many(r, "default", [make_payload("sleep:300", job=report) for _ in range(2)])
+    push_many(r, "default", [make_payload("fail", job=report) for _ in range(3)])
+    push_many(r, "high", [make_payload("hang", job=mail)])
+    # Laravel 12.11+ payloads say when they were dispatched: their wait is measured
+    push_many(r, "default", [make_payload("ok", job=report, createdAt=int(now) - 5)])
+    wait_for(lambda: count(master) == 6 + 2 + 3 * 2 + 2 + 1, 30, what="every attempt counted")
+
+    assert count(master, "high", mail, "done") == 6
+    assert count(master, "default", report, "done") == 3
+    assert count(master, "default", report, "released") == 3  # first attempts of the failing jobs
+    assert count(master, "default", report, "failed") == 3    # their second attempts
+    assert count(master, "high", mail, "timed_out") == 2      # released after 1 s, then failed
+    s = stats(master)
+    slow = s[("default", report, "done")]["runtime_ms"]
+    assert slow["count"] == 3 and slow["p99"] >= 250          # two 300 ms jobs fall in (250, 500]
+    quick = s[("high", mail, "done")]["runtime_ms"]
+    assert quick["p50"] is not None and quick["p50"] <= 100
+    timed = s[("high", mail, "timed_out")]["runtime_ms"]
+    assert timed["count"] == 2 and timed["p50"] >= 1000       # (1000, 2500]
+    wait = s[("default", report, "done")]["wait_ms"]
+    assert wait["count"] == 1 and 5000 <= wait["sum"] < 10000  # only the payload with createdAt
+    assert s[("high", mail, "done")]["wait_ms"]["count"] == 0  # no dispatch time: not observed
+
+
+def test_job_classes_are_capped(master, r, tmp_path):
+    master.write_config(pool(tmp_path / "fixture.log"), qpool="metrics_job_classes = 3;")
+    master.start()
+    push_many(r, "high", [make_payload("ok", job="App\\Jobs\\J%d" % i)
+                          for i in range(20)])
+    wait_for(lambda: count(master) == 20, 20, what="20 jobs counted")
+    names = {j for (_, j, _) in stats(master)}
+    assert "other" in names and len(names - {"other"}) <= 3, names
+
+
+def test_counts_survive_worker_restarts(master, r, tmp_path):
+    # a worker's last counts are read when it exits, before its channel closes
+    master.write_config(pool(tmp_path / "fixture.log", "max_jobs = 3;"))
+    master.start()
+    push_many(r, "high", [make_payload("ok") for _ in range(13)])
+    wait_for(lambda: count(master, outcome="done") == 13, 20, what="13 jobs counted across worker restarts")
