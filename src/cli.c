@@ -46,6 +46,7 @@ static const cmd_help_t HELP[] = {
      "Exit status: 0 valid, 78 invalid.\n"},
     {"status", "show pools, queues and workers",
      "usage: qpool status [-c FILE] [--json] [-v] [--watch [SECONDS]]\n"
+     "       qpool status --fleet [-c FILE] [--connection NAME] [--json]\n"
      "\n"
      "Per pool: queues, state, workers busy/idle/starting/stopping, target and\n"
      "min/max, ready/delayed/reserved per queue, jobs and failures per minute,\n"
@@ -57,6 +58,10 @@ static const cmd_help_t HELP[] = {
      "  -v, --verbose       a line per child: pid, state, current job, running for,\n"
      "                      jobs done, RSS\n"
      "  -w, --watch [S]     redraw every S seconds (default 2) until Ctrl-C\n"
+     "  --fleet             every live master on the Redis connection (default:\n"
+     "                      default), from their heartbeats in Redis: host, pid,\n"
+     "                      version, state, uptime, workers, pools, config; with\n"
+     "                      totals. Exit 0 when there is one, 2 when there is none\n"
      "\n"
      "Exit status (as horizon:status): 0 running, 1 paused, 2 not running.\n"},
     {"pause", "pause everything, some pools, or some queues",
@@ -276,6 +281,9 @@ int cli_main(int argc, char **argv)
     if (!strcmp(cmd, "check")) return cmd_check(argc, argv);
     if (!strcmp(cmd, "push")) return cmd_push(argc, argv);
     if (!strcmp(cmd, "failed")) return cmd_failed(argc, argv);
+    if (!strcmp(cmd, "status"))
+        for (int i = 1; i < argc; i++)
+            if (!strcmp(argv[i], "--fleet")) return cmd_fleet(argc, argv);
     static const char *const control[] = {"status", "pause", "continue", "scale", "restart",
                                           "reload", "terminate", NULL};
     for (int i = 0; control[i]; i++)

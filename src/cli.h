@@ -24,6 +24,8 @@ void cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((forma
 qconf_t *cli_load_config(const char *path, int *status);
 /* Print the help text of a command to stdout; false if unknown. */
 bool cli_help(const char *cmd);
+/* qpool status --fleet (cli_fleet.c) */
+int cmd_fleet(int argc, char **argv);
 
 int cmd_push(int argc, char **argv);
 int cmd_failed(int argc, char **argv);

@@ -513,6 +513,7 @@ int master_run(const char *config_path)
     m->pools.stop_timeout_ms = (int64_t)(conf->shutdown_timeout * 1000);
     m->pools.master_pid = getpid();
     m->pools.epfd = m->epfd;
+    m->started_wall_ms = wall_ms();
     m->pools.conf = conf;
     for (int i = 0; i < conf->npools; i++) add_pool(m, &conf->pools[i]);
     monitor_reset(m);
@@ -571,6 +572,7 @@ int master_run(const char *config_path)
     log_info("all children gone; exiting");
     control_notify_waiters(m);
     control_close(m, true);
+    monitor_goodbye(m);
     for (int i = 0; i < m->npaused_queues; i++) free(m->paused_queues[i]);
     free(m->paused_queues);
     monitor_free(m);

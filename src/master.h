@@ -30,6 +30,7 @@ typedef struct {
     int64_t stop_deadline_ms;
     int64_t last_watchdog_ms;
     char last_status[512];
+    int64_t started_wall_ms;
     struct monitor *mon;       /* Redis counts, Laravel keys, balancing (monitor.c) */
 
     /* queues paused by `qpool pause --queue`, by name: survives reloads */

@@ -3,6 +3,8 @@
  */
 #include "monitor.h"
 #include "balancer.h"
+#include "fleet.h"
+#include "status.h"
 #include "log.h"
 #include "queue.h"
 #include "rconn.h"
@@ -23,6 +25,7 @@ struct monitor {
     int nrc;
     char **restart_seen;        /* "key\x01value", NULL-terminated */
     int64_t next_balance_ms;    /* monotonic; 0: at the next pass */
+    char fleet_id[300];         /* this master's heartbeat record (fleet.h) */
 };
 
 static rconn_t *conn_for(master_t *m, const char *name)
@@ -347,10 +350,48 @@ static void apply_balance(master_t *m, int64_t now)
     free(map);
 }
 
+static bool connection_used(const master_t *m, const char *name)
+{
+    for (int i = 0; i < m->pools.n; i++)
+        if (!strcmp(m->pools.v[i]->conf.connection, name)) return true;
+    return false;
+}
+
+/* The heartbeat, on every connection a pool uses: a few balance passes of
+ * life, at least 3 s. */
+static void heartbeat(master_t *m)
+{
+    if (!m->mon->fleet_id[0]) fleet_id(m->mon->fleet_id, sizeof m->mon->fleet_id);
+    int64_t ttl = (int64_t)(m->conf->balance_interval * 3000);
+    if (ttl < 3000) ttl = 3000;
+    cJSON *rec = status_fleet_record(m, m->mon->fleet_id);
+    char *js = cJSON_PrintUnformatted(rec);
+    cJSON_Delete(rec);
+    for (int ci = 0; ci < m->conf->nredis; ci++) {
+        const char *name = m->conf->redis[ci].name;
+        if (!connection_used(m, name)) continue;
+        rconn_t *c = conn_for(m, name);
+        if (c && rconn_ensure(c) == 0) fleet_heartbeat(c, m->mon->fleet_id, js, ttl);
+    }
+    free(js);
+}
+
+void monitor_goodbye(master_t *m)
+{
+    if (!m->mon || !m->mon->fleet_id[0]) return;
+    for (int ci = 0; ci < m->conf->nredis; ci++) {
+        const char *name = m->conf->redis[ci].name;
+        if (!connection_used(m, name)) continue;
+        rconn_t *c = conn_for(m, name);
+        if (c && rconn_ensure(c) == 0) fleet_goodbye(c, m->mon->fleet_id);
+    }
+}
+
 void monitor_tick(master_t *m, int64_t now)
 {
     m->mon->next_balance_ms = now + (int64_t)(m->conf->balance_interval * 1000);
     fetch_counts(m);
+    heartbeat(m);
     poll_laravel_keys(m);
     update_rates(m, now);
     apply_balance(m, now);

@@ -19,6 +19,8 @@ void monitor_tick(master_t *m, int64_t now_ms);
 int64_t monitor_next_due(const master_t *m);
 /* Balance at the loop's next pass (a scale request). */
 void monitor_request_balance(master_t *m);
+/* Remove this master's heartbeat record (graceful stop). */
+void monitor_goodbye(master_t *m);
 void monitor_free(master_t *m);
 
 #endif

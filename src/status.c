@@ -190,3 +190,53 @@ cJSON *status_progress_json(master_t *m, const char *event)
     }
     return o;
 }
+
+cJSON *status_fleet_record(master_t *m, const char *id)
+{
+    char host[256] = "?";
+    gethostname(host, sizeof host - 1);
+    host[sizeof host - 1] = '\0';
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "id", id);
+    cJSON_AddStringToObject(o, "host", host);
+    cJSON_AddNumberToObject(o, "pid", getpid());
+    cJSON_AddStringToObject(o, "version", QPOOL_VERSION);
+    cJSON_AddStringToObject(o, "config", m->conf->path);
+    cJSON_AddNumberToObject(o, "started_at", (double)(m->started_wall_ms / 1000));
+    cJSON_AddNumberToObject(o, "uptime_s", (double)((wall_ms() - m->started_wall_ms) / 1000));
+    int npools = 0, npaused = 0;
+    pool_counts_t t = {0};
+    cJSON *pools = cJSON_CreateArray();
+    for (int i = 0; i < m->pools.n; i++) {
+        pool_t *p = m->pools.v[i];
+        if (p->removed) continue;
+        pool_counts_t c;
+        pool_counts(&m->pools, p, &c);
+        bool paused = pool_is_paused(&m->pools, p);
+        npools++;
+        npaused += paused;
+        t.live += c.live, t.busy += c.busy, t.idle += c.idle, t.starting += c.starting;
+        t.stopping += c.stopping, t.running += c.running, t.paused += c.paused;
+        cJSON *po = cJSON_CreateObject();
+        cJSON_AddStringToObject(po, "name", p->conf.name);
+        cJSON_AddBoolToObject(po, "paused", paused);
+        cJSON_AddNumberToObject(po, "workers", c.live);
+        cJSON_AddNumberToObject(po, "busy", c.busy);
+        cJSON_AddNumberToObject(po, "target", p->target);
+        cJSON_AddItemToArray(pools, po);
+    }
+    bool paused = m->pools.all_paused || (npools && npaused == npools);
+    cJSON_AddStringToObject(o, "state", m->stopping ? "stopping" : paused ? "paused" : "running");
+    cJSON_AddBoolToObject(o, "paused", paused);
+    cJSON_AddNumberToObject(o, "max_workers", m->conf->max_workers);
+    cJSON *w = cJSON_AddObjectToObject(o, "workers");
+    cJSON_AddNumberToObject(w, "total", pools_live_total(&m->pools));
+    cJSON_AddNumberToObject(w, "busy", t.busy);
+    cJSON_AddNumberToObject(w, "idle", t.idle);
+    cJSON_AddNumberToObject(w, "starting", t.starting);
+    cJSON_AddNumberToObject(w, "stopping", t.stopping);
+    cJSON_AddNumberToObject(w, "paused", t.paused);
+    cJSON_AddNumberToObject(w, "running", t.running);
+    cJSON_AddItemToObject(o, "pools", pools);
+    return o;
+}

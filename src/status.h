@@ -15,4 +15,7 @@ cJSON *status_json(master_t *m, bool verbose);
 /* The jobs still running while the master stops (terminate --wait). */
 cJSON *status_progress_json(master_t *m, const char *event);
 
+/* This master's heartbeat record for the fleet view (fleet.h). */
+cJSON *status_fleet_record(master_t *m, const char *id);
+
 #endif

@@ -1,0 +1,120 @@
+/*
+ * cli_fleet.c - `qpool status --fleet`: every live master on a Redis
+ * connection (their heartbeat records, fleet.h), with totals. It reads
+ * Redis, not a control socket, so it works from any host that can reach
+ * Redis.
+ */
+#include "cli.h"
+#include "fleet.h"
+#include "util.h"
+
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static double num(const cJSON *o, const char *k)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+    return cJSON_IsNumber(v) ? v->valuedouble : 0;
+}
+
+static const char *str(const cJSON *o, const char *k)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+    return cJSON_IsString(v) ? v->valuestring : "";
+}
+
+/* Totals over the masters, added to the reply. */
+static void add_totals(cJSON *fleet)
+{
+    double workers = 0, busy = 0, paused = 0;
+    int n = 0;
+    const cJSON *m;
+    cJSON_ArrayForEach(m, cJSON_GetObjectItemCaseSensitive(fleet, "masters")) {
+        const cJSON *w = cJSON_GetObjectItemCaseSensitive(m, "workers");
+        workers += num(w, "total");
+        busy += num(w, "busy");
+        paused += cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(m, "paused"));
+        n++;
+    }
+    cJSON *t = cJSON_AddObjectToObject(fleet, "totals");
+    cJSON_AddNumberToObject(t, "masters", n);
+    cJSON_AddNumberToObject(t, "paused_masters", paused);
+    cJSON_AddNumberToObject(t, "workers", workers);
+    cJSON_AddNumberToObject(t, "busy", busy);
+}
+
+static void print_fleet(const cJSON *fleet)
+{
+    printf("%-24s %-8s %-8s %-9s %9s %8s %5s %5s  %s\n", "HOST", "PID", "VERSION", "STATE", "UPTIME", "WORKERS", "BUSY",
+           "POOLS", "CONFIG");
+    const cJSON *m;
+    cJSON_ArrayForEach(m, cJSON_GetObjectItemCaseSensitive(fleet, "masters")) {
+        const cJSON *w = cJSON_GetObjectItemCaseSensitive(m, "workers");
+        printf("%-24.24s %-8d %-8.8s %-9.9s %8.0fs %8.0f %5.0f %5d  %s\n", str(m, "host"), (int)num(m, "pid"),
+               str(m, "version"), str(m, "state"), num(m, "uptime_s"), num(w, "total"), num(w, "busy"),
+               cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(m, "pools")), str(m, "config"));
+    }
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(fleet, "totals");
+    printf("%.0f masters (%.0f paused), %.0f workers, %.0f busy\n", num(t, "masters"), num(t, "paused_masters"),
+           num(t, "workers"), num(t, "busy"));
+}
+
+int cmd_fleet(int argc, char **argv)
+{
+    static const struct option opts[] = {{"config", required_argument, 0, 'c'},
+                                         {"connection", required_argument, 0, 'C'},
+                                         {"json", no_argument, 0, 'j'},
+                                         {"fleet", no_argument, 0, 'F'},
+                                         {"help", no_argument, 0, 'h'},
+                                         {0, 0, 0, 0}};
+    const char *cfg = NULL, *conn = "default";
+    bool json = false;
+    int o;
+    optind = 1;
+    while ((o = getopt_long(argc, argv, "c:jh", opts, NULL)) != -1) {
+        switch (o) {
+        case 'c': cfg = optarg; break;
+        case 'C': conn = optarg; break;
+        case 'j': json = true; break;
+        case 'F': break;
+        case 'h': cli_help("status"); return 0;
+        default: cli_usage_error("status", "--fleet takes -c FILE, --connection NAME and --json"); return EXIT_USAGE;
+        }
+    }
+    if (optind < argc) {
+        cli_usage_error("status", "--fleet takes no arguments");
+        return EXIT_USAGE;
+    }
+    int status = 0;
+    qconf_t *c = cli_load_config(cfg, &status);
+    if (!c) return status;
+    const redis_conf_t *rc = config_redis(c, conn);
+    if (!rc) {
+        fprintf(stderr, "qpool status: no redis connection named '%s' in %s\n", conn, c->path);
+        config_free(c);
+        return EXIT_USAGE;
+    }
+    rconn_t *r = rconn_new(rc);
+    cJSON *fleet = fleet_list(r);
+    int rv = 0;
+    if (!fleet) {
+        fprintf(stderr, "qpool status: cannot read the fleet from redis %s: %s\n", conn,
+                r->last_error[0] ? r->last_error : "unavailable");
+        rv = 1;
+    } else {
+        add_totals(fleet);
+        if (json) {
+            char *s = cJSON_PrintUnformatted(fleet);
+            printf("%s\n", s);
+            free(s);
+        } else
+            print_fleet(fleet);
+        rv = cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(fleet, "masters")) ? 0 : 2;
+        cJSON_Delete(fleet);
+    }
+    rconn_free(r);
+    config_free(c);
+    return rv;
+}

@@ -1,0 +1,117 @@
+/*
+ * fleet.c - see fleet.h.
+ */
+#include "fleet.h"
+#include "util.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* KEYS: index, record. ARGV: id, record JSON, ttl ms. */
+static const char HEARTBEAT_LUA[] =
+    "local t = redis.call('TIME')\n"
+    "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
+    "local ttl = tonumber(ARGV[3])\n"
+    "redis.call('SET', KEYS[2], ARGV[2], 'PX', ttl)\n"
+    "redis.call('ZADD', KEYS[1], now + ttl, ARGV[1])\n"
+    "redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)\n"
+    "if redis.call('PTTL', KEYS[1]) < ttl then redis.call('PEXPIRE', KEYS[1], ttl) end\n"
+    "return now\n";
+
+/* KEYS: index, record. ARGV: id. */
+static const char GOODBYE_LUA[] =
+    "redis.call('ZREM', KEYS[1], ARGV[1])\n"
+    "return redis.call('DEL', KEYS[2])\n";
+
+/* KEYS: index. ARGV: record key prefix. Returns {now, record, ...}. */
+static const char LIST_LUA[] =
+    "local t = redis.call('TIME')\n"
+    "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
+    "redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)\n"
+    "local out = {now}\n"
+    "for _, id in ipairs(redis.call('ZRANGE', KEYS[1], 0, 999)) do\n"
+    "  local r = redis.call('GET', ARGV[1] .. id)\n"
+    "  if r then out[#out + 1] = r end\n"
+    "end\n"
+    "return out\n";
+
+void fleet_id(char *buf, size_t n)
+{
+    char host[256] = "?";
+    gethostname(host, sizeof host - 1);
+    host[sizeof host - 1] = '\0';
+    snprintf(buf, n, "%s:%d", host, (int)getpid());
+}
+
+static int run(rconn_t *c, const char *body, int numkeys, int argc, const char **argv, redisReply **out)
+{
+    rscript_t s;
+    rscript_init(&s, body);
+    size_t lens[8];
+    for (int i = 0; i < argc; i++) lens[i] = strlen(argv[i]);
+    if (rconn_ensure(c) < 0) return -1;
+    redisReply *r;
+    if (rconn_script(c, &s, numkeys, argc, argv, lens, -1, -1, &r) != RC_OK) return -1;
+    if (r->type == REDIS_REPLY_ERROR) {
+        freeReplyObject(r);
+        return -1;
+    }
+    if (out)
+        *out = r;
+    else
+        freeReplyObject(r);
+    return 0;
+}
+
+int fleet_heartbeat(rconn_t *c, const char *id, const char *record_json, int64_t ttl_ms)
+{
+    char *index = xasprintf("%sqpool:masters", c->conf.prefix);
+    char *key = xasprintf("%sqpool:master:%s", c->conf.prefix, id);
+    char ttl[32];
+    snprintf(ttl, sizeof ttl, "%lld", (long long)ttl_ms);
+    const char *argv[] = {index, key, id, record_json, ttl};
+    int rv = run(c, HEARTBEAT_LUA, 2, 5, argv, NULL);
+    free(index);
+    free(key);
+    return rv;
+}
+
+int fleet_goodbye(rconn_t *c, const char *id)
+{
+    char *index = xasprintf("%sqpool:masters", c->conf.prefix);
+    char *key = xasprintf("%sqpool:master:%s", c->conf.prefix, id);
+    const char *argv[] = {index, key, id};
+    int rv = run(c, GOODBYE_LUA, 2, 3, argv, NULL);
+    free(index);
+    free(key);
+    return rv;
+}
+
+cJSON *fleet_list(rconn_t *c)
+{
+    char *index = xasprintf("%sqpool:masters", c->conf.prefix);
+    char *prefix = xasprintf("%sqpool:master:", c->conf.prefix);
+    const char *argv[] = {index, prefix};
+    redisReply *r = NULL;
+    int rv = run(c, LIST_LUA, 1, 2, argv, &r);
+    free(index);
+    free(prefix);
+    if (rv < 0) return NULL;
+    cJSON *o = cJSON_CreateObject();
+    cJSON *arr = cJSON_AddArrayToObject(o, "masters");
+    if (r->type == REDIS_REPLY_ARRAY && r->elements >= 1 && r->element[0]->type == REDIS_REPLY_INTEGER)
+        cJSON_AddNumberToObject(o, "now_ms", (double)r->element[0]->integer);
+    for (size_t i = 1; r->type == REDIS_REPLY_ARRAY && i < r->elements; i++) {
+        const redisReply *e = r->element[i];
+        if (e->type != REDIS_REPLY_STRING) continue;
+        cJSON *rec = cJSON_ParseWithLength(e->str, e->len);
+        if (cJSON_IsObject(rec))
+            cJSON_AddItemToArray(arr, rec);
+        else
+            cJSON_Delete(rec); /* not ours: skip it */
+    }
+    freeReplyObject(r);
+    return o;
+}
