@@ -149,6 +149,19 @@ static const cmd_help_t HELP[] = {
      "\n"
      "  -c, --config FILE   config file\n"
      "  --connection NAME   redis connection from the config (default: default)\n"},
+    {"metrics", "job history by minute, every host (from Redis)",
+     "usage: qpool metrics [-c FILE] [--connection NAME] [--minutes N] [--json]\n"
+     "\n"
+     "Jobs by outcome per minute over the last N minutes (default 60), every\n"
+     "host and pool on the connection, from the history masters keep in Redis\n"
+     "for metrics_retention. --json gives, per minute, every host, pool, queue,\n"
+     "job class and outcome with its count and runtime and wait summaries\n"
+     "(count, sum, p50, p95, p99 in ms). See docs/operations.md.\n"
+     "\n"
+     "  -c, --config FILE   config file (for the Redis connection)\n"
+     "  --connection NAME   redis connection from the config (default: default)\n"
+     "  -m, --minutes N     how far back (1..44640)\n"
+     "  -j, --json          JSON output\n"},
     {"version", "print the version", "usage: qpool version\n"},
     {"help", "help on a command", "usage: qpool help [COMMAND]\n"},
 };
@@ -281,6 +294,7 @@ int cli_main(int argc, char **argv)
     if (!strcmp(cmd, "check")) return cmd_check(argc, argv);
     if (!strcmp(cmd, "push")) return cmd_push(argc, argv);
     if (!strcmp(cmd, "failed")) return cmd_failed(argc, argv);
+    if (!strcmp(cmd, "metrics")) return cmd_metrics(argc, argv);
     if (!strcmp(cmd, "status"))
         for (int i = 1; i < argc; i++)
             if (!strcmp(argv[i], "--fleet")) return cmd_fleet(argc, argv);

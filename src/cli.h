@@ -26,6 +26,8 @@ qconf_t *cli_load_config(const char *path, int *status);
 bool cli_help(const char *cmd);
 /* qpool status --fleet (cli_fleet.c) */
 int cmd_fleet(int argc, char **argv);
+/* qpool metrics (cli_metrics.c) */
+int cmd_metrics(int argc, char **argv);
 
 int cmd_push(int argc, char **argv);
 int cmd_failed(int argc, char **argv);

@@ -804,7 +804,8 @@ static bool parse_qpool_group(ctx_t *x, const config_setting_t *g)
     static const char *const known[] = {"pid_file", "control_socket", "control_socket_mode",
                                         "control_user", "control_group", "max_workers",
                                         "shutdown_timeout", "log_level", "log_format",
-                                        "failed_limit", "balance_interval", "metrics_job_classes", NULL};
+                                        "failed_limit", "balance_interval", "metrics_job_classes",
+                                        "metrics_retention", NULL};
     static const char *const levels[] = {"error", "warn", "info", "debug", NULL};
     static const char *const formats[] = {"text", "json", NULL};
     qconf_t *c = x->c;
@@ -851,6 +852,8 @@ static bool parse_qpool_group(ctx_t *x, const config_setting_t *g)
             ok &= want_num(x, s, 0.1, 60, &c->balance_interval);
         else if (!strcmp(k, "metrics_job_classes"))
             ok &= want_int(x, s, 1, 10000, &c->metrics_job_classes);
+        else if (!strcmp(k, "metrics_retention"))
+            ok &= want_int(x, s, 60, 31 * 86400, &c->metrics_retention);
         else {
             unknown_key(x, s, "qpool", known);
             ok = false;
@@ -957,6 +960,7 @@ qconf_t *config_load(const char *path, conf_errors_t *errs)
     c->control_socket_mode = 0660;
     c->max_workers = 64;
     c->metrics_job_classes = 100;
+    c->metrics_retention = 86400;
     c->shutdown_timeout = 120;
     c->log_level = LOG_INFO;
     c->log_format = LOGFMT_TEXT;
@@ -1247,6 +1251,7 @@ void config_print(const qconf_t *c, FILE *f)
     if (c->control_group) print_str(f, "  ", "control_group", c->control_group);
     fprintf(f, "  max_workers = %d;\n", c->max_workers);
     fprintf(f, "  metrics_job_classes = %d;\n", c->metrics_job_classes);
+    fprintf(f, "  metrics_retention = %d;\n", c->metrics_retention);
     print_num(f, "  ", "shutdown_timeout", c->shutdown_timeout);
     fprintf(f, "  log_level = \"%s\";\n", log_level_name(c->log_level));
     fprintf(f, "  log_format = \"%s\";\n", c->log_format == LOGFMT_JSON ? "json" : "text");

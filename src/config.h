@@ -113,6 +113,7 @@ typedef struct {
     char *control_group;
     int max_workers;
     int metrics_job_classes;   /* job classes counted by name per pool; the rest: "other" */
+    int metrics_retention;     /* seconds the minute history is kept in Redis */
     double shutdown_timeout;
     int log_level;
     int log_format;

@@ -65,14 +65,19 @@ static int run(rconn_t *c, const char *body, int numkeys, int argc, const char *
     return 0;
 }
 
-int fleet_heartbeat(rconn_t *c, const char *id, const char *record_json, int64_t ttl_ms)
+int fleet_heartbeat(rconn_t *c, const char *id, const char *record_json, int64_t ttl_ms, int64_t *redis_now_ms)
 {
     char *index = xasprintf("%sqpool:masters", c->conf.prefix);
     char *key = xasprintf("%sqpool:master:%s", c->conf.prefix, id);
     char ttl[32];
     snprintf(ttl, sizeof ttl, "%lld", (long long)ttl_ms);
     const char *argv[] = {index, key, id, record_json, ttl};
-    int rv = run(c, HEARTBEAT_LUA, 2, 5, argv, NULL);
+    redisReply *r = NULL;
+    int rv = run(c, HEARTBEAT_LUA, 2, 5, argv, &r);
+    if (rv == 0) {
+        if (r->type == REDIS_REPLY_INTEGER) *redis_now_ms = r->integer;
+        freeReplyObject(r);
+    }
     free(index);
     free(key);
     return rv;

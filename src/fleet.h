@@ -24,8 +24,9 @@
 
 /* The record's id: "<host>:<pid>". */
 void fleet_id(char *buf, size_t n);
-/* Publish (or refresh) a record; 0 or -1 (Redis unavailable). */
-int fleet_heartbeat(rconn_t *c, const char *id, const char *record_json, int64_t ttl_ms);
+/* Publish (or refresh) a record; 0 and Redis's clock (UNIX ms) in
+ * *redis_now_ms, or -1 (Redis unavailable). */
+int fleet_heartbeat(rconn_t *c, const char *id, const char *record_json, int64_t ttl_ms, int64_t *redis_now_ms);
 /* Remove a record at once (graceful stop). */
 int fleet_goodbye(rconn_t *c, const char *id);
 /* Every live record, as {"now_ms":..., "masters":[...]} (caller frees), or

@@ -224,6 +224,19 @@ int jobstats_decode(const char *line, size_t len, char *const *queues, int nqueu
     return k;
 }
 
+void jobstats_merge(jobstats_t *into, const jobstats_t *from)
+{
+    for (int i = 0; i < from->n; i++) {
+        const jobstat_t *f = &from->v[i];
+        if (!f->n) continue;
+        jobstat_t *e = entry(into, labels_id(&into->queues, labels_name(&from->queues, f->queue)),
+                             labels_id(&into->classes, labels_name(&from->classes, f->job)), f->outcome);
+        e->n += f->n;
+        hist_merge(&e->runtime, &f->runtime);
+        hist_merge(&e->wait, &f->wait);
+    }
+}
+
 void jobstats_sum(const jobstats_t *s, const char *queue, const char *job, int outcome, uint64_t *n,
                   histogram_t *runtime, histogram_t *wait)
 {
@@ -239,4 +252,42 @@ void jobstats_sum(const jobstats_t *s, const char *queue, const char *job, int o
         if (runtime) hist_merge(runtime, &e->runtime);
         if (wait) hist_merge(wait, &e->wait);
     }
+}
+
+cJSON *hist_summary_json(const histogram_t *h)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "count", (double)h->count);
+    cJSON_AddNumberToObject(o, "sum", round(h->sum_ms * 1000) / 1000);
+    static const struct { const char *name; double q; } QS[] = {{"p50", 0.5}, {"p95", 0.95}, {"p99", 0.99}};
+    for (size_t i = 0; i < sizeof QS / sizeof *QS; i++) {
+        double v = hist_quantile(h, QS[i].q);
+        if (v < 0)
+            cJSON_AddNullToObject(o, QS[i].name);
+        else
+            cJSON_AddNumberToObject(o, QS[i].name, round(v * 1000) / 1000);
+    }
+    return o;
+}
+
+cJSON *jobstat_counts_json(uint64_t n, const histogram_t *runtime, const histogram_t *wait)
+{
+    cJSON *x = cJSON_CreateObject();
+    cJSON_AddNumberToObject(x, "n", (double)n);
+    cJSON_AddItemToObject(x, "r", hist_json(runtime));
+    cJSON_AddNumberToObject(x, "rs", runtime->sum_ms);
+    cJSON_AddItemToObject(x, "w", hist_json(wait));
+    cJSON_AddNumberToObject(x, "ws", wait->sum_ms);
+    return x;
+}
+
+int jobstat_counts_from_json(const cJSON *x, uint64_t *n, histogram_t *runtime, histogram_t *wait)
+{
+    const cJSON *nn = cJSON_GetObjectItemCaseSensitive(x, "n");
+    if (!count_ok(nn)) return -1;
+    if (!hist_from(cJSON_GetObjectItemCaseSensitive(x, "r"), cJSON_GetObjectItemCaseSensitive(x, "rs"), runtime) ||
+        !hist_from(cJSON_GetObjectItemCaseSensitive(x, "w"), cJSON_GetObjectItemCaseSensitive(x, "ws"), wait))
+        return -1;
+    *n = (uint64_t)nn->valuedouble;
+    return 0;
 }

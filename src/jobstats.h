@@ -17,6 +17,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <cjson/cJSON.h>
+
 #include "metrics.h"
 
 #define JOBSTATS_LINE_MAX 262144   /* the longest line a master reads */
@@ -57,9 +59,18 @@ char *jobstats_encode(const jobstats_t *s, int *from, int max, size_t *len);
  * or names a queue not in queues (nothing is added then). */
 int jobstats_decode(const char *line, size_t len, char *const *queues, int nqueues, jobstats_t *into, char *err,
                     size_t errn);
+/* Add every entry of from to into (matched by names; into's caps apply). */
+void jobstats_merge(jobstats_t *into, const jobstats_t *from);
 /* Totals over every entry matching queue (NULL: any), class (NULL: any),
  * outcome (-1: any). */
 void jobstats_sum(const jobstats_t *s, const char *queue, const char *job, int outcome, uint64_t *n,
                   histogram_t *runtime, histogram_t *wait);
+
+/* {"count","sum","p50","p95","p99"} of a histogram (ms; null when empty). */
+cJSON *hist_summary_json(const histogram_t *h);
+/* An entry's numbers as {"n","r","rs","w","ws"} (the datagram's form), and
+ * back (0, or -1 when it is not exactly that). */
+cJSON *jobstat_counts_json(uint64_t n, const histogram_t *runtime, const histogram_t *wait);
+int jobstat_counts_from_json(const cJSON *x, uint64_t *n, histogram_t *runtime, histogram_t *wait);
 
 #endif

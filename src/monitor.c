@@ -4,6 +4,7 @@
 #include "monitor.h"
 #include "balancer.h"
 #include "fleet.h"
+#include "history.h"
 #include "status.h"
 #include "log.h"
 #include "queue.h"
@@ -13,6 +14,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define RATE_TAU_S 5.0      /* balancer's view of throughput */
 #define MINUTE_TAU_S 60.0   /* status's jobs per minute */
@@ -26,6 +28,8 @@ struct monitor {
     char **restart_seen;        /* "key\x01value", NULL-terminated */
     int64_t next_balance_ms;    /* monotonic; 0: at the next pass */
     char fleet_id[300];         /* this master's heartbeat record (fleet.h) */
+    char host[256];
+    int64_t redis_offset_ms;    /* Redis's clock minus ours, from the last heartbeat */
 };
 
 static rconn_t *conn_for(master_t *m, const char *name)
@@ -371,9 +375,31 @@ static void heartbeat(master_t *m)
         const char *name = m->conf->redis[ci].name;
         if (!connection_used(m, name)) continue;
         rconn_t *c = conn_for(m, name);
-        if (c && rconn_ensure(c) == 0) fleet_heartbeat(c, m->mon->fleet_id, js, ttl);
+        int64_t redis_now = 0, before = wall_ms();
+        if (c && rconn_ensure(c) == 0 && fleet_heartbeat(c, m->mon->fleet_id, js, ttl, &redis_now) == 0 && redis_now)
+            m->mon->redis_offset_ms = redis_now - (before + wall_ms()) / 2;
     }
     free(js);
+}
+
+/* What each pool's workers reported since the last pass goes into this
+ * minute's history (Redis's minute); kept for the next pass if Redis does
+ * not take it. */
+static void write_history(master_t *m)
+{
+    if (!m->mon->host[0]) {
+        gethostname(m->mon->host, sizeof m->mon->host - 1);
+        for (char *q = m->mon->host; *q; q++)
+            if (*q == '|') *q = '/';
+    }
+    int64_t minute = (wall_ms() + m->mon->redis_offset_ms) / 60000;
+    for (int i = 0; i < m->pools.n; i++) {
+        pool_t *p = m->pools.v[i];
+        if (jobstats_empty(&p->recent)) continue;
+        rconn_t *c = conn_for(m, p->conf.connection);
+        if (c && history_add(c, minute, m->mon->host, p->conf.name, &p->recent, m->conf->metrics_retention) == 0)
+            jobstats_clear(&p->recent);
+    }
 }
 
 void monitor_goodbye(master_t *m)
@@ -392,6 +418,7 @@ void monitor_tick(master_t *m, int64_t now)
     m->mon->next_balance_ms = now + (int64_t)(m->conf->balance_interval * 1000);
     fetch_counts(m);
     heartbeat(m);
+    write_history(m);
     poll_laravel_keys(m);
     update_rates(m, now);
     apply_balance(m, now);

@@ -41,6 +41,7 @@ pool_t *pool_new(const pool_conf_t *conf, int class_cap)
     pool_t *p = xcalloc(1, sizeof *p);
     pool_conf_copy(&p->conf, conf);
     jobstats_init(&p->stats, class_cap);
+    jobstats_init(&p->recent, class_cap);
     p->gen = 1;
     p->pinned = -1;
     p->target = conf->balance == BALANCE_OFF ? conf->processes : conf->min_processes;
@@ -52,6 +53,7 @@ void pool_free(pool_t *p)
     if (!p) return;
     pool_conf_free(&p->conf);
     jobstats_free(&p->stats);
+    jobstats_free(&p->recent);
     free(p->restart_key_full);
     free(p->restart_pending);
     free(p->children);
@@ -468,13 +470,19 @@ static bool stats_read(pool_t *p, child_t *c, int max)
         if (n < 0) return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
         if (n == 0) return false;
         char err[128] = "longer than the limit";
+        jobstats_t got;
+        jobstats_init(&got, p->stats.classes.cap);
         if ((size_t)n > JOBSTATS_LINE_MAX ||
-            jobstats_decode(buf, (size_t)n, p->conf.queues, p->conf.nqueues, &p->stats, err, sizeof err) < 0) {
+            jobstats_decode(buf, (size_t)n, p->conf.queues, p->conf.nqueues, &got, err, sizeof err) < 0) {
             if (!c->stats_warned)
                 log_warn("pool %s: pid %d sent job stats that do not parse (%s); ignored", p->conf.name,
                          (int)c->pid, err);
             c->stats_warned = true;
+        } else {
+            jobstats_merge(&p->stats, &got);  /* since the master started */
+            jobstats_merge(&p->recent, &got); /* not yet in Redis's history */
         }
+        jobstats_free(&got);
     }
     return true;
 }

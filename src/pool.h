@@ -80,6 +80,7 @@ typedef struct pool {
 
     /* counters since start */
     jobstats_t stats;        /* jobs by queue, class and outcome, from the workers */
+    jobstats_t recent;       /* the same, since it was last written to the history (history.h) */
     uint64_t spawned, crashes, memory_recycles;
     uint64_t jobs_done_reaped, jobs_failed_reaped, busy_ms_reaped;
     /* per-minute rates, from the last minute of samples */

@@ -47,22 +47,6 @@ static cJSON *child_json(master_t *m, pool_t *p, child_t *c)
     return o;
 }
 
-static cJSON *quantiles_json(const histogram_t *h)
-{
-    cJSON *o = cJSON_CreateObject();
-    cJSON_AddNumberToObject(o, "count", (double)h->count);
-    cJSON_AddNumberToObject(o, "sum", round(h->sum_ms * 1000) / 1000);
-    static const struct { const char *name; double q; } QS[] = {{"p50", 0.5}, {"p95", 0.95}, {"p99", 0.99}};
-    for (size_t i = 0; i < sizeof QS / sizeof *QS; i++) {
-        double v = hist_quantile(h, QS[i].q);
-        if (v < 0)
-            cJSON_AddNullToObject(o, QS[i].name);
-        else
-            cJSON_AddNumberToObject(o, QS[i].name, round(v * 1000) / 1000);
-    }
-    return o;
-}
-
 /* The pool's jobs since the master started, by queue, class and outcome. */
 static cJSON *job_stats_json(const pool_t *p)
 {
@@ -75,8 +59,8 @@ static cJSON *job_stats_json(const pool_t *p)
         cJSON_AddStringToObject(o, "job", labels_name(&p->stats.classes, e->job));
         cJSON_AddStringToObject(o, "outcome", outcome_name(e->outcome));
         cJSON_AddNumberToObject(o, "count", (double)e->n);
-        cJSON_AddItemToObject(o, "runtime_ms", quantiles_json(&e->runtime));
-        cJSON_AddItemToObject(o, "wait_ms", quantiles_json(&e->wait));
+        cJSON_AddItemToObject(o, "runtime_ms", hist_summary_json(&e->runtime));
+        cJSON_AddItemToObject(o, "wait_ms", hist_summary_json(&e->wait));
         cJSON_AddItemToArray(arr, o);
     }
     return arr;

@@ -1,9 +1,10 @@
 """Job metrics: what workers measure (outcome, runtime, wait) reaches the
 master through each worker's stats channel and shows per queue, class and
 outcome (`qpool status --json`, pools[].job_stats)."""
+import json
 import time
 
-from conftest import FIXTURE_HANDLER, make_payload, push_many, wait_for
+from conftest import FIXTURE_HANDLER, PREFIX, make_payload, push_many, wait_for
 
 
 def pool(log, extra=""):
@@ -69,3 +70,36 @@ def test_counts_survive_worker_restarts(master, r, tmp_path):
     master.start()
     push_many(r, "high", [make_payload("ok") for _ in range(13)])
     wait_for(lambda: count(master, outcome="done") == 13, 20, what="13 jobs counted across worker restarts")
+
+
+def history(master, minutes=5):
+    res = master.cli("metrics", "--json", "--minutes", str(minutes))
+    return json.loads(res.stdout)
+
+
+def history_count(master, outcome=None):
+    return sum(e["count"] for m in history(master)["minutes"] for e in m["series"]
+               if outcome is None or e["outcome"] == outcome)
+
+
+def test_history_survives_a_restart_and_every_key_expires(master, r, tmp_path):
+    master.write_config(pool(tmp_path / "fixture.log"), qpool="metrics_retention = 600;")
+    master.start()
+    push_many(r, "high", [make_payload("ok", job="App\\Jobs\\A") for _ in range(7)])
+    push_many(r, "default", [make_payload("fail", job="App\\Jobs\\B") for _ in range(2)])
+    wait_for(lambda: history_count(master) == 7 + 2 * 2, 20, what="the minute history in Redis")
+    assert history_count(master, "done") == 7 and history_count(master, "failed") == 2
+    entry = [e for m in history(master)["minutes"] for e in m["series"] if e["outcome"] == "done"][0]
+    assert entry["pool"] == "w" and entry["queue"] == "high" and entry["job"] == "App\\Jobs\\A"
+    assert entry["host"] and entry["runtime_ms"]["count"] == entry["count"]
+    text = master.cli("metrics").stdout
+    assert "done" in text.splitlines()[0]
+    # every minute key expires: retention plus the minute itself
+    keys = r.keys(PREFIX + "qpool:metrics:*")
+    assert keys and all(0 < r.pttl(k) <= (600 + 60) * 1000 for k in keys)
+    # a new master on the same Redis keeps the history and adds to it
+    assert master.stop() == 0
+    master.start()
+    assert history_count(master) == 11
+    push_many(r, "high", [make_payload("ok", job="App\\Jobs\\A")])
+    wait_for(lambda: history_count(master, "done") == 8, 20, what="the new master adding to it")

@@ -1,0 +1,134 @@
+/*
+ * history.c - see history.h.
+ */
+#include "history.h"
+#include "util.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* KEYS: the minute's hash. ARGV: ttl ms, then field, value pairs. A value
+ * already there is added to, bucket by bucket. */
+static const char ADD_LUA[] =
+    "local function add(a, b)\n"
+    "  a.n = a.n + b.n; a.rs = a.rs + b.rs; a.ws = a.ws + b.ws\n"
+    "  for i = 1, #a.r do a.r[i] = a.r[i] + (b.r[i] or 0) end\n"
+    "  for i = 1, #a.w do a.w[i] = a.w[i] + (b.w[i] or 0) end\n"
+    "  return a\n"
+    "end\n"
+    "for i = 2, #ARGV, 2 do\n"
+    "  local old = redis.call('HGET', KEYS[1], ARGV[i])\n"
+    "  local v = ARGV[i + 1]\n"
+    "  if old then v = cjson.encode(add(cjson.decode(old), cjson.decode(v))) end\n"
+    "  redis.call('HSET', KEYS[1], ARGV[i], v)\n"
+    "end\n"
+    "redis.call('PEXPIRE', KEYS[1], ARGV[1])\n"
+    "return 1\n";
+
+static rscript_t add_script;
+
+int history_add(rconn_t *c, int64_t minute, const char *host, const char *pool, const jobstats_t *s,
+                int64_t retention_s)
+{
+    if (!add_script.body) rscript_init(&add_script, ADD_LUA);
+    int n = 0;
+    for (int i = 0; i < s->n; i++) n += s->v[i].n > 0;
+    if (!n) return 0;
+    int argc = 2 + 2 * n, k = 0;
+    char **argv = xcalloc((size_t)argc, sizeof *argv);
+    size_t *lens = xcalloc((size_t)argc, sizeof *lens);
+    argv[k++] = xasprintf("%sqpool:metrics:%lld", c->conf.prefix, (long long)minute);
+    /* until retention has passed since the end of the minute */
+    argv[k++] = xasprintf("%lld", (long long)((retention_s + 60) * 1000));
+    for (int i = 0; i < s->n; i++) {
+        const jobstat_t *e = &s->v[i];
+        if (!e->n) continue;
+        char *job = xstrdup(labels_name(&s->classes, e->job));
+        for (char *q = strchr(job, '|'); q; q = strchr(q, '|')) *q = '/'; /* '|' separates the parts */
+        argv[k++] = xasprintf("%s|%s|%s|%s|%s", host, pool, labels_name(&s->queues, e->queue), job,
+                              outcome_name(e->outcome));
+        free(job);
+        cJSON *v = jobstat_counts_json(e->n, &e->runtime, &e->wait);
+        argv[k++] = cJSON_PrintUnformatted(v);
+        cJSON_Delete(v);
+    }
+    for (int i = 0; i < argc; i++) lens[i] = strlen(argv[i]);
+    int rv = -1;
+    redisReply *r;
+    if (rconn_ensure(c) == 0 &&
+        rconn_script(c, &add_script, 1, argc, (const char **)argv, lens, -1, -1, &r) == RC_OK) {
+        rv = r->type == REDIS_REPLY_ERROR ? -1 : 0;
+        freeReplyObject(r);
+    }
+    for (int i = 0; i < argc; i++) free(argv[i]);
+    free(argv);
+    free(lens);
+    return rv;
+}
+
+/* One field of a minute's hash as a series entry; NULL if it is not ours. */
+static cJSON *series_entry(const char *field, const char *value, size_t vlen)
+{
+    char *parts[5] = {0};
+    char *copy = xstrdup(field), *save = NULL, *p = copy;
+    int n = 0;
+    for (char *t = strtok_r(p, "|", &save); t && n < 5; t = strtok_r(NULL, "|", &save)) parts[n++] = t;
+    cJSON *v = cJSON_ParseWithLength(value, vlen);
+    uint64_t count;
+    histogram_t rt, wt;
+    cJSON *o = NULL;
+    if (n == 5 && v && jobstat_counts_from_json(v, &count, &rt, &wt) == 0) {
+        o = cJSON_CreateObject();
+        static const char *const names[] = {"host", "pool", "queue", "job", "outcome"};
+        for (int i = 0; i < 5; i++) cJSON_AddStringToObject(o, names[i], parts[i]);
+        cJSON_AddNumberToObject(o, "count", (double)count);
+        cJSON_AddItemToObject(o, "runtime_ms", hist_summary_json(&rt));
+        cJSON_AddItemToObject(o, "wait_ms", hist_summary_json(&wt));
+    }
+    cJSON_Delete(v);
+    free(copy);
+    return o;
+}
+
+cJSON *history_read(rconn_t *c, int64_t from, int64_t to)
+{
+    if (to < from || to - from > 60 * 24 * 31) return NULL;
+    if (rconn_ensure(c) < 0) return NULL;
+    for (int64_t m = from; m <= to; m++) {
+        char *key = xasprintf("%sqpool:metrics:%lld", c->conf.prefix, (long long)m);
+        const char *argv[] = {"HGETALL", key};
+        rconn_append(c, 2, argv, NULL);
+        free(key);
+    }
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "from", (double)from);
+    cJSON_AddNumberToObject(o, "to", (double)to);
+    cJSON *mins = cJSON_AddArrayToObject(o, "minutes");
+    bool ok = true;
+    for (int64_t m = from; m <= to; m++) {
+        redisReply *r;
+        if (!ok || rconn_read(c, -1, -1, &r) != RC_OK) {
+            ok = false;
+            continue;
+        }
+        if (r->type == REDIS_REPLY_ARRAY && r->elements >= 2) {
+            cJSON *mo = cJSON_CreateObject();
+            cJSON_AddNumberToObject(mo, "minute", (double)m);
+            cJSON *series = cJSON_AddArrayToObject(mo, "series");
+            for (size_t i = 0; i + 1 < r->elements; i += 2) {
+                const redisReply *f = r->element[i], *v = r->element[i + 1];
+                if (f->type != REDIS_REPLY_STRING || v->type != REDIS_REPLY_STRING) continue;
+                cJSON *e = series_entry(f->str, v->str, v->len);
+                if (e) cJSON_AddItemToArray(series, e);
+            }
+            cJSON_AddItemToArray(mins, mo);
+        }
+        freeReplyObject(r);
+    }
+    if (!ok) {
+        cJSON_Delete(o);
+        return NULL;
+    }
+    return o;
+}

@@ -1,0 +1,35 @@
+/*
+ * history.h - job metrics by minute, kept in Redis across restarts and
+ * hosts.
+ *
+ *   <prefix>qpool:metrics:<minute>   hash, <minute> = UNIX seconds / 60
+ *     field  "<host>|<pool>|<queue>|<class>|<outcome>"
+ *     value  {"n":N,"r":[18 runtime buckets],"rs":ms,"w":[18 wait buckets],"ws":ms}
+ *
+ * Each master adds what its workers reported since its last write (every
+ * balance pass) into the current minute's hash; a write merges into what is
+ * there (a script adds the counts), so a retry or two writes in one minute
+ * lose nothing. Every minute key expires metrics_retention after its
+ * minute: nothing grows without bound. The minute is Redis's (the master
+ * corrects its clock by the offset its heartbeat measured), so hosts with
+ * skewed clocks still write into the same minute.
+ */
+#ifndef QPOOL_HISTORY_H
+#define QPOOL_HISTORY_H
+
+#include <cjson/cJSON.h>
+#include <stdint.h>
+
+#include "jobstats.h"
+#include "rconn.h"
+
+/* Add s (one pool's jobs) to minute's hash. 0, or -1 when Redis did not
+ * take it (the caller keeps s and tries again). */
+int history_add(rconn_t *c, int64_t minute, const char *host, const char *pool, const jobstats_t *s,
+                int64_t retention_s);
+/* Minutes [from, to] merged, as {"from":m,"to":m,"minutes":[{"minute":m,
+ * "series":[{"host","pool","queue","job","outcome","count","runtime_ms",
+ * "wait_ms"}...]}...]} (caller frees); NULL when Redis is unavailable. */
+cJSON *history_read(rconn_t *c, int64_t from, int64_t to);
+
+#endif
