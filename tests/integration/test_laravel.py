@@ -74,13 +74,13 @@ def run_scenario(app, dispatch_delayed=True):
 
 
 def redis_shape(redis_server):
-    """Every key in DB 0 and 1 (qpool's own failed store aside) with its type and size."""
+    """Every key in DB 0 and 1 (qpool's own keys aside: failed store, metrics, fleet) with its type and size."""
     out = {}
     for db in (0, 1):
         c = redis_server.client(db=db)
         for k in c.keys("*"):
             name = k.decode()
-            if "qpool:failed:" in name or name.endswith("illuminate:queue:restart"):
+            if "qpool:" in name or name.endswith("illuminate:queue:restart"):
                 continue
             t = c.type(k).decode()
             size = {"list": c.llen, "zset": c.zcard, "set": c.scard, "hash": c.hlen}.get(t, lambda _: 1)(k)
