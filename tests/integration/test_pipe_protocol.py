@@ -185,6 +185,16 @@ class QpoolProtoExit
     }
 }
 
+class QpoolProtoStdin
+{
+    public function handle($job, $data)
+    {
+        // review #12: with the request channel on stdin, cat blocked until timeout killed it (124)
+        $out = shell_exec('timeout 5 cat >/dev/null; echo "rc=$?"');
+        App\Support\Marker::write(["event" => "stdin", "out" => trim((string) $out)]);
+    }
+}
+
 class QpoolProtoThrow
 {
     public function handle($job, $data)
@@ -247,6 +257,22 @@ def test_laravel_adapter_stray_lines_and_exits_never_misattribute(master, r, lar
     assert set(rows) == {noisy["uuid"], exiting["uuid"], thrower["uuid"]}
     assert rows[thrower["uuid"]].startswith("RuntimeException: B threw")
     assert noisy_msg in failed_by_id(r)[noisy["id"]]
+
+
+@pytest.mark.parametrize("protocol,ffi", [('"auto"', True), ('"auto"', False), ("1", True), ("1", False)],
+                         ids=["fds-ffi", "fds-no-ffi", "stdio-ffi", "stdio-no-ffi"])
+def test_a_laravel_job_reading_stdin_gets_eof_at_once(master, r, laravel_app, tmp_path, protocol, ffi):
+    prelude = tmp_path / "prelude.php"
+    prelude.write_text(PRELUDE)
+    master.write_config(adapter_pool(laravel_app, prelude, protocol, ffi))
+    job = string_job("QpoolProtoStdin")
+    push(r, "default", job)
+    master.start()
+    wait_for(lambda: empty(r, "default") and [m for m in laravel_app.read_markers() if m.get("event") == "stdin"],
+             30, what="the job to finish")
+    (m,) = [m for m in laravel_app.read_markers() if m.get("event") == "stdin"]
+    assert m["out"] == "rc=0", m  # EOF: cat exits 0; on the request channel it was killed by timeout (124)
+    assert failed_by_id(r) == {}
 
 
 def test_the_docs_minimal_python_handler_works(master, r, tmp_path):
