@@ -603,8 +603,11 @@ bool pools_apply_pause(pools_t *ps)
                 if (native) {
                     kill(c->pid, SIGUSR2);
                     c->pause_sent = true;
-                } else if (proc_catches_signal(c->pid, SIGUSR2)) {
-                    /* Only once it handles SIGUSR2: the default action would kill it. */
+                } else if (proc_catches_signal(c->pid, SIGUSR2) && proc_catches_signal(c->pid, SIGCONT)) {
+                    /* Only once it handles SIGUSR2 (the default action would
+                     * kill it) and SIGCONT: PHP catches SIGUSR2 from its start
+                     * and dies of it until queue:work installs its own
+                     * handlers, SIGCONT's among them. */
                     kill(c->pid, SIGUSR2);
                     c->pause_sent = true;
                     slot->c.state = SB_PAUSED;

@@ -164,6 +164,19 @@ def test_pause_waits_for_a_child_to_install_its_handler(master, tmp_path):
     assert "crashes" in master.pool("late") and master.pool("late")["crashes"] == 0
 
 
+def test_pause_waits_for_a_php_worker_to_be_ready(master, tmp_path):
+    """PHP catches SIGUSR2 from its start and dies of it until queue:work
+    installs its own handlers (with SIGCONT's): SIGUSR2 waits for both."""
+    log = tmp_path / "signals.log"
+    master.write_config(ext_pool("php", "q", 1, log, ("zend-late", "1.5")))
+    master.start()
+    pid = master.wait_children("php", 1)[0]
+    master.signal(signal.SIGUSR2)
+    wait_for(lambda: "SIGUSR2" in signal_log(log).get(pid, []), 10, what="SIGUSR2 once the worker is ready")
+    assert proc_alive(pid) and master.child_pids("php") == [pid]
+    assert "killed by signal 12" not in master.log()
+
+
 def test_graceful_stop_waits_for_slow_children_and_kills_stubborn_ones(master, tmp_path):
     log = tmp_path / "signals.log"
     master.write_config(",\n".join([ext_pool("slow", "a", 1, log, ("slow-stop", "2")),
