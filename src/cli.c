@@ -3,6 +3,7 @@
  * commands. Every command accepts -h/--help; `qpool help CMD` prints the same.
  */
 #include "cli.h"
+#include "rconn.h"
 #include "log.h"
 #include "master.h"
 #include "util.h"
@@ -175,6 +176,34 @@ static void usage_all(FILE *f)
                "Config: -c FILE, else $QPOOL_CONFIG, else %s.\n"
                "Docs: docs/configuration.md, docs/operations.md.\n",
             QPOOL_DEFAULT_CONFIG);
+}
+
+rconn_t *cli_redis(const char *cmd, const char *cfg, const char *conn, qconf_t **conf, int *status)
+{
+    *status = 0;
+    qconf_t *c = cli_load_config(cfg, status);
+    if (!c) return NULL;
+    const redis_conf_t *rc = config_redis(c, conn);
+    if (!rc) {
+        fprintf(stderr, "qpool %s: no redis connection named '%s' in %s\n", cmd, conn, c->path);
+        config_free(c);
+        *status = EXIT_USAGE;
+        return NULL;
+    }
+    *conf = c;
+    return rconn_new(rc);
+}
+
+double cli_json_num(const cJSON *o, const char *k)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+    return cJSON_IsNumber(v) ? v->valuedouble : 0;
+}
+
+const char *cli_json_str(const cJSON *o, const char *k)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+    return cJSON_IsString(v) ? v->valuestring : "";
 }
 
 bool cli_help(const char *cmd)

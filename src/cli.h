@@ -10,6 +10,7 @@
 #ifndef QPOOL_CLI_H
 #define QPOOL_CLI_H
 
+#include <cjson/cJSON.h>
 #include <stdbool.h>
 
 #include "config.h"
@@ -24,6 +25,13 @@ void cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((forma
 qconf_t *cli_load_config(const char *path, int *status);
 /* Print the help text of a command to stdout; false if unknown. */
 bool cli_help(const char *cmd);
+/* Load the config and open its Redis connection conn (not connected yet);
+ * NULL with *status set (config error, unknown connection) on failure. The
+ * caller frees *conf and the connection. */
+struct rconn *cli_redis(const char *cmd, const char *cfg, const char *conn, qconf_t **conf, int *status);
+/* A member of a JSON reply: its number (0 if none), its string ("" if none). */
+double cli_json_num(const cJSON *o, const char *k);
+const char *cli_json_str(const cJSON *o, const char *k);
 /* qpool status --fleet (cli_fleet.c) */
 int cmd_fleet(int argc, char **argv);
 /* qpool metrics (cli_metrics.c) */

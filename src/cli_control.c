@@ -68,17 +68,9 @@ static cJSON *read_reply(int fd, sbuf_t *buf, int timeout_ms, char **raw)
     }
 }
 
-static double num(const cJSON *o, const char *k)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
-    return cJSON_IsNumber(v) ? v->valuedouble : 0;
-}
-
-static const char *str(const cJSON *o, const char *k)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
-    return cJSON_IsString(v) ? v->valuestring : "";
-}
+/* short names for the reply members printed below (cli.h) */
+static double num(const cJSON *o, const char *k) { return cli_json_num(o, k); }
+static const char *str(const cJSON *o, const char *k) { return cli_json_str(o, k); }
 
 static void print_status(const cJSON *s, bool verbose)
 {

@@ -13,17 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static double num(const cJSON *o, const char *k)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
-    return cJSON_IsNumber(v) ? v->valuedouble : 0;
-}
-
-static const char *str(const cJSON *o, const char *k)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
-    return cJSON_IsString(v) ? v->valuestring : "";
-}
 
 /* Totals over the masters, added to the reply. */
 static void add_totals(cJSON *fleet)
@@ -33,8 +22,8 @@ static void add_totals(cJSON *fleet)
     const cJSON *m;
     cJSON_ArrayForEach(m, cJSON_GetObjectItemCaseSensitive(fleet, "masters")) {
         const cJSON *w = cJSON_GetObjectItemCaseSensitive(m, "workers");
-        workers += num(w, "total");
-        busy += num(w, "busy");
+        workers += cli_json_num(w, "total");
+        busy += cli_json_num(w, "busy");
         paused += cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(m, "paused"));
         n++;
     }
@@ -52,13 +41,13 @@ static void print_fleet(const cJSON *fleet)
     const cJSON *m;
     cJSON_ArrayForEach(m, cJSON_GetObjectItemCaseSensitive(fleet, "masters")) {
         const cJSON *w = cJSON_GetObjectItemCaseSensitive(m, "workers");
-        printf("%-24.24s %-8d %-8.8s %-9.9s %8.0fs %8.0f %5.0f %5d  %s\n", str(m, "host"), (int)num(m, "pid"),
-               str(m, "version"), str(m, "state"), num(m, "uptime_s"), num(w, "total"), num(w, "busy"),
-               cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(m, "pools")), str(m, "config"));
+        printf("%-24.24s %-8d %-8.8s %-9.9s %8.0fs %8.0f %5.0f %5d  %s\n", cli_json_str(m, "host"), (int)cli_json_num(m, "pid"),
+               cli_json_str(m, "version"), cli_json_str(m, "state"), cli_json_num(m, "uptime_s"), cli_json_num(w, "total"), cli_json_num(w, "busy"),
+               cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(m, "pools")), cli_json_str(m, "config"));
     }
     const cJSON *t = cJSON_GetObjectItemCaseSensitive(fleet, "totals");
-    printf("%.0f masters (%.0f paused), %.0f workers, %.0f busy\n", num(t, "masters"), num(t, "paused_masters"),
-           num(t, "workers"), num(t, "busy"));
+    printf("%.0f masters (%.0f paused), %.0f workers, %.0f busy\n", cli_json_num(t, "masters"), cli_json_num(t, "paused_masters"),
+           cli_json_num(t, "workers"), cli_json_num(t, "busy"));
 }
 
 int cmd_fleet(int argc, char **argv)
@@ -88,15 +77,9 @@ int cmd_fleet(int argc, char **argv)
         return EXIT_USAGE;
     }
     int status = 0;
-    qconf_t *c = cli_load_config(cfg, &status);
-    if (!c) return status;
-    const redis_conf_t *rc = config_redis(c, conn);
-    if (!rc) {
-        fprintf(stderr, "qpool status: no redis connection named '%s' in %s\n", conn, c->path);
-        config_free(c);
-        return EXIT_USAGE;
-    }
-    rconn_t *r = rconn_new(rc);
+    qconf_t *c = NULL;
+    rconn_t *r = cli_redis("status", cfg, conn, &c, &status);
+    if (!r) return status;
     cJSON *fleet = fleet_list(r);
     int rv = 0;
     if (!fleet) {

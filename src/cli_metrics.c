@@ -72,15 +72,9 @@ int cmd_metrics(int argc, char **argv)
         return EXIT_USAGE;
     }
     int status = 0;
-    qconf_t *c = cli_load_config(cfg, &status);
-    if (!c) return status;
-    const redis_conf_t *rc = config_redis(c, conn);
-    if (!rc) {
-        fprintf(stderr, "qpool metrics: no redis connection named '%s' in %s\n", conn, c->path);
-        config_free(c);
-        return EXIT_USAGE;
-    }
-    rconn_t *r = rconn_new(rc);
+    qconf_t *c = NULL;
+    rconn_t *r = cli_redis("metrics", cfg, conn, &c, &status);
+    if (!r) return status;
     int64_t now = wall_ms() / 60000;
     cJSON *h = history_read(r, now - minutes + 1, now);
     int rv = 0;
