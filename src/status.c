@@ -66,6 +66,17 @@ static cJSON *job_stats_json(const pool_t *p)
     return arr;
 }
 
+/* Workers by state (paused ones under paused_key). */
+static void add_states(cJSON *o, const pool_counts_t *c, const char *paused_key)
+{
+    cJSON_AddNumberToObject(o, "busy", c->busy);
+    cJSON_AddNumberToObject(o, "idle", c->idle);
+    cJSON_AddNumberToObject(o, "starting", c->starting);
+    cJSON_AddNumberToObject(o, "stopping", c->stopping);
+    cJSON_AddNumberToObject(o, "running", c->running);
+    cJSON_AddNumberToObject(o, paused_key, c->paused);
+}
+
 cJSON *status_json(master_t *m, bool verbose)
 {
     cJSON *o = cJSON_CreateObject();
@@ -103,12 +114,7 @@ cJSON *status_json(master_t *m, bool verbose)
                                             : p->conf.handler_type == HANDLER_EXEC ? "exec" : "pipe");
         cJSON_AddStringToObject(po, "balance", p->conf.balance == BALANCE_AUTO ? "auto" : "off");
         cJSON_AddNumberToObject(po, "workers", c.live);
-        cJSON_AddNumberToObject(po, "busy", c.busy);
-        cJSON_AddNumberToObject(po, "idle", c.idle);
-        cJSON_AddNumberToObject(po, "starting", c.starting);
-        cJSON_AddNumberToObject(po, "stopping", c.stopping);
-        cJSON_AddNumberToObject(po, "running", c.running);
-        cJSON_AddNumberToObject(po, "paused_workers", c.paused);
+        add_states(po, &c, "paused_workers");
         cJSON_AddNumberToObject(po, "target", p->target);
         if (p->conf.balance == BALANCE_AUTO) {
             cJSON_AddNumberToObject(po, "min", p->conf.min_processes);
@@ -215,12 +221,7 @@ cJSON *status_fleet_record(master_t *m, const char *id)
     cJSON_AddNumberToObject(o, "max_workers", m->conf->max_workers);
     cJSON *w = cJSON_AddObjectToObject(o, "workers");
     cJSON_AddNumberToObject(w, "total", pools_live_total(&m->pools));
-    cJSON_AddNumberToObject(w, "busy", t.busy);
-    cJSON_AddNumberToObject(w, "idle", t.idle);
-    cJSON_AddNumberToObject(w, "starting", t.starting);
-    cJSON_AddNumberToObject(w, "stopping", t.stopping);
-    cJSON_AddNumberToObject(w, "paused", t.paused);
-    cJSON_AddNumberToObject(w, "running", t.running);
+    add_states(w, &t, "paused");
     cJSON_AddItemToObject(o, "pools", pools);
     return o;
 }

@@ -229,17 +229,25 @@ def hooks(app):
     return {m["uuid"]: m["message"] for m in app.read_markers() if m.get("event") == "failed_hook"}
 
 
+# the adapter on its protocol-2 descriptors or on stdin/stdout, with and without ext-ffi
+ADAPTER_WAYS = pytest.mark.parametrize("protocol,ffi", [('"auto"', True), ('"auto"', False), ("1", True), ("1", False)],
+                                       ids=["fds-ffi", "fds-no-ffi", "stdio-ffi", "stdio-no-ffi"])
+
+
+def configure_adapter(master, app, tmp_path, protocol, ffi):
+    prelude = tmp_path / "prelude.php"
+    prelude.write_text(PRELUDE)
+    master.write_config(adapter_pool(app, prelude, protocol, ffi))
+
+
 def failed_rows(app):
     with sqlite3.connect(str(app.db)) as c:
         return {json.loads(p)["uuid"]: e for p, e in c.execute("SELECT payload, exception FROM failed_jobs")}
 
 
-@pytest.mark.parametrize("protocol,ffi", [('"auto"', True), ('"auto"', False), ("1", True), ("1", False)],
-                         ids=["fds-ffi", "fds-no-ffi", "stdio-ffi", "stdio-no-ffi"])
+@ADAPTER_WAYS
 def test_laravel_adapter_stray_lines_and_exits_never_misattribute(master, r, laravel_app, tmp_path, protocol, ffi):
-    prelude = tmp_path / "prelude.php"
-    prelude.write_text(PRELUDE)
-    master.write_config(adapter_pool(laravel_app, prelude, protocol, ffi))
+    configure_adapter(master, laravel_app, tmp_path, protocol, ffi)
     noisy, exiting, thrower = string_job("QpoolProtoNoisy"), string_job("QpoolProtoExit"), string_job("QpoolProtoThrow")
     push_many(r, "default", [noisy, exiting, thrower])
     master.start()
@@ -259,12 +267,9 @@ def test_laravel_adapter_stray_lines_and_exits_never_misattribute(master, r, lar
     assert noisy_msg in failed_by_id(r)[noisy["id"]]
 
 
-@pytest.mark.parametrize("protocol,ffi", [('"auto"', True), ('"auto"', False), ("1", True), ("1", False)],
-                         ids=["fds-ffi", "fds-no-ffi", "stdio-ffi", "stdio-no-ffi"])
+@ADAPTER_WAYS
 def test_a_laravel_job_reading_stdin_gets_eof_at_once(master, r, laravel_app, tmp_path, protocol, ffi):
-    prelude = tmp_path / "prelude.php"
-    prelude.write_text(PRELUDE)
-    master.write_config(adapter_pool(laravel_app, prelude, protocol, ffi))
+    configure_adapter(master, laravel_app, tmp_path, protocol, ffi)
     job = string_job("QpoolProtoStdin")
     push(r, "default", job)
     master.start()
