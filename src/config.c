@@ -10,6 +10,7 @@
 #include "log.h"
 #include "util.h"
 
+#include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
 #include <grp.h>
@@ -797,6 +798,136 @@ static bool finish_pool(ctx_t *x, const config_setting_t *g, pool_conf_t *p, con
     return ok;
 }
 
+/* ---------------------------------------------------------------- http */
+
+static bool parse_mode(ctx_t *x, const config_setting_t *s, int *out)
+{
+    char *m = NULL;
+    bool ok = want_str(x, s, &m);
+    if (ok) {
+        char *end;
+        long v = strtol(m, &end, 8);
+        if (*end || !*m || v < 0 || v > 0777) {
+            cerr(x, s, "%s: \"%s\" is not an octal mode such as \"0660\"", config_setting_name(s), m);
+            ok = false;
+        } else
+            *out = (int)v;
+    }
+    free(m);
+    return ok;
+}
+
+/* "host:port", "[v6]:port", "*:port" or "localhost:port" into a numeric
+ * address; loopback when it is 127/8 or ::1. */
+static bool parse_listen(ctx_t *x, const config_setting_t *s, http_conf_t *h)
+{
+    const char *v = h->listen;
+    if (v[0] == '/') {
+        h->is_unix = h->loopback = true;
+        return true;
+    }
+    const char *colon = strrchr(v, ':');
+    char host[64];
+    size_t hl = colon ? (size_t)(colon - v) : 0;
+    if (!colon || hl >= sizeof host) goto bad;
+    memcpy(host, v, hl);
+    host[hl] = '\0';
+    if (hl >= 2 && host[0] == '[' && host[hl - 1] == ']') {
+        memmove(host, host + 1, hl - 2);
+        host[hl - 2] = '\0';
+    }
+    char *end;
+    long port = strtol(colon + 1, &end, 10);
+    if (*end || colon[1] == '\0' || port < 1 || port > 65535) goto bad;
+    if (!strcmp(host, "localhost")) strcpy(host, "127.0.0.1");
+    if (!strcmp(host, "*") || !host[0]) strcpy(host, "0.0.0.0");
+    struct in_addr a4;
+    struct in6_addr a6;
+    if (inet_pton(AF_INET, host, &a4) == 1)
+        h->loopback = (ntohl(a4.s_addr) >> 24) == 127;
+    else if (inet_pton(AF_INET6, host, &a6) == 1)
+        h->loopback = IN6_IS_ADDR_LOOPBACK(&a6);
+    else
+        goto bad;
+    snprintf(h->host, sizeof h->host, "%s", host);
+    h->port = (int)port;
+    return true;
+bad:
+    cerr(x, s, "http.listen: \"%s\" is not an address:port (\"127.0.0.1:9178\", \"[::1]:9178\") or an absolute socket path", v);
+    return false;
+}
+
+static bool parse_http_key(ctx_t *x, config_setting_t *s, http_conf_t *h)
+{
+    const char *k = config_setting_name(s);
+    if (!strcmp(k, "listen")) return want_str(x, s, &h->listen) && parse_listen(x, s, h);
+    if (!strcmp(k, "token_file")) return want_str(x, s, &h->token_file);
+    if (!strcmp(k, "token_env")) return want_str(x, s, &h->token_env);
+    if (!strcmp(k, "user")) return want_str(x, s, &h->user);
+    if (!strcmp(k, "connection")) return want_str(x, s, &h->connection);
+    if (!strcmp(k, "socket_mode")) return parse_mode(x, s, &h->socket_mode);
+    if (!strcmp(k, "max_connections")) return want_int(x, s, 1, 10000, &h->max_connections);
+    if (!strcmp(k, "timeout")) return want_int(x, s, 1, 3600, &h->timeout);
+    static const char *const known[] = {"listen", "token_file", "token_env", "user", "connection",
+                                        "socket_mode", "max_connections", "timeout", NULL};
+    unknown_key(x, s, "qpool.http", known);
+    return false;
+}
+
+static bool parse_http_group(ctx_t *x, const config_setting_t *g)
+{
+    http_conf_t *h = &x->c->http;
+    h->line = sline(g);
+    if (config_setting_type(g) != CONFIG_TYPE_GROUP) {
+        cerr(x, g, "http: expected a group { listen = \"127.0.0.1:9178\"; }");
+        return false;
+    }
+    bool ok = true;
+    for (int i = 0; i < config_setting_length(g); i++)
+        ok &= parse_http_key(x, config_setting_get_elem(g, (unsigned)i), h);
+    if (!ok || !h->listen) return ok;
+    if (!h->loopback && !h->token_file && !h->token_env) {
+        cerr(x, g, "http.listen \"%s\" is not loopback: set token_file or token_env (every request will need the token)", h->listen);
+        ok = false;
+    }
+    if (h->user && !getpwnam(h->user)) {
+        cerr(x, g, "http.user \"%s\" does not exist", h->user);
+        ok = false;
+    }
+    return ok;
+}
+
+static void http_defaults(http_conf_t *h)
+{
+    h->socket_mode = 0660;
+    h->max_connections = 64;
+    h->timeout = 10;
+}
+
+static void http_conf_free(http_conf_t *h)
+{
+    free(h->listen);
+    free(h->token_file);
+    free(h->token_env);
+    free(h->user);
+    free(h->connection);
+}
+
+static bool same_str(const char *a, const char *b)
+{
+    return (!a && !b) || (a && b && !strcmp(a, b));
+}
+
+bool http_conf_same(const http_conf_t *a, const http_conf_t *b)
+{
+    return same_str(a->listen, b->listen) && same_str(a->token_file, b->token_file) &&
+           same_str(a->token_env, b->token_env) && same_str(a->user, b->user) &&
+           same_str(a->connection, b->connection) && a->socket_mode == b->socket_mode &&
+           a->max_connections == b->max_connections && a->timeout == b->timeout;
+}
+
+static void print_http(const http_conf_t *h, FILE *f);
+
 /* ---------------------------------------------------------------- top level */
 
 static bool parse_qpool_group(ctx_t *x, const config_setting_t *g)
@@ -805,7 +936,7 @@ static bool parse_qpool_group(ctx_t *x, const config_setting_t *g)
                                         "control_user", "control_group", "max_workers",
                                         "shutdown_timeout", "log_level", "log_format",
                                         "failed_limit", "balance_interval", "metrics_job_classes",
-                                        "metrics_retention", NULL};
+                                        "metrics_retention", "http", NULL};
     static const char *const levels[] = {"error", "warn", "info", "debug", NULL};
     static const char *const formats[] = {"text", "json", NULL};
     qconf_t *c = x->c;
@@ -821,20 +952,9 @@ static bool parse_qpool_group(ctx_t *x, const config_setting_t *g)
             ok &= want_str(x, s, &c->pid_file);
         else if (!strcmp(k, "control_socket"))
             ok &= want_str(x, s, &c->control_socket);
-        else if (!strcmp(k, "control_socket_mode")) {
-            char *m = NULL;
-            if (want_str(x, s, &m)) {
-                char *end;
-                long v = strtol(m, &end, 8);
-                if (*end || !*m || v < 0 || v > 0777) {
-                    cerr(x, s, "control_socket_mode: \"%s\" is not an octal mode such as \"0660\"", m);
-                    ok = false;
-                } else
-                    c->control_socket_mode = (int)v;
-            } else
-                ok = false;
-            free(m);
-        } else if (!strcmp(k, "control_user"))
+        else if (!strcmp(k, "control_socket_mode"))
+            ok &= parse_mode(x, s, &c->control_socket_mode);
+        else if (!strcmp(k, "control_user"))
             ok &= want_str(x, s, &c->control_user);
         else if (!strcmp(k, "control_group"))
             ok &= want_str(x, s, &c->control_group);
@@ -854,6 +974,8 @@ static bool parse_qpool_group(ctx_t *x, const config_setting_t *g)
             ok &= want_int(x, s, 1, 10000, &c->metrics_job_classes);
         else if (!strcmp(k, "metrics_retention"))
             ok &= want_int(x, s, 60, 31 * 86400, &c->metrics_retention);
+        else if (!strcmp(k, "http"))
+            ok &= parse_http_group(x, s);
         else {
             unknown_key(x, s, "qpool", known);
             ok = false;
@@ -966,6 +1088,7 @@ qconf_t *config_load(const char *path, conf_errors_t *errs)
     c->log_format = LOGFMT_TEXT;
     c->failed_limit = 10000;
     c->balance_interval = 1;
+    http_defaults(&c->http);
     ctx_t x = {.path = path, .errs = errs, .c = c};
 
     config_t cfg;
@@ -1018,6 +1141,9 @@ qconf_t *config_load(const char *path, conf_errors_t *errs)
         c->redis = xrealloc(c->redis, sizeof *c->redis * (size_t)(c->nredis + 1));
         redis_defaults(&c->redis[c->nredis++], "default");
     }
+
+    if (c->http.connection && !config_redis(c, c->http.connection))
+        cerr(&x, gq, "http.connection: no redis connection named \"%s\"", c->http.connection);
 
     pool_conf_t defaults;
     pool_builtin_defaults(&defaults);
@@ -1081,6 +1207,7 @@ void config_free(qconf_t *c)
     free(c->control_socket);
     free(c->control_user);
     free(c->control_group);
+    http_conf_free(&c->http);
     for (int i = 0; i < c->nredis; i++) {
         redis_conf_t *r = &c->redis[i];
         free(r->name);
@@ -1240,6 +1367,19 @@ static void print_num(FILE *f, const char *indent, const char *k, double v)
         fprintf(f, "%s%s = %s.0;\n", indent, k, buf);
 }
 
+static void print_http(const http_conf_t *h, FILE *f)
+{
+    if (!h->listen) return;
+    fprintf(f, "  http = {\n");
+    print_str(f, "    ", "listen", h->listen);
+    if (h->token_file) print_str(f, "    ", "token_file", h->token_file);
+    if (h->token_env) print_str(f, "    ", "token_env", h->token_env);
+    print_str(f, "    ", "user", h->user ? h->user : "nobody");
+    print_str(f, "    ", "connection", h->connection ? h->connection : "default");
+    if (h->is_unix) fprintf(f, "    socket_mode = \"%04o\";\n", h->socket_mode);
+    fprintf(f, "    max_connections = %d;\n    timeout = %d;\n  };\n", h->max_connections, h->timeout);
+}
+
 void config_print(const qconf_t *c, FILE *f)
 {
     fprintf(f, "# effective configuration of %s (defaults filled in)\n", c->path);
@@ -1257,6 +1397,7 @@ void config_print(const qconf_t *c, FILE *f)
     fprintf(f, "  log_format = \"%s\";\n", c->log_format == LOGFMT_JSON ? "json" : "text");
     fprintf(f, "  failed_limit = %d;\n", c->failed_limit);
     print_num(f, "  ", "balance_interval", c->balance_interval);
+    print_http(&c->http, f);
     fprintf(f, "};\n\nredis = {\n");
     for (int i = 0; i < c->nredis; i++) {
         const redis_conf_t *r = &c->redis[i];

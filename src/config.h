@@ -104,6 +104,23 @@ typedef struct {
     bool has_uid, has_gid;
 } pool_conf_t;
 
+/* The HTTP endpoint (http.c, http_server.c): off unless listen is set. */
+typedef struct {
+    char *listen;              /* "host:port", "[v6]:port" or an absolute Unix socket path; NULL: off */
+    char *token_file;          /* read by the master at start (never logged) */
+    char *token_env;
+    char *user;                /* the HTTP process's user when the master is root (default nobody) */
+    int socket_mode;           /* a Unix socket's mode */
+    int max_connections;
+    int timeout;               /* seconds a connection may stay idle or take to send its request */
+    char *connection;          /* the Redis connection read for fleet, history and jobs */
+    /* resolved */
+    bool is_unix, loopback;
+    char host[64];             /* numeric address */
+    int port;
+    int line;
+} http_conf_t;
+
 typedef struct {
     char *path;
     char *pid_file;
@@ -119,6 +136,7 @@ typedef struct {
     int log_format;
     int failed_limit;
     double balance_interval;
+    http_conf_t http;
 
     redis_conf_t *redis;
     int nredis;
@@ -133,6 +151,9 @@ typedef struct {
     char **warnings;
     int nwarn;
 } conf_errors_t;
+
+/* True if the HTTP endpoint settings differ (the HTTP process restarts). */
+bool http_conf_same(const http_conf_t *a, const http_conf_t *b);
 
 /* Load and validate. Returns NULL and fills errs on any error. */
 qconf_t *config_load(const char *path, conf_errors_t *errs);

@@ -131,6 +131,7 @@ int ctl_parse_request(const char *line, size_t len, int max_workers, ctl_request
     const cJSON *pool = cJSON_GetObjectItemCaseSensitive(req, "pool");
     if (cJSON_IsString(pool)) r->pool = xstrdup(pool->valuestring);
     r->verbose = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(req, "verbose"));
+    r->raw = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(req, "raw"));
     r->wait = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(req, "wait"));
     if (r->cmd == CTL_NCMDS)
         snprintf(err, errn, *name ? "unknown command \"%.64s\"" : "missing \"cmd\"", name);
@@ -343,7 +344,7 @@ static void reply_verb_error(ctl_client_t *c, const char *err)
 
 static void cmd_status(master_t *m, ctl_client_t *c, const ctl_request_t *r)
 {
-    reply_json(c, status_json(m, r->verbose));
+    reply_json(c, status_json(m, (r->verbose ? STATUS_VERBOSE : 0) | (r->raw ? STATUS_RAW : 0)));
 }
 
 static void run_pause(master_t *m, ctl_client_t *c, const ctl_request_t *r, bool on)
@@ -353,7 +354,7 @@ static void run_pause(master_t *m, ctl_client_t *c, const ctl_request_t *r, bool
     if (master_pause(m, &scope, PAUSE_FROM_CONTROL, on, err, sizeof err) < 0)
         reply_verb_error(c, err);
     else
-        reply_json(c, status_json(m, false));
+        reply_json(c, status_json(m, 0));
 }
 
 static void cmd_pause(master_t *m, ctl_client_t *c, const ctl_request_t *r)

@@ -23,6 +23,7 @@ enum ctl_cmd { CTL_STATUS = 0, CTL_PAUSE, CTL_CONTINUE, CTL_SCALE, CTL_RESTART, 
 typedef struct {
     enum ctl_cmd cmd;
     bool verbose;              /* status */
+    bool raw;                  /* status: histogram buckets, exits, reconnects (for /metrics) */
     bool wait;                 /* terminate */
     char **pools, **queues;    /* pause, continue: none means everything */
     int npools, nqueues;

@@ -25,6 +25,7 @@
 struct monitor {
     rconn_t **rc;               /* by connection name */
     int nrc;
+    uint64_t reconnects_dropped; /* of connections closed by a reload */
     char **restart_seen;        /* "key\x01value", NULL-terminated */
     int64_t next_balance_ms;    /* monotonic; 0: at the next pass */
     char fleet_id[300];         /* this master's heartbeat record (fleet.h) */
@@ -48,7 +49,10 @@ static rconn_t *conn_for(master_t *m, const char *name)
 
 static void drop_connections(master_t *m)
 {
-    for (int i = 0; i < m->mon->nrc; i++) rconn_free(m->mon->rc[i]);
+    for (int i = 0; i < m->mon->nrc; i++) {
+        m->mon->reconnects_dropped += rconn_reconnects(m->mon->rc[i]);
+        rconn_free(m->mon->rc[i]);
+    }
     free(m->mon->rc);
     m->mon->rc = NULL;
     m->mon->nrc = 0;
@@ -411,6 +415,14 @@ void monitor_goodbye(master_t *m)
         rconn_t *c = conn_for(m, name);
         if (c && rconn_ensure(c) == 0) fleet_goodbye(c, m->mon->fleet_id);
     }
+}
+
+uint64_t monitor_redis_reconnects(const master_t *m)
+{
+    if (!m->mon) return 0;
+    uint64_t n = m->mon->reconnects_dropped;
+    for (int i = 0; i < m->mon->nrc; i++) n += rconn_reconnects(m->mon->rc[i]);
+    return n;
 }
 
 void monitor_tick(master_t *m, int64_t now)

@@ -21,6 +21,8 @@ int64_t monitor_next_due(const master_t *m);
 void monitor_request_balance(master_t *m);
 /* Remove this master's heartbeat record (graceful stop). */
 void monitor_goodbye(master_t *m);
+/* Reconnects of the master's own Redis connections since it started. */
+uint64_t monitor_redis_reconnects(const master_t *m);
 void monitor_free(master_t *m);
 
 #endif

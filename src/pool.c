@@ -16,6 +16,7 @@
  * There is no give-up state: a crashing pool retries every 60 s forever.
  */
 #include "pool.h"
+#include "respawn.h"
 #include "log.h"
 #include "proc.h"
 #include "util.h"
@@ -30,10 +31,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define BACKOFF_MAX_S 60
-#define BACKOFF_RESET_MS 30000
-#define QUICK_EXIT_MS 1000
-#define QUICK_EXIT_LIMIT 3
 #define EXTERNAL_READY_MS 1000
 
 pool_t *pool_new(const pool_conf_t *conf, int class_cap)
@@ -510,6 +507,34 @@ bool pools_stats_event(pools_t *ps, int fd)
     return false;
 }
 
+const char *exit_kind_name(int k)
+{
+    static const char *const names[EXIT_KINDS] = {"stopped", "max_jobs", "max_time", "memory", "exited", "crashed"};
+    return k >= 0 && k < EXIT_KINDS ? names[k] : "?";
+}
+
+static int exit_kind(const child_t *c, const sb_child_t *snap, int status)
+{
+    if (c->stop_reason) return EXIT_STOPPED;
+    if (!WIFEXITED(status)) return EXIT_CRASHED;
+    int code = WEXITSTATUS(status);
+    if (code == QPOOL_EX_MEMORY) return EXIT_MEMORY;
+    if (code) return EXIT_CRASHED;
+    return snap->exit_reason == SB_EXIT_MAX_JOBS ? EXIT_MAX_JOBS
+           : snap->exit_reason == SB_EXIT_MAX_TIME ? EXIT_MAX_TIME : EXIT_CLEAN;
+}
+
+uint64_t pool_redis_reconnects(const pools_t *ps, const pool_t *p)
+{
+    uint64_t n = p->redis_reconnects_reaped;
+    for (int i = 0; i < p->nchildren; i++) {
+        sb_child_t s;
+        child_state(ps, &p->children[i], &s);
+        n += s.redis_reconnects;
+    }
+    return n;
+}
+
 static const char *exit_reason_text(int r)
 {
     switch (r) {
@@ -534,6 +559,8 @@ void pools_child_exited(pools_t *ps, pid_t pid, int status, int64_t now)
     p->jobs_done_reaped += snap.jobs_done;
     p->jobs_failed_reaped += snap.jobs_failed;
     p->busy_ms_reaped += snap.busy_ms;
+    p->redis_reconnects_reaped += snap.redis_reconnects;
+    p->exits[exit_kind(c, &snap, status)]++;
     kill_handler_group(p, c, snap.handler_pgid); /* never leave a handler behind */
     stats_close(ps, p, c); /* what it sent before it exited counts */
     bool native = child_native(ps, c);
@@ -553,37 +580,29 @@ void pools_child_exited(pools_t *ps, pid_t pid, int status, int64_t now)
         return;
     }
     slot_state_t *st = slot_state(p, gone.slot_no);
-    if (lived >= BACKOFF_RESET_MS || (native && snap.jobs_done > 0)) {
-        /* It was healthy (lived 30 s, or did jobs): not a crash loop. */
-        st->backoff_s = 0;
-        st->quick_exits = 0;
-    }
     int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    if (code == 0 || code == QPOOL_EX_MEMORY) {
-        bool did_work = native ? snap.jobs_done > 0 : lived >= QUICK_EXIT_MS;
-        st->quick_exits = (lived < QUICK_EXIT_MS && !did_work) ? st->quick_exits + 1 : 0;
-        if (code == QPOOL_EX_MEMORY) {
-            p->memory_recycles++;
-            log_info("pool %s: %s#%d (pid %d) passed its memory limit (exit 12, RSS %llu kB); memory recycle #%llu, replacing it",
-                     name, name, gone.slot_no, (int)pid, (unsigned long long)snap.rss_kb,
-                     (unsigned long long)p->memory_recycles);
-        } else
-            log_info("pool %s: %s#%d (pid %d) exited with status 0%s after %.1f s; replacing it",
-                     name, name, gone.slot_no, (int)pid, exit_reason_text(snap.exit_reason),
-                     (double)lived / 1000.0);
-        if (st->quick_exits < QUICK_EXIT_LIMIT) {
-            st->not_before_ms = now;
-            return;
-        }
+    exit_facts_t f = {.lived_ms = lived, .clean = code == 0 || code == QPOOL_EX_MEMORY,
+                      .did_work = native && snap.jobs_done > 0};
+    int delay_s;
+    int verdict = respawn_after_exit(&st->respawn, &f, &delay_s);
+    st->not_before_ms = now + (int64_t)delay_s * 1000;
+    if (code == QPOOL_EX_MEMORY) {
+        p->memory_recycles++;
+        log_info("pool %s: %s#%d (pid %d) passed its memory limit (exit 12, RSS %llu kB); memory recycle #%llu, replacing it",
+                 name, name, gone.slot_no, (int)pid, (unsigned long long)snap.rss_kb,
+                 (unsigned long long)p->memory_recycles);
+    } else if (code == 0)
+        log_info("pool %s: %s#%d (pid %d) exited with status 0%s after %.1f s; replacing it",
+                 name, name, gone.slot_no, (int)pid, exit_reason_text(snap.exit_reason),
+                 (double)lived / 1000.0);
+    if (verdict == RESPAWN_NOW) return;
+    if (verdict == RESPAWN_QUICK_LOOP)
         log_warn("pool %s: %s#%d exited %d times in a row within 1 s without doing any work", name,
-                 name, gone.slot_no, st->quick_exits);
-    } else
+                 name, gone.slot_no, st->respawn.quick_exits);
+    else
         p->crashes++;
-    st->backoff_s = st->backoff_s ? st->backoff_s * 2 : 1;
-    if (st->backoff_s > BACKOFF_MAX_S) st->backoff_s = BACKOFF_MAX_S;
-    st->not_before_ms = now + (int64_t)st->backoff_s * 1000;
     log_warn("pool %s: %s#%d (pid %d) %s after %.1f s; restarting in %d s", name, name,
-             gone.slot_no, (int)pid, desc, (double)lived / 1000.0, st->backoff_s);
+             gone.slot_no, (int)pid, desc, (double)lived / 1000.0, delay_s);
 }
 
 bool pools_apply_pause(pools_t *ps)

@@ -18,6 +18,7 @@
 
 #include "config.h"
 #include "jobstats.h"
+#include "respawn.h"
 #include "scoreboard.h"
 
 enum stop_reason {
@@ -27,6 +28,18 @@ enum stop_reason {
     STOP_REMOVED,     /* pool removed by a reload */
     STOP_SHUTDOWN,    /* master stops */
 };
+
+/* Why a child exited (qpool_worker_exits_total). */
+enum exit_kind {
+    EXIT_STOPPED = 0,  /* the master asked (scale, restart, reload, stop) */
+    EXIT_MAX_JOBS,
+    EXIT_MAX_TIME,
+    EXIT_MEMORY,       /* exit 12: memory limit */
+    EXIT_CLEAN,        /* exit 0 on its own */
+    EXIT_CRASHED,      /* any other status or a signal */
+    EXIT_KINDS
+};
+const char *exit_kind_name(int k);
 
 typedef struct {
     pid_t pid;
@@ -45,8 +58,7 @@ typedef struct {
 
 typedef struct {
     int64_t not_before_ms;   /* monotonic: earliest respawn */
-    int backoff_s;           /* last backoff used, 0 = none */
-    int quick_exits;         /* consecutive clean exits that did no work, quickly */
+    respawn_t respawn;       /* backoff state (respawn.h) */
 } slot_state_t;
 
 typedef struct {
@@ -82,6 +94,8 @@ typedef struct pool {
     jobstats_t stats;        /* jobs by queue, class and outcome, from the workers */
     jobstats_t recent;       /* the same, since it was last written to the history (history.h) */
     uint64_t spawned, crashes, memory_recycles;
+    uint64_t exits[EXIT_KINDS];
+    uint64_t redis_reconnects_reaped;
     uint64_t jobs_done_reaped, jobs_failed_reaped, busy_ms_reaped;
     /* per-minute rates, from the last minute of samples */
     double rate;             /* jobs/s, smoothed over a few seconds (balancer) */
@@ -107,7 +121,9 @@ typedef struct {
 pool_t *pool_new(const pool_conf_t *conf, int class_cap);  /* class_cap: job classes counted by name */
 void pool_free(pool_t *p);
 
-int pools_live_total(const pools_t *ps);          /* every child alive, stopping included */
+int pools_live_total(const pools_t *ps);
+/* Reconnects of the pool's Redis connections, living children and gone. */
+uint64_t pool_redis_reconnects(const pools_t *ps, const pool_t *p);          /* every child alive, stopping included */
 int pool_live(const pool_t *p);                   /* not stopping */
 child_t *pools_find_child(pools_t *ps, pid_t pid, pool_t **pool_out);
 

@@ -164,7 +164,13 @@ int rconn_ensure(rconn_t *c)
         c->in_outage = false;
     }
     c->up_since_ms = mono_ms(); /* the backoff resets only once it stays up (rconn_drop) */
+    c->connects++;
     return 0;
+}
+
+uint64_t rconn_reconnects(const rconn_t *c)
+{
+    return c->connects > 1 ? c->connects - 1 : 0;
 }
 
 void rconn_append(rconn_t *c, int argc, const char **argv, const size_t *lens)

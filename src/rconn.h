@@ -27,11 +27,14 @@ typedef struct rconn {
     int backoff_ms;
     char last_error[256];
     uint64_t round_trips;       /* batches sent and waited on (benchmarks) */
+    uint64_t connects;          /* connections made; every one after the first is a reconnect */
 } rconn_t;
 
 enum { RC_OK = 1, RC_SIGNAL = 0, RC_ERR = -1 };
 
 rconn_t *rconn_new(const redis_conf_t *rc);
+/* Connections made after the first (qpool_redis_reconnects_total). */
+uint64_t rconn_reconnects(const rconn_t *c);
 void rconn_free(rconn_t *c);
 
 /* Connect if not connected and a reconnect attempt is due. 0 when usable. */

@@ -60,6 +60,7 @@ typedef struct {
     int64_t job_started_ms;    /* wall clock, 0 when idle */
     uint64_t rss_kb;           /* child + its persistent handler */
     int32_t handler_pgid;      /* process group of the running handler, 0 if none */
+    uint32_t redis_reconnects; /* its Redis connection's reconnects */
     char job_id[64];
     char job_name[96];
     char job_queue[64];

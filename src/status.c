@@ -4,6 +4,7 @@
  * Read-only: nothing here changes the master.
  */
 #include "status.h"
+#include "monitor.h"
 #include "proc.h"
 #include "util.h"
 #include "version.h"
@@ -48,7 +49,7 @@ static cJSON *child_json(master_t *m, pool_t *p, child_t *c)
 }
 
 /* The pool's jobs since the master started, by queue, class and outcome. */
-static cJSON *job_stats_json(const pool_t *p)
+static cJSON *job_stats_json(const pool_t *p, bool raw)
 {
     cJSON *arr = cJSON_CreateArray();
     for (int i = 0; i < p->stats.n; i++) {
@@ -61,6 +62,7 @@ static cJSON *job_stats_json(const pool_t *p)
         cJSON_AddNumberToObject(o, "count", (double)e->n);
         cJSON_AddItemToObject(o, "runtime_ms", hist_summary_json(&e->runtime));
         cJSON_AddItemToObject(o, "wait_ms", hist_summary_json(&e->wait));
+        if (raw) cJSON_AddItemToObject(o, "hist", jobstat_counts_json(e->n, &e->runtime, &e->wait));
         cJSON_AddItemToArray(arr, o);
     }
     return arr;
@@ -77,8 +79,17 @@ static void add_states(cJSON *o, const pool_counts_t *c, const char *paused_key)
     cJSON_AddNumberToObject(o, paused_key, c->paused);
 }
 
-cJSON *status_json(master_t *m, bool verbose)
+static cJSON *exits_json(const pool_t *p)
 {
+    cJSON *o = cJSON_CreateObject();
+    for (int k = 0; k < EXIT_KINDS; k++) cJSON_AddNumberToObject(o, exit_kind_name(k), (double)p->exits[k]);
+    return o;
+}
+
+cJSON *status_json(master_t *m, unsigned flags)
+{
+    bool verbose = flags & STATUS_VERBOSE, raw = flags & STATUS_RAW;
+    uint64_t reconnects = monitor_redis_reconnects(m);
     cJSON *o = cJSON_CreateObject();
     cJSON_AddTrueToObject(o, "ok");
     cJSON_AddStringToObject(o, "version", QPOOL_VERSION);
@@ -135,7 +146,9 @@ cJSON *status_json(master_t *m, bool verbose)
         cJSON_AddNumberToObject(po, "memory_recycles", (double)p->memory_recycles);
         cJSON_AddNumberToObject(po, "crashes", (double)p->crashes);
         cJSON_AddBoolToObject(po, "counts_fresh", p->have_counts);
-        cJSON_AddItemToObject(po, "job_stats", job_stats_json(p));
+        cJSON_AddItemToObject(po, "job_stats", job_stats_json(p, raw));
+        if (raw) cJSON_AddItemToObject(po, "exits", exits_json(p));
+        reconnects += pool_redis_reconnects(&m->pools, p);
         cJSON *qa = cJSON_AddArrayToObject(po, "queues");
         uint32_t cw = pool_control_word(&m->pools, p);
         for (int q = 0; q < p->conf.nqueues; q++) {
@@ -153,6 +166,7 @@ cJSON *status_json(master_t *m, bool verbose)
             for (int j = 0; j < p->nchildren; j++) cJSON_AddItemToArray(ca, child_json(m, p, &p->children[j]));
         }
     }
+    cJSON_AddNumberToObject(o, "redis_reconnects", (double)reconnects);
     return o;
 }
 

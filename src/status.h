@@ -10,8 +10,12 @@
 
 #include "master.h"
 
-/* Pools, queues and (verbose) every child: the `qpool status` reply. */
-cJSON *status_json(master_t *m, bool verbose);
+/* Pools, queues and (STATUS_VERBOSE) every child: the `qpool status`
+ * reply. STATUS_RAW adds what /metrics needs: each job-stats entry's
+ * histogram buckets ("hist", as jobstat_counts_json), each pool's exits by
+ * kind and the Redis reconnect count. */
+enum { STATUS_VERBOSE = 1, STATUS_RAW = 2 };
+cJSON *status_json(master_t *m, unsigned flags);
 /* The jobs still running while the master stops (terminate --wait). */
 cJSON *status_progress_json(master_t *m, const char *event);
 

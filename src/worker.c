@@ -159,6 +159,7 @@ static void sb_counters(worker_t *w, uint64_t rss_kb)
     w->slot->c.busy_ms = w->busy_ms;
     w->slot->c.rss_kb = rss_kb;
     w->slot->c.handler_pgid = handler_pgid(w->h);
+    w->slot->c.redis_reconnects = w->rc ? (uint32_t)rconn_reconnects(w->rc) : 0;
     sb_write_end(w->slot);
 }
 
