@@ -46,6 +46,9 @@ struct handler {
     const pool_conf_t *p;
     char tag[64];
     int type;
+    void (*on_group)(void *arg, pid_t pgid);   /* told of every new or gone process group */
+    bool warned_v1;     /* said once that protocol 1 can misattribute */
+    void *on_group_arg;
 
     pid_t pid;          /* 0 when no process */
     bool exited;        /* reaped; status valid */
@@ -71,6 +74,12 @@ struct handler {
     bool in_job;
     char job_id[64];
 };
+
+void handler_on_group(handler_t *h, void (*fn)(void *arg, pid_t pgid), void *arg)
+{
+    h->on_group = fn;
+    h->on_group_arg = arg;
+}
 
 handler_t *handler_new(const pool_conf_t *p, const char *tag)
 {
@@ -124,6 +133,7 @@ static void kill_wait(handler_t *h)
     }
     close_all(h);
     h->pid = 0;
+    if (h->on_group) h->on_group(h->on_group_arg, 0);
     h->exited = false;
     h->ready = false;
     h->exiting = false;
@@ -238,6 +248,7 @@ static int spawn(handler_t *h, const hjob_t *j)
         if (getppid() != parent) _exit(1);
         if (fds) {
             int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
+            if (devnull < 0) _exit(126); /* never the worker's stdin in its place */
             int want[5] = {devnull, extra[1], -1, in[0], out[1]};
             child_fds(want, 5);
         } else {
@@ -256,6 +267,7 @@ static int spawn(handler_t *h, const hjob_t *j)
     close(out[1]);
     if (want_extra) close(extra[1]);
     h->pid = pid;
+    if (h->on_group) h->on_group(h->on_group_arg, pid);
     h->exited = false;
     h->in_fd = in[1];
     h->out_fd = out[0];
@@ -635,6 +647,13 @@ static int take_ready(handler_t *h)
     /* on fds 3/4 it is protocol 2 whatever it says; on stdio, what it says */
     h->proto = h->layout == LAYOUT_FDS ? 2 : proto;
     h->ready = true;
+    if (h->proto < 2 && !h->warned_v1) {
+        /* once per worker: it restarts the handler, not the warning */
+        log_warn("pipe handler (pid %d) speaks protocol 1: its responses carry no request id, so a stray "
+                 "{\"status\":...} line on its stdout can be taken for a job's outcome; move it to protocol 2 "
+                 "(docs/handler-protocol.md)", (int)h->pid);
+        h->warned_v1 = true;
+    }
     log_debug("pipe handler (pid %d) ready after %lld ms, protocol %d", (int)h->pid,
               (long long)(mono_ms() - h->started_ms), h->proto);
     return 1;
@@ -787,6 +806,7 @@ static void exec_result(handler_t *h, hresult_t *res)
     close_all(h);
     int st = h->status;
     h->pid = 0;
+    if (h->on_group) h->on_group(h->on_group_arg, 0);
     h->exited = false;
     h->in_job = false;
     memset(res, 0, sizeof *res);

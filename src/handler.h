@@ -68,6 +68,10 @@ typedef struct handler handler_t;
 
 handler_t *handler_new(const pool_conf_t *p, const char *tag);
 void handler_free(handler_t *h);
+/* fn is called with the handler's process group each time one starts, and
+ * with 0 when it is gone: the worker's scoreboard slot follows every
+ * restart, failure hooks' included. */
+void handler_on_group(handler_t *h, void (*fn)(void *arg, pid_t pgid), void *arg);
 void hresult_free(hresult_t *r);
 
 /* Make sure a pipe handler is up and has said it is ready. Returns 1 when

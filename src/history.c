@@ -58,7 +58,7 @@ int history_add(rconn_t *c, int64_t minute, const char *host, const char *pool, 
     redisReply *r;
     if (rconn_ensure(c) == 0 &&
         rconn_script(c, &add_script, 1, argc, (const char **)argv, lens, -1, -1, &r) == RC_OK) {
-        rv = r->type == REDIS_REPLY_ERROR ? -1 : 0;
+        rv = r->type == REDIS_REPLY_ERROR ? -2 : 0; /* refused: retrying would not help */
         freeReplyObject(r);
     }
     for (int i = 0; i < argc; i++) free(argv[i]);

@@ -23,8 +23,9 @@
 #include "jobstats.h"
 #include "rconn.h"
 
-/* Add s (one pool's jobs) to minute's hash. 0, or -1 when Redis did not
- * take it (the caller keeps s and tries again). */
+/* Add s (one pool's jobs) to minute's hash. 0; -1 when Redis was not
+ * reached (the caller keeps s and tries again); -2 when the script refused
+ * it (the caller drops s: it would be refused again). */
 int history_add(rconn_t *c, int64_t minute, const char *host, const char *pool, const jobstats_t *s,
                 int64_t retention_s);
 /* Minutes [from, to] merged, as {"from":m,"to":m,"minutes":[{"minute":m,

@@ -12,7 +12,8 @@
 
 #define MAX_ENTRIES 4096          /* per line */
 #define MAX_CLASS_LEN 255
-#define MAX_COUNT 1e12            /* per entry per line: far above any second's work */
+#define MAX_COUNT 1e7             /* per entry per line: far above any second's work */
+#define MAX_JOB_MS 3.2e10         /* a year: sums above count x this are refused */
 
 void jobstats_init(jobstats_t *s, int class_cap)
 {
@@ -70,6 +71,15 @@ void jobstats_record(jobstats_t *s, const char *queue, const char *job, int outc
                      double wait_ms)
 {
     if (outcome < 0 || outcome >= OUTCOME_N) return;
+    char cut[MAX_CLASS_LEN + 1];
+    if (job && strlen(job) > MAX_CLASS_LEN) {
+        /* the master refuses longer names: cut at a UTF-8 character boundary */
+        size_t n = MAX_CLASS_LEN;
+        while (n && ((unsigned char)job[n] & 0xC0) == 0x80) n--;
+        memcpy(cut, job, n);
+        cut[n] = '\0';
+        job = cut;
+    }
     jobstat_t *e = entry(s, labels_id(&s->queues, queue), labels_id(&s->classes, job && *job ? job : LABEL_OTHER),
                          outcome);
     e->n++;
@@ -130,6 +140,12 @@ static bool sum_ok(const cJSON *v)
     return cJSON_IsNumber(v) && isfinite(v->valuedouble) && v->valuedouble >= 0;
 }
 
+/* A sum no count of real jobs can reach would make the totals infinite. */
+static bool sum_plausible(const histogram_t *h)
+{
+    return h->sum_ms <= (double)h->count * MAX_JOB_MS;
+}
+
 /* A histogram of exactly METRICS_NBUCKETS counts; its count is their sum. */
 static bool hist_from(const cJSON *a, const cJSON *sum, histogram_t *h)
 {
@@ -143,7 +159,7 @@ static bool hist_from(const cJSON *a, const cJSON *sum, histogram_t *h)
         h->count += (uint64_t)b->valuedouble;
     }
     h->sum_ms = sum->valuedouble;
-    return true;
+    return sum_plausible(h);
 }
 
 static int queue_index(const char *name, char *const *queues, int nqueues)

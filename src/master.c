@@ -489,7 +489,12 @@ int master_run(const char *config_path)
 
     sdn_init();
     if (sb_create(&m->sb, QPOOL_MAX_WORKERS_LIMIT) < 0) {
-        log_error("cannot map the scoreboard: %s", strerror(errno));
+        if (errno == EINVAL)
+            log_error("cannot map the scoreboard: pages here are %ld bytes, a slot is %d; build with "
+                      "-DQPOOL_SLOT_SIZE=%ld so that each worker can be confined to its own slot",
+                      sysconf(_SC_PAGESIZE), SB_SLOT_SIZE, sysconf(_SC_PAGESIZE));
+        else
+            log_error("cannot map the scoreboard: %s", strerror(errno));
         safefile_pidfile_remove(m->conf->pid_file, m->pid_fd);
         config_free(conf);
         free(m);

@@ -401,8 +401,9 @@ static void write_history(master_t *m)
         pool_t *p = m->pools.v[i];
         if (jobstats_empty(&p->recent)) continue;
         rconn_t *c = conn_for(m, p->conf.connection);
-        if (c && history_add(c, minute, m->mon->host, p->conf.name, &p->recent, m->conf->metrics_retention) == 0)
-            jobstats_clear(&p->recent);
+        int rv = c ? history_add(c, minute, m->mon->host, p->conf.name, &p->recent, m->conf->metrics_retention) : -1;
+        if (rv == -2) log_warn("pool %s: Redis refused this pass's metrics history; dropping it", p->conf.name);
+        if (rv != -1) jobstats_clear(&p->recent);
     }
 }
 

@@ -77,13 +77,13 @@ static void kill_group(pid_t pid)
  * master has checked it is one that worker can have made: the slot is
  * written by the worker, and root never signals a group on its word alone
  * (review #6). */
-static void kill_handler_group(const pool_t *p, const child_t *c, int32_t pgid)
+static void kill_handler_group(pools_t *ps, const pool_t *p, const child_t *c, int32_t pgid)
 {
     if (!pgid) return;
     char who[80];
     snprintf(who, sizeof who, "pool %s: pid %d", p->conf.name, (int)c->pid);
     uid_t uid = p->conf.has_uid ? p->conf.uid : geteuid();
-    proc_kill_worker_group(pgid, uid, c->start_ticks, who);
+    proc_kill_worker_group(pgid, uid, c->start_ticks, pools_find_child(ps, pgid, NULL) != NULL, who);
 }
 
 static bool child_native(const pools_t *ps, const child_t *c)
@@ -561,7 +561,7 @@ void pools_child_exited(pools_t *ps, pid_t pid, int status, int64_t now)
     p->busy_ms_reaped += snap.busy_ms;
     p->redis_reconnects_reaped += snap.redis_reconnects;
     p->exits[exit_kind(c, &snap, status)]++;
-    kill_handler_group(p, c, snap.handler_pgid); /* never leave a handler behind */
+    kill_handler_group(ps, p, c, snap.handler_pgid); /* never leave a handler behind */
     stats_close(ps, p, c); /* what it sent before it exited counts */
     bool native = child_native(ps, c);
     sb_release(ps->sb, c->sb);
@@ -671,7 +671,7 @@ void pools_kill_all(pools_t *ps)
             child_t *c = &p->children[j];
             sb_child_t s;
             child_state(ps, c, &s);
-            kill_handler_group(p, c, s.handler_pgid);
+            kill_handler_group(ps, p, c, s.handler_pgid);
             kill_group(c->pid);
         }
     }

@@ -6,6 +6,7 @@
 #include "util.h"
 
 #include <bsd/unistd.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -267,22 +268,49 @@ static int read_real_uid(pid_t pid, uid_t *uid)
 
 bool proc_group_check(const group_check_t *g)
 {
-    if (g->pgid <= 1 || g->pgid == g->self || g->pgid == g->self_pgrp) return false;
-    if (!g->leader_alive || g->leader_pgrp != g->pgid) return false;
+    if (g->pgid <= 1 || g->pgid == g->self || g->pgid == g->self_pgrp || g->is_child) return false;
+    if (!g->worker_start) return false;
+    if (!g->leader_alive) return g->members > 0 && g->members_ok;
+    if (g->leader_pgrp != g->pgid) return false;
     if (g->leader_uid != g->pool_uid) return false;
     return g->worker_start && g->leader_start >= g->worker_start;
 }
 
-int proc_kill_worker_group(pid_t pgid, uid_t pool_uid, unsigned long long worker_start, const char *who)
+/* The processes left in group pgid: how many, and whether every one is of
+ * uid and started at or after start. */
+static void scan_members(group_check_t *g)
+{
+    DIR *d = opendir("/proc");
+    if (!d) return;
+    g->members_ok = true;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        char *end;
+        long pid = strtol(e->d_name, &end, 10);
+        pid_t pg;
+        unsigned long long st;
+        uid_t uid;
+        if (*end || pid <= 0 || read_stat((pid_t)pid, &pg, &st) < 0 || pg != g->pgid) continue;
+        g->members++;
+        if (read_real_uid((pid_t)pid, &uid) < 0 || uid != g->pool_uid || st < g->worker_start)
+            g->members_ok = false;
+    }
+    closedir(d);
+}
+
+int proc_kill_worker_group(pid_t pgid, uid_t pool_uid, unsigned long long worker_start, bool is_child,
+                           const char *who)
 {
     if (pgid == 0) return 0;
     group_check_t g = {.pgid = pgid, .self = getpid(), .self_pgrp = getpgrp(), .pool_uid = pool_uid,
-                       .worker_start = worker_start};
-    if (pgid > 1)
+                       .worker_start = worker_start, .is_child = is_child};
+    if (pgid > 1) {
         g.leader_alive = read_stat(pgid, &g.leader_pgrp, &g.leader_start) == 0 &&
                          read_real_uid(pgid, &g.leader_uid) == 0;
+        if (!g.leader_alive) scan_members(&g);
+    }
     if (!proc_group_check(&g)) {
-        if (pgid < 0 || pgid == 1 || g.leader_alive)
+        if (pgid < 0 || pgid == 1 || g.leader_alive || g.members)
             log_warn("%s: not killing process group %d: not a handler of this worker", who, (int)pgid);
         return 0;
     }

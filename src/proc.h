@@ -61,14 +61,22 @@ typedef struct {
     unsigned long long leader_start;
     uid_t pool_uid;                /* the uid the pool runs as */
     unsigned long long worker_start; /* the worker that named it */
+    /* when the leader is gone (a handler that died with its worker): */
+    int members;                   /* processes still in the group */
+    bool members_ok;               /* every one of the pool's uid and younger than the worker */
+    bool is_child;                 /* pgid is the pid of a child the master runs (never a handler) */
 } group_check_t;
 /* Pure: true only for a group the pool's worker can have made: above 1, not
- * the master's, led by a process of the pool's uid that is younger than the
- * worker (a reused pid of an older process never matches). */
+ * the master's nor one of its children's, led by a process of the pool's
+ * uid that is younger than the worker (a reused pid of an older process
+ * never matches); or, once that leader is gone, whose every remaining
+ * member is of the pool's uid and younger than the worker (a job's
+ * processes left behind by a handler that died with its worker). */
 bool proc_group_check(const group_check_t *g);
 /* Fill a group_check_t from /proc and SIGKILL the group if it passes.
  * Returns 1 when killed, 0 when refused (logged), -1 on error. */
-int proc_kill_worker_group(pid_t pgid, uid_t pool_uid, unsigned long long worker_start, const char *who);
+int proc_kill_worker_group(pid_t pgid, uid_t pool_uid, unsigned long long worker_start, bool is_child,
+                           const char *who);
 
 /* Describe a wait status: "exited with status 1", "killed by signal 9 (SIGKILL)". */
 void proc_describe_status(int status, char *buf, size_t n);

@@ -253,11 +253,13 @@ void qkeys_init(qkeys_t *k, const char *prefix, const char *name)
     k->reserved = xasprintf("%s:reserved", k->ready);
     k->notify = xasprintf("%s:notify", k->ready);
     k->failed = xasprintf("%sqpool:failed:%s", prefix, name);
+    k->unpop = xasprintf("%sqpool:unpop:%s:", prefix, name);
 }
 
 void qkeys_free(qkeys_t *k)
 {
     free(k->name);
+    free(k->unpop);
     free(k->ready);
     free(k->delayed);
     free(k->reserved);
@@ -421,7 +423,7 @@ void pop_result_free(pop_result_t *r)
 void queue_append_unpop(rconn_t *c, const qkeys_t *k, const char *reserved, size_t reslen,
                         const char *raw, size_t rawlen, const char *token)
 {
-    char *tok = xasprintf("%s:qpool-unpop:%s", k->ready, token);
+    char *tok = xasprintf("%s%s", k->unpop, token);
     const char *argv[] = {k->ready, k->reserved, k->notify, tok, reserved, raw, QPOOL_UNPOP_TOKEN_TTL};
     size_t lens[] = {strlen(k->ready), strlen(k->reserved), strlen(k->notify), strlen(tok), reslen, rawlen,
                      strlen(QPOOL_UNPOP_TOKEN_TTL)};

@@ -30,6 +30,7 @@
 typedef struct {
     char *name;                /* unprefixed */
     char *ready, *delayed, *reserved, *notify, *failed;   /* full keys */
+    char *unpop;               /* <prefix>qpool:unpop:<name>: give-back tokens, outside Laravel's queues:* */
 } qkeys_t;
 
 typedef struct {
@@ -98,7 +99,7 @@ void queue_append_release(rconn_t *c, const qkeys_t *k, const char *reserved, si
 /* Give back a popped job that never started: if its reservation is still
  * ours, the original payload goes back to the head of its queue with its
  * notify token, attempts as they were. token (unique per give-back, kept
- * when it is resent) makes it idempotent: <ready>:qpool-unpop:<token> is
+ * when it is resent) makes it idempotent: <prefix>qpool:unpop:<queue>:<token> is
  * set for QPOOL_UNPOP_TOKEN_TTL seconds and a second call does nothing.
  * Reply: 1 given back, 0 not (already done, or the reservation is gone). */
 #define QPOOL_UNPOP_TOKEN_TTL "86400"

@@ -3,6 +3,7 @@
  */
 #include "scoreboard.h"
 
+#include <errno.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -11,6 +12,11 @@ _Static_assert(sizeof(sb_slot_t) == SB_SLOT_SIZE, "a scoreboard slot is one page
 
 int sb_create(scoreboard_t *sb, int nslots)
 {
+    long page = sysconf(_SC_PAGESIZE);
+    if (page <= 0 || SB_SLOT_SIZE % page) {
+        errno = EINVAL;
+        return -1;
+    }
     size_t len = sizeof(sb_slot_t) * (size_t)nslots;
     void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) return -1;

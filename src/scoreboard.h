@@ -68,7 +68,10 @@ typedef struct {
 
 /* One slot per page: a child keeps only its own page mapped (sb_confine),
  * so it cannot write, or read, any other child's slot. */
-#define SB_SLOT_SIZE 4096
+#ifndef QPOOL_SLOT_SIZE
+#define QPOOL_SLOT_SIZE 4096       /* cmake -DQPOOL_SLOT_SIZE=65536 for 64 KiB pages */
+#endif
+#define SB_SLOT_SIZE QPOOL_SLOT_SIZE
 
 typedef struct {
     _Atomic uint32_t seq;
@@ -86,6 +89,8 @@ typedef struct {
     int nslots;
 } scoreboard_t;
 
+/* -1 with errno EINVAL when the page size does not divide a slot: a child
+ * could not be confined to its own slot, so the master refuses to start. */
 int sb_create(scoreboard_t *sb, int nslots);
 void sb_destroy(scoreboard_t *sb);
 int sb_alloc(scoreboard_t *sb);                 /* -1 when full */

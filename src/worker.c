@@ -163,13 +163,18 @@ static void sb_counters(worker_t *w, uint64_t rss_kb)
     sb_write_end(w->slot);
 }
 
-static void sb_handler(worker_t *w)
+static void slot_handler_group(void *arg, pid_t pg)
 {
-    int32_t pg = handler_pgid(w->h);
+    worker_t *w = arg;
     if (w->slot->c.handler_pgid == pg) return;
     sb_write_begin(w->slot);
     w->slot->c.handler_pgid = pg;
     sb_write_end(w->slot);
+}
+
+static void sb_handler(worker_t *w)
+{
+    slot_handler_group(w, handler_pgid(w->h));
 }
 
 /* ------------------------------------------------------------ signals */
@@ -1181,6 +1186,7 @@ int worker_main(const pool_conf_t *p, const qconf_t *conf, sb_slot_t *slot, int 
     w->cache = rconn_new(ccf ? ccf : rcf);
     queue_set_init(&w->qs, rcf->prefix, p->queues, p->nqueues);
     w->h = handler_new(p, w->tag);
+    handler_on_group(w->h, slot_handler_group, w);
     w->rss_self.fd = w->rss_handler.fd = -1;
     w->start_ms = mono_ms();
     w->last_migrate_ms = 0;

@@ -47,10 +47,13 @@ final class Protocol
         // PHP's own error display goes to stdout in the CLI by default.
         ini_set('display_errors', 'stderr');
 
+        $channel = $this->protocolPipes();
+
         if (! $this->openFds()) {
             $this->moveStdio();
         }
 
+        $this->closeOnExec($channel);
         $this->startBuffer();
     }
 
@@ -285,6 +288,61 @@ final class Protocol
             return $ok;
         } catch (\Throwable $e) {
             return false; // FFI disabled (ffi.enable) or libc not found
+        }
+    }
+
+    /**
+     * What the protocol channel's descriptors point to (pipe:[inode]),
+     * before any of them is moved or copied.
+     */
+    private function protocolPipes(): array
+    {
+        $fds = [0, 1];
+        $req = getenv('QPOOL_REQUEST_FD');
+        $resp = getenv('QPOOL_RESPONSE_FD');
+
+        if (is_string($req) && is_string($resp) && ctype_digit($req) && ctype_digit($resp)) {
+            $fds = [(int) $req, (int) $resp];
+        }
+
+        return array_values(array_filter(array_map([self::class, 'target'], $fds), function ($t) {
+            return is_string($t) && strncmp($t, 'pipe:', 5) === 0;
+        }));
+    }
+
+    /**
+     * Every descriptor of ours on the protocol pipes (the ones qpool passed
+     * and PHP's copies of them) is marked close-on-exec, so no process a job
+     * starts holds the channel: it could read a request meant for us, or
+     * keep the pipe open after we exit. Needs FFI (PHP has no fcntl); without
+     * it the descriptors stay inheritable, and we say so once.
+     */
+    private function closeOnExec(array $pipes): void
+    {
+        if ($pipes === []) {
+            return;
+        }
+
+        $libc = null;
+
+        if (getenv('QPOOL_PHP_FFI') !== '0' && class_exists('FFI')) {
+            try {
+                $libc = \FFI::cdef('int fcntl(int fd, int cmd, ...);');
+            } catch (\Throwable $e) {
+                $libc = null; // FFI disabled (ffi.enable) or libc not found
+            }
+        }
+
+        if ($libc === null) {
+            self::log('without FFI the protocol descriptors stay open in processes a job starts');
+
+            return;
+        }
+
+        foreach (@scandir('/proc/self/fd') ?: [] as $entry) {
+            if (ctype_digit($entry) && in_array(self::target((int) $entry), $pipes, true)) {
+                $libc->fcntl((int) $entry, 2 /* F_SETFD */, 1 /* FD_CLOEXEC */);
+            }
         }
     }
 

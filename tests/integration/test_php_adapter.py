@@ -82,6 +82,17 @@ class QpoolTestStdinHandler
     }
 }
 
+class QpoolTestFdsHandler
+{
+    public function handle($job, $data)
+    {
+        // what a process the job starts holds open: the shell's descriptors
+        $out = shell_exec('for f in /proc/$$/fd/*; do echo "${f##*/} $(readlink $f)"; done');
+        App\Support\Marker::write(["event" => "fds", "fds" => (string) $out]);
+        $job->delete();
+    }
+}
+
 class QpoolTestEdgeHandler
 {
     public function handle($job, $data)
@@ -230,6 +241,8 @@ class Adapter:
                 stdout=subprocess.PIPE, stderr=self._stderr)
             self.req = self.proc.stdin
             self.resp = self.proc.stdout
+        # what the protocol's pipes are, as readlink(/proc/<pid>/fd/N) shows them
+        self.pipes = {"pipe:[%d]" % os.fstat(f.fileno()).st_ino for f in (self.req, self.resp)}
         self.lines = queue.Queue()
         self.raw_stdout = []
         threading.Thread(target=self._pump, daemon=True).start()
@@ -569,6 +582,31 @@ def test_a_job_reading_stdin_gets_eof_at_once(app, adapter, channel, ffi):
     raw = app.dispatch_and_pop("MarkerJob", "--tag=after-cat")
     assert a.send(request("job", raw)) == {"status": "done"}
     assert a.close() == 0
+
+
+@pytest.mark.parametrize("channel", ["fds", "stdio"])
+def test_processes_a_job_starts_do_not_hold_the_protocol_pipes(app, adapter, channel):
+    # review follow-up: the request and response pipes (and PHP's copies of
+    # them) are close-on-exec, so a job's shell_exec() child cannot read a
+    # request or keep the channel open
+    prelude = str(Path(app.env["_dir"]) / "prelude.php")
+    a = adapter({"QPOOL_PHP_FFI": "1"}, ("-d", "auto_prepend_file=" + prelude), channel=channel)
+    assert a.send(request("job", string_payload("QpoolTestFdsHandler"))) == {"status": "done"}, a.stderr()
+    (m,) = [x for x in app.markers() if x.get("event") == "fds"]
+    held = dict(line.split(" ", 1) for line in m["fds"].splitlines() if " " in line)
+    assert held, m
+    assert not set(held.values()) & a.pipes, (held, a.pipes)
+    raw = app.dispatch_and_pop("MarkerJob", "--tag=after-fds")
+    assert a.send(request("job", raw)) == {"status": "done"}
+    assert a.close() == 0
+
+
+def test_without_ffi_the_adapter_says_the_pipes_stay_inheritable(app, adapter):
+    a = adapter({"QPOOL_PHP_FFI": "0"})
+    raw = app.dispatch_and_pop("MarkerJob", "--tag=no-ffi")
+    assert a.send(request("job", raw)) == {"status": "done"}
+    assert a.close() == 0
+    assert "without FFI the protocol descriptors stay open" in a.stderr()
 
 
 def test_job_calling_exit_still_gets_a_response(app, adapter):

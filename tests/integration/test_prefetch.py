@@ -159,6 +159,12 @@ def test_prefetched_jobs_go_back_while_a_long_job_runs_whose_reservation_is_exte
     time.sleep(3.2)
     assert r.zcard(key) == 1
     assert r.zrangebyscore(key, "-inf", time.time()) == [], "the running job's reservation expired"
+    # the give-backs' idempotency tokens live under qpool's own keys: Laravel
+    # 13's allQueueNames() lists queues:* and must see only real queues
+    laravel = {PREFIX + "queues:default" + s for s in ("", ":reserved", ":notify", ":delayed")}
+    listed = {k.decode() for k in r.keys(PREFIX + "queues:*")}
+    assert listed <= laravel, listed
+    assert len(r.keys(PREFIX + "qpool:unpop:default:*")) == 2
     wait_for(lambda: len(jobs_in_log(log)) == 3 and empty(r, "default"), 20, what="the three jobs")
     assert all(l[3] == "1" for l in jobs_in_log(log)), "a given-back job lost an attempt"
 

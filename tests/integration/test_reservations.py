@@ -46,7 +46,7 @@ def unpop(r, q, reserved, raw, token):
     """A give-back as queue_append_unpop makes it."""
     k = keys(q)
     return r.eval(lua("UNPOP_LUA"), 4, k["ready"], k["reserved"], k["notify"],
-                  k["ready"] + ":qpool-unpop:" + token, reserved, raw, 86400)
+                  PREFIX + "qpool:unpop:" + q + ":" + token, reserved, raw, 86400)
 
 
 def test_a_give_back_resent_after_a_lost_reply_changes_nothing(r):

@@ -99,6 +99,14 @@ static const char *const BAD[] = {
     /* an extra key */
     "{\"s\":[{\"q\":\"high\",\"j\":\"A\",\"o\":\"done\",\"n\":1,\"r\":[1,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0],\"rs\":1,"
     "\"w\":[0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0],\"ws\":0,\"x\":1}]}",
+    /* sums no job count can reach: merged, they made the totals infinite */
+    "{\"s\":[{\"q\":\"high\",\"j\":\"A\",\"o\":\"done\",\"n\":1,\"r\":[1,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0],\"rs\":1e308,"
+    "\"w\":[0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0],\"ws\":0}]}",
+    "{\"s\":[{\"q\":\"high\",\"j\":\"A\",\"o\":\"done\",\"n\":1,\"r\":[1,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0],\"rs\":1,"
+    "\"w\":[0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0],\"ws\":5e15}]}",
+    /* counts past any second's work */
+    "{\"s\":[{\"q\":\"high\",\"j\":\"A\",\"o\":\"done\",\"n\":1e11,\"r\":[1e11,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0],\"rs\":1,"
+    "\"w\":[0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0],\"ws\":0}]}",
     /* empty class name */
     "{\"s\":[{\"q\":\"high\",\"j\":\"\",\"o\":\"done\",\"n\":1,\"r\":[1,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0],\"rs\":1,"
     "\"w\":[0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0],\"ws\":0}]}",
@@ -119,12 +127,40 @@ static void test_refuses_what_it_did_not_write(void **state)
     jobstats_free(&m);
 }
 
+/* A producer's very long displayName is cut (at a character boundary),
+ * not a reason for the master to refuse the worker's whole second. */
+static void test_a_long_class_name_is_cut_not_refused(void **state)
+{
+    (void)state;
+    char name[400];
+    memset(name, 'A', sizeof name);
+    memcpy(name + 254, "\xc3\xa9", 2); /* an "e acute" across the cut (255) */
+    name[sizeof name - 1] = '\0';
+    jobstats_t w, m;
+    jobstats_init(&w, 10);
+    jobstats_init(&m, 10);
+    jobstats_record(&w, "high", name, OUTCOME_DONE, 5, -1);
+    jobstats_record(&w, "high", "Short", OUTCOME_DONE, 5, -1);
+    int from = 0;
+    size_t len;
+    char *line = jobstats_encode(&w, &from, 100, &len);
+    char err[128] = "";
+    assert_int_equal(jobstats_decode(line, len, QUEUES, 2, &m, err, sizeof err), 2);
+    const char *cut = labels_name(&m.classes, m.v[0].job);
+    assert_int_equal(strlen(cut), 254);
+    assert_int_equal(strncmp(cut, name, 254), 0);
+    free(line);
+    jobstats_free(&w);
+    jobstats_free(&m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_round_trip),
         cmocka_unit_test(test_class_cap),
         cmocka_unit_test(test_refuses_what_it_did_not_write),
+        cmocka_unit_test(test_a_long_class_name_is_cut_not_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -42,7 +42,15 @@ static void test_group_rule(void **state)
     g.pgid = g.leader_pgrp = g.self_pgrp = 500; /* the master's own group */
     assert_false(proc_group_check(&g));
     g = good();
-    g.leader_alive = false;
+    g.leader_alive = false; /* gone, and nothing left in its group */
+    assert_false(proc_group_check(&g));
+    g.members = 2;          /* a job's processes left behind: the pool's, younger */
+    g.members_ok = true;
+    assert_true(proc_group_check(&g));
+    g.members_ok = false;   /* one of them is not */
+    assert_false(proc_group_check(&g));
+    g = good();
+    g.is_child = true;      /* a sibling worker's group: never */
     assert_false(proc_group_check(&g));
     g = good();
     g.leader_pgrp = 501; /* a reused pid that leads no group */
@@ -100,15 +108,15 @@ static void test_real_groups(void **state)
     assert_true(me > 0);
     /* a handler-like group: this uid, younger than the "worker" (us) */
     pid_t h = group_leader(0);
-    assert_int_equal(proc_kill_worker_group(h, geteuid(), me, "test"), 1);
+    assert_int_equal(proc_kill_worker_group(h, geteuid(), me, false, "test"), 1);
     waitpid(h, NULL, 0);
     /* never group 1, never our own group */
-    assert_int_equal(proc_kill_worker_group(1, geteuid(), me, "test"), 0);
-    assert_int_equal(proc_kill_worker_group(getpgrp(), geteuid(), me, "test"), 0);
+    assert_int_equal(proc_kill_worker_group(1, geteuid(), me, false, "test"), 0);
+    assert_int_equal(proc_kill_worker_group(getpgrp(), geteuid(), me, false, "test"), 0);
     /* a group of another user: left alone */
     if (geteuid() == 0) {
         pid_t other = group_leader(65534);
-        assert_int_equal(proc_kill_worker_group(other, 0, me, "test"), 0);
+        assert_int_equal(proc_kill_worker_group(other, 0, me, false, "test"), 0);
         assert_true(alive(other));
         kill(other, SIGKILL);
         waitpid(other, NULL, 0);
@@ -116,10 +124,74 @@ static void test_real_groups(void **state)
     /* a group older than the worker that named it: left alone */
     pid_t old = group_leader(0);
     unsigned long long later = proc_start_ticks(old) + 1000;
-    assert_int_equal(proc_kill_worker_group(old, geteuid(), later, "test"), 0);
+    assert_int_equal(proc_kill_worker_group(old, geteuid(), later, false, "test"), 0);
     assert_true(alive(old));
     kill(old, SIGKILL);
     waitpid(old, NULL, 0);
+}
+
+/* Dead (a zombie counts: its new parent may not reap it at once). */
+static bool dead(pid_t pid)
+{
+    char path[64], line[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f) return true;
+    bool ok = fgets(line, sizeof line, f) != NULL;
+    fclose(f);
+    const char *p = ok ? strrchr(line, ')') : NULL;
+    return !p || p[2] == 'Z' || p[2] == 'X';
+}
+
+/* A group whose leader is gone, with one member left (a job's process
+ * outliving a handler that died with its worker); returns the member. */
+static pid_t orphaned_group(pid_t *leader_out)
+{
+    int fds[2];
+    if (pipe(fds) < 0) return -1;
+    pid_t leader = fork();
+    if (leader == 0) {
+        setpgid(0, 0);
+        pid_t member = fork();
+        if (member == 0) {
+            alarm(20); /* never outlives a failed test for long */
+            pause();
+            _exit(0);
+        }
+        (void)!write(fds[1], &member, sizeof member);
+        _exit(0);
+    }
+    setpgid(leader, leader);
+    pid_t member = -1;
+    (void)!read(fds[0], &member, sizeof member);
+    close(fds[0]);
+    close(fds[1]);
+    waitpid(leader, NULL, 0);
+    *leader_out = leader;
+    return member;
+}
+
+static void test_a_group_whose_leader_died(void **state)
+{
+    (void)state;
+    unsigned long long me = proc_start_ticks(getpid());
+    pid_t leader;
+    pid_t member = orphaned_group(&leader);
+    assert_true(member > 0);
+    assert_int_equal(kill(member, 0), 0);
+    /* it is one of this worker's processes: the group goes */
+    assert_int_equal(proc_kill_worker_group(leader, geteuid(), me, false, "test"), 1);
+    for (int i = 0; i < 100 && !dead(member); i++) {
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    assert_true(dead(member));
+    /* the same group named by a worker younger than its member: left alone */
+    member = orphaned_group(&leader);
+    unsigned long long later = proc_start_ticks(member) + 1000;
+    assert_int_equal(proc_kill_worker_group(leader, geteuid(), later, false, "test"), 0);
+    assert_false(dead(member));
+    kill(member, SIGKILL);
 }
 
 int main(void)
@@ -128,6 +200,7 @@ int main(void)
         cmocka_unit_test(test_group_rule),
         cmocka_unit_test(test_parse_stat),
         cmocka_unit_test(test_real_groups),
+        cmocka_unit_test(test_a_group_whose_leader_died),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,38 @@
+/*
+ * http.h - the HTTP endpoint (off unless qpool.http.listen is set).
+ *
+ * The master never parses HTTP. It binds the listener (a TCP address or a
+ * Unix socket, created with the control socket's rules), then forks one
+ * HTTP process that drops to http.user (nobody by default) when the master
+ * is root, keeps only the listener and one end of a socket pair, and serves
+ * with libmicrohttpd: requests bounded in size (headers 16 KB), time
+ * (http.timeout) and number (http.max_connections). What the HTTP process
+ * knows of the master it asks over the socket pair, which the master's
+ * control loop serves as one more control client (the same request lines
+ * and the same master verbs as `qpool status`/`qpool pause`); the rest
+ * (fleet, history, jobs) it reads from Redis itself. A slow or hostile
+ * client can exhaust the HTTP process's connections, never the master's
+ * loop. The master restarts the HTTP process if it dies (respawn.h
+ * backoff) and when a reload changes qpool.http.
+ */
+#ifndef QPOOL_HTTP_H
+#define QPOOL_HTTP_H
+
+#include <stdbool.h>
+#include <sys/types.h>
+
+#include "master.h"
+
+/* Master side (http.c). */
+int http_start(master_t *m);            /* bind and spawn; 0 also when off */
+bool http_reaped(master_t *m, pid_t pid, int status);  /* true if pid was the HTTP process */
+void http_tick(master_t *m, int64_t now_ms);           /* respawn when due */
+int64_t http_next_due(const master_t *m);              /* monotonic ms, 0 if nothing due */
+void http_reload(master_t *m, const qconf_t *old);     /* restart it if qpool.http changed */
+void http_close(master_t *m);                          /* stop it and close the listener */
+
+/* The HTTP process's main (http_server.c): listen_fd and ctl_fd are its
+ * descriptors 3 and 4. Returns the exit status. */
+int http_serve(const qconf_t *conf, int listen_fd, int ctl_fd, const char *token);
+
+#endif

@@ -1,0 +1,52 @@
+/*
+ * http_api.h - what the HTTP process serves (http_api.c), apart from the
+ * HTTP plumbing (http_server.c). Every handler fills an http_reply_t; none
+ * blocks longer than its master round trip (HTTP_CTL_TIMEOUT_MS) or its
+ * Redis timeout.
+ */
+#ifndef QPOOL_HTTP_API_H
+#define QPOOL_HTTP_API_H
+
+#include <cjson/cJSON.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "config.h"
+#include "rconn.h"
+#include "util.h"
+
+#define HTTP_CTL_TIMEOUT_MS 2000
+
+typedef struct {
+    const qconf_t *conf;
+    int ctl_fd;                /* to the master's control loop */
+    sbuf_t ctl_in;
+    int ctl_owed;              /* replies still to come for requests that timed out */
+    rconn_t *rc;               /* http.connection */
+    pthread_mutex_t lock;
+} http_ctx_t;
+
+typedef struct {
+    int code;
+    const char *type;
+    char *body;                /* malloc'd */
+    size_t len;
+} http_reply_t;
+
+/* A query argument of the request being served, or NULL. */
+typedef const char *(*http_arg_fn)(void *req, const char *name);
+
+/* One request line to the master, its reply parsed (caller frees), or NULL
+ * (no answer within timeout_ms, or the master is gone). */
+cJSON *http_ctl_call(http_ctx_t *h, const char *request, int timeout_ms);
+
+/* Serve GET path; returns false when no route matches. */
+bool http_api_get(http_ctx_t *h, const char *path, http_arg_fn arg, void *req, http_reply_t *out);
+/* True for routes anyone who can connect may read (/healthz). */
+bool http_api_open(const char *path);
+
+void http_reply_json(http_reply_t *r, int code, cJSON *body);   /* takes body */
+void http_reply_error(http_reply_t *r, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+#endif
