@@ -14,26 +14,6 @@
 #include <string.h>
 
 
-/* Totals over the masters, added to the reply. */
-static void add_totals(cJSON *fleet)
-{
-    double workers = 0, busy = 0, paused = 0;
-    int n = 0;
-    const cJSON *m;
-    cJSON_ArrayForEach(m, cJSON_GetObjectItemCaseSensitive(fleet, "masters")) {
-        const cJSON *w = cJSON_GetObjectItemCaseSensitive(m, "workers");
-        workers += cli_json_num(w, "total");
-        busy += cli_json_num(w, "busy");
-        paused += cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(m, "paused"));
-        n++;
-    }
-    cJSON *t = cJSON_AddObjectToObject(fleet, "totals");
-    cJSON_AddNumberToObject(t, "masters", n);
-    cJSON_AddNumberToObject(t, "paused_masters", paused);
-    cJSON_AddNumberToObject(t, "workers", workers);
-    cJSON_AddNumberToObject(t, "busy", busy);
-}
-
 static void print_fleet(const cJSON *fleet)
 {
     printf("%-24s %-8s %-8s %-9s %9s %8s %5s %5s  %s\n", "HOST", "PID", "VERSION", "STATE", "UPTIME", "WORKERS", "BUSY",
@@ -87,7 +67,7 @@ int cmd_fleet(int argc, char **argv)
                 r->last_error[0] ? r->last_error : "unavailable");
         rv = 1;
     } else {
-        add_totals(fleet);
+        fleet_add_totals(fleet);
         if (json) {
             char *s = cJSON_PrintUnformatted(fleet);
             printf("%s\n", s);

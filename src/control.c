@@ -48,6 +48,7 @@ typedef struct ctl_client {
     bool waiter;            /* terminate --wait */
     bool closing;           /* close once out is flushed; read nothing more */
     bool refused;           /* not allowed: told so, then closed */
+    bool adopted;           /* the HTTP process's channel (control_adopt) */
     int64_t last_active_ms;
     int64_t accepted_ms;
 } ctl_client_t;
@@ -168,32 +169,10 @@ const char *ctl_cmd_name(enum ctl_cmd c)
 static int bind_socket(const qconf_t *conf)
 {
     const char *path = conf->control_socket;
-    struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    if (strlen(path) >= sizeof sa.sun_path) {
-        log_error("control_socket path is too long: %s", path);
-        return -1;
-    }
-    strcpy(sa.sun_path, path);
-    /* The pid file lock is ours, so a socket left here is stale; but only
-     * a socket of ours is removed, in a directory only root or we can change. */
     char err[512];
-    if (safefile_clear_socket(path, err, sizeof err) < 0) {
-        log_error("control socket: %s", err);
-        return -1;
-    }
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    int fd = safefile_listen_unix(path, conf->control_socket_mode, err, sizeof err);
     if (fd < 0) {
-        log_error("control socket: %s", strerror(errno));
-        return -1;
-    }
-    /* created with its final mode: no window where clients see another,
-     * and no chmod by path afterwards */
-    mode_t old = umask((mode_t)(~conf->control_socket_mode & 0777));
-    int rb = bind(fd, (struct sockaddr *)&sa, sizeof sa);
-    umask(old);
-    if (rb < 0 || listen(fd, 16) < 0) {
-        log_error("control socket %s: %s", path, strerror(errno));
-        close(fd);
+        log_error("control socket: %s", err);
         return -1;
     }
     uid_t uid = (uid_t)-1;
@@ -444,7 +423,17 @@ static void handle_line(master_t *m, ctl_client_t *c, const char *line, size_t l
         reply_error(c, "%s", err);
         return;
     }
-    log_debug("control: %s from uid %d", ctl_cmd_name(r.cmd), (int)c->uid);
+    if (c->adopted && (r.cmd == CTL_RELOAD || r.cmd == CTL_TERMINATE)) {
+        /* HTTP may look, pause, scale and restart; reload and stop stay
+         * with the control socket and signals */
+        reply_error(c, "%s is not allowed over HTTP", ctl_cmd_name(r.cmd));
+        ctl_request_free(&r);
+        return;
+    }
+    if (c->adopted && r.cmd != CTL_STATUS)
+        log_info("control: %s over HTTP", ctl_cmd_name(r.cmd));
+    else
+        log_debug("control: %s from uid %d", ctl_cmd_name(r.cmd), (int)c->uid);
     HANDLERS[r.cmd](m, c, &r);
     ctl_request_free(&r);
 }
@@ -507,6 +496,19 @@ static void accept_one(master_t *m, int fd)
     struct epoll_event ev = {.events = EPOLLIN, .data.fd = fd};
     epoll_ctl(ctl->epfd, EPOLL_CTL_ADD, fd, &ev);
     if (c->out.len) client_flush(ctl, c); /* a refusal goes out at once */
+}
+
+int control_adopt(master_t *m, int fd)
+{
+    control_t *ctl = m->ctl;
+    if (!ctl) return -1;
+    struct ucred cr = {.pid = 0, .uid = geteuid(), .gid = getegid()};
+    ctl_client_t *c = new_client(fd, &cr);
+    c->adopted = true;
+    ctl->clients = xrealloc(ctl->clients, sizeof *ctl->clients * (size_t)(ctl->nclients + 1));
+    ctl->clients[ctl->nclients++] = c;
+    struct epoll_event ev = {.events = EPOLLIN, .data.fd = fd};
+    return epoll_ctl(ctl->epfd, EPOLL_CTL_ADD, fd, &ev);
 }
 
 static void accept_clients(master_t *m)
@@ -585,6 +587,7 @@ void control_event(master_t *m, int fd, uint32_t events)
 
 static bool expired(const ctl_client_t *c, int64_t now)
 {
+    if (c->adopted) return false;
     if (c->refused) return now - c->accepted_ms > CTL_REFUSED_MS;
     return !c->waiter && now - c->last_active_ms > CTL_IDLE_MS;
 }

@@ -120,3 +120,29 @@ cJSON *fleet_list(rconn_t *c)
     freeReplyObject(r);
     return o;
 }
+
+static double json_num(const cJSON *o, const char *k)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+    return cJSON_IsNumber(v) ? v->valuedouble : 0;
+}
+
+/* Totals over the masters, added to the reply. */
+void fleet_add_totals(cJSON *fleet)
+{
+    double workers = 0, busy = 0, paused = 0;
+    int n = 0;
+    const cJSON *m;
+    cJSON_ArrayForEach(m, cJSON_GetObjectItemCaseSensitive(fleet, "masters")) {
+        const cJSON *w = cJSON_GetObjectItemCaseSensitive(m, "workers");
+        workers += json_num(w, "total");
+        busy += json_num(w, "busy");
+        paused += cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(m, "paused"));
+        n++;
+    }
+    cJSON *t = cJSON_AddObjectToObject(fleet, "totals");
+    cJSON_AddNumberToObject(t, "masters", n);
+    cJSON_AddNumberToObject(t, "paused_masters", paused);
+    cJSON_AddNumberToObject(t, "workers", workers);
+    cJSON_AddNumberToObject(t, "busy", busy);
+}

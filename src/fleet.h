@@ -32,5 +32,7 @@ int fleet_goodbye(rconn_t *c, const char *id);
 /* Every live record, as {"now_ms":..., "masters":[...]} (caller frees), or
  * NULL when Redis is unavailable. */
 cJSON *fleet_list(rconn_t *c);
+/* Add {"totals":{"masters","paused_masters","workers","busy"}} to a list. */
+void fleet_add_totals(cJSON *fleet);
 
 #endif

@@ -16,6 +16,7 @@
 #include "master.h"
 #include "monitor.h"
 #include "control.h"
+#include "http.h"
 #include "log.h"
 #include "proc.h"
 #include "rconn.h"
@@ -370,6 +371,7 @@ int master_reload(master_t *m, char **msg)
     m->pools.conf = nc;
     m->pools.max_workers = nc->max_workers;
     m->pools.stop_timeout_ms = (int64_t)(nc->shutdown_timeout * 1000);
+    http_reload(m, oc);
     config_free(oc);
     monitor_reset(m);
     master_apply_queue_pauses(m);
@@ -398,7 +400,8 @@ static void reap(master_t *m)
 {
     int status;
     pid_t pid;
-    while ((pid = waitpid(-1, &status, WNOHANG)) > 0) pools_child_exited(&m->pools, pid, status, mono_ms());
+    while ((pid = waitpid(-1, &status, WNOHANG)) > 0)
+        if (!http_reaped(m, pid, status)) pools_child_exited(&m->pools, pid, status, mono_ms());
 }
 
 static void handle_signals(master_t *m)
@@ -523,6 +526,7 @@ int master_run(const char *config_path)
     for (int i = 0; i < conf->npools; i++) add_pool(m, &conf->pools[i]);
     monitor_reset(m);
 
+    http_start(m); /* an error is logged; supervision goes on without HTTP */
     log_info("qpool %s started with %d pools from %s", "master", conf->npools, conf->path);
     int64_t due = pools_maintain(&m->pools, mono_ms());
     master_title(m);
@@ -534,6 +538,7 @@ int master_run(const char *config_path)
         int64_t now = mono_ms();
         int64_t next = min_due(due, now + 1000);
         next = min_due(next, monitor_next_due(m));
+        next = min_due(next, http_next_due(m));
         if (wd) next = min_due(next, m->last_watchdog_ms + wd);
         if (pause_pending) next = min_due(next, now + PAUSE_RECHECK_MS);
         if (m->stopping && !m->fast) next = min_due(next, m->stop_deadline_ms);
@@ -572,10 +577,12 @@ int master_run(const char *config_path)
             if (pools_live_total(&m->pools) == 0) break;
         }
         control_tick(m, now);
+        http_tick(m, now);
         master_title(m);
     }
     log_info("all children gone; exiting");
     control_notify_waiters(m);
+    http_close(m);
     control_close(m, true);
     monitor_goodbye(m);
     for (int i = 0; i < m->npaused_queues; i++) free(m->paused_queues[i]);

@@ -32,6 +32,7 @@ typedef struct {
     char last_status[512];
     int64_t started_wall_ms;
     struct monitor *mon;       /* Redis counts, Laravel keys, balancing (monitor.c) */
+    struct http_sup *http;     /* the HTTP process, if qpool.http is set (http.c) */
 
     /* queues paused by `qpool pause --queue`, by name: survives reloads */
     char **paused_queues;

@@ -11,6 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 static bool owner_ok(uid_t uid, uid_t euid)
@@ -154,4 +157,32 @@ int safefile_clear_socket(const char *path, char *err, size_t errn)
         return -1;
     }
     return 0;
+}
+
+int safefile_listen_unix(const char *path, int mode, char *err, size_t errn)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    if (strlen(path) >= sizeof sa.sun_path) {
+        snprintf(err, errn, "socket path is too long: %s", path);
+        return -1;
+    }
+    strcpy(sa.sun_path, path);
+    /* The pid file lock is ours, so a socket left here is stale; but only
+     * a socket of ours is removed, in a directory only root or we can change. */
+    if (safefile_clear_socket(path, err, errn) < 0) return -1;
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        snprintf(err, errn, "socket: %s", strerror(errno));
+        return -1;
+    }
+    /* created with its final mode: no window where clients see another */
+    mode_t old = umask((mode_t)(~mode & 0777));
+    int rb = bind(fd, (struct sockaddr *)&sa, sizeof sa);
+    umask(old);
+    if (rb < 0 || listen(fd, 64) < 0) {
+        snprintf(err, errn, "%s: %s", path, strerror(errno));
+        close(fd);
+        return -1;
+    }
+    return fd;
 }

@@ -39,4 +39,10 @@ void safefile_pidfile_remove(const char *path, int fd);
  * error. 0 if the path is free now. */
 int safefile_clear_socket(const char *path, char *err, size_t errn);
 
+/* A listening Unix stream socket at path (non-blocking, close-on-exec):
+ * a stale socket of ours is removed first (safefile_clear_socket), and the
+ * socket is created with its final mode (no chmod by path afterwards).
+ * The fd, or -1 with err filled. */
+int safefile_listen_unix(const char *path, int mode, char *err, size_t errn);
+
 #endif

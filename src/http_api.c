@@ -1,0 +1,264 @@
+/*
+ * http_api.c - what the HTTP process serves (see http_api.h and
+ * docs/api.md): /healthz, /metrics and the JSON API. The master's state
+ * comes over the control channel (one request line, one reply line); the
+ * fleet and the history come from Redis. No handler changes anything.
+ */
+#include "http_api.h"
+#include "fleet.h"
+#include "history.h"
+#include "log.h"
+#include "prom.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#define CTL_REPLY_MAX (16 << 20)   /* a status reply far larger than any master's is refused */
+
+/* ------------------------------------------------------------ replies */
+
+void http_reply_json(http_reply_t *r, int code, cJSON *body)
+{
+    r->code = code;
+    r->type = "application/json";
+    r->body = cJSON_PrintUnformatted(body);
+    r->len = strlen(r->body);
+    cJSON_Delete(body);
+}
+
+void http_reply_error(http_reply_t *r, int code, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddFalseToObject(o, "ok");
+    cJSON_AddStringToObject(o, "error", msg);
+    http_reply_json(r, code, o);
+}
+
+/* ------------------------------------------------------------ the master */
+
+static int send_line(int fd, const char *req, int64_t deadline)
+{
+    size_t len = strlen(req), off = 0;
+    while (off < len + 1) {
+        const char *p = off < len ? req + off : "\n";
+        size_t n = off < len ? len - off : 1;
+        ssize_t w = send(fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (w > 0) {
+            off += (size_t)w;
+            continue;
+        }
+        if (w < 0 && errno != EAGAIN && errno != EINTR) return -1;
+        int left = (int)(deadline - mono_ms());
+        struct pollfd pf = {.fd = fd, .events = POLLOUT};
+        if (left <= 0 || poll(&pf, 1, left) <= 0) return -1;
+    }
+    return 0;
+}
+
+/* The next complete line from the master into *line (NUL-terminated, the
+ * caller frees); 0 at the deadline, -1 when the channel is gone. */
+static int next_line(http_ctx_t *h, char **line, int64_t deadline)
+{
+    for (;;) {
+        char *nl = h->ctl_in.len ? memchr(h->ctl_in.data, '\n', h->ctl_in.len) : NULL;
+        if (nl) {
+            size_t n = (size_t)(nl - h->ctl_in.data);
+            *line = xmalloc(n + 1);
+            memcpy(*line, h->ctl_in.data, n);
+            (*line)[n] = '\0';
+            sbuf_consume(&h->ctl_in, n + 1);
+            return 1;
+        }
+        if (h->ctl_in.len > CTL_REPLY_MAX) return -1;
+        int left = (int)(deadline - mono_ms());
+        struct pollfd pf = {.fd = h->ctl_fd, .events = POLLIN};
+        if (left <= 0) return 0;
+        int pr = poll(&pf, 1, left);
+        if (pr < 0 && errno == EINTR) continue;
+        if (pr <= 0) return 0;
+        char buf[65536];
+        ssize_t n = recv(h->ctl_fd, buf, sizeof buf, MSG_DONTWAIT);
+        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) return -1;
+        if (n > 0) sbuf_append(&h->ctl_in, buf, (size_t)n);
+    }
+}
+
+cJSON *http_ctl_call(http_ctx_t *h, const char *request, int timeout_ms)
+{
+    pthread_mutex_lock(&h->lock);
+    int64_t deadline = mono_ms() + timeout_ms;
+    cJSON *reply = NULL;
+    if (send_line(h->ctl_fd, request, deadline) < 0) {
+        /* a request cut short would garble the channel: start over */
+        log_error("the master does not take requests; exiting");
+        exit(1);
+    }
+    h->ctl_owed++;
+    while (h->ctl_owed > 0) {
+        char *line = NULL;
+        int rv = next_line(h, &line, deadline);
+        if (rv < 0) {
+            log_error("the master closed its channel; exiting");
+            exit(0);
+        }
+        if (rv == 0) break; /* late: the reply will be skipped when it comes */
+        h->ctl_owed--;
+        if (h->ctl_owed == 0) reply = cJSON_Parse(line);
+        free(line);
+    }
+    pthread_mutex_unlock(&h->lock);
+    return reply;
+}
+
+/* ------------------------------------------------------------ handlers */
+
+typedef void (*get_fn)(http_ctx_t *h, http_arg_fn arg, void *req, http_reply_t *out);
+
+static void get_healthz(http_ctx_t *h, http_arg_fn arg, void *req, http_reply_t *out)
+{
+    (void)arg, (void)req;
+    cJSON *st = http_ctl_call(h, "{\"cmd\":\"status\"}", HTTP_CTL_TIMEOUT_MS);
+    if (!st) {
+        http_reply_error(out, 503, "the master did not answer within %d ms", HTTP_CTL_TIMEOUT_MS);
+        return;
+    }
+    cJSON *o = cJSON_CreateObject();
+    const cJSON *state = cJSON_GetObjectItemCaseSensitive(st, "state");
+    cJSON_AddStringToObject(o, "state", cJSON_IsString(state) ? state->valuestring : "?");
+    cJSON_Delete(st);
+    pthread_mutex_lock(&h->lock);
+    bool redis_ok = false;
+    char why[300] = "";
+    if (rconn_ensure(h->rc) == 0) {
+        const char *argv[] = {"PING"};
+        size_t lens[] = {4};
+        redisReply *r = rconn_call(h->rc, 1, argv, lens);
+        redis_ok = r && r->type == REDIS_REPLY_STATUS;
+        if (r) freeReplyObject(r);
+        else if (!h->rc->last_error[0]) snprintf(h->rc->last_error, sizeof h->rc->last_error, "no reply");
+    }
+    if (!redis_ok) snprintf(why, sizeof why, "redis %s unavailable: %s", h->rc->name, h->rc->last_error);
+    pthread_mutex_unlock(&h->lock);
+    cJSON_AddBoolToObject(o, "ok", redis_ok);
+    if (!redis_ok) cJSON_AddStringToObject(o, "reason", why);
+    http_reply_json(out, redis_ok ? 200 : 503, o);
+}
+
+static void get_metrics(http_ctx_t *h, http_arg_fn arg, void *req, http_reply_t *out)
+{
+    (void)arg, (void)req;
+    cJSON *st = http_ctl_call(h, "{\"cmd\":\"status\",\"raw\":true}", HTTP_CTL_TIMEOUT_MS);
+    sbuf_t b;
+    sbuf_init(&b);
+    if (!st || prom_render(st, &b) < 0) {
+        cJSON_Delete(st);
+        sbuf_free(&b);
+        http_reply_error(out, 503, "the master did not answer");
+        return;
+    }
+    cJSON_Delete(st);
+    out->code = 200;
+    out->type = "text/plain; version=0.0.4; charset=utf-8";
+    out->len = b.len;
+    out->body = sbuf_steal(&b);
+}
+
+static void get_status(http_ctx_t *h, http_arg_fn arg, void *req, http_reply_t *out)
+{
+    (void)arg, (void)req;
+    cJSON *st = http_ctl_call(h, "{\"cmd\":\"status\",\"verbose\":true}", HTTP_CTL_TIMEOUT_MS);
+    if (!st) {
+        http_reply_error(out, 503, "the master did not answer");
+        return;
+    }
+    http_reply_json(out, 200, st);
+}
+
+static void get_fleet(http_ctx_t *h, http_arg_fn arg, void *req, http_reply_t *out)
+{
+    (void)arg, (void)req;
+    pthread_mutex_lock(&h->lock);
+    cJSON *f = fleet_list(h->rc);
+    pthread_mutex_unlock(&h->lock);
+    if (!f) {
+        http_reply_error(out, 503, "redis %s unavailable", h->rc->name);
+        return;
+    }
+    fleet_add_totals(f);
+    http_reply_json(out, 200, f);
+}
+
+/* A whole number in [min, max], or def when absent; -1 when malformed. */
+static long long num_arg(http_arg_fn arg, void *req, const char *name, long long def, long long min, long long max)
+{
+    const char *v = arg(req, name);
+    if (!v) return def;
+    char *end;
+    errno = 0;
+    long long n = strtoll(v, &end, 10);
+    if (!*v || *end || errno || n < min || n > max) return -1;
+    return n;
+}
+
+static void get_history(http_ctx_t *h, http_arg_fn arg, void *req, http_reply_t *out)
+{
+    int64_t now = wall_ms() / 60000;
+    long long span = h->conf->metrics_retention / 60;
+    long long minutes = num_arg(arg, req, "minutes", 60, 1, span);
+    long long to = num_arg(arg, req, "to", now, 0, now + 1);
+    if (minutes < 0 || to < 0) {
+        http_reply_error(out, 400, "minutes must be 1..%lld and to a minute (UNIX seconds / 60)", span);
+        return;
+    }
+    pthread_mutex_lock(&h->lock);
+    cJSON *m = history_read(h->rc, to - minutes + 1, to);
+    pthread_mutex_unlock(&h->lock);
+    if (!m) {
+        http_reply_error(out, 503, "redis %s unavailable", h->rc->name);
+        return;
+    }
+    http_reply_json(out, 200, m);
+}
+
+static const struct route {
+    const char *path;
+    bool open;                 /* anyone who can connect may read it */
+    get_fn get;
+} ROUTES[] = {
+    {"/healthz", true, get_healthz},
+    {"/metrics", false, get_metrics},
+    {"/api/status", false, get_status},
+    {"/api/fleet", false, get_fleet},
+    {"/api/metrics", false, get_history},
+};
+
+static const struct route *find(const char *path)
+{
+    for (size_t i = 0; i < sizeof ROUTES / sizeof *ROUTES; i++)
+        if (!strcmp(ROUTES[i].path, path)) return &ROUTES[i];
+    return NULL;
+}
+
+bool http_api_open(const char *path)
+{
+    const struct route *r = find(path);
+    return r && r->open;
+}
+
+bool http_api_get(http_ctx_t *h, const char *path, http_arg_fn arg, void *req, http_reply_t *out)
+{
+    const struct route *r = find(path);
+    if (!r) return false;
+    r->get(h, arg, req, out);
+    return true;
+}

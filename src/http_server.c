@@ -1,0 +1,160 @@
+/*
+ * http_server.c - the HTTP process (see http.h): libmicrohttpd on the
+ * listener the master bound, one polling thread, every request bounded in
+ * size, time and number, and the token checked before any handler runs.
+ * The main thread only waits for SIGTERM (or the master's death, which
+ * delivers it) and stops the daemon.
+ */
+#include "http.h"
+#include "http_api.h"
+#include "log.h"
+
+#include <microhttpd.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define HTTP_MEMORY_LIMIT (32 * 1024)  /* per connection: request line and headers (MHD answers 431/414) */
+
+typedef struct {
+    http_ctx_t api;
+    const char *token;         /* NULL: none configured */
+    bool loopback;             /* the listener is loopback or a Unix socket */
+} server_t;
+
+static const char *query_arg(void *req, const char *name)
+{
+    return MHD_lookup_connection_value(req, MHD_GET_ARGUMENT_KIND, name);
+}
+
+/* Constant-time comparison: how long it takes says nothing of the token. */
+static bool same_secret(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    unsigned char d = la != lb;
+    for (size_t i = 0; i < la; i++) d |= (unsigned char)(a[i] ^ b[i % (lb ? lb : 1)]);
+    return d == 0;
+}
+
+static bool has_token(const server_t *s, struct MHD_Connection *c)
+{
+    const char *auth = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+    return s->token && auth && !strncmp(auth, "Bearer ", 7) && same_secret(auth + 7, s->token);
+}
+
+/* The read-only endpoints are open on a loopback listener (or a Unix
+ * socket, guarded by its mode); elsewhere they need the token. Open routes
+ * (/healthz) are open everywhere: they say "ok" or why not, nothing more. */
+static bool may_read(const server_t *s, struct MHD_Connection *c, const char *path)
+{
+    if (http_api_open(path)) return true;
+    if (s->loopback) return true;
+    return has_token(s, c);
+}
+
+static enum MHD_Result send_reply(struct MHD_Connection *c, http_reply_t *r)
+{
+    struct MHD_Response *resp = MHD_create_response_from_buffer(r->len, r->body, MHD_RESPMEM_MUST_FREE);
+    if (!resp) {
+        free(r->body);
+        return MHD_NO;
+    }
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, r->type);
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+    MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
+    if (r->code == 401) MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer realm=\"qpool\"");
+    enum MHD_Result rv = MHD_queue_response(c, (unsigned)r->code, resp);
+    MHD_destroy_response(resp);
+    return rv;
+}
+
+static enum MHD_Result answer(void *cls, struct MHD_Connection *c, const char *url, const char *method,
+                              const char *version, const char *upload, size_t *upload_size, void **state)
+{
+    (void)version, (void)upload;
+    server_t *s = cls;
+    static int headers_read, body_seen;
+    http_reply_t r = {0};
+    if (!*state) {
+        /* headers only so far: refuse what no endpoint takes before any
+         * body is read, else answer once the request is complete */
+        if (strcmp(method, MHD_HTTP_METHOD_GET) && strcmp(method, MHD_HTTP_METHOD_HEAD)) {
+            http_reply_error(&r, 405, "method %s is not allowed here", method);
+            return send_reply(c, &r);
+        }
+        *state = &headers_read;
+        return MHD_YES;
+    }
+    if (*upload_size) {
+        *upload_size = 0; /* a GET with a body: read and dropped (bounded by the timeout) */
+        *state = &body_seen;
+        return MHD_YES;
+    }
+    if (*state == &body_seen)
+        http_reply_error(&r, 413, "this endpoint takes no request body");
+    else if (!may_read(s, c, url))
+        http_reply_error(&r, 401, "this endpoint needs the token (Authorization: Bearer ...)");
+    else if (!http_api_get(&s->api, url, query_arg, c, &r))
+        http_reply_error(&r, 404, "no such endpoint");
+    return send_reply(c, &r);
+}
+
+static void mhd_log(void *cls, const char *fmt, va_list ap)
+{
+    (void)cls;
+    char msg[512];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    msg[strcspn(msg, "\n")] = '\0';
+    log_debug("libmicrohttpd: %s", msg);
+}
+
+static struct MHD_Daemon *start_daemon(server_t *s, const http_conf_t *hc, int listen_fd)
+{
+    return MHD_start_daemon(
+        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG, 0, NULL, NULL, answer, s,
+        MHD_OPTION_LISTEN_SOCKET, listen_fd,
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned)hc->max_connections,
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)hc->timeout,
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)HTTP_MEMORY_LIMIT,
+        MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
+        MHD_OPTION_END);
+}
+
+int http_serve(const qconf_t *conf, int listen_fd, int ctl_fd, const char *token)
+{
+    const http_conf_t *hc = &conf->http;
+    server_t s = {.token = token, .loopback = hc->loopback};
+    s.api.conf = conf;
+    s.api.ctl_fd = ctl_fd;
+    sbuf_init(&s.api.ctl_in);
+    pthread_mutex_init(&s.api.lock, NULL);
+    const redis_conf_t *rc = config_redis(conf, hc->connection ? hc->connection : "default");
+    s.api.rc = rconn_new(rc);
+    if (s.api.rc->conf.timeout > 1) s.api.rc->conf.timeout = 1; /* a hung Redis holds a request 1 s at most */
+
+    /* SIGTERM (from the master, or as its parent-death signal) stays
+     * blocked in every thread; the main thread waits for it. */
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    struct MHD_Daemon *d = start_daemon(&s, hc, listen_fd);
+    if (!d) {
+        log_error("cannot start the HTTP server on %s", hc->listen);
+        return 1;
+    }
+    log_info("serving HTTP on %s", hc->listen);
+    int sig = 0;
+    while (sigwait(&set, &sig) == 0 && sig == SIGHUP) {
+        /* the master restarts us for a new config; SIGHUP alone changes nothing */
+    }
+    MHD_stop_daemon(d);
+    rconn_free(s.api.rc);
+    sbuf_free(&s.api.ctl_in);
+    return 0;
+}

@@ -1,0 +1,293 @@
+"""The HTTP endpoint (qpool.http, issue 9): /metrics in Prometheus's text
+format (checked with promtool), /healthz, the JSON API, who may read what,
+and what slow or oversized clients can do (nothing to the master). Real
+processes, real Redis, real HTTP over TCP."""
+import json
+import os
+import pwd
+import re
+import signal
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+
+from conftest import (FIXTURE_HANDLER, PREFIX, QPOOL, free_port, make_payload, push_many, wait_for)
+
+MAIL = "App\\Jobs\\SendMail"
+REPORT = "App\\Jobs\\Report"
+TOKEN = "s3cret-token-for-the-tests-0123456789"
+
+
+def pool(log, extra=""):
+    return ('{ name = "w"; queues = ["high", "default"]; processes = 2; tries = 2; backoff = [0]; timeout = 1;'
+            ' handler = { type = "pipe"; command = ["%s"]; }; environment = { FIXTURE_LOG = "%s"; }; %s }'
+            % (FIXTURE_HANDLER, log, extra))
+
+
+def http_conf(port, extra="", host="127.0.0.1"):
+    return 'http = { listen = "%s:%d"; %s };' % (host, port, extra)
+
+
+def get(port, path, token=None, timeout=10):
+    """(status, content type, body) of GET http://127.0.0.1:port/path."""
+    req = urllib.request.Request("http://127.0.0.1:%d%s" % (port, path))
+    if token:
+        req.add_header("Authorization", "Bearer " + token)
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as res:
+            return res.status, res.headers.get("Content-Type"), res.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.headers.get("Content-Type"), e.read().decode()
+
+
+def code(port, path, token=None):
+    try:
+        return get(port, path, token, timeout=3)[0]
+    except OSError:
+        return None
+
+
+def start(master, log, port, qpool="", extra=""):
+    master.write_config(pool(log, extra), qpool=http_conf(port) + qpool)
+    master.start()
+    wait_for(lambda: code(port, "/healthz") == 200, 10, what="the HTTP endpoint")
+
+
+SAMPLE = re.compile(r'^([a-z_]+)(?:\{(.*)\})? (\S+)$')
+LABEL = re.compile(r'([a-z_]+)="((?:[^"\\]|\\.)*)"')
+
+
+def samples(text):
+    """{(name, frozenset(labels)): value} of a Prometheus text page."""
+    out = {}
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        m = SAMPLE.match(line)
+        assert m, line
+        labels = {k: v.replace("\\\\", "\\").replace('\\"', '"') for k, v in LABEL.findall(m.group(2) or "")}
+        out[(m.group(1), frozenset(labels.items()))] = float(m.group(3))
+    return out
+
+
+def value(s, name, **labels):
+    return s.get((name, frozenset(labels.items())))
+
+
+def jobs_total(s, **labels):
+    return sum(v for (n, ls), v in s.items() if n == "qpool_jobs_total" and set(labels.items()) <= set(ls))
+
+
+def test_metrics_and_the_api_report_a_known_mix(master, r, tmp_path):
+    port = free_port()
+    start(master, tmp_path / "fixture.log", port)
+    now = time.time()
+    push_many(r, "high", [make_payload("ok", job=MAIL) for _ in range(6)])
+    push_many(r, "default", [make_payload("sleep:300", job=REPORT) for _ in range(2)])
+    push_many(r, "default", [make_payload("fail", job=REPORT) for _ in range(3)])
+    push_many(r, "high", [make_payload("hang", job=MAIL)])
+    # measured wait: a payload that says when it was dispatched (Laravel 11+)
+    push_many(r, "default", [make_payload("ok", job=REPORT, createdAt=int(now) - 5)])
+    # delayed: due in 1 s
+    r.zadd(PREFIX + "queues:default:delayed", {json.dumps(make_payload("ok", job=REPORT)): now + 1})
+    total = 6 + 2 + 3 * 2 + 2 + 1 + 1
+    wait_for(lambda: jobs_total(samples(get(port, "/metrics")[2])) == total, 30, what="every attempt counted")
+
+    status, ctype, text = get(port, "/metrics")
+    assert status == 200 and ctype.startswith("text/plain; version=0.0.4")
+    s = samples(text)
+    assert jobs_total(s, pool="w", queue="high", job=MAIL, outcome="done") == 6
+    assert jobs_total(s, queue="default", job=REPORT, outcome="done") == 4
+    assert jobs_total(s, queue="default", job=REPORT, outcome="released") == 3
+    assert jobs_total(s, queue="default", job=REPORT, outcome="failed") == 3
+    assert jobs_total(s, queue="high", job=MAIL, outcome="timed_out") == 2
+    # the two 300 ms jobs: above 0.25 s, within 0.5 s; the hang's two attempts above 1 s
+    rt = lambda q, le: value(s, "qpool_job_runtime_seconds_bucket", pool="w", queue=q, le=le)
+    assert rt("default", "0.5") - rt("default", "0.25") >= 2
+    assert rt("high", "+Inf") - rt("high", "1") == 2
+    assert value(s, "qpool_job_runtime_seconds_count", pool="w", queue="high") == 8
+    # one measured wait on default, between 5 and 10 s; none on high (no dispatch time)
+    wt = lambda le: value(s, "qpool_job_wait_seconds_bucket", pool="w", queue="default", le=le)
+    assert wt("+Inf") >= 1 and wt("10") - wt("5") == 1
+    assert (value(s, "qpool_job_wait_seconds_count", pool="w", queue="high") or 0) == 0
+    assert value(s, "qpool_queue_jobs", queue="default", state="ready") == 0
+    assert value(s, "qpool_workers", pool="w", state="idle") + value(s, "qpool_workers", pool="w", state="busy") == 2
+    assert value(s, "qpool_paused", pool="w") == 0
+    assert value(s, "qpool_redis_reconnects_total") == 0
+    assert value(s, "qpool_worker_exits_total", pool="w", reason="crashed") == 0
+    assert any(n == "qpool_build_info" for n, _ in s)
+
+    # promtool, Prometheus's own checker, finds nothing to say
+    res = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True, text=True, timeout=30)
+    assert res.returncode == 0 and not res.stdout.strip() and not res.stderr.strip(), res
+
+    # the API's status is `qpool status --json`
+    status, ctype, body = get(port, "/api/status")
+    api = json.loads(body)
+    cli = json.loads(master.cli("status", "--json", "--verbose").stdout)
+    assert ctype == "application/json" and api["pid"] == cli["pid"] == master.proc.pid
+    assert [p["name"] for p in api["pools"]] == ["w"] and len(api["pools"][0]["children"]) == 2
+    by = {(e["queue"], e["job"], e["outcome"]): e["count"] for e in api["pools"][0]["job_stats"]}
+    assert by[("high", MAIL, "done")] == 6 and by[("default", REPORT, "failed")] == 3
+
+    # history, by minute, from Redis
+    def history_done():
+        h = json.loads(get(port, "/api/metrics?minutes=5")[2])
+        return sum(e["count"] for m in h["minutes"] for e in m["series"] if e["outcome"] == "done")
+    wait_for(lambda: history_done() == 10, 10, what="the history to hold the done jobs")
+    assert get(port, "/api/metrics?minutes=0")[0] == 400
+    assert get(port, "/api/metrics?minutes=x")[0] == 400
+
+
+def test_healthz_follows_redis(master, r, redis_server, tmp_path):
+    port = free_port()
+    start(master, tmp_path / "fixture.log", port)
+    status, _, body = get(port, "/healthz")
+    assert status == 200 and json.loads(body) == {"state": "running", "ok": True}
+    redis_server.stop()
+    wait_for(lambda: code(port, "/healthz") == 503, 15, what="/healthz to turn 503")
+    status, ctype, body = get(port, "/healthz")
+    reason = json.loads(body)
+    assert ctype == "application/json" and reason["ok"] is False and "redis default unavailable" in reason["reason"]
+    redis_server.start()
+    wait_for(lambda: code(port, "/healthz") == 200, 20, what="/healthz to turn 200 again")
+
+
+def slow_client(port):
+    """A connection that sends half a request and then nothing."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=5)
+    s.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\nX-Slow: ")
+    return s
+
+
+def test_slow_and_oversized_clients_do_not_reach_the_master(master, r, tmp_path):
+    port = free_port()
+    log = tmp_path / "fixture.log"
+    start(master, log, port, qpool="", extra="")
+    # every connection the HTTP process allows (64) held by a slow-loris
+    # client, and more waiting in the backlog
+    slow = []
+    for _ in range(100):
+        try:
+            slow.append(slow_client(port))
+        except OSError:
+            break
+    assert len(slow) >= 64
+    # oversized: 1 MB of headers, and a 10 MB body on a GET
+    big = socket.create_connection(("127.0.0.1", port), timeout=5)
+    try:
+        big.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * (1 << 20) + b"\r\n\r\n")
+    except OSError:
+        pass  # refused or reset: fine
+    # meanwhile the master answers and works as usual
+    t0 = time.monotonic()
+    st = json.loads(master.cli("status", "--json").stdout)
+    assert st["state"] == "running"
+    push_many(r, "high", [make_payload("ok") for _ in range(50)])
+    wait_for(lambda: sum(1 for _ in open(log)) >= 50 if log.exists() else False, 20, what="50 jobs done")
+    assert time.monotonic() - t0 < 30
+    for s in slow:
+        s.close()
+    big.close()
+    # and the endpoint serves again once they are gone
+    wait_for(lambda: code(port, "/healthz") == 200, 20, what="HTTP to serve again")
+    assert master.proc.poll() is None
+
+
+def test_non_loopback_needs_a_token(master, r, tmp_path):
+    port = free_port()
+    # without one, the config is refused, naming the file and line
+    master.write_config(pool(tmp_path / "fixture.log"), qpool=http_conf(port, host="0.0.0.0"))
+    res = subprocess.run([QPOOL, "check", "-c", str(master.conf)], capture_output=True, text=True, timeout=30)
+    assert res.returncode == 78
+    assert re.search(re.escape(str(master.conf)) + r":\d+: .*not loopback: set token_file or token_env", res.stderr)
+    # with one, every endpoint but /healthz needs it
+    master.write_config(pool(tmp_path / "fixture.log"),
+                        qpool=http_conf(port, 'token_env = "QPOOL_TEST_TOKEN";', host="0.0.0.0"))
+    master.start(env={"QPOOL_TEST_TOKEN": TOKEN})
+    wait_for(lambda: code(port, "/healthz") == 200, 10, what="the HTTP endpoint")
+    for path in ("/metrics", "/api/status", "/api/fleet", "/api/metrics"):
+        assert code(port, path) == 401, path
+        assert code(port, path, token=TOKEN[:-1] + "x") == 401, path
+        assert code(port, path, token=TOKEN) == 200, path
+    assert TOKEN not in master.log()
+
+
+def test_loopback_reads_are_open_and_the_token_file_must_be_private(master, r, tmp_path):
+    port = free_port()
+    tok = tmp_path / "token"
+    tok.write_text(TOKEN + "\n")
+    os.chmod(tok, 0o644)
+    master.write_config(pool(tmp_path / "fixture.log"), qpool=http_conf(port, 'token_file = "%s";' % tok))
+    master.start()
+    master.wait_log(r"token_file .* is readable or writable by others .*; the HTTP endpoint stays off")
+    assert code(port, "/healthz") is None
+    assert master.proc.poll() is None  # supervision goes on without HTTP
+    master.stop()
+    os.chmod(tok, 0o600)
+    master.start()
+    wait_for(lambda: code(port, "/healthz") == 200, 10, what="the HTTP endpoint")
+    assert code(port, "/metrics") == 200  # read-only, loopback
+    assert TOKEN not in master.log()
+
+
+def http_pid(master):
+    out = subprocess.run(["pgrep", "-s", str(master.sid), "-f", "^qpool: http"], capture_output=True, text=True)
+    pids = [int(p) for p in out.stdout.split()]
+    return pids[0] if pids else None
+
+
+def test_the_http_process_is_unprivileged_and_respawned(master, r, tmp_path):
+    port = free_port()
+    start(master, tmp_path / "fixture.log", port)
+    pid = http_pid(master)
+    assert pid
+    if os.geteuid() == 0:
+        uid = os.stat("/proc/%d" % pid).st_uid
+        assert uid == pwd.getpwnam("nobody").pw_uid
+    # it holds nothing of the master's: the listener, its channel, stdio
+    fds = sorted(int(f) for f in os.listdir("/proc/%d/fd" % pid))
+    assert fds[:5] == [0, 1, 2, 3, 4]
+    os.kill(pid, signal.SIGKILL)
+    master.wait_log(r"http: the HTTP process \(pid %d\) .*restarting it in 1 s" % pid)
+    wait_for(lambda: code(port, "/healthz") == 200 and http_pid(master) not in (None, pid), 10,
+             what="a new HTTP process")
+
+
+def test_a_reload_moves_the_listener(master, r, tmp_path):
+    a, b = free_port(), free_port()
+    log = tmp_path / "fixture.log"
+    start(master, log, a)
+    master.write_config(pool(log), qpool=http_conf(b))
+    master.signal(signal.SIGHUP)
+    wait_for(lambda: code(b, "/healthz") == 200, 10, what="the new listener")
+    assert code(a, "/healthz") is None
+    # and off when the setting goes
+    master.write_config(pool(log))
+    master.signal(signal.SIGHUP)
+    wait_for(lambda: code(b, "/healthz") is None, 10, what="the endpoint to close")
+    assert master.proc.poll() is None
+
+
+def test_the_fleet_api_lists_every_master(master_factory, redis_server, tmp_path):
+    port = free_port()
+    a = master_factory(redis_server, "a")
+    a.write_config(pool(tmp_path / "a.log"), qpool=http_conf(port))
+    a.start()
+    b = master_factory(redis_server, "b")
+    b.write_config(pool(tmp_path / "b.log").replace('name = "w"', 'name = "v"'))
+    b.start()
+
+    def masters():
+        return {m["pid"]: m for m in json.loads(get(port, "/api/fleet")[2])["masters"]}
+    wait_for(lambda: set(masters()) == {a.proc.pid, b.proc.pid}, 15, what="both masters")
+    f = json.loads(get(port, "/api/fleet")[2])
+    assert f["totals"]["masters"] == 2
+    assert masters()[b.proc.pid]["config"] == str(b.conf)
+    b.signal(signal.SIGTERM)
+    assert b.wait_exit(30) == 0
+    assert set(masters()) == {a.proc.pid}
