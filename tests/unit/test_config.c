@@ -769,6 +769,48 @@ static void test_control_socket_mode(void **state)
     }
 }
 
+static void test_http_settings(void **state)
+{
+    (void)state;
+    qconf_t *c = must_load(MINPOOL);
+    assert_null(c->http.listen); /* off unless configured */
+    config_free(c);
+    c = must_load("qpool = { http = { listen = \"127.0.0.1:9178\"; }; };\n" MINPOOL);
+    assert_true(c->http.loopback && !c->http.is_unix);
+    assert_string_equal(c->http.host, "127.0.0.1");
+    assert_int_equal(c->http.port, 9178);
+    assert_int_equal(c->http.max_connections, 64);
+    assert_int_equal(c->http.timeout, 10);
+    config_free(c);
+    c = must_load("qpool = { http = { listen = \"[::1]:80\"; max_connections = 5; timeout = 3; }; };\n" MINPOOL);
+    assert_true(c->http.loopback);
+    assert_string_equal(c->http.host, "::1");
+    config_free(c);
+    c = must_load("qpool = { http = { listen = \"/run/q/http.sock\"; socket_mode = \"0666\"; }; };\n" MINPOOL);
+    assert_true(c->http.is_unix && c->http.loopback);
+    assert_int_equal(c->http.socket_mode, 0666);
+    config_free(c);
+    c = must_load("qpool = { http = { listen = \"*:9178\"; token_env = \"T\"; }; };\n" MINPOOL);
+    assert_false(c->http.loopback);
+    assert_string_equal(c->http.host, "0.0.0.0");
+    config_free(c);
+    /* not loopback and no token: refused, naming the line */
+    expect_error("qpool = {\n  http = { listen = \"0.0.0.0:9178\"; };\n};\n" MINPOOL, 2, "not loopback", "token", NULL);
+    expect_error("qpool = {\n  http = { listen = \"10.1.2.3:80\"; };\n};\n" MINPOOL, 2, "not loopback", NULL);
+    static const char *const bad[] = {"\"9178\"", "\"127.0.0.1\"", "\"127.0.0.1:0\"", "\"127.0.0.1:70000\"",
+                                      "\"example.com:80\"", "\"127.0.0.1:80x\"", "\"relative.sock\"", "9178"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char text[256];
+        snprintf(text, sizeof text, "qpool = {\n  http = {\n    listen = %s;\n  };\n};\n" MINPOOL, bad[i]);
+        expect_error(text, 3, "listen", NULL);
+    }
+    expect_error("qpool = {\n  http = {\n    listn = \"127.0.0.1:1\";\n  };\n};\n" MINPOOL, 3, "listen", NULL);
+    expect_error("qpool = {\n  http = { listen = \"127.0.0.1:1\"; user = \"no-such-user-x\"; };\n};\n" MINPOOL, 2,
+                 "no-such-user-x", NULL);
+    expect_error("qpool = {\n  http = { listen = \"127.0.0.1:1\"; connection = \"nope\"; };\n};\n" MINPOOL, 1,
+                 "nope", NULL);
+}
+
 static void test_global_settings(void **state)
 {
     (void)state;
@@ -1226,6 +1268,7 @@ int main(void)
         cmocka_unit_test(test_queue_names),
         cmocka_unit_test(test_users_and_groups),
         cmocka_unit_test(test_control_socket_mode),
+        cmocka_unit_test(test_http_settings),
         cmocka_unit_test(test_global_settings),
         cmocka_unit_test(test_working_directory_absolute),
         cmocka_unit_test(test_timeout_not_below_retry_after_warns),
