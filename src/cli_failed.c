@@ -5,6 +5,7 @@
  * gone from both.
  */
 #include "cli.h"
+#include "failed.h"
 #include "payload.h"
 #include "queue.h"
 #include "rconn.h"
@@ -33,41 +34,6 @@ static const char FORGET_LUA[] =
     "if redis.call('zcard', KEYS[2]) == 0 then redis.call('srem', KEYS[3], ARGV[2]) end\n"
     "return n";
 
-typedef struct {
-    char *uuid, *connection, *queue, *payload, *exception;
-    size_t payload_len;
-    long long failed_at;
-} frec_t;
-
-static void frec_free(frec_t *f)
-{
-    free(f->uuid);
-    free(f->connection);
-    free(f->queue);
-    free(f->payload);
-    free(f->exception);
-    memset(f, 0, sizeof *f);
-}
-
-static bool frec_from(redisReply *r, frec_t *f)
-{
-    memset(f, 0, sizeof *f);
-    if (!r || r->type != REDIS_REPLY_ARRAY || r->elements < 2) return false;
-    for (size_t i = 0; i + 1 < r->elements; i += 2) {
-        const char *k = r->element[i]->str;
-        redisReply *v = r->element[i + 1];
-        char *s = xstrndup(v->str, v->len);
-        if (!strcmp(k, "uuid")) f->uuid = s;
-        else if (!strcmp(k, "connection")) f->connection = s;
-        else if (!strcmp(k, "queue")) f->queue = s;
-        else if (!strcmp(k, "payload")) f->payload = s, f->payload_len = v->len;
-        else if (!strcmp(k, "exception")) f->exception = s;
-        else if (!strcmp(k, "failed_at")) f->failed_at = atoll(s), free(s);
-        else free(s);
-    }
-    return f->uuid && f->queue && f->payload;
-}
-
 static void fmt_time(long long t, char *buf, size_t n)
 {
     time_t tt = (time_t)t;
@@ -82,50 +48,6 @@ typedef struct {
     char *set_key;
     char *job_prefix;
 } fctx_t;
-
-static redisReply *cmd(fctx_t *x, int argc, const char **argv)
-{
-    redisReply *r = rconn_call(x->r, argc, argv, NULL);
-    if (!r) fprintf(stderr, "qpool failed: redis: %s\n", x->r->last_error);
-    return r;
-}
-
-static bool get_record(fctx_t *x, const char *uuid, frec_t *f)
-{
-    char *key = xasprintf("%s%s", x->job_prefix, uuid);
-    const char *av[] = {"HGETALL", key};
-    redisReply *r = cmd(x, 2, av);
-    free(key);
-    bool ok = r && frec_from(r, f);
-    if (r) freeReplyObject(r);
-    return ok;
-}
-
-static void json_record(sbuf_t *b, const frec_t *f, bool with_payload)
-{
-    char when[32];
-    fmt_time(f->failed_at, when, sizeof when);
-    job_payload_t jp;
-    char err[64];
-    bool parsed = payload_parse(f->payload, f->payload_len, &jp, err, sizeof err) == 0;
-    sbuf_puts(b, "{\"uuid\":");
-    sbuf_json_str(b, f->uuid, strlen(f->uuid));
-    sbuf_puts(b, ",\"connection\":");
-    sbuf_json_str(b, f->connection ? f->connection : "", f->connection ? strlen(f->connection) : 0);
-    sbuf_puts(b, ",\"queue\":");
-    sbuf_json_str(b, f->queue, strlen(f->queue));
-    sbuf_puts(b, ",\"name\":");
-    const char *name = parsed ? payload_name(&jp) : "(invalid payload)";
-    sbuf_json_str(b, name, strlen(name));
-    sbuf_printf(b, ",\"failed_at\":%lld,\"failed_at_utc\":\"%s\",\"exception\":", f->failed_at, when);
-    sbuf_json_str(b, f->exception ? f->exception : "", f->exception ? strlen(f->exception) : 0);
-    if (with_payload) {
-        sbuf_puts(b, ",\"payload\":");
-        sbuf_json_str(b, f->payload, f->payload_len);
-    }
-    sbuf_puts(b, "}");
-    if (parsed) payload_free(&jp);
-}
 
 static void text_record_line(const frec_t *f)
 {
@@ -142,23 +64,32 @@ static void text_record_line(const frec_t *f)
     if (parsed) payload_free(&jp);
 }
 
-/* uuids of a queue, newest first. */
+static bool get_record(fctx_t *x, const char *uuid, frec_t *f)
+{
+    return failed_get(x->r, uuid, f) == 0;
+}
+
 static redisReply *queue_uuids(fctx_t *x, const char *queue, long limit)
 {
-    qkeys_t k;
-    qkeys_init(&k, x->prefix, queue);
-    char stop[24];
-    snprintf(stop, sizeof stop, "%ld", limit > 0 ? limit - 1 : -1);
-    const char *av[] = {"ZREVRANGE", k.failed, "0", stop};
-    redisReply *r = cmd(x, 4, av);
-    qkeys_free(&k);
+    redisReply *r = failed_queue_uuids(x->r, queue, limit);
+    if (!r) fprintf(stderr, "qpool failed: redis: %s\n", x->r->last_error);
     return r;
 }
 
 static redisReply *all_queues(fctx_t *x)
 {
-    const char *av[] = {"SMEMBERS", x->set_key};
-    return cmd(x, 2, av);
+    redisReply *r = failed_queues(x->r);
+    if (!r) fprintf(stderr, "qpool failed: redis: %s\n", x->r->last_error);
+    return r;
+}
+
+static void json_record(sbuf_t *b, const frec_t *f, bool with_payload)
+{
+    cJSON *o = failed_json(f, with_payload);
+    char *s = cJSON_PrintUnformatted(o);
+    sbuf_puts(b, s);
+    free(s);
+    cJSON_Delete(o);
 }
 
 static int do_list(fctx_t *x, const char *queue, bool json, long limit)

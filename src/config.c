@@ -936,7 +936,8 @@ static bool parse_qpool_group(ctx_t *x, const config_setting_t *g)
                                         "control_user", "control_group", "max_workers",
                                         "shutdown_timeout", "log_level", "log_format",
                                         "failed_limit", "balance_interval", "metrics_job_classes",
-                                        "metrics_retention", "http", NULL};
+                                        "metrics_retention", "job_history_size", "job_history_sample",
+                                        "job_history_payloads", "http", NULL};
     static const char *const levels[] = {"error", "warn", "info", "debug", NULL};
     static const char *const formats[] = {"text", "json", NULL};
     qconf_t *c = x->c;
@@ -974,6 +975,12 @@ static bool parse_qpool_group(ctx_t *x, const config_setting_t *g)
             ok &= want_int(x, s, 1, 10000, &c->metrics_job_classes);
         else if (!strcmp(k, "metrics_retention"))
             ok &= want_int(x, s, 60, 31 * 86400, &c->metrics_retention);
+        else if (!strcmp(k, "job_history_size"))
+            ok &= want_int(x, s, 0, 100000, &c->job_history_size);
+        else if (!strcmp(k, "job_history_sample"))
+            ok &= want_num(x, s, 0, 1, &c->job_history_sample);
+        else if (!strcmp(k, "job_history_payloads"))
+            ok &= want_bool(x, s, &c->job_history_payloads);
         else if (!strcmp(k, "http"))
             ok &= parse_http_group(x, s);
         else {
@@ -1083,6 +1090,8 @@ qconf_t *config_load(const char *path, conf_errors_t *errs)
     c->max_workers = 64;
     c->metrics_job_classes = 100;
     c->metrics_retention = 86400;
+    c->job_history_size = 1000;
+    c->job_history_sample = 1;
     c->shutdown_timeout = 120;
     c->log_level = LOG_INFO;
     c->log_format = LOGFMT_TEXT;
@@ -1392,6 +1401,9 @@ void config_print(const qconf_t *c, FILE *f)
     fprintf(f, "  max_workers = %d;\n", c->max_workers);
     fprintf(f, "  metrics_job_classes = %d;\n", c->metrics_job_classes);
     fprintf(f, "  metrics_retention = %d;\n", c->metrics_retention);
+    fprintf(f, "  job_history_size = %d;\n", c->job_history_size);
+    print_num(f, "  ", "job_history_sample", c->job_history_sample);
+    fprintf(f, "  job_history_payloads = %s;\n", c->job_history_payloads ? "true" : "false");
     print_num(f, "  ", "shutdown_timeout", c->shutdown_timeout);
     fprintf(f, "  log_level = \"%s\";\n", log_level_name(c->log_level));
     fprintf(f, "  log_format = \"%s\";\n", c->log_format == LOGFMT_JSON ? "json" : "text");

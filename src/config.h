@@ -131,6 +131,9 @@ typedef struct {
     int max_workers;
     int metrics_job_classes;   /* job classes counted by name per pool; the rest: "other" */
     int metrics_retention;     /* seconds the minute history is kept in Redis */
+    int job_history_size;      /* recent job records kept in Redis per connection; 0: off */
+    double job_history_sample; /* share of done/released attempts recorded (failures: all) */
+    bool job_history_payloads; /* done jobs' payloads too */
     double shutdown_timeout;
     int log_level;
     int log_format;

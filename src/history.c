@@ -4,6 +4,7 @@
 #include "history.h"
 #include "util.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -131,4 +132,113 @@ cJSON *history_read(rconn_t *c, int64_t from, int64_t to)
         return NULL;
     }
     return o;
+}
+
+/* ------------------------------------------------------------ job records */
+
+int history_add_jobs(rconn_t *c, const char *const *recs, int n, int keep, int64_t retention_s)
+{
+    if (n <= 0) return 0;
+    if (rconn_ensure(c) < 0) return -1;
+    char *key = xasprintf("%sqpool:jobs", c->conf.prefix);
+    const char **argv = xcalloc((size_t)n + 2, sizeof *argv);
+    size_t *lens = xcalloc((size_t)n + 2, sizeof *lens);
+    argv[0] = "LPUSH";
+    argv[1] = key;
+    lens[0] = 5;
+    lens[1] = strlen(key);
+    for (int i = 0; i < n; i++) {
+        argv[i + 2] = recs[i];
+        lens[i + 2] = strlen(recs[i]);
+    }
+    rconn_append(c, n + 2, argv, lens);
+    char stop[32], ttl[32];
+    snprintf(stop, sizeof stop, "%d", keep - 1);
+    snprintf(ttl, sizeof ttl, "%lld", (long long)retention_s * 1000);
+    const char *trim[] = {"LTRIM", key, "0", stop};
+    size_t tl[] = {5, strlen(key), 1, strlen(stop)};
+    rconn_append(c, 4, trim, tl);
+    const char *exp[] = {"PEXPIRE", key, ttl};
+    size_t el[] = {7, strlen(key), strlen(ttl)};
+    rconn_append(c, 3, exp, el);
+    int rv = 0;
+    for (int i = 0; i < 3 && rv != -1; i++) {
+        redisReply *r = NULL;
+        if (rconn_read(c, -1, -1, &r) != RC_OK)
+            rv = -1;
+        else if (r->type == REDIS_REPLY_ERROR)
+            rv = -2;
+        if (r) freeReplyObject(r);
+    }
+    free(argv);
+    free(lens);
+    free(key);
+    return rv;
+}
+
+static bool field_is(const cJSON *rec, const char *k, const char *want)
+{
+    if (!want) return true;
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(rec, k);
+    return cJSON_IsString(v) && !strcmp(v->valuestring, want);
+}
+
+static double finished_at(const cJSON *rec);
+
+static bool matches(const cJSON *rec, const job_filter_t *f)
+{
+    double at = finished_at(rec);
+    return field_is(rec, "queue", f->queue) && field_is(rec, "pool", f->pool) && field_is(rec, "name", f->name) &&
+           field_is(rec, "outcome", f->outcome) && field_is(rec, "uuid", f->uuid) &&
+           (!f->since_ms || at >= (double)f->since_ms) && (!f->until_ms || at <= (double)f->until_ms);
+}
+
+static double finished_at(const cJSON *rec)
+{
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(rec, "finished_at");
+    return cJSON_IsNumber(t) ? t->valuedouble : 0;
+}
+
+static int newest_first(const void *a, const void *b)
+{
+    double x = finished_at(*(cJSON *const *)a), y = finished_at(*(cJSON *const *)b);
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+
+cJSON *history_jobs(rconn_t *c, const job_filter_t *f)
+{
+    if (rconn_ensure(c) < 0) return NULL;
+    char *key = xasprintf("%sqpool:jobs", c->conf.prefix);
+    const char *argv[] = {"LRANGE", key, "0", "-1"};
+    size_t lens[] = {6, strlen(key), 1, 2};
+    redisReply *r = rconn_call(c, 4, argv, lens);
+    free(key);
+    if (!r || r->type != REDIS_REPLY_ARRAY) {
+        if (r) freeReplyObject(r);
+        return NULL;
+    }
+    /* the list is in the order masters wrote it; workers' records of one
+     * pass interleave: order by when each attempt finished */
+    cJSON **v = xcalloc(r->elements + 1, sizeof *v);
+    size_t n = 0;
+    for (size_t i = 0; i < r->elements; i++) {
+        const redisReply *e = r->element[i];
+        cJSON *rec = e->type == REDIS_REPLY_STRING ? cJSON_ParseWithLength(e->str, e->len) : NULL;
+        if (rec && cJSON_IsObject(rec) && matches(rec, f))
+            v[n++] = rec;
+        else
+            cJSON_Delete(rec);
+    }
+    freeReplyObject(r);
+    qsort(v, n, sizeof *v, newest_first);
+    cJSON *out = cJSON_CreateObject();
+    cJSON *jobs = cJSON_AddArrayToObject(out, "jobs");
+    for (size_t i = 0; i < n; i++) {
+        if (!f->limit || i < (size_t)f->limit)
+            cJSON_AddItemToArray(jobs, v[i]);
+        else
+            cJSON_Delete(v[i]);
+    }
+    free(v);
+    return out;
 }

@@ -33,4 +33,18 @@ int history_add(rconn_t *c, int64_t minute, const char *host, const char *pool, 
  * "wait_ms"}...]}...]} (caller frees); NULL when Redis is unavailable. */
 cJSON *history_read(rconn_t *c, int64_t from, int64_t to);
 
+/* Push a pool's pending job records (oldest first) onto
+ * <prefix>qpool:jobs, newest at the head, trimmed to keep and expiring
+ * retention_s after this write: one round trip. 0, -1 (Redis not reached:
+ * keep them), -2 (refused: drop them). */
+int history_add_jobs(rconn_t *c, const char *const *recs, int n, int keep, int64_t retention_s);
+/* The newest records, newest first, that match every filter given (NULL:
+ * any): {"jobs":[...]} (caller frees); NULL when Redis is unavailable. */
+typedef struct {
+    const char *queue, *pool, *name, *outcome, *uuid;
+    int64_t since_ms, until_ms;   /* finished_at within; 0: unbounded */
+    int limit;
+} job_filter_t;
+cJSON *history_jobs(rconn_t *c, const job_filter_t *f);
+
 #endif

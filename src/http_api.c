@@ -5,6 +5,7 @@
  * fleet and the history come from Redis. No handler changes anything.
  */
 #include "http_api.h"
+#include "failed.h"
 #include "fleet.h"
 #include "history.h"
 #include "log.h"
@@ -13,6 +14,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -230,22 +232,156 @@ static void get_history(http_ctx_t *h, http_arg_fn arg, void *req, http_reply_t 
     http_reply_json(out, 200, m);
 }
 
+static void get_recent_jobs(http_ctx_t *h, http_arg_fn arg, void *req, http_reply_t *out)
+{
+    int keep = h->conf->job_history_size;
+    job_filter_t f = {.queue = arg(req, "queue"), .pool = arg(req, "pool"), .name = arg(req, "name"),
+                      .outcome = arg(req, "outcome")};
+    long long limit = num_arg(arg, req, "limit", 100, 1, keep > 0 ? keep : 1);
+    long long since = num_arg(arg, req, "since", 0, 0, INT64_MAX / 2);
+    long long until = num_arg(arg, req, "until", 0, 0, INT64_MAX / 2);
+    if (limit < 0 || since < 0 || until < 0) {
+        http_reply_error(out, 400, "limit must be 1..%d; since and until UNIX times in ms", keep);
+        return;
+    }
+    f.limit = (int)limit, f.since_ms = since, f.until_ms = until;
+    pthread_mutex_lock(&h->lock);
+    cJSON *jobs = history_jobs(h->rc, &f);
+    pthread_mutex_unlock(&h->lock);
+    if (!jobs) {
+        http_reply_error(out, 503, "redis %s unavailable", h->rc->name);
+        return;
+    }
+    http_reply_json(out, 200, jobs);
+}
+
+/* The payload to show: a released attempt's copy, a done one's (with
+ * job_history_payloads), else the failed store's. */
+static void add_payload(cJSON *o, cJSON *attempts, const cJSON *failed)
+{
+    const cJSON *rec;
+    cJSON_ArrayForEach(rec, attempts) {
+        const cJSON *p = cJSON_GetObjectItemCaseSensitive(rec, "payload");
+        if (cJSON_IsString(p)) {
+            cJSON_AddStringToObject(o, "payload", p->valuestring);
+            cJSON_AddStringToObject(o, "payload_source", "job_history");
+            return;
+        }
+    }
+    const cJSON *fp = cJSON_GetObjectItemCaseSensitive(failed, "payload");
+    if (cJSON_IsString(fp)) {
+        cJSON_AddStringToObject(o, "payload", fp->valuestring);
+        cJSON_AddStringToObject(o, "payload_source", "failed_store");
+        return;
+    }
+    cJSON_AddNullToObject(o, "payload");
+    cJSON_AddNullToObject(o, "payload_source");
+}
+
+static void get_one_job(http_ctx_t *h, const char *uuid, http_reply_t *out)
+{
+    job_filter_t f = {.uuid = uuid};
+    pthread_mutex_lock(&h->lock);
+    cJSON *jobs = history_jobs(h->rc, &f);
+    frec_t fr;
+    cJSON *failed = jobs && failed_get(h->rc, uuid, &fr) == 0 ? failed_json(&fr, true) : NULL;
+    if (failed) frec_free(&fr);
+    pthread_mutex_unlock(&h->lock);
+    if (!jobs) {
+        http_reply_error(out, 503, "redis %s unavailable", h->rc->name);
+        return;
+    }
+    cJSON *attempts = cJSON_DetachItemFromObjectCaseSensitive(jobs, "jobs");
+    cJSON_Delete(jobs);
+    if (!cJSON_GetArraySize(attempts) && !failed) {
+        cJSON_Delete(attempts);
+        http_reply_error(out, 404, "no job %s in the job history or the failed store", uuid);
+        return;
+    }
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "uuid", uuid);
+    add_payload(o, attempts, failed);
+    cJSON_AddItemToObject(o, "attempts", attempts);
+    if (failed) {
+        cJSON_DeleteItemFromObjectCaseSensitive(failed, "payload"); /* said once, above */
+        cJSON_AddItemToObject(o, "failed", failed);
+    } else
+        cJSON_AddNullToObject(o, "failed");
+    http_reply_json(out, 200, o);
+}
+
+static void get_failed(http_ctx_t *h, http_arg_fn arg, void *req, http_reply_t *out)
+{
+    long long limit = num_arg(arg, req, "limit", 100, 1, 10000);
+    if (limit < 0) {
+        http_reply_error(out, 400, "limit must be 1..10000");
+        return;
+    }
+    pthread_mutex_lock(&h->lock);
+    cJSON *list = failed_list(h->rc, arg(req, "queue"), (long)limit, false);
+    pthread_mutex_unlock(&h->lock);
+    if (!list) {
+        http_reply_error(out, 503, "redis %s unavailable", h->rc->name);
+        return;
+    }
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddItemToObject(o, "failed", list);
+    http_reply_json(out, 200, o);
+}
+
+static void get_one_failed(http_ctx_t *h, const char *uuid, http_reply_t *out)
+{
+    frec_t f;
+    pthread_mutex_lock(&h->lock);
+    int rv = failed_get(h->rc, uuid, &f);
+    bool reached = h->rc->ctx != NULL;
+    pthread_mutex_unlock(&h->lock);
+    if (rv < 0) {
+        if (reached)
+            http_reply_error(out, 404, "no failed job %s", uuid);
+        else
+            http_reply_error(out, 503, "redis %s unavailable", h->rc->name);
+        return;
+    }
+    http_reply_json(out, 200, failed_json(&f, true));
+    frec_free(&f);
+}
+
+/* A uuid (or id) in a path: what a producer may choose, but no slash,
+ * bounded. */
+static bool uuid_ok(const char *s)
+{
+    size_t n = strlen(s);
+    return n && n < 128 && !strchr(s, '/');
+}
+
+typedef void (*one_fn)(http_ctx_t *h, const char *uuid, http_reply_t *out);
+
 static const struct route {
     const char *path;
     bool open;                 /* anyone who can connect may read it */
-    get_fn get;
+    get_fn get;                /* exact path */
+    one_fn one;                /* path is a prefix; the rest is a uuid */
 } ROUTES[] = {
-    {"/healthz", true, get_healthz},
-    {"/metrics", false, get_metrics},
-    {"/api/status", false, get_status},
-    {"/api/fleet", false, get_fleet},
-    {"/api/metrics", false, get_history},
+    {"/healthz", true, get_healthz, NULL},
+    {"/metrics", false, get_metrics, NULL},
+    {"/api/status", false, get_status, NULL},
+    {"/api/fleet", false, get_fleet, NULL},
+    {"/api/metrics", false, get_history, NULL},
+    {"/api/jobs/recent", false, get_recent_jobs, NULL},
+    {"/api/jobs/", false, NULL, get_one_job},
+    {"/api/failed", false, get_failed, NULL},
+    {"/api/failed/", false, NULL, get_one_failed},
 };
 
 static const struct route *find(const char *path)
 {
-    for (size_t i = 0; i < sizeof ROUTES / sizeof *ROUTES; i++)
-        if (!strcmp(ROUTES[i].path, path)) return &ROUTES[i];
+    for (size_t i = 0; i < sizeof ROUTES / sizeof *ROUTES; i++) {
+        const struct route *r = &ROUTES[i];
+        if (r->get ? !strcmp(r->path, path)
+                   : !strncmp(r->path, path, strlen(r->path)) && uuid_ok(path + strlen(r->path)))
+            return r;
+    }
     return NULL;
 }
 
@@ -259,6 +395,9 @@ bool http_api_get(http_ctx_t *h, const char *path, http_arg_fn arg, void *req, h
 {
     const struct route *r = find(path);
     if (!r) return false;
-    r->get(h, arg, req, out);
+    if (r->get)
+        r->get(h, arg, req, out);
+    else
+        r->one(h, path + strlen(r->path), out);
     return true;
 }

@@ -79,7 +79,7 @@ static void add_pool(master_t *m, const pool_conf_t *pc)
     if (geteuid() == 0 && !pc->user)
         log_warn("pool %s has no user: its children run as root; set user = \"...\" (%s:%d)", pc->name,
                  m->conf->path, pc->line);
-    pool_t *p = pool_new(pc, m->conf->metrics_job_classes);
+    pool_t *p = pool_new(pc, m->conf->metrics_job_classes, m->conf->job_history_size);
     p->paused = m->pools.all_paused; /* a pool a reload adds joins a pause of everything */
     m->pools.v = xrealloc(m->pools.v, sizeof *m->pools.v * (size_t)(m->pools.n + 1));
     m->pools.v[m->pools.n++] = p;
@@ -520,6 +520,7 @@ int master_run(const char *config_path)
     m->pools.max_workers = conf->max_workers;
     m->pools.stop_timeout_ms = (int64_t)(conf->shutdown_timeout * 1000);
     m->pools.master_pid = getpid();
+    gethostname(m->pools.host, sizeof m->pools.host - 1);
     m->pools.epfd = m->epfd;
     m->started_wall_ms = wall_ms();
     m->pools.conf = conf;

@@ -386,6 +386,23 @@ static void heartbeat(master_t *m)
     free(js);
 }
 
+/* The job records each pool's workers sent since the last pass go onto the
+ * connection's recent-jobs list: one pipelined round trip per pool. */
+static void write_jobs(master_t *m)
+{
+    for (int i = 0; i < m->pools.n; i++) {
+        pool_t *p = m->pools.v[i];
+        if (!p->jobs.n) continue;
+        const char **recs = xcalloc((size_t)p->jobs.n, sizeof *recs);
+        int n = jobhist_pending_list(&p->jobs, recs, p->jobs.n);
+        rconn_t *c = conn_for(m, p->conf.connection);
+        int keep = m->conf->job_history_size ? m->conf->job_history_size : p->jobs.cap;
+        int rv = c ? history_add_jobs(c, recs, n, keep, m->conf->metrics_retention) : -1;
+        if (rv != -1) jobhist_pending_clear(&p->jobs);
+        free(recs);
+    }
+}
+
 /* What each pool's workers reported since the last pass goes into this
  * minute's history (Redis's minute); kept for the next pass if Redis does
  * not take it. */
@@ -405,6 +422,7 @@ static void write_history(master_t *m)
         if (rv == -2) log_warn("pool %s: Redis refused this pass's metrics history; dropping it", p->conf.name);
         if (rv != -1) jobstats_clear(&p->recent);
     }
+    write_jobs(m);
 }
 
 void monitor_goodbye(master_t *m)

@@ -33,12 +33,13 @@
 
 #define EXTERNAL_READY_MS 1000
 
-pool_t *pool_new(const pool_conf_t *conf, int class_cap)
+pool_t *pool_new(const pool_conf_t *conf, int class_cap, int jobs_cap)
 {
     pool_t *p = xcalloc(1, sizeof *p);
     pool_conf_copy(&p->conf, conf);
     jobstats_init(&p->stats, class_cap);
     jobstats_init(&p->recent, class_cap);
+    jobhist_pending_init(&p->jobs, jobs_cap);
     p->gen = 1;
     p->pinned = -1;
     p->target = conf->balance == BALANCE_OFF ? conf->processes : conf->min_processes;
@@ -51,6 +52,7 @@ void pool_free(pool_t *p)
     pool_conf_free(&p->conf);
     jobstats_free(&p->stats);
     jobstats_free(&p->recent);
+    jobhist_pending_free(&p->jobs);
     free(p->restart_key_full);
     free(p->restart_pending);
     free(p->children);
@@ -458,23 +460,46 @@ int64_t pools_maintain(pools_t *ps, int64_t now)
 
 #define STATS_READS_PER_EVENT 16
 
+static void bad_datagram(pool_t *p, child_t *c, const char *what, const char *err)
+{
+    if (!c->stats_warned)
+        log_warn("pool %s: pid %d sent %s that do not parse (%s); ignored", p->conf.name, (int)c->pid, what, err);
+    c->stats_warned = true;
+}
+
+/* Job records from a child: the pool, host, worker and pid are the
+ * master's to say, never the child's. */
+static void history_datagram(pools_t *ps, pool_t *p, child_t *c, const char *buf, size_t n)
+{
+    char err[128] = "", worker[80];
+    snprintf(worker, sizeof worker, "%s#%d", p->conf.name, c->slot_no);
+    cJSON *got = cJSON_CreateArray();
+    if (jobhist_decode(buf, n, p->conf.queues, p->conf.nqueues, p->conf.name, ps->host, worker, (int)c->pid, got,
+                       err, sizeof err) < 0)
+        bad_datagram(p, c, "job records", err);
+    cJSON *rec;
+    cJSON_ArrayForEach(rec, got) jobhist_pending_add(&p->jobs, cJSON_PrintUnformatted(rec));
+    cJSON_Delete(got);
+}
+
 /* Read up to max datagrams from a child; false at EOF or error. */
-static bool stats_read(pool_t *p, child_t *c, int max)
+static bool stats_read(pools_t *ps, pool_t *p, child_t *c, int max)
 {
     static char buf[JOBSTATS_LINE_MAX + 1];
     for (int i = 0; i < max; i++) {
         ssize_t n = recv(c->stats_fd, buf, sizeof buf, MSG_DONTWAIT | MSG_TRUNC);
         if (n < 0) return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
         if (n == 0) return false;
+        if ((size_t)n <= JOBSTATS_LINE_MAX && jobhist_is_history(buf, (size_t)n)) {
+            history_datagram(ps, p, c, buf, (size_t)n);
+            continue;
+        }
         char err[128] = "longer than the limit";
         jobstats_t got;
         jobstats_init(&got, p->stats.classes.cap);
         if ((size_t)n > JOBSTATS_LINE_MAX ||
             jobstats_decode(buf, (size_t)n, p->conf.queues, p->conf.nqueues, &got, err, sizeof err) < 0) {
-            if (!c->stats_warned)
-                log_warn("pool %s: pid %d sent job stats that do not parse (%s); ignored", p->conf.name,
-                         (int)c->pid, err);
-            c->stats_warned = true;
+            bad_datagram(p, c, "job stats", err);
         } else {
             jobstats_merge(&p->stats, &got);  /* since the master started */
             jobstats_merge(&p->recent, &got); /* not yet in Redis's history */
@@ -487,7 +512,7 @@ static bool stats_read(pool_t *p, child_t *c, int max)
 static void stats_close(pools_t *ps, pool_t *p, child_t *c)
 {
     if (c->stats_fd < 0) return;
-    stats_read(p, c, 1024);
+    stats_read(ps, p, c, 1024);
     epoll_ctl(ps->epfd, EPOLL_CTL_DEL, c->stats_fd, NULL);
     close(c->stats_fd);
     c->stats_fd = -1;
@@ -500,7 +525,7 @@ bool pools_stats_event(pools_t *ps, int fd)
         for (int j = 0; j < p->nchildren; j++) {
             child_t *c = &p->children[j];
             if (c->stats_fd != fd) continue;
-            if (!stats_read(p, c, STATS_READS_PER_EVENT)) stats_close(ps, p, c);
+            if (!stats_read(ps, p, c, STATS_READS_PER_EVENT)) stats_close(ps, p, c);
             return true;
         }
     }

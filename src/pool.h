@@ -17,6 +17,7 @@
 #include <sys/types.h>
 
 #include "config.h"
+#include "jobhist.h"
 #include "jobstats.h"
 #include "respawn.h"
 #include "scoreboard.h"
@@ -93,6 +94,7 @@ typedef struct pool {
     /* counters since start */
     jobstats_t stats;        /* jobs by queue, class and outcome, from the workers */
     jobstats_t recent;       /* the same, since it was last written to the history (history.h) */
+    jobhist_pending_t jobs;  /* recent job records not yet written to Redis (jobhist.h) */
     uint64_t spawned, crashes, memory_recycles;
     uint64_t exits[EXIT_KINDS];
     uint64_t redis_reconnects_reaped;
@@ -113,12 +115,14 @@ typedef struct {
     bool all_paused;         /* everything paused (SIGUSR2, qpool pause): pools added join the pause */
     bool stopping;           /* master shutdown: spawn nothing */
     pid_t master_pid;
+    char host[256];          /* for job records */
     int epfd;                /* the master's epoll set: children's stats channels join it */
     /* redis connections, for native workers (current config) */
     const qconf_t *conf;
 } pools_t;
 
-pool_t *pool_new(const pool_conf_t *conf, int class_cap);  /* class_cap: job classes counted by name */
+/* class_cap: job classes counted by name; jobs_cap: recent job records held for Redis */
+pool_t *pool_new(const pool_conf_t *conf, int class_cap, int jobs_cap);
 void pool_free(pool_t *p);
 
 int pools_live_total(const pools_t *ps);

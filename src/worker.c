@@ -20,6 +20,7 @@
  */
 #include "worker.h"
 #include "handler.h"
+#include "jobhist.h"
 #include "jobstats.h"
 #include "log.h"
 #include "payload.h"
@@ -123,6 +124,7 @@ typedef struct {
     /* job stats since the last line sent to the master (jobstats.h) */
     int stats_fd;
     jobstats_t stats;
+    jobhist_t hist;          /* recent attempts, for the master's job history (jobhist.h) */
     int64_t stats_sent_ms;
 } worker_t;
 
@@ -779,12 +781,57 @@ static int job_outcome(const job_t *j, const hresult_t *res)
     }
 }
 
+/* The attempt in the ring of recent jobs (copies, nothing formatted). */
+static void history_record(worker_t *w, const job_t *j, const hresult_t *res, int outcome, double runtime)
+{
+    jobrec_t *r = jobhist_add(&w->hist, outcome);
+    if (!r) return;
+    jobhist_set_str(r->uuid, sizeof r->uuid, j->hj.uuid);
+    jobhist_set_str(r->id, sizeof r->id, j->hj.id);
+    jobhist_set_str(r->name, sizeof r->name, j->hj.name);
+    jobhist_set_str(r->queue, sizeof r->queue, w->qs.q[j->pr.qidx].name);
+    r->attempt = j->attempts;
+    r->wait_ms = job_wait_ms(j);
+    r->runtime_ms = runtime;
+    r->finished_at = wall_ms();
+    r->started_at = j->started_wall_ms ? j->started_wall_ms : r->finished_at;
+    if (res && (res->exc_class || res->message)) {
+        char exc[JOBHIST_EXC_MAX];
+        snprintf(exc, sizeof exc, "%s%s%s", res->exc_class ? res->exc_class : "",
+                 res->exc_class && res->message ? ": " : "", res->message ? res->message : "");
+        jobhist_set_str(r->exception, sizeof r->exception, exc);
+    }
+    if (outcome == OUTCOME_RELEASED && j->hj.reserved)
+        jobhist_set_payload(r, j->hj.reserved, j->hj.reslen); /* the copy that runs again */
+    else if (outcome == OUTCOME_DONE && w->hist.payloads)
+        jobhist_set_payload(r, j->pr.raw, j->pr.rawlen);
+}
+
 static void stats_record(worker_t *w, const job_t *j, const hresult_t *res)
 {
     if (w->stats_fd < 0) return;
     const char *queue = w->qs.q[j->pr.qidx].name;
     double runtime = res ? ms_since(j->started_s) : 0;
-    jobstats_record(&w->stats, queue, j->hj.name, job_outcome(j, res), runtime, job_wait_ms(j));
+    int outcome = job_outcome(j, res);
+    jobstats_record(&w->stats, queue, j->hj.name, outcome, runtime, job_wait_ms(j));
+    history_record(w, j, res, outcome, runtime);
+}
+
+/* The recent jobs, in datagrams of a few records; what the master cannot
+ * take now waits in the ring (the oldest are overwritten). */
+static void history_flush(worker_t *w)
+{
+    for (;;) {
+        size_t len;
+        char *msg = jobhist_encode(&w->hist, &len);
+        if (!msg) return;
+        ssize_t n = send(w->stats_fd, msg, len, MSG_DONTWAIT | MSG_NOSIGNAL);
+        free(msg);
+        if (n < 0) {
+            if (errno != EAGAIN && errno != EWOULDBLOCK) w->stats_fd = -1;
+            return; /* those records are lost: the history is a sample, the counts are not */
+        }
+    }
 }
 
 /* Send the master what was recorded, about once a second (force: now).
@@ -797,6 +844,8 @@ static void stats_flush(worker_t *w, bool force)
     int64_t now = mono_ms();
     if (w->stats_fd < 0 || jobstats_empty(&w->stats) || (!force && now - w->stats_sent_ms < STATS_EVERY_MS)) return;
     w->stats_sent_ms = now;
+    history_flush(w);
+    if (w->stats_fd < 0) return;
     int from = 0;
     do {
         int first = from;
@@ -1139,6 +1188,7 @@ static int finish(worker_t *w, int code, int reason)
     flush_outcome(w); /* one try only when the master is gone */
     stats_flush(w, true);
     jobstats_free(&w->stats);
+    jobhist_free(&w->hist);
     log_info("exiting: %llu jobs (%llu failed), %llu Redis round trips", (unsigned long long)w->jobs_done,
              (unsigned long long)w->jobs_failed, (unsigned long long)w->rc->round_trips);
     rss_close(&w->rss_self);
@@ -1167,6 +1217,8 @@ int worker_main(const pool_conf_t *p, const qconf_t *conf, sb_slot_t *slot, int 
     memset(w, 0, sizeof *w);
     w->stats_fd = stats_fd;
     jobstats_init(&w->stats, conf->metrics_job_classes);
+    jobhist_init(&w->hist, conf->job_history_size ? JOBHIST_WORKER_KEEP : 0, conf->job_history_sample,
+                 conf->job_history_payloads);
     w->p = p;
     w->conf = conf;
     w->slot = slot;

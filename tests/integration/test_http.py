@@ -291,3 +291,80 @@ def test_the_fleet_api_lists_every_master(master_factory, redis_server, tmp_path
     b.signal(signal.SIGTERM)
     assert b.wait_exit(30) == 0
     assert set(masters()) == {a.proc.pid}
+
+
+def recent(port, query=""):
+    status, _, body = get(port, "/api/jobs/recent" + query)
+    assert status == 200, body
+    return json.loads(body)["jobs"]
+
+
+def test_recent_jobs_and_one_job(master, r, tmp_path):
+    port = free_port()
+    start(master, tmp_path / "fixture.log", port)
+    done = [make_payload("ok", job=MAIL) for _ in range(3)]
+    bad = make_payload("fail", job=REPORT)
+    push_many(r, "high", done)
+    push_many(r, "default", [bad])
+    wait_for(lambda: len(recent(port)) == 5, 20, what="five attempts recorded")
+
+    jobs = recent(port)
+    assert [j["finished_at"] for j in jobs] == sorted((j["finished_at"] for j in jobs), reverse=True)
+    kids = set(master.child_pids("w"))
+    host = socket.gethostname()
+    for j in jobs:
+        assert j["pool"] == "w" and j["host"] == host and j["pid"] in kids and re.fullmatch(r"w#[12]", j["worker"])
+        assert j["started_at"] <= j["finished_at"] and j["runtime_ms"] >= 0
+    assert {j["uuid"] for j in recent(port, "?outcome=done")} == {p["uuid"] for p in done}
+    assert [j["outcome"] for j in recent(port, "?name=" + urllib.request.quote(REPORT))] == ["failed", "released"]
+    assert len(recent(port, "?limit=2")) == 2
+    assert recent(port, "?queue=nope") == []
+    assert recent(port, "?since=%d" % (int(time.time() * 1000) + 60000)) == []
+    assert get(port, "/api/jobs/recent?limit=0")[0] == 400
+
+    # one job: its attempts, the payload that waits to run again or failed, the failure
+    status, _, body = get(port, "/api/jobs/" + bad["uuid"])
+    one = json.loads(body)
+    assert status == 200 and [a["attempt"] for a in one["attempts"]] == [2, 1]
+    assert one["attempts"][0]["exception"] == "RuntimeException: fixture job failed"
+    assert one["payload_source"] == "job_history" and json.loads(one["payload"])["uuid"] == bad["uuid"]
+    assert one["failed"]["queue"] == "default" and "fixture job failed" in one["failed"]["exception"]
+    status, _, body = get(port, "/api/jobs/" + done[0]["uuid"])
+    assert status == 200 and json.loads(body)["payload"] is None  # job_history_payloads is off
+    assert get(port, "/api/jobs/" + "0" * 36)[0] == 404
+
+    # the failed store
+    failed = json.loads(get(port, "/api/failed")[2])["failed"]
+    assert [f["uuid"] for f in failed] == [bad["uuid"]] and "payload" not in failed[0]
+    status, _, body = get(port, "/api/failed/" + bad["uuid"])
+    assert status == 200 and json.loads(json.loads(body)["payload"])["uuid"] == bad["uuid"]
+    assert get(port, "/api/failed/nope")[0] == 404
+
+    # one bounded key with a time to live
+    key = PREFIX + "qpool:jobs"
+    assert r.llen(key) == 5 and 0 < r.pttl(key) <= 86400 * 1000
+
+
+def test_job_history_is_bounded_sampled_and_can_keep_payloads(master, r, tmp_path):
+    port = free_port()
+    start(master, tmp_path / "fixture.log", port,
+          qpool="job_history_size = 10; job_history_sample = 0.0; job_history_payloads = true;")
+    push_many(r, "high", [make_payload("ok") for _ in range(30)])
+    push_many(r, "default", [make_payload("fail") for _ in range(12)])
+    wait_for(lambda: len(json.loads(get(port, "/api/failed?limit=100")[2])["failed"]) == 12, 30,
+             what="the failing jobs to fail")
+    time.sleep(2.5)  # two balance passes: everything sent has been written
+    jobs = recent(port, "?limit=10")
+    # sample 0: no done or released attempt; failures always; at most 10 kept
+    assert len(jobs) == 10 and {j["outcome"] for j in jobs} == {"failed"}
+    assert r.llen(PREFIX + "qpool:jobs") == 10
+
+
+def test_job_history_keeps_done_payloads_when_asked(master, r, tmp_path):
+    port = free_port()
+    start(master, tmp_path / "fixture.log", port, qpool="job_history_payloads = true;")
+    p = make_payload("ok")
+    push_many(r, "high", [p])
+    wait_for(lambda: len(recent(port)) == 1, 20, what="the job recorded")
+    one = json.loads(get(port, "/api/jobs/" + p["uuid"])[2])
+    assert one["payload_source"] == "job_history" and json.loads(one["payload"]) == p

@@ -1,0 +1,135 @@
+/*
+ * failed.c - reading qpool's failed store (see failed.h).
+ */
+#include "failed.h"
+#include "payload.h"
+#include "queue.h"
+#include "util.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+void frec_free(frec_t *f)
+{
+    free(f->uuid);
+    free(f->connection);
+    free(f->queue);
+    free(f->payload);
+    free(f->exception);
+    memset(f, 0, sizeof *f);
+}
+
+static bool frec_from(const redisReply *r, frec_t *f)
+{
+    memset(f, 0, sizeof *f);
+    if (!r || r->type != REDIS_REPLY_ARRAY || r->elements < 2) return false;
+    for (size_t i = 0; i + 1 < r->elements; i += 2) {
+        const char *k = r->element[i]->str;
+        const redisReply *v = r->element[i + 1];
+        if (!k || v->type != REDIS_REPLY_STRING) continue;
+        char *s = xstrndup(v->str, v->len);
+        if (!strcmp(k, "uuid")) free(f->uuid), f->uuid = s;
+        else if (!strcmp(k, "connection")) free(f->connection), f->connection = s;
+        else if (!strcmp(k, "queue")) free(f->queue), f->queue = s;
+        else if (!strcmp(k, "payload")) free(f->payload), f->payload = s, f->payload_len = v->len;
+        else if (!strcmp(k, "exception")) free(f->exception), f->exception = s;
+        else if (!strcmp(k, "failed_at")) f->failed_at = atoll(s), free(s);
+        else free(s);
+    }
+    if (f->uuid && f->queue && f->payload) return true;
+    frec_free(f);
+    return false;
+}
+
+int failed_get(rconn_t *c, const char *uuid, frec_t *f)
+{
+    memset(f, 0, sizeof *f);
+    char *key = xasprintf("%sqpool:failed:job:%s", c->conf.prefix, uuid);
+    const char *av[] = {"HGETALL", key};
+    redisReply *r = rconn_call(c, 2, av, NULL);
+    free(key);
+    bool ok = r && frec_from(r, f);
+    if (r) freeReplyObject(r);
+    return ok ? 0 : -1;
+}
+
+redisReply *failed_queue_uuids(rconn_t *c, const char *queue, long limit)
+{
+    qkeys_t k;
+    qkeys_init(&k, c->conf.prefix, queue);
+    char stop[24];
+    snprintf(stop, sizeof stop, "%ld", limit > 0 ? limit - 1 : -1);
+    const char *av[] = {"ZREVRANGE", k.failed, "0", stop};
+    redisReply *r = rconn_call(c, 4, av, NULL);
+    qkeys_free(&k);
+    return r;
+}
+
+redisReply *failed_queues(rconn_t *c)
+{
+    char *key = xasprintf("%sqpool:failed:queues", c->conf.prefix);
+    const char *av[] = {"SMEMBERS", key};
+    redisReply *r = rconn_call(c, 2, av, NULL);
+    free(key);
+    return r;
+}
+
+cJSON *failed_json(const frec_t *f, bool with_payload)
+{
+    char when[32];
+    time_t tt = (time_t)f->failed_at;
+    struct tm tm;
+    gmtime_r(&tt, &tm);
+    strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", &tm);
+    job_payload_t jp;
+    char err[64];
+    bool parsed = payload_parse(f->payload, f->payload_len, &jp, err, sizeof err) == 0;
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "uuid", f->uuid);
+    cJSON_AddStringToObject(o, "connection", f->connection ? f->connection : "");
+    cJSON_AddStringToObject(o, "queue", f->queue);
+    cJSON_AddStringToObject(o, "name", parsed ? payload_name(&jp) : "(invalid payload)");
+    cJSON_AddNumberToObject(o, "failed_at", (double)f->failed_at);
+    cJSON_AddStringToObject(o, "failed_at_utc", when);
+    cJSON_AddStringToObject(o, "exception", f->exception ? f->exception : "");
+    if (with_payload) cJSON_AddStringToObject(o, "payload", f->payload);
+    if (parsed) payload_free(&jp);
+    return o;
+}
+
+static bool add_queue(rconn_t *c, const char *queue, long limit, bool with_payload, cJSON *arr)
+{
+    redisReply *u = failed_queue_uuids(c, queue, limit);
+    if (!u || u->type != REDIS_REPLY_ARRAY) {
+        if (u) freeReplyObject(u);
+        return false;
+    }
+    for (size_t j = 0; j < u->elements; j++) {
+        frec_t f;
+        if (u->element[j]->type != REDIS_REPLY_STRING || failed_get(c, u->element[j]->str, &f) < 0) continue;
+        cJSON_AddItemToArray(arr, failed_json(&f, with_payload));
+        frec_free(&f);
+    }
+    freeReplyObject(u);
+    return true;
+}
+
+cJSON *failed_list(rconn_t *c, const char *queue, long limit, bool with_payload)
+{
+    cJSON *arr = cJSON_CreateArray();
+    if (queue) {
+        if (add_queue(c, queue, limit, with_payload, arr)) return arr;
+        cJSON_Delete(arr);
+        return NULL;
+    }
+    redisReply *qs = failed_queues(c);
+    bool ok = qs && qs->type == REDIS_REPLY_ARRAY;
+    for (size_t i = 0; ok && i < qs->elements; i++)
+        if (qs->element[i]->type == REDIS_REPLY_STRING) ok = add_queue(c, qs->element[i]->str, limit, with_payload, arr);
+    if (qs) freeReplyObject(qs);
+    if (ok) return arr;
+    cJSON_Delete(arr);
+    return NULL;
+}

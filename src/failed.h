@@ -1,0 +1,37 @@
+/*
+ * failed.h - reading qpool's failed store (layout in queue.h): one record
+ * by uuid, a queue's uuids newest first, the queues that have any, and a
+ * record as JSON. Shared by `qpool failed` (cli_failed.c, which also
+ * retries and forgets) and the HTTP API. Nothing here prints.
+ */
+#ifndef QPOOL_FAILED_H
+#define QPOOL_FAILED_H
+
+#include <cjson/cJSON.h>
+#include <hiredis/hiredis.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "rconn.h"
+
+typedef struct {
+    char *uuid, *connection, *queue, *payload, *exception;
+    size_t payload_len;
+    long long failed_at;
+} frec_t;
+
+void frec_free(frec_t *f);
+/* 0 and f filled; -1 when there is no such record (or Redis failed:
+ * c->last_error says). */
+int failed_get(rconn_t *c, const char *uuid, frec_t *f);
+/* ZREVRANGE of a queue's index (limit 0: all); NULL when Redis failed. */
+redisReply *failed_queue_uuids(rconn_t *c, const char *queue, long limit);
+/* SMEMBERS of the queues with failed jobs; NULL when Redis failed. */
+redisReply *failed_queues(rconn_t *c);
+/* {"uuid","connection","queue","name","failed_at","failed_at_utc","exception"[,"payload"]} */
+cJSON *failed_json(const frec_t *f, bool with_payload);
+/* The newest records (of one queue, or all), at most limit per queue, as a
+ * JSON array (caller frees); NULL when Redis failed. */
+cJSON *failed_list(rconn_t *c, const char *queue, long limit, bool with_payload);
+
+#endif

@@ -1,0 +1,95 @@
+/*
+ * jobhist.h - the record of recent jobs (pure: no I/O, no clock).
+ *
+ * A worker keeps the last JOBHIST_WORKER_KEEP attempts it settled in a ring
+ * of fixed-size records (a copy of a few strings per job, nothing
+ * formatted) and sends them to its master with its job stats, about once a
+ * second, as datagrams {"h":[...]}. The master decodes them strictly (its
+ * own pool's queues, bounded strings, finite numbers), adds what it knows
+ * for certain (pool, host, worker, pid: never the worker's word), and keeps
+ * the newest job_history_size for its next write to Redis, where one list
+ * per connection holds the newest job_history_size records of every host:
+ *
+ *   <prefix>qpool:jobs   list of JSON records, newest first, LTRIMmed to
+ *                        job_history_size and expiring metrics_retention
+ *                        after the last write
+ *
+ * A record (the API's shape, docs/api.md):
+ *   {"uuid","id","name","queue","pool","host","worker","pid","attempt",
+ *    "outcome","wait_ms","runtime_ms","started_at","finished_at",
+ *    "exception","payload","payload_truncated"}
+ * payload only for released jobs (the copy that waits to run again) and,
+ * with job_history_payloads, done ones; a failed job's is in the failed
+ * store under its uuid.
+ */
+#ifndef QPOOL_JOBHIST_H
+#define QPOOL_JOBHIST_H
+
+#include <cjson/cJSON.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define JOBHIST_WORKER_KEEP 256      /* a worker sends at most this many per flush (the newest) */
+#define JOBHIST_PAYLOAD_MAX 16384    /* payload bytes kept per record; longer ones are cut */
+#define JOBHIST_EXC_MAX 512          /* exception summary bytes */
+#define JOBHIST_PAGE 16              /* records per datagram */
+#define JOBHIST_DATAGRAM_MAX 98304   /* bytes, roughly: records past it go in the next */
+
+typedef struct {
+    char uuid[64], id[64], name[256], queue[64];
+    char exception[JOBHIST_EXC_MAX];
+    char *payload;                   /* owned, or NULL */
+    size_t payload_len;
+    bool payload_truncated;
+    long attempt;
+    int outcome;                     /* enum job_outcome */
+    double wait_ms;                  /* < 0: not known */
+    double runtime_ms;
+    int64_t started_at, finished_at; /* UNIX ms */
+} jobrec_t;
+
+/* The worker's ring. */
+typedef struct {
+    jobrec_t *v;
+    int cap, n, next;                /* n records, the oldest at (next - n) mod cap */
+    double sample, acc;              /* done/released jobs kept: sample (0..1); failures always */
+    bool payloads;                   /* done jobs' payloads too */
+} jobhist_t;
+
+void jobhist_init(jobhist_t *h, int cap, double sample, bool payloads);
+void jobhist_free(jobhist_t *h);
+/* Take (or, by the sample, skip) one settled attempt; returns the record
+ * to fill, with its strings cleared, or NULL when it is skipped. The
+ * caller sets the fields (jobhist_set_str, jobhist_set_payload). */
+jobrec_t *jobhist_add(jobhist_t *h, int outcome);
+void jobhist_set_str(char *dst, size_t cap, const char *s);     /* cut at a UTF-8 boundary */
+void jobhist_set_payload(jobrec_t *r, const char *p, size_t len);
+/* The next datagram of at most JOBHIST_PAGE records, oldest first,
+ * removing them; NULL when the ring is empty. Caller frees. */
+char *jobhist_encode(jobhist_t *h, size_t *len);
+
+/* Master side: a datagram into API records (pool, host, worker, pid
+ * added), appended to out (a cJSON array). The count added, or -1 (err
+ * filled) and nothing added. */
+int jobhist_decode(const char *buf, size_t len, char *const *queues, int nqueues, const char *pool,
+                   const char *host, const char *worker, int pid, cJSON *out, char *err, size_t errn);
+/* Is this datagram job history (not job stats)? */
+bool jobhist_is_history(const char *buf, size_t len);
+
+/* The master's pending records: the newest cap JSON strings not yet
+ * written to Redis. */
+typedef struct {
+    char **v;
+    int cap, n, next;
+} jobhist_pending_t;
+
+#define JOBHIST_PENDING_MAX 100000   /* job_history_size's upper bound */
+void jobhist_pending_init(jobhist_pending_t *p, int cap);
+void jobhist_pending_free(jobhist_pending_t *p);
+void jobhist_pending_add(jobhist_pending_t *p, char *json);     /* takes json; drops the oldest when full */
+/* The records, oldest first (n of them); the caller clears after a write. */
+int jobhist_pending_list(const jobhist_pending_t *p, const char **out, int max);
+void jobhist_pending_clear(jobhist_pending_t *p);
+
+#endif

@@ -1,0 +1,218 @@
+/* jobhist.c: the worker's ring of recent jobs, its datagrams, the master's
+ * strict decoding and its pending list. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "jobhist.h"
+#include "metrics.h"
+
+static char *QUEUES[] = {"high", "default"};
+
+static jobrec_t *add(jobhist_t *h, int outcome, const char *uuid)
+{
+    jobrec_t *r = jobhist_add(h, outcome);
+    if (!r) return NULL;
+    jobhist_set_str(r->uuid, sizeof r->uuid, uuid);
+    jobhist_set_str(r->id, sizeof r->id, "id1");
+    jobhist_set_str(r->name, sizeof r->name, "App\\Jobs\\X");
+    jobhist_set_str(r->queue, sizeof r->queue, "high");
+    r->attempt = 1;
+    r->runtime_ms = 2.5;
+    r->started_at = 1795459000000;
+    r->finished_at = 1795459000003;
+    return r;
+}
+
+/* Encode everything in the ring and decode it as the master would. */
+static cJSON *round_trip(jobhist_t *h)
+{
+    cJSON *out = cJSON_CreateArray();
+    size_t len;
+    char *msg, err[128];
+    while ((msg = jobhist_encode(h, &len))) {
+        assert_true(jobhist_is_history(msg, len));
+        assert_true(jobhist_decode(msg, len, QUEUES, 2, "w", "host1", "w#2", 4242, out, err, sizeof err) > 0);
+        free(msg);
+    }
+    return out;
+}
+
+static const char *str(const cJSON *o, const char *k)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+    return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+static void test_round_trip_adds_what_the_master_knows(void **state)
+{
+    (void)state;
+    jobhist_t h;
+    jobhist_init(&h, 8, 1, false);
+    jobrec_t *r = add(&h, OUTCOME_RELEASED, "u-1");
+    jobhist_set_str(r->exception, sizeof r->exception, "RuntimeException: boom");
+    jobhist_set_payload(r, "{\"uuid\":\"u-1\"}", 14);
+    r->wait_ms = 12.5;
+    add(&h, OUTCOME_DONE, "u-2");
+    cJSON *out = round_trip(&h);
+    assert_int_equal(cJSON_GetArraySize(out), 2);
+    const cJSON *a = cJSON_GetArrayItem(out, 0), *b = cJSON_GetArrayItem(out, 1);
+    assert_string_equal(str(a, "uuid"), "u-1");
+    assert_string_equal(str(a, "outcome"), "released");
+    assert_string_equal(str(a, "pool"), "w");
+    assert_string_equal(str(a, "host"), "host1");
+    assert_string_equal(str(a, "worker"), "w#2");
+    assert_int_equal((int)cJSON_GetObjectItem(a, "pid")->valuedouble, 4242);
+    assert_string_equal(str(a, "exception"), "RuntimeException: boom");
+    assert_string_equal(str(a, "payload"), "{\"uuid\":\"u-1\"}");
+    assert_true(cJSON_GetObjectItem(a, "wait_ms")->valuedouble == 12.5);
+    assert_true(cJSON_IsNull(cJSON_GetObjectItem(b, "wait_ms")));
+    assert_true(cJSON_IsNull(cJSON_GetObjectItem(b, "exception")));
+    assert_null(cJSON_GetObjectItem(b, "payload"));
+    assert_null(jobhist_encode(&h, &(size_t){0})); /* sent: the ring is empty */
+    cJSON_Delete(out);
+    jobhist_free(&h);
+}
+
+static void test_the_ring_keeps_the_newest(void **state)
+{
+    (void)state;
+    jobhist_t h;
+    jobhist_init(&h, 4, 1, false);
+    char u[16];
+    for (int i = 0; i < 10; i++) {
+        snprintf(u, sizeof u, "u-%d", i);
+        add(&h, OUTCOME_DONE, u);
+    }
+    cJSON *out = round_trip(&h);
+    assert_int_equal(cJSON_GetArraySize(out), 4);
+    assert_string_equal(str(cJSON_GetArrayItem(out, 0), "uuid"), "u-6"); /* oldest kept first */
+    assert_string_equal(str(cJSON_GetArrayItem(out, 3), "uuid"), "u-9");
+    cJSON_Delete(out);
+    jobhist_free(&h);
+}
+
+static void test_sampling_keeps_every_failure(void **state)
+{
+    (void)state;
+    jobhist_t h;
+    jobhist_init(&h, 64, 0.25, false);
+    int kept = 0;
+    for (int i = 0; i < 40; i++) kept += jobhist_add(&h, OUTCOME_DONE) != NULL;
+    assert_int_equal(kept, 10);
+    for (int o = OUTCOME_FAILED; o < OUTCOME_N; o++) assert_non_null(jobhist_add(&h, o));
+    jobhist_free(&h);
+    jobhist_init(&h, 0, 1, false); /* off */
+    assert_null(jobhist_add(&h, OUTCOME_FAILED));
+    jobhist_free(&h);
+}
+
+static void test_strings_and_payloads_are_cut_safely(void **state)
+{
+    (void)state;
+    char dst[8];
+    jobhist_set_str(dst, sizeof dst, "abcdef\xc3\xa9z"); /* e-acute across the cut */
+    assert_string_equal(dst, "abcdef");
+    jobhist_set_str(dst, sizeof dst, NULL);
+    assert_string_equal(dst, "");
+    jobrec_t r = {0};
+    char *big = malloc(JOBHIST_PAYLOAD_MAX + 100);
+    memset(big, 'x', JOBHIST_PAYLOAD_MAX + 100);
+    jobhist_set_payload(&r, big, JOBHIST_PAYLOAD_MAX + 100);
+    assert_int_equal(r.payload_len, JOBHIST_PAYLOAD_MAX);
+    assert_true(r.payload_truncated);
+    free(r.payload);
+    free(big);
+}
+
+static void test_big_payloads_split_datagrams(void **state)
+{
+    (void)state;
+    jobhist_t h;
+    jobhist_init(&h, 16, 1, false);
+    char *p = malloc(JOBHIST_PAYLOAD_MAX);
+    memset(p, '"', JOBHIST_PAYLOAD_MAX); /* escaping doubles it */
+    for (int i = 0; i < 8; i++) jobhist_set_payload(add(&h, OUTCOME_RELEASED, "u"), p, JOBHIST_PAYLOAD_MAX);
+    free(p);
+    size_t len;
+    char *msg;
+    int datagrams = 0;
+    while ((msg = jobhist_encode(&h, &len))) {
+        assert_true(len < 2 * JOBHIST_DATAGRAM_MAX);
+        datagrams++;
+        free(msg);
+    }
+    assert_true(datagrams >= 2);
+    jobhist_free(&h);
+}
+
+static const char *const BAD[] = {
+    "",
+    "[]",
+    "{\"h\":{}}",
+    "{\"h\":[],\"x\":1}",
+    /* a queue not of the pool */
+    "{\"h\":[{\"u\":\"\",\"i\":\"\",\"n\":\"\",\"q\":\"other\",\"a\":1,\"o\":\"done\",\"w\":-1,\"r\":0,\"s\":0,\"f\":0,\"e\":\"\"}]}",
+    /* an unknown outcome */
+    "{\"h\":[{\"u\":\"\",\"i\":\"\",\"n\":\"\",\"q\":\"high\",\"a\":1,\"o\":\"great\",\"w\":-1,\"r\":0,\"s\":0,\"f\":0,\"e\":\"\"}]}",
+    /* a fractional attempt, a negative runtime, a time past any clock */
+    "{\"h\":[{\"u\":\"\",\"i\":\"\",\"n\":\"\",\"q\":\"high\",\"a\":1.5,\"o\":\"done\",\"w\":-1,\"r\":0,\"s\":0,\"f\":0,\"e\":\"\"}]}",
+    "{\"h\":[{\"u\":\"\",\"i\":\"\",\"n\":\"\",\"q\":\"high\",\"a\":1,\"o\":\"done\",\"w\":-1,\"r\":-3,\"s\":0,\"f\":0,\"e\":\"\"}]}",
+    "{\"h\":[{\"u\":\"\",\"i\":\"\",\"n\":\"\",\"q\":\"high\",\"a\":1,\"o\":\"done\",\"w\":-1,\"r\":0,\"s\":1e300,\"f\":0,\"e\":\"\"}]}",
+    /* a payload that is not a string */
+    "{\"h\":[{\"u\":\"\",\"i\":\"\",\"n\":\"\",\"q\":\"high\",\"a\":1,\"o\":\"done\",\"w\":-1,\"r\":0,\"s\":0,\"f\":0,\"e\":\"\",\"p\":{}}]}",
+    /* a missing field */
+    "{\"h\":[{\"u\":\"\",\"i\":\"\",\"n\":\"\",\"q\":\"high\",\"a\":1,\"o\":\"done\",\"w\":-1,\"r\":0,\"s\":0,\"f\":0}]}",
+};
+
+static void test_refuses_what_it_did_not_write(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < sizeof BAD / sizeof *BAD; i++) {
+        cJSON *out = cJSON_CreateArray();
+        char err[128] = "";
+        assert_int_equal(jobhist_decode(BAD[i], strlen(BAD[i]), QUEUES, 2, "w", "h", "w#1", 1, out, err, sizeof err), -1);
+        assert_true(err[0] != '\0');
+        assert_int_equal(cJSON_GetArraySize(out), 0);
+        cJSON_Delete(out);
+    }
+}
+
+static void test_pending_keeps_the_newest_in_order(void **state)
+{
+    (void)state;
+    jobhist_pending_t p;
+    jobhist_pending_init(&p, 3);
+    char buf[8];
+    for (int i = 0; i < 5; i++) {
+        snprintf(buf, sizeof buf, "r%d", i);
+        jobhist_pending_add(&p, strdup(buf));
+    }
+    const char *v[8];
+    assert_int_equal(jobhist_pending_list(&p, v, 8), 3);
+    assert_string_equal(v[0], "r2");
+    assert_string_equal(v[2], "r4");
+    jobhist_pending_clear(&p);
+    assert_int_equal(jobhist_pending_list(&p, v, 8), 0);
+    jobhist_pending_free(&p);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_round_trip_adds_what_the_master_knows),
+        cmocka_unit_test(test_the_ring_keeps_the_newest),
+        cmocka_unit_test(test_sampling_keeps_every_failure),
+        cmocka_unit_test(test_strings_and_payloads_are_cut_safely),
+        cmocka_unit_test(test_big_payloads_split_datagrams),
+        cmocka_unit_test(test_refuses_what_it_did_not_write),
+        cmocka_unit_test(test_pending_keeps_the_newest_in_order),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
