@@ -928,6 +928,65 @@ bool http_conf_same(const http_conf_t *a, const http_conf_t *b)
 
 static void print_http(const http_conf_t *h, FILE *f);
 
+/* ---------------------------------------------------------------- alerts */
+
+static bool parse_wait_rules(ctx_t *x, const config_setting_t *g, alerts_conf_t *a)
+{
+    if (config_setting_type(g) != CONFIG_TYPE_GROUP) {
+        cerr(x, g, "alerts.long_wait_queues: expected a group { emails = 30; reports = 0; }");
+        return false;
+    }
+    bool ok = true;
+    int n = config_setting_length(g);
+    a->waits = xcalloc((size_t)n + 1, sizeof *a->waits);
+    for (int i = 0; i < n; i++) {
+        config_setting_t *s = config_setting_get_elem(g, (unsigned)i);
+        double v = 0;
+        if (!want_num(x, s, 0, 86400 * 7, &v)) {
+            ok = false;
+            continue;
+        }
+        a->waits[a->nwaits].queue = xstrdup(config_setting_name(s));
+        a->waits[a->nwaits++].seconds = v;
+    }
+    return ok;
+}
+
+static bool parse_alerts_key(ctx_t *x, config_setting_t *s, qconf_t *c)
+{
+    alerts_conf_t *a = &c->alerts;
+    const char *k = config_setting_name(s);
+    if (!strcmp(k, "long_wait")) return want_num(x, s, 0, 86400 * 7, &a->long_wait_s);
+    if (!strcmp(k, "long_wait_queues")) return parse_wait_rules(x, s, a);
+    if (!strcmp(k, "failure_rate")) return want_num(x, s, 0, 1, &a->failure_rate);
+    if (!strcmp(k, "failure_min_jobs")) return want_int(x, s, 1, 1000000, &a->failure_min_jobs);
+    if (!strcmp(k, "crash_loop")) return want_int(x, s, 0, ALERTS_CRASHES_MAX, &a->crash_loop_crashes);
+    if (!strcmp(k, "crash_loop_window")) return want_int(x, s, 1, 86400, &a->crash_loop_window_s);
+    if (!strcmp(k, "clear_after")) return want_int(x, s, 0, 86400, &a->clear_after_s);
+    if (!strcmp(k, "command")) return want_strv(x, s, true, &c->alerts_command);
+    if (!strcmp(k, "user")) return want_str(x, s, &c->alerts_user);
+    static const char *const known[] = {"long_wait", "long_wait_queues", "failure_rate", "failure_min_jobs",
+                                        "crash_loop", "crash_loop_window", "clear_after", "command", "user", NULL};
+    unknown_key(x, s, "qpool.alerts", known);
+    return false;
+}
+
+static bool parse_alerts_group(ctx_t *x, const config_setting_t *g)
+{
+    if (config_setting_type(g) != CONFIG_TYPE_GROUP) {
+        cerr(x, g, "alerts: expected a group { long_wait = 60; command = [...]; }");
+        return false;
+    }
+    bool ok = true;
+    for (int i = 0; i < config_setting_length(g); i++)
+        ok &= parse_alerts_key(x, config_setting_get_elem(g, (unsigned)i), x->c);
+    if (x->c->alerts_user && !getpwnam(x->c->alerts_user)) {
+        cerr(x, g, "alerts.user \"%s\" does not exist", x->c->alerts_user);
+        ok = false;
+    }
+    return ok;
+}
+
 /* ---------------------------------------------------------------- top level */
 
 static bool parse_qpool_group(ctx_t *x, const config_setting_t *g)
@@ -937,7 +996,7 @@ static bool parse_qpool_group(ctx_t *x, const config_setting_t *g)
                                         "shutdown_timeout", "log_level", "log_format",
                                         "failed_limit", "balance_interval", "metrics_job_classes",
                                         "metrics_retention", "job_history_size", "job_history_sample",
-                                        "job_history_payloads", "http", NULL};
+                                        "job_history_payloads", "http", "alerts", NULL};
     static const char *const levels[] = {"error", "warn", "info", "debug", NULL};
     static const char *const formats[] = {"text", "json", NULL};
     qconf_t *c = x->c;
@@ -983,6 +1042,8 @@ static bool parse_qpool_group(ctx_t *x, const config_setting_t *g)
             ok &= want_bool(x, s, &c->job_history_payloads);
         else if (!strcmp(k, "http"))
             ok &= parse_http_group(x, s);
+        else if (!strcmp(k, "alerts"))
+            ok &= parse_alerts_group(x, s);
         else {
             unknown_key(x, s, "qpool", known);
             ok = false;
@@ -1098,6 +1159,7 @@ qconf_t *config_load(const char *path, conf_errors_t *errs)
     c->failed_limit = 10000;
     c->balance_interval = 1;
     http_defaults(&c->http);
+    alerts_conf_defaults(&c->alerts);
     ctx_t x = {.path = path, .errs = errs, .c = c};
 
     config_t cfg;
@@ -1217,6 +1279,11 @@ void config_free(qconf_t *c)
     free(c->control_user);
     free(c->control_group);
     http_conf_free(&c->http);
+    alerts_conf_free(&c->alerts);
+    if (c->alerts_command)
+        for (char **v = c->alerts_command; *v; v++) free(*v);
+    free(c->alerts_command);
+    free(c->alerts_user);
     for (int i = 0; i < c->nredis; i++) {
         redis_conf_t *r = &c->redis[i];
         free(r->name);
@@ -1389,6 +1456,24 @@ static void print_http(const http_conf_t *h, FILE *f)
     fprintf(f, "    max_connections = %d;\n    timeout = %d;\n  };\n", h->max_connections, h->timeout);
 }
 
+static void print_alerts(const qconf_t *c, FILE *f)
+{
+    const alerts_conf_t *a = &c->alerts;
+    fprintf(f, "  alerts = {\n");
+    print_num(f, "    ", "long_wait", a->long_wait_s);
+    if (a->nwaits) {
+        fprintf(f, "    long_wait_queues = {\n");
+        for (int i = 0; i < a->nwaits; i++) print_num(f, "      ", a->waits[i].queue, a->waits[i].seconds);
+        fprintf(f, "    };\n");
+    }
+    print_num(f, "    ", "failure_rate", a->failure_rate);
+    fprintf(f, "    failure_min_jobs = %d;\n    crash_loop = %d;\n    crash_loop_window = %d;\n    clear_after = %d;\n",
+            a->failure_min_jobs, a->crash_loop_crashes, a->crash_loop_window_s, a->clear_after_s);
+    if (c->alerts_command) print_strv(f, "    ", "command", c->alerts_command);
+    if (c->alerts_user) print_str(f, "    ", "user", c->alerts_user);
+    fprintf(f, "  };\n");
+}
+
 void config_print(const qconf_t *c, FILE *f)
 {
     fprintf(f, "# effective configuration of %s (defaults filled in)\n", c->path);
@@ -1410,6 +1495,7 @@ void config_print(const qconf_t *c, FILE *f)
     fprintf(f, "  failed_limit = %d;\n", c->failed_limit);
     print_num(f, "  ", "balance_interval", c->balance_interval);
     print_http(&c->http, f);
+    print_alerts(c, f);
     fprintf(f, "};\n\nredis = {\n");
     for (int i = 0; i < c->nredis; i++) {
         const redis_conf_t *r = &c->redis[i];

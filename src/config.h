@@ -12,6 +12,8 @@
 #define QPOOL_CONFIG_H
 
 #include <stdbool.h>
+
+#include "alerts.h"
 #include <stdio.h>
 #include <sys/types.h>
 
@@ -140,6 +142,9 @@ typedef struct {
     int failed_limit;
     double balance_interval;
     http_conf_t http;
+    alerts_conf_t alerts;      /* qpool.alerts (alerts.h) */
+    char **alerts_command;     /* argv run with each event's JSON on stdin; NULL: none */
+    char *alerts_user;         /* its user when the master is root (default nobody) */
 
     redis_conf_t *redis;
     int nredis;

@@ -16,6 +16,7 @@
 #include "master.h"
 #include "monitor.h"
 #include "control.h"
+#include "alerting.h"
 #include "http.h"
 #include "log.h"
 #include "proc.h"
@@ -401,7 +402,8 @@ static void reap(master_t *m)
     int status;
     pid_t pid;
     while ((pid = waitpid(-1, &status, WNOHANG)) > 0)
-        if (!http_reaped(m, pid, status)) pools_child_exited(&m->pools, pid, status, mono_ms());
+        if (!http_reaped(m, pid, status) && !alerting_reaped(m, pid))
+            pools_child_exited(&m->pools, pid, status, mono_ms());
 }
 
 static void handle_signals(master_t *m)
@@ -589,6 +591,7 @@ int master_run(const char *config_path)
     for (int i = 0; i < m->npaused_queues; i++) free(m->paused_queues[i]);
     free(m->paused_queues);
     monitor_free(m);
+    alerting_free(m);
     safefile_pidfile_remove(m->conf->pid_file, m->pid_fd);
     for (int i = 0; i < m->pools.n; i++) pool_free(m->pools.v[i]);
     free(m->pools.v);

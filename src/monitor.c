@@ -2,11 +2,13 @@
  * monitor.c - see monitor.h.
  */
 #include "monitor.h"
+#include "alerting.h"
 #include "balancer.h"
 #include "fleet.h"
 #include "history.h"
 #include "status.h"
 #include "log.h"
+#include "payload.h"
 #include "queue.h"
 #include "rconn.h"
 #include "util.h"
@@ -127,6 +129,35 @@ static bool php_truthy(const redisReply *r)
     return strcmp(r->str, "b:0;") && strcmp(r->str, "0") && r->len > 0 && strcmp(r->str, "N;");
 }
 
+/* The oldest ready job's age: from its createdAt (Laravel 11+, plus its
+ * delay), else since this master first saw it at the head (a lower bound:
+ * Laravel 8 payloads say nothing of when they were pushed). */
+static void track_head(queue_stat_t *qs, const redisReply *r)
+{
+    int64_t now = mono_ms();
+    if (r->type != REDIS_REPLY_STRING) {
+        qs->head_hash = 0;
+        qs->oldest_ready_s = 0;
+        return;
+    }
+    uint64_t h = 1469598103934665603ULL; /* FNV-1a */
+    for (size_t i = 0; i < r->len; i++) h = (h ^ (unsigned char)r->str[i]) * 1099511628211ULL;
+    if (h != qs->head_hash) {
+        qs->head_hash = h;
+        qs->head_since_ms = now;
+    }
+    qs->oldest_ready_s = (double)(now - qs->head_since_ms) / 1000.0;
+    job_payload_t p;
+    char err[64];
+    if (payload_parse(r->str, r->len, &p, err, sizeof err) == 0) {
+        if (p.has_created_at) {
+            double age = (double)wall_ms() / 1000.0 - (double)(p.created_at + (p.has_delay && p.delay > 0 ? p.delay : 0));
+            if (age > qs->oldest_ready_s) qs->oldest_ready_s = age;
+        }
+        payload_free(&p);
+    }
+}
+
 /* Queue counts: for each connection, one pipelined round trip over every
  * queue of every pool using it. */
 static void fetch_counts(master_t *m)
@@ -143,6 +174,7 @@ static void fetch_counts(master_t *m)
                 if (!strcmp(m->pools.v[i]->conf.connection, cname)) m->pools.v[i]->have_counts = false;
             continue;
         }
+        bool heads = alerting_wants_oldest(m->conf);
         for (int i = 0; i < m->pools.n; i++) {
             pool_t *p = m->pools.v[i];
             if (strcmp(p->conf.connection, cname)) continue;
@@ -150,6 +182,10 @@ static void fetch_counts(master_t *m)
                 qkeys_t k;
                 qkeys_init(&k, c->conf.prefix, p->conf.queues[q]);
                 queue_append_counts(c, &k);
+                if (heads) {
+                    const char *a[] = {"LINDEX", k.ready, "0"};
+                    rconn_append(c, 3, a, NULL);
+                }
                 qkeys_free(&k);
             }
         }
@@ -174,6 +210,15 @@ static void fetch_counts(master_t *m)
                 p->q[q].ready = v[0];
                 p->q[q].delayed = v[1];
                 p->q[q].reserved = v[2];
+                if (heads) {
+                    redisReply *r;
+                    if (rconn_read(c, -1, -1, &r) != RC_OK) {
+                        ok = false;
+                        break;
+                    }
+                    track_head(&p->q[q], r);
+                    freeReplyObject(r);
+                }
             }
             p->have_counts = ok;
         }
@@ -452,5 +497,6 @@ void monitor_tick(master_t *m, int64_t now)
     write_history(m);
     poll_laravel_keys(m);
     update_rates(m, now);
+    alerting_tick(m, now);
     apply_balance(m, now);
 }

@@ -482,6 +482,23 @@ static void history_datagram(pools_t *ps, pool_t *p, child_t *c, const char *buf
     cJSON_Delete(got);
 }
 
+/* The last minute per queue, for the alerts: waits, attempts and the
+ * attempts that failed (failed, timed out, crashed). */
+static void feed_minute(pool_t *p, const jobstats_t *got)
+{
+    int64_t now = mono_ms();
+    for (int i = 0; i < got->n; i++) {
+        const jobstat_t *e = &got->v[i];
+        const char *q = labels_name(&got->queues, e->queue);
+        for (int qi = 0; qi < p->conf.nqueues; qi++) {
+            if (strcmp(p->conf.queues[qi], q)) continue;
+            bool bad = e->outcome == OUTCOME_FAILED || e->outcome == OUTCOME_TIMED_OUT || e->outcome == OUTCOME_CRASHED;
+            minute_add(&p->minute[qi], now, &e->wait, e->n, bad ? e->n : 0);
+            break;
+        }
+    }
+}
+
 /* Read up to max datagrams from a child; false at EOF or error. */
 static bool stats_read(pools_t *ps, pool_t *p, child_t *c, int max)
 {
@@ -501,6 +518,7 @@ static bool stats_read(pools_t *ps, pool_t *p, child_t *c, int max)
             jobstats_decode(buf, (size_t)n, p->conf.queues, p->conf.nqueues, &got, err, sizeof err) < 0) {
             bad_datagram(p, c, "job stats", err);
         } else {
+            feed_minute(p, &got);
             jobstats_merge(&p->stats, &got);  /* since the master started */
             jobstats_merge(&p->recent, &got); /* not yet in Redis's history */
         }

@@ -19,6 +19,7 @@
 #include "config.h"
 #include "jobhist.h"
 #include "jobstats.h"
+#include "minute.h"
 #include "respawn.h"
 #include "scoreboard.h"
 
@@ -65,6 +66,10 @@ typedef struct {
 typedef struct {
     int64_t ready, delayed, reserved;
     bool laravel_paused;     /* illuminate:queue:paused:<conn>:<queue> is set */
+    /* the oldest ready job, when long_wait alerts want it (monitor.c) */
+    uint64_t head_hash;      /* of the job at the head, 0: none seen */
+    int64_t head_since_ms;   /* monotonic: when that head was first seen */
+    double oldest_ready_s;   /* its age: from createdAt when it has one, else since first seen; -1 unknown */
 } queue_stat_t;
 
 typedef struct pool {
@@ -95,6 +100,7 @@ typedef struct pool {
     jobstats_t stats;        /* jobs by queue, class and outcome, from the workers */
     jobstats_t recent;       /* the same, since it was last written to the history (history.h) */
     jobhist_pending_t jobs;  /* recent job records not yet written to Redis (jobhist.h) */
+    minute_t minute[QPOOL_MAX_QUEUES]; /* per queue: the last minute's waits and attempts (alerts) */
     uint64_t spawned, crashes, memory_recycles;
     uint64_t exits[EXIT_KINDS];
     uint64_t redis_reconnects_reaped;

@@ -1,0 +1,85 @@
+"""Alerts (qpool.alerts, issue 9): long wait (oldest ready job, observed
+wait), crash loop and failure rate, each logged as a warning, raised once
+per episode and again when it clears, and given as JSON to alerts.command.
+Real master, real Redis, real children."""
+import json
+import signal
+import time
+
+from conftest import FIXTURE_HANDLER, make_payload, push_many, wait_for
+
+
+def pool(log, extra=""):
+    return ('{ name = "w"; queues = ["default"]; processes = 1; tries = 1; timeout = 5;'
+            ' handler = { type = "pipe"; command = ["%s"]; }; environment = { FIXTURE_LOG = "%s"; }; %s }'
+            % (FIXTURE_HANDLER, log, extra))
+
+
+def alerts_conf(out, extra):
+    # the command appends each event (its stdin) to a file; root may write there
+    return ('alerts = { %s command = ["/bin/sh", "-c", "cat >> %s; echo \\"env $QPOOL_ALERT $QPOOL_ALERT_STATE\\" >> %s"];'
+            ' user = "root"; };' % (extra, out, out))
+
+
+def events(out):
+    if not out.exists():
+        return []
+    return [json.loads(l) for l in out.read_text().splitlines() if l.startswith("{")]
+
+
+def test_a_backlog_raises_one_long_wait_alert_and_clears_it(master, r, tmp_path):
+    out = tmp_path / "alerts.jsonl"
+    master.write_config(pool(tmp_path / "fixture.log"),
+                        qpool="balance_interval = 0.2;\n" + alerts_conf(out, "long_wait = 1.5; clear_after = 1;"))
+    master.start()
+    master.signal(signal.SIGUSR2)  # a backlog nobody takes
+    wait_for(lambda: master.status(verbose=False)["state"] == "paused", 10, what="the pause")
+    push_many(r, "default", [make_payload("ok") for _ in range(5)])
+    wait_for(lambda: len(events(out)) >= 1, 15, what="the long_wait alert")
+    time.sleep(2)  # still breached: no second event
+    (ev,) = events(out)
+    assert ev["alert"] == "long_wait" and ev["state"] == "firing" and ev["pool"] == "w" and ev["queue"] == "default"
+    assert ev["measure"] == "oldest_ready" and ev["value"] >= 1.5 and ev["threshold"] == 1.5
+    assert ev["host"] and ev["since"] <= ev["at"]
+    assert "env long_wait firing" in out.read_text()
+    assert master.count_log(r"warn .*alert long_wait firing: pool w queue default: oldest_ready") == 1
+    master.signal(signal.SIGCONT)
+    wait_for(lambda: len(events(out)) == 2, 15, what="the alert to clear")
+    res = events(out)[1]
+    assert res["alert"] == "long_wait" and res["state"] == "resolved" and res["since"] == ev["since"]
+    assert master.count_log(r"alert long_wait resolved") == 1
+
+
+def test_a_measured_wait_raises_the_alert(master, r, tmp_path):
+    out = tmp_path / "alerts.jsonl"
+    master.write_config(pool(tmp_path / "fixture.log"),
+                        qpool="balance_interval = 0.2;\n" + alerts_conf(out, "long_wait = 300; long_wait_queues = { default = 30; };"))
+    master.start()
+    # dispatched two minutes ago (Laravel 11+ payloads say when): waited 120 s
+    push_many(r, "default", [make_payload("ok", createdAt=int(time.time()) - 120)])
+    wait_for(lambda: events(out), 15, what="the long_wait alert")
+    ev = events(out)[0]
+    # 120 s falls in the (60 s, 300 s] bucket; p95 reads within it
+    assert ev["measure"] == "wait_p95" and 60 <= ev["value"] <= 300 and ev["threshold"] == 30
+
+
+def test_a_crash_loop_raises_an_alert(master, r, tmp_path):
+    out = tmp_path / "alerts.jsonl"
+    master.write_config('{ name = "broken"; queues = ["default"]; processes = 1; command = ["/bin/false"]; }',
+                        qpool="balance_interval = 0.2;\n" + alerts_conf(out, "crash_loop = 3; crash_loop_window = 60;"))
+    master.start()
+    wait_for(lambda: events(out), 30, what="the crash_loop alert")
+    ev = events(out)[0]
+    assert ev["alert"] == "crash_loop" and ev["pool"] == "broken" and ev["value"] >= 3 and "queue" not in ev
+    assert master.count_log(r"alert crash_loop firing: pool broken") == 1
+
+
+def test_a_failure_rate_raises_an_alert(master, r, tmp_path):
+    out = tmp_path / "alerts.jsonl"
+    master.write_config(pool(tmp_path / "fixture.log"),
+                        qpool="balance_interval = 0.2;\n" + alerts_conf(out, "failure_rate = 0.5; failure_min_jobs = 5;"))
+    master.start()
+    push_many(r, "default", [make_payload("ok") for _ in range(2)] + [make_payload("fail") for _ in range(8)])
+    wait_for(lambda: events(out), 20, what="the failure_rate alert")
+    ev = events(out)[0]
+    assert ev["alert"] == "failure_rate" and ev["measure"] == "failure_rate" and ev["value"] >= 0.5
