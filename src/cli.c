@@ -35,8 +35,11 @@ static const cmd_help_t HELP[] = {
      "SIGHUP reload, SIGUSR2 pause, SIGCONT resume.\n"
      "With qpool.http.listen set (e.g. \"127.0.0.1:9178\"), an unprivileged child\n"
      "serves GET /metrics (Prometheus), /healthz (200, or 503 with the reason) and\n"
-     "/api/status, /api/fleet, /api/metrics (JSON); a non-loopback listen needs\n"
-     "token_file or token_env (Authorization: Bearer ...). See docs/api.md.\n"
+     "/api/status, /api/fleet, /api/metrics, /api/jobs/recent, /api/jobs/UUID,\n"
+     "/api/failed (JSON); a non-loopback listen needs token_file or token_env\n"
+     "(Authorization: Bearer ...). See docs/api.md.\n"
+     "qpool.alerts raises long_wait, crash_loop and failure_rate alerts: a warning\n"
+     "in the log and JSON on alerts.command's stdin (docs/operations.md).\n"
      "Exit status: 0 after a stop, 78 on a config error, 1 if another master holds\n"
      "the pid file or setup fails.\n"},
     {"check", "validate the config and print it with defaults filled in",
