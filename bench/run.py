@@ -15,6 +15,9 @@ loopback), started here and stopped at the end:
   trips      Redis round trips and commands per job in steady state
   memory     RSS of the master and of a worker (and its handler)
   cpu        CPU time per job of redis-server, one worker and its handler
+  metrics    no-op jobs/s with job metrics and job history at their defaults
+             vs metrics = false (1 and 2 workers, alternated, best of 3), and
+             what they keep in Redis: keys and bytes after 70 s at 1,000 jobs/s
 
 Payloads are the real NoopJob payload of the fixture app (about 560 bytes),
 cloned with fresh uuid/id.
@@ -109,16 +112,16 @@ class Env:
         k = PREFIX + "queues:" + queue
         return self.r.llen(k) == 0 and self.r.zcard(k + ":reserved") == 0
 
-    def config(self, pool, name="bench"):
+    def config(self, pool, name="bench", qpool=""):
         path = self.tmp / (name + ".conf")
         path.write_text(
-            'qpool = { pid_file = "%s/%s.pid"; control_socket = "%s/%s.sock"; log_level = "info"; };\n'
+            'qpool = { pid_file = "%s/%s.pid"; control_socket = "%s/%s.sock"; log_level = "info"; %s };\n'
             'redis = { default = { port = %d; }; cache = { port = %d; db = 1; }; };\n'
-            'pools = ( %s );\n' % (self.tmp, name, self.tmp, name, self.port, self.port, pool))
+            'pools = ( %s );\n' % (self.tmp, name, self.tmp, name, qpool, self.port, self.port, pool))
         return path
 
-    def master(self, pool, name="bench"):
-        conf = self.config(pool, name)
+    def master(self, pool, name="bench", qpool=""):
+        conf = self.config(pool, name, qpool)
         log = open(self.tmp / (name + ".log"), "w")
         p = subprocess.Popen([self.qpool, "run", "-c", str(conf)], stdout=log, stderr=subprocess.STDOUT,
                              start_new_session=True)
@@ -153,9 +156,9 @@ def native_pool(env, n, handler_cmd, job_log=True, extra=""):
             'command = %s; }; %s }' % (n, "true" if job_log else "false", json.dumps(handler_cmd), extra))
 
 
-def run_native(env, template, n_workers, jobs, handler_cmd, job_log, extra="", name="bench"):
+def run_native(env, template, n_workers, jobs, handler_cmd, job_log, extra="", name="bench", qpool=""):
     env.flush()
-    p, log = env.master(native_pool(env, n_workers, handler_cmd, job_log, extra), name)
+    p, log = env.master(native_pool(env, n_workers, handler_cmd, job_log, extra), name, qpool)
     wait_idle_workers(env, name, n_workers)
     subprocess.run([env.qpool, "pause", "-c", str(env.tmp / (name + ".conf"))], check=True, capture_output=True)
     env.push_copies(template, jobs)
@@ -269,6 +272,57 @@ def run_memory(env, template):
     return out
 
 
+def run_metrics_cost(env, template, jobs):
+    """No-op throughput with metrics and job history at their defaults vs
+    off; runs alternate (on, off, on, off...) so drift hits both; best of 3."""
+    out = {}
+    for n in (1, 2):
+        best = {"on": 0, "off": 0}
+        for _ in range(3):
+            for mode, qpool in (("on", ""), ("off", "metrics = false;")):
+                res = run_native(env, template, n, jobs, [env.handler], False, qpool=qpool)
+                best[mode] = max(best[mode], res["jobs_per_s"])
+        out["%d_worker%s" % (n, "s" if n > 1 else "")] = {
+            "on_jobs_per_s": best["on"], "off_jobs_per_s": best["off"],
+            "loss_percent": round(100.0 * (best["off"] - best["on"]) / best["off"], 1)}
+    return out
+
+
+def run_redis_footprint(env, template, seconds=70, rate=1000):
+    """Jobs pushed at `rate`/s for `seconds` through two workers, metrics and
+    job history at their defaults: what qpool keeps in Redis afterwards."""
+    env.flush()
+    p, log = env.master(native_pool(env, 2, [env.handler], False), "footprint")
+    wait_idle_workers(env, "footprint", 2)
+    t0 = time.monotonic()
+    sent = 0
+    while time.monotonic() - t0 < seconds:
+        due = int((time.monotonic() - t0) * rate)
+        if due > sent:
+            env.push_copies(template, due - sent)
+            sent = due
+        time.sleep(0.01)
+    while not env.drained():
+        time.sleep(0.05)
+    time.sleep(2.5)  # two balance passes: everything reported is written
+    stop(p)
+    keys = [k.decode() for k in env.r.keys(PREFIX + "qpool:*")]
+    by_kind = {}
+    for k in keys:
+        kind = re.sub(r":\d+$", ":<minute>", k[len(PREFIX):]) if "qpool:metrics:" in k else k[len(PREFIX):]
+        d = by_kind.setdefault(kind, {"keys": 0, "bytes": 0, "no_ttl": 0})
+        d["keys"] += 1
+        d["bytes"] += env.r.memory_usage(k) or 0
+        d["no_ttl"] += env.r.pttl(k) < 0
+    minutes = by_kind.get("qpool:metrics:<minute>", {"keys": 1, "bytes": 0})
+    per_minute = minutes["bytes"] / max(minutes["keys"], 1)
+    jobs_list = by_kind.get("qpool:jobs", {"bytes": 0})["bytes"]
+    return {"jobs": sent, "seconds": seconds, "keys": by_kind,
+            "bytes_per_minute_key": round(per_minute),
+            # a day of history: 1,440 minute keys (metrics_retention 24 h) plus the bounded job list
+            "steady_state_keys": 1440 + 1, "steady_state_bytes": round(1440 * per_minute + jobs_list)}
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default=str(ROOT / "build"))
@@ -317,6 +371,11 @@ def main():
         if want("memory"):
             results["memory"] = run_memory(env, template)
             print("memory", results["memory"], flush=True)
+        if want("metrics"):
+            results["metrics_cost"] = run_metrics_cost(env, template, args.jobs)
+            print("metrics_cost", results["metrics_cost"], flush=True)
+            results["redis_footprint"] = run_redis_footprint(env, template)
+            print("redis_footprint", results["redis_footprint"], flush=True)
         if want("cpu"):
             results["cpu"] = run_cpu(env, template)
             print("cpu", results["cpu"], flush=True)

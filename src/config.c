@@ -995,7 +995,7 @@ static bool parse_qpool_group(ctx_t *x, const config_setting_t *g)
                                         "control_user", "control_group", "max_workers",
                                         "shutdown_timeout", "log_level", "log_format",
                                         "failed_limit", "balance_interval", "metrics_job_classes",
-                                        "metrics_retention", "job_history_size", "job_history_sample",
+                                        "metrics_retention", "metrics", "job_history_size", "job_history_sample",
                                         "job_history_payloads", "http", "alerts", NULL};
     static const char *const levels[] = {"error", "warn", "info", "debug", NULL};
     static const char *const formats[] = {"text", "json", NULL};
@@ -1034,6 +1034,8 @@ static bool parse_qpool_group(ctx_t *x, const config_setting_t *g)
             ok &= want_int(x, s, 1, 10000, &c->metrics_job_classes);
         else if (!strcmp(k, "metrics_retention"))
             ok &= want_int(x, s, 60, 31 * 86400, &c->metrics_retention);
+        else if (!strcmp(k, "metrics"))
+            ok &= want_bool(x, s, &c->metrics);
         else if (!strcmp(k, "job_history_size"))
             ok &= want_int(x, s, 0, 100000, &c->job_history_size);
         else if (!strcmp(k, "job_history_sample"))
@@ -1151,6 +1153,7 @@ qconf_t *config_load(const char *path, conf_errors_t *errs)
     c->max_workers = 64;
     c->metrics_job_classes = 100;
     c->metrics_retention = 86400;
+    c->metrics = true;
     c->job_history_size = 1000;
     c->job_history_sample = 1;
     c->shutdown_timeout = 120;
@@ -1486,6 +1489,7 @@ void config_print(const qconf_t *c, FILE *f)
     fprintf(f, "  max_workers = %d;\n", c->max_workers);
     fprintf(f, "  metrics_job_classes = %d;\n", c->metrics_job_classes);
     fprintf(f, "  metrics_retention = %d;\n", c->metrics_retention);
+    fprintf(f, "  metrics = %s;\n", c->metrics ? "true" : "false");
     fprintf(f, "  job_history_size = %d;\n", c->job_history_size);
     print_num(f, "  ", "job_history_sample", c->job_history_sample);
     fprintf(f, "  job_history_payloads = %s;\n", c->job_history_payloads ? "true" : "false");

@@ -133,6 +133,7 @@ typedef struct {
     int max_workers;
     int metrics_job_classes;   /* job classes counted by name per pool; the rest: "other" */
     int metrics_retention;     /* seconds the minute history is kept in Redis */
+    bool metrics;              /* workers report their jobs (counts, histograms, records); false: none of it */
     int job_history_size;      /* recent job records kept in Redis per connection; 0: off */
     double job_history_sample; /* share of done/released attempts recorded (failures: all) */
     bool job_history_payloads; /* done jobs' payloads too */

@@ -230,7 +230,7 @@ static void spawn_child(pools_t *ps, pool_t *p, int slot_no, int64_t now)
     /* a native worker's job stats come back as datagrams: one message can
      * neither be split nor run into the next, whatever the child writes */
     int sv[2] = {-1, -1};
-    if (slot->native && socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, sv) < 0)
+    if (slot->native && ps->conf->metrics && socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, sv) < 0)
         log_warn("pool %s: no stats channel: %s", p->conf.name, strerror(errno));
 
     pid_t pid = fork();
