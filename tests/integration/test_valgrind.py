@@ -7,10 +7,12 @@ import os
 import re
 import signal
 import subprocess
+import urllib.error
+import urllib.request
 
 import pytest
 
-from conftest import (BUILD, FIXTURE_HANDLER, QPOOL, failed_records, make_payload, push, push_many,
+from conftest import (BUILD, FIXTURE_HANDLER, QPOOL, failed_records, free_port, make_payload, push, push_many,
                       queue_state, wait_for)
 
 VALGRIND = ["valgrind", "--error-exitcode=99", "--leak-check=full", "--show-leak-kinds=definite,indirect",
@@ -22,12 +24,14 @@ pytestmark = pytest.mark.skipif("asan" in str(BUILD), reason="valgrind does not 
 
 def test_master_workers_and_cli_are_valgrind_clean(master, r, tmp_path):
     vlog = tmp_path / "valgrind.%p.log"
+    port = free_port()
     master.write_config(
         '{ name = "pipe"; queues = ["a"]; processes = 2; tries = 2; backoff = [0]; timeout = 2;'
         '  handler = { type = "pipe"; command = ["%s"]; }; },\n'
         '{ name = "exec"; queues = ["b"]; processes = 1; tries = 1;'
         '  handler = { type = "exec"; command = ["%s", "--exec"]; }; }' % (FIXTURE_HANDLER, FIXTURE_HANDLER),
-        qpool="balance_interval = 0.2;")
+        qpool='balance_interval = 0.2; http = { listen = "127.0.0.1:%d"; };'
+              ' alerts = { long_wait = 1; failure_rate = 0.1; failure_min_jobs = 1; command = ["/bin/true"]; };' % port)
     # run the master itself under valgrind (its forked workers are traced too)
     e = dict(os.environ)
     master.logf = open(master.log_path, "ab")
@@ -53,6 +57,15 @@ def test_master_workers_and_cli_are_valgrind_clean(master, r, tmp_path):
             raise AssertionError("qpool %s wrote bytes that are not UTF-8: %r" % (args, res.stdout))
         assert res.returncode in (0, 1), (args, res.returncode, res.stderr)
         assert "definitely lost" not in res.stderr and "Invalid" not in res.stderr, (args, res.stderr)
+    # the HTTP process (forked from the master, traced too): every endpoint
+    uuid = failed_records(r, "a")[0]["uuid"].decode()
+    for path in ["/healthz", "/metrics", "/api/status", "/api/fleet", "/api/metrics", "/api/jobs/recent",
+                 "/api/failed", "/api/failed/nope", "/api/jobs/nope", "/nope", "/api/jobs/" + uuid,
+                 "/api/failed/" + uuid]:
+        try:
+            urllib.request.urlopen("http://127.0.0.1:%d%s" % (port, path), timeout=30).read()
+        except urllib.error.HTTPError as e:
+            assert e.code in (404, 503), (path, e.code)
     master.proc.send_signal(signal.SIGTERM)
     assert master.proc.wait(120) == 0
     problems = []
