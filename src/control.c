@@ -294,14 +294,10 @@ static void reply_json(ctl_client_t *c, cJSON *o)
 static void reply_error(ctl_client_t *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void reply_error(ctl_client_t *c, const char *fmt, ...)
 {
-    char msg[512];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    cJSON *o = status_error(fmt, ap);
     va_end(ap);
-    cJSON *o = cJSON_CreateObject();
-    cJSON_AddFalseToObject(o, "ok");
-    cJSON_AddStringToObject(o, "error", msg);
     reply_json(c, o);
 }
 

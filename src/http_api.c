@@ -10,6 +10,7 @@
 #include "history.h"
 #include "log.h"
 #include "prom.h"
+#include "status.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -35,14 +36,10 @@ void http_reply_json(http_reply_t *r, int code, cJSON *body)
 
 void http_reply_error(http_reply_t *r, int code, const char *fmt, ...)
 {
-    char msg[512];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    cJSON *o = status_error(fmt, ap);
     va_end(ap);
-    cJSON *o = cJSON_CreateObject();
-    cJSON_AddFalseToObject(o, "ok");
-    cJSON_AddStringToObject(o, "error", msg);
     http_reply_json(r, code, o);
 }
 

@@ -21,6 +21,20 @@ def alerts_conf(out, extra):
             ' user = "root"; };' % (extra, out, out))
 
 
+def start(master, tmp_path, alerts, pools=None):
+    """A master with these alert settings; returns where the command writes."""
+    out = tmp_path / "alerts.jsonl"
+    master.write_config(pools or pool(tmp_path / "fixture.log"),
+                        qpool="balance_interval = 0.2;\n" + alerts_conf(out, alerts))
+    master.start()
+    return out
+
+
+def first_event(out, what, timeout=20):
+    wait_for(lambda: events(out), timeout, what=what)
+    return events(out)[0]
+
+
 def events(out):
     if not out.exists():
         return []
@@ -28,10 +42,7 @@ def events(out):
 
 
 def test_a_backlog_raises_one_long_wait_alert_and_clears_it(master, r, tmp_path):
-    out = tmp_path / "alerts.jsonl"
-    master.write_config(pool(tmp_path / "fixture.log"),
-                        qpool="balance_interval = 0.2;\n" + alerts_conf(out, "long_wait = 1.5; clear_after = 1;"))
-    master.start()
+    out = start(master, tmp_path, "long_wait = 1.5; clear_after = 1;")
     master.signal(signal.SIGUSR2)  # a backlog nobody takes
     wait_for(lambda: master.status(verbose=False)["state"] == "paused", 10, what="the pause")
     push_many(r, "default", [make_payload("ok") for _ in range(5)])
@@ -51,35 +62,24 @@ def test_a_backlog_raises_one_long_wait_alert_and_clears_it(master, r, tmp_path)
 
 
 def test_a_measured_wait_raises_the_alert(master, r, tmp_path):
-    out = tmp_path / "alerts.jsonl"
-    master.write_config(pool(tmp_path / "fixture.log"),
-                        qpool="balance_interval = 0.2;\n" + alerts_conf(out, "long_wait = 300; long_wait_queues = { default = 30; };"))
-    master.start()
+    out = start(master, tmp_path, "long_wait = 300; long_wait_queues = { default = 30; };")
     # dispatched two minutes ago (Laravel 11+ payloads say when): waited 120 s
     push_many(r, "default", [make_payload("ok", createdAt=int(time.time()) - 120)])
-    wait_for(lambda: events(out), 15, what="the long_wait alert")
-    ev = events(out)[0]
+    ev = first_event(out, "the long_wait alert")
     # 120 s falls in the (60 s, 300 s] bucket; p95 reads within it
     assert ev["measure"] == "wait_p95" and 60 <= ev["value"] <= 300 and ev["threshold"] == 30
 
 
 def test_a_crash_loop_raises_an_alert(master, r, tmp_path):
-    out = tmp_path / "alerts.jsonl"
-    master.write_config('{ name = "broken"; queues = ["default"]; processes = 1; command = ["/bin/false"]; }',
-                        qpool="balance_interval = 0.2;\n" + alerts_conf(out, "crash_loop = 3; crash_loop_window = 60;"))
-    master.start()
-    wait_for(lambda: events(out), 30, what="the crash_loop alert")
-    ev = events(out)[0]
+    out = start(master, tmp_path, "crash_loop = 3; crash_loop_window = 60;",
+                pools='{ name = "broken"; queues = ["default"]; processes = 1; command = ["/bin/false"]; }')
+    ev = first_event(out, "the crash_loop alert", 30)
     assert ev["alert"] == "crash_loop" and ev["pool"] == "broken" and ev["value"] >= 3 and "queue" not in ev
     assert master.count_log(r"alert crash_loop firing: pool broken") == 1
 
 
 def test_a_failure_rate_raises_an_alert(master, r, tmp_path):
-    out = tmp_path / "alerts.jsonl"
-    master.write_config(pool(tmp_path / "fixture.log"),
-                        qpool="balance_interval = 0.2;\n" + alerts_conf(out, "failure_rate = 0.5; failure_min_jobs = 5;"))
-    master.start()
+    out = start(master, tmp_path, "failure_rate = 0.5; failure_min_jobs = 5;")
     push_many(r, "default", [make_payload("ok") for _ in range(2)] + [make_payload("fail") for _ in range(8)])
-    wait_for(lambda: events(out), 20, what="the failure_rate alert")
-    ev = events(out)[0]
+    ev = first_event(out, "the failure_rate alert")
     assert ev["alert"] == "failure_rate" and ev["measure"] == "failure_rate" and ev["value"] >= 0.5
