@@ -199,6 +199,14 @@ static int retry_one(fctx_t *x, const char *uuid, rscript_t *script)
         len = f.payload_len;
     }
     refresh_retry_until(uuid, &p, &len);
+    /* available again now: its wait counts from here, not from its first dispatch */
+    size_t slen;
+    char *stamped = payload_set_available_at(p, len, wall_ms(), &slen);
+    if (stamped) {
+        free(p);
+        p = stamped;
+        len = slen;
+    }
     qkeys_t k;
     qkeys_init(&k, x->prefix, f.queue);
     char *jobkey = xasprintf("%s%s", x->job_prefix, uuid);

@@ -79,6 +79,9 @@ int payload_parse(const char *raw, size_t len, job_payload_t *p, char *err, size
     if (p->has_retry_until) p->retry_until = ru;
     p->has_delay = get_long(o, "delay", &p->delay);
     long ca;
+    long av = 0;
+    p->has_available_at = get_long(o, PAYLOAD_AVAILABLE_AT, &av) && av > 0;
+    if (p->has_available_at) p->available_at_ms = av;
     p->has_created_at = get_long(o, "createdAt", &ca) && ca > 0;
     if (p->has_created_at) p->created_at = ca;
     cJSON_Delete(o);
@@ -182,7 +185,20 @@ bool json_top_value(const char *s, size_t n, const char *key, size_t *vs, size_t
     return false;
 }
 
-char *payload_set_attempts(const char *raw, size_t len, long n, size_t *outlen)
+/* The top-level integer key reads back as v (cJSON: whitespace, escapes,
+ * duplicates resolved as the parser does). */
+static bool reads_back(const char *raw, size_t len, const char *key, long long v)
+{
+    cJSON *o = cJSON_ParseWithLength(raw, len);
+    const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, key);
+    bool ok = cJSON_IsNumber(x) && x->valuedouble == (double)v;
+    cJSON_Delete(o);
+    return ok;
+}
+
+/* Copy of raw with top-level key set to the integer v (added if missing);
+ * NULL if raw is not a JSON object or the edit would not read back. */
+static char *set_int(const char *raw, size_t len, const char *key, long long v, size_t *outlen)
 {
     /* Only ever edit what is a valid JSON object; the edit itself is textual. */
     cJSON *check = cJSON_ParseWithLength(raw, len);
@@ -191,10 +207,10 @@ char *payload_set_attempts(const char *raw, size_t len, long n, size_t *outlen)
     if (!object) return NULL;
     size_t vs, ve;
     char num[32];
-    snprintf(num, sizeof num, "%ld", n);
+    snprintf(num, sizeof num, "%lld", v);
     sbuf_t b;
     sbuf_init(&b);
-    if (json_top_value(raw, len, "attempts", &vs, &ve)) {
+    if (json_top_value(raw, len, key, &vs, &ve)) {
         sbuf_append(&b, raw, vs);
         sbuf_puts(&b, num);
         sbuf_append(&b, raw + ve, len - ve);
@@ -209,25 +225,28 @@ char *payload_set_attempts(const char *raw, size_t len, long n, size_t *outlen)
         size_t inner = skip_ws(raw, i + 1, end - 1);
         bool empty = inner == end - 1;
         sbuf_append(&b, raw, end - 1);
-        sbuf_printf(&b, "%s\"attempts\":%s}", empty ? "" : ",", num);
+        sbuf_printf(&b, "%s\"%s\":%s}", empty ? "" : ",", key, num);
         sbuf_append(&b, raw + end, len - end);
     }
     /* The edit is textual: make sure the parser reads back what was
      * written (an escaped key such as "attem\u0070ts" is not found by
-     * the scanner, and a second "attempts" would lose to it). */
-    job_payload_t p;
-    char err[64];
-    bool ok = false;
-    if (payload_parse(b.data, b.len, &p, err, sizeof err) == 0) {
-        ok = p.attempts == n;
-        payload_free(&p);
-    }
-    if (!ok) {
+     * the scanner, and a second key would lose to it). */
+    if (!reads_back(b.data, b.len, key, v)) {
         sbuf_free(&b);
         return NULL;
     }
     *outlen = b.len;
     return sbuf_steal(&b);
+}
+
+char *payload_set_attempts(const char *raw, size_t len, long n, size_t *outlen)
+{
+    return set_int(raw, len, "attempts", n, outlen);
+}
+
+char *payload_set_available_at(const char *raw, size_t len, int64_t at_ms, size_t *outlen)
+{
+    return set_int(raw, len, PAYLOAD_AVAILABLE_AT, at_ms, outlen);
 }
 
 /* The payload's dispatch time, in whole seconds: createdAt (Laravel

@@ -33,7 +33,14 @@ typedef struct {
     long delay;
     bool has_created_at;     /* 12.11+: when it was dispatched (UNIX seconds) */
     int64_t created_at;
+    bool has_available_at;   /* qpool's stamp on a release: when it is due (UNIX ms) */
+    int64_t available_at_ms;
 } job_payload_t;
+
+/* The key qpool adds to a payload it releases: when the job is due again,
+ * in UNIX ms, so the next attempt's wait is measured, not guessed. Laravel
+ * ignores unknown keys (as Horizon's pushedAt). */
+#define PAYLOAD_AVAILABLE_AT "qpoolAvailableAt"
 
 /* 0 on success; -1 with a reason in err when the payload is unusable. */
 int payload_parse(const char *raw, size_t len, job_payload_t *p, char *err, size_t errn);
@@ -47,6 +54,8 @@ bool json_top_value(const char *raw, size_t len, const char *key, size_t *vs, si
 /* Copy of raw with top-level "attempts" set to n (added if missing).
  * NULL if raw is not a JSON object. */
 char *payload_set_attempts(const char *raw, size_t len, long n, size_t *outlen);
+/* The same for PAYLOAD_AVAILABLE_AT. */
+char *payload_set_available_at(const char *raw, size_t len, int64_t at_ms, size_t *outlen);
 
 /* queue:retry's refreshRetryUntil, without PHP: a job that had until
  * retryUntil from its dispatch (createdAt, 12.11+; or Horizon's pushedAt)

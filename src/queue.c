@@ -136,10 +136,11 @@ static const char POP_LUA[] =
     "end\n"
     "return {0, 0, false, false, full, due and string.format('%.0f', due) or false}";
 
-/* Laravel's release, made idempotent: only re-add what was really removed. */
+/* Laravel's release, made idempotent: only re-add what was really removed.
+ * ARGV[3] is what goes back: the reserved copy, stamped (payload.h). */
 static const char RELEASE_LUA[] =
     "if redis.call('zrem', KEYS[2], ARGV[1]) == 1 then\n"
-    "  redis.call('zadd', KEYS[1], ARGV[2], ARGV[1])\n"
+    "  redis.call('zadd', KEYS[1], ARGV[2], ARGV[3])\n"
     "  return 1\n"
     "end\n"
     "return 0";
@@ -438,14 +439,14 @@ void queue_append_ack(rconn_t *c, const qkeys_t *k, const char *reserved, size_t
     rconn_append(c, 3, argv, lens);
 }
 
-void queue_append_release(rconn_t *c, const qkeys_t *k, const char *reserved, size_t len,
-                          int64_t available_at)
+void queue_append_release(rconn_t *c, const qkeys_t *k, const char *reserved, size_t len, const char *payload,
+                          size_t plen, int64_t available_at)
 {
     char at[24];
     snprintf(at, sizeof at, "%lld", (long long)available_at);
-    const char *argv[] = {k->delayed, k->reserved, reserved, at};
-    size_t lens[] = {strlen(k->delayed), strlen(k->reserved), len, strlen(at)};
-    rconn_append_script(c, &SCRIPT_RELEASE, 2, 4, argv, lens);
+    const char *argv[] = {k->delayed, k->reserved, reserved, at, payload};
+    size_t lens[] = {strlen(k->delayed), strlen(k->reserved), len, strlen(at), plen};
+    rconn_append_script(c, &SCRIPT_RELEASE, 2, 5, argv, lens);
 }
 
 void queue_append_extend(rconn_t *c, const qkeys_t *k, const char *reserved, size_t len,

@@ -94,8 +94,11 @@ void pop_result_free(pop_result_t *r);
 void pop_item_free(pop_item_t *it);
 
 void queue_append_ack(rconn_t *c, const qkeys_t *k, const char *reserved, size_t len);
-void queue_append_release(rconn_t *c, const qkeys_t *k, const char *reserved, size_t len,
-                          int64_t available_at);
+/* Release: the reservation (reserved) is replaced by payload (the reserved
+ * copy with qpool's due-time stamp, or the same bytes) in :delayed at
+ * available_at. Idempotent: a resent release finds no reservation. */
+void queue_append_release(rconn_t *c, const qkeys_t *k, const char *reserved, size_t len, const char *payload,
+                          size_t plen, int64_t available_at);
 /* Give back a popped job that never started: if its reservation is still
  * ours, the original payload goes back to the head of its queue with its
  * notify token, attempts as they were. token (unique per give-back, kept

@@ -76,7 +76,7 @@ typedef struct {
     size_t reslen;
     int64_t available_at;   /* release */
     char *uuid;             /* fail */
-    char *payload;          /* fail: as popped; unpop: as it was before the pop */
+    char *payload;          /* fail: as popped; unpop: as it was before the pop; release: as it goes back */
     size_t payload_len;
     char *exception;
     int64_t failed_at;
@@ -291,7 +291,10 @@ static void append_outcome(worker_t *w, const outcome_t *o)
         queue_append_ack(w->rc, k, o->reserved, o->reslen);
         break;
     case OUT_RELEASE:
-        queue_append_release(w->rc, k, o->reserved, o->reslen, o->available_at);
+        if (o->payload)
+            queue_append_release(w->rc, k, o->reserved, o->reslen, o->payload, o->payload_len, o->available_at);
+        else
+            queue_append_release(w->rc, k, o->reserved, o->reslen, o->reserved, o->reslen, o->available_at);
         break;
     case OUT_UNPOP:
         queue_append_unpop(w->rc, k, o->reserved, o->reslen, o->payload, o->payload_len, o->token);
@@ -619,9 +622,13 @@ static int want_jobs(worker_t *w, int held)
     return want;
 }
 
+/* Released with qpool's stamp of when it is due (payload.h), so that the
+ * next attempt's wait is measured. */
 static void job_release(worker_t *w, job_t *j, long delay)
 {
-    set_pending(w, j, OUT_RELEASE)->available_at = wall_s() + delay;
+    outcome_t *o = set_pending(w, j, OUT_RELEASE);
+    o->available_at = wall_s() + delay;
+    o->payload = payload_set_available_at(o->reserved, o->reslen, o->available_at * 1000, &o->payload_len);
 }
 
 /* Fail a job: the record and the removal from :reserved are written at
@@ -759,12 +766,19 @@ static void fire(worker_t *w, job_t *j, hresult_t *res)
 /* ------------------------------------------------------------ job stats */
 
 /* When the job became available, in wall ms, if the payload says exactly:
- * a first attempt dispatched by Laravel 12.11+ (createdAt, plus its delay).
- * -1 when it does not (see docs/operations.md, "What the figures mean"). */
+ * qpool's stamp on a released or retried job (when it was due again), else
+ * a first attempt's dispatch time (createdAt, Laravel 11+, plus its delay). -1 when
+ * it says neither (see docs/api.md, "What the figures mean"). */
 static double job_wait_ms(const job_t *j)
 {
-    if (!j->parsed || !j->p.has_created_at || j->p.attempts != 0) return -1;
-    int64_t avail = (j->p.created_at + (j->p.has_delay && j->p.delay > 0 ? j->p.delay : 0)) * 1000;
+    if (!j->parsed) return -1;
+    int64_t avail;
+    if (j->p.has_available_at)
+        avail = j->p.available_at_ms;
+    else if (j->p.has_created_at && j->p.attempts == 0)
+        avail = (j->p.created_at + (j->p.has_delay && j->p.delay > 0 ? j->p.delay : 0)) * 1000;
+    else
+        return -1;
     return j->started_wall_ms >= avail ? (double)(j->started_wall_ms - avail) : 0;
 }
 

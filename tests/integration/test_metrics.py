@@ -103,3 +103,21 @@ def test_history_survives_a_restart_and_every_key_expires(master, r, tmp_path):
     assert history_count(master) == 11
     push_many(r, "high", [make_payload("ok", job="App\\Jobs\\A")])
     wait_for(lambda: history_count(master, "done") == 8, 20, what="the new master adding to it")
+
+
+def test_a_released_jobs_next_attempt_has_a_measured_wait(master, r, tmp_path):
+    # no createdAt (a Laravel 8 payload): the first attempt's wait is unknown;
+    # qpool stamps the copy it releases with when it is due, so the second
+    # attempt's wait is measured from then
+    master.write_config(pool(tmp_path / "fixture.log").replace("backoff = [0]", "backoff = [2]"))
+    master.start()
+    push_many(r, "high", [make_payload("failuntil:2", job="App\\Jobs\\Retry")])
+    wait_for(lambda: r.zcard(PREFIX + "queues:high:delayed") == 1, 10, what="the release")
+    (released,) = r.zrange(PREFIX + "queues:high:delayed", 0, -1, withscores=True)
+    body = json.loads(released[0])
+    assert body["attempts"] == 1 and body["qpoolAvailableAt"] == int(released[1]) * 1000
+    wait_for(lambda: count(master, outcome="done") == 1, 15, what="the second attempt")
+    s = stats(master)
+    assert s[("high", "App\\Jobs\\Retry", "released")]["wait_ms"]["count"] == 0
+    wait = s[("high", "App\\Jobs\\Retry", "done")]["wait_ms"]
+    assert wait["count"] == 1 and 0 <= wait["sum"] < 2000  # due, then picked up within the migration's second

@@ -411,6 +411,31 @@ static void test_set_attempts_replaces_textually(void **state)
 
 /* Found by tests/fuzz/fuzz_payload: the editor and the parser must agree
  * on which "attempts" counts, or a retried job keeps its old count. */
+/* qpool's due-time stamp on a released payload: added at the end, replaced
+ * in place, the rest byte for byte; read back by the parser. */
+static void test_available_at_stamp(void **state)
+{
+    (void)state;
+    static const char raw[] = "{\"uuid\":\"u\",\"data\":{\"x\":12345678901234567890},\"attempts\":1}";
+    size_t len;
+    char *p = payload_set_available_at(raw, strlen(raw), 1795459626000, &len);
+    assert_string_equal(p, "{\"uuid\":\"u\",\"data\":{\"x\":12345678901234567890},\"attempts\":1,\"qpoolAvailableAt\":1795459626000}");
+    size_t len2;
+    char *q = payload_set_available_at(p, len, 1795459700000, &len2);
+    assert_string_equal(q, "{\"uuid\":\"u\",\"data\":{\"x\":12345678901234567890},\"attempts\":1,\"qpoolAvailableAt\":1795459700000}");
+    job_payload_t jp;
+    char err[64];
+    assert_int_equal(payload_parse(q, len2, &jp, err, sizeof err), 0);
+    assert_true(jp.has_available_at && jp.available_at_ms == 1795459700000);
+    payload_free(&jp);
+    assert_int_equal(payload_parse(raw, strlen(raw), &jp, err, sizeof err), 0);
+    assert_false(jp.has_available_at);
+    payload_free(&jp);
+    assert_null(payload_set_available_at("[1]", 3, 1, &len));
+    free(p);
+    free(q);
+}
+
 static void test_set_attempts_reads_back_what_it_wrote(void **state)
 {
     (void)state;
@@ -812,6 +837,7 @@ int main(void)
         cmocka_unit_test(test_set_attempts_replaces_textually),
         cmocka_unit_test(test_set_attempts_preserves_bytes),
         cmocka_unit_test(test_set_attempts_reads_back_what_it_wrote),
+        cmocka_unit_test(test_available_at_stamp),
         cmocka_unit_test(test_refresh_retry_until),
         cmocka_unit_test(test_set_attempts_nested_untouched),
         cmocka_unit_test(test_set_attempts_inserts_when_missing),
