@@ -88,7 +88,9 @@ static void reap_commands(struct alerting *s, int64_t now)
 static void exec_command(const qconf_t *c, int in_fd, const char *alert, const char *st)
 {
     setpgid(0, 0);
-    if (dup2(in_fd, 0) < 0) _exit(126);
+    /* in_fd may be 0 itself (close-on-exec): a fresh copy either way */
+    int fd = fcntl(in_fd, F_DUPFD, 3);
+    if (fd < 0 || dup2(fd, 0) < 0) _exit(126);
     closefrom(3);
     proc_reset_signals();
     sigset_t none;
@@ -100,6 +102,7 @@ static void exec_command(const qconf_t *c, int in_fd, const char *alert, const c
         if (!pw || initgroups(pw->pw_name, pw->pw_gid) < 0 || setgid(pw->pw_gid) < 0 || setuid(pw->pw_uid) < 0)
             _exit(126);
     }
+    prctl(PR_SET_PDEATHSIG, SIGTERM); /* set after the drop: a change of credentials clears it */
     setenv("QPOOL_ALERT", alert, 1);
     setenv("QPOOL_ALERT_STATE", st, 1);
     execvp(c->alerts_command[0], c->alerts_command);

@@ -890,8 +890,12 @@ static bool parse_http_group(ctx_t *x, const config_setting_t *g)
         cerr(x, g, "http.listen \"%s\" is not loopback: set token_file or token_env (every request will need the token)", h->listen);
         ok = false;
     }
-    if (h->user && !getpwnam(h->user)) {
+    struct passwd *pw = h->user ? getpwnam(h->user) : NULL;
+    if (h->user && !pw) {
         cerr(x, g, "http.user \"%s\" does not exist", h->user);
+        ok = false;
+    } else if (pw && pw->pw_uid == 0) {
+        cerr(x, g, "http.user \"%s\" is root: the HTTP process must not be", h->user);
         ok = false;
     }
     return ok;
@@ -1050,6 +1054,10 @@ static bool parse_qpool_group(ctx_t *x, const config_setting_t *g)
             unknown_key(x, s, "qpool", known);
             ok = false;
         }
+    }
+    if (c->http.is_unix && !strcmp(c->http.listen, c->control_socket)) {
+        cerr(x, g, "http.listen is the control socket's path");
+        ok = false;
     }
     if (c->control_user && !getpwnam(c->control_user)) {
         cerr(x, g, "control_user \"%s\" does not exist", c->control_user);

@@ -419,9 +419,9 @@ static void handle_line(master_t *m, ctl_client_t *c, const char *line, size_t l
         reply_error(c, "%s", err);
         return;
     }
-    if (c->adopted && (r.cmd == CTL_RELOAD || r.cmd == CTL_TERMINATE)) {
-        /* HTTP may look, pause, scale and restart; reload and stop stay
-         * with the control socket and signals */
+    if (c->adopted && r.cmd != CTL_STATUS) {
+        /* the HTTP process only reads: no HTTP endpoint changes anything
+         * yet, so a compromised HTTP process cannot either */
         reply_error(c, "%s is not allowed over HTTP", ctl_cmd_name(r.cmd));
         ctl_request_free(&r);
         return;
@@ -498,13 +498,14 @@ int control_adopt(master_t *m, int fd)
 {
     control_t *ctl = m->ctl;
     if (!ctl) return -1;
+    struct epoll_event ev = {.events = EPOLLIN, .data.fd = fd};
+    if (epoll_ctl(ctl->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) return -1;
     struct ucred cr = {.pid = 0, .uid = geteuid(), .gid = getegid()};
     ctl_client_t *c = new_client(fd, &cr);
     c->adopted = true;
     ctl->clients = xrealloc(ctl->clients, sizeof *ctl->clients * (size_t)(ctl->nclients + 1));
     ctl->clients[ctl->nclients++] = c;
-    struct epoll_event ev = {.events = EPOLLIN, .data.fd = fd};
-    return epoll_ctl(ctl->epfd, EPOLL_CTL_ADD, fd, &ev);
+    return 0;
 }
 
 static void accept_clients(master_t *m)

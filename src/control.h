@@ -44,8 +44,8 @@ void control_close(master_t *m, bool unlink_socket);
  * terminate --wait clients. */
 void control_tick(master_t *m, int64_t now_ms);
 /* Serve fd (the master's end of the HTTP process's socket pair, non-
- * blocking) as a control client: never idle-closed, and refused reload and
- * terminate. Closed when the peer closes it. */
+ * blocking) as a control client: never idle-closed, and allowed only
+ * status. Closed when the peer closes it. 0, or -1 (fd not taken). */
 int control_adopt(master_t *m, int fd);
 /* Called by the master when its last child is gone (terminate --wait). */
 void control_notify_waiters(master_t *m);

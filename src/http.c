@@ -33,7 +33,11 @@
 
 struct http_sup {
     int listen_fd;
+    char *listen;              /* what listen_fd was made for */
     char *unix_path;           /* unlinked at close */
+    bool drop;                 /* the master is root: the HTTP process runs as uid/gid */
+    uid_t uid;
+    gid_t gid;
     char *token;               /* never logged */
     pid_t pid;
     int64_t started_ms, not_before_ms;
@@ -78,16 +82,22 @@ static char *read_token_file(const char *path, char *err, size_t errn)
     return trimmed(buf, (size_t)n);
 }
 
-static char *load_token(const http_conf_t *h, char *err, size_t errn)
+/* The token from token_env or token_file. token_env is removed from the
+ * master's environment once read, so no worker, job or alert command
+ * inherits it; a reload with the same settings reuses kept (the variable
+ * is gone by then). */
+static char *load_token(const http_conf_t *h, const char *kept, char *err, size_t errn)
 {
     char *t = NULL;
     if (h->token_env) {
         const char *v = getenv(h->token_env);
+        if (!v && kept) return xstrdup(kept);
         if (!v) {
             snprintf(err, errn, "http.token_env: %s is not set", h->token_env);
             return NULL;
         }
         t = trimmed(v, strlen(v));
+        unsetenv(h->token_env);
     } else if (h->token_file && !(t = read_token_file(h->token_file, err, errn)))
         return NULL;
     if (t && strlen(t) < TOKEN_MIN) {
@@ -135,16 +145,40 @@ static int make_listener(struct http_sup *s, const http_conf_t *h, char *err, si
     return fd;
 }
 
+static void http_close_sup(struct http_sup *s)
+{
+    if (s->listen_fd >= 0) close(s->listen_fd);
+    if (s->unix_path) unlink(s->unix_path);
+    free(s->unix_path);
+    free(s->listen);
+    free(s->token);
+    free(s);
+}
+
 /* ------------------------------------------------------------ the process */
 
-/* The HTTP process's user when the master is root: http.user, else nobody. */
-static int drop_privileges(const http_conf_t *h)
+/* Who the HTTP process runs as, looked up in the master (no NSS lookup
+ * after the fork: it could open descriptors we then keep). */
+static int resolve_user(struct http_sup *s, const http_conf_t *h)
 {
-    if (geteuid() != 0) return 0;
+    s->drop = geteuid() == 0;
+    if (!s->drop) return 0;
     const char *user = h->user ? h->user : "nobody";
     struct passwd *pw = getpwnam(user);
-    if (!pw || initgroups(pw->pw_name, pw->pw_gid) < 0 || setgid(pw->pw_gid) < 0 || setuid(pw->pw_uid) < 0) {
-        log_error("http: cannot run as %s: %s", user, pw ? strerror(errno) : "no such user");
+    if (!pw || pw->pw_uid == 0) {
+        log_error("http: cannot run as %s: %s", user, pw ? "it is root" : "no such user");
+        return -1;
+    }
+    s->uid = pw->pw_uid;
+    s->gid = pw->pw_gid;
+    return 0;
+}
+
+static int drop_privileges(const struct http_sup *s)
+{
+    if (!s->drop) return 0;
+    if (setgroups(1, &s->gid) < 0 || setgid(s->gid) < 0 || setuid(s->uid) < 0) {
+        log_error("http: cannot drop to uid %d: %s", (int)s->uid, strerror(errno));
         return -1;
     }
     if (setuid(0) == 0) {
@@ -158,25 +192,39 @@ static int drop_privileges(const http_conf_t *h)
  * of the master's (scoreboard, pid file, control socket, Redis, signalfd). */
 static void become_http(master_t *m, int listen_fd, int ctl_fd)
 {
+    const struct http_sup *s = m->http;
     pid_t master = getppid();
     log_set_tag("http");
     proc_title("qpool: http [%s]", m->conf->http.listen);
-    if (prctl(PR_SET_PDEATHSIG, SIGTERM) < 0 || getppid() != master) _exit(1);
     setpgid(0, 0);
-    if (dup2(listen_fd, HTTP_LISTEN_FD) < 0 || dup2(ctl_fd, HTTP_CTL_FD) < 0) _exit(1);
+    /* out of the way first: either may already be 3 or 4 */
+    int l = fcntl(listen_fd, F_DUPFD, HTTP_CTL_FD + 1), c = fcntl(ctl_fd, F_DUPFD, HTTP_CTL_FD + 1);
+    if (l < 0 || c < 0 || dup2(l, HTTP_LISTEN_FD) < 0 || dup2(c, HTTP_CTL_FD) < 0) _exit(1);
     closefrom(HTTP_CTL_FD + 1);
     sb_destroy(&m->sb);
     set_nonblock(HTTP_CTL_FD, true);
-    if (drop_privileges(&m->conf->http) < 0) _exit(1);
-    _exit(http_serve(m->conf, HTTP_LISTEN_FD, HTTP_CTL_FD, m->http->token));
+    if (drop_privileges(s) < 0) _exit(1);
+    /* after the drop: a change of credentials clears the parent-death signal */
+    if (prctl(PR_SET_PDEATHSIG, SIGTERM) < 0 || getppid() != master) _exit(1);
+    _exit(http_serve(m->conf, HTTP_LISTEN_FD, HTTP_CTL_FD, s->token));
+}
+
+static void back_off(struct http_sup *s)
+{
+    exit_facts_t f = {.lived_ms = mono_ms() - s->started_ms, .clean = false, .did_work = false};
+    int delay_s;
+    respawn_after_exit(&s->respawn, &f, &delay_s);
+    s->not_before_ms = mono_ms() + (int64_t)delay_s * 1000;
 }
 
 static int spawn(master_t *m)
 {
     struct http_sup *s = m->http;
+    s->started_ms = mono_ms();
     int sv[2];
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
         log_error("http: socketpair: %s", strerror(errno));
+        back_off(s);
         return -1;
     }
     pid_t pid = fork();
@@ -184,6 +232,7 @@ static int spawn(master_t *m)
         log_error("http: fork: %s", strerror(errno));
         close(sv[0]);
         close(sv[1]);
+        back_off(s);
         return -1;
     }
     if (pid == 0) {
@@ -194,8 +243,15 @@ static int spawn(master_t *m)
     set_nonblock(sv[0], true);
     if (control_adopt(m, sv[0]) < 0) close(sv[0]);
     s->pid = pid;
-    s->started_ms = mono_ms();
     return 0;
+}
+
+static void stop_child(struct http_sup *s)
+{
+    /* it stops at once; the master's reaping collects it (as a pid it no
+     * longer knows), so nothing here waits */
+    if (s->pid > 0) kill(s->pid, SIGTERM);
+    s->pid = 0;
 }
 
 int http_start(master_t *m)
@@ -205,19 +261,19 @@ int http_start(master_t *m)
     char err[600];
     struct http_sup *s = xcalloc(1, sizeof *s);
     s->listen_fd = -1;
-    s->token = load_token(h, err, sizeof err);
+    s->token = load_token(h, NULL, err, sizeof err);
     if ((h->token_file || h->token_env) && !s->token) {
         log_error("%s; the HTTP endpoint stays off", err);
         free(s);
         return -1;
     }
     s->listen_fd = make_listener(s, h, err, sizeof err);
-    if (s->listen_fd < 0) {
-        log_error("%s; the HTTP endpoint stays off", err);
-        free(s->token);
-        free(s);
+    if (s->listen_fd < 0 || resolve_user(s, h) < 0) {
+        if (s->listen_fd < 0) log_error("%s; the HTTP endpoint stays off", err);
+        http_close_sup(s);
         return -1;
     }
+    s->listen = xstrdup(h->listen);
     m->http = s;
     return spawn(m);
 }
@@ -230,11 +286,9 @@ bool http_reaped(master_t *m, pid_t pid, int status)
     char desc[96];
     proc_describe_status(status, desc, sizeof desc);
     if (m->stopping) return true;
-    exit_facts_t f = {.lived_ms = mono_ms() - s->started_ms, .clean = false, .did_work = false};
-    int delay_s;
-    respawn_after_exit(&s->respawn, &f, &delay_s);
-    s->not_before_ms = mono_ms() + (int64_t)delay_s * 1000;
-    log_warn("http: the HTTP process (pid %d) %s; restarting it in %d s", (int)pid, desc, delay_s);
+    back_off(s);
+    log_warn("http: the HTTP process (pid %d) %s; restarting it in %lld s", (int)pid, desc,
+             (long long)((s->not_before_ms - mono_ms() + 999) / 1000));
     return true;
 }
 
@@ -252,23 +306,40 @@ void http_tick(master_t *m, int64_t now)
 
 void http_close(master_t *m)
 {
-    struct http_sup *s = m->http;
-    if (!s) return;
-    /* it stops at once; the master's reaping collects it (as a pid it no
-     * longer knows), so nothing here waits */
-    if (s->pid > 0) kill(s->pid, SIGTERM);
-    if (s->listen_fd >= 0) close(s->listen_fd);
-    if (s->unix_path) unlink(s->unix_path);
-    free(s->unix_path);
-    free(s->token);
-    free(s);
+    if (!m->http) return;
+    stop_child(m->http);
+    http_close_sup(m->http);
     m->http = NULL;
 }
 
+/* A reload always starts a new HTTP process (it was forked with the old
+ * config: its Redis connection, limits and retention). The listener is
+ * kept when listen is unchanged: the old process still holds its copy, so
+ * binding the address again would fail. */
 void http_reload(master_t *m, const qconf_t *old)
 {
-    if (http_conf_same(&old->http, &m->conf->http)) return;
-    log_info("http: the endpoint's settings changed; restarting it");
-    http_close(m);
-    http_start(m);
+    const http_conf_t *h = &m->conf->http;
+    struct http_sup *s = m->http;
+    if (!s || !h->listen || strcmp(s->listen, h->listen)) {
+        if (s || h->listen) log_info("http: the endpoint's address changed; restarting it");
+        http_close(m);
+        http_start(m);
+        return;
+    }
+    char err[600];
+    char *token = load_token(h, http_conf_same(&old->http, h) ? s->token : NULL, err, sizeof err);
+    if ((h->token_file || h->token_env) && !token) {
+        log_error("%s; the HTTP endpoint goes off", err);
+        http_close(m);
+        return;
+    }
+    free(s->token);
+    s->token = token;
+    if (resolve_user(s, h) < 0) {
+        http_close(m);
+        return;
+    }
+    stop_child(s);
+    s->respawn = (respawn_t){0};
+    spawn(m);
 }

@@ -5,7 +5,7 @@
  * Unix socket, created with the control socket's rules), then forks one
  * HTTP process that drops to http.user (nobody by default) when the master
  * is root, keeps only the listener and one end of a socket pair, and serves
- * with libmicrohttpd: requests bounded in size (headers 16 KB), time
+ * with libmicrohttpd: requests bounded in size (headers 32 KB), time
  * (http.timeout) and number (http.max_connections). What the HTTP process
  * knows of the master it asks over the socket pair, which the master's
  * control loop serves as one more control client (the same request lines

@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #define CTL_REPLY_MAX (16 << 20)   /* a status reply far larger than any master's is refused */
 
@@ -100,7 +101,7 @@ cJSON *http_ctl_call(http_ctx_t *h, const char *request, int timeout_ms)
     if (send_line(h->ctl_fd, request, deadline) < 0) {
         /* a request cut short would garble the channel: start over */
         log_error("the master does not take requests; exiting");
-        exit(1);
+        _exit(1); /* from libmicrohttpd's thread: no atexit work under its feet */
     }
     h->ctl_owed++;
     while (h->ctl_owed > 0) {
@@ -108,7 +109,7 @@ cJSON *http_ctl_call(http_ctx_t *h, const char *request, int timeout_ms)
         int rv = next_line(h, &line, deadline);
         if (rv < 0) {
             log_error("the master closed its channel; exiting");
-            exit(0);
+            _exit(0);
         }
         if (rv == 0) break; /* late: the reply will be skipped when it comes */
         h->ctl_owed--;
@@ -213,7 +214,7 @@ static void get_history(http_ctx_t *h, http_arg_fn arg, void *req, http_reply_t 
 {
     int64_t now = wall_ms() / 60000;
     long long span = h->conf->metrics_retention / 60;
-    long long minutes = num_arg(arg, req, "minutes", 60, 1, span);
+    long long minutes = num_arg(arg, req, "minutes", span < 60 ? span : 60, 1, span);
     long long to = num_arg(arg, req, "to", now, 0, now + 1);
     if (minutes < 0 || to < 0) {
         http_reply_error(out, 400, "minutes must be 1..%lld and to a minute (UNIX seconds / 60)", span);
@@ -231,7 +232,7 @@ static void get_history(http_ctx_t *h, http_arg_fn arg, void *req, http_reply_t 
 
 static void get_recent_jobs(http_ctx_t *h, http_arg_fn arg, void *req, http_reply_t *out)
 {
-    int keep = h->conf->job_history_size;
+    int keep = h->conf->job_history_size > 0 ? h->conf->job_history_size : 1000;
     job_filter_t f = {.queue = arg(req, "queue"), .pool = arg(req, "pool"), .name = arg(req, "name"),
                       .outcome = arg(req, "outcome")};
     long long limit = num_arg(arg, req, "limit", 100, 1, keep > 0 ? keep : 1);

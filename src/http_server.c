@@ -9,11 +9,13 @@
 #include "http_api.h"
 #include "log.h"
 
+#include <arpa/inet.h>
 #include <microhttpd.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define HTTP_MEMORY_LIMIT (32 * 1024)  /* per connection: request line and headers (MHD answers 431/414) */
 
@@ -21,6 +23,7 @@ typedef struct {
     http_ctx_t api;
     const char *token;         /* NULL: none configured */
     bool loopback;             /* the listener is loopback or a Unix socket */
+    bool unix_socket;
 } server_t;
 
 static const char *query_arg(void *req, const char *name)
@@ -43,14 +46,33 @@ static bool has_token(const server_t *s, struct MHD_Connection *c)
     return s->token && auth && !strncmp(auth, "Bearer ", 7) && same_secret(auth + 7, s->token);
 }
 
-/* The read-only endpoints are open on a loopback listener (or a Unix
- * socket, guarded by its mode); elsewhere they need the token. Open routes
- * (/healthz) are open everywhere: they say "ok" or why not, nothing more. */
-static bool may_read(const server_t *s, struct MHD_Connection *c, const char *path)
+/* A Host a browser would send only for this machine: an IP literal or
+ * localhost (any port). A page on another site that rebinds its own name
+ * to 127.0.0.1 sends that name, and is refused. */
+static bool local_host(const char *host)
 {
-    if (http_api_open(path)) return true;
-    if (s->loopback) return true;
-    return has_token(s, c);
+    if (!host) return false;
+    char h[256];
+    snprintf(h, sizeof h, "%s", host);
+    if (h[0] == '[') return strchr(h, ']') != NULL; /* [v6]:port */
+    char *colon = strrchr(h, ':');
+    if (colon) *colon = '\0';
+    if (!strcmp(h, "localhost")) return true;
+    struct in_addr a;
+    return inet_pton(AF_INET, h, &a) == 1;
+}
+
+/* The read-only endpoints are open on a loopback listener (or a Unix
+ * socket, guarded by its mode) to requests naming this machine; elsewhere
+ * they need the token. Open routes (/healthz) are open everywhere: they say
+ * "ok" or why not, nothing more. */
+static int may_read(const server_t *s, struct MHD_Connection *c, const char *path)
+{
+    if (http_api_open(path) || has_token(s, c)) return 200;
+    if (!s->loopback) return 401;
+    if (!s->unix_socket && !local_host(MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST)))
+        return 403;
+    return 200;
 }
 
 static enum MHD_Result send_reply(struct MHD_Connection *c, http_reply_t *r)
@@ -76,6 +98,7 @@ static enum MHD_Result answer(void *cls, struct MHD_Connection *c, const char *u
     server_t *s = cls;
     static int headers_read, body_seen;
     http_reply_t r = {0};
+    int code;
     if (!*state) {
         /* headers only so far: refuse what no endpoint takes before any
          * body is read, else answer once the request is complete */
@@ -93,8 +116,10 @@ static enum MHD_Result answer(void *cls, struct MHD_Connection *c, const char *u
     }
     if (*state == &body_seen)
         http_reply_error(&r, 413, "this endpoint takes no request body");
-    else if (!may_read(s, c, url))
+    else if ((code = may_read(s, c, url)) == 401)
         http_reply_error(&r, 401, "this endpoint needs the token (Authorization: Bearer ...)");
+    else if (code == 403)
+        http_reply_error(&r, 403, "a Host that is not this machine's needs the token (DNS rebinding guard)");
     else if (!http_api_get(&s->api, url, query_arg, c, &r))
         http_reply_error(&r, 404, "no such endpoint");
     return send_reply(c, &r);
@@ -112,9 +137,11 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
 static struct MHD_Daemon *start_daemon(server_t *s, const http_conf_t *hc, int listen_fd)
 {
     return MHD_start_daemon(
-        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG, 0, NULL, NULL, answer, s,
+        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ITC | MHD_USE_ERROR_LOG, 0, NULL, NULL, answer, s,
         MHD_OPTION_LISTEN_SOCKET, listen_fd,
         MHD_OPTION_CONNECTION_LIMIT, (unsigned)hc->max_connections,
+        /* one address cannot hold every connection (a prober elsewhere still gets in) */
+        MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)(hc->max_connections > 4 ? hc->max_connections / 4 : 1),
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)hc->timeout,
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)HTTP_MEMORY_LIMIT,
         MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
@@ -124,7 +151,7 @@ static struct MHD_Daemon *start_daemon(server_t *s, const http_conf_t *hc, int l
 int http_serve(const qconf_t *conf, int listen_fd, int ctl_fd, const char *token)
 {
     const http_conf_t *hc = &conf->http;
-    server_t s = {.token = token, .loopback = hc->loopback};
+    server_t s = {.token = token, .loopback = hc->loopback, .unix_socket = hc->is_unix};
     s.api.conf = conf;
     s.api.ctl_fd = ctl_fd;
     sbuf_init(&s.api.ctl_in);
@@ -153,7 +180,12 @@ int http_serve(const qconf_t *conf, int listen_fd, int ctl_fd, const char *token
     while (sigwait(&set, &sig) == 0 && sig == SIGHUP) {
         /* the master restarts us for a new config; SIGHUP alone changes nothing */
     }
+    /* Let go of the listener without shutting it down: the master and the
+     * next HTTP process share it (a reload keeps it), and MHD_stop_daemon
+     * alone would shutdown(2) it for them too. */
+    MHD_socket lfd = MHD_quiesce_daemon(d);
     MHD_stop_daemon(d);
+    if (lfd != MHD_INVALID_SOCKET) close(lfd);
     rconn_free(s.api.rc);
     sbuf_free(&s.api.ctl_in);
     return 0;

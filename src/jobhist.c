@@ -62,15 +62,22 @@ void jobhist_set_str(char *dst, size_t cap, const char *s)
         n = cap - 1;
         while (n && ((unsigned char)s[n] & 0xC0) == 0x80) n--; /* not inside a character */
     }
-    if (n) memcpy(dst, s, n);
+    for (size_t i = 0; i < n; i++) dst[i] = (unsigned char)s[i] < 0x20 ? ' ' : s[i]; /* one line */
     dst[n] = '\0';
 }
 
 void jobhist_set_payload(jobrec_t *r, const char *p, size_t len)
 {
     free(r->payload);
+    r->payload = NULL;
+    if (memchr(p, '\0', len)) return;
+    for (size_t i = 0; i < len; i++)
+        if ((unsigned char)p[i] < 0x20 && p[i] != '\n' && p[i] != '\r' && p[i] != '\t') return; /* not JSON text */
     r->payload_truncated = len > JOBHIST_PAYLOAD_MAX;
-    if (r->payload_truncated) len = JOBHIST_PAYLOAD_MAX;
+    if (r->payload_truncated) {
+        len = JOBHIST_PAYLOAD_MAX;
+        while (len && ((unsigned char)p[len] & 0xC0) == 0x80) len--; /* not inside a character */
+    }
     r->payload = xmalloc(len + 1);
     memcpy(r->payload, p, len);
     r->payload[len] = '\0';
@@ -129,10 +136,15 @@ bool jobhist_is_history(const char *buf, size_t len)
     return len >= 5 && !memcmp(buf, "{\"h\":", 5);
 }
 
+/* A string of at most max bytes with no control byte: what a worker
+ * writes (JSON payloads have none; exceptions are made one line), and what
+ * the master stores without it growing sixfold as \u00XX escapes. */
 static const char *str_of(const cJSON *o, const char *k, size_t max, bool empty_ok)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
     if (!cJSON_IsString(v) || strlen(v->valuestring) > max || (!empty_ok && !*v->valuestring)) return NULL;
+    for (const unsigned char *c = (const unsigned char *)v->valuestring; *c; c++)
+        if (*c < 0x20 && *c != '\n' && *c != '\r' && *c != '\t') return NULL; /* JSON whitespace may stay */
     return v->valuestring;
 }
 
@@ -244,6 +256,7 @@ void jobhist_pending_clear(jobhist_pending_t *p)
         p->v[i] = NULL;
     }
     p->n = p->next = 0;
+    p->bytes = 0;
 }
 
 void jobhist_pending_free(jobhist_pending_t *p)
@@ -255,14 +268,23 @@ void jobhist_pending_free(jobhist_pending_t *p)
 
 void jobhist_pending_add(jobhist_pending_t *p, char *json)
 {
-    if (!p->cap) {
+    size_t len = strlen(json);
+    if (!p->cap || len > JOBHIST_RECORD_MAX) {
         free(json);
         return;
     }
-    free(p->v[p->next]);
+    /* bounded by count, and by bytes: the oldest go first */
+    while (p->n && (p->n == p->cap || p->bytes + len > JOBHIST_PENDING_BYTES)) {
+        int oldest = (p->next - p->n + p->cap) % p->cap;
+        p->bytes -= strlen(p->v[oldest]);
+        free(p->v[oldest]);
+        p->v[oldest] = NULL;
+        p->n--;
+    }
     p->v[p->next] = json;
+    p->bytes += len;
     p->next = (p->next + 1) % p->cap;
-    if (p->n < p->cap) p->n++;
+    p->n++;
 }
 
 int jobhist_pending_list(const jobhist_pending_t *p, const char **out, int max)

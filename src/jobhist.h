@@ -63,7 +63,7 @@ void jobhist_free(jobhist_t *h);
  * to fill, with its strings cleared, or NULL when it is skipped. The
  * caller sets the fields (jobhist_set_str, jobhist_set_payload). */
 jobrec_t *jobhist_add(jobhist_t *h, int outcome);
-void jobhist_set_str(char *dst, size_t cap, const char *s);     /* cut at a UTF-8 boundary */
+void jobhist_set_str(char *dst, size_t cap, const char *s);     /* one line, cut at a UTF-8 boundary */
 void jobhist_set_payload(jobrec_t *r, const char *p, size_t len);
 /* The next datagram of at most JOBHIST_PAGE records, oldest first,
  * removing them; NULL when the ring is empty. Caller frees. */
@@ -82,7 +82,11 @@ bool jobhist_is_history(const char *buf, size_t len);
 typedef struct {
     char **v;
     int cap, n, next;
+    size_t bytes;
 } jobhist_pending_t;
+
+#define JOBHIST_RECORD_MAX 65536       /* a stored record's JSON, at most */
+#define JOBHIST_PENDING_BYTES (16 << 20) /* what the master holds for Redis, at most */
 
 #define JOBHIST_PENDING_MAX 100000   /* job_history_size's upper bound */
 void jobhist_pending_init(jobhist_pending_t *p, int cap);

@@ -372,6 +372,12 @@ int master_reload(master_t *m, char **msg)
     m->pools.conf = nc;
     m->pools.max_workers = nc->max_workers;
     m->pools.stop_timeout_ms = (int64_t)(nc->shutdown_timeout * 1000);
+    if (nc->job_history_size != oc->job_history_size)
+        for (int i = 0; i < m->pools.n; i++) {
+            /* what was pending is dropped: a sample, not a count */
+            jobhist_pending_free(&m->pools.v[i]->jobs);
+            jobhist_pending_init(&m->pools.v[i]->jobs, nc->job_history_size);
+        }
     http_reload(m, oc);
     config_free(oc);
     monitor_reset(m);

@@ -810,10 +810,12 @@ static void history_record(worker_t *w, const job_t *j, const hresult_t *res, in
     r->finished_at = wall_ms();
     r->started_at = j->started_wall_ms ? j->started_wall_ms : r->finished_at;
     if (res && (res->exc_class || res->message)) {
-        char exc[JOBHIST_EXC_MAX];
-        snprintf(exc, sizeof exc, "%s%s%s", res->exc_class ? res->exc_class : "",
-                 res->exc_class && res->message ? ": " : "", res->message ? res->message : "");
+        char *exc = xasprintf("%s%s%s", res->exc_class ? res->exc_class : "",
+                              res->exc_class && res->message ? ": " : "", res->message ? res->message : "");
+        for (char *q = exc; *q; q++)
+            if ((unsigned char)*q < 0x20) *q = ' '; /* one line, nothing that escapes sixfold */
         jobhist_set_str(r->exception, sizeof r->exception, exc);
+        free(exc);
     }
     if (outcome == OUTCOME_RELEASED && j->hj.reserved)
         jobhist_set_payload(r, j->hj.reserved, j->hj.reslen); /* the copy that runs again */
@@ -841,6 +843,7 @@ static void history_flush(worker_t *w)
         if (!msg) return;
         ssize_t n = send(w->stats_fd, msg, len, MSG_DONTWAIT | MSG_NOSIGNAL);
         free(msg);
+        if (n < 0 && errno == EMSGSIZE) continue; /* too big for the channel: those records are dropped */
         if (n < 0) {
             if (errno != EAGAIN && errno != EWOULDBLOCK) w->stats_fd = -1;
             return; /* those records are lost: the history is a sample, the counts are not */

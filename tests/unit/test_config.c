@@ -809,6 +809,9 @@ static void test_http_settings(void **state)
                  "no-such-user-x", NULL);
     expect_error("qpool = {\n  http = { listen = \"127.0.0.1:1\"; connection = \"nope\"; };\n};\n" MINPOOL, 1,
                  "nope", NULL);
+    expect_error("qpool = {\n  http = { listen = \"127.0.0.1:1\"; user = \"root\"; };\n};\n" MINPOOL, 2, "root", NULL);
+    expect_error("qpool = {\n  http = { listen = \"/tmp/q.sock\"; };\n  control_socket = \"/tmp/q.sock\";\n};\n" MINPOOL, 1,
+                 "control socket", NULL);
 }
 
 static void test_global_settings(void **state)

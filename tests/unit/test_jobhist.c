@@ -121,6 +121,8 @@ static void test_strings_and_payloads_are_cut_safely(void **state)
     assert_string_equal(dst, "abcdef");
     jobhist_set_str(dst, sizeof dst, NULL);
     assert_string_equal(dst, "");
+    jobhist_set_str(dst, sizeof dst, "a\nb\x01" "c");
+    assert_string_equal(dst, "a b c");
     jobrec_t r = {0};
     char *big = malloc(JOBHIST_PAYLOAD_MAX + 100);
     memset(big, 'x', JOBHIST_PAYLOAD_MAX + 100);
@@ -167,6 +169,8 @@ static const char *const BAD[] = {
     "{\"h\":[{\"u\":\"\",\"i\":\"\",\"n\":\"\",\"q\":\"high\",\"a\":1,\"o\":\"done\",\"w\":-1,\"r\":0,\"s\":1e300,\"f\":0,\"e\":\"\"}]}",
     /* a payload that is not a string */
     "{\"h\":[{\"u\":\"\",\"i\":\"\",\"n\":\"\",\"q\":\"high\",\"a\":1,\"o\":\"done\",\"w\":-1,\"r\":0,\"s\":0,\"f\":0,\"e\":\"\",\"p\":{}}]}",
+    /* a control byte (it would be stored as a sixfold \u00XX escape) */
+    "{\"h\":[{\"u\":\"\\u0001\",\"i\":\"\",\"n\":\"\",\"q\":\"high\",\"a\":1,\"o\":\"done\",\"w\":-1,\"r\":0,\"s\":0,\"f\":0,\"e\":\"\"}]}",
     /* a missing field */
     "{\"h\":[{\"u\":\"\",\"i\":\"\",\"n\":\"\",\"q\":\"high\",\"a\":1,\"o\":\"done\",\"w\":-1,\"r\":0,\"s\":0,\"f\":0}]}",
 };
