@@ -11,6 +11,7 @@
 #include "log.h"
 #include "prom.h"
 #include "status.h"
+#include "web.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -383,8 +384,28 @@ static const struct route *find(const char *path)
     return NULL;
 }
 
+static const web_asset_t *static_asset(const char *path)
+{
+    if (!strcmp(path, "/")) return web_asset("index.html");
+    if (strncmp(path, "/assets/", 8) || strchr(path + 8, '/')) return NULL;
+    return web_asset(path + 8);
+}
+
+bool http_static(const char *path, http_reply_t *out)
+{
+    const web_asset_t *a = static_asset(path);
+    if (!a) return false;
+    out->code = 200;
+    out->type = web_content_type(a->name);
+    out->body = (char *)a->data;
+    out->len = a->len;
+    out->persistent = true;
+    return true;
+}
+
 bool http_api_open(const char *path)
 {
+    if (static_asset(path)) return true;
     const struct route *r = find(path);
     return r && r->open;
 }

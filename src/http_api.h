@@ -30,8 +30,9 @@ typedef struct {
 typedef struct {
     int code;
     const char *type;
-    char *body;                /* malloc'd */
+    char *body;                /* malloc'd, unless persistent */
     size_t len;
+    bool persistent;           /* body is a compiled-in file: not freed */
 } http_reply_t;
 
 /* A query argument of the request being served, or NULL. */
@@ -43,8 +44,12 @@ cJSON *http_ctl_call(http_ctx_t *h, const char *request, int timeout_ms);
 
 /* Serve GET path; returns false when no route matches. */
 bool http_api_get(http_ctx_t *h, const char *path, http_arg_fn arg, void *req, http_reply_t *out);
-/* True for routes anyone who can connect may read (/healthz). */
+/* True for routes anyone who can connect may read (/healthz, the
+ * dashboard's files: they hold no data). */
 bool http_api_open(const char *path);
+/* The dashboard's files: "/" is index.html, "/assets/NAME" a file of web/.
+ * False when path is neither. */
+bool http_static(const char *path, http_reply_t *out);
 
 void http_reply_json(http_reply_t *r, int code, cJSON *body);   /* takes body */
 void http_reply_error(http_reply_t *r, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));

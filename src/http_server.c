@@ -75,16 +75,25 @@ static int may_read(const server_t *s, struct MHD_Connection *c, const char *pat
     return 200;
 }
 
+/* Nothing but this origin's own files and API: no inline script, no
+ * other host, no framing. */
+#define CSP "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; " \
+            "base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+
 static enum MHD_Result send_reply(struct MHD_Connection *c, http_reply_t *r)
 {
-    struct MHD_Response *resp = MHD_create_response_from_buffer(r->len, r->body, MHD_RESPMEM_MUST_FREE);
+    struct MHD_Response *resp = MHD_create_response_from_buffer(
+        r->len, r->body, r->persistent ? MHD_RESPMEM_PERSISTENT : MHD_RESPMEM_MUST_FREE);
     if (!resp) {
-        free(r->body);
+        if (!r->persistent) free(r->body);
         return MHD_NO;
     }
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, r->type);
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
     MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
+    MHD_add_response_header(resp, "Content-Security-Policy", CSP);
+    MHD_add_response_header(resp, "X-Frame-Options", "DENY");
+    MHD_add_response_header(resp, "Referrer-Policy", "no-referrer");
     if (r->code == 401) MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer realm=\"qpool\"");
     enum MHD_Result rv = MHD_queue_response(c, (unsigned)r->code, resp);
     MHD_destroy_response(resp);
@@ -120,7 +129,7 @@ static enum MHD_Result answer(void *cls, struct MHD_Connection *c, const char *u
         http_reply_error(&r, 401, "this endpoint needs the token (Authorization: Bearer ...)");
     else if (code == 403)
         http_reply_error(&r, 403, "a Host that is not this machine's needs the token (DNS rebinding guard)");
-    else if (!http_api_get(&s->api, url, query_arg, c, &r))
+    else if (!http_static(url, &r) && !http_api_get(&s->api, url, query_arg, c, &r))
         http_reply_error(&r, 404, "no such endpoint");
     return send_reply(c, &r);
 }

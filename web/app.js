@@ -1,0 +1,1 @@
+/* qpool dashboard */
