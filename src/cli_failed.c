@@ -17,23 +17,6 @@
 #include <string.h>
 #include <time.h>
 
-/* KEYS: ready, notify, job hash, queue index, queue set. ARGV: payload, uuid, queue. */
-static const char RETRY_LUA[] =
-    "if redis.call('exists', KEYS[3]) == 0 then return 0 end\n"
-    "redis.call('rpush', KEYS[1], ARGV[1])\n"
-    "redis.call('rpush', KEYS[2], 1)\n"
-    "redis.call('del', KEYS[3])\n"
-    "redis.call('zrem', KEYS[4], ARGV[2])\n"
-    "if redis.call('zcard', KEYS[4]) == 0 then redis.call('srem', KEYS[5], ARGV[3]) end\n"
-    "return 1";
-
-/* KEYS: job hash, queue index, queue set. ARGV: uuid, queue. */
-static const char FORGET_LUA[] =
-    "local n = redis.call('del', KEYS[1])\n"
-    "redis.call('zrem', KEYS[2], ARGV[1])\n"
-    "if redis.call('zcard', KEYS[2]) == 0 then redis.call('srem', KEYS[3], ARGV[2]) end\n"
-    "return n";
-
 static void fmt_time(long long t, char *buf, size_t n)
 {
     time_t tt = (time_t)t;
@@ -166,96 +149,35 @@ static int do_show(fctx_t *x, const char *uuid, bool json)
     return 0;
 }
 
-/* As queue:retry does: a job with a retryUntil gets its window again, or
- * it would fail at once as "already exceeded" (review #17). */
-static void refresh_retry_until(const char *uuid, char **p, size_t *len)
+static int retry_one(fctx_t *x, const char *uuid)
 {
-    char *fresh;
-    size_t flen;
-    int rv = payload_refresh_retry_until(*p, *len, (int64_t)time(NULL), &fresh, &flen);
-    if (rv > 0) {
-        free(*p);
-        *p = fresh;
-        *len = flen;
-    } else if (rv < 0)
+    char queue[256] = "", err[300] = "";
+    bool kept = false;
+    int rv = failed_retry(x->r, uuid, queue, sizeof queue, &kept, err, sizeof err);
+    if (kept)
         fprintf(stderr, "qpool failed: %s: retryUntil left as it was: the payload does not say when it was "
                         "dispatched (Laravel before 12.11), so the job may fail again at once; "
                         "`php artisan queue:retry` can recompute it from the job class\n", uuid);
+    if (rv > 0) {
+        printf("pushed %s back onto %s\n", uuid, queue);
+        return 0;
+    }
+    if (rv == 0) /* someone else retried or forgot it meanwhile: never push it twice */
+        fprintf(stderr, "qpool failed: no failed job %s (or no longer in the failed store)\n", uuid);
+    else
+        fprintf(stderr, "qpool failed: retry %s: %s\n", uuid, err);
+    return 1;
 }
 
-static int retry_one(fctx_t *x, const char *uuid, rscript_t *script)
+static int forget_one(fctx_t *x, const char *uuid, bool quiet)
 {
-    frec_t f;
-    if (!get_record(x, uuid, &f)) {
-        fprintf(stderr, "qpool failed: no failed job %s\n", uuid);
-        return 1;
-    }
-    size_t len = f.payload_len;
-    char *p = payload_set_attempts(f.payload, f.payload_len, 0, &len);
-    if (!p) {
-        /* Not a JSON object: put the bytes back as they are (a worker will
-         * move them aside again unless they were fixed). */
-        p = xstrndup(f.payload, f.payload_len);
-        len = f.payload_len;
-    }
-    refresh_retry_until(uuid, &p, &len);
-    /* available again now: its wait counts from here, not from its first dispatch */
-    size_t slen;
-    char *stamped = payload_set_available_at(p, len, wall_ms(), &slen);
-    if (stamped) {
-        free(p);
-        p = stamped;
-        len = slen;
-    }
-    qkeys_t k;
-    qkeys_init(&k, x->prefix, f.queue);
-    char *jobkey = xasprintf("%s%s", x->job_prefix, uuid);
-    const char *av[] = {k.ready, k.notify, jobkey, k.failed, x->set_key, p, uuid, f.queue};
-    size_t lens[] = {strlen(k.ready), strlen(k.notify), strlen(jobkey), strlen(k.failed),
-                     strlen(x->set_key), len, strlen(uuid), strlen(f.queue)};
-    redisReply *r;
-    int rv = rconn_script(x->r, script, 5, 8, av, lens, -1, -1, &r);
-    int status = 0;
-    if (rv != RC_OK || r->type == REDIS_REPLY_ERROR) {
-        fprintf(stderr, "qpool failed: retry %s: %s\n", uuid, rv == RC_OK ? r->str : x->r->last_error);
-        status = 1;
-    } else if (r->type == REDIS_REPLY_INTEGER && r->integer == 0) {
-        /* someone else retried or forgot it meanwhile: never push it twice */
-        fprintf(stderr, "qpool failed: %s is no longer in the failed store\n", uuid);
-        status = 1;
-    } else
-        printf("pushed %s back onto %s\n", uuid, f.queue);
-    if (rv == RC_OK) freeReplyObject(r);
-    free(jobkey);
-    free(p);
-    qkeys_free(&k);
-    frec_free(&f);
-    return status;
+    int rv = failed_forget(x->r, uuid);
+    if (rv > 0 && !quiet) printf("forgot %s\n", uuid);
+    if (rv == 0 && !quiet) fprintf(stderr, "qpool failed: no failed job %s\n", uuid);
+    return rv > 0 ? 0 : 1;
 }
 
-static int forget_one(fctx_t *x, const char *uuid, rscript_t *script, bool quiet)
-{
-    frec_t f;
-    if (!get_record(x, uuid, &f)) {
-        if (!quiet) fprintf(stderr, "qpool failed: no failed job %s\n", uuid);
-        return 1;
-    }
-    qkeys_t k;
-    qkeys_init(&k, x->prefix, f.queue);
-    char *jobkey = xasprintf("%s%s", x->job_prefix, uuid);
-    const char *av[] = {jobkey, k.failed, x->set_key, uuid, f.queue};
-    redisReply *r;
-    int rv = rconn_script(x->r, script, 3, 5, av, NULL, -1, -1, &r);
-    int status = rv == RC_OK && r->type != REDIS_REPLY_ERROR ? 0 : 1;
-    if (rv == RC_OK) freeReplyObject(r);
-    if (!quiet && !status) printf("forgot %s\n", uuid);
-    free(jobkey);
-    qkeys_free(&k);
-    frec_free(&f);
-    return status;
-}
-
-static int do_flush(fctx_t *x, const char *queue, rscript_t *forget)
+static int do_flush(fctx_t *x, const char *queue)
 {
     redisReply *qs = NULL;
     int n = 0;
@@ -277,7 +199,7 @@ static int do_flush(fctx_t *x, const char *queue, rscript_t *forget)
             break;
         }
         for (size_t j = 0; j < u->elements; j++)
-            if (forget_one(x, u->element[j]->str, forget, true) == 0) n++;
+            if (forget_one(x, u->element[j]->str, true) == 0) n++;
         freeReplyObject(u);
     }
     printf("flushed %d failed jobs\n", n);
@@ -362,9 +284,6 @@ int cmd_failed(int argc, char **argv)
     fctx_t x = {.r = rconn_new(rc), .prefix = rc->prefix};
     x.set_key = xasprintf("%sqpool:failed:queues", rc->prefix);
     x.job_prefix = xasprintf("%sqpool:failed:job:", rc->prefix);
-    rscript_t retry, forget;
-    rscript_init(&retry, RETRY_LUA);
-    rscript_init(&forget, FORGET_LUA);
     int rv = 0;
     if (rconn_ensure(x.r) < 0) {
         fprintf(stderr, "qpool failed: cannot reach redis %s: %s\n", conn, x.r->last_error);
@@ -387,18 +306,18 @@ int cmd_failed(int argc, char **argv)
                     break;
                 }
                 for (size_t j = 0; j < u->elements; j++)
-                    if (retry_one(&x, u->element[j]->str, &retry) == 0) n++;
+                    if (retry_one(&x, u->element[j]->str) == 0) n++;
                     else rv = 1;
                 freeReplyObject(u);
             }
             if (qs) freeReplyObject(qs);
             printf("retried %d failed jobs\n", n);
         } else
-            for (int i = 0; i < nargs; i++) rv |= retry_one(&x, args[i], &retry);
+            for (int i = 0; i < nargs; i++) rv |= retry_one(&x, args[i]);
     } else if (!strcmp(sub, "forget")) {
-        for (int i = 0; i < nargs; i++) rv |= forget_one(&x, args[i], &forget, false);
+        for (int i = 0; i < nargs; i++) rv |= forget_one(&x, args[i], false);
     } else
-        rv = do_flush(&x, nargs ? args[0] : NULL, &forget);
+        rv = do_flush(&x, nargs ? args[0] : NULL);
     free(x.set_key);
     free(x.job_prefix);
     rconn_free(x.r);

@@ -134,6 +134,13 @@ int ctl_parse_request(const char *line, size_t len, int max_workers, ctl_request
     r->verbose = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(req, "verbose"));
     r->raw = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(req, "raw"));
     r->wait = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(req, "wait"));
+    const cJSON *by = cJSON_GetObjectItemCaseSensitive(req, "by");
+    if (cJSON_IsString(by)) {
+        /* for the log only: one bounded line */
+        r->by = xstrndup(by->valuestring, strnlen(by->valuestring, 200));
+        for (char *p = r->by; *p; p++)
+            if ((unsigned char)*p < 0x20 || *p == 0x7f) *p = '?';
+    }
     if (r->cmd == CTL_NCMDS)
         snprintf(err, errn, *name ? "unknown command \"%.64s\"" : "missing \"cmd\"", name);
     else if ((r->cmd == CTL_PAUSE || r->cmd == CTL_CONTINUE) &&
@@ -156,6 +163,7 @@ void ctl_request_free(ctl_request_t *r)
     free(r->pools);
     free(r->queues);
     free(r->pool);
+    free(r->by);
     memset(r, 0, sizeof *r);
 }
 
@@ -419,15 +427,18 @@ static void handle_line(master_t *m, ctl_client_t *c, const char *line, size_t l
         reply_error(c, "%s", err);
         return;
     }
-    if (c->adopted && r.cmd != CTL_STATUS) {
-        /* the HTTP process only reads: no HTTP endpoint changes anything
-         * yet, so a compromised HTTP process cannot either */
+    if (c->adopted && (r.cmd == CTL_RELOAD || r.cmd == CTL_TERMINATE)) {
+        /* the dashboard's actions (token-checked by the HTTP process) are
+         * pause, continue, scale and restart; reload and stop stay with the
+         * control socket and signals */
         reply_error(c, "%s is not allowed over HTTP", ctl_cmd_name(r.cmd));
         ctl_request_free(&r);
         return;
     }
     if (c->adopted && r.cmd != CTL_STATUS)
-        log_info("control: %s over HTTP", ctl_cmd_name(r.cmd));
+        log_info("control: %s%s%s%s%s over HTTP by %s", ctl_cmd_name(r.cmd), r.pool || r.npools ? " pool " : "",
+                 r.pool ? r.pool : r.npools ? r.pools[0] : "", r.nqueues ? " queue " : "", r.nqueues ? r.queues[0] : "",
+                 r.by ? r.by : "?");
     else
         log_debug("control: %s from uid %d", ctl_cmd_name(r.cmd), (int)c->uid);
     HANDLERS[r.cmd](m, c, &r);

@@ -29,6 +29,7 @@ typedef struct {
     int npools, nqueues;
     char *pool;                /* scale (required), restart (NULL: every pool) */
     int n;                     /* scale: workers, -1 for auto */
+    char *by;                  /* who asked (HTTP actions), for the log */
 } ctl_request_t;
 
 /* 0 and r filled (free with ctl_request_free), or -1 with err filled for
@@ -44,8 +45,10 @@ void control_close(master_t *m, bool unlink_socket);
  * terminate --wait clients. */
 void control_tick(master_t *m, int64_t now_ms);
 /* Serve fd (the master's end of the HTTP process's socket pair, non-
- * blocking) as a control client: never idle-closed, and allowed only
- * status. Closed when the peer closes it. 0, or -1 (fd not taken). */
+ * blocking) as a control client: never idle-closed; status, pause,
+ * continue, scale and restart (the dashboard's actions, logged with who
+ * asked), never reload or terminate. Closed when the peer closes it. 0, or
+ * -1 (fd not taken). */
 int control_adopt(master_t *m, int fd);
 /* Called by the master when its last child is gone (terminate --wait). */
 void control_notify_waiters(master_t *m);

@@ -133,3 +133,114 @@ cJSON *failed_list(rconn_t *c, const char *queue, long limit, bool with_payload)
     cJSON_Delete(arr);
     return NULL;
 }
+
+/* ------------------------------------------------------------ retry, forget */
+
+/* KEYS: ready, notify, job hash, queue index, queue set. ARGV: payload, uuid, queue.
+ * Pushed back and out of the store in one step: never both, never neither. */
+static const char RETRY_LUA[] =
+    "if redis.call('exists', KEYS[3]) == 0 then return 0 end\n"
+    "redis.call('rpush', KEYS[1], ARGV[1])\n"
+    "redis.call('rpush', KEYS[2], 1)\n"
+    "redis.call('del', KEYS[3])\n"
+    "redis.call('zrem', KEYS[4], ARGV[2])\n"
+    "if redis.call('zcard', KEYS[4]) == 0 then redis.call('srem', KEYS[5], ARGV[3]) end\n"
+    "return 1";
+
+/* KEYS: job hash, queue index, queue set. ARGV: uuid, queue. */
+static const char FORGET_LUA[] =
+    "local n = redis.call('del', KEYS[1])\n"
+    "redis.call('zrem', KEYS[2], ARGV[1])\n"
+    "if redis.call('zcard', KEYS[2]) == 0 then redis.call('srem', KEYS[3], ARGV[2]) end\n"
+    "return n";
+
+static rscript_t retry_script, forget_script;
+
+/* The payload to push back: attempts 0, retryUntil's window from now (as
+ * queue:retry; *kept when the payload cannot say), due now. */
+static char *retry_payload(const frec_t *f, bool *kept, size_t *len)
+{
+    char *p = payload_set_attempts(f->payload, f->payload_len, 0, len);
+    if (!p) {
+        /* not a JSON object: back as it is (a worker moves it aside again unless fixed) */
+        *len = f->payload_len;
+        return xstrndup(f->payload, f->payload_len);
+    }
+    char *fresh;
+    size_t flen;
+    int rv = payload_refresh_retry_until(p, *len, wall_s(), &fresh, &flen);
+    if (rv > 0) {
+        free(p);
+        p = fresh;
+        *len = flen;
+    }
+    *kept = rv < 0;
+    char *stamped = payload_set_available_at(p, *len, wall_ms(), &flen);
+    if (stamped) {
+        free(p);
+        p = stamped;
+        *len = flen;
+    }
+    return p;
+}
+
+static int run_script(rconn_t *c, rscript_t *s, const char *body, int nkeys, int argc, const char **av,
+                      const size_t *lens, char *err, size_t errn)
+{
+    if (!s->body) rscript_init(s, body);
+    redisReply *r;
+    int rv = rconn_script(c, s, nkeys, argc, av, lens, -1, -1, &r);
+    if (rv != RC_OK) {
+        snprintf(err, errn, "%s", c->last_error);
+        return -1;
+    }
+    int n = r->type == REDIS_REPLY_INTEGER ? (int)r->integer : -1;
+    if (n < 0) snprintf(err, errn, "%s", r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
+    freeReplyObject(r);
+    return n;
+}
+
+int failed_retry(rconn_t *c, const char *uuid, char *queue, size_t qn, bool *kept, char *err, size_t errn)
+{
+    frec_t f;
+    *kept = false;
+    if (failed_get(c, uuid, &f) < 0) {
+        snprintf(err, errn, "no failed job %s", uuid);
+        return 0;
+    }
+    snprintf(queue, qn, "%s", f.queue);
+    size_t len;
+    char *p = retry_payload(&f, kept, &len);
+    qkeys_t k;
+    qkeys_init(&k, c->conf.prefix, f.queue);
+    char *jobkey = xasprintf("%sqpool:failed:job:%s", c->conf.prefix, uuid);
+    char *set = xasprintf("%sqpool:failed:queues", c->conf.prefix);
+    const char *av[] = {k.ready, k.notify, jobkey, k.failed, set, p, uuid, f.queue};
+    size_t lens[] = {strlen(k.ready), strlen(k.notify), strlen(jobkey), strlen(k.failed),
+                     strlen(set), len, strlen(uuid), strlen(f.queue)};
+    int rv = run_script(c, &retry_script, RETRY_LUA, 5, 8, av, lens, err, errn);
+    free(set);
+    free(jobkey);
+    free(p);
+    qkeys_free(&k);
+    frec_free(&f);
+    return rv;
+}
+
+int failed_forget(rconn_t *c, const char *uuid)
+{
+    frec_t f;
+    if (failed_get(c, uuid, &f) < 0) return 0;
+    qkeys_t k;
+    qkeys_init(&k, c->conf.prefix, f.queue);
+    char *jobkey = xasprintf("%sqpool:failed:job:%s", c->conf.prefix, uuid);
+    char *set = xasprintf("%sqpool:failed:queues", c->conf.prefix);
+    const char *av[] = {jobkey, k.failed, set, uuid, f.queue};
+    char err[64];
+    int rv = run_script(c, &forget_script, FORGET_LUA, 3, 5, av, NULL, err, sizeof err);
+    free(set);
+    free(jobkey);
+    qkeys_free(&k);
+    frec_free(&f);
+    return rv;
+}

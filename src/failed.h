@@ -1,8 +1,8 @@
 /*
- * failed.h - reading qpool's failed store (layout in queue.h): one record
- * by uuid, a queue's uuids newest first, the queues that have any, and a
- * record as JSON. Shared by `qpool failed` (cli_failed.c, which also
- * retries and forgets) and the HTTP API. Nothing here prints.
+ * failed.h - qpool's failed store (layout in queue.h): one record by uuid,
+ * a queue's uuids newest first, the queues that have any, a record as
+ * JSON, retry and forget. Shared by `qpool failed` (cli_failed.c) and the
+ * HTTP API. Nothing here prints.
  */
 #ifndef QPOOL_FAILED_H
 #define QPOOL_FAILED_H
@@ -33,5 +33,14 @@ cJSON *failed_json(const frec_t *f, bool with_payload);
 /* The newest records (of one queue, or all), at most limit per queue, as a
  * JSON array (caller frees); NULL when Redis failed. */
 cJSON *failed_list(rconn_t *c, const char *queue, long limit, bool with_payload);
+
+/* Push a failed job back onto its queue as `php artisan queue:retry` does
+ * (attempts 0, retryUntil's window again from now, due now) and out of the
+ * store, in one script. 1 retried (queue gets its name), 0 not in the store
+ * (any more), -1 Redis error (err). *kept: its retryUntil could not be
+ * refreshed (a payload older than Laravel 12.11). */
+int failed_retry(rconn_t *c, const char *uuid, char *queue, size_t qn, bool *kept, char *err, size_t errn);
+/* Remove a failed job: 1 removed, 0 not there, -1 Redis error. */
+int failed_forget(rconn_t *c, const char *uuid);
 
 #endif

@@ -51,6 +51,11 @@ bool http_api_open(const char *path);
  * False when path is neither. */
 bool http_static(const char *path, http_reply_t *out);
 
+/* Actions (http_actions.c): POST path with its JSON body (NULL: none),
+ * asked by who (for the log). The token is the caller's to check. */
+bool http_action_exists(const char *path);
+void http_action(http_ctx_t *h, const char *path, const cJSON *body, const char *who, http_reply_t *out);
+
 void http_reply_json(http_reply_t *r, int code, cJSON *body);   /* takes body */
 void http_reply_error(http_reply_t *r, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 

@@ -10,6 +10,7 @@
 #include "log.h"
 
 #include <arpa/inet.h>
+#include <netinet/in.h>
 #include <microhttpd.h>
 #include <signal.h>
 #include <stdio.h>
@@ -100,30 +101,133 @@ static enum MHD_Result send_reply(struct MHD_Connection *c, http_reply_t *r)
     return rv;
 }
 
+#define ACTION_BODY_MAX 4096
+
+/* A request's state between libmicrohttpd's calls. */
+typedef struct {
+    bool post;
+    bool body_seen;            /* a GET sent a body */
+    bool too_big;
+    sbuf_t body;
+} req_state_t;
+
+static void request_done(void *cls, struct MHD_Connection *c, void **state, enum MHD_RequestTerminationCode why)
+{
+    (void)cls, (void)c, (void)why;
+    req_state_t *st = *state;
+    if (!st) return;
+    sbuf_free(&st->body);
+    free(st);
+    *state = NULL;
+}
+
+/* Who asked, for the log: the peer, and what a proxy says it forwarded
+ * (bounded, one line). */
+static void who_asked(struct MHD_Connection *c, char *who, size_t n)
+{
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    char addr[INET6_ADDRSTRLEN] = "local";
+    const struct sockaddr *sa = ci ? ci->client_addr : NULL;
+    if (sa && sa->sa_family == AF_INET)
+        inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, addr, sizeof addr);
+    else if (sa && sa->sa_family == AF_INET6)
+        inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, addr, sizeof addr);
+    const char *xff = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-Forwarded-For");
+    snprintf(who, n, "%s%s%.100s (token holder)", addr, xff ? " for " : "", xff ? xff : "");
+    for (char *p = who; *p; p++)
+        if ((unsigned char)*p < 0x20 || *p == 0x7f) *p = '?';
+}
+
+/* Every action needs the token, whatever the listener: a header a page of
+ * another origin cannot send without a preflight we never answer, so it is
+ * CSRF-safe as well. */
+static int may_act(const server_t *s, struct MHD_Connection *c)
+{
+    if (!s->token) return 403;
+    return has_token(s, c) ? 200 : 401;
+}
+
+static enum MHD_Result start_post(server_t *s, struct MHD_Connection *c, const char *url, void **state)
+{
+    http_reply_t r = {0};
+    int code;
+    if (!http_action_exists(url))
+        http_reply_error(&r, 404, "no such action");
+    else if ((code = may_act(s, c)) == 403)
+        http_reply_error(&r, 403, "actions are off: no token is configured (http.token_file or http.token_env)");
+    else if (code == 401)
+        http_reply_error(&r, 401, "this action needs the token (Authorization: Bearer ...)");
+    else {
+        req_state_t *st = xcalloc(1, sizeof *st);
+        st->post = true;
+        sbuf_init(&st->body);
+        *state = st;
+        return MHD_YES;
+    }
+    return send_reply(c, &r); /* refused before any body is read */
+}
+
+static void finish_post(server_t *s, struct MHD_Connection *c, const char *url, req_state_t *st, http_reply_t *r)
+{
+    const char *type = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
+    cJSON *body = NULL;
+    if (st->too_big) {
+        http_reply_error(r, 413, "an action's body is at most %d bytes", ACTION_BODY_MAX);
+        return;
+    }
+    if (st->body.len) {
+        if (!type || strncmp(type, "application/json", 16)) {
+            http_reply_error(r, 415, "an action's body is JSON (Content-Type: application/json)");
+            return;
+        }
+        body = cJSON_ParseWithLength(st->body.data, st->body.len);
+        if (!cJSON_IsObject(body)) {
+            cJSON_Delete(body);
+            http_reply_error(r, 400, "an action's body is a JSON object");
+            return;
+        }
+    }
+    char who[200];
+    who_asked(c, who, sizeof who);
+    http_action(&s->api, url, body, who, r);
+    cJSON_Delete(body);
+}
+
 static enum MHD_Result answer(void *cls, struct MHD_Connection *c, const char *url, const char *method,
                               const char *version, const char *upload, size_t *upload_size, void **state)
 {
-    (void)version, (void)upload;
+    (void)version;
     server_t *s = cls;
-    static int headers_read, body_seen;
     http_reply_t r = {0};
     int code;
+    bool get = !strcmp(method, MHD_HTTP_METHOD_GET) || !strcmp(method, MHD_HTTP_METHOD_HEAD);
     if (!*state) {
         /* headers only so far: refuse what no endpoint takes before any
          * body is read, else answer once the request is complete */
-        if (strcmp(method, MHD_HTTP_METHOD_GET) && strcmp(method, MHD_HTTP_METHOD_HEAD)) {
+        if (!strcmp(method, MHD_HTTP_METHOD_POST)) return start_post(s, c, url, state);
+        if (!get) {
             http_reply_error(&r, 405, "method %s is not allowed here", method);
             return send_reply(c, &r);
         }
-        *state = &headers_read;
+        req_state_t *st = xcalloc(1, sizeof *st);
+        sbuf_init(&st->body);
+        *state = st;
         return MHD_YES;
     }
+    req_state_t *st = *state;
     if (*upload_size) {
-        *upload_size = 0; /* a GET with a body: read and dropped (bounded by the timeout) */
-        *state = &body_seen;
+        if (!st->post)
+            st->body_seen = true; /* a GET with a body: read and dropped (bounded by the timeout) */
+        else if (st->body.len + *upload_size > ACTION_BODY_MAX)
+            st->too_big = true;
+        else
+            sbuf_append(&st->body, upload, *upload_size);
+        *upload_size = 0;
         return MHD_YES;
     }
-    if (*state == &body_seen)
+    if (st->post)
+        finish_post(s, c, url, st, &r);
+    else if (st->body_seen)
         http_reply_error(&r, 413, "this endpoint takes no request body");
     else if ((code = may_read(s, c, url)) == 401)
         http_reply_error(&r, 401, "this endpoint needs the token (Authorization: Bearer ...)");
@@ -154,6 +258,7 @@ static struct MHD_Daemon *start_daemon(server_t *s, const http_conf_t *hc, int l
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)hc->timeout,
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)HTTP_MEMORY_LIMIT,
         MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
+        MHD_OPTION_NOTIFY_COMPLETED, request_done, NULL,
         MHD_OPTION_END);
 }
 

@@ -1,0 +1,226 @@
+/*
+ * http_actions.c - what the dashboard may change (see docs/api.md,
+ * "Actions"): pause, continue, scale and restart go to the master as
+ * control requests (the same verbs as `qpool pause`...), retry and forget
+ * act on the failed store in Redis. The caller (http_server.c) has
+ * already checked the token; every action is logged with who asked.
+ */
+#include "http_api.h"
+#include "failed.h"
+#include "log.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef void (*action_fn)(http_ctx_t *h, const char *name, const cJSON *body, const char *who, http_reply_t *out);
+
+/* ------------------------------------------------------------ the master's verbs */
+
+/* One control request, its reply passed on (400 when the master says no). */
+static void ctl_action(http_ctx_t *h, cJSON *req, const char *who, http_reply_t *out)
+{
+    cJSON_AddStringToObject(req, "by", who);
+    char *line = cJSON_PrintUnformatted(req);
+    cJSON_Delete(req);
+    cJSON *rep = http_ctl_call(h, line, HTTP_CTL_TIMEOUT_MS);
+    free(line);
+    if (!rep) {
+        http_reply_error(out, 503, "the master did not answer");
+        return;
+    }
+    http_reply_json(out, cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(rep, "ok")) ? 200 : 400, rep);
+}
+
+static cJSON *scoped(const char *cmd, const char *key, const char *name)
+{
+    cJSON *req = cJSON_CreateObject();
+    cJSON_AddStringToObject(req, "cmd", cmd);
+    cJSON *a = cJSON_AddArrayToObject(req, key);
+    cJSON_AddItemToArray(a, cJSON_CreateString(name));
+    return req;
+}
+
+static void pool_pause(http_ctx_t *h, const char *pool, const cJSON *body, const char *who, http_reply_t *out)
+{
+    (void)body;
+    ctl_action(h, scoped("pause", "pools", pool), who, out);
+}
+
+static void pool_continue(http_ctx_t *h, const char *pool, const cJSON *body, const char *who, http_reply_t *out)
+{
+    (void)body;
+    ctl_action(h, scoped("continue", "pools", pool), who, out);
+}
+
+static void queue_pause(http_ctx_t *h, const char *queue, const cJSON *body, const char *who, http_reply_t *out)
+{
+    (void)body;
+    ctl_action(h, scoped("pause", "queues", queue), who, out);
+}
+
+static void queue_continue(http_ctx_t *h, const char *queue, const cJSON *body, const char *who, http_reply_t *out)
+{
+    (void)body;
+    ctl_action(h, scoped("continue", "queues", queue), who, out);
+}
+
+static void pool_scale(http_ctx_t *h, const char *pool, const cJSON *body, const char *who, http_reply_t *out)
+{
+    const cJSON *n = cJSON_GetObjectItemCaseSensitive(body, "n");
+    if (!cJSON_IsNumber(n) && !(cJSON_IsString(n) && !strcmp(n->valuestring, "auto"))) {
+        http_reply_error(out, 400, "scale takes {\"n\": a number of workers or \"auto\"}");
+        return;
+    }
+    cJSON *req = cJSON_CreateObject();
+    cJSON_AddStringToObject(req, "cmd", "scale");
+    cJSON_AddStringToObject(req, "pool", pool);
+    cJSON_AddItemToObject(req, "n", cJSON_Duplicate(n, false)); /* the master checks its range */
+    ctl_action(h, req, who, out);
+}
+
+static void pool_restart(http_ctx_t *h, const char *pool, const cJSON *body, const char *who, http_reply_t *out)
+{
+    (void)body;
+    cJSON *req = cJSON_CreateObject();
+    cJSON_AddStringToObject(req, "cmd", "restart");
+    cJSON_AddStringToObject(req, "pool", pool);
+    ctl_action(h, req, who, out);
+}
+
+/* ------------------------------------------------------------ the failed store */
+
+static void failed_one(http_ctx_t *h, const char *uuid, bool retry, const char *who, http_reply_t *out)
+{
+    char queue[256] = "", err[300] = "";
+    bool kept = false;
+    pthread_mutex_lock(&h->lock);
+    int rv = retry ? failed_retry(h->rc, uuid, queue, sizeof queue, &kept, err, sizeof err) : failed_forget(h->rc, uuid);
+    pthread_mutex_unlock(&h->lock);
+    if (rv < 0) {
+        http_reply_error(out, 503, "redis %s: %s", h->rc->name, retry ? err : h->rc->last_error);
+        return;
+    }
+    if (rv == 0) {
+        http_reply_error(out, 404, "no failed job %s", uuid);
+        return;
+    }
+    log_info("%s failed job %s by %s", retry ? "retried" : "forgot", uuid, who);
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddTrueToObject(o, "ok");
+    if (retry) {
+        cJSON_AddStringToObject(o, "queue", queue);
+        cJSON_AddBoolToObject(o, "retry_until_kept", kept);
+    }
+    http_reply_json(out, 200, o);
+}
+
+static void failed_retry_one(http_ctx_t *h, const char *uuid, const cJSON *body, const char *who, http_reply_t *out)
+{
+    (void)body;
+    failed_one(h, uuid, true, who, out);
+}
+
+static void failed_forget_one(http_ctx_t *h, const char *uuid, const cJSON *body, const char *who, http_reply_t *out)
+{
+    (void)body;
+    failed_one(h, uuid, false, who, out);
+}
+
+static bool str_is(const cJSON *o, const char *k, const char *want)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+    return cJSON_IsString(v) && !strcmp(v->valuestring, want);
+}
+
+/* Every failed job of a queue, or of a class: {"queue": q} or {"name": n}. */
+static void failed_retry_bulk(http_ctx_t *h, const char *unused, const cJSON *body, const char *who, http_reply_t *out)
+{
+    (void)unused;
+    const cJSON *q = cJSON_GetObjectItemCaseSensitive(body, "queue"), *n = cJSON_GetObjectItemCaseSensitive(body, "name");
+    if (!cJSON_IsString(q) && !cJSON_IsString(n)) {
+        http_reply_error(out, 400, "bulk retry takes {\"queue\": ...} or {\"name\": ...}");
+        return;
+    }
+    pthread_mutex_lock(&h->lock);
+    cJSON *list = failed_list(h->rc, cJSON_IsString(q) ? q->valuestring : NULL, 0, false);
+    int done = 0;
+    const cJSON *f;
+    cJSON_ArrayForEach(f, list) {
+        if (cJSON_IsString(n) && !str_is(f, "name", n->valuestring)) continue;
+        char queue[256], err[300];
+        bool kept;
+        if (failed_retry(h->rc, cJSON_GetObjectItemCaseSensitive(f, "uuid")->valuestring, queue, sizeof queue, &kept,
+                         err, sizeof err) > 0)
+            done++;
+    }
+    pthread_mutex_unlock(&h->lock);
+    if (!list) {
+        http_reply_error(out, 503, "redis %s unavailable", h->rc->name);
+        return;
+    }
+    cJSON_Delete(list);
+    log_info("retried %d failed jobs (%s %s) by %s", done, cJSON_IsString(q) ? "queue" : "class",
+             cJSON_IsString(q) ? q->valuestring : n->valuestring, who);
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddTrueToObject(o, "ok");
+    cJSON_AddNumberToObject(o, "retried", done);
+    http_reply_json(out, 200, o);
+}
+
+/* ------------------------------------------------------------ routes */
+
+static const struct action {
+    const char *prefix;        /* then a name (no '/'), then "/" verb; or the whole path when verb is NULL */
+    const char *verb;
+    action_fn fn;
+} ACTIONS[] = {
+    {"/api/pools/", "pause", pool_pause},
+    {"/api/pools/", "continue", pool_continue},
+    {"/api/pools/", "scale", pool_scale},
+    {"/api/pools/", "restart", pool_restart},
+    {"/api/queues/", "pause", queue_pause},
+    {"/api/queues/", "continue", queue_continue},
+    {"/api/failed/retry", NULL, failed_retry_bulk},
+    {"/api/failed/", "retry", failed_retry_one},
+    {"/api/failed/", "forget", failed_forget_one},
+};
+
+/* The action for path; *name (the caller frees) gets the name in it. */
+static const struct action *find_action(const char *path, char **name)
+{
+    *name = NULL;
+    for (size_t i = 0; i < sizeof ACTIONS / sizeof *ACTIONS; i++) {
+        const struct action *a = &ACTIONS[i];
+        size_t pl = strlen(a->prefix);
+        if (!a->verb) {
+            if (!strcmp(path, a->prefix)) return a;
+            continue;
+        }
+        if (strncmp(path, a->prefix, pl)) continue;
+        const char *rest = path + pl, *slash = strchr(rest, '/');
+        if (!slash || slash == rest || slash - rest > 255 || strcmp(slash + 1, a->verb)) continue;
+        *name = xstrndup(rest, (size_t)(slash - rest));
+        return a;
+    }
+    return NULL;
+}
+
+bool http_action_exists(const char *path)
+{
+    char *name;
+    const struct action *a = find_action(path, &name);
+    free(name);
+    return a != NULL;
+}
+
+void http_action(http_ctx_t *h, const char *path, const cJSON *body, const char *who, http_reply_t *out)
+{
+    char *name;
+    const struct action *a = find_action(path, &name);
+    if (!a)
+        http_reply_error(out, 404, "no such action");
+    else
+        a->fn(h, name, body, who, out);
+    free(name);
+}
