@@ -868,8 +868,23 @@ static bool parse_http_key(ctx_t *x, config_setting_t *s, http_conf_t *h)
     if (!strcmp(k, "socket_mode")) return parse_mode(x, s, &h->socket_mode);
     if (!strcmp(k, "max_connections")) return want_int(x, s, 1, 10000, &h->max_connections);
     if (!strcmp(k, "timeout")) return want_int(x, s, 1, 3600, &h->timeout);
-    static const char *const known[] = {"listen", "token_file", "token_env", "user", "connection",
-                                        "socket_mode", "max_connections", "timeout", NULL};
+    if (!strcmp(k, "read_only_without_token")) return want_bool(x, s, &h->read_only_without_token);
+    if (!strcmp(k, "base_path")) {
+        if (!want_str(x, s, &h->base_path)) return false;
+        size_t n = strlen(h->base_path);
+        while (n > 1 && h->base_path[n - 1] == '/') h->base_path[--n] = '\0';
+        if (h->base_path[0] != '/' || strstr(h->base_path, "..") || strpbrk(h->base_path, "?#%\" <>")) {
+            cerr(x, s, "http.base_path: \"%s\" is not a path such as \"/qpool\"", h->base_path);
+            return false;
+        }
+        if (!strcmp(h->base_path, "/")) {
+            free(h->base_path);
+            h->base_path = NULL;
+        }
+        return true;
+    }
+    static const char *const known[] = {"listen", "token_file", "token_env", "user", "connection", "socket_mode",
+                                        "max_connections", "timeout", "base_path", "read_only_without_token", NULL};
     unknown_key(x, s, "qpool.http", known);
     return false;
 }
@@ -903,6 +918,7 @@ static bool parse_http_group(ctx_t *x, const config_setting_t *g)
 
 static void http_defaults(http_conf_t *h)
 {
+    h->read_only_without_token = true;
     h->socket_mode = 0660;
     h->max_connections = 64;
     h->timeout = 10;
@@ -915,6 +931,7 @@ static void http_conf_free(http_conf_t *h)
     free(h->token_env);
     free(h->user);
     free(h->connection);
+    free(h->base_path);
 }
 
 static bool same_str(const char *a, const char *b)
@@ -926,7 +943,8 @@ bool http_conf_same(const http_conf_t *a, const http_conf_t *b)
 {
     return same_str(a->listen, b->listen) && same_str(a->token_file, b->token_file) &&
            same_str(a->token_env, b->token_env) && same_str(a->user, b->user) &&
-           same_str(a->connection, b->connection) && a->socket_mode == b->socket_mode &&
+           same_str(a->connection, b->connection) && same_str(a->base_path, b->base_path) &&
+           a->read_only_without_token == b->read_only_without_token && a->socket_mode == b->socket_mode &&
            a->max_connections == b->max_connections && a->timeout == b->timeout;
 }
 
@@ -1464,6 +1482,8 @@ static void print_http(const http_conf_t *h, FILE *f)
     print_str(f, "    ", "user", h->user ? h->user : "nobody");
     print_str(f, "    ", "connection", h->connection ? h->connection : "default");
     if (h->is_unix) fprintf(f, "    socket_mode = \"%04o\";\n", h->socket_mode);
+    if (h->base_path) print_str(f, "    ", "base_path", h->base_path);
+    fprintf(f, "    read_only_without_token = %s;\n", h->read_only_without_token ? "true" : "false");
     fprintf(f, "    max_connections = %d;\n    timeout = %d;\n  };\n", h->max_connections, h->timeout);
 }
 

@@ -116,6 +116,8 @@ typedef struct {
     int max_connections;
     int timeout;               /* seconds a connection may stay idle or take to send its request */
     char *connection;          /* the Redis connection read for fleet, history and jobs */
+    char *base_path;           /* the path prefix a reverse proxy serves us under ("/qpool"), or NULL */
+    bool read_only_without_token; /* loopback: reading needs no token (default true) */
     /* resolved */
     bool is_unix, loopback;
     char host[64];             /* numeric address */

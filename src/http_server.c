@@ -25,6 +25,8 @@ typedef struct {
     const char *token;         /* NULL: none configured */
     bool loopback;             /* the listener is loopback or a Unix socket */
     bool unix_socket;
+    bool read_only_without_token;
+    const char *base_path;     /* NULL: none */
 } server_t;
 
 static const char *query_arg(void *req, const char *name)
@@ -70,7 +72,7 @@ static bool local_host(const char *host)
 static int may_read(const server_t *s, struct MHD_Connection *c, const char *path)
 {
     if (http_api_open(path) || has_token(s, c)) return 200;
-    if (!s->loopback) return 401;
+    if (!s->loopback || !s->read_only_without_token) return 401;
     if (!s->unix_socket && !local_host(MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST)))
         return 403;
     return 200;
@@ -193,6 +195,35 @@ static void finish_post(server_t *s, struct MHD_Connection *c, const char *url, 
     cJSON_Delete(body);
 }
 
+/* Behind a proxy that keeps the prefix (proxy_pass without a path), paths
+ * arrive as base_path/...; one that strips it sends them as they are. Both
+ * work. NULL for base_path itself, which is redirected to base_path/ so
+ * that the page's relative links resolve under it. */
+static const char *strip_base(const server_t *s, const char *url)
+{
+    if (!s->base_path) return url;
+    size_t n = strlen(s->base_path);
+    if (strncmp(url, s->base_path, n)) return url;
+    if (url[n] == '\0') return NULL;
+    return url[n] == '/' ? url + n : url;
+}
+
+static enum MHD_Result redirect_to_base(const server_t *s, struct MHD_Connection *c)
+{
+    char *loc = xasprintf("%s/", s->base_path);
+    http_reply_t r = {.code = 301, .type = "text/plain; charset=utf-8", .body = xstrdup(""), .len = 0};
+    struct MHD_Response *resp = MHD_create_response_from_buffer(0, r.body, MHD_RESPMEM_MUST_FREE);
+    enum MHD_Result rv = MHD_NO;
+    if (resp) {
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_LOCATION, loc);
+        rv = MHD_queue_response(c, MHD_HTTP_MOVED_PERMANENTLY, resp);
+        MHD_destroy_response(resp);
+    } else
+        free(r.body);
+    free(loc);
+    return rv;
+}
+
 static enum MHD_Result answer(void *cls, struct MHD_Connection *c, const char *url, const char *method,
                               const char *version, const char *upload, size_t *upload_size, void **state)
 {
@@ -200,6 +231,8 @@ static enum MHD_Result answer(void *cls, struct MHD_Connection *c, const char *u
     server_t *s = cls;
     http_reply_t r = {0};
     int code;
+    url = strip_base(s, url);
+    if (!url) return redirect_to_base(s, c);
     bool get = !strcmp(method, MHD_HTTP_METHOD_GET) || !strcmp(method, MHD_HTTP_METHOD_HEAD);
     if (!*state) {
         /* headers only so far: refuse what no endpoint takes before any
@@ -265,7 +298,8 @@ static struct MHD_Daemon *start_daemon(server_t *s, const http_conf_t *hc, int l
 int http_serve(const qconf_t *conf, int listen_fd, int ctl_fd, const char *token)
 {
     const http_conf_t *hc = &conf->http;
-    server_t s = {.token = token, .loopback = hc->loopback, .unix_socket = hc->is_unix};
+    server_t s = {.token = token, .loopback = hc->loopback, .unix_socket = hc->is_unix,
+                  .read_only_without_token = hc->read_only_without_token, .base_path = hc->base_path};
     s.api.conf = conf;
     s.api.ctl_fd = ctl_fd;
     sbuf_init(&s.api.ctl_in);

@@ -567,6 +567,11 @@ static int exit_kind(const child_t *c, const sb_child_t *snap, int status)
            : snap->exit_reason == SB_EXIT_MAX_TIME ? EXIT_MAX_TIME : EXIT_CLEAN;
 }
 
+const slot_state_t *pool_slot_history(const pool_t *p, int slot_no)
+{
+    return slot_no >= 1 && slot_no <= p->nslots ? &p->slots[slot_no - 1] : NULL;
+}
+
 uint64_t pool_redis_reconnects(const pools_t *ps, const pool_t *p)
 {
     uint64_t n = p->redis_reconnects_reaped;
@@ -617,6 +622,9 @@ void pools_child_exited(pools_t *ps, pid_t pid, int status, int64_t now)
     proc_describe_status(status, desc, sizeof desc);
     int64_t lived = now - gone.started_ms;
     const char *name = p->conf.name;
+    slot_state_t *hist = slot_state(p, gone.slot_no);
+    hist->exits++;
+    snprintf(hist->last_exit, sizeof hist->last_exit, "%s: %s", exit_kind_name(exit_kind(&gone, &snap, status)), desc);
     if (gone.stop_reason) {
         log_info("pool %s: %s#%d (pid %d) %s after stop (%.1f s after the request)", name, name,
                  gone.slot_no, (int)pid, desc, (double)(now - gone.stop_sent_ms) / 1000.0);

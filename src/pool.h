@@ -61,6 +61,8 @@ typedef struct {
 typedef struct {
     int64_t not_before_ms;   /* monotonic: earliest respawn */
     respawn_t respawn;       /* backoff state (respawn.h) */
+    unsigned exits;          /* children of this slot that exited (the dashboard's "restarts") */
+    char last_exit[112];     /* why the last one did: "<kind>: <status>" */
 } slot_state_t;
 
 typedef struct {
@@ -146,6 +148,8 @@ bool pool_is_paused(const pools_t *ps, const pool_t *p);
 int64_t pools_maintain(pools_t *ps, int64_t now_ms);
 
 /* A child has exited (status from waitpid). */
+/* The slot's history (restarts, last exit), NULL if it never had a child. */
+const slot_state_t *pool_slot_history(const pool_t *p, int slot_no);
 void pools_child_exited(pools_t *ps, pid_t pid, int status, int64_t now_ms);
 
 /* Propagate pause state: control words, SIGUSR2/SIGCONT. Returns true while

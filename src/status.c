@@ -37,6 +37,12 @@ static cJSON *child_json(master_t *m, pool_t *p, child_t *c)
     cJSON_AddNumberToObject(o, "jobs_failed", (double)s.jobs_failed);
     cJSON_AddNumberToObject(o, "rss_kb", (double)(s.rss_kb ? s.rss_kb : proc_rss_kb(c->pid)));
     cJSON_AddBoolToObject(o, "old_generation", c->gen != p->gen);
+    const slot_state_t *h = pool_slot_history(p, c->slot_no);
+    cJSON_AddNumberToObject(o, "restarts", h ? h->exits : 0);
+    if (h && h->last_exit[0])
+        cJSON_AddStringToObject(o, "last_exit", h->last_exit);
+    else
+        cJSON_AddNullToObject(o, "last_exit");
     if (s.state == SB_BUSY && s.job_started_ms) {
         cJSON *j = cJSON_AddObjectToObject(o, "job");
         cJSON_AddStringToObject(j, "id", s.job_id);
@@ -237,6 +243,9 @@ cJSON *status_fleet_record(master_t *m, const char *id)
         cJSON_AddNumberToObject(po, "workers", c.live);
         cJSON_AddNumberToObject(po, "busy", c.busy);
         cJSON_AddNumberToObject(po, "target", p->target);
+        /* every child, for a dashboard on any host (a few hundred bytes each) */
+        cJSON *ca = cJSON_AddArrayToObject(po, "children");
+        for (int j = 0; j < p->nchildren; j++) cJSON_AddItemToArray(ca, child_json(m, p, &p->children[j]));
         cJSON_AddItemToArray(pools, po);
     }
     bool paused = m->pools.all_paused || (npools && npaused == npools);
