@@ -16,7 +16,8 @@ import urllib.request
 
 import pytest
 
-from conftest import (FIXTURE_HANDLER, PREFIX, QPOOL, free_port, make_payload, push_many, wait_for)
+from conftest import (FIXTURE_HANDLER, PREFIX, QPOOL, free_port, make_payload, push_many, read_fixture_log,
+                      wait_for)
 
 MAIL = "App\\Jobs\\SendMail"
 REPORT = "App\\Jobs\\Report"
@@ -417,3 +418,104 @@ def test_a_reload_that_keeps_the_address_restarts_the_process_not_the_listener(m
     wait_for(lambda: http_pid(master) not in (None, before) and code(port, "/healthz") == 200, 10,
              what="a new HTTP process on the same listener")
     assert "stays off" not in master.log() and "goes off" not in master.log()
+
+
+def post(port, path, token=None, body=None, ctype="application/json"):
+    """(status, reply) of POST path."""
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    headers = {"Content-Type": ctype} if body is not None else {}
+    if token:
+        headers["Authorization"] = "Bearer " + token
+    c.request("POST", path, body=json.dumps(body) if isinstance(body, dict) else body, headers=headers)
+    res = c.getresponse()
+    data = res.read().decode()
+    c.close()
+    return res.status, json.loads(data) if data else None
+
+
+def test_actions_need_the_token_and_act_through_the_masters_verbs(master, r, tmp_path):
+    port = free_port()
+    log = tmp_path / "fixture.log"
+    master.write_config(pool(log, "tries = 1;").replace("tries = 2;", ""),
+                        qpool=http_conf(port, 'token_env = "QPOOL_TEST_TOKEN";'))
+    master.start(env={"QPOOL_TEST_TOKEN": TOKEN})
+    wait_for(lambda: code(port, "/healthz") == 200, 10, what="the HTTP endpoint")
+    # without the token (or with a wrong one): refused before anything happens
+    for path in ("/api/pools/w/pause", "/api/pools/w/scale", "/api/failed/x/retry", "/api/failed/retry"):
+        assert post(port, path)[0] == 401
+        assert post(port, path, token="wrong-" + TOKEN)[0] == 401
+    assert master.status(verbose=False)["pools"][0]["paused"] is False
+    # pause: the pool takes no job (checked through Redis), continue: it does
+    assert post(port, "/api/pools/w/pause", TOKEN)[0] == 200
+    wait_for(lambda: master.status(verbose=False)["pools"][0]["paused"], 5, what="the pause")
+    push_many(r, "high", [make_payload("ok")])
+    time.sleep(1.5)
+    assert r.llen(PREFIX + "queues:high") == 1
+    assert post(port, "/api/pools/w/continue", TOKEN)[0] == 200
+    wait_for(lambda: r.llen(PREFIX + "queues:high") == 0, 10, what="the job taken after continue")
+    # scale to 3, then back to auto
+    st, rep = post(port, "/api/pools/w/scale", TOKEN, {"n": 3})
+    assert st == 200 and rep["target"] == 3
+    master.wait_children("w", 3)
+    assert post(port, "/api/pools/w/scale", TOKEN, {"n": "lots"})[0] == 400
+    assert post(port, "/api/pools/w/scale", TOKEN, "n=3", ctype="application/x-www-form-urlencoded")[0] == 415
+    assert post(port, "/api/pools/nope/pause", TOKEN)[0] == 400
+    assert post(port, "/api/pools/w/restart", TOKEN)[0] == 200
+    # retry a failed job: it runs again (the handler records it), and fails
+    # again (tries = 1)
+    bad = make_payload("fail", job=MAIL)
+    push_many(r, "default", [bad])
+
+    def failed(name):
+        return [f["uuid"] for f in json.loads(get(port, "/api/failed")[2])["failed"] if f["name"] == name]
+    wait_for(lambda: failed(MAIL) == [bad["uuid"]], 15, what="the failure")
+    st, rep = post(port, "/api/failed/%s/retry" % bad["uuid"], TOKEN)
+    assert st == 200 and rep["queue"] == "default"
+    wait_for(lambda: len([l for l in read_fixture_log(log) if l[0] == "job" and l[2] == bad["uuid"]]) == 2, 15,
+             what="the retried job to run again")
+    assert post(port, "/api/failed/%s/retry" % ("0" * 36), TOKEN)[0] == 404
+    # bulk retry by class: only that class's; forget
+    more = [make_payload("fail", job=REPORT) for _ in range(3)]
+    push_many(r, "default", more)
+    wait_for(lambda: len(failed(REPORT)) == 3 and failed(MAIL), 15, what="three failures")
+    assert post(port, "/api/failed/retry", TOKEN, {"name": REPORT}) == (200, {"ok": True, "retried": 3})
+    wait_for(lambda: len([l for l in read_fixture_log(log) if l[0] == "job" and l[2] == more[0]["uuid"]]) == 2, 15,
+             what="the class retried")
+    wait_for(lambda: len(failed(REPORT)) == 3, 15, what="them to fail again")
+    assert post(port, "/api/failed/%s/forget" % more[0]["uuid"], TOKEN)[0] == 200
+    assert len(failed(REPORT)) == 2 and failed(MAIL) == [bad["uuid"]]
+    # each logged with who asked; the token never
+    text = master.log()
+    assert "control: pause pool w over HTTP by 127.0.0.1" in text and "forgot failed job %s by 127.0.0.1" % more[0]["uuid"] in text
+    assert TOKEN not in text
+
+
+def test_actions_are_off_without_a_token(master, r, tmp_path):
+    port = free_port()
+    start(master, tmp_path / "fixture.log", port)
+    assert post(port, "/api/pools/w/pause", TOKEN)[0] == 403
+    assert master.status(verbose=False)["pools"][0]["paused"] is False
+
+
+def test_the_dashboard_is_served_strictly_and_under_a_prefix(master, r, tmp_path):
+    port = free_port()
+    start(master, tmp_path / "fixture.log", port, qpool="")
+    master.write_config(pool(tmp_path / "fixture.log"), qpool=http_conf(port, 'base_path = "/qpool/";'))
+    master.signal(signal.SIGHUP)
+    time.sleep(1)
+    wait_for(lambda: code(port, "/qpool/api/status") == 200, 10, what="the prefixed API")
+    for path in ("/", "/qpool/", "/qpool/assets/app.js", "/assets/app.css"):
+        c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        c.request("GET", path)
+        res = c.getresponse()
+        res.read()
+        assert res.status == 200, path
+        csp = res.getheader("Content-Security-Policy")
+        assert "default-src 'none'" in csp and "script-src 'self'" in csp and "frame-ancestors 'none'" in csp
+        assert res.getheader("X-Frame-Options") == "DENY"
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    c.request("GET", "/qpool")
+    res = c.getresponse()
+    assert res.status == 301 and res.getheader("Location") == "/qpool/"
+    assert code(port, "/assets/../api/status") in (200, 404)  # normalised or refused, never a file
+    assert code(port, "/assets/nope.js") == 404
