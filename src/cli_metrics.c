@@ -18,15 +18,19 @@ static void print_minutes(const cJSON *h)
 {
     printf("%-17s", "MINUTE (UTC)");
     for (int o = 0; o < OUTCOME_N; o++) printf(" %10s", outcome_name(o));
-    printf("\n");
+    printf(" %10s %10s\n", "recycled", "w.crashes"); /* workers: memory limit, crashed */
     const cJSON *m;
     cJSON_ArrayForEach(m, cJSON_GetObjectItemCaseSensitive(h, "minutes")) {
-        double by[OUTCOME_N] = {0};
+        double by[OUTCOME_N] = {0}, recycled = 0, crashes = 0;
         const cJSON *e;
         cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(m, "series")) {
             const cJSON *oc = cJSON_GetObjectItemCaseSensitive(e, "outcome");
-            int o = cJSON_IsString(oc) ? outcome_from_name(oc->valuestring) : -1;
-            if (o >= 0) by[o] += cJSON_GetObjectItemCaseSensitive(e, "count")->valuedouble;
+            const char *name = cJSON_IsString(oc) ? oc->valuestring : "";
+            double n = cJSON_GetObjectItemCaseSensitive(e, "count")->valuedouble;
+            int o = outcome_from_name(name);
+            if (o >= 0) by[o] += n;
+            if (!strcmp(name, "exit:memory")) recycled += n;
+            if (!strcmp(name, "exit:crashed")) crashes += n;
         }
         time_t t = (time_t)(cJSON_GetObjectItemCaseSensitive(m, "minute")->valuedouble * 60);
         struct tm tm;
@@ -35,7 +39,7 @@ static void print_minutes(const cJSON *h)
         strftime(when, sizeof when, "%Y-%m-%d %H:%M", &tm);
         printf("%-17s", when);
         for (int o = 0; o < OUTCOME_N; o++) printf(" %10.0f", by[o]);
-        printf("\n");
+        printf(" %10.0f %10.0f\n", recycled, crashes);
     }
 }
 

@@ -30,11 +30,12 @@ static const char ADD_LUA[] =
 static rscript_t add_script;
 
 int history_add(rconn_t *c, int64_t minute, const char *host, const char *pool, const jobstats_t *s,
-                int64_t retention_s)
+                const history_exits_t *exits, int64_t retention_s)
 {
     if (!add_script.body) rscript_init(&add_script, ADD_LUA);
     int n = 0;
     for (int i = 0; i < s->n; i++) n += s->v[i].n > 0;
+    for (int i = 0; exits && i < exits->n; i++) n += exits->count[i] > 0;
     if (!n) return 0;
     int argc = 2 + 2 * n, k = 0;
     char **argv = xcalloc((size_t)argc, sizeof *argv);
@@ -51,6 +52,14 @@ int history_add(rconn_t *c, int64_t minute, const char *host, const char *pool, 
                               outcome_name(e->outcome));
         free(job);
         cJSON *v = jobstat_counts_json(e->n, &e->runtime, &e->wait);
+        argv[k++] = cJSON_PrintUnformatted(v);
+        cJSON_Delete(v);
+    }
+    histogram_t none = {0};
+    for (int i = 0; exits && i < exits->n; i++) {
+        if (!exits->count[i]) continue;
+        argv[k++] = xasprintf("%s|%s|-|-|exit:%s", host, pool, exits->kind[i]);
+        cJSON *v = jobstat_counts_json(exits->count[i], &none, &none);
         argv[k++] = cJSON_PrintUnformatted(v);
         cJSON_Delete(v);
     }

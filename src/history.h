@@ -23,11 +23,21 @@
 #include "jobstats.h"
 #include "rconn.h"
 
-/* Add s (one pool's jobs) to minute's hash. 0; -1 when Redis was not
- * reached (the caller keeps s and tries again); -2 when the script refused
- * it (the caller drops s: it would be refused again). */
+/* A pool's worker exits since the last write, by kind ("memory",
+ * "crashed"...): fields "<host>|<pool>|-|-|exit:<kind>" whose count is the
+ * number of exits (empty histograms). */
+typedef struct {
+    const char *const *kind;
+    const uint64_t *count;
+    int n;
+} history_exits_t;
+
+/* Add s (one pool's jobs) and its worker exits (NULL: none) to minute's
+ * hash. 0; -1 when Redis was not reached (the caller keeps them and tries
+ * again); -2 when the script refused it (the caller drops them: they would
+ * be refused again). */
 int history_add(rconn_t *c, int64_t minute, const char *host, const char *pool, const jobstats_t *s,
-                int64_t retention_s);
+                const history_exits_t *exits, int64_t retention_s);
 /* Minutes [from, to] merged, as {"from":m,"to":m,"minutes":[{"minute":m,
  * "series":[{"host","pool","queue","job","outcome","count","runtime_ms",
  * "wait_ms"}...]}...]} (caller frees); NULL when Redis is unavailable. */

@@ -461,11 +461,22 @@ static void write_history(master_t *m)
     int64_t minute = (wall_ms() + m->mon->redis_offset_ms) / 60000;
     for (int i = 0; i < m->pools.n; i++) {
         pool_t *p = m->pools.v[i];
-        if (jobstats_empty(&p->recent)) continue;
+        const char *kinds[EXIT_KINDS];
+        uint64_t delta[EXIT_KINDS];
+        bool exited = false;
+        for (int k = 0; k < EXIT_KINDS; k++) {
+            kinds[k] = exit_kind_name(k);
+            delta[k] = p->exits[k] - p->exits_written[k];
+            exited |= delta[k] > 0;
+        }
+        if (jobstats_empty(&p->recent) && !exited) continue;
+        history_exits_t ex = {kinds, delta, EXIT_KINDS};
         rconn_t *c = conn_for(m, p->conf.connection);
-        int rv = c ? history_add(c, minute, m->mon->host, p->conf.name, &p->recent, m->conf->metrics_retention) : -1;
+        int rv = c ? history_add(c, minute, m->mon->host, p->conf.name, &p->recent, &ex, m->conf->metrics_retention) : -1;
         if (rv == -2) log_warn("pool %s: Redis refused this pass's metrics history; dropping it", p->conf.name);
-        if (rv != -1) jobstats_clear(&p->recent);
+        if (rv == -1) continue;
+        jobstats_clear(&p->recent);
+        memcpy(p->exits_written, p->exits, sizeof p->exits);
     }
     write_jobs(m);
 }

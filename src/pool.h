@@ -105,6 +105,7 @@ typedef struct pool {
     minute_t minute[QPOOL_MAX_QUEUES]; /* per queue: the last minute's waits and attempts (alerts) */
     uint64_t spawned, crashes, memory_recycles;
     uint64_t exits[EXIT_KINDS];
+    uint64_t exits_written[EXIT_KINDS]; /* of exits, what the minute history has (monitor.c) */
     uint64_t redis_reconnects_reaped;
     uint64_t jobs_done_reaped, jobs_failed_reaped, busy_ms_reaped;
     /* per-minute rates, from the last minute of samples */

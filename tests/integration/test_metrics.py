@@ -78,8 +78,9 @@ def history(master, minutes=5):
 
 
 def history_count(master, outcome=None):
+    """Job attempts in the history (worker exits, "exit:<kind>", aside unless asked for)."""
     return sum(e["count"] for m in history(master)["minutes"] for e in m["series"]
-               if outcome is None or e["outcome"] == outcome)
+               if (outcome is None and not e["outcome"].startswith("exit:")) or e["outcome"] == outcome)
 
 
 def test_history_survives_a_restart_and_every_key_expires(master, r, tmp_path):
@@ -121,3 +122,16 @@ def test_a_released_jobs_next_attempt_has_a_measured_wait(master, r, tmp_path):
     assert s[("high", "App\\Jobs\\Retry", "released")]["wait_ms"]["count"] == 0
     wait = s[("high", "App\\Jobs\\Retry", "done")]["wait_ms"]
     assert wait["count"] == 1 and 0 <= wait["sum"] < 2000  # due, then picked up within the migration's second
+
+
+def test_memory_recycles_and_crashes_are_in_the_minute_history(master, r, tmp_path):
+    # a worker past its memory limit (exit 12) and one whose handler crashes
+    # the worker: counted per minute, per pool, beside the jobs
+    master.write_config(pool(tmp_path / "fixture.log", "memory = 40;"))
+    master.start()
+    push_many(r, "high", [make_payload("grow:80")])
+    wait_for(lambda: history_count(master, "exit:memory") >= 1, 30, what="the memory recycle in the history")
+    e = [e for m in history(master)["minutes"] for e in m["series"] if e["outcome"] == "exit:memory"][0]
+    assert e["pool"] == "w" and e["queue"] == "-" and e["job"] == "-"
+    text = master.cli("metrics").stdout.splitlines()
+    assert "recycled" in text[0] and "w.crashes" in text[0]
