@@ -62,6 +62,7 @@ typedef struct {
     int32_t handler_pgid;      /* process group of the running handler, 0 if none */
     uint32_t redis_reconnects; /* its Redis connection's reconnects */
     char job_id[64];
+    char job_uuid[48];
     char job_name[96];
     char job_queue[64];
 } sb_child_t;

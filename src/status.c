@@ -46,6 +46,7 @@ static cJSON *child_json(master_t *m, pool_t *p, child_t *c)
     if (s.state == SB_BUSY && s.job_started_ms) {
         cJSON *j = cJSON_AddObjectToObject(o, "job");
         cJSON_AddStringToObject(j, "id", s.job_id);
+        cJSON_AddStringToObject(j, "uuid", s.job_uuid);
         cJSON_AddStringToObject(j, "name", s.job_name);
         cJSON_AddStringToObject(j, "queue", s.job_queue);
         cJSON_AddNumberToObject(j, "running_ms", (double)(wall_ms() - s.job_started_ms));
@@ -100,6 +101,10 @@ cJSON *status_json(master_t *m, unsigned flags)
     cJSON_AddTrueToObject(o, "ok");
     cJSON_AddStringToObject(o, "version", QPOOL_VERSION);
     cJSON_AddNumberToObject(o, "pid", getpid());
+    char host[256] = "?";
+    gethostname(host, sizeof host - 1);
+    host[sizeof host - 1] = '\0';
+    cJSON_AddStringToObject(o, "host", host);
     cJSON_AddStringToObject(o, "config", m->conf->path);
     bool all_paused = m->pools.all_paused;
     int npools = 0, npaused = 0;

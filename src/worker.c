@@ -137,17 +137,18 @@ static void sb_state(worker_t *w, int state)
     w->slot->c.state = (uint8_t)state;
     if (state != SB_BUSY) {
         w->slot->c.job_started_ms = 0;
-        w->slot->c.job_id[0] = w->slot->c.job_name[0] = w->slot->c.job_queue[0] = '\0';
+        w->slot->c.job_id[0] = w->slot->c.job_uuid[0] = w->slot->c.job_name[0] = w->slot->c.job_queue[0] = '\0';
     }
     sb_write_end(w->slot);
 }
 
-static void sb_job(worker_t *w, const char *id, const char *name, const char *queue)
+static void sb_job(worker_t *w, const char *id, const char *uuid, const char *name, const char *queue)
 {
     sb_write_begin(w->slot);
     w->slot->c.state = SB_BUSY;
     w->slot->c.job_started_ms = wall_ms();
     snprintf(w->slot->c.job_id, sizeof w->slot->c.job_id, "%s", id ? id : "");
+    snprintf(w->slot->c.job_uuid, sizeof w->slot->c.job_uuid, "%s", uuid ? uuid : "");
     snprintf(w->slot->c.job_name, sizeof w->slot->c.job_name, "%s", name);
     snprintf(w->slot->c.job_queue, sizeof w->slot->c.job_queue, "%s", queue);
     sb_write_end(w->slot);
@@ -1024,7 +1025,7 @@ static bool run_job(worker_t *w, job_t *j)
         stats_record(w, j, NULL); /* a payload moved aside: failed */
         return true;
     }
-    sb_job(w, j->hj.id, j->hj.name, w->qs.q[j->pr.qidx].name);
+    sb_job(w, j->hj.id, j->hj.uuid, j->hj.name, w->qs.q[j->pr.qidx].name);
     job_log(w, j, "Processing", NULL);
     if (policy_already_exceeded(&j->p, w->p->tries, j->attempts, wall_s())) {
         job_fail_unrun(w, j);

@@ -1,1 +1,1085 @@
-/* qpool dashboard */
+/* qpool dashboard: plain JavaScript, no dependencies, no external requests.
+ * Every URL is relative (the page may be served under a prefix), all data is
+ * rendered with textContent/createElement (never innerHTML), and the strict
+ * CSP (script-src 'self', style-src 'self') holds: no inline code or styles. */
+'use strict';
+(() => {
+  var FAST = 2000, SLOW = 30000, HEALTH = 10000, MAX_ROWS = 100, MORE_ROWS = 250;
+  var TOKEN_KEY = 'qpool.token';
+  var main = document.getElementById('main');
+  var noticeEl = document.getElementById('notice');
+  var tokenForm = document.getElementById('token-form');
+  var pill = document.getElementById('status-pill');
+  var updatedEl = document.getElementById('last-updated');
+
+  /* ---------- small DOM helpers ---------- */
+  function el(tag, attrs) {
+    var e = document.createElement(tag);
+    if (attrs) for (var k in attrs) {
+      var v = attrs[k];
+      if (v == null || v === false) continue;
+      if (k === 'text') e.textContent = String(v);
+      else if (k === 'class') e.className = v;
+      else if (k === 'on') for (var ev in v) e.addEventListener(ev, v[ev]);
+      else e.setAttribute(k, v === true ? '' : String(v));
+    }
+    for (var i = 2; i < arguments.length; i++) add(e, arguments[i]);
+    return e;
+  }
+  function add(e, c) {
+    if (c == null || c === false) return;
+    if (Array.isArray(c)) c.forEach(x => { add(e, x); });
+    else e.append(typeof c === 'object' ? c : document.createTextNode(String(c)));
+  }
+  function clear(e) { while (e.firstChild) e.removeChild(e.firstChild); return e; }
+  var SVG = 'http://www.w3.org/2000/svg';
+  function sv(tag, attrs) {
+    var e = document.createElementNS(SVG, tag);
+    for (var k in attrs) if (attrs[k] != null) { if (k === 'text') e.textContent = attrs[k]; else e.setAttribute(k, attrs[k]); }
+    return e;
+  }
+
+  /* ---------- formatting ---------- */
+  var nf = {};
+  function num(n, d) {
+    if (n == null || n !== n) return '–';
+    d = d == null ? 0 : d;
+    return (nf[d] || (nf[d] = new Intl.NumberFormat(undefined, { maximumFractionDigits: d }))).format(n);
+  }
+  function dur(ms) {
+    if (ms == null || ms !== ms) return '–';
+    if (ms < 1) return num(ms, 3) + ' ms';
+    if (ms < 1000) return num(ms, ms < 10 ? 2 : 1) + ' ms';
+    var s = ms / 1000;
+    if (s < 60) return num(s, 2) + ' s';
+    if (s < 3600) return Math.floor(s / 60) + 'm ' + Math.floor(s % 60) + 's';
+    if (s < 86400) return Math.floor(s / 3600) + 'h ' + Math.floor(s % 3600 / 60) + 'm';
+    return Math.floor(s / 86400) + 'd ' + Math.floor(s % 86400 / 3600) + 'h';
+  }
+  var df = new Intl.DateTimeFormat(undefined, { year: 'numeric', month: 'numeric', day: 'numeric', hour: 'numeric', minute: '2-digit', second: '2-digit' });
+  function when(ms) { return ms ? df.format(ms) : '–'; }
+  function kb(k) {
+    if (k == null) return '–';
+    return k >= 1048576 ? num(k / 1048576, 2) + ' GB' : k >= 1024 ? num(k / 1024, 1) + ' MB' : num(k) + ' KB';
+  }
+  function pct(x) { return x == null || x !== x ? '–' : num(x * 100, x < 0.1 ? 2 : 1) + ' %'; }
+  function pillEl(state, text) { return el('span', { class: 'pill s-' + String(state).replace(/[^a-z_]/gi, ''), text: text || state }); }
+  function enc(s) { return encodeURIComponent(s); }
+  function jobLink(uuid, text) {
+    return uuid ? el('a', { href: '#/jobs/' + enc(uuid), text: text == null ? uuid : text }) : el('span', { text: text || '–' });
+  }
+
+  /* ---------- notices ---------- */
+  var noticeTimer;
+  function notice(msg, ok) {
+    clearTimeout(noticeTimer);
+    clear(noticeEl);
+    noticeEl.className = ok ? 'ok' : '';
+    noticeEl.append(el('span', { class: 'msg', text: msg }));
+    noticeEl.append(el('button', { type: 'button', class: 'link', text: 'dismiss', on: { click: hideNotice } }));
+    noticeEl.hidden = false;
+    if (ok) noticeTimer = setTimeout(hideNotice, 4000);
+  }
+  function hideNotice() { noticeEl.hidden = true; clear(noticeEl); }
+
+  /* ---------- API ---------- */
+  function token() { try { return sessionStorage.getItem(TOKEN_KEY) || ''; } catch (e) { return ''; } }
+  function headers(json) {
+    var h = { Accept: 'application/json' };
+    var t = token();
+    if (t) h.Authorization = 'Bearer ' + t;
+    if (json) h['Content-Type'] = 'application/json';
+    return h;
+  }
+  function ApiError(status, msg) { this.status = status; this.message = msg; }
+  var authNeeded = false, pendingAction = null;
+  /* GET path, resolve to the JSON. allow: statuses whose JSON is still wanted (healthz 503). */
+  function get(path, signal, allow) {
+    return fetch(path, { headers: headers(), cache: 'no-store', credentials: 'same-origin', signal: signal }).then(r => {
+      return r.text().then(t => {
+        var j = null;
+        try { j = t ? JSON.parse(t) : null; } catch (e) { /* not JSON */ }
+        /* 401: a token is needed; 403 on a read: a Host name other than an IP address or localhost needs it too */
+        if (r.status === 401 || r.status === 403) {
+          askToken(r.status === 401 ? (token() ? 'The token was refused.' : 'The API needs a token.') : 'This address needs the token (403).', true);
+          throw new ApiError(401, 'unauthorized');
+        }
+        if (!r.ok && !(allow && allow.indexOf(r.status) >= 0))
+          throw new ApiError(r.status, (j && j.error) || ('HTTP ' + r.status + ' ' + r.statusText));
+        return { status: r.status, data: j, text: t };
+      });
+    });
+  }
+  function post(path, body) {
+    return fetch(path, { method: 'POST', headers: headers(true), body: JSON.stringify(body || {}), cache: 'no-store', credentials: 'same-origin' })
+      .then(r => {
+        return r.text().then(t => {
+          var j = null;
+          try { j = t ? JSON.parse(t) : null; } catch (e) { /* not JSON */ }
+          if (r.ok && j && j.ok !== false) return j;
+          var msg = (j && j.error) || ('HTTP ' + r.status + ' ' + r.statusText);
+          throw new ApiError(r.status, msg);
+        });
+      });
+  }
+  /* An action: POST, say what happened, refresh the page's data. */
+  function act(label, path, body, btn) {
+    var run = () => {
+      if (btn) btn.disabled = true;
+      return post(path, body).then(j => {
+        var extra = j.retried != null ? ' (' + num(j.retried) + ' retried)' : '';
+        notice(label + ': done' + extra, true);
+      }, e => {
+        if (e.status === 401) {
+          pendingAction = run;
+          askToken(label + ' needs the API token' + (token() ? ' (the one given was refused).' : '.'), false);
+          notice(label + ' failed: unauthorized (401): enter the token, the action runs again after saving.');
+        } else if (e.status === 403) {
+          notice(label + ' failed (403): ' + (e.message || 'forbidden') + ' (actions need a token configured on the server: http.token_file or token_env).');
+        } else notice(label + ' failed' + (e.status ? ' (' + e.status + ')' : '') + ': ' + (e.message || String(e)));
+      }).then(() => { if (btn) btn.disabled = false; refresh(true); });
+    };
+    return run();
+  }
+
+  /* ---------- token prompt ---------- */
+  /* auth: polling stops until a token is saved */
+  function askToken(why, auth) {
+    if (auth) authNeeded = true;
+    tokenForm.hidden = false;
+    var lab = tokenForm.querySelector('label');
+    lab.textContent = why ? why + ' API token' : 'API token';
+    var inp = document.getElementById('token-input');
+    if (document.activeElement !== inp) inp.focus();
+  }
+  tokenForm.addEventListener('submit', ev => {
+    ev.preventDefault();
+    var inp = document.getElementById('token-input');
+    var v = inp.value.trim();
+    if (!v) return;
+    try { sessionStorage.setItem(TOKEN_KEY, v); } catch (e) { notice('sessionStorage unavailable: the token is not kept.'); }
+    inp.value = '';
+    tokenForm.hidden = true;
+    authNeeded = false;
+    hideNotice();
+    var p = pendingAction; pendingAction = null;
+    if (p) p(); else refresh(true);
+  });
+  document.getElementById('token-cancel').addEventListener('click', () => { tokenForm.hidden = true; pendingAction = null; });
+  document.getElementById('token-clear').addEventListener('click', () => {
+    try { sessionStorage.removeItem(TOKEN_KEY); } catch (e) { /* ignore */ }
+    tokenForm.hidden = true; notice('Token forgotten.', true); refresh(true);
+  });
+  document.getElementById('token-button').addEventListener('click', () => { askToken(''); });
+
+  /* ---------- tables ---------- */
+  /* cols: 'Head|#Numeric head|...'; rows built by rowFn(item) -> <tr>. Caps to MAX_ROWS with "show more". */
+  function table(cols, items, rowFn, opts) {
+    opts = opts || {};
+    var wrap = el('div');
+    var tw = el('div', { class: 'tw' });
+    var t = el('table', { id: opts.id });
+    var hr = el('tr');
+    cols = cols.split('|');
+    cols.forEach(c => { hr.append(c[0] === '#' ? el('th', { class: 'n', text: c.slice(1) }) : el('th', { text: c })); });
+    t.append(el('thead', null, hr));
+    var tb = el('tbody');
+    t.append(tb);
+    tw.append(t);
+    wrap.append(tw);
+    var limit = opts.limit || MAX_ROWS;
+    /* "show more" finds its tbody in the DOM: after a morph (see put) the kept tbody is the old one */
+    function more(ev, count) {
+      var body = ev ? btn.parentNode.querySelector('tbody') : tb, shown = items.length ? body.rows.length : 0;
+      var f = document.createDocumentFragment(), end = Math.min(items.length, shown + (count || limit));
+      for (var i = shown; i < end; i++) f.append(rowFn(items[i], i));
+      body.append(f);
+      btn.hidden = end >= items.length;
+      btn.textContent = 'Show more (' + num(items.length - end) + ' more)';
+    }
+    var btn = el('button', { type: 'button', class: 'more', on: { click: ev => { more(ev, MORE_ROWS); } } });
+    if (!items.length) tb.append(el('tr', null, el('td', { class: 'empty', colspan: cols.length, text: opts.empty || 'Nothing to show.' })));
+    wrap.append(btn);
+    more(null, Math.max(limit, opts.keepShown || 0));
+    return wrap;
+  }
+  function shownIn(c) { var b = c.querySelector('tbody'); return b ? b.rows.length : 0; }
+  /* Show a freshly built table in c, morphing the one already there: rows with the same key keep
+   * their elements (focus, typed text, element references), only changed text and attributes are touched. */
+  function put(c, n) {
+    if (c.childNodes.length === 1 && c.firstChild.nodeName === n.nodeName) morph(c.firstChild, n);
+    else clear(c).append(n);
+  }
+  var KEYS = ['data-action', 'data-uuid', 'data-pool', 'data-queue', 'data-pid', 'data-host-id', 'data-key', 'id'];
+  function morph(a, b) {
+    if (a.nodeType !== b.nodeType || a.nodeName !== b.nodeName || a.nodeName === 'BUTTON' && !a.hasAttribute('data-action') ||
+        a.nodeName === 'svg' || a.nodeType === 1 && KEYS.some(k => a.getAttribute(k) !== b.getAttribute(k))) { a.parentNode.replaceChild(b, a); return; }
+    if (a.nodeType !== 1) { if (a.nodeValue !== b.nodeValue) a.nodeValue = b.nodeValue; return; }
+    if (a.nodeName !== 'INPUT') {
+      for (var i = a.attributes.length - 1; i >= 0; i--) if (!b.hasAttribute(a.attributes[i].name)) a.removeAttribute(a.attributes[i].name);
+      for (i = 0; i < b.attributes.length; i++) { var at = b.attributes[i]; if (a.getAttribute(at.name) !== at.value) a.setAttribute(at.name, at.value); }
+    } else if (a.placeholder !== b.placeholder) a.placeholder = b.placeholder;
+    var ac = a.childNodes, bc = Array.prototype.slice.call(b.childNodes);
+    for (i = 0; i < bc.length; i++) if (i < ac.length) morph(ac[i], bc[i]); else a.append(bc[i]);
+    while (ac.length > bc.length) a.removeChild(a.lastChild);
+  }
+  function td(v, cls, title) { return el('td', { class: cls, title: title }, v); }
+  function tdn(v) { return el('td', { class: 'n' }, v); }
+
+  /* ---------- charts (inline SVG) ---------- */
+  /* series: [{name, values:[number|null]}], xs: [ms] shared. fmt: value formatter. */
+  function lineChart(title, xs, series, fmt) {
+    var W = 420, H = 150, L = 40, R = 6, T = 8, B = 18;
+    var box = el('div', { class: 'chart' });
+    box.append(el('h3', { text: title }));
+    var max = 0;
+    series.forEach(s => { s.values.forEach(v => { if (v != null && v > max) max = v; }); });
+    if (max <= 0) max = 1;
+    max = niceMax(max);
+    var svg = sv('svg', { viewBox: '0 0 ' + W + ' ' + H, role: 'img', 'aria-label': title });
+    var n = xs.length, x0 = xs[0], x1 = xs[n - 1] || x0 + 1;
+    function X(x) { return L + (x1 === x0 ? 0 : (x - x0) / (x1 - x0)) * (W - L - R); }
+    function Y(v) { return T + (1 - v / max) * (H - T - B); }
+    for (var g = 0; g <= 4; g++) {
+      var gv = max * g / 4, gy = Y(gv);
+      svg.append(sv('line', { class: 'grid', x1: L, x2: W - R, y1: gy, y2: gy }));
+      svg.append(sv('text', { class: 'axis', x: L - 4, y: gy + 3, 'text-anchor': 'end', text: fmt(gv, true) }));
+    }
+    if (n) {
+      var tl = [0, Math.floor(n / 2), n - 1];
+      tl.forEach((i, k) => {
+        var d = new Date(xs[i]);
+        var lab = (x1 - x0 > 86400000 * 0.9 && k !== 2 ? d.toLocaleDateString(undefined, { month: 'short', day: 'numeric' }) + ' ' : '') +
+          d.toLocaleTimeString(undefined, { hour: '2-digit', minute: '2-digit' });
+        svg.append(sv('text', { class: 'axis', x: X(xs[i]), y: H - 5, 'text-anchor': k === 0 ? 'start' : k === 2 ? 'end' : 'middle', text: lab }));
+      });
+    }
+    series.forEach((s, si) => {
+      var d = '', pen = false;
+      for (var i = 0; i < n; i++) {
+        var v = s.values[i];
+        if (v == null) { pen = false; continue; }
+        d += (pen ? 'L' : 'M') + X(xs[i]).toFixed(1) + ' ' + Y(v).toFixed(1);
+        if (!pen && (i + 1 >= n || s.values[i + 1] == null)) svg.append(sv('circle', { class: 'dot d' + si, cx: X(xs[i]).toFixed(1), cy: Y(v).toFixed(1), r: 1.8 }));
+        pen = true;
+      }
+      if (d) svg.append(sv('path', { class: 'line l' + si, d: d }));
+    });
+    var cursor = sv('line', { class: 'cursor', y1: T, y2: H - B, x1: -10, x2: -10 });
+    svg.append(cursor);
+    var legend = el('div', { class: 'legend' });
+    function showLegend(i) {
+      clear(legend);
+      if (i != null && n) legend.append(el('span', { text: new Date(xs[i]).toLocaleString() }));
+      series.forEach((s, si) => {
+        legend.append(el('i', { class: 'l' + si }));
+        var v = i == null ? null : s.values[i];
+        legend.append(document.createTextNode(s.name + (i == null ? '' : ': ' + (v == null ? '–' : fmt(v)))));
+      });
+    }
+    svg.addEventListener('mousemove', ev => {
+      var r = svg.getBoundingClientRect();
+      if (!n || !r.width) return;
+      var px = (ev.clientX - r.left) / r.width * W;
+      var i = Math.round((px - L) / (W - L - R) * (n - 1));
+      i = Math.max(0, Math.min(n - 1, i));
+      cursor.setAttribute('x1', X(xs[i])); cursor.setAttribute('x2', X(xs[i]));
+      showLegend(i);
+    });
+    svg.addEventListener('mouseleave', () => { cursor.setAttribute('x1', -10); cursor.setAttribute('x2', -10); showLegend(null); });
+    showLegend(null);
+    box.append(svg);
+    box.append(legend);
+    return box;
+  }
+  function axMs(v, ax) { return ax ? num(v, v < 10 ? 2 : 1) : dur(v); }
+  function axNum(v) { return num(v, v < 10 ? 2 : 1); }
+  function niceMax(v) {
+    var p = Math.pow(10, Math.floor(Math.log10(v))), m = v / p;
+    return (m <= 1 ? 1 : m <= 2 ? 2 : m <= 2.5 ? 2.5 : m <= 5 ? 5 : 10) * p;
+  }
+  function spark(values, cls) {
+    var W = 120, H = 24, max = 0, n = values.length;
+    values.forEach(v => { if (v != null && v > max) max = v; });
+    var svg = sv('svg', { class: 'spark', viewBox: '0 0 ' + W + ' ' + H, preserveAspectRatio: 'none', 'aria-hidden': 'true' });
+    if (!n || !max) return svg;
+    var d = '', pen = false;
+    for (var i = 0; i < n; i++) {
+      var v = values[i];
+      if (v == null) { pen = false; continue; }
+      d += (pen ? 'L' : 'M') + (n === 1 ? 0 : i / (n - 1) * W).toFixed(1) + ' ' + (H - 1 - v / max * (H - 2)).toFixed(1);
+      if (!pen && (i + 1 >= n || values[i + 1] == null)) d += 'h2';
+      pen = true;
+    }
+    svg.append(sv('path', { class: 'line ' + (cls || 'l0'), d: d }));
+    return svg;
+  }
+
+  /* ---------- metrics aggregation ---------- */
+  var FAILS = { failed: 1, timed_out: 1, crashed: 1 };
+  function newAgg() { return { count: 0, done: 0, fail: 0, rel: 0, rc: 0, rs: 0, r50: 0, r95: 0, wc: 0, w50: 0, w95: 0 }; }
+  function addSeries(a, s) {
+    var c = s.count || 0;
+    a.count += c;
+    if (s.outcome === 'done') a.done += c; else if (FAILS[s.outcome]) a.fail += c; else if (s.outcome === 'released') a.rel += c;
+    var r = s.runtime_ms, w = s.wait_ms;
+    if (r && r.count && r.p50 != null) { a.rc += r.count; a.rs += r.sum || 0; a.r50 += r.p50 * r.count; a.r95 += r.p95 * r.count; }
+    if (w && w.count && w.p50 != null) { a.wc += w.count; a.w50 += w.p50 * w.count; a.w95 += w.p95 * w.count; }
+  }
+  /* Per minute (every minute from..to), grouped by keyFn(series) (null: all). */
+  function aggregate(m, keyFn) {
+    var n = Math.max(0, (m.to - m.from) + 1), xs = new Array(n), groups = new Map(), total = new Map();
+    for (var i = 0; i < n; i++) xs[i] = (m.from + i) * 60000;
+    (m.minutes || []).forEach(mn => {
+      var i = mn.minute - m.from;
+      if (i < 0 || i >= n) return;
+      (mn.series || []).forEach(s => {
+        var k = keyFn ? keyFn(s) : '';
+        var g = groups.get(k);
+        if (!g) { g = { key: k, per: new Array(n), sum: newAgg() }; groups.set(k, g); }
+        if (!g.per[i]) g.per[i] = newAgg();
+        addSeries(g.per[i], s);
+        addSeries(g.sum, s);
+      });
+    });
+    return { xs: xs, groups: groups };
+  }
+  function perMinute(g, n, f) { var out = new Array(n); for (var i = 0; i < n; i++) out[i] = g && g.per[i] ? f(g.per[i]) : (f.zero ? 0 : null); return out; }
+  function zero(f) { f.zero = true; return f; }
+  function avgOr(sum, c) { return c ? sum / c : null; }
+
+  /* ---------- router & polling ---------- */
+  var pages = {}, cur = null, ctl = null, timer = null, gen = 0;
+  var last = {}; /* url -> time fetched, for slow channels */
+  function route() {
+    var h = location.hash.replace(/^#\/?/, '');
+    var parts = h.split('/');
+    var name = parts[0] || 'overview';
+    var arg = parts.length > 1 ? decodeURIComponent(parts.slice(1).join('/')) : null;
+    if (name === 'jobs' && arg) name = 'job';
+    if (!pages[name]) name = 'overview';
+    return { name: name, arg: arg };
+  }
+  function navigate() {
+    var r = route();
+    gen++;
+    if (ctl) ctl.abort();
+    clearTimeout(timer);
+    document.querySelectorAll('#nav a').forEach(a => {
+      var on = a.getAttribute('data-page') === (r.name === 'job' ? 'jobs' : r.name);
+      a.classList.toggle('active', on);
+      if (on) a.setAttribute('aria-current', 'page'); else a.removeAttribute('aria-current');
+    });
+    cur = { page: pages[r.name], arg: r.arg, state: {}, lastText: {} };
+    clear(main);
+    cur.root = el('div', { id: 'page-' + r.name, class: 'page' });
+    main.append(cur.root);
+    cur.page.mount(cur.root, cur.state, cur.arg);
+    document.title = cur.page.title + ' · qpool';
+    last = {};
+    refresh(true);
+  }
+  /* Fetch what's due for the current page and render. force: ignore the cadence. */
+  function refresh(force) {
+    clearTimeout(timer);
+    if (document.visibilityState === 'hidden' || authNeeded) return;
+    var my = ++gen, c = cur;
+    if (ctl) ctl.abort();
+    ctl = typeof AbortController === 'function' ? new AbortController() : null;
+    var signal = ctl ? ctl.signal : undefined;
+    var now = Date.now(), jobs = [];
+    /* the health pill: every HEALTH ms on every page */
+    if (force || !last.healthz || now - last.healthz >= HEALTH) {
+      last.healthz = now;
+      jobs.push(get('healthz', signal, [503]).then(r => { setHealth(r.status === 200, r.data); },
+        e => { if (e && e.name !== 'AbortError') setHealth(false, { error: e.message }); }));
+    }
+    (c.page.feeds(c.state, c.arg) || []).forEach(f => {
+      var every = f.every || FAST;
+      if (!force && last[f.url] && now - last[f.url] < every - 200) return;
+      last[f.url] = now;
+      jobs.push(get(f.url, signal, f.allow).then(r => {
+        if (c !== cur) return;
+        if (c.lastText[f.key || f.url] === r.text && !f.always) { stamp(); return; }
+        c.lastText[f.key || f.url] = r.text;
+        f.then(r.data, r);
+        stamp();
+        if (!authNeeded && noticeEl.dataset.kind === 'fetch') { hideNotice(); delete noticeEl.dataset.kind; }
+      }, e => {
+        if (!e || e.name === 'AbortError' || c !== cur) return;
+        last[f.url] = 0;
+        if (f.fail) f.fail(e);
+        if (e.status !== 401) { notice('Could not load ' + f.url + ': ' + (e.message || e)); noticeEl.dataset.kind = 'fetch'; }
+      }));
+    });
+    Promise.all(jobs).then(() => {
+      if (c === cur && document.visibilityState !== 'hidden') { clearTimeout(timer); timer = setTimeout(() => { refresh(false); }, FAST); }
+    });
+  }
+  function stamp() { updatedEl.textContent = 'updated ' + new Date().toLocaleTimeString(); }
+  var health = { ok: null, data: null };
+  function setHealth(ok, data) {
+    health.ok = ok; health.data = data;
+    renderPill();
+  }
+  /* overall state: down (healthz fails), degraded (some pools paused / crashing / stale), paused, running */
+  var statusInfo = null;
+  function overall() {
+    if (health.ok === false) return { state: 'down', why: (health.data && (health.data.reason || health.data.error)) || 'healthz failed' };
+    if (health.ok == null) return { state: 'unknown', why: '' };
+    var st = (health.data && health.data.state) || 'running';
+    if (st === 'stopping') return { state: 'degraded', why: 'stopping' };
+    if (st === 'paused') return { state: 'paused', why: 'all pools paused' };
+    if (statusInfo && statusInfo.degraded.length) return { state: 'degraded', why: statusInfo.degraded.join('; ') };
+    return { state: 'running', why: 'healthy' };
+  }
+  function renderPill() {
+    var o = overall();
+    pill.className = 'pill s-' + o.state;
+    pill.textContent = o.state;
+    pill.title = o.why;
+  }
+  /* crash-loop detection: crashes counted since the previous look (per pool, within 60 s) */
+  var crashSeen = {};
+  function analyse(st) {
+    var deg = [], now = Date.now();
+    (st.pools || []).forEach(p => {
+      if (p.state === 'draining') return;
+      if (p.paused && st.state !== 'paused') deg.push('pool ' + p.name + ' paused');
+      var seen = crashSeen[p.name];
+      if (!seen || p.crashes < seen.n) crashSeen[p.name] = seen = { n: p.crashes, t: now, hot: 0 };
+      else if (p.crashes > seen.n) { seen.hot = now; seen.n = p.crashes; }
+      if (seen.hot && now - seen.hot < 60000) deg.push('pool ' + p.name + ' workers crashing (' + num(p.crashes) + ' crashes)');
+      if (p.workers < p.target && p.state === 'running' && !p.starting) deg.push('pool ' + p.name + ' below target (' + p.workers + '/' + p.target + ')');
+      (p.queues || []).forEach(q => { if (q.laravel_paused) deg.push('queue ' + q.name + ' paused by Laravel (queue:pause)'); });
+    });
+    (st.paused_queues || []).forEach(q => { deg.push('queue ' + q + ' paused'); });
+    statusInfo = { degraded: deg };
+    renderPill();
+  }
+  document.addEventListener('visibilitychange', () => {
+    if (document.visibilityState === 'hidden') { clearTimeout(timer); if (ctl) ctl.abort(); }
+    else refresh(false);
+  });
+  window.addEventListener('hashchange', navigate);
+
+  /* ---------- shared status helpers ---------- */
+  function statusFeed(then) { return { url: 'api/status', then: d => { analyse(d); then(d); } }; }
+  function sumPools(st, f) { return (st.pools || []).reduce((a, p) => a + (f(p) || 0), 0); }
+  /* queues across pools, one entry per name: counts from the first pool listing it, workers summed */
+  function queueRows(st) {
+    var m = new Map();
+    (st.pools || []).forEach(p => {
+      (p.queues || []).forEach(q => {
+        var r = m.get(q.name);
+        if (!r) { r = { name: q.name, ready: q.ready, delayed: q.delayed, reserved: q.reserved, paused: q.paused, laravel_paused: q.laravel_paused, pools: [], workers: 0, busy: 0, wc: 0, w50: 0, w95: 0, wmax: null }; m.set(q.name, r); }
+        r.pools.push(p.name); r.workers += p.workers || 0; r.busy += p.busy || 0;
+        r.paused = r.paused || q.paused; r.laravel_paused = r.laravel_paused || q.laravel_paused;
+      });
+      (p.job_stats || []).forEach(s => {
+        var r = m.get(s.queue), w = s.wait_ms;
+        if (!r || !w || !w.count || w.p50 == null) return;
+        r.wc += w.count; r.w50 += w.p50 * w.count; r.w95 += w.p95 * w.count;
+        if (r.wmax == null || w.p95 > r.wmax) r.wmax = w.p95;
+      });
+    });
+    return Array.from(m.values());
+  }
+  function section(root, title, id) {
+    var s = el('section', { id: id });
+    if (title) s.append(el('h2', { text: title }));
+    var body = el('div');
+    s.append(body);
+    root.append(s);
+    return body;
+  }
+  function card(k, v, sub, id) { return el('div', { class: 'card', id: id }, el('div', { class: 'k', text: k }), el('div', { class: 'v', text: v }), sub ? el('div', { class: 'sub', text: sub }) : null); }
+  function seg(options, value, onPick, attr) {
+    var s = el('span', { class: 'seg' });
+    options.forEach(o => {
+      var b = el('button', { type: 'button', class: o[0] === value ? 'on' : null, text: o[1], 'data-range': o[0] });
+      b.addEventListener('click', () => { s.querySelectorAll('button').forEach(x => { x.classList.toggle('on', x === b); }); onPick(o[0]); });
+      s.append(b);
+    });
+    return s;
+  }
+  var RANGE = [[60, '1 h'], [1440, '24 h']];
+  var chartRange = 60;
+
+  /* ---------- Overview ---------- */
+  pages.overview = {
+    title: 'Overview',
+    mount: (root, s) => {
+      root.append(el('h1', { text: 'Overview' }));
+      s.cards = el('div', { class: 'cards', id: 'overview-cards' });
+      root.append(s.cards);
+      s.hosts = section(root, 'Hosts', 'overview-hosts');
+      var h = el('h2', null, 'History ', seg(RANGE, chartRange, v => { chartRange = v; s.charts.dataset.loading = '1'; refresh(true); }));
+      root.append(h);
+      s.charts = el('div', { class: 'charts', id: 'overview-charts' }, el('div', { class: 'muted', text: 'loading…' }));
+      root.append(s.charts);
+      s.work = section(root, 'Current workload per queue', 'overview-queues');
+    },
+    feeds: s => {
+      return [
+        statusFeed(st => { s.st = st; renderOverview(s); }),
+        { url: 'api/fleet', every: SLOW, then: f => { s.fleet = f; renderOverview(s); }, fail: () => { s.fleet = null; } },
+        { url: 'api/metrics?minutes=' + chartRange, every: SLOW, then: m => { s.m = m; renderCharts(s); } }
+      ];
+    }
+  };
+  function renderOverview(s) {
+    var st = s.st;
+    if (!st) return;
+    var o = overall();
+    var jpm = sumPools(st, p => p.jobs_per_min), fpm = sumPools(st, p => p.failed_per_min);
+    var busy = sumPools(st, p => p.busy), idle = sumPools(st, p => p.idle);
+    var qs = queueRows(st), worst = null;
+    if (s.recentWait) worst = s.recentWait;
+    else qs.forEach(q => { if (q.wmax != null && (!worst || q.wmax > worst.v)) worst = { q: q.name, v: q.wmax, src: 'p95 since start' }; });
+    clear(s.cards);
+    add(s.cards, [
+      el('div', { class: 'card', id: 'overall-state' }, el('div', { class: 'k', text: 'State (this host)' }), el('div', { class: 'v' }, pillEl(o.state)), el('div', { class: 'sub', text: o.why })),
+      card('Jobs / min', num(jpm, 1), num(sumPools(st, p => p.jobs_done)) + ' done since start'),
+      card('Failures / min', num(fpm, 1), num(sumPools(st, p => p.jobs_failed)) + ' failed since start'),
+      card('Workers', num(st.workers) + ' / ' + num(st.max_workers), num(busy) + ' busy · ' + num(idle) + ' idle (max_workers)'),
+      card('Worst queue wait', worst ? dur(worst.v) : '–', worst ? worst.q + ' (' + worst.src + ')' : 'no measured waits'),
+      card('Pools', num((st.pools || []).length), num((st.pools || []).filter(p => p.paused).length) + ' paused')
+    ]);
+    var masters = s.fleet && s.fleet.masters ? s.fleet.masters : [];
+    if (!masters.length) masters = [{ id: 'local', host: '(this host)', pid: st.pid, state: st.state, workers: { total: st.workers, busy: busy, idle: idle }, max_workers: st.max_workers, pools: st.pools }];
+    put(s.hosts, table('Host|State|#Workers|#Busy|#Idle|#Max|Paused pools',
+      masters, m => {
+        var local = m.pid === st.pid && (m.config == null || m.config === st.config);
+        var state = local ? o.state : hostState(m);
+        var pp = (m.pools || []).filter(p => p.paused).map(p => p.name);
+        return el('tr', { 'data-host-id': m.id },
+          td(el('a', { href: '#/hosts', text: m.host + (local ? ' (this)' : '') })), td(pillEl(state)),
+          tdn(num(m.workers && m.workers.total)), tdn(num(m.workers && m.workers.busy)), tdn(num(m.workers && m.workers.idle)), tdn(num(m.max_workers)), td(pp.join(', ') || '–'));
+      }));
+    put(s.work, table('Queue|Pools|#Ready|#Delayed|#Reserved|#Workers|#Busy|#Wait p50|#Wait p95|State',
+      qs, q => {
+        return el('tr', { 'data-queue': q.name }, td(q.name), td(q.pools.join(', ')), tdn(num(q.ready)), tdn(num(q.delayed)), tdn(num(q.reserved)), tdn(num(q.workers)), tdn(num(q.busy)),
+          tdn(dur(avgOr(q.w50, q.wc))), tdn(dur(avgOr(q.w95, q.wc))), td(queueState(q)));
+      }, { empty: 'No queues.' }));
+  }
+  function hostState(m) {
+    if (m.state === 'stopping') return 'degraded';
+    if (m.state === 'paused' || m.paused) return 'paused';
+    if ((m.pools || []).some(p => p.paused)) return 'degraded';
+    return m.state || 'unknown';
+  }
+  function queueState(q) {
+    var f = document.createDocumentFragment();
+    if (q.paused) f.append(pillEl('paused', 'paused (qpool)'));
+    if (q.laravel_paused) { f.append(document.createTextNode(' ')); f.append(pillEl('paused', 'paused (Laravel queue:pause)')); }
+    if (!q.paused && !q.laravel_paused) f.append(pillEl('running'));
+    return f;
+  }
+  function renderCharts(s) {
+    var m = s.m;
+    var a = aggregate(m, null), n = a.xs.length, g = a.groups.get('');
+    /* worst queue by wait over the last 5 minutes */
+    var byQ = aggregate(m, x => x.queue), worst = null;
+    byQ.groups.forEach(gq => {
+      var c = 0, w = 0;
+      for (var i = Math.max(0, n - 5); i < n; i++) if (gq.per[i]) { c += gq.per[i].wc; w += gq.per[i].w95; }
+      if (c && (!worst || w / c > worst.v)) worst = { q: gq.key, v: w / c, src: 'p95, last 5 min' };
+    });
+    s.recentWait = worst;
+    if (s.st) renderOverview(s);
+    clear(s.charts);
+    delete s.charts.dataset.loading;
+    add(s.charts, charts(g, a.xs, '', ['t', 'r', 'w']));
+  }
+
+  /* ---------- Pools ---------- */
+  pages.pools = {
+    title: 'Pools',
+    mount: (root, s) => {
+      root.append(el('h1', { text: 'Pools and queues' }));
+      root.append(el('p', { class: 'muted', text: 'Scale: a number of workers, or "auto" to hand the pool back to the balancer.' }));
+      s.body = el('div', { id: 'pools' });
+      s.note = el('p', { class: 'muted' });
+      root.append(s.body, s.note);
+    },
+    feeds: s => { return [statusFeed(st => { renderPools(s, st); })]; }
+  };
+  function actBtn(action, label, fn, cls) {
+    return el('button', { type: 'button', 'data-action': action, class: cls, text: label, on: { click: ev => { fn(ev.currentTarget); } } });
+  }
+  function renderPools(s, st) {
+    /* keep what the user typed in the scale inputs, and the focus */
+    var kept = {}, focus = null;
+    s.body.querySelectorAll('input[data-scale]').forEach(i => { kept[i.getAttribute('data-scale')] = i.value; if (i === document.activeElement) focus = i.getAttribute('data-scale'); });
+    var cols = 'Pool / queue|State|Actions|Kind|#Workers|#Target|Min–max|#Busy|#Idle|#Ready|#Delayed|#Reserved|#Jobs/min|#Failed/min|#Done|#Failed|#Crashes';
+    var rows = [];
+    (st.pools || []).forEach(p => { rows.push({ p: p }); (p.queues || []).forEach(q => { rows.push({ p: p, q: q }); }); });
+    var t = table(cols, rows, r => {
+      var p = r.p, q = r.q, pn = enc(p.name);
+      if (q) {
+        var qn = enc(q.name);
+        return el('tr', { class: 'sub', 'data-queue': q.name, 'data-queue-pool': p.name },
+          td('↳ ' + q.name), td(queueState(q)),
+          td(el('div', { class: 'btns' },
+            q.paused ? actBtn('continue', 'Continue', b => { act('Continue queue ' + q.name, 'api/queues/' + qn + '/continue', {}, b); })
+              : actBtn('pause', 'Pause', b => { act('Pause queue ' + q.name, 'api/queues/' + qn + '/pause', {}, b); }),
+            q.laravel_paused ? el('span', { class: 'muted', text: 'Laravel paused: php artisan queue:continue' }) : null)),
+          td('queue'), td(''), td(''), td(''), td(''), td(''),
+          tdn(num(q.ready)), tdn(num(q.delayed)), tdn(num(q.reserved)), td(''), td(''), td(''), td(''), td(''));
+      }
+      var inp = el('input', { type: 'text', inputmode: 'numeric', 'data-scale': p.name, placeholder: p.balance === 'auto' ? 'auto' : String(p.target), 'aria-label': 'workers for ' + p.name, size: 4 });
+      if (kept[p.name] != null) inp.value = kept[p.name];
+      var doScale = b => {
+        var v = inp.value.trim().toLowerCase();
+        if (!v) { notice('Scale ' + p.name + ': enter a number of workers or "auto".'); inp.focus(); return; }
+        var n = v === 'auto' ? 'auto' : Number(v);
+        if (n !== 'auto' && !(Number.isInteger(n) && n >= 0)) { notice('Scale ' + p.name + ': "' + v + '" is neither a whole number nor "auto".'); return; }
+        act('Scale ' + p.name + ' to ' + n, 'api/pools/' + pn + '/scale', { n: n }, b).then(() => { inp.value = ''; });
+      };
+      inp.addEventListener('keydown', ev => { if (ev.key === 'Enter') doScale(null); });
+      var pinned = p.pinned != null ? ' (pinned ' + p.pinned + ')' : '';
+      return el('tr', { 'data-pool': p.name, class: 'pool' },
+        td(el('strong', { text: p.name })), td(pillEl(p.state)),
+        td(el('div', { class: 'btns' },
+          p.paused ? actBtn('continue', 'Continue', b => { act('Continue ' + p.name, 'api/pools/' + pn + '/continue', {}, b); })
+            : actBtn('pause', 'Pause', b => { act('Pause ' + p.name, 'api/pools/' + pn + '/pause', {}, b); }),
+          inp, actBtn('scale', 'Scale', doScale),
+          actBtn('restart', 'Rolling restart', b => { act('Rolling restart of ' + p.name, 'api/pools/' + pn + '/restart', {}, b); }))),
+        td(p.kind + ' · ' + p.balance), tdn(num(p.workers)), tdn(num(p.target) + pinned), td(num(p.min) + '–' + num(p.max)),
+        tdn(num(p.busy)), tdn(num(p.idle)),
+        tdn(num(sumQ(p, 'ready'))), tdn(num(sumQ(p, 'delayed'))), tdn(num(sumQ(p, 'reserved'))),
+        tdn(num(p.jobs_per_min, 1)), tdn(num(p.failed_per_min, 1)), tdn(num(p.jobs_done)), tdn(num(p.jobs_failed)), tdn(num(p.crashes)));
+    }, { id: 'pools-table', empty: 'No pools.' });
+    put(s.body, t);
+    if (focus) { var f = s.body.querySelector('input[data-scale="' + cssEsc(focus) + '"]'); if (f) { f.focus(); var l = f.value.length; try { f.setSelectionRange(l, l); } catch (e) { /* ignore */ } } }
+    s.note.textContent = st.paused_queues && st.paused_queues.length ? 'Queues paused in qpool: ' + st.paused_queues.join(', ') : '';
+  }
+  function sumQ(p, k) { return (p.queues || []).reduce((a, q) => a + (q[k] || 0), 0); }
+  function cssEsc(s) { return window.CSS && CSS.escape ? CSS.escape(s) : s.replace(/["\\]/g, '\\$&'); }
+
+  /* ---------- Workers ---------- */
+  pages.workers = {
+    title: 'Workers',
+    mount: (root, s) => {
+      root.append(el('h1', { text: 'Workers' }));
+      s.local = section(root, 'This host', 'workers-local');
+      s.other = section(root, 'Other hosts (from the fleet heartbeats)', 'workers-fleet');
+    },
+    feeds: s => {
+      return [statusFeed(st => { s.st = st; renderWorkers(s); }),
+        { url: 'api/fleet', every: SLOW, then: f => { s.fleet = f; renderWorkers(s); } }];
+    }
+  };
+  function renderWorkers(s) {
+    var st = s.st;
+    if (st) {
+      var rows = [];
+      (st.pools || []).forEach(p => { (p.children || []).forEach(c => { rows.push({ p: p, c: c }); }); });
+      put(s.local, table('Pool|#Slot|#PID|State|Current job|Queue|#Running for|#Jobs done|#Failed|#RSS|#Up|#Restarts|Last exit|Notes',
+        rows, r => {
+          var c = r.c, j = c.job;
+          var notes = [c.old_generation ? 'old generation (restarting)' : null, c.native === false ? 'command worker' : null].filter(Boolean).join(', ');
+          return el('tr', { 'data-pid': c.pid, 'data-pool': r.p.name, class: 'worker' },
+            td(r.p.name), tdn(num(c.slot)), tdn(String(c.pid)), td(pillEl(c.state)),
+            td(j ? el('span', { class: 'mono', title: 'job id ' + (j.id || ''), text: j.name || j.id || '?' }) : '–', 'x'),
+            td(j ? j.queue : '–'), tdn(j ? dur(j.running_ms) : '–'),
+            tdn(num(c.jobs_done)), tdn(num(c.jobs_failed)), tdn(kb(c.rss_kb)), tdn(c.uptime_s != null ? dur(c.uptime_s * 1000) : '–'),
+            tdn(c.restarts != null ? num(c.restarts) : '–'), td(c.last_exit != null ? (typeof c.last_exit === 'object' ? JSON.stringify(c.last_exit) : String(c.last_exit)) : (c.last_exit_reason || '–')),
+            td(notes || ''));
+        }, { id: 'workers-table', empty: 'No workers.' }));
+    }
+    var f = s.fleet;
+    clear(s.other);
+    if (!f) { s.other.append(el('p', { class: 'muted', text: 'loading…' })); return; }
+    var others = (f.masters || []).filter(m => !st || m.pid !== st.pid || m.config !== st.config);
+    if (!others.length) { s.other.append(el('p', { class: 'muted', text: 'No other masters on this Redis connection.' })); return; }
+    var rows2 = [];
+    others.forEach(m => {
+      if (m.children) m.children.forEach(c => { rows2.push({ m: m, c: c }); });
+      else (m.pools || []).forEach(p => { rows2.push({ m: m, p: p }); });
+    });
+    s.other.append(table('Host|Pool|#PID / workers|State / busy|Current job|#Jobs done|#RSS',
+      rows2, r => {
+        if (r.c) {
+          var c = r.c;
+          return el('tr', { 'data-host-id': r.m.id, 'data-pid': c.pid }, td(r.m.host), td(c.pool || '–'), tdn(String(c.pid)), td(pillEl(c.state || '?')),
+            td(c.job ? (c.job.name || '') + ' (' + dur(c.job.running_ms) + ')' : '–'), tdn(num(c.jobs_done)), tdn(kb(c.rss_kb)));
+        }
+        return el('tr', { 'data-host-id': r.m.id }, td(r.m.host), td(r.p.name), tdn(num(r.p.workers) + ' / ' + num(r.p.target)),
+          td(num(r.p.busy) + ' busy' + (r.p.paused ? ' · paused' : '')), td('(per-worker detail not in the fleet heartbeat)', 'muted'), tdn('–'), tdn('–'));
+      }));
+  }
+
+  /* ---------- Jobs ---------- */
+  var OUTCOMES = ['', 'done', 'released', 'failed', 'timed_out', 'crashed'];
+  var jobFilter = { queue: '', pool: '', name: '', outcome: '', since: '', until: '', limit: '500' };
+  pages.jobs = {
+    title: 'Jobs',
+    mount: (root, s) => {
+      root.append(el('h1', { text: 'Recent jobs' }));
+      var form = el('form', { class: 'toolbar', id: 'jobs-filter' });
+      function field(k, label, input) {
+        input.name = k; input.value = jobFilter[k];
+        input.addEventListener('change', apply);
+        form.append(el('label', null, label, input));
+        return input;
+      }
+      s.dl = { queue: el('datalist', { id: 'dl-queue' }), pool: el('datalist', { id: 'dl-pool' }), name: el('datalist', { id: 'dl-name' }) };
+      field('queue', 'Queue', el('input', { type: 'search', list: 'dl-queue', size: 10 }));
+      field('pool', 'Pool', el('input', { type: 'search', list: 'dl-pool', size: 10 }));
+      field('name', 'Class', el('input', { type: 'search', list: 'dl-name', size: 22, placeholder: 'App\\Jobs\\…' }));
+      var sel = el('select');
+      OUTCOMES.forEach(o => { sel.append(el('option', { value: o, text: o || 'any' })); });
+      field('outcome', 'Outcome', sel);
+      field('since', 'Since', el('input', { type: 'datetime-local', step: 1 }));
+      field('until', 'Until', el('input', { type: 'datetime-local', step: 1 }));
+      var lim = el('select');
+      ['100', '500', '1000'].forEach(o => { lim.append(el('option', { value: o, text: o })); });
+      field('limit', 'Limit', lim);
+      form.append(el('button', { type: 'button', text: 'Clear', on: { click: () => { Object.keys(jobFilter).forEach(k => { if (k !== 'limit') jobFilter[k] = ''; }); navigate(); } } }));
+      s.live = el('input', { type: 'checkbox', checked: true, id: 'jobs-live' });
+      form.append(el('label', null, s.live, 'live'));
+      form.addEventListener('submit', ev => { ev.preventDefault(); apply(); });
+      function apply() {
+        Array.prototype.forEach.call(form.elements, i => { if (i.name) jobFilter[i.name] = i.value; });
+        refresh(true);
+      }
+      root.append(form);
+      add(root, [s.dl.queue, s.dl.pool, s.dl.name]);
+      s.count = el('p', { class: 'muted', id: 'jobs-count' });
+      root.append(s.count);
+      s.body = el('div', { id: 'jobs' });
+      root.append(s.body);
+      s.known = { queue: new Set(), pool: new Set(), name: new Set() };
+    },
+    feeds: s => {
+      var q = [];
+      ['queue', 'pool', 'name', 'outcome'].forEach(k => { if (jobFilter[k]) q.push(k + '=' + enc(jobFilter[k])); });
+      ['since', 'until'].forEach(k => { if (jobFilter[k]) { var t = new Date(jobFilter[k]).getTime(); if (t === t) q.push(k + '=' + t); } });
+      q.push('limit=' + enc(jobFilter.limit || '100'));
+      var url = 'api/jobs/recent?' + q.join('&');
+      if (s.live && !s.live.checked && s.lastUrl === url) return [];
+      s.lastUrl = url;
+      return [{ url: url, key: 'jobs', then: d => { renderJobs(s, d.jobs || []); } }];
+    }
+  };
+  function renderJobs(s, jobs) {
+    ['queue', 'pool', 'name'].forEach(k => {
+      jobs.forEach(j => {
+        if (j[k] && !s.known[k].has(j[k]) && s.known[k].size < 500) { s.known[k].add(j[k]); s.dl[k].append(el('option', { value: j[k] })); }
+      });
+    });
+    s.count.textContent = num(jobs.length) + ' attempt' + (jobs.length === 1 ? '' : 's') + ', newest first (by finish time)';
+    s.tableEl = table('Finished|Job|Outcome|Queue|Pool|Host|Worker|#Attempt|#Wait|#Runtime|Exception',
+      jobs, j => {
+        var tr = el('tr', { 'data-uuid': j.uuid || '', class: 'job' },
+          td(when(j.finished_at)), td(jobLink(j.uuid, j.name || j.uuid || '?'), 'x'), td(pillEl(j.outcome)), td(j.queue), td(j.pool), td(j.host),
+          td(j.worker ? j.worker + (j.pid ? ' (' + j.pid + ')' : '') : '–'), tdn(num(j.attempt)),
+          tdn(dur(j.wait_ms)), tdn(dur(j.runtime_ms)), td(j.exception || '', 'x', j.exception || null));
+        return tr;
+      }, { id: 'jobs-table', empty: 'No jobs match.', keepShown: shownIn(s.body) });
+    put(s.body, s.tableEl);
+  }
+
+  /* ---------- one job ---------- */
+  pages.job = {
+    title: 'Job',
+    mount: (root, s, uuid) => {
+      root.append(el('p', null, el('a', { href: '#/jobs', text: '← recent jobs' })));
+      s.h = el('h1', null, el('span', { id: 'job-name', text: uuid }));
+      root.append(s.h);
+      s.body = el('div', { id: 'job' }, el('p', { class: 'muted', text: 'loading…' }));
+      root.append(s.body);
+    },
+    feeds: (s, uuid) => {
+      return [{ url: 'api/jobs/' + enc(uuid), every: 5000, then: d => { renderJob(s, uuid, d); },
+        fail: e => { if (e.status === 404) { clear(s.body).append(el('p', { class: 'empty', text: 'No job ' + uuid + ' in the job history or the failed store.' })); } } }];
+    }
+  };
+  function renderJob(s, uuid, d) {
+    var p = null, perr = null;
+    if (d.payload) { try { p = JSON.parse(d.payload); } catch (e) { perr = e.message; } }
+    var at = d.attempts || [], a0 = at[0] || {}, f = d.failed;
+    var name = (p && (p.displayName || p.job)) || a0.name || (f && f.name) || uuid;
+    document.getElementById('job-name').textContent = name;
+    var b = clear(s.body);
+    var kv = el('dl', { class: 'kv', id: 'job-summary' });
+    function row(k, v) { if (v != null && v !== '') kv.append(el('dt', { text: k })), kv.append(el('dd', null, v)); }
+    row('UUID', uuid);
+    row('State', f ? pillEl('failed', 'in the failed store') : a0.outcome ? pillEl(a0.outcome, 'last attempt: ' + a0.outcome) : null);
+    row('Queue', a0.queue || (f && f.queue));
+    row('Pool', a0.pool);
+    row('Attempts', at.length ? num(a0.attempt || at.length) + (p && p.maxTries ? ' of ' + p.maxTries : '') : (p && p.attempts != null ? num(p.attempts) : null));
+    row('Host / worker', a0.host ? a0.host + ' · ' + (a0.worker || '?') + (a0.pid ? ' (pid ' + a0.pid + ')' : '') : null);
+    row('Wait (last attempt)', a0.uuid ? dur(a0.wait_ms) + (a0.wait_ms == null ? ' (not measured)' : '') : null);
+    row('Runtime (last attempt)', a0.uuid ? dur(a0.runtime_ms) : null);
+    row('Started / finished', a0.started_at ? when(a0.started_at) + ' → ' + when(a0.finished_at) : null);
+    if (p && p.timeout != null) row('Timeout', num(p.timeout) + ' s');
+    if (p && p.pushedAt) row('Pushed at', String(p.pushedAt));
+    if (p && p.createdAt) row('Created at', when(p.createdAt * 1000));
+    b.append(kv);
+    if (f) {
+      var fb = section(b, 'Failed', 'job-failed');
+      fb.append(el('div', { class: 'toolbar' },
+        el('span', { text: 'Failed at ' + when(f.failed_at * 1000) + ' on connection ' + (f.connection || '?') + ', queue ' + f.queue }),
+        actBtn('retry', 'Retry', bt => { act('Retry ' + uuid, 'api/failed/' + enc(uuid) + '/retry', {}, bt); }),
+        actBtn('forget', 'Forget', bt => { act('Forget ' + uuid, 'api/failed/' + enc(uuid) + '/forget', {}, bt); }, 'danger')));
+      fb.append(el('pre', { id: 'job-exception', text: f.exception || '' }));
+    }
+    var ab = section(b, 'Attempts (newest first)', 'job-attempts');
+    ab.append(table('#Attempt|Outcome|Started|#Wait|#Runtime|Host|Worker|Exception',
+      at, x => {
+        return el('tr', null, tdn(num(x.attempt)), td(pillEl(x.outcome)), td(when(x.started_at)), tdn(dur(x.wait_ms)), tdn(dur(x.runtime_ms)), td(x.host), td((x.worker || '') + (x.pid ? ' (' + x.pid + ')' : '')), td(x.exception || '', 'wrap'));
+      }, { empty: 'No attempts in the job history.' }));
+    var cmd = p && p.data && typeof p.data.command === 'string' ? p.data.command : null;
+    if (cmd != null) {
+      var cb = section(b, 'Command' + (p.data.commandName ? ' (' + p.data.commandName + ')' : ''), 'job-command');
+      var box = el('div', { class: 'treebox', id: 'job-command-tree' });
+      if (!/^[OC]:\d/.test(cmd)) box.append(el('p', { class: 'muted', text: 'encrypted (the job implements ShouldBeEncrypted; its properties are not readable here)' }));
+      else {
+        try { box.append(phpTree(unserialize(cmd))); } catch (e) {
+          box.append(el('p', { class: 'muted', text: 'Could not parse the serialized command (' + e.message + '); raw:' }));
+          box.append(el('pre', { text: cmd }));
+        }
+      }
+      cb.append(box);
+    }
+    var pb = section(b, 'Payload' + (d.payload_source ? ' (from ' + d.payload_source.replace('_', ' ') + ')' : ''), 'job-payload-section');
+    var pre = el('pre', { id: 'job-payload' });
+    if (d.payload == null) pre.textContent = 'The payload is not kept for this job (done jobs keep none unless job_history_payloads = true).';
+    else pre.textContent = p ? JSON.stringify(p, null, 2) : d.payload;
+    if (perr) pb.append(el('p', { class: 'muted', text: 'Not valid JSON (' + (a0.payload_truncated ? 'truncated past 16 KB' : perr) + '); raw text:' }));
+    pb.append(pre);
+  }
+
+  /* ---------- PHP unserialize (safe: builds plain data, runs nothing) ---------- */
+  function unserialize(input) {
+    var b = new TextEncoder().encode(input), pos = 0, dec = new TextDecoder('utf-8'), nodes = 0;
+    function fail(m) { throw new Error(m + ' at byte ' + pos); }
+    function expect(c) { if (b[pos] !== c.charCodeAt(0)) fail('expected "' + c + '"'); pos++; }
+    function until(c) {
+      var cc = c.charCodeAt(0), s = pos;
+      while (pos < b.length && b[pos] !== cc) pos++;
+      if (pos >= b.length) fail('unterminated');
+      var out = dec.decode(b.subarray(s, pos)); pos++; return out;
+    }
+    function int(c) { var v = until(c); if (!/^[+-]?\d+$/.test(v)) fail('bad integer'); return parseInt(v, 10); }
+    function str(len) {
+      if (len < 0 || pos + len > b.length) fail('string length');
+      expect('"'); var s = dec.decode(b.subarray(pos, pos + len)); pos += len; expect('"'); return s;
+    }
+    function value(depth) {
+      if (depth > 64) fail('nested too deep');
+      if (++nodes > 20000) fail('too many values');
+      var t = String.fromCharCode(b[pos]); pos++;
+      if (t === 'N') { expect(';'); return { t: 'null' }; }
+      expect(':');
+      switch (t) {
+        case 'b': return { t: 'bool', v: int(';') !== 0 };
+        case 'i': return { t: 'int', v: until(';') };
+        case 'd': return { t: 'float', v: until(';') };
+        case 's': { var s = str(int(':')); expect(';'); return { t: 'string', v: s }; }
+        case 'S': { var s2 = str(int(':')); expect(';'); return { t: 'string', v: s2 }; }
+        case 'r': case 'R': return { t: 'ref', v: int(';') };
+        case 'E': { var e = str(int(':')); expect(';'); return { t: 'enum', v: e }; }
+        case 'a': return { t: 'array', items: members(int(':'), depth, false) };
+        case 'O': { var cls = str(int(':')); expect(':'); return { t: 'object', cls: cls, items: members(int(':'), depth, true) }; }
+        case 'C': {
+          var cc = str(int(':')); expect(':'); var n = int(':'); expect('{');
+          if (pos + n > b.length) fail('length'); var raw = dec.decode(b.subarray(pos, pos + n)); pos += n; expect('}');
+          return { t: 'custom', cls: cc, v: raw };
+        }
+        default: pos--; fail('unknown type "' + t + '"');
+      }
+    }
+    function members(n, depth, obj) {
+      if (n < 0 || n > 100000) fail('count');
+      expect('{');
+      var out = [];
+      for (var i = 0; i < n; i++) {
+        var k = value(depth + 1);
+        if (k.t !== 'int' && k.t !== 'string') fail('bad key');
+        var key = String(k.v), vis = null;
+        if (obj && key.charCodeAt(0) === 0) {
+          var j = key.indexOf('\0', 1);
+          vis = key.slice(1, j) === '*' ? 'protected' : 'private ' + key.slice(1, j);
+          key = key.slice(j + 1);
+        }
+        out.push({ k: key, kt: k.t, vis: vis, v: value(depth + 1) });
+      }
+      expect('}');
+      return out;
+    }
+    var v = value(0);
+    if (pos !== b.length) fail('trailing data');
+    return v;
+  }
+  function phpTree(v) {
+    var ul = el('ul', { class: 'tree' });
+    ul.append(phpNode(null, v));
+    return ul;
+  }
+  function phpNode(m, v) {
+    var li = el('li');
+    if (m) {
+      li.append(el('span', { class: 'k', text: m.k }));
+      if (m.vis) li.append(el('span', { class: 't', text: ' (' + m.vis + ')' }));
+      li.append(document.createTextNode(': '));
+    }
+    switch (v.t) {
+      case 'null': li.append(el('span', { class: 't', text: 'null' })); break;
+      case 'bool': li.append(el('span', { class: 'num', text: v.v ? 'true' : 'false' })); break;
+      case 'int': case 'float': li.append(el('span', { class: 'num', text: v.v })); break;
+      case 'string': li.append(el('span', { class: 's', text: JSON.stringify(v.v) })); break;
+      case 'enum': li.append(el('span', { class: 'cls', text: v.v })); li.append(el('span', { class: 't', text: ' (enum)' })); break;
+      case 'ref': li.append(el('span', { class: 't', text: '(reference to value #' + v.v + ')' })); break;
+      case 'custom': li.append(el('span', { class: 'cls', text: v.cls })); li.append(el('span', { class: 's', text: ' ' + JSON.stringify(v.v) })); break;
+      default: {
+        li.append(v.t === 'object' ? el('span', { class: 'cls', text: v.cls }) : el('span', { class: 't', text: 'array(' + v.items.length + ')' }));
+        if (v.t === 'object' && v.cls === 'Illuminate\\Contracts\\Database\\ModelIdentifier') li.append(el('span', { class: 't', text: ' (model reference)' }));
+        if (v.items.length) {
+          var ul = el('ul', { class: 'tree' });
+          v.items.forEach(x => { ul.append(phpNode(x, x.v)); });
+          li.append(ul);
+        } else li.append(el('span', { class: 't', text: v.t === 'object' ? ' {}' : ' []' }));
+      }
+    }
+    return li;
+  }
+
+  /* ---------- Failed ---------- */
+  pages.failed = {
+    title: 'Failed jobs',
+    mount: (root, s) => {
+      root.append(el('h1', { text: 'Failed jobs' }));
+      var bar = el('div', { class: 'toolbar' });
+      s.search = el('input', { type: 'search', id: 'failed-search', placeholder: 'search uuid, class, queue, exception', size: 34 });
+      s.search.addEventListener('input', () => { if (s.list) renderFailed(s); });
+      bar.append(el('label', null, 'Search', s.search));
+      s.byName = el('select', { id: 'bulk-name' });
+      s.byQueue = el('select', { id: 'bulk-queue' });
+      bar.append(el('label', null, 'Retry all of class', s.byName, actBtn('retry-name', 'Retry class', b => {
+        if (s.byName.value) act('Retry all ' + s.byName.value, 'api/failed/retry', { name: s.byName.value }, b);
+      })));
+      bar.append(el('label', null, 'Retry all in queue', s.byQueue, actBtn('retry-queue', 'Retry queue', b => {
+        if (s.byQueue.value) act('Retry all in queue ' + s.byQueue.value, 'api/failed/retry', { queue: s.byQueue.value }, b);
+      })));
+      root.append(bar);
+      s.count = el('p', { class: 'muted', id: 'failed-count' });
+      root.append(s.count);
+      s.body = el('div', { id: 'failed' });
+      root.append(s.body);
+    },
+    feeds: s => { return [{ url: 'api/failed?limit=1000', then: d => { s.list = d.failed || []; renderFailed(s); fillBulk(s); } }]; }
+  };
+  function fillBulk(s) {
+    function fill(sel, key) {
+      var counts = new Map();
+      s.list.forEach(f => { counts.set(f[key], (counts.get(f[key]) || 0) + 1); });
+      var keep = sel.value;
+      clear(sel).append(el('option', { value: '', text: '—' }));
+      Array.from(counts.keys()).sort().forEach(k => { sel.append(el('option', { value: k, text: k + ' (' + counts.get(k) + ')' })); });
+      sel.value = counts.has(keep) ? keep : '';
+    }
+    fill(s.byName, 'name'); fill(s.byQueue, 'queue');
+  }
+  function renderFailed(s) {
+    var q = s.search.value.trim().toLowerCase(), list = s.list;
+    if (q) list = list.filter(f => { return [f.uuid, f.name, f.queue, f.exception, f.connection].some(x => x && String(x).toLowerCase().indexOf(q) >= 0); });
+    s.count.textContent = num(list.length) + (q ? ' of ' + num(s.list.length) : '') + ' failed job' + (s.list.length === 1 ? '' : 's');
+    s.tableEl = table('Failed at|Job|Queue|Exception|UUID|Actions', list, f => {
+      return el('tr', { 'data-uuid': f.uuid, class: 'failed' },
+        td(when(f.failed_at * 1000)), td(jobLink(f.uuid, f.name)), td(f.queue), td((f.exception || '').split('\n')[0], 'wrap', f.exception || null), td(f.uuid, 'mono'),
+        td(el('div', { class: 'btns' },
+          actBtn('retry', 'Retry', b => { act('Retry ' + f.uuid, 'api/failed/' + enc(f.uuid) + '/retry', {}, b); }),
+          actBtn('forget', 'Forget', b => { act('Forget ' + f.uuid, 'api/failed/' + enc(f.uuid) + '/forget', {}, b); }, 'danger'))));
+    }, { id: 'failed-table', empty: q ? 'Nothing matches.' : 'No failed jobs.', keepShown: shownIn(s.body) });
+    put(s.body, s.tableEl);
+  }
+
+  /* ---------- Metrics ---------- */
+  pages.metrics = {
+    title: 'Metrics',
+    mount: (root, s) => {
+      root.append(el('h1', null, 'Metrics ', seg(RANGE, chartRange, v => { chartRange = v; refresh(true); })));
+      root.append(el('p', { class: 'muted', text: 'From the per-minute job history in Redis (every host). Percentiles across series are count-weighted approximations. Click a row for its charts.' }));
+      s.charts = el('div', { class: 'charts', id: 'metrics-charts' });
+      root.append(s.charts);
+      s.cls = section(root, 'By job class', 'metrics-classes');
+      s.q = section(root, 'By queue', 'metrics-queues');
+      s.sel = null;
+    },
+    feeds: s => { return [{ url: 'api/metrics?minutes=' + chartRange, every: SLOW, then: m => { s.m = m; renderMetrics(s); } }]; }
+  };
+  function renderMetrics(s) {
+    var m = s.m, byC = aggregate(m, x => x.job), byQ = aggregate(m, x => x.queue), n = byC.xs.length;
+    function tbl(box, a, kind) {
+      var gs = Array.from(a.groups.values()).sort((x, y) => y.sum.count - x.sum.count);
+      clear(box).append(table('' + (kind === 'class' ? 'Job class' : 'Queue') + '|#Attempts|#Done|#Failed|#Released|#Failure rate|Throughput|#Runtime ≈p50|#Runtime ≈p95|Runtime|#Wait ≈p95|Failures',
+        gs, g => {
+          var x = g.sum;
+          var tr = el('tr', { 'data-metric': kind, 'data-key': g.key, class: s.sel && s.sel.kind === kind && s.sel.key === g.key ? 'sel' : null },
+            td(el('a', { href: '#/metrics', text: g.key || '(none)', on: { click: ev => { ev.preventDefault(); s.sel = { kind: kind, key: g.key, g: g }; drawSel(s, n, a.xs); } } }), 'x'),
+            tdn(num(x.count)), tdn(num(x.done)), tdn(num(x.fail)), tdn(num(x.rel)), tdn(pct(x.count ? x.fail / x.count : null)),
+            td(spark(perMinute(g, n, zero(y => y.count)), 'l0')),
+            tdn(dur(avgOr(x.r50, x.rc))), tdn(dur(avgOr(x.r95, x.rc))), td(spark(perMinute(g, n, y => avgOr(y.r95, y.rc)), 'l2')),
+            tdn(dur(avgOr(x.w95, x.wc))), td(spark(perMinute(g, n, zero(y => y.fail)), 'l1')));
+          return tr;
+        }, { empty: 'No jobs in this period.' }));
+    }
+    tbl(s.cls, byC, 'class');
+    tbl(s.q, byQ, 'queue');
+    if (s.sel) { var g = (s.sel.kind === 'class' ? byC : byQ).groups.get(s.sel.key); s.sel.g = g; }
+    drawSel(s, n, byC.xs);
+  }
+  /* The standard charts of a metrics group g: t throughput, r runtime, w wait, f failure rate. */
+  function charts(g, xs, label, kinds) {
+    var n = xs.length, sfx = label ? ': ' + label : '';
+    function pm(f) { return perMinute(g, n, f); }
+    var C = {
+      t: () => { return lineChart('Throughput (attempts / min)' + sfx, xs, [{ name: 'done', values: pm(zero(x => x.done)) }, { name: 'failed', values: pm(zero(x => x.fail)) }, { name: 'released', values: pm(zero(x => x.rel)) }], axNum); },
+      r: () => { return lineChart('Runtime ≈p50 / p95' + sfx, xs, [{ name: 'p50', values: pm(x => avgOr(x.r50, x.rc)) }, { name: 'p95', values: pm(x => avgOr(x.r95, x.rc)) }], axMs); },
+      w: () => { return lineChart('Wait (measured) ≈p50 / p95' + sfx, xs, [{ name: 'p50', values: pm(x => avgOr(x.w50, x.wc)) }, { name: 'p95', values: pm(x => avgOr(x.w95, x.wc)) }], axMs); },
+      f: () => { return lineChart('Failure rate' + sfx, xs, [{ name: 'failed / attempts', values: pm(x => x.count ? x.fail / x.count * 100 : null) }], v => num(v, v < 10 ? 2 : 1) + '%'); }
+    };
+    return kinds.map(k => C[k]());
+  }
+  function drawSel(s, n, xs) {
+    clear(s.charts);
+    var g = s.sel && s.sel.g, label = s.sel ? s.sel.key : 'all jobs';
+    if (!s.sel) g = aggregate(s.m, null).groups.get('');
+    if (s.sel) s.charts.append(el('div', { class: 'muted' }, 'Showing ' + s.sel.kind + ' ', el('strong', { text: label }), ' · ',
+      el('a', { href: '#/metrics', text: 'show all', on: { click: ev => { ev.preventDefault(); s.sel = null; drawSel(s, n, xs); } } })));
+    add(s.charts, charts(g, xs, label, ['t', 'r', 'f']));
+  }
+
+  /* ---------- Hosts ---------- */
+  pages.hosts = {
+    title: 'Hosts',
+    mount: (root, s) => {
+      root.append(el('h1', { text: 'Hosts (the fleet)' }));
+      s.sum = el('p', { class: 'muted', id: 'hosts-summary' });
+      root.append(s.sum);
+      s.body = el('div', { id: 'hosts' });
+      root.append(s.body);
+    },
+    feeds: s => { return [{ url: 'api/fleet', then: f => { renderHosts(s, f); } }]; }
+  };
+  function renderHosts(s, f) {
+    var t = f.totals || {};
+    s.sum.textContent = num(t.masters) + ' master(s), ' + num(t.paused_masters) + ' paused, ' + num(t.workers) + ' workers, ' + num(t.busy) + ' busy' + (f.now_ms ? ' · as of ' + when(f.now_ms) : '');
+    put(s.body, table('Host|#PID|Version|State|#Up|Started|Config|#Workers|#Busy|#Idle|#Max|Pools',
+      f.masters || [], m => {
+        var w = m.workers || {};
+        return el('tr', { 'data-host-id': m.id, class: 'host' }, td(m.host, null, m.id), tdn(String(m.pid)), td(m.version), td(pillEl(hostState(m), m.state)),
+          tdn(dur((m.uptime_s || 0) * 1000)), td(when(m.started_at * 1000)), td(m.config, 'x', m.config),
+          tdn(num(w.total)), tdn(num(w.busy)), tdn(num(w.idle)), tdn(num(m.max_workers)),
+          td((m.pools || []).map(p => p.name + ' ' + p.workers + '/' + p.target + (p.paused ? ' (paused)' : '')).join(', '), 'wrap'));
+      }, { id: 'hosts-table', empty: 'No live masters.' }));
+  }
+
+  /* ---------- start ---------- */
+  if (!location.hash) history.replaceState(null, '', '#/overview');
+  navigate();
+})();
