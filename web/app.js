@@ -388,16 +388,27 @@
     ctl = typeof AbortController === 'function' ? new AbortController() : null;
     var signal = ctl ? ctl.signal : undefined;
     var now = Date.now(), jobs = [];
-    /* the health pill: every HEALTH ms on every page */
-    if (force || !last.healthz || now - last.healthz >= HEALTH) {
-      last.healthz = now;
-      jobs.push(get('healthz', signal, [503]).then(r => { setHealth(r.status === 200, r.data); },
-        e => { if (e && e.name !== 'AbortError') setHealth(false, { error: e.message }); }));
-    }
+    /* What is due: the health pill (every HEALTH ms, on every page) and the
+     * page's feeds. A tick sends ONE request, the most overdue, so an open
+     * page never polls more than one small request every FAST ms; a forced
+     * refresh (page change) fetches everything at once. */
+    var due = [];
+    if (force || !last.healthz || now - last.healthz >= HEALTH) due.push({ url: 'healthz', health: true, every: HEALTH });
     (c.page.feeds(c.state, c.arg) || []).forEach(f => {
       var every = f.every || FAST;
-      if (!force && last[f.url] && now - last[f.url] < every - 200) return;
+      if (force || !last[f.url] || now - last[f.url] >= every - 200) due.push(f);
+    });
+    if (!force && due.length > 1) {
+      due.sort((a, b) => ((now - (last[b.url] || 0)) - (b.every || FAST)) - ((now - (last[a.url] || 0)) - (a.every || FAST)));
+      due = due.slice(0, 1);
+    }
+    due.forEach(f => {
       last[f.url] = now;
+      if (f.health) {
+        jobs.push(get('healthz', signal, [503]).then(r => { setHealth(r.status === 200, r.data); },
+          e => { if (e && e.name !== 'AbortError') setHealth(false, { error: e.message }); }));
+        return;
+      }
       jobs.push(get(f.url, signal, f.allow).then(r => {
         if (c !== cur) return;
         if (c.lastText[f.key || f.url] === r.text && !f.always) { stamp(); return; }
