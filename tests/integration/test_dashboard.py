@@ -202,3 +202,19 @@ def test_clicks_without_the_token_change_nothing(master, r, browser, tmp_path):
     assert len(json.loads(get(port, "/api/failed")[2])["failed"]) == 1
     assert post(port, "/api/pools/emails/pause")[0] == 401
     assert "over HTTP" not in master.log()
+
+
+def test_usable_at_phone_width(master, r, browser, tmp_path):
+    port = free_port()
+    master.write_config(pools(tmp_path / "fixture.log"), qpool='http = { listen = "127.0.0.1:%d"; };' % port)
+    master.start()
+    d = browser
+    d.set_window_size(390, 844)
+    for page, css in (("overview", "#main h2"), ("pools", 'tr[data-pool="emails"]'), ("workers", "tr[data-pid]")):
+        d.get("http://127.0.0.1:%d/#/%s" % (port, page))
+        wait_for(lambda: rows(d, css), 10, what="the %s page" % page)
+        # the page itself never scrolls sideways (wide tables scroll in their own box)
+        assert d.execute_script("return document.documentElement.scrollWidth <= window.innerWidth + 1"), page
+        assert rows(d, 'a[data-page="%s"]' % page)[0].is_displayed()
+    d.save_screenshot(str(shots_dir(tmp_path) / "phone-workers.png"))
+    assert console_errors(d) == []
