@@ -77,8 +77,15 @@ int history_add(rconn_t *c, int64_t minute, const char *host, const char *pool, 
     return rv;
 }
 
-/* One field of a minute's hash as a series entry; NULL if it is not ours. */
-static cJSON *series_entry(const char *field, const char *value, size_t vlen)
+/* Every job series of a minute merged: exact percentiles over all of them. */
+typedef struct {
+    uint64_t n;
+    histogram_t rt, wt;
+} minute_total_t;
+
+/* One field of a minute's hash as a series entry (added to tot when it
+ * counts jobs); NULL if it is not ours. */
+static cJSON *series_entry(const char *field, const char *value, size_t vlen, minute_total_t *tot)
 {
     char *parts[5] = {0};
     char *copy = xstrdup(field), *save = NULL, *p = copy;
@@ -95,6 +102,11 @@ static cJSON *series_entry(const char *field, const char *value, size_t vlen)
         cJSON_AddNumberToObject(o, "count", (double)count);
         cJSON_AddItemToObject(o, "runtime_ms", hist_summary_json(&rt));
         cJSON_AddItemToObject(o, "wait_ms", hist_summary_json(&wt));
+        if (outcome_from_name(parts[4]) >= 0) {
+            tot->n += count;
+            hist_merge(&tot->rt, &rt);
+            hist_merge(&tot->wt, &wt);
+        }
     }
     cJSON_Delete(v);
     free(copy);
@@ -126,12 +138,17 @@ cJSON *history_read(rconn_t *c, int64_t from, int64_t to)
             cJSON *mo = cJSON_CreateObject();
             cJSON_AddNumberToObject(mo, "minute", (double)m);
             cJSON *series = cJSON_AddArrayToObject(mo, "series");
+            minute_total_t tot = {0};
             for (size_t i = 0; i + 1 < r->elements; i += 2) {
                 const redisReply *f = r->element[i], *v = r->element[i + 1];
                 if (f->type != REDIS_REPLY_STRING || v->type != REDIS_REPLY_STRING) continue;
-                cJSON *e = series_entry(f->str, v->str, v->len);
+                cJSON *e = series_entry(f->str, v->str, v->len, &tot);
                 if (e) cJSON_AddItemToArray(series, e);
             }
+            cJSON *all = cJSON_AddObjectToObject(mo, "all");
+            cJSON_AddNumberToObject(all, "count", (double)tot.n);
+            cJSON_AddItemToObject(all, "runtime_ms", hist_summary_json(&tot.rt));
+            cJSON_AddItemToObject(all, "wait_ms", hist_summary_json(&tot.wt));
             cJSON_AddItemToArray(mins, mo);
         }
         freeReplyObject(r);

@@ -40,7 +40,9 @@ int history_add(rconn_t *c, int64_t minute, const char *host, const char *pool, 
                 const history_exits_t *exits, int64_t retention_s);
 /* Minutes [from, to] merged, as {"from":m,"to":m,"minutes":[{"minute":m,
  * "series":[{"host","pool","queue","job","outcome","count","runtime_ms",
- * "wait_ms"}...]}...]} (caller frees); NULL when Redis is unavailable. */
+ * "wait_ms"}...],"all":{"count","runtime_ms","wait_ms"}}...]} (caller
+ * frees; "all" merges the minute's job series, so its percentiles are
+ * exact); NULL when Redis is unavailable. */
 cJSON *history_read(rconn_t *c, int64_t from, int64_t to);
 
 /* Push a pool's pending job records (oldest first) onto

@@ -330,9 +330,11 @@
   function aggregate(m, keyFn) {
     var n = Math.max(0, (m.to - m.from) + 1), xs = new Array(n), groups = new Map(), total = new Map();
     for (var i = 0; i < n; i++) xs[i] = (m.from + i) * 60000;
+    var exact = keyFn ? null : new Array(n);
     (m.minutes || []).forEach(mn => {
       var i = mn.minute - m.from;
       if (i < 0 || i >= n) return;
+      if (exact && mn.all) exact[i] = mn.all; /* every series merged by the server: exact percentiles */
       (mn.series || []).forEach(s => {
         var k = keyFn ? keyFn(s) : '';
         var g = groups.get(k);
@@ -342,6 +344,7 @@
         addSeries(g.sum, s);
       });
     });
+    if (exact) { if (!groups.get('')) groups.set('', { key: '', per: new Array(n), sum: newAgg() }); groups.get('').all = exact; }
     return { xs: xs, groups: groups };
   }
   function perMinute(g, n, f) { var out = new Array(n); for (var i = 0; i < n; i++) out[i] = g && g.per[i] ? f(g.per[i]) : (f.zero ? 0 : null); return out; }
@@ -1048,10 +1051,14 @@
   function charts(g, xs, label, kinds) {
     var n = xs.length, sfx = label ? ': ' + label : '';
     function pm(f) { return perMinute(g, n, f); }
+    /* exact percentiles of every series merged, per minute (the server's "all") */
+    function ex(h, q) { var out = new Array(n); for (var i = 0; i < n; i++) { var a = g.all[i]; out[i] = a && a[h] && a[h][q] != null ? a[h][q] : null; } return out; }
     var C = {
       t: () => { return lineChart('Throughput (attempts / min)' + sfx, xs, [{ name: 'done', values: pm(zero(x => x.done)) }, { name: 'failed', values: pm(zero(x => x.fail)) }, { name: 'released', values: pm(zero(x => x.rel)) }], axNum); },
-      r: () => { return lineChart('Runtime ≈p50 / p95' + sfx, xs, [{ name: 'p50', values: pm(x => avgOr(x.r50, x.rc)) }, { name: 'p95', values: pm(x => avgOr(x.r95, x.rc)) }], axMs); },
-      w: () => { return lineChart('Wait (measured) ≈p50 / p95' + sfx, xs, [{ name: 'p50', values: pm(x => avgOr(x.w50, x.wc)) }, { name: 'p95', values: pm(x => avgOr(x.w95, x.wc)) }], axMs); },
+      r: () => { return g && g.all ? lineChart('Runtime p50 / p95' + sfx, xs, [{ name: 'p50', values: ex('runtime_ms', 'p50') }, { name: 'p95', values: ex('runtime_ms', 'p95') }], axMs)
+        : lineChart('Runtime ≈p50 / p95' + sfx, xs, [{ name: 'p50', values: pm(x => avgOr(x.r50, x.rc)) }, { name: 'p95', values: pm(x => avgOr(x.r95, x.rc)) }], axMs); },
+      w: () => { return g && g.all ? lineChart('Wait (measured) p50 / p95' + sfx, xs, [{ name: 'p50', values: ex('wait_ms', 'p50') }, { name: 'p95', values: ex('wait_ms', 'p95') }], axMs)
+        : lineChart('Wait (measured) ≈p50 / p95' + sfx, xs, [{ name: 'p50', values: pm(x => avgOr(x.w50, x.wc)) }, { name: 'p95', values: pm(x => avgOr(x.w95, x.wc)) }], axMs); },
       f: () => { return lineChart('Failure rate' + sfx, xs, [{ name: 'failed / attempts', values: pm(x => x.count ? x.fail / x.count * 100 : null) }], v => num(v, v < 10 ? 2 : 1) + '%'); }
     };
     return kinds.map(k => C[k]());
