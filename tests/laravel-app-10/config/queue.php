@@ -1,0 +1,29 @@
+<?php
+
+return [
+
+    'default' => env('QUEUE_CONNECTION', 'redis'),
+
+    'connections' => [
+
+        'sync' => [
+            'driver' => 'sync',
+        ],
+
+        'redis' => [
+            'driver' => 'redis',
+            'connection' => 'default',
+            'queue' => env('REDIS_QUEUE', 'default'),
+            'retry_after' => (int) env('QUEUE_RETRY_AFTER', 90),
+            'block_for' => null,
+        ],
+
+    ],
+
+    'failed' => [
+        'driver' => env('QUEUE_FAILED_DRIVER', 'database-uuids'),
+        'database' => env('DB_CONNECTION', 'sqlite'),
+        'table' => 'failed_jobs',
+    ],
+
+];

@@ -1,0 +1,28 @@
+<?php
+
+namespace App\Jobs;
+
+use App\Jobs\Concerns\WritesMarkers;
+use Illuminate\Bus\Queueable;
+use Illuminate\Contracts\Queue\ShouldQueue;
+use Illuminate\Foundation\Bus\Dispatchable;
+use Illuminate\Queue\InteractsWithQueue;
+use Illuminate\Queue\SerializesModels;
+
+/** Writes a marker and returns. */
+class MarkerJob implements ShouldQueue
+{
+    use Dispatchable, InteractsWithQueue, Queueable, SerializesModels, WritesMarkers;
+
+    public $tag;
+
+    public function __construct(?string $tag = null)
+    {
+        $this->tag = $tag;
+    }
+
+    public function handle()
+    {
+        $this->marker();
+    }
+}

@@ -1,0 +1,28 @@
+<?php
+
+namespace App\Providers;
+
+use App\Listeners\RecordQueueEvent;
+use Illuminate\Queue\Events\JobExceptionOccurred;
+use Illuminate\Queue\Events\JobFailed;
+use Illuminate\Queue\Events\JobProcessed;
+use Illuminate\Queue\Events\JobProcessing;
+use Illuminate\Support\Facades\Event;
+use Illuminate\Support\ServiceProvider;
+
+class AppServiceProvider extends ServiceProvider
+{
+    public function register(): void
+    {
+        //
+    }
+
+    public function boot(): void
+    {
+        // 11+ has no EventServiceProvider in the app; RecordQueueEvent::handle()
+        // has no typed parameter, so event discovery does not pick it up twice.
+        foreach ([JobProcessing::class, JobProcessed::class, JobExceptionOccurred::class, JobFailed::class] as $event) {
+            Event::listen($event, RecordQueueEvent::class);
+        }
+    }
+}
