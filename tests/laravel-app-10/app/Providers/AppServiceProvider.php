@@ -1,18 +1,1 @@
-<?php
-
-namespace App\Providers;
-
-use Illuminate\Support\ServiceProvider;
-
-class AppServiceProvider extends ServiceProvider
-{
-    public function register()
-    {
-        //
-    }
-
-    public function boot()
-    {
-        //
-    }
-}
+../../../laravel-app/app/Providers/AppServiceProvider.php
