@@ -13,7 +13,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef void (*action_fn)(http_ctx_t *h, const char *name, const cJSON *body, const char *who, http_reply_t *out);
+struct action;
+typedef void (*action_fn)(http_ctx_t *h, const struct action *a, const char *name, const cJSON *body,
+                          const char *who, http_reply_t *out);
+
+struct action {
+    const char *prefix;        /* then a name (no '/'), then "/" verb; or the whole path when verb is NULL */
+    const char *verb;
+    action_fn fn;
+    const char *cmd, *scope;   /* scoped_action: the control command and what it names */
+};
 
 /* ------------------------------------------------------------ the master's verbs */
 
@@ -41,32 +50,18 @@ static cJSON *scoped(const char *cmd, const char *key, const char *name)
     return req;
 }
 
-static void pool_pause(http_ctx_t *h, const char *pool, const cJSON *body, const char *who, http_reply_t *out)
+/* pause / continue of one pool or queue: {"cmd":a->cmd, a->scope:[name]} */
+static void scoped_action(http_ctx_t *h, const struct action *a, const char *name, const cJSON *body, const char *who,
+                          http_reply_t *out)
 {
     (void)body;
-    ctl_action(h, scoped("pause", "pools", pool), who, out);
+    ctl_action(h, scoped(a->cmd, a->scope, name), who, out);
 }
 
-static void pool_continue(http_ctx_t *h, const char *pool, const cJSON *body, const char *who, http_reply_t *out)
+static void pool_scale(http_ctx_t *h, const struct action *a, const char *pool, const cJSON *body, const char *who,
+                       http_reply_t *out)
 {
-    (void)body;
-    ctl_action(h, scoped("continue", "pools", pool), who, out);
-}
-
-static void queue_pause(http_ctx_t *h, const char *queue, const cJSON *body, const char *who, http_reply_t *out)
-{
-    (void)body;
-    ctl_action(h, scoped("pause", "queues", queue), who, out);
-}
-
-static void queue_continue(http_ctx_t *h, const char *queue, const cJSON *body, const char *who, http_reply_t *out)
-{
-    (void)body;
-    ctl_action(h, scoped("continue", "queues", queue), who, out);
-}
-
-static void pool_scale(http_ctx_t *h, const char *pool, const cJSON *body, const char *who, http_reply_t *out)
-{
+    (void)a;
     const cJSON *n = cJSON_GetObjectItemCaseSensitive(body, "n");
     if (!cJSON_IsNumber(n) && !(cJSON_IsString(n) && !strcmp(n->valuestring, "auto"))) {
         http_reply_error(out, 400, "scale takes {\"n\": a number of workers or \"auto\"}");
@@ -79,9 +74,10 @@ static void pool_scale(http_ctx_t *h, const char *pool, const cJSON *body, const
     ctl_action(h, req, who, out);
 }
 
-static void pool_restart(http_ctx_t *h, const char *pool, const cJSON *body, const char *who, http_reply_t *out)
+static void pool_restart(http_ctx_t *h, const struct action *a, const char *pool, const cJSON *body, const char *who,
+                         http_reply_t *out)
 {
-    (void)body;
+    (void)a, (void)body;
     cJSON *req = cJSON_CreateObject();
     cJSON_AddStringToObject(req, "cmd", "restart");
     cJSON_AddStringToObject(req, "pool", pool);
@@ -115,15 +111,17 @@ static void failed_one(http_ctx_t *h, const char *uuid, bool retry, const char *
     http_reply_json(out, 200, o);
 }
 
-static void failed_retry_one(http_ctx_t *h, const char *uuid, const cJSON *body, const char *who, http_reply_t *out)
+static void failed_retry_one(http_ctx_t *h, const struct action *a, const char *uuid, const cJSON *body,
+                             const char *who, http_reply_t *out)
 {
-    (void)body;
+    (void)a, (void)body;
     failed_one(h, uuid, true, who, out);
 }
 
-static void failed_forget_one(http_ctx_t *h, const char *uuid, const cJSON *body, const char *who, http_reply_t *out)
+static void failed_forget_one(http_ctx_t *h, const struct action *a, const char *uuid, const cJSON *body,
+                              const char *who, http_reply_t *out)
 {
-    (void)body;
+    (void)a, (void)body;
     failed_one(h, uuid, false, who, out);
 }
 
@@ -134,9 +132,10 @@ static bool str_is(const cJSON *o, const char *k, const char *want)
 }
 
 /* Every failed job of a queue, or of a class: {"queue": q} or {"name": n}. */
-static void failed_retry_bulk(http_ctx_t *h, const char *unused, const cJSON *body, const char *who, http_reply_t *out)
+static void failed_retry_bulk(http_ctx_t *h, const struct action *a, const char *unused, const cJSON *body,
+                              const char *who, http_reply_t *out)
 {
-    (void)unused;
+    (void)a, (void)unused;
     const cJSON *q = cJSON_GetObjectItemCaseSensitive(body, "queue"), *n = cJSON_GetObjectItemCaseSensitive(body, "name");
     if (!cJSON_IsString(q) && !cJSON_IsString(n)) {
         http_reply_error(out, 400, "bulk retry takes {\"queue\": ...} or {\"name\": ...}");
@@ -170,20 +169,16 @@ static void failed_retry_bulk(http_ctx_t *h, const char *unused, const cJSON *bo
 
 /* ------------------------------------------------------------ routes */
 
-static const struct action {
-    const char *prefix;        /* then a name (no '/'), then "/" verb; or the whole path when verb is NULL */
-    const char *verb;
-    action_fn fn;
-} ACTIONS[] = {
-    {"/api/pools/", "pause", pool_pause},
-    {"/api/pools/", "continue", pool_continue},
-    {"/api/pools/", "scale", pool_scale},
-    {"/api/pools/", "restart", pool_restart},
-    {"/api/queues/", "pause", queue_pause},
-    {"/api/queues/", "continue", queue_continue},
-    {"/api/failed/retry", NULL, failed_retry_bulk},
-    {"/api/failed/", "retry", failed_retry_one},
-    {"/api/failed/", "forget", failed_forget_one},
+static const struct action ACTIONS[] = {
+    {"/api/pools/", "pause", scoped_action, "pause", "pools"},
+    {"/api/pools/", "continue", scoped_action, "continue", "pools"},
+    {"/api/pools/", "scale", pool_scale, NULL, NULL},
+    {"/api/pools/", "restart", pool_restart, NULL, NULL},
+    {"/api/queues/", "pause", scoped_action, "pause", "queues"},
+    {"/api/queues/", "continue", scoped_action, "continue", "queues"},
+    {"/api/failed/retry", NULL, failed_retry_bulk, NULL, NULL},
+    {"/api/failed/", "retry", failed_retry_one, NULL, NULL},
+    {"/api/failed/", "forget", failed_forget_one, NULL, NULL},
 };
 
 /* The action for path; *name (the caller frees) gets the name in it. */
@@ -221,6 +216,6 @@ void http_action(http_ctx_t *h, const char *path, const cJSON *body, const char 
     if (!a)
         http_reply_error(out, 404, "no such action");
     else
-        a->fn(h, name, body, who, out);
+        a->fn(h, a, name, body, who, out);
     free(name);
 }
