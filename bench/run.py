@@ -15,6 +15,9 @@ loopback), started here and stopped at the end:
   trips      Redis round trips and commands per job in steady state
   memory     RSS of the master and of a worker (and its handler)
   cpu        CPU time per job of redis-server, one worker and its handler
+  dashboard  the web dashboard in headless chromium: page load with 1,000
+             recent jobs, requests per minute of an open page, and the
+             master's (and the HTTP process's) CPU with ten pages open
   metrics    no-op jobs/s with job metrics and job history at their defaults
              vs metrics = false (1 and 2 workers, alternated, best of 3), and
              what they keep in Redis: keys and bytes after 70 s at 1,000 jobs/s
@@ -323,6 +326,92 @@ def run_redis_footprint(env, template, seconds=70, rate=1000):
             "steady_state_keys": 1440 + 1, "steady_state_bytes": round(1440 * per_minute + jobs_list)}
 
 
+def browser():
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+    o = webdriver.ChromeOptions()
+    for a in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1280,1000"):
+        o.add_argument(a)
+    o.set_capability("goog:loggingPrefs", {"performance": "ALL"})
+    return webdriver.Chrome(options=o, service=Service(executable_path="/usr/bin/chromedriver"))
+
+
+def api_requests(d):
+    n = 0
+    for e in d.get_log("performance"):
+        m = json.loads(e["message"])["message"]
+        if m.get("method") == "Network.requestWillBeSent" and ("/api/" in m["params"]["request"]["url"]
+                                                               or m["params"]["request"]["url"].endswith("/healthz")):
+            n += 1
+    return n
+
+
+def run_dashboard(env, template):
+    """The dashboard against a master with 1,000 jobs in its recent-jobs list."""
+    env.flush()
+    http_port = free_port()
+    p, log = env.master(native_pool(env, 2, [env.handler], False), "dash",
+                        'http = { listen = "127.0.0.1:%d"; };' % http_port)
+    wait_idle_workers(env, "dash", 2)
+    for _ in range(5):  # in batches: a worker sends its newest 256 records a second
+        env.push_copies(template, 200)
+        while not env.drained():
+            time.sleep(0.05)
+        time.sleep(1.2)
+    time.sleep(2.5)  # two passes: the records are in Redis
+    base = "http://127.0.0.1:%d/" % http_port
+    out = {"recent_jobs": len(env.r.lrange(PREFIX + "qpool:jobs", 0, -1))}
+    d = browser()
+    try:
+        for page, css in (("overview", "#main h2"), ("jobs", "tr[data-uuid]"), ("failed", "#main h1")):
+            times, navs = [], []
+            for _ in range(5):
+                d.get("about:blank")
+                d.get(base + "#/" + page)
+                # measured in the page, from the start of navigation to the first frame
+                # that has the page's rows (no WebDriver round trips in the figure)
+                shown = d.execute_async_script(
+                    "var css = arguments[0], done = arguments[arguments.length - 1];"
+                    "(function look() { if (document.querySelector(css)) done(performance.now());"
+                    " else requestAnimationFrame(look); })();", css)
+                times.append(shown)
+                navs.append(d.execute_script("var t = performance.timing; return t.domContentLoadedEventEnd - t.navigationStart"))
+            out["%s_shown_ms" % page] = {"median": round(statistics.median(times)), "max": round(max(times)),
+                                         "dom_content_loaded_ms": round(statistics.median(navs))}
+        d.get(base + "#/jobs")
+        time.sleep(3)
+        sel = d.find_element("css selector", "#jobs-filter select[name=limit], #jobs-filter select")
+        out["jobs_rows_default"] = len(d.find_elements("css selector", "tr[data-uuid]"))
+        d.get(base + "#/overview")
+        time.sleep(3)
+        d.get_log("performance")
+        time.sleep(60)
+        out["overview_api_requests_per_minute"] = api_requests(d)
+    finally:
+        d.quit()
+    # ten pages open for 60 s: the master's CPU, and the HTTP process's
+    drivers = []
+    try:
+        for _ in range(10):
+            b = browser()
+            b.get(base + "#/overview")
+            drivers.append(b)
+        time.sleep(5)
+        master_pid = p.pid
+        http_pid = int(subprocess.run(["pgrep", "-s", str(master_pid), "-f", "^qpool: http"], capture_output=True,
+                                      text=True).stdout.split()[0])
+        c0, h0, t0 = cpu_s(master_pid), cpu_s(http_pid), time.monotonic()
+        time.sleep(60)
+        dt = time.monotonic() - t0
+        out["ten_dashboards"] = {"master_cpu_percent": round(100 * (cpu_s(master_pid) - c0) / dt, 2),
+                                 "http_process_cpu_percent": round(100 * (cpu_s(http_pid) - h0) / dt, 2)}
+    finally:
+        for b in drivers:
+            b.quit()
+    stop(p)
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default=str(ROOT / "build"))
@@ -371,6 +460,9 @@ def main():
         if want("memory"):
             results["memory"] = run_memory(env, template)
             print("memory", results["memory"], flush=True)
+        if want("dashboard"):
+            results["dashboard"] = run_dashboard(env, template)
+            print("dashboard", results["dashboard"], flush=True)
         if want("metrics"):
             results["metrics_cost"] = run_metrics_cost(env, template, args.jobs)
             print("metrics_cost", results["metrics_cost"], flush=True)

@@ -727,7 +727,7 @@
 
   /* ---------- Jobs ---------- */
   var OUTCOMES = ['', 'done', 'released', 'failed', 'timed_out', 'crashed'];
-  var jobFilter = { queue: '', pool: '', name: '', outcome: '', since: '', until: '', limit: '500' };
+  var jobFilter = { queue: '', pool: '', name: '', outcome: '', since: '', until: '', limit: '100' };
   pages.jobs = {
     title: 'Jobs',
     mount: (root, s) => {
