@@ -179,7 +179,7 @@ int safefile_listen_unix(const char *path, int mode, char *err, size_t errn)
     mode_t old = umask((mode_t)(~mode & 0777));
     int rb = bind(fd, (struct sockaddr *)&sa, sizeof sa);
     umask(old);
-    if (rb < 0 || listen(fd, 64) < 0) {
+    if (rb < 0 || listen(fd, 128) < 0) {
         snprintf(err, errn, "%s: %s", path, strerror(errno));
         close(fd);
         return -1;

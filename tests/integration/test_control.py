@@ -238,8 +238,11 @@ def test_reload_over_the_socket_reports_errors(master, tmp_path):
 
 def raw_request(path, data, read=True):
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    s.settimeout(10)
+    # a blocking connect, as `qpool status` makes: with a timeout Python
+    # connects without blocking, and a backlog momentarily full of refused
+    # peers gives EAGAIN at once instead of a wait for the master's accept
     s.connect(str(path))
+    s.settimeout(10)
     s.sendall(data)
     out = b""
     if read:
