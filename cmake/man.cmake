@@ -4,6 +4,10 @@
 # qpool.conf(5) from docs/configuration.md. -DQPOOL_MAN=OFF skips them.
 option(QPOOL_MAN "Generate and install the man pages (needs python3)" ON)
 if(QPOOL_MAN)
+  # Debian's python3 first (a pyenv shim on PATH may not be usable everywhere).
+  if(NOT DEFINED Python3_EXECUTABLE AND EXISTS /usr/bin/python3)
+    set(Python3_EXECUTABLE /usr/bin/python3)
+  endif()
   find_package(Python3 COMPONENTS Interpreter)
   if(NOT Python3_Interpreter_FOUND)
     message(FATAL_ERROR "the man pages need python3 (apt-get install python3), or configure with -DQPOOL_MAN=OFF")
