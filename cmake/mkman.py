@@ -79,7 +79,8 @@ def split_row(row):
 
 def strip_md(text):
     """A heading or a table header cell as plain text (no markup)."""
-    return re.sub(r"`([^`]*)`|\*\*([^*]*)\*\*", lambda m: m.group(1) or m.group(2) or "", text)
+    text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", text)
+    return re.sub(r"[`*]", "", text)
 
 
 def table_to_man(header, rows):
