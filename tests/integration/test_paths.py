@@ -7,6 +7,7 @@ import shutil
 import stat
 import subprocess
 import tempfile
+import time
 
 import pytest
 
@@ -115,3 +116,66 @@ def test_a_socket_directory_owned_by_an_app_user_is_refused(tmp_path):
     rc, out = run_master(tmp_path, tmp_path / "qpool.pid", d / "ctl.sock")
     assert rc == 1, out
     assert "owned by another user" in out and str(d) in out
+
+
+SWAP_AFTER_BIND = r"""
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+/* The attacker of review #5, experiment 2, made deterministic: the moment
+ * the control socket is bound, its path becomes a link to a victim file. */
+int bind(int fd, const struct sockaddr *sa, socklen_t len)
+{
+    int (*real)(int, const struct sockaddr *, socklen_t) =
+        (int (*)(int, const struct sockaddr *, socklen_t))dlsym(RTLD_NEXT, "bind");
+    int rc = real(fd, sa, len);
+    const char *want = getenv("SWAP_SOCKET"), *to = getenv("SWAP_VICTIM");
+    if (rc == 0 && sa->sa_family == AF_UNIX && want && to &&
+        strcmp(((const struct sockaddr_un *)sa)->sun_path, want) == 0) {
+        char aside[sizeof(((struct sockaddr_un *)0)->sun_path) + 8];
+        snprintf(aside, sizeof aside, "%s.aside", want);
+        if (rename(want, aside) == 0 && symlink(to, want) == 0)
+            fprintf(stderr, "swap-shim: %s is now a link to %s\n", want, to);
+    }
+    return rc;
+}
+"""
+
+
+def test_a_socket_swapped_for_a_link_right_after_bind_is_never_chmodded_or_chowned(tmp_path):
+    # Review #5, experiment 2: between bind() and the chmod()/chown() by path,
+    # the socket is replaced by a link to a root file, which then became 0666
+    # and changed owner. A shim does the swap the instant bind() returns; the
+    # socket's mode and owner must never be set through its path.
+    shim_c, shim = tmp_path / "swap.c", tmp_path / "swap.so"
+    shim_c.write_text(SWAP_AFTER_BIND)
+    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(shim), str(shim_c), "-ldl"], check=True)
+    v = victim(tmp_path)
+    sock = tmp_path / "ctl.sock"
+    conf = tmp_path / "qpool.conf"
+    conf.write_text('qpool = { pid_file = "%s"; control_socket = "%s"; control_socket_mode = "0666";\n'
+                    '          control_user = "nobody"; control_group = "nogroup"; };\n'
+                    'pools = ( { name = "p"; queues = ["q"]; processes = 0; command = ["/bin/true"]; } );\n'
+                    % (tmp_path / "qpool.pid", sock))
+    env = dict(os.environ, LD_PRELOAD=str(shim), SWAP_SOCKET=str(sock), SWAP_VICTIM=str(v),
+               ASAN_OPTIONS=os.environ.get("ASAN_OPTIONS", "") + ":verify_asan_link_order=0")
+    p = subprocess.Popen([QPOOL, "run", "-c", str(conf)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
+    try:
+        wait_for(lambda: p.poll() is not None or os.path.exists(str(sock) + ".aside"), 10,
+                 what="the master to bind its socket")
+        time.sleep(0.5)  # whatever the master does by path after bind() has happened by now
+    finally:
+        if p.poll() is None:
+            p.terminate()
+        out = p.communicate(timeout=30)[0].decode(errors="replace")
+    assert "swap-shim:" in out, "the shim never saw the bind: " + out
+    st = os.stat(v)
+    assert v.read_text() == "precious\n"
+    assert stat.S_IMODE(st.st_mode) == 0o600, "the victim's mode was changed through the link: %o\n%s" % (
+        stat.S_IMODE(st.st_mode), out)
+    assert (st.st_uid, st.st_gid) == (0, 0), "the victim was chowned through the link\n" + out
