@@ -76,7 +76,8 @@ final class Describe
             }
         } catch (Throwable $e) {
             ob_end_clean();
-            fwrite(STDERR, self::oneLine(get_class($e).': '.$e->getMessage())."\n");
+            $what = $e instanceof \InvalidArgumentException ? '' : get_class($e).': ';
+            fwrite(STDERR, self::oneLine($what.$e->getMessage())."\n");
 
             return 1;
         }
