@@ -1,0 +1,165 @@
+"""Setup read from the app (`laravel = "/srv/app";`) and maintenance mode, with the
+fixture Laravel 8 app (Debian's 8.83) and real Redis and processes."""
+import shutil
+import subprocess
+
+import pytest
+
+from conftest import LARAVEL_APP, QPOOL, wait_for
+
+# The environment the app needs that is not about Redis or the queue: where it
+# writes (storage, sqlite, markers). Redis' port comes from REDIS_PORT.
+APP_KEYS = ["REDIS_PORT", "APP_STORAGE", "DB_CONNECTION", "DB_DATABASE", "MARKER_FILE", "LOG_CHANNEL"]
+
+
+def app_env(app, extra=None):
+    env = {k: app.env[k] for k in APP_KEYS if k in app.env}
+    env.update(extra or {})
+    return "environment = { %s };" % " ".join('%s = "%s";' % kv for kv in env.items())
+
+
+def laravel_pool(app, name="app", path=None, extra="", env=None):
+    return '{ name = "%s"; laravel = "%s"; processes = 1; %s %s }' % (
+        name, path or app.path, app_env(app, env), extra)
+
+
+def markers(app, job="MarkerJob", tag=None):
+    """Markers of job runs; fixture:dispatch tags each copy TAG-N."""
+    return [m for m in app.read_markers()
+            if m.get("job") == job and "event" not in m and (tag is None or (m.get("tag") or "").startswith(tag))]
+
+
+def copy_app(tmp_path, dotenv):
+    """The fixture app copied (it is small), with a .env of its own."""
+    d = tmp_path / "app"
+    shutil.copytree(LARAVEL_APP, d, symlinks=True)
+    (d / ".env").write_text(dotenv)
+    return d
+
+
+def check(master):
+    return subprocess.run([QPOOL, "check", "-c", str(master.conf)], capture_output=True, text=True, timeout=120)
+
+
+def origin_line(out, key):
+    lines = [l for l in out.splitlines() if l.strip().startswith("#   " + key + " ")]
+    assert len(lines) == 1, "no single origin line for %s in:\n%s" % (key, out)
+    return lines[0]
+
+
+def test_check_shows_where_each_value_came_from(master, laravel_app, tmp_path):
+    app = laravel_app
+    path = copy_app(tmp_path, "REDIS_CACHE_DB=5\nQUEUE_RETRY_AFTER=77\nREDIS_PASSWORD=hunter2-not-logged\n")
+    master.write_config(laravel_pool(app, path=path, extra="tries = 3;") + ",\n" +
+                        laravel_pool(app, name="explicit", path=path, extra="retry_after = 300; queues = [\"other\"];"),
+                        redis_conf="")
+    res = check(master)
+    assert res.returncode == 0, res.stderr
+    assert "hunter2" not in res.stdout + res.stderr, "the password was printed"
+    pools = res.stdout.split("name = \"explicit\"")
+    out = pools[0]
+    assert "(redacted)" in origin_line(out, "redis.password")
+    assert ".env (REDIS_PASSWORD)" in origin_line(out, "redis.password")
+    port = origin_line(out, "redis.port")
+    assert str(master.redis.port) in port and "environment (REDIS_PORT)" in port
+    assert "config/queue.php" in origin_line(out, "queue_connection")
+    assert "config/database.php" in origin_line(out, "redis.db")
+    cache_db = origin_line(out, "cache_redis.db")
+    assert " 5 " in cache_db and ".env (REDIS_CACHE_DB)" in cache_db
+    assert '"laravel_cache:"' in origin_line(out, "cache_prefix")
+    # the first pool takes the app's retry_after (from .env), the second its own
+    assert "retry_after = 77;" in pools[0] and ".env (QUEUE_RETRY_AFTER)" in origin_line(pools[0], "retry_after")
+    assert "retry_after = 300;" in pools[1] and "qpool.conf" in origin_line(pools[1], "retry_after")
+    assert 'queues = ["other"];' in pools[1] and 'queues = ["default"];' in pools[0]
+    # the app's connections became the config's, the handler defaults to the adapter
+    assert "  cache = {" in out and "db = 5;" in out
+    assert "qpool-handler.php" in pools[0] and '"%s"]' % path in pools[0]
+
+
+def test_an_app_that_cannot_be_read_exits_78_naming_it(master, laravel_app, tmp_path):
+    missing = tmp_path / "no-such-app"
+    master.write_config(laravel_pool(laravel_app, path=missing), redis_conf="")
+    res = check(master)
+    assert res.returncode == 78
+    assert str(missing) in res.stderr and "%s:" % master.conf in res.stderr, res.stderr
+    assert "no such directory" in res.stderr
+    not_laravel = tmp_path / "empty"
+    not_laravel.mkdir()
+    master.write_config(laravel_pool(laravel_app, path=not_laravel), redis_conf="")
+    res = check(master)
+    assert res.returncode == 78 and "not a Laravel app" in res.stderr, res.stderr
+    # and `qpool run` refuses it the same way
+    res = subprocess.run([QPOOL, "run", "-c", str(master.conf)], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 78 and str(not_laravel) in res.stderr
+
+
+def test_a_pool_with_only_laravel_set_runs_the_apps_jobs(master, laravel_app):
+    app = laravel_app
+    master.write_config(laravel_pool(app), redis_conf="")
+    assert "redis" not in master.conf.read_text().split("redis = {")[1].split("};")[0]
+    master.start()
+    app.dispatch("MarkerJob", count=4, tag="only-laravel")
+    wait_for(lambda: len(markers(app, tag="only-laravel")) == 4, 60, what="4 jobs run by the adapter on the app")
+    st = master.pool("app")
+    assert st["kind"] == "pipe" and st["jobs_done"] >= 4
+
+
+def test_reload_reads_the_app_again(master, laravel_app, tmp_path):
+    app = laravel_app
+    path = copy_app(tmp_path, "QUEUE_RETRY_AFTER=100\n")
+    master.write_config(laravel_pool(app, path=path), redis_conf="")
+    master.start()
+    master.wait_children("app", 1, 60)
+    (path / ".env").write_text("QUEUE_RETRY_AFTER=200\n")
+    res = master.cli("reload")
+    assert "1 changed" in res.stdout, res.stdout
+    master.wait_log("pool app changed")
+    # the same config file, read again with the app unchanged: nothing changes
+    res = master.cli("reload")
+    assert "0 changed" in res.stdout, res.stdout
+
+
+def test_artisan_down_stops_new_jobs_and_up_resumes_them(master, laravel_app):
+    app = laravel_app
+    master.write_config(laravel_pool(app) + ",\n" +
+                        laravel_pool(app, name="forced", extra='queues = ["urgent"]; force = true;'),
+                        redis_conf="", qpool="  balance_interval = 0.2;")
+    master.start()
+    app.dispatch("MarkerJob", tag="before")
+    wait_for(lambda: markers(app, tag="before"), 60, what="a job before down")
+
+    app.artisan("down")
+    wait_for(lambda: master.pool("app")["state"] == "down", 10, what="the pool to see the app down")
+    st = master.pool("app")
+    assert st["waiting"] == "down (maintenance)" and st["maintenance"] is True
+    assert master.pool("forced")["state"] == "running"
+    text = master.cli("status").stdout
+    assert "down (maintenance)" in text
+    app.dispatch("MarkerJob", tag="while-down", count=3)
+    app.dispatch("MarkerJob", tag="forced", queue="urgent", count=2)
+    # the forced pool works through maintenance: once its jobs are done, the
+    # other pool has had as long to take one
+    wait_for(lambda: len(markers(app, tag="forced")) == 2, 60, what="the force = true pool's jobs")
+    wait_for(lambda: master.pool("app")["queues"][0]["ready"] == 3, 10, what="the queue counts")
+    assert markers(app, tag="while-down") == []
+    assert "its Laravel app is down for maintenance" in master.log()
+
+    app.artisan("up")
+    wait_for(lambda: len(markers(app, tag="while-down")) == 3, 60, what="the jobs after php artisan up")
+    assert master.pool("app")["state"] == "running" and master.pool("app")["waiting"] is None
+
+
+def test_an_operator_pause_outlives_maintenance(master, laravel_app):
+    app = laravel_app
+    master.write_config(laravel_pool(app), redis_conf="", qpool="  balance_interval = 0.2;")
+    master.start()
+    master.cli("pause", "app")
+    app.artisan("down")
+    wait_for(lambda: master.pool("app")["maintenance"], 10, what="maintenance seen")
+    app.artisan("up")
+    wait_for(lambda: not master.pool("app")["maintenance"], 10, what="the app up again")
+    st = master.pool("app")
+    assert st["state"] == "paused" and st["waiting"] == "paused"
+    app.dispatch("MarkerJob", tag="after-up")
+    master.cli("continue", "app")
+    wait_for(lambda: markers(app, tag="after-up"), 60, what="the job after continue")
