@@ -163,3 +163,48 @@ def test_an_operator_pause_outlives_maintenance(master, laravel_app):
     app.dispatch("MarkerJob", tag="after-up")
     master.cli("continue", "app")
     wait_for(lambda: markers(app, tag="after-up"), 60, what="the job after continue")
+
+
+def import_horizon(app, *args):
+    return subprocess.run([QPOOL, "import", "horizon", str(app.path)] + list(args), capture_output=True,
+                          text=True, timeout=120, env=app.env)
+
+
+def test_import_horizon_gives_a_config_that_runs_the_apps_queues(master, laravel_app):
+    app = laravel_app
+    res = import_horizon(app, "--env", "testing")
+    assert res.returncode == 0, res.stderr
+    conf = res.stdout
+    # Horizon's merge: the testing environment over the defaults
+    assert 'name = "supervisor-1";' in conf and "max_processes = 2;" in conf
+    assert 'name = "mail-emails";' in conf and 'name = "mail-notifications";' in conf
+    assert 'name = "reports";' in conf and "max_jobs = 500;" in conf
+    assert "backoff = [1, 5, 10];" in conf and "emails = 30.0;" in conf
+    assert "# Horizon option workers_name" in conf
+    conf = conf.replace("qpool = {\n", 'qpool = {\n  pid_file = "%s";\n  control_socket = "%s";\n'
+                        '  shutdown_timeout = 10;\n' % (master.pid_file, master.socket), 1)
+    master.conf.write_text(conf)
+    res = subprocess.run([QPOOL, "check", "-c", str(master.conf)], capture_output=True, text=True,
+                         timeout=120, env=app.env)
+    assert res.returncode == 0, res.stderr
+    assert 'laravel = "%s";' % app.path in res.stdout
+
+    master.start(env=app.env)
+    queues = ["default", "emails", "notifications", "reports"]
+    for q in queues:
+        app.dispatch("MarkerJob", queue=q, tag="q-" + q + "-", count=2)
+    for q in queues:
+        wait_for(lambda: len(markers(app, tag="q-" + q + "-")) == 2, 60, what="the jobs on " + q)
+    st = {p["name"]: p for p in master.status()["pools"]}
+    assert st["mail-emails"]["jobs_done"] == 2 and st["reports"]["jobs_done"] == 2
+
+
+def test_import_horizon_other_environments_and_errors(laravel_app):
+    app = laravel_app
+    res = import_horizon(app, "--env", "production")
+    assert res.returncode == 0, res.stderr
+    assert 'auto_strategy = "size";' in res.stdout and "max_processes = 4;" in res.stdout
+    assert "balanceCooldown = 1, balanceMaxShift = 2" in res.stdout
+    assert 'name = "reports"' not in res.stdout
+    res = import_horizon(app, "--env", "staging")
+    assert res.returncode == 1 and 'no environment "staging"' in res.stderr
