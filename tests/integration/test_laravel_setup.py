@@ -1,11 +1,14 @@
 """Setup read from the app (`laravel = "/srv/app";`) and maintenance mode, with the
 fixture Laravel 8 app (Debian's 8.83) and real Redis and processes."""
+import os
+import pathlib
 import shutil
 import subprocess
+import uuid
 
 import pytest
 
-from conftest import LARAVEL_APP, QPOOL, wait_for
+from conftest import LARAVEL_APP, QPOOL, ROOT, wait_for
 
 # The environment the app needs that is not about Redis or the queue: where it
 # writes (storage, sqlite, markers). Redis' port comes from REDIS_PORT.
@@ -208,3 +211,61 @@ def test_import_horizon_other_environments_and_errors(laravel_app):
     assert 'name = "reports"' not in res.stdout
     res = import_horizon(app, "--env", "staging")
     assert res.returncode == 1 and 'no environment "staging"' in res.stderr
+
+
+# ---------------------------------------------------------------- through a php prefix (chroot)
+
+ROOTS = pathlib.Path(os.environ.get("QPOOL_LARAVEL_ROOTS") or "/var/cache/qpool-laravel-roots")
+CHROOT_VERSIONS = {"10": "trixie", "13": "sid"}
+
+
+@pytest.fixture(params=sorted(CHROOT_VERSIONS), ids=lambda v: "laravel" + v)
+def chroot_app(request, redis_server):
+    """A copy of tests/laravel-app-N and php/ inside a Debian root that
+    scripts/laravel-root built (not built here: it takes minutes)."""
+    root = ROOTS / CHROOT_VERSIONS[request.param]
+    if not (root / ".complete").exists() or os.geteuid() != 0:
+        pytest.skip("no Laravel %s root at %s (scripts/laravel-root builds it), or not root"
+                    % (request.param, root))
+    inner = pathlib.PurePosixPath("/tmp/qpool-setup-" + uuid.uuid4().hex[:12])
+    host = pathlib.Path(str(root) + str(inner))
+    (host / "data").mkdir(parents=True)
+    subprocess.run(["cp", "-rL", str(ROOT / "tests" / ("laravel-app-" + request.param)), str(host / "app")], check=True)
+    subprocess.run(["cp", "-r", str(ROOT / "php"), str(host / "php")], check=True)
+    env = {"REDIS_PORT": str(redis_server.port), "APP_STORAGE": str(inner / "data" / "storage"),
+           "DB_CONNECTION": "sqlite", "DB_DATABASE": str(inner / "data" / "db.sqlite"), "LOG_CHANNEL": "null"}
+    try:
+        yield request.param, root, inner, host, env
+    finally:
+        shutil.rmtree(str(host), ignore_errors=True)
+
+
+def test_the_app_is_read_through_a_php_prefix(master, chroot_app):
+    version, root, inner, host, env = chroot_app
+    pool = ('{ name = "app"; laravel = "%s"; php = ["/usr/sbin/chroot", "%s", "php"];\n'
+            '  php_adapter = "%s"; php_root = "%s"; environment = { %s }; }'
+            % (inner / "app", root, inner / "php" / "qpool-handler.php", root,
+               " ".join('%s = "%s";' % kv for kv in env.items())))
+    master.write_config(pool, redis_conf="", qpool="  balance_interval = 0.2;")
+    res = check(master)
+    assert res.returncode == 0, res.stderr
+    out = res.stdout
+    assert "(Laravel %s." % version in out
+    assert "environment (REDIS_PORT)" in origin_line(out, "redis.port")
+    # 10 keeps the store's colon, 11+ use cache.prefix verbatim
+    assert ('"laravel_cache:"' if version == "10" else '"laravel_cache"') in origin_line(out, "cache_prefix")
+    # the maintenance file as the master sees it: under the root
+    down = host / "data" / "storage" / "framework" / "down"
+    assert '"%s"' % down in origin_line(out, "maintenance (file)")
+    assert 'command = ["/usr/sbin/chroot", "%s", "php", "%s", "%s"];' % (
+        root, inner / "php" / "qpool-handler.php", inner / "app") in out
+
+    # artisan down inside the root pauses the pool on the host
+    master.start()
+    artisan = ["/usr/sbin/chroot", str(root), "sh", "-c", 'cd "$0" && exec php artisan "$@"', str(inner / "app")]
+    e = dict(os.environ, **env)
+    subprocess.run(artisan + ["down"], env=e, check=True, capture_output=True, timeout=120)
+    assert down.exists()
+    wait_for(lambda: master.pool("app")["state"] == "down", 10, what="the pool to see the app down")
+    subprocess.run(artisan + ["up"], env=e, check=True, capture_output=True, timeout=120)
+    wait_for(lambda: master.pool("app")["state"] == "running", 10, what="the pool to see the app up")
