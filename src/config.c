@@ -766,12 +766,40 @@ static void push_at(char ***list, int *n, const char *where, const char *msg)
     (*list)[(*n)++] = xasprintf("%s: %s", where, msg);
 }
 
+/* The pool's uid and gid, before anything runs as them (finish_pool checks
+ * the same names again and reports what is wrong). */
+static bool resolve_identity(pool_conf_t *p)
+{
+    if (p->group && !p->user) return false;
+    if (p->user) {
+        struct passwd *pw = getpwnam(p->user);
+        if (!pw) return false;
+        p->uid = pw->pw_uid;
+        p->gid = pw->pw_gid;
+        p->has_uid = p->has_gid = true;
+    }
+    if (p->group) {
+        struct group *gr = getgrnam(p->group);
+        if (!gr) return false;
+        p->gid = gr->gr_gid;
+    }
+    return true;
+}
+
 /* laravel = "...": the pool's defaults from its app (config_app.c). */
 static bool apply_app(ctx_t *x, pool_conf_t *p, const pool_parse_t *pp, app_cache_t **apps)
 {
     const app_desc_t *d;
     char err[600];
     const char *name = p->name ? p->name : "?";
+    /* The app is read as the pool's user, never as root in its stead. */
+    if (!resolve_identity(p)) {
+        char *m = xasprintf("pool %s: the Laravel app %s is not read: user \"%s\" / group \"%s\" does not exist (or group without user)",
+                            name, p->laravel, p->user ? p->user : "", p->group ? p->group : "");
+        push_at(&x->errs->msgs, &x->errs->n, p->laravel_where, m);
+        free(m);
+        return false;
+    }
     if (app_describe(apps, p, pp->explicit & EXPLICIT_QUEUE_CONNECTION, &d, err, sizeof err) < 0) {
         char *m = xasprintf("pool %s: cannot read the Laravel app %s: %s", name, p->laravel, err);
         push_at(&x->errs->msgs, &x->errs->n, p->laravel_where, m);

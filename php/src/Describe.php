@@ -115,7 +115,9 @@ final class Describe
         $base = realpath($appPath);
 
         if ($base === false || ! is_dir($base)) {
-            throw new \InvalidArgumentException('no such directory');
+            $who = function_exists('posix_geteuid') && function_exists('posix_getpwuid')
+                ? (posix_getpwuid(posix_geteuid())['name'] ?? (string) posix_geteuid()) : 'this user';
+            throw new \InvalidArgumentException('no such directory, or not one '.$who.' may enter');
         }
 
         if (! is_file($base.'/bootstrap/app.php')) {

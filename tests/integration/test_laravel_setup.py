@@ -269,3 +269,20 @@ def test_the_app_is_read_through_a_php_prefix(master, chroot_app):
     wait_for(lambda: master.pool("app")["state"] == "down", 10, what="the pool to see the app down")
     subprocess.run(artisan + ["up"], env=e, check=True, capture_output=True, timeout=120)
     wait_for(lambda: master.pool("app")["state"] == "running", 10, what="the pool to see the app up")
+
+
+def test_the_app_is_read_as_the_pools_user(master, laravel_app, tmp_path):
+    """A root master reads the app as the pool's user: an app only root may
+    enter (in pytest's 0700 directory) cannot be read as nobody."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root to switch users")
+    path = copy_app(tmp_path, "")
+    master.write_config(laravel_pool(laravel_app, path=path), redis_conf="")
+    assert check(master).returncode == 0
+    master.write_config(laravel_pool(laravel_app, path=path, extra='user = "nobody";'), redis_conf="")
+    res = check(master)
+    assert res.returncode == 78
+    assert "not one nobody may enter" in res.stderr and str(path) in res.stderr, res.stderr
+    master.write_config(laravel_pool(laravel_app, path=path, extra='user = "no-such-user-qp";'), redis_conf="")
+    res = check(master)
+    assert res.returncode == 78 and 'user "no-such-user-qp"' in res.stderr, res.stderr
