@@ -21,7 +21,7 @@
 #include "config.h"
 
 #define APPDESC_MAX_OUTPUT (64 * 1024)   /* bytes of JSON accepted from the describer */
-#define APPDESC_TIMEOUT_S 30             /* seconds it may take */
+#define APPDESC_TIMEOUT_S 20             /* seconds it may take (the master waits: keep well under WatchdogSec) */
 #define APPDESC_MAX_REDIS 4              /* Redis connections one description names */
 
 typedef struct {
