@@ -3,12 +3,13 @@ fixture Laravel 8 app (Debian's 8.83) and real Redis and processes."""
 import os
 import pathlib
 import shutil
+import signal
 import subprocess
 import uuid
 
 import pytest
 
-from conftest import LARAVEL_APP, QPOOL, ROOT, wait_for
+from conftest import BUILD, LARAVEL_APP, QPOOL, ROOT, wait_for
 
 # The environment the app needs that is not about Redis or the queue: where it
 # writes (storage, sqlite, markers). Redis' port comes from REDIS_PORT.
@@ -286,3 +287,34 @@ def test_the_app_is_read_as_the_pools_user(master, laravel_app, tmp_path):
     master.write_config(laravel_pool(laravel_app, path=path, extra='user = "no-such-user-qp";'), redis_conf="")
     res = check(master)
     assert res.returncode == 78 and 'user "no-such-user-qp"' in res.stderr, res.stderr
+
+
+@pytest.mark.skipif("asan" in str(BUILD), reason="valgrind does not run ASan binaries")
+def test_a_laravel_pool_is_valgrind_clean(master, laravel_app, tmp_path):
+    """The master (describe, apply, maintenance checks, reload, stop) under valgrind;
+    PHP runs natively (children are not traced past exec)."""
+    app = laravel_app
+    vlog = tmp_path / "valgrind.%p.log"
+    master.write_config(laravel_pool(app), redis_conf="", qpool="  balance_interval = 0.2;")
+    master.logf = open(master.log_path, "ab")
+    master.proc = subprocess.Popen(["valgrind", "--error-exitcode=99", "--leak-check=full",
+                                    "--show-leak-kinds=definite,indirect", "--errors-for-leak-kinds=definite,indirect",
+                                    "--trace-children=no", "-q", "--log-file=%s" % vlog, QPOOL, "run", "-c",
+                                    str(master.conf)],
+                                   stdout=master.logf, stderr=subprocess.STDOUT, start_new_session=True)
+    master.sid = master.proc.pid
+    wait_for(lambda: master.socket.exists(), 60, what="the master under valgrind")
+    app.dispatch("MarkerJob", tag="vg")
+    wait_for(lambda: markers(app, tag="vg"), 60, what="a job")
+    app.artisan("down")
+    wait_for(lambda: master.pool("app")["state"] == "down", 30, what="down")
+    app.artisan("up")
+    wait_for(lambda: master.pool("app")["state"] == "running", 30, what="up")
+    master.cli("reload")
+    master.proc.send_signal(signal.SIGTERM)
+    assert master.proc.wait(120) == 0, master.log()
+    files = list(tmp_path.glob("valgrind.*.log"))
+    assert files, "valgrind wrote no log: it did not run"
+    logs = "".join(p.read_text() for p in files)
+    assert "ERROR SUMMARY" not in logs or " 0 errors" in logs, logs
+    assert "definitely lost" not in logs and "Invalid" not in logs, logs
