@@ -318,3 +318,30 @@ def test_a_laravel_pool_is_valgrind_clean(master, laravel_app, tmp_path):
     logs = "".join(p.read_text() for p in files)
     assert "ERROR SUMMARY" not in logs or " 0 errors" in logs, logs
     assert "definitely lost" not in logs and "Invalid" not in logs, logs
+
+
+def test_maintenance_in_a_redis_cache_store(master, chroot_app, r):
+    """Laravel 11+'s cache driver for maintenance mode (APP_MAINTENANCE_DRIVER=cache),
+    on the Laravel 13 root: the master reads the store's key."""
+    version, root, inner, host, env = chroot_app
+    if version != "13":
+        pytest.skip("the fixture app of Laravel %s pins the file driver" % version)
+    env = dict(env, APP_MAINTENANCE_DRIVER="cache", APP_MAINTENANCE_STORE="redis")
+    pool = ('{ name = "app"; laravel = "%s"; php = ["/usr/sbin/chroot", "%s", "php"];\n'
+            '  php_adapter = "%s"; php_root = "%s"; environment = { %s }; }'
+            % (inner / "app", root, inner / "php" / "qpool-handler.php", root,
+               " ".join('%s = "%s";' % kv for kv in env.items())))
+    master.write_config(pool, redis_conf="", qpool="  balance_interval = 0.2;")
+    res = check(master)
+    assert res.returncode == 0, res.stderr
+    assert '"laravel_cacheilluminate:foundation:down" on "cache"' in origin_line(res.stdout, "maintenance (cache)")
+    master.start()
+    artisan = ["/usr/sbin/chroot", str(root), "sh", "-c", 'cd "$0" && exec php artisan "$@"', str(inner / "app")]
+    e = dict(os.environ, **env)
+    subprocess.run(artisan + ["down"], env=e, check=True, capture_output=True, timeout=120)
+    cache = master.redis.client(db=1)
+    assert cache.exists("laravel_database_laravel_cacheilluminate:foundation:down")
+    assert not (host / "data" / "storage" / "framework" / "down").exists()
+    wait_for(lambda: master.pool("app")["state"] == "down", 10, what="the pool to see the app down")
+    subprocess.run(artisan + ["up"], env=e, check=True, capture_output=True, timeout=120)
+    wait_for(lambda: master.pool("app")["state"] == "running", 10, what="the pool to see the app up")
