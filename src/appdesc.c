@@ -9,6 +9,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -69,8 +70,9 @@ static bool valid_conn_name(const char *s)
 
 static bool int_in(const cJSON *v, double lo, double hi)
 {
-    return cJSON_IsNumber(v) && v->valuedouble == (double)(long long)v->valuedouble &&
-           v->valuedouble >= lo && v->valuedouble <= hi;
+    /* the range first: a cast of an out-of-range double is undefined */
+    return cJSON_IsNumber(v) && v->valuedouble >= lo && v->valuedouble <= hi &&
+           v->valuedouble == floor(v->valuedouble);
 }
 
 /* Type and range of one value; out gets its text. */
