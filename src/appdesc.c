@@ -170,8 +170,13 @@ static int check_refs(app_desc_t *d, char *err, size_t errn)
             snprintf(err, errn, "redis connection %s is named but not described", need[i]->value);
             return -1;
         }
-    if (!d->queue_connection.value || !d->connection.value || !d->retry_after.value) {
-        snprintf(err, errn, "the queue connection, its redis connection or retry_after is missing");
+    if (!d->queue_connection.value || !d->connection.value || !d->retry_after.value || !d->queue.value ||
+        !d->cache_store.value) {
+        snprintf(err, errn, "the queue connection, its redis connection, queue, retry_after or cache store is missing");
+        return -1;
+    }
+    if ((d->cache_connection.value && !d->cache_prefix.value) || (d->down_connection.value && !d->down_prefix.value)) {
+        snprintf(err, errn, "a cache store's connection comes without its prefix");
         return -1;
     }
     if (d->down_driver.value && strcmp(d->down_driver.value, "file") && strcmp(d->down_driver.value, "cache")) {
