@@ -233,8 +233,10 @@ def chroot_app(request, redis_server):
     (host / "data").mkdir(parents=True)
     subprocess.run(["cp", "-rL", str(ROOT / "tests" / ("laravel-app-" + request.param)), str(host / "app")], check=True)
     subprocess.run(["cp", "-r", str(ROOT / "php"), str(host / "php")], check=True)
+    (host / "data" / "db.sqlite").touch()
     env = {"REDIS_PORT": str(redis_server.port), "APP_STORAGE": str(inner / "data" / "storage"),
-           "DB_CONNECTION": "sqlite", "DB_DATABASE": str(inner / "data" / "db.sqlite"), "LOG_CHANNEL": "null"}
+           "DB_CONNECTION": "sqlite", "DB_DATABASE": str(inner / "data" / "db.sqlite"), "LOG_CHANNEL": "null",
+           "MARKER_FILE": str(inner / "data" / "markers.jsonl")}
     try:
         yield request.param, root, inner, host, env
     finally:
@@ -261,10 +263,16 @@ def test_the_app_is_read_through_a_php_prefix(master, chroot_app):
     assert 'command = ["/usr/sbin/chroot", "%s", "php", "%s", "%s"];' % (
         root, inner / "php" / "qpool-handler.php", inner / "app") in out
 
-    # artisan down inside the root pauses the pool on the host
+    # the pool runs the app's jobs, through the prefix, with nothing about Redis in qpool.conf
     master.start()
     artisan = ["/usr/sbin/chroot", str(root), "sh", "-c", 'cd "$0" && exec php artisan "$@"', str(inner / "app")]
     e = dict(os.environ, **env)
+    subprocess.run(artisan + ["fixture:marker", "through-chroot"], env=e, check=True, capture_output=True,
+                   timeout=120)
+    marks = host / "data" / "markers.jsonl"
+    wait_for(lambda: marks.exists() and "through-chroot" in marks.read_text(), 60,
+             what="the job run by the adapter in the root")
+    # artisan down inside the root pauses the pool on the host
     subprocess.run(artisan + ["down"], env=e, check=True, capture_output=True, timeout=120)
     assert down.exists()
     wait_for(lambda: master.pool("app")["state"] == "down", 10, what="the pool to see the app down")
