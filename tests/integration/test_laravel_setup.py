@@ -1,5 +1,6 @@
 """Setup read from the app (`laravel = "/srv/app";`) and maintenance mode, with the
 fixture Laravel 8 app (Debian's 8.83) and real Redis and processes."""
+import contextlib
 import os
 import pathlib
 import shutil
@@ -220,27 +221,38 @@ ROOTS = pathlib.Path(os.environ.get("QPOOL_LARAVEL_ROOTS") or "/var/cache/qpool-
 CHROOT_VERSIONS = {"10": "trixie", "13": "sid"}
 
 
-@pytest.fixture(params=sorted(CHROOT_VERSIONS), ids=lambda v: "laravel" + v)
-def chroot_app(request, redis_server):
+@contextlib.contextmanager
+def app_in_root(version, redis_server):
     """A copy of tests/laravel-app-N and php/ inside a Debian root that
     scripts/laravel-root built (not built here: it takes minutes)."""
-    root = ROOTS / CHROOT_VERSIONS[request.param]
+    root = ROOTS / CHROOT_VERSIONS[version]
     if not (root / ".complete").exists() or os.geteuid() != 0:
-        pytest.skip("no Laravel %s root at %s (scripts/laravel-root builds it), or not root"
-                    % (request.param, root))
+        pytest.skip("no Laravel %s root at %s (scripts/laravel-root builds it), or not root" % (version, root))
     inner = pathlib.PurePosixPath("/tmp/qpool-setup-" + uuid.uuid4().hex[:12])
     host = pathlib.Path(str(root) + str(inner))
     (host / "data").mkdir(parents=True)
-    subprocess.run(["cp", "-rL", str(ROOT / "tests" / ("laravel-app-" + request.param)), str(host / "app")], check=True)
+    subprocess.run(["cp", "-rL", str(ROOT / "tests" / ("laravel-app-" + version)), str(host / "app")], check=True)
     subprocess.run(["cp", "-r", str(ROOT / "php"), str(host / "php")], check=True)
     (host / "data" / "db.sqlite").touch()
     env = {"REDIS_PORT": str(redis_server.port), "APP_STORAGE": str(inner / "data" / "storage"),
            "DB_CONNECTION": "sqlite", "DB_DATABASE": str(inner / "data" / "db.sqlite"), "LOG_CHANNEL": "null",
            "MARKER_FILE": str(inner / "data" / "markers.jsonl")}
     try:
-        yield request.param, root, inner, host, env
+        yield version, root, inner, host, env
     finally:
         shutil.rmtree(str(host), ignore_errors=True)
+
+
+@pytest.fixture(params=sorted(CHROOT_VERSIONS), ids=lambda v: "laravel" + v)
+def chroot_app(request, redis_server):
+    with app_in_root(request.param, redis_server) as a:
+        yield a
+
+
+@pytest.fixture
+def chroot_app_13(redis_server):
+    with app_in_root("13", redis_server) as a:
+        yield a
 
 
 def test_the_app_is_read_through_a_php_prefix(master, chroot_app):
@@ -328,12 +340,11 @@ def test_a_laravel_pool_is_valgrind_clean(master, laravel_app, tmp_path):
     assert "definitely lost" not in logs and "Invalid" not in logs, logs
 
 
-def test_maintenance_in_a_redis_cache_store(master, chroot_app, r):
+def test_maintenance_in_a_redis_cache_store(master, chroot_app_13):
     """Laravel 11+'s cache driver for maintenance mode (APP_MAINTENANCE_DRIVER=cache),
-    on the Laravel 13 root: the master reads the store's key."""
-    version, root, inner, host, env = chroot_app
-    if version != "13":
-        pytest.skip("the fixture app of Laravel %s pins the file driver" % version)
+    on the Laravel 13 root (the 10 fixture app pins the file driver): the master
+    reads the store's key."""
+    version, root, inner, host, env = chroot_app_13
     env = dict(env, APP_MAINTENANCE_DRIVER="cache", APP_MAINTENANCE_STORE="redis")
     pool = ('{ name = "app"; laravel = "%s"; php = ["/usr/sbin/chroot", "%s", "php"];\n'
             '  php_adapter = "%s"; php_root = "%s"; environment = { %s }; }'
