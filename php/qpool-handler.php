@@ -32,6 +32,12 @@ require __DIR__.'/src/Handler.php';
 
 $appPath = $argv[1] ?? '';
 
+// qpool reads an app's queue, Redis and Horizon settings this way (src/Describe.php).
+if (in_array($appPath, ['--describe', '--describe-horizon'], true)) {
+    require __DIR__.'/src/Describe.php';
+    exit(Qpool\Laravel\Describe::main($argv));
+}
+
 if ($appPath === '' || in_array($appPath, ['-h', '--help'], true)) {
     fwrite(STDERR, "usage: php qpool-handler.php /path/to/laravel/app\n");
     exit(2);

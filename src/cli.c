@@ -5,6 +5,7 @@
 #include "cli.h"
 #include "rconn.h"
 #include "log.h"
+#include "horizon.h"
 #include "master.h"
 #include "util.h"
 #include "version.h"
@@ -47,6 +48,11 @@ static const cmd_help_t HELP[] = {
      "\n"
      "Validate the config file and print the effective configuration, every\n"
      "default filled in. Errors are printed as FILE:LINE: message.\n"
+     "A pool with laravel = \"/srv/app\" has its queue, Redis and cache settings\n"
+     "read from the app (as the pool's user, with its environment; the adapter's\n"
+     "--describe): check prints each one with its source (config/queue.php, .env\n"
+     "(NAME), environment (NAME), qpool.conf), the password redacted. An app\n"
+     "that cannot be read is an error naming it.\n"
      "\n"
      "  -c, --config FILE   config file (default: $QPOOL_CONFIG, else /etc/qpool/qpool.conf)\n"
      "  -q, --quiet         print nothing when the file is valid\n"
@@ -170,6 +176,23 @@ static const cmd_help_t HELP[] = {
      "  --connection NAME   redis connection from the config (default: default)\n"
      "  -m, --minutes N     how far back (1..44640)\n"
      "  -j, --json          JSON output\n"},
+    {"import", "a qpool.conf from an app's config/horizon.php",
+     "usage: qpool import horizon APP [--env ENV] [--php \"CMD...\"] [--adapter PATH]\n"
+     "\n"
+     "Print a qpool.conf that runs the work APP's config/horizon.php describes\n"
+     "(Horizon need not be installed): Horizon's defaults merged with the\n"
+     "environment ENV (default: the app's APP_ENV), each supervisor a pool\n"
+     "(queues, balance, autoScalingStrategy, min/maxProcesses, tries, timeout,\n"
+     "memory, backoff, maxTime, maxJobs, nice, rest), waits as alerts.long_wait.\n"
+     "Comments mark where qpool differs. The pools say laravel = \"APP\", so the\n"
+     "app's Redis and cache settings are read when qpool starts. The app is\n"
+     "booted as the calling user, with the calling environment.\n"
+     "\n"
+     "  -e, --env ENV       Horizon environment (a name or a pattern in environments)\n"
+     "  --php \"CMD...\"     how to run PHP (default \"php\"; e.g. \"chroot /r php\")\n"
+     "  --adapter PATH      qpool-handler.php as PHP sees it (default: the installed one)\n"
+     "\n"
+     "Exit status: 0 printed, 1 the app or its Horizon config cannot be read.\n"},
     {"version", "print the version", "usage: qpool version\n"},
     {"help", "help on a command", "usage: qpool help [COMMAND]\n"},
 };
@@ -331,6 +354,7 @@ int cli_main(int argc, char **argv)
     if (!strcmp(cmd, "push")) return cmd_push(argc, argv);
     if (!strcmp(cmd, "failed")) return cmd_failed(argc, argv);
     if (!strcmp(cmd, "metrics")) return cmd_metrics(argc, argv);
+    if (!strcmp(cmd, "import")) return cmd_import(argc, argv);
     if (!strcmp(cmd, "status"))
         for (int i = 1; i < argc; i++)
             if (!strcmp(argv[i], "--fleet")) return cmd_fleet(argc, argv);

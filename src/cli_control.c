@@ -103,6 +103,8 @@ static void print_status(const cJSON *s, bool verbose)
                (int)num(p, "workers"), busy, idle, (int)num(p, "starting"), (int)num(p, "stopping"), tg, mm,
                num(p, "jobs_per_min"), num(p, "failed_per_min"), external ? "-" : rt,
                (int)num(p, "memory_recycles"), (int)num(p, "crashes"));
+        if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(p, "maintenance")))
+            printf("    waiting: down (maintenance): its Laravel app is down (php artisan down); `php artisan up` resumes it\n");
         const cJSON *q;
         cJSON_ArrayForEach(q, cJSON_GetObjectItemCaseSensitive(p, "queues"))
         {

@@ -7,6 +7,7 @@
  * for both the `defaults` group and each pool, so the cascade cannot drift.
  */
 #include "config.h"
+#include "config_app.h"
 #include "log.h"
 #include "util.h"
 
@@ -290,7 +291,8 @@ enum {
 };
 
 typedef struct {
-    unsigned set;   /* keys given explicitly in the pool's own group */
+    unsigned set;      /* keys given explicitly in the pool's own group */
+    unsigned explicit; /* EXPLICIT_* (config_app.h): in the pool or in defaults */
 } pool_parse_t;
 
 static void env_set(pool_conf_t *p, const char *name, const char *value)
@@ -378,13 +380,33 @@ static const char *const pool_keys[] = {
     "queue_connection", "cache_connection", "cache_prefix", "restart_key", "laravel_pause",
     "tries", "backoff", "timeout", "retry_after", "memory", "sleep", "max_jobs", "max_time",
     "rest", "migration_batch", "prefetch", "job_log", "handler", "command", "user", "group",
-    "working_directory", "environment", "nice", NULL};
+    "working_directory", "environment", "nice", "laravel", "php", "php_adapter", "php_root",
+    "force", NULL};
 
 /* Keys that make no sense in `defaults`. */
 static bool pool_only_key(const char *k)
 {
     return !strcmp(k, "name") || !strcmp(k, "queues") || !strcmp(k, "handler") ||
            !strcmp(k, "command");
+}
+
+/* laravel, php_adapter, php_root: absolute paths */
+static bool parse_app_path(ctx_t *x, const config_setting_t *s, pool_conf_t *p)
+{
+    const char *k = config_setting_name(s);
+    char **dst = !strcmp(k, "laravel") ? &p->laravel : !strcmp(k, "php_adapter") ? &p->php_adapter : &p->php_root;
+    free(*dst);
+    *dst = NULL;
+    if (!want_str(x, s, dst)) return false;
+    if ((*dst)[0] != '/') {
+        cerr(x, s, "%s: \"%s\" must be an absolute path", k, *dst);
+        return false;
+    }
+    if (dst == &p->laravel) {
+        free(p->laravel_where);
+        p->laravel_where = xasprintf("%s:%d", sfile(x, s), sline(s));
+    }
+    return true;
 }
 
 static bool parse_pool_settings(ctx_t *x, const config_setting_t *g, pool_conf_t *p,
@@ -430,13 +452,13 @@ static bool parse_pool_settings(ctx_t *x, const config_setting_t *g, pool_conf_t
             ok &= want_enum(x, s, balance_names, &p->balance);
         else if (!strcmp(k, "processes")) {
             ok &= want_int(x, s, 0, QPOOL_MAX_WORKERS_LIMIT, &p->processes);
-            if (pp) pp->set |= SET_PROCESSES;
+            if (!is_defaults) pp->set |= SET_PROCESSES;
         } else if (!strcmp(k, "min_processes")) {
             ok &= want_int(x, s, 0, QPOOL_MAX_WORKERS_LIMIT, &p->min_processes);
-            if (pp) pp->set |= SET_MIN;
+            if (!is_defaults) pp->set |= SET_MIN;
         } else if (!strcmp(k, "max_processes")) {
             ok &= want_int(x, s, 1, QPOOL_MAX_WORKERS_LIMIT, &p->max_processes);
-            if (pp) pp->set |= SET_MAX;
+            if (!is_defaults) pp->set |= SET_MAX;
         } else if (!strcmp(k, "auto_strategy"))
             ok &= want_enum(x, s, strategy_names, &p->auto_strategy);
         else if (!strcmp(k, "target_wait"))
@@ -445,27 +467,36 @@ static bool parse_pool_settings(ctx_t *x, const config_setting_t *g, pool_conf_t
             ok &= want_num(x, s, 0, 86400, &p->scale_down_delay);
         else if (!strcmp(k, "priority"))
             ok &= want_int(x, s, 1, 1000, &p->priority);
-        else if (!strcmp(k, "connection"))
+        else if (!strcmp(k, "connection")) {
             ok &= want_str(x, s, &p->connection);
-        else if (!strcmp(k, "queue_connection"))
+            pp->explicit |= EXPLICIT_CONNECTION;
+        } else if (!strcmp(k, "queue_connection")) {
             ok &= want_str(x, s, &p->queue_connection);
-        else if (!strcmp(k, "cache_connection")) {
+            pp->explicit |= EXPLICIT_QUEUE_CONNECTION;
+        } else if (!strcmp(k, "cache_connection")) {
             ok &= want_str(x, s, &p->cache_connection);
-            if (pp) pp->set |= SET_CACHE_CONNECTION;
-        } else if (!strcmp(k, "cache_prefix"))
+            if (!is_defaults) pp->set |= SET_CACHE_CONNECTION;
+            pp->explicit |= EXPLICIT_CACHE_CONNECTION;
+        } else if (!strcmp(k, "cache_prefix")) {
             ok &= want_str(x, s, &p->cache_prefix);
-        else if (!strcmp(k, "restart_key"))
+            pp->explicit |= EXPLICIT_CACHE_PREFIX;
+        } else if (!strcmp(k, "restart_key")) {
             ok &= want_str(x, s, &p->restart_key);
-        else if (!strcmp(k, "laravel_pause"))
+            pp->explicit |= EXPLICIT_RESTART_KEY;
+        } else if (!strcmp(k, "laravel_pause")) {
             ok &= want_bool(x, s, &p->laravel_pause);
+            pp->explicit |= EXPLICIT_LARAVEL_PAUSE;
+        }
         else if (!strcmp(k, "tries"))
             ok &= want_int(x, s, 0, 1000000, &p->tries);
         else if (!strcmp(k, "backoff"))
             ok &= want_backoff(x, s, &p->backoff, &p->nbackoff);
         else if (!strcmp(k, "timeout"))
             ok &= want_int(x, s, 0, 86400 * 7, &p->timeout);
-        else if (!strcmp(k, "retry_after"))
+        else if (!strcmp(k, "retry_after")) {
             ok &= want_int(x, s, 1, 86400 * 7, &p->retry_after);
+            pp->explicit |= EXPLICIT_RETRY_AFTER;
+        }
         else if (!strcmp(k, "memory"))
             ok &= want_int(x, s, 0, 1024 * 1024, &p->memory);
         else if (!strcmp(k, "sleep"))
@@ -513,6 +544,12 @@ static bool parse_pool_settings(ctx_t *x, const config_setting_t *g, pool_conf_t
             }
         } else if (!strcmp(k, "nice"))
             ok &= want_int(x, s, -20, 19, &p->nice);
+        else if (!strcmp(k, "laravel") || !strcmp(k, "php_adapter") || !strcmp(k, "php_root"))
+            ok &= parse_app_path(x, s, p);
+        else if (!strcmp(k, "php"))
+            ok &= want_strv(x, s, true, &p->php);
+        else if (!strcmp(k, "force"))
+            ok &= want_bool(x, s, &p->force);
         else {
             unknown_key(x, s, is_defaults ? "defaults" : "pool", pool_keys);
             ok = false;
@@ -548,6 +585,8 @@ static void pool_builtin_defaults(pool_conf_t *p)
     p->prefetch = 1;
     p->job_log = true;
     p->handler_start_timeout = 60;
+    p->php = xcalloc(2, sizeof *p->php);
+    p->php[0] = xstrdup("php");
 }
 
 void pool_conf_free(pool_conf_t *p)
@@ -570,6 +609,16 @@ void pool_conf_free(pool_conf_t *p)
         free(p->env[i].value);
     }
     free(p->env);
+    free(p->laravel);
+    free(p->laravel_where);
+    free_strv(p->php);
+    free(p->php_adapter);
+    free(p->php_root);
+    free(p->laravel_version);
+    free(p->down_file);
+    free(p->down_connection);
+    free(p->down_key);
+    conf_origins_free(p->origins, p->norigins);
 }
 
 void pool_conf_copy(pool_conf_t *dst, const pool_conf_t *src)
@@ -594,6 +643,18 @@ void pool_conf_copy(pool_conf_t *dst, const pool_conf_t *src)
         dst->env[i].name = xstrdup(src->env[i].name);
         dst->env[i].value = xstrdup(src->env[i].value);
     }
+#define DUP(f) dst->f = src->f ? xstrdup(src->f) : NULL
+    DUP(laravel);
+    DUP(laravel_where);
+    DUP(php_adapter);
+    DUP(php_root);
+    DUP(laravel_version);
+    DUP(down_file);
+    DUP(down_connection);
+    DUP(down_key);
+#undef DUP
+    dst->php = src->php ? strv_dup(src->php) : NULL;
+    dst->origins = conf_origins_dup(src->origins, src->norigins);
 }
 
 
@@ -697,6 +758,65 @@ char **config_expand_command(const pool_conf_t *p)
         argv[i] = sbuf_steal(&b);
     }
     return argv;
+}
+
+static void push_at(char ***list, int *n, const char *where, const char *msg)
+{
+    *list = xrealloc(*list, sizeof **list * (size_t)(*n + 1));
+    (*list)[(*n)++] = xasprintf("%s: %s", where, msg);
+}
+
+/* The pool's uid and gid, before anything runs as them (finish_pool checks
+ * the same names again and reports what is wrong). */
+static bool resolve_identity(pool_conf_t *p)
+{
+    if (p->group && !p->user) return false;
+    if (p->user) {
+        struct passwd *pw = getpwnam(p->user);
+        if (!pw) return false;
+        p->uid = pw->pw_uid;
+        p->gid = pw->pw_gid;
+        p->has_uid = p->has_gid = true;
+    }
+    if (p->group) {
+        struct group *gr = getgrnam(p->group);
+        if (!gr) return false;
+        p->gid = gr->gr_gid;
+    }
+    return true;
+}
+
+/* laravel = "...": the pool's defaults from its app (config_app.c). */
+static bool apply_app(ctx_t *x, pool_conf_t *p, const pool_parse_t *pp, app_cache_t **apps)
+{
+    const app_desc_t *d;
+    char err[600];
+    const char *name = p->name ? p->name : "?";
+    /* The app is read as the pool's user, never as root in its stead. */
+    if (!resolve_identity(p)) {
+        char *m = xasprintf("pool %s: the Laravel app %s is not read: user \"%s\" / group \"%s\" does not exist (or group without user)",
+                            name, p->laravel, p->user ? p->user : "", p->group ? p->group : "");
+        push_at(&x->errs->msgs, &x->errs->n, p->laravel_where, m);
+        free(m);
+        return false;
+    }
+    if (app_describe(apps, p, pp->explicit & EXPLICIT_QUEUE_CONNECTION, &d, err, sizeof err) < 0) {
+        char *m = xasprintf("pool %s: cannot read the Laravel app %s: %s", name, p->laravel, err);
+        push_at(&x->errs->msgs, &x->errs->n, p->laravel_where, m);
+        free(m);
+        return false;
+    }
+    char **w = NULL;
+    int nw = 0;
+    app_apply(x->c, p, pp->explicit, d, &w, &nw);
+    for (int i = 0; i < nw; i++) {
+        char *m = xasprintf("pool %s: %s", name, w[i]);
+        push_at(&x->errs->warnings, &x->errs->nwarn, p->laravel_where, m);
+        free(m);
+        free(w[i]);
+    }
+    free(w);
+    return true;
 }
 
 static bool finish_pool(ctx_t *x, const config_setting_t *g, pool_conf_t *p, const pool_parse_t *pp)
@@ -1237,9 +1357,11 @@ qconf_t *config_load(const char *path, conf_errors_t *errs)
     if (gr)
         parse_redis_group(&x, gr);
     if (!config_redis(c, "default")) {
-        /* Pools use "default" unless told otherwise; provide Laravel's stock one. */
+        /* Pools use "default" unless told otherwise; provide Laravel's stock one
+         * (a Laravel app's own "default" replaces it: config_app.c). */
         c->redis = xrealloc(c->redis, sizeof *c->redis * (size_t)(c->nredis + 1));
-        redis_defaults(&c->redis[c->nredis++], "default");
+        redis_defaults(&c->redis[c->nredis], "default");
+        c->redis[c->nredis++].kind = REDIS_STOCK;
     }
 
     if (c->http.connection && !config_redis(c, c->http.connection))
@@ -1247,11 +1369,13 @@ qconf_t *config_load(const char *path, conf_errors_t *errs)
 
     pool_conf_t defaults;
     pool_builtin_defaults(&defaults);
+    pool_parse_t dpp = {0};
+    app_cache_t *apps = NULL;
     if (gd) {
         if (config_setting_type(gd) != CONFIG_TYPE_GROUP)
             cerr(&x, gd, "defaults: expected a group");
         else
-            parse_pool_settings(&x, gd, &defaults, true, NULL);
+            parse_pool_settings(&x, gd, &defaults, true, &dpp);
     }
     if (!gp) {
         cerr(&x, NULL, "no pools defined (add pools = ( { name = ...; queues = [...]; ... } );)");
@@ -1270,9 +1394,10 @@ qconf_t *config_load(const char *path, conf_errors_t *errs)
             pool_conf_t *p = &c->pools[c->npools++];
             pool_conf_copy(p, &defaults);
             p->line = sline(g);
-            pool_parse_t pp = {0};
-            parse_pool_settings(&x, g, p, false, &pp);
-            finish_pool(&x, g, p, &pp);
+            pool_parse_t pp = {.explicit = dpp.explicit};
+            bool parsed = parse_pool_settings(&x, g, p, false, &pp);
+            /* an app that cannot be read: that error alone, not what follows from it */
+            if (!parsed || !p->laravel || apply_app(&x, p, &pp, &apps)) finish_pool(&x, g, p, &pp);
             for (int j = 0; p->name && j < c->npools - 1; j++)
                 if (c->pools[j].name && !strcmp(c->pools[j].name, p->name))
                     cerr(&x, g, "pool name \"%s\" is used twice (first on line %d)", p->name,
@@ -1287,6 +1412,7 @@ qconf_t *config_load(const char *path, conf_errors_t *errs)
                  c->max_workers, minsum);
     }
     pool_conf_free(&defaults);
+    app_cache_free(apps);
     config_destroy(&cfg);
     if (errs->n) {
         config_free(c);
@@ -1321,6 +1447,8 @@ void config_free(qconf_t *c)
         free(r->prefix);
         free(r->username);
         free(r->password_env);
+        free(r->password);
+        free(r->app);
     }
     free(c->redis);
     for (int i = 0; i < c->npools; i++) pool_conf_free(&c->pools[i]);
@@ -1416,6 +1544,9 @@ bool pool_conf_same_except_size(const pool_conf_t *a, const pool_conf_t *b)
     for (int i = 0; i < a->nenv; i++)
         if (!str_eq(a->env[i].name, b->env[i].name) || !str_eq(a->env[i].value, b->env[i].value))
             return false;
+    if (!str_eq(a->laravel, b->laravel) || a->force != b->force || !str_eq(a->down_file, b->down_file) ||
+        !str_eq(a->down_connection, b->down_connection) || !str_eq(a->down_key, b->down_key))
+        return false;
     return true;
 }
 
@@ -1505,6 +1636,26 @@ static void print_alerts(const qconf_t *c, FILE *f)
     fprintf(f, "  };\n");
 }
 
+/* An environment variable whose value `qpool check` does not print. */
+static bool secret_name(const char *name)
+{
+    static const char *const words[] = {"PASSWORD", "PASS", "SECRET", "TOKEN", "KEY", "AUTH", NULL};
+    for (int i = 0; words[i]; i++)
+        if (strcasestr(name, words[i])) return true;
+    return false;
+}
+
+static void print_app(const pool_conf_t *p, FILE *f, const char *in)
+{
+    if (!p->laravel) return;
+    print_str(f, in, "laravel", p->laravel);
+    print_strv(f, in, "php", p->php);
+    if (p->php_adapter) print_str(f, in, "php_adapter", p->php_adapter);
+    if (p->php_root) print_str(f, in, "php_root", p->php_root);
+    fprintf(f, "%sforce = %s;\n", in, p->force ? "true" : "false");
+    app_print_origins(p, f, in);
+}
+
 void config_print(const qconf_t *c, FILE *f)
 {
     fprintf(f, "# effective configuration of %s (defaults filled in)\n", c->path);
@@ -1542,6 +1693,8 @@ void config_print(const qconf_t *c, FILE *f)
         print_str(f, "    ", "prefix", r->prefix);
         if (r->username) print_str(f, "    ", "username", r->username);
         if (r->password_env) print_str(f, "    ", "password_env", r->password_env);
+        if (r->password) fprintf(f, "    # password: (redacted; read from the app)\n");
+        if (r->app) fprintf(f, "    # read from the Laravel app %s\n", r->app);
         print_num(f, "    ", "timeout", r->timeout);
         fprintf(f, "  };\n");
     }
@@ -1600,10 +1753,12 @@ void config_print(const qconf_t *c, FILE *f)
         if (p->working_directory) print_str(f, in, "working_directory", p->working_directory);
         if (p->nenv) {
             fprintf(f, "%senvironment = {\n", in);
-            for (int e = 0; e < p->nenv; e++) print_str(f, "      ", p->env[e].name, p->env[e].value);
+            for (int e = 0; e < p->nenv; e++)
+                print_str(f, "      ", p->env[e].name, secret_name(p->env[e].name) ? "(redacted)" : p->env[e].value);
             fprintf(f, "%s};\n", in);
         }
         fprintf(f, "%snice = %d;\n", in, p->nice);
+        print_app(p, f, in);
         fprintf(f, "  }%s\n", i + 1 < c->npools ? "," : "");
     }
     fprintf(f, ");\n");
@@ -1614,5 +1769,6 @@ bool redis_conf_same(const redis_conf_t *a, const redis_conf_t *b)
     if (!a || !b) return a == b;
     return str_eq(a->host, b->host) && a->port == b->port && str_eq(a->socket, b->socket) &&
            a->db == b->db && str_eq(a->prefix, b->prefix) && str_eq(a->username, b->username) &&
-           str_eq(a->password_env, b->password_env) && a->timeout == b->timeout;
+           str_eq(a->password_env, b->password_env) && str_eq(a->password, b->password) &&
+           a->timeout == b->timeout;
 }

@@ -32,9 +32,23 @@ typedef struct {
     char *prefix;          /* Laravel's database.redis.options.prefix */
     char *username;
     char *password_env;    /* name of the environment variable holding the password */
+    char *password;        /* from a Laravel app's config (laravel = ...): never logged or printed */
     double timeout;        /* connect / command timeout, seconds */
     int line;
+    int kind;              /* enum redis_kind */
+    char *app;             /* REDIS_FROM_APP: the app it was read from */
 } redis_conf_t;
+
+/* Where a redis connection was defined: qpool.conf, the built-in "default"
+ * (127.0.0.1:6379) used when qpool.conf names none, or a Laravel app. */
+enum redis_kind { REDIS_FROM_CONF = 0, REDIS_STOCK = 1, REDIS_FROM_APP = 2 };
+
+/* One setting read from a Laravel app, for `qpool check`. */
+typedef struct {
+    char *key;
+    char *value;           /* as shown: a password is "(redacted)" */
+    char *source;          /* "config/queue.php", "environment (REDIS_PORT)", "qpool.conf", ... */
+} conf_origin_t;
 
 enum balance_mode { BALANCE_OFF = 0, BALANCE_AUTO = 1 };
 enum auto_strategy { STRATEGY_TIME = 0, STRATEGY_SIZE = 1 };
@@ -99,6 +113,20 @@ typedef struct {
     env_var_t *env;
     int nenv;
     int nice;
+
+    /* a Laravel app the settings are read from (config_app.c) */
+    char *laravel;             /* app path, NULL: none */
+    char *laravel_where;       /* "FILE:LINE" of the laravel key */
+    char **php;                /* argv prefix running PHP, default ["php"] */
+    char *php_adapter;         /* qpool-handler.php as php sees it; NULL: the installed one */
+    char *php_root;            /* the directory php sees as / (a chroot prefix), NULL: / */
+    bool force;                /* take jobs while the app is down for maintenance */
+    char *laravel_version;
+    char *down_file;           /* maintenance (file driver): exists = down */
+    char *down_connection;     /* maintenance (cache driver): redis connection... */
+    char *down_key;            /* ...and the key without the redis prefix */
+    conf_origin_t *origins;    /* what was read from the app and from where */
+    int norigins;
 
     /* resolved */
     uid_t uid;

@@ -144,7 +144,7 @@ void master_begin_stop(master_t *m, bool fast)
         if (m->pools.all_paused) {
             m->pools.all_paused = false;
         }
-        for (int i = 0; i < m->pools.n; i++) m->pools.v[i]->paused = false;
+        for (int i = 0; i < m->pools.n; i++) m->pools.v[i]->paused = m->pools.v[i]->down = false;
         pools_apply_pause(&m->pools);
         pools_stop_all(&m->pools, now);
     }
@@ -155,7 +155,8 @@ void master_begin_stop(master_t *m, bool fast)
     }
 }
 
-static const char *const SOURCES[] = {"a signal", "the control socket", "HTTP"};
+static const char *const SOURCES[] = {"a signal", "the control socket", "HTTP",
+                                      "the app is down for maintenance"};
 
 static bool queue_known(master_t *m, const char *q)
 {
@@ -222,11 +223,17 @@ int master_pause(master_t *m, const pause_scope_t *scope, int source, bool on, c
     if (!scope->npools && !scope->nqueues) changed = pause_everything(m, source, on);
     for (int i = 0; i < scope->npools; i++) {
         pool_t *p = master_pool(m, scope->pools[i]);
-        if (p->paused == on) continue;
-        p->paused = on;
+        bool *flag = source == PAUSE_FROM_MAINTENANCE ? &p->down : &p->paused;
+        if (*flag == on) continue;
+        *flag = on;
         changed++;
-        if (!on) m->pools.all_paused = false; /* not everything is paused any more */
-        log_info("pool %s: %s (%s)", p->conf.name, on ? "paused" : "resumed", SOURCES[source]);
+        if (!on && source != PAUSE_FROM_MAINTENANCE) m->pools.all_paused = false; /* not everything is paused any more */
+        if (source == PAUSE_FROM_MAINTENANCE)
+            log_info("pool %s: %s", p->conf.name,
+                     on ? "paused: its Laravel app is down for maintenance (php artisan down)"
+                        : "resumed: its Laravel app is up again");
+        else
+            log_info("pool %s: %s (%s)", p->conf.name, on ? "paused" : "resumed", SOURCES[source]);
     }
     for (int i = 0; i < scope->nqueues; i++) {
         bool c = on ? names_add(&m->paused_queues, &m->npaused_queues, scope->queues[i])

@@ -53,14 +53,17 @@ void master_begin_stop(master_t *m, bool fast);
 /* The verbs every caller changes state through: signals, the control
  * socket and (later) HTTP. Each returns 0 or a positive count on success,
  * -1 with err filled on failure (unknown pool or queue, stopping). */
-enum pause_source { PAUSE_FROM_SIGNAL = 0, PAUSE_FROM_CONTROL, PAUSE_FROM_HTTP };
+enum pause_source { PAUSE_FROM_SIGNAL = 0, PAUSE_FROM_CONTROL, PAUSE_FROM_HTTP, PAUSE_FROM_MAINTENANCE };
 typedef struct {
     char *const *pools;
     int npools;
     char *const *queues;
     int nqueues;
 } pause_scope_t;                   /* no pools and no queues: everything */
-/* Pause (on) or resume a scope. Everything: every pool is paused, and a pool
+/* Pause (on) or resume a scope. PAUSE_FROM_MAINTENANCE (the monitor, when a
+ * pool's Laravel app is down: pool_t.down) is a pause of its own: it pauses
+ * and resumes named pools only, and neither touches nor is undone by an
+ * operator's pause. Everything: every pool is paused, and a pool
  * a reload adds joins the pause; resuming everything clears every pause an
  * operator made (pools and queues). A pool or queue is paused or resumed on
  * its own. Laravel's queue:pause keys are Laravel's: only it clears them. */

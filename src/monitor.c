@@ -13,8 +13,11 @@
 #include "rconn.h"
 #include "util.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -316,6 +319,52 @@ static void poll_laravel_keys(master_t *m)
     }
 }
 
+/* Is the app down? 1 yes, 0 no, -1 unknown. The file driver's file is
+ * looked at without following a link (the master may be root and the
+ * storage directory is the app's user's): existence only, nothing read. */
+static int probe_down_file(const char *path)
+{
+    struct stat st;
+    if (fstatat(AT_FDCWD, path, &st, AT_SYMLINK_NOFOLLOW) == 0) return 1;
+    return errno == ENOENT || errno == ENOTDIR ? 0 : -1;
+}
+
+static int probe_down_key(master_t *m, const pool_conf_t *pc)
+{
+    rconn_t *c = conn_for(m, pc->down_connection);
+    if (!c || rconn_ensure(c) < 0) return -1;
+    char *k = xasprintf("%s%s", c->conf.prefix, pc->down_key);
+    const char *a[] = {"EXISTS", k};
+    redisReply *r = NULL;
+    int down = -1;
+    rconn_append(c, 2, a, NULL);
+    if (rconn_read(c, -1, -1, &r) == RC_OK)
+        down = r->type == REDIS_REPLY_INTEGER ? r->integer > 0 : -1;
+    if (r) freeReplyObject(r);
+    free(k);
+    return down;
+}
+
+/* Pools whose Laravel app is down for maintenance take no new jobs (unless
+ * force), as queue:work without --force: through master_pause. */
+static void check_maintenance(master_t *m)
+{
+    for (int i = 0; i < m->pools.n; i++) {
+        pool_t *p = m->pools.v[i];
+        if (p->removed) continue;
+        bool checked = p->conf.down_file || (p->conf.down_connection && p->conf.down_key);
+        int probe = -1;
+        if (checked && !p->conf.force)
+            probe = p->conf.down_file ? probe_down_file(p->conf.down_file) : probe_down_key(m, &p->conf);
+        bool want = pool_down_wanted(checked, p->conf.force, probe, p->down);
+        if (want == p->down) continue;
+        char *names[] = {p->conf.name};
+        pause_scope_t scope = {.pools = names, .npools = 1};
+        char err[200];
+        master_pause(m, &scope, PAUSE_FROM_MAINTENANCE, want, err, sizeof err);
+    }
+}
+
 static void update_rates(master_t *m, int64_t now)
 {
     for (int i = 0; i < m->pools.n; i++) {
@@ -507,6 +556,7 @@ void monitor_tick(master_t *m, int64_t now)
     heartbeat(m);
     write_history(m);
     poll_laravel_keys(m);
+    if (!m->stopping) check_maintenance(m);
     update_rates(m, now);
     alerting_tick(m, now);
     apply_balance(m, now);

@@ -131,7 +131,13 @@ child_t *pools_find_child(pools_t *ps, pid_t pid, pool_t **pool_out)
 bool pool_is_paused(const pools_t *ps, const pool_t *p)
 {
     (void)ps;
-    return p->paused;
+    return p->paused || p->down;
+}
+
+bool pool_down_wanted(bool checked, bool force, int probe, bool current)
+{
+    if (!checked || force) return false;
+    return probe < 0 ? current : probe == 1;
 }
 
 uint32_t pool_control_word(const pools_t *ps, const pool_t *p)

@@ -86,6 +86,7 @@ typedef struct pool {
     int target;              /* wanted number of live children */
     int pinned;              /* qpool scale POOL N; -1 = not pinned */
     bool paused;             /* paused by qpool pause POOL */
+    bool down;               /* paused: its Laravel app is down for maintenance (monitor.c) */
     uint32_t queue_paused;   /* bit i: queue i paused by qpool pause --queue */
     int roll_child_pid;      /* surge child of the current rolling step, 0 if none */
 
@@ -143,6 +144,10 @@ child_t *pools_find_child(pools_t *ps, pid_t pid, pool_t **pool_out);
 /* The pool's wanted pause state for its children: bits for the control word. */
 uint32_t pool_control_word(const pools_t *ps, const pool_t *p);
 bool pool_is_paused(const pools_t *ps, const pool_t *p);
+
+/* Pure: should a pool wait for its app's maintenance mode? probe: 1 the app
+ * is down, 0 it is up, -1 unknown (Redis unreachable: keep what we had). */
+bool pool_down_wanted(bool checked, bool force, int probe, bool current);
 
 /* One pass: spawn/stop children towards targets. Returns the soonest
  * monotonic time at which something will be due (0 = nothing pending). */

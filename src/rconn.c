@@ -27,6 +27,8 @@ rconn_t *rconn_new(const redis_conf_t *rc)
     c->conf.prefix = xstrdup(rc->prefix ? rc->prefix : "");
     c->conf.username = rc->username ? xstrdup(rc->username) : NULL;
     c->conf.password_env = rc->password_env ? xstrdup(rc->password_env) : NULL;
+    c->conf.password = rc->password ? xstrdup(rc->password) : NULL;
+    c->conf.app = NULL;
     return c;
 }
 
@@ -40,6 +42,8 @@ void rconn_free(rconn_t *c)
     free(c->conf.prefix);
     free(c->conf.username);
     free(c->conf.password_env);
+    if (c->conf.password) explicit_bzero(c->conf.password, strlen(c->conf.password));
+    free(c->conf.password);
     free(c);
 }
 
@@ -102,7 +106,7 @@ int64_t rconn_retry_in_ms(const rconn_t *c)
 static int handshake(rconn_t *c)
 {
     redisReply *r;
-    const char *pw = NULL;
+    const char *pw = c->conf.password; /* from a Laravel app's config */
     if (c->conf.password_env) {
         pw = getenv(c->conf.password_env);
         if (!pw) {

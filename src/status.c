@@ -16,7 +16,8 @@ static const char *pool_state(master_t *m, pool_t *p)
 {
     if (p->removed) return "draining";
     if (m->stopping) return "stopping";
-    if (pool_is_paused(&m->pools, p)) return "paused";
+    if (p->paused) return "paused";
+    if (p->down) return "down";
     return "running";
 }
 
@@ -132,6 +133,14 @@ cJSON *status_json(master_t *m, unsigned flags)
         cJSON_AddStringToObject(po, "name", p->conf.name);
         cJSON_AddStringToObject(po, "state", pool_state(m, p));
         cJSON_AddBoolToObject(po, "paused", pool_is_paused(&m->pools, p));
+        /* why it takes no jobs; null while it does */
+        if (p->paused)
+            cJSON_AddStringToObject(po, "waiting", "paused");
+        else if (p->down)
+            cJSON_AddStringToObject(po, "waiting", "down (maintenance)");
+        else
+            cJSON_AddNullToObject(po, "waiting");
+        cJSON_AddBoolToObject(po, "maintenance", p->down);
         cJSON_AddStringToObject(po, "kind", p->conf.handler_type == HANDLER_NONE ? "command"
                                             : p->conf.handler_type == HANDLER_EXEC ? "exec" : "pipe");
         cJSON_AddStringToObject(po, "balance", p->conf.balance == BALANCE_AUTO ? "auto" : "off");

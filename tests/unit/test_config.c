@@ -437,6 +437,28 @@ static void test_unknown_key_without_suggestion(void **state)
     free(path);
 }
 
+/* laravel / php / php_adapter / php_root / force: checked before anything
+ * runs; an app that cannot be read is an error at the laravel key's line. */
+static void test_laravel_keys(void **state)
+{
+    (void)state;
+    const char *rel = "pools = ( { name = \"p\"; queues = [\"q\"];\n  laravel = \"srv/app\"; } );\n";
+    expect_error(rel, 2, "laravel", "must be an absolute path", NULL);
+    const char *php = "defaults = {\n  php = [];\n};\npools = ( { name = \"p\"; laravel = \"/srv/app\"; } );\n";
+    expect_error(php, 2, "php", NULL);
+    const char *force = "pools = ( { name = \"p\"; queues = [\"q\"]; command = [\"x\"];\n  force = 1; } );\n";
+    expect_error(force, 2, "force", NULL);
+    /* the php command fails: the app, the reason, the line of laravel */
+    const char *fails = "pools = ( { name = \"p\";\n  laravel = \"/srv/app\"; php = [\"/bin/false\"]; } );\n";
+    expect_error(fails, 2, "cannot read the Laravel app /srv/app", "exited with status 1", NULL);
+    /* it answers, but not with a description */
+    const char *junk = "defaults = { laravel = \"/srv/app\";\n  php = [\"/bin/echo\"]; };\npools = ( { name = \"p\"; } );\n";
+    expect_error(junk, 1, "cannot read the Laravel app /srv/app", "unusable", "not a JSON object", NULL);
+    /* a command that cannot run */
+    const char *nocmd = "pools = ( { name = \"p\"; laravel = \"/srv/app\"; php = [\"/no/such/php\"]; } );\n";
+    expect_error(nocmd, 1, "cannot read the Laravel app", "exited with status 127", "cannot run /no/such/php", NULL);
+}
+
 static void test_wrong_types(void **state)
 {
     (void)state;
@@ -1257,6 +1279,7 @@ int main(void)
         cmocka_unit_test(test_unknown_key_with_suggestion),
         cmocka_unit_test(test_unknown_key_without_suggestion),
         cmocka_unit_test(test_wrong_types),
+        cmocka_unit_test(test_laravel_keys),
         cmocka_unit_test(test_size_settings_validated),
         cmocka_unit_test(test_pool_errors_name_the_pool_line),
         cmocka_unit_test(test_max_workers_below_minimums),

@@ -1,0 +1,389 @@
+/*
+ * appdesc.c - see appdesc.h.
+ */
+#include "appdesc.h"
+#include "log.h"
+#include "proc.h"
+#include "util.h"
+#include "version.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* ---------------------------------------------------------------- parse */
+
+enum vkind { V_NAME, V_QUEUE, V_TEXT, V_PATH, V_HOST, V_SECRET, V_PORT, V_DB, V_SECONDS, V_SECONDS0, V_DRIVER };
+
+typedef struct {
+    const char *key;
+    size_t off;          /* offsetof the app_val_t */
+    int kind;
+    bool nullable;
+} field_t;
+
+#define F(k, kind, nullable) {#k, offsetof(app_desc_t, k), kind, nullable}
+static const field_t TOP[] = {
+    F(queue_connection, V_NAME, false), F(connection, V_NAME, false), F(queue, V_QUEUE, false),
+    F(retry_after, V_SECONDS, false),   F(block_for, V_SECONDS0, true),
+    F(cache_store, V_NAME, false),      F(cache_driver, V_DRIVER, false),
+    F(cache_connection, V_NAME, false), F(cache_prefix, V_TEXT, false),
+    F(down_driver, V_DRIVER, false),    F(down_file, V_PATH, false),
+    F(down_store, V_NAME, false),       F(down_connection, V_NAME, false),
+    F(down_prefix, V_TEXT, false),
+};
+#undef F
+#define R(k, kind, nullable) {#k, offsetof(app_redis_t, k), kind, nullable}
+static const field_t REDIS[] = {
+    R(host, V_HOST, true), R(port, V_PORT, true), R(socket, V_PATH, true), R(db, V_DB, false),
+    R(username, V_TEXT, true), R(password, V_SECRET, true), R(prefix, V_TEXT, false),
+};
+#undef R
+
+static bool printable(const char *s, size_t max, bool allow_empty)
+{
+    size_t n = strlen(s);
+    if (n > max || (!n && !allow_empty)) return false;
+    for (const unsigned char *c = (const unsigned char *)s; *c; c++)
+        if (*c < 0x20 || *c == 0x7f) return false;
+    return true;
+}
+
+static bool valid_conn_name(const char *s)
+{
+    size_t n = strlen(s);
+    if (!n || n > 64) return false;
+    for (; *s; s++)
+        if (!(*s >= 'a' && *s <= 'z') && !(*s >= 'A' && *s <= 'Z') && !(*s >= '0' && *s <= '9') &&
+            !strchr("_.:-", *s))
+            return false;
+    return true;
+}
+
+static bool int_in(const cJSON *v, double lo, double hi)
+{
+    /* the range first: a cast of an out-of-range double is undefined */
+    return cJSON_IsNumber(v) && v->valuedouble >= lo && v->valuedouble <= hi &&
+           v->valuedouble == floor(v->valuedouble);
+}
+
+/* Type and range of one value; out gets its text. */
+static bool check_value(const cJSON *v, int kind, char **out)
+{
+    if (kind == V_PORT || kind == V_DB || kind == V_SECONDS || kind == V_SECONDS0) {
+        double lo = kind == V_PORT || kind == V_SECONDS ? 1 : 0;
+        double hi = kind == V_PORT ? 65535 : kind == V_DB ? 1000000 : 86400 * 7;
+        if (!int_in(v, lo, hi)) return false;
+        *out = xasprintf("%lld", (long long)v->valuedouble);
+        return true;
+    }
+    if (!cJSON_IsString(v) || !v->valuestring) return false;
+    const char *s = v->valuestring;
+    bool ok;
+    switch (kind) {
+    case V_NAME: ok = valid_conn_name(s); break;
+    case V_QUEUE: ok = printable(s, 200, false) && !strchr(s, ','); break;
+    case V_TEXT: ok = printable(s, 256, true); break;
+    case V_PATH: ok = printable(s, 4096, false) && s[0] == '/'; break;
+    case V_HOST: ok = printable(s, 255, false); break;
+    case V_SECRET: ok = strlen(s) <= 4096; break;
+    case V_DRIVER: ok = valid_conn_name(s); break;
+    default: ok = false;
+    }
+    if (ok) *out = xstrdup(s);
+    return ok;
+}
+
+static int parse_val(const cJSON *o, const field_t *f, app_val_t *dst, char *err, size_t errn)
+{
+    const cJSON *e = cJSON_GetObjectItemCaseSensitive(o, f->key);
+    if (!e) return 0;
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(e, "value");
+    const cJSON *src = cJSON_GetObjectItemCaseSensitive(e, "source");
+    if (!cJSON_IsObject(e) || !v || !cJSON_IsString(src) || !printable(src->valuestring, 200, false)) {
+        snprintf(err, errn, "\"%s\" is not {\"value\": ..., \"source\": \"...\"}", f->key);
+        return -1;
+    }
+    dst->present = true;
+    dst->source = xstrdup(src->valuestring);
+    if (cJSON_IsNull(v) && f->nullable) return 0;
+    if (!check_value(v, f->kind, &dst->value)) {
+        snprintf(err, errn, "\"%s\" has a value of the wrong type or out of range", f->key);
+        return -1;
+    }
+    return 0;
+}
+
+static int parse_fields(const cJSON *o, const field_t *fs, size_t n, void *base, char *err, size_t errn)
+{
+    for (size_t i = 0; i < n; i++)
+        if (parse_val(o, &fs[i], (app_val_t *)((char *)base + fs[i].off), err, errn) < 0) return -1;
+    return 0;
+}
+
+static int parse_redis(const cJSON *o, app_desc_t *d, char *err, size_t errn)
+{
+    if (!cJSON_IsObject(o)) {
+        snprintf(err, errn, "\"redis\" is not an object");
+        return -1;
+    }
+    const cJSON *c;
+    cJSON_ArrayForEach(c, o)
+    {
+        if (d->nredis == APPDESC_MAX_REDIS) {
+            snprintf(err, errn, "more than %d redis connections", APPDESC_MAX_REDIS);
+            return -1;
+        }
+        if (!c->string || !valid_conn_name(c->string) || !cJSON_IsObject(c)) {
+            snprintf(err, errn, "a redis connection has a bad name or is not an object");
+            return -1;
+        }
+        app_redis_t *r = &d->redis[d->nredis++];
+        r->name = xstrdup(c->string);
+        if (parse_fields(c, REDIS, ARRAY_LEN(REDIS), r, err, errn) < 0) return -1;
+        if (!r->socket.value && (!r->host.value || !r->port.value)) {
+            snprintf(err, errn, "redis connection %s has neither a socket nor a host and port", r->name);
+            return -1;
+        }
+        if (!r->db.value || !r->prefix.value) {
+            snprintf(err, errn, "redis connection %s lacks db or prefix", r->name);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* Every connection a value names must be described. */
+static int check_refs(app_desc_t *d, char *err, size_t errn)
+{
+    const app_val_t *need[] = {&d->connection, &d->cache_connection, &d->down_connection};
+    for (size_t i = 0; i < ARRAY_LEN(need); i++)
+        if (need[i]->value && !appdesc_redis(d, need[i]->value)) {
+            snprintf(err, errn, "redis connection %s is named but not described", need[i]->value);
+            return -1;
+        }
+    if (!d->queue_connection.value || !d->connection.value || !d->retry_after.value || !d->queue.value ||
+        !d->cache_store.value) {
+        snprintf(err, errn, "the queue connection, its redis connection, queue, retry_after or cache store is missing");
+        return -1;
+    }
+    if ((d->cache_connection.value && !d->cache_prefix.value) || (d->down_connection.value && !d->down_prefix.value)) {
+        snprintf(err, errn, "a cache store's connection comes without its prefix");
+        return -1;
+    }
+    if (d->down_driver.value && strcmp(d->down_driver.value, "file") && strcmp(d->down_driver.value, "cache")) {
+        snprintf(err, errn, "unknown maintenance driver");
+        return -1;
+    }
+    return 0;
+}
+
+int appdesc_parse(const char *json, size_t len, app_desc_t *d, char *err, size_t errn)
+{
+    memset(d, 0, sizeof *d);
+    if (len > APPDESC_MAX_OUTPUT) {
+        snprintf(err, errn, "output longer than %d bytes", APPDESC_MAX_OUTPUT);
+        return -1;
+    }
+    cJSON *root = cJSON_ParseWithLength(json, len);
+    int rc = -1;
+    if (!cJSON_IsObject(root)) {
+        snprintf(err, errn, "output is not a JSON object");
+        goto out;
+    }
+    const cJSON *ver = cJSON_GetObjectItemCaseSensitive(root, "qpool_describe");
+    const cJSON *app = cJSON_GetObjectItemCaseSensitive(root, "app");
+    const cJSON *lv = cJSON_GetObjectItemCaseSensitive(root, "laravel");
+    const cJSON *values = cJSON_GetObjectItemCaseSensitive(root, "values");
+    if (!int_in(ver, 1, 1)) {
+        snprintf(err, errn, "not a version 1 description (\"qpool_describe\": 1)");
+        goto out;
+    }
+    if (!cJSON_IsString(app) || !printable(app->valuestring, 4096, false) || !cJSON_IsObject(values)) {
+        snprintf(err, errn, "\"app\" or \"values\" is missing or malformed");
+        goto out;
+    }
+    d->app = xstrdup(app->valuestring);
+    if (cJSON_IsString(lv) && printable(lv->valuestring, 64, false)) d->laravel = xstrdup(lv->valuestring);
+    if (parse_fields(values, TOP, ARRAY_LEN(TOP), d, err, errn) < 0) goto out;
+    if (parse_redis(cJSON_GetObjectItemCaseSensitive(root, "redis"), d, err, errn) < 0) goto out;
+    rc = check_refs(d, err, errn);
+out:
+    cJSON_Delete(root);
+    if (rc < 0) appdesc_free(d);
+    return rc;
+}
+
+static void val_free(app_val_t *v)
+{
+    free(v->value);
+    free(v->source);
+}
+
+void appdesc_free(app_desc_t *d)
+{
+    for (size_t i = 0; i < ARRAY_LEN(TOP); i++) val_free((app_val_t *)((char *)d + TOP[i].off));
+    for (int i = 0; i < d->nredis; i++) {
+        for (size_t j = 0; j < ARRAY_LEN(REDIS); j++) val_free((app_val_t *)((char *)&d->redis[i] + REDIS[j].off));
+        free(d->redis[i].name);
+    }
+    free(d->app);
+    free(d->laravel);
+    memset(d, 0, sizeof *d);
+}
+
+const app_redis_t *appdesc_redis(const app_desc_t *d, const char *name)
+{
+    for (int i = 0; i < d->nredis; i++)
+        if (!strcmp(d->redis[i].name, name)) return &d->redis[i];
+    return NULL;
+}
+
+void appdesc_last_line(const char *text, size_t len, char *buf, size_t n)
+{
+    size_t end = len;
+    while (end && (text[end - 1] == '\n' || text[end - 1] == '\r' || text[end - 1] == ' ')) end--;
+    size_t start = end;
+    while (start && text[start - 1] != '\n') start--;
+    size_t o = 0;
+    for (size_t i = start; i < end && o + 1 < n; i++) {
+        unsigned char c = (unsigned char)text[i];
+        buf[o++] = c < 0x20 || c == 0x7f ? ' ' : (char)c;
+    }
+    if (n) buf[o] = '\0';
+}
+
+/* ---------------------------------------------------------------- run */
+
+const char *appdesc_default_adapter(void)
+{
+    static const char *const candidates[] = {QPOOL_DATADIR "/php/qpool-handler.php",
+                                              "/usr/share/qpool/php/qpool-handler.php",
+                                              QPOOL_SOURCE_DIR "/php/qpool-handler.php"};
+    struct stat st;
+    for (size_t i = 0; i < ARRAY_LEN(candidates); i++)
+        if (stat(candidates[i], &st) == 0 && S_ISREG(st.st_mode)) return candidates[i];
+    return candidates[1];
+}
+
+static void child_exec(char *const *argv, const pool_conf_t *p, pid_t parent, int out_w, int err_w)
+{
+    int devnull = open("/dev/null", O_RDONLY);
+    if (devnull < 0 || dup2(devnull, 0) < 0 || dup2(out_w, 1) < 0 || dup2(err_w, 2) < 0) _exit(QPOOL_EX_SETUP);
+    pool_conf_t q = *p;
+    if (geteuid() != 0) q.has_uid = q.has_gid = false; /* `qpool check` as a user: run as that user */
+    if (proc_child_setup(&q, parent, SIGKILL, -1) < 0) _exit(QPOOL_EX_SETUP);
+    proc_reset_signals();
+    execvp(argv[0], argv);
+    fprintf(stderr, "cannot run %s: %s\n", argv[0], strerror(errno));
+    _exit(127);
+}
+
+typedef struct {
+    int fd;
+    sbuf_t buf;
+    size_t cap;
+    bool over;
+} stream_t;
+
+/* Read what is there; false at EOF. */
+static bool drain(stream_t *s)
+{
+    char tmp[4096];
+    ssize_t n = read(s->fd, tmp, sizeof tmp);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN)) return true;
+    if (n <= 0) return false;
+    if (s->buf.len + (size_t)n > s->cap) {
+        s->over = true;
+        /* stderr: keep the tail; stdout: stop collecting */
+        if (s->cap < APPDESC_MAX_OUTPUT) sbuf_consume(&s->buf, s->buf.len > (size_t)n ? (size_t)n : s->buf.len);
+        else return true;
+    }
+    sbuf_append(&s->buf, tmp, (size_t)n);
+    return true;
+}
+
+/* Poll both streams until both are closed, too much arrived, or the deadline. */
+static int collect(stream_t *s, int64_t deadline_ms)
+{
+    bool open[2] = {true, true};
+    while (open[0] || open[1]) {
+        struct pollfd pf[2] = {{s[0].fd, POLLIN, 0}, {s[1].fd, POLLIN, 0}};
+        for (int i = 0; i < 2; i++)
+            if (!open[i]) pf[i].fd = -1;
+        int64_t left = deadline_ms - mono_ms();
+        if (left <= 0) return -1;
+        int r = poll(pf, 2, (int)left);
+        if (r < 0 && errno != EINTR) return -1;
+        for (int i = 0; i < 2; i++)
+            if (open[i] && (pf[i].revents & (POLLIN | POLLHUP | POLLERR))) open[i] = drain(&s[i]);
+        if (s[0].over) return -2;
+    }
+    return 0;
+}
+
+static void describe_exit(int status, const stream_t *errs, char *err, size_t errn)
+{
+    char why[64], line[300];
+    proc_describe_status(status, why, sizeof why);
+    appdesc_last_line(errs->buf.data ? errs->buf.data : "", errs->buf.len, line, sizeof line);
+    snprintf(err, errn, "%s%s%s", why, line[0] ? ": " : "", line);
+}
+
+int appdesc_run(char *const *argv, const pool_conf_t *p, int timeout_s, char **out, size_t *outlen,
+                char *err, size_t errn)
+{
+    int po[2], pe[2];
+    if (pipe2(po, O_CLOEXEC) < 0) goto pipe_fail;
+    if (pipe2(pe, O_CLOEXEC) < 0) {
+        close(po[0]);
+        close(po[1]);
+        goto pipe_fail;
+    }
+    pid_t parent = getpid();
+    pid_t pid = fork();
+    if (pid == 0) child_exec(argv, p, parent, po[1], pe[1]);
+    close(po[1]);
+    close(pe[1]);
+    if (pid < 0) {
+        close(po[0]);
+        close(pe[0]);
+        snprintf(err, errn, "fork: %s", strerror(errno));
+        return -1;
+    }
+    stream_t s[2] = {{.fd = po[0], .cap = APPDESC_MAX_OUTPUT}, {.fd = pe[0], .cap = 4096}};
+    sbuf_init(&s[0].buf);
+    sbuf_init(&s[1].buf);
+    int r = collect(s, mono_ms() + (int64_t)timeout_s * 1000);
+    if (r < 0) kill(-pid, SIGKILL), kill(pid, SIGKILL);
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
+    close(po[0]);
+    close(pe[0]);
+    int rc = -1;
+    if (r == -1)
+        snprintf(err, errn, "no answer within %d s", timeout_s);
+    else if (r == -2)
+        snprintf(err, errn, "more than %d bytes of output", APPDESC_MAX_OUTPUT);
+    else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        describe_exit(status, &s[1], err, errn);
+    else {
+        *outlen = s[0].buf.len;
+        *out = sbuf_steal(&s[0].buf);
+        rc = 0;
+    }
+    sbuf_free(&s[0].buf);
+    sbuf_free(&s[1].buf);
+    return rc;
+pipe_fail:
+    snprintf(err, errn, "pipe: %s", strerror(errno));
+    return -1;
+}

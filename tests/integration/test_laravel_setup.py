@@ -1,0 +1,366 @@
+"""Setup read from the app (`laravel = "/srv/app";`) and maintenance mode, with the
+fixture Laravel 8 app (Debian's 8.83) and real Redis and processes."""
+import contextlib
+import os
+import pathlib
+import shutil
+import signal
+import subprocess
+import uuid
+
+import pytest
+
+from conftest import BUILD, LARAVEL_APP, QPOOL, ROOT, wait_for
+
+# The environment the app needs that is not about Redis or the queue: where it
+# writes (storage, sqlite, markers). Redis' port comes from REDIS_PORT.
+APP_KEYS = ["REDIS_PORT", "APP_STORAGE", "DB_CONNECTION", "DB_DATABASE", "MARKER_FILE", "LOG_CHANNEL"]
+
+
+def app_env(app, extra=None):
+    env = {k: app.env[k] for k in APP_KEYS if k in app.env}
+    env.update(extra or {})
+    return "environment = { %s };" % " ".join('%s = "%s";' % kv for kv in env.items())
+
+
+def laravel_pool(app, name="app", path=None, extra="", env=None):
+    return '{ name = "%s"; laravel = "%s"; processes = 1; %s %s }' % (
+        name, path or app.path, app_env(app, env), extra)
+
+
+def markers(app, job="MarkerJob", tag=None):
+    """Markers of job runs; fixture:dispatch tags each copy TAG-N."""
+    return [m for m in app.read_markers()
+            if m.get("job") == job and "event" not in m and (tag is None or (m.get("tag") or "").startswith(tag))]
+
+
+def copy_app(tmp_path, dotenv):
+    """The fixture app copied (it is small), with a .env of its own."""
+    d = tmp_path / "app"
+    shutil.copytree(LARAVEL_APP, d, symlinks=True)
+    (d / ".env").write_text(dotenv)
+    return d
+
+
+def check(master):
+    return subprocess.run([QPOOL, "check", "-c", str(master.conf)], capture_output=True, text=True, timeout=120)
+
+
+def origin_line(out, key):
+    lines = [l for l in out.splitlines() if l.strip().startswith("#   " + key + " ")]
+    assert len(lines) == 1, "no single origin line for %s in:\n%s" % (key, out)
+    return lines[0]
+
+
+def test_check_shows_where_each_value_came_from(master, laravel_app, tmp_path):
+    app = laravel_app
+    path = copy_app(tmp_path, "REDIS_CACHE_DB=5\nQUEUE_RETRY_AFTER=77\nREDIS_PASSWORD=hunter2-not-logged\n")
+    master.write_config(laravel_pool(app, path=path, extra="tries = 3;") + ",\n" +
+                        laravel_pool(app, name="explicit", path=path, extra="retry_after = 300; queues = [\"other\"];"),
+                        redis_conf="")
+    res = check(master)
+    assert res.returncode == 0, res.stderr
+    assert "hunter2" not in res.stdout + res.stderr, "the password was printed"
+    pools = res.stdout.split("name = \"explicit\"")
+    out = pools[0]
+    assert "(redacted)" in origin_line(out, "redis.password")
+    assert ".env (REDIS_PASSWORD)" in origin_line(out, "redis.password")
+    port = origin_line(out, "redis.port")
+    assert str(master.redis.port) in port and "environment (REDIS_PORT)" in port
+    assert "config/queue.php" in origin_line(out, "queue_connection")
+    assert "config/database.php" in origin_line(out, "redis.db")
+    cache_db = origin_line(out, "cache_redis.db")
+    assert " 5 " in cache_db and ".env (REDIS_CACHE_DB)" in cache_db
+    assert '"laravel_cache:"' in origin_line(out, "cache_prefix")
+    # the first pool takes the app's retry_after (from .env), the second its own
+    assert "retry_after = 77;" in pools[0] and ".env (QUEUE_RETRY_AFTER)" in origin_line(pools[0], "retry_after")
+    assert "retry_after = 300;" in pools[1] and "qpool.conf" in origin_line(pools[1], "retry_after")
+    assert 'queues = ["other"];' in pools[1] and 'queues = ["default"];' in pools[0]
+    # the app's connections became the config's, the handler defaults to the adapter
+    assert "  cache = {" in out and "db = 5;" in out
+    assert "qpool-handler.php" in pools[0] and '"%s"]' % path in pools[0]
+
+
+def test_an_app_that_cannot_be_read_exits_78_naming_it(master, laravel_app, tmp_path):
+    missing = tmp_path / "no-such-app"
+    master.write_config(laravel_pool(laravel_app, path=missing), redis_conf="")
+    res = check(master)
+    assert res.returncode == 78
+    assert str(missing) in res.stderr and "%s:" % master.conf in res.stderr, res.stderr
+    assert "no such directory" in res.stderr
+    not_laravel = tmp_path / "empty"
+    not_laravel.mkdir()
+    master.write_config(laravel_pool(laravel_app, path=not_laravel), redis_conf="")
+    res = check(master)
+    assert res.returncode == 78 and "not a Laravel app" in res.stderr, res.stderr
+    # and `qpool run` refuses it the same way
+    res = subprocess.run([QPOOL, "run", "-c", str(master.conf)], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 78 and str(not_laravel) in res.stderr
+
+
+def test_a_pool_with_only_laravel_set_runs_the_apps_jobs(master, laravel_app):
+    app = laravel_app
+    master.write_config(laravel_pool(app), redis_conf="")
+    assert "redis" not in master.conf.read_text().split("redis = {")[1].split("};")[0]
+    master.start()
+    app.dispatch("MarkerJob", count=4, tag="only-laravel")
+    wait_for(lambda: len(markers(app, tag="only-laravel")) == 4, 60, what="4 jobs run by the adapter on the app")
+    st = master.pool("app")
+    assert st["kind"] == "pipe" and st["jobs_done"] >= 4
+
+
+def test_reload_reads_the_app_again(master, laravel_app, tmp_path):
+    app = laravel_app
+    path = copy_app(tmp_path, "QUEUE_RETRY_AFTER=100\n")
+    master.write_config(laravel_pool(app, path=path), redis_conf="")
+    master.start()
+    master.wait_children("app", 1, 60)
+    (path / ".env").write_text("QUEUE_RETRY_AFTER=200\n")
+    res = master.cli("reload")
+    assert "1 changed" in res.stdout, res.stdout
+    master.wait_log("pool app changed")
+    # the same config file, read again with the app unchanged: nothing changes
+    res = master.cli("reload")
+    assert "0 changed" in res.stdout, res.stdout
+
+
+def test_artisan_down_stops_new_jobs_and_up_resumes_them(master, laravel_app):
+    app = laravel_app
+    master.write_config(laravel_pool(app) + ",\n" +
+                        laravel_pool(app, name="forced", extra='queues = ["urgent"]; force = true;'),
+                        redis_conf="", qpool="  balance_interval = 0.2;")
+    master.start()
+    app.dispatch("MarkerJob", tag="before")
+    wait_for(lambda: markers(app, tag="before"), 60, what="a job before down")
+
+    app.artisan("down")
+    wait_for(lambda: master.pool("app")["state"] == "down", 10, what="the pool to see the app down")
+    st = master.pool("app")
+    assert st["waiting"] == "down (maintenance)" and st["maintenance"] is True
+    assert master.pool("forced")["state"] == "running"
+    text = master.cli("status").stdout
+    assert "down (maintenance)" in text
+    app.dispatch("MarkerJob", tag="while-down", count=3)
+    app.dispatch("MarkerJob", tag="forced", queue="urgent", count=2)
+    # the forced pool works through maintenance: once its jobs are done, the
+    # other pool has had as long to take one
+    wait_for(lambda: len(markers(app, tag="forced")) == 2, 60, what="the force = true pool's jobs")
+    wait_for(lambda: master.pool("app")["queues"][0]["ready"] == 3, 10, what="the queue counts")
+    assert markers(app, tag="while-down") == []
+    assert "its Laravel app is down for maintenance" in master.log()
+
+    app.artisan("up")
+    wait_for(lambda: len(markers(app, tag="while-down")) == 3, 60, what="the jobs after php artisan up")
+    assert master.pool("app")["state"] == "running" and master.pool("app")["waiting"] is None
+
+
+def test_an_operator_pause_outlives_maintenance(master, laravel_app):
+    app = laravel_app
+    master.write_config(laravel_pool(app), redis_conf="", qpool="  balance_interval = 0.2;")
+    master.start()
+    master.cli("pause", "app")
+    app.artisan("down")
+    wait_for(lambda: master.pool("app")["maintenance"], 10, what="maintenance seen")
+    app.artisan("up")
+    wait_for(lambda: not master.pool("app")["maintenance"], 10, what="the app up again")
+    st = master.pool("app")
+    assert st["state"] == "paused" and st["waiting"] == "paused"
+    app.dispatch("MarkerJob", tag="after-up")
+    master.cli("continue", "app")
+    wait_for(lambda: markers(app, tag="after-up"), 60, what="the job after continue")
+
+
+def import_horizon(app, *args):
+    return subprocess.run([QPOOL, "import", "horizon", str(app.path)] + list(args), capture_output=True,
+                          text=True, timeout=120, env=app.env)
+
+
+def test_import_horizon_gives_a_config_that_runs_the_apps_queues(master, laravel_app):
+    app = laravel_app
+    res = import_horizon(app, "--env", "testing")
+    assert res.returncode == 0, res.stderr
+    conf = res.stdout
+    # Horizon's merge: the testing environment over the defaults
+    assert 'name = "supervisor-1";' in conf and "max_processes = 2;" in conf
+    assert 'name = "mail-emails";' in conf and 'name = "mail-notifications";' in conf
+    assert 'name = "reports";' in conf and "max_jobs = 500;" in conf
+    assert "backoff = [1, 5, 10];" in conf and "emails = 30.0;" in conf
+    assert "# Horizon option workers_name" in conf
+    conf = conf.replace("qpool = {\n", 'qpool = {\n  pid_file = "%s";\n  control_socket = "%s";\n'
+                        '  shutdown_timeout = 10;\n' % (master.pid_file, master.socket), 1)
+    master.conf.write_text(conf)
+    res = subprocess.run([QPOOL, "check", "-c", str(master.conf)], capture_output=True, text=True,
+                         timeout=120, env=app.env)
+    assert res.returncode == 0, res.stderr
+    assert 'laravel = "%s";' % app.path in res.stdout
+
+    master.start(env=app.env)
+    queues = ["default", "emails", "notifications", "reports"]
+    for q in queues:
+        app.dispatch("MarkerJob", queue=q, tag="q-" + q + "-", count=2)
+    for q in queues:
+        wait_for(lambda: len(markers(app, tag="q-" + q + "-")) == 2, 60, what="the jobs on " + q)
+    st = {p["name"]: p for p in master.status()["pools"]}
+    assert st["mail-emails"]["jobs_done"] == 2 and st["reports"]["jobs_done"] == 2
+
+
+def test_import_horizon_other_environments_and_errors(laravel_app):
+    app = laravel_app
+    res = import_horizon(app, "--env", "production")
+    assert res.returncode == 0, res.stderr
+    assert 'auto_strategy = "size";' in res.stdout and "max_processes = 4;" in res.stdout
+    assert "balanceCooldown = 1, balanceMaxShift = 2" in res.stdout
+    assert 'name = "reports"' not in res.stdout
+    res = import_horizon(app, "--env", "staging")
+    assert res.returncode == 1 and 'no environment "staging"' in res.stderr
+
+
+# ---------------------------------------------------------------- through a php prefix (chroot)
+
+ROOTS = pathlib.Path(os.environ.get("QPOOL_LARAVEL_ROOTS") or "/var/cache/qpool-laravel-roots")
+CHROOT_VERSIONS = {"10": "trixie", "13": "sid"}
+
+
+@contextlib.contextmanager
+def app_in_root(version, redis_server):
+    """A copy of tests/laravel-app-N and php/ inside a Debian root that
+    scripts/laravel-root built (not built here: it takes minutes)."""
+    root = ROOTS / CHROOT_VERSIONS[version]
+    if not (root / ".complete").exists() or os.geteuid() != 0:
+        pytest.skip("no Laravel %s root at %s (scripts/laravel-root builds it), or not root" % (version, root))
+    inner = pathlib.PurePosixPath("/tmp/qpool-setup-" + uuid.uuid4().hex[:12])
+    host = pathlib.Path(str(root) + str(inner))
+    (host / "data").mkdir(parents=True)
+    subprocess.run(["cp", "-rL", str(ROOT / "tests" / ("laravel-app-" + version)), str(host / "app")], check=True)
+    subprocess.run(["cp", "-r", str(ROOT / "php"), str(host / "php")], check=True)
+    (host / "data" / "db.sqlite").touch()
+    env = {"REDIS_PORT": str(redis_server.port), "APP_STORAGE": str(inner / "data" / "storage"),
+           "DB_CONNECTION": "sqlite", "DB_DATABASE": str(inner / "data" / "db.sqlite"), "LOG_CHANNEL": "null",
+           "MARKER_FILE": str(inner / "data" / "markers.jsonl")}
+    try:
+        yield version, root, inner, host, env
+    finally:
+        shutil.rmtree(str(host), ignore_errors=True)
+
+
+@pytest.fixture(params=sorted(CHROOT_VERSIONS), ids=lambda v: "laravel" + v)
+def chroot_app(request, redis_server):
+    with app_in_root(request.param, redis_server) as a:
+        yield a
+
+
+@pytest.fixture
+def chroot_app_13(redis_server):
+    with app_in_root("13", redis_server) as a:
+        yield a
+
+
+def test_the_app_is_read_through_a_php_prefix(master, chroot_app):
+    version, root, inner, host, env = chroot_app
+    pool = ('{ name = "app"; laravel = "%s"; php = ["/usr/sbin/chroot", "%s", "php"];\n'
+            '  php_adapter = "%s"; php_root = "%s"; environment = { %s }; }'
+            % (inner / "app", root, inner / "php" / "qpool-handler.php", root,
+               " ".join('%s = "%s";' % kv for kv in env.items())))
+    master.write_config(pool, redis_conf="", qpool="  balance_interval = 0.2;")
+    res = check(master)
+    assert res.returncode == 0, res.stderr
+    out = res.stdout
+    assert "(Laravel %s." % version in out
+    assert "environment (REDIS_PORT)" in origin_line(out, "redis.port")
+    # 10 keeps the store's colon, 11+ use cache.prefix verbatim
+    assert ('"laravel_cache:"' if version == "10" else '"laravel_cache"') in origin_line(out, "cache_prefix")
+    # the maintenance file as the master sees it: under the root
+    down = host / "data" / "storage" / "framework" / "down"
+    assert '"%s"' % down in origin_line(out, "maintenance (file)")
+    assert 'command = ["/usr/sbin/chroot", "%s", "php", "%s", "%s"];' % (
+        root, inner / "php" / "qpool-handler.php", inner / "app") in out
+
+    # the pool runs the app's jobs, through the prefix, with nothing about Redis in qpool.conf
+    master.start()
+    artisan = ["/usr/sbin/chroot", str(root), "sh", "-c", 'cd "$0" && exec php artisan "$@"', str(inner / "app")]
+    e = dict(os.environ, **env)
+    subprocess.run(artisan + ["fixture:marker", "through-chroot"], env=e, check=True, capture_output=True,
+                   timeout=120)
+    marks = host / "data" / "markers.jsonl"
+    wait_for(lambda: marks.exists() and "through-chroot" in marks.read_text(), 60,
+             what="the job run by the adapter in the root")
+    # artisan down inside the root pauses the pool on the host
+    subprocess.run(artisan + ["down"], env=e, check=True, capture_output=True, timeout=120)
+    assert down.exists()
+    wait_for(lambda: master.pool("app")["state"] == "down", 10, what="the pool to see the app down")
+    subprocess.run(artisan + ["up"], env=e, check=True, capture_output=True, timeout=120)
+    wait_for(lambda: master.pool("app")["state"] == "running", 10, what="the pool to see the app up")
+
+
+def test_the_app_is_read_as_the_pools_user(master, laravel_app, tmp_path):
+    """A root master reads the app as the pool's user: an app only root may
+    enter (in pytest's 0700 directory) cannot be read as nobody."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root to switch users")
+    path = copy_app(tmp_path, "")
+    master.write_config(laravel_pool(laravel_app, path=path), redis_conf="")
+    assert check(master).returncode == 0
+    master.write_config(laravel_pool(laravel_app, path=path, extra='user = "nobody";'), redis_conf="")
+    res = check(master)
+    assert res.returncode == 78
+    assert "not one nobody may enter" in res.stderr and str(path) in res.stderr, res.stderr
+    master.write_config(laravel_pool(laravel_app, path=path, extra='user = "no-such-user-qp";'), redis_conf="")
+    res = check(master)
+    assert res.returncode == 78 and 'user "no-such-user-qp"' in res.stderr, res.stderr
+
+
+@pytest.mark.skipif("asan" in str(BUILD), reason="valgrind does not run ASan binaries")
+def test_a_laravel_pool_is_valgrind_clean(master, laravel_app, tmp_path):
+    """The master (describe, apply, maintenance checks, reload, stop) under valgrind;
+    PHP runs natively (children are not traced past exec)."""
+    app = laravel_app
+    vlog = tmp_path / "valgrind.%p.log"
+    master.write_config(laravel_pool(app), redis_conf="", qpool="  balance_interval = 0.2;")
+    master.logf = open(master.log_path, "ab")
+    master.proc = subprocess.Popen(["valgrind", "--error-exitcode=99", "--leak-check=full",
+                                    "--show-leak-kinds=definite,indirect", "--errors-for-leak-kinds=definite,indirect",
+                                    "--trace-children=no", "-q", "--log-file=%s" % vlog, QPOOL, "run", "-c",
+                                    str(master.conf)],
+                                   stdout=master.logf, stderr=subprocess.STDOUT, start_new_session=True)
+    master.sid = master.proc.pid
+    wait_for(lambda: master.socket.exists(), 60, what="the master under valgrind")
+    app.dispatch("MarkerJob", tag="vg")
+    wait_for(lambda: markers(app, tag="vg"), 60, what="a job")
+    app.artisan("down")
+    wait_for(lambda: master.pool("app")["state"] == "down", 30, what="down")
+    app.artisan("up")
+    wait_for(lambda: master.pool("app")["state"] == "running", 30, what="up")
+    master.cli("reload")
+    master.proc.send_signal(signal.SIGTERM)
+    assert master.proc.wait(120) == 0, master.log()
+    files = list(tmp_path.glob("valgrind.*.log"))
+    assert files, "valgrind wrote no log: it did not run"
+    logs = "".join(p.read_text() for p in files)
+    assert "ERROR SUMMARY" not in logs or " 0 errors" in logs, logs
+    assert "definitely lost" not in logs and "Invalid" not in logs, logs
+
+
+def test_maintenance_in_a_redis_cache_store(master, chroot_app_13):
+    """Laravel 11+'s cache driver for maintenance mode (APP_MAINTENANCE_DRIVER=cache),
+    on the Laravel 13 root (the 10 fixture app pins the file driver): the master
+    reads the store's key."""
+    version, root, inner, host, env = chroot_app_13
+    env = dict(env, APP_MAINTENANCE_DRIVER="cache", APP_MAINTENANCE_STORE="redis")
+    pool = ('{ name = "app"; laravel = "%s"; php = ["/usr/sbin/chroot", "%s", "php"];\n'
+            '  php_adapter = "%s"; php_root = "%s"; environment = { %s }; }'
+            % (inner / "app", root, inner / "php" / "qpool-handler.php", root,
+               " ".join('%s = "%s";' % kv for kv in env.items())))
+    master.write_config(pool, redis_conf="", qpool="  balance_interval = 0.2;")
+    res = check(master)
+    assert res.returncode == 0, res.stderr
+    assert '"laravel_cacheilluminate:foundation:down" on "cache"' in origin_line(res.stdout, "maintenance (cache)")
+    master.start()
+    artisan = ["/usr/sbin/chroot", str(root), "sh", "-c", 'cd "$0" && exec php artisan "$@"', str(inner / "app")]
+    e = dict(os.environ, **env)
+    subprocess.run(artisan + ["down"], env=e, check=True, capture_output=True, timeout=120)
+    cache = master.redis.client(db=1)
+    assert cache.exists("laravel_database_laravel_cacheilluminate:foundation:down")
+    assert not (host / "data" / "storage" / "framework" / "down").exists()
+    wait_for(lambda: master.pool("app")["state"] == "down", 10, what="the pool to see the app down")
+    subprocess.run(artisan + ["up"], env=e, check=True, capture_output=True, timeout=120)
+    wait_for(lambda: master.pool("app")["state"] == "running", 10, what="the pool to see the app up")

@@ -1,0 +1,161 @@
+/*
+ * test_horizon.c - unit tests for src/horizon.h: Horizon's merge of defaults
+ * and environments (array_replace_recursive) and the mapping of supervisors
+ * to qpool pools, checked by loading the output with config_load's parser
+ * rules where it matters (it must be valid libconfig).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <libconfig.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "horizon.h"
+#include "util.h"
+
+static char *merged(const char *a, const char *b)
+{
+    cJSON *x = cJSON_Parse(a), *y = cJSON_Parse(b);
+    assert_non_null(x);
+    assert_non_null(y);
+    cJSON *m = horizon_replace_recursive(x, y);
+    char *s = cJSON_PrintUnformatted(m);
+    cJSON_Delete(x);
+    cJSON_Delete(y);
+    cJSON_Delete(m);
+    return s;
+}
+
+static void expect_merge(const char *a, const char *b, const char *want)
+{
+    char *s = merged(a, b);
+    assert_string_equal(s, want);
+    free(s);
+}
+
+static void test_replace_recursive(void **state)
+{
+    (void)state;
+    expect_merge("{\"s\":{\"a\":1,\"b\":2}}", "{\"s\":{\"b\":3},\"t\":{\"c\":4}}", "{\"s\":{\"a\":1,\"b\":3},\"t\":{\"c\":4}}");
+    /* lists by index, as PHP does: not replaced as a whole */
+    expect_merge("{\"q\":[\"a\",\"b\"]}", "{\"q\":[\"c\"]}", "{\"q\":[\"c\",\"b\"]}");
+    /* a scalar replaces a list and the reverse */
+    expect_merge("{\"q\":[\"a\"]}", "{\"q\":\"x,y\"}", "{\"q\":\"x,y\"}");
+    /* an empty PHP array (a JSON list) merges as an empty map */
+    expect_merge("[]", "{\"s\":{\"a\":1}}", "{\"s\":{\"a\":1}}");
+}
+
+static char *import(const char *json, const char *env, int *rc, char *err)
+{
+    cJSON *d = cJSON_Parse(json);
+    assert_non_null(d);
+    sbuf_t out;
+    sbuf_init(&out);
+    *rc = horizon_import(d, "/srv/app", env, &out, err, 256);
+    cJSON_Delete(d);
+    return sbuf_steal(&out);
+}
+
+static const char DESC[] =
+    "{\"qpool_describe\":1,\"environment\":\"production\",\"queue_default\":\"redis\",\"horizon\":{"
+    "\"waits\":{\"redis:default\":90,\"redis:odd.name\":5,\"redis:x\":\"soon\"},"
+    "\"defaults\":{\"s1\":{\"connection\":\"redis\",\"queue\":[\"high\",\"low\"],\"balance\":\"auto\","
+    "\"minProcesses\":2,\"maxProcesses\":3,\"tries\":2,\"timeout\":\"45\",\"memory\":-5,\"nice\":5,"
+    "\"backoff\":[1,\"x\",3],\"rest\":0.5}},"
+    "\"environments\":{\"prod*\":{\"s1\":{\"maxProcesses\":10},\"s 2\":{\"queue\":\"a,b\",\"processes\":4,"
+    "\"balance\":false,\"force\":true,\"workersName\":\"w\"}},\"local\":{}}}}";
+
+static void test_import_maps_supervisors(void **state)
+{
+    (void)state;
+    int rc;
+    char err[256] = "";
+    char *out = import(DESC, NULL, &rc, err);
+    assert_int_equal(rc, 0);
+    /* the wildcard environment matched the app's "production" */
+    assert_non_null(strstr(out, "environment \"production\""));
+    /* auto: the per-queue minimum times the queues, capped at the maximum */
+    assert_non_null(strstr(out, "min_processes = 4;\n    max_processes = 10;"));
+    assert_non_null(strstr(out, "queues = [\"high\", \"low\"];"));
+    assert_non_null(strstr(out, "timeout = 45;"));           /* a numeric string */
+    assert_null(strstr(out, "    memory = -5;"));              /* out of range: a comment */
+    assert_non_null(strstr(out, "Horizon memory = -5 is not a value qpool takes"));
+    assert_non_null(strstr(out, "backoff = [1, 3];"));
+    assert_non_null(strstr(out, "rest = 0.500;"));
+    /* balance = false: a fixed pool, the name made valid */
+    assert_non_null(strstr(out, "name = \"s_2\";"));
+    assert_non_null(strstr(out, "queues = [\"a\", \"b\"];"));
+    assert_non_null(strstr(out, "processes = 4;"));
+    assert_non_null(strstr(out, "force = true;"));
+    assert_non_null(strstr(out, "Horizon option workersName = \"w\" has no qpool equivalent"));
+    /* waits: per queue; names libconfig cannot take become comments */
+    assert_non_null(strstr(out, "default = 90.0;"));
+    assert_non_null(strstr(out, "# Horizon waits \"redis:odd.name\""));
+    assert_non_null(strstr(out, "# Horizon waits \"redis:x\""));
+
+    /* valid libconfig, with the pools and keys in place */
+    config_t cfg;
+    config_init(&cfg);
+    if (!config_read_string(&cfg, out)) fail_msg("line %d: %s\n%s", config_error_line(&cfg), config_error_text(&cfg), out);
+    const config_setting_t *pools = config_lookup(&cfg, "pools");
+    assert_int_equal(config_setting_length(pools), 2);
+    const char *laravel = NULL;
+    assert_true(config_lookup_string(&cfg, "defaults.laravel", &laravel));
+    assert_string_equal(laravel, "/srv/app");
+    config_destroy(&cfg);
+    free(out);
+}
+
+static void test_import_errors(void **state)
+{
+    (void)state;
+    int rc;
+    char err[256] = "";
+    char *out = import(DESC, "staging", &rc, err);
+    assert_int_equal(rc, -1);
+    assert_non_null(strstr(err, "no environment \"staging\""));
+    free(out);
+    out = import(DESC, "local", &rc, err);      /* defaults only */
+    assert_int_equal(rc, 0);
+    assert_non_null(strstr(out, "max_processes = 3;"));
+    free(out);
+    out = import("{\"qpool_describe\":1}", "x", &rc, err);
+    assert_int_equal(rc, -1);
+    free(out);
+}
+
+static void test_import_simple_splits_queues(void **state)
+{
+    (void)state;
+    int rc;
+    char err[256];
+    char *out = import("{\"horizon\":{\"defaults\":{},\"environments\":{\"p\":{\"m\":{\"queue\":[\"a\",\"b\",\"c\"],"
+                       "\"balance\":\"simple\",\"maxProcesses\":7}}}}}", "p", &rc, err);
+    assert_int_equal(rc, 0);
+    assert_non_null(strstr(out, "name = \"m-a\";"));
+    assert_non_null(strstr(out, "name = \"m-c\";"));
+    assert_non_null(strstr(out, "processes = 2;"));
+    config_t cfg;
+    config_init(&cfg);
+    assert_true(config_read_string(&cfg, out));
+    assert_int_equal(config_setting_length(config_lookup(&cfg, "pools")), 3);
+    config_destroy(&cfg);
+    free(out);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_replace_recursive),
+        cmocka_unit_test(test_import_maps_supervisors),
+        cmocka_unit_test(test_import_errors),
+        cmocka_unit_test(test_import_simple_splits_queues),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
