@@ -1,0 +1,210 @@
+"""Laravel 8, 10 and 13: the same jobs run once by `php artisan queue:work` and
+once by qpool's native worker with the PHP adapter (php/qpool-handler.php)
+give the same job side effects, the same queue events seen by an app
+listener, the same failed_jobs and job_batches rows (ids and times aside) and
+the same final Redis state. 8 runs on the host; 10 and 13 in Debian roots
+(tests/integration/laravel_roots.py). Timeouts, the documented difference,
+are not in the scenarios.
+"""
+import collections
+import json
+import re
+import shutil
+
+import pytest
+
+from conftest import wait_for
+from laravel_roots import argv_conf, laravel_version, version_app  # noqa: F401 (fixtures)
+from test_laravel import redis_shape
+
+# Jobs each scenario leaves in failed_jobs (fixture:parity dispatches them).
+FAILED_BY_SCENARIO = {
+    "plain": 0, "tries_backoff": 1, "release": 0, "fail": 1, "max_exceptions": 1, "retry_until": 1,
+    "chain": 1, "batch": 1, "unique": 0, "without_overlapping": 1, "rate_limited": 0, "encrypted": 0,
+    "missing_models": 1, "attributes": 2, "dont_retry": 1, "debounce": 0,
+}
+# Jobs each scenario leaves delayed for good (the rate-limited one waits an hour).
+DELAYED_BY_SCENARIO = {"rate_limited": 1}
+
+# Worker events that depend on how the worker polls and stops, not on the
+# jobs (docs/laravel.md): WorkerIdle when a poll finds nothing (the adapter is
+# handed jobs, it never polls); WorkerInterrupted on SIGTERM, which qpool
+# sends queue:work to stop it, while it stops the adapter with EOF on its
+# request channel (the adapter raises it when it does get a signal).
+NOT_FROM_JOBS = {"WorkerIdle", "WorkerInterrupted"}
+
+SCENARIOS_8 = ["plain", "tries_backoff", "release", "fail", "max_exceptions", "retry_until", "chain", "batch",
+               "unique", "without_overlapping", "rate_limited", "encrypted", "missing_models"]
+EXPECTED_SCENARIOS = {"8": SCENARIOS_8, "10": SCENARIOS_8,
+                      "13": SCENARIOS_8 + ["attributes", "dont_retry", "debounce"]}
+
+# Every queue event class each version has that queue:work raises in these
+# scenarios; both runs must show each of them.
+EXPECTED_EVENTS = {
+    "8": {"JobProcessing", "JobProcessed", "JobExceptionOccurred", "JobFailed", "JobQueued", "Looping",
+          "WorkerStopping"},
+}
+EXPECTED_EVENTS["10"] = EXPECTED_EVENTS["8"] | {"JobPopping", "JobPopped", "JobQueueing", "JobReleasedAfterException"}
+EXPECTED_EVENTS["13"] = EXPECTED_EVENTS["10"] | {"JobAttempted", "JobReleased", "JobDebounced", "WorkerStarting"}
+
+
+# The app's cache prefix as qpool needs it (docs/configuration.md, cache_prefix):
+# 8 and 10 add ":", 11+ use cache.prefix verbatim.
+CACHE_PREFIX = {"8": "laravel_cache:", "10": "laravel_cache:", "13": "laravel_cache"}
+
+
+def pool(name, app, argv_key, argv):
+    return ('{ name = "%s"; queues = ["default"]; processes = 1; cache_prefix = "%s"; %s\n  %s = %s; }'
+            % (name, CACHE_PREFIX[app.version.name], app.env_conf(), argv_key, argv))
+
+
+def queue_work_pool(app):
+    return pool("php", app, "command", argv_conf(app.queue_work_argv()))
+
+
+def adapter_pool(app):
+    return pool("qpool", app, "handler", '{ type = "pipe"; command = %s; }' % argv_conf(app.adapter_argv()))
+
+
+class Snapshot:
+    """Redis (DB 0 and 1) and the sqlite database right after dispatch, so that
+    the second run starts from exactly the same jobs (same uuids)."""
+
+    def __init__(self, redis_server, app):
+        self.keys = {}
+        for db in (0, 1):
+            c = redis_server.client(db=db)
+            self.keys[db] = [(k, c.pttl(k), c.dump(k)) for k in c.keys("*")]
+        self.known = set()  # uuids and ids of the jobs dispatched before the runs
+        k = "laravel_database_queues:default"
+        c = redis_server.client()
+        for raw in c.lrange(k, 0, -1) + c.zrange(k + ":delayed", 0, -1):
+            p = json.loads(raw)
+            self.known.update([p.get("uuid"), p.get("id")])
+        self.db = app.db.with_suffix(".snapshot")
+        shutil.copyfile(str(app.db), str(self.db))
+
+    def restore(self, redis_server, app):
+        for db in (0, 1):
+            c = redis_server.client(db=db)
+            c.flushdb()
+            for k, pttl, blob in self.keys[db]:
+                c.restore(k, max(pttl, 0), blob)
+        shutil.copyfile(str(self.db), str(app.db))
+        app.markers.write_text("")
+
+
+def settled(app, r, failed, delayed):
+    k = "laravel_database_queues:default"
+    return (r.llen(k) == 0 and r.zcard(k + ":reserved") == 0 and r.zcard(k + ":delayed") == delayed
+            and len(app.failed_jobs()) == failed)
+
+
+UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
+def masked(text, known):
+    """Uuids of jobs dispatched during a run (a chain's next job) differ
+    between the runs: each becomes <new>. Those both runs start with stay."""
+    return UUID.sub(lambda m: m.group(0) if m.group(0) in known else "<new>", text)
+
+
+def payload_for_compare(payload, known):
+    """A failed job's payload as both runs must agree on it: qpool's due-time
+    stamp on the copies it released taken out, keys sorted (the stamp is one
+    more key in the table Lua's cjson re-encodes at the next pop, so the keys
+    can come out in another order: docs/laravel.md, Differences), and the
+    uuid, id and createdAt of a job dispatched during the run masked."""
+    p = json.loads(payload)
+    p.pop("qpoolAvailableAt", None)
+    if p.get("uuid") not in known:
+        p.update({"uuid": "<new>", "id": "<new>"}, **({"createdAt": "<time>"} if "createdAt" in p else {}))
+    return masked(json.dumps(p, sort_keys=True), known)
+
+
+def outcome(app, redis_server, known):
+    ms = app.read_markers()
+    runs = sorted((m["job"], m.get("tag"), m["attempt"]) for m in ms if "event" not in m)
+    hooks = sorted((m["job"], m.get("tag"), m["class"], m["message"]) for m in ms if m.get("event") == "failed_hook")
+    job_events = collections.Counter((m["event"], m["job"], m.get("attempts"), m.get("exception"))
+                                     for m in ms if m.get("event") not in (None, "failed_hook") and m.get("job"))
+    worker_events = {m["event"] for m in ms if m.get("event") not in (None, "failed_hook") and not m.get("job")}
+    rows = sorted((masked(f["uuid"], known), f["connection"], f["queue"], payload_for_compare(f["payload"], known),
+                   f["exception"].split(" in /")[0].split("\n")[0]) for f in app.failed_jobs())
+    batches = sorted((b["name"], b["total_jobs"], b["pending_jobs"], b["failed_jobs"], masked(b["failed_job_ids"], known),
+                      b["cancelled_at"] is None, b["finished_at"] is None)
+                     for b in app.table("select * from job_batches"))
+    items = app.table("select * from parity_items")
+    return {"runs": runs, "hooks": hooks, "job_events": job_events, "worker_events": worker_events - NOT_FROM_JOBS,
+            "failed_jobs": rows, "job_batches": batches, "items": items, "redis": redis_shape(redis_server)}
+
+
+def run_once(master, app, r, conf, failed, delayed, what):
+    master.write_config(conf)
+    master.start()
+    try:
+        wait_for(lambda: settled(app, r, failed, delayed), 240, interval=0.25, what=what)
+    finally:
+        assert master.stop(60) == 0
+    return master
+
+
+def test_same_jobs_same_results_as_queue_work(master_factory, redis_server, version_app):
+    app = version_app
+    r = redis_server.client()
+    v = app.version.name
+    res = app.artisan("fixture:parity")
+    scenarios = json.loads(res.stdout.strip().splitlines()[-1])
+    assert scenarios == EXPECTED_SCENARIOS[v], "Laravel %s dispatched %s" % (v, scenarios)
+    failed = sum(FAILED_BY_SCENARIO[s] for s in scenarios)
+    delayed = sum(DELAYED_BY_SCENARIO.get(s, 0) for s in scenarios)
+    snap = Snapshot(redis_server, app)
+    app.markers.write_text("")
+
+    run_once(master_factory(redis_server, "php"), app, r, queue_work_pool(app), failed, delayed,
+             "queue:work on Laravel %s to finish" % v)
+    php = outcome(app, redis_server, snap.known)
+
+    snap.restore(redis_server, app)
+    run_once(master_factory(redis_server, "qpool"), app, r, adapter_pool(app), failed, delayed,
+             "qpool + the adapter on Laravel %s to finish" % v)
+    qp = outcome(app, redis_server, snap.known)
+
+    for key in ("runs", "hooks", "failed_jobs", "job_batches", "items", "job_events", "worker_events", "redis"):
+        assert qp[key] == php[key], "%s differ on Laravel %s:\n%s" % (key, v, difference(php[key], qp[key]))
+    check_scenarios(v, php)
+
+
+def difference(php, qp):
+    """What only queue:work and only qpool had (short, for the failure message)."""
+    if isinstance(php, dict):
+        php, qp = collections.Counter(php.items()) if not isinstance(php, collections.Counter) else php, \
+            collections.Counter(qp.items()) if not isinstance(qp, collections.Counter) else qp
+    else:
+        php, qp = collections.Counter(map(repr, php)), collections.Counter(map(repr, qp))
+    only = lambda a, b: sorted(str(x)[:600] for x in (a - b).elements())
+    return "only queue:work: %s\nonly qpool: %s" % (only(php, qp), only(qp, php))
+
+
+def events_of(out):
+    return {e for e, _, _, _ in out["job_events"]} | out["worker_events"]
+
+
+def check_scenarios(v, out):
+    """What the scenarios must have done (both runs are equal by now)."""
+    missing = EXPECTED_EVENTS[v] - events_of(out)
+    assert not missing, "Laravel %s: events never raised: %s" % (v, sorted(missing))
+    runs = collections.Counter((job, tag) for job, tag, _ in out["runs"])
+    assert runs[("AlwaysFailsJob", "tries")] == 3 and runs[("MaxExceptionsJob", "maxexc")] == 2
+    assert runs[("ReleaseJob", "release")] == 2 and runs[("FlakyUntilJob", "until-future")] == 3
+    assert runs[("ExpiredUntilJob", "until-past")] == 0 and runs[("OverlapJob", "overlap")] == 0
+    assert [runs[("MarkerJob", "chain-%d" % i)] for i in (1, 2, 3)] == [1, 1, 1]
+    assert runs[("MarkerJob", "chainf-1")] == 1 and runs[("MarkerJob", "chainf-3")] == 0
+    assert runs[("UniqueJob", "unique")] == 1 and runs[("RateLimitedJob", "ratelimited")] == 1
+    assert runs[("EncryptedJob", "encrypted")] == 1 and runs[("MissingModelJob", "missing-delete")] == 0
+    assert out["job_batches"] == [("parity", 3, 1, 1, out["job_batches"][0][4], True, True)] or \
+        out["job_batches"][0][:4] == ("parity", 3, 1, 1), out["job_batches"]
+    if v == "13":
+        assert runs[("AttributesJob", "attributes")] == 5 and runs[("AttributesFailJob", "attributes-fail")] == 2
+        assert runs[("DontRetryJob", "dontretry")] == 1
+        assert runs[("DebouncedJob", "debounce-1")] == 0 and runs[("DebouncedJob", "debounce-2")] == 1
