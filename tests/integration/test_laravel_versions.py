@@ -8,12 +8,15 @@ are not in the scenarios.
 """
 import collections
 import json
+import os
 import re
 import shutil
+import signal
+import subprocess
 
 import pytest
 
-from conftest import wait_for
+from conftest import make_payload, wait_for
 from laravel_roots import argv_conf, laravel_version, version_app  # noqa: F401 (fixtures)
 from test_laravel import redis_shape
 
@@ -208,3 +211,77 @@ def check_scenarios(v, out):
         assert runs[("AttributesJob", "attributes")] == 5 and runs[("AttributesFailJob", "attributes-fail")] == 2
         assert runs[("DontRetryJob", "dontretry")] == 1
         assert runs[("DebouncedJob", "debounce-1")] == 0 and runs[("DebouncedJob", "debounce-2")] == 1
+
+
+# ---------------------------------------------------------------- no /proc
+
+def find_process(argv):
+    """Pids (host view) of live processes whose command line is exactly argv."""
+    want = "\0".join(argv) + "\0"
+    pids = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open("/proc/%s/cmdline" % d) as f:
+                    if f.read() == want:
+                        pids.append(int(d))
+            except OSError:
+                pass
+    return pids
+
+
+def held_pipes(pid):
+    out = set()
+    for fd in os.listdir("/proc/%d/fd" % pid):
+        try:
+            out.add(os.readlink("/proc/%d/fd/%s" % (pid, fd)))
+        except OSError:
+            pass
+    return out
+
+
+def test_without_proc_the_protocol_pipes_are_still_close_on_exec(version_app, tmp_path):
+    """An adapter that cannot read /proc/self/fd (a root without /proc) finds
+    the protocol descriptors by number, still marks them close-on-exec, and
+    says so: a process a job starts holds none of them."""
+    app = version_app
+    proc_dir = app.version.host("/proc")
+    req_r, req_w = os.pipe()
+    resp_r, resp_w = os.pipe()
+    pipes = {"pipe:[%d]" % os.fstat(fd).st_ino for fd in (req_r, resp_w)}
+    env = dict(app.env, QPOOL_PROTOCOL="2", QPOOL_REQUEST_FD=str(req_r), QPOOL_RESPONSE_FD=str(resp_w),
+               QPOOL_PHP_FFI="1")
+    # A mount namespace of its own, where an empty tmpfs hides /proc.
+    script = 'mount -t tmpfs none "$0" && exec "$@"'
+    argv = ["unshare", "--mount", "--propagation", "private", "sh", "-c", script, str(proc_dir)] + app.adapter_argv()
+    err = tmp_path / "adapter.stderr"
+    with open(err, "wb") as errf:
+        proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                stderr=errf, pass_fds=(req_r, resp_w), start_new_session=True)
+    os.close(req_r)
+    os.close(resp_w)
+    seconds = "%d.5" % (4000 + os.getpid() % 1000)
+    spawned = []
+    try:
+        with os.fdopen(req_w, "wb") as req, os.fdopen(resp_r, "rb") as resp:
+            assert json.loads(resp.readline()) == {"type": "ready", "protocol": 2}, err.read_text()
+            payload = make_payload(job="App\\Handlers\\SpawnHandler@handle", data={"seconds": seconds})
+            raw = json.dumps(payload, separators=(",", ":"))
+            req.write(json.dumps({"type": "job", "seq": 1, "id": payload["id"], "uuid": payload["uuid"],
+                                  "name": payload["job"], "queue": "default", "connection": "redis",
+                                  "attempts": 1, "max_tries": 1, "timeout": 60, "payload": raw}).encode() + b"\n")
+            req.flush()
+            assert json.loads(resp.readline()) == {"seq": 1, "status": "done"}, err.read_text()
+            spawned = wait_for(lambda: find_process(["sleep", seconds]), 30, what="the job's sleep")
+            held = set().union(*(held_pipes(p) for p in spawned))
+            assert not held & pipes, (held, pipes)
+        assert proc.wait(60) == 0
+    finally:
+        for pid in spawned:
+            os.kill(pid, signal.SIGKILL)
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+    text = err.read_text()
+    assert "no /proc/self/fd (is /proc mounted?)" in text, text
+    assert "(protocol channel: fds)" in text, text
