@@ -205,11 +205,22 @@ def check_scenarios(v, out):
     assert runs[("MarkerJob", "chainf-1")] == 1 and runs[("MarkerJob", "chainf-3")] == 0
     assert runs[("UniqueJob", "unique")] == 1 and runs[("RateLimitedJob", "ratelimited")] == 1
     assert runs[("EncryptedJob", "encrypted")] == 1 and runs[("MissingModelJob", "missing-delete")] == 0
-    assert out["job_batches"] == [("parity", 3, 1, 1, out["job_batches"][0][4], True, True)] or \
-        out["job_batches"][0][:4] == ("parity", 3, 1, 1), out["job_batches"]
+    (batch,) = out["job_batches"]  # allowFailures: one failed, so one pending, not finished
+    assert batch[:4] == ("parity", 3, 1, 1) and batch[5:] == (True, True), batch
+    assert len(json.loads(batch[4])) == 1 and "<new>" not in batch[4], batch
+    failed = {json.loads(payload)["displayName"].split("\\")[-1]: text for _, _, _, payload, text in out["failed_jobs"]}
+    assert failed["OverlapJob"].startswith("Illuminate\\Queue\\MaxAttemptsExceededException: App\\Jobs\\OverlapJob ")
+    assert failed["ExpiredUntilJob"].startswith("Illuminate\\Queue\\MaxAttemptsExceededException: ")
+    assert failed["MissingModelFailJob"].startswith("Illuminate\\Database\\Eloquent\\ModelNotFoundException: ")
+    assert failed["MaxExceptionsJob"] == "RuntimeException: max exceptions fails"
+    if v != "8":
+        released = sorted(a for e, job, a, _ in out["job_events"].elements()
+                          if e == "JobReleasedAfterException" and job == "App\\Jobs\\AlwaysFailsJob")
+        assert released == [1, 2], released
     if v == "13":
         assert runs[("AttributesJob", "attributes")] == 5 and runs[("AttributesFailJob", "attributes-fail")] == 2
         assert runs[("DontRetryJob", "dontretry")] == 1
+        assert failed["DontRetryJob"] == "App\\Exceptions\\DontRetryException: do not retry me"
         assert runs[("DebouncedJob", "debounce-1")] == 0 and runs[("DebouncedJob", "debounce-2")] == 1
 
 
