@@ -149,7 +149,9 @@ def run_once(master, app, r, conf, failed, delayed, what):
         wait_for(lambda: settled(app, r, failed, delayed), 240, interval=0.25, what=what)
     finally:
         assert master.stop(60) == 0
-    return master
+    log = master.log()
+    assert not re.search(r"PHP (Deprecated|Warning|Notice)|Deprecated: ", log), log[-4000:]
+    return log
 
 
 def test_same_jobs_same_results_as_queue_work(master_factory, redis_server, version_app):
@@ -169,8 +171,9 @@ def test_same_jobs_same_results_as_queue_work(master_factory, redis_server, vers
     php = outcome(app, redis_server, snap.known)
 
     snap.restore(redis_server, app)
-    run_once(master_factory(redis_server, "qpool"), app, r, adapter_pool(app), failed, delayed,
-             "qpool + the adapter on Laravel %s to finish" % v)
+    log = run_once(master_factory(redis_server, "qpool"), app, r, adapter_pool(app), failed, delayed,
+                   "qpool + the adapter on Laravel %s to finish" % v)
+    assert re.search(r"Laravel %s\.\d+\.\d+ booted from %s " % (v, app.app_inner), log), log[-4000:]
     qp = outcome(app, redis_server, snap.known)
 
     for key in ("runs", "hooks", "failed_jobs", "job_batches", "items", "job_events", "worker_events", "redis"):
@@ -296,3 +299,57 @@ def test_without_proc_the_protocol_pipes_are_still_close_on_exec(version_app, tm
     text = err.read_text()
     assert "no /proc/self/fd (is /proc mounted?)" in text, text
     assert "(protocol channel: fds)" in text, text
+
+
+# ---------------------------------------------------------------- timeouts and signals
+
+def has_event(app, name):
+    """Does this version's framework have Illuminate\\Queue\\Events\\<name>?"""
+    return app.version.host("/usr/share/php/Illuminate/Queue/Events/%s.php" % name).exists()
+
+
+def test_a_timeout_that_fails_the_job_raises_job_timed_out(master, redis_server, version_app):
+    """TimeoutJob ($timeout = 1, $tries = 2, sleeps 10 s): qpool kills both
+    attempts; the failure request raises JobTimedOut (where the version has
+    it) before JobFailed, with the exception this version builds."""
+    app = version_app
+    r = redis_server.client()
+    master.write_config(pool("qpool", app, "handler", '{ type = "pipe"; command = %s; }'
+                             % argv_conf(app.adapter_argv())))
+    master.start()
+    app.dispatch("TimeoutJob", tag="to")
+    wait_for(lambda: settled(app, r, 1, 0), 120, interval=0.25, what="the timeout failure")
+    ms = app.read_markers()
+    assert [m["attempt"] for m in ms if m.get("job") == "TimeoutJob" and "event" not in m] == [1, 2]
+    timed_out = [m["attempts"] for m in ms if m.get("event") == "JobTimedOut"]
+    assert timed_out == ([2] if has_event(app, "JobTimedOut") else []), timed_out
+    (row,) = app.failed_jobs()
+    expect = ("Illuminate\\Queue\\TimeoutExceededException: App\\Jobs\\TimeoutJob has timed out."
+              if has_event(app, "JobTimedOut") else "Illuminate\\Queue\\MaxAttemptsExceededException: ")
+    assert row["exception"].startswith(expect), row["exception"][:300]
+
+
+def test_sigterm_to_the_adapter_raises_worker_interrupted_and_stopping(version_app, tmp_path):
+    app = version_app
+    req_r, req_w = os.pipe()
+    resp_r, resp_w = os.pipe()
+    env = dict(app.env, QPOOL_PROTOCOL="2", QPOOL_REQUEST_FD=str(req_r), QPOOL_RESPONSE_FD=str(resp_w))
+    err = tmp_path / "adapter.stderr"
+    with open(err, "wb") as errf:
+        proc = subprocess.Popen(app.adapter_argv(), env=env, stdin=subprocess.DEVNULL,
+                                stdout=subprocess.DEVNULL, stderr=errf, pass_fds=(req_r, resp_w),
+                                start_new_session=True)
+    os.close(req_r)
+    os.close(resp_w)
+    try:
+        with os.fdopen(req_w, "wb"), os.fdopen(resp_r, "rb") as resp:
+            assert json.loads(resp.readline()) == {"type": "ready", "protocol": 2}, err.read_text()
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(60) == 0, err.read_text()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+    names = [m["event"] for m in app.read_markers() if "event" in m]
+    expect = (["WorkerInterrupted"] if has_event(app, "WorkerInterrupted") else []) + ["WorkerStopping"]
+    assert names == expect, (names, err.read_text())
