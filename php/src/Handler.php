@@ -469,7 +469,7 @@ final class Handler
             $this->report($listenerError);
         }
 
-        if (Retries::willRelease($this->app, $job, $request)) {
+        if ($this->ev->has('JobReleasedAfterException') && Retries::willRelease($this->app, $job, $request)) {
             $this->ev->raise('JobReleasedAfterException', [
                 'connectionName' => $connection, 'job' => $job,
                 'backoff' => Retries::backoff($job), 'exception' => $e,

@@ -224,6 +224,12 @@ def check_scenarios(v, out):
         assert runs[("AttributesJob", "attributes")] == 5 and runs[("AttributesFailJob", "attributes-fail")] == 2
         assert runs[("DontRetryJob", "dontretry")] == 1
         assert failed["DontRetryJob"] == "App\\Exceptions\\DontRetryException: do not retry me"
+        payloads = {json.loads(p)["displayName"].split("\\")[-1]: json.loads(p) for _, _, _, p, _ in out["failed_jobs"]}
+        attrs = payloads["AttributesJob"]  # #[Tries(5)] #[Backoff([3, 7])] #[Timeout(9)]
+        assert (attrs["maxTries"], attrs["backoff"], attrs["timeout"]) == (5, "3,7", 9), attrs
+        attrs = payloads["AttributesFailJob"]  # #[Tries(4)] #[Backoff(1)] #[MaxExceptions(2)]
+        assert (attrs["maxTries"], attrs["backoff"], attrs["maxExceptions"]) == (4, "1", 2), attrs
+        assert failed["AttributesJob"].startswith("Illuminate\\Queue\\MaxAttemptsExceededException: ")
         assert runs[("DebouncedJob", "debounce-1")] == 0 and runs[("DebouncedJob", "debounce-2")] == 1
 
 
