@@ -260,30 +260,43 @@ def held_pipes(pid):
     return out
 
 
-def test_without_proc_the_protocol_pipes_are_still_close_on_exec(version_app, tmp_path):
-    """An adapter that cannot read /proc/self/fd (a root without /proc) finds
-    the protocol descriptors by number, still marks them close-on-exec, and
-    says so: a process a job starts holds none of them."""
-    app = version_app
-    proc_dir = app.version.host("/proc")
-    req_r, req_w = os.pipe()
-    resp_r, resp_w = os.pipe()
-    pipes = {"pipe:[%d]" % os.fstat(fd).st_ino for fd in (req_r, resp_w)}
-    env = dict(app.env, QPOOL_PROTOCOL="2", QPOOL_REQUEST_FD=str(req_r), QPOOL_RESPONSE_FD=str(resp_w),
-               QPOOL_PHP_FFI="1")
-    # A mount namespace of its own, where an empty tmpfs hides /proc.
+def start_hidden_proc_adapter(app, channel, err):
+    """The adapter in a mount namespace of its own where an empty tmpfs hides
+    /proc; returns (process, request writer, response reader, protocol pipes)."""
+    env = dict(app.env, QPOOL_PHP_FFI="1")
     script = 'mount -t tmpfs none "$0" && exec "$@"'
-    argv = ["unshare", "--mount", "--propagation", "private", "sh", "-c", script, str(proc_dir)] + app.adapter_argv()
-    err = tmp_path / "adapter.stderr"
+    argv = ["unshare", "--mount", "--propagation", "private", "sh", "-c", script,
+            str(app.version.host("/proc"))] + app.adapter_argv()
     with open(err, "wb") as errf:
+        if channel == "stdio":
+            proc = subprocess.Popen(argv, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errf,
+                                    start_new_session=True)
+            ends = (proc.stdin.fileno(), proc.stdout.fileno())
+            return proc, proc.stdin, proc.stdout, {"pipe:[%d]" % os.fstat(fd).st_ino for fd in ends}
+        req_r, req_w = os.pipe()
+        resp_r, resp_w = os.pipe()
+        env.update(QPOOL_PROTOCOL="2", QPOOL_REQUEST_FD=str(req_r), QPOOL_RESPONSE_FD=str(resp_w))
         proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                 stderr=errf, pass_fds=(req_r, resp_w), start_new_session=True)
+    pipes = {"pipe:[%d]" % os.fstat(fd).st_ino for fd in (req_r, resp_w)}
     os.close(req_r)
     os.close(resp_w)
-    seconds = "%d.5" % (4000 + os.getpid() % 1000)
+    return proc, os.fdopen(req_w, "wb"), os.fdopen(resp_r, "rb"), pipes
+
+
+@pytest.mark.parametrize("channel", ["fds", "stdio"])
+def test_without_proc_the_protocol_pipes_are_still_close_on_exec(version_app, tmp_path, channel):
+    """An adapter that cannot read /proc/self/fd (a root without /proc) finds
+    the protocol descriptors by number, still marks them close-on-exec (and,
+    on stdin/stdout, still moves them), and says so: a process a job starts
+    holds none of them."""
+    app = version_app
+    err = tmp_path / "adapter.stderr"
+    proc, req, resp, pipes = start_hidden_proc_adapter(app, channel, err)
+    seconds = "%d.5" % (4000 + os.getpid() % 1000 + (500 if channel == "stdio" else 0))
     spawned = []
     try:
-        with os.fdopen(req_w, "wb") as req, os.fdopen(resp_r, "rb") as resp:
+        with req, resp:
             assert json.loads(resp.readline()) == {"type": "ready", "protocol": 2}, err.read_text()
             payload = make_payload(job="App\\Handlers\\SpawnHandler@handle", data={"seconds": seconds})
             raw = json.dumps(payload, separators=(",", ":"))
@@ -304,7 +317,8 @@ def test_without_proc_the_protocol_pipes_are_still_close_on_exec(version_app, tm
             proc.wait(10)
     text = err.read_text()
     assert "no /proc/self/fd (is /proc mounted?)" in text, text
-    assert "(protocol channel: fds)" in text, text
+    expect = {"fds": "(protocol channel: fds)", "stdio": "(protocol channel: moved)"}[channel]
+    assert expect in text, text
 
 
 # ---------------------------------------------------------------- timeouts and signals
