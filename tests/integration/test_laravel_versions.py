@@ -4,7 +4,8 @@ give the same job side effects, the same queue events seen by an app
 listener, the same failed_jobs and job_batches rows (ids and times aside) and
 the same final Redis state. 8 runs on the host; 10 and 13 in Debian roots
 (tests/integration/laravel_roots.py). Timeouts, the documented difference,
-are not in the scenarios.
+are not in the parity scenarios; they, the adapter's signal events and the
+adapter without /proc have tests of their own below.
 """
 import collections
 import json
@@ -42,7 +43,7 @@ EXPECTED_SCENARIOS = {"8": SCENARIOS_8, "10": SCENARIOS_8,
                       "13": SCENARIOS_8 + ["attributes", "dont_retry", "debounce"]}
 
 # Every queue event class each version has that queue:work raises in these
-# scenarios; both runs must show each of them.
+# scenarios (NOT_FROM_JOBS aside); both runs must show each of them.
 EXPECTED_EVENTS = {
     "8": {"JobProcessing", "JobProcessed", "JobExceptionOccurred", "JobFailed", "JobQueued", "Looping",
           "WorkerStopping"},
