@@ -439,7 +439,7 @@ final class Handler
             $this->ev->raise('WorkerStarting', $this->workerArgs());
         }
 
-        $this->ev->until('Looping', ['connectionName' => $connection, 'queue' => $queue]);
+        $this->ev->until('Looping', ['connectionName' => $connection, 'queue' => $queue] + $this->workerArgs());
         $this->resetScope();
         $this->ev->raise('JobPopping', ['connectionName' => $connection, 'queue' => $queue]);
         $this->ev->raise('JobPopped', ['connectionName' => $connection, 'job' => $job]);
