@@ -53,11 +53,6 @@ def build_root(dist):
     return dest
 
 
-def mounted(path):
-    with open("/proc/mounts") as f:
-        return any(line.split()[1] == str(path) for line in f)
-
-
 class Version:
     """One Laravel version: where it runs (a root, or the host) and its app."""
 
@@ -146,10 +141,6 @@ class VersionApp(LaravelApp):
     def adapter_argv(self):
         return self.version.prefix() + ["php", str(self.work_inner / "php" / "qpool-handler.php"),
                                         str(self.app_inner)]
-
-    def framework_version(self):
-        res = self.artisan("--version")
-        return res.stdout.strip()
 
     def table(self, sql):
         import sqlite3
