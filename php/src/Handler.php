@@ -8,10 +8,10 @@ use Illuminate\Queue\Events\JobExceptionOccurred;
 use Illuminate\Queue\Events\JobFailed;
 use Illuminate\Queue\Events\JobProcessed;
 use Illuminate\Queue\Events\JobProcessing;
-use Illuminate\Queue\Events\Looping;
-use Illuminate\Queue\Events\WorkerStopping;
-use ReflectionMethod;
 use Throwable;
+
+require_once __DIR__.'/Events.php';
+require_once __DIR__.'/Retries.php';
 
 /**
  * The persistent PHP side of qpool's pipe handler for Laravel apps: boots
@@ -45,8 +45,14 @@ final class Handler
     /** @var array|null outcome of the immediately preceding `job` request */
     private $last;
 
-    /** @var string|null "bool" or "throwable": JobAttempted's third argument, if that event exists */
-    private $attemptedArg;
+    /** @var Events the queue events this Laravel version has */
+    private $ev;
+
+    /** @var array|null connection and queue of the first request (WorkerStarting, WorkerStopping) */
+    private $worker;
+
+    /** @var int jobs run (WorkerStopping's jobsProcessed) */
+    private $jobsProcessed = 0;
 
     public function __construct(Protocol $io)
     {
@@ -192,6 +198,9 @@ final class Handler
 
         $this->app = $app;
         $this->events = $app['events'];
+        $this->ev = new Events($this->events, function (Throwable $e) {
+            $this->report($e);
+        });
         $this->resetScope = $this->findResetScope();
 
         $app = $this->app;
@@ -212,11 +221,6 @@ final class Handler
                 $event->exception
             );
         });
-
-        if (class_exists('Illuminate\Queue\Events\JobAttempted')) {
-            $params = (new ReflectionMethod('Illuminate\Queue\Events\JobAttempted', '__construct'))->getParameters();
-            $this->attemptedArg = isset($params[2]) && $params[2]->getName() === 'exceptionOccurred' ? 'bool' : 'throwable';
-        }
     }
 
     /**
@@ -276,11 +280,13 @@ final class Handler
 
     /**
      * Finish the current request, then exit 0. Like Worker::listenForSignals
-     * (13.x also tells an Interruptible job).
+     * (13.x: WorkerInterrupted, and an Interruptible job is told, then
+     * JobInterrupted).
      */
     public function interrupted(int $signal): void
     {
         $this->quit = true;
+        $this->ev->raise('WorkerInterrupted', ['signal' => $signal] + $this->workerArgs());
 
         try {
             $job = $this->current;
@@ -294,6 +300,9 @@ final class Handler
 
                     if ($command instanceof $interface) {
                         $command->interrupted($signal);
+                        $this->ev->raise('JobInterrupted', [
+                            'connectionName' => $job->getConnectionName(), 'job' => $job, 'signal' => $signal,
+                        ]);
                     }
                 }
             }
@@ -304,11 +313,7 @@ final class Handler
 
     private function stop(): void
     {
-        try {
-            $this->events->dispatch(new WorkerStopping(0));
-        } catch (Throwable $e) {
-            $this->report($e);
-        }
+        $this->ev->raise('WorkerStopping', ['status' => 0, 'jobsProcessed' => $this->jobsProcessed] + $this->workerArgs());
 
         try {
             $this->app->terminate();
@@ -367,24 +372,18 @@ final class Handler
     }
 
     /**
-     * Worker::process(): JobProcessing, fire, JobProcessed; on a Throwable
-     * JobExceptionOccurred (handleJobException) and a report (runJob).
+     * Worker::process(): JobProcessing, fire, JobProcessed (13.x: then
+     * JobReleased if the job released itself); on a Throwable
+     * handleJobException (13.x: fail at once if the exception handler says
+     * shouldStopRetries; JobExceptionOccurred; JobReleasedAfterException if
+     * qpool will release it) and a report (runJob); JobAttempted after all.
      */
     private function runJob(array $request): array
     {
         $job = $this->makeJob($request);
         $connection = $job->getConnectionName();
 
-        // Worker::daemon(): Looping (daemonShouldRun), then resetScope, then the job.
-        // A Looping listener returning false would pause the worker; the job is
-        // already reserved here, so that answer is ignored.
-        try {
-            $this->events->until(new Looping($connection, $job->getQueue()));
-        } catch (Throwable $e) {
-            $this->report($e);
-        }
-
-        $this->resetScope();
+        $this->popped($job);
 
         $this->current = $job;
         $thrown = null;
@@ -395,14 +394,13 @@ final class Handler
             $job->fire();
 
             $this->events->dispatch(new JobProcessed($connection, $job));
+
+            if ($job->isReleased() && ! $job->isDeleted()) {
+                $this->ev->raise('JobReleased', ['connectionName' => $connection, 'job' => $job]);
+            }
         } catch (Throwable $e) {
             $thrown = $e;
-
-            try {
-                $this->events->dispatch(new JobExceptionOccurred($connection, $job, $e));
-            } catch (Throwable $listenerError) {
-                $this->report($listenerError);
-            }
+            $this->jobException($job, $e, $request);
         } finally {
             $this->current = null;
             $this->jobAttempted($connection, $job, $thrown);
@@ -423,6 +421,84 @@ final class Handler
         ];
 
         return $response;
+    }
+
+    /**
+     * What Worker::daemon() does before it runs a popped job: WorkerStarting
+     * (once), Looping (daemonShouldRun; a listener returning false would
+     * pause the worker, but the job is already reserved here, so that answer
+     * is ignored), resetScope, JobPopping and JobPopped.
+     */
+    private function popped(PipeJob $job): void
+    {
+        $connection = $job->getConnectionName();
+        $queue = $job->getQueue();
+
+        if ($this->worker === null) {
+            $this->worker = ['connectionName' => $connection, 'queue' => $queue];
+            $this->ev->raise('WorkerStarting', $this->workerArgs());
+        }
+
+        $this->ev->until('Looping', ['connectionName' => $connection, 'queue' => $queue] + $this->workerArgs());
+        $this->resetScope();
+        $this->ev->raise('JobPopping', ['connectionName' => $connection, 'queue' => $queue]);
+        $this->ev->raise('JobPopped', ['connectionName' => $connection, 'job' => $job]);
+        $this->jobsProcessed++;
+    }
+
+    /** Connection, queue and default worker options for the worker-level events. */
+    private function workerArgs(): array
+    {
+        $options = class_exists('Illuminate\Queue\WorkerOptions') ? new \Illuminate\Queue\WorkerOptions() : null;
+
+        return ($this->worker ?? ['connectionName' => null, 'queue' => null]) + ['workerOptions' => $options];
+    }
+
+    /** Worker::handleJobException(), less the tries / maxExceptions decisions qpool makes. */
+    private function jobException(PipeJob $job, Throwable $e, array $request): void
+    {
+        $connection = $job->getConnectionName();
+
+        if (! $job->hasFailed() && $this->shouldStopRetries($e)) {
+            $this->failNow($job, $e);
+        }
+
+        try {
+            $this->events->dispatch(new JobExceptionOccurred($connection, $job, $e));
+        } catch (Throwable $listenerError) {
+            $this->report($listenerError);
+        }
+
+        if ($this->ev->has('JobReleasedAfterException') && Retries::willRelease($this->app, $job, $request)) {
+            $this->ev->raise('JobReleasedAfterException', [
+                'connectionName' => $connection, 'job' => $job,
+                'backoff' => Retries::backoff($job), 'exception' => $e,
+            ]);
+        }
+    }
+
+    /** 13.x: the app's exception handler lists it in dontRetry() (Worker::markJobAsFailedIfItShouldntBeRetried). */
+    private function shouldStopRetries(Throwable $e): bool
+    {
+        try {
+            $handler = $this->app[ExceptionHandler::class];
+
+            return method_exists($handler, 'shouldStopRetries') && $handler->shouldStopRetries($e);
+        } catch (Throwable $error) {
+            $this->report($error);
+
+            return false;
+        }
+    }
+
+    /** Worker::failJob(): the failed() hook and JobFailed now; the response then says "failed". */
+    private function failNow(PipeJob $job, Throwable $e): void
+    {
+        try {
+            $job->fail($e);
+        } catch (Throwable $hookError) {
+            $this->report($hookError);
+        }
     }
 
     private function outcome(PipeJob $job, ?Throwable $thrown): array
@@ -480,13 +556,24 @@ final class Handler
         $connection = $job->getConnectionName();
         $e = FailureExceptions::forRequest($job, $request, $sameJob ? $previous['exception'] : null);
 
-        $this->resetScope();
+        if ($reason !== 'already_exceeded') {
+            $this->resetScope();
+        }
 
         // For already_exceeded, queue:work raises JobProcessing, fails the job
         // (markJobAsFailedIfAlreadyExceedsMaxAttempts), then handles the
         // exception it throws like any other (JobExceptionOccurred, report).
         $exceeded = $reason === 'already_exceeded';
         $error = null;
+
+        if ($exceeded) {
+            $this->popped($job);
+        }
+
+        // The Worker's SIGALRM handler raises JobTimedOut before failing a timed-out job.
+        if ($reason === 'timeout' || $reason === 'fail_on_timeout') {
+            $this->ev->raise('JobTimedOut', ['connectionName' => $connection, 'job' => $job]);
+        }
 
         $this->current = $job;
 
@@ -561,16 +648,9 @@ final class Handler
     /** JobAttempted (12.x: bool exceptionOccurred; 13.x: ?Throwable exception), after every attempt. */
     private function jobAttempted(string $connection, $job, ?Throwable $e): void
     {
-        if ($this->attemptedArg === null) {
-            return;
-        }
-
-        try {
-            $class = 'Illuminate\Queue\Events\JobAttempted';
-            $this->events->dispatch(new $class($connection, $job, $this->attemptedArg === 'bool' ? $e !== null : $e));
-        } catch (Throwable $listenerError) {
-            $this->report($listenerError);
-        }
+        $this->ev->raise('JobAttempted', [
+            'connectionName' => $connection, 'job' => $job, 'exception' => $e, 'exceptionOccurred' => $e !== null,
+        ]);
     }
 
     /** Worker::runJob() reports what the job threw (13.x: unless Worker::$reportJobExceptions is false). */

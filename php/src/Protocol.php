@@ -261,7 +261,10 @@ final class Protocol
             $this->keep = array_filter([$null, $err]);
         }
 
-        $this->isolation = self::fdIs(0, '/dev/null') && self::fdIs(1, self::target(2)) ? 'moved' : 'none';
+        $null = @stat('/dev/null');
+        $moved = $null && self::identity(self::statFd(0)) === self::identity($null)
+            && self::identity(self::statFd(1)) === self::identity(self::statFd(2));
+        $this->isolation = $moved ? 'moved' : 'none';
 
         if ($this->isolation === 'none') {
             self::log('could not move stdin/stdout off the protocol; job output may reach it');
@@ -292,8 +295,8 @@ final class Protocol
     }
 
     /**
-     * What the protocol channel's descriptors point to (pipe:[inode]),
-     * before any of them is moved or copied.
+     * The pipes the protocol channel's descriptors are (device:inode, as
+     * fstat() reports them), before any of them is moved or copied.
      */
     private function protocolPipes(): array
     {
@@ -305,9 +308,17 @@ final class Protocol
             $fds = [(int) $req, (int) $resp];
         }
 
-        return array_values(array_filter(array_map([self::class, 'target'], $fds), function ($t) {
-            return is_string($t) && strncmp($t, 'pipe:', 5) === 0;
-        }));
+        $pipes = [];
+
+        foreach ($fds as $fd) {
+            $st = self::statFd($fd);
+
+            if ($st && ($st['mode'] & 0170000) === 0010000) { // S_IFIFO
+                $pipes[] = self::identity($st);
+            }
+        }
+
+        return $pipes;
     }
 
     /**
@@ -339,22 +350,48 @@ final class Protocol
             return;
         }
 
-        foreach (@scandir('/proc/self/fd') ?: [] as $entry) {
-            if (ctype_digit($entry) && in_array(self::target((int) $entry), $pipes, true)) {
-                $libc->fcntl((int) $entry, 2 /* F_SETFD */, 1 /* FD_CLOEXEC */);
+        foreach (self::descriptors() as $fd) {
+            if (in_array(self::identity(self::statFd($fd)), $pipes, true)) {
+                $libc->fcntl($fd, 2 /* F_SETFD */, 1 /* FD_CLOEXEC */);
             }
         }
     }
 
-    private static function target(int $fd): ?string
+    /**
+     * Our open descriptors: from /proc/self/fd, or, where /proc is not
+     * mounted (a chroot, a minimal container), every number below 1024,
+     * which statFd() then tells open or not (and we say so once).
+     */
+    private static function descriptors(): array
     {
-        $t = @readlink('/proc/self/fd/'.$fd);
+        $entries = @scandir('/proc/self/fd');
 
-        return is_string($t) ? $t : null;
+        if (is_array($entries) && in_array('0', $entries, true)) {
+            return array_map('intval', array_filter($entries, 'ctype_digit'));
+        }
+
+        self::log('no /proc/self/fd (is /proc mounted?): looking for the protocol descriptors among 0-1023 by number');
+
+        return range(0, 1023);
     }
 
-    private static function fdIs(int $fd, ?string $target): bool
+    /** fstat() of our descriptor $fd (through a copy: php://fd dup()s it), or null if it is not open. */
+    private static function statFd(int $fd): ?array
     {
-        return $target !== null && self::target($fd) === $target;
+        $stream = @fopen('php://fd/'.$fd, 'r');
+
+        if (! $stream) {
+            return null;
+        }
+
+        $st = @fstat($stream);
+        fclose($stream);
+
+        return is_array($st) ? $st : null;
+    }
+
+    private static function identity(?array $st): ?string
+    {
+        return $st ? $st['dev'].':'.$st['ino'] : null;
     }
 }

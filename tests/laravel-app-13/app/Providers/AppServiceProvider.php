@@ -3,11 +3,14 @@
 namespace App\Providers;
 
 use App\Listeners\RecordQueueEvent;
+use App\Support\QueueEvents;
+use Illuminate\Cache\RateLimiting\Limit;
 use Illuminate\Queue\Events\JobExceptionOccurred;
 use Illuminate\Queue\Events\JobFailed;
 use Illuminate\Queue\Events\JobProcessed;
 use Illuminate\Queue\Events\JobProcessing;
 use Illuminate\Support\Facades\Event;
+use Illuminate\Support\Facades\RateLimiter;
 use Illuminate\Support\ServiceProvider;
 
 class AppServiceProvider extends ServiceProvider
@@ -24,5 +27,12 @@ class AppServiceProvider extends ServiceProvider
         foreach ([JobProcessing::class, JobProcessed::class, JobExceptionOccurred::class, JobFailed::class] as $event) {
             Event::listen($event, RecordQueueEvent::class);
         }
+
+        QueueEvents::listenToTheRest($this->app['events']);
+
+        // RateLimitedJob's limiter: one job an hour.
+        RateLimiter::for('parity', function ($job) {
+            return Limit::perHour(1);
+        });
     }
 }

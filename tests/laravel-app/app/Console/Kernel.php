@@ -14,6 +14,7 @@ class Kernel extends ConsoleKernel
      */
     protected $commands = [
         Commands\FixtureDispatchCommand::class,
+        Commands\FixtureParityCommand::class,
         Commands\QueuePauseCommand::class,
         Commands\QueueResumeCommand::class,
     ];

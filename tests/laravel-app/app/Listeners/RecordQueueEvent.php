@@ -3,10 +3,14 @@
 namespace App\Listeners;
 
 use App\Support\Marker;
+use Illuminate\Contracts\Queue\Job as QueueJob;
 use Illuminate\Support\Env;
 
 /**
- * Records JobProcessing, JobProcessed, JobExceptionOccurred and JobFailed.
+ * Records JobProcessing, JobProcessed, JobExceptionOccurred and JobFailed
+ * (with MARKER_EVENTS=all every queue event: App\Support\QueueEvents). An
+ * event without a job (Looping, WorkerStopping, ...) is recorded with
+ * "job" null.
  */
 class RecordQueueEvent
 {
@@ -18,16 +22,20 @@ class RecordQueueEvent
             return;
         }
 
+        $job = property_exists($event, 'job') && $event->job instanceof QueueJob ? $event->job : null;
+        // JobQueueing / JobQueued carry the command (or a string job), not a queue job.
+        $command = ! $job && property_exists($event, 'job') && is_object($event->job) ? get_class($event->job) : null;
+
         $record = [
             'event' => class_basename($event),
-            'job' => $event->job->resolveName(),
-            'uuid' => $event->job->uuid(),
-            'attempts' => $event->job->attempts(),
-            'queue' => $event->job->getQueue(),
-            'connection' => $event->connectionName,
+            'job' => $job ? $job->resolveName() : $command,
+            'uuid' => $job ? $job->uuid() : null,
+            'attempts' => $job ? $job->attempts() : null,
+            'queue' => $job ? $job->getQueue() : null,
+            'connection' => $event->connectionName ?? null,
         ];
 
-        if (property_exists($event, 'exception') && $event->exception) {
+        if (property_exists($event, 'exception') && $event->exception instanceof \Throwable) {
             $record['exception'] = get_class($event->exception);
             $record['message'] = $event->exception->getMessage();
         }

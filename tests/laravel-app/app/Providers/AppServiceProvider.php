@@ -13,6 +13,9 @@ class AppServiceProvider extends ServiceProvider
 
     public function boot()
     {
-        //
+        // RateLimitedJob's limiter: one job an hour.
+        \Illuminate\Support\Facades\RateLimiter::for('parity', function ($job) {
+            return \Illuminate\Cache\RateLimiting\Limit::perHour(1);
+        });
     }
 }

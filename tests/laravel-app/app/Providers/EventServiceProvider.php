@@ -25,7 +25,7 @@ class EventServiceProvider extends ServiceProvider
 
     public function boot()
     {
-        //
+        \App\Support\QueueEvents::listenToTheRest($this->app['events']);
     }
 
     public function shouldDiscoverEvents()

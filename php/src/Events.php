@@ -1,0 +1,111 @@
+<?php
+
+namespace Qpool\Laravel;
+
+use ReflectionMethod;
+use Throwable;
+
+/**
+ * Raises the queue events (Illuminate\Queue\Events\*) that the running
+ * Laravel version has, with the constructor arguments that version takes:
+ * each class is looked up by name and its constructor's parameters filled
+ * by name (connectionName, job, queue, exception, ...), others left at their
+ * defaults. A class this version lacks is skipped. No version strings.
+ */
+final class Events
+{
+    const NS = 'Illuminate\\Queue\\Events\\';
+
+    /** @var \Illuminate\Contracts\Events\Dispatcher */
+    private $events;
+
+    /** @var callable reports a listener's exception */
+    private $report;
+
+    /** @var array<string, array|null> constructor parameters by class (null: no such class) */
+    private $params = [];
+
+    public function __construct($events, callable $report)
+    {
+        $this->events = $events;
+        $this->report = $report;
+    }
+
+    public function has(string $name): bool
+    {
+        return $this->parameters($name) !== null;
+    }
+
+    /** The event's constructor parameter names, in order. */
+    public function parameterNames(string $name): array
+    {
+        return array_map(function ($p) {
+            return $p->getName();
+        }, $this->parameters($name) ?? []);
+    }
+
+    /** Dispatch the event if this version has it; a listener's exception is reported, not thrown. */
+    public function raise(string $name, array $args): void
+    {
+        $this->send($name, $args, false);
+    }
+
+    /** As raise(), through Dispatcher::until() (the Worker does so for Looping). */
+    public function until(string $name, array $args): void
+    {
+        $this->send($name, $args, true);
+    }
+
+    /** Build the event (null if this version has no such class). */
+    public function make(string $name, array $args)
+    {
+        $params = $this->parameters($name);
+
+        if ($params === null) {
+            return null;
+        }
+
+        $values = [];
+
+        foreach ($params as $p) {
+            if (array_key_exists($p->getName(), $args)) {
+                $values[] = $args[$p->getName()];
+            } elseif ($p->isDefaultValueAvailable()) {
+                $values[] = $p->getDefaultValue();
+            } else {
+                $values[] = null;
+            }
+        }
+
+        $class = self::NS.$name;
+
+        return new $class(...$values);
+    }
+
+    private function send(string $name, array $args, bool $until): void
+    {
+        try {
+            $event = $this->make($name, $args);
+
+            if ($event === null) {
+                return;
+            }
+
+            $until ? $this->events->until($event) : $this->events->dispatch($event);
+        } catch (Throwable $e) {
+            ($this->report)($e);
+        }
+    }
+
+    private function parameters(string $name): ?array
+    {
+        if (! array_key_exists($name, $this->params)) {
+            $class = self::NS.$name;
+            $this->params[$name] = class_exists($class)
+                ? (method_exists($class, '__construct') ? (new ReflectionMethod($class, '__construct'))->getParameters() : [])
+                : null;
+        }
+
+        return $this->params[$name];
+    }
+}

@@ -1,0 +1,169 @@
+"""Laravel versions for the tests: the host's (Debian 12: Laravel 8 on PHP 8.2)
+and Debian roots with newer ones (trixie: 10.x, sid: 13.x, both PHP 8.4),
+made by scripts/laravel-root with mmdebstrap.
+
+Roots are cached in $QPOOL_LARAVEL_ROOTS (default: laravel-roots in the build
+directory) and reused when present, so one build serves every run; several
+checkouts can share one cache. qpool stays on the host; artisan, queue:work
+and the adapter run in the root through chroot, and reach the host's
+redis-server on loopback. /proc is mounted in a root while a test module
+uses it (the adapter reads /proc/self/fd) and unmounted afterwards.
+
+A root that cannot be built (no network, no mmdebstrap, not root) fails the
+test with the build's output: the matrix never skips silently.
+"""
+import json
+import os
+import pathlib
+import shutil
+import subprocess
+import time
+import uuid
+
+import pytest
+
+from conftest import BUILD, PREFIX, ROOT, LaravelApp
+
+ROOTS = pathlib.Path(os.environ.get("QPOOL_LARAVEL_ROOTS") or BUILD / "laravel-roots")
+CHROOT = "/usr/sbin/chroot"
+
+# version -> (Debian dist of its root, or None for the host; fixture app)
+VERSIONS = {
+    "8": (None, "laravel-app"),
+    "10": ("trixie", "laravel-app-10"),
+    "13": ("sid", "laravel-app-13"),
+}
+
+BUILD_TIMES = {}  # dist -> seconds scripts/laravel-root took in this session
+
+
+def build_root(dist):
+    """scripts/laravel-root DIST: reuse the cached root or build it; fail loudly."""
+    dest = ROOTS / dist
+    if os.geteuid() != 0:
+        pytest.fail("the Laravel %s root needs root (mmdebstrap, chroot); run the tests as root" % dist,
+                    pytrace=False)
+    started = time.monotonic()
+    res = subprocess.run([str(ROOT / "scripts" / "laravel-root"), dist, str(dest)], capture_output=True,
+                         text=True, timeout=1800)
+    BUILD_TIMES[dist] = time.monotonic() - started
+    if res.returncode != 0:
+        pytest.fail("scripts/laravel-root %s %s failed (exit %d): the version matrix needs it.\n%s\n%s"
+                    % (dist, dest, res.returncode, res.stdout[-4000:], res.stderr[-8000:]), pytrace=False)
+    return dest
+
+
+class Version:
+    """One Laravel version: where it runs (a root, or the host) and its app."""
+
+    def __init__(self, name, root):
+        self.name = name
+        self.root = root  # pathlib.Path, or None on the host
+        self.app_src = ROOT / "tests" / VERSIONS[name][1]
+        self.proc_mount = None
+
+    def mount_proc(self):
+        if self.root is None:
+            return
+        target = self.root / "proc"
+        subprocess.run(["mount", "-t", "proc", "proc", str(target)], check=True)
+        self.proc_mount = target
+
+    def umount_proc(self):
+        if self.proc_mount is not None:
+            subprocess.run(["umount", str(self.proc_mount)], check=True)
+            self.proc_mount = None
+
+    def prefix(self):
+        """argv prefix that runs a command in this version's world."""
+        return [CHROOT, str(self.root)] if self.root else []
+
+    def host(self, inner):
+        """Host path of a path seen from inside the root."""
+        return pathlib.Path(str(self.root) + str(inner)) if self.root else pathlib.Path(inner)
+
+
+@pytest.fixture(scope="module", params=list(VERSIONS), ids=lambda v: "laravel" + v)
+def laravel_version(request):
+    name = request.param
+    dist = VERSIONS[name][0]
+    v = Version(name, build_root(dist) if dist else None)
+    v.mount_proc()
+    try:
+        yield v
+    finally:
+        v.umount_proc()
+
+
+class VersionApp(LaravelApp):
+    """A copy of a version's fixture app (links followed) with its own
+    storage, sqlite database and marker file, inside the version's root."""
+
+    def __init__(self, version, redis_port, host_tmp):
+        self.version = version
+        if version.root:
+            self.work_inner = pathlib.PurePosixPath("/tmp/qpool-test-" + uuid.uuid4().hex[:12])
+            self.work = version.host(self.work_inner)
+        else:
+            self.work_inner = pathlib.PurePosixPath(str(host_tmp / "lv"))
+            self.work = pathlib.Path(str(self.work_inner))
+        self.work.mkdir(parents=True)
+        subprocess.run(["cp", "-rL", str(version.app_src), str(self.work / "app")], check=True)
+        subprocess.run(["cp", "-r", str(ROOT / "php"), str(self.work / "php")], check=True)
+        (self.work / "data").mkdir()
+        (self.work / "data" / "database.sqlite").touch()
+        self.app_inner = self.work_inner / "app"
+        data = self.work_inner / "data"
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith(("REDIS_", "APP_", "DB_", "CACHE_", "QUEUE_", "LOG_", "MARKER_", "QPOOL_"))}
+        env.update({
+            "REDIS_HOST": "127.0.0.1", "REDIS_PORT": str(redis_port), "REDIS_PREFIX": PREFIX,
+            "APP_STORAGE": str(data / "storage"), "DB_CONNECTION": "sqlite",
+            "DB_DATABASE": str(data / "database.sqlite"), "MARKER_FILE": str(data / "markers.jsonl"),
+            "MARKER_EVENTS": "all", "LOG_CHANNEL": "null",
+        })
+        super().__init__(self.work / "app", env, self.work / "data" / "database.sqlite",
+                         self.work / "data" / "markers.jsonl")
+
+    def artisan(self, *args, timeout=180, check=True):
+        cmd = self.version.prefix() + ["sh", "-c", 'cd "$0" && exec php artisan "$@"', str(self.app_inner)]
+        res = subprocess.run(cmd + list(args), env=self.env, capture_output=True, text=True, timeout=timeout)
+        if check and res.returncode != 0:
+            raise AssertionError("artisan %s failed (%d) on Laravel %s: %s %s"
+                                 % (args, res.returncode, self.version.name, res.stdout, res.stderr))
+        return res
+
+    def queue_work_argv(self):
+        return self.version.prefix() + ["php", str(self.app_inner / "artisan"), "queue:work", "redis",
+                                        "--queue={queues}", "--sleep=1", "--tries={tries}",
+                                        "--timeout={timeout}", "--memory={memory}"]
+
+    def adapter_argv(self):
+        return self.version.prefix() + ["php", str(self.work_inner / "php" / "qpool-handler.php"),
+                                        str(self.app_inner)]
+
+    def table(self, sql):
+        import sqlite3
+        con = sqlite3.connect(str(self.db))
+        con.row_factory = sqlite3.Row
+        try:
+            return [dict(r) for r in con.execute(sql)]
+        finally:
+            con.close()
+
+    def remove(self):
+        shutil.rmtree(str(self.work), ignore_errors=True)
+
+
+def argv_conf(argv):
+    return "[%s]" % ", ".join(json.dumps(a) for a in argv)
+
+
+@pytest.fixture
+def version_app(laravel_version, redis_server, tmp_path):
+    app = VersionApp(laravel_version, redis_server.port, tmp_path)
+    try:
+        app.artisan("migrate", "--force")
+        yield app
+    finally:
+        app.remove()

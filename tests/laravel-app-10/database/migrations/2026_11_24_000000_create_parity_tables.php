@@ -1,0 +1,1 @@
+../../../laravel-app/database/migrations/2026_11_24_000000_create_parity_tables.php
