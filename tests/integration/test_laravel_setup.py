@@ -11,6 +11,7 @@ import uuid
 import pytest
 
 from conftest import BUILD, LARAVEL_APP, QPOOL, ROOT, wait_for
+from laravel_roots import build_root
 
 # The environment the app needs that is not about Redis or the queue: where it
 # writes (storage, sqlite, markers). Redis' port comes from REDIS_PORT.
@@ -217,17 +218,15 @@ def test_import_horizon_other_environments_and_errors(laravel_app):
 
 # ---------------------------------------------------------------- through a php prefix (chroot)
 
-ROOTS = pathlib.Path(os.environ.get("QPOOL_LARAVEL_ROOTS") or "/var/cache/qpool-laravel-roots")
 CHROOT_VERSIONS = {"10": "trixie", "13": "sid"}
 
 
 @contextlib.contextmanager
 def app_in_root(version, redis_server):
-    """A copy of tests/laravel-app-N and php/ inside a Debian root that
-    scripts/laravel-root built (not built here: it takes minutes)."""
-    root = ROOTS / CHROOT_VERSIONS[version]
-    if not (root / ".complete").exists() or os.geteuid() != 0:
-        pytest.skip("no Laravel %s root at %s (scripts/laravel-root builds it), or not root" % (version, root))
+    """A copy of tests/laravel-app-N and php/ inside the version's Debian
+    root (laravel_roots: the version matrix's cached root, built if missing;
+    a root that cannot be built fails the test)."""
+    root = build_root(CHROOT_VERSIONS[version])
     inner = pathlib.PurePosixPath("/tmp/qpool-setup-" + uuid.uuid4().hex[:12])
     host = pathlib.Path(str(root) + str(inner))
     (host / "data").mkdir(parents=True)
