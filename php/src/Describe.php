@@ -2,8 +2,9 @@
 
 namespace Qpool\Laravel;
 
-use Illuminate\Contracts\Console\Kernel as ConsoleKernel;
 use Throwable;
+
+require_once __DIR__.'/AppBoot.php';
 
 /**
  * `php qpool-handler.php --describe APP [--connection NAME]` and
@@ -124,29 +125,7 @@ final class Describe
             throw new \InvalidArgumentException('not a Laravel app (no bootstrap/app.php)');
         }
 
-        chdir($base);
-
-        if (! defined('LARAVEL_START')) {
-            define('LARAVEL_START', microtime(true));
-        }
-
-        $_SERVER['argv'] = $GLOBALS['argv'] = [$base.'/artisan', 'queue:work'];
-        $_SERVER['argc'] = $GLOBALS['argc'] = 2;
-
-        foreach (['vendor/autoload.php', 'bootstrap/autoload.php'] as $autoload) {
-            if (is_file($base.'/'.$autoload)) {
-                require_once $base.'/'.$autoload;
-                break;
-            }
-        }
-
-        $app = require $base.'/bootstrap/app.php';
-
-        if (! is_object($app) || ! method_exists($app, 'make')) {
-            throw new \UnexpectedValueException('bootstrap/app.php did not return the application');
-        }
-
-        $app->make(ConsoleKernel::class)->bootstrap();
+        $app = AppBoot::boot($base);
 
         $this->app = $app;
         $this->base = $base;

@@ -2,7 +2,6 @@
 
 namespace Qpool\Laravel;
 
-use Illuminate\Contracts\Console\Kernel as ConsoleKernel;
 use Illuminate\Contracts\Debug\ExceptionHandler;
 use Illuminate\Queue\Events\JobExceptionOccurred;
 use Illuminate\Queue\Events\JobFailed;
@@ -10,6 +9,7 @@ use Illuminate\Queue\Events\JobProcessed;
 use Illuminate\Queue\Events\JobProcessing;
 use Throwable;
 
+require_once __DIR__.'/AppBoot.php';
 require_once __DIR__.'/Events.php';
 require_once __DIR__.'/Retries.php';
 
@@ -167,32 +167,7 @@ final class Handler
             throw new \InvalidArgumentException('not a Laravel app (no bootstrap/app.php): '.$appPath);
         }
 
-        // As `cd app && php artisan queue:work`.
-        chdir($base);
-
-        if (! defined('LARAVEL_START')) {
-            define('LARAVEL_START', microtime(true));
-        }
-
-        // Code that asks "am I a queue worker?" (runningConsoleCommand, argv) sees queue:work.
-        $_SERVER['argv'] = $GLOBALS['argv'] = [$base.'/artisan', 'queue:work'];
-        $_SERVER['argc'] = $GLOBALS['argc'] = 2;
-
-        // What artisan requires before bootstrap/app.php.
-        foreach (['vendor/autoload.php', 'bootstrap/autoload.php'] as $autoload) {
-            if (is_file($base.'/'.$autoload)) {
-                require_once $base.'/'.$autoload;
-                break;
-            }
-        }
-
-        $app = require $base.'/bootstrap/app.php';
-
-        if (! is_object($app) || ! method_exists($app, 'make')) {
-            throw new \UnexpectedValueException('bootstrap/app.php did not return the application');
-        }
-
-        $app->make(ConsoleKernel::class)->bootstrap();
+        $app = AppBoot::boot($base);
 
         require_once __DIR__.'/PipeJob.php';
 
