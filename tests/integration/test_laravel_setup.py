@@ -254,12 +254,17 @@ def chroot_app_13(redis_server):
         yield a
 
 
-def test_the_app_is_read_through_a_php_prefix(master, chroot_app):
-    version, root, inner, host, env = chroot_app
-    pool = ('{ name = "app"; laravel = "%s"; php = ["/usr/sbin/chroot", "%s", "php"];\n'
+def chroot_pool(root, inner, env):
+    """A pool that reads the app in the root through a chroot php prefix."""
+    return ('{ name = "app"; laravel = "%s"; php = ["/usr/sbin/chroot", "%s", "php"];\n'
             '  php_adapter = "%s"; php_root = "%s"; environment = { %s }; }'
             % (inner / "app", root, inner / "php" / "qpool-handler.php", root,
                " ".join('%s = "%s";' % kv for kv in env.items())))
+
+
+def test_the_app_is_read_through_a_php_prefix(master, chroot_app):
+    version, root, inner, host, env = chroot_app
+    pool = chroot_pool(root, inner, env)
     master.write_config(pool, redis_conf="", qpool="  balance_interval = 0.2;")
     res = check(master)
     assert res.returncode == 0, res.stderr
@@ -345,10 +350,7 @@ def test_maintenance_in_a_redis_cache_store(master, chroot_app_13):
     reads the store's key."""
     version, root, inner, host, env = chroot_app_13
     env = dict(env, APP_MAINTENANCE_DRIVER="cache", APP_MAINTENANCE_STORE="redis")
-    pool = ('{ name = "app"; laravel = "%s"; php = ["/usr/sbin/chroot", "%s", "php"];\n'
-            '  php_adapter = "%s"; php_root = "%s"; environment = { %s }; }'
-            % (inner / "app", root, inner / "php" / "qpool-handler.php", root,
-               " ".join('%s = "%s";' % kv for kv in env.items())))
+    pool = chroot_pool(root, inner, env)
     master.write_config(pool, redis_conf="", qpool="  balance_interval = 0.2;")
     res = check(master)
     assert res.returncode == 0, res.stderr
