@@ -43,15 +43,23 @@ static const cmd_help_t HELP[] = {
      "Exit status: 0 after a stop, 78 on a config error, 1 if another master holds\n"
      "the pid file or setup fails.\n"},
     {"check", "validate the config and print it with defaults filled in",
-     "usage: qpool check [-c FILE] [-q]\n"
+     "usage: qpool check [-c FILE] [-q] [--connect]\n"
      "\n"
      "Validate the config file and print the effective configuration, every\n"
      "default filled in. Errors are printed as FILE:LINE: message.\n"
      "\n"
      "  -c, --config FILE   config file (default: $QPOOL_CONFIG, else /etc/qpool/qpool.conf)\n"
      "  -q, --quiet         print nothing when the file is valid\n"
+     "  --connect           also connect to every redis connection (Sentinel lookup,\n"
+     "                      TLS handshake and certificate check, AUTH, SELECT, ROLE\n"
+     "                      behind Sentinel, PING) and print a line for each\n"
      "\n"
-     "Exit status: 0 valid, 78 invalid.\n"},
+     "Redis connections take tls = { ca_file; cert_file; key_file; server_name;\n"
+     "verify; }, an ACL username with password_env or password_file, and\n"
+     "sentinels = [\"host:26379\", ...] with master_name (docs/configuration.md).\n"
+     "\n"
+     "Exit status: 0 valid (and, with --connect, every connection answered),\n"
+     "78 invalid, 1 a connection failed.\n"},
     {"status", "show pools, queues and workers",
      "usage: qpool status [-c FILE] [--json] [-v] [--watch [SECONDS]]\n"
      "       qpool status --fleet [-c FILE] [--connection NAME] [--json]\n"
@@ -284,10 +292,26 @@ static int cmd_run(int argc, char **argv)
     return master_run(config_path(cfg));
 }
 
+/* Remove every flag from argv; true if there was one. */
+static bool take_flag(int *argc, char **argv, const char *flag)
+{
+    bool seen = false;
+    int j = 0;
+    for (int i = 0; i < *argc; i++) {
+        if (i > 0 && !strcmp(argv[i], flag))
+            seen = true;
+        else
+            argv[j++] = argv[i];
+    }
+    *argc = j;
+    argv[j] = NULL;
+    return seen;
+}
+
 static int cmd_check(int argc, char **argv)
 {
     const char *cfg = NULL;
-    bool quiet = false;
+    bool quiet = false, connect = take_flag(&argc, argv, "--connect");
     int r = parse_simple("check", argc, argv, &cfg, &quiet);
     if (r >= 0) return r;
     conf_errors_t errs;
@@ -296,8 +320,9 @@ static int cmd_check(int argc, char **argv)
     conf_errors_free(&errs);
     if (!c) return QPOOL_EX_CONFIG;
     if (!quiet) config_print(c, stdout);
+    int rv = connect && cli_check_connect(c, stdout) < 0 ? 1 : 0;
     config_free(c);
-    return 0;
+    return rv;
 }
 
 int cli_main(int argc, char **argv)
