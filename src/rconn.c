@@ -33,7 +33,8 @@ rconn_t *rconn_new(const redis_conf_t *rc)
     c->conf.username = rc->username ? xstrdup(rc->username) : NULL;
     c->conf.password_env = rc->password_env ? xstrdup(rc->password_env) : NULL;
     redis_conf_ext_copy(&c->conf, rc);
-    snprintf(c->cur_host, sizeof c->cur_host, "%s", c->conf.host ? c->conf.host : "");
+    /* behind Sentinel the address is unknown until a sentinel names it */
+    if (!c->conf.sentinel.addrs) snprintf(c->cur_host, sizeof c->cur_host, "%s", c->conf.host ? c->conf.host : "");
     c->cur_port = c->conf.port;
     return c;
 }
