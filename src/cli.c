@@ -292,20 +292,23 @@ static int cmd_run(int argc, char **argv)
     return master_run(config_path(cfg));
 }
 
-/* Remove every flag from argv; true if there was one. */
+/* Move every flag to the end of argv and out of *argc (the strings stay in
+ * argv: setproctitle's copies of them are freed with it); true if seen. */
 static bool take_flag(int *argc, char **argv, const char *flag)
 {
-    bool seen = false;
-    int j = 0;
-    for (int i = 0; i < *argc; i++) {
-        if (i > 0 && !strcmp(argv[i], flag))
-            seen = true;
-        else
-            argv[j++] = argv[i];
+    int seen = 0;
+    for (int i = 1; i < *argc - seen;) {
+        if (strcmp(argv[i], flag)) {
+            i++;
+            continue;
+        }
+        char *f = argv[i];
+        memmove(argv + i, argv + i + 1, sizeof *argv * (size_t)(*argc - i - 1));
+        argv[*argc - 1] = f;
+        seen++;
     }
-    *argc = j;
-    argv[j] = NULL;
-    return seen;
+    *argc -= seen;
+    return seen > 0;
 }
 
 static int cmd_check(int argc, char **argv)

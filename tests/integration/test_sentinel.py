@@ -157,7 +157,7 @@ def test_sentinels_and_master_name_go_together(tmp_path):
     assert "sentinels and master_name go together" in res.stderr, res.stderr
 
 
-def test_workers_follow_a_failover_and_no_job_is_lost(master_factory, sentinel_set, tmp_path):
+def test_workers_follow_a_failover_and_no_job_is_lost(sentinel_set, master_factory, tmp_path):
     primary, replica, sentinels = sentinel_set
     log = tmp_path / "fixture.log"
     m = master_factory()
