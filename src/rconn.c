@@ -371,7 +371,10 @@ static int ask_sentinel(rconn_t *c, const char *addr, char *host, size_t hn, int
                         size_t errn)
 {
     const redis_sentinel_t *st = &c->conf.sentinel;
-    redis_conf_t sc = {.name = "sentinel", .prefix = "", .timeout = c->conf.timeout,
+    /* the sentinels share the connection's timeout: a black-holed one
+     * leaves time to ask the others, and the lookup stays bounded */
+    double t = c->conf.timeout / st->naddrs;
+    redis_conf_t sc = {.name = "sentinel", .prefix = "", .timeout = t < 0.1 ? 0.1 : t,
                        .username = st->username, .password_env = st->password_env,
                        .file_password = st->file_password, .tls = c->conf.tls};
     char shost[256];
