@@ -273,3 +273,42 @@ def test_check_prints_the_file_path_never_the_password(tls_redis, tmp_path):
     assert 'password_file = "%s";' % p in res.stdout
     assert "tls = {" in res.stdout and "verify = true;" in res.stdout
     assert PASSWORD not in res.stdout + res.stderr
+
+
+VALGRIND = ["valgrind", "--error-exitcode=99", "--leak-check=full", "--show-leak-kinds=definite,indirect",
+            "--errors-for-leak-kinds=definite,indirect", "--trace-children=yes",
+            "--trace-children-skip=*fixture-handler*", "--child-silent-after-fork=no", "-q"]
+
+
+@pytest.mark.skipif("asan" in os.environ.get("QPOOL_BUILD", ""), reason="valgrind does not run ASan binaries")
+def test_tls_master_workers_and_check_are_valgrind_clean(master_factory, tls_redis, tr, tmp_path):
+    import re
+    m = master_factory()
+    log = tmp_path / "fixture.log"
+    vlog = tmp_path / "valgrind.%p.log"
+    auth = 'password_file = "%s";' % secret_file(tmp_path)
+    m.write_config(pool(log), redis_conf=tls_conn(tls_redis, auth=auth) + "\n  " +
+                   tls_conn(tls_redis, name="cache", auth=auth, db=1) + "\n  " +
+                   tls_conn(tls_redis, name="wrongca", auth=auth, ca=tls_redis.pki / "wrong.crt"))
+    m.logf = open(m.log_path, "ab")
+    m.proc = subprocess.Popen(VALGRIND + ["--log-file=%s" % vlog, QPOOL, "run", "-c", str(m.conf)],
+                              stdout=m.logf, stderr=subprocess.STDOUT, start_new_session=True)
+    m.sid = m.proc.pid
+    wait_for(lambda: m.socket.exists(), 60, what="the master under valgrind")
+    push_many(tr, "default", [make_payload("ok") for _ in range(20)])
+    wait_for(lambda: len(jobs_done(log)) >= 20 and queue_state(tr, "default")["reserved"] == 0, 120,
+             interval=0.5, what="20 jobs over TLS under valgrind")
+    res = subprocess.run(VALGRIND + [QPOOL, "check", "--connect", "-q", "-c", str(m.conf)], capture_output=True,
+                         text=True, timeout=120)
+    assert res.returncode == 1 and "redis wrongca" in res.stdout and "certificate verify failed" in res.stdout
+    assert "definitely lost" not in res.stderr and "Invalid" not in res.stderr, res.stderr
+    m.proc.send_signal(15)
+    assert m.proc.wait(120) == 0
+    problems = []
+    for f in tmp_path.glob("valgrind.*.log"):
+        text = f.read_text()
+        if re.search(r"Invalid (read|write|free)|uninitialised|definitely lost: [1-9]|indirectly lost: [1-9]"
+                     r"|ERROR SUMMARY: [1-9]", text):
+            problems.append("%s:\n%s" % (f, text[:4000]))
+    assert not problems, "\n\n".join(problems)
+    assert len(list(tmp_path.glob("valgrind.*.log"))) >= 3, "the workers were not traced"
