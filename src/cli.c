@@ -42,7 +42,7 @@ static const cmd_help_t HELP[] = {
      "in the log and JSON on alerts.command's stdin (docs/operations.md).\n"
      "Exit status: 0 after a stop, 78 on a config error, 1 if another master holds\n"
      "the pid file or setup fails.\n"},
-    {"check", "validate the config and print it with defaults filled in",
+    {"check", "validate the config (--connect: and reach every Redis connection)",
      "usage: qpool check [-c FILE] [-q] [--connect]\n"
      "\n"
      "Validate the config file and print the effective configuration, every\n"
