@@ -14,13 +14,26 @@ from conftest import (FIXTURE_HANDLER, PREFIX, QPOOL, free_port, make_payload, p
 MASTER = "mymaster"
 
 
+def tls_args(pki, sentinel=False):
+    """TLS only: the port is the TLS port, replication and (for a sentinel)
+    monitoring over TLS too."""
+    if not pki:
+        return []
+    a = ["--tls-cert-file", str(pki / "server.crt"), "--tls-key-file", str(pki / "server.key"),
+         "--tls-ca-cert-file", str(pki / "ca.crt"), "--tls-auth-clients", "no", "--tls-replication", "yes"]
+    return a
+
+
 class Node:
-    def __init__(self, d, args, port):
+    def __init__(self, d, args, port, pki=None):
         self.port = port
+        self.pki = pki
         d.mkdir(exist_ok=True)
         self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=d)
 
     def client(self):
+        if self.pki:
+            return redis.Redis(port=self.port, socket_timeout=10, ssl=True, ssl_ca_certs=str(self.pki / "ca.crt"))
         return redis.Redis(port=self.port, socket_timeout=10)
 
     def stop(self):
@@ -33,23 +46,27 @@ class Node:
                 self.proc.wait(5)
 
 
-def data_node(d, port, replicaof=None):
-    args = ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-            "--dir", str(d), "--logfile", str(d / "redis.log")]
+def port_args(port, pki):
+    return ["--port", "0", "--tls-port", str(port)] + tls_args(pki) if pki else ["--port", str(port)]
+
+
+def data_node(d, port, replicaof=None, pki=None):
+    args = ["redis-server"] + port_args(port, pki) + ["--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+                                                      "--dir", str(d), "--logfile", str(d / "redis.log")]
     if replicaof:
         args += ["--replicaof", "127.0.0.1", str(replicaof)]
-    return Node(d, args, port)
+    return Node(d, args, port, pki)
 
 
-def sentinel_node(d, port, primary_port):
+def sentinel_node(d, port, primary_port, pki=None):
     d.mkdir(exist_ok=True)
     conf = d / "sentinel.conf"
-    conf.write_text("port %d\nbind 127.0.0.1\ndir %s\nlogfile %s\n"
+    conf.write_text("bind 127.0.0.1\ndir %s\nlogfile %s\n"
                     "sentinel monitor %s 127.0.0.1 %d 2\n"
                     "sentinel down-after-milliseconds %s 2000\n"
                     "sentinel failover-timeout %s 10000\n"
-                    % (port, d, d / "sentinel.log", MASTER, primary_port, MASTER, MASTER))
-    return Node(d, ["redis-server", str(conf), "--sentinel"], port)
+                    % (d, d / "sentinel.log", MASTER, primary_port, MASTER, MASTER))
+    return Node(d, ["redis-server", str(conf), "--sentinel"] + port_args(port, pki), port, pki)
 
 
 def ask_primary(sentinel):
@@ -62,16 +79,20 @@ def ask_primary(sentinel):
 
 @pytest.fixture
 def sentinel_set(tmp_path):
+    yield from start_set(tmp_path)
+
+
+def start_set(tmp_path, pki=None):
     nodes = []
     try:
-        primary = data_node(tmp_path / "primary", free_port())
+        primary = data_node(tmp_path / "primary", free_port(), pki=pki)
         nodes.append(primary)
         wait_for(lambda: _ping(primary), 10, what="the primary")
-        replica = data_node(tmp_path / "replica", free_port(), replicaof=primary.port)
+        replica = data_node(tmp_path / "replica", free_port(), replicaof=primary.port, pki=pki)
         nodes.append(replica)
         wait_for(lambda: safe(lambda: replica.client().info("replication").get("master_link_status") == "up"),
                  20, what="the replica in sync")
-        sentinels = [sentinel_node(tmp_path / ("sentinel%d" % i), free_port(), primary.port) for i in range(3)]
+        sentinels = [sentinel_node(tmp_path / ("sentinel%d" % i), free_port(), primary.port, pki) for i in range(3)]
         nodes += sentinels
         for s in sentinels:
             wait_for(lambda: _replicas_known(s), 30, what="a sentinel to know the replica")
@@ -198,3 +219,36 @@ def test_workers_follow_a_failover_and_no_job_is_lost(sentinel_set, master_facto
     assert all(k in {p["id"] for p in first} for k in dupes)
     assert m.proc.poll() is None
     assert m.pool("w")["crashes"] == 0
+
+
+def test_sentinel_and_primary_over_tls(tmp_path, master_factory):
+    """Every node TLS-only: qpool reaches the sentinels and the primary with the
+    same tls block, and runs jobs."""
+    from test_redis_tls import make_pki
+    pki = make_pki(tmp_path / "pki")
+    gen = start_set(tmp_path, pki)
+    primary, replica, sentinels = next(gen)
+    try:
+        log = tmp_path / "fixture.log"
+        m = master_factory()
+        m.write_config(pool(log, 2), redis_conf=conf_for(sentinels, 'tls = { ca_file = "%s"; };' % (pki / "ca.crt")))
+        res = subprocess.run([QPOOL, "check", "--connect", "-q", "-c", str(m.conf)], capture_output=True, text=True,
+                             timeout=60)
+        assert res.returncode == 0, res.stdout + res.stderr
+        assert "redis default (%s at 127.0.0.1:%d via Sentinel): ok (TLS, no ACL user)" % (MASTER, primary.port) \
+            in res.stdout, res.stdout
+        m.start()
+        jobs = [make_payload("ok") for _ in range(20)]
+        push_many(primary.client(), "default", jobs)
+        wait_for(lambda: empty(primary.client()) and len(read_fixture_log(log)) >= 20, 30, what="20 jobs")
+        assert {l[1] for l in read_fixture_log(log) if l[0] == "job"} == {p["id"] for p in jobs}
+        m.stop()
+        # the wrong CA: the sentinels cannot be asked, and check says why
+        m.write_config(pool(log, 2), redis_conf=conf_for(sentinels, 'tls = { ca_file = "%s"; };' % (pki / "wrong.crt")))
+        res = subprocess.run([QPOOL, "check", "--connect", "-q", "-c", str(m.conf)], capture_output=True, text=True,
+                             timeout=60)
+        assert res.returncode == 1
+        assert "no sentinel named the primary of %s" % MASTER in res.stdout and \
+            "certificate verify failed" in res.stdout, res.stdout
+    finally:
+        gen.close()
