@@ -249,7 +249,10 @@ static redisReply *hs_command(rconn_t *c, int argc, const char **argv)
 {
     redisAppendCommandArgv(c->ctx, argc, argv, NULL);
     redisReply *r;
-    return io_read(c, -1, -1, &r) == RC_OK ? r : NULL;
+    uint64_t trips = c->round_trips; /* the count is of the caller's batches */
+    int rv = io_read(c, -1, -1, &r);
+    c->round_trips = trips;
+    return rv == RC_OK ? r : NULL;
 }
 
 /* ------------------------------------------------------------ connecting */

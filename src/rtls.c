@@ -140,7 +140,7 @@ static void handshake_error(SSL *ssl, int rc, char *err, size_t errn)
 {
     long v = SSL_get_verify_result(ssl);
     int e = SSL_get_error(ssl, rc);
-    if (v != X509_V_OK) {
+    if (v != X509_V_OK && (SSL_get_verify_mode(ssl) & SSL_VERIFY_PEER)) {
         snprintf(err, errn, "TLS handshake: certificate verify failed: %s",
                  X509_verify_cert_error_string(v));
         ERR_clear_error();
