@@ -2,6 +2,7 @@
 loopback (Debian's redis-sentinel is redis-server in sentinel mode); qpool
 finds the primary through them, and follows a `SENTINEL FAILOVER` mid-run."""
 import collections
+import os
 import subprocess
 import time
 
@@ -28,6 +29,7 @@ class Node:
     def __init__(self, d, args, port, pki=None):
         self.port = port
         self.pki = pki
+        self.password = None  # (user, password) a sentinel requires
         d.mkdir(exist_ok=True)
         self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=d)
 
@@ -58,10 +60,10 @@ def data_node(d, port, replicaof=None, pki=None):
     return Node(d, args, port, pki)
 
 
-def sentinel_node(d, port, primary_port, pki=None):
+def sentinel_node(d, port, primary_port, pki=None, extra=""):
     d.mkdir(exist_ok=True)
     conf = d / "sentinel.conf"
-    conf.write_text("bind 127.0.0.1\ndir %s\nlogfile %s\n"
+    conf.write_text(extra + "bind 127.0.0.1\ndir %s\nlogfile %s\n"
                     "sentinel monitor %s 127.0.0.1 %d 2\n"
                     "sentinel down-after-milliseconds %s 2000\n"
                     "sentinel failover-timeout %s 10000\n"
@@ -82,7 +84,7 @@ def sentinel_set(tmp_path):
     yield from start_set(tmp_path)
 
 
-def start_set(tmp_path, pki=None):
+def start_set(tmp_path, pki=None, sentinel_extra="", sentinel_cred=None):
     nodes = []
     try:
         primary = data_node(tmp_path / "primary", free_port(), pki=pki)
@@ -92,7 +94,10 @@ def start_set(tmp_path, pki=None):
         nodes.append(replica)
         wait_for(lambda: safe(lambda: replica.client().info("replication").get("master_link_status") == "up"),
                  20, what="the replica in sync")
-        sentinels = [sentinel_node(tmp_path / ("sentinel%d" % i), free_port(), primary.port, pki) for i in range(3)]
+        sentinels = [sentinel_node(tmp_path / ("sentinel%d" % i), free_port(), primary.port, pki, sentinel_extra)
+                     for i in range(3)]
+        for s in sentinels:
+            s.password = sentinel_cred  # (user, password) they require, for the waits below
         nodes += sentinels
         for s in sentinels:
             wait_for(lambda: _replicas_known(s), 30, what="a sentinel to know the replica")
@@ -119,7 +124,10 @@ def _ping(node):
 
 def _replicas_known(s):
     try:
-        reps = s.client().execute_command("SENTINEL", "replicas", MASTER)
+        c = s.client()
+        if s.password:
+            c = redis.Redis(port=s.port, socket_timeout=10, username=s.password[0], password=s.password[1])
+        reps = c.execute_command("SENTINEL", "replicas", MASTER)
     except (redis.RedisError, OSError):
         return False
     return any(b"s_down" not in dict(zip(r[::2], r[1::2])).get(b"flags", b"") for r in reps)
@@ -252,3 +260,32 @@ def test_sentinel_and_primary_over_tls(tmp_path, master_factory):
             "certificate verify failed" in res.stdout, res.stdout
     finally:
         gen.close()
+
+
+def test_sentinels_that_require_an_acl_user(tmp_path):
+    """sentinel_username and sentinel_password_file authenticate to the
+    sentinels; without them the lookup fails with the sentinels' NOAUTH."""
+    pw = "sentinel-pw-" + os.urandom(6).hex()
+    extra = "user default off\nuser qs on >%s ~* &* +@all\n" % pw
+    gen = start_set(tmp_path, sentinel_extra=extra, sentinel_cred=("qs", pw))
+    primary, _, sentinels = next(gen)
+    try:
+        pwfile = tmp_path / "sentinel.password"
+        pwfile.write_text(pw + "\n")
+        os.chmod(pwfile, 0o600)
+        addrs = ", ".join('"127.0.0.1:%d"' % s.port for s in sentinels)
+        conf = tmp_path / "q.conf"
+        conf.write_text('redis = {\n  default = { sentinels = [%s]; master_name = "%s"; sentinel_username = "qs";'
+                        ' sentinel_password_file = "%s"; };\n  noauth = { sentinels = [%s]; master_name = "%s"; };\n};\n'
+                        'pools = ( { name = "w"; queues = ["default"]; handler = { type = "exec"; command = ["/bin/true"]; }; } );\n'
+                        % (addrs, MASTER, pwfile, addrs, MASTER))
+        res = subprocess.run([QPOOL, "check", "--connect", "-q", "-c", str(conf)], capture_output=True, text=True,
+                             timeout=60)
+        assert res.returncode == 1, res.stdout + res.stderr
+        assert "redis default (%s at 127.0.0.1:%d via Sentinel): ok" % (MASTER, primary.port) in res.stdout, res.stdout
+        assert "redis noauth (%s via Sentinel): FAILED: no sentinel named the primary" % MASTER in res.stdout
+        assert "NOAUTH" in res.stdout, res.stdout
+        assert pw not in res.stdout + res.stderr
+    finally:
+        gen.close()
+
