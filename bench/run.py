@@ -21,6 +21,9 @@ loopback), started here and stopped at the end:
   metrics    no-op jobs/s with job metrics and job history at their defaults
              vs metrics = false (1 and 2 workers, alternated, best of 3), and
              what they keep in Redis: keys and bytes after 70 s at 1,000 jobs/s
+  tls        no-op jobs/s over TLS (a test CA made with the openssl CLI, the
+             same redis-server's --tls-port) next to plain TCP, 1 and 2
+             workers, job logs off, alternated, best of 3
 
 Payloads are the real NoopJob payload of the fixture app (about 560 bytes),
 cloned with fresh uuid/id.
@@ -53,16 +56,36 @@ def free_port():
         return s.getsockname()[1]
 
 
+def make_pki(d):
+    """A throwaway CA and a server certificate for 127.0.0.1 (bench only)."""
+    def ssl(*a):
+        subprocess.run(["openssl"] + list(a), cwd=d, check=True, capture_output=True)
+    ssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.crt", "-days", "1",
+        "-subj", "/CN=bench CA")
+    ssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "server.key", "-out", "server.csr", "-subj", "/CN=localhost")
+    (d / "ext.cnf").write_text("subjectAltName=DNS:localhost,IP:127.0.0.1\n")
+    ssl("x509", "-req", "-in", "server.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
+        "-out", "server.crt", "-days", "1", "-extfile", "ext.cnf")
+
+
 class Env:
-    def __init__(self, build):
+    def __init__(self, build, tls=False):
         self.build = pathlib.Path(build).resolve()
         self.qpool = str(self.build / "qpool")
         self.handler = str(self.build / "fixture-handler")
         self.tmp = pathlib.Path(tempfile.mkdtemp(prefix="qpool-bench-"))
         self.port = free_port()
+        self.tls_port = None
+        tls_args = []
+        if tls:
+            make_pki(self.tmp)
+            self.tls_port = free_port()
+            tls_args = ["--tls-port", str(self.tls_port), "--tls-cert-file", str(self.tmp / "server.crt"),
+                        "--tls-key-file", str(self.tmp / "server.key"), "--tls-ca-cert-file", str(self.tmp / "ca.crt"),
+                        "--tls-auth-clients", "no"]
         self.redis_proc = subprocess.Popen(
             ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-             "--dir", str(self.tmp), "--logfile", str(self.tmp / "redis.log")])
+             "--dir", str(self.tmp), "--logfile", str(self.tmp / "redis.log")] + tls_args)
         self.r = redis.Redis(port=self.port)
         for _ in range(100):
             try:
@@ -115,16 +138,19 @@ class Env:
         k = PREFIX + "queues:" + queue
         return self.r.llen(k) == 0 and self.r.zcard(k + ":reserved") == 0
 
-    def config(self, pool, name="bench", qpool=""):
+    def config(self, pool, name="bench", qpool="", tls=False):
         path = self.tmp / (name + ".conf")
+        port, t = self.port, ""
+        if tls:
+            port, t = self.tls_port, 'tls = { ca_file = "%s"; };' % (self.tmp / "ca.crt")
         path.write_text(
             'qpool = { pid_file = "%s/%s.pid"; control_socket = "%s/%s.sock"; log_level = "info"; %s };\n'
-            'redis = { default = { port = %d; }; cache = { port = %d; db = 1; }; };\n'
-            'pools = ( %s );\n' % (self.tmp, name, self.tmp, name, qpool, self.port, self.port, pool))
+            'redis = { default = { port = %d; %s }; cache = { port = %d; db = 1; %s }; };\n'
+            'pools = ( %s );\n' % (self.tmp, name, self.tmp, name, qpool, port, t, port, t, pool))
         return path
 
-    def master(self, pool, name="bench", qpool=""):
-        conf = self.config(pool, name, qpool)
+    def master(self, pool, name="bench", qpool="", tls=False):
+        conf = self.config(pool, name, qpool, tls)
         log = open(self.tmp / (name + ".log"), "w")
         p = subprocess.Popen([self.qpool, "run", "-c", str(conf)], stdout=log, stderr=subprocess.STDOUT,
                              start_new_session=True)
@@ -159,9 +185,9 @@ def native_pool(env, n, handler_cmd, job_log=True, extra=""):
             'command = %s; }; %s }' % (n, "true" if job_log else "false", json.dumps(handler_cmd), extra))
 
 
-def run_native(env, template, n_workers, jobs, handler_cmd, job_log, extra="", name="bench", qpool=""):
+def run_native(env, template, n_workers, jobs, handler_cmd, job_log, extra="", name="bench", qpool="", tls=False):
     env.flush()
-    p, log = env.master(native_pool(env, n_workers, handler_cmd, job_log, extra), name, qpool)
+    p, log = env.master(native_pool(env, n_workers, handler_cmd, job_log, extra), name, qpool, tls)
     wait_idle_workers(env, name, n_workers)
     subprocess.run([env.qpool, "pause", "-c", str(env.tmp / (name + ".conf"))], check=True, capture_output=True)
     env.push_copies(template, jobs)
@@ -179,6 +205,20 @@ def run_native(env, template, n_workers, jobs, handler_cmd, job_log, extra="", n
     return {"jobs": jobs, "seconds": round(dt, 3), "jobs_per_s": round(jobs / dt),
             "per_worker": round(jobs / dt / n_workers), "round_trips_per_job": round(trips / max(done, 1), 3),
             "redis_commands_per_job": round(cmds / jobs, 2)}
+
+
+def run_tls(env, template, jobs, rounds=3):
+    """Plain TCP and TLS alternated, best of rounds (the machine is shared)."""
+    out = {}
+    for n in (1, 2):
+        for r in range(rounds):
+            for tls in (False, True):
+                key = "%s_%d_worker%s" % ("tls" if tls else "tcp", n, "s" if n > 1 else "")
+                res = run_native(env, template, n, jobs, [env.handler], False, tls=tls)
+                if key not in out or res["jobs_per_s"] > out[key]["jobs_per_s"]:
+                    out[key] = res
+                print(key, "round", r + 1, res, flush=True)
+    return out
 
 
 def run_queue_work(env, jobs, processes=1):
@@ -418,7 +458,8 @@ def main():
     ap.add_argument("--jobs", type=int, default=50000)
     ap.add_argument("--only", nargs="*")
     args = ap.parse_args()
-    env = Env(args.build)
+    want = lambda name: not args.only or name in args.only
+    env = Env(args.build, tls=want("tls"))
     results = {"machine": {"nproc": os.cpu_count(), "kernel": os.uname().release},
                "redis": env.r.info("server")["redis_version"]}
     want = lambda name: not args.only or name in args.only
@@ -473,6 +514,9 @@ def main():
             print("cpu", results["cpu"], flush=True)
             results["cpu_prefetch_64"] = run_cpu(env, template, extra="prefetch = 64;")
             print("cpu_prefetch_64", results["cpu_prefetch_64"], flush=True)
+        if want("tls"):
+            results["tls"] = run_tls(env, template, args.jobs)
+            print("tls", results["tls"], flush=True)
     finally:
         env.close()
     print(json.dumps(results, indent=2))

@@ -43,8 +43,8 @@ static const cmd_help_t HELP[] = {
      "in the log and JSON on alerts.command's stdin (docs/operations.md).\n"
      "Exit status: 0 after a stop, 78 on a config error, 1 if another master holds\n"
      "the pid file or setup fails.\n"},
-    {"check", "validate the config and print it with defaults filled in",
-     "usage: qpool check [-c FILE] [-q]\n"
+    {"check", "validate the config (--connect: and reach every Redis connection)",
+     "usage: qpool check [-c FILE] [-q] [--connect]\n"
      "\n"
      "Validate the config file and print the effective configuration, every\n"
      "default filled in. Errors are printed as FILE:LINE: message.\n"
@@ -56,8 +56,16 @@ static const cmd_help_t HELP[] = {
      "\n"
      "  -c, --config FILE   config file (default: $QPOOL_CONFIG, else /etc/qpool/qpool.conf)\n"
      "  -q, --quiet         print nothing when the file is valid\n"
+     "  --connect           also connect to every redis connection (Sentinel lookup,\n"
+     "                      TLS handshake and certificate check, AUTH, SELECT, ROLE\n"
+     "                      behind Sentinel, PING) and print a line for each\n"
      "\n"
-     "Exit status: 0 valid, 78 invalid.\n"},
+     "Redis connections take tls = { ca_file; cert_file; key_file; server_name;\n"
+     "verify; }, an ACL username with password_env or password_file, and\n"
+     "sentinels = [\"host:26379\", ...] with master_name (docs/configuration.md).\n"
+     "\n"
+     "Exit status: 0 valid (and, with --connect, every connection answered),\n"
+     "78 invalid, 1 a connection failed.\n"},
     {"status", "show pools, queues and workers",
      "usage: qpool status [-c FILE] [--json] [-v] [--watch [SECONDS]]\n"
      "       qpool status --fleet [-c FILE] [--connection NAME] [--json]\n"
@@ -307,10 +315,29 @@ static int cmd_run(int argc, char **argv)
     return master_run(config_path(cfg));
 }
 
+/* Move every flag to the end of argv and out of *argc (the strings stay in
+ * argv: setproctitle's copies of them are freed with it); true if seen. */
+static bool take_flag(int *argc, char **argv, const char *flag)
+{
+    int seen = 0;
+    for (int i = 1; i < *argc - seen;) {
+        if (strcmp(argv[i], flag)) {
+            i++;
+            continue;
+        }
+        char *f = argv[i];
+        memmove(argv + i, argv + i + 1, sizeof *argv * (size_t)(*argc - i - 1));
+        argv[*argc - 1] = f;
+        seen++;
+    }
+    *argc -= seen;
+    return seen > 0;
+}
+
 static int cmd_check(int argc, char **argv)
 {
     const char *cfg = NULL;
-    bool quiet = false;
+    bool quiet = false, connect = take_flag(&argc, argv, "--connect");
     int r = parse_simple("check", argc, argv, &cfg, &quiet);
     if (r >= 0) return r;
     conf_errors_t errs;
@@ -319,8 +346,9 @@ static int cmd_check(int argc, char **argv)
     conf_errors_free(&errs);
     if (!c) return QPOOL_EX_CONFIG;
     if (!quiet) config_print(c, stdout);
+    int rv = connect && cli_check_connect(c, stdout) < 0 ? 1 : 0;
     config_free(c);
-    return 0;
+    return rv;
 }
 
 int cli_main(int argc, char **argv)

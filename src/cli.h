@@ -38,6 +38,9 @@ int cmd_fleet(int argc, char **argv);
 int cmd_metrics(int argc, char **argv);
 
 int cmd_push(int argc, char **argv);
+/* qpool check --connect: connect to, AUTH and PING every redis connection of c,
+ * a line each on out. 0 if all answered, -1 if any did not. */
+int cli_check_connect(const qconf_t *c, FILE *out);
 int cmd_failed(int argc, char **argv);
 int cmd_control(const char *cmd, int argc, char **argv);
 

@@ -9,6 +9,8 @@
 #include "config.h"
 #include "config_app.h"
 #include "log.h"
+#include "safefile.h"
+#include "sentinel.h"
 #include "util.h"
 
 #include <arpa/inet.h>
@@ -1208,6 +1210,182 @@ static bool parse_qpool_group(ctx_t *x, const config_setting_t *g)
     return ok;
 }
 
+/* ---- issue 12: password_file, tls = { ... }, Sentinel ---- */
+
+static const char *const redis_ext_keys[] = {"password_file", "tls", "sentinels", "master_name",
+                                              "sentinel_username", "sentinel_password_env",
+                                              "sentinel_password_file", NULL};
+
+static bool is_redis_ext_key(const char *k)
+{
+    for (int i = 0; redis_ext_keys[i]; i++)
+        if (!strcmp(k, redis_ext_keys[i])) return true;
+    return false;
+}
+
+static bool parse_redis_tls(ctx_t *x, const config_setting_t *g, redis_tls_t *t)
+{
+    static const char *const known[] = {"ca_file", "cert_file", "key_file", "server_name", "verify", NULL};
+    if (config_setting_type(g) != CONFIG_TYPE_GROUP) {
+        cerr(x, g, "tls: expected a group { ca_file = ...; verify = true; }");
+        return false;
+    }
+    bool ok = true;
+    t->enabled = true;
+    for (int j = 0; j < config_setting_length(g); j++) {
+        config_setting_t *s = config_setting_get_elem(g, (unsigned)j);
+        const char *k = config_setting_name(s);
+        if (!strcmp(k, "ca_file")) ok &= want_str(x, s, &t->ca_file);
+        else if (!strcmp(k, "cert_file")) ok &= want_str(x, s, &t->cert_file);
+        else if (!strcmp(k, "key_file")) ok &= want_str(x, s, &t->key_file);
+        else if (!strcmp(k, "server_name")) ok &= want_str(x, s, &t->server_name);
+        else if (!strcmp(k, "verify")) ok &= want_bool(x, s, &t->verify);
+        else {
+            unknown_key(x, s, "a redis connection's tls", known);
+            ok = false;
+        }
+    }
+    if (!t->cert_file != !t->key_file) {
+        cerr(x, g, "tls: cert_file and key_file go together (a client certificate and its key)");
+        ok = false;
+    }
+    if (!t->verify) cwarn(x, g, "tls: verify = false: the server's certificate is not checked");
+    return ok;
+}
+
+static bool parse_sentinels(ctx_t *x, const config_setting_t *s, redis_sentinel_t *st)
+{
+    if (!want_strv(x, s, true, &st->addrs)) return false;
+    bool ok = true;
+    st->naddrs = 0;
+    for (char **a = st->addrs; *a; a++, st->naddrs++) {
+        char host[256], err[300];
+        int port;
+        if (sentinel_parse_addr(*a, SENTINEL_DEFAULT_PORT, host, sizeof host, &port, err, sizeof err) < 0) {
+            cerr(x, s, "sentinels[%d]: %s", st->naddrs, err);
+            ok = false;
+        }
+    }
+    return ok;
+}
+
+static bool parse_redis_ext(ctx_t *x, const config_setting_t *s, redis_conf_t *r)
+{
+    const char *k = config_setting_name(s);
+    if (!strcmp(k, "password_file")) return want_str(x, s, &r->password_file);
+    if (!strcmp(k, "tls")) return parse_redis_tls(x, s, &r->tls);
+    if (!strcmp(k, "sentinels")) return parse_sentinels(x, s, &r->sentinel);
+    if (!strcmp(k, "master_name")) return want_str(x, s, &r->sentinel.master_name);
+    if (!strcmp(k, "sentinel_username")) return want_str(x, s, &r->sentinel.username);
+    if (!strcmp(k, "sentinel_password_env")) return want_str(x, s, &r->sentinel.password_env);
+    return want_str(x, s, &r->sentinel.password_file); /* sentinel_password_file */
+}
+
+/* Read a password_file now (the master may be root; workers run as the
+ * pool's user): an error names the key's file and line. */
+static bool load_secret(ctx_t *x, const config_setting_t *g, const char *key, const char *path,
+                        char **out)
+{
+    if (!path) return true;
+    char err[512];
+    *out = safefile_read_secret(path, err, sizeof err);
+    if (*out) return true;
+    config_setting_t *s = config_setting_get_member(g, key);
+    cerr(x, s ? s : g, "%s: %s", key, err);
+    return false;
+}
+
+static bool check_redis_ext(ctx_t *x, const config_setting_t *g, redis_conf_t *r)
+{
+    bool ok = true;
+    if (r->password_env && r->password_file) {
+        cerr(x, g, "redis.%s: password_env and password_file: use one", r->name);
+        ok = false;
+    }
+    if (r->sentinel.password_env && r->sentinel.password_file) {
+        cerr(x, g, "redis.%s: sentinel_password_env and sentinel_password_file: use one", r->name);
+        ok = false;
+    }
+    if (!r->sentinel.addrs != !r->sentinel.master_name) {
+        cerr(x, g, "redis.%s: sentinels and master_name go together", r->name);
+        ok = false;
+    }
+    if (r->socket && (r->tls.enabled || r->sentinel.addrs)) {
+        cerr(x, g, "redis.%s: socket cannot be used with %s", r->name, r->tls.enabled ? "tls" : "sentinels");
+        ok = false;
+    }
+    ok &= load_secret(x, g, "password_file", r->password_file, &r->file_password);
+    ok &= load_secret(x, g, "sentinel_password_file", r->sentinel.password_file, &r->sentinel.file_password);
+    return ok;
+}
+
+static void wipe_free(char *s)
+{
+    if (s) explicit_bzero(s, strlen(s));
+    free(s);
+}
+
+void redis_conf_ext_free(redis_conf_t *r)
+{
+    free(r->password_file);
+    wipe_free(r->file_password);
+    free(r->tls.ca_file);
+    free(r->tls.cert_file);
+    free(r->tls.key_file);
+    free(r->tls.server_name);
+    free_strv(r->sentinel.addrs);
+    free(r->sentinel.master_name);
+    free(r->sentinel.username);
+    free(r->sentinel.password_env);
+    free(r->sentinel.password_file);
+    wipe_free(r->sentinel.file_password);
+}
+
+/* Every field of a connection, and its secrets wiped. */
+void redis_conf_free(redis_conf_t *r)
+{
+    free(r->name);
+    free(r->host);
+    free(r->socket);
+    free(r->prefix);
+    free(r->username);
+    free(r->password_env);
+    wipe_free(r->password);
+    free(r->app);
+    redis_conf_ext_free(r);
+    memset(r, 0, sizeof *r);
+}
+
+static char *dup_or_null(const char *s)
+{
+    return s ? xstrdup(s) : NULL;
+}
+
+void redis_conf_ext_copy(redis_conf_t *dst, const redis_conf_t *src)
+{
+    dst->password_file = dup_or_null(src->password_file);
+    dst->file_password = dup_or_null(src->file_password);
+    dst->tls = src->tls;
+    dst->tls.ca_file = dup_or_null(src->tls.ca_file);
+    dst->tls.cert_file = dup_or_null(src->tls.cert_file);
+    dst->tls.key_file = dup_or_null(src->tls.key_file);
+    dst->tls.server_name = dup_or_null(src->tls.server_name);
+    dst->sentinel = src->sentinel;
+    dst->sentinel.addrs = NULL;
+    if (src->sentinel.addrs) {
+        dst->sentinel.addrs = xcalloc((size_t)src->sentinel.naddrs + 1, sizeof(char *));
+        for (int i = 0; i < src->sentinel.naddrs; i++) dst->sentinel.addrs[i] = xstrdup(src->sentinel.addrs[i]);
+    }
+    dst->sentinel.master_name = dup_or_null(src->sentinel.master_name);
+    dst->sentinel.username = dup_or_null(src->sentinel.username);
+    dst->sentinel.password_env = dup_or_null(src->sentinel.password_env);
+    dst->sentinel.password_file = dup_or_null(src->sentinel.password_file);
+    dst->sentinel.file_password = dup_or_null(src->sentinel.file_password);
+}
+
+static void print_redis_ext(FILE *f, const redis_conf_t *r);
+static bool redis_ext_same(const redis_conf_t *a, const redis_conf_t *b);
+
 static void redis_defaults(redis_conf_t *r, const char *name)
 {
     memset(r, 0, sizeof *r);
@@ -1216,12 +1394,15 @@ static void redis_defaults(redis_conf_t *r, const char *name)
     r->port = 6379;
     r->prefix = xstrdup("laravel_database_");
     r->timeout = 5;
+    r->tls.verify = true;
 }
 
 static bool parse_redis_group(ctx_t *x, const config_setting_t *g)
 {
     static const char *const known[] = {"host", "port", "socket", "db", "prefix", "username",
-                                        "password_env", "timeout", NULL};
+                                        "password_env", "timeout", "password_file", "tls",
+                                        "sentinels", "master_name", "sentinel_username",
+                                        "sentinel_password_env", "sentinel_password_file", NULL};
     qconf_t *c = x->c;
     bool ok = true;
     if (config_setting_type(g) != CONFIG_TYPE_GROUP) {
@@ -1259,11 +1440,14 @@ static bool parse_redis_group(ctx_t *x, const config_setting_t *g)
                 ok &= want_str(x, s, &r->password_env);
             else if (!strcmp(k, "timeout"))
                 ok &= want_num(x, s, 0.01, 3600, &r->timeout);
+            else if (is_redis_ext_key(k))
+                ok &= parse_redis_ext(x, s, r);
             else {
                 unknown_key(x, s, "a redis connection", known);
                 ok = false;
             }
         }
+        ok &= check_redis_ext(x, cs, r);
     }
     return ok;
 }
@@ -1439,17 +1623,7 @@ void config_free(qconf_t *c)
         for (char **v = c->alerts_command; *v; v++) free(*v);
     free(c->alerts_command);
     free(c->alerts_user);
-    for (int i = 0; i < c->nredis; i++) {
-        redis_conf_t *r = &c->redis[i];
-        free(r->name);
-        free(r->host);
-        free(r->socket);
-        free(r->prefix);
-        free(r->username);
-        free(r->password_env);
-        free(r->password);
-        free(r->app);
-    }
+    for (int i = 0; i < c->nredis; i++) redis_conf_free(&c->redis[i]);
     free(c->redis);
     for (int i = 0; i < c->npools; i++) pool_conf_free(&c->pools[i]);
     free(c->pools);
@@ -1696,6 +1870,7 @@ void config_print(const qconf_t *c, FILE *f)
         if (r->password) fprintf(f, "    # password: (redacted; read from the app)\n");
         if (r->app) fprintf(f, "    # read from the Laravel app %s\n", r->app);
         print_num(f, "    ", "timeout", r->timeout);
+        print_redis_ext(f, r);
         fprintf(f, "  };\n");
     }
     fprintf(f, "};\n\npools = (\n");
@@ -1764,11 +1939,47 @@ void config_print(const qconf_t *c, FILE *f)
     fprintf(f, ");\n");
 }
 
+static bool redis_ext_same(const redis_conf_t *a, const redis_conf_t *b)
+{
+    const redis_tls_t *t = &a->tls, *u = &b->tls;
+    const redis_sentinel_t *s = &a->sentinel, *v = &b->sentinel;
+    return str_eq(a->password_file, b->password_file) && str_eq(a->file_password, b->file_password) &&
+           t->enabled == u->enabled && t->verify == u->verify && str_eq(t->ca_file, u->ca_file) &&
+           str_eq(t->cert_file, u->cert_file) && str_eq(t->key_file, u->key_file) &&
+           str_eq(t->server_name, u->server_name) && strv_eq(s->addrs, v->addrs) &&
+           str_eq(s->master_name, v->master_name) && str_eq(s->username, v->username) &&
+           str_eq(s->password_env, v->password_env) && str_eq(s->password_file, v->password_file) &&
+           str_eq(s->file_password, v->file_password);
+}
+
 bool redis_conf_same(const redis_conf_t *a, const redis_conf_t *b)
 {
     if (!a || !b) return a == b;
     return str_eq(a->host, b->host) && a->port == b->port && str_eq(a->socket, b->socket) &&
            a->db == b->db && str_eq(a->prefix, b->prefix) && str_eq(a->username, b->username) &&
            str_eq(a->password_env, b->password_env) && str_eq(a->password, b->password) &&
-           a->timeout == b->timeout;
+           a->timeout == b->timeout &&
+           redis_ext_same(a, b);
+}
+
+/* password_file's path is printed, never what it holds. */
+static void print_redis_ext(FILE *f, const redis_conf_t *r)
+{
+    const char *in = "    ";
+    if (r->password_file) print_str(f, in, "password_file", r->password_file);
+    if (r->tls.enabled) {
+        fprintf(f, "%stls = {\n", in);
+        const char *in2 = "      ";
+        if (r->tls.ca_file) print_str(f, in2, "ca_file", r->tls.ca_file);
+        if (r->tls.cert_file) print_str(f, in2, "cert_file", r->tls.cert_file);
+        if (r->tls.key_file) print_str(f, in2, "key_file", r->tls.key_file);
+        if (r->tls.server_name) print_str(f, in2, "server_name", r->tls.server_name);
+        fprintf(f, "%sverify = %s;\n%s};\n", in2, r->tls.verify ? "true" : "false", in);
+    }
+    if (!r->sentinel.addrs) return;
+    print_strv(f, in, "sentinels", r->sentinel.addrs);
+    print_str(f, in, "master_name", r->sentinel.master_name);
+    if (r->sentinel.username) print_str(f, in, "sentinel_username", r->sentinel.username);
+    if (r->sentinel.password_env) print_str(f, in, "sentinel_password_env", r->sentinel.password_env);
+    if (r->sentinel.password_file) print_str(f, in, "sentinel_password_file", r->sentinel.password_file);
 }

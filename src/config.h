@@ -23,6 +23,27 @@
 #define QPOOL_MAX_PREFETCH 64      /* jobs a native worker may pop in one call */
 #define QPOOL_DEFAULT_CONFIG "/etc/qpool/qpool.conf"
 
+/* tls = { ... } on a redis connection (rtls.c) */
+typedef struct {
+    bool enabled;          /* a tls group is present */
+    char *ca_file;         /* PEM CA bundle; NULL: the system's */
+    char *cert_file;       /* client certificate (PEM), with key_file */
+    char *key_file;
+    char *server_name;     /* SNI and the name verified; NULL: the host */
+    bool verify;           /* verify the server's chain and name (default true) */
+} redis_tls_t;
+
+/* sentinels = [...]; master_name = ...; on a redis connection (sentinel.c) */
+typedef struct {
+    char **addrs;          /* "host:port", NULL-terminated; NULL: no Sentinel */
+    int naddrs;
+    char *master_name;
+    char *username;        /* sentinel_username */
+    char *password_env;    /* sentinel_password_env */
+    char *password_file;   /* sentinel_password_file */
+    char *file_password;   /* its content, read at load: never logged or printed */
+} redis_sentinel_t;
+
 typedef struct {
     char *name;
     char *host;
@@ -37,6 +58,11 @@ typedef struct {
     int line;
     int kind;              /* enum redis_kind */
     char *app;             /* REDIS_FROM_APP: the app it was read from */
+    /* issue 12: ACL password from a file, TLS, Sentinel */
+    char *password_file;
+    char *file_password;   /* password_file's content, read at load: never logged or printed */
+    redis_tls_t tls;
+    redis_sentinel_t sentinel;
 } redis_conf_t;
 
 /* Where a redis connection was defined: qpool.conf, the built-in "default"
@@ -226,6 +252,12 @@ bool pool_conf_same_size(const pool_conf_t *a, const pool_conf_t *b);
 void pool_conf_copy(pool_conf_t *dst, const pool_conf_t *src);
 void pool_conf_free(pool_conf_t *p);
 bool redis_conf_same(const redis_conf_t *a, const redis_conf_t *b);
+/* Deep copy / free of the issue-12 parts (password_file, tls, sentinel) of a
+ * redis connection; the secrets are wiped before they are freed. */
+void redis_conf_ext_copy(redis_conf_t *dst, const redis_conf_t *src);
+void redis_conf_ext_free(redis_conf_t *r);
+/* Free every field of a connection (secrets wiped) and zero it. */
+void redis_conf_free(redis_conf_t *r);
 
 /* Format a backoff list as "1,2,4" into buf. */
 void config_backoff_str(const pool_conf_t *p, char *buf, size_t n);

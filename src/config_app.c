@@ -185,19 +185,6 @@ static redis_conf_t *find_redis(qconf_t *c, const char *name)
     return NULL;
 }
 
-static void redis_conf_clear(redis_conf_t *r)
-{
-    free(r->name);
-    free(r->host);
-    free(r->socket);
-    free(r->prefix);
-    free(r->username);
-    free(r->password_env);
-    free(r->password);
-    free(r->app);
-    memset(r, 0, sizeof *r);
-}
-
 static redis_conf_t redis_from_app(const app_desc_t *d, const app_redis_t *ar, const char *name)
 {
     redis_conf_t r;
@@ -247,12 +234,12 @@ static const char *redis_for(qconf_t *c, const app_desc_t *d, const char *lname,
         free(name);
         ex = find_redis(c, r.name);
         if (ex && ex->kind == REDIS_STOCK) {
-            redis_conf_clear(ex);
+            redis_conf_free(ex);
             *ex = r;
             return ex->name;
         }
         if (ex && ex->kind == REDIS_FROM_APP && redis_conf_same(ex, &r)) {
-            redis_conf_clear(&r);
+            redis_conf_free(&r);
             return ex->name;
         }
         if (!ex) {
@@ -260,7 +247,7 @@ static const char *redis_for(qconf_t *c, const app_desc_t *d, const char *lname,
             c->redis[c->nredis] = r;
             return c->redis[c->nredis++].name;
         }
-        redis_conf_clear(&r);
+        redis_conf_free(&r);
     }
 }
 

@@ -28,6 +28,13 @@ typedef struct rconn {
     char last_error[256];
     uint64_t round_trips;       /* batches sent and waited on (benchmarks) */
     uint64_t connects;          /* connections made; every one after the first is a reconnect */
+    /* issue 12: TLS (rtls.c) and Sentinel */
+    struct ssl_ctx_st *ssl_ctx; /* made at the first TLS connect, kept */
+    struct ssl_st *ssl;         /* TLS: the session on ctx->fd; ctx then only formats and parses */
+    char cur_host[256];         /* where we connect: the configured host, or the primary Sentinel named */
+    int cur_port;
+    int sentinel_good;          /* the sentinel that answered last: asked first */
+    bool quiet;                 /* no outage log lines (qpool check --connect, sentinel lookups) */
 } rconn_t;
 
 enum { RC_OK = 1, RC_SIGNAL = 0, RC_ERR = -1 };
@@ -36,6 +43,8 @@ rconn_t *rconn_new(const redis_conf_t *rc);
 /* Connections made after the first (qpool_redis_reconnects_total). */
 uint64_t rconn_reconnects(const rconn_t *c);
 void rconn_free(rconn_t *c);
+/* "NAME (HOST:PORT)", "NAME (SOCKET)" or "NAME (MASTER at HOST:PORT via Sentinel)". */
+void rconn_describe(const rconn_t *c, char *buf, size_t n);
 
 /* Connect if not connected and a reconnect attempt is due. 0 when usable. */
 int rconn_ensure(rconn_t *c);

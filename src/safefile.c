@@ -186,3 +186,68 @@ int safefile_listen_unix(const char *path, int mode, char *err, size_t errn)
     }
     return fd;
 }
+
+/* ------------------------------------------------------------ secrets */
+
+const char *safefile_secret_problem(const struct stat *st, uid_t euid)
+{
+    if (!S_ISREG(st->st_mode)) return "is not a regular file";
+    if (!owner_ok(st->st_uid, euid)) return "is owned by another user";
+    if (st->st_mode & (S_IWGRP | S_IWOTH)) return "can be written by group or others";
+    if (st->st_size > SAFEFILE_SECRET_MAX) return "is too large for a password";
+    return NULL;
+}
+
+static void strip_newline(char *s, size_t *len)
+{
+    if (*len && s[*len - 1] == '\n') s[--*len] = '\0';
+    if (*len && s[*len - 1] == '\r') s[--*len] = '\0';
+}
+
+static int read_all(int fd, char *buf, size_t cap, size_t *len)
+{
+    *len = 0;
+    for (;;) {
+        ssize_t n = read(fd, buf + *len, cap - *len);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) return -1;
+        if (n == 0) return 0;
+        *len += (size_t)n;
+        if (*len == cap) return -2; /* grew past the limit while we read */
+    }
+}
+
+char *safefile_read_secret(const char *path, char *err, size_t errn)
+{
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    if (fd < 0) {
+        snprintf(err, errn, "%s: %s", path,
+                 errno == ELOOP ? "is a symbolic link (refused)" : strerror(errno));
+        return NULL;
+    }
+    struct stat st;
+    const char *why = fstat(fd, &st) < 0 ? strerror(errno) : safefile_secret_problem(&st, geteuid());
+    if (why) {
+        snprintf(err, errn, "%s %s", path, why);
+        close(fd);
+        return NULL;
+    }
+    char *buf = xcalloc(SAFEFILE_SECRET_MAX + 1, 1);
+    size_t len = 0;
+    int r = read_all(fd, buf, SAFEFILE_SECRET_MAX + 1, &len);
+    close(fd);
+    if (r < 0) {
+        snprintf(err, errn, "%s: %s", path, r == -2 ? "is too large for a password" : strerror(errno));
+        explicit_bzero(buf, SAFEFILE_SECRET_MAX + 1);
+        free(buf);
+        return NULL;
+    }
+    strip_newline(buf, &len);
+    if (!len || memchr(buf, '\n', len) || memchr(buf, '\0', len)) {
+        snprintf(err, errn, "%s: %s", path, len ? "holds more than one line" : "is empty");
+        explicit_bzero(buf, SAFEFILE_SECRET_MAX + 1);
+        free(buf);
+        return NULL;
+    }
+    return buf;
+}

@@ -45,4 +45,15 @@ int safefile_clear_socket(const char *path, char *err, size_t errn);
  * The fd, or -1 with err filled. */
 int safefile_listen_unix(const char *path, int mode, char *err, size_t errn);
 
+/* A secret (a Redis password) from a file: opened without following a
+ * symlink, a regular file owned by root or the caller, not writable by group
+ * or others, at most SAFEFILE_SECRET_MAX bytes; one trailing newline (\n or
+ * \r\n) is stripped. The content never appears in err. Returns a new string
+ * (free it after explicit_bzero), or NULL with err filled. */
+#define SAFEFILE_SECRET_MAX 4096
+char *safefile_read_secret(const char *path, char *err, size_t errn);
+/* The part of the rule that needs no file: why a secret file with this stat
+ * is refused (euid: the reader), or NULL. Pure. */
+const char *safefile_secret_problem(const struct stat *st, uid_t euid);
+
 #endif

@@ -306,6 +306,54 @@ static void test_cache_connection_default(void **state)
     config_free(c);
 }
 
+static void test_redis_tls_and_sentinel_keys(void **state)
+{
+    (void)state;
+    qconf_t *c = must_load("redis = { default = { username = \"qp\"; password_env = \"PW\";\n"
+                           "  tls = { ca_file = \"/ca.pem\"; server_name = \"r.example\"; };\n"
+                           "  sentinels = [\"10.0.0.1:26379\", \"s2\"]; master_name = \"mymaster\";\n"
+                           "  sentinel_password_env = \"SPW\"; }; };\n" MINPOOL);
+    const redis_conf_t *r = config_redis(c, "default");
+    assert_true(r->tls.enabled);
+    assert_true(r->tls.verify); /* the default */
+    assert_string_equal(r->tls.ca_file, "/ca.pem");
+    assert_string_equal(r->tls.server_name, "r.example");
+    assert_int_equal(r->sentinel.naddrs, 2);
+    assert_string_equal(r->sentinel.addrs[1], "s2");
+    assert_string_equal(r->sentinel.master_name, "mymaster");
+    assert_string_equal(r->sentinel.password_env, "SPW");
+    redis_conf_t copy = *r;
+    redis_conf_ext_copy(&copy, r);
+    assert_true(redis_conf_same(&copy, r));
+    assert_ptr_not_equal(copy.sentinel.addrs, r->sentinel.addrs);
+    redis_conf_ext_free(&copy);
+    config_free(c);
+
+    c = must_load("redis = { default = { }; };\n" MINPOOL);
+    assert_false(config_redis(c, "default")->tls.enabled);
+    assert_null(config_redis(c, "default")->sentinel.addrs);
+    config_free(c);
+}
+
+static void test_redis_tls_and_sentinel_errors(void **state)
+{
+    (void)state;
+    static const char t1[] = "redis = {\n  default = {\n    tls = { ca_fle = \"x\"; };\n  };\n};\n" MINPOOL;
+    expect_error(t1, 3, "unknown key 'ca_fle'", "did you mean 'ca_file'", NULL);
+    static const char t2[] = "redis = {\n  default = {\n    tls = { cert_file = \"c.pem\"; };\n  };\n};\n" MINPOOL;
+    expect_error(t2, 3, "cert_file and key_file go together", NULL);
+    static const char t3[] = "redis = {\n  default = {\n    master_name = \"m\";\n  };\n};\n" MINPOOL;
+    expect_error(t3, 2, "sentinels and master_name go together", NULL);
+    static const char t4[] = "redis = {\n  default = {\n    sentinels = [\"a:1\", \"[::1\"]; master_name = \"m\";\n  };\n};\n" MINPOOL;
+    expect_error(t4, 3, "sentinels[1]", "unclosed [", NULL);
+    static const char t5[] = "redis = {\n  default = {\n    password_env = \"A\"; password_file = \"/x\";\n  };\n};\n" MINPOOL;
+    expect_error(t5, 2, "password_env and password_file: use one", NULL);
+    static const char t6[] = "redis = {\n  default = {\n    socket = \"/s\"; tls = { };\n  };\n};\n" MINPOOL;
+    expect_error(t6, 2, "socket cannot be used with tls", NULL);
+    static const char t7[] = "redis = {\n  default = {\n    password_file = \"/nonexistent/pw\";\n  };\n};\n" MINPOOL;
+    expect_error(t7, 3, "password_file: /nonexistent/pw: No such file", NULL);
+}
+
 static void test_defaults_group_cascades(void **state)
 {
     (void)state;
@@ -1273,6 +1321,8 @@ int main(void)
         cmocka_unit_test(test_example_config_loads),
         cmocka_unit_test(test_builtin_defaults),
         cmocka_unit_test(test_cache_connection_default),
+        cmocka_unit_test(test_redis_tls_and_sentinel_keys),
+        cmocka_unit_test(test_redis_tls_and_sentinel_errors),
         cmocka_unit_test(test_defaults_group_cascades),
         cmocka_unit_test(test_pool_only_keys_rejected_in_defaults),
         cmocka_unit_test(test_syntax_error),
