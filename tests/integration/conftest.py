@@ -483,3 +483,24 @@ class LaravelApp:
         keys = ["REDIS_HOST", "REDIS_PORT", "REDIS_PREFIX", "APP_STORAGE", "DB_CONNECTION",
                 "DB_DATABASE", "MARKER_FILE", "LOG_CHANNEL", "QUEUE_RETRY_AFTER", "MARKER_EVENTS"]
         return "environment = { %s };" % " ".join('%s = "%s";' % (k, self.env[k]) for k in keys if k in self.env)
+
+
+# ---------------------------------------------------------------- valgrind
+
+VALGRIND = ["valgrind", "--error-exitcode=99", "--leak-check=full", "--show-leak-kinds=definite,indirect",
+            "--errors-for-leak-kinds=definite,indirect", "--trace-children=yes",
+            "--trace-children-skip=*fixture-handler*", "--child-silent-after-fork=no", "-q"]
+
+
+def assert_valgrind_clean(d, at_least=1, what="the processes"):
+    """Every valgrind.*.log under d is free of errors and leaks, and there
+    are at least at_least of them (each traced process writes one)."""
+    logs = list(pathlib.Path(d).glob("valgrind.*.log"))
+    problems = []
+    for f in logs:
+        text = f.read_text()
+        if re.search(r"Invalid (read|write|free)|uninitialised|definitely lost: [1-9]|indirectly lost: [1-9]"
+                     r"|ERROR SUMMARY: [1-9]", text):
+            problems.append("%s:\n%s" % (f, text[:4000]))
+    assert not problems, "\n\n".join(problems)
+    assert len(logs) >= at_least, "%s were not traced (%d valgrind logs)" % (what, len(logs))

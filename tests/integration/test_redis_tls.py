@@ -9,7 +9,8 @@ import time
 import pytest
 import redis
 
-from conftest import FIXTURE_HANDLER, PREFIX, QPOOL, free_port, make_payload, push_many, queue_state, wait_for
+from conftest import (FIXTURE_HANDLER, PREFIX, QPOOL, VALGRIND, assert_valgrind_clean, free_port, make_payload,
+                      push_many, queue_state, wait_for)
 
 USER = "qpool-worker"
 PASSWORD = "pw-" + os.urandom(8).hex()  # unique, so a leak into a log is found by grep
@@ -275,14 +276,10 @@ def test_check_prints_the_file_path_never_the_password(tls_redis, tmp_path):
     assert PASSWORD not in res.stdout + res.stderr
 
 
-VALGRIND = ["valgrind", "--error-exitcode=99", "--leak-check=full", "--show-leak-kinds=definite,indirect",
-            "--errors-for-leak-kinds=definite,indirect", "--trace-children=yes",
-            "--trace-children-skip=*fixture-handler*", "--child-silent-after-fork=no", "-q"]
 
 
 @pytest.mark.skipif("asan" in os.environ.get("QPOOL_BUILD", ""), reason="valgrind does not run ASan binaries")
 def test_tls_master_workers_and_check_are_valgrind_clean(master_factory, tls_redis, tr, tmp_path):
-    import re
     m = master_factory()
     log = tmp_path / "fixture.log"
     vlog = tmp_path / "valgrind.%p.log"
@@ -304,11 +301,4 @@ def test_tls_master_workers_and_check_are_valgrind_clean(master_factory, tls_red
     assert "definitely lost" not in res.stderr and "Invalid" not in res.stderr, res.stderr
     m.proc.send_signal(15)
     assert m.proc.wait(120) == 0
-    problems = []
-    for f in tmp_path.glob("valgrind.*.log"):
-        text = f.read_text()
-        if re.search(r"Invalid (read|write|free)|uninitialised|definitely lost: [1-9]|indirectly lost: [1-9]"
-                     r"|ERROR SUMMARY: [1-9]", text):
-            problems.append("%s:\n%s" % (f, text[:4000]))
-    assert not problems, "\n\n".join(problems)
-    assert len(list(tmp_path.glob("valgrind.*.log"))) >= 3, "the workers were not traced"
+    assert_valgrind_clean(tmp_path, 3, "the workers")

@@ -4,7 +4,6 @@ Skipped on the sanitizer build (the two do not mix); scripts/test runs it on the
 normal build.
 """
 import os
-import re
 import signal
 import subprocess
 import urllib.error
@@ -12,12 +11,9 @@ import urllib.request
 
 import pytest
 
-from conftest import (BUILD, FIXTURE_HANDLER, QPOOL, failed_records, free_port, make_payload, push, push_many,
+from conftest import (BUILD, FIXTURE_HANDLER, QPOOL, VALGRIND, assert_valgrind_clean, failed_records, free_port, make_payload, push, push_many,
                       queue_state, wait_for)
 
-VALGRIND = ["valgrind", "--error-exitcode=99", "--leak-check=full", "--show-leak-kinds=definite,indirect",
-            "--errors-for-leak-kinds=definite,indirect", "--trace-children=yes",
-            "--trace-children-skip=*fixture-handler*", "--child-silent-after-fork=no", "-q"]
 
 pytestmark = pytest.mark.skipif("asan" in str(BUILD), reason="valgrind does not run ASan binaries")
 
@@ -68,11 +64,4 @@ def test_master_workers_and_cli_are_valgrind_clean(master, r, tmp_path):
             assert e.code in (404, 503), (path, e.code)
     master.proc.send_signal(signal.SIGTERM)
     assert master.proc.wait(120) == 0
-    problems = []
-    for f in tmp_path.glob("valgrind.*.log"):
-        text = f.read_text()
-        if re.search(r"Invalid (read|write|free)|uninitialised|definitely lost: [1-9]|indirectly lost: [1-9]"
-                     r"|ERROR SUMMARY: [1-9]", text):
-            problems.append("%s:\n%s" % (f, text[:4000]))
-    assert not problems, "\n\n".join(problems)
-    assert len(list(tmp_path.glob("valgrind.*.log"))) >= 4, "the workers were not traced"
+    assert_valgrind_clean(tmp_path, 4, "the workers")
