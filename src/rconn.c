@@ -166,13 +166,14 @@ static int flush_out(rconn_t *c)
     return 0;
 }
 
-/* Read what the socket has into hiredis's reader. 0, or -1 with last_error
- * set. *want_write: TLS needs the socket writable before it can read on. */
+/* Read what the socket has into hiredis's reader. 1 when bytes were fed, 0
+ * when TLS has no whole record yet, -1 with last_error set. *want_write: TLS
+ * needs the socket writable before it can read on. */
 static int fill_reader(rconn_t *c, bool *want_write)
 {
     *want_write = false;
     if (!c->ssl) {
-        if (redisBufferRead(c->ctx) == REDIS_OK) return 0;
+        if (redisBufferRead(c->ctx) == REDIS_OK) return 1;
         set_error(c, c->ctx->errstr[0] ? c->ctx->errstr : "connection lost");
         return -1;
     }
@@ -188,7 +189,7 @@ static int fill_reader(rconn_t *c, bool *want_write)
         set_error(c, "protocol error");
         return -1;
     }
-    return 0;
+    return 1;
 }
 
 /* Wait for the socket (or sigfd) by deadline. RC_OK readable/writable,
@@ -221,7 +222,7 @@ static int io_read(rconn_t *c, int sigfd, int timeout_ms, redisReply **out)
     if (flush_out(c) < 0) return RC_ERR;
     if (timeout_ms < 0) timeout_ms = (int)conf_timeout_ms(c);
     int64_t deadline = mono_ms() + timeout_ms;
-    bool want_write = false;
+    bool want_write = false, starved = false;
     for (;;) {
         void *reply = NULL;
         if (redisGetReplyFromReader(c->ctx, &reply) != REDIS_OK) {
@@ -232,12 +233,17 @@ static int io_read(rconn_t *c, int sigfd, int timeout_ms, redisReply **out)
             *out = reply;
             return RC_OK;
         }
-        /* Bytes OpenSSL already took off the socket would never wake poll. */
-        if (!(c->ssl && !want_write && SSL_has_pending(c->ssl))) {
+        /* Bytes OpenSSL already took off the socket would never wake poll:
+         * read them first. But once a read found no whole record among
+         * them (a record cut short), only the socket can bring the rest, so
+         * wait for it: the deadline and sigfd are checked there. */
+        if (!(c->ssl && !want_write && !starved && SSL_has_pending(c->ssl))) {
             int w = wait_socket(c, sigfd, want_write, deadline);
             if (w != RC_OK) return w;
         }
-        if (fill_reader(c, &want_write) < 0) return RC_ERR;
+        int got = fill_reader(c, &want_write);
+        if (got < 0) return RC_ERR;
+        starved = got == 0;
     }
 }
 

@@ -222,6 +222,78 @@ def test_a_stalled_tls_handshake_is_bounded_by_the_timeout(tmp_path):
     assert "TLS handshake: timed out" in res.stdout, res.stdout
 
 
+def serve_half_a_record(listener, pki, stop):
+    """A TLS server (Python's ssl over memory BIOs, so the records are ours to
+    cut): completes the handshake, then answers every command with the first
+    8 bytes of one TLS record and never sends the rest."""
+    import ssl
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(str(pki / "server.crt"), str(pki / "server.key"))
+    listener.settimeout(0.2)
+    while not stop.is_set():
+        try:
+            conn, _ = listener.accept()
+        except socket.timeout:
+            continue
+        conn.settimeout(0.2)
+        inc, out = ssl.MemoryBIO(), ssl.MemoryBIO()
+        tls = ctx.wrap_bio(inc, out, server_side=True)
+        shaken = False
+        while not stop.is_set():
+            try:
+                data = conn.recv(65536)
+            except socket.timeout:
+                continue
+            except OSError:
+                break
+            if not data:
+                break
+            inc.write(data)
+            if not shaken:
+                try:
+                    tls.do_handshake()
+                    shaken = True
+                except ssl.SSLWantReadError:
+                    pass
+                conn.sendall(out.read())
+                continue
+            try:
+                tls.read(65536)
+            except ssl.SSLError:
+                continue
+            conn.sendall(out.read())  # whole records so far (TLS 1.3 session tickets)
+            tls.write(b"+PONG\r\n")
+            conn.sendall(out.read()[:8])  # the reply's record cut short: the rest never comes
+        conn.close()
+
+
+def test_a_reply_cut_mid_record_times_out_instead_of_spinning(tls_redis, tmp_path):
+    """Review of the TLS layer: bytes of an incomplete record sat in OpenSSL's
+    buffer, SSL_has_pending() said "pending", and the read loop went round
+    without ever reaching poll, where the deadline and the signalfd are
+    checked: qpool spun at full CPU past every timeout, deaf to SIGTERM."""
+    import threading
+    stop = threading.Event()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen(8)
+        port = s.getsockname()[1]
+        t = threading.Thread(target=serve_half_a_record, args=(s, tls_redis.pki, stop), daemon=True)
+        t.start()
+        conf = tmp_path / "q.conf"
+        conf.write_text('redis = { default = { host = "127.0.0.1"; port = %d; timeout = 2; tls = { ca_file = "%s"; }; }; };\n'
+                        'pools = ( { name = "w"; queues = ["default"]; '
+                        'handler = { type = "exec"; command = ["/bin/true"]; }; } );\n'
+                        % (port, tls_redis.pki / "ca.crt"))
+        try:
+            res = check_connect(conf, timeout=60)  # the spin never returned: TimeoutExpired
+        finally:
+            stop.set()
+            t.join(10)
+    assert res.returncode == 1, res.stdout + res.stderr
+    assert "FAILED" in res.stdout and "timed out" in res.stdout, res.stdout
+
+
 def test_tls_to_a_plain_port_is_a_handshake_error(redis_server, tmp_path):
     conf = tmp_path / "q.conf"
     conf.write_text('redis = { default = { host = "127.0.0.1"; port = %d; timeout = 3; tls = { }; }; };\n'
