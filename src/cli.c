@@ -185,7 +185,7 @@ static const cmd_help_t HELP[] = {
      "  -m, --minutes N     how far back (1..44640)\n"
      "  -j, --json          JSON output\n"},
     {"import", "a qpool.conf from an app's config/horizon.php",
-     "usage: qpool import horizon APP [--env ENV] [--php \"CMD...\"] [--adapter PATH]\n"
+     "usage: qpool import horizon APP [--env ENV] [--user USER] [--php \"CMD...\"] [--adapter PATH]\n"
      "\n"
      "Print a qpool.conf that runs the work APP's config/horizon.php describes\n"
      "(Horizon need not be installed): Horizon's defaults merged with the\n"
@@ -194,9 +194,11 @@ static const cmd_help_t HELP[] = {
      "memory, backoff, maxTime, maxJobs, nice, rest), waits as alerts.long_wait.\n"
      "Comments mark where qpool differs. The pools say laravel = \"APP\", so the\n"
      "app's Redis and cache settings are read when qpool starts. The app is\n"
-     "booted as the calling user, with the calling environment.\n"
+     "booted as the calling user (as USER with --user, which root must give),\n"
+     "with the calling environment.\n"
      "\n"
      "  -e, --env ENV       Horizon environment (a name or a pattern in environments)\n"
+     "  -u, --user USER     read the app as USER (required as root: it runs the app's code)\n"
      "  --php \"CMD...\"     how to run PHP (default \"php\"; e.g. \"chroot /r php\")\n"
      "  --adapter PATH      qpool-handler.php as PHP sees it (default: the installed one)\n"
      "\n"

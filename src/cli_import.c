@@ -7,12 +7,14 @@
 #include "util.h"
 
 #include <getopt.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 typedef struct {
-    const char *app, *env, *adapter;
+    const char *app, *env, *adapter, *user;
     char **php;
 } import_opts_t;
 
@@ -32,11 +34,12 @@ static int parse_import(int argc, char **argv, import_opts_t *o)
     static const struct option opts[] = {{"env", required_argument, 0, 'e'},
                                          {"php", required_argument, 0, 'p'},
                                          {"adapter", required_argument, 0, 'a'},
+                                         {"user", required_argument, 0, 'u'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     int c;
     optind = 1;
-    while ((c = getopt_long(argc, argv, "e:h", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "e:u:h", opts, NULL)) != -1) {
         switch (c) {
         case 'e': o->env = optarg; break;
         case 'p':
@@ -44,6 +47,7 @@ static int parse_import(int argc, char **argv, import_opts_t *o)
             o->php = split_words(optarg);
             break;
         case 'a': o->adapter = optarg; break;
+        case 'u': o->user = optarg; break;
         case 'h': cli_help("import"); return 0;
         default: cli_usage_error("import", "invalid option"); return EXIT_USAGE;
         }
@@ -57,11 +61,32 @@ static int parse_import(int argc, char **argv, import_opts_t *o)
         cli_usage_error("import", "APP must be an absolute path");
         return EXIT_USAGE;
     }
+    if (geteuid() == 0 && !o->user) {
+        cli_usage_error("import", "reading the app runs its code: as root, name the user to run it as with "
+                                  "--user USER (the app's owner, or the pools' user)");
+        return EXIT_USAGE;
+    }
     if (!o->php || !o->php[0]) {
         free_strv(o->php);
         o->php = split_words("php");
     }
     return -1;
+}
+
+/* --user: the app is read as that user (a root `qpool import` never boots
+ * an app as root). */
+static int run_as(pool_conf_t *p, const char *user)
+{
+    struct passwd *pw = getpwnam(user);
+    if (!pw) {
+        fprintf(stderr, "qpool import: no user %s\n", user);
+        return -1;
+    }
+    p->user = (char *)user;
+    p->uid = pw->pw_uid;
+    p->gid = pw->pw_gid;
+    p->has_uid = p->has_gid = true;
+    return 0;
 }
 
 /* The app's horizon config from the adapter, as JSON. */
@@ -76,6 +101,10 @@ static cJSON *describe_horizon(const import_opts_t *o)
     pool_conf_t none;
     memset(&none, 0, sizeof none);
     none.name = "import";
+    if (o->user && run_as(&none, o->user) < 0) {
+        free(argv);
+        return NULL;
+    }
     char *text = NULL, err[600];
     size_t len = 0;
     cJSON *d = NULL;

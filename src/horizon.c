@@ -394,8 +394,10 @@ int horizon_import(const cJSON *desc, const char *app, const char *env, sbuf_t *
         snprintf(err, errn, "environment \"%.100s\" has no supervisors (or too many)", env);
         return -1;
     }
-    sbuf_printf(out, "# qpool.conf from %s/config/horizon.php, environment \"%s\"\n", app, env);
-    sbuf_printf(out, "# (Horizon's defaults merged with environments.%s, as Horizon does).\n", env);
+    /* app and env are text from the command line and the app: comments,
+     * one line each, never config */
+    comment(out, "", "qpool.conf from %s/config/horizon.php, environment \"%s\"", app, env);
+    comment(out, "", "(Horizon's defaults merged with environments.%s, as Horizon does).", env);
     sbuf_printf(out, "# Comments mark where qpool differs from Horizon. Check it with `qpool check`.\n\n");
     put_waits(out, cJSON_GetObjectItemCaseSensitive(h, "waits"));
     const cJSON *ml = cJSON_GetObjectItemCaseSensitive(h, "memory_limit");

@@ -6,6 +6,7 @@ import pathlib
 import shutil
 import signal
 import subprocess
+import tempfile
 import uuid
 
 import pytest
@@ -171,9 +172,17 @@ def test_an_operator_pause_outlives_maintenance(master, laravel_app):
     wait_for(lambda: markers(app, tag="after-up"), 60, what="the job after continue")
 
 
-def import_horizon(app, *args):
-    return subprocess.run([QPOOL, "import", "horizon", str(app.path)] + list(args), capture_output=True,
-                          text=True, timeout=120, env=app.env)
+def import_horizon(app, *args, user="nobody"):
+    """qpool import horizon, as root (the tests run as root): the app is read
+    as --user, with a storage directory that user may write."""
+    with tempfile.TemporaryDirectory(prefix="qpool-import-") as d:
+        os.chmod(d, 0o755)
+        storage = pathlib.Path(d) / "storage"
+        (storage / "framework" / "bootstrap-cache").mkdir(parents=True)
+        subprocess.run(["chown", "-R", "nobody", str(storage)], check=True)
+        env = dict(app.env, APP_STORAGE=str(storage))
+        return subprocess.run([QPOOL, "import", "horizon", str(app.path)] + (["--user", user] if user else [])
+                              + list(args), capture_output=True, text=True, timeout=120, env=env)
 
 
 def test_import_horizon_gives_a_config_that_runs_the_apps_queues(master, laravel_app):
@@ -214,6 +223,9 @@ def test_import_horizon_other_environments_and_errors(laravel_app):
     assert 'name = "reports"' not in res.stdout
     res = import_horizon(app, "--env", "staging")
     assert res.returncode == 1 and 'no environment "staging"' in res.stderr
+    # reading the app runs its code: root must say as whom (a review found it ran as root)
+    res = import_horizon(app, "--env", "production", user=None)
+    assert res.returncode == 64 and "--user USER" in res.stderr and "pools = (" not in res.stdout
 
 
 # ---------------------------------------------------------------- through a php prefix (chroot)

@@ -130,6 +130,31 @@ static void test_import_errors(void **state)
     free(out);
 }
 
+/* The app's APP_ENV is text from the app: it became raw config lines (a
+ * review found a root pool planted through it). Now one comment line. */
+static void test_an_environment_name_cannot_write_config(void **state)
+{
+    (void)state;
+    static const char EVIL[] =
+        "{\"qpool_describe\":1,\"environment\":\"production\\npools = ( { name = \\\"evil\\\"; user = \\\"root\\\"; "
+        "queues = [\\\"q\\\"]; command = [\\\"/bin/sh\\\"]; } );\\n/*\",\"horizon\":{"
+        "\"defaults\":{\"s1\":{\"queue\":[\"high\"],\"maxProcesses\":3}},\"environments\":{\"*\":{}}}}";
+    int rc;
+    char err[256] = "";
+    char *out = import(EVIL, NULL, &rc, err);
+    assert_int_equal(rc, 0);
+    config_t cfg;
+    config_init(&cfg);
+    if (!config_read_string(&cfg, out)) fail_msg("line %d: %s\n%s", config_error_line(&cfg), config_error_text(&cfg), out);
+    const config_setting_t *pools = config_lookup(&cfg, "pools");
+    assert_int_equal(config_setting_length(pools), 1);
+    const char *name = NULL;
+    assert_true(config_setting_lookup_string(config_setting_get_elem(pools, 0), "name", &name));
+    assert_string_equal(name, "s1");
+    config_destroy(&cfg);
+    free(out);
+}
+
 static void test_import_simple_splits_queues(void **state)
 {
     (void)state;
@@ -156,6 +181,7 @@ int main(void)
         cmocka_unit_test(test_import_maps_supervisors),
         cmocka_unit_test(test_import_errors),
         cmocka_unit_test(test_import_simple_splits_queues),
+        cmocka_unit_test(test_an_environment_name_cannot_write_config),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
