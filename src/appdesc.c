@@ -17,6 +17,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 /* ---------------------------------------------------------------- parse */
@@ -330,6 +331,25 @@ static int collect(stream_t *s, int64_t deadline_ms)
     return 0;
 }
 
+/* Reap the describer by the deadline (0: now); past it, kill its group and
+ * reap. A child that closed its output and went on running must not hold
+ * the master past the timeout. -1 when it had to be killed. */
+static int reap_by(pid_t pid, int64_t deadline_ms, int *status)
+{
+    for (int nap_ms = 1;; nap_ms = nap_ms < 50 ? nap_ms * 2 : 50) {
+        pid_t w = waitpid(pid, status, WNOHANG);
+        if (w == pid) return 0;
+        if (w < 0 && errno != EINTR) return 0;
+        if (mono_ms() >= deadline_ms) break;
+        struct timespec ts = {0, (long)nap_ms * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    kill(-pid, SIGKILL);
+    kill(pid, SIGKILL);
+    while (waitpid(pid, status, 0) < 0 && errno == EINTR) {}
+    return -1;
+}
+
 static void describe_exit(int status, const stream_t *errs, char *err, size_t errn)
 {
     char why[64], line[300];
@@ -362,10 +382,10 @@ int appdesc_run(char *const *argv, const pool_conf_t *p, int timeout_s, char **o
     stream_t s[2] = {{.fd = po[0], .cap = APPDESC_MAX_OUTPUT}, {.fd = pe[0], .cap = 4096}};
     sbuf_init(&s[0].buf);
     sbuf_init(&s[1].buf);
-    int r = collect(s, mono_ms() + (int64_t)timeout_s * 1000);
-    if (r < 0) kill(-pid, SIGKILL), kill(pid, SIGKILL);
+    int64_t deadline = mono_ms() + (int64_t)timeout_s * 1000;
+    int r = collect(s, deadline);
     int status = 0;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
+    if (reap_by(pid, r < 0 ? 0 : deadline, &status) < 0 && r == 0) r = -1;
     close(po[0]);
     close(pe[0]);
     int rc = -1;

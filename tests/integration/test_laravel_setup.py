@@ -100,6 +100,21 @@ def test_an_app_that_cannot_be_read_exits_78_naming_it(master, laravel_app, tmp_
     assert res.returncode == 78 and str(not_laravel) in res.stderr
 
 
+def test_a_describer_that_closes_its_output_and_lingers_is_killed_at_the_timeout(master, laravel_app, tmp_path):
+    """Review of this session's code: after EOF on both pipes the master
+    waited for the describer with a blocking waitpid, so one that closed its
+    output and slept held the master past the 20 s limit (and a reload, the
+    whole master loop). It is now reaped by the deadline or killed."""
+    marker = "sleep 25.%04d" % (os.getpid() % 10000)  # unique enough to find it afterwards
+    pool = laravel_pool(laravel_app, extra='php = ["/bin/sh", "-c", "exec >&- 2>&-; exec %s"];' % marker)
+    master.write_config(pool, redis_conf="")
+    res = check(master)
+    assert res.returncode == 78, res.stderr
+    # before: the lingering child was waited out (25 s) and its empty answer refused as not JSON
+    assert "no answer within 20 s" in res.stderr, res.stderr
+    assert subprocess.run(["pgrep", "-f", marker], capture_output=True).returncode == 1, "the describer outlived it"
+
+
 def test_a_pool_with_only_laravel_set_runs_the_apps_jobs(master, laravel_app):
     app = laravel_app
     master.write_config(laravel_pool(app), redis_conf="")
