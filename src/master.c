@@ -544,6 +544,7 @@ int master_run(const char *config_path)
 
     http_start(m); /* an error is logged; supervision goes on without HTTP */
     log_info("qpool %s started with %d pools from %s", "master", conf->npools, conf->path);
+    monitor_check_maintenance(m); /* a down app's pools start paused: no job taken before the first tick */
     int64_t due = pools_maintain(&m->pools, mono_ms());
     master_title(m);
     sdn_send("READY=1\nSTATUS=%s\nMAINPID=%d", m->last_status, (int)getpid());

@@ -347,7 +347,7 @@ static int probe_down_key(master_t *m, const pool_conf_t *pc)
 
 /* Pools whose Laravel app is down for maintenance take no new jobs (unless
  * force), as queue:work without --force: through master_pause. */
-static void check_maintenance(master_t *m)
+void monitor_check_maintenance(master_t *m)
 {
     for (int i = 0; i < m->pools.n; i++) {
         pool_t *p = m->pools.v[i];
@@ -556,7 +556,7 @@ void monitor_tick(master_t *m, int64_t now)
     heartbeat(m);
     write_history(m);
     poll_laravel_keys(m);
-    if (!m->stopping) check_maintenance(m);
+    if (!m->stopping) monitor_check_maintenance(m);
     update_rates(m, now);
     alerting_tick(m, now);
     apply_balance(m, now);

@@ -17,6 +17,9 @@ void monitor_reset(master_t *m);          /* after start and each reload */
 /* Fetch counts, poll Laravel's keys and balance; due at monitor_next_due. */
 void monitor_tick(master_t *m, int64_t now_ms);
 int64_t monitor_next_due(const master_t *m);
+/* Pause (or resume) the pools whose Laravel app is down for maintenance;
+ * monitor_tick does it each pass, the master once before its first spawn. */
+void monitor_check_maintenance(master_t *m);
 /* Balance at the loop's next pass (a scale request). */
 void monitor_request_balance(master_t *m);
 /* Remove this master's heartbeat record (graceful stop). */

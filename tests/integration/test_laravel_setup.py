@@ -7,11 +7,13 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import time
 import uuid
 
 import pytest
 
-from conftest import BUILD, LARAVEL_APP, QPOOL, ROOT, assert_valgrind_clean, wait_for
+from conftest import (BUILD, FIXTURE_HANDLER, LARAVEL_APP, QPOOL, ROOT, assert_valgrind_clean,
+                      read_fixture_log, wait_for)
 from laravel_roots import build_root
 
 # The environment the app needs that is not about Redis or the queue: where it
@@ -139,6 +141,29 @@ def test_reload_reads_the_app_again(master, laravel_app, tmp_path):
     # the same config file, read again with the app unchanged: nothing changes
     res = master.cli("reload")
     assert "0 changed" in res.stdout, res.stdout
+
+
+def test_an_app_already_down_at_start_runs_no_job(master, laravel_app, tmp_path):
+    """The deploy sequence `artisan down`, restart qpool, migrate, `artisan
+    up`: the app is down when the master starts. Its pool must start paused;
+    before, the first children took the queued jobs in the instant before the
+    first balance pass saw the app down (review of this session's code). A
+    quick handler (the fixture's) pops as soon as a child starts."""
+    app = laravel_app
+    log = tmp_path / "fixture.log"
+    app.artisan("down")
+    app.dispatch("MarkerJob", tag="queued-while-down", count=5)
+    handler = 'handler = { type = "pipe"; command = ["%s"]; };' % FIXTURE_HANDLER
+    master.write_config(laravel_pool(app, extra=handler, env={"FIXTURE_LOG": str(log)}), redis_conf="",
+                        qpool="  balance_interval = 0.2;")
+    master.start()
+    wait_for(lambda: master.pool("app")["state"] == "down", 30, what="the pool to start down")
+    master.wait_children("app", 1, 60)
+    time.sleep(2)  # the children's first pops, if they were going to take anything
+    assert read_fixture_log(log) == [], "a job ran while the app was down"
+    app.artisan("up")
+    wait_for(lambda: len([l for l in read_fixture_log(log) if l[0] == "job"]) == 5, 60,
+             what="the jobs after artisan up")
 
 
 def test_artisan_down_stops_new_jobs_and_up_resumes_them(master, laravel_app):
