@@ -4,10 +4,18 @@
 #include "config_app.h"
 #include "util.h"
 
+#include "proc.h"
+
+#include <errno.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #define DOWN_KEY "illuminate:foundation:down"
 
@@ -53,6 +61,48 @@ static char *cache_key(char *const *argv, const pool_conf_t *p)
     return sbuf_steal(&b);
 }
 
+/* 0 when the pool's user can connect to the Unix socket at path: tried in a
+ * child with the pool's credentials (a socket needs write permission, its
+ * directories search permission). */
+static int user_can_connect(const pool_conf_t *p, const char *path)
+{
+    pid_t parent = getpid(), pid = fork();
+    if (pid < 0) return -1;
+    if (pid == 0) {
+        if (proc_child_setup(p, parent, SIGKILL, -1) < 0) _exit(2);
+        struct sockaddr_un sa = {.sun_family = AF_UNIX};
+        if (strlen(path) >= sizeof sa.sun_path) _exit(3);
+        memcpy(sa.sun_path, path, strlen(path) + 1);
+        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0);
+        /* EAGAIN: a full backlog, but the way in was allowed */
+        int ok = fd >= 0 && (connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0 || errno == EAGAIN);
+        _exit(ok ? 0 : 1);
+    }
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
+    return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -1;
+}
+
+/* The app's description comes from the pool's user: a root master never
+ * connects to a Unix socket it names unless that user could connect to it
+ * too (else the app could point root at a private Redis). */
+static int check_app_sockets(const app_desc_t *d, const pool_conf_t *p, char *err, size_t errn)
+{
+    if (geteuid() != 0 || !p->has_uid || p->uid == 0) return 0;
+    for (int i = 0; i < d->nredis; i++) {
+        const char *path = d->redis[i].socket.value;
+        if (!path || user_can_connect(p, path) == 0) continue;
+        if (snprintf(err, errn,
+                 "its Redis connection \"%.60s\" names the Unix socket %.200s, which the pool's user %.60s "
+                 "cannot connect to: qpool (root) will not connect to it on the app's word; let that user "
+                 "reach it, or define the connection in qpool.conf",
+                 d->redis[i].name ? d->redis[i].name : "?", path, p->user ? p->user : "?") >= (int)errn)
+            err[errn - 1] = '\0'; /* cut: it is a message */
+        return -1;
+    }
+    return 0;
+}
+
 int app_describe(app_cache_t **cache, const pool_conf_t *p, bool explicit_queue_connection,
                  const app_desc_t **out, char *err, size_t errn)
 {
@@ -77,6 +127,7 @@ int app_describe(app_cache_t **cache, const pool_conf_t *p, bool explicit_queue_
             e->rc = appdesc_parse(text, len, &e->d, perr, sizeof perr);
             if (e->rc < 0) snprintf(e->err, sizeof e->err, "its description is unusable: %s", perr);
         }
+        if (e->rc == 0) e->rc = check_app_sockets(&e->d, p, e->err, sizeof e->err);
         free(text);
     }
     free(key);

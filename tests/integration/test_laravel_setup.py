@@ -1,6 +1,7 @@
 """Setup read from the app (`laravel = "/srv/app";`) and maintenance mode, with the
 fixture Laravel 8 app (Debian's 8.83) and real Redis and processes."""
 import contextlib
+import json
 import os
 import pathlib
 import shutil
@@ -363,6 +364,46 @@ def test_the_app_is_read_as_the_pools_user(master, laravel_app, tmp_path):
     master.write_config(laravel_pool(laravel_app, path=path, extra='user = "no-such-user-qp";'), redis_conf="")
     res = check(master)
     assert res.returncode == 78 and 'user "no-such-user-qp"' in res.stderr, res.stderr
+
+
+def test_root_never_connects_to_a_socket_the_app_names_that_its_user_cannot_reach(master, laravel_app, tmp_path):
+    """The description comes from the pool's user. It named a Unix socket
+    that only root can reach (a private Redis), and the root master wrote its
+    heartbeat there under the app's prefix (review of this session's code).
+    Now such a socket is refused unless the pool's user could connect too."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root to switch users")
+    desc = subprocess.run(["php", str(ROOT / "php" / "qpool-handler.php"), "--describe", str(laravel_app.path)],
+                          capture_output=True, text=True, timeout=120, env=laravel_app.env)
+    assert desc.returncode == 0, desc.stderr
+    d = json.loads(desc.stdout)
+    private = tempfile.mkdtemp(prefix="qpool-private-")  # 0700, root's
+    sock = os.path.join(private, "redis.sock")
+    srv = subprocess.Popen(["redis-server", "--port", "0", "--unixsocket", sock, "--unixsocketperm", "700",
+                            "--save", "", "--appendonly", "no"], stdout=subprocess.DEVNULL)
+    try:
+        wait_for(lambda: os.path.exists(sock), 10, what="the private redis-server")
+        for name in d["redis"]:
+            d["redis"][name]["host"] = {"value": None, "source": "config/database.php"}
+            d["redis"][name]["port"] = {"value": None, "source": "config/database.php"}
+            d["redis"][name]["socket"] = {"value": sock, "source": "config/database.php"}
+        public = tempfile.mkdtemp(prefix="qpool-desc-")
+        os.chmod(public, 0o755)
+        fake = os.path.join(public, "desc.json")
+        with open(fake, "w") as f:
+            json.dump(d, f)
+        os.chmod(fake, 0o644)
+        master.write_config(laravel_pool(laravel_app, extra='user = "nobody"; php = ["/bin/sh", "-c", "cat \\"$0\\"", "%s"];'
+                                         % fake), redis_conf="")
+        res = check(master)
+        assert res.returncode == 78, res.stdout + res.stderr
+        assert "cannot connect to" in res.stderr and sock in res.stderr, res.stderr
+        keys = subprocess.run(["redis-cli", "-s", sock, "--scan"], capture_output=True, text=True).stdout
+        assert keys.strip() == "", "qpool wrote into the private Redis: " + keys
+    finally:
+        srv.terminate()
+        srv.wait(10)
+        shutil.rmtree(private, ignore_errors=True)
 
 
 @pytest.mark.skipif("asan" in str(BUILD), reason="valgrind does not run ASan binaries")
