@@ -66,13 +66,26 @@ class Version:
         if self.root is None:
             return
         target = self.root / "proc"
+        self._umount_all(target)  # one a killed run left behind: never stack mounts
         subprocess.run(["mount", "-t", "proc", "proc", str(target)], check=True)
         self.proc_mount = target
 
     def umount_proc(self):
         if self.proc_mount is not None:
-            subprocess.run(["umount", str(self.proc_mount)], check=True)
+            self._umount_all(self.proc_mount)
             self.proc_mount = None
+
+    @staticmethod
+    def _umount_all(target):
+        """Unmount every proc mounted at target; reports, never raises (a
+        teardown must not hide the test's own failure)."""
+        for _ in range(8):
+            if subprocess.run(["mountpoint", "-q", str(target)]).returncode != 0:
+                return
+            res = subprocess.run(["umount", str(target)], capture_output=True, text=True)
+            if res.returncode != 0:
+                print("could not unmount %s: %s" % (target, res.stderr.strip()))
+                return
 
     def prefix(self):
         """argv prefix that runs a command in this version's world."""
