@@ -1,0 +1,187 @@
+"""Redis Cluster (issue 12 item 1): three primaries on loopback
+(`redis-server --cluster-enabled yes` x3, `redis-cli --cluster create`).
+qpool reads the slot map, routes every command to the node owning its
+key's slot, pops per slot in the pool's priority order, and comes back after
+a primary is killed and restarted from its AOF."""
+import collections
+import subprocess
+
+import pytest
+
+from cluster_util import Cluster, cluster_ports
+from conftest import (FIXTURE_HANDLER, PREFIX, QPOOL, free_port, make_payload, push_many, queue_state,
+                      read_fixture_log, wait_for)
+
+QUEUES = ["{emails}", "{sms}", "{reports}"]
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    c = Cluster(tmp_path / "cluster", cluster_ports(3))
+    try:
+        c.start()
+        yield c
+    finally:
+        c.stop()
+
+
+def cluster_conf(c, extra=""):
+    return ('default = { cluster = [%s]; prefix = "%s"; timeout = 3; %s };' % (c.addrs(), PREFIX, extra))
+
+
+def pool(log, queues=QUEUES, n=3, name="w", extra="", tries=0):
+    size = "processes = %d;" % n if n else ""
+    return ('{ name = "%s"; queues = [%s]; %s tries = %d; retry_after = 20;'
+            ' handler = { type = "pipe"; command = ["%s"]; }; environment = { FIXTURE_LOG = "%s"; }; %s }'
+            % (name, ", ".join('"%s"' % q for q in queues), size, tries, FIXTURE_HANDLER, log, extra))
+
+
+def empty(rc, queues=QUEUES):
+    for q in queues:
+        s = queue_state(rc, q)
+        if s["ready"] or s["reserved"] or s["delayed"]:
+            return False
+    return True
+
+
+def ran_ids(log):
+    return collections.Counter(l[1] for l in read_fixture_log(log) if l[0] == "job")
+
+
+def test_queues_in_three_slots_are_all_processed(cluster, master_factory, tmp_path):
+    rc = cluster.client()
+    # the queues really are on different nodes (else this tests nothing)
+    assert len({cluster.node_of(PREFIX + "queues:" + q).port for q in QUEUES}) >= 2
+    log = tmp_path / "fixture.log"
+    m = master_factory()
+    m.write_config(pool(log), redis_conf=cluster_conf(cluster))
+    jobs = {q: [make_payload("ok") for _ in range(60)] for q in QUEUES}
+    for q in QUEUES:
+        push_many(rc, q, jobs[q][:30])
+    later = make_payload("ok")
+    rc.zadd(PREFIX + "queues:{sms}:delayed", {__import__("json").dumps(later, separators=(",", ":")): 1})
+    m.start()
+    for q in QUEUES:  # more while the workers wait
+        push_many(rc, q, jobs[q][30:])
+    wait_for(lambda: empty(rc), 120, interval=0.3, what="every queue empty")
+    ran = ran_ids(log)
+    want = {p["id"] for q in QUEUES for p in jobs[q]} | {later["id"]}
+    assert want <= set(ran), "lost: %d" % len(want - set(ran))
+    assert all(n == 1 for n in ran.values())
+    assert m.pool("w")["crashes"] == 0
+    assert m.proc.poll() is None
+
+
+def test_failures_and_releases_stay_in_the_queues_slot(cluster, master_factory, tmp_path):
+    rc = cluster.client()
+    log = tmp_path / "fixture.log"
+    m = master_factory()
+    m.write_config(pool(log, ["{emails}"], n=1, tries=2), redis_conf=cluster_conf(cluster))
+    bad = [make_payload("fail") for _ in range(3)]
+    poison = "not json"
+    push_many(rc, "{emails}", bad)
+    rc.rpush(PREFIX + "queues:{emails}", poison)
+    rc.rpush(PREFIX + "queues:{emails}:notify", 1)
+    m.start()
+    idx = PREFIX + "qpool:failed:{emails}"
+    wait_for(lambda: rc.zcard(idx) == 4, 120, interval=0.3, what="4 failed records")
+    wait_for(lambda: empty(rc, ["{emails}"]), 60, what="the queue empty")
+    uuids = [u.decode() for u in rc.zrange(idx, 0, -1)]
+    recs = [rc.hgetall(idx + ":job:" + u) for u in uuids]
+    assert all(r[b"queue"] == b"{emails}" for r in recs)
+    assert sum(1 for r in recs if r[b"payload"] == poison.encode()) == 1
+    # a job that failed twice (tries = 2) ran twice: released once in between
+    ran = ran_ids(log)
+    assert all(ran[p["id"]] == 2 for p in bad)
+    res = m.cli("failed", "list", "{emails}", check=False)
+    assert res.returncode == 0, res.stdout + res.stderr
+    for u in uuids:
+        assert u in res.stdout
+
+
+def test_status_and_balancing_count_every_slot(cluster, master_factory, tmp_path):
+    rc = cluster.client()
+    log = tmp_path / "fixture.log"
+    m = master_factory()
+    m.write_config(pool(log, n=0, extra='balance = "auto"; min_processes = 1; max_processes = 4;') +
+                   ',\n' + pool(log, ["{idle}"], n=1, name="idle"),
+                   redis_conf=cluster_conf(cluster))
+    # the pool is paused so the counts stand still while we read them
+    m.start()
+    m.cli("pause", "w")
+    wait_for(lambda: m.pool("w").get("paused"), 30, what="w paused")
+    push_many(rc, "{emails}", [make_payload("ok") for _ in range(7)])
+    push_many(rc, "{sms}", [make_payload("ok") for _ in range(5)])
+    rc.zadd(PREFIX + "queues:{reports}:delayed", {"x%d" % i: 4102444800 for i in range(3)})
+
+    def counts():
+        st = m.status()
+        qs = {q["name"]: q for p in st["pools"] if p["name"] == "w" for q in p.get("queues", [])}
+        return qs if qs.get("{emails}", {}).get("ready") == 7 else None
+    qs = wait_for(counts, 30, what="status counts")
+    assert qs["{sms}"]["ready"] == 5
+    assert qs["{reports}"]["delayed"] == 3
+    res = m.cli("status")
+    assert "{emails}" in res.stdout
+    # balancing sees the backlog: the paused pool's target grows past 1
+    wait_for(lambda: m.pool("w").get("target", 0) > 1, 30, what="the balancer to want more workers")
+    m.cli("continue", "w")
+    wait_for(lambda: rc.llen(PREFIX + "queues:{emails}") == 0 and rc.llen(PREFIX + "queues:{sms}") == 0, 60,
+             what="the jobs done")
+
+
+def test_restart_key_on_a_cluster(cluster, master_factory, tmp_path):
+    rc = cluster.client()
+    log = tmp_path / "fixture.log"
+    m = master_factory()
+    m.write_config(pool(log, n=2), redis_conf=cluster_conf(cluster))
+    m.start()
+    before = m.wait_children("w", 2, 30)
+    key = PREFIX + "laravel_cache:illuminate:queue:restart"
+    m.wait_log("w#", 30)  # (a balance pass has seen the key absent: the baseline)
+    import time
+    time.sleep(2.5)
+    rc.set(key, "12345")
+    wait_for(lambda: set(m.child_pids("w")).isdisjoint(before) and len(m.child_pids("w")) == 2, 60,
+             what="workers replaced after queue:restart")
+
+
+def test_check_connect_and_untagged_queue(cluster, tmp_path):
+    conf = tmp_path / "q.conf"
+    conf.write_text('redis = { default = { cluster = [%s]; }; };\n'
+                    'pools = ( { name = "w";\n  queues = ["{emails}", "sms"]; handler = { type = "exec"; command = ["/bin/true"]; }; } );\n'
+                    % cluster.addrs())
+    res = subprocess.run([QPOOL, "check", "-q", "-c", str(conf)], capture_output=True, text=True, timeout=30)
+    assert res.returncode == 78
+    assert '%s:3: pool w: queue "sms" has no hash tag' % conf in res.stderr, res.stderr
+    assert 'rename it to "{sms}"' in res.stderr
+    conf.write_text(conf.read_text().replace('"sms"', '"{sms}"'))
+    res = subprocess.run([QPOOL, "check", "--connect", "-q", "-c", str(conf)], capture_output=True, text=True,
+                         timeout=60)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "redis default (cluster" in res.stdout and ": ok" in res.stdout, res.stdout
+
+
+def test_a_primary_killed_and_restarted_loses_no_job(cluster, master_factory, tmp_path):
+    rc = cluster.client()
+    log = tmp_path / "fixture.log"
+    m = master_factory()
+    m.write_config(pool(log), redis_conf=cluster_conf(cluster))
+    jobs = {q: [make_payload("sleep:20") for _ in range(80)] for q in QUEUES}
+    for q in QUEUES:
+        push_many(rc, q, jobs[q])
+    m.start()
+    wait_for(lambda: len(read_fixture_log(log)) >= 40, 60, what="jobs running")
+    victim = cluster.node_of(PREFIX + "queues:{emails}")
+    victim.kill()
+    m.wait_log(r"redis default \(cluster.*unavailable", 30)
+    victim.start()  # from its nodes.conf and AOF (appendfsync always), same port
+    cluster.wait_ok()
+    m.wait_log(r"redis default \(cluster.* is back", 60)
+    rc = cluster.client()
+    wait_for(lambda: empty(rc), 240, interval=0.5, what="every job done after the restart")
+    ran = ran_ids(log)
+    want = {p["id"] for q in QUEUES for p in jobs[q]}
+    assert want <= set(ran), "lost: %d" % len(want - set(ran))
+    assert m.proc.poll() is None
+    assert m.pool("w")["crashes"] == 0
