@@ -4,6 +4,7 @@ qpool reads the slot map, routes every command to the node owning its
 key's slot, pops per slot in the pool's priority order, and comes back after
 a primary is killed and restarted from its AOF."""
 import collections
+import re
 import subprocess
 
 import pytest
@@ -70,6 +71,7 @@ def test_queues_in_three_slots_are_all_processed(cluster, master_factory, tmp_pa
     assert all(n == 1 for n in ran.values())
     assert m.pool("w")["crashes"] == 0
     assert m.proc.poll() is None
+    assert not re.search(r"CROSSSLOT|MOVED|unavailable| error ", m.log()), m.log()[-3000:]
 
 
 def test_failures_and_releases_stay_in_the_queues_slot(cluster, master_factory, tmp_path):
@@ -141,6 +143,10 @@ def test_restart_key_on_a_cluster(cluster, master_factory, tmp_path):
     rc.set(key, "12345")
     wait_for(lambda: set(m.child_pids("w")).isdisjoint(before) and len(m.child_pids("w")) == 2, 60,
              what="workers replaced after queue:restart")
+    # the fleet view (a script over two keys, tagged into one slot)
+    res = m.cli("status", "--fleet", "--json")
+    assert m.proc.pid in {x["pid"] for x in __import__("json").loads(res.stdout)["masters"]}
+    assert not re.search(r"CROSSSLOT|MOVED|error", m.log()), m.log()[-3000:]
 
 
 def test_check_connect_and_untagged_queue(cluster, tmp_path):
