@@ -326,6 +326,7 @@ static int redirect(rconn_t *c, rcl_pending_t *p, int kind, int slot, const char
     int to = node_index(c, host, port);
     if (node_up(c, to) < 0) return fail(c, -1, c->last_error);
     if (kind == RCLUSTER_MOVED) cl->slot_node[slot] = (int16_t)to;
+    if (!c->quiet) log_debug("redis %s: slot %d %s to %s:%d", c->name, slot, kind == RCLUSTER_MOVED ? "moved" : "asked", host, port);
     if (drain_node(c, to) < 0) return fail(c, to, cl->nodes[to].rc->last_error);
     rconn_t *n = cl->nodes[to].rc;
     if (kind == RCLUSTER_ASK) {

@@ -188,3 +188,38 @@ def test_a_primary_killed_and_restarted_loses_no_job(cluster, master_factory, tm
     assert want <= set(ran), "lost: %d" % len(want - set(ran))
     assert m.proc.poll() is None
     assert m.pool("w")["crashes"] == 0
+
+
+def test_a_slot_moved_to_another_node_is_followed(cluster, master_factory, tmp_path):
+    """CLUSTER SETSLOT moves the (empty) slot of a queue to another primary
+    while qpool runs: its commands get MOVED, follow it and keep working."""
+    rc = cluster.client()
+    log = tmp_path / "fixture.log"
+    m = master_factory()
+    queues = ["{moving}", "{emails}"]
+    m.write_config(pool(log, queues, n=2), redis_conf=cluster_conf(cluster), qpool='  log_level = "debug";')
+    m.start()
+    push_many(rc, "{emails}", [make_payload("ok") for _ in range(5)])
+    wait_for(lambda: len(read_fixture_log(log)) >= 5, 60, what="the first jobs")
+    key = PREFIX + "queues:{moving}"
+    src = cluster.node_of(key)
+    dst = next(n for n in cluster.nodes if n.port != src.port)
+    slot = src.client().execute_command("CLUSTER", "KEYSLOT", key)
+    dst_id = dst.client().execute_command("CLUSTER", "MYID").decode()
+    src_id = src.client().execute_command("CLUSTER", "MYID").decode()
+    dst.client().execute_command("CLUSTER", "SETSLOT", slot, "IMPORTING", src_id)
+    src.client().execute_command("CLUSTER", "SETSLOT", slot, "MIGRATING", dst_id)
+    for n in cluster.nodes:
+        n.client().execute_command("CLUSTER", "SETSLOT", slot, "NODE", dst_id)
+    wait_for(lambda: cluster.node_of(key).port == dst.port, 30, what="the slot on its new node")
+    rc = cluster.client()
+    moved = [make_payload("ok") for _ in range(20)]
+    push_many(rc, "{moving}", moved)
+    assert dst.client().llen(key) > 0 or empty(rc, ["{moving}"])
+    wait_for(lambda: empty(rc, queues), 120, interval=0.3, what="the moved queue emptied")
+    ran = ran_ids(log)
+    assert {p["id"] for p in moved} <= set(ran)
+    assert m.proc.poll() is None
+    # followed by redirection, not by reconnecting
+    assert re.search(r"slot %d moved to 127\.0\.0\.1:%d" % (slot, dst.port), m.log()), m.log()[-3000:]
+    assert "unavailable" not in m.log()
