@@ -223,3 +223,45 @@ def test_a_slot_moved_to_another_node_is_followed(cluster, master_factory, tmp_p
     # followed by redirection, not by reconnecting
     assert re.search(r"slot %d moved to 127\.0\.0\.1:%d" % (slot, dst.port), m.log()), m.log()[-3000:]
     assert "unavailable" not in m.log()
+
+
+def test_jobs_dispatched_by_laravel_on_the_cluster(cluster, master_factory, tmp_path):
+    """The fixture Laravel app dispatches to hash-tagged queues through its
+    own cluster connection (phpredis RedisCluster, config "redis-cluster");
+    qpool's native workers run them with the PHP adapter."""
+    from conftest import LARAVEL_APP, ROOT, LaravelApp, laravel_env
+    d = tmp_path / "laravel"
+    d.mkdir()
+    env = laravel_env(cluster.nodes[0].port, d)
+    env.update({"LOG_CHANNEL": "null", "QUEUE_CONNECTION": "redis-cluster", "CACHE_DRIVER": "array",
+                "REDIS_CLUSTER_NODES": ",".join("127.0.0.1:%d" % n.port for n in cluster.nodes)})
+    app = LaravelApp(LARAVEL_APP, env, d / "database.sqlite", d / "markers.jsonl")
+    app.artisan("migrate", "--force")
+    m = master_factory()
+    queues = ["{emails}", "{sms}"]
+    adapter = ROOT / "php" / "qpool-handler.php"
+    env_conf = app.env_conf().replace("environment = {", 'environment = { QUEUE_CONNECTION = "redis-cluster"; '
+                                      'CACHE_DRIVER = "array"; REDIS_CLUSTER_NODES = "%s";' % env["REDIS_CLUSTER_NODES"])
+    m.write_config('{ name = "app"; queues = ["{emails}", "{sms}"]; processes = 2; working_directory = "%s"; %s\n'
+                   '  queue_connection = "redis-cluster";\n'
+                   '  handler = { type = "pipe"; command = ["php", "%s", "%s"]; }; }'
+                   % (LARAVEL_APP, env_conf, adapter, LARAVEL_APP), redis_conf=cluster_conf(cluster))
+    def dispatch(queue, count, tag, delay=0):
+        # Laravel 8's bulk() pipelines, which phpredis's RedisCluster lacks: one dispatch per job
+        app.artisan("fixture:dispatch", "MarkerJob", "--connection=redis-cluster", "--mode=dispatch",
+                    "--queue=" + queue, "--count=%d" % count, "--delay=%d" % delay, "--tag=" + tag)
+    dispatch("{emails}", 20, "e")
+    dispatch("{sms}", 10, "s")
+    dispatch("{sms}", 1, "later", delay=1)
+    rc = cluster.client()
+    assert rc.llen(PREFIX + "queues:{emails}") == 20  # Laravel's own keys, in the queue's slot
+    m.start()
+
+    def done():
+        ms = [x for x in app.read_markers() if x.get("job") == "MarkerJob" and "event" not in x]
+        return ms if len(ms) >= 31 and empty(rc, queues) else None
+    ms = wait_for(done, 180, interval=0.5, what="every Laravel job run")
+    tags = collections.Counter(x["tag"] for x in ms)
+    want = ["e-%d" % i for i in range(1, 21)] + ["s-%d" % i for i in range(1, 11)] + ["later"]
+    assert tags == collections.Counter(want), tags
+    assert app.failed_jobs() == []
