@@ -214,7 +214,7 @@ int rcl_connect(rconn_t *c)
         got = ask_slots(c, addr, err, sizeof err);
     }
     if (got < 0) {
-        snprintf(c->last_error, sizeof c->last_error, "no cluster node gave the slot map (last: %s)", err);
+        snprintf(c->last_error, sizeof c->last_error, "no cluster node gave the slot map (last: %.200s)", err);
         rcl_disconnect(c);
         return -1;
     }
