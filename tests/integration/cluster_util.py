@@ -32,16 +32,18 @@ def cluster_ports(n):
 
 
 class ClusterNodeProc:
-    def __init__(self, d, port):
+    def __init__(self, d, port, aof=True):
         self.d = d
         self.port = port
+        self.aof = aof
         self.proc = None
         d.mkdir(parents=True, exist_ok=True)
 
     def start(self):
         args = ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--cluster-enabled", "yes",
                 "--cluster-config-file", str(self.d / "nodes.conf"), "--cluster-node-timeout", "2000",
-                "--appendonly", "yes", "--appendfsync", "always", "--save", "", "--dir", str(self.d),
+                "--appendonly", "yes" if self.aof else "no", "--appendfsync", "always", "--save", "",
+                "--dir", str(self.d),
                 "--logfile", str(self.d / "redis.log")]
         self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=self.d)
         deadline = time.monotonic() + 20
@@ -72,8 +74,8 @@ class ClusterNodeProc:
 
 
 class Cluster:
-    def __init__(self, d, ports):
-        self.nodes = [ClusterNodeProc(d / ("n%d" % p), p) for p in ports]
+    def __init__(self, d, ports, aof=True):
+        self.nodes = [ClusterNodeProc(d / ("n%d" % p), p, aof) for p in ports]
 
     def start(self):
         for n in self.nodes:
