@@ -49,13 +49,14 @@ def ran_ids(log):
     return collections.Counter(l[1] for l in read_fixture_log(log) if l[0] == "job")
 
 
-def test_queues_in_three_slots_are_all_processed(cluster, master_factory, tmp_path):
+@pytest.mark.parametrize("prefetch", [1, 8])
+def test_queues_in_three_slots_are_all_processed(cluster, master_factory, tmp_path, prefetch):
     rc = cluster.client()
     # the queues really are on different nodes (else this tests nothing)
     assert len({cluster.node_of(PREFIX + "queues:" + q).port for q in QUEUES}) >= 2
     log = tmp_path / "fixture.log"
     m = master_factory()
-    m.write_config(pool(log), redis_conf=cluster_conf(cluster))
+    m.write_config(pool(log, extra="prefetch = %d;" % prefetch), redis_conf=cluster_conf(cluster))
     jobs = {q: [make_payload("ok") for _ in range(60)] for q in QUEUES}
     for q in QUEUES:
         push_many(rc, q, jobs[q][:30])
