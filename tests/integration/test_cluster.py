@@ -266,3 +266,53 @@ def test_jobs_dispatched_by_laravel_on_the_cluster(cluster, master_factory, tmp_
     want = ["e-%d" % i for i in range(1, 21)] + ["s-%d" % i for i in range(1, 11)] + ["later"]
     assert tags == collections.Counter(want), tags
     assert app.failed_jobs() == []
+
+
+@pytest.mark.skipif("asan" in str(__import__("conftest").BUILD), reason="valgrind does not run ASan binaries")
+def test_cluster_master_workers_and_cli_are_valgrind_clean(cluster, master_factory, tmp_path):
+    import os
+    import signal
+    import urllib.error
+    import urllib.request
+    from test_valgrind import VALGRIND
+    rc = cluster.client()
+    log = tmp_path / "fixture.log"
+    vlog = tmp_path / "valgrind.%p.log"
+    port = free_port()
+    m = master_factory()
+    m.write_config(pool(log, n=2, tries=1), redis_conf=cluster_conf(cluster).replace("timeout = 3;", "timeout = 10;"),
+                   qpool='balance_interval = 0.2; http = { listen = "127.0.0.1:%d"; };' % port)
+    m.logf = open(m.log_path, "ab")
+    m.proc = subprocess.Popen(VALGRIND + ["--log-file=%s" % vlog, QPOOL, "run", "-c", str(m.conf)],
+                              stdout=m.logf, stderr=subprocess.STDOUT, env=dict(os.environ), start_new_session=True)
+    m.sid = m.proc.pid
+    wait_for(lambda: m.socket.exists(), 60, what="the master under valgrind")
+    for q in QUEUES:
+        push_many(rc, q, [make_payload("ok") for _ in range(20)] + [make_payload("fail")])
+    rc.rpush(PREFIX + "queues:{sms}", "garbage")
+    rc.rpush(PREFIX + "queues:{sms}:notify", 1)
+    wait_for(lambda: empty(rc) and rc.zcard(PREFIX + "qpool:failed:{sms}") == 2, 180, interval=0.5,
+             what="the jobs")
+    uuid = rc.zrange(PREFIX + "qpool:failed:{emails}", 0, -1)[0].decode()
+    for args in (["status", "-v"], ["status", "--fleet"], ["failed", "list"], ["failed", "show", uuid],
+                 ["check", "--connect"], ["failed", "retry", uuid]):
+        res = subprocess.run(VALGRIND + [QPOOL] + args + ["-c", str(m.conf)], capture_output=True, text=True,
+                             timeout=120)
+        assert res.returncode == 0, (args, res.returncode, res.stdout, res.stderr)
+        assert "definitely lost" not in res.stderr and "Invalid" not in res.stderr, (args, res.stderr)
+    for path in ["/api/status", "/api/fleet", "/api/failed", "/api/failed/" + uuid]:
+        try:
+            urllib.request.urlopen("http://127.0.0.1:%d%s" % (port, path), timeout=30).read()
+        except urllib.error.HTTPError as e:
+            assert e.code in (404, 503), (path, e.code)
+    wait_for(lambda: empty(rc), 120, interval=0.5, what="the retried job")
+    m.proc.send_signal(signal.SIGTERM)
+    assert m.proc.wait(120) == 0
+    problems = []
+    for f in tmp_path.glob("valgrind.*.log"):
+        text = f.read_text()
+        if re.search(r"Invalid (read|write|free)|uninitialised|definitely lost: [1-9]|indirectly lost: [1-9]"
+                     r"|ERROR SUMMARY: [1-9]", text):
+            problems.append("%s:\n%s" % (f, text[:4000]))
+    assert not problems, "\n\n".join(problems)
+    assert len(list(tmp_path.glob("valgrind.*.log"))) >= 3, "the workers were not traced"
