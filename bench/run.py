@@ -24,6 +24,10 @@ loopback), started here and stopped at the end:
   tls        no-op jobs/s over TLS (a test CA made with the openssl CLI, the
              same redis-server's --tls-port) next to plain TCP, 1 and 2
              workers, job logs off, alternated, best of 3
+  cluster    no-op jobs/s on a 3-primary Redis Cluster (tests/integration/
+             cluster_util.py, no AOF) to the queue {bench}, next to plain TCP
+             (one redis-server), 1 and 2 workers, job logs off, alternated,
+             best of 3
 
 Payloads are the real NoopJob payload of the fixture app (about 560 bytes),
 cloned with fresh uuid/id.
@@ -218,6 +222,75 @@ def run_tls(env, template, jobs, rounds=3):
                 if key not in out or res["jobs_per_s"] > out[key]["jobs_per_s"]:
                     out[key] = res
                 print(key, "round", r + 1, res, flush=True)
+    return out
+
+
+def run_native_cluster(env, cl, template, n_workers, jobs):
+    """run_native on the cluster cl: queue {bench}, pushed through a cluster client."""
+    name, queue = "cluster", "{bench}"
+    rc = cl.client()
+    rc.flushall()
+    conf = env.tmp / (name + ".conf")
+    conf.write_text(
+        'qpool = { pid_file = "%s/%s.pid"; control_socket = "%s/%s.sock"; log_level = "info"; };\n'
+        'redis = { default = { cluster = [%s]; }; };\n'
+        'pools = ( { name = "w"; queues = ["%s"]; processes = %d; job_log = false; handler = { type = "pipe"; '
+        'command = %s; }; } );\n' % (env.tmp, name, env.tmp, name, cl.addrs(), queue, n_workers,
+                                     json.dumps([env.handler])))
+    log = env.tmp / (name + ".log")
+    with open(log, "w") as lf:
+        p = subprocess.Popen([env.qpool, "run", "-c", str(conf)], stdout=lf, stderr=subprocess.STDOUT,
+                             start_new_session=True)
+    for _ in range(200):
+        if (env.tmp / (name + ".sock")).exists():
+            break
+        time.sleep(0.01)
+    wait_idle_workers(env, name, n_workers)
+    subprocess.run([env.qpool, "pause", "-c", str(conf)], check=True, capture_output=True)
+    pipe = rc.pipeline(transaction=False)
+    for i in range(jobs):
+        t = dict(template, uuid=str(uuid.uuid4()), id=uuid.uuid4().hex)
+        pipe.rpush(PREFIX + "queues:" + queue, json.dumps(t, separators=(",", ":")))
+        pipe.rpush(PREFIX + "queues:" + queue + ":notify", 1)
+        if i % 5000 == 4999:
+            pipe.execute()
+    pipe.execute()
+    node = cl.node_of(PREFIX + "queues:" + queue).client()
+    cmds0 = sum(n.client().info("stats")["total_commands_processed"] for n in cl.nodes)
+    t0 = time.monotonic()
+    subprocess.run([env.qpool, "continue", "-c", str(conf)], check=True, capture_output=True)
+    k = PREFIX + "queues:" + queue
+    while node.llen(k) or node.zcard(k + ":reserved"):
+        time.sleep(0.01)
+    dt = time.monotonic() - t0
+    cmds = sum(n.client().info("stats")["total_commands_processed"] for n in cl.nodes) - cmds0
+    stop(p)
+    text = log.read_text()
+    trips = sum(int(x) for x in re.findall(r"exiting: \d+ jobs \(\d+ failed\), (\d+) Redis round trips", text))
+    done = sum(int(x) for x in re.findall(r"exiting: (\d+) jobs", text))
+    return {"jobs": jobs, "seconds": round(dt, 3), "jobs_per_s": round(jobs / dt),
+            "per_worker": round(jobs / dt / n_workers), "round_trips_per_job": round(trips / max(done, 1), 3),
+            "redis_commands_per_job": round(cmds / jobs, 2)}
+
+
+def run_cluster(env, template, jobs, rounds=3):
+    """Plain TCP (one redis-server) and a 3-primary cluster alternated, best of rounds."""
+    sys.path.insert(0, str(ROOT / "tests" / "integration"))
+    from cluster_util import Cluster, cluster_ports
+    cl = Cluster(env.tmp / "cluster", cluster_ports(3), aof=False).start()
+    out = {}
+    try:
+        for n in (1, 2):
+            for r in range(rounds):
+                for on_cluster in (False, True):
+                    key = "%s_%d_worker%s" % ("cluster" if on_cluster else "tcp", n, "s" if n > 1 else "")
+                    res = (run_native_cluster(env, cl, template, n, jobs) if on_cluster
+                           else run_native(env, template, n, jobs, [env.handler], False))
+                    if key not in out or res["jobs_per_s"] > out[key]["jobs_per_s"]:
+                        out[key] = res
+                    print(key, "round", r + 1, res, flush=True)
+    finally:
+        cl.stop()
     return out
 
 
@@ -517,6 +590,9 @@ def main():
         if want("tls"):
             results["tls"] = run_tls(env, template, args.jobs)
             print("tls", results["tls"], flush=True)
+        if want("cluster"):
+            results["cluster"] = run_cluster(env, template, args.jobs)
+            print("cluster", results["cluster"], flush=True)
     finally:
         env.close()
     print(json.dumps(results, indent=2))

@@ -62,7 +62,9 @@ static const cmd_help_t HELP[] = {
      "\n"
      "Redis connections take tls = { ca_file; cert_file; key_file; server_name;\n"
      "verify; }, an ACL username with password_env or password_file, and\n"
-     "sentinels = [\"host:26379\", ...] with master_name (docs/configuration.md).\n"
+     "sentinels = [\"host:26379\", ...] with master_name, or cluster = [\"host:port\",\n"
+     "...] for a Redis Cluster, where every queue name needs a hash tag ({emails}):\n"
+     "one without is an error naming the queue (docs/configuration.md).\n"
      "\n"
      "Exit status: 0 valid (and, with --connect, every connection answered),\n"
      "78 invalid, 1 a connection failed.\n"},

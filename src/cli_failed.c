@@ -282,6 +282,7 @@ int cmd_failed(int argc, char **argv)
         return EXIT_USAGE;
     }
     fctx_t x = {.r = rconn_new(rc), .prefix = rc->prefix};
+    failed_use_config(c, conn);
     x.set_key = xasprintf("%sqpool:failed:queues", rc->prefix);
     x.job_prefix = xasprintf("%sqpool:failed:job:", rc->prefix);
     int rv = 0;

@@ -10,6 +10,7 @@
 #include "config_app.h"
 #include "log.h"
 #include "safefile.h"
+#include "rcluster.h"
 #include "sentinel.h"
 #include "util.h"
 
@@ -560,6 +561,28 @@ static bool parse_pool_settings(ctx_t *x, const config_setting_t *g, pool_conf_t
     return ok;
 }
 
+/* On a Redis Cluster a queue's keys (queues:<q>, :delayed, :reserved,
+ * :notify) must share a slot, so the queue name needs a hash tag (unless
+ * the prefix has one: then every key is in one slot). */
+static bool check_cluster_queues(ctx_t *x, const config_setting_t *g, const pool_conf_t *p)
+{
+    const redis_conf_t *r = config_redis(x->c, p->connection);
+    if (!r->cluster || (r->prefix && rcluster_has_tag(r->prefix, strlen(r->prefix)))) return true;
+    bool ok = true;
+    const config_setting_t *qs = config_setting_get_member(g, "queues");
+    for (int i = 0; i < p->nqueues; i++) {
+        const char *q = p->queues[i];
+        if (rcluster_has_tag(q, strlen(q))) continue;
+        cerr(x, qs ? qs : g,
+             "pool %s: queue \"%s\" has no hash tag: on the Redis Cluster of connection \"%s\" its "
+             ":delayed, :reserved and :notify keys would land in other slots; rename it to \"{%s}\" "
+             "(in Laravel too: the tag must be in the queue name, Laravel's \"queues:\" prefix is outside it)",
+             p->name, q, p->connection, q);
+        ok = false;
+    }
+    return ok;
+}
+
 static void pool_builtin_defaults(pool_conf_t *p)
 {
     memset(p, 0, sizeof *p);
@@ -861,7 +884,8 @@ static bool finish_pool(ctx_t *x, const config_setting_t *g, pool_conf_t *p, con
     if (!config_redis(x->c, p->connection)) {
         cerr(x, g, "pool %s: connection \"%s\" is not defined in redis", p->name, p->connection);
         ok = false;
-    }
+    } else
+        ok &= check_cluster_queues(x, g, p);
     if (!(pp->set & SET_CACHE_CONNECTION) && !p->cache_connection) {
         /* Laravel keeps its cache on the "cache" Redis connection; use it when defined. */
         p->cache_connection = xstrdup(config_redis(x->c, "cache") ? "cache" : p->connection);
@@ -1214,7 +1238,7 @@ static bool parse_qpool_group(ctx_t *x, const config_setting_t *g)
 
 static const char *const redis_ext_keys[] = {"password_file", "tls", "sentinels", "master_name",
                                               "sentinel_username", "sentinel_password_env",
-                                              "sentinel_password_file", NULL};
+                                              "sentinel_password_file", "cluster", NULL};
 
 static bool is_redis_ext_key(const char *k)
 {
@@ -1269,9 +1293,26 @@ static bool parse_sentinels(ctx_t *x, const config_setting_t *s, redis_sentinel_
     return ok;
 }
 
+static bool parse_cluster(ctx_t *x, const config_setting_t *s, redis_conf_t *r)
+{
+    if (!want_strv(x, s, true, &r->cluster)) return false;
+    bool ok = true;
+    r->ncluster = 0;
+    for (char **a = r->cluster; *a; a++, r->ncluster++) {
+        char host[256], err[300];
+        int port;
+        if (sentinel_parse_addr(*a, RCLUSTER_DEFAULT_PORT, host, sizeof host, &port, err, sizeof err) < 0) {
+            cerr(x, s, "cluster[%d]: %s", r->ncluster, err);
+            ok = false;
+        }
+    }
+    return ok;
+}
+
 static bool parse_redis_ext(ctx_t *x, const config_setting_t *s, redis_conf_t *r)
 {
     const char *k = config_setting_name(s);
+    if (!strcmp(k, "cluster")) return parse_cluster(x, s, r);
     if (!strcmp(k, "password_file")) return want_str(x, s, &r->password_file);
     if (!strcmp(k, "tls")) return parse_redis_tls(x, s, &r->tls);
     if (!strcmp(k, "sentinels")) return parse_sentinels(x, s, &r->sentinel);
@@ -1310,6 +1351,15 @@ static bool check_redis_ext(ctx_t *x, const config_setting_t *g, redis_conf_t *r
         cerr(x, g, "redis.%s: sentinels and master_name go together", r->name);
         ok = false;
     }
+    if (r->cluster) {
+        const char *other = r->socket ? "socket" : r->sentinel.addrs ? "sentinels" : r->host_set ? "host" : r->port_set ? "port" : r->db ? "db" : NULL;
+        if (other) {
+            config_setting_t *o = config_setting_get_member(g, !strcmp(other, "sentinels") ? "sentinels" : other);
+            cerr(x, o ? o : g, "redis.%s: cluster cannot be used with %s%s", r->name, other,
+                 !strcmp(other, "db") ? " (a cluster has only db 0)" : " (the cluster's nodes come from its slot map)");
+            ok = false;
+        }
+    }
     if (r->socket && (r->tls.enabled || r->sentinel.addrs)) {
         cerr(x, g, "redis.%s: socket cannot be used with %s", r->name, r->tls.enabled ? "tls" : "sentinels");
         ok = false;
@@ -1339,6 +1389,7 @@ void redis_conf_ext_free(redis_conf_t *r)
     free(r->sentinel.password_env);
     free(r->sentinel.password_file);
     wipe_free(r->sentinel.file_password);
+    free_strv(r->cluster);
 }
 
 /* Every field of a connection, and its secrets wiped. */
@@ -1381,6 +1432,7 @@ void redis_conf_ext_copy(redis_conf_t *dst, const redis_conf_t *src)
     dst->sentinel.password_env = dup_or_null(src->sentinel.password_env);
     dst->sentinel.password_file = dup_or_null(src->sentinel.password_file);
     dst->sentinel.file_password = dup_or_null(src->sentinel.file_password);
+    dst->cluster = src->cluster ? strv_dup(src->cluster) : NULL;
 }
 
 static void print_redis_ext(FILE *f, const redis_conf_t *r);
@@ -1402,7 +1454,7 @@ static bool parse_redis_group(ctx_t *x, const config_setting_t *g)
     static const char *const known[] = {"host", "port", "socket", "db", "prefix", "username",
                                         "password_env", "timeout", "password_file", "tls",
                                         "sentinels", "master_name", "sentinel_username",
-                                        "sentinel_password_env", "sentinel_password_file", NULL};
+                                        "sentinel_password_env", "sentinel_password_file", "cluster", NULL};
     qconf_t *c = x->c;
     bool ok = true;
     if (config_setting_type(g) != CONFIG_TYPE_GROUP) {
@@ -1425,9 +1477,9 @@ static bool parse_redis_group(ctx_t *x, const config_setting_t *g)
             config_setting_t *s = config_setting_get_elem(cs, (unsigned)j);
             const char *k = config_setting_name(s);
             if (!strcmp(k, "host"))
-                ok &= want_str(x, s, &r->host);
+                ok &= want_str(x, s, &r->host), r->host_set = true;
             else if (!strcmp(k, "port"))
-                ok &= want_int(x, s, 1, 65535, &r->port);
+                ok &= want_int(x, s, 1, 65535, &r->port), r->port_set = true;
             else if (!strcmp(k, "socket"))
                 ok &= want_str(x, s, &r->socket);
             else if (!strcmp(k, "db"))
@@ -1859,11 +1911,11 @@ void config_print(const qconf_t *c, FILE *f)
         fprintf(f, "  %s = {\n", r->name);
         if (r->socket)
             print_str(f, "    ", "socket", r->socket);
-        else {
+        else if (!r->cluster) {
             print_str(f, "    ", "host", r->host);
             fprintf(f, "    port = %d;\n", r->port);
         }
-        fprintf(f, "    db = %d;\n", r->db);
+        if (!r->cluster) fprintf(f, "    db = %d;\n", r->db);
         print_str(f, "    ", "prefix", r->prefix);
         if (r->username) print_str(f, "    ", "username", r->username);
         if (r->password_env) print_str(f, "    ", "password_env", r->password_env);
@@ -1949,7 +2001,7 @@ static bool redis_ext_same(const redis_conf_t *a, const redis_conf_t *b)
            str_eq(t->server_name, u->server_name) && strv_eq(s->addrs, v->addrs) &&
            str_eq(s->master_name, v->master_name) && str_eq(s->username, v->username) &&
            str_eq(s->password_env, v->password_env) && str_eq(s->password_file, v->password_file) &&
-           str_eq(s->file_password, v->file_password);
+           str_eq(s->file_password, v->file_password) && strv_eq(a->cluster, b->cluster);
 }
 
 bool redis_conf_same(const redis_conf_t *a, const redis_conf_t *b)
@@ -1976,6 +2028,7 @@ static void print_redis_ext(FILE *f, const redis_conf_t *r)
         if (r->tls.server_name) print_str(f, in2, "server_name", r->tls.server_name);
         fprintf(f, "%sverify = %s;\n%s};\n", in2, r->tls.verify ? "true" : "false", in);
     }
+    if (r->cluster) print_strv(f, in, "cluster", r->cluster);
     if (!r->sentinel.addrs) return;
     print_strv(f, in, "sentinels", r->sentinel.addrs);
     print_str(f, in, "master_name", r->sentinel.master_name);

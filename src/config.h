@@ -63,6 +63,9 @@ typedef struct {
     char *file_password;   /* password_file's content, read at load: never logged or printed */
     redis_tls_t tls;
     redis_sentinel_t sentinel;
+    bool host_set, port_set; /* given in qpool.conf (cluster excludes them) */
+    char **cluster;        /* cluster = ["host:port", ...]: Redis Cluster seed nodes, NULL-terminated; NULL: none */
+    int ncluster;
 } redis_conf_t;
 
 /* Where a redis connection was defined: qpool.conf, the built-in "default"

@@ -43,10 +43,60 @@ static bool frec_from(const redisReply *r, frec_t *f)
     return false;
 }
 
+/* ---- Redis Cluster: every key of a queue's failures is in the queue's
+ * slot: the index <prefix>qpool:failed:<queue> and the records
+ * <index>:job:<uuid>; the set of queues with failures is not kept (it
+ * would be in another slot), the configured queues are read instead. */
+
+static char **cluster_queues; /* the configured queues of the connection, NULL-terminated */
+
+void failed_use_config(const qconf_t *conf, const char *connection)
+{
+    free_strv(cluster_queues);
+    cluster_queues = NULL;
+    int n = 0;
+    for (int i = 0; i < conf->npools; i++) {
+        const pool_conf_t *p = &conf->pools[i];
+        if (strcmp(p->connection, connection)) continue;
+        for (int j = 0; j < p->nqueues; j++) {
+            bool seen = false;
+            for (int k = 0; k < n; k++) seen |= !strcmp(cluster_queues[k], p->queues[j]);
+            if (seen) continue;
+            cluster_queues = xrealloc(cluster_queues, sizeof(char *) * (size_t)(n + 2));
+            cluster_queues[n++] = xstrdup(p->queues[j]);
+            cluster_queues[n] = NULL;
+        }
+    }
+}
+
+/* The key of a record: where the queue's failures are on a cluster. */
+static char *job_key(rconn_t *c, const char *queue, const char *uuid)
+{
+    if (!rconn_is_cluster(c)) return xasprintf("%sqpool:failed:job:%s", c->conf.prefix, uuid);
+    return xasprintf("%sqpool:failed:%s:job:%s", c->conf.prefix, queue, uuid);
+}
+
+/* On a cluster: the configured queue whose index holds uuid, or NULL. */
+static const char *cluster_queue_of(rconn_t *c, const char *uuid)
+{
+    for (int i = 0; cluster_queues && cluster_queues[i]; i++) {
+        char *idx = xasprintf("%sqpool:failed:%s", c->conf.prefix, cluster_queues[i]);
+        const char *av[] = {"ZSCORE", idx, uuid};
+        redisReply *r = rconn_call(c, 3, av, NULL);
+        free(idx);
+        bool found = r && r->type == REDIS_REPLY_STRING;
+        if (r) freeReplyObject(r);
+        if (found) return cluster_queues[i];
+    }
+    return NULL;
+}
+
 int failed_get(rconn_t *c, const char *uuid, frec_t *f)
 {
     memset(f, 0, sizeof *f);
-    char *key = xasprintf("%sqpool:failed:job:%s", c->conf.prefix, uuid);
+    const char *queue = rconn_is_cluster(c) ? cluster_queue_of(c, uuid) : "";
+    if (!queue) return -1;
+    char *key = job_key(c, queue, uuid);
     const char *av[] = {"HGETALL", key};
     redisReply *r = rconn_call(c, 2, av, NULL);
     free(key);
@@ -67,8 +117,26 @@ redisReply *failed_queue_uuids(rconn_t *c, const char *queue, long limit)
     return r;
 }
 
+/* A reply as SMEMBERS would give, of the configured queues. */
+static redisReply *configured_queues(void)
+{
+    redisReply *r = xcalloc(1, sizeof *r);
+    r->type = REDIS_REPLY_ARRAY;
+    size_t n = cluster_queues ? strv_len(cluster_queues) : 0;
+    r->element = n ? xcalloc(n, sizeof *r->element) : NULL;
+    for (size_t i = 0; i < n; i++) {
+        redisReply *e = xcalloc(1, sizeof *e);
+        e->type = REDIS_REPLY_STRING;
+        e->str = xstrdup(cluster_queues[i]);
+        e->len = strlen(e->str);
+        r->element[r->elements++] = e;
+    }
+    return r;
+}
+
 redisReply *failed_queues(rconn_t *c)
 {
+    if (rconn_is_cluster(c)) return configured_queues();
     char *key = xasprintf("%sqpool:failed:queues", c->conf.prefix);
     const char *av[] = {"SMEMBERS", key};
     redisReply *r = rconn_call(c, 2, av, NULL);
@@ -213,8 +281,9 @@ int failed_retry(rconn_t *c, const char *uuid, char *queue, size_t qn, bool *kep
     char *p = retry_payload(&f, kept, &len);
     qkeys_t k;
     qkeys_init(&k, c->conf.prefix, f.queue);
-    char *jobkey = xasprintf("%sqpool:failed:job:%s", c->conf.prefix, uuid);
-    char *set = xasprintf("%sqpool:failed:queues", c->conf.prefix);
+    char *jobkey = job_key(c, f.queue, uuid);
+    /* on a cluster the set is not kept: the index (gone when SREM runs) stands in */
+    char *set = rconn_is_cluster(c) ? xstrdup(k.failed) : xasprintf("%sqpool:failed:queues", c->conf.prefix);
     const char *av[] = {k.ready, k.notify, jobkey, k.failed, set, p, uuid, f.queue};
     size_t lens[] = {strlen(k.ready), strlen(k.notify), strlen(jobkey), strlen(k.failed),
                      strlen(set), len, strlen(uuid), strlen(f.queue)};
@@ -233,8 +302,8 @@ int failed_forget(rconn_t *c, const char *uuid)
     if (failed_get(c, uuid, &f) < 0) return 0;
     qkeys_t k;
     qkeys_init(&k, c->conf.prefix, f.queue);
-    char *jobkey = xasprintf("%sqpool:failed:job:%s", c->conf.prefix, uuid);
-    char *set = xasprintf("%sqpool:failed:queues", c->conf.prefix);
+    char *jobkey = job_key(c, f.queue, uuid);
+    char *set = rconn_is_cluster(c) ? xstrdup(k.failed) : xasprintf("%sqpool:failed:queues", c->conf.prefix);
     const char *av[] = {jobkey, k.failed, set, uuid, f.queue};
     char err[64];
     int rv = run_script(c, &forget_script, FORGET_LUA, 3, 5, av, NULL, err, sizeof err);

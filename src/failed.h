@@ -24,6 +24,9 @@ void frec_free(frec_t *f);
 /* 0 and f filled; -1 when there is no such record (or Redis failed:
  * c->last_error says). */
 int failed_get(rconn_t *c, const char *uuid, frec_t *f);
+/* The configured queues of a connection: on a Redis Cluster, where no set
+ * of queues with failures is kept, the store is read through them. */
+void failed_use_config(const qconf_t *conf, const char *connection);
 /* ZREVRANGE of a queue's index (limit 0: all); NULL when Redis failed. */
 redisReply *failed_queue_uuids(rconn_t *c, const char *queue, long limit);
 /* SMEMBERS of the queues with failed jobs; NULL when Redis failed. */

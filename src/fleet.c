@@ -37,6 +37,20 @@ static const char LIST_LUA[] =
     "end\n"
     "return out\n";
 
+/* The index and the records: on a Redis Cluster both carry the hash tag
+ * {qpool-fleet}, so that each script's keys are in one slot. */
+static char *index_key(rconn_t *c)
+{
+    return rconn_is_cluster(c) ? xasprintf("%sqpool:{qpool-fleet}:masters", c->conf.prefix)
+                               : xasprintf("%sqpool:masters", c->conf.prefix);
+}
+
+static char *record_key(rconn_t *c, const char *id)
+{
+    return rconn_is_cluster(c) ? xasprintf("%sqpool:{qpool-fleet}:master:%s", c->conf.prefix, id)
+                               : xasprintf("%sqpool:master:%s", c->conf.prefix, id);
+}
+
 void fleet_id(char *buf, size_t n)
 {
     char host[256] = "?";
@@ -67,8 +81,8 @@ static int run(rconn_t *c, const char *body, int numkeys, int argc, const char *
 
 int fleet_heartbeat(rconn_t *c, const char *id, const char *record_json, int64_t ttl_ms, int64_t *redis_now_ms)
 {
-    char *index = xasprintf("%sqpool:masters", c->conf.prefix);
-    char *key = xasprintf("%sqpool:master:%s", c->conf.prefix, id);
+    char *index = index_key(c);
+    char *key = record_key(c, id);
     char ttl[32];
     snprintf(ttl, sizeof ttl, "%lld", (long long)ttl_ms);
     const char *argv[] = {index, key, id, record_json, ttl};
@@ -85,8 +99,8 @@ int fleet_heartbeat(rconn_t *c, const char *id, const char *record_json, int64_t
 
 int fleet_goodbye(rconn_t *c, const char *id)
 {
-    char *index = xasprintf("%sqpool:masters", c->conf.prefix);
-    char *key = xasprintf("%sqpool:master:%s", c->conf.prefix, id);
+    char *index = index_key(c);
+    char *key = record_key(c, id);
     const char *argv[] = {index, key, id};
     int rv = run(c, GOODBYE_LUA, 2, 3, argv, NULL);
     free(index);
@@ -96,8 +110,8 @@ int fleet_goodbye(rconn_t *c, const char *id)
 
 cJSON *fleet_list(rconn_t *c)
 {
-    char *index = xasprintf("%sqpool:masters", c->conf.prefix);
-    char *prefix = xasprintf("%sqpool:master:", c->conf.prefix);
+    char *index = index_key(c);
+    char *prefix = record_key(c, "");
     const char *argv[] = {index, prefix};
     redisReply *r = NULL;
     int rv = run(c, LIST_LUA, 1, 2, argv, &r);

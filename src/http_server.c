@@ -6,6 +6,7 @@
  * delivers it) and stops the daemon.
  */
 #include "http.h"
+#include "failed.h"
 #include "http_api.h"
 #include "log.h"
 
@@ -306,6 +307,7 @@ int http_serve(const qconf_t *conf, int listen_fd, int ctl_fd, const char *token
     pthread_mutex_init(&s.api.lock, NULL);
     const redis_conf_t *rc = config_redis(conf, hc->connection ? hc->connection : "default");
     s.api.rc = rconn_new(rc);
+    failed_use_config(conf, rc->name);
     if (s.api.rc->conf.timeout > 1) s.api.rc->conf.timeout = 1; /* a hung Redis holds a request 1 s at most */
 
     /* SIGTERM (from the master, or as its parent-death signal) stays

@@ -4,6 +4,7 @@
  * differ.
  */
 #include "queue.h"
+#include "rcluster.h"
 #include "log.h"
 #include "util.h"
 
@@ -112,13 +113,14 @@ static const char POP_LUA[] =
     "      local uuid = ARGV[5]\n"
     "      if ok and type(decoded) == 'table' and type(decoded['uuid']) == 'string'\n"
     "         and #decoded['uuid'] > 0 and #decoded['uuid'] <= 128 then uuid = decoded['uuid'] end\n"
-    "      redis.call('hset', ARGV[8] .. uuid, 'uuid', uuid, 'connection', ARGV[6],\n"
+    "      local jobkey = ARGV[8] ~= '' and ARGV[8] or (KEYS[q*5+5] .. ':job:')\n"
+    "      redis.call('hset', jobkey .. uuid, 'uuid', uuid, 'connection', ARGV[6],\n"
     "        'queue', ARGV[10 + q], 'payload', job,\n"
     "        'exception', 'qpool: invalid payload: ' .. reason .. ' (the raw bytes are kept as they were popped)',\n"
     "        'failed_at', ARGV[1])\n"
     "      redis.call('zadd', KEYS[q*5+5], now, uuid)\n"
-    "      redis.call('sadd', KEYS[#KEYS], ARGV[10 + q])\n"
-    "      trim(KEYS[q*5+5], tonumber(ARGV[7]), ARGV[8])\n"
+    "      if ARGV[8] ~= '' then redis.call('sadd', KEYS[#KEYS], ARGV[10 + q]) end\n"
+    "      trim(KEYS[q*5+5], tonumber(ARGV[7]), jobkey)\n"
     "      return {2, q + 1, uuid, reason, full}\n"
     "    end\n"
     "  end\n"
@@ -174,16 +176,17 @@ static const char EXTEND_LUA[] =
  * job key prefix. Returns 1 if the reservation was removed. */
 static const char FAIL_LUA[] =
     "local removed = 0\n"
+    "local jobkey = ARGV[9] ~= '' and ARGV[9] or (KEYS[2] .. ':job:')\n"
     "if ARGV[1] ~= '' then removed = redis.call('zrem', KEYS[1], ARGV[1]) end\n"
-    "redis.call('hset', ARGV[9] .. ARGV[2], 'uuid', ARGV[2], 'connection', ARGV[3], 'queue', ARGV[4],\n"
+    "redis.call('hset', jobkey .. ARGV[2], 'uuid', ARGV[2], 'connection', ARGV[3], 'queue', ARGV[4],\n"
     "  'payload', ARGV[5], 'exception', ARGV[6], 'failed_at', ARGV[7])\n"
     "redis.call('zadd', KEYS[2], ARGV[7], ARGV[2])\n"
-    "redis.call('sadd', KEYS[3], ARGV[4])\n"
+    "if ARGV[9] ~= '' then redis.call('sadd', KEYS[3], ARGV[4]) end\n"
     "local n = redis.call('zcard', KEYS[2])\n"
     "local limit = tonumber(ARGV[8])\n"
     "if n > limit then\n"
     "  local old = redis.call('zrange', KEYS[2], 0, n - limit - 1)\n"
-    "  for _, u in ipairs(old) do redis.call('del', ARGV[9] .. u) end\n"
+    "  for _, u in ipairs(old) do redis.call('del', jobkey .. u) end\n"
     "  redis.call('zremrangebyrank', KEYS[2], 0, n - limit - 1)\n"
     "end\n"
     "return removed";
@@ -255,6 +258,7 @@ void qkeys_init(qkeys_t *k, const char *prefix, const char *name)
     k->notify = xasprintf("%s:notify", k->ready);
     k->failed = xasprintf("%sqpool:failed:%s", prefix, name);
     k->unpop = xasprintf("%sqpool:unpop:%s:", prefix, name);
+    k->slot = rcluster_key_slot(k->ready, strlen(k->ready));
 }
 
 void qkeys_free(qkeys_t *k)
@@ -290,13 +294,15 @@ void queue_set_free(queue_set_t *qs)
 
 /* ------------------------------------------------------------ pop */
 
-bool queue_append_pop(rconn_t *c, const queue_set_t *qs, const pop_args_t *a)
+/* The pop script over the queues not in skip (in order). */
+static bool append_pop_masked(rconn_t *c, const queue_set_t *qs, const pop_args_t *a, uint32_t skip)
 {
     int idx[QPOOL_MAX_QUEUES];
     int n = 0;
     for (int i = 0; i < qs->nq && n < QPOOL_MAX_QUEUES; i++)
-        if (!(a->skip_mask & (1u << i))) idx[n++] = i;
+        if (!(skip & (1u << i))) idx[n++] = i;
     if (n == 0) return false;
+    bool cl = rconn_is_cluster(c);
     int nkeys = 5 * n + 1;
     int argc = nkeys + 9 + n + 1;
     const char **argv = xcalloc((size_t)argc, sizeof *argv);
@@ -309,7 +315,9 @@ bool queue_append_pop(rconn_t *c, const queue_set_t *qs, const pop_args_t *a)
         argv[o++] = k->notify;
         argv[o++] = k->failed;
     }
-    argv[o++] = qs->failed_queues;
+    /* on a cluster: a key of the same slot in its place (not used), and no
+     * job key prefix: records go to <failed index>:job:<uuid> */
+    argv[o++] = cl ? qs->q[idx[0]].failed : qs->failed_queues;
     char now[24], until[24], batch[16], limit[16], uuid[37];
     snprintf(now, sizeof now, "%lld", (long long)a->now);
     snprintf(until, sizeof until, "%lld", (long long)(a->now + a->retry_after));
@@ -323,7 +331,7 @@ bool queue_append_pop(rconn_t *c, const queue_set_t *qs, const pop_args_t *a)
     argv[o++] = uuid;
     argv[o++] = a->connection;
     argv[o++] = limit;
-    argv[o++] = qs->failed_job_prefix;
+    argv[o++] = cl ? "" : qs->failed_job_prefix;
     argv[o++] = a->token_taken ? "0" : "1";
     for (int j = 0; j < n; j++) argv[o++] = qs->q[idx[j]].name;
     char want[16];
@@ -332,6 +340,98 @@ bool queue_append_pop(rconn_t *c, const queue_set_t *qs, const pop_args_t *a)
     rconn_append_script(c, &SCRIPT_POP, nkeys, argc, argv, NULL);
     free(argv);
     return true;
+}
+
+/* On a cluster: the skip mask of the g-th run of same-slot queues among
+ * those not skipped (every queue outside the run skipped), or ~0u when there
+ * is no such run. */
+static uint32_t group_mask(const queue_set_t *qs, uint32_t skip, int g)
+{
+    int idx[QPOOL_MAX_QUEUES] = {0}, slots[QPOOL_MAX_QUEUES] = {0}, group[QPOOL_MAX_QUEUES] = {0};
+    int n = 0;
+    for (int i = 0; i < qs->nq && n < QPOOL_MAX_QUEUES; i++)
+        if (!(skip & (1u << i))) {
+            idx[n] = i;
+            slots[n++] = qs->q[i].slot;
+        }
+    rcluster_group_runs(slots, n, group);
+    uint32_t keep = 0;
+    for (int j = 0; j < n; j++)
+        if (group[j] == g) keep |= 1u << idx[j];
+    return keep ? ~keep : ~0u;
+}
+
+bool queue_append_pop(rconn_t *c, const queue_set_t *qs, const pop_args_t *a)
+{
+    if (!rconn_is_cluster(c)) return append_pop_masked(c, qs, a, a->skip_mask);
+    /* one slot per script: the first run now, the next ones by queue_read_pop */
+    return append_pop_masked(c, qs, a, group_mask(qs, a->skip_mask, 0));
+}
+
+/* The number the script gave a queue under mask from, as it would be
+ * under mask to (both count the queues not skipped, from 1). */
+static long long renumber(const queue_set_t *qs, uint32_t from, uint32_t to, long long n)
+{
+    for (int i = 0, seen = 0, at = 0; i < qs->nq; i++) {
+        if (!(to & (1u << i))) at++;
+        if (from & (1u << i)) continue;
+        if (++seen == n) return at;
+    }
+    return 0;
+}
+
+static void renumber_reply(const queue_set_t *qs, uint32_t from, uint32_t to, redisReply *r)
+{
+    r->element[1]->integer = renumber(qs, from, to, r->element[1]->integer);
+    if (r->elements < 7 || r->element[6]->type != REDIS_REPLY_ARRAY) return;
+    redisReply *x = r->element[6];
+    for (size_t i = 0; i + 2 < x->elements; i += 3)
+        if (x->element[i]->type == REDIS_REPLY_INTEGER) x->element[i]->integer = renumber(qs, from, to, x->element[i]->integer);
+}
+
+static bool is_pop_reply(const redisReply *r)
+{
+    return r->type == REDIS_REPLY_ARRAY && r->elements >= 5 && r->element[0]->type == REDIS_REPLY_INTEGER &&
+           r->element[1]->type == REDIS_REPLY_INTEGER && r->element[4]->type == REDIS_REPLY_INTEGER;
+}
+
+/* Two empty replies as one: the earlier due time, "full" if either was. */
+static redisReply *merge_empty(redisReply *best, redisReply *r)
+{
+    if (!best) return r;
+    bool rdue = r->elements >= 6 && r->element[5]->type == REDIS_REPLY_STRING;
+    bool bdue = best->elements >= 6 && best->element[5]->type == REDIS_REPLY_STRING;
+    long long full = best->element[4]->integer || r->element[4]->integer;
+    if (rdue && (!bdue || strtoll(r->element[5]->str, NULL, 10) < strtoll(best->element[5]->str, NULL, 10))) {
+        freeReplyObject(best);
+        best = r;
+    } else
+        freeReplyObject(r);
+    best->element[4]->integer = full;
+    return best;
+}
+
+int queue_read_pop(rconn_t *c, const queue_set_t *qs, const pop_args_t *a, redisReply **out)
+{
+    if (!rconn_is_cluster(c)) return rconn_read(c, -1, -1, out);
+    redisReply *best = NULL;
+    for (int g = 0;; g++) {
+        uint32_t mask = group_mask(qs, a->skip_mask, g);
+        redisReply *r;
+        int rv = rconn_read(c, -1, -1, &r);
+        if (rv != RC_OK || !is_pop_reply(r) || r->element[0]->integer != POP_EMPTY) {
+            if (best) freeReplyObject(best);
+            if (rv == RC_OK && is_pop_reply(r)) renumber_reply(qs, mask, a->skip_mask, r);
+            *out = r;
+            return rv;
+        }
+        best = merge_empty(best, r);
+        uint32_t next = group_mask(qs, a->skip_mask, g + 1);
+        if (next == ~0u || !append_pop_masked(c, qs, a, next)) {
+            *out = best;
+            return RC_OK;
+        }
+    }
 }
 
 static char *elem_dup(const redisReply *e, size_t *len)
@@ -465,9 +565,12 @@ void queue_append_fail(rconn_t *c, const queue_set_t *qs, const qkeys_t *k, cons
     char at[24], limit[16];
     snprintf(at, sizeof at, "%lld", (long long)f->failed_at);
     snprintf(limit, sizeof limit, "%d", f->limit > 0 ? f->limit : 10000);
-    const char *argv[] = {k->reserved, k->failed, qs->failed_queues, reserved ? reserved : "",
+    /* On a cluster every key is the queue's slot: the record is
+     * <failed index>:job:<uuid> and the set of queues is not kept (failed.c). */
+    bool cl = rconn_is_cluster(c);
+    const char *argv[] = {k->reserved, k->failed, cl ? k->failed : qs->failed_queues, reserved ? reserved : "",
                           f->uuid, f->connection, k->name, f->payload, f->exception, at, limit,
-                          qs->failed_job_prefix};
+                          cl ? "" : qs->failed_job_prefix};
     size_t lens[12];
     for (int i = 0; i < 12; i++) lens[i] = strlen(argv[i]);
     lens[3] = reserved ? reslen : 0;

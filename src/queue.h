@@ -31,6 +31,7 @@ typedef struct {
     char *name;                /* unprefixed */
     char *ready, *delayed, *reserved, *notify, *failed;   /* full keys */
     char *unpop;               /* <prefix>qpool:unpop:<name>: give-back tokens, outside Laravel's queues:* */
+    int slot;                  /* Redis Cluster slot of its keys (with a hash tag in the name, all of them) */
 } qkeys_t;
 
 typedef struct {
@@ -88,6 +89,12 @@ typedef struct {
 
 /* Append a pop call (no reply read). Returns false if every queue is skipped. */
 bool queue_append_pop(rconn_t *c, const queue_set_t *qs, const pop_args_t *a);
+/* Read the reply of a pop call: rconn_read, except on a Redis Cluster,
+ * where the call is one script per run of same-slot queues (in priority
+ * order): the first was sent by queue_append_pop, and while each answers
+ * "empty" the next is sent and read, so a pop costs one round trip per run
+ * up to the first with a job. The reply is then as one call's. */
+int queue_read_pop(rconn_t *c, const queue_set_t *qs, const pop_args_t *a, redisReply **out);
 /* Parse the reply of a pop call. false on an unexpected reply. */
 bool queue_parse_pop(const queue_set_t *qs, const pop_args_t *a, redisReply *r, pop_result_t *out);
 void pop_result_free(pop_result_t *r);

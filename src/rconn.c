@@ -2,6 +2,7 @@
  * rconn.c - see rconn.h.
  */
 #include "rconn.h"
+#include "rconn_cluster.h"
 #include "log.h"
 #include "rtls.h"
 #include "sentinel.h"
@@ -38,12 +39,17 @@ rconn_t *rconn_new(const redis_conf_t *rc)
     /* behind Sentinel the address is unknown until a sentinel names it */
     if (!c->conf.sentinel.addrs) snprintf(c->cur_host, sizeof c->cur_host, "%s", c->conf.host ? c->conf.host : "");
     c->cur_port = c->conf.port;
+    if (c->conf.cluster) c->cl = rcl_new(c);
     return c;
 }
 
 /* Close the connection: the TLS session first (redisFree closes the fd). */
 static void disconnect(rconn_t *c)
 {
+    if (c->cl) {
+        rcl_disconnect(c);
+        return;
+    }
     if (c->ssl) {
         SSL_free(c->ssl);
         c->ssl = NULL;
@@ -58,6 +64,7 @@ void rconn_free(rconn_t *c)
 {
     if (!c) return;
     disconnect(c);
+    rcl_free(c->cl);
     if (c->ssl_ctx) SSL_CTX_free(c->ssl_ctx);
     c->conf.name = NULL; /* c->name's */
     redis_conf_free(&c->conf);
@@ -67,7 +74,9 @@ void rconn_free(rconn_t *c)
 
 void rconn_describe(const rconn_t *c, char *buf, size_t n)
 {
-    if (c->conf.socket)
+    if (c->cl)
+        rcl_describe(c, buf, n);
+    else if (c->conf.socket)
         snprintf(buf, n, "%s (%s)", c->name, c->conf.socket);
     else if (c->conf.sentinel.addrs && c->cur_host[0])
         snprintf(buf, n, "%s (%s at %s:%d via Sentinel)", c->name, c->conf.sentinel.master_name,
@@ -429,16 +438,22 @@ static int resolve_primary(rconn_t *c)
     return -1;
 }
 
+/* One connection (or, on a cluster, one to each primary): 0, or -1 with
+ * last_error set. */
+static int connect_server(rconn_t *c)
+{
+    if (c->cl) return rcl_connect(c);
+    if (resolve_primary(c) < 0) return -1;
+    int r = c->conf.tls.enabled ? open_tls(c) : open_plain(c);
+    if (r < 0 || handshake(c) < 0) return -1;
+    return 0;
+}
+
 int rconn_ensure(rconn_t *c)
 {
     if (c->ctx) return 0;
     if (c->in_outage && mono_ms() < c->next_attempt_ms) return -1;
-    if (resolve_primary(c) < 0) {
-        rconn_drop(c, NULL);
-        return -1;
-    }
-    int r = c->conf.tls.enabled ? open_tls(c) : open_plain(c);
-    if (r < 0 || handshake(c) < 0) {
+    if (connect_server(c) < 0) {
         rconn_drop(c, NULL);
         return -1;
     }
@@ -460,11 +475,13 @@ uint64_t rconn_reconnects(const rconn_t *c)
 
 void rconn_append(rconn_t *c, int argc, const char **argv, const size_t *lens)
 {
-    if (c->ctx) redisAppendCommandArgv(c->ctx, argc, argv, lens);
+    if (c->cl) rcl_append(c, argc, argv, lens);
+    else if (c->ctx) redisAppendCommandArgv(c->ctx, argc, argv, lens);
 }
 
 int rconn_send(rconn_t *c)
 {
+    if (c->cl) return rcl_send(c);
     if (!c->ctx) return RC_ERR;
     if (flush_out(c) < 0) {
         rconn_drop(c, c->last_error);
@@ -475,6 +492,7 @@ int rconn_send(rconn_t *c)
 
 int rconn_read(rconn_t *c, int sigfd, int timeout_ms, redisReply **out)
 {
+    if (c->cl) return rcl_read(c, sigfd, timeout_ms, out);
     *out = NULL;
     if (!c->ctx) {
         if (!c->last_error[0]) snprintf(c->last_error, sizeof c->last_error, "not connected");
@@ -539,6 +557,7 @@ void rscript_init(rscript_t *s, const char *body)
 {
     s->body = body;
     sha1_hex(body, strlen(body), s->sha);
+    rcl_register_script(s);
 }
 
 static void append_script(rconn_t *c, const char *verb, const char *what, int numkeys, int argc,

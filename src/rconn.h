@@ -35,6 +35,7 @@ typedef struct rconn {
     int cur_port;
     int sentinel_good;          /* the sentinel that answered last: asked first */
     bool quiet;                 /* no outage log lines (qpool check --connect, sentinel lookups) */
+    struct rcluster *cl;        /* cluster = [...]: the nodes and slot map (rconn_cluster.c); NULL otherwise */
 } rconn_t;
 
 enum { RC_OK = 1, RC_SIGNAL = 0, RC_ERR = -1 };
@@ -45,6 +46,10 @@ uint64_t rconn_reconnects(const rconn_t *c);
 void rconn_free(rconn_t *c);
 /* "NAME (HOST:PORT)", "NAME (SOCKET)" or "NAME (MASTER at HOST:PORT via Sentinel)". */
 void rconn_describe(const rconn_t *c, char *buf, size_t n);
+
+/* Whether this is a Redis Cluster connection (commands are routed by key
+ * slot; a multi-key command or script must keep to one slot). */
+static inline bool rconn_is_cluster(const rconn_t *c) { return c->cl != NULL; }
 
 /* Connect if not connected and a reconnect attempt is due. 0 when usable. */
 int rconn_ensure(rconn_t *c);

@@ -92,6 +92,7 @@ typedef struct {
     int sfd;
     rconn_t *rc, *cache;
     redisContext *scripts_loaded_on;
+    unsigned wait_turn;        /* Redis Cluster: whose slot the next idle BLPOP waits on */
     queue_set_t qs;
     handler_t *h;
 
@@ -419,7 +420,7 @@ static void settle(worker_t *w)
         if (rv == OW_REFUSED) outcome_refused(w, err, false);
     }
     redisReply *r;
-    if (rconn_read(w->rc, -1, -1, &r) != RC_OK) return;
+    if (queue_read_pop(w->rc, &w->qs, &w->ahead.a, &r) != RC_OK) return;
     pop_result_t pr;
     if (is_noscript(r)) {
         w->scripts_loaded_on = NULL;
@@ -1043,12 +1044,35 @@ static bool run_job(worker_t *w, job_t *j)
 
 /* ------------------------------------------------------------ the loop */
 
+/* On a Redis Cluster one BLPOP can only wait on keys of one slot: with
+ * queues in several slots, each wait takes the next slot's queues in turn
+ * and lasts at most CLUSTER_WAIT_S, so a job on another slot waits that
+ * long at most. */
+#define CLUSTER_WAIT_S 0.25
+static uint32_t cluster_wait_mask(worker_t *w, uint32_t skip, double *secs)
+{
+    int slots[QPOOL_MAX_QUEUES], n = 0;
+    for (int i = 0; i < w->qs.nq; i++) {
+        if (skip & (1u << i)) continue;
+        bool seen = false;
+        for (int j = 0; j < n; j++) seen |= slots[j] == w->qs.q[i].slot;
+        if (!seen) slots[n++] = w->qs.q[i].slot;
+    }
+    if (n <= 1) return skip;
+    int want = slots[w->wait_turn++ % (unsigned)n];
+    if (*secs > CLUSTER_WAIT_S) *secs = CLUSTER_WAIT_S;
+    for (int i = 0; i < w->qs.nq; i++)
+        if (w->qs.q[i].slot != want) skip |= 1u << i;
+    return skip;
+}
+
 /* Block on the :notify lists of the unpaused queues for up to secs. */
 static void idle_wait(worker_t *w, double secs, uint32_t skip)
 {
     const char **argv = xcalloc((size_t)w->qs.nq + 2, sizeof *argv);
     int argc = 0;
     argv[argc++] = "BLPOP";
+    if (rconn_is_cluster(w->rc)) skip = cluster_wait_mask(w, skip, &secs);
     for (int i = 0; i < w->qs.nq; i++)
         if (!(skip & (1u << i))) argv[argc++] = w->qs.q[i].notify;
     char t[32];
@@ -1123,7 +1147,7 @@ static bool pop_next(worker_t *w, uint32_t skip, job_t *job)
         return false;
     }
     redisReply *r;
-    if (rconn_read(w->rc, -1, -1, &r) != RC_OK) return false;
+    if (queue_read_pop(w->rc, &w->qs, &a, &r) != RC_OK) return false;
     if (is_noscript(r)) {
         freeReplyObject(r);
         w->scripts_loaded_on = NULL;

@@ -354,6 +354,37 @@ static void test_redis_tls_and_sentinel_errors(void **state)
     expect_error(t7, 3, "password_file: /nonexistent/pw: No such file", NULL);
 }
 
+static void test_redis_cluster(void **state)
+{
+    (void)state;
+    qconf_t *c = must_load("redis = { default = { cluster = [\"127.0.0.1:7000\", \"n2\"]; }; };\n"
+                           "pools = ( { name = \"p\"; queues = [\"{emails}\", \"x{sms}\"]; command = [\"run\"]; } );\n");
+    const redis_conf_t *r = config_redis(c, "default");
+    assert_int_equal(r->ncluster, 2);
+    assert_string_equal(r->cluster[1], "n2");
+    redis_conf_t copy = *r;
+    redis_conf_ext_copy(&copy, r);
+    assert_true(redis_conf_same(&copy, r));
+    assert_ptr_not_equal(copy.cluster, r->cluster);
+    redis_conf_ext_free(&copy);
+    config_free(c);
+    /* a prefix with a tag puts every key in one slot: any name will do */
+    c = must_load("redis = { default = { cluster = [\"a:1\"]; prefix = \"{app}:\"; }; };\n"
+                  "pools = ( { name = \"p\"; queues = [\"emails\"]; command = [\"run\"]; } );\n");
+    config_free(c);
+    static const char t1[] = "redis = {\n  default = {\n    cluster = [\"a:1\"];\n    host = \"h\";\n  };\n};\n" MINPOOL;
+    expect_error(t1, 4, "cluster cannot be used with host", NULL);
+    static const char t2[] = "redis = {\n  default = {\n    cluster = [\"a:1\"]; sentinels = [\"s\"]; master_name = \"m\";\n  };\n};\n" MINPOOL;
+    expect_error(t2, 3, "cluster cannot be used with sentinels", NULL);
+    static const char t3[] = "redis = {\n  default = {\n    cluster = [\"a:1\"];\n    db = 2;\n  };\n};\n" MINPOOL;
+    expect_error(t3, 4, "cluster cannot be used with db", NULL);
+    static const char t4[] = "redis = {\n  default = {\n    cluster = [\"a:99999\"];\n  };\n};\n" MINPOOL;
+    expect_error(t4, 3, "cluster[0]", NULL);
+    static const char t5[] = "redis = { default = { cluster = [\"a:1\"]; }; };\n"
+                             "pools = (\n  { name = \"p\";\n    queues = [\"{ok}\", \"emails\"]; command = [\"run\"]; } );\n";
+    expect_error(t5, 4, "queue \"emails\" has no hash tag", "rename it to \"{emails}\"", NULL);
+}
+
 static void test_defaults_group_cascades(void **state)
 {
     (void)state;
@@ -1323,6 +1354,7 @@ int main(void)
         cmocka_unit_test(test_cache_connection_default),
         cmocka_unit_test(test_redis_tls_and_sentinel_keys),
         cmocka_unit_test(test_redis_tls_and_sentinel_errors),
+        cmocka_unit_test(test_redis_cluster),
         cmocka_unit_test(test_defaults_group_cascades),
         cmocka_unit_test(test_pool_only_keys_rejected_in_defaults),
         cmocka_unit_test(test_syntax_error),

@@ -46,6 +46,15 @@ return [
             'database' => env('REDIS_CACHE_DB', '1'),
         ],
 
+        // A Redis Cluster (test_cluster.py): REDIS_CLUSTER_NODES="h:p,h:p,...",
+        // used by the queue connection "redis-cluster". Unset: none.
+        'clusters' => env('REDIS_CLUSTER_NODES') ? [
+            'cluster' => array_map(function ($a) {
+                [$host, $port] = explode(':', $a);
+                return ['host' => $host, 'port' => (int) $port, 'database' => 0];
+            }, explode(',', env('REDIS_CLUSTER_NODES'))),
+        ] : [],
+
     ],
 
 ];

@@ -18,6 +18,16 @@ return [
             'block_for' => null,
         ],
 
+        // On the Redis Cluster of REDIS_CLUSTER_NODES (database.php); queue
+        // names must carry a hash tag, e.g. {default}.
+        'redis-cluster' => [
+            'driver' => 'redis',
+            'connection' => 'cluster',
+            'queue' => env('REDIS_QUEUE', '{default}'),
+            'retry_after' => (int) env('QUEUE_RETRY_AFTER', 90),
+            'block_for' => null,
+        ],
+
     ],
 
     'batching' => [

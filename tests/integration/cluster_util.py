@@ -1,0 +1,118 @@
+"""A Redis Cluster on loopback for the tests and the benchmark: N primaries
+(`redis-server --cluster-enabled yes`), created with `redis-cli --cluster
+create --cluster-replicas 0`, each with its nodes.conf and AOF in its own
+directory so that a node killed with SIGKILL restarts with its slots and
+data on the same port."""
+import random
+import socket
+import subprocess
+import time
+
+import redis
+from redis.cluster import ClusterNode, RedisCluster
+
+
+def _free(port):
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+            return True
+        except OSError:
+            return False
+
+
+def cluster_ports(n):
+    """n free ports whose cluster bus ports (port + 10000) are free too."""
+    out = []
+    while len(out) < n:
+        p = random.randint(20000, 50000)
+        if p not in out and _free(p) and _free(p + 10000):
+            out.append(p)
+    return out
+
+
+class ClusterNodeProc:
+    def __init__(self, d, port, aof=True):
+        self.d = d
+        self.port = port
+        self.aof = aof
+        self.proc = None
+        d.mkdir(parents=True, exist_ok=True)
+
+    def start(self):
+        args = ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--cluster-enabled", "yes",
+                "--cluster-config-file", str(self.d / "nodes.conf"), "--cluster-node-timeout", "2000",
+                "--appendonly", "yes" if self.aof else "no", "--appendfsync", "always", "--save", "",
+                "--dir", str(self.d),
+                "--logfile", str(self.d / "redis.log")]
+        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=self.d)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            try:
+                if self.client().ping():
+                    return self
+            except redis.exceptions.RedisError:
+                pass
+            time.sleep(0.05)
+        raise AssertionError("cluster node on %d did not start" % self.port)
+
+    def client(self):
+        return redis.Redis(port=self.port, socket_timeout=10)
+
+    def kill(self):
+        self.proc.kill()
+        self.proc.wait(10)
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+
+
+class Cluster:
+    def __init__(self, d, ports, aof=True):
+        self.nodes = [ClusterNodeProc(d / ("n%d" % p), p, aof) for p in ports]
+
+    def start(self):
+        for n in self.nodes:
+            n.start()
+        addrs = ["127.0.0.1:%d" % n.port for n in self.nodes]
+        subprocess.run(["redis-cli", "--cluster", "create"] + addrs + ["--cluster-replicas", "0", "--cluster-yes"],
+                       check=True, capture_output=True, timeout=60)
+        self.wait_ok()
+        return self
+
+    def wait_ok(self, timeout=60):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                if all(b"cluster_state:ok" in n.client().execute_command("CLUSTER", "INFO") for n in self.nodes):
+                    return
+            except redis.exceptions.RedisError:
+                pass
+            time.sleep(0.1)
+        raise AssertionError("cluster_state never became ok")
+
+    def client(self):
+        return RedisCluster(startup_nodes=[ClusterNode("127.0.0.1", n.port) for n in self.nodes],
+                            socket_timeout=10)
+
+    def node_of(self, key):
+        """The node owning key's slot."""
+        slot = self.nodes[0].client().execute_command("CLUSTER", "KEYSLOT", key)
+        for n in self.nodes:
+            for r in n.client().execute_command("CLUSTER", "SLOTS"):
+                if r[0] <= slot <= r[1] and int(r[2][1]) == n.port:
+                    return n
+        raise AssertionError("no node owns slot %d" % slot)
+
+    def addrs(self):
+        return ", ".join('"127.0.0.1:%d"' % n.port for n in self.nodes)
+
+    def stop(self):
+        for n in self.nodes:
+            n.stop()

@@ -1,0 +1,319 @@
+"""Redis Cluster (issue 12 item 1): three primaries on loopback
+(`redis-server --cluster-enabled yes` x3, `redis-cli --cluster create`).
+qpool reads the slot map, routes every command to the node owning its
+key's slot, pops per slot in the pool's priority order, and comes back after
+a primary is killed and restarted from its AOF."""
+import collections
+import re
+import subprocess
+
+import pytest
+
+from cluster_util import Cluster, cluster_ports
+from conftest import (FIXTURE_HANDLER, PREFIX, QPOOL, free_port, make_payload, push_many, queue_state,
+                      read_fixture_log, wait_for)
+
+QUEUES = ["{emails}", "{sms}", "{reports}"]
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    c = Cluster(tmp_path / "cluster", cluster_ports(3))
+    try:
+        c.start()
+        yield c
+    finally:
+        c.stop()
+
+
+def cluster_conf(c, extra=""):
+    return ('default = { cluster = [%s]; prefix = "%s"; timeout = 3; %s };' % (c.addrs(), PREFIX, extra))
+
+
+def pool(log, queues=QUEUES, n=3, name="w", extra="", tries=0):
+    size = "processes = %d;" % n if n else ""
+    return ('{ name = "%s"; queues = [%s]; %s tries = %d; retry_after = 20;'
+            ' handler = { type = "pipe"; command = ["%s"]; }; environment = { FIXTURE_LOG = "%s"; }; %s }'
+            % (name, ", ".join('"%s"' % q for q in queues), size, tries, FIXTURE_HANDLER, log, extra))
+
+
+def empty(rc, queues=QUEUES):
+    for q in queues:
+        s = queue_state(rc, q)
+        if s["ready"] or s["reserved"] or s["delayed"]:
+            return False
+    return True
+
+
+def ran_ids(log):
+    return collections.Counter(l[1] for l in read_fixture_log(log) if l[0] == "job")
+
+
+@pytest.mark.parametrize("prefetch", [1, 8])
+def test_queues_in_three_slots_are_all_processed(cluster, master_factory, tmp_path, prefetch):
+    rc = cluster.client()
+    # the queues really are on different nodes (else this tests nothing)
+    assert len({cluster.node_of(PREFIX + "queues:" + q).port for q in QUEUES}) >= 2
+    log = tmp_path / "fixture.log"
+    m = master_factory()
+    m.write_config(pool(log, extra="prefetch = %d;" % prefetch), redis_conf=cluster_conf(cluster))
+    jobs = {q: [make_payload("ok") for _ in range(60)] for q in QUEUES}
+    for q in QUEUES:
+        push_many(rc, q, jobs[q][:30])
+    later = make_payload("ok")
+    rc.zadd(PREFIX + "queues:{sms}:delayed", {__import__("json").dumps(later, separators=(",", ":")): 1})
+    m.start()
+    for q in QUEUES:  # more while the workers wait
+        push_many(rc, q, jobs[q][30:])
+    wait_for(lambda: empty(rc), 120, interval=0.3, what="every queue empty")
+    ran = ran_ids(log)
+    want = {p["id"] for q in QUEUES for p in jobs[q]} | {later["id"]}
+    assert want <= set(ran), "lost: %d" % len(want - set(ran))
+    assert all(n == 1 for n in ran.values())
+    assert m.pool("w")["crashes"] == 0
+    assert m.proc.poll() is None
+    assert not re.search(r"CROSSSLOT|MOVED|unavailable| error ", m.log()), m.log()[-3000:]
+
+
+def test_failures_and_releases_stay_in_the_queues_slot(cluster, master_factory, tmp_path):
+    rc = cluster.client()
+    log = tmp_path / "fixture.log"
+    m = master_factory()
+    m.write_config(pool(log, ["{emails}"], n=1, tries=2), redis_conf=cluster_conf(cluster))
+    bad = [make_payload("fail") for _ in range(3)]
+    poison = "not json"
+    push_many(rc, "{emails}", bad)
+    rc.rpush(PREFIX + "queues:{emails}", poison)
+    rc.rpush(PREFIX + "queues:{emails}:notify", 1)
+    m.start()
+    idx = PREFIX + "qpool:failed:{emails}"
+    wait_for(lambda: rc.zcard(idx) == 4, 120, interval=0.3, what="4 failed records")
+    wait_for(lambda: empty(rc, ["{emails}"]), 60, what="the queue empty")
+    uuids = [u.decode() for u in rc.zrange(idx, 0, -1)]
+    recs = [rc.hgetall(idx + ":job:" + u) for u in uuids]
+    assert all(r[b"queue"] == b"{emails}" for r in recs)
+    assert sum(1 for r in recs if r[b"payload"] == poison.encode()) == 1
+    # a job that failed twice (tries = 2) ran twice: released once in between
+    ran = ran_ids(log)
+    assert all(ran[p["id"]] == 2 for p in bad)
+    res = m.cli("failed", "list", "{emails}", check=False)
+    assert res.returncode == 0, res.stdout + res.stderr
+    for u in uuids:
+        assert u in res.stdout
+
+
+def test_status_and_balancing_count_every_slot(cluster, master_factory, tmp_path):
+    rc = cluster.client()
+    log = tmp_path / "fixture.log"
+    m = master_factory()
+    held = ["{held}", "{held2}"]
+    m.write_config(pool(log, n=0, extra='balance = "auto"; min_processes = 1; max_processes = 4;') +
+                   ',\n' + pool(log, held, n=1, name="held"), redis_conf=cluster_conf(cluster))
+    m.start()
+    # a paused pool's counts stand still while we read them
+    m.cli("pause", "held")
+    wait_for(lambda: m.pool("held").get("paused"), 30, what="held paused")
+    push_many(rc, "{held}", [make_payload("ok") for _ in range(7)])
+    push_many(rc, "{held2}", [make_payload("ok") for _ in range(5)])
+    rc.zadd(PREFIX + "queues:{held2}:delayed", {"x%d" % i: 4102444800 for i in range(3)})
+
+    def counts():
+        qs = {q["name"]: q for q in m.pool("held").get("queues", [])}
+        return qs if qs.get("{held}", {}).get("ready") == 7 and qs.get("{held2}", {}).get("delayed") == 3 else None
+    qs = wait_for(counts, 30, what="status counts")
+    assert qs["{held2}"]["ready"] == 5
+    res = m.cli("status")
+    assert "{held2}" in res.stdout
+    # balancing sees the backlog on every slot: the auto pool grows past 1
+    for q in QUEUES:
+        push_many(rc, q, [make_payload("sleep:300") for _ in range(40)])
+    wait_for(lambda: m.pool("w").get("target", 0) > 1, 60, what="the balancer to want more workers")
+
+
+def test_restart_key_on_a_cluster(cluster, master_factory, tmp_path):
+    rc = cluster.client()
+    log = tmp_path / "fixture.log"
+    m = master_factory()
+    m.write_config(pool(log, n=2), redis_conf=cluster_conf(cluster))
+    m.start()
+    before = m.wait_children("w", 2, 30)
+    key = PREFIX + "laravel_cache:illuminate:queue:restart"
+    m.wait_log("w#", 30)  # (a balance pass has seen the key absent: the baseline)
+    import time
+    time.sleep(2.5)
+    rc.set(key, "12345")
+    wait_for(lambda: set(m.child_pids("w")).isdisjoint(before) and len(m.child_pids("w")) == 2, 60,
+             what="workers replaced after queue:restart")
+    # the fleet view (a script over two keys, tagged into one slot)
+    res = m.cli("status", "--fleet", "--json")
+    assert m.proc.pid in {x["pid"] for x in __import__("json").loads(res.stdout)["masters"]}
+    assert not re.search(r"CROSSSLOT|MOVED|error", m.log()), m.log()[-3000:]
+
+
+def test_check_connect_and_untagged_queue(cluster, tmp_path):
+    conf = tmp_path / "q.conf"
+    conf.write_text('redis = { default = { cluster = [%s]; }; };\n'
+                    'pools = ( { name = "w";\n  queues = ["{emails}", "sms"]; handler = { type = "exec"; command = ["/bin/true"]; }; } );\n'
+                    % cluster.addrs())
+    res = subprocess.run([QPOOL, "check", "-q", "-c", str(conf)], capture_output=True, text=True, timeout=30)
+    assert res.returncode == 78
+    assert '%s:3: pool w: queue "sms" has no hash tag' % conf in res.stderr, res.stderr
+    assert 'rename it to "{sms}"' in res.stderr
+    conf.write_text(conf.read_text().replace('"sms"', '"{sms}"'))
+    res = subprocess.run([QPOOL, "check", "--connect", "-q", "-c", str(conf)], capture_output=True, text=True,
+                         timeout=60)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "redis default (cluster" in res.stdout and ": ok" in res.stdout, res.stdout
+
+
+def test_a_primary_killed_and_restarted_loses_no_job(cluster, master_factory, tmp_path):
+    rc = cluster.client()
+    log = tmp_path / "fixture.log"
+    m = master_factory()
+    m.write_config(pool(log), redis_conf=cluster_conf(cluster))
+    jobs = {q: [make_payload("sleep:20") for _ in range(80)] for q in QUEUES}
+    for q in QUEUES:
+        push_many(rc, q, jobs[q])
+    m.start()
+    wait_for(lambda: len(read_fixture_log(log)) >= 40, 60, what="jobs running")
+    victim = cluster.node_of(PREFIX + "queues:{emails}")
+    victim.kill()
+    # (within a second of connecting, an error is logged as "right after connecting")
+    m.wait_log(r"redis default \(cluster.*(unavailable|right after connecting)", 30)
+    victim.start()  # from its nodes.conf and AOF (appendfsync always), same port
+    cluster.wait_ok()
+    m.wait_log(r"redis default \(cluster.* is back", 60)
+    rc = cluster.client()
+    wait_for(lambda: empty(rc), 240, interval=0.5, what="every job done after the restart")
+    ran = ran_ids(log)
+    want = {p["id"] for q in QUEUES for p in jobs[q]}
+    assert want <= set(ran), "lost: %d" % len(want - set(ran))
+    assert m.proc.poll() is None
+    assert m.pool("w")["crashes"] == 0
+
+
+def test_a_slot_moved_to_another_node_is_followed(cluster, master_factory, tmp_path):
+    """CLUSTER SETSLOT moves the (empty) slot of a queue to another primary
+    while qpool runs: its commands get MOVED, follow it and keep working."""
+    rc = cluster.client()
+    log = tmp_path / "fixture.log"
+    m = master_factory()
+    queues = ["{moving}", "{emails}"]
+    m.write_config(pool(log, queues, n=2), redis_conf=cluster_conf(cluster), qpool='  log_level = "debug";')
+    m.start()
+    push_many(rc, "{emails}", [make_payload("ok") for _ in range(5)])
+    wait_for(lambda: len(read_fixture_log(log)) >= 5, 60, what="the first jobs")
+    key = PREFIX + "queues:{moving}"
+    src = cluster.node_of(key)
+    dst = next(n for n in cluster.nodes if n.port != src.port)
+    slot = src.client().execute_command("CLUSTER", "KEYSLOT", key)
+    dst_id = dst.client().execute_command("CLUSTER", "MYID").decode()
+    src_id = src.client().execute_command("CLUSTER", "MYID").decode()
+    dst.client().execute_command("CLUSTER", "SETSLOT", slot, "IMPORTING", src_id)
+    src.client().execute_command("CLUSTER", "SETSLOT", slot, "MIGRATING", dst_id)
+    for n in cluster.nodes:
+        n.client().execute_command("CLUSTER", "SETSLOT", slot, "NODE", dst_id)
+    wait_for(lambda: cluster.node_of(key).port == dst.port, 30, what="the slot on its new node")
+    rc = cluster.client()
+    moved = [make_payload("ok") for _ in range(20)]
+    push_many(rc, "{moving}", moved)
+    assert dst.client().llen(key) > 0 or empty(rc, ["{moving}"])
+    wait_for(lambda: empty(rc, queues), 120, interval=0.3, what="the moved queue emptied")
+    ran = ran_ids(log)
+    assert {p["id"] for p in moved} <= set(ran)
+    assert m.proc.poll() is None
+    # followed by redirection, not by reconnecting
+    assert re.search(r"slot %d moved to 127\.0\.0\.1:%d" % (slot, dst.port), m.log()), m.log()[-3000:]
+    assert "unavailable" not in m.log()
+
+
+def test_jobs_dispatched_by_laravel_on_the_cluster(cluster, master_factory, tmp_path):
+    """The fixture Laravel app dispatches to hash-tagged queues through its
+    own cluster connection (phpredis RedisCluster, config "redis-cluster");
+    qpool's native workers run them with the PHP adapter."""
+    from conftest import LARAVEL_APP, ROOT, LaravelApp, laravel_env
+    d = tmp_path / "laravel"
+    d.mkdir()
+    env = laravel_env(cluster.nodes[0].port, d)
+    env.update({"LOG_CHANNEL": "null", "QUEUE_CONNECTION": "redis-cluster", "CACHE_DRIVER": "array",
+                "REDIS_CLUSTER_NODES": ",".join("127.0.0.1:%d" % n.port for n in cluster.nodes)})
+    app = LaravelApp(LARAVEL_APP, env, d / "database.sqlite", d / "markers.jsonl")
+    app.artisan("migrate", "--force")
+    m = master_factory()
+    queues = ["{emails}", "{sms}"]
+    adapter = ROOT / "php" / "qpool-handler.php"
+    env_conf = app.env_conf().replace("environment = {", 'environment = { QUEUE_CONNECTION = "redis-cluster"; '
+                                      'CACHE_DRIVER = "array"; REDIS_CLUSTER_NODES = "%s";' % env["REDIS_CLUSTER_NODES"])
+    m.write_config('{ name = "app"; queues = ["{emails}", "{sms}"]; processes = 2; working_directory = "%s"; %s\n'
+                   '  queue_connection = "redis-cluster";\n'
+                   '  handler = { type = "pipe"; command = ["php", "%s", "%s"]; }; }'
+                   % (LARAVEL_APP, env_conf, adapter, LARAVEL_APP), redis_conf=cluster_conf(cluster))
+    def dispatch(queue, count, tag, delay=0):
+        # Laravel 8's bulk() pipelines, which phpredis's RedisCluster lacks: one dispatch per job
+        app.artisan("fixture:dispatch", "MarkerJob", "--connection=redis-cluster", "--mode=dispatch",
+                    "--queue=" + queue, "--count=%d" % count, "--delay=%d" % delay, "--tag=" + tag)
+    dispatch("{emails}", 20, "e")
+    dispatch("{sms}", 10, "s")
+    dispatch("{sms}", 1, "later", delay=1)
+    rc = cluster.client()
+    assert rc.llen(PREFIX + "queues:{emails}") == 20  # Laravel's own keys, in the queue's slot
+    m.start()
+
+    def done():
+        ms = [x for x in app.read_markers() if x.get("job") == "MarkerJob" and "event" not in x]
+        return ms if len(ms) >= 31 and empty(rc, queues) else None
+    ms = wait_for(done, 180, interval=0.5, what="every Laravel job run")
+    tags = collections.Counter(x["tag"] for x in ms)
+    want = ["e-%d" % i for i in range(1, 21)] + ["s-%d" % i for i in range(1, 11)] + ["later"]
+    assert tags == collections.Counter(want), tags
+    assert app.failed_jobs() == []
+
+
+@pytest.mark.skipif("asan" in str(__import__("conftest").BUILD), reason="valgrind does not run ASan binaries")
+def test_cluster_master_workers_and_cli_are_valgrind_clean(cluster, master_factory, tmp_path):
+    import os
+    import signal
+    import urllib.error
+    import urllib.request
+    from test_valgrind import VALGRIND
+    rc = cluster.client()
+    log = tmp_path / "fixture.log"
+    vlog = tmp_path / "valgrind.%p.log"
+    port = free_port()
+    m = master_factory()
+    m.write_config(pool(log, n=2, tries=1), redis_conf=cluster_conf(cluster).replace("timeout = 3;", "timeout = 10;"),
+                   qpool='balance_interval = 0.2; http = { listen = "127.0.0.1:%d"; };' % port)
+    m.logf = open(m.log_path, "ab")
+    m.proc = subprocess.Popen(VALGRIND + ["--log-file=%s" % vlog, QPOOL, "run", "-c", str(m.conf)],
+                              stdout=m.logf, stderr=subprocess.STDOUT, env=dict(os.environ), start_new_session=True)
+    m.sid = m.proc.pid
+    wait_for(lambda: m.socket.exists(), 60, what="the master under valgrind")
+    for q in QUEUES:
+        push_many(rc, q, [make_payload("ok") for _ in range(20)] + [make_payload("fail")])
+    rc.rpush(PREFIX + "queues:{sms}", "garbage")
+    rc.rpush(PREFIX + "queues:{sms}:notify", 1)
+    wait_for(lambda: empty(rc) and rc.zcard(PREFIX + "qpool:failed:{sms}") == 2, 180, interval=0.5,
+             what="the jobs")
+    uuid = rc.zrange(PREFIX + "qpool:failed:{emails}", 0, -1)[0].decode()
+    for args in (["status", "-v"], ["status", "--fleet"], ["failed", "list"], ["failed", "show", uuid],
+                 ["check", "--connect"], ["failed", "retry", uuid]):
+        res = subprocess.run(VALGRIND + [QPOOL] + args + ["-c", str(m.conf)], capture_output=True, text=True,
+                             timeout=120)
+        assert res.returncode == 0, (args, res.returncode, res.stdout, res.stderr)
+        assert "definitely lost" not in res.stderr and "Invalid" not in res.stderr, (args, res.stderr)
+    for path in ["/api/status", "/api/fleet", "/api/failed", "/api/failed/" + uuid]:
+        try:
+            urllib.request.urlopen("http://127.0.0.1:%d%s" % (port, path), timeout=30).read()
+        except urllib.error.HTTPError as e:
+            assert e.code in (404, 503), (path, e.code)
+    wait_for(lambda: empty(rc), 120, interval=0.5, what="the retried job")
+    m.proc.send_signal(signal.SIGTERM)
+    assert m.proc.wait(120) == 0
+    problems = []
+    for f in tmp_path.glob("valgrind.*.log"):
+        text = f.read_text()
+        if re.search(r"Invalid (read|write|free)|uninitialised|definitely lost: [1-9]|indirectly lost: [1-9]"
+                     r"|ERROR SUMMARY: [1-9]", text):
+            problems.append("%s:\n%s" % (f, text[:4000]))
+    assert not problems, "\n\n".join(problems)
+    assert len(list(tmp_path.glob("valgrind.*.log"))) >= 3, "the workers were not traced"
