@@ -251,7 +251,10 @@ def test_laravel_adapter_stray_lines_and_exits_never_misattribute(master, r, lar
     noisy, exiting, thrower = string_job("QpoolProtoNoisy"), string_job("QpoolProtoExit"), string_job("QpoolProtoThrow")
     push_many(r, "default", [noisy, exiting, thrower])
     master.start()
-    wait_for(lambda: empty(r, "default") and len(hooks(laravel_app)) == 3, 60, what="three failures with hooks")
+    # the failed() hook runs first, then JobFailed, whose listener writes the failed_jobs row
+    # (Laravel's order): wait for both (CI failure: the third row was not written yet)
+    wait_for(lambda: empty(r, "default") and len(hooks(laravel_app)) == 3 and len(failed_rows(laravel_app)) == 3,
+             60, what="three failures with hooks and failed_jobs rows")
     h = hooks(laravel_app)
     # each job is charged with what it did, and its failed() hook and
     # failed_jobs row exist (tries = 1). On stdin/stdout without ext-ffi the
