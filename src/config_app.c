@@ -127,7 +127,8 @@ int app_describe(app_cache_t **cache, const pool_conf_t *p, bool explicit_queue_
             e->rc = appdesc_parse(text, len, &e->d, perr, sizeof perr);
             if (e->rc < 0) snprintf(e->err, sizeof e->err, "its description is unusable: %s", perr);
         }
-        if (e->rc == 0) e->rc = check_app_sockets(&e->d, p, e->err, sizeof e->err);
+        if (e->rc == 0 && (e->rc = check_app_sockets(&e->d, p, e->err, sizeof e->err)) < 0)
+            appdesc_free(&e->d); /* refused: the cache keeps only the reason */
         free(text);
     }
     free(key);
