@@ -1277,36 +1277,32 @@ static bool parse_redis_tls(ctx_t *x, const config_setting_t *g, redis_tls_t *t)
     return ok;
 }
 
-static bool parse_sentinels(ctx_t *x, const config_setting_t *s, redis_sentinel_t *st)
+/* A list of "host:port" addresses (sentinels, cluster seeds): each must
+ * parse; *n counts them. */
+static bool parse_addr_list(ctx_t *x, const config_setting_t *s, int default_port, char ***addrs, int *n)
 {
-    if (!want_strv(x, s, true, &st->addrs)) return false;
+    if (!want_strv(x, s, true, addrs)) return false;
     bool ok = true;
-    st->naddrs = 0;
-    for (char **a = st->addrs; *a; a++, st->naddrs++) {
+    *n = 0;
+    for (char **a = *addrs; *a; a++, (*n)++) {
         char host[256], err[300];
         int port;
-        if (sentinel_parse_addr(*a, SENTINEL_DEFAULT_PORT, host, sizeof host, &port, err, sizeof err) < 0) {
-            cerr(x, s, "sentinels[%d]: %s", st->naddrs, err);
+        if (sentinel_parse_addr(*a, default_port, host, sizeof host, &port, err, sizeof err) < 0) {
+            cerr(x, s, "%s[%d]: %s", config_setting_name(s), *n, err);
             ok = false;
         }
     }
     return ok;
 }
 
+static bool parse_sentinels(ctx_t *x, const config_setting_t *s, redis_sentinel_t *st)
+{
+    return parse_addr_list(x, s, SENTINEL_DEFAULT_PORT, &st->addrs, &st->naddrs);
+}
+
 static bool parse_cluster(ctx_t *x, const config_setting_t *s, redis_conf_t *r)
 {
-    if (!want_strv(x, s, true, &r->cluster)) return false;
-    bool ok = true;
-    r->ncluster = 0;
-    for (char **a = r->cluster; *a; a++, r->ncluster++) {
-        char host[256], err[300];
-        int port;
-        if (sentinel_parse_addr(*a, RCLUSTER_DEFAULT_PORT, host, sizeof host, &port, err, sizeof err) < 0) {
-            cerr(x, s, "cluster[%d]: %s", r->ncluster, err);
-            ok = false;
-        }
-    }
-    return ok;
+    return parse_addr_list(x, s, RCLUSTER_DEFAULT_PORT, &r->cluster, &r->ncluster);
 }
 
 static bool parse_redis_ext(ctx_t *x, const config_setting_t *s, redis_conf_t *r)
