@@ -203,6 +203,13 @@ def run_native(env, template, n_workers, jobs, handler_cmd, job_log, extra="", n
     dt = time.monotonic() - t0
     cmds = env.r.info("stats")["total_commands_processed"] - cmds0
     stop(p)
+    return drain_figures(log, jobs, dt, n_workers, cmds)
+
+
+def drain_figures(log, jobs, dt, n_workers, cmds):
+    """A drain's figures: jobs/s overall and per worker, and Redis round trips
+    (counted by the workers, from their exit lines in the master's log) and
+    commands per job."""
     text = log.read_text()
     trips = sum(int(x) for x in re.findall(r"exiting: \d+ jobs \(\d+ failed\), (\d+) Redis round trips", text))
     done = sum(int(x) for x in re.findall(r"exiting: (\d+) jobs", text))
@@ -265,12 +272,7 @@ def run_native_cluster(env, cl, template, n_workers, jobs):
     dt = time.monotonic() - t0
     cmds = sum(n.client().info("stats")["total_commands_processed"] for n in cl.nodes) - cmds0
     stop(p)
-    text = log.read_text()
-    trips = sum(int(x) for x in re.findall(r"exiting: \d+ jobs \(\d+ failed\), (\d+) Redis round trips", text))
-    done = sum(int(x) for x in re.findall(r"exiting: (\d+) jobs", text))
-    return {"jobs": jobs, "seconds": round(dt, 3), "jobs_per_s": round(jobs / dt),
-            "per_worker": round(jobs / dt / n_workers), "round_trips_per_job": round(trips / max(done, 1), 3),
-            "redis_commands_per_job": round(cmds / jobs, 2)}
+    return drain_figures(log, jobs, dt, n_workers, cmds)
 
 
 def run_cluster(env, template, jobs, rounds=3):
@@ -493,7 +495,7 @@ def run_dashboard(env, template):
                                          "dom_content_loaded_ms": round(statistics.median(navs))}
         d.get(base + "#/jobs")
         time.sleep(3)
-        sel = d.find_element("css selector", "#jobs-filter select[name=limit], #jobs-filter select")
+        d.find_element("css selector", "#jobs-filter select[name=limit], #jobs-filter select")  # the filter is there
         out["jobs_rows_default"] = len(d.find_elements("css selector", "tr[data-uuid]"))
         d.get(base + "#/overview")
         time.sleep(3)
