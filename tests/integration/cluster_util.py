@@ -11,6 +11,8 @@ import time
 import redis
 from redis.cluster import ClusterNode, RedisCluster
 
+from conftest import stop_process
+
 
 def _free(port):
     with socket.socket() as s:
@@ -64,13 +66,7 @@ class ClusterNodeProc:
         self.proc.wait(10)
 
     def stop(self):
-        if self.proc and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
+        stop_process(self.proc)
 
 
 class Cluster:

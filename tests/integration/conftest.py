@@ -386,6 +386,18 @@ def pytest_runtest_makereport(item, call):
     setattr(item, "rep_" + rep.when, rep)
 
 
+def stop_process(proc):
+    """SIGTERM a server the tests started; SIGKILL it if it has not gone in 10 s."""
+    if proc is None or proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(5)
+
+
 # ---------------------------------------------------------------- laravel
 
 def laravel_env(redis_port, d):

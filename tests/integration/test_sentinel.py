@@ -4,12 +4,11 @@ finds the primary through them, and follows a `SENTINEL FAILOVER` mid-run."""
 import collections
 import os
 import subprocess
-import time
 
 import pytest
 import redis
 
-from conftest import (FIXTURE_HANDLER, PREFIX, QPOOL, free_port, make_payload, push_many, queue_state,
+from conftest import (FIXTURE_HANDLER, stop_process, PREFIX, QPOOL, free_port, make_payload, push_many, queue_state,
                       read_fixture_log, wait_for)
 
 MASTER = "mymaster"
@@ -39,13 +38,7 @@ class Node:
         return redis.Redis(port=self.port, socket_timeout=10)
 
     def stop(self):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
+        stop_process(self.proc)
 
 
 def port_args(port, pki):
