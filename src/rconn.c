@@ -449,6 +449,11 @@ static int connect_server(rconn_t *c)
     return 0;
 }
 
+int rconn_slot_node(const rconn_t *c, int slot)
+{
+    return c->cl ? rcl_slot_node(c->cl, slot) : 0;
+}
+
 int rconn_ensure(rconn_t *c)
 {
     if (c->ctx) return 0;

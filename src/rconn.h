@@ -51,6 +51,11 @@ void rconn_describe(const rconn_t *c, char *buf, size_t n);
  * slot; a multi-key command or script must keep to one slot). */
 static inline bool rconn_is_cluster(const rconn_t *c) { return c->cl != NULL; }
 
+/* Which server answers for a key's slot now: on a cluster an index of its
+ * node (-1 unknown), always 0 otherwise. Replies from one server come in
+ * order; from two, one can be lost to the other's failure (worker.c). */
+int rconn_slot_node(const rconn_t *c, int slot);
+
 /* Connect if not connected and a reconnect attempt is due. 0 when usable. */
 int rconn_ensure(rconn_t *c);
 /* Milliseconds until the next reconnect attempt may run (0 if now). */

@@ -19,10 +19,12 @@ typedef struct {
     char host[256];
     int port;
     rconn_t *rc;
+    unsigned loads;             /* times the scripts were loaded on this connection */
 } rcl_node_t;
 
 typedef struct {
     int node;                   /* where it was sent; -1: its node could not be reached */
+    unsigned loads;             /* its node's loads when it was sent (NOSCRIPT) */
     char *cmd;                  /* the formatted command, for a redirection */
     size_t len;
     redisReply *stash;          /* read early (a redirection to its node) */
@@ -36,6 +38,7 @@ struct rcluster {
     int qhead, qlen, qcap;
     char *known[MAX_KNOWN];     /* "host:port" to ask for the slot map: seeds, then nodes seen */
     int nknown;
+    int good;                   /* the known address that gave the map last: asked first */
 };
 
 static struct {
@@ -128,7 +131,22 @@ static int load_scripts(rconn_t *n)
     return rv;
 }
 
-/* The node at host:port, made (not connected) if new. */
+/* A plain (not cluster) connection to one node, with the cluster's
+ * credentials, TLS and timeout; quiet: the cluster logs. */
+static rconn_t *node_conn(const rconn_t *c, const char *host, int port)
+{
+    redis_conf_t nc = c->conf;
+    nc.host = (char *)host;
+    nc.port = port;
+    nc.cluster = NULL;
+    nc.ncluster = 0;
+    rconn_t *n = rconn_new(&nc);
+    n->quiet = true;
+    return n;
+}
+
+/* The node at host:port, made (not connected) if new. Only primaries the
+ * slot map or a redirection names become nodes. */
 static int node_index(rconn_t *c, const char *host, int port)
 {
     struct rcluster *cl = c->cl;
@@ -139,13 +157,7 @@ static int node_index(rconn_t *c, const char *host, int port)
     memset(nd, 0, sizeof *nd);
     snprintf(nd->host, sizeof nd->host, "%s", host);
     nd->port = port;
-    redis_conf_t nc = c->conf;
-    nc.host = nd->host;
-    nc.port = port;
-    nc.cluster = NULL;
-    nc.ncluster = 0;
-    nd->rc = rconn_new(&nc);
-    nd->rc->quiet = true;
+    nd->rc = node_conn(c, nd->host, port);
     char addr[300];
     snprintf(addr, sizeof addr, "%s:%d", host, port);
     add_known(cl, addr);
@@ -159,7 +171,10 @@ static int node_up(rconn_t *c, int i)
     rcl_node_t *nd = &c->cl->nodes[i];
     if (nd->rc->ctx) return 0;
     nd->rc->in_outage = false; /* the cluster keeps the backoff */
-    if (rconn_ensure(nd->rc) == 0 && load_scripts(nd->rc) == 0) return 0;
+    if (rconn_ensure(nd->rc) == 0 && load_scripts(nd->rc) == 0) {
+        nd->loads++;
+        return 0;
+    }
     snprintf(c->last_error, sizeof c->last_error, "node %.60s:%d: %.170s", nd->host, nd->port, nd->rc->last_error);
     rconn_close(nd->rc);
     return -1;
@@ -177,25 +192,24 @@ static void apply_map(rconn_t *c, const rcluster_range_t *v, int n)
     }
 }
 
-/* Ask one known address for CLUSTER SLOTS. 0, or -1 with err set. */
+/* Ask one known address for CLUSTER SLOTS, on a connection of its own: a
+ * seed is not a node (it may be dead, or a replica now); only the primaries
+ * the map names are. 0, or -1 with err set. */
 static int ask_slots(rconn_t *c, const char *addr, char *err, size_t errn)
 {
     char host[256];
     int port;
     if (sentinel_parse_addr(addr, RCLUSTER_DEFAULT_PORT, host, sizeof host, &port, err, errn) < 0) return -1;
-    int k = node_index(c, host, port);
-    if (node_up(c, k) < 0) {
-        snprintf(err, errn, "%s", c->last_error);
-        return -1;
-    }
+    rconn_t *s = node_conn(c, host, port);
     const char *argv[2] = {"CLUSTER", "SLOTS"};
-    redisReply *r = rconn_call(c->cl->nodes[k].rc, 2, argv, NULL);
-    if (!r) {
-        snprintf(err, errn, "%.100s: %.190s", addr, c->cl->nodes[k].rc->last_error);
-        return -1;
-    }
+    redisReply *r = rconn_call(s, 2, argv, NULL);
+    if (!r) snprintf(err, errn, "%.100s: %.190s", addr, s->last_error);
+    rconn_free(s);
+    if (!r) return -1;
     rcluster_range_t *v;
-    int n, rv = rcluster_parse_slots(r, &v, &n, err, errn);
+    char why[200];
+    int n, rv = rcluster_parse_slots(r, &v, &n, why, sizeof why);
+    if (rv < 0) snprintf(err, errn, "%.80s: %.180s", addr, why);
     freeReplyObject(r);
     if (rv < 0) return -1;
     apply_map(c, v, n);
@@ -207,11 +221,13 @@ int rcl_connect(rconn_t *c)
 {
     struct rcluster *cl = c->cl;
     char err[300] = "no address";
-    int got = -1;
-    for (int i = 0; i < cl->nknown && got < 0; i++) {
+    int got = -1, n = cl->nknown;
+    for (int i = 0; i < n && got < 0; i++) {
+        int k = (cl->good + i) % n;
         char addr[300];
-        snprintf(addr, sizeof addr, "%s", cl->known[i]); /* node_index may add to the list */
+        snprintf(addr, sizeof addr, "%s", cl->known[k]); /* apply_map may add to the list */
         got = ask_slots(c, addr, err, sizeof err);
+        if (got == 0) cl->good = k;
     }
     if (got < 0) {
         snprintf(c->last_error, sizeof c->last_error, "no cluster node gave the slot map (last: %.200s)", err);
@@ -228,6 +244,11 @@ int rcl_connect(rconn_t *c)
 }
 
 /* ------------------------------------------------------------ commands */
+
+int rcl_slot_node(const struct rcluster *cl, int slot)
+{
+    return slot >= 0 && slot < RCLUSTER_SLOTS ? cl->slot_node[slot] : -1;
+}
 
 int rcl_command_slot(int argc, const char **argv, const size_t *lens)
 {
@@ -256,7 +277,9 @@ static void send_to(rconn_t *c, rcl_pending_t *p, int node)
 {
     p->node = node;
     if (node >= 0 && node_up(c, node) < 0) p->node = -1;
-    if (p->node >= 0) redisAppendFormattedCommand(c->cl->nodes[node].rc->ctx, p->cmd, p->len);
+    if (p->node < 0) return;
+    p->loads = c->cl->nodes[node].loads;
+    redisAppendFormattedCommand(c->cl->nodes[node].rc->ctx, p->cmd, p->len);
 }
 
 void rcl_append(rconn_t *c, int argc, const char **argv, const size_t *lens)
@@ -265,7 +288,8 @@ void rcl_append(rconn_t *c, int argc, const char **argv, const size_t *lens)
     if (!c->ctx || cl->nnodes == 0) return;
     int slot = rcl_command_slot(argc, argv, lens);
     int node = slot >= 0 ? cl->slot_node[slot] : 0;
-    if (node < 0) node = 0; /* an unassigned slot: the node says where (or CLUSTERDOWN) */
+    if (node < 0) node = 0; /* keyless, or an unassigned slot (the node says where, or CLUSTERDOWN);
+                               every node is a primary the slot map named */
     rcl_pending_t *p = push_pending(cl);
     char *cmd;
     int len = redisFormatCommandArgv(&cmd, argc, argv, lens);
@@ -340,6 +364,27 @@ static int redirect(rconn_t *c, rcl_pending_t *p, int kind, int slot, const char
     return RC_OK;
 }
 
+/* NOSCRIPT for the head entry: its node lost the scripts (SCRIPT FLUSH, a
+ * restart that did not keep them). Load them there, unless that was done
+ * since the command went out, and resend it: an EVALSHA answered NOSCRIPT
+ * did not run. The commands sent there after it are answered first. */
+static int reload_scripts(rconn_t *c, rcl_pending_t *p)
+{
+    struct rcluster *cl = c->cl;
+    int node = p->node;
+    rconn_t *n = cl->nodes[node].rc;
+    if (drain_node(c, node) < 0) return fail(c, node, n->last_error);
+    if (p->loads == cl->nodes[node].loads) {
+        if (load_scripts(n) < 0) return fail(c, node, n->last_error);
+        cl->nodes[node].loads++;
+        if (!c->quiet)
+            log_info("redis %s: node %s:%d had lost the scripts: loaded them again", c->name, cl->nodes[node].host,
+                     cl->nodes[node].port);
+    }
+    send_to(c, p, node);
+    return RC_OK;
+}
+
 /* Errors that mean "this cluster connection cannot serve now": reconnect
  * with backoff and reread the slot map, as for a lost connection. */
 static bool is_unavailable(const redisReply *r)
@@ -376,6 +421,11 @@ int rcl_read(rconn_t *c, int sigfd, int timeout_ms, redisReply **out)
             int rv = rconn_read(cl->nodes[p->node].rc, sigfd, timeout_ms, &r);
             if (rv == RC_SIGNAL) return rv;
             if (rv != RC_OK) return fail(c, p->node, cl->nodes[p->node].rc->last_error);
+        }
+        if (r->type == REDIS_REPLY_ERROR && !strncmp(r->str, "NOSCRIPT", 8) && hops < MAX_REDIRECTS) {
+            freeReplyObject(r);
+            if (reload_scripts(c, p) != RC_OK) return RC_ERR;
+            continue;
         }
         if (r->type == REDIS_REPLY_ERROR) {
             char host[256];

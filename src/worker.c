@@ -1120,6 +1120,39 @@ static pop_args_t pop_args(worker_t *w, uint32_t skip, int want, int64_t now_ms)
                         .want = want};
 }
 
+/* Whether the pending outcomes may go out in one batch with a pop over the
+ * queues not in skip: always, except on a cluster when one of them is
+ * served by another node than the pop's first call. There a failure of
+ * the outcome's node would drop the connection, and with it the reply of a
+ * pop the other node ran: its jobs would wait out retry_after, an attempt
+ * counted. */
+static bool outcomes_ride_with_pop(worker_t *w, uint32_t skip)
+{
+    if (!rconn_is_cluster(w->rc) || !w->npending) return true;
+    int first = 0;
+    while (first < w->qs.nq && (skip & (1u << first))) first++;
+    if (first == w->qs.nq) return true;
+    int node = rconn_slot_node(w->rc, w->qs.q[first].slot);
+    for (int i = 0; i < w->npending; i++)
+        if (rconn_slot_node(w->rc, w->qs.q[w->pending[i].qidx].slot) != node) return false;
+    return true;
+}
+
+/* How many pending outcomes to send with the pop: all of them, or none
+ * when they must go first (written here and their replies read). -1: the
+ * connection went. */
+static int outcomes_for_pop(worker_t *w, uint32_t skip)
+{
+    if (outcomes_ride_with_pop(w, skip)) return w->npending;
+    int n = w->npending;
+    for (int i = 0; i < n; i++) append_outcome(w, &w->pending[i]);
+    char err[256] = "";
+    int rv = collect_pending(w, n, err, sizeof err);
+    if (rv == OW_LOST) return -1;
+    if (rv == OW_REFUSED) outcome_refused(w, err, false); /* written again at the top of the loop */
+    return 0;
+}
+
 /* Pop the next job (and up to prefetch - 1 more into w->local), pipelined
  * with the outcomes written since the last pop. False: nothing to run now
  * (empty and waited, poison moved aside, Redis trouble): go round again. */
@@ -1128,7 +1161,8 @@ static bool pop_next(worker_t *w, uint32_t skip, job_t *job)
     const pool_conf_t *p = w->p;
     int64_t now_ms = mono_ms();
     pop_args_t a = pop_args(w, skip, want_jobs(w, 0), now_ms);
-    int n = w->npending;
+    int n = outcomes_for_pop(w, skip);
+    if (n < 0) return false;
     for (int i = 0; i < n; i++) append_outcome(w, &w->pending[i]);
     bool any = queue_append_pop(w->rc, &w->qs, &a);
     if (n) {
@@ -1213,7 +1247,8 @@ static void pop_ahead(worker_t *w)
     if (skip == ((1u << w->qs.nq) - 1)) return;
     int64_t now_ms = mono_ms();
     pop_args_t a = pop_args(w, skip, want, now_ms);
-    int n = w->npending;
+    int n = outcomes_for_pop(w, skip);
+    if (n < 0 || w->pending_stuck) return;
     for (int i = 0; i < n; i++) append_outcome(w, &w->pending[i]);
     queue_append_pop(w->rc, &w->qs, &a);
     if (rconn_send(w->rc) != RC_OK) return; /* dropped: the outcomes are still pending */
