@@ -311,6 +311,12 @@ final class Describe
     {
         $c = $this->config('database.redis.'.$name);
 
+        if (! is_array($c) && is_array($this->config('database.redis.clusters.'.$name))) {
+            throw new \UnexpectedValueException('redis connection "'.$name.'" is a Redis Cluster (database.redis.clusters),'
+                .' which qpool does not read from the app: leave "laravel" out of this pool and give the cluster in'
+                .' qpool.conf (redis = { '.$name.' = { cluster = ["host:port", ...]; ... }; })');
+        }
+
         if (! is_array($c)) {
             throw new \UnexpectedValueException('redis connection "'.$name.'" is not defined in config/database.php');
         }

@@ -103,6 +103,18 @@ def test_an_app_that_cannot_be_read_exits_78_naming_it(master, laravel_app, tmp_
     assert res.returncode == 78 and str(not_laravel) in res.stderr
 
 
+def test_an_app_on_a_redis_cluster_is_a_clear_error(master, laravel_app):
+    """The app's queue connection is on database.redis.clusters: qpool does
+    not read a cluster from the app, and says so (exit 78) rather than
+    calling the connection undefined."""
+    master.write_config(laravel_pool(laravel_app, env={"QUEUE_CONNECTION": "redis-cluster",
+                                                       "REDIS_CLUSTER_NODES": "127.0.0.1:7000"}), redis_conf="")
+    res = check(master)
+    assert res.returncode == 78, res.stdout + res.stderr
+    assert '"cluster" is a Redis Cluster' in res.stderr and "cluster = [" in res.stderr, res.stderr
+    assert "%s:" % master.conf in res.stderr, res.stderr
+
+
 def test_a_describer_that_closes_its_output_and_lingers_is_killed_at_the_timeout(master, laravel_app, tmp_path):
     """Review of this session's code: after EOF on both pipes the master
     waited for the describer with a blocking waitpid, so one that closed its
