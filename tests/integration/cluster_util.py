@@ -2,7 +2,9 @@
 (`redis-server --cluster-enabled yes`), created with `redis-cli --cluster
 create --cluster-replicas 0`, each with its nodes.conf and AOF in its own
 directory so that a node killed with SIGKILL restarts with its slots and
-data on the same port."""
+data on the same port. add_replica() gives a primary a replica (CLUSTER MEET
+and CLUSTER REPLICATE), for failovers; extra redis-server arguments (say
+`--cluster-require-full-coverage no`) go to every node."""
 import random
 import socket
 import subprocess
@@ -34,10 +36,11 @@ def cluster_ports(n):
 
 
 class ClusterNodeProc:
-    def __init__(self, d, port, aof=True):
+    def __init__(self, d, port, aof=True, extra=()):
         self.d = d
         self.port = port
         self.aof = aof
+        self.extra = list(extra)
         self.proc = None
         d.mkdir(parents=True, exist_ok=True)
 
@@ -46,7 +49,7 @@ class ClusterNodeProc:
                 "--cluster-config-file", str(self.d / "nodes.conf"), "--cluster-node-timeout", "2000",
                 "--appendonly", "yes" if self.aof else "no", "--appendfsync", "always", "--save", "",
                 "--dir", str(self.d),
-                "--logfile", str(self.d / "redis.log")]
+                "--logfile", str(self.d / "redis.log")] + self.extra
         self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=self.d)
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
@@ -61,6 +64,15 @@ class ClusterNodeProc:
     def client(self):
         return redis.Redis(port=self.port, socket_timeout=10)
 
+    def alive(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def myid(self):
+        return self.client().execute_command("CLUSTER", "MYID").decode()
+
+    def role(self):
+        return self.client().info("replication")["role"]
+
     def kill(self):
         self.proc.kill()
         self.proc.wait(10)
@@ -70,8 +82,12 @@ class ClusterNodeProc:
 
 
 class Cluster:
-    def __init__(self, d, ports, aof=True):
-        self.nodes = [ClusterNodeProc(d / ("n%d" % p), p, aof) for p in ports]
+    def __init__(self, d, ports, aof=True, extra=()):
+        self.d = d
+        self.aof = aof
+        self.extra = list(extra)
+        self.nodes = [ClusterNodeProc(d / ("n%d" % p), p, aof, extra) for p in ports]
+        self.replicas = []
 
     def start(self):
         for n in self.nodes:
@@ -82,11 +98,40 @@ class Cluster:
         self.wait_ok()
         return self
 
+    def live(self):
+        """The nodes running now (primaries and replicas; not those killed)."""
+        return [n for n in self.nodes + self.replicas if n.alive()]
+
+    def add_replica(self, primary, timeout=60):
+        """Start a node and make it a replica of primary; returns it once its
+        replication link is up and every live node says cluster_state:ok."""
+        port = cluster_ports(1)[0]
+        rep = ClusterNodeProc(self.d / ("n%d" % port), port, self.aof, self.extra)
+        self.replicas.append(rep)
+        rep.start()
+        rep.client().execute_command("CLUSTER", "MEET", "127.0.0.1", primary.port)
+        pid = primary.myid()
+        deadline = time.monotonic() + timeout
+        while True:  # CLUSTER REPLICATE needs the primary known by gossip first
+            try:
+                rep.client().execute_command("CLUSTER", "REPLICATE", pid)
+                break
+            except redis.exceptions.ResponseError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+        while rep.client().info("replication").get("master_link_status") != "up":
+            if time.monotonic() > deadline:
+                raise AssertionError("replica on %d never synced with %d" % (port, primary.port))
+            time.sleep(0.1)
+        self.wait_ok(timeout)
+        return rep
+
     def wait_ok(self, timeout=60):
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             try:
-                if all(b"cluster_state:ok" in n.client().execute_command("CLUSTER", "INFO") for n in self.nodes):
+                if all(b"cluster_state:ok" in n.client().execute_command("CLUSTER", "INFO") for n in self.live()):
                     return
             except redis.exceptions.RedisError:
                 pass
@@ -94,13 +139,14 @@ class Cluster:
         raise AssertionError("cluster_state never became ok")
 
     def client(self):
-        return RedisCluster(startup_nodes=[ClusterNode("127.0.0.1", n.port) for n in self.nodes],
+        return RedisCluster(startup_nodes=[ClusterNode("127.0.0.1", n.port) for n in self.live()],
                             socket_timeout=10)
 
     def node_of(self, key):
-        """The node owning key's slot."""
-        slot = self.nodes[0].client().execute_command("CLUSTER", "KEYSLOT", key)
-        for n in self.nodes:
+        """The node owning key's slot (as that node says; only live nodes are asked)."""
+        live = self.live()
+        slot = live[0].client().execute_command("CLUSTER", "KEYSLOT", key)
+        for n in live:
             for r in n.client().execute_command("CLUSTER", "SLOTS"):
                 if r[0] <= slot <= r[1] and int(r[2][1]) == n.port:
                     return n
@@ -110,5 +156,5 @@ class Cluster:
         return ", ".join('"127.0.0.1:%d"' % n.port for n in self.nodes)
 
     def stop(self):
-        for n in self.nodes:
+        for n in self.nodes + self.replicas:
             n.stop()

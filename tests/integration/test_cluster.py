@@ -2,15 +2,20 @@
 (`redis-server --cluster-enabled yes` x3, `redis-cli --cluster create`).
 qpool reads the slot map, routes every command to the node owning its
 key's slot, pops per slot in the pool's priority order, and comes back after
-a primary is killed and restarted from its AOF."""
+a primary is killed and restarted from its AOF. The last four tests are
+regressions for the "Known defects" of docs/operations.md (a dead seed, a
+failover to a replica, a stalled node, a node that lost its scripts)."""
 import collections
+import os
 import re
+import signal
 import subprocess
+import time
 
 import pytest
 
 from cluster_util import Cluster, cluster_ports
-from conftest import (FIXTURE_HANDLER, PREFIX, QPOOL, free_port, make_payload, push_many, queue_state,
+from conftest import (FIXTURE_HANDLER, PREFIX, QPOOL, free_port, make_payload, push, push_many, queue_state,
                       read_fixture_log, wait_for)
 
 QUEUES = ["{emails}", "{sms}", "{reports}"]
@@ -26,15 +31,21 @@ def cluster(tmp_path):
         c.stop()
 
 
-def cluster_conf(c, extra=""):
-    return ('default = { cluster = [%s]; prefix = "%s"; timeout = 3; %s };' % (c.addrs(), PREFIX, extra))
+def cluster_conf(c, extra="", seeds=None, timeout=3):
+    """seeds: the cluster addresses in their order (default: every primary)."""
+    addrs = ", ".join('"%s"' % a for a in seeds) if seeds else c.addrs()
+    return ('default = { cluster = [%s]; prefix = "%s"; timeout = %d; %s };' % (addrs, PREFIX, timeout, extra))
 
 
-def pool(log, queues=QUEUES, n=3, name="w", extra="", tries=0):
+def seed(node):
+    return "127.0.0.1:%d" % node.port
+
+
+def pool(log, queues=QUEUES, n=3, name="w", extra="", tries=0, retry_after=20):
     size = "processes = %d;" % n if n else ""
-    return ('{ name = "%s"; queues = [%s]; %s tries = %d; retry_after = 20;'
+    return ('{ name = "%s"; queues = [%s]; %s tries = %d; retry_after = %d;'
             ' handler = { type = "pipe"; command = ["%s"]; }; environment = { FIXTURE_LOG = "%s"; }; %s }'
-            % (name, ", ".join('"%s"' % q for q in queues), size, tries, FIXTURE_HANDLER, log, extra))
+            % (name, ", ".join('"%s"' % q for q in queues), size, tries, retry_after, FIXTURE_HANDLER, log, extra))
 
 
 def empty(rc, queues=QUEUES):
@@ -47,6 +58,24 @@ def empty(rc, queues=QUEUES):
 
 def ran_ids(log):
     return collections.Counter(l[1] for l in read_fixture_log(log) if l[0] == "job")
+
+
+def wait_ran(log, want, timeout, what):
+    """Wait until every job id in want has run (at least once)."""
+    try:
+        wait_for(lambda: want <= set(ran_ids(log)), timeout, interval=0.3, what=what)
+    except AssertionError:
+        raise AssertionError("timed out after %d s waiting for %s: %d of %d jobs never ran"
+                             % (timeout, what, len(want - set(ran_ids(log))), len(want))) from None
+
+
+def queue_on(c, node, stem="q"):
+    """A hash-tagged queue name ({<stem><n>}) whose slot the given node owns."""
+    for i in range(1000):
+        q = "{%s%d}" % (stem, i)
+        if c.node_of(PREFIX + "queues:" + q).port == node.port:
+            return q
+    raise AssertionError("no queue name found for the node on %d" % node.port)
 
 
 @pytest.mark.parametrize("prefetch", [1, 8])
@@ -317,3 +346,164 @@ def test_cluster_master_workers_and_cli_are_valgrind_clean(cluster, master_facto
             problems.append("%s:\n%s" % (f, text[:4000]))
     assert not problems, "\n\n".join(problems)
     assert len(list(tmp_path.glob("valgrind.*.log"))) >= 3, "the workers were not traced"
+
+
+# ---------------------------------------------------------------- known defects (docs/operations.md)
+# Regression tests for the three defects of the cluster layer listed under
+# "Known defects" in docs/operations.md: each fails on 9cd48cf.
+
+
+def test_a_dead_first_seed_is_skipped(cluster, master_factory, tmp_path):
+    """Defect 1: a seed address nobody listens on, listed first, must only
+    be skipped: the other seeds give the slot map and every queue is served
+    (today every seed tried becomes a node the connection requires, and it
+    stays unavailable)."""
+    rc = cluster.client()
+    log = tmp_path / "fixture.log"
+    dead = "127.0.0.1:%d" % free_port()
+    m = master_factory()
+    m.write_config(pool(log), redis_conf=cluster_conf(cluster, seeds=[dead] + [seed(n) for n in cluster.nodes]))
+    jobs = {q: [make_payload("ok") for _ in range(10)] for q in QUEUES}
+    for q in QUEUES:
+        push_many(rc, q, jobs[q])
+    check = m.cli("check", "--connect", "-q", check=False)
+    m.start()
+    try:
+        wait_ran(log, {p["id"] for q in QUEUES for p in jobs[q]}, 60, "every job, with a dead first seed")
+    except AssertionError as e:
+        raise AssertionError("%s (and check --connect exited %d: %s)"
+                             % (e, check.returncode, (check.stdout + check.stderr).strip())) from None
+    wait_for(lambda: empty(rc), 60, interval=0.3, what="every queue empty")
+    assert check.returncode == 0, check.stdout + check.stderr
+    assert m.proc.poll() is None
+    assert m.pool("w")["crashes"] == 0
+
+
+def test_a_primary_failed_over_to_its_replica_keeps_jobs_flowing(cluster, master_factory, tmp_path):
+    """Defect 1 again: the primary of {emails}, listed first among the seeds,
+    is killed for good and its replica promoted; qpool must follow the new
+    slot map and keep every queue served (today the dead seed stays a node
+    the connection requires: unavailable until qpool is restarted)."""
+    victim = cluster.node_of(PREFIX + "queues:{emails}")
+    replica = cluster.add_replica(victim)
+    others = [n for n in cluster.nodes if n is not victim]
+    rc = cluster.client()
+    log = tmp_path / "fixture.log"
+    m = master_factory()
+    m.write_config(pool(log), redis_conf=cluster_conf(cluster, seeds=[seed(n) for n in [victim] + others]))
+    before = {q: [make_payload("sleep:20") for _ in range(60)] for q in QUEUES}
+    for q in QUEUES:
+        push_many(rc, q, before[q])
+    m.start()
+    wait_for(lambda: len(read_fixture_log(log)) >= 30, 60, what="jobs running")
+    # every push (and the queue's state so far) is on the replica: what the
+    # failover loses is at most some pops and acks, which come back or rerun
+    assert victim.client().execute_command("WAIT", 1, 10000) >= 1
+    victim.kill()  # not restarted
+    wait_for(lambda: replica.role() == "master", 60, interval=0.2, what="the replica promoted")
+    cluster.wait_ok(60)
+    assert cluster.node_of(PREFIX + "queues:{emails}").port == replica.port
+    rc = cluster.client()
+    after = {q: [make_payload("ok") for _ in range(20)] for q in QUEUES}
+    for q in QUEUES:
+        push_many(rc, q, after[q])
+    want = {p["id"] for jobs in (before, after) for q in QUEUES for p in jobs[q]}
+    wait_ran(log, want, 120, "every job, before and after the failover")
+    assert m.proc.poll() is None
+    assert m.pool("w")["crashes"] == 0
+
+
+@pytest.fixture
+def lenient_cluster(tmp_path):
+    """Three primaries that keep serving their own slots while another
+    primary is unreachable (cluster-require-full-coverage no)."""
+    c = Cluster(tmp_path / "cluster", cluster_ports(3), extra=["--cluster-require-full-coverage", "no"])
+    try:
+        c.start()
+        yield c
+    finally:
+        for n in c.nodes:  # never leave a stopped node behind
+            if n.alive():
+                os.kill(n.proc.pid, signal.SIGCONT)
+        c.stop()
+
+
+def test_a_stalled_node_does_not_cost_a_job_another_node_popped(lenient_cluster, master_factory, tmp_path):
+    """Defect 2: one worker, queues [high, low] on different nodes. J1 (low)
+    runs; the node of low is stopped (SIGSTOP) and J2 pushed to high. When J1
+    ends, J1's ack (to the stopped node) goes out with the pop (to high's
+    node, which answers with J2). The stall must cost only the ack, which is
+    written later: J2, reserved by the healthy node, runs at once, not after
+    retry_after (today the whole connection is dropped, J2's pop reply with
+    it, and J2 waits out retry_after in :reserved with an attempt counted;
+    with tries = 1 it then fails unrun)."""
+    c = lenient_cluster
+    stalled, healthy = c.nodes[1], c.nodes[2]
+    low = queue_on(c, stalled, "a")
+    high = queue_on(c, healthy, "b")
+    log = tmp_path / "fixture.log"
+    m = master_factory()
+    retry_after = 90
+    m.write_config(pool(log, [high, low], n=1, tries=1, retry_after=retry_after, extra="prefetch = 1;"),
+                   redis_conf=cluster_conf(c, timeout=2))
+    m.start()
+    m.wait_children("w", 1, 30)
+    j1, j2 = make_payload("sleep:4000"), make_payload("ok")
+    push(stalled.client(), low, j1)
+    wait_for(lambda: j1["id"] in ran_ids(log), 60, interval=0.02, what="J1 started")
+    os.kill(stalled.proc.pid, signal.SIGSTOP)
+    try:
+        push(healthy.client(), high, j2)
+        # J1 ends within 4 s; its ack then waits for the stopped node (timeout = 2 s)
+        time.sleep(10)
+    finally:
+        os.kill(stalled.proc.pid, signal.SIGCONT)
+    # well before retry_after (90 s from the pop) could bring J2 back
+    rc = c.client()
+    try:
+        wait_for(lambda: j2["id"] in ran_ids(log), 45, interval=0.2, what="J2")
+    except AssertionError:
+        raise AssertionError("J2, popped from the healthy node while the other was stopped, did not run within 45 s "
+                             "(retry_after = %d); %s: %r" % (retry_after, high, queue_state(rc, high))) from None
+    wait_for(lambda: empty(rc, [high, low]), 60, interval=0.3, what="both queues empty")
+    assert rc.zcard(PREFIX + "qpool:failed:" + high) == 0
+    assert rc.zcard(PREFIX + "qpool:failed:" + low) == 0
+    ran = ran_ids(log)
+    assert ran[j1["id"]] == 1 and ran[j2["id"]] == 1, ran
+    assert m.proc.poll() is None
+    assert m.pool("w")["crashes"] == 0
+
+
+def test_a_node_that_lost_its_scripts_reloads_them(cluster, master_factory, tmp_path):
+    """Defect 3: queues on the second and third seeds; their nodes lose
+    their scripts (SCRIPT FLUSH). The NOSCRIPT must make qpool load the
+    scripts there, and the queues keep being served (today SCRIPT LOAD,
+    keyless, only goes to the first node: NOSCRIPT forever, the worker spins
+    and nothing more runs)."""
+    first = cluster.nodes[0]
+    queues = [queue_on(cluster, cluster.nodes[1], "s"), queue_on(cluster, cluster.nodes[2], "t")]
+    assert all(cluster.node_of(PREFIX + "queues:" + q).port != first.port for q in queues)
+    rc = cluster.client()
+    log = tmp_path / "fixture.log"
+    m = master_factory()
+    m.write_config(pool(log, queues, n=1), redis_conf=cluster_conf(cluster))  # first seed: cluster.nodes[0]
+    m.start()
+    early = {q: [make_payload("ok") for _ in range(10)] for q in queues}
+    for q in queues:
+        push_many(rc, q, early[q])
+    wait_ran(log, {p["id"] for q in queues for p in early[q]}, 60, "the jobs before the flush")
+    for n in cluster.nodes[1:]:
+        n.client().execute_command("SCRIPT", "FLUSH")
+    late = {q: [make_payload("ok") for _ in range(10)] for q in queues}
+    for q in queues:
+        push_many(rc, q, late[q])
+    try:
+        wait_ran(log, {p["id"] for q in queues for p in late[q]}, 60, "the jobs after SCRIPT FLUSH")
+    except AssertionError as e:
+        noscript = {n.port: n.client().info("errorstats").get("errorstat_NOSCRIPT", "count=0")
+                    for n in cluster.nodes}
+        raise AssertionError("%s; NOSCRIPT errors by node: %r; %r" % (
+            e, noscript, {q: queue_state(rc, q) for q in queues})) from None
+    wait_for(lambda: empty(rc, queues), 60, interval=0.3, what="the queues empty")
+    assert m.proc.poll() is None
+    assert m.pool("w")["crashes"] == 0
