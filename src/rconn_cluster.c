@@ -20,11 +20,13 @@ typedef struct {
     int port;
     rconn_t *rc;
     unsigned loads;             /* times the scripts were loaded on this connection */
+    int nloaded;                /* how many scripts were registered at the last load */
 } rcl_node_t;
 
 typedef struct {
     int node;                   /* where it was sent; -1: its node could not be reached */
     unsigned loads;             /* its node's loads when it was sent (NOSCRIPT) */
+    bool asking;                /* sent after ASKING (an ASK redirection): resent so too */
     char *cmd;                  /* the formatted command, for a redirection */
     size_t len;
     redisReply *stash;          /* read early (a redirection to its node) */
@@ -112,8 +114,10 @@ void rcl_describe(const rconn_t *c, char *buf, size_t n)
 /* ------------------------------------------------------------ nodes */
 
 /* SCRIPT LOAD every registered script, pipelined. 0 or -1 (node's last_error). */
-static int load_scripts(rconn_t *n)
+static int load_scripts(rcl_node_t *nd)
 {
+    rconn_t *n = nd->rc;
+    nd->nloaded = nscripts;
     for (int i = 0; i < nscripts; i++) {
         const char *argv[3] = {"SCRIPT", "LOAD", scripts[i].body};
         rconn_append(n, 3, argv, NULL);
@@ -171,7 +175,7 @@ static int node_up(rconn_t *c, int i)
     rcl_node_t *nd = &c->cl->nodes[i];
     if (nd->rc->ctx) return 0;
     nd->rc->in_outage = false; /* the cluster keeps the backoff */
-    if (rconn_ensure(nd->rc) == 0 && load_scripts(nd->rc) == 0) {
+    if (rconn_ensure(nd->rc) == 0 && load_scripts(nd) == 0) {
         nd->loads++;
         return 0;
     }
@@ -236,6 +240,9 @@ int rcl_connect(rconn_t *c)
     }
     for (int i = 0; i < cl->nnodes; i++)
         if (node_up(c, i) < 0) {
+            /* a map naming a primary we cannot reach may be stale: ask
+             * another address first next time */
+            cl->good = (cl->good + 1) % cl->nknown;
             rcl_disconnect(c);
             return -1;
         }
@@ -343,6 +350,18 @@ static int drain_node(rconn_t *c, int node)
     return 0;
 }
 
+/* ASKING on a node, before a command an ASK redirection sends there. */
+static int asking(rconn_t *c, int node)
+{
+    rconn_t *n = c->cl->nodes[node].rc;
+    const char *argv[1] = {"ASKING"};
+    rconn_append(n, 1, argv, NULL);
+    redisReply *r;
+    if (rconn_read(n, -1, -1, &r) != RC_OK) return fail(c, node, n->last_error);
+    freeReplyObject(r);
+    return RC_OK;
+}
+
 /* Follow MOVED / ASK for the head entry: resend it to the node named. */
 static int redirect(rconn_t *c, rcl_pending_t *p, int kind, int slot, const char *host, int port)
 {
@@ -352,14 +371,8 @@ static int redirect(rconn_t *c, rcl_pending_t *p, int kind, int slot, const char
     if (kind == RCLUSTER_MOVED) cl->slot_node[slot] = (int16_t)to;
     if (!c->quiet) log_debug("redis %s: slot %d %s to %s:%d", c->name, slot, kind == RCLUSTER_MOVED ? "moved" : "asked", host, port);
     if (drain_node(c, to) < 0) return fail(c, to, cl->nodes[to].rc->last_error);
-    rconn_t *n = cl->nodes[to].rc;
-    if (kind == RCLUSTER_ASK) {
-        const char *argv[1] = {"ASKING"};
-        rconn_append(n, 1, argv, NULL);
-        redisReply *r;
-        if (rconn_read(n, -1, -1, &r) != RC_OK) return fail(c, to, n->last_error);
-        freeReplyObject(r);
-    }
+    p->asking = kind == RCLUSTER_ASK;
+    if (p->asking && asking(c, to) != RC_OK) return RC_ERR;
     send_to(c, p, to);
     return RC_OK;
 }
@@ -375,12 +388,15 @@ static int reload_scripts(rconn_t *c, rcl_pending_t *p)
     rconn_t *n = cl->nodes[node].rc;
     if (drain_node(c, node) < 0) return fail(c, node, n->last_error);
     if (p->loads == cl->nodes[node].loads) {
-        if (load_scripts(n) < 0) return fail(c, node, n->last_error);
+        /* a script first used after the node connected is not a loss */
+        bool lost = cl->nodes[node].nloaded == nscripts;
+        if (load_scripts(&cl->nodes[node]) < 0) return fail(c, node, n->last_error);
         cl->nodes[node].loads++;
-        if (!c->quiet)
+        if (lost && !c->quiet)
             log_info("redis %s: node %s:%d had lost the scripts: loaded them again", c->name, cl->nodes[node].host,
                      cl->nodes[node].port);
     }
+    if (p->asking && asking(c, node) != RC_OK) return RC_ERR;
     send_to(c, p, node);
     return RC_OK;
 }

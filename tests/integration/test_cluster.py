@@ -507,3 +507,19 @@ def test_a_node_that_lost_its_scripts_reloads_them(cluster, master_factory, tmp_
     wait_for(lambda: empty(rc, queues), 60, interval=0.3, what="the queues empty")
     assert m.proc.poll() is None
     assert m.pool("w")["crashes"] == 0
+    assert re.search(r"node 127\.0\.0\.1:\d+ had lost the scripts: loaded them again", m.log()), m.log()[-3000:]
+
+
+def test_a_script_first_used_after_connecting_is_no_lost_script(cluster, master_factory, tmp_path):
+    """Scripts registered at their first use (the fleet's goodbye at a
+    graceful stop, the job history, failed retry) are loaded on a node that
+    answers NOSCRIPT, without the "lost the scripts" line meant for SCRIPT
+    FLUSH or a restart."""
+    log = tmp_path / "fixture.log"
+    m = master_factory()
+    m.write_config(pool(log, n=1), redis_conf=cluster_conf(cluster))
+    m.start()
+    push_many(cluster.client(), "{emails}", [make_payload("ok")])
+    wait_for(lambda: len(read_fixture_log(log)) >= 1, 60, what="the job")
+    assert m.stop() == 0
+    assert "lost the scripts" not in m.log(), m.log()[-3000:]
