@@ -576,8 +576,9 @@ static bool check_cluster_queues(ctx_t *x, const config_setting_t *g, const pool
         cerr(x, qs ? qs : g,
              "pool %s: queue \"%s\" has no hash tag: on the Redis Cluster of connection \"%s\" its "
              ":delayed, :reserved and :notify keys would land in other slots; rename it to \"{%s}\" "
-             "(in Laravel too: the tag must be in the queue name, Laravel's \"queues:\" prefix is outside it)",
-             p->name, q, p->connection, q);
+             "(Laravel 13.5+ on a cluster already keeps a queue \"%s\" under these keys, queues:{%s}; "
+             "before 13.5 rename it in Laravel too)",
+             p->name, q, p->connection, q, q, q);
         ok = false;
     }
     return ok;

@@ -382,7 +382,8 @@ static void test_redis_cluster(void **state)
     expect_error(t4, 3, "cluster[0]", NULL);
     static const char t5[] = "redis = { default = { cluster = [\"a:1\"]; }; };\n"
                              "pools = (\n  { name = \"p\";\n    queues = [\"{ok}\", \"emails\"]; command = [\"run\"]; } );\n";
-    expect_error(t5, 4, "queue \"emails\" has no hash tag", "rename it to \"{emails}\"", NULL);
+    expect_error(t5, 4, "queue \"emails\" has no hash tag", "rename it to \"{emails}\"",
+                 "13.5+ on a cluster already keeps a queue \"emails\" under these keys, queues:{emails}", NULL);
 }
 
 static void test_defaults_group_cascades(void **state)
