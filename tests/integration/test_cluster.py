@@ -298,6 +298,71 @@ def test_jobs_dispatched_by_laravel_on_the_cluster(cluster, master_factory, tmp_
     assert app.failed_jobs() == []
 
 
+def test_laravel_13_untagged_queue_on_a_cluster_runs_under_its_tag(cluster, master_factory, tmp_path):
+    """Laravel 13.5+ keeps an untagged queue on a cluster connection under a
+    hash tag of its own (RedisQueue::getQueueRedisKey(): queues:{default},
+    queues:{default}:delayed, ...). The Laravel 13 fixture app (Debian sid's
+    13.31, phpredis RedisCluster, in its root) dispatches to the queue
+    "default", untagged; qpool, given the queue "{default}", runs those jobs
+    with the adapter in the root (docs/configuration.md, Redis Cluster)."""
+    from laravel_roots import Version, VersionApp, argv_conf, build_root
+    version = Version("13", build_root("sid"))
+    app = VersionApp(version, cluster.nodes[0].port, tmp_path)
+    try:
+        nodes = ",".join("127.0.0.1:%d" % n.port for n in cluster.nodes)
+        app.env.update({"QUEUE_CONNECTION": "redis-cluster", "CACHE_DRIVER": "array", "REDIS_CLUSTER_NODES": nodes})
+        app.artisan("migrate", "--force")
+        n = 10
+        # one dispatch per job (no pipelined bulk on RedisCluster), to the untagged name
+        app.artisan("fixture:dispatch", "MarkerJob", "--connection=redis-cluster", "--mode=dispatch",
+                    "--queue=default", "--count=%d" % n, "--tag=u")
+        app.artisan("fixture:dispatch", "MarkerJob", "--connection=redis-cluster", "--mode=dispatch",
+                    "--queue=default", "--delay=1", "--tag=later")
+        rc = cluster.client()
+        # Laravel's own writes: under the tag, nothing under the untagged keys
+        assert rc.llen(PREFIX + "queues:{default}") == n
+        assert rc.zcard(PREFIX + "queues:{default}:delayed") == 1
+        assert rc.llen(PREFIX + "queues:{default}:notify") == n
+
+        def untagged():
+            return [k for nd in cluster.nodes for k in nd.client().keys(PREFIX + "queues:default*")]
+        assert untagged() == []
+        assert queue_state(rc, "{default}")["ready"] == n
+
+        env = {k: app.env[k] for k in ["REDIS_PREFIX", "APP_STORAGE", "DB_CONNECTION", "DB_DATABASE",
+                                       "MARKER_FILE", "MARKER_EVENTS", "LOG_CHANNEL", "QUEUE_CONNECTION",
+                                       "CACHE_DRIVER", "REDIS_CLUSTER_NODES"]}
+        m = master_factory()
+        m.write_config('{ name = "app"; queues = ["{default}"]; processes = 2; queue_connection = "redis-cluster";\n'
+                       '  environment = { %s };\n  handler = { type = "pipe"; command = %s; }; }'
+                       % (" ".join('%s = "%s";' % kv for kv in env.items()), argv_conf(app.adapter_argv())),
+                       redis_conf=cluster_conf(cluster))
+        m.start()
+
+        def runs():
+            return [x for x in app.read_markers() if x.get("job") == "MarkerJob" and "event" not in x]
+
+        def done():
+            ms = runs()
+            return ms if len(ms) >= n + 1 and empty(rc, ["{default}"]) else None
+        try:
+            ms = wait_for(done, 240, interval=0.5, what="every job Laravel 13 dispatched to default")
+        except AssertionError:
+            raise AssertionError("%d of %d jobs ran; {default}: %r; qpool log: %s"
+                                 % (len(runs()), n + 1, queue_state(rc, "{default}"), m.log()[-3000:])) from None
+        tags = collections.Counter(x["tag"] for x in ms)
+        assert tags == collections.Counter(["u-%d" % i for i in range(1, n + 1)] + ["later"]), tags
+        assert app.failed_jobs() == []
+        assert untagged() == []
+        # the queue name the adapter gives the job (JobProcessed events): qpool's, with the tag
+        seen = {x.get("queue") for x in app.read_markers() if x.get("event") == "JobProcessed"}
+        assert seen == {"{default}"}, seen
+        assert m.pool("app")["crashes"] == 0
+        assert not re.search(r"CROSSSLOT|MOVED| error ", m.log()), m.log()[-3000:]
+    finally:
+        app.remove()
+
+
 @pytest.mark.skipif("asan" in str(__import__("conftest").BUILD), reason="valgrind does not run ASan binaries")
 def test_cluster_master_workers_and_cli_are_valgrind_clean(cluster, master_factory, tmp_path):
     import os
