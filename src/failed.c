@@ -45,8 +45,11 @@ static bool frec_from(const redisReply *r, frec_t *f)
 
 /* ---- Redis Cluster: every key of a queue's failures is in the queue's
  * slot: the index <prefix>qpool:failed:<queue> and the records
- * <index>:job:<uuid>; the set of queues with failures is not kept (it
- * would be in another slot), the configured queues are read instead. */
+ * <index>:job:<uuid>. The set of queues with failures is not kept (it
+ * would be in another slot, and a worker's fail script keeps to one):
+ * instead the master's heartbeat adds every queue its pools list to
+ * <prefix>qpool:{qpool-failed}:queues (failed_note_queues), and readers
+ * look in those and in the queues configured here. */
 
 static char **cluster_queues; /* the configured queues of the connection, NULL-terminated */
 
@@ -69,6 +72,27 @@ void failed_use_config(const qconf_t *conf, const char *connection)
     }
 }
 
+static char *noted_key(const rconn_t *c)
+{
+    return xasprintf("%sqpool:{qpool-failed}:queues", c->conf.prefix);
+}
+
+int failed_note_queues(rconn_t *c, const char *const *queues, int n)
+{
+    if (!rconn_is_cluster(c) || n <= 0) return 0;
+    const char **av = xcalloc((size_t)n + 2, sizeof *av);
+    char *key = noted_key(c);
+    av[0] = "SADD";
+    av[1] = key;
+    for (int i = 0; i < n; i++) av[2 + i] = queues[i];
+    redisReply *r = rconn_call(c, n + 2, av, NULL);
+    int rv = r && r->type == REDIS_REPLY_INTEGER ? 0 : -1;
+    if (r) freeReplyObject(r);
+    free(key);
+    free(av);
+    return rv;
+}
+
 /* The key of a record: where the queue's failures are on a cluster. */
 static char *job_key(rconn_t *c, const char *queue, const char *uuid)
 {
@@ -76,26 +100,30 @@ static char *job_key(rconn_t *c, const char *queue, const char *uuid)
     return xasprintf("%sqpool:failed:%s:job:%s", c->conf.prefix, queue, uuid);
 }
 
-/* On a cluster: the configured queue whose index holds uuid, or NULL. */
-static const char *cluster_queue_of(rconn_t *c, const char *uuid)
+/* On a cluster: the queue (noted or configured) whose index holds uuid
+ * (caller frees), or NULL. */
+static char *cluster_queue_of(rconn_t *c, const char *uuid)
 {
-    for (int i = 0; cluster_queues && cluster_queues[i]; i++) {
-        char *idx = xasprintf("%sqpool:failed:%s", c->conf.prefix, cluster_queues[i]);
+    redisReply *qs = failed_queues(c);
+    char *found = NULL;
+    for (size_t i = 0; qs && qs->type == REDIS_REPLY_ARRAY && i < qs->elements && !found; i++) {
+        if (qs->element[i]->type != REDIS_REPLY_STRING) continue;
+        const char *q = qs->element[i]->str;
+        char *idx = xasprintf("%sqpool:failed:%s", c->conf.prefix, q);
         const char *av[] = {"ZSCORE", idx, uuid};
         redisReply *r = rconn_call(c, 3, av, NULL);
         free(idx);
-        bool found = r && r->type == REDIS_REPLY_STRING;
+        if (r && r->type == REDIS_REPLY_STRING) found = xstrdup(q);
         if (r) freeReplyObject(r);
-        if (found) return cluster_queues[i];
     }
-    return NULL;
+    if (qs) freeReplyObject(qs);
+    return found;
 }
 
-int failed_get(rconn_t *c, const char *uuid, frec_t *f)
+/* The record of uuid, kept for queue (ignored without a cluster). */
+static int get_in(rconn_t *c, const char *queue, const char *uuid, frec_t *f)
 {
     memset(f, 0, sizeof *f);
-    const char *queue = rconn_is_cluster(c) ? cluster_queue_of(c, uuid) : "";
-    if (!queue) return -1;
     char *key = job_key(c, queue, uuid);
     const char *av[] = {"HGETALL", key};
     redisReply *r = rconn_call(c, 2, av, NULL);
@@ -103,6 +131,16 @@ int failed_get(rconn_t *c, const char *uuid, frec_t *f)
     bool ok = r && frec_from(r, f);
     if (r) freeReplyObject(r);
     return ok ? 0 : -1;
+}
+
+int failed_get(rconn_t *c, const char *uuid, frec_t *f)
+{
+    memset(f, 0, sizeof *f);
+    if (!rconn_is_cluster(c)) return get_in(c, "", uuid, f);
+    char *queue = cluster_queue_of(c, uuid);
+    int rv = queue ? get_in(c, queue, uuid, f) : -1;
+    free(queue);
+    return rv;
 }
 
 redisReply *failed_queue_uuids(rconn_t *c, const char *queue, long limit)
@@ -117,14 +155,26 @@ redisReply *failed_queue_uuids(rconn_t *c, const char *queue, long limit)
     return r;
 }
 
-/* A reply as SMEMBERS would give, of the configured queues. */
-static redisReply *configured_queues(void)
+static bool reply_has(const redisReply *r, const char *s)
 {
-    redisReply *r = xcalloc(1, sizeof *r);
-    r->type = REDIS_REPLY_ARRAY;
+    for (size_t i = 0; i < r->elements; i++)
+        if (r->element[i]->type == REDIS_REPLY_STRING && !strcmp(r->element[i]->str, s)) return true;
+    return false;
+}
+
+/* The queues the master noted (an SMEMBERS reply), with the configured
+ * ones it lacks appended; NULL when Redis failed. */
+static redisReply *cluster_failed_queues(rconn_t *c)
+{
+    char *key = noted_key(c);
+    const char *av[] = {"SMEMBERS", key};
+    redisReply *r = rconn_call(c, 2, av, NULL);
+    free(key);
+    if (!r || r->type != REDIS_REPLY_ARRAY) return r;
     size_t n = cluster_queues ? strv_len(cluster_queues) : 0;
-    r->element = n ? xcalloc(n, sizeof *r->element) : NULL;
+    r->element = xrealloc(r->element, sizeof *r->element * (r->elements + n + 1));
     for (size_t i = 0; i < n; i++) {
+        if (reply_has(r, cluster_queues[i])) continue;
         redisReply *e = xcalloc(1, sizeof *e);
         e->type = REDIS_REPLY_STRING;
         e->str = xstrdup(cluster_queues[i]);
@@ -136,7 +186,7 @@ static redisReply *configured_queues(void)
 
 redisReply *failed_queues(rconn_t *c)
 {
-    if (rconn_is_cluster(c)) return configured_queues();
+    if (rconn_is_cluster(c)) return cluster_failed_queues(c);
     char *key = xasprintf("%sqpool:failed:queues", c->conf.prefix);
     const char *av[] = {"SMEMBERS", key};
     redisReply *r = rconn_call(c, 2, av, NULL);
@@ -176,7 +226,7 @@ static bool add_queue(rconn_t *c, const char *queue, long limit, bool with_paylo
     }
     for (size_t j = 0; j < u->elements; j++) {
         frec_t f;
-        if (u->element[j]->type != REDIS_REPLY_STRING || failed_get(c, u->element[j]->str, &f) < 0) continue;
+        if (u->element[j]->type != REDIS_REPLY_STRING || get_in(c, queue, u->element[j]->str, &f) < 0) continue;
         cJSON_AddItemToArray(arr, failed_json(&f, with_payload));
         frec_free(&f);
     }

@@ -29,7 +29,12 @@ int failed_get(rconn_t *c, const char *uuid, frec_t *f);
 void failed_use_config(const qconf_t *conf, const char *connection);
 /* ZREVRANGE of a queue's index (limit 0: all); NULL when Redis failed. */
 redisReply *failed_queue_uuids(rconn_t *c, const char *queue, long limit);
-/* SMEMBERS of the queues with failed jobs; NULL when Redis failed. */
+/* On a cluster: note queues a pool lists (SADD to a set of their own slot)
+ * so that their failures stay listed after no pool lists them. 0 or -1;
+ * nothing to do (0) without a cluster. */
+int failed_note_queues(rconn_t *c, const char *const *queues, int n);
+/* SMEMBERS of the queues with failed jobs (on a cluster: those noted, and
+ * those configured here); NULL when Redis failed. */
 redisReply *failed_queues(rconn_t *c);
 /* {"uuid","connection","queue","name","failed_at","failed_at_utc","exception"[,"payload"]} */
 cJSON *failed_json(const frec_t *f, bool with_payload);

@@ -4,6 +4,7 @@
 #include "monitor.h"
 #include "alerting.h"
 #include "balancer.h"
+#include "failed.h"
 #include "fleet.h"
 #include "history.h"
 #include "status.h"
@@ -459,6 +460,25 @@ static bool connection_used(const master_t *m, const char *name)
     return false;
 }
 
+/* On a cluster: note the queues the pools list on connection name, so that
+ * their failed jobs stay listed after no pool lists them (failed.c). */
+static void note_queues(master_t *m, rconn_t *c, const char *name)
+{
+    if (!rconn_is_cluster(c)) return;
+    int n = 0;
+    for (int i = 0; i < m->pools.n; i++)
+        if (!strcmp(m->pools.v[i]->conf.connection, name)) n += m->pools.v[i]->conf.nqueues;
+    const char **qs = xcalloc((size_t)n + 1, sizeof *qs);
+    n = 0;
+    for (int i = 0; i < m->pools.n; i++) {
+        const pool_conf_t *p = &m->pools.v[i]->conf;
+        if (strcmp(p->connection, name)) continue;
+        for (int j = 0; j < p->nqueues; j++) qs[n++] = p->queues[j];
+    }
+    failed_note_queues(c, qs, n);
+    free(qs);
+}
+
 /* The heartbeat, on every connection a pool uses: a few balance passes of
  * life, at least 3 s. */
 static void heartbeat(master_t *m)
@@ -476,6 +496,7 @@ static void heartbeat(master_t *m)
         int64_t redis_now = 0, before = wall_ms();
         if (c && rconn_ensure(c) == 0 && fleet_heartbeat(c, m->mon->fleet_id, js, ttl, &redis_now) == 0 && redis_now)
             m->mon->redis_offset_ms = redis_now - (before + wall_ms()) / 2;
+        if (c && c->ctx) note_queues(m, c, name);
     }
     free(js);
 }

@@ -131,6 +131,34 @@ def test_failures_and_releases_stay_in_the_queues_slot(cluster, master_factory, 
         assert u in res.stdout
 
 
+def test_failures_of_a_queue_no_pool_lists_any_more_stay_listed(cluster, master_factory, tmp_path):
+    """On a cluster the set of queues with failures cannot be kept by the
+    fail script (another slot): the master notes the queues its pools list,
+    so a queue's failed jobs are still listed, shown and retried by `qpool
+    failed` after the pool stops listing it."""
+    rc = cluster.client()
+    log = tmp_path / "fixture.log"
+    m = master_factory()
+    m.write_config(pool(log, ["{emails}", "{gone}"], n=1, tries=1), redis_conf=cluster_conf(cluster))
+    bad = make_payload("fail")
+    push_many(rc, "{gone}", [bad])
+    m.start()
+    idx = PREFIX + "qpool:failed:{gone}"
+    wait_for(lambda: rc.zcard(idx) == 1, 60, interval=0.3, what="the failed record")
+    uuid = rc.zrange(idx, 0, -1)[0].decode()
+    wait_for(lambda: rc.sismember(PREFIX + "qpool:{qpool-failed}:queues", "{gone}"), 30, interval=0.2,
+             what="the queue noted")
+    assert m.stop() == 0
+    m.write_config(pool(log, ["{emails}"], n=1, tries=1), redis_conf=cluster_conf(cluster))
+    res = m.cli("failed", "list", check=False)
+    assert res.returncode == 0 and uuid in res.stdout and "{gone}" in res.stdout, res.stdout + res.stderr
+    res = m.cli("failed", "show", uuid, check=False)
+    assert res.returncode == 0 and bad["id"] in res.stdout, res.stdout + res.stderr
+    res = m.cli("failed", "retry", uuid, check=False)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert rc.llen(PREFIX + "queues:{gone}") == 1 and rc.zcard(idx) == 0
+
+
 def test_status_and_balancing_count_every_slot(cluster, master_factory, tmp_path):
     rc = cluster.client()
     log = tmp_path / "fixture.log"
