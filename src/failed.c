@@ -105,18 +105,26 @@ static char *job_key(rconn_t *c, const char *queue, const char *uuid)
 static char *cluster_queue_of(rconn_t *c, const char *uuid)
 {
     redisReply *qs = failed_queues(c);
-    char *found = NULL;
-    for (size_t i = 0; qs && qs->type == REDIS_REPLY_ARRAY && i < qs->elements && !found; i++) {
-        if (qs->element[i]->type != REDIS_REPLY_STRING) continue;
-        const char *q = qs->element[i]->str;
-        char *idx = xasprintf("%sqpool:failed:%s", c->conf.prefix, q);
-        const char *av[] = {"ZSCORE", idx, uuid};
-        redisReply *r = rconn_call(c, 3, av, NULL);
-        free(idx);
-        if (r && r->type == REDIS_REPLY_STRING) found = xstrdup(q);
-        if (r) freeReplyObject(r);
+    if (!qs || qs->type != REDIS_REPLY_ARRAY) {
+        if (qs) freeReplyObject(qs);
+        return NULL;
     }
-    if (qs) freeReplyObject(qs);
+    /* one ZSCORE per queue, pipelined: one round trip */
+    for (size_t i = 0; i < qs->elements; i++) {
+        char *idx = xasprintf("%sqpool:failed:%s", c->conf.prefix, qs->element[i]->str ? qs->element[i]->str : "");
+        const char *av[] = {"ZSCORE", idx, uuid};
+        rconn_append(c, 3, av, NULL);
+        free(idx);
+    }
+    char *found = NULL;
+    for (size_t i = 0; i < qs->elements; i++) {
+        redisReply *r;
+        if (rconn_read(c, -1, -1, &r) != RC_OK) break; /* dropped: the rest went with it */
+        if (!found && r->type == REDIS_REPLY_STRING && qs->element[i]->type == REDIS_REPLY_STRING)
+            found = xstrdup(qs->element[i]->str);
+        freeReplyObject(r);
+    }
+    freeReplyObject(qs);
     return found;
 }
 

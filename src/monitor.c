@@ -30,6 +30,7 @@
  * queue:restart values seen, and when it next looks. */
 struct monitor {
     rconn_t **rc;               /* by connection name */
+    uint64_t *noted;            /* rc[i]->connects when its queues were last noted (failed.c) */
     int nrc;
     uint64_t reconnects_dropped; /* of connections closed by a reload */
     char **restart_seen;        /* "key\x01value", NULL-terminated */
@@ -46,6 +47,8 @@ static rconn_t *conn_for(master_t *m, const char *name)
     const redis_conf_t *rc = config_redis(m->conf, name);
     if (!rc) return NULL;
     m->mon->rc = xrealloc(m->mon->rc, sizeof *m->mon->rc * (size_t)(m->mon->nrc + 1));
+    m->mon->noted = xrealloc(m->mon->noted, sizeof *m->mon->noted * (size_t)(m->mon->nrc + 1));
+    m->mon->noted[m->mon->nrc] = 0;
     m->mon->rc[m->mon->nrc] = rconn_new(rc);
     /* The master's loop must stay responsive (signals, the control socket,
      * the watchdog) even when Redis hangs: it never waits long on Redis. */
@@ -60,7 +63,9 @@ static void drop_connections(master_t *m)
         rconn_free(m->mon->rc[i]);
     }
     free(m->mon->rc);
+    free(m->mon->noted);
     m->mon->rc = NULL;
+    m->mon->noted = NULL;
     m->mon->nrc = 0;
 }
 
@@ -461,10 +466,13 @@ static bool connection_used(const master_t *m, const char *name)
 }
 
 /* On a cluster: note the queues the pools list on connection name, so that
- * their failed jobs stay listed after no pool lists them (failed.c). */
+ * their failed jobs stay listed after no pool lists them (failed.c). Once
+ * per connect: a reload makes new connections. */
 static void note_queues(master_t *m, rconn_t *c, const char *name)
 {
-    if (!rconn_is_cluster(c)) return;
+    int ci = 0;
+    while (m->mon->rc[ci] != c) ci++;
+    if (!rconn_is_cluster(c) || m->mon->noted[ci] == c->connects) return;
     int n = 0;
     for (int i = 0; i < m->pools.n; i++)
         if (!strcmp(m->pools.v[i]->conf.connection, name)) n += m->pools.v[i]->conf.nqueues;
@@ -475,7 +483,7 @@ static void note_queues(master_t *m, rconn_t *c, const char *name)
         if (strcmp(p->connection, name)) continue;
         for (int j = 0; j < p->nqueues; j++) qs[n++] = p->queues[j];
     }
-    failed_note_queues(c, qs, n);
+    if (failed_note_queues(c, qs, n) == 0) m->mon->noted[ci] = c->connects;
     free(qs);
 }
 

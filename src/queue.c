@@ -227,6 +227,7 @@ void queue_scripts_init(void)
 int queue_load_scripts(rconn_t *c)
 {
     queue_scripts_init();
+    if (rconn_is_cluster(c)) return 0; /* rconn_cluster loads every registered script on each node */
     const rscript_t *all[] = {&SCRIPT_POP, &SCRIPT_RELEASE, &SCRIPT_FAIL, &SCRIPT_PUSH, &SCRIPT_MAXEXC,
                               &SCRIPT_UNPOP, &SCRIPT_EXTEND};
     for (size_t i = 0; i < ARRAY_LEN(all); i++) {

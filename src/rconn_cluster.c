@@ -113,7 +113,8 @@ void rcl_describe(const rconn_t *c, char *buf, size_t n)
 
 /* ------------------------------------------------------------ nodes */
 
-/* SCRIPT LOAD every registered script, pipelined. 0 or -1 (node's last_error). */
+/* SCRIPT LOAD every registered script, pipelined; nd->loads counts the
+ * loads that succeeded. 0 or -1 (node's last_error). */
 static int load_scripts(rcl_node_t *nd)
 {
     rconn_t *n = nd->rc;
@@ -132,6 +133,7 @@ static int load_scripts(rcl_node_t *nd)
         }
         freeReplyObject(r);
     }
+    if (rv == 0) nd->loads++;
     return rv;
 }
 
@@ -175,10 +177,7 @@ static int node_up(rconn_t *c, int i)
     rcl_node_t *nd = &c->cl->nodes[i];
     if (nd->rc->ctx) return 0;
     nd->rc->in_outage = false; /* the cluster keeps the backoff */
-    if (rconn_ensure(nd->rc) == 0 && load_scripts(nd) == 0) {
-        nd->loads++;
-        return 0;
-    }
+    if (rconn_ensure(nd->rc) == 0 && load_scripts(nd) == 0) return 0;
     snprintf(c->last_error, sizeof c->last_error, "node %.60s:%d: %.170s", nd->host, nd->port, nd->rc->last_error);
     rconn_close(nd->rc);
     return -1;
@@ -391,7 +390,6 @@ static int reload_scripts(rconn_t *c, rcl_pending_t *p)
         /* a script first used after the node connected is not a loss */
         bool lost = cl->nodes[node].nloaded == nscripts;
         if (load_scripts(&cl->nodes[node]) < 0) return fail(c, node, n->last_error);
-        cl->nodes[node].loads++;
         if (lost && !c->quiet)
             log_info("redis %s: node %s:%d had lost the scripts: loaded them again", c->name, cl->nodes[node].host,
                      cl->nodes[node].port);

@@ -600,15 +600,19 @@ static void renew_held(worker_t *w, const job_t *cur)
     if (dropped) compact_local(w);
 }
 
-/* Write the pending outcomes once, now, without waiting out an outage. */
-static void write_pending_now(worker_t *w)
+/* Write the pending outcomes once, now, without waiting out an outage
+ * (what Redis refused stays pending). -1 when the connection is gone. */
+static int write_pending_now(worker_t *w)
 {
     settle(w);
-    if (!w->npending || !redis_ready(w)) return;
+    if (!w->npending) return 0;
+    if (!redis_ready(w)) return -1;
     int n = w->npending;
     for (int i = 0; i < n; i++) append_outcome(w, &w->pending[i]);
     char err[256] = "";
-    if (collect_pending(w, n, err, sizeof err) == OW_REFUSED) outcome_refused(w, err, false);
+    int rv = collect_pending(w, n, err, sizeof err);
+    if (rv == OW_REFUSED) outcome_refused(w, err, false);
+    return rv == OW_LOST ? -1 : 0;
 }
 
 /* How many jobs to ask for: the pool's prefetch while jobs are quick, never
@@ -1144,13 +1148,7 @@ static bool outcomes_ride_with_pop(worker_t *w, uint32_t skip)
 static int outcomes_for_pop(worker_t *w, uint32_t skip)
 {
     if (outcomes_ride_with_pop(w, skip)) return w->npending;
-    int n = w->npending;
-    for (int i = 0; i < n; i++) append_outcome(w, &w->pending[i]);
-    char err[256] = "";
-    int rv = collect_pending(w, n, err, sizeof err);
-    if (rv == OW_LOST) return -1;
-    if (rv == OW_REFUSED) outcome_refused(w, err, false); /* written again at the top of the loop */
-    return 0;
+    return write_pending_now(w); /* refused: written again at the top of the loop */
 }
 
 /* Pop the next job (and up to prefetch - 1 more into w->local), pipelined
