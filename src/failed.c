@@ -47,7 +47,7 @@ static bool frec_from(const redisReply *r, frec_t *f)
  * slot: the index <prefix>qpool:failed:<queue> and the records
  * <index>:job:<uuid>. The set of queues with failures is not kept (it
  * would be in another slot, and a worker's fail script keeps to one):
- * instead the master's heartbeat adds every queue its pools list to
+ * instead the master adds every queue its pools list (once per connect) to
  * <prefix>qpool:{qpool-failed}:queues (failed_note_queues), and readers
  * look in those and in the queues configured here. */
 

@@ -39,6 +39,16 @@ static void expect_merge(const char *a, const char *b, const char *want)
     free(s);
 }
 
+/* out parsed as libconfig into cfg (config_destroy it), with npools pools. */
+static const config_setting_t *parse_pools(config_t *cfg, const char *out, int npools)
+{
+    config_init(cfg);
+    if (!config_read_string(cfg, out)) fail_msg("line %d: %s\n%s", config_error_line(cfg), config_error_text(cfg), out);
+    const config_setting_t *pools = config_lookup(cfg, "pools");
+    assert_int_equal(config_setting_length(pools), npools);
+    return pools;
+}
+
 static void test_replace_recursive(void **state)
 {
     (void)state;
@@ -101,10 +111,7 @@ static void test_import_maps_supervisors(void **state)
 
     /* valid libconfig, with the pools and keys in place */
     config_t cfg;
-    config_init(&cfg);
-    if (!config_read_string(&cfg, out)) fail_msg("line %d: %s\n%s", config_error_line(&cfg), config_error_text(&cfg), out);
-    const config_setting_t *pools = config_lookup(&cfg, "pools");
-    assert_int_equal(config_setting_length(pools), 2);
+    parse_pools(&cfg, out, 2);
     const char *laravel = NULL;
     assert_true(config_lookup_string(&cfg, "defaults.laravel", &laravel));
     assert_string_equal(laravel, "/srv/app");
@@ -144,10 +151,7 @@ static void test_an_environment_name_cannot_write_config(void **state)
     char *out = import(EVIL, NULL, &rc, err);
     assert_int_equal(rc, 0);
     config_t cfg;
-    config_init(&cfg);
-    if (!config_read_string(&cfg, out)) fail_msg("line %d: %s\n%s", config_error_line(&cfg), config_error_text(&cfg), out);
-    const config_setting_t *pools = config_lookup(&cfg, "pools");
-    assert_int_equal(config_setting_length(pools), 1);
+    const config_setting_t *pools = parse_pools(&cfg, out, 1);
     const char *name = NULL;
     assert_true(config_setting_lookup_string(config_setting_get_elem(pools, 0), "name", &name));
     assert_string_equal(name, "s1");
