@@ -812,6 +812,13 @@ static bool resolve_identity(pool_conf_t *p)
     return true;
 }
 
+/* One pool between config_load's two passes over the pools. */
+typedef struct {
+    const config_setting_t *g;
+    pool_parse_t pp;
+    bool parsed;
+} pool_pass_t;
+
 /* laravel = "...": the pool's defaults from its app (config_app.c). */
 static bool apply_app(ctx_t *x, pool_conf_t *p, const pool_parse_t *pp, app_cache_t **apps)
 {
@@ -1618,24 +1625,37 @@ qconf_t *config_load(const char *path, conf_errors_t *errs)
         int n = config_setting_length(gp);
         if (n == 0) cerr(&x, gp, "pools: no pools defined");
         c->pools = xcalloc((size_t)n + 1, sizeof *c->pools);
+        pool_pass_t *pass = xcalloc((size_t)n + 1, sizeof *pass);
+        /* Parse every pool and note its app; describe the apps all at once
+         * (config_app.h); then finish each pool in order. */
         for (int i = 0; i < n; i++) {
             config_setting_t *g = config_setting_get_elem(gp, (unsigned)i);
             if (config_setting_type(g) != CONFIG_TYPE_GROUP) {
                 cerr(&x, g, "pools[%d]: expected a group { name = ...; }", i);
                 continue;
             }
+            pool_pass_t *ps = &pass[c->npools];
             pool_conf_t *p = &c->pools[c->npools++];
             pool_conf_copy(p, &defaults);
             p->line = sline(g);
-            pool_parse_t pp = {.explicit = dpp.explicit};
-            bool parsed = parse_pool_settings(&x, g, p, false, &pp);
+            ps->g = g;
+            ps->pp = (pool_parse_t){.explicit = dpp.explicit};
+            ps->parsed = parse_pool_settings(&x, g, p, false, &ps->pp);
+            if (ps->parsed && p->laravel && resolve_identity(p))
+                app_describe_note(&apps, p, ps->pp.explicit & EXPLICIT_QUEUE_CONNECTION);
+        }
+        app_describe_pending(apps);
+        for (int i = 0; i < c->npools; i++) {
+            pool_conf_t *p = &c->pools[i];
+            const pool_pass_t *ps = &pass[i];
             /* an app that cannot be read: that error alone, not what follows from it */
-            if (!parsed || !p->laravel || apply_app(&x, p, &pp, &apps)) finish_pool(&x, g, p, &pp);
-            for (int j = 0; p->name && j < c->npools - 1; j++)
+            if (!ps->parsed || !p->laravel || apply_app(&x, p, &ps->pp, &apps)) finish_pool(&x, ps->g, p, &ps->pp);
+            for (int j = 0; p->name && j < i; j++)
                 if (c->pools[j].name && !strcmp(c->pools[j].name, p->name))
-                    cerr(&x, g, "pool name \"%s\" is used twice (first on line %d)", p->name,
+                    cerr(&x, ps->g, "pool name \"%s\" is used twice (first on line %d)", p->name,
                          c->pools[j].line);
         }
+        free(pass);
         int minsum = 0;
         for (int i = 0; i < c->npools; i++)
             minsum += c->pools[i].balance == BALANCE_OFF ? c->pools[i].processes
