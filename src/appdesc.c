@@ -327,6 +327,7 @@ typedef struct {
     int pidfd;          /* readable once the child exited; -1: none (looked for every tick) */
     stream_t s[2];      /* stdout, stderr */
     bool exited;        /* the direct child exited (a zombie until reaped) */
+    bool gone;          /* ... and was reaped by the kernel: nothing to kill or reap */
     bool done;
 } describe_t;
 
@@ -406,12 +407,14 @@ pipe_fail:
 
 /* Has the direct child exited? It is left a zombie (WNOWAIT), so that its
  * pid, and so its process group's id, stay ours until finish() kills the
- * group and reaps it. */
-static bool child_exited(pid_t pid)
+ * group and reaps it. *gone: it was reaped already (SIGCHLD ignored by
+ * whoever started qpool: the kernel reaps), so its pid is no longer ours. */
+static bool child_exited(pid_t pid, bool *gone)
 {
     siginfo_t si;
     memset(&si, 0, sizeof si);
-    return waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid == pid;
+    if (waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) < 0) return (*gone = errno == ECHILD);
+    return si.si_pid == pid;
 }
 
 static void describe_exit(int status, const stream_t *errs, char *err, size_t errn)
@@ -427,9 +430,11 @@ static void finish(describe_t *d, appdesc_step_t step, int timeout_s)
 {
     appdesc_job_t *j = d->job;
     int status = 0;
-    kill(-d->pid, SIGKILL);
-    if (step != APPDESC_ANSWERED) kill(d->pid, SIGKILL); /* before its setpgid */
-    while (waitpid(d->pid, &status, 0) < 0 && errno == EINTR) {}
+    if (!d->gone) {
+        kill(-d->pid, SIGKILL);
+        if (step != APPDESC_ANSWERED) kill(d->pid, SIGKILL); /* before its setpgid */
+        while (waitpid(d->pid, &status, 0) < 0 && errno == EINTR) {}
+    }
     if (step == APPDESC_TIMED_OUT)
         snprintf(j->err, sizeof j->err, "no answer within %d s", timeout_s);
     else if (step == APPDESC_TOO_LONG)
@@ -462,7 +467,7 @@ static int step_all(describe_t *ds, int n, int64_t deadline, int timeout_s, bool
     for (int i = 0; i < n; i++) {
         describe_t *d = &ds[i];
         if (d->done) continue;
-        if (!d->exited && child_exited(d->pid)) {
+        if (!d->exited && child_exited(d->pid, &d->gone)) {
             d->exited = true;
             drain(&d->s[0]); /* what it wrote before it exited */
             drain(&d->s[1]);
