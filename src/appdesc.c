@@ -4,6 +4,7 @@
 #include "appdesc.h"
 #include "log.h"
 #include "proc.h"
+#include "sdnotify.h"
 #include "util.h"
 #include "version.h"
 
@@ -16,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -288,78 +290,92 @@ static void child_exec(char *const *argv, const pool_conf_t *p, pid_t parent, in
     _exit(127);
 }
 
+/* ---------------------------------------------------------------- collect (pure) */
+
+appdesc_step_t appdesc_step(bool exited, bool over, int64_t now_ms, int64_t deadline_ms)
+{
+    if (over) return APPDESC_TOO_LONG;
+    if (exited) return APPDESC_ANSWERED; /* whoever else still holds its pipes */
+    return now_ms >= deadline_ms ? APPDESC_TIMED_OUT : APPDESC_WAIT;
+}
+
+int appdesc_wait_ms(int64_t now_ms, int64_t deadline_ms, int64_t ping_due_ms, int64_t tick_ms)
+{
+    int64_t until = deadline_ms;
+    if (ping_due_ms && ping_due_ms < until) until = ping_due_ms;
+    if (tick_ms > 0 && now_ms + tick_ms < until) until = now_ms + tick_ms;
+    int64_t ms = until - now_ms;
+    return ms <= 0 ? 0 : ms > INT32_MAX ? INT32_MAX : (int)ms;
+}
+
+/* ---------------------------------------------------------------- collect */
+
+#define EXIT_TICK_MS 20   /* how often exits are looked for without a pidfd */
+#define DRAIN_READS 64    /* reads per wake-up: a writer cannot keep the loop in one stream */
+
 typedef struct {
-    int fd;
+    int fd;             /* -1: closed */
     sbuf_t buf;
     size_t cap;
     bool over;
 } stream_t;
 
-/* Read what is there; false at EOF. */
-static bool drain(stream_t *s)
+/* One describe being collected: the state appdesc_run_batch keeps per job. */
+typedef struct {
+    appdesc_job_t *job;
+    pid_t pid;          /* 0: not started */
+    int pidfd;          /* readable once the child exited; -1: none (looked for every tick) */
+    stream_t s[2];      /* stdout, stderr */
+    bool exited;        /* the direct child exited (a zombie until reaped) */
+    bool gone;          /* ... and was reaped by the kernel: nothing to kill or reap */
+    bool done;
+} describe_t;
+
+static void stream_close(stream_t *s)
+{
+    if (s->fd >= 0) close(s->fd);
+    s->fd = -1;
+}
+
+/* Read what is there, up to EAGAIN; closes the stream at EOF. */
+static void drain(stream_t *s)
 {
     char tmp[4096];
-    ssize_t n = read(s->fd, tmp, sizeof tmp);
-    if (n < 0 && (errno == EINTR || errno == EAGAIN)) return true;
-    if (n <= 0) return false;
-    if (s->buf.len + (size_t)n > s->cap) {
-        s->over = true;
-        /* stderr: keep the tail; stdout: stop collecting */
-        if (s->cap < APPDESC_MAX_OUTPUT) sbuf_consume(&s->buf, s->buf.len > (size_t)n ? (size_t)n : s->buf.len);
-        else return true;
+    for (int i = 0; i < DRAIN_READS && s->fd >= 0 && !s->over; i++) {
+        ssize_t n = read(s->fd, tmp, sizeof tmp);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && errno == EAGAIN) return;
+        if (n <= 0) {
+            stream_close(s);
+            return;
+        }
+        if (s->buf.len + (size_t)n > s->cap) {
+            /* stderr: keep the tail; stdout: too long, stop */
+            if (s->cap >= APPDESC_MAX_OUTPUT) {
+                s->over = true;
+                return;
+            }
+            sbuf_consume(&s->buf, s->buf.len > (size_t)n ? (size_t)n : s->buf.len);
+        }
+        sbuf_append(&s->buf, tmp, (size_t)n);
     }
-    sbuf_append(&s->buf, tmp, (size_t)n);
-    return true;
 }
 
-/* Poll both streams until both are closed, too much arrived, or the deadline. */
-static int collect(stream_t *s, int64_t deadline_ms)
+static int pidfd_of(pid_t pid)
 {
-    bool open[2] = {true, true};
-    while (open[0] || open[1]) {
-        struct pollfd pf[2] = {{s[0].fd, POLLIN, 0}, {s[1].fd, POLLIN, 0}};
-        for (int i = 0; i < 2; i++)
-            if (!open[i]) pf[i].fd = -1;
-        int64_t left = deadline_ms - mono_ms();
-        if (left <= 0) return -1;
-        int r = poll(pf, 2, (int)left);
-        if (r < 0 && errno != EINTR) return -1;
-        for (int i = 0; i < 2; i++)
-            if (open[i] && (pf[i].revents & (POLLIN | POLLHUP | POLLERR))) open[i] = drain(&s[i]);
-        if (s[0].over) return -2;
-    }
-    return 0;
-}
-
-/* Reap the describer by the deadline (0: now); past it, kill its group and
- * reap. A child that closed its output and went on running must not hold
- * the master past the timeout. -1 when it had to be killed. */
-static int reap_by(pid_t pid, int64_t deadline_ms, int *status)
-{
-    for (int nap_ms = 1;; nap_ms = nap_ms < 50 ? nap_ms * 2 : 50) {
-        pid_t w = waitpid(pid, status, WNOHANG);
-        if (w == pid) return 0;
-        if (w < 0 && errno != EINTR) return 0;
-        if (mono_ms() >= deadline_ms) break;
-        struct timespec ts = {0, (long)nap_ms * 1000000L};
-        nanosleep(&ts, NULL);
-    }
-    kill(-pid, SIGKILL);
-    kill(pid, SIGKILL);
-    while (waitpid(pid, status, 0) < 0 && errno == EINTR) {}
+#ifdef SYS_pidfd_open
+    int fd = (int)syscall(SYS_pidfd_open, pid, 0);
+    if (fd >= 0) fcntl(fd, F_SETFD, FD_CLOEXEC);
+    return fd;
+#else
+    (void)pid;
     return -1;
+#endif
 }
 
-static void describe_exit(int status, const stream_t *errs, char *err, size_t errn)
-{
-    char why[64], line[300];
-    proc_describe_status(status, why, sizeof why);
-    appdesc_last_line(errs->buf.data ? errs->buf.data : "", errs->buf.len, line, sizeof line);
-    snprintf(err, errn, "%s%s%s", why, line[0] ? ": " : "", line);
-}
-
-int appdesc_run(char *const *argv, const pool_conf_t *p, int timeout_s, char **out, size_t *outlen,
-                char *err, size_t errn)
+/* Fork the describer with its stdout and stderr on non-blocking pipes (the
+ * child's ends stay blocking). -1 with the reason in the job. */
+static int start_one(describe_t *d)
 {
     int po[2], pe[2];
     if (pipe2(po, O_CLOEXEC) < 0) goto pipe_fail;
@@ -370,40 +386,173 @@ int appdesc_run(char *const *argv, const pool_conf_t *p, int timeout_s, char **o
     }
     pid_t parent = getpid();
     pid_t pid = fork();
-    if (pid == 0) child_exec(argv, p, parent, po[1], pe[1]);
+    if (pid == 0) child_exec(d->job->argv, d->job->pool, parent, po[1], pe[1]);
     close(po[1]);
     close(pe[1]);
+    d->s[0].fd = po[0];
+    d->s[1].fd = pe[0];
     if (pid < 0) {
-        close(po[0]);
-        close(pe[0]);
-        snprintf(err, errn, "fork: %s", strerror(errno));
+        snprintf(d->job->err, sizeof d->job->err, "fork: %s", strerror(errno));
         return -1;
     }
-    stream_t s[2] = {{.fd = po[0], .cap = APPDESC_MAX_OUTPUT}, {.fd = pe[0], .cap = 4096}};
-    sbuf_init(&s[0].buf);
-    sbuf_init(&s[1].buf);
-    int64_t deadline = mono_ms() + (int64_t)timeout_s * 1000;
-    int r = collect(s, deadline);
-    int status = 0;
-    if (reap_by(pid, r < 0 ? 0 : deadline, &status) < 0 && r == 0) r = -1;
-    close(po[0]);
-    close(pe[0]);
-    int rc = -1;
-    if (r == -1)
-        snprintf(err, errn, "no answer within %d s", timeout_s);
-    else if (r == -2)
-        snprintf(err, errn, "more than %d bytes of output", APPDESC_MAX_OUTPUT);
-    else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-        describe_exit(status, &s[1], err, errn);
-    else {
-        *outlen = s[0].buf.len;
-        *out = sbuf_steal(&s[0].buf);
-        rc = 0;
-    }
-    sbuf_free(&s[0].buf);
-    sbuf_free(&s[1].buf);
-    return rc;
+    d->pid = pid;
+    fcntl(po[0], F_SETFL, O_NONBLOCK);
+    fcntl(pe[0], F_SETFL, O_NONBLOCK);
+    d->pidfd = pidfd_of(pid);
+    return 0;
 pipe_fail:
-    snprintf(err, errn, "pipe: %s", strerror(errno));
+    snprintf(d->job->err, sizeof d->job->err, "pipe: %s", strerror(errno));
     return -1;
+}
+
+/* Has the direct child exited? It is left a zombie (WNOWAIT), so that its
+ * pid, and so its process group's id, stay ours until finish() kills the
+ * group and reaps it. *gone: it was reaped already (SIGCHLD ignored by
+ * whoever started qpool: the kernel reaps), so its pid is no longer ours. */
+static bool child_exited(pid_t pid, bool *gone)
+{
+    siginfo_t si;
+    memset(&si, 0, sizeof si);
+    if (waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) < 0) return (*gone = errno == ECHILD);
+    return si.si_pid == pid;
+}
+
+static void describe_exit(int status, const stream_t *errs, char *err, size_t errn)
+{
+    char why[64], line[300];
+    proc_describe_status(status, why, sizeof why);
+    appdesc_last_line(errs->buf.data ? errs->buf.data : "", errs->buf.len, line, sizeof line);
+    snprintf(err, errn, "%s%s%s", why, line[0] ? ": " : "", line);
+}
+
+/* Kill what is left of its process group, reap it, and give the job its answer. */
+static void finish(describe_t *d, appdesc_step_t step, int timeout_s)
+{
+    appdesc_job_t *j = d->job;
+    int status = 0;
+    if (!d->gone) {
+        kill(-d->pid, SIGKILL);
+        if (step != APPDESC_ANSWERED) kill(d->pid, SIGKILL); /* before its setpgid */
+        while (waitpid(d->pid, &status, 0) < 0 && errno == EINTR) {}
+    }
+    if (step == APPDESC_TIMED_OUT)
+        snprintf(j->err, sizeof j->err, "no answer within %d s", timeout_s);
+    else if (step == APPDESC_TOO_LONG)
+        snprintf(j->err, sizeof j->err, "more than %d bytes of output", APPDESC_MAX_OUTPUT);
+    else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        describe_exit(status, &d->s[1], j->err, sizeof j->err);
+    else {
+        j->outlen = d->s[0].buf.len;
+        j->out = sbuf_steal(&d->s[0].buf);
+        j->rc = 0;
+    }
+    d->done = true;
+}
+
+static void describe_free(describe_t *d)
+{
+    for (int i = 0; i < 2; i++) {
+        stream_close(&d->s[i]);
+        sbuf_free(&d->s[i].buf);
+    }
+    if (d->pidfd >= 0) close(d->pidfd);
+}
+
+/* Step every running describe; returns how many still run, *tick when one
+ * of them has no pidfd to wake the loop. */
+static int step_all(describe_t *ds, int n, int64_t deadline, int timeout_s, bool *tick)
+{
+    int left = 0;
+    *tick = false;
+    for (int i = 0; i < n; i++) {
+        describe_t *d = &ds[i];
+        if (d->done) continue;
+        if (!d->exited && child_exited(d->pid, &d->gone)) {
+            d->exited = true;
+            drain(&d->s[0]); /* what it wrote before it exited */
+            drain(&d->s[1]);
+        }
+        appdesc_step_t st = appdesc_step(d->exited, d->s[0].over, mono_ms(), deadline);
+        if (st != APPDESC_WAIT) {
+            finish(d, st, timeout_s);
+            continue;
+        }
+        left++;
+        *tick |= d->pidfd < 0;
+    }
+    return left;
+}
+
+/* Sleep in poll until one of the describes has something to say (output,
+ * exit) or until `ms`; then read the streams that have data. */
+static void wait_some(describe_t *ds, int n, struct pollfd *pf, stream_t **of, int ms)
+{
+    int k = 0;
+    for (int i = 0; i < n; i++) {
+        if (ds[i].done) continue;
+        for (int j = 0; j < 2; j++)
+            if (ds[i].s[j].fd >= 0 && !ds[i].s[j].over) {
+                of[k] = &ds[i].s[j];
+                pf[k++] = (struct pollfd){.fd = ds[i].s[j].fd, .events = POLLIN};
+            }
+        if (ds[i].pidfd >= 0) {
+            of[k] = NULL;
+            pf[k++] = (struct pollfd){.fd = ds[i].pidfd, .events = POLLIN};
+        }
+    }
+    if (poll(pf, (nfds_t)k, ms) <= 0) return;
+    for (int i = 0; i < k; i++)
+        if (of[i] && (pf[i].revents & (POLLIN | POLLHUP | POLLERR))) drain(of[i]);
+}
+
+int appdesc_run_batch(appdesc_job_t *jobs, int n, int timeout_s)
+{
+    describe_t *ds = xcalloc((size_t)n + 1, sizeof *ds);
+    struct pollfd *pf = xcalloc((size_t)n * 3 + 1, sizeof *pf);
+    stream_t **of = xcalloc((size_t)n * 3 + 1, sizeof *of);
+    int64_t now = mono_ms(), deadline = now + (int64_t)timeout_s * 1000;
+    int64_t wd = sdn_watchdog_interval_ms(), ping_due = wd ? now : 0;
+    for (int i = 0; i < n; i++) {
+        describe_t *d = &ds[i];
+        *d = (describe_t){.job = &jobs[i], .pidfd = -1, .s = {{.fd = -1, .cap = APPDESC_MAX_OUTPUT}, {.fd = -1, .cap = 4096}}};
+        sbuf_init(&d->s[0].buf);
+        sbuf_init(&d->s[1].buf);
+        jobs[i].rc = -1;
+        jobs[i].out = NULL;
+        jobs[i].outlen = 0;
+        jobs[i].err[0] = '\0';
+        if (start_one(d) < 0) d->done = true;
+    }
+    for (;;) {
+        if (wd && (now = mono_ms()) >= ping_due) {
+            sdn_send("WATCHDOG=1"); /* the master's loop waits for us: bounded by the deadline */
+            ping_due = now + wd;
+        }
+        bool tick;
+        if (step_all(ds, n, deadline, timeout_s, &tick) == 0) break;
+        wait_some(ds, n, pf, of, appdesc_wait_ms(mono_ms(), deadline, ping_due, tick ? EXIT_TICK_MS : 0));
+    }
+    int answered = 0;
+    for (int i = 0; i < n; i++) {
+        answered += jobs[i].rc == 0;
+        describe_free(&ds[i]);
+    }
+    free(of);
+    free(pf);
+    free(ds);
+    return answered;
+}
+
+int appdesc_run(char *const *argv, const pool_conf_t *p, int timeout_s, char **out, size_t *outlen,
+                char *err, size_t errn)
+{
+    appdesc_job_t job = {.argv = argv, .pool = p};
+    appdesc_run_batch(&job, 1, timeout_s);
+    if (job.rc < 0) {
+        snprintf(err, errn, "%s", job.err);
+        return -1;
+    }
+    *out = job.out;
+    *outlen = job.outlen;
+    return 0;
 }

@@ -812,6 +812,13 @@ static bool resolve_identity(pool_conf_t *p)
     return true;
 }
 
+/* One pool between config_load's two passes over the pools. */
+typedef struct {
+    const config_setting_t *g;
+    pool_parse_t pp;
+    bool parsed;
+} pool_pass_t;
+
 /* laravel = "...": the pool's defaults from its app (config_app.c). */
 static bool apply_app(ctx_t *x, pool_conf_t *p, const pool_parse_t *pp, app_cache_t **apps)
 {
@@ -1521,6 +1528,47 @@ const char *config_path(const char *explicit_path)
     return QPOOL_DEFAULT_CONFIG;
 }
 
+/* The pools: parse every one and note its app; describe the apps all at
+ * once (config_app.h); then finish each pool in order. */
+static void load_pools(ctx_t *x, const config_setting_t *gp, const pool_conf_t *defaults, const pool_parse_t *dpp)
+{
+    qconf_t *c = x->c;
+    app_cache_t *apps = NULL;
+    int n = config_setting_length(gp);
+    if (n == 0) cerr(x, gp, "pools: no pools defined");
+    c->pools = xcalloc((size_t)n + 1, sizeof *c->pools);
+    pool_pass_t *pass = xcalloc((size_t)n + 1, sizeof *pass);
+    for (int i = 0; i < n; i++) {
+        config_setting_t *g = config_setting_get_elem(gp, (unsigned)i);
+        if (config_setting_type(g) != CONFIG_TYPE_GROUP) {
+            cerr(x, g, "pools[%d]: expected a group { name = ...; }", i);
+            continue;
+        }
+        pool_pass_t *ps = &pass[c->npools];
+        pool_conf_t *p = &c->pools[c->npools++];
+        pool_conf_copy(p, defaults);
+        p->line = sline(g);
+        ps->g = g;
+        ps->pp = (pool_parse_t){.explicit = dpp->explicit};
+        ps->parsed = parse_pool_settings(x, g, p, false, &ps->pp);
+        if (ps->parsed && p->laravel && resolve_identity(p))
+            app_describe_note(&apps, p, ps->pp.explicit & EXPLICIT_QUEUE_CONNECTION);
+    }
+    app_describe_pending(apps);
+    for (int i = 0; i < c->npools; i++) {
+        pool_conf_t *p = &c->pools[i];
+        const pool_pass_t *ps = &pass[i];
+        /* an app that cannot be read: that error alone, not what follows from it */
+        if (!ps->parsed || !p->laravel || apply_app(x, p, &ps->pp, &apps)) finish_pool(x, ps->g, p, &ps->pp);
+        for (int j = 0; p->name && j < i; j++)
+            if (c->pools[j].name && !strcmp(c->pools[j].name, p->name))
+                cerr(x, ps->g, "pool name \"%s\" is used twice (first on line %d)", p->name,
+                     c->pools[j].line);
+    }
+    free(pass);
+    app_cache_free(apps);
+}
+
 qconf_t *config_load(const char *path, conf_errors_t *errs)
 {
     memset(errs, 0, sizeof *errs);
@@ -1603,7 +1651,6 @@ qconf_t *config_load(const char *path, conf_errors_t *errs)
     pool_conf_t defaults;
     pool_builtin_defaults(&defaults);
     pool_parse_t dpp = {0};
-    app_cache_t *apps = NULL;
     if (gd) {
         if (config_setting_type(gd) != CONFIG_TYPE_GROUP)
             cerr(&x, gd, "defaults: expected a group");
@@ -1615,27 +1662,7 @@ qconf_t *config_load(const char *path, conf_errors_t *errs)
     } else if (config_setting_type(gp) != CONFIG_TYPE_LIST) {
         cerr(&x, gp, "pools: expected a list ( {...}, {...} )");
     } else {
-        int n = config_setting_length(gp);
-        if (n == 0) cerr(&x, gp, "pools: no pools defined");
-        c->pools = xcalloc((size_t)n + 1, sizeof *c->pools);
-        for (int i = 0; i < n; i++) {
-            config_setting_t *g = config_setting_get_elem(gp, (unsigned)i);
-            if (config_setting_type(g) != CONFIG_TYPE_GROUP) {
-                cerr(&x, g, "pools[%d]: expected a group { name = ...; }", i);
-                continue;
-            }
-            pool_conf_t *p = &c->pools[c->npools++];
-            pool_conf_copy(p, &defaults);
-            p->line = sline(g);
-            pool_parse_t pp = {.explicit = dpp.explicit};
-            bool parsed = parse_pool_settings(&x, g, p, false, &pp);
-            /* an app that cannot be read: that error alone, not what follows from it */
-            if (!parsed || !p->laravel || apply_app(&x, p, &pp, &apps)) finish_pool(&x, g, p, &pp);
-            for (int j = 0; p->name && j < c->npools - 1; j++)
-                if (c->pools[j].name && !strcmp(c->pools[j].name, p->name))
-                    cerr(&x, g, "pool name \"%s\" is used twice (first on line %d)", p->name,
-                         c->pools[j].line);
-        }
+        load_pools(&x, gp, &defaults, &dpp);
         int minsum = 0;
         for (int i = 0; i < c->npools; i++)
             minsum += c->pools[i].balance == BALANCE_OFF ? c->pools[i].processes
@@ -1645,7 +1672,6 @@ qconf_t *config_load(const char *path, conf_errors_t *errs)
                  c->max_workers, minsum);
     }
     pool_conf_free(&defaults);
-    app_cache_free(apps);
     config_destroy(&cfg);
     if (errs->n) {
         config_free(c);

@@ -23,6 +23,9 @@
 
 typedef struct app_entry {
     char *key;              /* argv, user, group, directory and environment */
+    bool described;
+    char **argv;            /* until described: what to run */
+    pool_conf_t pool;       /* until described: as whom (a copy) */
     int rc;
     app_desc_t d;
     char err[512];
@@ -103,36 +106,75 @@ static int check_app_sockets(const app_desc_t *d, const pool_conf_t *p, char *er
     return 0;
 }
 
-int app_describe(app_cache_t **cache, const pool_conf_t *p, bool explicit_queue_connection,
-                 const app_desc_t **out, char *err, size_t errn)
+/* p's entry; a new one (to be described) when no pool had the same key. */
+static app_entry_t *entry_for(app_cache_t **cache, const pool_conf_t *p, bool explicit_queue_connection)
 {
     if (!*cache) *cache = xcalloc(1, sizeof **cache);
     app_cache_t *c = *cache;
     char **argv = app_describe_argv(p, explicit_queue_connection);
     char *key = cache_key(argv, p);
-    app_entry_t *e = NULL;
-    for (int i = 0; i < c->n && !e; i++)
-        if (!strcmp(c->v[i].key, key)) e = &c->v[i];
-    if (!e) {
-        c->v = xrealloc(c->v, sizeof *c->v * (size_t)(c->n + 1));
-        e = &c->v[c->n++];
-        memset(e, 0, sizeof *e);
-        e->key = key;
-        key = NULL;
-        char *text = NULL;
-        size_t len = 0;
-        e->rc = appdesc_run(argv, p, APPDESC_TIMEOUT_S, &text, &len, e->err, sizeof e->err);
-        if (e->rc == 0) {
-            char perr[256];
-            e->rc = appdesc_parse(text, len, &e->d, perr, sizeof perr);
-            if (e->rc < 0) snprintf(e->err, sizeof e->err, "its description is unusable: %s", perr);
+    for (int i = 0; i < c->n; i++)
+        if (!strcmp(c->v[i].key, key)) {
+            free(key);
+            free_strv(argv);
+            return &c->v[i];
         }
-        if (e->rc == 0 && (e->rc = check_app_sockets(&e->d, p, e->err, sizeof e->err)) < 0)
-            appdesc_free(&e->d); /* refused: the cache keeps only the reason */
-        free(text);
+    c->v = xrealloc(c->v, sizeof *c->v * (size_t)(c->n + 1));
+    app_entry_t *e = &c->v[c->n++];
+    memset(e, 0, sizeof *e);
+    e->key = key;
+    e->argv = argv;
+    pool_conf_copy(&e->pool, p);
+    return e;
+}
+
+void app_describe_note(app_cache_t **cache, const pool_conf_t *p, bool explicit_queue_connection)
+{
+    entry_for(cache, p, explicit_queue_connection);
+}
+
+/* Parse and check what the describer answered; the entry's run state goes. */
+static void conclude(app_entry_t *e, appdesc_job_t *j)
+{
+    e->rc = j->rc;
+    if (e->rc < 0) snprintf(e->err, sizeof e->err, "%s", j->err);
+    if (e->rc == 0) {
+        char perr[256];
+        e->rc = appdesc_parse(j->out, j->outlen, &e->d, perr, sizeof perr);
+        if (e->rc < 0) snprintf(e->err, sizeof e->err, "its description is unusable: %s", perr);
     }
-    free(key);
-    free_strv(argv);
+    if (e->rc == 0 && (e->rc = check_app_sockets(&e->d, &e->pool, e->err, sizeof e->err)) < 0)
+        appdesc_free(&e->d); /* refused: the cache keeps only the reason */
+    if (j->out) explicit_bzero(j->out, j->outlen); /* it may hold a password */
+    free(j->out);
+    free_strv(e->argv);
+    e->argv = NULL;
+    pool_conf_free(&e->pool);
+    e->described = true;
+}
+
+void app_describe_pending(app_cache_t *c)
+{
+    if (!c) return;
+    appdesc_job_t *jobs = xcalloc((size_t)c->n + 1, sizeof *jobs);
+    int *which = xcalloc((size_t)c->n + 1, sizeof *which);
+    int n = 0;
+    for (int i = 0; i < c->n; i++)
+        if (!c->v[i].described) {
+            jobs[n] = (appdesc_job_t){.argv = c->v[i].argv, .pool = &c->v[i].pool};
+            which[n++] = i;
+        }
+    if (n) appdesc_run_batch(jobs, n, APPDESC_TIMEOUT_S);
+    for (int k = 0; k < n; k++) conclude(&c->v[which[k]], &jobs[k]);
+    free(which);
+    free(jobs);
+}
+
+int app_describe(app_cache_t **cache, const pool_conf_t *p, bool explicit_queue_connection,
+                 const app_desc_t **out, char *err, size_t errn)
+{
+    app_entry_t *e = entry_for(cache, p, explicit_queue_connection);
+    if (!e->described) app_describe_pending(*cache); /* with any other noted one */
     if (e->rc < 0) {
         snprintf(err, errn, "%s", e->err);
         return -1;
@@ -145,8 +187,13 @@ void app_cache_free(app_cache_t *c)
 {
     if (!c) return;
     for (int i = 0; i < c->n; i++) {
-        free(c->v[i].key);
-        if (c->v[i].rc == 0) appdesc_free(&c->v[i].d);
+        app_entry_t *e = &c->v[i];
+        free(e->key);
+        if (!e->described) {
+            free_strv(e->argv);
+            pool_conf_free(&e->pool);
+        } else if (e->rc == 0)
+            appdesc_free(&e->d);
     }
     free(c->v);
     free(c);

@@ -2,8 +2,9 @@
  * config_app.h - a pool's settings read from its Laravel app
  * (`laravel = "/srv/app";`), for config.c.
  *
- * config_load describes each app once per load (app_describe: the adapter's
- * --describe mode, run as the pool's user; appdesc.h), then app_apply turns
+ * config_load notes every pool's app (app_describe_note), describes them
+ * all at once (app_describe_pending: the adapter's --describe mode, each run
+ * as its pool's user, in parallel; appdesc.h), then app_apply turns
  * the description into the pool's defaults: every setting qpool.conf gives
  * explicitly (in the pool or in `defaults`) wins. The app's Redis
  * connections become redis connections of the config, under the app's own
@@ -31,9 +32,16 @@ enum {
 
 typedef struct app_cache app_cache_t;
 
-/* The description of p's app (run once per app, php command, user,
- * environment and queue connection; reused for pools that share them).
- * Returns 0 with *out (owned by the cache), or -1 with the reason in err. */
+/* Note that p's app is to be described (once per app, php command, user,
+ * environment and queue connection: pools that share them share it). */
+void app_describe_note(app_cache_t **cache, const pool_conf_t *p, bool explicit_queue_connection);
+/* Describe every noted app not yet described, all at once
+ * (appdesc_run_batch: APPDESC_TIMEOUT_S for them all). */
+void app_describe_pending(app_cache_t *cache);
+
+/* The description of p's app (described now, with every other noted one,
+ * unless that was done). Returns 0 with *out (owned by the cache), or -1
+ * with the reason in err. */
 int app_describe(app_cache_t **cache, const pool_conf_t *p, bool explicit_queue_connection,
                  const app_desc_t **out, char *err, size_t errn);
 void app_cache_free(app_cache_t *cache);

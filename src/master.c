@@ -470,6 +470,7 @@ static int64_t min_due(int64_t a, int64_t b)
 int master_run(const char *config_path)
 {
     conf_errors_t errs;
+    sdn_init(); /* first: the app describes of the load must not inherit NOTIFY_SOCKET */
     qconf_t *conf = config_load(config_path, &errs);
     if (!conf) {
         conf_errors_print(&errs, stderr);
@@ -505,7 +506,6 @@ int master_run(const char *config_path)
         return 1;
     }
 
-    sdn_init();
     if (sb_create(&m->sb, QPOOL_MAX_WORKERS_LIMIT) < 0) {
         if (errno == EINVAL)
             log_error("cannot map the scoreboard: pages here are %ld bytes, a slot is %d; build with "

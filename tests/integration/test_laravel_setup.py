@@ -130,6 +130,146 @@ def test_a_describer_that_closes_its_output_and_lingers_is_killed_at_the_timeout
     assert subprocess.run(["pgrep", "-f", marker], capture_output=True).returncode == 1, "the describer outlived it"
 
 
+def _pids_of(pattern):
+    res = subprocess.run(["pgrep", "-f", pattern], capture_output=True, text=True)
+    return [int(p) for p in res.stdout.split()]
+
+
+def test_a_describer_whose_grandchild_keeps_its_output_open_answers(master, laravel_app):
+    """Review 2026-11-24 #9: the master collected a description until EOF on
+    its pipes, so a grandchild that kept them open turned a good answer into
+    "no answer within 20 s". A describe is now done once its direct child
+    (real PHP, the real adapter and app) has exited: what it wrote is read,
+    and what is left in its process group is killed. One grandchild leaves
+    the group (setsid), the other stays in it; both hold stdout and stderr."""
+    tag = "%04d" % (os.getpid() % 10000)
+    detached, attached = "sleep 61.%s" % tag, "sleep 62.%s" % tag
+    pools = []
+    for name, spawn in (("detached", "setsid " + detached), ("attached", attached)):
+        pools.append(laravel_pool(laravel_app, name=name, extra='queues = ["%s"]; php = ["/bin/sh", "-c", '
+                                  '"%s & exec php \\"$@\\"", "sh"];' % (name, spawn)))
+    master.write_config(",\n".join(pools), redis_conf="")
+    try:
+        res = check(master)
+        # before: both waited for EOF and failed with "no answer within 20 s"
+        assert res.returncode == 0, res.stderr
+        for part in res.stdout.split('name = "attached"'):
+            assert "config/queue.php" in origin_line(part, "queue_connection")
+        assert _pids_of(attached) == [], "a process the describer left in its group outlived it"
+    finally:
+        for pid in _pids_of(detached) + _pids_of(attached):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+DESCRIBE_GATE = r"""
+# A describer that says when it starts and ends, and waits for the test's go.
+echo "notify=${NOTIFY_SOCKET:-}" > "$DESC_DIR/start-$DESC_NAME"
+i=0
+while [ ! -e "$DESC_DIR/go" ] && [ $i -lt 150 ]; do sleep 0.1; i=$((i + 1)); done
+php "$@"
+rc=$?
+echo "$$" > "$DESC_DIR/end-$DESC_NAME"
+exit $rc
+"""
+
+
+class NotifySocket:
+    """A systemd notification socket (sd_notify(3)): a datagram socket in the
+    abstract namespace, read by a thread (a full queue would block the sender)."""
+
+    def __init__(self):
+        import socket
+        import threading
+        self.name = "qpool-test-notify-" + uuid.uuid4().hex
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.sock.bind("\0" + self.name)
+        self.sock.settimeout(0.2)
+        self.messages = []
+        self.lock = threading.Lock()
+        self.stop = False
+        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.thread.start()
+
+    def _read(self):
+        while not self.stop:
+            try:
+                data = self.sock.recv(4096)
+            except OSError:
+                continue
+            with self.lock:
+                self.messages.append(data.decode(errors="replace"))
+
+    def env(self, watchdog_usec):
+        return {"NOTIFY_SOCKET": "@" + self.name, "WATCHDOG_USEC": str(watchdog_usec)}
+
+    def count(self, text, since=0):
+        with self.lock:
+            return sum(1 for m in self.messages[since:] if text in m.split("\n"))
+
+    def seen(self):
+        with self.lock:
+            return len(self.messages)
+
+    def close(self):
+        self.stop = True
+        self.thread.join(5)
+        self.sock.close()
+
+
+def test_a_reload_describes_every_app_at_once_and_pings_the_watchdog(master, laravel_app, tmp_path):
+    """Review 2026-11-24 #9: a reload described the apps one after another
+    with the master's loop frozen and no watchdog ping, up to 20 s each; with
+    3 or more distinct descriptions systemd (WatchdogSec=60) killed the
+    master. Now the three distinct describes of this config (three
+    environments) run at once, and the master pings the watchdog while it
+    waits for them: each describer here waits until the test has seen all
+    three running and a WATCHDOG=1 sent since."""
+    gate = tmp_path / "describe-gate.sh"
+    gate.write_text(DESCRIBE_GATE)
+    desc = tmp_path / "desc"
+    desc.mkdir()
+    (desc / "go").touch()
+    handler = 'handler = { type = "pipe"; command = ["%s"]; };' % FIXTURE_HANDLER
+    names = ["one", "two", "three"]
+    master.write_config(",\n".join(
+        laravel_pool(laravel_app, name=n, env={"DESC_DIR": str(desc), "DESC_NAME": n},
+                     extra='queues = ["%s"]; php = ["/bin/sh", "%s"]; %s' % (n, gate, handler))
+        for n in names), redis_conf="")
+    notify = NotifySocket()
+    reload = None
+    try:
+        master.start(env=notify.env(1000000))  # a ping every 0.5 s
+        wait_for(lambda: notify.count("WATCHDOG=1") >= 1, 10, what="the master's watchdog pings")
+        # the describes at start are children too: none may talk to systemd in the master's name
+        assert sorted(f.read_text() for f in desc.glob("start-*")) == ["notify=\n"] * 3
+        for f in desc.iterdir():
+            f.unlink()
+        reload = subprocess.Popen([QPOOL, "reload", "-c", str(master.conf)], stdout=subprocess.PIPE,
+                                  stderr=subprocess.STDOUT, text=True)
+        started = lambda: sorted(f.name[6:] for f in desc.glob("start-*"))
+        wait_for(lambda: notify.count("RELOADING=1") >= 1, 10, what="the reload to begin")
+        # before: the first describe waited alone for the go (15 s), the others after it
+        wait_for(lambda: len(started()) == 3, 10, what="the three describes running at once")
+        assert list(desc.glob("end-*")) == [], "a describe ended before all had started"
+        since = notify.seen()
+        # before: no ping from the master while it waited for the describes
+        wait_for(lambda: notify.count("WATCHDOG=1", since) >= 2, 10,
+                 what="WATCHDOG=1 while the master waits for the describes")
+        assert list(desc.glob("end-*")) == []
+        (desc / "go").touch()
+        out, _ = reload.communicate(timeout=60)
+        assert reload.returncode == 0 and "0 changed" in out, out
+        assert sorted(f.name[4:] for f in desc.glob("end-*")) == sorted(names)
+        assert sorted(f.read_text() for f in desc.glob("start-*")) == ["notify=\n"] * 3
+        assert notify.count("READY=1") >= 2
+    finally:
+        (desc / "go").touch()
+        if reload and reload.poll() is None:
+            reload.communicate(timeout=120)
+        notify.close()
+
+
 def test_a_pool_with_only_laravel_set_runs_the_apps_jobs(master, laravel_app):
     app = laravel_app
     master.write_config(laravel_pool(app), redis_conf="")

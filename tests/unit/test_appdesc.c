@@ -1,7 +1,8 @@
 /*
  * test_appdesc.c - unit tests for the pure parts of reading a pool's
  * settings from its Laravel app: appdesc_parse (the describer's output is
- * untrusted), appdesc_last_line, app_apply (qpool.conf's explicit keys win,
+ * untrusted), appdesc_last_line, appdesc_step and appdesc_wait_ms (collecting
+ * describes), app_apply (qpool.conf's explicit keys win,
  * the app's Redis connections join the config) and pool_down_wanted
  * (maintenance mode).
  */
@@ -134,6 +135,35 @@ static void test_last_line(void **state)
     const char *l = "a very long line that is cut";
     appdesc_last_line(l, strlen(l), buf, 8);
     assert_string_equal(buf, "a very ");
+}
+
+/* Collecting a describe: an exited direct child answers, whoever holds its
+ * pipes (review 2026-11-24 #9); too much output beats everything; the
+ * deadline only counts while the child runs. */
+static void test_step(void **state)
+{
+    (void)state;
+    assert_int_equal(appdesc_step(false, false, 1000, 2000), APPDESC_WAIT);
+    assert_int_equal(appdesc_step(true, false, 1000, 2000), APPDESC_ANSWERED);
+    assert_int_equal(appdesc_step(false, false, 2000, 2000), APPDESC_TIMED_OUT);
+    assert_int_equal(appdesc_step(false, false, 2500, 2000), APPDESC_TIMED_OUT);
+    assert_int_equal(appdesc_step(true, false, 2500, 2000), APPDESC_ANSWERED);
+    assert_int_equal(appdesc_step(true, true, 1000, 2000), APPDESC_TOO_LONG);
+    assert_int_equal(appdesc_step(false, true, 2500, 2000), APPDESC_TOO_LONG);
+}
+
+/* The loop's sleep: never past the deadline or the next watchdog ping, and
+ * no longer than a tick when exits must be looked for. */
+static void test_wait_ms(void **state)
+{
+    (void)state;
+    assert_int_equal(appdesc_wait_ms(1000, 21000, 0, 0), 20000);
+    assert_int_equal(appdesc_wait_ms(1000, 21000, 1500, 0), 500);
+    assert_int_equal(appdesc_wait_ms(1000, 21000, 30000, 0), 20000);
+    assert_int_equal(appdesc_wait_ms(1000, 21000, 1500, 20), 20);
+    assert_int_equal(appdesc_wait_ms(1000, 1010, 0, 20), 10);
+    assert_int_equal(appdesc_wait_ms(1000, 900, 0, 0), 0);    /* past the deadline: do not sleep */
+    assert_int_equal(appdesc_wait_ms(1000, 21000, 800, 0), 0); /* a ping overdue */
 }
 
 static void test_down_wanted(void **state)
@@ -296,6 +326,8 @@ int main(void)
         cmocka_unit_test(test_parse_rejects),
         cmocka_unit_test(test_parse_truncated_and_oversized),
         cmocka_unit_test(test_last_line),
+        cmocka_unit_test(test_step),
+        cmocka_unit_test(test_wait_ms),
         cmocka_unit_test(test_down_wanted),
         cmocka_unit_test(test_apply),
         cmocka_unit_test(test_apply_non_redis_cache),
