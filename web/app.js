@@ -165,7 +165,7 @@
     if (auth) authNeeded = true;
     tokenForm.hidden = false;
     var lab = tokenForm.querySelector('label');
-    lab.textContent = why ? why + ' API token' : 'API token';
+    lab.textContent = why ? why + ' Token:' : 'API token';
     var inp = document.getElementById('token-input');
     if (document.activeElement !== inp) inp.focus();
   }
