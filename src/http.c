@@ -186,12 +186,13 @@ static int listen_tcp(const http_conf_t *h, char *err, size_t errn)
     return fd;
 }
 
-/* A Unix listener's mode and group (socket_group), set on the path: it was
- * made in a directory only root or qpool's user can change. */
+/* A Unix listener's mode and group (socket_group, else qpool's), set on
+ * the path: it was made in a directory only root or qpool's user can
+ * change. */
 static int unix_access(const http_conf_t *h, char *err, size_t errn)
 {
     if (chmod(h->listen, (mode_t)h->socket_mode) < 0 ||
-        (h->socket_group && lchown(h->listen, (uid_t)-1, h->socket_gid) < 0)) {
+        lchown(h->listen, (uid_t)-1, h->socket_group ? h->socket_gid : getegid()) < 0) {
         snprintf(err, errn, "http.listen %s: cannot set its mode or group: %s", h->listen, strerror(errno));
         return -1;
     }
@@ -203,7 +204,7 @@ static int make_listener(struct http_sup *s, const http_conf_t *h, char *err, si
     if (!h->is_unix) return listen_tcp(h, err, errn);
     int fd = safefile_listen_unix(h->listen, h->socket_mode, err, errn);
     if (fd >= 0) s->unix_path = xstrdup(h->listen);
-    if (fd >= 0 && h->socket_group && unix_access(h, err, errn) < 0) {
+    if (fd >= 0 && unix_access(h, err, errn) < 0) {
         close(fd);
         return -1;
     }

@@ -424,7 +424,7 @@ def test_a_reload_that_keeps_the_address_restarts_the_process_not_the_listener(m
     master.signal(signal.SIGHUP)
     wait_for(lambda: http_pid(master) not in (None, before) and code(port, "/healthz") == 200, 10,
              what="a new HTTP process on the same listener")
-    assert "stays off" not in master.log() and "goes off" not in master.log()
+    assert "stays off" not in master.log() and "endpoint is off" not in master.log()
 
 
 def post(port, path, token=None, body=None, ctype="application/json"):
@@ -703,6 +703,12 @@ def test_a_unix_listener_reads_like_the_control_socket(master, r, tmp_path, publ
     assert st.st_gid == 65534 and st.st_mode & 0o777 == 0o660
     assert unix_get("/healthz", sock, user="nobody") == 200
     assert unix_get(path, sock) == 200  # root
+    # without socket_group again: qpool's group, and nobody cannot connect
+    master.write_config(pool(log), qpool=(
+        'http = { listen = "%s"; socket_mode = "0660"; token_env = "QPOOL_TEST_TOKEN"; };' % sock))
+    master.cli("reload")
+    wait_for(lambda: unix_get("/healthz", sock, user="nobody") is None, 10, what="nobody shut out")
+    assert os.stat(sock).st_gid == os.getegid()
 
 
 def test_the_token_survives_reloads(master, r, tmp_path):
