@@ -250,6 +250,7 @@ static const char *unauthorized_why(const server_t *s, struct MHD_Connection *c,
         return "the token was refused";
     if (http_api_need(url) == HTTP_NEED_PRIVATE)
         return "job records, payloads, exceptions and failed jobs need the token (Authorization: Bearer ...)";
+    if (forwarded(c)) return "a request a proxy forwarded needs the token (Authorization: Bearer ...)";
     return "this endpoint needs the token (Authorization: Bearer ...)";
 }
 

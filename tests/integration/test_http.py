@@ -597,6 +597,7 @@ def test_without_the_token_loopback_reads_only_aggregates(master, r, tmp_path):
             assert get_h(port, path, headers, token=TOKEN)[0] == 200, (headers, path)
         for path in OPEN:
             assert get_h(port, path, headers)[0] == 200, (headers, path)
+    assert "proxy forwarded" in json.loads(get_h(port, "/metrics", PROXIED[0])[1])["error"]
 
 
 def test_open_reads_are_said_plainly_and_the_old_key_means_the_safe_thing(master, r, tmp_path):
