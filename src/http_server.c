@@ -248,6 +248,9 @@ static const char *unauthorized_why(const server_t *s, struct MHD_Connection *c,
 {
     if (s->token && MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION))
         return "the token was refused";
+    if (http_api_need(url) == HTTP_NEED_PRIVATE && !s->token)
+        return "job records, payloads, exceptions and failed jobs need the token, and none is configured "
+               "(http.token_file or http.token_env)";
     if (http_api_need(url) == HTTP_NEED_PRIVATE)
         return "job records, payloads, exceptions and failed jobs need the token (Authorization: Bearer ...)";
     if (forwarded(c)) return "a request a proxy forwarded needs the token (Authorization: Bearer ...)";

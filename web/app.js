@@ -117,7 +117,8 @@
         try { j = t ? JSON.parse(t) : null; } catch (e) { /* not JSON */ }
         /* 401: a token is needed; 403 on a read: a Host name other than an IP address or localhost needs it too */
         if (r.status === 401 || r.status === 403) {
-          var why = r.status === 403 ? 'This address needs the token (403).' : token() ? 'The token was refused.' : whyToken(path);
+          var why = r.status === 403 ? 'This address needs the token (403).' : token() ? 'The token was refused.'
+            : j && j.error && /none is configured/.test(j.error) ? 'The server: ' + j.error + '.' : whyToken(path);
           askToken(why, true);
           throw new ApiError(401, why);
         }

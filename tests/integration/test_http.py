@@ -501,6 +501,9 @@ def test_actions_are_off_without_a_token(master, r, tmp_path):
     port = free_port()
     start(master, tmp_path / "fixture.log", port)
     assert post(port, "/api/pools/w/pause", TOKEN)[0] == 403
+    # and so are the job records (the token they need is not configured): said so
+    status, _, body = get(port, "/api/failed")
+    assert status == 401 and "none is configured" in json.loads(body)["error"]
     assert master.status(verbose=False)["pools"][0]["paused"] is False
 
 
