@@ -385,6 +385,7 @@
     var r = route();
     gen++;
     authNeeded = false; /* another page may need no token */
+    if (!pendingAction) tokenForm.hidden = true; /* asked for the page left; an action's ask stays */
     if (ctl) ctl.abort();
     clearTimeout(timer);
     document.querySelectorAll('#nav a').forEach(a => {

@@ -257,6 +257,15 @@ def test_without_the_token_the_overview_shows_and_a_job_asks_for_it(master, r, b
     assert "payload" in rows(d, "#needs-token")[0].text
     assert secret not in d.find_element(By.ID, "main").text
     d.save_screenshot(str(shots_dir(tmp_path) / "job-needs-token.png"))
+    # the failed jobs too; leaving for the overview, the ask goes and the overview polls again
+    goto(d, "failed", "#needs-token")
+    assert "Failed jobs" in d.find_element(By.CSS_SELECTOR, "#token-form label").text
+    goto(d, "overview", '#overview-queues tr[data-queue="emails"]')
+    assert not d.find_element(By.ID, "token-form").is_displayed()
+    before = d.find_element(By.ID, "last-updated").text
+    wait_for(lambda: d.find_element(By.ID, "last-updated").text != before, 10, what="the overview polling")
+    d.get(origin + "/#/jobs/" + urllib.parse.quote(bad["uuid"]))
+    wait_for(lambda: d.find_element(By.ID, "token-form").is_displayed(), 10, what="the token form again")
     # with it, the payload shows
     d.find_element(By.ID, "token-input").send_keys(TOKEN)
     d.find_element(By.CSS_SELECTOR, '#token-form button[type="submit"]').click()

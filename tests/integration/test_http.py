@@ -560,7 +560,8 @@ def a_failed_secret(r, port):
 PRIVATE = ("/api/failed", "/api/failed/{u}", "/api/jobs/recent", "/api/jobs/{u}", "/api/jobs/recent?outcome=failed")
 AGGREGATES = ("/metrics", "/api/status", "/api/fleet", "/api/metrics")
 OPEN = ("/healthz", "/", "/assets/app.js")
-PROXIED = ({"X-Forwarded-For": "203.0.113.5"}, {"Forwarded": "for=203.0.113.5"}, {"X-Real-IP": "203.0.113.5"})
+PROXIED = ({"X-Forwarded-For": "203.0.113.5"}, {"Forwarded": "for=203.0.113.5"}, {"X-Real-IP": "203.0.113.5"},
+           {"x-forwarded-for": "203.0.113.5"})
 
 
 def test_without_the_token_loopback_reads_only_aggregates(master, r, tmp_path):
