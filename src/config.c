@@ -1076,6 +1076,10 @@ static bool parse_http_group(ctx_t *x, const config_setting_t *g)
         cerr(x, g, "http.socket_group is for a Unix socket listen");
         ok = false;
     }
+    const config_setting_t *rw = config_setting_get_member(g, "read_without_token");
+    if (!h->loopback && rw && h->read_without_token != HTTP_READ_NONE)
+        cwarn(x, rw, "http.read_without_token applies to a loopback or Unix listener only: on \"%s\" every read "
+              "but /healthz and the dashboard's files needs the token", h->listen);
     if (!h->loopback && !h->token_file && !h->token_env) {
         cerr(x, g, "http.listen \"%s\" is not loopback: set token_file or token_env (every request will need the token)", h->listen);
         ok = false;

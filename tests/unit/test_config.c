@@ -953,6 +953,17 @@ static void test_http_read_without_token(void **state)
     }
     expect_error("qpool = {\n  http = { listen = \"127.0.0.1:1\"; read_only_without_token = true; read_without_token = \"all\"; };\n};\n"
                  MINPOOL, 2, "read_without_token only", NULL);
+    /* on a listener that is not loopback it changes nothing: said so */
+    {
+        conf_errors_t e;
+        c = load_text("qpool = { http = { listen = \"0.0.0.0:1\"; token_env = \"T\"; read_without_token = \"all\"; }; };\n"
+                      MINPOOL, &e, NULL);
+        assert_non_null(c);
+        assert_int_equal(e.nwarn, 1);
+        assert_non_null(strstr(e.warnings[0], "loopback or Unix listener only"));
+        config_free(c);
+        conf_errors_free(&e);
+    }
     /* socket_group: a Unix listener's, and a group that exists */
     c = must_load("qpool = { http = { listen = \"/run/q/http.sock\"; socket_group = \"root\"; }; };\n" MINPOOL);
     assert_string_equal(c->http.socket_group, "root");
