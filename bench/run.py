@@ -483,7 +483,7 @@ def run_dashboard(env, template):
     env.flush()
     http_port = free_port()
     p, log = env.master(native_pool(env, 2, [env.handler], False), "dash",
-                        'http = { listen = "127.0.0.1:%d"; };' % http_port)
+                        'http = { listen = "127.0.0.1:%d"; read_without_token = "all"; };' % http_port)
     wait_idle_workers(env, "dash", 2)
     for _ in range(5):  # in batches: a worker sends its newest 256 records a second
         env.push_copies(template, 200)

@@ -1011,6 +1011,22 @@ bad:
     return false;
 }
 
+static const char *const READ_NAMES[] = {"none", "aggregates", "all", NULL}; /* http_read_t */
+
+/* read_only_without_token (before read_without_token) still loads: it said
+ * "loopback reads are open", which opened payloads and exceptions to every
+ * local user; it now means the safe reading of itself. */
+static bool parse_legacy_read(ctx_t *x, config_setting_t *s, http_conf_t *h)
+{
+    bool v;
+    if (!want_bool(x, s, &v)) return false;
+    h->legacy_read = v;
+    cwarn(x, s, "http.read_only_without_token is deprecated; %s now means read_without_token = \"%s\"%s", v ? "true" : "false",
+          v ? "aggregates" : "none",
+          v ? " (job records, payloads and failed jobs need the token; \"all\" opens them to every local user)" : "");
+    return true;
+}
+
 static bool parse_http_key(ctx_t *x, config_setting_t *s, http_conf_t *h)
 {
     const char *k = config_setting_name(s);
@@ -1022,7 +1038,9 @@ static bool parse_http_key(ctx_t *x, config_setting_t *s, http_conf_t *h)
     if (!strcmp(k, "socket_mode")) return parse_mode(x, s, &h->socket_mode);
     if (!strcmp(k, "max_connections")) return want_int(x, s, 1, 10000, &h->max_connections);
     if (!strcmp(k, "timeout")) return want_int(x, s, 1, 3600, &h->timeout);
-    if (!strcmp(k, "read_only_without_token")) return want_bool(x, s, &h->read_only_without_token);
+    if (!strcmp(k, "read_without_token")) return want_enum(x, s, READ_NAMES, &h->read_without_token);
+    if (!strcmp(k, "read_only_without_token")) return parse_legacy_read(x, s, h);
+    if (!strcmp(k, "socket_group")) return want_str(x, s, &h->socket_group);
     if (!strcmp(k, "base_path")) {
         if (!want_str(x, s, &h->base_path)) return false;
         size_t n = strlen(h->base_path);
@@ -1038,7 +1056,8 @@ static bool parse_http_key(ctx_t *x, config_setting_t *s, http_conf_t *h)
         return true;
     }
     static const char *const known[] = {"listen", "token_file", "token_env", "user", "connection", "socket_mode",
-                                        "max_connections", "timeout", "base_path", "read_only_without_token", NULL};
+                                        "max_connections", "timeout", "base_path", "read_without_token",
+                                        "socket_group", "read_only_without_token", NULL};
     unknown_key(x, s, "qpool.http", known);
     return false;
 }
@@ -1054,7 +1073,20 @@ static bool parse_http_group(ctx_t *x, const config_setting_t *g)
     bool ok = true;
     for (int i = 0; i < config_setting_length(g); i++)
         ok &= parse_http_key(x, config_setting_get_elem(g, (unsigned)i), h);
+    if (h->legacy_read >= 0 && config_setting_get_member(g, "read_without_token")) {
+        cerr(x, g, "http: set read_without_token only (read_only_without_token is deprecated)");
+        ok = false;
+    } else if (h->legacy_read >= 0)
+        h->read_without_token = h->legacy_read ? HTTP_READ_AGGREGATES : HTTP_READ_NONE;
     if (!ok || !h->listen) return ok;
+    if (h->socket_group && !h->is_unix) {
+        cerr(x, g, "http.socket_group is for a Unix socket listen");
+        ok = false;
+    }
+    const config_setting_t *rw = config_setting_get_member(g, "read_without_token");
+    if (!h->loopback && rw && h->read_without_token != HTTP_READ_NONE)
+        cwarn(x, rw, "http.read_without_token applies to a loopback or Unix listener only: on \"%s\" every read "
+              "but /healthz and the dashboard's files needs the token", h->listen);
     if (!h->loopback && !h->token_file && !h->token_env) {
         cerr(x, g, "http.listen \"%s\" is not loopback: set token_file or token_env (every request will need the token)", h->listen);
         ok = false;
@@ -1072,7 +1104,8 @@ static bool parse_http_group(ctx_t *x, const config_setting_t *g)
 
 static void http_defaults(http_conf_t *h)
 {
-    h->read_only_without_token = true;
+    h->read_without_token = HTTP_READ_AGGREGATES;
+    h->legacy_read = -1;
     h->socket_mode = 0660;
     h->max_connections = 64;
     h->timeout = 10;
@@ -1086,6 +1119,7 @@ static void http_conf_free(http_conf_t *h)
     free(h->user);
     free(h->connection);
     free(h->base_path);
+    free(h->socket_group);
 }
 
 static bool same_str(const char *a, const char *b)
@@ -1098,11 +1132,13 @@ bool http_conf_same(const http_conf_t *a, const http_conf_t *b)
     return same_str(a->listen, b->listen) && same_str(a->token_file, b->token_file) &&
            same_str(a->token_env, b->token_env) && same_str(a->user, b->user) &&
            same_str(a->connection, b->connection) && same_str(a->base_path, b->base_path) &&
-           a->read_only_without_token == b->read_only_without_token && a->socket_mode == b->socket_mode &&
+           same_str(a->socket_group, b->socket_group) && a->read_without_token == b->read_without_token &&
+           a->socket_mode == b->socket_mode &&
            a->max_connections == b->max_connections && a->timeout == b->timeout;
 }
 
 static void print_http(const http_conf_t *h, FILE *f);
+static bool resolve_http_peers(ctx_t *x, const config_setting_t *g, qconf_t *c);
 
 /* ---------------------------------------------------------------- alerts */
 
@@ -1239,7 +1275,27 @@ static bool parse_qpool_group(ctx_t *x, const config_setting_t *g)
         cerr(x, g, "control_group \"%s\" does not exist", c->control_group);
         ok = false;
     }
+    if (!resolve_http_peers(x, g, c)) ok = false;
     return ok;
+}
+
+/* Who a Unix listener's peers are, looked up here in the master (the
+ * HTTP process does no user database lookup). */
+static bool resolve_http_peers(ctx_t *x, const config_setting_t *g, qconf_t *c)
+{
+    http_conf_t *h = &c->http;
+    struct passwd *pw = c->control_user ? getpwnam(c->control_user) : NULL;
+    struct group *gr = c->control_group ? getgrnam(c->control_group) : NULL;
+    h->owner_uid = geteuid();
+    if ((h->has_control_uid = pw != NULL)) h->control_uid = pw->pw_uid;
+    if ((h->has_control_gid = gr != NULL)) h->control_gid = gr->gr_gid;
+    if (!h->socket_group) return true;
+    if (!(gr = getgrnam(h->socket_group))) {
+        cerr(x, g, "http.socket_group \"%s\" does not exist", h->socket_group);
+        return false;
+    }
+    h->socket_gid = gr->gr_gid;
+    return true;
 }
 
 /* ---- issue 12: password_file, tls = { ... }, Sentinel ---- */
@@ -1863,7 +1919,8 @@ static void print_http(const http_conf_t *h, FILE *f)
     print_str(f, "    ", "connection", h->connection ? h->connection : "default");
     if (h->is_unix) fprintf(f, "    socket_mode = \"%04o\";\n", h->socket_mode);
     if (h->base_path) print_str(f, "    ", "base_path", h->base_path);
-    fprintf(f, "    read_only_without_token = %s;\n", h->read_only_without_token ? "true" : "false");
+    if (h->socket_group) print_str(f, "    ", "socket_group", h->socket_group);
+    print_str(f, "    ", "read_without_token", READ_NAMES[h->read_without_token]);
     fprintf(f, "    max_connections = %d;\n    timeout = %d;\n  };\n", h->max_connections, h->timeout);
 }
 

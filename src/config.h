@@ -163,6 +163,12 @@ typedef struct {
     bool has_uid, has_gid;
 } pool_conf_t;
 
+/* What a local request (see docs/api.md, "Who may read what") reads
+ * without the token: nothing but /healthz and the dashboard's files;
+ * also the aggregates (/metrics, /api/metrics, /api/status and /api/fleet
+ * without per-worker detail); or everything (a single-user box). */
+typedef enum { HTTP_READ_NONE, HTTP_READ_AGGREGATES, HTTP_READ_ALL } http_read_t;
+
 /* The HTTP endpoint (http.c, http_server.c): off unless listen is set. */
 typedef struct {
     char *listen;              /* "host:port", "[v6]:port" or an absolute Unix socket path; NULL: off */
@@ -174,9 +180,17 @@ typedef struct {
     int timeout;               /* seconds a connection may stay idle or take to send its request */
     char *connection;          /* the Redis connection read for fleet, history and jobs */
     char *base_path;           /* the path prefix a reverse proxy serves us under ("/qpool"), or NULL */
-    bool read_only_without_token; /* loopback: reading needs no token (default true) */
+    int read_without_token;    /* http_read_t (default aggregates) */
+    int legacy_read;           /* read_only_without_token (deprecated): -1 unset, else 0/1 */
+    char *socket_group;        /* a Unix listener's group, so that e.g. a proxy's user may connect */
     /* resolved */
     bool is_unix, loopback;
+    gid_t socket_gid;          /* with socket_group */
+    /* a Unix listener's "local" peers: the control socket's rule (root,
+     * qpool's user, control_user, control_group) */
+    uid_t owner_uid, control_uid;
+    gid_t control_gid;
+    bool has_control_uid, has_control_gid;
     char host[64];             /* numeric address */
     int port;
     int line;

@@ -388,9 +388,14 @@ static void cmd_reload(master_t *m, ctl_client_t *c, const ctl_request_t *r)
     }
     char *msg = NULL;
     cJSON *o = cJSON_CreateObject();
-    if (master_reload(m, &msg) == 0) {
+    int rv = master_reload(m, &msg);
+    if (rv == 0) {
         cJSON_AddTrueToObject(o, "ok");
         cJSON_AddStringToObject(o, "message", msg ? msg : "reloaded");
+    } else if (rv > 0) { /* in effect, but not all of it works: the HTTP endpoint is off */
+        cJSON_AddFalseToObject(o, "ok");
+        cJSON_AddStringToObject(o, "error", msg ? msg : "reloaded, but the HTTP endpoint is off");
+        cJSON_AddTrueToObject(o, "reloaded");
     } else {
         cJSON_AddFalseToObject(o, "ok");
         cJSON_AddStringToObject(o, "error", msg ? msg : "invalid configuration");

@@ -56,6 +56,23 @@ static char *trimmed(const char *s, size_t n)
     return t;
 }
 
+#define STR_(x) #x
+#define STR(x) STR_(x)
+
+/* Up to n bytes (fewer only at the end of the file), or -1. */
+static ssize_t read_upto(int fd, char *buf, size_t n)
+{
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = read(fd, buf + got, n - got);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) return -1;
+        if (r == 0) break;
+        got += (size_t)r;
+    }
+    return (ssize_t)got;
+}
+
 /* Read token_file as root safely: no link followed, a regular file of
  * root's or ours that others cannot read. */
 static char *read_token_file(const char *path, char *err, size_t errn)
@@ -71,34 +88,66 @@ static char *read_token_file(const char *path, char *err, size_t errn)
                       : (st.st_uid != 0 && st.st_uid != geteuid()) ? "is not owned by root or qpool's user"
                       : (st.st_mode & 0007) ? "is readable or writable by others (chmod 0600 or 0640)"
                       : (st.st_mode & 0020) ? "is writable by its group"
+                      : st.st_size > TOKEN_MAX ? "is longer than " STR(TOKEN_MAX) " bytes"
                       : NULL;
     char buf[TOKEN_MAX + 1];
-    ssize_t n = why ? 0 : read(fd, buf, TOKEN_MAX);
+    ssize_t n = why ? 0 : read_upto(fd, buf, sizeof buf);
     close(fd);
+    if (!why && n > TOKEN_MAX) why = "is longer than " STR(TOKEN_MAX) " bytes"; /* it grew */
     if (why || n < 0) {
         snprintf(err, errn, "http.token_file %s %s", path, why ? why : strerror(errno));
+        explicit_bzero(buf, sizeof buf);
         return NULL;
     }
-    return trimmed(buf, (size_t)n);
+    char *t = trimmed(buf, (size_t)n);
+    explicit_bzero(buf, sizeof buf);
+    return t;
 }
 
-/* The token from token_env or token_file. token_env is removed from the
- * master's environment once read, so no worker, job or alert command
- * inherits it; a reload with the same settings reuses kept (the variable
- * is gone by then). */
+/* The token read from token_env, for as long as the config names that
+ * variable: it is removed from the master's environment once read (so no
+ * worker, job or alert command inherits it), so a reload could not read
+ * it again. Kept whatever else a reload changes, even with the endpoint
+ * off in between. */
+static struct {
+    char *name;
+    char *token;               /* never logged */
+} env_token;
+
+static void forget_env_token(void)
+{
+    if (env_token.token) explicit_bzero(env_token.token, strlen(env_token.token));
+    free(env_token.token);
+    free(env_token.name);
+    env_token.token = env_token.name = NULL;
+}
+
+static char *token_from_env(const char *name, char *err, size_t errn)
+{
+    if (env_token.name && !strcmp(env_token.name, name)) return xstrdup(env_token.token);
+    const char *v = getenv(name);
+    if (!v) {
+        snprintf(err, errn, "http.token_env: %s is not set (it is read once, at the start or at the reload "
+                 "that names it, and then removed from qpool's environment)", name);
+        return NULL;
+    }
+    forget_env_token();
+    env_token.name = xstrdup(name);
+    env_token.token = trimmed(v, strlen(v));
+    unsetenv(name);
+    return xstrdup(env_token.token);
+}
+
+/* The token from token_env or token_file. token_file is read again
+ * unless kept (the one read before, with the same settings) is given. */
 static char *load_token(const http_conf_t *h, const char *kept, char *err, size_t errn)
 {
     char *t = NULL;
     if (h->token_env) {
-        const char *v = getenv(h->token_env);
-        if (!v && kept) return xstrdup(kept);
-        if (!v) {
-            snprintf(err, errn, "http.token_env: %s is not set", h->token_env);
-            return NULL;
-        }
-        t = trimmed(v, strlen(v));
-        unsetenv(h->token_env);
-    } else if (h->token_file && !(t = read_token_file(h->token_file, err, errn)))
+        if (!(t = token_from_env(h->token_env, err, errn))) return NULL;
+    } else if (kept && h->token_file)
+        t = xstrdup(kept);
+    else if (h->token_file && !(t = read_token_file(h->token_file, err, errn)))
         return NULL;
     if (t && strlen(t) < TOKEN_MIN) {
         snprintf(err, errn, "the HTTP token is shorter than %d characters", TOKEN_MIN);
@@ -137,11 +186,28 @@ static int listen_tcp(const http_conf_t *h, char *err, size_t errn)
     return fd;
 }
 
+/* A Unix listener's mode and group (socket_group, else qpool's), set on
+ * the path: it was made in a directory only root or qpool's user can
+ * change. */
+static int unix_access(const http_conf_t *h, char *err, size_t errn)
+{
+    if (chmod(h->listen, (mode_t)h->socket_mode) < 0 ||
+        lchown(h->listen, (uid_t)-1, h->socket_group ? h->socket_gid : getegid()) < 0) {
+        snprintf(err, errn, "http.listen %s: cannot set its mode or group: %s", h->listen, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
 static int make_listener(struct http_sup *s, const http_conf_t *h, char *err, size_t errn)
 {
     if (!h->is_unix) return listen_tcp(h, err, errn);
     int fd = safefile_listen_unix(h->listen, h->socket_mode, err, errn);
     if (fd >= 0) s->unix_path = xstrdup(h->listen);
+    if (fd >= 0 && unix_access(h, err, errn) < 0) {
+        close(fd);
+        return -1;
+    }
     return fd;
 }
 
@@ -159,14 +225,14 @@ static void http_close_sup(struct http_sup *s)
 
 /* Who the HTTP process runs as, looked up in the master (no NSS lookup
  * after the fork: it could open descriptors we then keep). */
-static int resolve_user(struct http_sup *s, const http_conf_t *h)
+static int resolve_user(struct http_sup *s, const http_conf_t *h, char *err, size_t errn)
 {
     s->drop = geteuid() == 0;
     if (!s->drop) return 0;
     const char *user = h->user ? h->user : "nobody";
     struct passwd *pw = getpwnam(user);
     if (!pw || pw->pw_uid == 0) {
-        log_error("http: cannot run as %s: %s", user, pw ? "it is root" : "no such user");
+        snprintf(err, errn, "http: cannot run as %s: %s", user, pw ? "it is root" : "no such user");
         return -1;
     }
     s->uid = pw->pw_uid;
@@ -254,28 +320,43 @@ static void stop_child(struct http_sup *s)
     s->pid = 0;
 }
 
-int http_start(master_t *m)
+/* Bind and spawn with token (taken); -1 with err when the endpoint is off. */
+static int start_with(master_t *m, char *token, char *err, size_t errn)
 {
     const http_conf_t *h = &m->conf->http;
-    if (!h->listen) return 0;
-    char err[600];
     struct http_sup *s = xcalloc(1, sizeof *s);
-    s->listen_fd = -1;
-    s->token = load_token(h, NULL, err, sizeof err);
-    if ((h->token_file || h->token_env) && !s->token) {
-        log_error("%s; the HTTP endpoint stays off", err);
-        free(s);
-        return -1;
-    }
-    s->listen_fd = make_listener(s, h, err, sizeof err);
-    if (s->listen_fd < 0 || resolve_user(s, h) < 0) {
-        if (s->listen_fd < 0) log_error("%s; the HTTP endpoint stays off", err);
+    s->token = token;
+    s->listen_fd = make_listener(s, h, err, errn);
+    if (s->listen_fd < 0 || resolve_user(s, h, err, errn) < 0) {
         http_close_sup(s);
         return -1;
     }
     s->listen = xstrdup(h->listen);
     m->http = s;
-    return spawn(m);
+    spawn(m); /* a failed fork is retried (backoff) */
+    return 0;
+}
+
+/* The token the new settings name: the one held (kept_file: read from the
+ * same token_file), else read. -1 with err when one is named and none is
+ * to be had. */
+static int next_token(const http_conf_t *h, const char *kept_file, char **token, char *err, size_t errn)
+{
+    *token = load_token(h, kept_file, err, errn);
+    return (h->token_file || h->token_env) && !*token ? -1 : 0;
+}
+
+int http_start(master_t *m)
+{
+    const http_conf_t *h = &m->conf->http;
+    if (!h->listen) return 0;
+    char err[600];
+    char *token;
+    if (next_token(h, NULL, &token, err, sizeof err) < 0 || start_with(m, token, err, sizeof err) < 0) {
+        log_error("%s; the HTTP endpoint stays off", err);
+        return -1;
+    }
+    return 0;
 }
 
 bool http_reaped(master_t *m, pid_t pid, int status)
@@ -315,31 +396,41 @@ void http_close(master_t *m)
 /* A reload always starts a new HTTP process (it was forked with the old
  * config: its Redis connection, limits and retention). The listener is
  * kept when listen is unchanged: the old process still holds its copy, so
- * binding the address again would fail. */
-void http_reload(master_t *m, const qconf_t *old)
+ * binding the address again would fail. The token is kept as well (see
+ * env_token; token_file is read again when the settings changed). */
+int http_reload(master_t *m, const qconf_t *old, char *err, size_t errn)
 {
     const http_conf_t *h = &m->conf->http;
     struct http_sup *s = m->http;
-    if (!s || !h->listen || strcmp(s->listen, h->listen)) {
-        if (s || h->listen) log_info("http: the endpoint's address changed; restarting it");
+    if (!h->listen) {
+        if (s) log_info("http: listen is gone from the config; the endpoint is off");
         http_close(m);
-        http_start(m);
-        return;
+        return 0;
     }
-    char err[600];
-    char *token = load_token(h, http_conf_same(&old->http, h) ? s->token : NULL, err, sizeof err);
-    if ((h->token_file || h->token_env) && !token) {
-        log_error("%s; the HTTP endpoint goes off", err);
+    char *token;
+    if (next_token(h, s && http_conf_same(&old->http, h) ? s->token : NULL, &token, err, errn) < 0) {
         http_close(m);
-        return;
+        log_error("reload: %s; the HTTP endpoint is off", err);
+        return -1;
+    }
+    if (!s || strcmp(s->listen, h->listen)) {
+        if (s) log_info("http: the endpoint's address changed; restarting it");
+        http_close(m);
+        if (start_with(m, token, err, errn) < 0) {
+            log_error("reload: %s; the HTTP endpoint is off", err);
+            return -1;
+        }
+        return 0;
     }
     free(s->token);
     s->token = token;
-    if (resolve_user(s, h) < 0) {
+    if ((h->is_unix && unix_access(h, err, errn) < 0) || resolve_user(s, h, err, errn) < 0) {
         http_close(m);
-        return;
+        log_error("reload: %s; the HTTP endpoint is off", err);
+        return -1;
     }
     stop_child(s);
     s->respawn = (respawn_t){0};
     spawn(m);
+    return 0;
 }

@@ -28,7 +28,9 @@ int http_start(master_t *m);            /* bind and spawn; 0 also when off */
 bool http_reaped(master_t *m, pid_t pid, int status);  /* true if pid was the HTTP process */
 void http_tick(master_t *m, int64_t now_ms);           /* respawn when due */
 int64_t http_next_due(const master_t *m);              /* monotonic ms, 0 if nothing due */
-void http_reload(master_t *m, const qconf_t *old);     /* restart it if qpool.http changed */
+/* Restart it for the new config; -1 (why in err, and logged) when the
+ * config has an endpoint and it is now off. */
+int http_reload(master_t *m, const qconf_t *old, char *err, size_t errn);
 void http_close(master_t *m);                          /* stop it and close the listener */
 
 /* The HTTP process's main (http_server.c): listen_fd and ctl_fd are its

@@ -123,11 +123,12 @@ cJSON *http_ctl_call(http_ctx_t *h, const char *request, int timeout_ms)
 
 /* ------------------------------------------------------------ handlers */
 
-typedef void (*get_fn)(http_ctx_t *h, http_arg_fn arg, void *req, http_reply_t *out);
+/* full: the asker may read more than aggregates */
+typedef void (*get_fn)(http_ctx_t *h, bool full, http_arg_fn arg, void *req, http_reply_t *out);
 
-static void get_healthz(http_ctx_t *h, http_arg_fn arg, void *req, http_reply_t *out)
+static void get_healthz(http_ctx_t *h, bool full, http_arg_fn arg, void *req, http_reply_t *out)
 {
-    (void)arg, (void)req;
+    (void)full, (void)arg, (void)req;
     cJSON *st = http_ctl_call(h, "{\"cmd\":\"status\"}", HTTP_CTL_TIMEOUT_MS);
     if (!st) {
         http_reply_error(out, 503, "the master did not answer within %d ms", HTTP_CTL_TIMEOUT_MS);
@@ -155,9 +156,9 @@ static void get_healthz(http_ctx_t *h, http_arg_fn arg, void *req, http_reply_t 
     http_reply_json(out, redis_ok ? 200 : 503, o);
 }
 
-static void get_metrics(http_ctx_t *h, http_arg_fn arg, void *req, http_reply_t *out)
+static void get_metrics(http_ctx_t *h, bool full, http_arg_fn arg, void *req, http_reply_t *out)
 {
-    (void)arg, (void)req;
+    (void)full, (void)arg, (void)req;
     cJSON *st = http_ctl_call(h, "{\"cmd\":\"status\",\"raw\":true}", HTTP_CTL_TIMEOUT_MS);
     sbuf_t b;
     sbuf_init(&b);
@@ -174,18 +175,35 @@ static void get_metrics(http_ctx_t *h, http_arg_fn arg, void *req, http_reply_t 
     out->body = sbuf_steal(&b);
 }
 
-static void get_status(http_ctx_t *h, http_arg_fn arg, void *req, http_reply_t *out)
+/* Said in a reply that leaves out each worker and its job: the token shows them. */
+static void mark_aggregates_only(cJSON *o, bool full)
+{
+    cJSON_AddBoolToObject(o, "aggregates_only", !full);
+}
+
+static void get_status(http_ctx_t *h, bool full, http_arg_fn arg, void *req, http_reply_t *out)
 {
     (void)arg, (void)req;
-    cJSON *st = http_ctl_call(h, "{\"cmd\":\"status\",\"verbose\":true}", HTTP_CTL_TIMEOUT_MS);
+    cJSON *st = http_ctl_call(h, full ? "{\"cmd\":\"status\",\"verbose\":true}" : "{\"cmd\":\"status\"}",
+                              HTTP_CTL_TIMEOUT_MS);
     if (!st) {
         http_reply_error(out, 503, "the master did not answer");
         return;
     }
+    mark_aggregates_only(st, full);
     http_reply_json(out, 200, st);
 }
 
-static void get_fleet(http_ctx_t *h, http_arg_fn arg, void *req, http_reply_t *out)
+/* Each master's workers (and the jobs they run) out of a fleet list. */
+static void fleet_aggregates(cJSON *f)
+{
+    const cJSON *m, *p;
+    cJSON_ArrayForEach(m, cJSON_GetObjectItemCaseSensitive(f, "masters"))
+        cJSON_ArrayForEach(p, cJSON_GetObjectItemCaseSensitive(m, "pools"))
+            cJSON_DeleteItemFromObjectCaseSensitive((cJSON *)p, "children");
+}
+
+static void get_fleet(http_ctx_t *h, bool full, http_arg_fn arg, void *req, http_reply_t *out)
 {
     (void)arg, (void)req;
     pthread_mutex_lock(&h->lock);
@@ -196,6 +214,8 @@ static void get_fleet(http_ctx_t *h, http_arg_fn arg, void *req, http_reply_t *o
         return;
     }
     fleet_add_totals(f);
+    if (!full) fleet_aggregates(f);
+    mark_aggregates_only(f, full);
     http_reply_json(out, 200, f);
 }
 
@@ -211,8 +231,9 @@ static long long num_arg(http_arg_fn arg, void *req, const char *name, long long
     return n;
 }
 
-static void get_history(http_ctx_t *h, http_arg_fn arg, void *req, http_reply_t *out)
+static void get_history(http_ctx_t *h, bool full, http_arg_fn arg, void *req, http_reply_t *out)
 {
+    (void)full;
     int64_t now = wall_ms() / 60000;
     long long span = h->conf->metrics_retention / 60;
     long long minutes = num_arg(arg, req, "minutes", span < 60 ? span : 60, 1, span);
@@ -231,8 +252,9 @@ static void get_history(http_ctx_t *h, http_arg_fn arg, void *req, http_reply_t 
     http_reply_json(out, 200, m);
 }
 
-static void get_recent_jobs(http_ctx_t *h, http_arg_fn arg, void *req, http_reply_t *out)
+static void get_recent_jobs(http_ctx_t *h, bool full, http_arg_fn arg, void *req, http_reply_t *out)
 {
+    (void)full; /* private: only a full reader gets here */
     int keep = h->conf->job_history_size > 0 ? h->conf->job_history_size : 1000;
     job_filter_t f = {.queue = arg(req, "queue"), .pool = arg(req, "pool"), .name = arg(req, "name"),
                       .outcome = arg(req, "outcome")};
@@ -309,8 +331,9 @@ static void get_one_job(http_ctx_t *h, const char *uuid, http_reply_t *out)
     http_reply_json(out, 200, o);
 }
 
-static void get_failed(http_ctx_t *h, http_arg_fn arg, void *req, http_reply_t *out)
+static void get_failed(http_ctx_t *h, bool full, http_arg_fn arg, void *req, http_reply_t *out)
 {
+    (void)full; /* private: only a full reader gets here */
     long long limit = num_arg(arg, req, "limit", 100, 1, 10000);
     if (limit < 0) {
         http_reply_error(out, 400, "limit must be 1..10000");
@@ -358,19 +381,19 @@ typedef void (*one_fn)(http_ctx_t *h, const char *uuid, http_reply_t *out);
 
 static const struct route {
     const char *path;
-    bool open;                 /* anyone who can connect may read it */
+    http_need_t need;          /* what reading it takes */
     get_fn get;                /* exact path */
     one_fn one;                /* path is a prefix; the rest is a uuid */
 } ROUTES[] = {
-    {"/healthz", true, get_healthz, NULL},
-    {"/metrics", false, get_metrics, NULL},
-    {"/api/status", false, get_status, NULL},
-    {"/api/fleet", false, get_fleet, NULL},
-    {"/api/metrics", false, get_history, NULL},
-    {"/api/jobs/recent", false, get_recent_jobs, NULL},
-    {"/api/jobs/", false, NULL, get_one_job},
-    {"/api/failed", false, get_failed, NULL},
-    {"/api/failed/", false, NULL, get_one_failed},
+    {"/healthz", HTTP_NEED_OPEN, get_healthz, NULL},
+    {"/metrics", HTTP_NEED_AGGREGATE, get_metrics, NULL},
+    {"/api/status", HTTP_NEED_AGGREGATE, get_status, NULL},   /* each worker's job: full readers only */
+    {"/api/fleet", HTTP_NEED_AGGREGATE, get_fleet, NULL},     /* likewise */
+    {"/api/metrics", HTTP_NEED_AGGREGATE, get_history, NULL},
+    {"/api/jobs/recent", HTTP_NEED_PRIVATE, get_recent_jobs, NULL},
+    {"/api/jobs/", HTTP_NEED_PRIVATE, NULL, get_one_job},
+    {"/api/failed", HTTP_NEED_PRIVATE, get_failed, NULL},
+    {"/api/failed/", HTTP_NEED_PRIVATE, NULL, get_one_failed},
 };
 
 static const struct route *find(const char *path)
@@ -403,19 +426,19 @@ bool http_static(const char *path, http_reply_t *out)
     return true;
 }
 
-bool http_api_open(const char *path)
+http_need_t http_api_need(const char *path)
 {
-    if (static_asset(path)) return true;
+    if (static_asset(path)) return HTTP_NEED_OPEN;
     const struct route *r = find(path);
-    return r && r->open;
+    return r ? r->need : HTTP_NEED_AGGREGATE; /* a 404 says nothing of anyone's jobs */
 }
 
-bool http_api_get(http_ctx_t *h, const char *path, http_arg_fn arg, void *req, http_reply_t *out)
+bool http_api_get(http_ctx_t *h, const char *path, bool full, http_arg_fn arg, void *req, http_reply_t *out)
 {
     const struct route *r = find(path);
     if (!r) return false;
     if (r->get)
-        r->get(h, arg, req, out);
+        r->get(h, full, arg, req, out);
     else
         r->one(h, path + strlen(r->path), out);
     return true;

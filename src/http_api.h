@@ -13,6 +13,7 @@
 #include <stddef.h>
 
 #include "config.h"
+#include "http_access.h"
 #include "rconn.h"
 #include "util.h"
 
@@ -42,11 +43,14 @@ typedef const char *(*http_arg_fn)(void *req, const char *name);
  * (no answer within timeout_ms, or the master is gone). */
 cJSON *http_ctl_call(http_ctx_t *h, const char *request, int timeout_ms);
 
-/* Serve GET path; returns false when no route matches. */
-bool http_api_get(http_ctx_t *h, const char *path, http_arg_fn arg, void *req, http_reply_t *out);
-/* True for routes anyone who can connect may read (/healthz, the
- * dashboard's files: they hold no data). */
-bool http_api_open(const char *path);
+/* Serve GET path; returns false when no route matches. full: the asker may
+ * read more than aggregates (else /api/status and /api/fleet leave out each
+ * worker and its job). */
+bool http_api_get(http_ctx_t *h, const char *path, bool full, http_arg_fn arg, void *req, http_reply_t *out);
+/* What reading path takes: open (/healthz, the dashboard's files: they
+ * hold no data), aggregates (and a path no route serves: 404), or private
+ * (job records, payloads, failed jobs). */
+http_need_t http_api_need(const char *path);
 /* The dashboard's files: "/" is index.html, "/assets/NAME" a file of web/.
  * False when path is neither. */
 bool http_static(const char *path, http_reply_t *out);

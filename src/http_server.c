@@ -7,6 +7,7 @@
  */
 #include "http.h"
 #include "failed.h"
+#include "http_access.h"
 #include "http_api.h"
 #include "log.h"
 
@@ -15,6 +16,7 @@
 #include <microhttpd.h>
 #include <signal.h>
 #include <stdio.h>
+#include <sys/socket.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -26,7 +28,7 @@ typedef struct {
     const char *token;         /* NULL: none configured */
     bool loopback;             /* the listener is loopback or a Unix socket */
     bool unix_socket;
-    bool read_only_without_token;
+    const http_conf_t *conf;   /* read_without_token, a Unix listener's local peers */
     const char *base_path;     /* NULL: none */
 } server_t;
 
@@ -50,33 +52,49 @@ static bool has_token(const server_t *s, struct MHD_Connection *c)
     return s->token && auth && !strncmp(auth, "Bearer ", 7) && same_secret(auth + 7, s->token);
 }
 
-/* A Host a browser would send only for this machine: an IP literal or
- * localhost (any port). A page on another site that rebinds its own name
- * to 127.0.0.1 sends that name, and is refused. */
-static bool local_host(const char *host)
+/* A proxy says it forwarded the request: whoever asked is not here. */
+static bool forwarded(struct MHD_Connection *c)
 {
-    if (!host) return false;
-    char h[256];
-    snprintf(h, sizeof h, "%s", host);
-    if (h[0] == '[') return strchr(h, ']') != NULL; /* [v6]:port */
-    char *colon = strrchr(h, ':');
-    if (colon) *colon = '\0';
-    if (!strcmp(h, "localhost")) return true;
-    struct in_addr a;
-    return inet_pton(AF_INET, h, &a) == 1;
+    static const char *const hdr[] = {"X-Forwarded-For", "Forwarded", "X-Real-IP"};
+    for (size_t i = 0; i < sizeof hdr / sizeof *hdr; i++)
+        if (MHD_lookup_connection_value(c, MHD_HEADER_KIND, hdr[i])) return true;
+    return false;
 }
 
-/* The read-only endpoints are open on a loopback listener (or a Unix
- * socket, guarded by its mode) to requests naming this machine; elsewhere
- * they need the token. Open routes (/healthz) are open everywhere: they say
- * "ok" or why not, nothing more. */
-static int may_read(const server_t *s, struct MHD_Connection *c, const char *path)
+#define PEER_GROUPS_MAX 256
+
+/* A Unix listener's peer, by the credentials the kernel recorded at its
+ * connect (SO_PEERCRED, SO_PEERGROUPS): the control socket's rule. */
+static bool unix_peer_local(const server_t *s, struct MHD_Connection *c)
 {
-    if (http_api_open(path) || has_token(s, c)) return 200;
-    if (!s->loopback || !s->read_only_without_token) return 401;
-    if (!s->unix_socket && !local_host(MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST)))
-        return 403;
-    return 200;
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    struct ucred cr;
+    socklen_t l = sizeof cr;
+    if (!ci || getsockopt(ci->connect_fd, SOL_SOCKET, SO_PEERCRED, &cr, &l) < 0) return false;
+    gid_t groups[PEER_GROUPS_MAX];
+    socklen_t gl = sizeof groups;
+    if (getsockopt(ci->connect_fd, SOL_SOCKET, SO_PEERGROUPS, groups, &gl) < 0) gl = 0;
+    return http_peer_local(s->conf, cr.uid, cr.gid, groups, gl / sizeof *groups);
+}
+
+/* Whether a request is local (http_access.h): HTTP_LOCAL, HTTP_NOT_LOCAL,
+ * or HTTP_FOREIGN_HOST for a loopback request naming another host (a page
+ * elsewhere that rebinds its own name to 127.0.0.1 sends that name). */
+static int request_locality(const server_t *s, struct MHD_Connection *c)
+{
+    if (!s->loopback || forwarded(c)) return HTTP_NOT_LOCAL;
+    if (s->unix_socket) return unix_peer_local(s, c) ? HTTP_LOCAL : HTTP_NOT_LOCAL;
+    const char *host = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST);
+    return http_local_host(host) ? HTTP_LOCAL : HTTP_FOREIGN_HOST;
+}
+
+/* 200 (*full: more than aggregates), 401 or 403: see http_access.h. */
+static int may_read(const server_t *s, struct MHD_Connection *c, const char *path, bool *full)
+{
+    http_need_t need = http_api_need(path);
+    bool token = has_token(s, c);
+    int local = need == HTTP_NEED_OPEN || token ? HTTP_NOT_LOCAL : request_locality(s, c);
+    return http_may_read(need, (http_read_t)s->conf->read_without_token, token, local, full);
 }
 
 /* Nothing but this origin's own files and API: no inline script, no
@@ -225,6 +243,20 @@ static enum MHD_Result redirect_to_base(const server_t *s, struct MHD_Connection
     return rv;
 }
 
+/* Why a read needs the token, for the dashboard to say. */
+static const char *unauthorized_why(const server_t *s, struct MHD_Connection *c, const char *url)
+{
+    if (s->token && MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION))
+        return "the token was refused";
+    if (http_api_need(url) == HTTP_NEED_PRIVATE && !s->token)
+        return "job records, payloads, exceptions and failed jobs need the token, and none is configured "
+               "(http.token_file or http.token_env)";
+    if (http_api_need(url) == HTTP_NEED_PRIVATE)
+        return "job records, payloads, exceptions and failed jobs need the token (Authorization: Bearer ...)";
+    if (forwarded(c)) return "a request a proxy forwarded needs the token (Authorization: Bearer ...)";
+    return "this endpoint needs the token (Authorization: Bearer ...)";
+}
+
 static enum MHD_Result answer(void *cls, struct MHD_Connection *c, const char *url, const char *method,
                               const char *version, const char *upload, size_t *upload_size, void **state)
 {
@@ -232,6 +264,7 @@ static enum MHD_Result answer(void *cls, struct MHD_Connection *c, const char *u
     server_t *s = cls;
     http_reply_t r = {0};
     int code;
+    bool full = false;
     url = strip_base(s, url);
     if (!url) return redirect_to_base(s, c);
     bool get = !strcmp(method, MHD_HTTP_METHOD_GET) || !strcmp(method, MHD_HTTP_METHOD_HEAD);
@@ -263,11 +296,11 @@ static enum MHD_Result answer(void *cls, struct MHD_Connection *c, const char *u
         finish_post(s, c, url, st, &r);
     else if (st->body_seen)
         http_reply_error(&r, 413, "this endpoint takes no request body");
-    else if ((code = may_read(s, c, url)) == 401)
-        http_reply_error(&r, 401, "this endpoint needs the token (Authorization: Bearer ...)");
+    else if ((code = may_read(s, c, url, &full)) == 401)
+        http_reply_error(&r, 401, "%s", unauthorized_why(s, c, url));
     else if (code == 403)
         http_reply_error(&r, 403, "a Host that is not this machine's needs the token (DNS rebinding guard)");
-    else if (!http_static(url, &r) && !http_api_get(&s->api, url, query_arg, c, &r))
+    else if (!http_static(url, &r) && !http_api_get(&s->api, url, full, query_arg, c, &r))
         http_reply_error(&r, 404, "no such endpoint");
     return send_reply(c, &r);
 }
@@ -299,8 +332,8 @@ static struct MHD_Daemon *start_daemon(server_t *s, const http_conf_t *hc, int l
 int http_serve(const qconf_t *conf, int listen_fd, int ctl_fd, const char *token)
 {
     const http_conf_t *hc = &conf->http;
-    server_t s = {.token = token, .loopback = hc->loopback, .unix_socket = hc->is_unix,
-                  .read_only_without_token = hc->read_only_without_token, .base_path = hc->base_path};
+    server_t s = {.token = token, .loopback = hc->loopback, .unix_socket = hc->is_unix, .conf = hc,
+                  .base_path = hc->base_path};
     s.api.conf = conf;
     s.api.ctl_fd = ctl_fd;
     sbuf_init(&s.api.ctl_in);

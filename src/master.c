@@ -385,16 +385,19 @@ int master_reload(master_t *m, char **msg)
             jobhist_pending_free(&m->pools.v[i]->jobs);
             jobhist_pending_init(&m->pools.v[i]->jobs, nc->job_history_size);
         }
-    http_reload(m, oc);
+    char http_err[600];
+    int http_rv = http_reload(m, oc, http_err, sizeof http_err);
     config_free(oc);
     monitor_reset(m);
     master_apply_queue_pauses(m);
     log_info("reloaded %s: %d new, %d changed, %d resized, %d removed pools", nc->path, added,
              changed, resized, removed);
-    if (msg) *msg = xasprintf("reloaded: %d new, %d changed, %d resized, %d removed pools", added,
-                              changed, resized, removed);
+    if (msg)
+        *msg = xasprintf("reloaded: %d new, %d changed, %d resized, %d removed pools%s%s%s", added, changed, resized,
+                         removed, http_rv < 0 ? "; but the HTTP endpoint is off: " : "", http_rv < 0 ? http_err : "",
+                         http_rv < 0 ? " (the rest of the config is in effect)" : "");
     sdn_send("READY=1");
-    return 0;
+    return http_rv < 0 ? 1 : 0;
 }
 
 /* ------------------------------------------------------------ signals */

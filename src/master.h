@@ -48,7 +48,7 @@ int master_run(const char *config_path);
 
 /* Reload from the config file; on error, msg gets the errors (caller frees)
  * and the old config keeps running. Returns 0 on success. */
-int master_reload(master_t *m, char **msg);
+int master_reload(master_t *m, char **msg); /* 0; 1: in effect but the HTTP endpoint is off; -1: refused */
 void master_begin_stop(master_t *m, bool fast);
 /* The verbs every caller changes state through: signals, the control
  * socket and (later) HTTP. Each returns 0 or a positive count on success,

@@ -92,6 +92,22 @@
     return h;
   }
   function ApiError(status, msg) { this.status = status; this.message = msg; }
+  /* Why a read needs the token (the server serves aggregates without it, at most). */
+  function whyToken(path) {
+    if (/^api\/jobs\/recent/.test(path)) return 'Recent jobs show job records and exceptions: they need the API token.';
+    if (/^api\/jobs\//.test(path)) return "A job's page shows its payload and exception: it needs the API token.";
+    if (/^api\/failed/.test(path)) return 'Failed jobs show payloads and exceptions: they need the API token.';
+    return 'This page needs the API token.';
+  }
+  /* Said on the page itself too, where its data would be. */
+  function needsToken(root, why) {
+    var p = root.querySelector('.needs-token');
+    if (!p) {
+      p = el('p', { class: 'empty needs-token', id: 'needs-token' });
+      root.append(p);
+    }
+    clear(p).append(el('span', { text: why + ' ' }), el('button', { type: 'button', class: 'link', text: 'Enter the token', on: { click: () => { askToken(why); } } }));
+  }
   var authNeeded = false, pendingAction = null;
   /* GET path, resolve to the JSON. allow: statuses whose JSON is still wanted (healthz 503). */
   function get(path, signal, allow) {
@@ -101,8 +117,10 @@
         try { j = t ? JSON.parse(t) : null; } catch (e) { /* not JSON */ }
         /* 401: a token is needed; 403 on a read: a Host name other than an IP address or localhost needs it too */
         if (r.status === 401 || r.status === 403) {
-          askToken(r.status === 401 ? (token() ? 'The token was refused.' : 'The API needs a token.') : 'This address needs the token (403).', true);
-          throw new ApiError(401, 'unauthorized');
+          var why = r.status === 403 ? 'This address needs the token (403).' : token() ? 'The token was refused.'
+            : j && j.error && /none is configured/.test(j.error) ? 'The server: ' + j.error + '.' : whyToken(path);
+          askToken(why, true);
+          throw new ApiError(401, why);
         }
         if (!r.ok && !(allow && allow.indexOf(r.status) >= 0))
           throw new ApiError(r.status, (j && j.error) || ('HTTP ' + r.status + ' ' + r.statusText));
@@ -148,7 +166,7 @@
     if (auth) authNeeded = true;
     tokenForm.hidden = false;
     var lab = tokenForm.querySelector('label');
-    lab.textContent = why ? why + ' API token' : 'API token';
+    lab.textContent = why ? why + ' Token:' : 'API token';
     var inp = document.getElementById('token-input');
     if (document.activeElement !== inp) inp.focus();
   }
@@ -163,7 +181,7 @@
     authNeeded = false;
     hideNotice();
     var p = pendingAction; pendingAction = null;
-    if (p) p(); else refresh(true);
+    if (p) p(); else navigate();
   });
   document.getElementById('token-cancel').addEventListener('click', () => { tokenForm.hidden = true; pendingAction = null; });
   document.getElementById('token-clear').addEventListener('click', () => {
@@ -366,6 +384,8 @@
   function navigate() {
     var r = route();
     gen++;
+    authNeeded = false; /* another page may need no token */
+    if (!pendingAction) tokenForm.hidden = true; /* asked for the page left; an action's ask stays */
     if (ctl) ctl.abort();
     clearTimeout(timer);
     document.querySelectorAll('#nav a').forEach(a => {
@@ -423,7 +443,8 @@
         if (!e || e.name === 'AbortError' || c !== cur) return;
         last[f.url] = 0;
         if (f.fail) f.fail(e);
-        if (e.status !== 401) { notice('Could not load ' + f.url + ': ' + (e.message || e)); noticeEl.dataset.kind = 'fetch'; }
+        if (e.status === 401) needsToken(c.root, e.message);
+        else { notice('Could not load ' + f.url + ': ' + (e.message || e)); noticeEl.dataset.kind = 'fetch'; }
       }));
     });
     Promise.all(jobs).then(() => {
@@ -687,7 +708,12 @@
   };
   function renderWorkers(s) {
     var st = s.st;
-    if (st) {
+    if (st && st.aggregates_only) {
+      var why = 'Each worker and the job it runs need the API token.';
+      clear(s.local);
+      needsToken(s.local, why);
+      if (!s.asked) { s.asked = true; askToken(why); }
+    } else if (st) {
       var rows = [];
       (st.pools || []).forEach(p => { (p.children || []).forEach(c => { rows.push({ p: p, c: c }); }); });
       put(s.local, table('Pool|#Slot|#PID|State|Current job|Queue|#Running for|#Jobs done|#Failed|#RSS|#Up|#Restarts|Last exit|Notes',
@@ -808,7 +834,10 @@
     },
     feeds: (s, uuid) => {
       return [{ url: 'api/jobs/' + enc(uuid), every: 5000, then: d => { renderJob(s, uuid, d); },
-        fail: e => { if (e.status === 404) { clear(s.body).append(el('p', { class: 'empty', text: 'No job ' + uuid + ' in the job history or the failed store.' })); } } }];
+        fail: e => {
+          if (e.status === 404) clear(s.body).append(el('p', { class: 'empty', text: 'No job ' + uuid + ' in the job history or the failed store.' }));
+          else if (e.status === 401) clear(s.body);
+        } }];
     }
   };
   function renderJob(s, uuid, d) {

@@ -404,7 +404,8 @@ def test_cluster_master_workers_and_cli_are_valgrind_clean(cluster, master_facto
     port = free_port()
     m = master_factory()
     m.write_config(pool(log, n=2, tries=1), redis_conf=cluster_conf(cluster).replace("timeout = 3;", "timeout = 10;"),
-                   qpool='balance_interval = 0.2; http = { listen = "127.0.0.1:%d"; };' % port)
+                   qpool='balance_interval = 0.2; http = { listen = "127.0.0.1:%d"; read_without_token = "all"; };'
+                   % port)
     m.logf = open(m.log_path, "ab")
     m.proc = subprocess.Popen(VALGRIND + ["--log-file=%s" % vlog, QPOOL, "run", "-c", str(m.conf)],
                               stdout=m.logf, stderr=subprocess.STDOUT, env=dict(os.environ), start_new_session=True)

@@ -91,20 +91,22 @@ def test_the_dashboard_shows_what_the_api_reports_and_acts(master_factory, redis
     failing = [make_payload("fail", job="App\\Jobs\\FlakyWebhook") for _ in range(3)]
     hostile = make_payload("fail", job=XSS, note="</pre><script>alert(2)</script>", url="javascript:alert(3)")
     push_many(r, "emails", failing + [hostile] + [make_payload("ok", job="App\\Jobs\\SendMail") for _ in range(10)])
-    wait_for(lambda: len(json.loads(get(port, "/api/failed")[2])["failed"]) == 4, 20, what="four failures")
+    wait_for(lambda: len(json.loads(get(port, "/api/failed", TOKEN)[2])["failed"]) == 4, 20, what="four failures")
     wait_for(lambda: len(json.loads(get(port, "/api/fleet")[2])["masters"]) == 2, 15, what="two masters")
 
     d = browser
     shots = shots_dir(tmp_path)
     d.get(origin + "/")
     wait_for(lambda: "qpool" in d.title, 10, what="the page")
+    # an operator who has given the token (job records and payloads need it)
+    d.execute_script("sessionStorage.setItem('qpool.token', arguments[0])", TOKEN)
 
     # every page loads and shows what the API reports
     goto(d, "overview", "#main h1, #main h2, #main svg")
     time.sleep(1.5)  # charts and tables filled by the first polls
     d.save_screenshot(str(shots / "overview.png"))
     goto(d, "pools", 'tr[data-pool="emails"]')
-    status = json.loads(get(port, "/api/status")[2])
+    status = json.loads(get(port, "/api/status", TOKEN)[2])
     assert {e.get_attribute("data-pool") for e in rows(d, "tr[data-pool].pool, tr.pool[data-pool]")} >= \
         {p["name"] for p in status["pools"]}
     goto(d, "workers", "tr[data-pid]")
@@ -117,11 +119,11 @@ def test_the_dashboard_shows_what_the_api_reports_and_acts(master_factory, redis
     wait_for(lambda: {e.get_attribute("data-host-id") for e in rows(d, "tr[data-host-id]")}
              >= {m["id"] for m in fleet["masters"]}, 10, what="both masters on the hosts page")
     goto(d, "jobs", "tr[data-uuid]")
-    recent = {j["uuid"] for j in json.loads(get(port, "/api/jobs/recent")[2])["jobs"]}
+    recent = {j["uuid"] for j in json.loads(get(port, "/api/jobs/recent", TOKEN)[2])["jobs"]}
     assert {e.get_attribute("data-uuid") for e in rows(d, "tr[data-uuid]")} & recent
     goto(d, "metrics", "#main svg, #main table")
     goto(d, "failed", "tr[data-uuid]")
-    failed = {f["uuid"] for f in json.loads(get(port, "/api/failed")[2])["failed"]}
+    failed = {f["uuid"] for f in json.loads(get(port, "/api/failed", TOKEN)[2])["failed"]}
     wait_for(lambda: {e.get_attribute("data-uuid") for e in rows(d, "tr[data-uuid]")} == failed, 10,
              what="the failed jobs the API reports")
     d.save_screenshot(str(shots / "failed.png"))
@@ -142,6 +144,7 @@ def test_the_dashboard_shows_what_the_api_reports_and_acts(master_factory, redis
     assert urls and foreign == [], foreign
 
     # an action without the token is refused; with it, pause stops the pool
+    d.execute_script("sessionStorage.removeItem('qpool.token')")
     d.get(origin + "/#/pools")
     wait_for(lambda: rows(d, 'tr[data-pool="emails"] button[data-action="pause"]'), 10, what="the pause button")
     rows(d, 'tr[data-pool="emails"] button[data-action="pause"]')[0].click()
@@ -184,7 +187,7 @@ def test_clicks_without_the_token_change_nothing(master, r, browser, tmp_path):
                         qpool='http = { listen = "127.0.0.1:%d"; token_env = "QPOOL_TEST_TOKEN"; };' % port)
     master.start(env={"QPOOL_TEST_TOKEN": TOKEN})
     push_many(r, "emails", [make_payload("fail")])
-    wait_for(lambda: len(json.loads(get(port, "/api/failed")[2])["failed"]) == 1, 15, what="a failure")
+    wait_for(lambda: len(json.loads(get(port, "/api/failed", TOKEN)[2])["failed"]) == 1, 15, what="a failure")
     d = browser
     d.get("http://127.0.0.1:%d/#/pools" % port)
     wait_for(lambda: rows(d, 'tr[data-pool="emails"] button[data-action="restart"]'), 10, what="the pools page")
@@ -193,20 +196,21 @@ def test_clicks_without_the_token_change_nothing(master, r, browser, tmp_path):
         time.sleep(0.5)
         if d.find_element(By.ID, "token-form").is_displayed():
             d.find_element(By.ID, "token-cancel").click()
+    # the failed jobs themselves need the token: the page asks for it, and shows none
     d.get("http://127.0.0.1:%d/#/failed" % port)
-    wait_for(lambda: rows(d, "tr[data-uuid] button[data-action='forget']"), 10, what="the failed page")
-    rows(d, "tr[data-uuid] button[data-action='forget']")[0].click()
-    time.sleep(1)
+    wait_for(lambda: d.find_element(By.ID, "token-form").is_displayed(), 10, what="the token form")
+    assert not rows(d, "tr[data-uuid]")
     st = master.status(verbose=False)["pools"][0]
     assert st["paused"] is False
-    assert len(json.loads(get(port, "/api/failed")[2])["failed"]) == 1
+    assert len(json.loads(get(port, "/api/failed", TOKEN)[2])["failed"]) == 1
     assert post(port, "/api/pools/emails/pause")[0] == 401
     assert "over HTTP" not in master.log()
 
 
 def test_usable_at_phone_width(master, r, browser, tmp_path):
     port = free_port()
-    master.write_config(pools(tmp_path / "fixture.log"), qpool='http = { listen = "127.0.0.1:%d"; };' % port)
+    master.write_config(pools(tmp_path / "fixture.log"),
+                        qpool='http = { listen = "127.0.0.1:%d"; read_without_token = "all"; };' % port)
     master.start()
     d = browser
     d.set_window_size(390, 844)
@@ -218,3 +222,58 @@ def test_usable_at_phone_width(master, r, browser, tmp_path):
         assert rows(d, 'a[data-page="%s"]' % page)[0].is_displayed()
     d.save_screenshot(str(shots_dir(tmp_path) / "phone-workers.png"))
     assert console_errors(d) == []
+
+
+def test_without_the_token_the_overview_shows_and_a_job_asks_for_it(master, r, browser, tmp_path):
+    """Review 2026-11-24 #1: without the token the dashboard shows the
+    overview (pools, queues, rates, charts) and asks for the token, saying
+    why, where a page shows jobs; with it, the job's payload shows."""
+    port = free_port()
+    origin = "http://127.0.0.1:%d" % port
+    master.write_config(pools(tmp_path / "fixture.log"), qpool='balance_interval = 0.5; http = { listen = "127.0.0.1:%d"; '
+                                                              'token_env = "QPOOL_TEST_TOKEN"; };' % port)
+    master.start(env={"QPOOL_TEST_TOKEN": TOKEN})
+    secret = "reset-token-SECRET-123"
+    bad = make_payload("fail", job="App\\Jobs\\SendPasswordReset", reset_token=secret)
+    push_many(r, "emails", [bad] + [make_payload("ok", job="App\\Jobs\\SendMail") for _ in range(5)])
+    push_many(r, "reports", [make_payload("sleep:3000", job="App\\Jobs\\NightlyReport") for _ in range(5)])
+    wait_for(lambda: get(port, "/api/jobs/" + bad["uuid"], TOKEN)[0] == 200, 20, what="the failure recorded")
+    d = browser
+    d.get(origin + "/#/overview")
+    # the overview: cards, hosts, charts, the queues, with no token asked for
+    wait_for(lambda: rows(d, "#overview-cards .card") and rows(d, '#overview-queues tr[data-queue="emails"]')
+             and rows(d, "#overview-charts svg"), 15, what="the overview without the token")
+    wait_for(lambda: rows(d, '#overview-queues tr[data-queue="reports"]'), 10, what="every queue")
+    assert not d.find_element(By.ID, "token-form").is_displayed()
+    assert "Workers" in d.find_element(By.ID, "overview-cards").text
+    goto(d, "pools", 'tr[data-pool="emails"]')
+    assert not d.find_element(By.ID, "token-form").is_displayed()
+    # a job's page: the token, and why
+    d.get(origin + "/#/jobs/" + urllib.parse.quote(bad["uuid"]))
+    wait_for(lambda: d.find_element(By.ID, "token-form").is_displayed(), 10, what="the token form")
+    why = d.find_element(By.CSS_SELECTOR, "#token-form label").text
+    assert "payload" in why and "token" in why, why
+    wait_for(lambda: rows(d, "#needs-token"), 10, what="the page saying it needs the token")
+    assert "payload" in rows(d, "#needs-token")[0].text
+    assert secret not in d.find_element(By.ID, "main").text
+    d.save_screenshot(str(shots_dir(tmp_path) / "job-needs-token.png"))
+    # the failed jobs too; leaving for the overview, the ask goes and the overview polls again
+    goto(d, "failed", "#needs-token")
+    assert "Failed jobs" in d.find_element(By.CSS_SELECTOR, "#token-form label").text
+    goto(d, "overview", '#overview-queues tr[data-queue="emails"]')
+    assert not d.find_element(By.ID, "token-form").is_displayed()
+    before = d.find_element(By.ID, "last-updated").text
+    wait_for(lambda: d.find_element(By.ID, "last-updated").text != before, 10, what="the overview polling")
+    d.get(origin + "/#/jobs/" + urllib.parse.quote(bad["uuid"]))
+    wait_for(lambda: d.find_element(By.ID, "token-form").is_displayed(), 10, what="the token form again")
+    # with it, the payload shows
+    d.find_element(By.ID, "token-input").send_keys(TOKEN)
+    d.find_element(By.CSS_SELECTOR, '#token-form button[type="submit"]').click()
+    wait_for(lambda: rows(d, "#job-payload") and secret in d.find_element(By.ID, "job-payload").text, 10,
+             what="the payload, with the token")
+    assert not rows(d, "#needs-token")
+    assert "SendPasswordReset" in d.find_element(By.ID, "job-name").text
+    # and back on the overview, nothing is asked
+    goto(d, "overview", '#overview-queues tr[data-queue="emails"]')
+    assert not d.find_element(By.ID, "token-form").is_displayed()
+    assert console_errors(d) == [] or all("401" in e["message"] for e in console_errors(d)), console_errors(d)

@@ -53,8 +53,13 @@ def code(port, path, token=None):
         return None
 
 
-def start(master, log, port, qpool="", extra=""):
-    master.write_config(pool(log, extra), qpool=http_conf(port) + qpool)
+# A single-user box's opt-in: every read open on loopback (the tests that
+# look at the API's contents; who may read what is tested below).
+OPEN_READS = 'read_without_token = "all";'
+
+
+def start(master, log, port, qpool="", extra="", http=""):
+    master.write_config(pool(log, extra), qpool=http_conf(port, http) + qpool)
     master.start()
     wait_for(lambda: code(port, "/healthz") == 200, 10, what="the HTTP endpoint")
 
@@ -86,7 +91,7 @@ def jobs_total(s, **labels):
 
 def test_metrics_and_the_api_report_a_known_mix(master, r, tmp_path):
     port = free_port()
-    start(master, tmp_path / "fixture.log", port)
+    start(master, tmp_path / "fixture.log", port, http=OPEN_READS)
     now = time.time()
     push_many(r, "high", [make_payload("ok", job=MAIL) for _ in range(6)])
     push_many(r, "default", [make_payload("sleep:300", job=REPORT) for _ in range(2)])
@@ -310,7 +315,7 @@ def recent(port, query=""):
 
 def test_recent_jobs_and_one_job(master, r, tmp_path):
     port = free_port()
-    start(master, tmp_path / "fixture.log", port)
+    start(master, tmp_path / "fixture.log", port, http=OPEN_READS)
     done = [make_payload("ok", job=MAIL) for _ in range(3)]
     bad = make_payload("fail", job=REPORT)
     push_many(r, "high", done)
@@ -356,7 +361,7 @@ def test_recent_jobs_and_one_job(master, r, tmp_path):
 
 def test_job_history_is_bounded_sampled_and_can_keep_payloads(master, r, tmp_path):
     port = free_port()
-    start(master, tmp_path / "fixture.log", port,
+    start(master, tmp_path / "fixture.log", port, http=OPEN_READS,
           qpool="job_history_size = 10; job_history_sample = 0.0; job_history_payloads = true;")
     push_many(r, "high", [make_payload("ok") for _ in range(30)])
     push_many(r, "default", [make_payload("fail") for _ in range(12)])
@@ -371,7 +376,7 @@ def test_job_history_is_bounded_sampled_and_can_keep_payloads(master, r, tmp_pat
 
 def test_job_history_keeps_done_payloads_when_asked(master, r, tmp_path):
     port = free_port()
-    start(master, tmp_path / "fixture.log", port, qpool="job_history_payloads = true;")
+    start(master, tmp_path / "fixture.log", port, qpool="job_history_payloads = true;", http=OPEN_READS)
     p = make_payload("ok")
     push_many(r, "high", [p])
     wait_for(lambda: len(recent(port)) == 1, 20, what="the job recorded")
@@ -383,8 +388,10 @@ def test_a_foreign_host_name_needs_the_token_on_loopback(master, r, tmp_path):
     # DNS rebinding: a page elsewhere whose name resolves to 127.0.0.1 sends its own Host
     port = free_port()
     start(master, tmp_path / "fixture.log", port)
+    # a bracketed Host is an IPv6 address or nothing (review 2026-11-24 #10)
     for host, want in (("evil.example:%d" % port, 403), ("localhost:%d" % port, 200), ("127.0.0.1", 200),
-                       ("[::1]:%d" % port, 200)):
+                       ("[::1]:%d" % port, 200), ("[evil.example]:%d" % port, 403), ("[evil.example]", 403),
+                       ("[::1]evil.example", 403)):
         c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
         c.putrequest("GET", "/api/status", skip_host=True)
         c.putheader("Host", host)
@@ -417,7 +424,7 @@ def test_a_reload_that_keeps_the_address_restarts_the_process_not_the_listener(m
     master.signal(signal.SIGHUP)
     wait_for(lambda: http_pid(master) not in (None, before) and code(port, "/healthz") == 200, 10,
              what="a new HTTP process on the same listener")
-    assert "stays off" not in master.log() and "goes off" not in master.log()
+    assert "stays off" not in master.log() and "endpoint is off" not in master.log()
 
 
 def post(port, path, token=None, body=None, ctype="application/json"):
@@ -467,7 +474,7 @@ def test_actions_need_the_token_and_act_through_the_masters_verbs(master, r, tmp
     push_many(r, "default", [bad])
 
     def failed(name):
-        return [f["uuid"] for f in json.loads(get(port, "/api/failed")[2])["failed"] if f["name"] == name]
+        return [f["uuid"] for f in json.loads(get(port, "/api/failed", TOKEN)[2])["failed"] if f["name"] == name]
     wait_for(lambda: failed(MAIL) == [bad["uuid"]], 15, what="the failure")
     st, rep = post(port, "/api/failed/%s/retry" % bad["uuid"], TOKEN)
     assert st == 200 and rep["queue"] == "default"
@@ -494,6 +501,9 @@ def test_actions_are_off_without_a_token(master, r, tmp_path):
     port = free_port()
     start(master, tmp_path / "fixture.log", port)
     assert post(port, "/api/pools/w/pause", TOKEN)[0] == 403
+    # and so are the job records (the token they need is not configured): said so
+    status, _, body = get(port, "/api/failed")
+    assert status == 401 and "none is configured" in json.loads(body)["error"]
     assert master.status(verbose=False)["pools"][0]["paused"] is False
 
 
@@ -519,3 +529,247 @@ def test_the_dashboard_is_served_strictly_and_under_a_prefix(master, r, tmp_path
     assert res.status == 301 and res.getheader("Location") == "/qpool/"
     assert code(port, "/assets/../api/status") in (200, 404)  # normalised or refused, never a file
     assert code(port, "/assets/nope.js") == 404
+
+
+# ---------------------------------------------------------------- who may read what (review 2026-11-24)
+
+SECRET = "reset-token-SECRET-123"
+
+
+def get_h(port, path, headers=None, token=None):
+    """(status, body) of GET path with extra headers."""
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    h = dict(headers or {})
+    if token:
+        h["Authorization"] = "Bearer " + token
+    c.request("GET", path, headers=h)
+    res = c.getresponse()
+    body = res.read().decode()
+    c.close()
+    return res.status, body
+
+
+def a_failed_secret(r, port):
+    """A job that fails with a secret in its payload, once it is in the job history and the failed store."""
+    bad = make_payload("fail", job="App\\Jobs\\SendPasswordReset", email="alice@example.com", reset_token=SECRET)
+    push_many(r, "default", [bad])
+    wait_for(lambda: get(port, "/api/failed/" + bad["uuid"], TOKEN)[0] == 200, 20, what="the failure")
+    return bad["uuid"]
+
+
+PRIVATE = ("/api/failed", "/api/failed/{u}", "/api/jobs/recent", "/api/jobs/{u}", "/api/jobs/recent?outcome=failed")
+AGGREGATES = ("/metrics", "/api/status", "/api/fleet", "/api/metrics")
+OPEN = ("/healthz", "/", "/assets/app.js")
+PROXIED = ({"X-Forwarded-For": "203.0.113.5"}, {"Forwarded": "for=203.0.113.5"}, {"X-Real-IP": "203.0.113.5"},
+           {"x-forwarded-for": "203.0.113.5"})
+
+
+def test_without_the_token_loopback_reads_only_aggregates(master, r, tmp_path):
+    """#1: payloads, exceptions, job records and failed jobs need the token,
+    even on loopback; the overview's aggregates do not; a proxied request is
+    never local."""
+    port = free_port()
+    master.write_config(pool(tmp_path / "fixture.log", "tries = 1;").replace("tries = 2;", ""),
+                        qpool=http_conf(port, 'token_env = "QPOOL_TEST_TOKEN";'))
+    master.start(env={"QPOOL_TEST_TOKEN": TOKEN})
+    wait_for(lambda: code(port, "/healthz") == 200, 10, what="the HTTP endpoint")
+    uuid = a_failed_secret(r, port)
+    for path in PRIVATE:
+        path = path.format(u=uuid)
+        status, body = get_h(port, path)
+        assert status == 401 and SECRET not in body, (path, status)
+        assert "need the token" in json.loads(body)["error"], body
+        status, body = get_h(port, path, token=TOKEN)
+        assert status == 200, (path, status)
+    assert SECRET in get_h(port, "/api/failed/" + uuid, token=TOKEN)[1]
+    # aggregates: open to a local request, without each worker's job
+    for path in AGGREGATES + OPEN:
+        status, body = get_h(port, path)
+        assert status == 200 and SECRET not in body, (path, status)
+    st = json.loads(get_h(port, "/api/status")[1])
+    assert st["aggregates_only"] is True and st["pools"][0]["job_stats"]
+    assert all("children" not in p for p in st["pools"])
+    fleet = json.loads(get_h(port, "/api/fleet")[1])
+    assert fleet["aggregates_only"] is True and fleet["masters"]
+    assert all("children" not in p for m in fleet["masters"] for p in m["pools"])
+    full = json.loads(get_h(port, "/api/status", token=TOKEN)[1])
+    assert full["aggregates_only"] is False and len(full["pools"][0]["children"]) == 2
+    # a proxy's request (nginx in front, say) is never local: the token, for all but /healthz and the files
+    for headers in PROXIED:
+        for path in AGGREGATES + tuple(p.format(u=uuid) for p in PRIVATE):
+            assert get_h(port, path, headers)[0] == 401, (headers, path)
+            assert get_h(port, path, headers, token=TOKEN)[0] == 200, (headers, path)
+        for path in OPEN:
+            assert get_h(port, path, headers)[0] == 200, (headers, path)
+    assert "proxy forwarded" in json.loads(get_h(port, "/metrics", PROXIED[0])[1])["error"]
+
+
+def test_open_reads_are_said_plainly_and_the_old_key_means_the_safe_thing(master, r, tmp_path):
+    port = free_port()
+    log = tmp_path / "fixture.log"
+    # the old key still loads: a warning says it is deprecated and what it now means
+    master.write_config(pool(log, "tries = 1;").replace("tries = 2;", ""),
+                        qpool=http_conf(port, 'token_env = "QPOOL_TEST_TOKEN"; read_only_without_token = true;'))
+    res = subprocess.run([QPOOL, "check", "-c", str(master.conf)], capture_output=True, text=True, timeout=30)
+    assert res.returncode == 0, res.stderr
+    assert re.search(re.escape(str(master.conf)) + r":\d+: .*read_only_without_token is deprecated; true now means "
+                     r'read_without_token = "aggregates"', res.stderr), res.stderr
+    assert 'read_without_token = "aggregates";' in res.stdout
+    master.start(env={"QPOOL_TEST_TOKEN": TOKEN})
+    wait_for(lambda: code(port, "/healthz") == 200, 10, what="the HTTP endpoint")
+    master.wait_log(r"read_only_without_token is deprecated")
+    uuid = a_failed_secret(r, port)
+    assert get_h(port, "/api/failed/" + uuid)[0] == 401
+    assert get_h(port, "/api/status")[0] == 200
+    # false: nothing but /healthz and the files without the token
+    master.write_config(pool(log), qpool=http_conf(port, 'token_env = "QPOOL_TEST_TOKEN"; read_only_without_token = false;'))
+    master.cli("reload")
+    wait_for(lambda: code(port, "/api/status") == 401, 10, what="aggregates behind the token")
+    assert code(port, "/metrics") == 401 and code(port, "/healthz") == 200 and code(port, "/metrics", TOKEN) == 200
+    # a single-user box says so: everything open to a local request, still not to a proxied one
+    master.write_config(pool(log), qpool=http_conf(port, 'token_env = "QPOOL_TEST_TOKEN"; read_without_token = "all";'))
+    master.cli("reload")
+    wait_for(lambda: get_h(port, "/api/failed/" + uuid)[0] == 200, 10, what="open reads")
+    assert SECRET in get_h(port, "/api/failed/" + uuid)[1]
+    assert "children" in json.loads(get_h(port, "/api/status")[1])["pools"][0]
+    assert get_h(port, "/api/failed/" + uuid, {"X-Forwarded-For": "203.0.113.5"})[0] == 401
+
+
+def unix_get(path, sock, user=None):
+    """The status of GET path over a Unix socket, as user (or us); None when it cannot connect."""
+    script = ("import http.client, socket, sys\n"
+              "class C(http.client.HTTPConnection):\n"
+              "    def connect(self):\n"
+              "        self.sock = socket.socket(socket.AF_UNIX); self.sock.connect(sys.argv[1])\n"
+              "c = C('localhost', timeout=10)\n"
+              "try:\n"
+              "    c.request('GET', sys.argv[2]); print(c.getresponse().status)\n"
+              "except OSError:\n"
+              "    print('None')\n")
+    res = subprocess.run(["/usr/bin/python3", "-c", script, str(sock), path], capture_output=True, text=True,
+                         timeout=30, cwd="/", **({"user": user, "group": pwd.getpwnam(user).pw_gid, "extra_groups": []}
+                                                 if user else {}))
+    assert res.returncode == 0, res.stderr
+    return None if res.stdout.strip() == "None" else int(res.stdout)
+
+
+@pytest.fixture
+def public_dir():
+    """A directory every user may reach, only root may change (a Unix listener's home)."""
+    import shutil
+    import tempfile
+    d = tempfile.mkdtemp(prefix="qpool-http-")
+    os.chmod(d, 0o755)
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="connects as another user")
+def test_a_unix_listener_reads_like_the_control_socket(master, r, tmp_path, public_dir):
+    """#1: a Unix listener's peer is local only by the control socket's rule
+    (root, qpool's user, control_user, control_group); socket_group lets
+    another group (a proxy's) connect, needing the token."""
+    sock = os.path.join(public_dir, "http.sock")
+    log = tmp_path / "fixture.log"
+    master.write_config(pool(log, "tries = 1;").replace("tries = 2;", ""), qpool=(
+        'http = { listen = "%s"; socket_mode = "0666"; token_env = "QPOOL_TEST_TOKEN"; };' % sock))
+    master.start(env={"QPOOL_TEST_TOKEN": TOKEN})
+    wait_for(lambda: unix_get("/healthz", sock) == 200, 10, what="the Unix listener")
+    bad = make_payload("fail", job="App\\Jobs\\SendPasswordReset", reset_token=SECRET)
+    push_many(r, "default", [bad])
+    path = "/api/failed/" + bad["uuid"]
+    wait_for(lambda: r.zcard(PREFIX + "qpool:failed:default") == 1, 20, what="the failure")
+    # root (the control socket's) reads the aggregates; another local user
+    # connects (mode 0666) but is not the control socket's: the token
+    assert unix_get("/api/status", sock) == 200 and unix_get(path, sock) == 401
+    assert unix_get("/api/status", sock, user="nobody") == 401
+    assert unix_get(path, sock, user="nobody") == 401
+    assert unix_get("/healthz", sock, user="nobody") == 200
+    # with open reads (a single-user box) still only for the control socket's users
+    master.write_config(pool(log), qpool=(
+        'http = { listen = "%s"; socket_mode = "0666"; token_env = "QPOOL_TEST_TOKEN"; read_without_token = "all"; };'
+        % sock))
+    master.cli("reload")
+    wait_for(lambda: unix_get(path, sock) == 200, 10, what="root reading the failure")
+    assert unix_get(path, sock, user="nobody") == 401
+    # control_group makes a user local, like on the control socket
+    master.write_config(pool(log), qpool=(
+        'control_group = "nogroup"; http = { listen = "%s"; socket_mode = "0666"; token_env = "QPOOL_TEST_TOKEN";'
+        ' read_without_token = "all"; };' % sock))
+    master.cli("reload")
+    wait_for(lambda: unix_get(path, sock, user="nobody") == 200, 10, what="nobody, in control_group, reading")
+    # socket_group: mode 0660, the group's members connect (as not local), others cannot
+    master.write_config(pool(log), qpool=(
+        'http = { listen = "%s"; socket_mode = "0660"; socket_group = "nogroup"; token_env = "QPOOL_TEST_TOKEN";'
+        ' read_without_token = "all"; };' % sock))
+    master.cli("reload")
+    wait_for(lambda: unix_get(path, sock, user="nobody") == 401, 10, what="nobody, a socket_group member, not local")
+    st = os.stat(sock)
+    assert st.st_gid == 65534 and st.st_mode & 0o777 == 0o660
+    assert unix_get("/healthz", sock, user="nobody") == 200
+    assert unix_get(path, sock) == 200  # root
+    # without socket_group again: qpool's group, and nobody cannot connect
+    master.write_config(pool(log), qpool=(
+        'http = { listen = "%s"; socket_mode = "0660"; token_env = "QPOOL_TEST_TOKEN"; };' % sock))
+    master.cli("reload")
+    wait_for(lambda: unix_get("/healthz", sock, user="nobody") is None, 10, what="nobody shut out")
+    assert os.stat(sock).st_gid == os.getegid()
+
+
+def test_the_token_survives_reloads(master, r, tmp_path):
+    """#2: with token_env, a reload that changes any http setting, listen
+    included, keeps the token; one that turns the endpoint off says so and
+    fails."""
+    a, b = free_port(), free_port()
+    log = tmp_path / "fixture.log"
+    env = 'token_env = "QPOOL_TEST_TOKEN";'
+    master.write_config(pool(log), qpool=http_conf(a, env))
+    master.start(env={"QPOOL_TEST_TOKEN": TOKEN})
+    wait_for(lambda: code(a, "/metrics", TOKEN) == 200, 10, what="the HTTP endpoint")
+    before = http_pid(master)
+    master.write_config(pool(log), qpool=http_conf(a, env + " timeout = 11; max_connections = 20;"))
+    res = master.cli("reload")
+    assert "HTTP endpoint is off" not in res.stdout
+    wait_for(lambda: http_pid(master) not in (None, before) and code(a, "/metrics", TOKEN) == 200, 10,
+             what="the endpoint, with its token, after the reload")
+    assert code(a, "/api/failed") == 401 and code(a, "/api/failed", TOKEN) == 200
+    # a new address: the same token
+    master.write_config(pool(log), qpool=http_conf(b, env))
+    master.cli("reload")
+    wait_for(lambda: code(b, "/metrics", TOKEN) == 200, 10, what="the new address, with the token")
+    assert code(a, "/healthz") is None
+    # off, with no listen; on again: the token is still the one qpool read at the start
+    master.write_config(pool(log))
+    master.cli("reload")
+    wait_for(lambda: code(b, "/healthz") is None, 10, what="the endpoint off")
+    master.write_config(pool(log), qpool=http_conf(b, env))
+    master.cli("reload")
+    wait_for(lambda: code(b, "/api/failed", TOKEN) == 200, 10, what="the endpoint back, with the token")
+    # another variable, not set: the reload says the endpoint is off, and fails; the log says why
+    master.write_config(pool(log), qpool=http_conf(b, 'token_env = "QPOOL_NO_SUCH_TOKEN";'))
+    res = master.cli("reload", check=False)
+    assert res.returncode == 1, (res.returncode, res.stdout, res.stderr)
+    assert "the HTTP endpoint is off" in res.stderr and "QPOOL_NO_SUCH_TOKEN is not set" in res.stderr, res.stderr
+    master.wait_log(r"reload: http.token_env: QPOOL_NO_SUCH_TOKEN is not set.*the HTTP endpoint is off")
+    assert code(b, "/healthz") is None and master.proc.poll() is None
+    # back to the first variable: the token qpool holds
+    master.write_config(pool(log), qpool=http_conf(b, env))
+    assert master.cli("reload").returncode == 0
+    wait_for(lambda: code(b, "/api/failed", TOKEN) == 200, 10, what="the endpoint back")
+    assert TOKEN not in master.log()
+
+
+def test_a_token_file_over_the_limit_is_refused(master, r, tmp_path):
+    """#12: a token_file longer than 4096 bytes is refused, not cut."""
+    port = free_port()
+    tok = tmp_path / "token"
+    tok.write_text(TOKEN + "x" * 5000 + "\n")
+    os.chmod(tok, 0o600)
+    master.write_config(pool(tmp_path / "fixture.log"), qpool=http_conf(port, 'token_file = "%s";' % tok))
+    master.start()
+    master.wait_log(r"token_file .* is longer than 4096 bytes; the HTTP endpoint stays off")
+    assert code(port, "/healthz") is None
+    # at the limit: fine
+    tok.write_text(TOKEN + "x" * (4096 - len(TOKEN) - 1) + "\n")
+    master.cli("reload", check=False)
+    wait_for(lambda: code(port, "/metrics", TOKEN + "x" * (4096 - len(TOKEN) - 1)) == 200, 10, what="the endpoint")

@@ -916,6 +916,65 @@ static void test_http_settings(void **state)
                  "control socket", NULL);
 }
 
+/* Review 2026-11-24 #1: reading anything but aggregates needs the token by
+ * default; open reads are said plainly; the old key loads, with a warning
+ * that says what it now means. */
+static void test_http_read_without_token(void **state)
+{
+    (void)state;
+    qconf_t *c = must_load("qpool = { http = { listen = \"127.0.0.1:9178\"; }; };\n" MINPOOL);
+    assert_int_equal(c->http.read_without_token, HTTP_READ_AGGREGATES);
+    config_free(c);
+    c = must_load("qpool = { http = { listen = \"127.0.0.1:9178\"; read_without_token = \"all\"; }; };\n" MINPOOL);
+    assert_int_equal(c->http.read_without_token, HTTP_READ_ALL);
+    config_free(c);
+    c = must_load("qpool = { http = { listen = \"127.0.0.1:9178\"; read_without_token = \"none\"; }; };\n" MINPOOL);
+    assert_int_equal(c->http.read_without_token, HTTP_READ_NONE);
+    config_free(c);
+    expect_error("qpool = {\n  http = {\n listen = \"127.0.0.1:1\";\n read_without_token = \"yes\"; };\n};\n" MINPOOL, 4,
+                 "read_without_token", "aggregates", NULL);
+    static const struct { const char *v; int want; const char *says; } legacy[] = {
+        {"true", HTTP_READ_AGGREGATES, "read_without_token = \"aggregates\""},
+        {"false", HTTP_READ_NONE, "read_without_token = \"none\""},
+    };
+    for (size_t i = 0; i < 2; i++) {
+        char text[256];
+        snprintf(text, sizeof text, "qpool = { http = { listen = \"127.0.0.1:1\"; read_only_without_token = %s; }; };\n" MINPOOL,
+                 legacy[i].v);
+        conf_errors_t e;
+        c = load_text(text, &e, NULL);
+        assert_non_null(c);
+        assert_int_equal(c->http.read_without_token, legacy[i].want);
+        assert_int_equal(e.nwarn, 1);
+        assert_non_null(strstr(e.warnings[0], "deprecated"));
+        assert_non_null(strstr(e.warnings[0], legacy[i].says));
+        config_free(c);
+        conf_errors_free(&e);
+    }
+    expect_error("qpool = {\n  http = { listen = \"127.0.0.1:1\"; read_only_without_token = true; read_without_token = \"all\"; };\n};\n"
+                 MINPOOL, 2, "read_without_token only", NULL);
+    /* on a listener that is not loopback it changes nothing: said so */
+    {
+        conf_errors_t e;
+        c = load_text("qpool = { http = { listen = \"0.0.0.0:1\"; token_env = \"T\"; read_without_token = \"all\"; }; };\n"
+                      MINPOOL, &e, NULL);
+        assert_non_null(c);
+        assert_int_equal(e.nwarn, 1);
+        assert_non_null(strstr(e.warnings[0], "loopback or Unix listener only"));
+        config_free(c);
+        conf_errors_free(&e);
+    }
+    /* socket_group: a Unix listener's, and a group that exists */
+    c = must_load("qpool = { http = { listen = \"/run/q/http.sock\"; socket_group = \"root\"; }; };\n" MINPOOL);
+    assert_string_equal(c->http.socket_group, "root");
+    assert_int_equal(c->http.socket_gid, 0);
+    config_free(c);
+    expect_error("qpool = {\n  http = { listen = \"127.0.0.1:1\"; socket_group = \"root\"; };\n};\n" MINPOOL, 2,
+                 "socket_group", "Unix", NULL);
+    expect_error("qpool = {\n  http = { listen = \"/run/q/h.sock\"; socket_group = \"no-such-group-x\"; };\n};\n" MINPOOL,
+                 1, "no-such-group-x", NULL);
+}
+
 static void test_global_settings(void **state)
 {
     (void)state;
@@ -1378,6 +1437,7 @@ int main(void)
         cmocka_unit_test(test_users_and_groups),
         cmocka_unit_test(test_control_socket_mode),
         cmocka_unit_test(test_http_settings),
+        cmocka_unit_test(test_http_read_without_token),
         cmocka_unit_test(test_global_settings),
         cmocka_unit_test(test_working_directory_absolute),
         cmocka_unit_test(test_timeout_not_below_retry_after_warns),
