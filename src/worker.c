@@ -143,15 +143,23 @@ static void sb_state(worker_t *w, int state)
     sb_write_end(w->slot);
 }
 
+/* s (valid UTF-8) into a slot's field, cut between characters. */
+static void sb_text(char *dst, size_t cap, const char *s)
+{
+    size_t n = s ? utf8_cut(s, strlen(s), cap - 1) : 0;
+    memcpy(dst, s ? s : "", n);
+    dst[n] = '\0';
+}
+
 static void sb_job(worker_t *w, const char *id, const char *uuid, const char *name, const char *queue)
 {
     sb_write_begin(w->slot);
     w->slot->c.state = SB_BUSY;
     w->slot->c.job_started_ms = wall_ms();
-    snprintf(w->slot->c.job_id, sizeof w->slot->c.job_id, "%s", id ? id : "");
-    snprintf(w->slot->c.job_uuid, sizeof w->slot->c.job_uuid, "%s", uuid ? uuid : "");
-    snprintf(w->slot->c.job_name, sizeof w->slot->c.job_name, "%s", name);
-    snprintf(w->slot->c.job_queue, sizeof w->slot->c.job_queue, "%s", queue);
+    sb_text(w->slot->c.job_id, sizeof w->slot->c.job_id, id);
+    sb_text(w->slot->c.job_uuid, sizeof w->slot->c.job_uuid, uuid);
+    sb_text(w->slot->c.job_name, sizeof w->slot->c.job_name, name);
+    sb_text(w->slot->c.job_queue, sizeof w->slot->c.job_queue, queue);
     sb_write_end(w->slot);
 }
 
