@@ -438,8 +438,9 @@ static bool parse_pool_settings(ctx_t *x, const config_setting_t *g, pool_conf_t
                     ok = false;
                 }
                 for (int q = 0; q < p->nqueues; q++) {
-                    if (!*p->queues[q] || strchr(p->queues[q], ',') || strlen(p->queues[q]) > 200) {
-                        cerr(x, s, "queues: \"%s\" is not a valid queue name (non-empty, no commas)",
+                    if (!*p->queues[q] || strchr(p->queues[q], ',') || strlen(p->queues[q]) > 200 ||
+                        !utf8_valid(p->queues[q], strlen(p->queues[q]))) {
+                        cerr(x, s, "queues: \"%s\" is not a valid queue name (non-empty, no commas, UTF-8)",
                              p->queues[q]);
                         ok = false;
                     }

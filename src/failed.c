@@ -6,6 +6,7 @@
 #include "queue.h"
 #include "util.h"
 
+#include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -202,6 +203,25 @@ redisReply *failed_queues(rconn_t *c)
     return r;
 }
 
+/* The payload as the store keeps it (its raw bytes: a retry pushes them
+ * back as they were). JSON text must be valid UTF-8: a payload that is not
+ * is shown repaired (U+FFFD) and, so that nothing is lost, also as
+ * payload_base64, its exact bytes. */
+static void add_payload(cJSON *o, const frec_t *f)
+{
+    if (utf8_valid(f->payload, f->payload_len)) {
+        cJSON_AddStringToObject(o, "payload", f->payload);
+        return;
+    }
+    char *fixed = utf8_repair(f->payload, f->payload_len, NULL);
+    cJSON_AddStringToObject(o, "payload", fixed);
+    free(fixed);
+    unsigned char *b64 = xmalloc(4 * ((f->payload_len + 2) / 3) + 1);
+    EVP_EncodeBlock(b64, (const unsigned char *)f->payload, (int)f->payload_len);
+    cJSON_AddStringToObject(o, "payload_base64", (const char *)b64);
+    free(b64);
+}
+
 cJSON *failed_json(const frec_t *f, bool with_payload)
 {
     char when[32];
@@ -220,7 +240,7 @@ cJSON *failed_json(const frec_t *f, bool with_payload)
     cJSON_AddNumberToObject(o, "failed_at", (double)f->failed_at);
     cJSON_AddStringToObject(o, "failed_at_utc", when);
     cJSON_AddStringToObject(o, "exception", f->exception ? f->exception : "");
-    if (with_payload) cJSON_AddStringToObject(o, "payload", f->payload);
+    if (with_payload) add_payload(o, f);
     if (parsed) payload_free(&jp);
     return o;
 }

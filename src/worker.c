@@ -654,7 +654,7 @@ static void job_fail(worker_t *w, job_t *j, const char *exception)
     o->uuid = xstrdup(j->uuid);
     o->payload = xstrndup(j->pr.raw, j->pr.rawlen);
     o->payload_len = j->pr.rawlen;
-    o->exception = xstrndup(exception, strlen(exception) > 65536 ? 65536 : strlen(exception));
+    o->exception = xstrndup(exception, utf8_cut(exception, strlen(exception), 65536));
     o->failed_at = wall_s();
     flush_outcome(w);
 }
@@ -1030,6 +1030,15 @@ static void job_settle(worker_t *w, job_t *j, hresult_t *res)
     }
 }
 
+/* What the handler said goes to the failed store, the job records and the
+ * logs: valid UTF-8 only (an exception message may quote any bytes). */
+static void result_repair(hresult_t *res)
+{
+    utf8_repair_inplace(&res->exception);
+    utf8_repair_inplace(&res->exc_class);
+    utf8_repair_inplace(&res->message);
+}
+
 /* Run one popped job to its outcome. False when it did not run at all (the
  * handler never read it: it went back untouched). */
 static bool run_job(worker_t *w, job_t *j)
@@ -1046,6 +1055,7 @@ static bool run_job(worker_t *w, job_t *j)
     }
     hresult_t res;
     fire(w, j, &res);
+    result_repair(&res);
     sb_handler(w);
     bool ran = res.kind != HRES_NOT_STARTED;
     job_settle(w, j, &res);
