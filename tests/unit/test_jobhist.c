@@ -219,7 +219,7 @@ static void test_records_are_valid_utf8(void **state)
     jobhist_set_str(dst, sizeof dst, "abcdefghijklm\xff"); /* the replacement would not fit: cut before it */
     assert_string_equal(dst, "abcdefghijklm");
     jobrec_t r = {0};
-    jobhist_set_payload(&r, "{\"displayName\":\"A\xff\"}", 19);
+    jobhist_set_payload(&r, "{\"displayName\":\"A\xff\"}", 20);
     assert_string_equal(r.payload, "{\"displayName\":\"A\xef\xbf\xbd\"}");
     assert_int_equal(r.payload_len, strlen(r.payload));
     assert_false(r.payload_truncated);
