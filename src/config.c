@@ -38,6 +38,7 @@ static void vpush(char ***list, int *n, const char *file, int line, const char *
     if (vasprintf(&msg, fmt, ap) < 0) abort();
     char *full = line > 0 ? xasprintf("%s:%d: %s", file, line, msg) : xasprintf("%s: %s", file, msg);
     free(msg);
+    utf8_repair_inplace(&full); /* it may quote the config's bytes */
     *list = xrealloc(*list, sizeof(char *) * (size_t)(*n + 1));
     (*list)[(*n)++] = full;
 }
