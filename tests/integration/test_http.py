@@ -349,9 +349,11 @@ def test_recent_jobs_and_one_job(master, r, tmp_path):
     assert status == 200 and json.loads(json.loads(body)["payload"])["uuid"] == bad["uuid"]
     assert get(port, "/api/failed/nope")[0] == 404
 
-    # one bounded key with a time to live
-    key = PREFIX + "qpool:jobs"
+    # bounded keys with a time to live: the list, and its index by uuid
+    key = PREFIX + "qpool:{qpool-jobs}:list"
     assert r.llen(key) == 5 and 0 < r.pttl(key) <= 86400 * 1000
+    index = PREFIX + "qpool:{qpool-jobs}:uuid"
+    assert r.hlen(index) == 4 and 0 < r.pttl(index) <= 86400 * 1000
 
 
 def test_job_history_is_bounded_sampled_and_can_keep_payloads(master, r, tmp_path):
@@ -366,7 +368,55 @@ def test_job_history_is_bounded_sampled_and_can_keep_payloads(master, r, tmp_pat
     jobs = recent(port, "?limit=10")
     # sample 0: no done or released attempt; failures always; at most 10 kept
     assert len(jobs) == 10 and {j["outcome"] for j in jobs} == {"failed"}
-    assert r.llen(PREFIX + "qpool:jobs") == 10
+    assert r.llen(PREFIX + "qpool:{qpool-jobs}:list") == 10
+    assert_index_matches_list(r)
+
+
+def assert_index_matches_list(r):
+    """The index by uuid holds exactly the records the list holds."""
+    listed = sorted(r.lrange(PREFIX + "qpool:{qpool-jobs}:list", 0, -1))
+    index = r.hgetall(PREFIX + "qpool:{qpool-jobs}:uuid")
+    indexed = sorted(rec for v in index.values() for rec in v.split(b"\n"))
+    assert listed == indexed
+    for u, v in index.items():
+        assert all(json.loads(rec)["uuid"] == u.decode() for rec in v.split(b"\n"))
+
+
+def test_job_history_reads_are_bounded(master, r, tmp_path):
+    # review #7: one job by its uuid through the index, lists by limit, and
+    # a filtered list in pages: no read of the whole list (Redis's slowlog,
+    # set to log every command, shows what was asked)
+    port = free_port()
+    start(master, tmp_path / "fixture.log", port, qpool="job_history_size = 5000;")
+    bad = make_payload("fail", job=REPORT)
+    push_many(r, "default", [bad])
+    push_many(r, "high", [make_payload("ok", job=MAIL) for _ in range(20)])
+    wait_for(lambda: len(recent(port, "?limit=100")) == 22, 20, what="22 attempts recorded")
+    # a long history: 3000 newer records of other jobs at the head of the list
+    key = PREFIX + "qpool:{qpool-jobs}:list"
+    filler = [json.dumps({"uuid": "filler-%d" % i, "name": "F", "queue": "high", "pool": "w", "outcome": "done",
+                          "finished_at": int(time.time() * 1000) + 1000 + i}) for i in range(3000)]
+    for i in range(0, 3000, 500):
+        r.lpush(key, *filler[i:i + 500])
+    r.config_set("slowlog-log-slower-than", 0)
+    r.config_set("slowlog-max-len", 10000)
+    r.slowlog_reset()
+
+    one = json.loads(get(port, "/api/jobs/" + bad["uuid"])[2])
+    assert [a["attempt"] for a in one["attempts"]] == [2, 1] and one["attempts"][0]["outcome"] == "failed"
+    assert len(recent(port, "?limit=7")) == 7
+    assert [j["uuid"] for j in recent(port, "?outcome=failed&limit=5")] == [bad["uuid"]]  # under the 3000
+    assert len(recent(port, "?name=" + urllib.request.quote(MAIL) + "&limit=100")) == 20
+
+    ranges = [[a.decode() if isinstance(a, bytes) else a for a in e["command"].split()]
+              if isinstance(e["command"], (str, bytes)) else e["command"]
+              for e in r.slowlog_get(10000)]
+    ranges = [c for c in ranges if str(c[0]).upper() in ("LRANGE", b"LRANGE")]
+    assert ranges, "the list was read"
+    for c in ranges:
+        start_, stop = int(c[2]), int(c[3])
+        assert stop >= 0 and stop - start_ + 1 <= 500, c  # never LRANGE 0 -1, pages of 500 at most
+    assert ["LRANGE", key, "0", "6"] in [[str(x) for x in c] for c in ranges]  # limit 7: 7 records read
 
 
 def test_job_history_keeps_done_payloads_when_asked(master, r, tmp_path):
