@@ -10,14 +10,15 @@ import re
 import signal
 import socket
 import subprocess
+import threading
 import time
 import urllib.error
 import urllib.request
 
 import pytest
 
-from conftest import (FIXTURE_HANDLER, PREFIX, QPOOL, free_port, make_payload, push_many, read_fixture_log,
-                      wait_for)
+from conftest import (FIXTURE_HANDLER, PREFIX, QPOOL, fill_failed_store, free_port, make_payload, push_many,
+                      read_fixture_log, wait_for)
 
 MAIL = "App\\Jobs\\SendMail"
 REPORT = "App\\Jobs\\Report"
@@ -528,7 +529,8 @@ def test_actions_need_the_token_and_act_through_the_masters_verbs(master, r, tmp
     more = [make_payload("fail", job=REPORT) for _ in range(3)]
     push_many(r, "default", more)
     wait_for(lambda: len(failed(REPORT)) == 3 and failed(MAIL), 15, what="three failures")
-    assert post(port, "/api/failed/retry", TOKEN, {"name": REPORT}) == (200, {"ok": True, "retried": 3})
+    assert post(port, "/api/failed/retry", TOKEN, {"name": REPORT}) == (
+        200, {"ok": True, "retried": 3, "retry_until_kept": 0, "remaining": 0, "cursor": None})
     wait_for(lambda: len([l for l in read_fixture_log(log) if l[0] == "job" and l[2] == more[0]["uuid"]]) == 2, 15,
              what="the class retried")
     wait_for(lambda: len(failed(REPORT)) == 3, 15, what="them to fail again")
@@ -538,6 +540,62 @@ def test_actions_need_the_token_and_act_through_the_masters_verbs(master, r, tmp
     text = master.log()
     assert "control: pause pool w over HTTP by 127.0.0.1" in text and "forgot failed job %s by 127.0.0.1" % more[0]["uuid"] in text
     assert TOKEN not in text
+
+
+def test_bulk_retry_is_paged_and_healthz_answers_meanwhile(master, r, tmp_path):
+    # review #8: a bulk retry does a bounded page per request (one script per
+    # batch), says how many are left and where to go on; /healthz and
+    # /metrics answer between (and while) the pages
+    port = free_port()
+    master.write_config(pool(tmp_path / "fixture.log"), qpool=http_conf(port, 'token_env = "QPOOL_TEST_TOKEN";'))
+    master.start(env={"QPOOL_TEST_TOKEN": TOKEN})
+    wait_for(lambda: code(port, "/healthz") == 200, 10, what="the HTTP endpoint")
+    # 1,150 failures of a queue no pool works on (nothing takes them back):
+    # 1,100 of one class, 50 of another, interleaved
+    payloads = [make_payload("ok", job=REPORT if i % 23 == 0 and i < 23 * 150 else MAIL) for i in range(1150)]
+    others = sum(1 for p in payloads if p["displayName"] == REPORT)
+    fill_failed_store(r, "bulkq", payloads)
+    mails = len(payloads) - others
+
+    probes, stop = [], []
+
+    def probe():
+        while not stop:
+            probes.append(code(port, "/healthz"))
+    t = threading.Thread(target=probe)
+    t.start()
+    pages, total, cursor = [], 0, None
+    try:
+        while True:
+            body = {"name": MAIL}
+            if cursor:
+                body["cursor"] = cursor
+            st, rep = post(port, "/api/failed/retry", TOKEN, body)
+            assert st == 200, rep
+            pages.append(rep)
+            total += rep["retried"]
+            assert code(port, "/healthz") == 200 and code(port, "/metrics") == 200
+            if rep["remaining"] == 0:
+                assert rep["cursor"] is None
+                break
+            cursor = rep["cursor"]
+            assert cursor["queue"] == "bulkq" and len(pages) < 20
+    finally:
+        stop.append(1)
+        t.join()
+    assert total == mails and len(pages) >= 3
+    assert all(p["retried"] <= 500 for p in pages)
+    assert pages[0]["remaining"] == len(payloads) - 500  # what the first page did not look at
+    assert probes and set(probes) == {200}
+    # retried oldest first, attempts reset; the other class is still in the store
+    ready = [json.loads(x) for x in r.lrange(PREFIX + "queues:bulkq", 0, -1)]
+    assert [p["uuid"] for p in ready] == [p["uuid"] for p in payloads if p["displayName"] == MAIL]
+    assert all(p["attempts"] == 0 for p in ready)
+    assert r.zcard(PREFIX + "qpool:failed:bulkq") == others
+    # by queue: the rest, in one page
+    assert post(port, "/api/failed/retry", TOKEN, {"queue": "bulkq"})[1]["retried"] == others
+    assert r.zcard(PREFIX + "qpool:failed:bulkq") == 0 and not r.sismember(PREFIX + "qpool:failed:queues", "bulkq")
+    assert post(port, "/api/failed/retry", TOKEN, {"queue": "bulkq", "cursor": "x"})[0] == 400
 
 
 def test_actions_are_off_without_a_token(master, r, tmp_path):
