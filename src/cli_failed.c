@@ -70,7 +70,7 @@ static void json_record(sbuf_t *b, const frec_t *f, bool with_payload)
 {
     cJSON *o = failed_json(f, with_payload);
     char *s = cJSON_PrintUnformatted(o);
-    sbuf_puts(b, s);
+    sbuf_utf8(b, s, strlen(s)); /* JSON is UTF-8, whatever an older writer stored */
     free(s);
     cJSON_Delete(o);
 }
