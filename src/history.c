@@ -275,9 +275,18 @@ static double finished_at(const cJSON *rec)
     return cJSON_IsNumber(t) ? t->valuedouble : 0;
 }
 
+static double attempt_of(const cJSON *rec)
+{
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(rec, "attempt");
+    return cJSON_IsNumber(t) ? t->valuedouble : 0;
+}
+
+/* By finish time, then (two attempts of a job in one ms) by attempt. */
 static int newest_first(const void *a, const void *b)
 {
-    double x = finished_at(*(cJSON *const *)a), y = finished_at(*(cJSON *const *)b);
+    const cJSON *p = *(cJSON *const *)a, *q = *(cJSON *const *)b;
+    double x = finished_at(p), y = finished_at(q);
+    if (x == y) x = attempt_of(p), y = attempt_of(q);
     return x < y ? 1 : x > y ? -1 : 0;
 }
 
