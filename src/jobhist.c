@@ -73,9 +73,11 @@ void jobhist_set_payload(jobrec_t *r, const char *p, size_t len)
         if ((unsigned char)p[i] < 0x20 && p[i] != '\n' && p[i] != '\r' && p[i] != '\t') return; /* not JSON text */
     /* a copy to show, not to run: repaired to valid UTF-8 (the queue and
      * the failed store keep the job's own bytes) */
-    size_t fixed;
-    char *ok = utf8_repair(p, len, &fixed);
-    r->payload_truncated = fixed > JOBHIST_PAYLOAD_MAX;
+    size_t fixed, take = len > JOBHIST_PAYLOAD_MAX + 4 ? JOBHIST_PAYLOAD_MAX + 4 : len;
+    /* only what can be kept is copied: a replacement the cut of the input
+     * makes lands past JOBHIST_PAYLOAD_MAX (output never trails input) */
+    char *ok = utf8_repair(p, take, &fixed);
+    r->payload_truncated = len > take || fixed > JOBHIST_PAYLOAD_MAX;
     r->payload_len = utf8_cut(ok, fixed, JOBHIST_PAYLOAD_MAX);
     ok[r->payload_len] = '\0';
     r->payload = ok;

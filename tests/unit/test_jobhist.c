@@ -224,6 +224,17 @@ static void test_records_are_valid_utf8(void **state)
     assert_int_equal(r.payload_len, strlen(r.payload));
     assert_false(r.payload_truncated);
     free(r.payload);
+    /* a long payload with stray bytes about the cut: valid, and no longer than the bound */
+    char *big = malloc(JOBHIST_PAYLOAD_MAX + 100);
+    memset(big, 'x', JOBHIST_PAYLOAD_MAX + 100);
+    for (size_t i = JOBHIST_PAYLOAD_MAX - 6; i < JOBHIST_PAYLOAD_MAX + 6; i += 2) big[i] = (char)0xff;
+    big[JOBHIST_PAYLOAD_MAX + 4] = (char)0xe2; /* a character the copy's cut splits */
+    jobhist_set_payload(&r, big, JOBHIST_PAYLOAD_MAX + 100);
+    assert_true(r.payload_truncated);
+    assert_true(r.payload_len <= JOBHIST_PAYLOAD_MAX && r.payload_len == strlen(r.payload));
+    assert_true(utf8_valid(r.payload, r.payload_len));
+    free(r.payload);
+    free(big);
     static const char bad[] = "{\"h\":[{\"u\":\"u\",\"i\":\"i\",\"n\":\"X\xff\",\"q\":\"high\",\"a\":1,\"o\":\"done\","
                               "\"w\":1,\"r\":1,\"s\":1,\"f\":2,\"e\":\"\"}]}";
     static const char good[] = "{\"h\":[{\"u\":\"u\",\"i\":\"i\",\"n\":\"X\xc3\xa9\",\"q\":\"high\",\"a\":1,\"o\":\"done\","
