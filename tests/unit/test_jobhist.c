@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "jobhist.h"
+#include "util.h"
 #include "metrics.h"
 
 static char *QUEUES[] = {"high", "default"};
