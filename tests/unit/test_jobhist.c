@@ -225,6 +225,7 @@ static void test_records_are_valid_utf8(void **state)
     assert_int_equal(r.payload_len, strlen(r.payload));
     assert_false(r.payload_truncated);
     free(r.payload);
+    r.payload = NULL;
     /* a long payload with stray bytes about the cut: valid, and no longer than the bound */
     char *big = malloc(JOBHIST_PAYLOAD_MAX + 100);
     memset(big, 'x', JOBHIST_PAYLOAD_MAX + 100);
