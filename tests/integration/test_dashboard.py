@@ -190,13 +190,10 @@ def test_bulk_retry_pages_until_nothing_is_left(master, r, browser, tmp_path):
     fill_failed_store(r, "parked", [make_payload("ok") for _ in range(1200)])  # no pool takes them
     d = browser
     d.get("http://127.0.0.1:%d/#/failed" % port)
+    d.execute_script("sessionStorage.setItem('qpool.token', arguments[0]); location.reload();", TOKEN)
     wait_for(lambda: rows(d, '#bulk-queue option[value="parked"]'), 15, what="the queue to retry")
     rows(d, '#bulk-queue option[value="parked"]')[0].click()
     rows(d, 'button[data-action="retry-queue"]')[0].click()
-    form = d.find_element(By.ID, "token-form")
-    wait_for(form.is_displayed, 10, what="the token form")
-    d.find_element(By.ID, "token-input").send_keys(TOKEN)
-    form.find_element(By.CSS_SELECTOR, 'button[type="submit"]').click()
     wait_for(lambda: r.llen(PREFIX + "queues:parked") == 1200, 30, what="every page retried")
     wait_for(lambda: "1,200 retried" in d.find_element(By.ID, "notice").text, 10, what="the total")
     assert r.zcard(PREFIX + "qpool:failed:parked") == 0

@@ -388,7 +388,15 @@ def test_job_history_reads_are_bounded(master, r, tmp_path):
     # a filtered list in pages: no read of the whole list (Redis's slowlog,
     # set to log every command, shows what was asked)
     port = free_port()
-    start(master, tmp_path / "fixture.log", port, qpool="job_history_size = 5000;")
+    master.write_config(pool(tmp_path / "fixture.log"),
+                        qpool=http_conf(port, 'token_env = "QPOOL_TEST_TOKEN";') + "job_history_size = 5000;")
+    master.start(env={"QPOOL_TEST_TOKEN": TOKEN})
+    wait_for(lambda: code(port, "/healthz") == 200, 10, what="the HTTP endpoint")
+
+    def recent(port, query=""):  # with the token, whoever may read without it
+        status, _, body = get(port, "/api/jobs/recent" + query, TOKEN)
+        assert status == 200, body
+        return json.loads(body)["jobs"]
     bad = make_payload("fail", job=REPORT)
     push_many(r, "default", [bad])
     push_many(r, "high", [make_payload("ok", job=MAIL) for _ in range(20)])
@@ -403,7 +411,7 @@ def test_job_history_reads_are_bounded(master, r, tmp_path):
     r.config_set("slowlog-max-len", 10000)
     r.slowlog_reset()
 
-    one = json.loads(get(port, "/api/jobs/" + bad["uuid"])[2])
+    one = json.loads(get(port, "/api/jobs/" + bad["uuid"], TOKEN)[2])
     assert [a["attempt"] for a in one["attempts"]] == [2, 1] and one["attempts"][0]["outcome"] == "failed"
     assert len(recent(port, "?limit=7")) == 7
     assert [j["uuid"] for j in recent(port, "?outcome=failed&limit=5")] == [bad["uuid"]]  # under the 3000
@@ -561,7 +569,7 @@ def test_bulk_retry_is_paged_and_healthz_answers_meanwhile(master, r, tmp_path):
 
     def probe():
         while not stop:
-            probes.append(code(port, "/healthz"))
+            probes.append(code(port, "/healthz", TOKEN))
     t = threading.Thread(target=probe)
     t.start()
     pages, total, cursor = [], 0, None
@@ -574,7 +582,7 @@ def test_bulk_retry_is_paged_and_healthz_answers_meanwhile(master, r, tmp_path):
             assert st == 200, rep
             pages.append(rep)
             total += rep["retried"]
-            assert code(port, "/healthz") == 200 and code(port, "/metrics") == 200
+            assert code(port, "/healthz", TOKEN) == 200 and code(port, "/metrics", TOKEN) == 200
             if rep["remaining"] == 0:
                 assert rep["cursor"] is None
                 break
