@@ -142,3 +142,15 @@ def test_a_queue_name_must_be_valid_utf8(master, r, tmp_path):
     assert res.returncode == 78, res
     err = res.stderr.decode("utf-8")  # the error itself is valid UTF-8
     assert str(conf) + ":" in err and "not a valid queue name" in err
+
+
+def test_push_refuses_what_is_not_utf8(master, r, tmp_path):
+    # Laravel's json_encode refuses it; so does `qpool push` (it would write invalid JSON text)
+    master.write_config('{ name = "w"; queues = ["default"]; handler = { type = "pipe"; command = ["%s"]; }; }'
+                        % FIXTURE_HANDLER)
+    for args in ([b"default", b"--job", b"App\\Jobs\\X\xff"], [b"default", b"--job", b"X", b"--name", b"N\xc3"],
+                 [b"def\xff", b"--job", b"X"]):
+        res = subprocess.run([QPOOL.encode(), b"push"] + args + [b"-c", str(master.conf).encode()],
+                             capture_output=True, timeout=30)
+        assert res.returncode == 64, res
+    assert r.keys(PREFIX + "queues:*") == []
