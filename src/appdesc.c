@@ -57,7 +57,7 @@ static bool printable(const char *s, size_t max, bool allow_empty)
     if (n > max || (!n && !allow_empty)) return false;
     for (const unsigned char *c = (const unsigned char *)s; *c; c++)
         if (*c < 0x20 || *c == 0x7f) return false;
-    return true;
+    return utf8_valid(s, n); /* names end up in metrics, JSON and logs */
 }
 
 static bool valid_conn_name(const char *s)

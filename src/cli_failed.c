@@ -70,7 +70,7 @@ static void json_record(sbuf_t *b, const frec_t *f, bool with_payload)
 {
     cJSON *o = failed_json(f, with_payload);
     char *s = cJSON_PrintUnformatted(o);
-    sbuf_puts(b, s);
+    sbuf_utf8(b, s, strlen(s)); /* JSON is UTF-8, whatever an older writer stored */
     free(s);
     cJSON_Delete(o);
 }
@@ -167,6 +167,30 @@ static int retry_one(fctx_t *x, const char *uuid)
     else
         fprintf(stderr, "qpool failed: retry %s: %s\n", uuid, err);
     return 1;
+}
+
+/* Every failed job (of a queue), a page (one script per batch) at a time,
+ * as the HTTP API does it. */
+static int retry_all(fctx_t *x, const char *queue)
+{
+    failed_page_t pg = {.queue = queue};
+    char err[300];
+    int n = 0, kept = 0, rv = 0;
+    do {
+        if (failed_retry_page(x->r, &pg, err, sizeof err) < 0) {
+            fprintf(stderr, "qpool failed: retry: %s\n", err);
+            rv = 1;
+            break;
+        }
+        n += pg.retried;
+        kept += pg.kept;
+    } while (pg.remaining > 0);
+    free(pg.at_queue);
+    if (kept)
+        fprintf(stderr, "qpool failed: %d jobs kept their retryUntil: their payloads do not say when they were "
+                        "dispatched\n", kept);
+    printf("retried %d failed jobs\n", n);
+    return rv;
 }
 
 static int forget_one(fctx_t *x, const char *uuid, bool quiet)
@@ -294,26 +318,9 @@ int cmd_failed(int argc, char **argv)
     else if (!strcmp(sub, "show"))
         rv = do_show(&x, args[0], json);
     else if (!strcmp(sub, "retry")) {
-        if (all) {
-            const char *one[1] = {queue};
-            redisReply *qs = queue ? NULL : all_queues(&x);
-            int nq = queue ? 1 : (qs ? (int)qs->elements : 0);
-            int n = 0;
-            for (int i = 0; i < nq; i++) {
-                const char *qn = queue ? one[0] : qs->element[i]->str;
-                redisReply *u = queue_uuids(&x, qn, 0);
-                if (!u) {
-                    rv = 1;
-                    break;
-                }
-                for (size_t j = 0; j < u->elements; j++)
-                    if (retry_one(&x, u->element[j]->str) == 0) n++;
-                    else rv = 1;
-                freeReplyObject(u);
-            }
-            if (qs) freeReplyObject(qs);
-            printf("retried %d failed jobs\n", n);
-        } else
+        if (all)
+            rv = retry_all(&x, queue);
+        else
             for (int i = 0; i < nargs; i++) rv |= retry_one(&x, args[i]);
     } else if (!strcmp(sub, "forget")) {
         for (int i = 0; i < nargs; i++) rv |= forget_one(&x, args[i], false);

@@ -72,8 +72,14 @@ int cmd_push(int argc, char **argv)
         return EXIT_USAGE;
     }
     const char *queue = argv[optind];
-    if (!*queue || strchr(queue, ',')) {
+    if (!*queue || strchr(queue, ',') || !utf8_valid(queue, strlen(queue))) {
         cli_usage_error("push", "'%s' is not a valid queue name", queue);
+        return EXIT_USAGE;
+    }
+    /* Laravel's json_encode refuses what is not UTF-8: so does push */
+    if ((spec.job && !utf8_valid(spec.job, strlen(spec.job))) ||
+        (spec.display_name && !utf8_valid(spec.display_name, strlen(spec.display_name)))) {
+        cli_usage_error("push", "--job and --name must be valid UTF-8");
         return EXIT_USAGE;
     }
     if (!raw == !spec.job) {

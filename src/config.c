@@ -38,6 +38,7 @@ static void vpush(char ***list, int *n, const char *file, int line, const char *
     if (vasprintf(&msg, fmt, ap) < 0) abort();
     char *full = line > 0 ? xasprintf("%s:%d: %s", file, line, msg) : xasprintf("%s: %s", file, msg);
     free(msg);
+    utf8_repair_inplace(&full); /* it may quote the config's bytes */
     *list = xrealloc(*list, sizeof(char *) * (size_t)(*n + 1));
     (*list)[(*n)++] = full;
 }
@@ -438,8 +439,9 @@ static bool parse_pool_settings(ctx_t *x, const config_setting_t *g, pool_conf_t
                     ok = false;
                 }
                 for (int q = 0; q < p->nqueues; q++) {
-                    if (!*p->queues[q] || strchr(p->queues[q], ',') || strlen(p->queues[q]) > 200) {
-                        cerr(x, s, "queues: \"%s\" is not a valid queue name (non-empty, no commas)",
+                    if (!*p->queues[q] || strchr(p->queues[q], ',') || strlen(p->queues[q]) > 200 ||
+                        !utf8_valid(p->queues[q], strlen(p->queues[q]))) {
+                        cerr(x, s, "queues: \"%s\" is not a valid queue name (non-empty, no commas, UTF-8)",
                              p->queues[q]);
                         ok = false;
                     }

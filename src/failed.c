@@ -6,6 +6,7 @@
 #include "queue.h"
 #include "util.h"
 
+#include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -202,6 +203,25 @@ redisReply *failed_queues(rconn_t *c)
     return r;
 }
 
+/* The payload as the store keeps it (its raw bytes: a retry pushes them
+ * back as they were). JSON text must be valid UTF-8: a payload that is not
+ * is shown repaired (U+FFFD) and, so that nothing is lost, also as
+ * payload_base64, its exact bytes. */
+static void add_payload(cJSON *o, const frec_t *f)
+{
+    if (utf8_valid(f->payload, f->payload_len)) {
+        cJSON_AddStringToObject(o, "payload", f->payload);
+        return;
+    }
+    char *fixed = utf8_repair(f->payload, f->payload_len, NULL);
+    cJSON_AddStringToObject(o, "payload", fixed);
+    free(fixed);
+    unsigned char *b64 = xmalloc(4 * ((f->payload_len + 2) / 3) + 1);
+    EVP_EncodeBlock(b64, (const unsigned char *)f->payload, (int)f->payload_len);
+    cJSON_AddStringToObject(o, "payload_base64", (const char *)b64);
+    free(b64);
+}
+
 cJSON *failed_json(const frec_t *f, bool with_payload)
 {
     char when[32];
@@ -220,7 +240,7 @@ cJSON *failed_json(const frec_t *f, bool with_payload)
     cJSON_AddNumberToObject(o, "failed_at", (double)f->failed_at);
     cJSON_AddStringToObject(o, "failed_at_utc", when);
     cJSON_AddStringToObject(o, "exception", f->exception ? f->exception : "");
-    if (with_payload) cJSON_AddStringToObject(o, "payload", f->payload);
+    if (with_payload) add_payload(o, f);
     if (parsed) payload_free(&jp);
     return o;
 }
@@ -369,5 +389,240 @@ int failed_forget(rconn_t *c, const char *uuid)
     free(jobkey);
     qkeys_free(&k);
     frec_free(&f);
+    return rv;
+}
+
+/* ------------------------------------------------------------ bulk retry */
+
+/* KEYS: ready, notify, queue index, queue set, then the job hashes. ARGV:
+ * queue, then uuid, payload pairs (one per job hash). A job still in the
+ * store goes back and out of it; an index entry whose record is gone is
+ * dropped (it would be looked at forever). */
+static const char BULK_RETRY_LUA[] =
+    "local n = 0\n"
+    "for i = 5, #KEYS do\n"
+    "  local j = 2 * (i - 4)\n"
+    "  if redis.call('exists', KEYS[i]) == 1 then\n"
+    "    redis.call('rpush', KEYS[1], ARGV[j + 1])\n"
+    "    redis.call('rpush', KEYS[2], 1)\n"
+    "    redis.call('del', KEYS[i])\n"
+    "    n = n + 1\n"
+    "  end\n"
+    "  redis.call('zrem', KEYS[3], ARGV[j])\n"
+    "end\n"
+    "if redis.call('zcard', KEYS[3]) == 0 then redis.call('srem', KEYS[4], ARGV[1]) end\n"
+    "return n";
+
+static rscript_t bulk_script;
+
+/* The jobs picked in one page of a queue. */
+typedef struct {
+    char *uuid[FAILED_RETRY_BATCH], *payload[FAILED_RETRY_BATCH];
+    size_t len[FAILED_RETRY_BATCH];
+    int n;
+} batch_t;
+
+static void batch_clear(batch_t *b)
+{
+    for (int i = 0; i < b->n; i++) free(b->uuid[i]), free(b->payload[i]);
+    b->n = 0;
+}
+
+/* Retry what b holds, in one script: the count retried, or -1. */
+static int batch_run(rconn_t *c, const char *queue, batch_t *b, char *err, size_t errn)
+{
+    if (!b->n) return 0;
+    qkeys_t k;
+    qkeys_init(&k, c->conf.prefix, queue);
+    char *set = rconn_is_cluster(c) ? xstrdup(k.failed) : xasprintf("%sqpool:failed:queues", c->conf.prefix);
+    int nkeys = 4 + b->n, argc = nkeys + 1 + 2 * b->n, a = 0;
+    const char **av = xcalloc((size_t)argc, sizeof *av);
+    size_t *lens = xcalloc((size_t)argc, sizeof *lens);
+    char **jobkeys = xcalloc((size_t)b->n, sizeof *jobkeys);
+    av[a++] = k.ready, av[a++] = k.notify, av[a++] = k.failed, av[a++] = set;
+    for (int i = 0; i < b->n; i++) av[a++] = jobkeys[i] = job_key(c, queue, b->uuid[i]);
+    av[a++] = queue;
+    for (int i = 0; i < b->n; i++) {
+        av[a] = b->uuid[i];
+        lens[a + 1] = b->len[i];
+        av[a + 1] = b->payload[i];
+        a += 2;
+    }
+    for (int i = 0; i < argc; i++)
+        if (!lens[i]) lens[i] = strlen(av[i]);
+    int rv = run_script(c, &bulk_script, BULK_RETRY_LUA, nkeys, argc, av, lens, err, errn);
+    for (int i = 0; i < b->n; i++) free(jobkeys[i]);
+    free(jobkeys);
+    free(lens);
+    free(av);
+    free(set);
+    qkeys_free(&k);
+    batch_clear(b);
+    return rv;
+}
+
+/* Up to want uuids of queue's index from rank skip, oldest first. */
+static redisReply *oldest_uuids(rconn_t *c, const char *queue, long skip, long want)
+{
+    qkeys_t k;
+    qkeys_init(&k, c->conf.prefix, queue);
+    char a[24], b[24];
+    snprintf(a, sizeof a, "%ld", skip);
+    snprintf(b, sizeof b, "%ld", skip + want - 1);
+    const char *av[] = {"ZRANGE", k.failed, a, b};
+    redisReply *r = rconn_call(c, 4, av, NULL);
+    qkeys_free(&k);
+    if (r && r->type != REDIS_REPLY_ARRAY) {
+        freeReplyObject(r);
+        r = NULL;
+    }
+    return r;
+}
+
+/* Does the failed job (its payload) belong to the class asked for? */
+static bool class_matches(const char *name, const char *payload, size_t len)
+{
+    if (!name) return true;
+    job_payload_t jp;
+    char perr[64];
+    bool parsed = payload_parse(payload, len, &jp, perr, sizeof perr) == 0;
+    bool same = !strcmp(parsed ? payload_name(&jp) : "(invalid payload)", name);
+    if (parsed) payload_free(&jp);
+    return same;
+}
+
+/* One slice of a queue: up to want records from pg->skip, the matching
+ * ones retried. The count of records looked at, or -1. */
+static long retry_slice(rconn_t *c, failed_page_t *pg, const char *queue, long want, char *err, size_t errn)
+{
+    redisReply *u = oldest_uuids(c, queue, pg->skip, want);
+    if (!u) {
+        snprintf(err, errn, "%s", c->last_error[0] ? c->last_error : "unexpected reply");
+        return -1;
+    }
+    for (size_t i = 0; i < u->elements; i++) {
+        char *key = job_key(c, queue, u->element[i]->str ? u->element[i]->str : "");
+        const char *av[] = {"HGET", key, "payload"};
+        rconn_append(c, 3, av, NULL);
+        free(key);
+    }
+    batch_t b = {.n = 0};
+    long seen = 0;
+    int rv = 0;
+    for (size_t i = 0; i < u->elements; i++) {
+        redisReply *r;
+        if (rconn_read(c, -1, -1, &r) != RC_OK) {
+            snprintf(err, errn, "%s", c->last_error);
+            rv = -1;
+            break;
+        }
+        seen++;
+        const char *payload = r->type == REDIS_REPLY_STRING ? r->str : "";
+        size_t plen = r->type == REDIS_REPLY_STRING ? r->len : 0;
+        if (r->type == REDIS_REPLY_STRING && !class_matches(pg->name, payload, plen)) {
+            pg->skip++; /* stays in the store: passed over */
+        } else {
+            frec_t f = {.payload = (char *)payload, .payload_len = plen};
+            bool kept = false;
+            b.uuid[b.n] = xstrdup(u->element[i]->str ? u->element[i]->str : "");
+            b.payload[b.n] = retry_payload(&f, &kept, &b.len[b.n]);
+            b.n++;
+            pg->kept += kept; /* counted even if another retried it first: a hint */
+        }
+        freeReplyObject(r);
+    }
+    freeReplyObject(u);
+    int n = rv < 0 ? 0 : batch_run(c, queue, &b, err, errn);
+    batch_clear(&b);
+    if (rv < 0 || n < 0) return -1;
+    pg->retried += n;
+    return seen;
+}
+
+static int by_name(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The queues in scope, in name order (NULL-terminated; caller frees). */
+static char **scope_queues(rconn_t *c, const failed_page_t *pg)
+{
+    if (pg->queue) {
+        char **v = xcalloc(2, sizeof *v);
+        v[0] = xstrdup(pg->queue);
+        return v;
+    }
+    redisReply *qs = failed_queues(c);
+    if (!qs || qs->type != REDIS_REPLY_ARRAY) {
+        if (qs) freeReplyObject(qs);
+        return NULL;
+    }
+    char **v = xcalloc(qs->elements + 1, sizeof *v);
+    size_t n = 0;
+    for (size_t i = 0; i < qs->elements; i++)
+        if (qs->element[i]->type == REDIS_REPLY_STRING) v[n++] = xstrdup(qs->element[i]->str);
+    freeReplyObject(qs);
+    qsort(v, n, sizeof *v, by_name);
+    return v;
+}
+
+/* What is left in scope from the cursor on: ZCARDs, pipelined. */
+static long count_left(rconn_t *c, char *const *qs, int from, long skip)
+{
+    int n = 0;
+    for (int i = from; qs[i]; i++, n++) {
+        qkeys_t k;
+        qkeys_init(&k, c->conf.prefix, qs[i]);
+        const char *av[] = {"ZCARD", k.failed};
+        rconn_append(c, 2, av, NULL);
+        qkeys_free(&k);
+    }
+    long left = -skip;
+    for (int i = 0; i < n; i++) {
+        redisReply *r;
+        if (rconn_read(c, -1, -1, &r) != RC_OK) return -1;
+        if (r->type == REDIS_REPLY_INTEGER) left += r->integer;
+        freeReplyObject(r);
+    }
+    return left > 0 ? left : 0;
+}
+
+int failed_retry_page(rconn_t *c, failed_page_t *pg, char *err, size_t errn)
+{
+    pg->retried = pg->kept = 0;
+    pg->remaining = 0;
+    char **qs = scope_queues(c, pg);
+    if (!qs) {
+        snprintf(err, errn, "%s", c->last_error[0] ? c->last_error : "unexpected reply");
+        return -1;
+    }
+    int i = 0;
+    while (qs[i] && pg->at_queue && strcmp(qs[i], pg->at_queue) < 0) i++;
+    if (!qs[i] || !pg->at_queue || strcmp(qs[i], pg->at_queue)) pg->skip = 0; /* that queue is done */
+    long budget = FAILED_RETRY_PAGE;
+    int rv = 0;
+    while (qs[i] && budget > 0) {
+        long want = budget < FAILED_RETRY_BATCH ? budget : FAILED_RETRY_BATCH;
+        long seen = retry_slice(c, pg, qs[i], want, err, errn);
+        if (seen < 0) {
+            rv = -1;
+            break;
+        }
+        budget -= seen;
+        if (seen < want) { /* the end of this queue */
+            i++;
+            pg->skip = 0;
+        }
+    }
+    free(pg->at_queue);
+    pg->at_queue = qs[i] ? xstrdup(qs[i]) : NULL;
+    if (rv == 0 && qs[i]) {
+        pg->remaining = count_left(c, qs, i, pg->skip);
+        if (pg->remaining < 0) {
+            snprintf(err, errn, "%s", c->last_error);
+            rv = -1;
+        }
+    }
+    free_strv(qs);
     return rv;
 }

@@ -48,6 +48,25 @@ cJSON *failed_list(rconn_t *c, const char *queue, long limit, bool with_payload)
  * (any more), -1 Redis error (err). *kept: its retryUntil could not be
  * refreshed (a payload older than Laravel 12.11). */
 int failed_retry(rconn_t *c, const char *uuid, char *queue, size_t qn, bool *kept, char *err, size_t errn);
+/* Bulk retry, a bounded page at a time (so that no request holds the HTTP
+ * process for long): the failed jobs of a queue (NULL: every queue with
+ * failures, in name order), of a class (name; NULL: any), oldest first,
+ * looking at at most FAILED_RETRY_PAGE records per call and retrying the
+ * matches in scripts of FAILED_RETRY_BATCH. The cursor says where to go on
+ * (the records passed over because their class did not match); the caller
+ * calls again with it while remaining > 0. */
+#define FAILED_RETRY_PAGE 500
+#define FAILED_RETRY_BATCH 100
+typedef struct {
+    const char *queue, *name;   /* in: the scope */
+    char *at_queue;             /* in/out: the cursor's queue (NULL: the start; the caller frees) */
+    long skip;                  /* in/out: its records passed over */
+    int retried, kept;          /* out: retried; of them, retryUntil left as it was */
+    long remaining;             /* out: records in scope not yet looked at */
+} failed_page_t;
+/* 0, or -1 (err) when Redis failed; what was retried before stays retried. */
+int failed_retry_page(rconn_t *c, failed_page_t *pg, char *err, size_t errn);
+
 /* Remove a failed job: 1 removed, 0 not there, -1 Redis error. */
 int failed_forget(rconn_t *c, const char *uuid);
 

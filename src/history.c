@@ -162,43 +162,93 @@ cJSON *history_read(rconn_t *c, int64_t from, int64_t to)
 
 /* ------------------------------------------------------------ job records */
 
+/* The list and the index share a hash tag: one script keeps them in step,
+ * on a Redis Cluster too. */
+static char *jobs_key(const rconn_t *c, const char *what)
+{
+    return xasprintf("%sqpool:{qpool-jobs}:%s", c->conf.prefix, what);
+}
+
+/* KEYS: the list, the index. ARGV: keep, ttl ms, per-uuid cap, trim
+ * budget, then uuid, record pairs, oldest first. Each record goes to the
+ * head of the list and to the end of its uuid's field (records joined by
+ * '\n': a record is one line of JSON); the list is trimmed to keep from
+ * its tail, at most budget records a call, and each record trimmed leaves
+ * its uuid's field too, so the index holds exactly what the list holds
+ * (less what the per-uuid cap dropped). */
+static const char ADD_JOBS_LUA[] =
+    "local keep, per, budget = tonumber(ARGV[1]), tonumber(ARGV[3]), tonumber(ARGV[4])\n"
+    "local function lines(v) return select(2, string.gsub(v, '\\n', '\\n')) + 1 end\n"
+    "for i = 5, #ARGV, 2 do\n"
+    "  local u, rec = ARGV[i], ARGV[i + 1]\n"
+    "  redis.call('lpush', KEYS[1], rec)\n"
+    "  if u ~= '' then\n"
+    "    local v = redis.call('hget', KEYS[2], u)\n"
+    "    v = v and (v .. '\\n' .. rec) or rec\n"
+    "    if lines(v) > per then v = string.sub(v, string.find(v, '\\n', 1, true) + 1) end\n"
+    "    redis.call('hset', KEYS[2], u, v)\n"
+    "  end\n"
+    "end\n"
+    "local excess = redis.call('llen', KEYS[1]) - keep\n"
+    "while excess > 0 and budget > 0 do\n"
+    "  local rec = redis.call('rpop', KEYS[1])\n"
+    "  local ok, d = pcall(cjson.decode, rec)\n"
+    "  if ok and type(d) == 'table' and type(d['uuid']) == 'string' and d['uuid'] ~= '' then\n"
+    "    local v = redis.call('hget', KEYS[2], d['uuid'])\n"
+    "    local s, e = nil, nil\n"
+    "    if v then s, e = string.find(v, rec, 1, true) end\n"
+    "    if s then\n"
+    "      if e == #v then v = string.sub(v, 1, math.max(s - 2, 0)) else v = string.sub(v, 1, s - 1) .. string.sub(v, e + 2) end\n"
+    "      if v == '' then redis.call('hdel', KEYS[2], d['uuid']) else redis.call('hset', KEYS[2], d['uuid'], v) end\n"
+    "    end\n"
+    "  end\n"
+    "  excess = excess - 1\n"
+    "  budget = budget - 1\n"
+    "end\n"
+    "redis.call('pexpire', KEYS[1], ARGV[2])\n"
+    "redis.call('pexpire', KEYS[2], ARGV[2])\n"
+    "return 1\n";
+
+static rscript_t add_jobs_script;
+
+/* A record's uuid (caller frees); "" when it has none. */
+static char *record_uuid(const char *rec)
+{
+    cJSON *o = cJSON_Parse(rec);
+    const cJSON *u = cJSON_GetObjectItemCaseSensitive(o, "uuid");
+    char *out = xstrdup(cJSON_IsString(u) && !strchr(u->valuestring, '\n') ? u->valuestring : "");
+    cJSON_Delete(o);
+    return out;
+}
+
 int history_add_jobs(rconn_t *c, const char *const *recs, int n, int keep, int64_t retention_s)
 {
     if (n <= 0) return 0;
     if (rconn_ensure(c) < 0) return -1;
-    char *key = xasprintf("%sqpool:jobs", c->conf.prefix);
-    const char **argv = xcalloc((size_t)n + 2, sizeof *argv);
-    size_t *lens = xcalloc((size_t)n + 2, sizeof *lens);
-    argv[0] = "LPUSH";
-    argv[1] = key;
-    lens[0] = 5;
-    lens[1] = strlen(key);
+    if (!add_jobs_script.body) rscript_init(&add_jobs_script, ADD_JOBS_LUA);
+    int argc = 6 + 2 * n, k = 0;
+    char **argv = xcalloc((size_t)argc, sizeof *argv);
+    size_t *lens = xcalloc((size_t)argc, sizeof *lens);
+    argv[k++] = jobs_key(c, "list");
+    argv[k++] = jobs_key(c, "uuid");
+    argv[k++] = xasprintf("%d", keep);
+    argv[k++] = xasprintf("%lld", (long long)retention_s * 1000);
+    argv[k++] = xasprintf("%d", HISTORY_ATTEMPTS_MAX);
+    argv[k++] = xasprintf("%d", n + HISTORY_TRIM_BUDGET);
     for (int i = 0; i < n; i++) {
-        argv[i + 2] = recs[i];
-        lens[i + 2] = strlen(recs[i]);
+        argv[k++] = record_uuid(recs[i]);
+        argv[k++] = xstrdup(recs[i]);
     }
-    rconn_append(c, n + 2, argv, lens);
-    char stop[32], ttl[32];
-    snprintf(stop, sizeof stop, "%d", keep - 1);
-    snprintf(ttl, sizeof ttl, "%lld", (long long)retention_s * 1000);
-    const char *trim[] = {"LTRIM", key, "0", stop};
-    size_t tl[] = {5, strlen(key), 1, strlen(stop)};
-    rconn_append(c, 4, trim, tl);
-    const char *exp[] = {"PEXPIRE", key, ttl};
-    size_t el[] = {7, strlen(key), strlen(ttl)};
-    rconn_append(c, 3, exp, el);
-    int rv = 0;
-    for (int i = 0; i < 3 && rv != -1; i++) {
-        redisReply *r = NULL;
-        if (rconn_read(c, -1, -1, &r) != RC_OK)
-            rv = -1;
-        else if (r->type == REDIS_REPLY_ERROR)
-            rv = -2;
-        if (r) freeReplyObject(r);
+    for (int i = 0; i < argc; i++) lens[i] = strlen(argv[i]);
+    int rv = -1;
+    redisReply *r;
+    if (rconn_script(c, &add_jobs_script, 2, argc, (const char **)argv, lens, -1, -1, &r) == RC_OK) {
+        rv = r->type == REDIS_REPLY_ERROR ? -2 : 0;
+        freeReplyObject(r);
     }
+    for (int i = 0; i < argc; i++) free(argv[i]);
     free(argv);
     free(lens);
-    free(key);
     return rv;
 }
 
@@ -225,46 +275,136 @@ static double finished_at(const cJSON *rec)
     return cJSON_IsNumber(t) ? t->valuedouble : 0;
 }
 
+static double attempt_of(const cJSON *rec)
+{
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(rec, "attempt");
+    return cJSON_IsNumber(t) ? t->valuedouble : 0;
+}
+
+/* By finish time, then (two attempts of a job in one ms) by attempt. */
 static int newest_first(const void *a, const void *b)
 {
-    double x = finished_at(*(cJSON *const *)a), y = finished_at(*(cJSON *const *)b);
+    const cJSON *p = *(cJSON *const *)a, *q = *(cJSON *const *)b;
+    double x = finished_at(p), y = finished_at(q);
+    if (x == y) x = attempt_of(p), y = attempt_of(q);
     return x < y ? 1 : x > y ? -1 : 0;
 }
 
-cJSON *history_jobs(rconn_t *c, const job_filter_t *f)
+/* Records (JSON strings) into v, those that parse and match f. */
+static void take(const redisReply *e, const job_filter_t *f, cJSON ***v, size_t *n, size_t *cap)
 {
-    if (rconn_ensure(c) < 0) return NULL;
-    char *key = xasprintf("%sqpool:jobs", c->conf.prefix);
-    const char *argv[] = {"LRANGE", key, "0", "-1"};
-    size_t lens[] = {6, strlen(key), 1, 2};
-    redisReply *r = rconn_call(c, 4, argv, lens);
-    free(key);
-    if (!r || r->type != REDIS_REPLY_ARRAY) {
-        if (r) freeReplyObject(r);
-        return NULL;
+    cJSON *rec = e->type == REDIS_REPLY_STRING ? cJSON_ParseWithLength(e->str, e->len) : NULL;
+    if (!rec || !cJSON_IsObject(rec) || !matches(rec, f)) {
+        cJSON_Delete(rec);
+        return;
     }
+    if (*n == *cap) {
+        *cap = *cap ? 2 * *cap : 64;
+        *v = xrealloc(*v, *cap * sizeof **v);
+    }
+    (*v)[(*n)++] = rec;
+}
+
+/* {"jobs":[...]}: v newest first, at most limit (0: all); v's records are
+ * moved in or freed. */
+static cJSON *jobs_json(cJSON **v, size_t n, int limit)
+{
     /* the list is in the order masters wrote it; workers' records of one
      * pass interleave: order by when each attempt finished */
-    cJSON **v = xcalloc(r->elements + 1, sizeof *v);
-    size_t n = 0;
-    for (size_t i = 0; i < r->elements; i++) {
-        const redisReply *e = r->element[i];
-        cJSON *rec = e->type == REDIS_REPLY_STRING ? cJSON_ParseWithLength(e->str, e->len) : NULL;
-        if (rec && cJSON_IsObject(rec) && matches(rec, f))
-            v[n++] = rec;
-        else
-            cJSON_Delete(rec);
-    }
-    freeReplyObject(r);
-    qsort(v, n, sizeof *v, newest_first);
+    if (n) qsort(v, n, sizeof *v, newest_first);
     cJSON *out = cJSON_CreateObject();
     cJSON *jobs = cJSON_AddArrayToObject(out, "jobs");
     for (size_t i = 0; i < n; i++) {
-        if (!f->limit || i < (size_t)f->limit)
+        if (!limit || i < (size_t)limit)
             cJSON_AddItemToArray(jobs, v[i]);
         else
             cJSON_Delete(v[i]);
     }
     free(v);
     return out;
+}
+
+/* One job's records: its field of the index (one HGET, bounded by
+ * HISTORY_ATTEMPTS_MAX records). */
+static cJSON *jobs_of_uuid(rconn_t *c, const job_filter_t *f)
+{
+    char *key = jobs_key(c, "uuid");
+    const char *argv[] = {"HGET", key, f->uuid};
+    redisReply *r = rconn_call(c, 3, argv, NULL);
+    free(key);
+    if (!r || (r->type != REDIS_REPLY_STRING && r->type != REDIS_REPLY_NIL)) {
+        if (r) freeReplyObject(r);
+        return NULL;
+    }
+    cJSON **v = NULL;
+    size_t n = 0, cap = 0;
+    for (size_t at = 0; r->type == REDIS_REPLY_STRING && at < r->len;) {
+        const char *nl = memchr(r->str + at, '\n', r->len - at);
+        size_t end = nl ? (size_t)(nl - r->str) : r->len;
+        redisReply line = {.type = REDIS_REPLY_STRING, .str = r->str + at, .len = end - at};
+        take(&line, f, &v, &n, &cap);
+        at = end + 1;
+    }
+    freeReplyObject(r);
+    return jobs_json(v, n, f->limit);
+}
+
+/* The newest records: LRANGE in pages from the head, until limit match,
+ * the list ends, the records are older than since, or HISTORY_SCAN_MAX
+ * were read (then "truncated": true). Never the whole list at once. */
+static cJSON *jobs_scan(rconn_t *c, const job_filter_t *f)
+{
+    char *key = jobs_key(c, "list");
+    bool filtered = f->queue || f->pool || f->name || f->outcome || f->since_ms || f->until_ms;
+    long page = filtered ? HISTORY_SCAN_PAGE : (f->limit ? f->limit : HISTORY_SCAN_PAGE);
+    cJSON **v = NULL;
+    size_t n = 0, cap = 0;
+    long from = 0;
+    bool failed = false, truncated = false;
+    for (;;) {
+        char a[24], b[24];
+        snprintf(a, sizeof a, "%ld", from);
+        snprintf(b, sizeof b, "%ld", from + page - 1);
+        const char *argv[] = {"LRANGE", key, a, b};
+        redisReply *r = rconn_call(c, 4, argv, NULL);
+        if (!r || r->type != REDIS_REPLY_ARRAY) {
+            if (r) freeReplyObject(r);
+            failed = true;
+            break;
+        }
+        double newest = 0;
+        for (size_t i = 0; i < r->elements; i++) {
+            size_t before = n;
+            take(r->element[i], &(job_filter_t){0}, &v, &n, &cap);
+            if (n == before) continue;
+            double at = finished_at(v[n - 1]);
+            if (at > newest) newest = at;
+            if (!matches(v[n - 1], f)) cJSON_Delete(v[--n]);
+        }
+        size_t got = r->elements;
+        freeReplyObject(r);
+        from += page;
+        if (got < (size_t)page || (f->limit && n >= (size_t)f->limit) ||
+            (f->since_ms && got && newest < (double)f->since_ms))
+            break;
+        if (from >= HISTORY_SCAN_MAX) {
+            truncated = true;
+            break;
+        }
+    }
+    free(key);
+    if (failed) {
+        while (n) cJSON_Delete(v[--n]);
+        free(v);
+        return NULL;
+    }
+    cJSON *out = jobs_json(v, n, f->limit);
+    if (truncated) cJSON_AddTrueToObject(out, "truncated");
+    return out;
+}
+
+cJSON *history_jobs(rconn_t *c, const job_filter_t *f)
+{
+    if (rconn_ensure(c) < 0) return NULL;
+    return f->uuid ? jobs_of_uuid(c, f) : jobs_scan(c, f);
 }

@@ -45,13 +45,27 @@ int history_add(rconn_t *c, int64_t minute, const char *host, const char *pool, 
  * exact); NULL when Redis is unavailable. */
 cJSON *history_read(rconn_t *c, int64_t from, int64_t to);
 
-/* Push a pool's pending job records (oldest first) onto
- * <prefix>qpool:jobs, newest at the head, trimmed to keep and expiring
- * retention_s after this write: one round trip. 0, -1 (Redis not reached:
- * keep them), -2 (refused: drop them). */
+/* The job records of a connection, two keys of one hash tag:
+ *   <prefix>qpool:{qpool-jobs}:list  the records (JSON), newest first,
+ *                                    trimmed to job_history_size
+ *   <prefix>qpool:{qpool-jobs}:uuid  hash: uuid -> that job's records in
+ *                                    the list ('\n'-joined, oldest first,
+ *                                    at most HISTORY_ATTEMPTS_MAX)
+ * both expiring metrics_retention after the last write. */
+#define HISTORY_ATTEMPTS_MAX 50    /* a job's newest attempts the index keeps */
+#define HISTORY_TRIM_BUDGET 1000   /* records trimmed per write past those added */
+#define HISTORY_SCAN_PAGE 500      /* records per LRANGE of a filtered list */
+#define HISTORY_SCAN_MAX 10000     /* records a filtered list reads, at most */
+
+/* Push a pool's pending job records (oldest first) onto the list and the
+ * index, trimmed to keep, expiring retention_s after this write: one
+ * script. 0, -1 (Redis not reached: keep them), -2 (refused: drop them). */
 int history_add_jobs(rconn_t *c, const char *const *recs, int n, int keep, int64_t retention_s);
 /* The newest records, newest first, that match every filter given (NULL:
- * any): {"jobs":[...]} (caller frees); NULL when Redis is unavailable. */
+ * any), at most limit: {"jobs":[...]} (caller frees), with "truncated":
+ * true when a filtered search stopped after HISTORY_SCAN_MAX records; NULL
+ * when Redis is unavailable. With uuid: that job's records, from the
+ * index (one read, bounded). */
 typedef struct {
     const char *queue, *pool, *name, *outcome, *uuid;
     int64_t since_ms, until_ms;   /* finished_at within; 0: unbounded */

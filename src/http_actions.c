@@ -125,45 +125,59 @@ static void failed_forget_one(http_ctx_t *h, const struct action *a, const char 
     failed_one(h, uuid, false, who, out);
 }
 
-static bool str_is(const cJSON *o, const char *k, const char *want)
+/* The cursor a previous page answered, into pg; false when malformed. */
+static bool read_cursor(const cJSON *body, failed_page_t *pg)
 {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
-    return cJSON_IsString(v) && !strcmp(v->valuestring, want);
+    const cJSON *cur = cJSON_GetObjectItemCaseSensitive(body, "cursor");
+    if (!cur || cJSON_IsNull(cur)) return true;
+    const cJSON *q = cJSON_GetObjectItemCaseSensitive(cur, "queue"), *k = cJSON_GetObjectItemCaseSensitive(cur, "skip");
+    if (!cJSON_IsObject(cur) || !cJSON_IsString(q) || !cJSON_IsNumber(k) || k->valuedouble < 0 || k->valuedouble > 1e9)
+        return false;
+    pg->at_queue = xstrdup(q->valuestring);
+    pg->skip = (long)k->valuedouble;
+    return true;
 }
 
-/* Every failed job of a queue, or of a class: {"queue": q} or {"name": n}. */
+/* Failed jobs of a queue, or of a class: {"queue": q} or {"name": n}, a
+ * bounded page per request (failed_retry_page); the answer says how many
+ * are left to look at and the cursor to go on with. */
 static void failed_retry_bulk(http_ctx_t *h, const struct action *a, const char *unused, const cJSON *body,
                               const char *who, http_reply_t *out)
 {
     (void)a, (void)unused;
     const cJSON *q = cJSON_GetObjectItemCaseSensitive(body, "queue"), *n = cJSON_GetObjectItemCaseSensitive(body, "name");
-    if (!cJSON_IsString(q) && !cJSON_IsString(n)) {
-        http_reply_error(out, 400, "bulk retry takes {\"queue\": ...} or {\"name\": ...}");
+    failed_page_t pg = {.queue = cJSON_IsString(q) ? q->valuestring : NULL,
+                        .name = cJSON_IsString(n) ? n->valuestring : NULL};
+    if ((!pg.queue && !pg.name) || !read_cursor(body, &pg)) {
+        free(pg.at_queue);
+        http_reply_error(out, 400, "bulk retry takes {\"queue\": ...} or {\"name\": ...}, and the \"cursor\" "
+                                   "a previous answer gave");
         return;
     }
+    char err[300];
     pthread_mutex_lock(&h->lock);
-    cJSON *list = failed_list(h->rc, cJSON_IsString(q) ? q->valuestring : NULL, 0, false);
-    int done = 0;
-    const cJSON *f;
-    cJSON_ArrayForEach(f, list) {
-        if (cJSON_IsString(n) && !str_is(f, "name", n->valuestring)) continue;
-        char queue[256], err[300];
-        bool kept;
-        if (failed_retry(h->rc, cJSON_GetObjectItemCaseSensitive(f, "uuid")->valuestring, queue, sizeof queue, &kept,
-                         err, sizeof err) > 0)
-            done++;
-    }
+    int rv = failed_retry_page(h->rc, &pg, err, sizeof err);
     pthread_mutex_unlock(&h->lock);
-    if (!list) {
-        http_reply_error(out, 503, "redis %s unavailable", h->rc->name);
+    if (pg.retried)
+        log_info("retried %d failed jobs (%s %s) by %s", pg.retried, pg.queue ? "queue" : "class",
+                 pg.queue ? pg.queue : pg.name, who);
+    if (rv < 0) {
+        free(pg.at_queue);
+        http_reply_error(out, 503, "redis %s unavailable: %s (%d retried before)", h->rc->name, err, pg.retried);
         return;
     }
-    cJSON_Delete(list);
-    log_info("retried %d failed jobs (%s %s) by %s", done, cJSON_IsString(q) ? "queue" : "class",
-             cJSON_IsString(q) ? q->valuestring : n->valuestring, who);
     cJSON *o = cJSON_CreateObject();
     cJSON_AddTrueToObject(o, "ok");
-    cJSON_AddNumberToObject(o, "retried", done);
+    cJSON_AddNumberToObject(o, "retried", pg.retried);
+    cJSON_AddNumberToObject(o, "retry_until_kept", pg.kept);
+    cJSON_AddNumberToObject(o, "remaining", (double)pg.remaining);
+    if (pg.remaining > 0 && pg.at_queue) {
+        cJSON *cur = cJSON_AddObjectToObject(o, "cursor");
+        cJSON_AddStringToObject(cur, "queue", pg.at_queue);
+        cJSON_AddNumberToObject(cur, "skip", (double)pg.skip);
+    } else
+        cJSON_AddNullToObject(o, "cursor");
+    free(pg.at_queue);
     http_reply_json(out, 200, o);
 }
 

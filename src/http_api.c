@@ -34,6 +34,14 @@ void http_reply_json(http_reply_t *r, int code, cJSON *body)
     r->body = cJSON_PrintUnformatted(body);
     r->len = strlen(r->body);
     cJSON_Delete(body);
+    /* cJSON writes a string's bytes as they are: what reached here from
+     * Redis (a record an older qpool, or anyone, wrote) is repaired, so the
+     * API only ever sends valid UTF-8 (ASCII, hence the JSON, is untouched) */
+    if (!utf8_valid(r->body, r->len)) {
+        char *ok = utf8_repair(r->body, r->len, &r->len);
+        cJSON_free(r->body);
+        r->body = ok;
+    }
 }
 
 void http_reply_error(http_reply_t *r, int code, const char *fmt, ...)

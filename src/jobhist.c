@@ -57,13 +57,11 @@ jobrec_t *jobhist_add(jobhist_t *h, int outcome)
 
 void jobhist_set_str(char *dst, size_t cap, const char *s)
 {
-    size_t n = s ? strlen(s) : 0;
-    if (n >= cap) {
-        n = cap - 1;
-        while (n && ((unsigned char)s[n] & 0xC0) == 0x80) n--; /* not inside a character */
-    }
-    for (size_t i = 0; i < n; i++) dst[i] = (unsigned char)s[i] < 0x20 ? ' ' : s[i]; /* one line */
+    char *ok = utf8_repair(s ? s : "", s ? strlen(s) : 0, NULL);
+    size_t n = utf8_cut(ok, strlen(ok), cap - 1);
+    for (size_t i = 0; i < n; i++) dst[i] = (unsigned char)ok[i] < 0x20 ? ' ' : ok[i]; /* one line */
     dst[n] = '\0';
+    free(ok);
 }
 
 void jobhist_set_payload(jobrec_t *r, const char *p, size_t len)
@@ -73,15 +71,16 @@ void jobhist_set_payload(jobrec_t *r, const char *p, size_t len)
     if (memchr(p, '\0', len)) return;
     for (size_t i = 0; i < len; i++)
         if ((unsigned char)p[i] < 0x20 && p[i] != '\n' && p[i] != '\r' && p[i] != '\t') return; /* not JSON text */
-    r->payload_truncated = len > JOBHIST_PAYLOAD_MAX;
-    if (r->payload_truncated) {
-        len = JOBHIST_PAYLOAD_MAX;
-        while (len && ((unsigned char)p[len] & 0xC0) == 0x80) len--; /* not inside a character */
-    }
-    r->payload = xmalloc(len + 1);
-    memcpy(r->payload, p, len);
-    r->payload[len] = '\0';
-    r->payload_len = len;
+    /* a copy to show, not to run: repaired to valid UTF-8 (the queue and
+     * the failed store keep the job's own bytes) */
+    size_t fixed, take = len > JOBHIST_PAYLOAD_MAX + 4 ? JOBHIST_PAYLOAD_MAX + 4 : len;
+    /* only what can be kept is copied: a replacement the cut of the input
+     * makes lands past JOBHIST_PAYLOAD_MAX (output never trails input) */
+    char *ok = utf8_repair(p, take, &fixed);
+    r->payload_truncated = len > take || fixed > JOBHIST_PAYLOAD_MAX;
+    r->payload_len = utf8_cut(ok, fixed, JOBHIST_PAYLOAD_MAX);
+    ok[r->payload_len] = '\0';
+    r->payload = ok;
 }
 
 static cJSON *record_json(const jobrec_t *r)
@@ -136,13 +135,15 @@ bool jobhist_is_history(const char *buf, size_t len)
     return len >= 5 && !memcmp(buf, "{\"h\":", 5);
 }
 
-/* A string of at most max bytes with no control byte: what a worker
+/* A string of at most max bytes of valid UTF-8 with no control byte: what a worker
  * writes (JSON payloads have none; exceptions are made one line), and what
  * the master stores without it growing sixfold as \u00XX escapes. */
 static const char *str_of(const cJSON *o, const char *k, size_t max, bool empty_ok)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
-    if (!cJSON_IsString(v) || strlen(v->valuestring) > max || (!empty_ok && !*v->valuestring)) return NULL;
+    if (!cJSON_IsString(v) || strlen(v->valuestring) > max || (!empty_ok && !*v->valuestring) ||
+        !utf8_valid(v->valuestring, strlen(v->valuestring)))
+        return NULL;
     for (const unsigned char *c = (const unsigned char *)v->valuestring; *c; c++)
         if (*c < 0x20 && *c != '\n' && *c != '\r' && *c != '\t') return NULL; /* JSON whitespace may stay */
     return v->valuestring;

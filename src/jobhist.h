@@ -10,9 +10,11 @@
  * the newest job_history_size for its next write to Redis, where one list
  * per connection holds the newest job_history_size records of every host:
  *
- *   <prefix>qpool:jobs   list of JSON records, newest first, LTRIMmed to
- *                        job_history_size and expiring metrics_retention
- *                        after the last write
+ *   <prefix>qpool:{qpool-jobs}:list  JSON records, newest first, trimmed
+ *                                    to job_history_size, and its index by
+ *                                    uuid (:uuid), both expiring
+ *                                    metrics_retention after the last write
+ *                                    (history.h)
  *
  * A record (the API's shape, docs/api.md):
  *   {"uuid","id","name","queue","pool","host","worker","pid","attempt",

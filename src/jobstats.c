@@ -72,16 +72,18 @@ void jobstats_record(jobstats_t *s, const char *queue, const char *job, int outc
 {
     if (outcome < 0 || outcome >= OUTCOME_N) return;
     char cut[MAX_CLASS_LEN + 1];
+    char *fixed = NULL;
+    if (job && !utf8_valid(job, strlen(job))) job = fixed = utf8_repair(job, strlen(job), NULL); /* the master refuses it */
     if (job && strlen(job) > MAX_CLASS_LEN) {
         /* the master refuses longer names: cut at a UTF-8 character boundary */
-        size_t n = MAX_CLASS_LEN;
-        while (n && ((unsigned char)job[n] & 0xC0) == 0x80) n--;
+        size_t n = utf8_cut(job, strlen(job), MAX_CLASS_LEN);
         memcpy(cut, job, n);
         cut[n] = '\0';
         job = cut;
     }
     jobstat_t *e = entry(s, labels_id(&s->queues, queue), labels_id(&s->classes, job && *job ? job : LABEL_OTHER),
                          outcome);
+    free(fixed);
     e->n++;
     hist_observe(&e->runtime, runtime_ms);
     if (wait_ms >= 0) hist_observe(&e->wait, wait_ms);
@@ -189,7 +191,8 @@ static int decode_entry(const cJSON *x, char *const *queues, int nqueues, decode
     d->outcome = outcome_from_name(o->valuestring);
     d->job = j->valuestring;
     d->n = (uint64_t)n->valuedouble;
-    if (queue_index(d->queue, queues, nqueues) < 0 || d->outcome < 0 || !*d->job || strlen(d->job) > MAX_CLASS_LEN) {
+    if (queue_index(d->queue, queues, nqueues) < 0 || d->outcome < 0 || !*d->job || strlen(d->job) > MAX_CLASS_LEN ||
+        !utf8_valid(d->job, strlen(d->job))) {
         snprintf(err, errn, "unknown queue, outcome or class name");
         return -1;
     }

@@ -85,6 +85,15 @@ static void vlog(int level, const char *fields, const char *fmt, va_list ap)
     } else {
         sbuf_printf(&b, "%s %-5s %s[%d]: %s\n", when, names[level], L.tag, (int)getpid(), msg);
     }
+    /* valid UTF-8 only, whatever a message quoted (a cut at the buffer's
+     * end, a handler's output) */
+    if (!utf8_valid(b.data, b.len)) {
+        sbuf_t ok;
+        sbuf_init(&ok);
+        sbuf_utf8(&ok, b.data, b.len);
+        sbuf_free(&b);
+        b = ok;
+    }
     (void)write_all(2, b.data, b.len);
     sbuf_free(&b);
 }

@@ -10,10 +10,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* A string field, repaired to valid UTF-8: the class name, uuid and id go
+ * to metrics, logs, job records and the failed store's key, which carry
+ * only valid UTF-8 (the raw payload itself is kept as it is). */
 static char *dup_str(const cJSON *o, const char *k)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
-    if (cJSON_IsString(v) && v->valuestring) return xstrdup(v->valuestring);
+    if (cJSON_IsString(v) && v->valuestring) return utf8_repair(v->valuestring, strlen(v->valuestring), NULL);
     if (cJSON_IsNumber(v)) {
         char buf[64];
         if (v->valuedouble == floor(v->valuedouble) && fabs(v->valuedouble) < 1e15)

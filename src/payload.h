@@ -42,7 +42,9 @@ typedef struct {
  * ignores unknown keys (as Horizon's pushedAt). */
 #define PAYLOAD_AVAILABLE_AT "qpoolAvailableAt"
 
-/* 0 on success; -1 with a reason in err when the payload is unusable. */
+/* 0 on success; -1 with a reason in err when the payload is unusable.
+ * The strings taken (uuid, id, displayName, job, backoff) are valid UTF-8:
+ * each ill-formed sequence is replaced with U+FFFD. */
 int payload_parse(const char *raw, size_t len, job_payload_t *p, char *err, size_t errn);
 void payload_free(job_payload_t *p);
 /* The name for logs: displayName, else job, else "?" */

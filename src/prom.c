@@ -10,6 +10,7 @@
  */
 #include "prom.h"
 #include "metrics.h"
+#include "util.h"
 
 #include <locale.h>
 #include <math.h>
@@ -110,9 +111,13 @@ static void fmt_number(char *buf, double v)
     dot_decimal(buf);
 }
 
-/* A label value, escaped as the exposition format asks. */
+/* A label value, escaped as the exposition format asks, and valid UTF-8
+ * whatever it held (a second guard: names are repaired where they enter;
+ * Prometheus fails the whole scrape on one invalid label value). */
 static void put_escaped(sbuf_t *b, const char *s)
 {
+    char *fixed = NULL;
+    if (!utf8_valid(s, strlen(s))) s = fixed = utf8_repair(s, strlen(s), NULL);
     for (; *s; s++) {
         if (*s == '\\')
             sbuf_puts(b, "\\\\");
@@ -123,6 +128,7 @@ static void put_escaped(sbuf_t *b, const char *s)
         else
             sbuf_putc(b, *s);
     }
+    free(fixed);
 }
 
 static void put_labels(sbuf_t *b, const label_t *l, int n)

@@ -2,6 +2,7 @@
  * scoreboard.c - see scoreboard.h.
  */
 #include "scoreboard.h"
+#include "util.h"
 
 #include <errno.h>
 #include <string.h>
@@ -83,6 +84,16 @@ void sb_write_end(sb_slot_t *s)
     atomic_fetch_add_explicit(&s->seq, 1, memory_order_acq_rel);
 }
 
+/* The child's strings, as the master may use them: terminated, and valid
+ * UTF-8 whatever the child wrote (a child is never trusted). */
+static void sb_terminate(sb_child_t *out)
+{
+    utf8_scrub(out->job_id, sizeof out->job_id);
+    utf8_scrub(out->job_uuid, sizeof out->job_uuid);
+    utf8_scrub(out->job_name, sizeof out->job_name);
+    utf8_scrub(out->job_queue, sizeof out->job_queue);
+}
+
 void sb_read(const sb_slot_t *s, sb_child_t *out)
 {
     for (int tries = 0; tries < 1000; tries++) {
@@ -92,17 +103,13 @@ void sb_read(const sb_slot_t *s, sb_child_t *out)
         atomic_thread_fence(memory_order_acquire);
         uint32_t b = atomic_load_explicit((_Atomic uint32_t *)&s->seq, memory_order_acquire);
         if (a == b) {
-            out->job_id[sizeof out->job_id - 1] = '\0';
-            out->job_name[sizeof out->job_name - 1] = '\0';
-            out->job_queue[sizeof out->job_queue - 1] = '\0';
+            sb_terminate(out);
             return;
         }
     }
     /* A writer stuck mid-update (killed while writing): take what is there. */
     memcpy(out, &s->c, sizeof *out);
-    out->job_id[sizeof out->job_id - 1] = '\0';
-    out->job_name[sizeof out->job_name - 1] = '\0';
-    out->job_queue[sizeof out->job_queue - 1] = '\0';
+    sb_terminate(out);
 }
 
 const char *sb_state_name(int state)

@@ -202,6 +202,123 @@ void sbuf_json_str(sbuf_t *b, const char *s, size_t n)
     sbuf_putc(b, '"');
 }
 
+/* ------------------------------------------------------------ UTF-8 */
+
+/* The bounds of a sequence's second byte, by its first (Unicode Table 3-7);
+ * 0 when the byte does not start a sequence of more than one byte. */
+static int utf8_second(unsigned char c, unsigned char *lo, unsigned char *hi)
+{
+    *lo = 0x80, *hi = 0xBF;
+    if (c >= 0xC2 && c <= 0xDF) return 2;
+    if (c == 0xE0) *lo = 0xA0;
+    if (c == 0xED) *hi = 0x9F;   /* no surrogates */
+    if (c >= 0xE0 && c <= 0xEF) return 3;
+    if (c == 0xF0) *lo = 0x90;
+    if (c == 0xF4) *hi = 0x8F;   /* nothing past U+10FFFF */
+    if (c >= 0xF0 && c <= 0xF4) return 4;
+    return 0;
+}
+
+/* The length of the well-formed character at s (1..4), or minus the
+ * length of the maximal ill-formed subpart there (-1..-3). n > 0. */
+static int utf8_next(const unsigned char *s, size_t n)
+{
+    if (s[0] < 0x80) return 1;
+    unsigned char lo, hi;
+    int want = utf8_second(s[0], &lo, &hi);
+    if (!want) return -1;
+    int k = 1;
+    for (; k < want; k++) {
+        if ((size_t)k >= n || s[k] < lo || s[k] > hi) return -k;
+        lo = 0x80, hi = 0xBF;
+    }
+    return want;
+}
+
+bool utf8_valid(const char *s, size_t n)
+{
+    const unsigned char *u = (const unsigned char *)s;
+    for (size_t i = 0; i < n;) {
+        if (u[i] < 0x80) {
+            i++;
+            continue;
+        }
+        int k = utf8_next(u + i, n - i);
+        if (k < 0) return false;
+        i += (size_t)k;
+    }
+    return true;
+}
+
+int sbuf_utf8(sbuf_t *b, const char *s, size_t n)
+{
+    const unsigned char *u = (const unsigned char *)s;
+    int bad = 0;
+    size_t start = 0, i = 0;
+    sbuf_reserve(b, n);
+    while (i < n) {
+        int k = u[i] < 0x80 ? 1 : utf8_next(u + i, n - i);
+        if (k > 0) {
+            i += (size_t)k;
+            continue;
+        }
+        sbuf_append(b, s + start, i - start);
+        sbuf_puts(b, UTF8_REPLACEMENT);
+        bad++;
+        i += (size_t)-k;
+        start = i;
+    }
+    sbuf_append(b, s + start, n - start);
+    return bad;
+}
+
+char *utf8_repair(const char *s, size_t n, size_t *outlen)
+{
+    sbuf_t b;
+    sbuf_init(&b);
+    sbuf_utf8(&b, s, n);
+    if (outlen) *outlen = b.len;
+    return sbuf_steal(&b);
+}
+
+int utf8_repair_inplace(char **s)
+{
+    if (!*s) return 0;
+    size_t n = strlen(*s);
+    if (utf8_valid(*s, n)) return 0;
+    sbuf_t b;
+    sbuf_init(&b);
+    int bad = sbuf_utf8(&b, *s, n);
+    free(*s);
+    *s = sbuf_steal(&b);
+    return bad;
+}
+
+int utf8_scrub(char *buf, size_t cap)
+{
+    if (!cap) return 0;
+    buf[cap - 1] = '\0';
+    unsigned char *u = (unsigned char *)buf;
+    size_t n = strlen(buf);
+    int bad = 0;
+    for (size_t i = 0; i < n;) {
+        int k = u[i] < 0x80 ? 1 : utf8_next(u + i, n - i);
+        if (k > 0) {
+            i += (size_t)k;
+            continue;
+        }
+        for (int j = 0; j < -k; j++, bad++) u[i++] = '?';
+    }
+    return bad;
+}
+
+size_t utf8_cut(const char *s, size_t n, size_t max)
+{
+    if (n <= max) return n;
+    while (max && ((unsigned char)s[max] & 0xC0) == 0x80) max--; /* not inside a character */
+    return max;
+}
+
 char *sbuf_steal(sbuf_t *b)
 {
     char *p = b->data ? b->data : xstrdup("");

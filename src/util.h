@@ -48,6 +48,30 @@ char *sbuf_steal(sbuf_t *b);
 /* Drop the first n bytes. */
 void sbuf_consume(sbuf_t *b, size_t n);
 
+/* UTF-8. Text that leaves qpool (metrics, the JSON API, logs, Redis
+ * records) is valid UTF-8: what comes from a payload is repaired where it
+ * enters. Repair replaces each maximal ill-formed subpart (Unicode's
+ * "substitution of maximal subparts", as WHATWG decoders do) with U+FFFD;
+ * valid text, U+0000 included, is kept byte for byte. */
+#define UTF8_REPLACEMENT "\xEF\xBF\xBD"
+bool utf8_valid(const char *s, size_t n);
+/* Append s[0..n) to b, repaired. The count of replacements made. */
+int sbuf_utf8(sbuf_t *b, const char *s, size_t n);
+/* A repaired copy of s[0..n), NUL-terminated (*outlen: its length; may be
+ * NULL). Caller frees. */
+char *utf8_repair(const char *s, size_t n, size_t *outlen);
+/* Repair the NUL-terminated *s in place (reallocated when it must grow).
+ * The count of replacements made. */
+int utf8_repair_inplace(char **s);
+/* Make the text in buf[0..cap) a valid NUL-terminated UTF-8 string in
+ * place, whatever it held: terminated at cap - 1, every byte of an
+ * ill-formed subpart turned into '?'. For fixed buffers another process
+ * writes (the scoreboard). The count of bytes changed. */
+int utf8_scrub(char *buf, size_t cap);
+/* The longest length <= max at which s[0..n) can be cut without splitting
+ * a character (s valid UTF-8). */
+size_t utf8_cut(const char *s, size_t n, size_t max);
+
 /* Parse a whole decimal integer / number; false on garbage or overflow. */
 bool parse_long(const char *s, long *out);
 bool parse_double(const char *s, double *out);

@@ -143,15 +143,23 @@ static void sb_state(worker_t *w, int state)
     sb_write_end(w->slot);
 }
 
+/* s (valid UTF-8) into a slot's field, cut between characters. */
+static void sb_text(char *dst, size_t cap, const char *s)
+{
+    size_t n = s ? utf8_cut(s, strlen(s), cap - 1) : 0;
+    memcpy(dst, s ? s : "", n);
+    dst[n] = '\0';
+}
+
 static void sb_job(worker_t *w, const char *id, const char *uuid, const char *name, const char *queue)
 {
     sb_write_begin(w->slot);
     w->slot->c.state = SB_BUSY;
     w->slot->c.job_started_ms = wall_ms();
-    snprintf(w->slot->c.job_id, sizeof w->slot->c.job_id, "%s", id ? id : "");
-    snprintf(w->slot->c.job_uuid, sizeof w->slot->c.job_uuid, "%s", uuid ? uuid : "");
-    snprintf(w->slot->c.job_name, sizeof w->slot->c.job_name, "%s", name);
-    snprintf(w->slot->c.job_queue, sizeof w->slot->c.job_queue, "%s", queue);
+    sb_text(w->slot->c.job_id, sizeof w->slot->c.job_id, id);
+    sb_text(w->slot->c.job_uuid, sizeof w->slot->c.job_uuid, uuid);
+    sb_text(w->slot->c.job_name, sizeof w->slot->c.job_name, name);
+    sb_text(w->slot->c.job_queue, sizeof w->slot->c.job_queue, queue);
     sb_write_end(w->slot);
 }
 
@@ -646,7 +654,7 @@ static void job_fail(worker_t *w, job_t *j, const char *exception)
     o->uuid = xstrdup(j->uuid);
     o->payload = xstrndup(j->pr.raw, j->pr.rawlen);
     o->payload_len = j->pr.rawlen;
-    o->exception = xstrndup(exception, strlen(exception) > 65536 ? 65536 : strlen(exception));
+    o->exception = xstrndup(exception, utf8_cut(exception, strlen(exception), 65536));
     o->failed_at = wall_s();
     flush_outcome(w);
 }
@@ -1022,6 +1030,15 @@ static void job_settle(worker_t *w, job_t *j, hresult_t *res)
     }
 }
 
+/* What the handler said goes to the failed store, the job records and the
+ * logs: valid UTF-8 only (an exception message may quote any bytes). */
+static void result_repair(hresult_t *res)
+{
+    utf8_repair_inplace(&res->exception);
+    utf8_repair_inplace(&res->exc_class);
+    utf8_repair_inplace(&res->message);
+}
+
 /* Run one popped job to its outcome. False when it did not run at all (the
  * handler never read it: it went back untouched). */
 static bool run_job(worker_t *w, job_t *j)
@@ -1038,6 +1055,7 @@ static bool run_job(worker_t *w, job_t *j)
     }
     hresult_t res;
     fire(w, j, &res);
+    result_repair(&res);
     sb_handler(w);
     bool ran = res.kind != HRES_NOT_STARTED;
     job_settle(w, j, &res);

@@ -141,10 +141,20 @@
       });
   }
   /* An action: POST, say what happened, refresh the page's data. */
+  /* A bulk retry answers a page at a time: go on with its cursor until nothing is left. */
+  function postAll(path, body, done) {
+    return post(path, body).then(j => {
+      var n = done + (j.retried || 0);
+      if (j.remaining > 0 && j.cursor) return postAll(path, Object.assign({}, body, { cursor: j.cursor }), n);
+      if (j.retried != null) j.retried = n;
+      return j;
+    });
+  }
+
   function act(label, path, body, btn) {
     var run = () => {
       if (btn) btn.disabled = true;
-      return post(path, body).then(j => {
+      return postAll(path, body, 0).then(j => {
         var extra = j.retried != null ? ' (' + num(j.retried) + ' retried)' : '';
         notice(label + ': done' + extra, true);
       }, e => {

@@ -206,6 +206,22 @@ def failed_records(r, queue, prefix=PREFIX):
     return out
 
 
+def fill_failed_store(r, queue, payloads, prefix=PREFIX, connection="redis"):
+    """Write failed records straight into qpool's failed store (its layout
+    in src/queue.h), oldest first; their uuids."""
+    pipe = r.pipeline(transaction=False)
+    now = int(time.time())
+    for i, p in enumerate(payloads):
+        pipe.hset(prefix + "qpool:failed:job:" + p["uuid"],
+                  mapping={"uuid": p["uuid"], "connection": connection, "queue": queue,
+                           "payload": json.dumps(p, separators=(",", ":")), "exception": "boom",
+                           "failed_at": now - len(payloads) + i})
+        pipe.zadd(prefix + "qpool:failed:" + queue, {p["uuid"]: now - len(payloads) + i})
+    pipe.sadd(prefix + "qpool:failed:queues", queue)
+    pipe.execute()
+    return [p["uuid"] for p in payloads]
+
+
 def kill_a_worker(master, rng, killed):
     """SIGKILL one of the master's children picked by rng; add its pid and
     its handlers' (they die with it) to killed. Returns 1 if one was killed."""

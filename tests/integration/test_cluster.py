@@ -6,11 +6,13 @@ a primary is killed and restarted from its AOF. The last four tests are
 regressions for the "Known defects" of docs/operations.md (a dead seed, a
 failover to a replica, a stalled node, a node that lost its scripts)."""
 import collections
+import json
 import os
 import re
 import signal
 import subprocess
 import time
+import urllib.request
 
 import pytest
 
@@ -157,6 +159,39 @@ def test_failures_of_a_queue_no_pool_lists_any_more_stay_listed(cluster, master_
     res = m.cli("failed", "retry", uuid, check=False)
     assert res.returncode == 0, res.stdout + res.stderr
     assert rc.llen(PREFIX + "queues:{gone}") == 1 and rc.zcard(idx) == 0
+
+
+def test_job_history_and_bulk_retry_on_a_cluster(cluster, master_factory, tmp_path):
+    """Reviews #7 and #8 on a cluster: the job records and their index by
+    uuid share a hash tag (one script keeps them in step), one job is read
+    from the index; a bulk retry's batch keeps to its queue's slot."""
+    token = "cluster-test-token-0123456789abcdef"
+
+    def api(path, body=None):
+        req = urllib.request.Request("http://127.0.0.1:%d%s" % (port, path),
+                                     data=json.dumps(body).encode() if body is not None else None,
+                                     headers={"Authorization": "Bearer " + token, "Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=10) as res:
+            return json.loads(res.read())
+    rc = cluster.client()
+    log = tmp_path / "fixture.log"
+    port = free_port()
+    m = master_factory()
+    m.write_config(pool(log, n=1, tries=2, extra="backoff = [0];"), redis_conf=cluster_conf(cluster),
+                   qpool='http = { listen = "127.0.0.1:%d"; token_env = "QPOOL_TEST_TOKEN"; };' % port)
+    m.start(env={"QPOOL_TEST_TOKEN": token})
+    bad = make_payload("fail")
+    push_many(rc, "{emails}", [bad] + [make_payload("ok") for _ in range(5)])
+    wait_for(lambda: len(api("/api/jobs/recent")["jobs"]) == 7, 60, interval=0.3, what="7 attempts recorded")
+    assert [a["attempt"] for a in api("/api/jobs/" + bad["uuid"])["attempts"]] == [2, 1]
+    assert len(api("/api/jobs/recent?limit=3")["jobs"]) == 3
+    assert rc.hlen(PREFIX + "qpool:{qpool-jobs}:uuid") == 6
+    wait_for(lambda: rc.zcard(PREFIX + "qpool:failed:{emails}") == 1, 30, what="the failure stored")
+    m.cli("pause", "w")
+    wait_for(lambda: m.pool("w").get("paused"), 30, what="w paused")
+    rep = api("/api/failed/retry", {"queue": "{emails}"})
+    assert rep["retried"] == 1 and rep["remaining"] == 0
+    assert rc.llen(PREFIX + "queues:{emails}") == 1 and rc.zcard(PREFIX + "qpool:failed:{emails}") == 0
 
 
 def test_status_and_balancing_count_every_slot(cluster, master_factory, tmp_path):

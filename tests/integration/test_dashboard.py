@@ -12,7 +12,8 @@ import urllib.parse
 
 import pytest
 
-from conftest import FIXTURE_HANDLER, PREFIX, free_port, make_payload, push_many, read_fixture_log, wait_for
+from conftest import (FIXTURE_HANDLER, PREFIX, fill_failed_store, free_port, make_payload, push_many, read_fixture_log,
+                      wait_for)
 from test_http import TOKEN, get, post
 
 webdriver = pytest.importorskip("selenium.webdriver")
@@ -179,6 +180,27 @@ def test_the_dashboard_shows_what_the_api_reports_and_acts(master_factory, redis
     wait_for(lambda: len([l for l in read_fixture_log(log) if l[0] == "job" and l[2] == uuid]) == 2, 15,
              what="the retried job to run again")
     assert "control: pause pool emails over HTTP by 127.0.0.1" in a.log()
+
+
+def test_bulk_retry_pages_until_nothing_is_left(master, r, browser, tmp_path):
+    # review #8: the server retries a page per request; the dashboard goes on
+    # with the cursor until none is left
+    port = free_port()
+    master.write_config(pools(tmp_path / "fixture.log"),
+                        qpool='http = { listen = "127.0.0.1:%d"; token_env = "QPOOL_TEST_TOKEN"; };' % port)
+    master.start(env={"QPOOL_TEST_TOKEN": TOKEN})
+    wait_for(lambda: get(port, "/healthz")[0] == 200, 10, what="the HTTP endpoint")
+    fill_failed_store(r, "parked", [make_payload("ok") for _ in range(1200)])  # no pool takes them
+    d = browser
+    d.get("http://127.0.0.1:%d/#/failed" % port)
+    d.execute_script("sessionStorage.setItem('qpool.token', arguments[0]); location.reload();", TOKEN)
+    wait_for(lambda: rows(d, '#bulk-queue option[value="parked"]'), 15, what="the queue to retry")
+    rows(d, '#bulk-queue option[value="parked"]')[0].click()
+    rows(d, 'button[data-action="retry-queue"]')[0].click()
+    wait_for(lambda: r.llen(PREFIX + "queues:parked") == 1200, 30, what="every page retried")
+    wait_for(lambda: "1,200 retried" in d.find_element(By.ID, "notice").text, 10, what="the total")
+    assert r.zcard(PREFIX + "qpool:failed:parked") == 0
+    assert master.count_log(r"retried \d+ failed jobs \(queue parked\)") >= 3  # one line per page
 
 
 def test_clicks_without_the_token_change_nothing(master, r, browser, tmp_path):

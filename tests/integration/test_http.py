@@ -10,14 +10,15 @@ import re
 import signal
 import socket
 import subprocess
+import threading
 import time
 import urllib.error
 import urllib.request
 
 import pytest
 
-from conftest import (FIXTURE_HANDLER, PREFIX, QPOOL, free_port, make_payload, push_many, read_fixture_log,
-                      wait_for)
+from conftest import (FIXTURE_HANDLER, PREFIX, QPOOL, fill_failed_store, free_port, make_payload, push_many,
+                      read_fixture_log, wait_for)
 
 MAIL = "App\\Jobs\\SendMail"
 REPORT = "App\\Jobs\\Report"
@@ -354,9 +355,11 @@ def test_recent_jobs_and_one_job(master, r, tmp_path):
     assert status == 200 and json.loads(json.loads(body)["payload"])["uuid"] == bad["uuid"]
     assert get(port, "/api/failed/nope")[0] == 404
 
-    # one bounded key with a time to live
-    key = PREFIX + "qpool:jobs"
+    # bounded keys with a time to live: the list, and its index by uuid
+    key = PREFIX + "qpool:{qpool-jobs}:list"
     assert r.llen(key) == 5 and 0 < r.pttl(key) <= 86400 * 1000
+    index = PREFIX + "qpool:{qpool-jobs}:uuid"
+    assert r.hlen(index) == 4 and 0 < r.pttl(index) <= 86400 * 1000
 
 
 def test_job_history_is_bounded_sampled_and_can_keep_payloads(master, r, tmp_path):
@@ -371,7 +374,63 @@ def test_job_history_is_bounded_sampled_and_can_keep_payloads(master, r, tmp_pat
     jobs = recent(port, "?limit=10")
     # sample 0: no done or released attempt; failures always; at most 10 kept
     assert len(jobs) == 10 and {j["outcome"] for j in jobs} == {"failed"}
-    assert r.llen(PREFIX + "qpool:jobs") == 10
+    assert r.llen(PREFIX + "qpool:{qpool-jobs}:list") == 10
+    assert_index_matches_list(r)
+
+
+def assert_index_matches_list(r):
+    """The index by uuid holds exactly the records the list holds."""
+    listed = sorted(r.lrange(PREFIX + "qpool:{qpool-jobs}:list", 0, -1))
+    index = r.hgetall(PREFIX + "qpool:{qpool-jobs}:uuid")
+    indexed = sorted(rec for v in index.values() for rec in v.split(b"\n"))
+    assert listed == indexed
+    for u, v in index.items():
+        assert all(json.loads(rec)["uuid"] == u.decode() for rec in v.split(b"\n"))
+
+
+def test_job_history_reads_are_bounded(master, r, tmp_path):
+    # review #7: one job by its uuid through the index, lists by limit, and
+    # a filtered list in pages: no read of the whole list (Redis's slowlog,
+    # set to log every command, shows what was asked)
+    port = free_port()
+    master.write_config(pool(tmp_path / "fixture.log"),
+                        qpool=http_conf(port, 'token_env = "QPOOL_TEST_TOKEN";') + "job_history_size = 5000;")
+    master.start(env={"QPOOL_TEST_TOKEN": TOKEN})
+    wait_for(lambda: code(port, "/healthz") == 200, 10, what="the HTTP endpoint")
+
+    def recent(port, query=""):  # with the token, whoever may read without it
+        status, _, body = get(port, "/api/jobs/recent" + query, TOKEN)
+        assert status == 200, body
+        return json.loads(body)["jobs"]
+    bad = make_payload("fail", job=REPORT)
+    push_many(r, "default", [bad])
+    push_many(r, "high", [make_payload("ok", job=MAIL) for _ in range(20)])
+    wait_for(lambda: len(recent(port, "?limit=100")) == 22, 20, what="22 attempts recorded")
+    # a long history: 3000 newer records of other jobs at the head of the list
+    key = PREFIX + "qpool:{qpool-jobs}:list"
+    filler = [json.dumps({"uuid": "filler-%d" % i, "name": "F", "queue": "high", "pool": "w", "outcome": "done",
+                          "finished_at": int(time.time() * 1000) + 1000 + i}) for i in range(3000)]
+    for i in range(0, 3000, 500):
+        r.lpush(key, *filler[i:i + 500])
+    r.config_set("slowlog-log-slower-than", 0)
+    r.config_set("slowlog-max-len", 10000)
+    r.slowlog_reset()
+
+    one = json.loads(get(port, "/api/jobs/" + bad["uuid"], TOKEN)[2])
+    assert [a["attempt"] for a in one["attempts"]] == [2, 1] and one["attempts"][0]["outcome"] == "failed"
+    assert len(recent(port, "?limit=7")) == 7
+    assert [j["uuid"] for j in recent(port, "?outcome=failed&limit=5")] == [bad["uuid"]]  # under the 3000
+    assert len(recent(port, "?name=" + urllib.request.quote(MAIL) + "&limit=100")) == 20
+
+    ranges = [[a.decode() if isinstance(a, bytes) else a for a in e["command"].split()]
+              if isinstance(e["command"], (str, bytes)) else e["command"]
+              for e in r.slowlog_get(10000)]
+    ranges = [c for c in ranges if str(c[0]).upper() in ("LRANGE", b"LRANGE")]
+    assert ranges, "the list was read"
+    for c in ranges:
+        start_, stop = int(c[2]), int(c[3])
+        assert stop >= 0 and stop - start_ + 1 <= 500, c  # never LRANGE 0 -1, pages of 500 at most
+    assert ["LRANGE", key, "0", "6"] in [[str(x) for x in c] for c in ranges]  # limit 7: 7 records read
 
 
 def test_job_history_keeps_done_payloads_when_asked(master, r, tmp_path):
@@ -485,7 +544,8 @@ def test_actions_need_the_token_and_act_through_the_masters_verbs(master, r, tmp
     more = [make_payload("fail", job=REPORT) for _ in range(3)]
     push_many(r, "default", more)
     wait_for(lambda: len(failed(REPORT)) == 3 and failed(MAIL), 15, what="three failures")
-    assert post(port, "/api/failed/retry", TOKEN, {"name": REPORT}) == (200, {"ok": True, "retried": 3})
+    assert post(port, "/api/failed/retry", TOKEN, {"name": REPORT}) == (
+        200, {"ok": True, "retried": 3, "retry_until_kept": 0, "remaining": 0, "cursor": None})
     wait_for(lambda: len([l for l in read_fixture_log(log) if l[0] == "job" and l[2] == more[0]["uuid"]]) == 2, 15,
              what="the class retried")
     wait_for(lambda: len(failed(REPORT)) == 3, 15, what="them to fail again")
@@ -495,6 +555,62 @@ def test_actions_need_the_token_and_act_through_the_masters_verbs(master, r, tmp
     text = master.log()
     assert "control: pause pool w over HTTP by 127.0.0.1" in text and "forgot failed job %s by 127.0.0.1" % more[0]["uuid"] in text
     assert TOKEN not in text
+
+
+def test_bulk_retry_is_paged_and_healthz_answers_meanwhile(master, r, tmp_path):
+    # review #8: a bulk retry does a bounded page per request (one script per
+    # batch), says how many are left and where to go on; /healthz and
+    # /metrics answer between (and while) the pages
+    port = free_port()
+    master.write_config(pool(tmp_path / "fixture.log"), qpool=http_conf(port, 'token_env = "QPOOL_TEST_TOKEN";'))
+    master.start(env={"QPOOL_TEST_TOKEN": TOKEN})
+    wait_for(lambda: code(port, "/healthz") == 200, 10, what="the HTTP endpoint")
+    # 1,150 failures of a queue no pool works on (nothing takes them back):
+    # 1,100 of one class, 50 of another, interleaved
+    payloads = [make_payload("ok", job=REPORT if i % 23 == 0 and i < 23 * 150 else MAIL) for i in range(1150)]
+    others = sum(1 for p in payloads if p["displayName"] == REPORT)
+    fill_failed_store(r, "bulkq", payloads)
+    mails = len(payloads) - others
+
+    probes, stop = [], []
+
+    def probe():
+        while not stop:
+            probes.append(code(port, "/healthz", TOKEN))
+    t = threading.Thread(target=probe)
+    t.start()
+    pages, total, cursor = [], 0, None
+    try:
+        while True:
+            body = {"name": MAIL}
+            if cursor:
+                body["cursor"] = cursor
+            st, rep = post(port, "/api/failed/retry", TOKEN, body)
+            assert st == 200, rep
+            pages.append(rep)
+            total += rep["retried"]
+            assert code(port, "/healthz", TOKEN) == 200 and code(port, "/metrics", TOKEN) == 200
+            if rep["remaining"] == 0:
+                assert rep["cursor"] is None
+                break
+            cursor = rep["cursor"]
+            assert cursor["queue"] == "bulkq" and len(pages) < 20
+    finally:
+        stop.append(1)
+        t.join()
+    assert total == mails and len(pages) >= 3
+    assert all(p["retried"] <= 500 for p in pages)
+    assert pages[0]["remaining"] == len(payloads) - 500  # what the first page did not look at
+    assert probes and set(probes) == {200}
+    # retried oldest first, attempts reset; the other class is still in the store
+    ready = [json.loads(x) for x in r.lrange(PREFIX + "queues:bulkq", 0, -1)]
+    assert [p["uuid"] for p in ready] == [p["uuid"] for p in payloads if p["displayName"] == MAIL]
+    assert all(p["attempts"] == 0 for p in ready)
+    assert r.zcard(PREFIX + "qpool:failed:bulkq") == others
+    # by queue: the rest, in one page
+    assert post(port, "/api/failed/retry", TOKEN, {"queue": "bulkq"})[1]["retried"] == others
+    assert r.zcard(PREFIX + "qpool:failed:bulkq") == 0 and not r.sismember(PREFIX + "qpool:failed:queues", "bulkq")
+    assert post(port, "/api/failed/retry", TOKEN, {"queue": "bulkq", "cursor": "x"})[0] == 400
 
 
 def test_actions_are_off_without_a_token(master, r, tmp_path):

@@ -6,8 +6,8 @@ import time
 
 import pytest
 
-from conftest import (FIXTURE_HANDLER, PREFIX, QPOOL, failed_records, make_payload, pgid_members, push,
-                      push_many, queue_state, read_fixture_log, session_pids, wait_for)
+from conftest import (FIXTURE_HANDLER, PREFIX, QPOOL, failed_records, fill_failed_store, make_payload, pgid_members,
+                      push, push_many, queue_state, read_fixture_log, session_pids, wait_for)
 
 
 def native_pool(name="w", queues=("default",), processes=1, handler="pipe", extra="", log=None):
@@ -308,6 +308,24 @@ def test_failed_retry_refreshes_retry_until(master, r, tmp_path):
     assert "pushed %s back onto default" % late["uuid"] in res.stdout
     wait_for(lambda: len(jobs_in_log(log)) == 1, 10, what="the retried job to run")
     assert failed_records(r, "default") == []
+
+
+def test_failed_cli_retry_all_goes_page_by_page(master, r, tmp_path):
+    """Review #8: `qpool failed retry --all` retries in scripts of a batch
+    each, page after page (as the HTTP API), oldest first, until none is left."""
+    master.write_config(native_pool(queues=("default",)))
+    master.start()
+    payloads = [make_payload("ok") for _ in range(1200)]
+    fill_failed_store(r, "parked", payloads)
+    fill_failed_store(r, "parked2", [make_payload("ok") for _ in range(3)])
+    res = master.cli("failed", "retry", "--all", "--queue", "parked")
+    assert res.stdout.strip() == "retried 1200 failed jobs"
+    ready = [json.loads(x)["uuid"] for x in r.lrange(PREFIX + "queues:parked", 0, -1)]
+    assert ready == [p["uuid"] for p in payloads]
+    assert r.zcard(PREFIX + "qpool:failed:parked") == 0 and r.zcard(PREFIX + "qpool:failed:parked2") == 3
+    res = master.cli("failed", "retry", "--all")
+    assert res.stdout.strip() == "retried 3 failed jobs" and r.llen(PREFIX + "queues:parked2") == 3
+    assert r.smembers(PREFIX + "qpool:failed:queues") == set()
 
 
 def test_failed_cli_list_show_forget_flush(master, r, tmp_path):

@@ -111,6 +111,8 @@ static void test_parse_rejects(void **state)
     expect_rejected(", \"cache\": " REDIS("1", "\"s3cret\"") "}}", "}}", "not described");
     expect_rejected(V("\"s3cret\"", ".env (REDIS_PASSWORD)"), V("[\"s3cret\"]", "x"), "password");
     expect_rejected("{\"qpool_describe\"", "[{\"qpool_describe\"", "not a JSON object");
+    expect_rejected("\"queue\": " V("\"default\"", "config/queue.php"), "\"queue\": " V("\"def\xff\"", "x"),
+                    "queue"); /* not UTF-8: it would be a label and JSON text */
 }
 
 static void test_parse_truncated_and_oversized(void **state)

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "jobhist.h"
+#include "util.h"
 #include "metrics.h"
 
 static char *QUEUES[] = {"high", "default"};
@@ -207,10 +208,51 @@ static void test_pending_keeps_the_newest_in_order(void **state)
     jobhist_pending_free(&p);
 }
 
+
+/* Review #4: what a worker records is valid UTF-8 (strings and the payload
+ * shown), and the master refuses a record that is not. */
+static void test_records_are_valid_utf8(void **state)
+{
+    (void)state;
+    char dst[16];
+    jobhist_set_str(dst, sizeof dst, "X\xff\xfeY");
+    assert_string_equal(dst, "X\xef\xbf\xbd\xef\xbf\xbdY");
+    jobhist_set_str(dst, sizeof dst, "abcdefghijklm\xff"); /* the replacement would not fit: cut before it */
+    assert_string_equal(dst, "abcdefghijklm");
+    jobrec_t r = {0};
+    jobhist_set_payload(&r, "{\"displayName\":\"A\xff\"}", 20);
+    assert_string_equal(r.payload, "{\"displayName\":\"A\xef\xbf\xbd\"}");
+    assert_int_equal(r.payload_len, strlen(r.payload));
+    assert_false(r.payload_truncated);
+    free(r.payload);
+    r.payload = NULL;
+    /* a long payload with stray bytes about the cut: valid, and no longer than the bound */
+    char *big = malloc(JOBHIST_PAYLOAD_MAX + 100);
+    memset(big, 'x', JOBHIST_PAYLOAD_MAX + 100);
+    for (size_t i = JOBHIST_PAYLOAD_MAX - 6; i < JOBHIST_PAYLOAD_MAX + 6; i += 2) big[i] = (char)0xff;
+    big[JOBHIST_PAYLOAD_MAX + 4] = (char)0xe2; /* a character the copy's cut splits */
+    jobhist_set_payload(&r, big, JOBHIST_PAYLOAD_MAX + 100);
+    assert_true(r.payload_truncated);
+    assert_true(r.payload_len <= JOBHIST_PAYLOAD_MAX && r.payload_len == strlen(r.payload));
+    assert_true(utf8_valid(r.payload, r.payload_len));
+    free(r.payload);
+    free(big);
+    static const char bad[] = "{\"h\":[{\"u\":\"u\",\"i\":\"i\",\"n\":\"X\xff\",\"q\":\"high\",\"a\":1,\"o\":\"done\","
+                              "\"w\":1,\"r\":1,\"s\":1,\"f\":2,\"e\":\"\"}]}";
+    static const char good[] = "{\"h\":[{\"u\":\"u\",\"i\":\"i\",\"n\":\"X\xc3\xa9\",\"q\":\"high\",\"a\":1,\"o\":\"done\","
+                               "\"w\":1,\"r\":1,\"s\":1,\"f\":2,\"e\":\"\"}]}";
+    cJSON *out = cJSON_CreateArray();
+    char err[128] = "";
+    assert_int_equal(jobhist_decode(bad, strlen(bad), QUEUES, 2, "w", "h", "w#1", 1, out, err, sizeof err), -1);
+    assert_int_equal(jobhist_decode(good, strlen(good), QUEUES, 2, "w", "h", "w#1", 1, out, err, sizeof err), 1);
+    cJSON_Delete(out);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_round_trip_adds_what_the_master_knows),
+        cmocka_unit_test(test_records_are_valid_utf8),
         cmocka_unit_test(test_the_ring_keeps_the_newest),
         cmocka_unit_test(test_sampling_keeps_every_failure),
         cmocka_unit_test(test_strings_and_payloads_are_cut_safely),

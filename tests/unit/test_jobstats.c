@@ -154,10 +154,37 @@ static void test_a_long_class_name_is_cut_not_refused(void **state)
     jobstats_free(&m);
 }
 
+
+/* Review #4: a class name that is not valid UTF-8 is repaired when the
+ * worker records it; the master refuses one that is not. */
+static void test_class_names_are_valid_utf8(void **state)
+{
+    (void)state;
+    jobstats_t s;
+    jobstats_init(&s, 10);
+    jobstats_record(&s, "high", "App\\X\xff\xfe", OUTCOME_DONE, 1, 1);
+    assert_string_equal(labels_name(&s.classes, s.v[0].job), "App\\X\xef\xbf\xbd\xef\xbf\xbd");
+    int from = 0;
+    size_t len;
+    char *line = jobstats_encode(&s, &from, 100, &len);
+    jobstats_t m;
+    jobstats_init(&m, 10);
+    char err[128];
+    assert_int_equal(jobstats_decode(line, len - 1, QUEUES, 2, &m, err, sizeof err), 1);
+    free(line);
+    static const char bad[] =
+        "{\"s\":[{\"q\":\"high\",\"j\":\"A\xff\",\"o\":\"done\",\"n\":1,\"r\":[1,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0],\"rs\":1,"
+        "\"w\":[0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0],\"ws\":0}]}";
+    assert_int_equal(jobstats_decode(bad, strlen(bad), QUEUES, 2, &m, err, sizeof err), -1);
+    jobstats_free(&m);
+    jobstats_free(&s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_round_trip),
+        cmocka_unit_test(test_class_names_are_valid_utf8),
         cmocka_unit_test(test_class_cap),
         cmocka_unit_test(test_refuses_what_it_did_not_write),
         cmocka_unit_test(test_a_long_class_name_is_cut_not_refused),

@@ -816,10 +816,32 @@ static void test_build_then_set_attempts(void **state)
     free(raw);
 }
 
+
+/* Review #4: a displayName (or job, uuid, id) that is not valid UTF-8 is
+ * repaired where the worker takes it, one U+FFFD per ill-formed subpart;
+ * valid text is kept as it is. */
+static void test_parse_repairs_invalid_utf8(void **state)
+{
+    (void)state;
+    static const char raw[] = "{\"uuid\":\"u-\xff\",\"id\":\"i\xc3\",\"displayName\":\"App\\\\Jobs\\\\X\xff\xfe\","
+                              "\"job\":\"Caf\xc3\xa9@h\xed\xa0\x80\",\"backoff\":\"1\xe2\x82\",\"attempts\":0}";
+    job_payload_t p;
+    char err[128];
+    assert_int_equal(parse(raw, &p, err, sizeof err), 0);
+    assert_string_equal(p.display_name, "App\\Jobs\\X\xef\xbf\xbd\xef\xbf\xbd");
+    assert_string_equal(p.uuid, "u-\xef\xbf\xbd");
+    assert_string_equal(p.id, "i\xef\xbf\xbd");
+    assert_string_equal(p.job, "Caf\xc3\xa9@h\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd");
+    assert_string_equal(p.backoff, "1\xef\xbf\xbd");
+    assert_string_equal(payload_name(&p), "App\\Jobs\\X\xef\xbf\xbd\xef\xbf\xbd");
+    payload_free(&p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_parse_laravel8_object_job),
+        cmocka_unit_test(test_parse_repairs_invalid_utf8),
         cmocka_unit_test(test_parse_laravel8_string_job),
         cmocka_unit_test(test_parse_reserved_copy_reordered),
         cmocka_unit_test(test_parse_minimal_payload),

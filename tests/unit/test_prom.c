@@ -422,10 +422,30 @@ static void test_families_contiguous(void **state)
     sbuf_free(&out);
 }
 
+
+/* Review #4, the second guard: a label value that is not valid UTF-8 is
+ * written repaired (Prometheus fails the whole scrape on one). */
+static void test_label_values_are_valid_utf8(void **state)
+{
+    (void)state;
+    cJSON *o = parse("{'version':'1','pools':[{'name':'p','job_stats':[{'outcome':'done','count':1,"
+                     "'queue':'q'}],'queues':[],'exits':{}}]}");
+    cJSON *e = cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(o, "pools"), 0), "job_stats"), 0);
+    cJSON_AddStringToObject(e, "job", "App\\X\xff\xfe");
+    sbuf_t out;
+    sbuf_init(&out);
+    assert_int_equal(prom_render(o, &out), 0);
+    assert_true(utf8_valid(out.data, out.len));
+    assert_line(out.data, "qpool_jobs_total{pool=\"p\",queue=\"q\",job=\"App\\\\X\xef\xbf\xbd\xef\xbf\xbd\",outcome=\"done\"} 1");
+    cJSON_Delete(o);
+    sbuf_free(&out);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_exact_small),
+        cmocka_unit_test(test_label_values_are_valid_utf8),
         cmocka_unit_test(test_appends),
         cmocka_unit_test(test_cumulative_seconds),
         cmocka_unit_test(test_label_escaping),

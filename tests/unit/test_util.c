@@ -483,6 +483,107 @@ static void test_write_all_pipe(void **state)
     assert_int_equal(write_all(-1, "x", 1), -1);
 }
 
+
+/* ------------------------------------------------------------ UTF-8 */
+
+static char *rep(const char *s, size_t n)
+{
+    size_t len;
+    char *r = utf8_repair(s, n, &len);
+    assert_int_equal(len, strlen(r));
+    return r;
+}
+
+static void test_utf8_valid_text_kept(void **state)
+{
+    (void)state;
+    static const char *ok[] = {"", "App\\Jobs\\Send", "caf\xc3\xa9", "\xe2\x82\xac", "\xf0\x9f\x98\x80",
+                               "\xef\xbf\xbd", "\xed\x9f\xbf", "\xf4\x8f\xbf\xbf", "\xee\x80\x80"};
+    for (size_t i = 0; i < ARRAY_LEN(ok); i++) {
+        assert_true(utf8_valid(ok[i], strlen(ok[i])));
+        char *r = rep(ok[i], strlen(ok[i]));
+        assert_string_equal(r, ok[i]);
+        free(r);
+    }
+    /* U+0000 is valid: kept with an explicit length */
+    assert_true(utf8_valid("a\0b", 3));
+}
+
+static void test_utf8_invalid_detected(void **state)
+{
+    (void)state;
+    static const char *bad[] = {"\xff", "\xfe", "\x80", "\xbf", "\xc0\xaf", "\xc1\xbf", "\xe0\x80\xaf",
+                                "\xed\xa0\x80", "\xf0\x80\x80\xaf", "\xf4\x90\x80\x80", "\xf5\x80\x80\x80",
+                                "\xc3", "\xe2\x82", "\xf0\x9f\x98", "a\xc3(", "caf\xe9"};
+    for (size_t i = 0; i < ARRAY_LEN(bad); i++) {
+        assert_false(utf8_valid(bad[i], strlen(bad[i])));
+        char *r = rep(bad[i], strlen(bad[i]));
+        assert_true(utf8_valid(r, strlen(r)));
+        assert_non_null(strstr(r, UTF8_REPLACEMENT));
+        free(r);
+    }
+}
+
+/* One U+FFFD per maximal ill-formed subpart (Unicode 3.9, Table 3-8). */
+static void test_utf8_maximal_subparts(void **state)
+{
+    (void)state;
+    struct {
+        const char *in, *out;
+    } cases[] = {
+        {"App\\X\xff\xfe", "App\\X\xef\xbf\xbd\xef\xbf\xbd"},
+        {"a\xc3(b", "a\xef\xbf\xbd(b"},
+        {"\xe2\x82(", "\xef\xbf\xbd("},                   /* a truncated 3-byte sequence: one */
+        {"\xf0\x9f\x98", "\xef\xbf\xbd"},                 /* a truncated 4-byte sequence at the end: one */
+        {"\xc0\xaf", "\xef\xbf\xbd\xef\xbf\xbd"},         /* an overlong: two */
+        {"\xed\xa0\x80", "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd"}, /* a surrogate: three */
+        {"\x61\xf1\x80\x80\xe1\x80\xc2\x62\x80\x63\x80\xbf\x64",
+         "a\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd" "b\xef\xbf\xbd" "c\xef\xbf\xbd\xef\xbf\xbd" "d"},
+        {"caf\xe9 ok", "caf\xef\xbf\xbd ok"},
+    };
+    for (size_t i = 0; i < ARRAY_LEN(cases); i++) {
+        char *r = rep(cases[i].in, strlen(cases[i].in));
+        assert_string_equal(r, cases[i].out);
+        free(r);
+    }
+    /* ASCII is never swallowed: JSON or exposition syntax around it survives */
+    char *r = rep("{\"n\":\"\xe2\"}", 9);
+    assert_string_equal(r, "{\"n\":\"\xef\xbf\xbd\"}");
+    free(r);
+}
+
+static void test_utf8_repair_inplace_and_count(void **state)
+{
+    (void)state;
+    char *s = xstrdup("ok");
+    assert_int_equal(utf8_repair_inplace(&s), 0);
+    assert_string_equal(s, "ok");
+    free(s);
+    s = xstrdup("X\xff\xfeY");
+    assert_int_equal(utf8_repair_inplace(&s), 2);
+    assert_string_equal(s, "X\xef\xbf\xbd\xef\xbf\xbdY");
+    free(s);
+    s = NULL;
+    assert_int_equal(utf8_repair_inplace(&s), 0);
+    sbuf_t b;
+    sbuf_init(&b);
+    assert_int_equal(sbuf_utf8(&b, "a\x80", 2), 1);
+    assert_string_equal(b.data, "a\xef\xbf\xbd");
+    sbuf_free(&b);
+}
+
+static void test_utf8_cut(void **state)
+{
+    (void)state;
+    const char *s = "ab\xe2\x82\xac"; /* "ab€" */
+    assert_int_equal(utf8_cut(s, 5, 10), 5);
+    assert_int_equal(utf8_cut(s, 5, 5), 5);
+    assert_int_equal(utf8_cut(s, 5, 4), 2);
+    assert_int_equal(utf8_cut(s, 5, 3), 2);
+    assert_int_equal(utf8_cut(s, 5, 2), 2);
+    assert_int_equal(utf8_cut(s, 5, 1), 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -506,6 +607,11 @@ int main(void)
         cmocka_unit_test(test_strv_dup_and_free),
         cmocka_unit_test(test_xstr_helpers),
         cmocka_unit_test(test_write_all_pipe),
+        cmocka_unit_test(test_utf8_valid_text_kept),
+        cmocka_unit_test(test_utf8_invalid_detected),
+        cmocka_unit_test(test_utf8_maximal_subparts),
+        cmocka_unit_test(test_utf8_repair_inplace_and_count),
+        cmocka_unit_test(test_utf8_cut),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,68 @@
+/*
+ * test_scoreboard.c - unit tests for src/scoreboard.h: what the master
+ * reads from a child's slot is always terminated, valid UTF-8 text,
+ * whatever the child wrote.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "scoreboard.h"
+#include "util.h"
+
+static sb_slot_t *hostile_slot(void)
+{
+    sb_slot_t *s = calloc(1, sizeof *s);
+    assert_non_null(s);
+    /* a compromised child fills every string field to the brim, with no NUL */
+    memset(s->c.job_id, 'I', sizeof s->c.job_id);
+    memset(s->c.job_uuid, 'U', sizeof s->c.job_uuid);
+    memset(s->c.job_name, 0xff, sizeof s->c.job_name);
+    memset(s->c.job_queue, 'Q', sizeof s->c.job_queue);
+    return s;
+}
+
+/* #11: job_uuid was left unterminated (the over-read ran into job_name). */
+static void test_read_terminates_every_string(void **state)
+{
+    (void)state;
+    sb_slot_t *s = hostile_slot();
+    sb_child_t c;
+    sb_read(s, &c);
+    assert_int_equal(strnlen(c.job_id, sizeof c.job_id), sizeof c.job_id - 1);
+    assert_int_equal(strnlen(c.job_uuid, sizeof c.job_uuid), sizeof c.job_uuid - 1);
+    assert_int_equal(strnlen(c.job_name, sizeof c.job_name), sizeof c.job_name - 1);
+    assert_int_equal(strnlen(c.job_queue, sizeof c.job_queue), sizeof c.job_queue - 1);
+    assert_int_equal(strspn(c.job_uuid, "U"), sizeof c.job_uuid - 1);
+    free(s);
+}
+
+static void test_read_gives_valid_utf8(void **state)
+{
+    (void)state;
+    sb_slot_t *s = hostile_slot();
+    strcpy(s->c.job_queue, "caf\xc3\xa9");          /* valid: kept */
+    memcpy(s->c.job_id, "ab\xe2\x82", 5);            /* a character cut short */
+    sb_child_t c;
+    sb_read(s, &c);
+    assert_true(utf8_valid(c.job_name, strlen(c.job_name)));
+    assert_int_equal(strspn(c.job_name, "?"), sizeof c.job_name - 1);
+    assert_string_equal(c.job_queue, "caf\xc3\xa9");
+    assert_string_equal(c.job_id, "ab??");
+    free(s);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_read_terminates_every_string),
+        cmocka_unit_test(test_read_gives_valid_utf8),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
