@@ -9,6 +9,7 @@
 #include "master.h"
 #include "util.h"
 #include "version.h"
+#include "buildinfo.h"
 
 #include <getopt.h>
 #include <stdarg.h>
@@ -209,7 +210,7 @@ static const cmd_help_t HELP[] = {
      "  --adapter PATH      qpool-handler.php as PHP sees it (default: the installed one)\n"
      "\n"
      "Exit status: 0 printed, 1 the app or its Horizon config cannot be read.\n"},
-    {"version", "print the version", "usage: qpool version\n"},
+    {"version", "print the version and the libraries it was built with", "usage: qpool version\n"},
     {"help", "help on a command", "usage: qpool help [COMMAND]\n"},
 };
 
@@ -371,7 +372,7 @@ int cli_main(int argc, char **argv)
         return 0;
     }
     if (!strcmp(cmd, "-V") || !strcmp(cmd, "--version") || !strcmp(cmd, "version")) {
-        printf("qpool %s\n", QPOOL_VERSION);
+        buildinfo_print(stdout);
         return 0;
     }
     if (!strcmp(cmd, "help")) {

@@ -77,7 +77,7 @@ static void pending_clear(struct rcluster *cl)
 {
     for (int i = 0; i < cl->qlen; i++) {
         rcl_pending_t *p = &cl->q[(cl->qhead + i) % cl->qcap];
-        free(p->cmd);
+        redisFreeCommand(p->cmd);
         if (p->stash) freeReplyObject(p->stash);
     }
     cl->qhead = cl->qlen = 0;
@@ -298,11 +298,28 @@ void rcl_append(rconn_t *c, int argc, const char **argv, const size_t *lens)
                                every node is a primary the slot map named */
     rcl_pending_t *p = push_pending(cl);
     char *cmd;
-    int len = redisFormatCommandArgv(&cmd, argc, argv, lens);
+    /* int in hiredis 0.14, long long in 1.x; the buffer is hiredis's own
+     * allocation (hi_malloc in 1.x): redisFreeCommand frees it */
+    long long len = redisFormatCommandArgv(&cmd, argc, argv, lens);
     if (len < 0) abort();
     p->cmd = cmd;
     p->len = (size_t)len;
     send_to(c, p, node);
+}
+
+/* Drop the cluster connection for what went wrong on a node (node < 0:
+ * none in particular). The reason becomes the connection's last_error, so it
+ * is composed to fit there: the node's address and the node's own reason
+ * are each cut to their share (an address is rarely longer than 60). */
+static int fail(rconn_t *c, int node, const char *what)
+{
+    char why[sizeof c->last_error];
+    if (node >= 0)
+        snprintf(why, sizeof why, "node %.60s:%d: %.170s", c->cl->nodes[node].host, c->cl->nodes[node].port, what);
+    else
+        snprintf(why, sizeof why, "%s", what);
+    rconn_drop(c, why);
+    return RC_ERR;
 }
 
 int rcl_send(rconn_t *c)
@@ -314,26 +331,10 @@ int rcl_send(rconn_t *c)
         rconn_t *n = cl->nodes[i].rc;
         if (!n->ctx || !n->ctx->obuf || !*n->ctx->obuf) continue;
         any = true;
-        if (rconn_send(n) != RC_OK) {
-            char why[400];
-            snprintf(why, sizeof why, "node %.100s:%d: %.250s", cl->nodes[i].host, cl->nodes[i].port, n->last_error);
-            rconn_drop(c, why);
-            return RC_ERR;
-        }
+        if (rconn_send(n) != RC_OK) return fail(c, i, n->last_error);
     }
     if (any) c->round_trips++;
     return RC_OK;
-}
-
-static int fail(rconn_t *c, int node, const char *what)
-{
-    char why[400];
-    if (node >= 0)
-        snprintf(why, sizeof why, "node %s:%d: %s", c->cl->nodes[node].host, c->cl->nodes[node].port, what);
-    else
-        snprintf(why, sizeof why, "%s", what);
-    rconn_drop(c, why);
-    return RC_ERR;
 }
 
 /* A redirection sends the command after whatever its new node still owes
@@ -411,7 +412,7 @@ static bool is_unavailable(const redisReply *r)
 
 static void pop_head(struct rcluster *cl)
 {
-    free(cl->q[cl->qhead].cmd);
+    redisFreeCommand(cl->q[cl->qhead].cmd);
     cl->qhead = (cl->qhead + 1) % cl->qcap;
     cl->qlen--;
 }
@@ -450,7 +451,7 @@ int rcl_read(rconn_t *c, int sigfd, int timeout_ms, redisReply **out)
                 continue;
             }
             if (kind != RCLUSTER_NOREDIR || is_unavailable(r)) {
-                char why[300];
+                char why[sizeof c->last_error]; /* a copy: r is freed before the drop */
                 snprintf(why, sizeof why, "%s", r->str);
                 freeReplyObject(r);
                 return fail(c, p->node, why);

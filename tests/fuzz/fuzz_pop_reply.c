@@ -11,16 +11,18 @@
 #include <hiredis/hiredis.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "queue.h"
 
-/* hiredis (0.14) allocates an array's element table as soon as it reads
- * the header: a header claiming 500 million elements exhausts hiredis'
- * memory, not our parser's. Such inputs are skipped. */
+/* hiredis allocates an aggregate's element table as soon as it reads the
+ * header: a header claiming 500 million elements exhausts hiredis' memory,
+ * not our parser's. Such inputs are skipped. hiredis 1.x also reads RESP3's
+ * aggregates (map %, set ~, push >, attribute |; 0.14 refuses them). */
 static int huge_array(const uint8_t *p, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
-        if (p[i] != '*') continue;
+        if (!memchr("*%~>|", p[i], 5)) continue;
         unsigned long v = 0;
         for (size_t j = i + 1; j < n && p[j] >= '0' && p[j] <= '9' && v <= 4096; j++)
             v = v * 10 + (unsigned long)(p[j] - '0');

@@ -118,7 +118,7 @@ def test_qpool_8_has_operations_md_and_the_version():
     for heading in re.findall(r"^#{2,6} (.+)$", md, re.M):
         assert flat(plain(heading)) in flat(text), "section %r of operations.md missing from qpool(8)" % heading
     version = subprocess.run([QPOOL, "--version"], stdout=subprocess.PIPE, universal_newlines=True,
-                             timeout=30).stdout.split()[-1]
+                             timeout=30).stdout.splitlines()[0].split()[-1]
     # the footer names the version: "qpool 0.2.0   DATE   QPOOL(8)"
     assert re.search(r"^qpool %s\s" % re.escape(version), text.rstrip().splitlines()[-1]), text[-200:]
 

@@ -39,6 +39,34 @@ def signal_log(path):
     return out
 
 
+# ---------------------------------------------------------------- version
+
+def pkg_version(module):
+    """The version pkg-config gives the build for a library."""
+    return subprocess.run(["pkg-config", "--modversion", module], capture_output=True, text=True,
+                          check=True).stdout.strip()
+
+
+def test_version_names_qpool_and_the_libraries_it_was_built_with():
+    project = re.search(r"project\(qpool VERSION ([0-9.]+)", (ROOT / "CMakeLists.txt").read_text()).group(1)
+    outs = [subprocess.run([QPOOL, arg], capture_output=True, text=True, check=True).stdout
+            for arg in ("--version", "-V", "version")]
+    assert outs[0] == outs[1] == outs[2], outs
+    lines = outs[0].splitlines()
+    assert lines[0] == "qpool %s" % project, outs[0]
+    libs = {line.split()[0].rstrip(":"): line.strip() for line in lines[1:]}
+    assert sorted(libs) == ["TLS", "cJSON", "hiredis", "libconfig", "libmicrohttpd"], outs[0]
+    # the libhiredis loaded is named by its file (hiredis has no run-time version call)
+    soname = re.search(r"^\s*(libhiredis\.so\S*) =>", subprocess.run(["ldd", QPOOL], capture_output=True, text=True,
+                                                                      check=True).stdout, re.M).group(1)
+    assert libs["hiredis"] == "hiredis %s (%s loaded)" % (pkg_version("hiredis"), soname), outs[0]
+    for key, module, name in [("TLS", "openssl", "TLS: OpenSSL"), ("libmicrohttpd", "libmicrohttpd", "libmicrohttpd"),
+                              ("libconfig", "libconfig", "libconfig"), ("cJSON", "libcjson", "cJSON")]:
+        # the version built with, and the one run with only when they differ
+        assert re.fullmatch(r"%s %s( \(\S+ at run time\))?" % (re.escape(name), re.escape(pkg_version(module))),
+                            libs[key]), outs[0]
+
+
 # ---------------------------------------------------------------- check
 
 def run_check(path):

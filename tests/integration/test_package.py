@@ -134,7 +134,7 @@ def test_deb_metadata_and_contents(deb):
 
 
 def test_installed_qpool_runs_and_checks_the_installed_config(root):
-    assert in_root(root, "qpool", "--version").stdout.strip() == "qpool %s" % VERSION
+    assert in_root(root, "qpool", "--version").stdout.splitlines()[0] == "qpool %s" % VERSION
     status = in_root(root, "dpkg-query", "-W", "-f", "${Status} ${Version}", "qpool").stdout
     assert status == "install ok installed %s" % VERSION
     r = in_root(root, "qpool", "check", "-c", "/etc/qpool/qpool.conf")

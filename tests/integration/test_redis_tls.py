@@ -24,11 +24,18 @@ def make_pki(d):
     """A test CA, a server certificate for localhost/127.0.0.1 it signs, and an
     unrelated CA (the wrong one)."""
     d.mkdir(exist_ok=True)
+    # Python 3.13's ssl (Debian 13) verifies strictly (VERIFY_X509_STRICT): the
+    # CA needs its key usage, the server certificate its authority key id
     openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.crt",
-            "-days", "2", "-subj", "/CN=qpool test CA", cwd=d)
+            "-days", "2", "-subj", "/CN=qpool test CA", "-addext", "keyUsage=critical,keyCertSign,cRLSign", cwd=d)
     openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "server.key", "-out", "server.csr",
             "-subj", "/CN=localhost", cwd=d)
-    (d / "ext.cnf").write_text("subjectAltName=DNS:localhost,IP:127.0.0.1\n")
+    (d / "ext.cnf").write_text("subjectAltName=DNS:localhost,IP:127.0.0.1\n"
+                               "basicConstraints=CA:FALSE\n"
+                               "keyUsage=critical,digitalSignature,keyEncipherment\n"
+                               "extendedKeyUsage=serverAuth,clientAuth\n"
+                               "subjectKeyIdentifier=hash\n"
+                               "authorityKeyIdentifier=keyid,issuer\n")
     openssl("x509", "-req", "-in", "server.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
             "-out", "server.crt", "-days", "2", "-extfile", "ext.cnf", cwd=d)
     openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "wrong.key", "-out", "wrong.crt",
