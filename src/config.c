@@ -1015,6 +1015,7 @@ static bool parse_http_key(ctx_t *x, config_setting_t *s, http_conf_t *h)
     if (!strcmp(k, "socket_mode")) return parse_mode(x, s, &h->socket_mode);
     if (!strcmp(k, "max_connections")) return want_int(x, s, 1, 10000, &h->max_connections);
     if (!strcmp(k, "timeout")) return want_int(x, s, 1, 3600, &h->timeout);
+    if (!strcmp(k, "header_timeout")) return want_int(x, s, 1, 300, &h->header_timeout);
     if (!strcmp(k, "read_only_without_token")) return want_bool(x, s, &h->read_only_without_token);
     if (!strcmp(k, "base_path")) {
         if (!want_str(x, s, &h->base_path)) return false;
@@ -1031,7 +1032,8 @@ static bool parse_http_key(ctx_t *x, config_setting_t *s, http_conf_t *h)
         return true;
     }
     static const char *const known[] = {"listen", "token_file", "token_env", "user", "connection", "socket_mode",
-                                        "max_connections", "timeout", "base_path", "read_only_without_token", NULL};
+                                        "max_connections", "timeout", "header_timeout", "base_path",
+                                        "read_only_without_token", NULL};
     unknown_key(x, s, "qpool.http", known);
     return false;
 }
@@ -1069,6 +1071,7 @@ static void http_defaults(http_conf_t *h)
     h->socket_mode = 0660;
     h->max_connections = 64;
     h->timeout = 10;
+    h->header_timeout = 5;
 }
 
 static void http_conf_free(http_conf_t *h)
@@ -1092,7 +1095,8 @@ bool http_conf_same(const http_conf_t *a, const http_conf_t *b)
            same_str(a->token_env, b->token_env) && same_str(a->user, b->user) &&
            same_str(a->connection, b->connection) && same_str(a->base_path, b->base_path) &&
            a->read_only_without_token == b->read_only_without_token && a->socket_mode == b->socket_mode &&
-           a->max_connections == b->max_connections && a->timeout == b->timeout;
+           a->max_connections == b->max_connections && a->timeout == b->timeout &&
+           a->header_timeout == b->header_timeout;
 }
 
 static void print_http(const http_conf_t *h, FILE *f);
@@ -1838,7 +1842,8 @@ static void print_http(const http_conf_t *h, FILE *f)
     if (h->is_unix) fprintf(f, "    socket_mode = \"%04o\";\n", h->socket_mode);
     if (h->base_path) print_str(f, "    ", "base_path", h->base_path);
     fprintf(f, "    read_only_without_token = %s;\n", h->read_only_without_token ? "true" : "false");
-    fprintf(f, "    max_connections = %d;\n    timeout = %d;\n  };\n", h->max_connections, h->timeout);
+    fprintf(f, "    max_connections = %d;\n    timeout = %d;\n    header_timeout = %d;\n  };\n", h->max_connections,
+            h->timeout, h->header_timeout);
 }
 
 static void print_alerts(const qconf_t *c, FILE *f)
