@@ -376,14 +376,17 @@ static enum MHD_Result handle(server_t *s, struct MHD_Connection *c, const char 
     return send_reply(c, &r);
 }
 
-/* Once a reply is queued, the request was received whole: the deadline
- * stops for this connection until it waits for its next request. */
+/* Once the request is whole (the last call, before the handler runs, so
+ * its time does not count), or refused before its body, the deadline stops
+ * for this connection until it waits for its next request. */
 static enum MHD_Result answer(void *cls, struct MHD_Connection *c, const char *url, const char *method,
                               const char *version, const char *upload, size_t *upload_size, void **state)
 {
     (void)version;
+    bool whole = *state && !*upload_size;
+    if (whole) conn_phase(cls, c, false);
     enum MHD_Result rv = handle(cls, c, url, method, upload, upload_size, state);
-    if (MHD_get_connection_info(c, MHD_CONNECTION_INFO_HTTP_STATUS)) conn_phase(cls, c, false);
+    if (!whole && MHD_get_connection_info(c, MHD_CONNECTION_INFO_HTTP_STATUS)) conn_phase(cls, c, false);
     return rv;
 }
 

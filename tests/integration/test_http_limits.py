@@ -64,6 +64,9 @@ def test_a_trickled_request_is_closed_at_its_deadline(master, r, tmp_path):
     res.begin()
     assert res.status == 200 and json.loads(res.read())["ok"] is True
     kept.sendall(b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+    # and one whose headers are whole, trickling a body instead
+    body = socket.create_connection(("127.0.0.1", port), timeout=5)
+    body.sendall(b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100000\r\n\r\n")
     # a request that takes 2 s to arrive, but arrives: answered
     slow = trickler(port, "127.0.0.3")
     for _ in range(4):
@@ -75,13 +78,14 @@ def test_a_trickled_request_is_closed_at_its_deadline(master, r, tmp_path):
     assert res.status == 200
     # the documented bound (header_timeout, checked every 0.25 s), with room
     deadline = time.monotonic() + HEADER_TIMEOUT + 3
-    while time.monotonic() < deadline and not (closed(fresh) and closed(kept)):
-        trickle(fresh)
-        trickle(kept)
+    while time.monotonic() < deadline and not (closed(fresh) and closed(kept) and closed(body)):
+        for s in (fresh, kept, body):
+            trickle(s)
         time.sleep(0.5)
     assert closed(fresh), "a trickling new connection outlived header_timeout"
     assert closed(kept), "a trickling kept-alive connection outlived header_timeout"
-    for s in (fresh, kept, slow):
+    assert closed(body), "a trickled request body outlived header_timeout"
+    for s in (fresh, kept, body, slow):
         s.close()
     assert code(port, "/healthz") == 200 and master.proc.poll() is None
 
