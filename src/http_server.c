@@ -29,6 +29,15 @@
 #define HTTP_MEMORY_LIMIT (32 * 1024)  /* per connection: request line and headers (MHD answers 431/414) */
 #define HTTP_ANSWER_GRACE_MS 2000      /* a reply still being read after this may give its place up */
 #define HTTP_SWEEP_MS 250              /* how often the request deadline is checked */
+#define HTTP_REPORT_MS 60000           /* how often what the limits did is logged, if anything */
+
+/* What the connection limits did since the last report. */
+typedef struct {
+    int expired;               /* closed: no whole request within header_timeout */
+    int displaced;             /* closed to make room for a newcomer */
+    int refused;               /* no room */
+    int64_t since_ms;
+} conn_report_t;
 
 typedef struct {
     http_ctx_t api;
@@ -37,8 +46,10 @@ typedef struct {
     bool unix_socket;
     bool read_only_without_token;
     const char *base_path;     /* NULL: none */
-    pthread_mutex_t conns_lock; /* conns: MHD's thread and the main thread's sweep */
+    pthread_mutex_t conns_lock; /* conns and report: MHD's thread and the main thread's sweep */
     conns_t conns;
+    conn_report_t report;
+    int header_timeout;
 } server_t;
 
 static const char *query_arg(void *req, const char *name)
@@ -155,8 +166,8 @@ static enum MHD_Result accept_policy(void *cls, const struct sockaddr *addr, soc
     conn_prefix_of(addr, len, &p);
     pthread_mutex_lock(&s->conns_lock);
     int room = conns_room(&s->conns, &p, mono_ms(), &victim);
+    if (room < 0) s->report.refused++;
     pthread_mutex_unlock(&s->conns_lock);
-    if (room < 0) log_debug("http: a connection refused: its address (or every place) is taken by requests in progress");
     return room < 0 ? MHD_NO : MHD_YES;
 }
 
@@ -180,6 +191,8 @@ static void conn_event(void *cls, struct MHD_Connection *c, void **ctx, enum MHD
         peer_prefix(c, &p);
         int i = conns_admit(&s->conns, &p, fd, mono_ms(), &displaced);
         shut(displaced);
+        s->report.displaced += displaced >= 0;
+        s->report.refused += i < 0;
         if (i < 0)
             shut(fd); /* the sweep made no room since accept_policy: rare */
         else
@@ -191,18 +204,34 @@ static void conn_event(void *cls, struct MHD_Connection *c, void **ctx, enum MHD
     pthread_mutex_unlock(&s->conns_lock);
 }
 
+/* Once a minute at most, and only when the limits had to act: what they
+ * did (a slow-loris flood shows here). Called with conns_lock held. */
+static void report_limits(server_t *s, int64_t now, conn_report_t *out)
+{
+    *out = (conn_report_t){0};
+    if (now - s->report.since_ms < HTTP_REPORT_MS) return;
+    *out = s->report;
+    s->report = (conn_report_t){.since_ms = now};
+}
+
 /* Close the connections that did not send their request in time. */
 static void sweep(server_t *s)
 {
-    int fds[32], n, total = 0;
+    int fds[32], n;
+    conn_report_t r;
     pthread_mutex_lock(&s->conns_lock);
+    int64_t now = mono_ms();
     do {
-        n = conns_expired(&s->conns, mono_ms(), fds, (int)ARRAY_LEN(fds));
+        n = conns_expired(&s->conns, now, fds, (int)ARRAY_LEN(fds));
         for (int i = 0; i < n; i++) shut(fds[i]);
-        total += n;
+        s->report.expired += n;
     } while (n == (int)ARRAY_LEN(fds));
+    report_limits(s, now, &r);
     pthread_mutex_unlock(&s->conns_lock);
-    if (total) log_debug("http: closed %d connection(s) that did not send a whole request in time", total);
+    if (r.expired || r.displaced || r.refused)
+        log_warn("in the last %lld s, %d connection(s) closed for not sending a whole request within "
+                 "header_timeout (%d s), %d closed to make room for newer ones, %d refused (every place busy)",
+                 (long long)((now - r.since_ms) / 1000), r.expired, s->header_timeout, r.displaced, r.refused);
 }
 
 static void conn_phase(server_t *s, struct MHD_Connection *c, bool answered)
@@ -440,6 +469,8 @@ int http_serve(const qconf_t *conf, int listen_fd, int ctl_fd, const char *token
     server_t s = {.token = token, .loopback = hc->loopback, .unix_socket = hc->is_unix,
                   .read_only_without_token = hc->read_only_without_token, .base_path = hc->base_path};
     pthread_mutex_init(&s.conns_lock, NULL);
+    s.report.since_ms = mono_ms();
+    s.header_timeout = hc->header_timeout;
     s.api.conf = conf;
     s.api.ctl_fd = ctl_fd;
     sbuf_init(&s.api.ctl_in);
