@@ -154,6 +154,7 @@ void conns_answered(conns_t *t, int i, int64_t now)
     conn_slot_t *c = slot(t, i);
     if (c) {
         c->phase = CONN_WAITING;
+        c->served = true;
         c->since_ms = now;
         c->seq = ++t->seq;
     }
@@ -167,14 +168,16 @@ void conns_release(conns_t *t, int i)
     memset(c, 0, sizeof *c);
 }
 
-int conns_expired(conns_t *t, int64_t now, int *fds, int n)
+int conns_expired(conns_t *t, int64_t now, int *fds, int n, int *fresh)
 {
     int k = 0;
+    *fresh = 0;
     for (int i = 0; i < t->nslots && k < n; i++) {
         conn_slot_t *c = &t->slots[i];
         if (live(c) && c->phase == CONN_WAITING && now - c->since_ms >= t->header_ms) {
             displace(t, i);
             fds[k++] = c->fd;
+            *fresh += !c->served;
         }
     }
     return k;

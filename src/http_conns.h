@@ -38,6 +38,7 @@ typedef enum { CONN_WAITING, CONN_ANSWERING } conn_phase_t;
 typedef struct {
     bool used;
     bool displaced;            /* told to close (its fd shut down); gone once released */
+    bool served;               /* a request of it was answered (kept alive since) */
     int fd;
     conn_prefix_t prefix;
     conn_phase_t phase;
@@ -76,7 +77,8 @@ void conns_answered(conns_t *t, int slot, int64_t now); /* the reply went: WAITI
 void conns_release(conns_t *t, int slot);               /* it is closed */
 
 /* The WAITING connections past their deadline: up to n descriptors into
- * fds, each marked displaced. Returns how many. */
-int conns_expired(conns_t *t, int64_t now, int *fds, int n);
+ * fds, each marked displaced. Returns how many; *fresh: how many of them
+ * never had a request answered (the rest are mostly idle keep-alives). */
+int conns_expired(conns_t *t, int64_t now, int *fds, int n, int *fresh);
 
 #endif

@@ -33,7 +33,8 @@
 
 /* What the connection limits did since the last report. */
 typedef struct {
-    int expired;               /* closed: no whole request within header_timeout */
+    int expired;               /* closed: no whole request within header_timeout (never served: idle
+                                  keep-alives are closed too, but not counted) */
     int displaced;             /* closed to make room for a newcomer */
     int refused;               /* no room */
     int64_t since_ms;
@@ -217,14 +218,14 @@ static void report_limits(server_t *s, int64_t now, conn_report_t *out)
 /* Close the connections that did not send their request in time. */
 static void sweep(server_t *s)
 {
-    int fds[32], n;
+    int fds[32], n, fresh;
     conn_report_t r;
     pthread_mutex_lock(&s->conns_lock);
     int64_t now = mono_ms();
     do {
-        n = conns_expired(&s->conns, now, fds, (int)ARRAY_LEN(fds));
+        n = conns_expired(&s->conns, now, fds, (int)ARRAY_LEN(fds), &fresh);
         for (int i = 0; i < n; i++) shut(fds[i]);
-        s->report.expired += n;
+        s->report.expired += fresh;
     } while (n == (int)ARRAY_LEN(fds));
     report_limits(s, now, &r);
     pthread_mutex_unlock(&s->conns_lock);

@@ -173,6 +173,12 @@ static void test_displaced_connections_hold_a_slot_until_closed(void **state)
     conns_free(&t);
 }
 
+static int expired(conns_t *t, int64_t now, int *fds, int n)
+{
+    int fresh;
+    return conns_expired(t, now, fds, n, &fresh);
+}
+
 static void test_the_request_deadline(void **state)
 {
     (void)state;
@@ -183,19 +189,23 @@ static void test_the_request_deadline(void **state)
     int b = admit(&t, "10.0.0.2", 11, 0, &shut);
     admit(&t, "10.0.0.3", 12, 3000, &shut);
     conns_received(&t, b, 1000);
-    assert_int_equal(conns_expired(&t, 4999, fds, 8), 0);
+    assert_int_equal(expired(&t, 4999, fds, 8), 0);
     /* a waited 5 s: closed; b answers (no deadline); the third is younger */
-    assert_int_equal(conns_expired(&t, 5000, fds, 8), 1);
+    int fresh0 = -1;
+    assert_int_equal(conns_expired(&t, 5000, fds, 8, &fresh0), 1);
+    assert_int_equal(fresh0, 1);
     assert_int_equal(fds[0], 10);
-    assert_int_equal(conns_expired(&t, 5001, fds, 8), 0); /* told once */
+    assert_int_equal(expired(&t, 5001, fds, 8), 0); /* told once */
     assert_int_equal(t.live, 2);
     /* answered: it waits for its next request, from then */
     conns_answered(&t, b, 6000);
-    assert_int_equal(conns_expired(&t, 8000, fds, 8), 1); /* the third: 5 s after it came */
+    assert_int_equal(expired(&t, 8000, fds, 8), 1); /* the third: 5 s after it came */
     assert_int_equal(fds[0], 12);
-    assert_int_equal(conns_expired(&t, 10999, fds, 8), 0);
-    assert_int_equal(conns_expired(&t, 11000, fds, 1), 1);
+    assert_int_equal(expired(&t, 10999, fds, 8), 0);
+    int fresh = -1;
+    assert_int_equal(conns_expired(&t, 11000, fds, 1, &fresh), 1);
     assert_int_equal(fds[0], 11);
+    assert_int_equal(fresh, 0); /* it had been answered: an idle keep-alive */
     conns_release(&t, a);
     conns_free(&t);
 }
