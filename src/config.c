@@ -1043,6 +1043,7 @@ static bool parse_http_key(ctx_t *x, config_setting_t *s, http_conf_t *h)
     if (!strcmp(k, "read_without_token")) return want_enum(x, s, READ_NAMES, &h->read_without_token);
     if (!strcmp(k, "read_only_without_token")) return parse_legacy_read(x, s, h);
     if (!strcmp(k, "socket_group")) return want_str(x, s, &h->socket_group);
+    if (!strcmp(k, "header_timeout")) return want_int(x, s, 1, 300, &h->header_timeout);
     if (!strcmp(k, "base_path")) {
         if (!want_str(x, s, &h->base_path)) return false;
         size_t n = strlen(h->base_path);
@@ -1058,8 +1059,8 @@ static bool parse_http_key(ctx_t *x, config_setting_t *s, http_conf_t *h)
         return true;
     }
     static const char *const known[] = {"listen", "token_file", "token_env", "user", "connection", "socket_mode",
-                                        "max_connections", "timeout", "base_path", "read_without_token",
-                                        "socket_group", "read_only_without_token", NULL};
+                                        "max_connections", "timeout", "header_timeout", "base_path",
+                                        "read_without_token", "socket_group", "read_only_without_token", NULL};
     unknown_key(x, s, "qpool.http", known);
     return false;
 }
@@ -1111,6 +1112,7 @@ static void http_defaults(http_conf_t *h)
     h->socket_mode = 0660;
     h->max_connections = 64;
     h->timeout = 10;
+    h->header_timeout = 5;
 }
 
 static void http_conf_free(http_conf_t *h)
@@ -1136,7 +1138,8 @@ bool http_conf_same(const http_conf_t *a, const http_conf_t *b)
            same_str(a->connection, b->connection) && same_str(a->base_path, b->base_path) &&
            same_str(a->socket_group, b->socket_group) && a->read_without_token == b->read_without_token &&
            a->socket_mode == b->socket_mode &&
-           a->max_connections == b->max_connections && a->timeout == b->timeout;
+           a->max_connections == b->max_connections && a->timeout == b->timeout &&
+           a->header_timeout == b->header_timeout;
 }
 
 static void print_http(const http_conf_t *h, FILE *f);
@@ -1923,7 +1926,8 @@ static void print_http(const http_conf_t *h, FILE *f)
     if (h->base_path) print_str(f, "    ", "base_path", h->base_path);
     if (h->socket_group) print_str(f, "    ", "socket_group", h->socket_group);
     print_str(f, "    ", "read_without_token", READ_NAMES[h->read_without_token]);
-    fprintf(f, "    max_connections = %d;\n    timeout = %d;\n  };\n", h->max_connections, h->timeout);
+    fprintf(f, "    max_connections = %d;\n    timeout = %d;\n    header_timeout = %d;\n  };\n", h->max_connections,
+            h->timeout, h->header_timeout);
 }
 
 static void print_alerts(const qconf_t *c, FILE *f)

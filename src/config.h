@@ -177,7 +177,8 @@ typedef struct {
     char *user;                /* the HTTP process's user when the master is root (default nobody) */
     int socket_mode;           /* a Unix socket's mode */
     int max_connections;
-    int timeout;               /* seconds a connection may stay idle or take to send its request */
+    int timeout;               /* seconds a connection may stay idle */
+    int header_timeout;        /* seconds a connection has to send a whole request once it waits for one */
     char *connection;          /* the Redis connection read for fleet, history and jobs */
     char *base_path;           /* the path prefix a reverse proxy serves us under ("/qpool"), or NULL */
     int read_without_token;    /* http_read_t (default aggregates) */

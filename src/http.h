@@ -6,13 +6,14 @@
  * HTTP process that drops to http.user (nobody by default) when the master
  * is root, keeps only the listener and one end of a socket pair, and serves
  * with libmicrohttpd: requests bounded in size (headers 32 KB), time
- * (http.timeout) and number (http.max_connections). What the HTTP process
+ * (http.header_timeout to arrive, http.timeout of silence) and number
+ * (http.max_connections, a quarter per address: http_conns.h). What the HTTP process
  * knows of the master it asks over the socket pair, which the master's
  * control loop serves as one more control client (the same request lines
  * and the same master verbs as `qpool status`/`qpool pause`); the rest
  * (fleet, history, jobs) it reads from Redis itself. A slow or hostile
- * client can exhaust the HTTP process's connections, never the master's
- * loop. The master restarts the HTTP process if it dies (respawn.h
+ * client can hold its address's share of the HTTP process's connections,
+ * never the master's loop. The master restarts the HTTP process if it dies (respawn.h
  * backoff) and when a reload changes qpool.http.
  */
 #ifndef QPOOL_HTTP_H

@@ -2,26 +2,45 @@
  * http_server.c - the HTTP process (see http.h): libmicrohttpd on the
  * listener the master bound, one polling thread, every request bounded in
  * size, time and number, and the token checked before any handler runs.
- * The main thread only waits for SIGTERM (or the master's death, which
- * delivers it) and stops the daemon.
+ * Which connections are kept (per prefix, the request deadline, who makes
+ * room for a newcomer) is http_conns.c's; the main thread waits for
+ * SIGTERM (or the master's death, which delivers it), closes the
+ * connections past their deadline meanwhile, and stops the daemon.
  */
 #include "http.h"
 #include "failed.h"
 #include "http_access.h"
 #include "http_api.h"
+#include "http_conns.h"
 #include "log.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <netinet/in.h>
 #include <microhttpd.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <sys/socket.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #define HTTP_MEMORY_LIMIT (32 * 1024)  /* per connection: request line and headers (MHD answers 431/414) */
+#define HTTP_ANSWER_GRACE_MS 2000      /* a reply still being read after this may give its place up */
+#define HTTP_SWEEP_MS 250              /* how often the request deadline is checked */
+#define HTTP_REPORT_MS 60000           /* how often what the limits did is logged, if anything */
+
+/* What the connection limits did since the last report. */
+typedef struct {
+    int expired;               /* closed: no whole request within header_timeout (never served: idle
+                                  keep-alives are closed too, but not counted) */
+    int displaced;             /* closed to make room for a newcomer */
+    int refused;               /* no room */
+    int64_t since_ms;
+} conn_report_t;
 
 typedef struct {
     http_ctx_t api;
@@ -30,6 +49,10 @@ typedef struct {
     bool unix_socket;
     const http_conf_t *conf;   /* read_without_token, a Unix listener's local peers */
     const char *base_path;     /* NULL: none */
+    pthread_mutex_t conns_lock; /* conns and report: MHD's thread and the main thread's sweep */
+    conns_t conns;
+    conn_report_t report;
+    int header_timeout;
 } server_t;
 
 static const char *query_arg(void *req, const char *name)
@@ -132,9 +155,122 @@ typedef struct {
     sbuf_t body;
 } req_state_t;
 
+/* ------------------------------------------------ connections kept */
+
+/* A connection's socket context is its slot in conns, plus 1 (0: none). */
+static int conn_slot(struct MHD_Connection *c)
+{
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return ci ? (int)(intptr_t)ci->socket_context - 1 : -1;
+}
+
+static void peer_prefix(struct MHD_Connection *c, conn_prefix_t *p)
+{
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    const struct sockaddr *sa = ci ? ci->client_addr : NULL;
+    socklen_t len = !sa ? 0
+                    : sa->sa_family == AF_INET  ? (socklen_t)sizeof(struct sockaddr_in)
+                    : sa->sa_family == AF_INET6 ? (socklen_t)sizeof(struct sockaddr_in6)
+                                                : 0;
+    conn_prefix_of(sa, len, p);
+}
+
+/* Before libmicrohttpd takes a connection: refuse it when its prefix (or
+ * the whole) is full and nobody can make room. */
+static enum MHD_Result accept_policy(void *cls, const struct sockaddr *addr, socklen_t len)
+{
+    server_t *s = cls;
+    conn_prefix_t p;
+    int victim;
+    conn_prefix_of(addr, len, &p);
+    pthread_mutex_lock(&s->conns_lock);
+    int room = conns_room(&s->conns, &p, mono_ms(), &victim);
+    if (room < 0) s->report.refused++;
+    pthread_mutex_unlock(&s->conns_lock);
+    return room < 0 ? MHD_NO : MHD_YES;
+}
+
+/* Shut down rather than close: the descriptor stays libmicrohttpd's, which
+ * sees the end of the stream and closes it in its own thread. Called with
+ * conns_lock held, so the connection is still open (its slot is released,
+ * under the same lock, before libmicrohttpd closes it). */
+static void shut(int fd)
+{
+    if (fd >= 0) shutdown(fd, SHUT_RDWR);
+}
+
+static void conn_event(void *cls, struct MHD_Connection *c, void **ctx, enum MHD_ConnectionNotificationCode what)
+{
+    server_t *s = cls;
+    pthread_mutex_lock(&s->conns_lock);
+    if (what == MHD_CONNECTION_NOTIFY_STARTED) {
+        const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+        int fd = ci ? (int)ci->connect_fd : -1, displaced;
+        conn_prefix_t p;
+        peer_prefix(c, &p);
+        int i = conns_admit(&s->conns, &p, fd, mono_ms(), &displaced);
+        shut(displaced);
+        s->report.displaced += displaced >= 0;
+        s->report.refused += i < 0;
+        if (i < 0)
+            shut(fd); /* the sweep made no room since accept_policy: rare */
+        else
+            *ctx = (void *)(intptr_t)(i + 1);
+    } else if (*ctx) {
+        conns_release(&s->conns, (int)(intptr_t)*ctx - 1);
+        *ctx = NULL;
+    }
+    pthread_mutex_unlock(&s->conns_lock);
+}
+
+/* Once a minute at most, and only when the limits had to act: what they
+ * did (a slow-loris flood shows here). Called with conns_lock held. */
+static void report_limits(server_t *s, int64_t now, conn_report_t *out)
+{
+    *out = (conn_report_t){0};
+    if (now - s->report.since_ms < HTTP_REPORT_MS) return;
+    *out = s->report;
+    s->report = (conn_report_t){.since_ms = now};
+}
+
+/* Close the connections that did not send their request in time. */
+static void sweep(server_t *s)
+{
+    int fds[32], n, fresh;
+    conn_report_t r;
+    pthread_mutex_lock(&s->conns_lock);
+    int64_t now = mono_ms();
+    do {
+        n = conns_expired(&s->conns, now, fds, (int)ARRAY_LEN(fds), &fresh);
+        for (int i = 0; i < n; i++) shut(fds[i]);
+        s->report.expired += fresh;
+    } while (n == (int)ARRAY_LEN(fds));
+    report_limits(s, now, &r);
+    pthread_mutex_unlock(&s->conns_lock);
+    if (r.expired || r.displaced || r.refused)
+        log_warn("in the last %lld s, %d connection(s) closed for not sending a whole request within "
+                 "header_timeout (%d s), %d closed to make room for newer ones, %d refused (every place busy)",
+                 (long long)((now - r.since_ms) / 1000), r.expired, s->header_timeout, r.displaced, r.refused);
+}
+
+static void conn_phase(server_t *s, struct MHD_Connection *c, bool answered)
+{
+    int i = conn_slot(c);
+    if (i < 0) return;
+    pthread_mutex_lock(&s->conns_lock);
+    if (answered)
+        conns_answered(&s->conns, i, mono_ms());
+    else
+        conns_received(&s->conns, i, mono_ms());
+    pthread_mutex_unlock(&s->conns_lock);
+}
+
+/* ------------------------------------------------------ requests */
+
 static void request_done(void *cls, struct MHD_Connection *c, void **state, enum MHD_RequestTerminationCode why)
 {
-    (void)cls, (void)c, (void)why;
+    (void)why;
+    conn_phase(cls, c, true); /* kept alive: it waits for its next request, under the deadline again */
     req_state_t *st = *state;
     if (!st) return;
     sbuf_free(&st->body);
@@ -257,11 +393,9 @@ static const char *unauthorized_why(const server_t *s, struct MHD_Connection *c,
     return "this endpoint needs the token (Authorization: Bearer ...)";
 }
 
-static enum MHD_Result answer(void *cls, struct MHD_Connection *c, const char *url, const char *method,
-                              const char *version, const char *upload, size_t *upload_size, void **state)
+static enum MHD_Result handle(server_t *s, struct MHD_Connection *c, const char *url, const char *method,
+                              const char *upload, size_t *upload_size, void **state)
 {
-    (void)version;
-    server_t *s = cls;
     http_reply_t r = {0};
     int code;
     bool full = false;
@@ -305,6 +439,20 @@ static enum MHD_Result answer(void *cls, struct MHD_Connection *c, const char *u
     return send_reply(c, &r);
 }
 
+/* Once the request is whole (the last call, before the handler runs, so
+ * its time does not count), or refused before its body, the deadline stops
+ * for this connection until it waits for its next request. */
+static enum MHD_Result answer(void *cls, struct MHD_Connection *c, const char *url, const char *method,
+                              const char *version, const char *upload, size_t *upload_size, void **state)
+{
+    (void)version;
+    bool whole = *state && !*upload_size;
+    if (whole) conn_phase(cls, c, false);
+    enum MHD_Result rv = handle(cls, c, url, method, upload, upload_size, state);
+    if (!whole && MHD_get_connection_info(c, MHD_CONNECTION_INFO_HTTP_STATUS)) conn_phase(cls, c, false);
+    return rv;
+}
+
 static void mhd_log(void *cls, const char *fmt, va_list ap)
 {
     (void)cls;
@@ -316,17 +464,37 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
 
 static struct MHD_Daemon *start_daemon(server_t *s, const http_conf_t *hc, int listen_fd)
 {
+    /* A quarter of the places per address (a Unix socket's peers are all
+     * alike: no such share). libmicrohttpd's own limit leaves room for
+     * the connections displaced but not closed yet; conns keeps the count. */
+    int share = hc->is_unix ? 0 : hc->max_connections > 4 ? hc->max_connections / 4 : 1;
+    conns_init(&s->conns, hc->max_connections, share, (int64_t)hc->header_timeout * 1000, HTTP_ANSWER_GRACE_MS);
     return MHD_start_daemon(
-        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ITC | MHD_USE_ERROR_LOG, 0, NULL, NULL, answer, s,
+        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ITC | MHD_USE_ERROR_LOG, 0, accept_policy, s,
+        answer, s,
         MHD_OPTION_LISTEN_SOCKET, listen_fd,
-        MHD_OPTION_CONNECTION_LIMIT, (unsigned)hc->max_connections,
-        /* one address cannot hold every connection (a prober elsewhere still gets in) */
-        MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)(hc->max_connections > 4 ? hc->max_connections / 4 : 1),
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned)s->conns.nslots,
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)hc->timeout,
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)HTTP_MEMORY_LIMIT,
         MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
-        MHD_OPTION_NOTIFY_COMPLETED, request_done, NULL,
+        MHD_OPTION_NOTIFY_COMPLETED, request_done, s,
+        MHD_OPTION_NOTIFY_CONNECTION, conn_event, s,
         MHD_OPTION_END);
+}
+
+/* Until SIGTERM (SIGHUP alone changes nothing: the master restarts us for
+ * a new config), sweeping the request deadline meanwhile. */
+static void serve_until_told(server_t *s, const sigset_t *set)
+{
+    const struct timespec tick = {0, HTTP_SWEEP_MS * 1000000L};
+    for (;;) {
+        int sig = sigtimedwait(set, NULL, &tick);
+        if (sig < 0 && errno != EAGAIN && errno != EINTR) return;
+        if (sig < 0)
+            sweep(s);
+        else if (sig != SIGHUP)
+            return;
+    }
 }
 
 int http_serve(const qconf_t *conf, int listen_fd, int ctl_fd, const char *token)
@@ -334,6 +502,9 @@ int http_serve(const qconf_t *conf, int listen_fd, int ctl_fd, const char *token
     const http_conf_t *hc = &conf->http;
     server_t s = {.token = token, .loopback = hc->loopback, .unix_socket = hc->is_unix, .conf = hc,
                   .base_path = hc->base_path};
+    pthread_mutex_init(&s.conns_lock, NULL);
+    s.report.since_ms = mono_ms();
+    s.header_timeout = hc->header_timeout;
     s.api.conf = conf;
     s.api.ctl_fd = ctl_fd;
     sbuf_init(&s.api.ctl_in);
@@ -359,16 +530,14 @@ int http_serve(const qconf_t *conf, int listen_fd, int ctl_fd, const char *token
         return 1;
     }
     log_info("serving HTTP on %s", hc->listen);
-    int sig = 0;
-    while (sigwait(&set, &sig) == 0 && sig == SIGHUP) {
-        /* the master restarts us for a new config; SIGHUP alone changes nothing */
-    }
+    serve_until_told(&s, &set);
     /* Let go of the listener without shutting it down: the master and the
      * next HTTP process share it (a reload keeps it), and MHD_stop_daemon
      * alone would shutdown(2) it for them too. */
     MHD_socket lfd = MHD_quiesce_daemon(d);
     MHD_stop_daemon(d);
     if (lfd != MHD_INVALID_SOCKET) close(lfd);
+    conns_free(&s.conns);
     rconn_free(s.api.rc);
     sbuf_free(&s.api.ctl_in);
     return 0;

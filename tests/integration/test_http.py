@@ -179,7 +179,7 @@ def test_slow_and_oversized_clients_do_not_reach_the_master(master, r, tmp_path)
     log = tmp_path / "fixture.log"
     start(master, log, port, qpool="", extra="")
     # slow-loris clients from one address: as many as it may hold (a quarter
-    # of the 64), and more beyond that, refused or waiting
+    # of the 64), and more beyond that, each taking the place of an older one
     slow = []
     for _ in range(100):
         try:
@@ -187,7 +187,8 @@ def test_slow_and_oversized_clients_do_not_reach_the_master(master, r, tmp_path)
         except OSError:
             pass
     assert len(slow) >= 16
-    # another address still gets in (a load balancer's probe, say)
+    # a probe still gets in, though loopback is all one address (a load
+    # balancer's, say; test_http_limits.py has the flood that reconnects)
     other = http.client.HTTPConnection("127.0.0.1", port, timeout=10, source_address=("127.0.0.2", 0))
     other.request("GET", "/healthz")
     assert other.getresponse().status == 200

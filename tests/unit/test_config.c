@@ -883,9 +883,12 @@ static void test_http_settings(void **state)
     assert_int_equal(c->http.port, 9178);
     assert_int_equal(c->http.max_connections, 64);
     assert_int_equal(c->http.timeout, 10);
+    assert_int_equal(c->http.header_timeout, 5);
     config_free(c);
-    c = must_load("qpool = { http = { listen = \"[::1]:80\"; max_connections = 5; timeout = 3; }; };\n" MINPOOL);
+    c = must_load("qpool = { http = { listen = \"[::1]:80\"; max_connections = 5; timeout = 3; header_timeout = 2; }; };\n" MINPOOL);
     assert_true(c->http.loopback);
+    assert_int_equal(c->http.header_timeout, 2);
+    expect_error("qpool = {\n  http = { listen = \"[::1]:80\"; header_timeout = 0; };\n};\n" MINPOOL, 2, "header_timeout", NULL);
     assert_string_equal(c->http.host, "::1");
     config_free(c);
     c = must_load("qpool = { http = { listen = \"/run/q/http.sock\"; socket_mode = \"0666\"; }; };\n" MINPOOL);
