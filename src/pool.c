@@ -268,6 +268,7 @@ static void spawn_child(pools_t *ps, pool_t *p, int slot_no, int64_t now)
         log_set_tag(tag);
         slot->pid = getpid();
         if (child_setup(&spec) < 0) _exit(QPOOL_EX_SETUP);
+        child_spec_free(&spec);
         if (is_native(p))
             exit(worker_main(&p->conf, ps->conf, slot, slot_no, ps->master_pid, sv[1] >= 0 ? PROC_KEEP_FD : -1));
         char **argv = config_expand_command(&p->conf);
