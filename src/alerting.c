@@ -6,6 +6,7 @@
  */
 #include "alerting.h"
 #include "alerts.h"
+#include "child.h"
 #include "log.h"
 #include "proc.h"
 #include "util.h"
@@ -85,26 +86,44 @@ static void reap_commands(struct alerting *s, int64_t now)
         }
 }
 
-static void exec_command(const qconf_t *c, int in_fd, const char *alert, const char *st)
+/* The command's child, built here, before the fork (review #5): its own
+ * process group, the event on stdin, the alert user (looked up now), and
+ * a minimal environment: PATH, QPOOL_ALERT, QPOOL_ALERT_STATE, and the
+ * alert user's HOME and USER. Nothing of the master's environment (a
+ * password_env variable, root's HOME) reaches it. */
+static int command_spec(const qconf_t *c, int in_fd, const char *alert, const char *st, child_spec_t *cs)
 {
-    setpgid(0, 0);
-    /* in_fd may be 0 itself (close-on-exec): a fresh copy either way */
-    int fd = fcntl(in_fd, F_DUPFD, 3);
-    if (fd < 0 || dup2(fd, 0) < 0) _exit(126);
-    closefrom(3);
-    proc_reset_signals();
-    sigset_t none;
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, NULL);
-    if (geteuid() == 0) {
-        const char *user = c->alerts_user ? c->alerts_user : "nobody";
-        struct passwd *pw = getpwnam(user);
-        if (!pw || initgroups(pw->pw_name, pw->pw_gid) < 0 || setgid(pw->pw_gid) < 0 || setuid(pw->pw_uid) < 0)
-            _exit(126);
+    memset(cs, 0, sizeof *cs);
+    snprintf(cs->who, sizeof cs->who, "alerts");
+    cs->parent = getpid();
+    cs->deathsig = SIGTERM;
+    cs->own_group = true;
+    cs->reset_signals = true;
+    cs->fds[cs->nfds++] = (child_fd_t){.from = in_fd, .to = 0};
+    cs->clear_env = true;
+    bool root = geteuid() == 0;
+    const char *user = c->alerts_user ? c->alerts_user : "nobody";
+    struct passwd *pw = root ? getpwnam(user) : getpwuid(geteuid());
+    if (!pw) {
+        log_warn("alerts: no user %s; the command does not run", root ? user : "for qpool's uid");
+        return -1;
     }
-    prctl(PR_SET_PDEATHSIG, SIGTERM); /* set after the drop: a change of credentials clears it */
-    setenv("QPOOL_ALERT", alert, 1);
-    setenv("QPOOL_ALERT_STATE", st, 1);
+    uid_t uid = pw->pw_uid;
+    gid_t gid = pw->pw_gid;
+    child_env_minimal(&cs->env, getenv("PATH"), pw->pw_dir, pw->pw_name);
+    child_env_put(&cs->env, "QPOOL_ALERT", alert);
+    child_env_put(&cs->env, "QPOOL_ALERT_STATE", st);
+    if (root && child_spec_user(cs, user, uid, gid, false) < 0) {
+        log_warn("alerts: the groups of %s: %s; the command does not run", user, strerror(errno ? errno : ENOENT));
+        child_spec_free(cs);
+        return -1;
+    }
+    return 0;
+}
+
+static void exec_command(const qconf_t *c, const child_spec_t *cs)
+{
+    if (child_setup(cs) < 0) _exit(126);
     execvp(c->alerts_command[0], c->alerts_command);
     dprintf(2, "qpool: cannot run alerts.command %s: %s\n", c->alerts_command[0], strerror(errno));
     _exit(127);
@@ -123,8 +142,15 @@ static void run_command(master_t *m, const cJSON *ev)
     int fds[2];
     if (pipe2(fds, O_CLOEXEC) < 0) return;
     const cJSON *a = cJSON_GetObjectItemCaseSensitive(ev, "alert"), *st = cJSON_GetObjectItemCaseSensitive(ev, "state");
+    child_spec_t cs;
+    if (command_spec(m->conf, fds[0], a->valuestring, st->valuestring, &cs) < 0) {
+        close(fds[0]);
+        close(fds[1]);
+        return;
+    }
     pid_t pid = fork();
-    if (pid == 0) exec_command(m->conf, fds[0], a->valuestring, st->valuestring);
+    if (pid == 0) exec_command(m->conf, &cs);
+    child_spec_free(&cs);
     close(fds[0]);
     if (pid < 0) {
         close(fds[1]);

@@ -1440,6 +1440,37 @@ static void wipe_free(char *s)
     free(s);
 }
 
+void redis_conf_wipe_secrets(redis_conf_t *r)
+{
+    wipe_free(r->password);
+    wipe_free(r->file_password);
+    wipe_free(r->sentinel.file_password);
+    r->password = r->file_password = r->sentinel.file_password = NULL;
+}
+
+static void wipe_pool_env(pool_conf_t *p)
+{
+    for (int i = 0; i < p->nenv; i++) {
+        wipe_free(p->env[i].value);
+        free(p->env[i].name);
+    }
+    free(p->env);
+    p->env = NULL;
+    p->nenv = 0;
+}
+
+void config_wipe_secrets(qconf_t *c, const char *keep)
+{
+    for (int i = 0; i < c->nredis; i++)
+        if (!keep || strcmp(c->redis[i].name, keep)) redis_conf_wipe_secrets(&c->redis[i]);
+    for (int i = 0; i < c->npools; i++) wipe_pool_env(&c->pools[i]);
+}
+
+void pool_conf_wipe_env(pool_conf_t *p)
+{
+    wipe_pool_env(p);
+}
+
 void redis_conf_ext_free(redis_conf_t *r)
 {
     free(r->password_file);

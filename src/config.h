@@ -274,6 +274,15 @@ bool redis_conf_same(const redis_conf_t *a, const redis_conf_t *b);
  * redis connection; the secrets are wiped before they are freed. */
 void redis_conf_ext_copy(redis_conf_t *dst, const redis_conf_t *src);
 void redis_conf_ext_free(redis_conf_t *r);
+/* Wipe and free a connection's passwords (app-described, password_file's,
+ * sentinel_password_file's); the rest stays. */
+void redis_conf_wipe_secrets(redis_conf_t *r);
+/* Wipe and free every connection's passwords but keep's (NULL: all), and
+ * every pool's environment (names and values): for a config the process
+ * will never connect or start a pool with again. */
+void config_wipe_secrets(qconf_t *c, const char *keep);
+/* Wipe and free one pool's environment. */
+void pool_conf_wipe_env(pool_conf_t *p);
 /* Free every field of a connection (secrets wiped) and zero it. */
 void redis_conf_free(redis_conf_t *r);
 

@@ -4,8 +4,10 @@
  * backoff, restart on a changed config, stop).
  */
 #include "http.h"
+#include "child.h"
 #include "control.h"
 #include "log.h"
+#include "monitor.h"
 #include "proc.h"
 #include "respawn.h"
 #include "safefile.h"
@@ -14,6 +16,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <grp.h>
 #include <netinet/in.h>
 #include <pwd.h>
@@ -240,39 +243,74 @@ static int resolve_user(struct http_sup *s, const http_conf_t *h, char *err, siz
     return 0;
 }
 
-static int drop_privileges(const struct http_sup *s)
+/* ------------------------------------------------------------ secrets (review #6) */
+
+static void wipe_env(const char *name, const redis_conf_t *keep)
 {
-    if (!s->drop) return 0;
-    if (setgroups(1, &s->gid) < 0 || setgid(s->gid) < 0 || setuid(s->uid) < 0) {
-        log_error("http: cannot drop to uid %d: %s", (int)s->uid, strerror(errno));
-        return -1;
-    }
-    if (setuid(0) == 0) {
-        log_error("http: could regain root after dropping it");
-        return -1;
-    }
-    return 0;
+    if (!name || (keep && ((keep->password_env && !strcmp(keep->password_env, name)) ||
+                           (keep->sentinel.password_env && !strcmp(keep->sentinel.password_env, name)))))
+        return;
+    char *v = getenv(name);
+    if (v) explicit_bzero(v, strlen(v));
+    unsetenv(name);
 }
 
-/* In the child: keep the listener and the channel as 3 and 4, nothing else
- * of the master's (scoreboard, pid file, control socket, Redis, signalfd). */
-static void become_http(master_t *m, int listen_fd, int ctl_fd)
+/* Below the current frame: what deeper calls of the master left there
+ * (a reload reads password files, formats AUTH commands). */
+static __attribute__((noinline)) void wipe_dead_stack(void)
 {
-    const struct http_sup *s = m->http;
-    pid_t master = getppid();
+    char pad[256 * 1024];
+    explicit_bzero(pad, sizeof pad);
+}
+
+/* The HTTP process reads Redis through http.connection alone: every other
+ * connection's password (password_file's content, app-described, the
+ * password_env variable), every pool's environment and the master's
+ * connection copies are wiped and freed before it serves anything. */
+static void drop_secrets(master_t *m)
+{
+    qconf_t *c = m->conf;
+    const char *name = c->http.connection ? c->http.connection : "default";
+    const redis_conf_t *keep = config_redis(c, name);
+    for (int i = 0; i < c->nredis; i++)
+        if (&c->redis[i] != keep) {
+            wipe_env(c->redis[i].password_env, keep);
+            wipe_env(c->redis[i].sentinel.password_env, keep);
+        }
+    config_wipe_secrets(c, keep ? keep->name : NULL);
+    for (int i = 0; i < m->pools.n; i++) pool_conf_wipe_env(&m->pools.v[i]->conf);
+    monitor_wipe_secrets(m);
+    wipe_dead_stack();
+    malloc_trim(0); /* free pages back to the kernel: whatever they held is gone */
+}
+
+/* ------------------------------------------------------------ the child */
+
+/* The child as a child_spec_t, built in the master: the listener and the
+ * channel become 3 and 4, nothing else of the master's stays (pid file,
+ * control socket, Redis, signalfd); it runs as the resolved user. */
+static void http_spec(const struct http_sup *s, int ctl_fd, child_spec_t *cs)
+{
+    memset(cs, 0, sizeof *cs);
+    snprintf(cs->who, sizeof cs->who, "http");
+    cs->parent = getpid();
+    cs->deathsig = SIGTERM;
+    cs->own_group = true;
+    cs->fds[cs->nfds++] = (child_fd_t){.from = s->listen_fd, .to = HTTP_LISTEN_FD};
+    cs->fds[cs->nfds++] = (child_fd_t){.from = ctl_fd, .to = HTTP_CTL_FD};
+    cs->never_root = true;
+    if (s->drop) child_spec_user(cs, NULL, s->uid, s->gid, false); /* gid alone: no lookup */
+}
+
+static void become_http(master_t *m, const child_spec_t *cs)
+{
     log_set_tag("http");
     proc_title("qpool: http [%s]", m->conf->http.listen);
-    setpgid(0, 0);
-    /* out of the way first: either may already be 3 or 4 */
-    int l = fcntl(listen_fd, F_DUPFD, HTTP_CTL_FD + 1), c = fcntl(ctl_fd, F_DUPFD, HTTP_CTL_FD + 1);
-    if (l < 0 || c < 0 || dup2(l, HTTP_LISTEN_FD) < 0 || dup2(c, HTTP_CTL_FD) < 0) _exit(1);
-    closefrom(HTTP_CTL_FD + 1);
+    if (child_setup(cs) < 0) _exit(1);
     sb_destroy(&m->sb);
     set_nonblock(HTTP_CTL_FD, true);
-    if (drop_privileges(s) < 0) _exit(1);
-    /* after the drop: a change of credentials clears the parent-death signal */
-    if (prctl(PR_SET_PDEATHSIG, SIGTERM) < 0 || getppid() != master) _exit(1);
-    _exit(http_serve(m->conf, HTTP_LISTEN_FD, HTTP_CTL_FD, s->token));
+    drop_secrets(m);
+    _exit(http_serve(m->conf, HTTP_LISTEN_FD, HTTP_CTL_FD, m->http->token));
 }
 
 static void back_off(struct http_sup *s)
@@ -293,9 +331,12 @@ static int spawn(master_t *m)
         back_off(s);
         return -1;
     }
+    child_spec_t cs;
+    http_spec(s, sv[1], &cs);
     pid_t pid = fork();
     if (pid < 0) {
         log_error("http: fork: %s", strerror(errno));
+        child_spec_free(&cs);
         close(sv[0]);
         close(sv[1]);
         back_off(s);
@@ -303,8 +344,9 @@ static int spawn(master_t *m)
     }
     if (pid == 0) {
         close(sv[0]);
-        become_http(m, s->listen_fd, sv[1]);
+        become_http(m, &cs);
     }
+    child_spec_free(&cs);
     close(sv[1]);
     set_nonblock(sv[0], true);
     if (control_adopt(m, sv[0]) < 0) close(sv[0]);

@@ -385,6 +385,9 @@ int master_reload(master_t *m, char **msg)
             jobhist_pending_free(&m->pools.v[i]->jobs);
             jobhist_pending_init(&m->pools.v[i]->jobs, nc->job_history_size);
         }
+    /* nothing runs with the old config's secrets any more: gone before a
+     * new HTTP process is forked with oc still in memory (review #6) */
+    config_wipe_secrets(oc, NULL);
     char http_err[600];
     int http_rv = http_reload(m, oc, http_err, sizeof http_err);
     config_free(oc);

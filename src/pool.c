@@ -18,6 +18,7 @@
 #include "pool.h"
 #include "respawn.h"
 #include "log.h"
+#include "child.h"
 #include "proc.h"
 #include "util.h"
 
@@ -239,9 +240,21 @@ static void spawn_child(pools_t *ps, pool_t *p, int slot_no, int64_t now)
     if (slot->native && ps->conf->metrics && socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, sv) < 0)
         log_warn("pool %s: no stats channel: %s", p->conf.name, strerror(errno));
 
-    pid_t pid = fork();
+    /* Everything the child becomes, looked up here, before the fork.
+     * A native worker: SIGHUP from the kernel when the master dies (it
+     * kills its handler's process group and exits at once). An external
+     * command: SIGTERM, as on a graceful stop: queue:work finishes its job
+     * and exits (review #7). */
+    child_spec_t spec;
+    pid_t pid = -1;
+    if (child_spec_pool(&spec, &p->conf, ps->master_pid, is_native(p) ? SIGHUP : SIGTERM,
+                        is_native(p) ? sv[1] : -1) == 0) {
+        spec.reset_signals = !is_native(p);
+        pid = fork();
+        if (pid < 0) log_error("pool %s: fork: %s", p->conf.name, strerror(errno));
+    }
     if (pid < 0) {
-        log_error("pool %s: fork: %s", p->conf.name, strerror(errno));
+        child_spec_free(&spec);
         if (sv[0] >= 0) close(sv[0]), close(sv[1]);
         sb_release(ps->sb, sbi);
         slot_state(p, slot_no)->not_before_ms = now + 1000;
@@ -254,22 +267,17 @@ static void spawn_child(pools_t *ps, pool_t *p, int slot_no, int64_t now)
         snprintf(tag, sizeof tag, "%s#%d", p->conf.name, slot_no);
         log_set_tag(tag);
         slot->pid = getpid();
-        if (is_native(p)) {
-            /* SIGHUP from the kernel when the master dies: the worker kills
-             * its handler's process group and exits at once. */
-            if (proc_child_setup(&p->conf, ps->master_pid, SIGHUP, sv[1]) < 0) _exit(QPOOL_EX_SETUP);
+        if (child_setup(&spec) < 0) _exit(QPOOL_EX_SETUP);
+        child_spec_free(&spec);
+        if (is_native(p))
             exit(worker_main(&p->conf, ps->conf, slot, slot_no, ps->master_pid, sv[1] >= 0 ? PROC_KEEP_FD : -1));
-        }
-        /* SIGTERM when the master dies, as on a graceful stop: queue:work
-         * finishes its job and exits (review #7) */
-        if (proc_child_setup(&p->conf, ps->master_pid, SIGTERM, -1) < 0) _exit(QPOOL_EX_SETUP);
-        proc_reset_signals();
         char **argv = config_expand_command(&p->conf);
         proc_title("qpool: %s", tag); /* shown until exec replaces us */
         execvp(argv[0], argv);
         log_error("pool %s: cannot run %s: %s", p->conf.name, argv[0], strerror(errno));
         _exit(127);
     }
+    child_spec_free(&spec);
     slot->pid = pid;
     slot->started_ms = wall_ms();
     if (sv[1] >= 0) close(sv[1]);

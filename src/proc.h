@@ -1,8 +1,7 @@
 /*
- * proc.h - process utilities: everything a freshly forked child does before
- * it runs anything (own process group, death with its parent, credentials,
- * working directory, nice, environment, a clean fd table and signal state),
- * plus /proc readers the master and workers use (RSS, caught signals).
+ * proc.h - process utilities: the signal reset before an exec, and /proc
+ * readers the master and workers use (RSS, caught signals, process groups).
+ * Setting up a child of the master is child.h's.
  */
 #ifndef QPOOL_PROC_H
 #define QPOOL_PROC_H
@@ -17,13 +16,15 @@
 #define QPOOL_EX_SETUP 71
 #define QPOOL_EX_MEMORY 12
 
-/* In a forked child: apply the pool's process settings. Returns 0, or -1 with
- * a message already logged (the caller exits QPOOL_EX_SETUP). parent is the pid
- * that must be alive (parent-death race check); deathsig is the signal the
- * kernel sends when it dies. */
+/* In a forked child: apply the pool's process settings (child.c builds a
+ * child_spec_t from them and applies it; the user and group lookups happen
+ * here, after the fork: new code builds the spec before it, see child.h).
+ * Returns 0, or -1 with a message already logged (the caller exits
+ * QPOOL_EX_SETUP). parent is the pid that must be alive (parent-death race
+ * check); deathsig is the signal the kernel sends when it dies. */
 int proc_child_setup(const pool_conf_t *p, pid_t parent, int deathsig, int keep_fd);
-/* Where proc_child_setup puts keep_fd (>= 0): every other descriptor from 3
- * up is closed. */
+/* Where a worker's kept descriptor goes (>= 0): every other descriptor
+ * from 3 up is closed. */
 #define PROC_KEEP_FD 3
 
 /* Reset signal mask and dispositions to defaults (before exec). */

@@ -260,7 +260,7 @@ static int io_read(rconn_t *c, int sigfd, int timeout_ms, redisReply **out)
  * last_error set. */
 static redisReply *hs_command(rconn_t *c, int argc, const char **argv)
 {
-    redisAppendCommandArgv(c->ctx, argc, argv, NULL);
+    if (argc) redisAppendCommandArgv(c->ctx, argc, argv, NULL); /* 0: already sent */
     redisReply *r;
     uint64_t trips = c->round_trips; /* the count is of the caller's batches */
     int rv = io_read(c, -1, -1, &r);
@@ -287,6 +287,44 @@ static int password_of(rconn_t *c, const char **pw)
     return *pw ? 1 : 0;
 }
 
+/* Write n bytes by the connection's timeout. -1 with last_error set. */
+static int send_all(rconn_t *c, const char *buf, size_t n)
+{
+    int64_t deadline = mono_ms() + conf_timeout_ms(c);
+    if (c->ssl) return rtls_write(c->ssl, buf, n, deadline, c->last_error, sizeof c->last_error) < 0 ? -1 : 0;
+    while (n) {
+        ssize_t w = write(c->ctx->fd, buf, n);
+        if (w > 0) {
+            buf += w;
+            n -= (size_t)w;
+        } else if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            if (wait_socket(c, -1, true, deadline) != RC_OK) return -1;
+        } else if (!(w < 0 && errno == EINTR)) {
+            set_error(c, w < 0 ? strerror(errno) : "write failed");
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* A handshake command that carries a password: no copy of it is left in
+ * memory hiredis frees (its formatted command, its output buffer), so no
+ * process forked later (the HTTP process) finds one there. */
+static redisReply *hs_secret_command(rconn_t *c, int argc, const char **argv)
+{
+    char *cmd = NULL;
+    int len = redisFormatCommandArgv(&cmd, argc, argv, NULL);
+    if (len < 0 || flush_out(c) < 0) {
+        if (len < 0) set_error(c, "out of memory");
+        free(cmd);
+        return NULL;
+    }
+    int w = send_all(c, cmd, (size_t)len);
+    explicit_bzero(cmd, (size_t)len);
+    free(cmd);
+    return w < 0 ? NULL : hs_command(c, 0, NULL);
+}
+
 /* AUTH [username] password: the error names the user, never the password. */
 static int authenticate(rconn_t *c)
 {
@@ -294,7 +332,7 @@ static int authenticate(rconn_t *c)
     int have = password_of(c, &pw);
     if (have <= 0) return have;
     const char *argv[3] = {"AUTH", c->conf.username ? c->conf.username : pw, pw};
-    redisReply *r = hs_command(c, c->conf.username ? 3 : 2, argv);
+    redisReply *r = hs_secret_command(c, c->conf.username ? 3 : 2, argv);
     if (!r) return -1;
     int rv = r->type == REDIS_REPLY_ERROR ? -1 : 0;
     if (rv < 0)

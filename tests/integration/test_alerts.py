@@ -3,8 +3,13 @@ wait), crash loop and failure rate, each logged as a warning, raised once
 per episode and again when it clears, and given as JSON to alerts.command.
 Real master, real Redis, real children."""
 import json
+import os
+import pwd
+import re
 import signal
 import time
+
+import pytest
 
 from conftest import FIXTURE_HANDLER, make_payload, push_many, wait_for
 
@@ -83,3 +88,25 @@ def test_a_failure_rate_raises_an_alert(master, r, tmp_path):
     push_many(r, "default", [make_payload("ok") for _ in range(2)] + [make_payload("fail") for _ in range(8)])
     ev = first_event(out, "the failure_rate alert")
     assert ev["alert"] == "failure_rate" and ev["measure"] == "failure_rate" and ev["value"] >= 0.5
+
+
+def test_the_command_gets_a_minimal_environment_as_its_user(master, r, tmp_path):
+    """Review #5: the command runs with PATH, its QPOOL_ALERT variables and
+    its user's HOME and USER, nothing of the master's environment (a
+    password_env variable, root's HOME). /usr/bin/env prints what it got
+    to the master's log (its inherited stdout)."""
+    if os.geteuid() != 0:
+        pytest.skip("alerts.user needs a root master")
+    secret = "redis-pw-%s" % os.urandom(6).hex()
+    master.write_config('{ name = "broken"; queues = ["default"]; processes = 1; command = ["/bin/false"]; }',
+                        qpool='balance_interval = 0.2;\n'
+                              'alerts = { crash_loop = 3; crash_loop_window = 60; command = ["/usr/bin/env"]; user = "nobody"; };')
+    master.start(env={"HOME": "/root", "QPOOL_TEST_REDIS_PW": secret, "PATH": "/usr/local/bin:/usr/bin:/bin"})
+    master.wait_log(r"(?m)^QPOOL_ALERT=crash_loop$", 30)
+    master.wait_log(r"(?m)^QPOOL_ALERT_STATE=firing$", 5)
+    time.sleep(0.5)  # env prints in one go; let it finish
+    got = dict(re.findall(r"(?m)^([A-Za-z_][A-Za-z0-9_]*)=(.*)$", master.log()))
+    nobody = pwd.getpwnam("nobody")
+    assert got == {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": nobody.pw_dir, "USER": "nobody",
+                   "QPOOL_ALERT": "crash_loop", "QPOOL_ALERT_STATE": "firing"}
+    assert secret not in master.log()

@@ -17,7 +17,7 @@ import urllib.request
 
 import pytest
 
-from conftest import (FIXTURE_HANDLER, PREFIX, QPOOL, fill_failed_store, free_port, make_payload, push_many,
+from conftest import (BUILD, FIXTURE_HANDLER, PREFIX, QPOOL, fill_failed_store, free_port, make_payload, push_many,
                       read_fixture_log, wait_for)
 
 MAIL = "App\\Jobs\\SendMail"
@@ -890,3 +890,78 @@ def test_a_token_file_over_the_limit_is_refused(master, r, tmp_path):
     tok.write_text(TOKEN + "x" * (4096 - len(TOKEN) - 1) + "\n")
     master.cli("reload", check=False)
     wait_for(lambda: code(port, "/metrics", TOKEN + "x" * (4096 - len(TOKEN) - 1)) == 200, 10, what="the endpoint")
+
+def memory_holds(pid, secrets):
+    """Which of secrets (bytes) are anywhere in pid's readable memory. As
+    root, /proc/PID/mem reads even a non-dumpable process (ptrace access)."""
+    found = set()
+    with open("/proc/%d/maps" % pid) as f:
+        maps = [l.split() for l in f.read().splitlines()]
+    with open("/proc/%d/mem" % pid, "rb", 0) as mem:
+        for m in maps:
+            if "r" not in m[1] or (len(m) > 5 and m[5] in ("[vvar]", "[vsyscall]", "[vvar_vclock]")):
+                continue
+            lo, hi = (int(x, 16) for x in m[0].split("-"))
+            if hi - lo > 1 << 30:
+                continue  # reserved, not heap or stack
+            try:
+                mem.seek(lo)
+                data = mem.read(hi - lo)
+            except OSError:
+                continue
+            found |= {s for s in secrets if s in data}
+    return found
+
+
+@pytest.mark.skipif("asan" in str(BUILD), reason="ASan's shadow and quarantine: freed memory is kept on purpose")
+def test_the_http_process_holds_no_secret_it_does_not_need(master, r, tmp_path):
+    """Review #6: the HTTP process reads Redis through http.connection only.
+    Another connection's password (from password_file, and from a
+    password_env variable) and the pools' environment values are wiped
+    before it serves, also after a reload (the old config is still in the
+    master when the new process is forked). Checked by reading the
+    process's whole memory through /proc/PID/mem."""
+    if os.geteuid() != 0:
+        pytest.skip("reading another process's memory needs root")
+    file_pw, env_pw, app_key, web_pw = (b"file-pw-%s" % os.urandom(6).hex().encode(),
+                                        b"env-pw-%s" % os.urandom(6).hex().encode(),
+                                        b"app-key-%s" % os.urandom(6).hex().encode(),
+                                        b"web-pw-%s" % os.urandom(6).hex().encode())
+    # ACL users: the master and the workers authenticate as them (AUTH's
+    # buffers must not leave a copy behind either)
+    r.execute_command("ACL", "SETUSER", "spare", "on", ">" + file_pw.decode(), "~*", "&*", "+@all")
+    r.execute_command("ACL", "SETUSER", "other", "on", ">" + env_pw.decode(), "~*", "&*", "+@all")
+    r.execute_command("ACL", "SETUSER", "web", "on", ">" + web_pw.decode(), "~*", "&*", "+@all")
+    pwf = tmp_path / "spare.pw"
+    pwf.write_bytes(file_pw + b"\n")
+    os.chmod(pwf, 0o600)
+    port, rport = free_port(), master.redis.port
+    conns = ('default = { host = "127.0.0.1"; port = %d; prefix = "%s"; };\n'
+             '  spare = { host = "127.0.0.1"; port = %d; prefix = "%s"; username = "spare"; password_file = "%s"; };\n'
+             '  other = { host = "127.0.0.1"; port = %d; prefix = "%s"; username = "other"; password_env = "QPOOL_TEST_OTHER_PW"; };\n'
+             '  web = { host = "127.0.0.1"; port = %d; prefix = "%s"; username = "web"; password_env = "QPOOL_TEST_WEB_PW"; };'
+             % (rport, PREFIX, rport, PREFIX, pwf, rport, PREFIX, rport, PREFIX))
+    log = tmp_path / "fixture.log"
+    pools = ('{ name = "w"; queues = ["default"]; processes = 1; handler = { type = "pipe"; command = ["%s"]; };'
+             ' environment = { FIXTURE_LOG = "%s"; APP_KEY = "%s"; }; },\n'
+             '{ name = "s"; connection = "spare"; queues = ["s"]; processes = 1; handler = { type = "pipe"; command = ["%s"]; }; },\n'
+             '{ name = "o"; connection = "other"; queues = ["o"]; processes = 1; handler = { type = "pipe"; command = ["%s"]; }; }'
+             % (FIXTURE_HANDLER, log, app_key.decode(), FIXTURE_HANDLER, FIXTURE_HANDLER))
+    master.write_config(pools, qpool=http_conf(port, 'connection = "web";'), redis_conf=conns)
+    master.start(env={"QPOOL_TEST_OTHER_PW": env_pw.decode(), "QPOOL_TEST_WEB_PW": web_pw.decode()})
+    wait_for(lambda: code(port, "/healthz") == 200, 10, what="the HTTP endpoint")
+    master.wait_children("s", 1)
+    master.wait_children("o", 1)
+    secrets = {file_pw, env_pw, app_key}
+    # the scan sees them where they are meant to be: the master holds them all
+    assert memory_holds(master.proc.pid, secrets | {web_pw}) == secrets | {web_pw}
+    pid = http_pid(master)
+    assert memory_holds(pid, secrets | {web_pw}) == {web_pw}  # its own connection's only
+    assert get(port, "/api/failed")[0] == 200  # and it still reads Redis as "web"
+    for _ in range(2):  # forked by a reload, with the old config still in the master
+        master.signal(signal.SIGHUP)
+        wait_for(lambda: http_pid(master) not in (None, pid) and code(port, "/healthz") == 200, 10,
+                 what="a new HTTP process")
+        pid = http_pid(master)
+        assert memory_holds(pid, secrets) == set()
+    assert get(port, "/api/failed")[0] == 200

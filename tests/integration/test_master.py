@@ -440,3 +440,35 @@ def test_the_master_kills_the_handler_group_of_a_killed_worker(master, r, tmp_pa
     os.kill(worker, signal.SIGKILL)
     wait_for(lambda: not pgid_members(handler), 10, what="the handler's group to be killed by the master")
     assert "not killing process group" not in master.log()
+
+
+def test_a_child_becomes_its_pools_user_with_its_groups_home_and_directory(master, tmp_path):
+    """One child set-up (child.c): the user, its supplementary groups and its
+    passwd entry are looked up in the master before the fork; the child gets
+    them, HOME/USER/LOGNAME over the pool's own, its working directory, nice,
+    its own process group, and nothing of the master's descriptors."""
+    if os.geteuid() != 0:
+        pytest.skip("switching users needs root")
+    import pwd
+    pw = pwd.getpwnam("nobody")
+    script = r"""grep -E '^(Uid|Gid|Groups):' /proc/$$/status | tr '\t' ' ' | sed 's/^/CHILD /'
+echo "CHILD env HOME=$HOME USER=$USER LOGNAME=$LOGNAME APP=$APP"
+echo "CHILD pwd $(pwd) nice $(cut -d' ' -f19 /proc/$$/stat) pgrp $(cut -d' ' -f5 /proc/$$/stat) pid $$"
+echo "CHILD fds $(ls /proc/$$/fd | sort -n | tr '\n' ' ')"
+exec sleep 100"""
+    script = script.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "; ")
+    master.write_config('{ name = "u"; queues = ["q"]; processes = 1; user = "nobody"; nice = 5;'
+                        ' working_directory = "/tmp"; environment = { HOME = "/from/the/pool"; APP = "x"; };'
+                        ' command = ["/bin/sh", "-c", "%s"]; }' % script)
+    master.start()
+    master.wait_log(r"CHILD fds ")
+    out = dict(re.findall(r"(?m)^CHILD (\w+):? (.*?)\s*$", master.log()))
+    groups = sorted(os.getgrouplist("nobody", pw.pw_gid))
+    assert out["Uid"].split() == [str(pw.pw_uid)] * 4
+    assert out["Gid"].split() == [str(pw.pw_gid)] * 4
+    assert sorted(int(g) for g in out["Groups"].split()) == groups
+    assert out["env"] == "HOME=%s USER=nobody LOGNAME=nobody APP=x" % pw.pw_dir
+    m = re.match(r"/tmp nice 5 pgrp (\d+) pid (\d+)$", out["pwd"])
+    assert m and m.group(1) == m.group(2), out["pwd"]
+    # stdio, and the descriptor ls itself opens to list them
+    assert [int(f) for f in out["fds"].split()][:3] == [0, 1, 2] and len(out["fds"].split()) <= 4, out["fds"]
