@@ -947,7 +947,7 @@ def test_the_http_process_holds_no_secret_it_does_not_need(master, r, tmp_path):
              '{ name = "s"; connection = "spare"; queues = ["s"]; processes = 1; handler = { type = "pipe"; command = ["%s"]; }; },\n'
              '{ name = "o"; connection = "other"; queues = ["o"]; processes = 1; handler = { type = "pipe"; command = ["%s"]; }; }'
              % (FIXTURE_HANDLER, log, app_key.decode(), FIXTURE_HANDLER, FIXTURE_HANDLER))
-    master.write_config(pools, qpool=http_conf(port, 'connection = "web";'), redis_conf=conns)
+    master.write_config(pools, qpool=http_conf(port, 'connection = "web"; read_without_token = "all";'), redis_conf=conns)
     master.start(env={"QPOOL_TEST_OTHER_PW": env_pw.decode(), "QPOOL_TEST_WEB_PW": web_pw.decode()})
     wait_for(lambda: code(port, "/healthz") == 200, 10, what="the HTTP endpoint")
     master.wait_children("s", 1)
