@@ -2,6 +2,7 @@
  * appdesc.c - see appdesc.h.
  */
 #include "appdesc.h"
+#include "child.h"
 #include "log.h"
 #include "proc.h"
 #include "sdnotify.h"
@@ -277,14 +278,24 @@ const char *appdesc_default_adapter(void)
     return candidates[1];
 }
 
-static void child_exec(char *const *argv, const pool_conf_t *p, pid_t parent, int out_w, int err_w)
+/* The describer's set-up, decided before the fork (child.h): the pool's
+ * user, groups, environment and directory, its own process group, stdin
+ * /dev/null and stdout/stderr on the pipes. */
+static int describer_spec(child_spec_t *cs, const pool_conf_t *p, pid_t parent, int devnull, int out_w, int err_w)
 {
-    int devnull = open("/dev/null", O_RDONLY);
-    if (devnull < 0 || dup2(devnull, 0) < 0 || dup2(out_w, 1) < 0 || dup2(err_w, 2) < 0) _exit(QPOOL_EX_SETUP);
     pool_conf_t q = *p;
     if (geteuid() != 0) q.has_uid = q.has_gid = false; /* `qpool check` as a user: run as that user */
-    if (proc_child_setup(&q, parent, SIGKILL, -1) < 0) _exit(QPOOL_EX_SETUP);
-    proc_reset_signals();
+    if (child_spec_pool(cs, &q, parent, SIGKILL, -1) < 0) return -1;
+    cs->fds[cs->nfds++] = (child_fd_t){.from = devnull, .to = 0};
+    cs->fds[cs->nfds++] = (child_fd_t){.from = out_w, .to = 1};
+    cs->fds[cs->nfds++] = (child_fd_t){.from = err_w, .to = 2};
+    cs->reset_signals = true;
+    return 0;
+}
+
+static void child_exec(char *const *argv, const child_spec_t *cs)
+{
+    if (child_setup(cs) < 0) _exit(QPOOL_EX_SETUP);
     execvp(argv[0], argv);
     fprintf(stderr, "cannot run %s: %s\n", argv[0], strerror(errno));
     _exit(127);
@@ -384,15 +395,22 @@ static int start_one(describe_t *d)
         close(po[1]);
         goto pipe_fail;
     }
-    pid_t parent = getpid();
-    pid_t pid = fork();
-    if (pid == 0) child_exec(d->job->argv, d->job->pool, parent, po[1], pe[1]);
+    child_spec_t cs;
+    int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    pid_t pid = -1;
+    if (devnull >= 0 && describer_spec(&cs, d->job->pool, getpid(), devnull, po[1], pe[1]) == 0) {
+        pid = fork();
+        if (pid == 0) child_exec(d->job->argv, &cs);
+        child_spec_free(&cs);
+    } else
+        errno = devnull < 0 ? errno : EINVAL;
+    if (devnull >= 0) close(devnull);
     close(po[1]);
     close(pe[1]);
     d->s[0].fd = po[0];
     d->s[1].fd = pe[0];
     if (pid < 0) {
-        snprintf(d->job->err, sizeof d->job->err, "fork: %s", strerror(errno));
+        snprintf(d->job->err, sizeof d->job->err, "cannot start the describer: %s", strerror(errno));
         return -1;
     }
     d->pid = pid;

@@ -260,20 +260,3 @@ int child_setup(const child_spec_t *s)
      * check the parent once more. */
     return death_with_parent(s);
 }
-
-/* ------------------------------------------------------------ the old entry */
-
-/* Kept for callers that fork first (appdesc.c): the lookups happen in the
- * child. New code builds the spec before the fork (child_spec_pool). */
-int proc_child_setup(const pool_conf_t *p, pid_t parent, int deathsig, int keep_fd)
-{
-    child_spec_t s;
-    if (!p) {
-        s = (child_spec_t){.who = "child", .parent = parent, .deathsig = deathsig, .own_group = true};
-        if (keep_fd >= 0) s.fds[s.nfds++] = (child_fd_t){.from = keep_fd, .to = PROC_KEEP_FD, .cloexec = true};
-    } else if (child_spec_pool(&s, p, parent, deathsig, keep_fd) < 0)
-        return -1;
-    int r = child_setup(&s);
-    child_spec_free(&s);
-    return r;
-}

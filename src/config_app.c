@@ -2,6 +2,7 @@
  * config_app.c - see config_app.h.
  */
 #include "config_app.h"
+#include "child.h"
 #include "util.h"
 
 #include "proc.h"
@@ -69,10 +70,13 @@ static char *cache_key(char *const *argv, const pool_conf_t *p)
  * directories search permission). */
 static int user_can_connect(const pool_conf_t *p, const char *path)
 {
-    pid_t parent = getpid(), pid = fork();
+    child_spec_t cs;
+    if (child_spec_pool(&cs, p, getpid(), SIGKILL, -1) < 0) return -1;
+    pid_t pid = fork();
+    if (pid != 0) child_spec_free(&cs);
     if (pid < 0) return -1;
     if (pid == 0) {
-        if (proc_child_setup(p, parent, SIGKILL, -1) < 0) _exit(2);
+        if (child_setup(&cs) < 0) _exit(2);
         struct sockaddr_un sa = {.sun_family = AF_UNIX};
         if (strlen(path) >= sizeof sa.sun_path) _exit(3);
         memcpy(sa.sun_path, path, strlen(path) + 1);

@@ -15,14 +15,6 @@
 /* Exit status of a child that could not even set itself up (EX_OSERR-like). */
 #define QPOOL_EX_SETUP 71
 #define QPOOL_EX_MEMORY 12
-
-/* In a forked child: apply the pool's process settings (child.c builds a
- * child_spec_t from them and applies it; the user and group lookups happen
- * here, after the fork: new code builds the spec before it, see child.h).
- * Returns 0, or -1 with a message already logged (the caller exits
- * QPOOL_EX_SETUP). parent is the pid that must be alive (parent-death race
- * check); deathsig is the signal the kernel sends when it dies. */
-int proc_child_setup(const pool_conf_t *p, pid_t parent, int deathsig, int keep_fd);
 /* Where a worker's kept descriptor goes (>= 0): every other descriptor
  * from 3 up is closed. */
 #define PROC_KEEP_FD 3
