@@ -21,13 +21,36 @@ import uuid as uuidlib
 import pytest
 import redis
 
+# What the tests start sees the environment of a fresh machine, not this
+# one's: a PYTHONUNBUFFERED=1 here once hid a handler whose output was late.
+for _var in ("PYTHONUNBUFFERED", "PYTHONDONTWRITEBYTECODE", "PYTHONPATH", "PYENV_ROOT"):
+    os.environ.pop(_var, None)
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 BUILD = pathlib.Path(os.environ.get("QPOOL_BUILD", ROOT / "build"))
 QPOOL = str(BUILD / "qpool")
 FIXTURE_HANDLER = str(BUILD / "fixture-handler")
 PYTHON = "/usr/bin/python3"
 SIGNAL_CHILD = str(ROOT / "tests" / "fixtures" / "signal-child.py")
-LARAVEL_APP = ROOT / "tests" / "laravel-app"
+
+
+def _os_release():
+    out = {}
+    try:
+        with open("/etc/os-release") as f:
+            for line in f:
+                k, _, v = line.strip().partition("=")
+                out[k] = v.strip('"')
+    except OSError:
+        pass
+    return out
+
+
+# The Debian release the suite runs on, and the fixture app of the Laravel it
+# packages (php-laravel-framework): 8.83 on bookworm, 10.48 on trixie. The
+# Laravel-version matrix (laravel_roots.py) runs the other releases' in roots.
+HOST_DIST = _os_release().get("VERSION_CODENAME", "bookworm")
+LARAVEL_APP = ROOT / "tests" / {"trixie": "laravel-app-10"}.get(HOST_DIST, "laravel-app")
 PREFIX = "laravel_database_"
 
 SANITIZER_PATTERNS = re.compile(

@@ -909,7 +909,12 @@ def memory_holds(pid, secrets):
                 data = mem.read(hi - lo)
             except OSError:
                 continue
-            found |= {s for s in secrets if s in data}
+            for s in secrets:
+                if s in data:
+                    found.add(s)
+                    if os.environ.get("QPOOL_DEBUG_SECRETS"):
+                        i = data.index(s)
+                        print("SECRET %s in %s at +%#x: %r" % (s, " ".join(m[5:]) or "anon", i, data[max(0, i - 96):i + 48]))
     return found
 
 
