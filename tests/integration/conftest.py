@@ -50,7 +50,44 @@ def _os_release():
 # packages (php-laravel-framework): 8.83 on bookworm, 10.48 on trixie. The
 # Laravel-version matrix (laravel_roots.py) runs the other releases' in roots.
 HOST_DIST = _os_release().get("VERSION_CODENAME", "bookworm")
-LARAVEL_APP = ROOT / "tests" / {"trixie": "laravel-app-10"}.get(HOST_DIST, "laravel-app")
+
+
+def _materialized(src):
+    """src with its symbolic links followed, made once per content under
+    the build directory (laravel-app-10 shares the 8 app's files by links,
+    and Laravel's command discovery resolves them out of the app)."""
+    import fcntl
+    import hashlib
+    import shutil
+    h = hashlib.sha1()
+    for p in sorted(src.rglob("*")):
+        st = p.stat() if p.exists() else None
+        h.update(("%s %s %s\n" % (p.relative_to(src), st and st.st_size, st and st.st_mtime_ns)).encode())
+    dest = BUILD / ("%s-%s" % (src.name, h.hexdigest()[:12]))
+    BUILD.mkdir(parents=True, exist_ok=True)
+    with open(BUILD / (src.name + ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # one maker; xdist's workers wait, then reuse
+        if not dest.exists():
+            tmp = dest.with_name(dest.name + ".tmp")
+            shutil.rmtree(tmp, ignore_errors=True)
+            shutil.copytree(src, tmp, symlinks=False, ignore=shutil.ignore_patterns("*.sqlite", ".env"))
+            tmp.rename(dest)
+    return dest
+
+
+# The major version of the host's Laravel (what LARAVEL_APP runs on).
+HOST_LARAVEL = 10 if HOST_DIST == "trixie" else 8
+# What Laravel fails a job with when qpool killed its last attempt for its
+# timeout, and when it was already attempted too often (Worker.php): 8.x says
+# both with MaxAttemptsExceededException; 9+ has TimeoutExceededException.
+MAX_ATTEMPTS_EXCEPTION = ("Illuminate\\Queue\\MaxAttemptsExceededException",
+                          " has been attempted too many times or run too long. The job may have previously timed out."
+                          if HOST_LARAVEL < 9 else " has been attempted too many times.")
+TIMEOUT_EXCEPTION = (MAX_ATTEMPTS_EXCEPTION if HOST_LARAVEL < 9
+                     else ("Illuminate\\Queue\\TimeoutExceededException", " has timed out."))
+
+LARAVEL_APP = (_materialized(ROOT / "tests" / "laravel-app-10") if HOST_DIST == "trixie"
+               else ROOT / "tests" / "laravel-app")
 PREFIX = "laravel_database_"
 
 SANITIZER_PATTERNS = re.compile(
