@@ -107,6 +107,24 @@ static int give_floors(const budget_host_t *h, int n, int left, int *share)
     return left;
 }
 
+int budget_share_of(const budget_host_t *h, int n, const budget_host_t *me)
+{
+    budget_host_t *all = xcalloc((size_t)n + 1, sizeof *all);
+    int k = 0, budget = me->budget;
+    for (int i = 0; i < n; i++) {
+        if (!strcmp(h[i].id, me->id)) continue;
+        all[k++] = h[i];
+        if (h[i].budget < budget) budget = h[i].budget;
+    }
+    all[k++] = *me;
+    int *share = xcalloc((size_t)k, sizeof *share);
+    budget_divide(all, k, budget, share);
+    int mine = share[k - 1];
+    free(share);
+    free(all);
+    return mine;
+}
+
 int budget_divide(const budget_host_t *h, int n, int budget, int *share)
 {
     for (int i = 0; i < n; i++) share[i] = 0;

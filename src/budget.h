@@ -44,6 +44,11 @@ typedef struct {
 /* Shares of budget for n holders (share[i]); returns the slots handed out. */
 int budget_divide(const budget_host_t *h, int n, int budget, int *share);
 
+/* me's share among the holders h (n of them, as a lease script reported
+ * them: me's own record there, if any, is replaced by me). The budget is the
+ * smallest any of them was configured with. */
+int budget_share_of(const budget_host_t *h, int n, const budget_host_t *me);
+
 /* The pool's demand (see above); pinned < 0: not pinned. */
 int budget_demand(int want, int target, int max, int pinned);
 

@@ -89,36 +89,10 @@ static bud_pool_t *entry(master_t *m, const pool_t *p, rconn_t *c)
     return e;
 }
 
-/* The holders as this host sees them, with its own record replaced by me.
- * Returns the count; *budget: the budget in effect. */
-static int holders_with(const bud_pool_t *e, const budget_host_t *me, budget_host_t **out, int *budget)
-{
-    int n = e->have_view ? e->view.n : 0;
-    budget_host_t *h = xcalloc((size_t)n + 1, sizeof *h);
-    int k = 0;
-    *budget = me->budget;
-    for (int i = 0; i < n; i++) {
-        if (!strcmp(e->view.hosts[i].id, me->id)) continue;
-        h[k++] = e->view.hosts[i];
-        if (e->view.hosts[i].budget < *budget) *budget = e->view.hosts[i].budget;
-    }
-    h[k++] = *me;
-    *out = h;
-    return k;
-}
-
 /* This host's fair share, from the holders in e's view and me. */
 static int my_share(const bud_pool_t *e, const budget_host_t *me)
 {
-    budget_host_t *h;
-    int budget;
-    int n = holders_with(e, me, &h, &budget);
-    int *share = xcalloc((size_t)n, sizeof *share);
-    budget_divide(h, n, budget, share);
-    int mine = share[n - 1];
-    free(share);
-    free(h);
-    return mine;
+    return budget_share_of(e->have_view ? e->view.hosts : NULL, e->have_view ? e->view.n : 0, me);
 }
 
 static int held_now(const bud_pool_t *e, const char *id)
