@@ -73,7 +73,7 @@ static struct {
 static struct {
     long passes, scripts, batches, deaths, partitions, backlog_changes;
     long budget_checks, over_budget, workers_over;
-    long reuse_checks, reuse_failed, starve_failed;
+    long reuse_checks, reuse_failed, starve_failed, reuse_measured;
     int64_t reuse_max_ms, reuse_sum_ms;
     int64_t pass_max_ms;
     int waitfree_max;
@@ -321,6 +321,7 @@ static void measure_reuse(rconn_t *c, const vhost_t *h, const spool_t *sp, death
             seen[i] = true;
             int64_t t = now - deaths[i].at;
             st.reuse_sum_ms += t;
+            st.reuse_measured++;
             if (t > st.reuse_max_ms) st.reuse_max_ms = t;
         }
         lease_view_free(&lv);
@@ -356,7 +357,7 @@ static void parse_args(int argc, char **argv)
 static void report(void)
 {
     long checks_failed = st.over_budget + st.workers_over + st.reuse_failed + st.starve_failed + st.waitfree_failed;
-    long deaths_measured = st.reuse_checks ? st.reuse_checks : 1;
+    long deaths_measured = st.reuse_measured ? st.reuse_measured : 1;
     printf("{\"hosts\":%d,\"pools\":%d,\"seconds\":%d,\"interval_ms\":%d,\"ttl_ms\":%d,\"passes\":%ld,"
            "\"scripts\":%ld,\"batches\":%ld,\"scripts_per_host_pass\":%.2f,\"deaths\":%ld,\"partitions\":%ld,"
            "\"backlog_changes\":%ld,\"budget_checks\":%ld,\"over_budget\":%ld,\"workers_over\":%ld,"
