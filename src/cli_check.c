@@ -40,10 +40,26 @@ static int check_one(const redis_conf_t *rc, FILE *out)
     return rv;
 }
 
-/* The fleet's floors against one pool's budget: the live holders' mins, and
- * this host's own when no master of this host holds a lease yet. 0 fits,
- * -1 cannot be satisfied or not read. */
-static int check_budget(rconn_t *rc, const pool_conf_t *p, FILE *out)
+/* The holder id of the master running config c on this host ("host:pid"
+ * from its pid file), or "" when none runs. */
+static void running_id(const qconf_t *c, char *id, size_t n)
+{
+    id[0] = '\0';
+    FILE *f = c->pid_file ? fopen(c->pid_file, "re") : NULL;
+    long pid = 0;
+    if (f) {
+        if (fscanf(f, "%ld", &pid) != 1) pid = 0;
+        fclose(f);
+    }
+    char host[256] = "";
+    gethostname(host, sizeof host - 1);
+    if (pid > 0) snprintf(id, n, "%s:%ld", host, pid);
+}
+
+/* The fleet's floors against one pool's budget: the live holders' mins,
+ * this config's in place of its running master's (or added when none
+ * holds a lease yet). 0 fits, -1 cannot be satisfied or not read. */
+static int check_budget(const qconf_t *c, rconn_t *rc, const pool_conf_t *p, FILE *out)
 {
     char *key = lease_key(rc, p->name);
     lease_view_t v = {0};
@@ -53,29 +69,24 @@ static int check_budget(rconn_t *rc, const pool_conf_t *p, FILE *out)
         fprintf(out, "fleet budget %s: FAILED: cannot read the leases: %s\n", p->name, rc->last_error);
         return -1;
     }
-    char host[256] = "";
-    gethostname(host, sizeof host - 1);
-    size_t hl = strlen(host);
-    int mins = 0, held = 0;
-    bool mine = false;
+    char me[300];
+    running_id(c, me, sizeof me);
+    int mins = p->min_processes, held = 0;
     for (int i = 0; i < v.n; i++) {
-        mins += v.hosts[i].floor;
         held += v.hosts[i].held;
-        mine |= !strncmp(v.hosts[i].id, host, hl) && v.hosts[i].id[hl] == ':';
+        if (strcmp(v.hosts[i].id, me)) mins += v.hosts[i].floor;
     }
-    if (!mine) mins += p->min_processes;
     int budget = v.budget >= 0 && v.budget < p->fleet_max_processes ? v.budget : p->fleet_max_processes;
     if (v.budget >= 0 && v.budget != p->fleet_max_processes)
         fprintf(out, "fleet budget %s: note: the fleet runs with fleet_max_processes = %d, this config says %d "
                      "(the smallest is in effect)\n", p->name, v.budget, p->fleet_max_processes);
     rv = mins > budget ? -1 : 0;
     if (rv < 0)
-        fprintf(out, "fleet budget %s: FAILED: the fleet's min_processes sum to %d%s, more than its budget of %d: "
-                     "lower min_processes or raise fleet_max_processes\n", p->name, mins,
-                mine ? "" : " with this host's", budget);
+        fprintf(out, "fleet budget %s: FAILED: the fleet's min_processes with this config's sum to %d, more than "
+                     "its budget of %d: lower min_processes or raise fleet_max_processes\n", p->name, mins, budget);
     else
-        fprintf(out, "fleet budget %s: ok (%d workers; %d masters hold %d; their min_processes%s sum to %d)\n",
-                p->name, budget, v.n, held, mine ? "" : " and this host's", mins);
+        fprintf(out, "fleet budget %s: ok (%d workers; %d masters hold %d; their min_processes with this "
+                     "config's sum to %d)\n", p->name, budget, v.n, held, mins);
     lease_view_free(&v);
     return rv;
 }
@@ -88,7 +99,7 @@ static int check_budgets(const qconf_t *c, FILE *out)
         if (!p->fleet_max_processes) continue;
         rconn_t *rc = rconn_new(config_redis(c, p->connection));
         rc->quiet = true;
-        if (check_budget(rc, p, out) < 0) failed++;
+        if (check_budget(c, rc, p, out) < 0) failed++;
         rconn_free(rc);
     }
     return failed;
