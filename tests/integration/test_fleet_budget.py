@@ -5,10 +5,8 @@ import json
 import subprocess
 import time
 
-import pytest
-
-from cluster_util import Cluster, cluster_ports
 from conftest import FIXTURE_HANDLER, PREFIX, QPOOL, make_payload, push_many, wait_for
+from test_cluster import cluster  # noqa: F401 (the fixture: a 3-node Redis Cluster)
 
 
 def budget_pool(queue="work", budget=6, lo=1, hi=6, name="work"):
@@ -146,17 +144,7 @@ def test_check_reports_a_budget_that_cannot_be_satisfied(master_factory, redis_s
     assert "sum to 2)" in res.stdout  # a's own floor counted once
 
 
-@pytest.fixture
-def cluster(tmp_path):
-    c = Cluster(tmp_path / "cluster", cluster_ports(3))
-    try:
-        c.start()
-        yield c
-    finally:
-        c.stop()
-
-
-def test_the_same_on_a_three_node_cluster(cluster, master_factory):
+def test_the_same_on_a_three_node_cluster(cluster, master_factory):  # noqa: F811
     conf = 'default = { cluster = [%s]; prefix = "%s"; timeout = 3; };' % (cluster.addrs(), PREFIX)
     a, b = start_two(master_factory, redis_conf=conf, queue="{work}")
     two_masters_share_and_survive_a_kill(a, b, cluster.client(), "{work}")
