@@ -144,6 +144,19 @@ static void test_property_never_past_the_budget_or_a_demand(void **state)
     }
 }
 
+static void test_share_of_replaces_its_own_record_and_takes_the_smallest_budget(void **state)
+{
+    (void)state;
+    budget_host_t h[2] = {host("a:1", 0, 8, 1000), host("b:1", 0, 8, 1000)};
+    h[1].budget = 4; /* b still runs the old config: the stricter budget wins */
+    budget_host_t me = host("a:1", 0, 8, 9000); /* a's fresh demand, not its record */
+    me.budget = 10;
+    assert_int_equal(budget_share_of(h, 2, &me), 4);
+    me.pressure = 1000;
+    assert_int_equal(budget_share_of(h, 2, &me), 2);
+    assert_int_equal(budget_share_of(NULL, 0, &me), 8); /* alone: its demand, within its budget */
+}
+
 static void test_demand(void **state)
 {
     (void)state;
@@ -187,6 +200,7 @@ int main(void)
         cmocka_unit_test(test_floors_that_do_not_fit_are_shared_round_robin),
         cmocka_unit_test(test_every_master_decides_alike_whatever_the_order),
         cmocka_unit_test(test_property_never_past_the_budget_or_a_demand),
+        cmocka_unit_test(test_share_of_replaces_its_own_record_and_takes_the_smallest_budget),
         cmocka_unit_test(test_demand),
         cmocka_unit_test(test_pressure),
         cmocka_unit_test(test_cap),
