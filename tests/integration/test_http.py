@@ -781,6 +781,47 @@ def public_dir():
     shutil.rmtree(d, ignore_errors=True)
 
 
+def test_a_proxied_request_is_never_local(master, r, tmp_path):
+    """#1, the proxy half, with only what d7a765b already knew in the config
+    (listen, token_env): a request a same-host proxy forwarded (it carries
+    X-Forwarded-For, Forwarded or X-Real-IP) gets neither the aggregates nor a
+    failed job's payload without the token, though it comes from 127.0.0.1
+    with Host 127.0.0.1 (on d7a765b: 200 for all of them)."""
+    port = free_port()
+    master.write_config(pool(tmp_path / "fixture.log"), qpool=http_conf(port, 'token_env = "QPOOL_TEST_TOKEN";'))
+    master.start(env={"QPOOL_TEST_TOKEN": TOKEN})
+    wait_for(lambda: code(port, "/healthz") == 200, 10, what="the HTTP endpoint")
+    uuid = a_failed_secret(r, port)
+    assert get_h(port, "/metrics")[0] == 200  # the same request, not forwarded: the aggregates are open
+    got = {(list(h)[0], path): get_h(port, path, h)[0]
+           for h in PROXIED for path in ("/metrics", "/api/status", "/api/failed/" + uuid)}
+    assert set(got.values()) == {401}, got
+    for h in PROXIED:  # with the token, or for the probe: served
+        assert get_h(port, "/api/failed/" + uuid, h, token=TOKEN)[0] == 200
+        assert get_h(port, "/healthz", h)[0] == 200
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="connects as another user")
+def test_another_user_on_a_world_connectable_unix_listener_reads_nothing(master, r, tmp_path, public_dir):
+    """#1, the Unix listener half, with only what d7a765b already knew
+    (listen, socket_mode, token_env): on a 0666 socket another local user
+    (nobody) gets neither the aggregates nor a failed job's payload without
+    the token, while root, a user of the control socket, reads the
+    aggregates (on d7a765b: nobody got 200 for all of them)."""
+    sock = os.path.join(public_dir, "http.sock")
+    master.write_config(pool(tmp_path / "fixture.log"), qpool=(
+        'http = { listen = "%s"; socket_mode = "0666"; token_env = "QPOOL_TEST_TOKEN"; };' % sock))
+    master.start(env={"QPOOL_TEST_TOKEN": TOKEN})
+    wait_for(lambda: unix_get("/healthz", sock) == 200, 10, what="the Unix listener")
+    bad = make_payload("fail", job="App\\Jobs\\SendPasswordReset", reset_token=SECRET)
+    push_many(r, "default", [bad])
+    wait_for(lambda: r.zcard(PREFIX + "qpool:failed:default") == 1, 20, what="the failure")
+    as_nobody = {p: unix_get(p, sock, user="nobody") for p in ("/api/status", "/metrics", "/api/failed/" + bad["uuid"])}
+    assert as_nobody == {p: 401 for p in as_nobody}, as_nobody
+    assert unix_get("/healthz", sock, user="nobody") == 200
+    assert unix_get("/api/status", sock) == 200  # root
+
+
 @pytest.mark.skipif(os.geteuid() != 0, reason="connects as another user")
 def test_a_unix_listener_reads_like_the_control_socket(master, r, tmp_path, public_dir):
     """#1: a Unix listener's peer is local only by the control socket's rule
