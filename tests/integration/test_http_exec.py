@@ -69,8 +69,8 @@ def test_the_http_process_is_a_fresh_image_of_the_masters_binary(master, r, tmp_
     assert set(uids) == {str(pwd.getpwnam("nobody").pw_uid)}
     # the user was switched after the exec: not dumpable, so no other
     # process of that user reads its memory or environment
-    probe = ("import sys\nfor p in sys.argv[1:]:\n    try:\n        open(p, 'rb').read(1)\n"
-             "        print('read', p)\n    except PermissionError:\n        pass\n")
+    probe = ("import sys\nfor p in sys.argv[1:]:\n    try:\n        open(p, 'rb').close()\n"
+             "        print('opened', p)\n    except PermissionError:\n        pass\n")
     res = as_nobody(["/usr/bin/python3", "-c", probe, "/proc/%d/mem" % pid, "/proc/%d/environ" % pid])
     assert res.returncode == 0 and res.stdout == "", (res.stdout, res.stderr)
 
