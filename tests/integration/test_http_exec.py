@@ -15,7 +15,7 @@ import subprocess
 import pytest
 
 from conftest import QPOOL, free_port, wait_for
-from test_http import code, http_conf, http_pid, pool
+from test_http import code, http_conf, http_pid, memory_holds, pool
 
 # What of the master's environment the HTTP process may get (src/http.c).
 KEPT_ENV = {"PATH", "JOURNAL_STREAM", "SSL_CERT_FILE", "SSL_CERT_DIR", "OPENSSL_CONF",
@@ -52,7 +52,8 @@ def test_the_http_process_is_a_fresh_image_of_the_masters_binary(master, r, tmp_
     assert same_file("/proc/%d/exe" % pid, "/proc/%d/exe" % master.proc.pid)
     with open("/proc/%d/cmdline" % pid, "rb") as f:
         assert f.read().startswith(b"qpool: http [127.0.0.1:%d]" % port)
-    # its environment: a few names, nothing else of the master's
+    # its environment: a few names, nothing else of the master's (what the
+    # process title left of the area; as root, the whole memory below)
     names = environ_names(pid)
     assert "QPOOL_TEST_MASTER_ONLY" not in names and names <= KEPT_ENV, names
     # its descriptors: stdio, the listener, the channel, then its own
@@ -64,6 +65,7 @@ def test_the_http_process_is_a_fresh_image_of_the_masters_binary(master, r, tmp_
         assert "memfd:" not in target and not target.startswith("/"), (fd, target)
     if os.geteuid() != 0:
         return
+    assert memory_holds(pid, {b"marker-of-the-masters-environment"}) == set()
     with open("/proc/%d/status" % pid) as f:
         uids = next(l for l in f if l.startswith("Uid:")).split()[1:]
     assert set(uids) == {str(pwd.getpwnam("nobody").pw_uid)}
