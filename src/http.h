@@ -3,9 +3,10 @@
  *
  * The master never parses HTTP. It binds the listener (a TCP address or a
  * Unix socket, created with the control socket's rules), then forks one
- * HTTP process that drops to http.user (nobody by default) when the master
- * is root, keeps only the listener and one end of a socket pair, and serves
- * with libmicrohttpd: requests bounded in size (headers 32 KB), time
+ * HTTP process that keeps only the listener, one end of a socket pair and
+ * its settings, execs qpool itself (`qpool __http`: a fresh image, with
+ * nothing of the master's memory), drops to http.user (nobody by default)
+ * when the master is root, and serves with libmicrohttpd: requests bounded in size (headers 32 KB), time
  * (http.header_timeout to arrive, http.timeout of silence) and number
  * (http.max_connections, a quarter per address: http_conns.h). What the HTTP process
  * knows of the master it asks over the socket pair, which the master's

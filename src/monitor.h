@@ -27,8 +27,5 @@ void monitor_goodbye(master_t *m);
 /* Reconnects of the master's own Redis connections since it started. */
 uint64_t monitor_redis_reconnects(const master_t *m);
 void monitor_free(master_t *m);
-/* In a forked child that keeps no connection of the master's (the HTTP
- * process): wipe the passwords the connections' copies hold. */
-void monitor_wipe_secrets(master_t *m);
 
 #endif
