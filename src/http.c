@@ -297,7 +297,7 @@ static int settings_fd(const master_t *m, const struct http_sup *s)
 {
     http_wire_t w;
     if (http_wire_from_config(&w, m->conf, s->token) < 0) {
-        log_error("http: no redis connection %s", m->conf->http.connection);
+        log_error("http: no redis connection %s", m->conf->http.connection ? m->conf->http.connection : "default");
         return -1;
     }
     w.parent = getpid();

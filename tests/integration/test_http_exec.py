@@ -195,3 +195,17 @@ def test_settings_that_name_no_user_are_refused_as_root(tmp_path):
         os.close(mfd)
         for s in (listener, ours, theirs):
             s.close()
+
+
+def test_it_dies_with_the_master(master, r, tmp_path):
+    """The death signal survives the exec and the user switch: a master
+    killed outright leaves no HTTP process behind."""
+    port = free_port()
+    master.write_config(pool(tmp_path / "fixture.log"), qpool=http_conf(port))
+    master.start()
+    wait_for(lambda: code(port, "/healthz") == 200, 10, what="the HTTP endpoint")
+    pid = http_pid(master)
+    os.kill(master.proc.pid, signal.SIGKILL)
+    master.proc.wait(5)
+    wait_for(lambda: not os.path.exists("/proc/%d" % pid) or open("/proc/%d/stat" % pid).read().split(") ")[1][0] == "Z",
+             10, what="the HTTP process to exit")
