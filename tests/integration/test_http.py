@@ -17,7 +17,7 @@ import urllib.request
 
 import pytest
 
-from conftest import (BUILD, FIXTURE_HANDLER, PREFIX, QPOOL, fill_failed_store, free_port, make_payload, push_many,
+from conftest import (FIXTURE_HANDLER, PREFIX, QPOOL, fill_failed_store, free_port, make_payload, push_many,
                       read_fixture_log, wait_for)
 
 MAIL = "App\\Jobs\\SendMail"
@@ -918,7 +918,6 @@ def memory_holds(pid, secrets):
     return found
 
 
-@pytest.mark.skipif("asan" in str(BUILD), reason="ASan's shadow and quarantine: freed memory is kept on purpose")
 def test_the_http_process_holds_no_secret_it_does_not_need(master, r, tmp_path):
     """Review #6: the HTTP process reads Redis through http.connection only.
     Another connection's password (from password_file, and from a
