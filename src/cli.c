@@ -6,6 +6,7 @@
 #include "rconn.h"
 #include "log.h"
 #include "horizon.h"
+#include "http.h"
 #include "master.h"
 #include "util.h"
 #include "version.h"
@@ -393,6 +394,7 @@ int cli_main(int argc, char **argv)
     }
     argc--;
     argv++;
+    if (!strcmp(cmd, HTTP_SUBCOMMAND)) return http_main(argc, argv); /* internal: the master's HTTP process */
     if (!strcmp(cmd, "run")) return cmd_run(argc, argv);
     if (!strcmp(cmd, "check")) return cmd_check(argc, argv);
     if (!strcmp(cmd, "push")) return cmd_push(argc, argv);

@@ -1491,11 +1491,6 @@ void config_wipe_secrets(qconf_t *c, const char *keep)
     for (int i = 0; i < c->npools; i++) wipe_pool_env(&c->pools[i]);
 }
 
-void pool_conf_wipe_env(pool_conf_t *p)
-{
-    wipe_pool_env(p);
-}
-
 void redis_conf_ext_free(redis_conf_t *r)
 {
     free(r->password_file);

@@ -284,8 +284,6 @@ void redis_conf_wipe_secrets(redis_conf_t *r);
  * every pool's environment (names and values): for a config the process
  * will never connect or start a pool with again. */
 void config_wipe_secrets(qconf_t *c, const char *keep);
-/* Wipe and free one pool's environment. */
-void pool_conf_wipe_env(pool_conf_t *p);
 /* Free every field of a connection (secrets wiped) and zero it. */
 void redis_conf_free(redis_conf_t *r);
 

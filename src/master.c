@@ -396,8 +396,9 @@ int master_reload(master_t *m, char **msg)
             jobhist_pending_free(&m->pools.v[i]->jobs);
             jobhist_pending_init(&m->pools.v[i]->jobs, nc->job_history_size);
         }
-    /* nothing runs with the old config's secrets any more: gone before a
-     * new HTTP process is forked with oc still in memory (review #6) */
+    /* nothing runs with the old config's secrets any more: gone from the
+     * master (and the workers it forks from now on) before oc is freed
+     * (review #6; the HTTP process is a fresh image and never had them) */
     config_wipe_secrets(oc, NULL);
     char http_err[600];
     int http_rv = http_reload(m, oc, http_err, sizeof http_err);

@@ -75,11 +75,6 @@ static void drop_connections(master_t *m)
     m->mon->nrc = 0;
 }
 
-void monitor_wipe_secrets(master_t *m)
-{
-    for (int i = 0; m->mon && i < m->mon->nrc; i++) redis_conf_wipe_secrets(&m->mon->rc[i]->conf);
-}
-
 void monitor_free(master_t *m)
 {
     if (!m->mon) return;

@@ -33,8 +33,5 @@ rconn_t *monitor_conn(master_t *m, const char *name);
 /* Reconnects of the master's own Redis connections since it started. */
 uint64_t monitor_redis_reconnects(const master_t *m);
 void monitor_free(master_t *m);
-/* In a forked child that keeps no connection of the master's (the HTTP
- * process): wipe the passwords the connections' copies hold. */
-void monitor_wipe_secrets(master_t *m);
 
 #endif
