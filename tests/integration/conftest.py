@@ -298,6 +298,18 @@ def kill_a_worker(master, rng, killed):
         return 0
 
 
+def with_their_handlers(master, killed):
+    """killed, plus every handler a killed worker started, from the master's
+    log ("w#2[1574]: started pipe handler (pid 1575"): kill_a_worker lists a
+    victim's children before it kills, and a worker may start its handler
+    (and hand it a job) in between."""
+    out = set(killed)
+    for wpid, hpid in re.findall(r"\[(\d+)\]: started (?:pipe|exec) handler \(pid (\d+)", master.log()):
+        if int(wpid) in killed:
+            out.add(int(hpid))
+    return out
+
+
 def read_fixture_log(path):
     """Lines of the fixture handler log as lists of fields."""
     try:
