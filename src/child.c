@@ -239,8 +239,8 @@ static int switch_ids(const child_spec_t *s)
 
 int child_setup(const child_spec_t *s)
 {
-    if (s->own_group && setpgid(0, 0) < 0) {
-        log_error("%s: setpgid: %s", s->who, strerror(errno));
+    if (s->own_session ? setsid() < 0 : s->own_group && setpgid(0, 0) < 0) {
+        log_error("%s: %s: %s", s->who, s->own_session ? "setsid" : "setpgid", strerror(errno));
         return -1;
     }
     if (death_with_parent(s) < 0 || keep_fds(s) < 0) return -1;

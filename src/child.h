@@ -52,6 +52,9 @@ typedef struct {
     pid_t parent;              /* the master: the child gives up when it is no longer its parent */
     int deathsig;              /* sent by the kernel when the parent dies; 0: none */
     bool own_group;            /* setpgid(0, 0): the master signals the whole group */
+    bool own_session;          /* with own_group: setsid() instead, a session (and group) of its
+                                * own with no controlling terminal (a master started from a
+                                * terminal would share it: TIOCSTI) */
     bool reset_signals;        /* default dispositions and an empty mask (before an exec) */
     child_fd_t fds[CHILD_FDS_MAX];
     int nfds;                  /* every other descriptor from 3 up is closed */

@@ -121,6 +121,14 @@ static struct {
     char *token;               /* never logged */
 } env_token;
 
+/* A token's copy, wiped before it is freed: workers forked later inherit
+ * the master's heap. */
+static void free_secret(char *t)
+{
+    if (t) explicit_bzero(t, strlen(t));
+    free(t);
+}
+
 static void forget_env_token(void)
 {
     if (env_token.token) explicit_bzero(env_token.token, strlen(env_token.token));
@@ -141,7 +149,13 @@ static char *token_from_env(const char *name, char *err, size_t errn)
     forget_env_token();
     env_token.name = xstrdup(name);
     env_token.token = trimmed(v, strlen(v));
+    explicit_bzero((char *)v, strlen(v));
     unsetenv(name);
+    if (strlen(env_token.token) > TOKEN_MAX) { /* as token_file: refused, not cut */
+        snprintf(err, errn, "http.token_env: %s is longer than " STR(TOKEN_MAX) " bytes", name);
+        forget_env_token();
+        return NULL;
+    }
     return xstrdup(env_token.token);
 }
 
@@ -158,7 +172,7 @@ static char *load_token(const http_conf_t *h, const char *kept, char *err, size_
         return NULL;
     if (t && strlen(t) < TOKEN_MIN) {
         snprintf(err, errn, "the HTTP token is shorter than %d characters", TOKEN_MIN);
-        free(t);
+        free_secret(t);
         return NULL;
     }
     return t;
@@ -224,7 +238,7 @@ static void http_close_sup(struct http_sup *s)
     if (s->unix_path) unlink(s->unix_path);
     free(s->unix_path);
     free(s->listen);
-    free(s->token);
+    free_secret(s->token);
     free(s);
 }
 
@@ -335,6 +349,7 @@ static void http_spec(int listen_fd, int ctl_fd, int conf_fd, child_spec_t *cs)
     cs->parent = getpid();
     cs->deathsig = SIGTERM; /* kept by the exec: same user, no set-user-ID */
     cs->own_group = true;
+    cs->own_session = true; /* no controlling terminal: nothing to push keystrokes into (TIOCSTI) */
     cs->reset_signals = true; /* else the exec keeps the master's signal mask */
     cs->fds[cs->nfds++] = (child_fd_t){.from = listen_fd, .to = HTTP_LISTEN_FD};
     cs->fds[cs->nfds++] = (child_fd_t){.from = ctl_fd, .to = HTTP_CTL_FD};
@@ -511,7 +526,7 @@ int http_reload(master_t *m, const qconf_t *old, char *err, size_t errn)
         }
         return 0;
     }
-    free(s->token);
+    free_secret(s->token);
     s->token = token;
     if ((h->is_unix && unix_access(h, err, errn) < 0) || resolve_user(s, h, err, errn) < 0) {
         http_close(m);

@@ -105,6 +105,15 @@ static int become_user(const http_wire_t *w)
         log_error("prctl(PR_SET_DUMPABLE): %s", strerror(errno));
         return -1;
     }
+    /* nothing it runs could gain privileges (it runs nothing: a second guard) */
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) {
+        log_error("prctl(PR_SET_NO_NEW_PRIVS): %s", strerror(errno));
+        return -1;
+    }
+    if (w->switch_user && (getegid() == 0 || getgid() == 0)) {
+        log_error("refusing to serve HTTP with group root (http.user's primary group)");
+        return -1;
+    }
     return 0;
 }
 

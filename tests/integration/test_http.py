@@ -252,7 +252,8 @@ def test_loopback_reads_are_open_and_the_token_file_must_be_private(master, r, t
 
 
 def http_pid(master):
-    out = subprocess.run(["pgrep", "-s", str(master.sid), "-f", "^qpool: http"], capture_output=True, text=True)
+    """The master's HTTP process: its child (in a session of its own)."""
+    out = subprocess.run(["pgrep", "-P", str(master.proc.pid), "-f", "^qpool: http"], capture_output=True, text=True)
     pids = [int(p) for p in out.stdout.split()]
     return pids[0] if pids else None
 

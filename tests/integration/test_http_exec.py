@@ -209,3 +209,45 @@ def test_it_dies_with_the_master(master, r, tmp_path):
     master.proc.wait(5)
     wait_for(lambda: not os.path.exists("/proc/%d" % pid) or open("/proc/%d/stat" % pid).read().split(") ")[1][0] == "Z",
              10, what="the HTTP process to exit")
+
+
+def test_a_token_env_over_the_limit_is_refused_not_a_crash_loop(master, r, tmp_path):
+    """A token_env value over 4096 bytes is refused with a clear error, as a
+    token_file of that size is; before, the master passed it and the HTTP
+    process refused its settings, exited, and was restarted forever."""
+    port = free_port()
+    master.write_config(pool(tmp_path / "fixture.log"), qpool=http_conf(port, 'token_env = "QPOOL_TEST_TOKEN";'))
+    master.start(env={"QPOOL_TEST_TOKEN": "t" * 5000})
+    master.wait_log(r"QPOOL_TEST_TOKEN is longer than 4096 bytes")
+    assert code(port, "/healthz") is None  # off, said so
+    assert "its settings" not in master.log() and "restarting it" not in master.log(), master.log()
+
+
+def test_the_http_process_has_no_controlling_terminal(master, r, tmp_path):
+    """A master started from a terminal (a root shell) must not lend it to the
+    unprivileged HTTP process, which could push keystrokes into it (TIOCSTI):
+    the process has a session of its own and no controlling terminal."""
+    import pty
+    port = free_port()
+    master.write_config(pool(tmp_path / "fixture.log"), qpool=http_conf(port))
+    pid_out = tmp_path / "http.pid"
+    mfd, sfd = pty.openpty()
+    try:
+        # the master in a new session whose controlling terminal is the pty
+        script = ("import os, fcntl, termios, sys; os.setsid(); fcntl.ioctl(0, termios.TIOCSCTTY, 0); "
+                  "os.execv(sys.argv[1], sys.argv[1:])")
+        master.proc = subprocess.Popen(["/usr/bin/python3", "-c", script, QPOOL, "run", "-c", str(master.conf)],
+                                       stdin=sfd, stdout=sfd, stderr=sfd)
+        master.sid = master.proc.pid
+        wait_for(lambda: code(port, "/healthz") == 200, 10, what="the HTTP endpoint")
+        pid = http_pid(master)
+        stat = lambda p: open("/proc/%d/stat" % p).read().rsplit(")", 1)[1].split()  # noqa: E731
+        assert int(stat(master.proc.pid)[4]) != 0, "the master has the pty as its terminal"
+        assert int(stat(pid)[4]) == 0, "tty_nr of the HTTP process: %s" % stat(pid)[4]
+        assert int(stat(pid)[3]) == pid  # its own session
+        pid_out.write_text(str(pid))
+    finally:
+        master.proc.terminate()
+        master.proc.wait(10)
+        os.close(mfd)
+        os.close(sfd)

@@ -53,7 +53,7 @@ def test_master_workers_and_cli_are_valgrind_clean(master, r, tmp_path):
             raise AssertionError("qpool %s wrote bytes that are not UTF-8: %r" % (args, res.stdout))
         assert res.returncode in (0, 1), (args, res.returncode, res.stderr)
         assert "definitely lost" not in res.stderr and "Invalid" not in res.stderr, (args, res.stderr)
-    # the HTTP process (forked from the master, traced too): every endpoint
+    # the HTTP process (exec'd by the master, traced too): every endpoint
     uuid = failed_records(r, "a")[0]["uuid"].decode()
     for path in ["/healthz", "/metrics", "/api/status", "/api/fleet", "/api/metrics", "/api/jobs/recent",
                  "/api/failed", "/api/failed/nope", "/api/jobs/nope", "/nope", "/api/jobs/" + uuid,
