@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -172,6 +173,18 @@ void child_spec_free(child_spec_t *s)
 
 /* ------------------------------------------------------------ in the child */
 
+/* A master started from a terminal does not lend it to its children: a
+ * child keeps its stdio (the log) but not the terminal as its controlling
+ * one, so code it runs as another user cannot push keystrokes into the
+ * shell that started qpool (TIOCSTI needs the controlling terminal). */
+static void drop_terminal(void)
+{
+    int fd = open("/dev/tty", O_RDWR | O_NOCTTY | O_CLOEXEC);
+    if (fd < 0) return; /* none: the usual case (systemd) */
+    (void)ioctl(fd, TIOCNOTTY);
+    close(fd);
+}
+
 static int death_with_parent(const child_spec_t *s)
 {
     if (!s->deathsig) return 0;
@@ -243,6 +256,7 @@ int child_setup(const child_spec_t *s)
         log_error("%s: %s: %s", s->who, s->own_session ? "setsid" : "setpgid", strerror(errno));
         return -1;
     }
+    drop_terminal();
     if (death_with_parent(s) < 0 || keep_fds(s) < 0) return -1;
     if (s->reset_signals) proc_reset_signals();
     if (s->nice && setpriority(PRIO_PROCESS, 0, s->nice) < 0)

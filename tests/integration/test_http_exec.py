@@ -14,7 +14,7 @@ import subprocess
 
 import pytest
 
-from conftest import QPOOL, free_port, wait_for
+from conftest import QPOOL, children_of, cmdline, free_port, wait_for
 from test_http import code, http_conf, http_pid, memory_holds, pool
 
 # What of the master's environment the HTTP process may get (src/http.c).
@@ -223,10 +223,11 @@ def test_a_token_env_over_the_limit_is_refused_not_a_crash_loop(master, r, tmp_p
     assert "its settings" not in master.log() and "restarting it" not in master.log(), master.log()
 
 
-def test_the_http_process_has_no_controlling_terminal(master, r, tmp_path):
+def test_no_child_has_the_masters_controlling_terminal(master, r, tmp_path):
     """A master started from a terminal (a root shell) must not lend it to the
-    unprivileged HTTP process, which could push keystrokes into it (TIOCSTI):
-    the process has a session of its own and no controlling terminal."""
+    unprivileged HTTP process, its workers or their handlers, which could push
+    keystrokes into it (TIOCSTI): the HTTP process has a session of its own,
+    the others give the terminal up (they keep it as stdio, the log)."""
     import pty
     port = free_port()
     master.write_config(pool(tmp_path / "fixture.log"), qpool=http_conf(port))
@@ -245,6 +246,11 @@ def test_the_http_process_has_no_controlling_terminal(master, r, tmp_path):
         assert int(stat(master.proc.pid)[4]) != 0, "the master has the pty as its terminal"
         assert int(stat(pid)[4]) == 0, "tty_nr of the HTTP process: %s" % stat(pid)[4]
         assert int(stat(pid)[3]) == pid  # its own session
+        # nor do the workers and their handlers get it (they keep the master's session)
+        workers = [w for w in children_of(master.proc.pid) if w != pid]
+        wait_for(lambda: all(children_of(w) for w in workers), 10, what="the handlers")
+        for p in workers + [h for w in workers for h in children_of(w)]:
+            assert int(stat(p)[4]) == 0, "tty_nr of %d (%s): %s" % (p, cmdline(p), stat(p)[4])
         pid_out.write_text(str(pid))
     finally:
         master.proc.terminate()
