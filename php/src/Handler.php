@@ -54,28 +54,59 @@ final class Handler
     /** @var int jobs run (WorkerStopping's jobsProcessed) */
     private $jobsProcessed = 0;
 
-    public function __construct(Protocol $io)
+    public function __construct(?Protocol $io = null)
     {
         $this->io = $io;
     }
 
+    /** Boot the app and serve requests until EOF or SIGTERM (a handler that boots itself). */
     public function run(string $appPath): int
+    {
+        if (! $this->bootApp($appPath)) {
+            return 1;
+        }
+
+        return $this->serve($this->io, 'booted');
+    }
+
+    /**
+     * Boot the app (the zygote boots once, then forks handlers that serve()).
+     * False when it cannot boot, with the reason logged.
+     */
+    public function bootApp(string $appPath): bool
     {
         try {
             $this->boot($appPath);
         } catch (Throwable $e) {
             Protocol::log('cannot boot the Laravel app at '.$appPath.': '.self::text($e));
 
-            return 1;
+            return false;
         }
 
+        return true;
+    }
+
+    /** @return object the booted application */
+    public function app()
+    {
+        return $this->app;
+    }
+
+    /**
+     * Say ready on $io, then answer requests until EOF or a stop signal.
+     * $how ("booted", "forked from the zygote") goes in the log line.
+     */
+    public function serve(Protocol $io, string $how): int
+    {
+        $this->io = $io;
         $this->listenForSignals();
         register_shutdown_function([$this, 'onShutdown']);
 
-        Protocol::log(sprintf('Laravel %s booted from %s (protocol channel: %s)',
-            $this->app->version(), $this->app->basePath(), $this->io->isolation()));
+        Protocol::log(sprintf('Laravel %s %s from %s (protocol channel: %s)',
+            $this->app->version(), $how, $this->app->basePath(), $this->io->isolation()));
 
-        $this->io->send(['type' => 'ready', 'protocol' => 2]);
+        // "pid" lets qpool find a handler it did not start itself (a zygote's fork).
+        $this->io->send(['type' => 'ready', 'protocol' => 2, 'pid' => getmypid()]);
 
         $self = $this;
 
