@@ -257,3 +257,53 @@ def test_a_deploy_that_moves_the_app_symlink_boots_a_new_zygote(master, r, larav
     app.dispatch("MarkerJob", tag="after")
     wait_for(lambda: [m for m in app.read_markers() if m.get("tag") == "after"], 30, what="a job on the new code")
     assert len(master.child_pids("app")) == 2
+
+
+def test_no_job_is_lost_when_handlers_and_zygotes_are_killed(master, r, laravel_app):
+    """Chaos with the adapter: forked handlers (mostly mid-job), zygotes and
+    now and then a worker are SIGKILLed at random; every job still runs to
+    completion, nothing is left reserved, and a SIGKILLed master leaves no
+    zygote or handler behind."""
+    import json
+    import random
+    from conftest import children_of, kill_a_worker, session_pids
+    seed = random.SystemRandom().randrange(1 << 32)
+    rng = random.Random(seed)
+    app = laravel_app
+    n = 600
+    master.write_config(pool(app, 4, extra="tries = 0; backoff = 0; retry_after = 5; timeout = 5;"))
+    app.dispatch("SleepJob", 20, count=n, tag="c")
+    ids = {json.loads(p)["id"] for p in r.lrange("laravel_database_queues:default", 0, -1)}
+    assert len(ids) == n
+    master.start()
+    tally = {"handler": 0, "zygote": 0, "worker": 0}
+    killed = set()
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not (settled(r) and r.llen("laravel_database_queues:default") == 0):
+        zygotes = [z for z in zygote_pids(master) if proc_alive(z)]
+        handlers = [h for z in zygotes for h in children_of(z)]
+        what = rng.choices(["handler", "zygote", "worker", None], [6, 1, 0.5, 2])[0]
+        victims = {"handler": handlers, "zygote": zygotes}.get(what)
+        if what == "worker":
+            tally["worker"] += kill_a_worker(master, rng, killed)
+        elif victims:
+            try:
+                os.kill(rng.choice(victims), signal.SIGKILL)
+                tally[what] += 1
+            except ProcessLookupError:
+                pass
+        time.sleep(rng.uniform(0.05, 0.25))
+    ctx = "seed %d, %r" % (seed, tally)
+    wait_for(lambda: settled(r), 120, interval=0.2, what="every job to be settled (%s)" % ctx)
+    done = set(re.findall(r"Processed +App\\Jobs\\SleepJob \[([0-9A-Za-z]+)\]", master.log()))
+    assert not ids - done, "%d jobs never ran to completion (%s)" % (len(ids - done), ctx)
+    assert app.failed_jobs() == [], ctx
+    assert tally["handler"] >= 5 and tally["zygote"] >= 1, ctx
+    app.dispatch("SleepJob", 1500, count=4, tag="busy")
+    wait_for(lambda: len([m for m in app.read_markers() if (m.get("tag") or "").startswith("busy")]) >= 3, 30,
+             what="busy handlers")
+    tree = session_pids(master.sid)
+    master.signal(signal.SIGKILL)
+    master.wait_exit(10)
+    wait_for(lambda: not [p for p in tree if proc_alive(p)] or None, 30, interval=0.1,
+             what="every worker, zygote and handler of the dead master to go")
