@@ -60,6 +60,7 @@ enum outcome_kind { OUT_NONE = 0, OUT_ACK, OUT_RELEASE, OUT_FAIL, OUT_UNPOP };
  * job. Without prefetch both are read after every job, as before. */
 #define SIGNAL_CHECK_MS 1
 #define RSS_CHECK_MS 10
+#define USS_CHECK_MS 1000  /* a forked handler's private memory: from smaps_rollup at most this often */
 
 /* How long a reservation may go without being renewed: half of retry_after,
  * less the second that Laravel's whole-second scores can lose. */
@@ -123,6 +124,9 @@ typedef struct {
     int64_t signals_read_ms, rss_read_ms;
     uint64_t rss_kb;
     bool mem_private;        /* rss_kb counts the handler's USS (a forked handler) */
+    pid_t uss_pid;           /* the forked handler uss_kb was read for */
+    int64_t uss_read_ms;
+    uint64_t uss_kb, uss_rss_kb; /* its USS then, and its RSS at that moment */
     /* job stats since the last line sent to the master (jobstats.h) */
     int stats_fd;
     jobstats_t stats;
@@ -169,11 +173,25 @@ static void sb_job(worker_t *w, const char *id, const char *uuid, const char *na
  * by every handler of the pool, and counted once (the zygote's own figure). */
 static uint64_t handler_memory(worker_t *w)
 {
-    proc_mem_t m;
+    pid_t pid = handler_pgid(w->h);
+    uint64_t rss = rss_read(&w->rss_handler, pid);
     w->mem_private = handler_forked(w->h);
-    if (!w->mem_private) return rss_read(&w->rss_handler, handler_pgid(w->h));
-    rss_close(&w->rss_handler);
-    return proc_mem(handler_pgid(w->h), &m) == 0 ? m.uss_kb : 0;
+    if (!w->mem_private) return rss;
+    /* smaps_rollup walks the handler's page tables (about 0.3 ms for a
+     * Laravel handler): read at most once a second, or after a job long
+     * enough that it does not show, and in between follow the RSS, which
+     * grows with every page a leak adds */
+    int64_t now = mono_ms();
+    proc_mem_t m;
+    if ((pid != w->uss_pid || now - w->uss_read_ms >= USS_CHECK_MS || w->last_job_ms >= USS_CHECK_MS / 10) &&
+        proc_mem(pid, &m) == 0) {
+        w->uss_pid = pid;
+        w->uss_read_ms = now;
+        w->uss_kb = m.uss_kb;
+        w->uss_rss_kb = rss;
+    }
+    if (pid != w->uss_pid) return rss;
+    return rss >= w->uss_rss_kb ? w->uss_kb + (rss - w->uss_rss_kb) : w->uss_kb;
 }
 
 static void sb_counters(worker_t *w, uint64_t rss_kb)
