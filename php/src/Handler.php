@@ -94,9 +94,10 @@ final class Handler
 
     /**
      * Say ready on $io, then answer requests until EOF or a stop signal.
-     * $how ("booted", "forked from the zygote") goes in the log line.
+     * $how ("booted", "forked by zygote N") goes in the log line; a
+     * handler the zygote $forked also says its pid.
      */
-    public function serve(Protocol $io, string $how): int
+    public function serve(Protocol $io, string $how, bool $forked = false): int
     {
         $this->io = $io;
         $this->listenForSignals();
@@ -106,7 +107,7 @@ final class Handler
             $this->app->version(), $how, $this->app->basePath(), $this->io->isolation()));
 
         // "pid" lets qpool find a handler it did not start itself (a zygote's fork).
-        $this->io->send(['type' => 'ready', 'protocol' => 2, 'pid' => getmypid()]);
+        $this->io->send(['type' => 'ready', 'protocol' => 2] + ($forked ? ['pid' => getmypid()] : []));
 
         $self = $this;
 
@@ -452,12 +453,17 @@ final class Handler
         $this->jobsProcessed++;
     }
 
+    /** @var \Illuminate\Queue\WorkerOptions|null the worker options the events carry (defaults; made once) */
+    private $options;
+
     /** Connection, queue and default worker options for the worker-level events. */
     private function workerArgs(): array
     {
-        $options = class_exists('Illuminate\Queue\WorkerOptions') ? new \Illuminate\Queue\WorkerOptions() : null;
+        if ($this->options === null && class_exists('Illuminate\Queue\WorkerOptions')) {
+            $this->options = new \Illuminate\Queue\WorkerOptions();
+        }
 
-        return ($this->worker ?? ['connectionName' => null, 'queue' => null]) + ['workerOptions' => $options];
+        return ($this->worker ?? ['connectionName' => null, 'queue' => null]) + ['workerOptions' => $this->options];
     }
 
     /** Worker::handleJobException(), less the tries / maxExceptions decisions qpool makes. */
@@ -620,13 +626,13 @@ final class Handler
     {
         $payload = $request['payload'] ?? null;
 
-        if (! is_string($payload) || ! is_array(json_decode($payload, true))) {
-            throw new \InvalidArgumentException('qpool-handler: the request has no valid "payload" (a JSON object as a string)');
+        if (! is_string($payload)) {
+            throw self::noPayload();
         }
 
         $id = $request['id'] ?? null;
 
-        return new PipeJob(
+        $job = new PipeJob(
             $this->app,
             $payload,
             is_scalar($id) ? (string) $id : null,
@@ -634,6 +640,17 @@ final class Handler
             is_string($request['connection'] ?? null) ? $request['connection'] : 'redis',
             is_string($request['queue'] ?? null) ? $request['queue'] : 'default'
         );
+
+        if (! is_array($job->payload())) { // PipeJob decodes it once
+            throw self::noPayload();
+        }
+
+        return $job;
+    }
+
+    private static function noPayload(): \InvalidArgumentException
+    {
+        return new \InvalidArgumentException('qpool-handler: the request has no valid "payload" (a JSON object as a string)');
     }
 
     // ------------------------------------------------------------ helpers

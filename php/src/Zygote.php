@@ -328,7 +328,7 @@ final class Zygote
 
         putenv('QPOOL_PROTOCOL=2');
 
-        return $this->handler->serve(new Protocol([$req, $resp]), sprintf('forked by zygote %d', posix_getppid()));
+        return $this->handler->serve(new Protocol([$req, $resp]), sprintf('forked by zygote %d', posix_getppid()), true);
     }
 
     /**
