@@ -86,6 +86,38 @@ final class Handler
         return true;
     }
 
+    /**
+     * Before the zygote forks: load what every job needs (the queue event
+     * classes and their constructors, the command bus, CallQueuedHandler,
+     * the worker options), so that each handler shares it instead of
+     * loading its own copy at its first job. Nothing is dispatched or run.
+     */
+    public function prepareForForks(): void
+    {
+        foreach (['JobPopping', 'JobPopped', 'Looping', 'JobProcessing', 'JobProcessed', 'JobExceptionOccurred',
+            'JobFailed', 'JobAttempted', 'JobReleased', 'JobReleasedAfterException', 'JobTimedOut',
+            'WorkerStarting', 'WorkerStopping', 'WorkerInterrupted', 'JobInterrupted'] as $name) {
+            $this->ev->has($name);
+        }
+
+        $this->workerArgs();
+
+        foreach (['Illuminate\Queue\CallQueuedHandler', 'Illuminate\Contracts\Bus\Dispatcher',
+            'Illuminate\Contracts\Queue\Factory', 'Illuminate\Contracts\Cache\Repository'] as $abstract) {
+            try {
+                $this->app->make($abstract);
+            } catch (Throwable $e) {
+                // not bound in this app: the job resolves it (or fails) as under queue:work
+            }
+        }
+
+        foreach (['Illuminate\Pipeline\Pipeline', 'Illuminate\Queue\MaxAttemptsExceededException',
+            'Illuminate\Database\DetectsLostConnections', 'Illuminate\Queue\Jobs\JobName',
+            'Illuminate\Queue\InteractsWithQueue', 'Illuminate\Bus\Queueable'] as $class) {
+            class_exists($class) || trait_exists($class) || interface_exists($class);
+        }
+    }
+
     /** @return object the booted application */
     public function app()
     {

@@ -57,6 +57,7 @@ final class Zygote
     {
         ini_set('display_errors', 'stderr');
         $this->appPath = $appPath;
+        $this->withOpcache($appPath);
 
         if (($missing = $this->requirements()) !== null) {
             Protocol::log('cannot preload the app here ('.$missing.'); qpool boots each handler on its own');
@@ -78,6 +79,7 @@ final class Zygote
         }
 
         $this->base = $this->handler->app()->basePath();
+        $this->handler->prepareForForks();
         $open = $this->closeConnections();
 
         if ($open !== []) {
@@ -92,6 +94,29 @@ final class Zygote
             $this->handler->app()->version(), $this->base, (microtime(true) - $started) * 1000));
 
         return $this->loop();
+    }
+
+    /**
+     * With OPcache on, the compiled code lives in its shared memory, which
+     * every fork shares and none copies (each handler then copies about
+     * 0.7 MiB as it works instead of 2), and a class one handler loads is
+     * there for its siblings. The CLI turns it off unless opcache.enable_cli
+     * is set, which only the command line or php.ini can do: so the zygote
+     * runs itself again with -d opcache.enable_cli=1, once.
+     * QPOOL_ZYGOTE_OPCACHE=0 keeps PHP's own setting.
+     */
+    private function withOpcache(string $appPath): void
+    {
+        if (getenv('QPOOL_ZYGOTE_OPCACHE') !== false || ! extension_loaded('Zend OPcache')
+            || ini_get('opcache.enable_cli') || ! function_exists('pcntl_exec') || PHP_BINARY === '') {
+            return;
+        }
+
+        putenv('QPOOL_ZYGOTE_OPCACHE=1'); // once
+        $script = realpath($_SERVER['SCRIPT_FILENAME'] ?? '') ?: dirname(__DIR__).'/qpool-handler.php';
+        @pcntl_exec(PHP_BINARY, ['-d', 'opcache.enable_cli=1', $script, '--zygote', $appPath]);
+        Protocol::log('zygote: cannot run PHP again with OPcache on ('.pcntl_strerror(pcntl_get_last_error())
+            .'); going on without it');
     }
 
     /** What this PHP lacks for preloading, or null. */
