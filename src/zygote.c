@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -56,7 +57,34 @@ int zygote_worker_fd(const pool_t *p)
 bool zygote_off(const pool_t *p)
 {
     const zygote_t *z = current(p);
-    return z && z->off;
+    return z && (z->off || z->pid <= 0); /* or waiting to restart: handlers boot meanwhile */
+}
+
+/* Requests a dead zygote never read: their descriptors are closed, so each
+ * worker sees its handler end before it started, and starts one itself
+ * while the zygote is down. Bounded; the master reads descriptors here and
+ * closes them, nothing more. */
+static void drop_requests(zygote_t *z)
+{
+    for (int i = 0; i < 256 && z->fd[0] >= 0; i++) {
+        char buf[64];
+        union {
+            char b[CMSG_SPACE(8 * sizeof(int))];
+            struct cmsghdr align;
+        } u;
+        struct iovec iov = {.iov_base = buf, .iov_len = sizeof buf};
+        struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.b, .msg_controllen = sizeof u.b};
+        if (recvmsg(z->fd[0], &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC) < 0) return;
+        for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
+            if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+            int nfd = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+            for (int k = 0; k < nfd; k++) {
+                int fd;
+                memcpy(&fd, CMSG_DATA(c) + (size_t)k * sizeof(int), sizeof fd);
+                close(fd);
+            }
+        }
+    }
 }
 
 /* The zygote's argv: the handler command with --zygote before the app path
@@ -207,13 +235,15 @@ static void exited(pools_t *ps, pool_t *p, zygote_t *z, int status, int64_t now)
         pool_request_roll(p);
         return;
     }
+    drop_requests(z);
     exit_facts_t f = {.lived_ms = now - z->started_ms, .clean = false, .did_work = false};
     int delay_s;
     respawn_after_exit(&z->respawn, &f, &delay_s);
     z->not_before_ms = now + (int64_t)delay_s * 1000;
     z->restarts++;
     p->crashes++;
-    log_warn("pool %s: its zygote (pid %d) %s after %.1f s%s; restarting it in %d s (running handlers go on)",
+    log_warn("pool %s: its zygote (pid %d) %s after %.1f s%s; restarting it in %d s (running handlers go on; "
+             "new ones boot the app themselves meanwhile)",
              p->conf.name, (int)pid, desc, (double)f.lived_ms / 1000.0,
              f.lived_ms < 5000 ? " (did the app boot? see its log above)" : "", delay_s);
 }

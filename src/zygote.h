@@ -15,8 +15,9 @@
  * exits ZYGOTE_EX_MOVED) starts a new generation with a new zygote booted
  * from the new code, and the pool rolls its workers onto it; the old one
  * stays while workers of its generation still run. A zygote that dies is
- * started again with the respawn backoff; its socket, and the requests
- * queued in it, outlive it. One that says it cannot preload
+ * started again with the respawn backoff; its socket outlives it, the
+ * requests it never read are dropped (their workers start handlers that boot
+ * the app themselves until it is back). One that says it cannot preload
  * (ZYGOTE_EX_NO_PRELOAD) turns preloading off for that generation: the
  * workers then start handlers that boot on their own (sb_slot_t.preload_off).
  */
@@ -66,7 +67,8 @@ struct pools;
 int64_t zygotes_maintain(struct pools *ps, struct pool *p, int64_t now_ms);
 /* The workers' end of the current generation's zygote socket, -1 if none. */
 int zygote_worker_fd(const struct pool *p);
-/* The current generation's zygote said it cannot preload. */
+/* The current generation's zygote cannot serve now: it said it cannot
+ * preload, or it is down (restart backoff): workers start handlers that boot. */
 bool zygote_off(const struct pool *p);
 /* A reaped pid: true when it was a zygote (handled here). */
 bool zygotes_exited(struct pools *ps, pid_t pid, int status, int64_t now_ms);

@@ -27,6 +27,10 @@ def pool(app, processes=2, hazards="", extra="", app_path=None):
             % (processes, path, env_block(app, hazards), ADAPTER, path, extra))
 
 
+def forked_pids(master):
+    return {int(p) for p in re.findall(r"qpool-handler\[(\d+)\]: Laravel [\d.]+ forked by zygote", master.log())}
+
+
 def probes(app):
     return [m for m in app.read_markers() if m.get("job") == "ForkProbeJob"]
 
@@ -194,6 +198,26 @@ def test_a_killed_zygote_is_restarted_and_running_handlers_go_on(master, r, lara
     assert probes(app)[2]["ppid"] == second
 
 
+def test_while_the_zygote_is_down_new_handlers_boot_the_app(master, r, laravel_app):
+    """A zygote waiting out its restart backoff does not hold jobs up: the
+    requests it never read are dropped and workers boot their handlers."""
+    app = laravel_app
+    master.write_config(pool(app, 1))
+    master.start()
+    app.dispatch("ForkProbeJob", 1, 0, tag="warm")
+    wait_for(lambda: len(probes(app)) == 1 and settled(r), 30, what="the first probe")
+    for i in range(2):  # twice in a row: a 2 s backoff
+        z = zygote_pids(master)[-1]
+        os.kill(z, signal.SIGKILL)
+        master.wait_log(r"its zygote \(pid %d\) killed by signal 9" % z, timeout=10)
+        if i == 0:
+            wait_for(lambda: len(zygote_pids(master)) == 2, 10, what="the zygote to restart")
+    os.kill(probes(app)[0]["pid"], signal.SIGKILL)
+    app.dispatch("ForkProbeJob", 1, 0, tag="meanwhile")
+    wait_for(lambda: len(probes(app)) == 2 and settled(r), 30, what="a probe while the zygote is down")
+    assert probes(app)[1]["ppid"] in master.child_pids("app"), "booted by its worker"
+
+
 def test_an_app_that_keeps_a_socket_open_boots_each_handler(master, r, laravel_app):
     """A connection qpool cannot close (opened by the app itself in a provider)
     is never shared: the zygote says which and each handler boots on its own."""
@@ -266,7 +290,7 @@ def test_no_job_is_lost_when_handlers_and_zygotes_are_killed(master, r, laravel_
     zygote or handler behind."""
     import json
     import random
-    from conftest import children_of, kill_a_worker, session_pids
+    from conftest import kill_a_worker, session_pids
     seed = random.SystemRandom().randrange(1 << 32)
     rng = random.Random(seed)
     app = laravel_app
@@ -281,7 +305,7 @@ def test_no_job_is_lost_when_handlers_and_zygotes_are_killed(master, r, laravel_
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and not (settled(r) and r.llen("laravel_database_queues:default") == 0):
         zygotes = [z for z in zygote_pids(master) if proc_alive(z)]
-        handlers = [h for z in zygotes for h in children_of(z)]
+        handlers = [h for h in forked_pids(master) if proc_alive(h)]  # a dead zygote's too
         what = rng.choices(["handler", "zygote", "worker", None], [6, 1, 0.5, 2])[0]
         victims = {"handler": handlers, "zygote": zygotes}.get(what)
         if what == "worker":
