@@ -257,6 +257,42 @@ def test_the_memory_limit_counts_a_forked_handler_s_private_memory(master, r, la
     assert z["pid"] == zygote_pids(master)[0] and z["pss_kb"] > 0 and z["rss_kb"] > z["pss_kb"] / 2
 
 
+def test_restarts_boot_a_new_zygote_and_roll_the_pool_onto_it(master, r, laravel_app):
+    """qpool restart, then php artisan queue:restart: each boots a new zygote,
+    the pool rolls onto it (never below its size), the old zygote goes."""
+    app = laravel_app
+    master.write_config(pool(app, 2))
+    master.start()
+    master.wait_children("app", 2)
+    master.cli("restart", "app")
+    master.wait_log(r"started its zygote \(pid \d+, generation 2\)", timeout=20)
+    app.artisan("queue:restart")
+    master.wait_log(r"started its zygote \(pid \d+, generation 3\)", timeout=30)
+
+    def rolled():
+        p = master.pool("app")
+        live = [c for c in p["children"] if c["state"] != "stopping"]
+        return len(live) == 2 and not any(c["old_generation"] for c in live) and p["zygote"]["generation"] == 3
+    wait_for(rolled, 30, what="the pool to roll onto generation 3")
+    first, second = zygote_pids(master)[:2]
+    wait_for(lambda: not proc_alive(first) and not proc_alive(second), 30, what="the old zygotes to go")
+    app.dispatch("ForkProbeJob", 1, 0, count=4, tag="after")
+    wait_for(lambda: len(probes(app)) == 4 and settled(r), 30, what="probes on the new generation")
+    assert {m["ppid"] for m in probes(app)} == {zygote_pids(master)[2]}
+
+
+def test_a_zygote_whose_app_does_not_boot_is_the_pool_s_crash(master, r, laravel_app, tmp_path):
+    broken = tmp_path / "broken"
+    shutil.copytree(LARAVEL_APP, broken, symlinks=True, ignore=shutil.ignore_patterns("storage"))
+    (broken / "bootstrap" / "app.php").write_text("<?php\nthrow new RuntimeException('no boot today');\n")
+    master.write_config(pool(laravel_app, 1, app_path=broken))
+    master.start()
+    master.wait_log(r"its zygote \(pid \d+\) exited with status 1 after .*did the app boot\?.*restarting it in 1 s",
+                    timeout=20)
+    assert "no boot today" in master.log()
+    wait_for(lambda: master.pool("app")["crashes"] >= 1, 10, what="the crash to be counted")
+
+
 def test_a_deploy_that_moves_the_app_symlink_boots_a_new_zygote(master, r, laravel_app, tmp_path):
     """current -> release1, then current -> release2 (as Envoyer and Forge
     deploy): the pool boots a new zygote from release2 and rolls onto it."""
