@@ -346,20 +346,8 @@ def smaps_pss_kb(pid):
 
 def session_php(sid):
     """Pids of the PHP processes in session sid (queue:work, adapters, zygotes)."""
-    out = []
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            with open("/proc/%s/stat" % d) as f:
-                st = f.read()
-            with open("/proc/%s/comm" % d) as f:
-                comm = f.read().strip()
-        except OSError:
-            continue
-        if int(st.rsplit(")", 1)[1].split()[3]) == sid and comm.startswith("php"):
-            out.append(int(d))
-    return out
+    res = subprocess.run(["pgrep", "-s", str(sid), "^php"], capture_output=True, text=True)
+    return [int(x) for x in res.stdout.split()]
 
 
 def pss_total(sid, settle=0.3):

@@ -254,6 +254,26 @@ static void close_pair(int *p)
     p[0] = p[1] = -1;
 }
 
+/* Our ends of a new handler's pipes (-1: none), non-blocking; buffers reset. */
+static void take_channel(handler_t *h, int in, int out, int err, int log)
+{
+    h->exited = false;
+    h->in_fd = in;
+    h->out_fd = out;
+    h->err_fd = err;
+    h->log_fd = log;
+    int fds[] = {in, out, err, log};
+    for (int i = 0; i < 4; i++)
+        if (fds[i] >= 0) set_nonblock(fds[i], true);
+    sbuf_reset(&h->out);
+    sbuf_reset(&h->err);
+    sbuf_reset(&h->log);
+    sbuf_reset(&h->tail);
+    h->woff = 0;
+    h->unread_known = false;
+    h->started_ms = mono_ms();
+}
+
 /* Pipes: in (requests or the payload), out (responses, or stdout of an exec
  * handler), extra (stderr of an exec handler, stdout of an fds-layout pipe
  * handler). */
@@ -304,22 +324,7 @@ static int spawn(handler_t *h, const hjob_t *j)
     if (want_extra) close(extra[1]);
     h->pid = pid;
     if (h->on_group) h->on_group(h->on_group_arg, pid);
-    h->exited = false;
-    h->in_fd = in[1];
-    h->out_fd = out[0];
-    h->err_fd = h->type == HANDLER_EXEC ? extra[0] : -1;
-    h->log_fd = fds ? extra[0] : -1;
-    set_nonblock(h->in_fd, true);
-    set_nonblock(h->out_fd, true);
-    if (h->err_fd >= 0) set_nonblock(h->err_fd, true);
-    if (h->log_fd >= 0) set_nonblock(h->log_fd, true);
-    sbuf_reset(&h->out);
-    sbuf_reset(&h->err);
-    sbuf_reset(&h->log);
-    sbuf_reset(&h->tail);
-    h->woff = 0;
-    h->unread_known = false;
-    h->started_ms = mono_ms();
+    take_channel(h, in[1], out[0], h->type == HANDLER_EXEC ? extra[0] : -1, fds ? extra[0] : -1);
     return 0;
 }
 
@@ -706,21 +711,7 @@ static int spawn_forked(handler_t *h)
     }
     h->pid = 0;
     h->forked = true;
-    h->exited = false;
-    h->in_fd = in[1];
-    h->out_fd = out[0];
-    h->err_fd = -1;
-    h->log_fd = log[0];
-    set_nonblock(h->in_fd, true);
-    set_nonblock(h->out_fd, true);
-    set_nonblock(h->log_fd, true);
-    sbuf_reset(&h->out);
-    sbuf_reset(&h->err);
-    sbuf_reset(&h->log);
-    sbuf_reset(&h->tail);
-    h->woff = 0;
-    h->unread_known = false;
-    h->started_ms = mono_ms();
+    take_channel(h, in[1], out[0], -1, log[0]);
     return 0;
 }
 

@@ -9,7 +9,7 @@ import shutil
 import signal
 import time
 
-from conftest import LARAVEL_APP, ROOT, proc_alive, queue_state, wait_for
+from conftest import LARAVEL_APP, ROOT, proc_alive, queue_state, session_pids, wait_for
 
 ADAPTER = ROOT / "php" / "qpool-handler.php"
 
@@ -136,7 +136,7 @@ def test_a_dead_idle_handler_is_seen_at_once(master, r, laravel_app):
     victim = probes(app)[0]["pid"]
     zygote = zygote_pids(master)[0]
     link = os.readlink("/proc/%d/fd/%s" % (victim, holder_fd(victim)))
-    holders = [pid for pid in pids_of_tree(master) if pid not in (victim,) and holds(pid, link)]
+    holders = [pid for pid in session_pids(master.sid) if pid != victim and holds(pid, link)]
     assert len(holders) == 1 and holders[0] != zygote, "only the worker holds the handler's channel: %s" % holders
     os.kill(victim, signal.SIGKILL)
     started = time.monotonic()
@@ -162,18 +162,6 @@ def holds(pid, link):
         return any(os.readlink("/proc/%d/fd/%s" % (pid, fd)) == link for fd in os.listdir("/proc/%d/fd" % pid))
     except OSError:
         return False
-
-
-def pids_of_tree(master):
-    return [int(p) for p in os.listdir("/proc") if p.isdigit() and sid_of(int(p)) == master.sid]
-
-
-def sid_of(pid):
-    try:
-        with open("/proc/%d/stat" % pid) as f:
-            return int(f.read().rsplit(")", 1)[1].split()[3])
-    except (OSError, IndexError, ValueError):
-        return None
 
 
 def test_a_killed_zygote_is_restarted_and_running_handlers_go_on(master, r, laravel_app):
@@ -326,7 +314,7 @@ def test_no_job_is_lost_when_handlers_and_zygotes_are_killed(master, r, laravel_
     zygote or handler behind."""
     import json
     import random
-    from conftest import kill_a_worker, session_pids
+    from conftest import kill_a_worker
     seed = random.SystemRandom().randrange(1 << 32)
     rng = random.Random(seed)
     app = laravel_app

@@ -10,10 +10,9 @@ real host every PHP process shares them; in the test roots, a chroot's own
 copy, often mapped by nothing else, it swings by 10 MiB between runs). The
 same pool booting each handler (preload = false) is measured for the record.
 Figures: docs/benchmarks.md ("Preload")."""
-import os
 import re
 
-from conftest import wait_for
+from conftest import proc_stats, wait_for
 from laravel_roots import argv_conf, laravel_version, version_app  # noqa: F401 (fixtures)
 from test_laravel_versions import CACHE_PREFIX
 
@@ -23,17 +22,13 @@ LIMIT_MIB = 50
 def php_memory(sid):
     """PHP processes of session sid: (count, own PSS MiB, file PSS MiB)."""
     n, own, files = 0, 0, 0
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
+    for pid, state, _, _, sess in proc_stats():
         try:
-            with open("/proc/%s/stat" % d) as f:
-                sess = int(f.read().rsplit(")", 1)[1].split()[3])
-            with open("/proc/%s/comm" % d) as f:
-                comm = f.read().strip()
-            if sess != sid or not comm.startswith("php"):
+            with open("/proc/%d/comm" % pid) as f:
+                php = f.read().startswith("php")
+            if sess != sid or state == "Z" or not php:
                 continue
-            with open("/proc/%s/smaps_rollup" % d) as f:
+            with open("/proc/%d/smaps_rollup" % pid) as f:
                 text = f.read()
         except OSError:
             continue
