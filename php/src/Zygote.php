@@ -112,9 +112,15 @@ final class Zygote
             return;
         }
 
+        // the same command line (its -d options, the script, its arguments), with one more -d
+        $argv = explode("\0", rtrim((string) @file_get_contents('/proc/self/cmdline'), "\0"));
+
+        if (count($argv) < 3 || end($argv) !== $appPath) {
+            return;
+        }
+
         putenv('QPOOL_ZYGOTE_OPCACHE=1'); // once
-        $script = realpath($_SERVER['SCRIPT_FILENAME'] ?? '') ?: dirname(__DIR__).'/qpool-handler.php';
-        @pcntl_exec(PHP_BINARY, ['-d', 'opcache.enable_cli=1', $script, '--zygote', $appPath]);
+        @pcntl_exec(PHP_BINARY, array_merge(['-d', 'opcache.enable_cli=1'], array_slice($argv, 1)));
         Protocol::log('zygote: cannot run PHP again with OPcache on ('.pcntl_strerror(pcntl_get_last_error())
             .'); going on without it');
     }

@@ -69,7 +69,9 @@ def test_handlers_are_forks_of_one_zygote(master, r, laravel_app):
     assert len(zygotes) == 1, master.log()[-3000:]
     assert {m["ppid"] for m in ms} == {zygotes[0]}, "every handler is a child of the zygote"
     assert master.count_log(r"forked by zygote %d" % zygotes[0]) >= 2
-    assert "--zygote" in open("/proc/%d/cmdline" % zygotes[0]).read()
+    cmd = open("/proc/%d/cmdline" % zygotes[0]).read().split("\0")
+    # it ran itself again with OPcache on (compiled code shared by every fork), keeping its command line
+    assert cmd[1:3] == ["-d", "opcache.enable_cli=1"] and cmd[-3:-1] == [str(ADAPTER), "--zygote"], cmd
 
 
 def test_a_redis_connection_opened_at_boot_is_not_shared(master, r, laravel_app):
@@ -318,9 +320,9 @@ def test_no_job_is_lost_when_handlers_and_zygotes_are_killed(master, r, laravel_
     seed = random.SystemRandom().randrange(1 << 32)
     rng = random.Random(seed)
     app = laravel_app
-    n = 600
+    n = 800
     master.write_config(pool(app, 4, extra="tries = 0; backoff = 0; retry_after = 5; timeout = 5;"))
-    app.dispatch("SleepJob", 20, count=n, tag="c")
+    app.dispatch("SleepJob", 25, count=n, tag="c")
     ids = {json.loads(p)["id"] for p in r.lrange("laravel_database_queues:default", 0, -1)}
     assert len(ids) == n
     master.start()
@@ -346,7 +348,7 @@ def test_no_job_is_lost_when_handlers_and_zygotes_are_killed(master, r, laravel_
     done = set(re.findall(r"Processed +App\\Jobs\\SleepJob \[([0-9A-Za-z]+)\]", master.log()))
     assert not ids - done, "%d jobs never ran to completion (%s)" % (len(ids - done), ctx)
     assert app.failed_jobs() == [], ctx
-    assert tally["handler"] >= 5 and tally["zygote"] >= 1, ctx
+    assert tally["handler"] >= 3 and tally["zygote"] >= 1, ctx
     app.dispatch("SleepJob", 1500, count=4, tag="busy")
     wait_for(lambda: len([m for m in app.read_markers() if (m.get("tag") or "").startswith("busy")]) >= 3, 30,
              what="busy handlers")
