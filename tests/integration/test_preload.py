@@ -69,7 +69,7 @@ def test_handlers_are_forks_of_one_zygote(master, r, laravel_app):
     assert len(zygotes) == 1, master.log()[-3000:]
     assert {m["ppid"] for m in ms} == {zygotes[0]}, "every handler is a child of the zygote"
     assert master.count_log(r"forked by zygote %d" % zygotes[0]) >= 2
-    cmd = open("/proc/%d/cmdline" % zygotes[0]).read().split("\0")
+    cmd = open("/proc/%d/cmdline" % zygotes[0]).read().rstrip("\0").split("\0")
     # it ran itself again with OPcache on (compiled code shared by every fork), keeping its command line
     assert cmd[1:3] == ["-d", "opcache.enable_cli=1"] and cmd[-3:-1] == [str(ADAPTER), "--zygote"], cmd
 
