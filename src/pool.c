@@ -662,9 +662,9 @@ void pools_child_exited(pools_t *ps, pid_t pid, int status, int64_t now)
     st->not_before_ms = now + (int64_t)delay_s * 1000;
     if (code == QPOOL_EX_MEMORY) {
         p->memory_recycles++;
-        log_info("pool %s: %s#%d (pid %d) passed its memory limit (exit 12, RSS %llu kB); memory recycle #%llu, replacing it",
-                 name, name, gone.slot_no, (int)pid, (unsigned long long)snap.rss_kb,
-                 (unsigned long long)p->memory_recycles);
+        log_info("pool %s: %s#%d (pid %d) passed its memory limit (exit 12, %s %llu kB); memory recycle #%llu, "
+                 "replacing it", name, name, gone.slot_no, (int)pid, snap.mem_private ? "RSS + handler USS" : "RSS",
+                 (unsigned long long)snap.rss_kb, (unsigned long long)p->memory_recycles);
     } else if (code == 0)
         log_info("pool %s: %s#%d (pid %d) exited with status 0%s after %.1f s; replacing it",
                  name, name, gone.slot_no, (int)pid, exit_reason_text(snap.exit_reason),
