@@ -81,7 +81,8 @@ struct handler {
     /* preload: handlers forked by the pool's zygote (zygote.h) */
     int zygote_fd;      /* the zygote's socket; -1: start handlers ourselves */
     bool forked;        /* the handler is the zygote's child: no SIGCHLD, no wait status */
-    int pidfd;          /* a forked handler's, once it said who it is and that checked out */
+    int pidfd;          /* a forked handler's, once it said who it is and that checked out (-1: no pidfd_open) */
+    unsigned long long pid_start; /* its start time (/proc/PID/stat) */
     unsigned long long asked_ticks; /* when we asked: the handler is younger */
     bool warned_zygote; /* said once that the zygote refused */
 };
@@ -129,15 +130,30 @@ static void close_all(handler_t *h)
     h->unread_known = false;
 }
 
+/* Is the forked handler still there? Its pidfd says; without one (a kernel
+ * or valgrind without pidfd_open), its pid with the start time it had. */
+static bool forked_alive(const handler_t *h)
+{
+    if (h->pidfd >= 0) {
+        struct pollfd p = {.fd = h->pidfd, .events = POLLIN};
+        return poll(&p, 1, 0) == 0;
+    }
+    return proc_start_ticks(h->pid) == h->pid_start;
+}
+
 /* A forked handler is not our child: kill its group (checked when it said
  * ready) and the leader through its pidfd, and give it a moment to go. */
 static void kill_forked(handler_t *h)
 {
-    if (h->pid > 0) {
-        kill(-h->pid, SIGKILL);
-        syscall(SYS_pidfd_send_signal, h->pidfd, SIGKILL, NULL, 0);
-        struct pollfd p = {.fd = h->pidfd, .events = POLLIN};
-        while (poll(&p, 1, 2000) < 0 && errno == EINTR) {
+    if (h->pid > 0 && forked_alive(h)) {
+        kill(-h->pid, SIGKILL); /* its own group: checked when it said ready */
+        if (h->pidfd >= 0)
+            syscall(SYS_pidfd_send_signal, h->pidfd, SIGKILL, NULL, 0);
+        else
+            kill(h->pid, SIGKILL);
+        for (int i = 0; i < 100 && forked_alive(h); i++) {
+            struct pollfd p = {.fd = h->pidfd, .events = POLLIN};
+            if (poll(&p, h->pidfd >= 0 ? 1 : 0, 20) < 0 && errno != EINTR) break;
         }
     }
     if (h->pidfd >= 0) close(h->pidfd);
@@ -340,8 +356,7 @@ static void describe_exit(const handler_t *h, char *desc, size_t n)
 void handler_reap(handler_t *h)
 {
     if (h->forked) { /* its parent, the zygote, reaps it; its pidfd says when it is gone */
-        struct pollfd p = {.fd = h->pidfd, .events = POLLIN};
-        if (h->pid > 0 && !h->exited && poll(&p, 1, 0) > 0) {
+        if (h->pid > 0 && !h->exited && !forked_alive(h)) {
             h->exited = true;
             h->status = -1;
         }
@@ -769,14 +784,15 @@ static int adopt(handler_t *h, double claimed, char *why, size_t n)
     }
     pid_t pid = (pid_t)claimed;
     int pfd = (int)syscall(SYS_pidfd_open, pid, 0);
+    bool no_pidfd = pfd < 0 && errno == ENOSYS; /* then its start time tells it from a reused pid */
     unsigned long long born = proc_start_ticks(pid);
-    const char *bad = pfd < 0 ? "is not running"
+    const char *bad = (pfd < 0 && !no_pidfd) || !born ? "is not running"
                       : born + 1 < h->asked_ticks ? "is older than the request for it"
                       : getpgid(pid) != pid ? "does not lead its own process group"
                       : !proc_holds_same(pid, h->in_fd) || !proc_holds_same(pid, h->out_fd) ? "does not hold its channel"
                                                                                             : NULL;
     struct pollfd p = {.fd = pfd, .events = POLLIN};
-    if (!bad && poll(&p, 1, 0) > 0) bad = "is not running";
+    if (!bad && (pfd >= 0 ? poll(&p, 1, 0) > 0 : proc_start_ticks(pid) != born)) bad = "is not running";
     if (bad) {
         if (pfd >= 0) close(pfd);
         snprintf(why, n, "it says it is pid %d, which %s", (int)pid, bad);
@@ -784,6 +800,7 @@ static int adopt(handler_t *h, double claimed, char *why, size_t n)
     }
     h->pid = pid;
     h->pidfd = pfd;
+    h->pid_start = born;
     if (h->on_group) h->on_group(h->on_group_arg, pid);
     return 0;
 }

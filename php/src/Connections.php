@@ -68,26 +68,22 @@ final class Connections
 
     /**
      * The sockets (and pipes) this process holds besides stdio and those
-     * named in $ours ("socket:[INODE]" as /proc/self/fd shows them), each
-     * described with its addresses where /proc/net knows them.
+     * whose identity (Protocol::identity) is in $ours, each described with
+     * its addresses where /proc knows them.
      */
     public static function openSockets(array $ours): array
     {
         $open = [];
 
         foreach (Protocol::descriptors() as $fd) {
-            if ($fd <= 2) {
-                continue;
+            $st = $fd > 2 ? Protocol::statFd($fd) : null;
+            $type = $st ? $st['mode'] & 0170000 : 0;
+
+            if (($type !== 0140000 && $type !== 0010000) || in_array(Protocol::identity($st), $ours, true)) {
+                continue; // not a socket (0140000) nor a pipe (0010000), or ours
             }
 
-            $link = @readlink('/proc/self/fd/'.$fd);
-
-            if (! is_string($link) || in_array($link, $ours, true)
-                || ! preg_match('/^(socket|pipe):\\[(\\d+)\\]$/', $link, $m)) {
-                continue;
-            }
-
-            $open[] = 'fd '.$fd.': '.($m[1] === 'socket' ? self::describeSocket($m[2]) : 'a pipe');
+            $open[] = 'fd '.$fd.': '.($type === 0140000 ? self::describeSocket((string) $st['ino']) : 'a pipe');
         }
 
         return $open;

@@ -382,7 +382,12 @@ final class Protocol
             return array_map('intval', array_filter($entries, 'ctype_digit'));
         }
 
-        self::log('no /proc/self/fd (is /proc mounted?): looking for the protocol descriptors among 0-1023 by number');
+        static $said = false;
+
+        if (! $said) {
+            $said = true;
+            self::log('no /proc/self/fd (is /proc mounted?): looking for descriptors among 0-1023 by number');
+        }
 
         return range(0, 1023);
     }

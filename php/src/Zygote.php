@@ -46,8 +46,8 @@ final class Zygote
     /** @var resource */
     private $sockStream;
 
-    /** @var string what /proc/self/fd shows for our socket ("socket:[INODE]") */
-    private $sockLink;
+    /** @var string|null our socket's identity (device:inode) */
+    private $sockId;
 
     /** @var string the app path as configured, and what it resolved to at boot */
     private $appPath;
@@ -161,7 +161,7 @@ final class Zygote
         }
 
         // php://fd dup()ed it: the original number goes, so a handler holds neither.
-        $this->sockLink = (string) @readlink('/proc/self/fd/'.$fd);
+        $this->sockId = Protocol::identity(@fstat($stream) ?: null);
         $this->libc->close((int) $fd);
         $this->sockStream = $stream; // the socket shares its descriptor: never closed apart
         $this->sock = $sock;
@@ -186,7 +186,7 @@ final class Zygote
 
         gc_collect_cycles();
 
-        return Connections::openSockets([$this->sockLink]);
+        return Connections::openSockets([$this->sockId]);
     }
 
     private function loop(): int
@@ -370,7 +370,8 @@ final class Zygote
     private function dropSocket(int $null): bool
     {
         foreach (Protocol::descriptors() as $fd) {
-            if (@readlink('/proc/self/fd/'.$fd) === $this->sockLink && $this->libc->dup2($null, $fd) !== $fd) {
+            if ($fd > 2 && Protocol::identity(Protocol::statFd($fd)) === $this->sockId
+                && $this->libc->dup2($null, $fd) !== $fd) {
                 return false;
             }
         }
@@ -378,7 +379,7 @@ final class Zygote
         return true;
     }
 
-    /** The descriptor number a stream holds (matched by device and inode in /proc/self/fd). */
+    /** The descriptor number a stream holds (matched by device and inode; works without /proc too). */
     private static function fdOf($stream): ?int
     {
         $want = Protocol::identity(@fstat($stream) ?: null);
@@ -390,9 +391,7 @@ final class Zygote
         $found = null;
 
         foreach (Protocol::descriptors() as $fd) {
-            $st = @stat('/proc/self/fd/'.$fd);
-
-            if ($st && Protocol::identity($st) === $want) {
+            if (Protocol::identity(Protocol::statFd($fd)) === $want) {
                 $found = $fd; // the last: received descriptors are the newest
             }
         }
