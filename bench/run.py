@@ -427,10 +427,11 @@ def spawn_fork_ms(zsock):
     """One request to a zygote (as a worker sends it): request to ready."""
     import array
     rq, rs, lg = os.pipe(), os.pipe(), os.pipe()
+    null = os.open(os.devnull, os.O_WRONLY)  # its stderr: the handler's log line goes nowhere
     t0 = time.monotonic()
     zsock.sendmsg([b"fork 1 %d\n" % os.getpid()],
-                  [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [2, lg[1], rq[0], rs[1]]))])
-    for fd in (lg[1], rq[0], rs[1]):
+                  [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [null, lg[1], rq[0], rs[1]]))])
+    for fd in (null, lg[1], rq[0], rs[1]):
         os.close(fd)
     with os.fdopen(rs[0], "rb") as f:
         f.readline()
