@@ -260,3 +260,9 @@ int child_setup(const child_spec_t *s)
      * check the parent once more. */
     return death_with_parent(s);
 }
+
+int child_setup_ids(const child_spec_t *s)
+{
+    if (switch_ids(s) < 0) return -1;
+    return death_with_parent(s);
+}

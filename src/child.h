@@ -105,5 +105,12 @@ void child_spec_free(child_spec_t *s);
 
 /* Apply s. Returns 0, or -1 with a message logged: the caller _exits. */
 int child_setup(const child_spec_t *s);
+/* The credentials part of s alone (ids, groups, never_root), then the
+ * death signal and the parent check again: for a process that changes
+ * its user itself after an exec (the HTTP process, http_main.c: a change
+ * before the exec would leave the new image dumpable, so that any process
+ * of that user could read its memory). Returns 0, or -1 with a message
+ * logged. */
+int child_setup_ids(const child_spec_t *s);
 
 #endif

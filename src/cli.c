@@ -6,6 +6,7 @@
 #include "rconn.h"
 #include "log.h"
 #include "horizon.h"
+#include "http.h"
 #include "master.h"
 #include "util.h"
 #include "version.h"
@@ -61,7 +62,10 @@ static const cmd_help_t HELP[] = {
      "  -q, --quiet         print nothing when the file is valid\n"
      "  --connect           also connect to every redis connection (Sentinel lookup,\n"
      "                      TLS handshake and certificate check, AUTH, SELECT, ROLE\n"
-     "                      behind Sentinel, PING) and print a line for each\n"
+     "                      behind Sentinel, PING) and print a line for each; and\n"
+     "                      for each pool with fleet_max_processes, whether the\n"
+     "                      min_processes the fleet reports, with this config's,\n"
+     "                      fit in its budget\n"
      "\n"
      "Redis connections take tls = { ca_file; cert_file; key_file; server_name;\n"
      "verify; }, an ACL username with password_env or password_file, and\n"
@@ -90,7 +94,9 @@ static const cmd_help_t HELP[] = {
      "  --fleet             every live master on the Redis connection (default:\n"
      "                      default), from their heartbeats in Redis: host, pid,\n"
      "                      version, state, uptime, workers, pools, config; with\n"
-     "                      totals. Exit 0 when there is one, 2 when there is none\n"
+     "                      totals, and each fleet budget (fleet_max_processes)\n"
+     "                      with every master's slots. Exit 0 when there is one,\n"
+     "                      2 when there is none\n"
      "\n"
      "Exit status (as horizon:status): 0 running, 1 paused, 2 not running.\n"},
     {"pause", "pause everything, some pools, or some queues",
@@ -116,6 +122,8 @@ static const cmd_help_t HELP[] = {
      "\n"
      "Pin POOL at N workers (within max_workers), or with `auto` return it to its\n"
      "configured size / the balancer. Busy workers are never stopped to shrink.\n"
+     "A pool with fleet_max_processes takes N only up to that budget, and grows\n"
+     "to N as its lease gets the slots from other hosts (the reply says so).\n"
      "\n"
      "  -s, --socket PATH   control socket (overrides the config)\n"
      "  -j, --json          JSON reply\n"},
@@ -388,6 +396,7 @@ int cli_main(int argc, char **argv)
     }
     argc--;
     argv++;
+    if (!strcmp(cmd, HTTP_SUBCOMMAND)) return http_main(argc, argv); /* internal: the master's HTTP process */
     if (!strcmp(cmd, "run")) return cmd_run(argc, argv);
     if (!strcmp(cmd, "check")) return cmd_check(argc, argv);
     if (!strcmp(cmd, "push")) return cmd_push(argc, argv);

@@ -72,6 +72,20 @@ static cJSON *read_reply(int fd, sbuf_t *buf, int timeout_ms, char **raw)
 static double num(const cJSON *o, const char *k) { return cli_json_num(o, k); }
 static const char *str(const cJSON *o, const char *k) { return cli_json_str(o, k); }
 
+/* A pool's share of its fleet budget (budgeting.h), under its line. */
+static void print_budget(const cJSON *b)
+{
+    if (!cJSON_IsObject(b)) return;
+    printf("    fleet budget %d workers: this host holds %d (fair share %d, wants %d); the fleet uses %.0f, %.0f free",
+           (int)num(b, "budget"), (int)num(b, "held"), (int)num(b, "share"), (int)num(b, "want"), num(b, "in_use"),
+           num(b, "free"));
+    if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(b, "waiting"))) printf("; waiting for budget");
+    if (!strcmp(str(b, "lease"), "failing"))
+        printf("; LEASE NOT RENEWED (Redis unreachable): growing no more, down to its floor after half the lease's %.0f s",
+               num(b, "lease_ttl_s"));
+    printf("\n");
+}
+
 static void print_status(const cJSON *s, bool verbose)
 {
     printf("qpool %s (pid %d): %s, %d workers (max %d), config %s\n", str(s, "version"), (int)num(s, "pid"),
@@ -103,6 +117,7 @@ static void print_status(const cJSON *s, bool verbose)
                (int)num(p, "workers"), busy, idle, (int)num(p, "starting"), (int)num(p, "stopping"), tg, mm,
                num(p, "jobs_per_min"), num(p, "failed_per_min"), external ? "-" : rt,
                (int)num(p, "memory_recycles"), (int)num(p, "crashes"));
+        print_budget(cJSON_GetObjectItemCaseSensitive(p, "fleet_budget"));
         if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(p, "maintenance")))
             printf("    waiting: down (maintenance): its Laravel app is down (php artisan down); `php artisan up` resumes it\n");
         const cJSON *q;
@@ -135,6 +150,15 @@ static void print_status(const cJSON *s, bool verbose)
                    cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(c, "old_generation")) ? " (old config)" : "");
         }
     }
+}
+
+static void print_scaled(const cJSON *rep)
+{
+    printf("pool %s: target %d\n", str(rep, "pool"), (int)num(rep, "target"));
+    const cJSON *b = cJSON_GetObjectItemCaseSensitive(rep, "fleet_budget");
+    if (cJSON_IsObject(b))
+        printf("the pool shares a fleet budget of %d workers: this host holds %d slots now; a pin above that waits "
+               "for other hosts to release slots (see qpool status)\n", (int)num(b, "budget"), (int)num(b, "held"));
 }
 
 static void print_running(const cJSON *r)
@@ -331,7 +355,7 @@ int cmd_control(const char *cmd, int argc, char **argv)
                 printf("qpool stopped\n");
         } else if (!json) {
             if (!strcmp(cmd, "reload")) printf("%s\n", str(rep, "message"));
-            else if (!strcmp(cmd, "scale")) printf("pool %s: target %d\n", str(rep, "pool"), (int)num(rep, "target"));
+            else if (!strcmp(cmd, "scale")) print_scaled(rep);
             else if (!strcmp(cmd, "pause") || !strcmp(cmd, "continue")) printf("%s\n", !strcmp(cmd, "pause") ? "paused" : "resumed");
             else if (!strcmp(cmd, "restart")) printf("rolling restart started\n");
             else if (is_term) printf("stopping\n");

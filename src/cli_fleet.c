@@ -14,6 +14,28 @@
 #include <string.h>
 
 
+/* Each master's slots of each fleet budget, then the budget's totals. */
+static void print_budgets(const cJSON *fleet)
+{
+    const cJSON *b, *m, *p;
+    cJSON_ArrayForEach(b, cJSON_GetObjectItemCaseSensitive(fleet, "budgets")) {
+        const char *pool = cli_json_str(b, "pool");
+        printf("\nfleet budget %s: %.0f workers, %.0f held, %.0f wanted by %.0f masters (%.0f waiting for budget)\n",
+               pool, cli_json_num(b, "budget"), cli_json_num(b, "held"), cli_json_num(b, "want"),
+               cli_json_num(b, "masters"), cli_json_num(b, "waiting"));
+        cJSON_ArrayForEach(m, cJSON_GetObjectItemCaseSensitive(fleet, "masters")) {
+            cJSON_ArrayForEach(p, cJSON_GetObjectItemCaseSensitive(m, "pools")) {
+                const cJSON *fb = cJSON_GetObjectItemCaseSensitive(p, "fleet_budget");
+                if (!cJSON_IsObject(fb) || strcmp(cli_json_str(p, "name"), pool)) continue;
+                printf("  %-24.24s pid %-8d holds %3.0f  wants %3.0f  runs %3.0f%s\n", cli_json_str(m, "host"),
+                       (int)cli_json_num(m, "pid"), cli_json_num(fb, "held"), cli_json_num(fb, "want"),
+                       cli_json_num(p, "workers"),
+                       cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(fb, "waiting")) ? "  waiting for budget" : "");
+            }
+        }
+    }
+}
+
 static void print_fleet(const cJSON *fleet)
 {
     printf("%-24s %-8s %-8s %-9s %9s %8s %5s %5s  %s\n", "HOST", "PID", "VERSION", "STATE", "UPTIME", "WORKERS", "BUSY",
@@ -25,6 +47,7 @@ static void print_fleet(const cJSON *fleet)
                cli_json_str(m, "version"), cli_json_str(m, "state"), cli_json_num(m, "uptime_s"), cli_json_num(w, "total"), cli_json_num(w, "busy"),
                cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(m, "pools")), cli_json_str(m, "config"));
     }
+    print_budgets(fleet);
     const cJSON *t = cJSON_GetObjectItemCaseSensitive(fleet, "totals");
     printf("%.0f masters (%.0f paused), %.0f workers, %.0f busy\n", cli_json_num(t, "masters"), cli_json_num(t, "paused_masters"),
            cli_json_num(t, "workers"), cli_json_num(t, "busy"));

@@ -385,7 +385,7 @@ static const char *const pool_keys[] = {
     "tries", "backoff", "timeout", "retry_after", "memory", "sleep", "max_jobs", "max_time",
     "rest", "migration_batch", "prefetch", "job_log", "handler", "command", "user", "group",
     "working_directory", "environment", "nice", "laravel", "php", "php_adapter", "php_root",
-    "force", "preload", NULL};
+    "force", "fleet_max_processes", "preload", NULL};
 
 /* Keys that make no sense in `defaults`. */
 static bool pool_only_key(const char *k)
@@ -472,6 +472,8 @@ static bool parse_pool_settings(ctx_t *x, const config_setting_t *g, pool_conf_t
             ok &= want_num(x, s, 0, 86400, &p->scale_down_delay);
         else if (!strcmp(k, "priority"))
             ok &= want_int(x, s, 1, 1000, &p->priority);
+        else if (!strcmp(k, "fleet_max_processes"))
+            ok &= want_int(x, s, 0, QPOOL_FLEET_BUDGET_LIMIT, &p->fleet_max_processes);
         else if (!strcmp(k, "connection")) {
             ok &= want_str(x, s, &p->connection);
             pp->explicit |= EXPLICIT_CONNECTION;
@@ -586,6 +588,26 @@ static bool check_cluster_queues(ctx_t *x, const config_setting_t *g, const pool
         ok = false;
     }
     return ok;
+}
+
+/* fleet_max_processes: a budget shared by the fleet's pools of this name
+ * needs a balanced pool, and this host's floor alone must fit in it. */
+static bool check_fleet_budget(ctx_t *x, const config_setting_t *g, const pool_conf_t *p)
+{
+    if (!p->fleet_max_processes) return true;
+    if (p->balance != BALANCE_AUTO) {
+        cerr(x, g, "pool %s: fleet_max_processes applies to balance = \"auto\" (the fleet's share of "
+                   "the budget sets this host's size); with balance = \"off\" the size is fixed",
+             p->name);
+        return false;
+    }
+    if (p->min_processes > p->fleet_max_processes) {
+        cerr(x, g, "pool %s: min_processes (%d) is greater than fleet_max_processes (%d): this host's "
+                   "floor alone cannot be satisfied by the fleet budget",
+             p->name, p->min_processes, p->fleet_max_processes);
+        return false;
+    }
+    return true;
 }
 
 static void pool_builtin_defaults(pool_conf_t *p)
@@ -894,6 +916,7 @@ static bool finish_pool(ctx_t *x, const config_setting_t *g, pool_conf_t *p, con
             ok = false;
         }
     }
+    ok &= check_fleet_budget(x, g, p);
     if (!config_redis(x->c, p->connection)) {
         cerr(x, g, "pool %s: connection \"%s\" is not defined in redis", p->name, p->connection);
         ok = false;
@@ -1216,7 +1239,7 @@ static bool parse_qpool_group(ctx_t *x, const config_setting_t *g)
                                         "shutdown_timeout", "log_level", "log_format",
                                         "failed_limit", "balance_interval", "metrics_job_classes",
                                         "metrics_retention", "metrics", "job_history_size", "job_history_sample",
-                                        "job_history_payloads", "http", "alerts", NULL};
+                                        "job_history_payloads", "http", "alerts", "fleet_lease_ttl", NULL};
     static const char *const levels[] = {"error", "warn", "info", "debug", NULL};
     static const char *const formats[] = {"text", "json", NULL};
     qconf_t *c = x->c;
@@ -1250,6 +1273,8 @@ static bool parse_qpool_group(ctx_t *x, const config_setting_t *g)
             ok &= want_int(x, s, 1, 10000000, &c->failed_limit);
         else if (!strcmp(k, "balance_interval"))
             ok &= want_num(x, s, 0.1, 60, &c->balance_interval);
+        else if (!strcmp(k, "fleet_lease_ttl"))
+            ok &= want_num(x, s, 1, 600, &c->fleet_lease_ttl);
         else if (!strcmp(k, "metrics_job_classes"))
             ok &= want_int(x, s, 1, 10000, &c->metrics_job_classes);
         else if (!strcmp(k, "metrics_retention"))
@@ -1469,11 +1494,6 @@ void config_wipe_secrets(qconf_t *c, const char *keep)
     for (int i = 0; i < c->npools; i++) wipe_pool_env(&c->pools[i]);
 }
 
-void pool_conf_wipe_env(pool_conf_t *p)
-{
-    wipe_pool_env(p);
-}
-
 void redis_conf_ext_free(redis_conf_t *r)
 {
     free(r->password_file);
@@ -1683,6 +1703,7 @@ qconf_t *config_load(const char *path, conf_errors_t *errs)
     c->log_format = LOGFMT_TEXT;
     c->failed_limit = 10000;
     c->balance_interval = 1;
+    c->fleet_lease_ttl = 10;
     http_defaults(&c->http);
     alerts_conf_defaults(&c->alerts);
     ctx_t x = {.path = path, .errs = errs, .c = c};
@@ -1765,6 +1786,12 @@ qconf_t *config_load(const char *path, conf_errors_t *errs)
         if (errs->n == 0 && minsum > c->max_workers)
             cerr(&x, gq ? gq : gp, "max_workers (%d) is below the sum of the pools' fixed and minimum sizes (%d)",
                  c->max_workers, minsum);
+        bool budgets = false;
+        for (int i = 0; i < c->npools; i++) budgets |= c->pools[i].fleet_max_processes > 0;
+        if (budgets && c->fleet_lease_ttl < 2 * c->balance_interval)
+            cerr(&x, gq ? gq : gp, "fleet_lease_ttl (%g s) must be at least two balance_interval (%g s): a "
+                                   "lease renewed once a pass must not lapse between two passes",
+                 c->fleet_lease_ttl, c->balance_interval);
     }
     pool_conf_free(&defaults);
     config_destroy(&cfg);
@@ -1861,7 +1888,8 @@ bool pool_conf_same_size(const pool_conf_t *a, const pool_conf_t *b)
     if (a->balance == BALANCE_OFF) return a->processes == b->processes;
     return a->min_processes == b->min_processes && a->max_processes == b->max_processes &&
            a->auto_strategy == b->auto_strategy && a->target_wait == b->target_wait &&
-           a->scale_down_delay == b->scale_down_delay && a->priority == b->priority;
+           a->scale_down_delay == b->scale_down_delay && a->priority == b->priority &&
+           a->fleet_max_processes == b->fleet_max_processes;
 }
 
 bool pool_conf_same_except_size(const pool_conf_t *a, const pool_conf_t *b)
@@ -2041,6 +2069,7 @@ void config_print(const qconf_t *c, FILE *f)
     fprintf(f, "  log_format = \"%s\";\n", c->log_format == LOGFMT_JSON ? "json" : "text");
     fprintf(f, "  failed_limit = %d;\n", c->failed_limit);
     print_num(f, "  ", "balance_interval", c->balance_interval);
+    print_num(f, "  ", "fleet_lease_ttl", c->fleet_lease_ttl);
     print_http(&c->http, f);
     print_alerts(c, f);
     fprintf(f, "};\n\nredis = {\n");
@@ -2080,6 +2109,7 @@ void config_print(const qconf_t *c, FILE *f)
             print_num(f, in, "target_wait", p->target_wait);
             print_num(f, in, "scale_down_delay", p->scale_down_delay);
             fprintf(f, "%spriority = %d;\n", in, p->priority);
+            if (p->fleet_max_processes) fprintf(f, "%sfleet_max_processes = %d;\n", in, p->fleet_max_processes);
         }
         if (p->handler_type != HANDLER_NONE) {
             fprintf(f, "%shandler = {\n", in);

@@ -20,6 +20,7 @@
 #define QPOOL_EX_CONFIG 78
 #define QPOOL_MAX_WORKERS_LIMIT 1024
 #define QPOOL_MAX_QUEUES 30          /* per pool; also the width of pause masks */
+#define QPOOL_FLEET_BUDGET_LIMIT 1000000 /* fleet_max_processes */
 #define QPOOL_MAX_PREFETCH 64      /* jobs a native worker may pop in one call */
 #define QPOOL_DEFAULT_CONFIG "/etc/qpool/qpool.conf"
 
@@ -107,6 +108,7 @@ typedef struct {
     double target_wait;
     double scale_down_delay;
     int priority;
+    int fleet_max_processes;   /* workers in all across the fleet's pools of this name; 0: no budget */
 
     /* Laravel queue options, names as in queue:work */
     char *connection;          /* redis connection name */
@@ -217,6 +219,7 @@ typedef struct {
     int log_format;
     int failed_limit;
     double balance_interval;
+    double fleet_lease_ttl;    /* seconds a fleet budget lease lives without renewal (budget.h) */
     http_conf_t http;
     alerts_conf_t alerts;      /* qpool.alerts (alerts.h) */
     char **alerts_command;     /* argv run with each event's JSON on stdin; NULL: none */
@@ -287,8 +290,6 @@ void redis_conf_wipe_secrets(redis_conf_t *r);
  * every pool's environment (names and values): for a config the process
  * will never connect or start a pool with again. */
 void config_wipe_secrets(qconf_t *c, const char *keep);
-/* Wipe and free one pool's environment. */
-void pool_conf_wipe_env(pool_conf_t *p);
 /* Free every field of a connection (secrets wiped) and zero it. */
 void redis_conf_free(redis_conf_t *r);
 

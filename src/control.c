@@ -11,6 +11,7 @@
  * place.
  */
 #include "control.h"
+#include "budgeting.h"
 #include "log.h"
 #include "safefile.h"
 #include "status.h"
@@ -361,6 +362,9 @@ static void cmd_scale(master_t *m, ctl_client_t *c, const ctl_request_t *r)
     cJSON *o = ok_reply();
     cJSON_AddStringToObject(o, "pool", r->pool);
     cJSON_AddNumberToObject(o, "target", target);
+    pool_t *p = master_pool(m, r->pool);
+    cJSON *b = p ? budgeting_pool_json(m, p, true) : NULL;
+    if (b) cJSON_AddItemToObject(o, "fleet_budget", b);
     reply_json(c, o);
 }
 

@@ -141,6 +141,54 @@ static double json_num(const cJSON *o, const char *k)
     return cJSON_IsNumber(v) ? v->valuedouble : 0;
 }
 
+/* One pool's fleet budget over the masters: {"pool", "budget", "held",
+ * "want", "masters", "waiting"}, found or added in arr. */
+static cJSON *budget_entry(cJSON *arr, const char *pool)
+{
+    cJSON *e;
+    cJSON_ArrayForEach(e, arr) {
+        const cJSON *n = cJSON_GetObjectItemCaseSensitive(e, "pool");
+        if (cJSON_IsString(n) && !strcmp(n->valuestring, pool)) return e;
+    }
+    e = cJSON_CreateObject();
+    cJSON_AddStringToObject(e, "pool", pool);
+    cJSON_AddNumberToObject(e, "budget", 0);
+    cJSON_AddNumberToObject(e, "held", 0);
+    cJSON_AddNumberToObject(e, "want", 0);
+    cJSON_AddNumberToObject(e, "masters", 0);
+    cJSON_AddNumberToObject(e, "waiting", 0);
+    cJSON_AddItemToArray(arr, e);
+    return e;
+}
+
+static void add_to(cJSON *o, const char *k, double v)
+{
+    cJSON *n = cJSON_GetObjectItemCaseSensitive(o, k);
+    if (cJSON_IsNumber(n)) cJSON_SetNumberValue(n, n->valuedouble + v);
+}
+
+/* "budgets": each fleet-budgeted pool's budget (the smallest a master
+ * reports), slots held and wanted, masters and how many wait for budget. */
+static void add_budgets(cJSON *fleet)
+{
+    cJSON *arr = cJSON_AddArrayToObject(fleet, "budgets");
+    const cJSON *m, *p;
+    cJSON_ArrayForEach(m, cJSON_GetObjectItemCaseSensitive(fleet, "masters")) {
+        cJSON_ArrayForEach(p, cJSON_GetObjectItemCaseSensitive(m, "pools")) {
+            const cJSON *b = cJSON_GetObjectItemCaseSensitive(p, "fleet_budget");
+            const cJSON *name = cJSON_GetObjectItemCaseSensitive(p, "name");
+            if (!cJSON_IsObject(b) || !cJSON_IsString(name)) continue;
+            cJSON *e = budget_entry(arr, name->valuestring);
+            double budget = json_num(b, "budget"), was = json_num(e, "budget");
+            if (!was || budget < was) cJSON_SetNumberValue(cJSON_GetObjectItemCaseSensitive(e, "budget"), budget);
+            add_to(e, "held", json_num(b, "held"));
+            add_to(e, "want", json_num(b, "want"));
+            add_to(e, "masters", 1);
+            add_to(e, "waiting", cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(b, "waiting")));
+        }
+    }
+}
+
 /* Totals over the masters, added to the reply. */
 void fleet_add_totals(cJSON *fleet)
 {
@@ -159,4 +207,5 @@ void fleet_add_totals(cJSON *fleet)
     cJSON_AddNumberToObject(t, "paused_masters", paused);
     cJSON_AddNumberToObject(t, "workers", workers);
     cJSON_AddNumberToObject(t, "busy", busy);
+    add_budgets(fleet);
 }

@@ -32,7 +32,9 @@ int fleet_goodbye(rconn_t *c, const char *id);
 /* Every live record, as {"now_ms":..., "masters":[...]} (caller frees), or
  * NULL when Redis is unavailable. */
 cJSON *fleet_list(rconn_t *c);
-/* Add {"totals":{"masters","paused_masters","workers","busy"}} to a list. */
+/* Add {"totals":{"masters","paused_masters","workers","busy"}} to a list,
+ * and "budgets": each fleet-budgeted pool's budget, held, want, masters and
+ * waiting masters over the records. */
 void fleet_add_totals(cJSON *fleet);
 
 #endif

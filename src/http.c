@@ -1,7 +1,13 @@
 /*
  * http.c - the master's side of the HTTP endpoint (see http.h): the
  * listener, the token, and the HTTP process's life (spawn, respawn with
- * backoff, restart on a changed config, stop).
+ * backoff, restart on a changed config, stop). The HTTP process is forked,
+ * set up (child.c) and made a fresh image: it execs the binary the master
+ * was started from, by a descriptor opened at the start, as `qpool __http`
+ * (http_main.c), with a minimal environment and its settings on a sealed
+ * memfd (http_conf_wire.h). Nothing of the master's memory survives the
+ * exec: no wiping can promise that of a forked copy (freed buffers of a
+ * reload's config file text stay in the heap).
  */
 #include "http.h"
 #include "child.h"
@@ -16,7 +22,6 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <malloc.h>
 #include <grp.h>
 #include <netinet/in.h>
 #include <pwd.h>
@@ -24,15 +29,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #define TOKEN_MAX 4096
 #define TOKEN_MIN 16
-#define HTTP_LISTEN_FD 3
-#define HTTP_CTL_FD 4
+#define HTTP_EXE_FD 6          /* the binary, in the child until its exec (close-on-exec) */
 
 struct http_sup {
     int listen_fd;
@@ -243,74 +247,124 @@ static int resolve_user(struct http_sup *s, const http_conf_t *h, char *err, siz
     return 0;
 }
 
-/* ------------------------------------------------------------ secrets (review #6) */
-
-static void wipe_env(const char *name, const redis_conf_t *keep)
-{
-    if (!name || (keep && ((keep->password_env && !strcmp(keep->password_env, name)) ||
-                           (keep->sentinel.password_env && !strcmp(keep->sentinel.password_env, name)))))
-        return;
-    char *v = getenv(name);
-    if (v) explicit_bzero(v, strlen(v));
-    unsetenv(name);
-}
-
-/* Below the current frame: what deeper calls of the master left there
- * (a reload reads password files, formats AUTH commands). */
-static __attribute__((noinline)) void wipe_dead_stack(void)
-{
-    char pad[256 * 1024];
-    explicit_bzero(pad, sizeof pad);
-}
-
-/* The HTTP process reads Redis through http.connection alone: every other
- * connection's password (password_file's content, app-described, the
- * password_env variable), every pool's environment and the master's
- * connection copies are wiped and freed before it serves anything. */
-static void drop_secrets(master_t *m)
-{
-    qconf_t *c = m->conf;
-    const char *name = c->http.connection ? c->http.connection : "default";
-    const redis_conf_t *keep = config_redis(c, name);
-    for (int i = 0; i < c->nredis; i++)
-        if (&c->redis[i] != keep) {
-            wipe_env(c->redis[i].password_env, keep);
-            wipe_env(c->redis[i].sentinel.password_env, keep);
-        }
-    config_wipe_secrets(c, keep ? keep->name : NULL);
-    for (int i = 0; i < m->pools.n; i++) pool_conf_wipe_env(&m->pools.v[i]->conf);
-    monitor_wipe_secrets(m);
-    wipe_dead_stack();
-    malloc_trim(0); /* free pages back to the kernel: whatever they held is gone */
-}
-
 /* ------------------------------------------------------------ the child */
 
-/* The child as a child_spec_t, built in the master: the listener and the
- * channel become 3 and 4, nothing else of the master's stays (pid file,
- * control socket, Redis, signalfd); it runs as the resolved user. */
-static void http_spec(const struct http_sup *s, int ctl_fd, child_spec_t *cs)
+/* The binary the master runs, opened once at its start: the HTTP process
+ * execs it by this descriptor, the same program as the master's even
+ * after a package upgrade replaced the file, and never from a path anyone
+ * else could change. */
+static struct {
+    int fd;
+    int err;                   /* errno of the open, when fd < 0 */
+} self_exe = {-1, 0};
+
+static void open_self_exe(void)
+{
+    if (self_exe.fd >= 0) return;
+    self_exe.fd = open("/proc/self/exe", O_PATH | O_CLOEXEC);
+    self_exe.err = self_exe.fd < 0 ? errno : 0;
+}
+
+#if defined(__SANITIZE_ADDRESS__)
+#define HTTP_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define HTTP_SANITIZED 1
+#endif
+#endif
+
+/* What of the master's environment the HTTP process gets: the journal's
+ * stream (its log lines' format), OpenSSL's CA and config locations (TLS to
+ * Redis), and a sanitizer build's options. Nothing else: no password
+ * variable (the settings carry http.connection's password), no token_env. */
+static const char *const HTTP_ENV[] = {"JOURNAL_STREAM", "SSL_CERT_FILE", "SSL_CERT_DIR", "OPENSSL_CONF",
+#ifdef HTTP_SANITIZED
+                                       "ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS",
+#endif
+                                       NULL};
+
+static void http_env(child_env_t *e)
+{
+    child_env_minimal(e, NULL, NULL, NULL); /* a PATH of its own, not the master's */
+    for (int i = 0; HTTP_ENV[i]; i++) {
+        const char *v = getenv(HTTP_ENV[i]);
+        if (v) child_env_put(e, HTTP_ENV[i], v);
+    }
+}
+
+/* The HTTP process's settings on a sealed memfd (its fd 5), or -1 (logged). */
+static int settings_fd(const master_t *m, const struct http_sup *s)
+{
+    http_wire_t w;
+    if (http_wire_from_config(&w, m->conf, s->token) < 0) {
+        log_error("http: no redis connection %s", m->conf->http.connection ? m->conf->http.connection : "default");
+        return -1;
+    }
+    w.parent = getpid();
+    w.switch_user = s->drop;
+    w.uid = s->uid;
+    w.gid = s->gid;
+    size_t len = 0;
+    char *text = http_wire_encode(&w, &len);
+    http_wire_free(&w);
+    if (!text) {
+        log_error("http: its settings are larger than %d bytes", HTTP_WIRE_MAX);
+        return -1;
+    }
+    int fd = memfd_create("qpool-http-settings", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    bool ok = fd >= 0 && write_all(fd, text, len) == 0 && fcntl(fd, F_ADD_SEALS, HTTP_CONF_SEALS) == 0;
+    int err = errno;
+    http_wire_text_free(text, len);
+    if (!ok) {
+        log_error("http: passing its settings (memfd): %s", strerror(err));
+        if (fd >= 0) close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* The child as a child_spec_t, built in the master: the listener, the
+ * channel and the settings become 3, 4 and 5, the binary 6 until the exec;
+ * nothing else of the master's stays (pid file, control socket, Redis,
+ * signalfd). Its user is not switched here but after the exec, by the new
+ * image (http_main.c says why). */
+static void http_spec(int listen_fd, int ctl_fd, int conf_fd, child_spec_t *cs)
 {
     memset(cs, 0, sizeof *cs);
     snprintf(cs->who, sizeof cs->who, "http");
     cs->parent = getpid();
-    cs->deathsig = SIGTERM;
+    cs->deathsig = SIGTERM; /* kept by the exec: same user, no set-user-ID */
     cs->own_group = true;
-    cs->fds[cs->nfds++] = (child_fd_t){.from = s->listen_fd, .to = HTTP_LISTEN_FD};
+    cs->reset_signals = true; /* else the exec keeps the master's signal mask */
+    cs->fds[cs->nfds++] = (child_fd_t){.from = listen_fd, .to = HTTP_LISTEN_FD};
     cs->fds[cs->nfds++] = (child_fd_t){.from = ctl_fd, .to = HTTP_CTL_FD};
-    cs->never_root = true;
-    if (s->drop) child_spec_user(cs, NULL, s->uid, s->gid, false); /* gid alone: no lookup */
+    cs->fds[cs->nfds++] = (child_fd_t){.from = conf_fd, .to = HTTP_CONF_FD};
+    cs->fds[cs->nfds++] = (child_fd_t){.from = self_exe.fd, .to = HTTP_EXE_FD, .cloexec = true};
 }
 
-static void become_http(master_t *m, const child_spec_t *cs)
+static __attribute__((noreturn)) void become_http(const child_spec_t *cs, char *const *envp)
 {
     log_set_tag("http");
-    proc_title("qpool: http [%s]", m->conf->http.listen);
     if (child_setup(cs) < 0) _exit(1);
-    sb_destroy(&m->sb);
-    set_nonblock(HTTP_CTL_FD, true);
-    drop_secrets(m);
-    _exit(http_serve(m->conf, HTTP_LISTEN_FD, HTTP_CTL_FD, m->http->token));
+    char a0[] = "qpool", a1[] = HTTP_SUBCOMMAND;
+    char *argv[] = {a0, a1, NULL};
+    fexecve(HTTP_EXE_FD, argv, envp);
+    log_error("http: cannot exec qpool (/proc/self/exe as the master opened it): %s", strerror(errno));
+    _exit(127);
+}
+
+static pid_t fork_http(const struct http_sup *s, int ctl_fd, int conf_fd)
+{
+    child_spec_t cs;
+    child_env_t env = {0};
+    http_spec(s->listen_fd, ctl_fd, conf_fd, &cs);
+    http_env(&env);
+    pid_t pid = fork();
+    if (pid == 0) become_http(&cs, env.v);
+    if (pid < 0) log_error("http: fork: %s", strerror(errno));
+    child_spec_free(&cs);
+    child_env_free(&env);
+    return pid;
 }
 
 static void back_off(struct http_sup *s)
@@ -325,29 +379,21 @@ static int spawn(master_t *m)
 {
     struct http_sup *s = m->http;
     s->started_ms = mono_ms();
-    int sv[2];
-    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
+    int sv[2] = {-1, -1}, conf_fd = -1;
+    if (self_exe.fd < 0)
+        log_error("http: cannot open /proc/self/exe (the binary to exec): %s", strerror(self_exe.err));
+    else if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
         log_error("http: socketpair: %s", strerror(errno));
-        back_off(s);
-        return -1;
-    }
-    child_spec_t cs;
-    http_spec(s, sv[1], &cs);
-    pid_t pid = fork();
+    else
+        conf_fd = settings_fd(m, s);
+    pid_t pid = conf_fd < 0 ? -1 : fork_http(s, sv[1], conf_fd);
+    if (conf_fd >= 0) close(conf_fd);
+    if (sv[1] >= 0) close(sv[1]);
     if (pid < 0) {
-        log_error("http: fork: %s", strerror(errno));
-        child_spec_free(&cs);
-        close(sv[0]);
-        close(sv[1]);
+        if (sv[0] >= 0) close(sv[0]);
         back_off(s);
         return -1;
     }
-    if (pid == 0) {
-        close(sv[0]);
-        become_http(m, &cs);
-    }
-    child_spec_free(&cs);
-    close(sv[1]);
     set_nonblock(sv[0], true);
     if (control_adopt(m, sv[0]) < 0) close(sv[0]);
     s->pid = pid;
@@ -391,6 +437,7 @@ static int next_token(const http_conf_t *h, const char *kept_file, char **token,
 int http_start(master_t *m)
 {
     const http_conf_t *h = &m->conf->http;
+    open_self_exe(); /* at the start, whether or not an endpoint is configured yet */
     if (!h->listen) return 0;
     char err[600];
     char *token;

@@ -243,7 +243,7 @@ static void get_history(http_ctx_t *h, bool full, http_arg_fn arg, void *req, ht
 {
     (void)full;
     int64_t now = wall_ms() / 60000;
-    long long span = h->conf->metrics_retention / 60;
+    long long span = h->metrics_retention / 60;
     long long minutes = num_arg(arg, req, "minutes", span < 60 ? span : 60, 1, span);
     long long to = num_arg(arg, req, "to", now, 0, now + 1);
     if (minutes < 0 || to < 0) {
@@ -263,7 +263,7 @@ static void get_history(http_ctx_t *h, bool full, http_arg_fn arg, void *req, ht
 static void get_recent_jobs(http_ctx_t *h, bool full, http_arg_fn arg, void *req, http_reply_t *out)
 {
     (void)full; /* private: only a full reader gets here */
-    int keep = h->conf->job_history_size > 0 ? h->conf->job_history_size : 1000;
+    int keep = h->job_history_size > 0 ? h->job_history_size : 1000;
     job_filter_t f = {.queue = arg(req, "queue"), .pool = arg(req, "pool"), .name = arg(req, "name"),
                       .outcome = arg(req, "outcome")};
     long long limit = num_arg(arg, req, "limit", 100, 1, keep > 0 ? keep : 1);

@@ -20,7 +20,8 @@
 #define HTTP_CTL_TIMEOUT_MS 2000
 
 typedef struct {
-    const qconf_t *conf;
+    int metrics_retention;     /* seconds of minute history (qpool.metrics_retention) */
+    int job_history_size;      /* recent job records kept (qpool.job_history_size) */
     int ctl_fd;                /* to the master's control loop */
     sbuf_t ctl_in;
     int ctl_owed;              /* replies still to come for requests that timed out */

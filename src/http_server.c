@@ -497,21 +497,21 @@ static void serve_until_told(server_t *s, const sigset_t *set)
     }
 }
 
-int http_serve(const qconf_t *conf, int listen_fd, int ctl_fd, const char *token)
+int http_serve(const http_wire_t *w, int listen_fd, int ctl_fd)
 {
-    const http_conf_t *hc = &conf->http;
-    server_t s = {.token = token, .loopback = hc->loopback, .unix_socket = hc->is_unix, .conf = hc,
+    const http_conf_t *hc = &w->http;
+    server_t s = {.token = w->token, .loopback = hc->loopback, .unix_socket = hc->is_unix, .conf = hc,
                   .base_path = hc->base_path};
     pthread_mutex_init(&s.conns_lock, NULL);
     s.report.since_ms = mono_ms();
     s.header_timeout = hc->header_timeout;
-    s.api.conf = conf;
+    s.api.metrics_retention = w->metrics_retention;
+    s.api.job_history_size = w->job_history_size;
     s.api.ctl_fd = ctl_fd;
     sbuf_init(&s.api.ctl_in);
     pthread_mutex_init(&s.api.lock, NULL);
-    const redis_conf_t *rc = config_redis(conf, hc->connection ? hc->connection : "default");
-    s.api.rc = rconn_new(rc);
-    failed_use_config(conf, rc->name);
+    s.api.rc = rconn_new(&w->redis);
+    failed_use_queues(w->queues);
     if (s.api.rc->conf.timeout > 1) s.api.rc->conf.timeout = 1; /* a hung Redis holds a request 1 s at most */
 
     /* SIGTERM (from the master, or as its parent-death signal) stays
@@ -527,6 +527,9 @@ int http_serve(const qconf_t *conf, int listen_fd, int ctl_fd, const char *token
     struct MHD_Daemon *d = start_daemon(&s, hc, listen_fd);
     if (!d) {
         log_error("cannot start the HTTP server on %s", hc->listen);
+        rconn_free(s.api.rc);
+        failed_use_queues(NULL);
+        sbuf_free(&s.api.ctl_in);
         return 1;
     }
     log_info("serving HTTP on %s", hc->listen);
@@ -539,6 +542,7 @@ int http_serve(const qconf_t *conf, int listen_fd, int ctl_fd, const char *token
     if (lfd != MHD_INVALID_SOCKET) close(lfd);
     conns_free(&s.conns);
     rconn_free(s.api.rc);
+    failed_use_queues(NULL);
     sbuf_free(&s.api.ctl_in);
     return 0;
 }

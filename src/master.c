@@ -17,6 +17,7 @@
 #include "monitor.h"
 #include "control.h"
 #include "alerting.h"
+#include "budgeting.h"
 #include "http.h"
 #include "log.h"
 #include "proc.h"
@@ -258,6 +259,11 @@ int master_scale(master_t *m, const char *pool, int n, char *err, size_t errn)
         snprintf(err, errn, "n must be a number of workers (0..%d) or \"auto\"", m->conf->max_workers);
         return -1;
     }
+    if (p->conf.fleet_max_processes && n > p->conf.fleet_max_processes) {
+        snprintf(err, errn, "pool %s shares a fleet budget of %d workers (fleet_max_processes): n must be 0..%d "
+                 "or \"auto\"", pool, p->conf.fleet_max_processes, p->conf.fleet_max_processes);
+        return -1;
+    }
     if (n < 0) {
         p->pinned = -1;
         if (p->conf.balance == BALANCE_OFF) p->target = p->conf.processes;
@@ -265,8 +271,13 @@ int master_scale(master_t *m, const char *pool, int n, char *err, size_t errn)
                  p->conf.balance == BALANCE_AUTO ? "the balancer" : "its configured processes");
     } else {
         p->pinned = n;
-        p->target = n;
-        log_info("pool %s: pinned at %d workers", p->conf.name, n);
+        /* within what the fleet budget's lease allows now; more as it grows */
+        int cap = budgeting_cap(m, p);
+        p->target = n < cap ? n : cap;
+        if (p->target < n)
+            log_info("pool %s: pinned at %d workers; the fleet budget allows %d now", p->conf.name, n, p->target);
+        else
+            log_info("pool %s: pinned at %d workers", p->conf.name, n);
     }
     /* The loop applies it (within max_workers) on its next pass: nothing
      * here waits on Redis on a client's behalf. */
@@ -385,8 +396,9 @@ int master_reload(master_t *m, char **msg)
             jobhist_pending_free(&m->pools.v[i]->jobs);
             jobhist_pending_init(&m->pools.v[i]->jobs, nc->job_history_size);
         }
-    /* nothing runs with the old config's secrets any more: gone before a
-     * new HTTP process is forked with oc still in memory (review #6) */
+    /* nothing runs with the old config's secrets any more: gone from the
+     * master (and the workers it forks from now on) before oc is freed
+     * (review #6; the HTTP process is a fresh image and never had them) */
     config_wipe_secrets(oc, NULL);
     char http_err[600];
     int http_rv = http_reload(m, oc, http_err, sizeof http_err);
@@ -583,7 +595,8 @@ int master_run(const char *config_path)
         if (!m->stopping) {
             if (now >= monitor_next_due(m)) monitor_tick(m, now);
             due = pools_maintain(&m->pools, now);
-        }
+        } else if (now >= monitor_next_due(m))
+            monitor_tick_stopping(m, now); /* fleet leases cover the jobs still finishing */
         pause_pending = pools_apply_pause(&m->pools);
         forget_drained_pools(m);
         if (wd && now - m->last_watchdog_ms >= wd) {
@@ -611,6 +624,7 @@ int master_run(const char *config_path)
     for (int i = 0; i < m->npaused_queues; i++) free(m->paused_queues[i]);
     free(m->paused_queues);
     monitor_free(m);
+    budgeting_free(m);
     alerting_free(m);
     safefile_pidfile_remove(m->conf->pid_file, m->pid_fd);
     for (int i = 0; i < m->pools.n; i++) pool_free(m->pools.v[i]);

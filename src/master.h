@@ -34,6 +34,7 @@ typedef struct {
     struct monitor *mon;       /* Redis counts, Laravel keys, balancing (monitor.c) */
     struct http_sup *http;     /* the HTTP process, if qpool.http is set (http.c) */
     struct alerting *alerting; /* open alert episodes and running commands (alerting.c) */
+    struct budgeting *budgeting; /* fleet budget leases (budgeting.c) */
 
     /* queues paused by `qpool pause --queue`, by name: survives reloads */
     char **paused_queues;

@@ -4,6 +4,7 @@
 #include "monitor.h"
 #include "alerting.h"
 #include "balancer.h"
+#include "budgeting.h"
 #include "failed.h"
 #include "fleet.h"
 #include "history.h"
@@ -56,6 +57,11 @@ static rconn_t *conn_for(master_t *m, const char *name)
     return m->mon->rc[m->mon->nrc++];
 }
 
+rconn_t *monitor_conn(master_t *m, const char *name)
+{
+    return conn_for(m, name);
+}
+
 static void drop_connections(master_t *m)
 {
     for (int i = 0; i < m->mon->nrc; i++) {
@@ -67,11 +73,6 @@ static void drop_connections(master_t *m)
     m->mon->rc = NULL;
     m->mon->noted = NULL;
     m->mon->nrc = 0;
-}
-
-void monitor_wipe_secrets(master_t *m)
-{
-    for (int i = 0; m->mon && i < m->mon->nrc; i++) redis_conf_wipe_secrets(&m->mon->rc[i]->conf);
 }
 
 void monitor_free(master_t *m)
@@ -410,42 +411,67 @@ static void update_rates(master_t *m, int64_t now)
     }
 }
 
-static void apply_balance(master_t *m, int64_t now)
+/* The balancer's view of one pool. */
+static void fill_bal(master_t *m, pool_t *p, bal_pool_t *x)
+{
+    pool_counts_t c;
+    pool_counts(&m->pools, p, &c);
+    x->auto_mode = p->conf.balance == BALANCE_AUTO;
+    x->processes = p->conf.processes;
+    x->min = p->conf.min_processes;
+    x->max = p->conf.max_processes;
+    x->size_strategy = p->conf.auto_strategy == STRATEGY_SIZE;
+    x->target_wait = p->conf.target_wait;
+    x->scale_down_delay = p->conf.scale_down_delay;
+    x->priority = p->conf.priority;
+    x->pinned = p->pinned;
+    x->paused = pool_is_paused(&m->pools, p);
+    x->live = c.live;
+    x->busy = c.busy;
+    x->stopping = c.stopping;
+    uint32_t cw = pool_control_word(&m->pools, p);
+    int64_t backlog = 0;
+    for (int q = 0; q < p->conf.nqueues; q++)
+        if (!(cw & (1u << q))) backlog += p->q[q].ready;
+    x->backlog = p->have_counts ? backlog : 0;
+    if (!p->have_counts && x->auto_mode) x->pinned = p->target; /* no data: hold still */
+    x->runtime_s = p->mean_runtime_ms / 1000.0;
+    x->rate = p->rate;
+    x->target = p->target;
+    x->below_since_ms = p->below_since_ms;
+}
+
+/* The balancer's view of every pool not removed; returns the count. */
+static int fill_all(master_t *m, bal_pool_t *b, pool_t **map)
 {
     int n = 0;
+    for (int i = 0; i < m->pools.n; i++) {
+        if (m->pools.v[i]->removed) continue;
+        map[n] = m->pools.v[i];
+        fill_bal(m, map[n], &b[n]);
+        n++;
+    }
+    return n;
+}
+
+void monitor_tick_stopping(master_t *m, int64_t now)
+{
+    m->mon->next_balance_ms = now + (int64_t)(m->conf->balance_interval * 1000);
     bal_pool_t *b = xcalloc((size_t)m->pools.n + 1, sizeof *b);
     pool_t **map = xcalloc((size_t)m->pools.n + 1, sizeof *map);
-    for (int i = 0; i < m->pools.n; i++) {
-        pool_t *p = m->pools.v[i];
-        if (p->removed) continue;
-        pool_counts_t c;
-        pool_counts(&m->pools, p, &c);
-        bal_pool_t *x = &b[n];
-        map[n++] = p;
-        x->auto_mode = p->conf.balance == BALANCE_AUTO;
-        x->processes = p->conf.processes;
-        x->min = p->conf.min_processes;
-        x->max = p->conf.max_processes;
-        x->size_strategy = p->conf.auto_strategy == STRATEGY_SIZE;
-        x->target_wait = p->conf.target_wait;
-        x->scale_down_delay = p->conf.scale_down_delay;
-        x->priority = p->conf.priority;
-        x->pinned = p->pinned;
-        x->paused = pool_is_paused(&m->pools, p);
-        x->live = c.live;
-        x->busy = c.busy;
-        x->stopping = c.stopping;
-        uint32_t cw = pool_control_word(&m->pools, p);
-        int64_t backlog = 0;
-        for (int q = 0; q < p->conf.nqueues; q++)
-            if (!(cw & (1u << q))) backlog += p->q[q].ready;
-        x->backlog = p->have_counts ? backlog : 0;
-        if (!p->have_counts && x->auto_mode) x->pinned = p->target; /* no data: hold still */
-        x->runtime_s = p->mean_runtime_ms / 1000.0;
-        x->rate = p->rate;
-        x->target = p->target;
-        x->below_since_ms = p->below_since_ms;
-    }
+    int n = fill_all(m, b, map);
+    budgeting_pass(m, map, b, n, now);
+    free(b);
+    free(map);
+}
+
+static void apply_balance(master_t *m, int64_t now)
+{
+    bal_pool_t *b = xcalloc((size_t)m->pools.n + 1, sizeof *b);
+    pool_t **map = xcalloc((size_t)m->pools.n + 1, sizeof *map);
+    int n = fill_all(m, b, map);
+    /* Pools with a fleet budget: within what their lease allows. */
+    budgeting_pass(m, map, b, n, now);
     /* Removed pools' children still count against the budget. */
     int reserved = 0;
     for (int i = 0; i < m->pools.n; i++)
@@ -566,7 +592,9 @@ static void write_history(master_t *m)
 
 void monitor_goodbye(master_t *m)
 {
-    if (!m->mon || !m->mon->fleet_id[0]) return;
+    if (!m->mon) return;
+    budgeting_goodbye(m);
+    if (!m->mon->fleet_id[0]) return;
     for (int ci = 0; ci < m->conf->nredis; ci++) {
         const char *name = m->conf->redis[ci].name;
         if (!connection_used(m, name)) continue;

@@ -45,6 +45,7 @@ pool_t *pool_new(const pool_conf_t *conf, int class_cap, int jobs_cap)
     p->pinned = -1;
     for (int i = 0; i < ZYGOTE_GENERATIONS; i++) p->zy[i].fd[0] = p->zy[i].fd[1] = -1;
     p->target = conf->balance == BALANCE_OFF ? conf->processes : conf->min_processes;
+    if (conf->fleet_max_processes) p->target = 0; /* nothing before the first lease (budgeting.c) */
     return p;
 }
 

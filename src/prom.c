@@ -400,6 +400,35 @@ static void render_paused(const cJSON *pools, sbuf_t *out)
     }
 }
 
+/* The fleet budget of each pool that has one (budgeting.h), one family per
+ * member of its "fleet_budget". */
+static void render_budgets(const cJSON *pools, sbuf_t *out)
+{
+    static const struct { const char *name, *help, *type, *key; } F[] = {
+        {"qpool_fleet_budget_workers", "The fleet budget in effect (fleet_max_processes) of the pool's name.", "gauge",
+         "budget"},
+        {"qpool_fleet_slots_held", "Slots of the fleet budget this master holds for the pool.", "gauge", "held"},
+        {"qpool_fleet_slots_in_use", "Slots of the fleet budget every master holds for the pool's name.", "gauge",
+         "in_use"},
+        {"qpool_fleet_budget_waiting", "1 if the pool wants more workers than its slots of the fleet budget, else 0.",
+         "gauge", "waiting"},
+        {"qpool_fleet_lease_renewal_failures_total", "Balance passes whose fleet budget lease renewal failed.",
+         "counter", "renew_failures"},
+    };
+    for (size_t i = 0; i < ARRAY_LEN(F); i++) {
+        family_t f = {out, F[i].name, F[i].help, F[i].type, false};
+        const cJSON *p;
+        cJSON_ArrayForEach(p, pools) {
+            const char *name = pool_name(p);
+            const cJSON *b = member(p, "fleet_budget");
+            if (!name || !cJSON_IsObject(b)) continue;
+            label_t l[] = {{"pool", name}};
+            const cJSON *v = member(b, F[i].key);
+            sample(&f, "", l, 1, cJSON_IsBool(v) ? bool_member(b, F[i].key) : num_member(b, F[i].key));
+        }
+    }
+}
+
 int prom_render(const cJSON *status, sbuf_t *out)
 {
     const cJSON *pools = member(status, "pools");
@@ -412,5 +441,6 @@ int prom_render(const cJSON *status, sbuf_t *out)
     render_exits(pools, out);
     render_reconnects(status, out);
     render_paused(pools, out);
+    render_budgets(pools, out);
     return 0;
 }

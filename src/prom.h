@@ -6,8 +6,10 @@
  * jobs by pool, queue, class and outcome, runtime and wait histograms by
  * pool and queue (every class and outcome merged, in seconds), queue
  * lengths (once per queue name: a queue two pools watch is one Redis list),
- * workers by state, worker exits by reason, Redis reconnects and whether
- * each pool is paused. Each family is written once, contiguous, with its
+ * workers by state, worker exits by reason, Redis reconnects, whether
+ * each pool is paused, and each fleet-budgeted pool's budget, slots held
+ * (here and by the fleet), whether it waits for budget and its failed lease
+ * renewals. Each family is written once, contiguous, with its
  * # HELP and # TYPE, and only if it has a sample. Members that are missing
  * or of the wrong type are skipped, so a status from an older or newer
  * master renders what it can.

@@ -309,7 +309,7 @@ static int send_all(rconn_t *c, const char *buf, size_t n)
 
 /* A handshake command that carries a password: no copy of it is left in
  * memory hiredis frees (its formatted command, its output buffer), so no
- * process forked later (the HTTP process) finds one there. */
+ * process forked later (a worker) finds one there. */
 static redisReply *hs_secret_command(rconn_t *c, int argc, const char **argv)
 {
     char *cmd = NULL;

@@ -4,6 +4,7 @@
  * Read-only: nothing here changes the master.
  */
 #include "status.h"
+#include "budgeting.h"
 #include "monitor.h"
 #include "proc.h"
 #include "util.h"
@@ -119,6 +120,16 @@ static cJSON *exits_json(const pool_t *p)
     return o;
 }
 
+/* "fleet_budget": the pool's share of a fleet budget (budgeting.h), null without one. */
+static void add_budget(const master_t *m, const pool_t *p, cJSON *po, bool brief)
+{
+    cJSON *b = budgeting_pool_json(m, p, brief);
+    if (b)
+        cJSON_AddItemToObject(po, "fleet_budget", b);
+    else
+        cJSON_AddNullToObject(po, "fleet_budget");
+}
+
 cJSON *status_json(master_t *m, unsigned flags)
 {
     bool verbose = flags & STATUS_VERBOSE, raw = flags & STATUS_RAW;
@@ -183,6 +194,7 @@ cJSON *status_json(master_t *m, unsigned flags)
             cJSON_AddNumberToObject(po, "pinned", p->pinned);
         else
             cJSON_AddNullToObject(po, "pinned");
+        add_budget(m, p, po, false);
         cJSON_AddNumberToObject(po, "jobs_done", (double)c.jobs_done);
         cJSON_AddNumberToObject(po, "jobs_failed", (double)c.jobs_failed);
         cJSON_AddNumberToObject(po, "jobs_per_min", round(p->jobs_per_min * 10) / 10);
@@ -283,6 +295,7 @@ cJSON *status_fleet_record(master_t *m, const char *id)
         cJSON_AddNumberToObject(po, "workers", c.live);
         cJSON_AddNumberToObject(po, "busy", c.busy);
         cJSON_AddNumberToObject(po, "target", p->target);
+        add_budget(m, p, po, true);
         zygote_json(po, p);
         /* every child, for a dashboard on any host (a few hundred bytes each) */
         cJSON *ca = cJSON_AddArrayToObject(po, "children");

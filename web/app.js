@@ -41,6 +41,14 @@
 
   /* ---------- formatting ---------- */
   var nf = {};
+  /* A pool's share of its fleet budget (fleet_max_processes). */
+  function budgetText(b) {
+    var t = 'budget ' + num(b.held) + '/' + num(b.budget) + ' held';
+    if (b.waiting) t += ' · waiting for budget';
+    if (b.lease === 'failing') t += ' · lease not renewed';
+    return t;
+  }
+
   function num(n, d) {
     if (n == null || n !== n) return '–';
     d = d == null ? 0 : d;
@@ -684,6 +692,7 @@
       };
       inp.addEventListener('keydown', ev => { if (ev.key === 'Enter') doScale(null); });
       var pinned = p.pinned != null ? ' (pinned ' + p.pinned + ')' : '';
+      var fb = p.fleet_budget ? el('div', { class: 'muted', 'data-budget': p.name, text: budgetText(p.fleet_budget) }) : null;
       return el('tr', { 'data-pool': p.name, class: 'pool' },
         td(el('strong', { text: p.name })), td(pillEl(p.state)),
         td(el('div', { class: 'btns' },
@@ -691,7 +700,7 @@
             : actBtn('pause', 'Pause', b => { act('Pause ' + p.name, 'api/pools/' + pn + '/pause', {}, b); }),
           inp, actBtn('scale', 'Scale', doScale),
           actBtn('restart', 'Rolling restart', b => { act('Rolling restart of ' + p.name, 'api/pools/' + pn + '/restart', {}, b); }))),
-        td(p.kind + ' · ' + p.balance), tdn(num(p.workers)), tdn(num(p.target) + pinned), td(num(p.min) + '–' + num(p.max)),
+        td(p.kind + ' · ' + p.balance), tdn(num(p.workers)), tdn(num(p.target) + pinned), td(fb ? el('span', null, num(p.min) + '–' + num(p.max), fb) : num(p.min) + '–' + num(p.max)),
         tdn(num(p.busy)), tdn(num(p.idle)),
         tdn(num(sumQ(p, 'ready'))), tdn(num(sumQ(p, 'delayed'))), tdn(num(sumQ(p, 'reserved'))),
         tdn(num(p.jobs_per_min, 1)), tdn(num(p.failed_per_min, 1)), tdn(num(p.jobs_done)), tdn(num(p.jobs_failed)), tdn(num(p.crashes)));
@@ -1135,7 +1144,8 @@
         return el('tr', { 'data-host-id': m.id, class: 'host' }, td(m.host, null, m.id), tdn(String(m.pid)), td(m.version), td(pillEl(hostState(m), m.state)),
           tdn(dur((m.uptime_s || 0) * 1000)), td(when(m.started_at * 1000)), td(m.config, 'x', m.config),
           tdn(num(w.total)), tdn(num(w.busy)), tdn(num(w.idle)), tdn(num(m.max_workers)),
-          td((m.pools || []).map(p => p.name + ' ' + p.workers + '/' + p.target + (p.paused ? ' (paused)' : '')).join(', '), 'wrap'));
+          td((m.pools || []).map(p => p.name + ' ' + p.workers + '/' + p.target + (p.paused ? ' (paused)' : '') +
+            (p.fleet_budget ? ' (' + budgetText(p.fleet_budget) + ')' : '')).join(', '), 'wrap'));
       }, { id: 'hosts-table', empty: 'No live masters.' }));
   }
 

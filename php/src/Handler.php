@@ -232,6 +232,7 @@ final class Handler
         }
 
         $app = AppBoot::boot($base);
+        $this->io->afterBoot();
 
         require_once __DIR__.'/PipeJob.php';
 

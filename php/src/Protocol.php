@@ -33,6 +33,9 @@ final class Protocol
     /** @var string "fds", "moved" or "none" */
     private $isolation = 'none';
 
+    /** @var bool VAR_DUMPER_FORMAT set for the boot (holdDumper) */
+    private $dumperHeld = false;
+
     /** @var array<resource> streams that hold descriptors 0 and 1 in place */
     private $keep = [];
 
@@ -271,6 +274,7 @@ final class Protocol
             fclose(STDOUT);
             $err = @fopen('php://stderr', 'wb');
             $this->keep = array_filter([$null, $err]);
+            $this->holdDumper();
         }
 
         $null = @stat('/dev/null');
@@ -280,6 +284,31 @@ final class Protocol
 
         if ($this->isolation === 'none') {
             self::log('could not move stdin/stdout off the protocol; job output may reach it');
+        }
+    }
+
+    /**
+     * With the STDOUT constant closed, Laravel 9+ cannot boot: its
+     * FoundationServiceProvider registers a CliDumper whose ConsoleOutput
+     * takes STDOUT ("The StreamOutput class needs a stream"). Its "server"
+     * format registers none; it is taken back once the app has booted
+     * (afterBoot), so that dump() then writes through VarDumper's own
+     * CliDumper to php://stdout: descriptor 1, stderr, which qpool logs.
+     */
+    private function holdDumper(): void
+    {
+        if (! isset($_SERVER['VAR_DUMPER_FORMAT'])) {
+            $_SERVER['VAR_DUMPER_FORMAT'] = 'server';
+            $this->dumperHeld = true;
+        }
+    }
+
+    /** After the app's boot: what holdDumper() set is taken back. */
+    public function afterBoot(): void
+    {
+        if ($this->dumperHeld) {
+            unset($_SERVER['VAR_DUMPER_FORMAT']);
+            $this->dumperHeld = false;
         }
     }
 

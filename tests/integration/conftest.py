@@ -21,13 +21,73 @@ import uuid as uuidlib
 import pytest
 import redis
 
+# What the tests start sees the environment of a fresh machine, not this
+# one's: a PYTHONUNBUFFERED=1 here once hid a handler whose output was late.
+for _var in ("PYTHONUNBUFFERED", "PYTHONDONTWRITEBYTECODE", "PYTHONPATH", "PYENV_ROOT"):
+    os.environ.pop(_var, None)
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 BUILD = pathlib.Path(os.environ.get("QPOOL_BUILD", ROOT / "build"))
 QPOOL = str(BUILD / "qpool")
 FIXTURE_HANDLER = str(BUILD / "fixture-handler")
 PYTHON = "/usr/bin/python3"
 SIGNAL_CHILD = str(ROOT / "tests" / "fixtures" / "signal-child.py")
-LARAVEL_APP = ROOT / "tests" / "laravel-app"
+
+
+def _os_release():
+    out = {}
+    try:
+        with open("/etc/os-release") as f:
+            for line in f:
+                k, _, v = line.strip().partition("=")
+                out[k] = v.strip('"')
+    except OSError:
+        pass
+    return out
+
+
+# The Debian release the suite runs on, and the fixture app of the Laravel it
+# packages (php-laravel-framework): 8.83 on bookworm, 10.48 on trixie. The
+# Laravel-version matrix (laravel_roots.py) runs the other releases' in roots.
+HOST_DIST = _os_release().get("VERSION_CODENAME", "bookworm")
+
+
+def _materialized(src):
+    """src with its symbolic links followed, made once per content under
+    the build directory (laravel-app-10 shares the 8 app's files by links,
+    and Laravel's command discovery resolves them out of the app)."""
+    import fcntl
+    import hashlib
+    import shutil
+    h = hashlib.sha1()
+    for p in sorted(src.rglob("*")):
+        st = p.stat() if p.exists() else None
+        h.update(("%s %s %s\n" % (p.relative_to(src), st and st.st_size, st and st.st_mtime_ns)).encode())
+    dest = BUILD / ("%s-%s" % (src.name, h.hexdigest()[:12]))
+    BUILD.mkdir(parents=True, exist_ok=True)
+    with open(BUILD / (src.name + ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # one maker; xdist's workers wait, then reuse
+        if not dest.exists():
+            tmp = dest.with_name(dest.name + ".tmp")
+            shutil.rmtree(tmp, ignore_errors=True)
+            shutil.copytree(src, tmp, symlinks=False, ignore=shutil.ignore_patterns("*.sqlite", ".env"))
+            tmp.rename(dest)
+    return dest
+
+
+# The major version of the host's Laravel (what LARAVEL_APP runs on).
+HOST_LARAVEL = 10 if HOST_DIST == "trixie" else 8
+# What Laravel fails a job with when qpool killed its last attempt for its
+# timeout, and when it was already attempted too often (Worker.php): 8.x says
+# both with MaxAttemptsExceededException; 9+ has TimeoutExceededException.
+MAX_ATTEMPTS_EXCEPTION = ("Illuminate\\Queue\\MaxAttemptsExceededException",
+                          " has been attempted too many times or run too long. The job may have previously timed out."
+                          if HOST_LARAVEL < 9 else " has been attempted too many times.")
+TIMEOUT_EXCEPTION = (MAX_ATTEMPTS_EXCEPTION if HOST_LARAVEL < 9
+                     else ("Illuminate\\Queue\\TimeoutExceededException", " has timed out."))
+
+LARAVEL_APP = (_materialized(ROOT / "tests" / "laravel-app-10") if HOST_DIST == "trixie"
+               else ROOT / "tests" / "laravel-app")
 PREFIX = "laravel_database_"
 
 SANITIZER_PATTERNS = re.compile(
@@ -236,6 +296,18 @@ def kill_a_worker(master, rng, killed):
         return 1
     except ProcessLookupError:
         return 0
+
+
+def with_their_handlers(master, killed):
+    """killed, plus every handler a killed worker started, from the master's
+    log ("w#2[1574]: started pipe handler (pid 1575"): kill_a_worker lists a
+    victim's children before it kills, and a worker may start its handler
+    (and hand it a job) in between."""
+    out = set(killed)
+    for wpid, hpid in re.findall(r"\[(\d+)\]: started (?:pipe|exec) handler \(pid (\d+)", master.log()):
+        if int(wpid) in killed:
+            out.add(int(hpid))
+    return out
 
 
 def read_fixture_log(path):

@@ -1,6 +1,8 @@
-"""Laravel versions for the tests: the host's (Debian 12: Laravel 8 on PHP 8.2)
-and Debian roots with newer ones (trixie: 10.x, sid: 13.x, both PHP 8.4),
-made by scripts/laravel-root with mmdebstrap.
+"""Laravel versions for the tests: Debian's packaged Laravel of three releases
+(bookworm: 8.83 on PHP 8.2; trixie: 10.48 and sid: 13.x, both on PHP 8.4).
+The one of the host's own release runs on the host (8 on Debian 12, 10 on
+Debian 13); the others run in Debian roots made by scripts/laravel-root with
+mmdebstrap.
 
 Roots are cached in $QPOOL_LARAVEL_ROOTS (default: laravel-roots in the build
 directory) and reused when present, so one build serves every run; several
@@ -22,17 +24,19 @@ import uuid
 
 import pytest
 
-from conftest import BUILD, PREFIX, ROOT, LaravelApp
+from conftest import BUILD, HOST_DIST, PREFIX, ROOT, LaravelApp
 
 ROOTS = pathlib.Path(os.environ.get("QPOOL_LARAVEL_ROOTS") or BUILD / "laravel-roots")
 CHROOT = "/usr/sbin/chroot"
 
-# version -> (Debian dist of its root, or None for the host; fixture app)
-VERSIONS = {
-    "8": (None, "laravel-app"),
+# version -> (Debian release it comes from, fixture app)
+RELEASES = {
+    "8": ("bookworm", "laravel-app"),
     "10": ("trixie", "laravel-app-10"),
     "13": ("sid", "laravel-app-13"),
 }
+# version -> (Debian dist of its root, or None for the host; fixture app)
+VERSIONS = {v: (None if dist == HOST_DIST else dist, app) for v, (dist, app) in RELEASES.items()}
 
 BUILD_TIMES = {}  # dist -> seconds scripts/laravel-root took in this session
 

@@ -17,7 +17,7 @@ import urllib.request
 
 import pytest
 
-from conftest import (BUILD, FIXTURE_HANDLER, PREFIX, QPOOL, fill_failed_store, free_port, make_payload, push_many,
+from conftest import (FIXTURE_HANDLER, PREFIX, QPOOL, fill_failed_store, free_port, make_payload, push_many,
                       read_fixture_log, wait_for)
 
 MAIL = "App\\Jobs\\SendMail"
@@ -781,6 +781,47 @@ def public_dir():
     shutil.rmtree(d, ignore_errors=True)
 
 
+def test_a_proxied_request_is_never_local(master, r, tmp_path):
+    """#1, the proxy half, with only what d7a765b already knew in the config
+    (listen, token_env): a request a same-host proxy forwarded (it carries
+    X-Forwarded-For, Forwarded or X-Real-IP) gets neither the aggregates nor a
+    failed job's payload without the token, though it comes from 127.0.0.1
+    with Host 127.0.0.1 (on d7a765b: 200 for all of them)."""
+    port = free_port()
+    master.write_config(pool(tmp_path / "fixture.log"), qpool=http_conf(port, 'token_env = "QPOOL_TEST_TOKEN";'))
+    master.start(env={"QPOOL_TEST_TOKEN": TOKEN})
+    wait_for(lambda: code(port, "/healthz") == 200, 10, what="the HTTP endpoint")
+    uuid = a_failed_secret(r, port)
+    assert get_h(port, "/metrics")[0] == 200  # the same request, not forwarded: the aggregates are open
+    got = {(list(h)[0], path): get_h(port, path, h)[0]
+           for h in PROXIED for path in ("/metrics", "/api/status", "/api/failed/" + uuid)}
+    assert set(got.values()) == {401}, got
+    for h in PROXIED:  # with the token, or for the probe: served
+        assert get_h(port, "/api/failed/" + uuid, h, token=TOKEN)[0] == 200
+        assert get_h(port, "/healthz", h)[0] == 200
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="connects as another user")
+def test_another_user_on_a_world_connectable_unix_listener_reads_nothing(master, r, tmp_path, public_dir):
+    """#1, the Unix listener half, with only what d7a765b already knew
+    (listen, socket_mode, token_env): on a 0666 socket another local user
+    (nobody) gets neither the aggregates nor a failed job's payload without
+    the token, while root, a user of the control socket, reads the
+    aggregates (on d7a765b: nobody got 200 for all of them)."""
+    sock = os.path.join(public_dir, "http.sock")
+    master.write_config(pool(tmp_path / "fixture.log"), qpool=(
+        'http = { listen = "%s"; socket_mode = "0666"; token_env = "QPOOL_TEST_TOKEN"; };' % sock))
+    master.start(env={"QPOOL_TEST_TOKEN": TOKEN})
+    wait_for(lambda: unix_get("/healthz", sock) == 200, 10, what="the Unix listener")
+    bad = make_payload("fail", job="App\\Jobs\\SendPasswordReset", reset_token=SECRET)
+    push_many(r, "default", [bad])
+    wait_for(lambda: r.zcard(PREFIX + "qpool:failed:default") == 1, 20, what="the failure")
+    as_nobody = {p: unix_get(p, sock, user="nobody") for p in ("/api/status", "/metrics", "/api/failed/" + bad["uuid"])}
+    assert as_nobody == {p: 401 for p in as_nobody}, as_nobody
+    assert unix_get("/healthz", sock, user="nobody") == 200
+    assert unix_get("/api/status", sock) == 200  # root
+
+
 @pytest.mark.skipif(os.geteuid() != 0, reason="connects as another user")
 def test_a_unix_listener_reads_like_the_control_socket(master, r, tmp_path, public_dir):
     """#1: a Unix listener's peer is local only by the control socket's rule
@@ -868,7 +909,10 @@ def test_the_token_survives_reloads(master, r, tmp_path):
     assert res.returncode == 1, (res.returncode, res.stdout, res.stderr)
     assert "the HTTP endpoint is off" in res.stderr and "QPOOL_NO_SUCH_TOKEN is not set" in res.stderr, res.stderr
     master.wait_log(r"reload: http.token_env: QPOOL_NO_SUCH_TOKEN is not set.*the HTTP endpoint is off")
-    assert code(b, "/healthz") is None and master.proc.poll() is None
+    # the reload returns once the process is told to stop: it may still
+    # answer a request it accepted before it got SIGTERM
+    wait_for(lambda: code(b, "/healthz") is None, 10, what="the endpoint off")
+    assert master.proc.poll() is None
     # back to the first variable: the token qpool holds
     master.write_config(pool(log), qpool=http_conf(b, env))
     assert master.cli("reload").returncode == 0
@@ -909,24 +953,29 @@ def memory_holds(pid, secrets):
                 data = mem.read(hi - lo)
             except OSError:
                 continue
-            found |= {s for s in secrets if s in data}
+            for s in secrets:
+                if s in data:
+                    found.add(s)
+                    if os.environ.get("QPOOL_DEBUG_SECRETS"):
+                        i = data.index(s)
+                        print("SECRET %s in %s at +%#x: %r" % (s, " ".join(m[5:]) or "anon", i, data[max(0, i - 96):i + 48]))
     return found
 
 
-@pytest.mark.skipif("asan" in str(BUILD), reason="ASan's shadow and quarantine: freed memory is kept on purpose")
 def test_the_http_process_holds_no_secret_it_does_not_need(master, r, tmp_path):
     """Review #6: the HTTP process reads Redis through http.connection only.
     Another connection's password (from password_file, and from a
-    password_env variable) and the pools' environment values are wiped
-    before it serves, also after a reload (the old config is still in the
-    master when the new process is forked). Checked by reading the
-    process's whole memory through /proc/PID/mem."""
+    password_env variable), the pools' environment values, the config
+    file's text, the master's environment and a token the config no longer
+    names are nowhere in its memory, also after a reload (the process is a
+    fresh image: nothing of the master's heap, where a reload's freed
+    buffers of the file's text are). Checked by reading the process's
+    whole memory through /proc/PID/mem."""
     if os.geteuid() != 0:
         pytest.skip("reading another process's memory needs root")
-    file_pw, env_pw, app_key, web_pw = (b"file-pw-%s" % os.urandom(6).hex().encode(),
-                                        b"env-pw-%s" % os.urandom(6).hex().encode(),
-                                        b"app-key-%s" % os.urandom(6).hex().encode(),
-                                        b"web-pw-%s" % os.urandom(6).hex().encode())
+    rnd = lambda what: b"%s-%s" % (what, os.urandom(6).hex().encode())  # noqa: E731
+    file_pw, env_pw, app_key, web_pw = rnd(b"file-pw"), rnd(b"env-pw"), rnd(b"app-key"), rnd(b"web-pw")
+    text, master_env, tok_a, tok_b = rnd(b"config-text"), rnd(b"master-env"), rnd(b"token-a"), rnd(b"token-b")
     # ACL users: the master and the workers authenticate as them (AUTH's
     # buffers must not leave a copy behind either)
     r.execute_command("ACL", "SETUSER", "spare", "on", ">" + file_pw.decode(), "~*", "&*", "+@all")
@@ -942,26 +991,37 @@ def test_the_http_process_holds_no_secret_it_does_not_need(master, r, tmp_path):
              '  web = { host = "127.0.0.1"; port = %d; prefix = "%s"; username = "web"; password_env = "QPOOL_TEST_WEB_PW"; };'
              % (rport, PREFIX, rport, PREFIX, pwf, rport, PREFIX, rport, PREFIX))
     log = tmp_path / "fixture.log"
-    pools = ('{ name = "w"; queues = ["default"]; processes = 1; handler = { type = "pipe"; command = ["%s"]; };'
+    # the marker is only in a comment: what holds it holds the file's raw text
+    pools = ('# %s\n'
+             '{ name = "w"; queues = ["default"]; processes = 1; handler = { type = "pipe"; command = ["%s"]; };'
              ' environment = { FIXTURE_LOG = "%s"; APP_KEY = "%s"; }; },\n'
              '{ name = "s"; connection = "spare"; queues = ["s"]; processes = 1; handler = { type = "pipe"; command = ["%s"]; }; },\n'
              '{ name = "o"; connection = "other"; queues = ["o"]; processes = 1; handler = { type = "pipe"; command = ["%s"]; }; }'
-             % (FIXTURE_HANDLER, log, app_key.decode(), FIXTURE_HANDLER, FIXTURE_HANDLER))
-    master.write_config(pools, qpool=http_conf(port, 'connection = "web"; read_without_token = "all";'), redis_conf=conns)
-    master.start(env={"QPOOL_TEST_OTHER_PW": env_pw.decode(), "QPOOL_TEST_WEB_PW": web_pw.decode()})
+             % (text.decode(), FIXTURE_HANDLER, log, app_key.decode(), FIXTURE_HANDLER, FIXTURE_HANDLER))
+
+    def configure(token_env):
+        master.write_config(pools, qpool=http_conf(port, 'connection = "web"; read_without_token = "all"; token_env = "%s";'
+                                                   % token_env), redis_conf=conns)
+    configure("QPOOL_TEST_TOKEN_A")
+    master.start(env={"QPOOL_TEST_OTHER_PW": env_pw.decode(), "QPOOL_TEST_WEB_PW": web_pw.decode(),
+                      "QPOOL_TEST_TOKEN_A": tok_a.decode(), "QPOOL_TEST_TOKEN_B": tok_b.decode(),
+                      "QPOOL_TEST_MASTER_ONLY": master_env.decode()})
     wait_for(lambda: code(port, "/healthz") == 200, 10, what="the HTTP endpoint")
     master.wait_children("s", 1)
     master.wait_children("o", 1)
     secrets = {file_pw, env_pw, app_key}
+    foreign = secrets | {text, master_env, tok_b}
     # the scan sees them where they are meant to be: the master holds them all
     assert memory_holds(master.proc.pid, secrets | {web_pw}) == secrets | {web_pw}
     pid = http_pid(master)
-    assert memory_holds(pid, secrets | {web_pw}) == {web_pw}  # its own connection's only
+    assert memory_holds(pid, foreign | {web_pw, tok_a}) == {web_pw, tok_a}  # its own connection's and token only
     assert get(port, "/api/failed")[0] == 200  # and it still reads Redis as "web"
-    for _ in range(2):  # forked by a reload, with the old config still in the master
+    configure("QPOOL_TEST_TOKEN_B")  # the token changes at the first reload
+    for _ in range(2):  # started at a reload, with the old config still in the master
         master.signal(signal.SIGHUP)
         wait_for(lambda: http_pid(master) not in (None, pid) and code(port, "/healthz") == 200, 10,
                  what="a new HTTP process")
         pid = http_pid(master)
-        assert memory_holds(pid, secrets) == set()
+        assert memory_holds(pid, foreign | {tok_a, web_pw, tok_b}) == {web_pw, tok_b}
     assert get(port, "/api/failed")[0] == 200
+    assert get(port, "/metrics", token=tok_b.decode())[0] == 200

@@ -42,7 +42,7 @@ def markers(app, job="MarkerJob", tag=None):
 def copy_app(tmp_path, dotenv):
     """The fixture app copied (it is small), with a .env of its own."""
     d = tmp_path / "app"
-    shutil.copytree(LARAVEL_APP, d, symlinks=True)
+    shutil.copytree(LARAVEL_APP, d)  # links followed (the Laravel 10 app shares files by links)
     (d / ".env").write_text(dotenv)
     return d
 

@@ -1,9 +1,13 @@
-"""The Debian package: `scripts/package` builds dist/qpool_<version>_<arch>.deb
-(debian/, debhelper), lintian reports no error, and it installs with apt into
-a clean Debian 12 root (mmdebstrap --variant=apt, plus man-db), where
-`qpool check` accepts the installed /etc/qpool/qpool.conf and `man qpool`
-shows the page. Then the conffile's life: kept when edited and reinstalled,
-kept on remove, gone on purge.
+"""The Debian package of the release the suite runs on (Debian 12 on the host,
+Debian 13 in CI's trixie root, scripts/test-in-root): `scripts/package` builds
+dist/qpool_<version>_<arch>.deb (debian/, debhelper), lintian reports no error,
+its dependencies are computed by shlibs for this release's libraries, and it
+installs with `apt-get install ./qpool_*.deb` into a fresh root of the same
+release (mmdebstrap --variant=apt, plus man-db and redis-server). There `qpool
+--version` and `qpool check` accept the installed /etc/qpool/qpool.conf, `man
+qpool` shows the page, and the installed binary runs a job against the
+root's redis-server. Then the conffile's life: kept when edited and
+reinstalled, kept on remove, gone on purge.
 
 Runs once: skipped in the ASan+UBSan run of scripts/test (the package is
 built from the sources, not from the build under test). Needs root (chroot)
@@ -11,6 +15,7 @@ and the Debian mirror; the downloaded .debs are cached in the build directory
 (QPOOL_BUILD/package-apt-cache). Under CI a missing tool fails instead of
 skipping. See docs/operations.md, "Debian package".
 """
+import json
 import os
 import re
 import shutil
@@ -19,7 +24,7 @@ import time
 
 import pytest
 
-from conftest import BUILD, ROOT
+from conftest import BUILD, ROOT, free_port
 
 
 def sanitized_build():
@@ -35,6 +40,19 @@ ARCH = subprocess.run(["dpkg", "--print-architecture"], stdout=subprocess.PIPE,
                       universal_newlines=True).stdout.strip()
 DEB_NAME = "qpool_%s_%s.deb" % (VERSION, ARCH)
 TIMES = {}
+
+
+def os_release():
+    out = {}
+    with open("/etc/os-release") as f:
+        for line in f:
+            k, _, v = line.strip().partition("=")
+            out[k] = v.strip('"')
+    return out
+
+
+DIST = os_release().get("VERSION_CODENAME", "bookworm")
+UNIT_DIR = "lib/systemd/system" if DIST == "bookworm" else "usr/lib/systemd/system"
 
 
 def need(ok, what):
@@ -70,21 +88,23 @@ def deb(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def root(deb, tmp_path_factory):
-    """A clean bookworm root (apt variant + man-db) with the .deb installed by
-    `apt-get install ./qpool_*.deb`, which fetches its dependencies."""
-    target = tmp_path_factory.mktemp("chroot") / "bookworm"
+    """A fresh root of this release (apt variant + man-db and redis-server) with
+    the .deb installed by `apt-get install ./qpool_*.deb`, which fetches its
+    dependencies."""
+    target = tmp_path_factory.mktemp("chroot") / DIST
     cache = BUILD / "package-apt-cache"
     cache.mkdir(exist_ok=True)
     # the machine's own Debian sources (its mirror); else mmdebstrap's defaults
     sources = [s for s in ["/etc/apt/sources.list.d/debian.sources"] if os.path.isfile(s)]
-    cmd = ["mmdebstrap", "--mode=root", "--variant=apt", "--include=man-db", "--skip=essential/unlink",
+    cmd = ["mmdebstrap", "--mode=root", "--variant=apt", "--include=man-db,redis-server",
+           "--skip=essential/unlink",
            "--setup-hook=mkdir -p \"$1\"/var/cache/apt/archives/",
            "--setup-hook=sync-in %s /var/cache/apt/archives/" % cache,
            "--customize-hook=copy-in %s /tmp" % deb,
            "--customize-hook=chroot \"$1\" env DEBIAN_FRONTEND=noninteractive "
            "apt-get install -y --no-install-recommends /tmp/%s" % DEB_NAME,
            "--customize-hook=sync-out /var/cache/apt/archives %s" % cache,
-           "bookworm", str(target)] + sources
+           DIST, str(target)] + sources
     t0 = time.monotonic()
     try:
         r = run(cmd, timeout=900)
@@ -122,9 +142,17 @@ def test_deb_metadata_and_contents(deb):
     assert "Version: %s\n" % VERSION in fields
     depends = re.search(r"^Depends: (.*)$", fields, re.M).group(1)
     names = {d.strip().split()[0] for d in depends.split(",")}
-    assert {"libc6", "libhiredis0.14", "libconfig9", "libcjson1", "libbsd0", "libmicrohttpd12"} <= names, depends
+    # computed by dh_shlibdeps from the libraries of this release (bookworm:
+    # libhiredis0.14, libmicrohttpd12; trixie: libhiredis1.1.0,
+    # libmicrohttpd12t64), never written by hand in debian/control
+    for lib in ("libc6", "libhiredis", "libconfig", "libcjson", "libbsd", "libmicrohttpd", "libssl"):
+        assert [n for n in names if n == lib or re.match(re.escape(lib) + r"[0-9]", n)], (lib, depends)
+    hiredis = [n for n in names if n.startswith("libhiredis")]
+    assert hiredis == [{"bookworm": "libhiredis0.14"}.get(DIST, "libhiredis1.1.0")], depends
+    control = (ROOT / "debian" / "control").read_text()
+    assert "Depends: ${shlibs:Depends}, ${misc:Depends}" in control and "libhiredis0" not in control
     files = set(re.findall(r" \./(\S+)$", run(["dpkg-deb", "-c", str(deb)]).stdout, re.M))
-    for f in ["usr/bin/qpool", "etc/qpool/qpool.conf", "lib/systemd/system/qpool.service",
+    for f in ["usr/bin/qpool", "etc/qpool/qpool.conf", UNIT_DIR + "/qpool.service",
               "usr/share/qpool/php/qpool-handler.php", "usr/share/doc/qpool/operations.md",
               "usr/share/doc/qpool/configuration.md", "usr/share/doc/qpool/copyright",
               "usr/share/doc/qpool/changelog.gz",
@@ -147,6 +175,49 @@ def test_installed_qpool_runs_and_checks_the_installed_config(root):
     (root / "etc/qpool/bad.conf").unlink()
 
 
+JOB_TEST = r"""
+set -eu
+redis-server --port $PORT --bind 127.0.0.1 --save '' --appendonly no --daemonize yes \
+  --pidfile /tmp/jt/redis.pid --logfile /tmp/jt/redis.log
+cat > /tmp/jt/qpool.conf <<CONF
+qpool = { pid_file = "/tmp/jt/qpool.pid"; control_socket = "/tmp/jt/qpool.sock"; };
+redis = { default = { port = $PORT; }; };
+pools = ( { name = "work"; queues = ["default"]; processes = 1; user = "nobody";
+            handler = { type = "exec"; command = ["/bin/sh", "-c", "cat > /tmp/jt/out/\$QPOOL_JOB_UUID"]; }; } );
+CONF
+qpool check -c /tmp/jt/qpool.conf --connect
+qpool run -c /tmp/jt/qpool.conf > /tmp/jt/qpool.log 2>&1 &
+qpool push -c /tmp/jt/qpool.conf default --job 'App\Jobs\FromThePackage' --data '{"ok":true}'
+i=0
+while [ -z "$(ls /tmp/jt/out)" ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
+qpool terminate --wait -c /tmp/jt/qpool.conf
+kill "$(cat /tmp/jt/redis.pid)"
+cat /tmp/jt/out/*
+"""
+
+
+def test_the_installed_binary_runs_a_job(root):
+    """qpool from the package, the root's redis-server: a pushed job reaches an
+    exec handler running as nobody, then a graceful stop. /proc is mounted for
+    it in a private mount namespace, so it goes away with the run."""
+    jt = root / "tmp" / "jt"
+    (jt / "out").mkdir(parents=True)
+    os.chmod(jt / "out", 0o777)
+    (jt / "job.sh").write_text(JOB_TEST)
+    port = free_port()
+    r = run(["unshare", "--mount", "--propagation", "private", "--fork", "sh", "-c",
+             'mount -t proc proc "$1/proc" && exec chroot "$1" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin '
+             'PORT=%d LC_ALL=C.UTF-8 sh /tmp/jt/job.sh' % port, "sh", str(root)], timeout=120, check=False)
+    log = (jt / "qpool.log").read_text() if (jt / "qpool.log").exists() else ""
+    assert r.returncode == 0, r.stdout + "\n--- qpool.log:\n" + log
+    outs = list((jt / "out").iterdir())
+    assert len(outs) == 1, (outs, r.stdout, log)
+    payload = json.loads(outs[0].read_text())
+    assert payload["displayName"] == "App\\Jobs\\FromThePackage" and payload["uuid"] == outs[0].name
+    assert os.stat(outs[0]).st_uid == 65534  # the pool's user
+    shutil.rmtree(jt)
+
+
 def test_man_shows_the_pages(root):
     env = {"MANPAGER": "cat", "PAGER": "cat", "MANWIDTH": "80"}
     assert in_root(root, "man", "-w", "qpool").stdout.strip() == "/usr/share/man/man8/qpool.8.gz"
@@ -157,7 +228,7 @@ def test_man_shows_the_pages(root):
 
 
 def test_unit_installed_not_enabled_and_no_system_user(root):
-    unit = (root / "lib/systemd/system/qpool.service").read_text()
+    unit = (root / UNIT_DIR / "qpool.service").read_text()
     assert "ExecStart=/usr/bin/qpool run -c /etc/qpool/qpool.conf" in unit
     assert not (root / "etc/systemd/system/multi-user.target.wants/qpool.service").exists()
     # the master runs as root (it starts each pool as its own user): no qpool user

@@ -8,7 +8,7 @@ import signal
 import time
 
 from conftest import (PREFIX, failed_records, kill_a_worker, make_payload, push, push_many, queue_state,
-                      read_fixture_log, wait_for)
+                      read_fixture_log, wait_for, with_their_handlers)
 from test_worker import empty, jobs_in_log, native_pool
 
 
@@ -189,6 +189,7 @@ def test_killed_worker_loses_no_prefetched_job(master, r, tmp_path):
         if line[0] == "job":
             runs.setdefault(line[1], []).append(int(line[4]))
     assert set(runs) == {p["id"] for p in payloads}, "jobs never ran"
+    killed = with_their_handlers(master, killed)
     for i, pids in runs.items():
         if len(pids) > 1:
             assert any(p in killed for p in pids[:-1]), "job %s ran twice with no kill: %s" % (i, pids)

@@ -314,7 +314,7 @@ def test_tls_to_a_plain_port_is_a_handshake_error(redis_server, tmp_path):
 @pytest.mark.parametrize("mode,text,why", [
     (0o666, PASSWORD, "can be written by group or others"),
     (0o600, "", "is empty"),
-])
+], ids=["group-or-others-write", "empty"])  # stable ids: the same in every xdist worker
 def test_password_file_is_read_safely(tmp_path, mode, text, why):
     p = secret_file(tmp_path, text, mode)
     os.chmod(p, mode)

@@ -2,8 +2,8 @@
 import random
 import time
 
-from conftest import (FIXTURE_HANDLER, PREFIX, RedisServer, kill_a_worker, make_payload, push_many,
-                      queue_state, read_fixture_log, wait_for)
+from conftest import (FIXTURE_HANDLER, PREFIX, RedisServer, kill_a_worker, make_payload, push_many, queue_state,
+                      read_fixture_log, wait_for, with_their_handlers)
 
 
 def pool(log, processes, extra=""):
@@ -44,6 +44,7 @@ def test_no_job_is_lost_while_workers_are_killed(master, r, tmp_path):
     ids = {p["id"] for p in payloads}
     assert set(runs) == ids, "%d jobs never ran" % len(ids - set(runs))
     dups = {i: pids for i, pids in runs.items() if len(pids) > 1}
+    killed_handlers = with_their_handlers(master, killed_handlers)
     for i, pids in dups.items():
         assert any(p in killed_handlers for p in pids[:-1]), \
             "job %s ran twice but no earlier run was on a killed worker: %s" % (i, pids)

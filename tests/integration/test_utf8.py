@@ -117,7 +117,9 @@ def test_invalid_utf8_in_a_payload_never_leaves_qpool(master, r, tmp_path):
     assert base64.b64decode(one["payload_base64"]) == raw_payload(bad_uuid, b"fail")
 
     # Redis: the records qpool writes are valid UTF-8 (job records, minute metrics, the failed store's fields)
-    for rec in r.lrange(PREFIX + "qpool:jobs", 0, -1):
+    records = r.lrange(PREFIX + "qpool:{qpool-jobs}:list", 0, -1)  # history.c's keys
+    assert records, "no job records to check"
+    for rec in records + list(r.hvals(PREFIX + "qpool:{qpool-jobs}:uuid")):
         json.loads(rec.decode("utf-8"))
     for key in r.scan_iter(PREFIX + "qpool:metrics:*"):
         for field, value in r.hgetall(key).items():
@@ -154,3 +156,21 @@ def test_push_refuses_what_is_not_utf8(master, r, tmp_path):
                              capture_output=True, timeout=30)
         assert res.returncode == 64, res
     assert r.keys(PREFIX + "queues:*") == []
+
+
+def test_metrics_stay_valid_after_one_invalid_class_name(master, r, tmp_path):
+    """Review #4 as reported, with only what d7a765b already knew in the
+    config (http.listen, token_env): one job whose displayName is not valid
+    UTF-8 runs; /metrics is still valid UTF-8 and promtool accepts it (on
+    d7a765b: 'invalid label value "App\\\\Jobs\\\\X\\xff\\xfe"')."""
+    port = free_port()
+    start(master, tmp_path, port)
+    push(r, "high", raw_payload(b"bad-utf8-1", b"ok"))
+
+    def metrics_with_the_class():
+        status, body = get(port, "/metrics")
+        return body if status == 200 and b"Jobs\\\\X" in body else None
+    body = wait_for(metrics_with_the_class, 20, what="the class in /metrics")
+    res = subprocess.run(["promtool", "check", "metrics"], input=body, capture_output=True, timeout=30)
+    assert res.returncode == 0, res.stdout + res.stderr
+    body.decode("utf-8")

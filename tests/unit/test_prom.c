@@ -149,6 +149,26 @@ static void test_exact_small(void **state)
     sbuf_free(&out);
 }
 
+/* A pool's fleet budget: five families; a pool without one has none. */
+static void test_fleet_budget(void **state)
+{
+    (void)state;
+    sbuf_t out;
+    assert_int_equal(render("{'pools':[{'name':'w','fleet_budget':{'budget':6,'held':3,'in_use':6,'waiting':true,"
+                            "'renew_failures':2}},{'name':'x','fleet_budget':null}]}",
+                            &out),
+                     0);
+    assert_line(out.data, "# TYPE qpool_fleet_budget_workers gauge");
+    assert_line(out.data, "qpool_fleet_budget_workers{pool=\"w\"} 6");
+    assert_line(out.data, "qpool_fleet_slots_held{pool=\"w\"} 3");
+    assert_line(out.data, "qpool_fleet_slots_in_use{pool=\"w\"} 6");
+    assert_line(out.data, "qpool_fleet_budget_waiting{pool=\"w\"} 1");
+    assert_line(out.data, "# TYPE qpool_fleet_lease_renewal_failures_total counter");
+    assert_line(out.data, "qpool_fleet_lease_renewal_failures_total{pool=\"w\"} 2");
+    assert_null(strstr(out.data, "pool=\"x\""));
+    sbuf_free(&out);
+}
+
 /* Appends: what out held stays in front. */
 static void test_appends(void **state)
 {
@@ -447,6 +467,7 @@ int main(void)
         cmocka_unit_test(test_exact_small),
         cmocka_unit_test(test_label_values_are_valid_utf8),
         cmocka_unit_test(test_appends),
+        cmocka_unit_test(test_fleet_budget),
         cmocka_unit_test(test_cumulative_seconds),
         cmocka_unit_test(test_label_escaping),
         cmocka_unit_test(test_queue_dedup),

@@ -18,8 +18,10 @@
 
 static sb_slot_t *hostile_slot(void)
 {
-    sb_slot_t *s = calloc(1, sizeof *s);
+    /* a slot is page-aligned (one page per child, so that each can be confined) */
+    sb_slot_t *s = aligned_alloc(_Alignof(sb_slot_t), sizeof *s);
     assert_non_null(s);
+    memset(s, 0, sizeof *s);
     /* a compromised child fills every string field to the brim, with no NUL */
     memset(s->c.job_id, 'I', sizeof s->c.job_id);
     memset(s->c.job_uuid, 'U', sizeof s->c.job_uuid);

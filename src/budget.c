@@ -1,0 +1,149 @@
+/*
+ * budget.c - see budget.h.
+ */
+#include "budget.h"
+#include "util.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define PRESSURE_MAX_MS ((int64_t)1 << 50) /* exact in a double and in Lua */
+
+int budget_demand(int want, int target, int max, int pinned)
+{
+    if (pinned >= 0) return pinned;
+    int d = want > target ? want : target;
+    return d > max ? max : d < 0 ? 0 : d;
+}
+
+int64_t budget_pressure(int64_t backlog, double runtime_s)
+{
+    if (backlog <= 0) return 0;
+    double ms = (double)backlog * (runtime_s > 0 ? runtime_s * 1000.0 : 1000.0);
+    if (ms > (double)PRESSURE_MAX_MS) return PRESSURE_MAX_MS;
+    return ms < 1 ? 1 : (int64_t)ms;
+}
+
+int budget_cap(const budget_cap_in_t *in)
+{
+    if (in->renewed) return in->held < in->share ? in->held : in->share;
+    /* No renewal: grow no more; past half the TTL, down to the floor
+     * before the lease lapses and others take the slots. */
+    if (in->failing_ms * 2 >= in->ttl_ms) return in->floor;
+    return in->target > in->floor ? in->target : in->floor;
+}
+
+int budget_find(const budget_host_t *h, int n, const char *id)
+{
+    for (int i = 0; i < n; i++)
+        if (!strcmp(h[i].id, id)) return i;
+    return -1;
+}
+
+/* ---- the division ---- */
+
+typedef struct {
+    const budget_host_t *h;
+    int *share;
+} div_t_;
+
+/* Does holder a come before b for the next slot? The longer wait per
+ * worker first, pressure / (share + 1); then the smaller share; then the id
+ * (every master decides alike). */
+static bool before(const div_t_ *d, int a, int b)
+{
+    double pa = (double)d->h[a].pressure / (d->share[a] + 1);
+    double pb = (double)d->h[b].pressure / (d->share[b] + 1);
+    if (pa != pb) return pa > pb;
+    if (d->share[a] != d->share[b]) return d->share[a] < d->share[b];
+    return strcmp(d->h[a].id, d->h[b].id) < 0;
+}
+
+static void sift_down(const div_t_ *d, int *heap, int n, int i)
+{
+    for (;;) {
+        int l = 2 * i + 1, r = l + 1, top = i;
+        if (l < n && before(d, heap[l], heap[top])) top = l;
+        if (r < n && before(d, heap[r], heap[top])) top = r;
+        if (top == i) return;
+        int t = heap[i];
+        heap[i] = heap[top];
+        heap[top] = t;
+        i = top;
+    }
+}
+
+static int by_id_cmp(const void *a, const void *b, void *arg)
+{
+    const budget_host_t *h = arg;
+    return strcmp(h[*(const int *)a].id, h[*(const int *)b].id);
+}
+
+static int floor_of(const budget_host_t *h)
+{
+    return h->floor < h->want ? h->floor : h->want;
+}
+
+/* Floors first: all of them when they fit, else one slot a round to each
+ * holder still below its floor, in id order. Returns what is left. */
+static int give_floors(const budget_host_t *h, int n, int left, int *share)
+{
+    int need = 0, top = 0;
+    for (int i = 0; i < n; i++) {
+        need += floor_of(&h[i]);
+        if (floor_of(&h[i]) > top) top = floor_of(&h[i]);
+    }
+    if (need <= left) {
+        for (int i = 0; i < n; i++) share[i] = floor_of(&h[i]);
+        return left - need;
+    }
+    int *order = xcalloc((size_t)n + 1, sizeof *order);
+    for (int i = 0; i < n; i++) order[i] = i;
+    qsort_r(order, (size_t)n, sizeof *order, by_id_cmp, (void *)h);
+    for (int round = 0; round < top && left > 0; round++)
+        for (int k = 0; k < n && left > 0; k++)
+            if (share[order[k]] < floor_of(&h[order[k]])) share[order[k]]++, left--;
+    free(order);
+    return left;
+}
+
+int budget_share_of(const budget_host_t *h, int n, const budget_host_t *me)
+{
+    budget_host_t *all = xcalloc((size_t)n + 1, sizeof *all);
+    int k = 0, budget = me->budget;
+    for (int i = 0; i < n; i++) {
+        if (!strcmp(h[i].id, me->id)) continue;
+        all[k++] = h[i];
+        if (h[i].budget < budget) budget = h[i].budget;
+    }
+    all[k++] = *me;
+    int *share = xcalloc((size_t)k, sizeof *share);
+    budget_divide(all, k, budget, share);
+    int mine = share[k - 1];
+    free(share);
+    free(all);
+    return mine;
+}
+
+int budget_divide(const budget_host_t *h, int n, int budget, int *share)
+{
+    for (int i = 0; i < n; i++) share[i] = 0;
+    int left = give_floors(h, n, budget > 0 ? budget : 0, share);
+    div_t_ d = {h, share};
+    int *heap = xcalloc((size_t)n + 1, sizeof *heap);
+    int hn = 0;
+    for (int i = 0; i < n; i++)
+        if (share[i] < h[i].want) heap[hn++] = i;
+    for (int i = hn / 2 - 1; i >= 0; i--) sift_down(&d, heap, hn, i);
+    while (left > 0 && hn > 0) {
+        int i = heap[0];
+        share[i]++;
+        left--;
+        if (share[i] >= h[i].want) heap[0] = heap[--hn];
+        sift_down(&d, heap, hn, 0);
+    }
+    free(heap);
+    int total = 0;
+    for (int i = 0; i < n; i++) total += share[i];
+    return total;
+}
