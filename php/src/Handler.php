@@ -232,7 +232,10 @@ final class Handler
         }
 
         $app = AppBoot::boot($base);
-        $this->io->afterBoot();
+
+        if ($this->io !== null) { // a zygote boots before any channel exists
+            $this->io->afterBoot();
+        }
 
         require_once __DIR__.'/PipeJob.php';
 
