@@ -10,7 +10,13 @@ loopback), started here and stopped at the end:
              handler (tests/fixtures/fixture-handler), job logs on and off
   prefetch   the same with job logs off and prefetch = 4, 16, 64
   queuework  no-op jobs/s: one `php artisan queue:work` (Debian's Laravel 8)
-  adapter    no-op Laravel jobs/s: qpool + the PHP adapter vs queue:work, 1 and 2 processes
+  adapter    no-op Laravel jobs/s: qpool + the PHP adapter vs queue:work, 1 and 2 processes:
+             preload on (the default), off, and on with prefetch = 4
+  preload    the PHP adapter's memory and spawn time (issue 21): total PSS of
+             the PHP processes for 1, 4, 8 and 16 processes, idle and after
+             1,000 no-op jobs each: queue:work, the adapter booting each
+             handler (preload = false) and preloading (a zygote and its
+             forks); a new handler's time to ready, forked vs booted
   latency    push -> handler start, p50/p99, one idle worker
   trips      Redis round trips and commands per job in steady state
   memory     RSS of the master and of a worker (and its handler)
@@ -328,6 +334,144 @@ def run_queue_work(env, jobs, processes=1):
             "per_worker": round(jobs / dt / processes)}
 
 
+# ---------------------------------------------------------------- preload (issue 21)
+
+def smaps_pss_kb(pid):
+    try:
+        with open("/proc/%d/smaps_rollup" % pid) as f:
+            return int(re.search(r"^Pss:\s+(\d+)", f.read(), re.M).group(1))
+    except (OSError, AttributeError):
+        return 0
+
+
+def session_php(sid):
+    """Pids of the PHP processes in session sid (queue:work, adapters, zygotes)."""
+    res = subprocess.run(["pgrep", "-s", str(sid), "^php"], capture_output=True, text=True)
+    return [int(x) for x in res.stdout.split()]
+
+
+def pss_total(sid, settle=0.3):
+    time.sleep(settle)
+    pids = session_php(sid)
+    return {"php_processes": len(pids), "pss_mib": round(sum(smaps_pss_kb(p) for p in pids) / 1024, 1)}
+
+
+ADAPTER = ["php", str(ROOT / "php" / "qpool-handler.php"), str(APP)]
+
+
+def adapter_settings(env, extra=""):
+    """A pool's keys for the fixture app through the adapter: its directory and environment."""
+    keys = ("REDIS_HOST", "REDIS_PORT", "REDIS_PREFIX", "APP_STORAGE", "DB_CONNECTION", "DB_DATABASE", "LOG_CHANNEL",
+            "MARKER_EVENTS")
+    return 'working_directory = "%s"; environment = { %s }; %s' % (
+        APP, " ".join('%s = "%s";' % (k, env.app_env[k]) for k in keys), extra)
+
+
+def adapter_pool(env, n, preload):
+    return native_pool(env, n, ADAPTER, False, adapter_settings(env, "preload = %s;" % str(preload).lower()))
+
+
+def pss_adapter(env, template, n, preload, jobs_each):
+    env.flush()
+    p, _ = env.master(adapter_pool(env, n, preload), "pss")
+    wait_idle_workers(env, "pss", n)
+    idle = pss_total(p.pid, 1.0)
+    env.push_copies(template, n * jobs_each)
+    while not env.drained():
+        time.sleep(0.02)
+    busy = pss_total(p.pid)
+    stop(p)
+    return {"idle": idle, "after_jobs": busy}
+
+
+def pss_queue_work(env, template, n, jobs_each):
+    env.flush()
+    procs = [subprocess.Popen(["php", str(APP / "artisan"), "queue:work", "redis", "--queue=bench", "--sleep=1"],
+                              cwd=str(APP), env=env.app_env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              start_new_session=True) for _ in range(n)]
+    time.sleep(2.0)  # booted and waiting
+    idle = {"php_processes": n, "pss_mib": round(sum(smaps_pss_kb(q.pid) for q in procs) / 1024, 1)}
+    env.push_copies(template, n * jobs_each)
+    while not env.drained():
+        time.sleep(0.02)
+    time.sleep(0.3)
+    busy = {"php_processes": n, "pss_mib": round(sum(smaps_pss_kb(q.pid) for q in procs) / 1024, 1)}
+    for q in procs:
+        q.terminate()
+    for q in procs:
+        q.wait(30)
+    return {"idle": idle, "after_jobs": busy}
+
+
+def spawn_boot_ms(env):
+    """`php qpool-handler.php APP` with the protocol on fds 3/4: start to ready."""
+    rq, rs = os.pipe(), os.pipe()
+
+    def fds():
+        os.dup2(rq[0], 3)
+        os.dup2(rs[1], 4)
+    e = dict(env.app_env, QPOOL_PROTOCOL="2", QPOOL_REQUEST_FD="3", QPOOL_RESPONSE_FD="4")
+    t0 = time.monotonic()
+    p = subprocess.Popen(["php", str(ROOT / "php" / "qpool-handler.php"), str(APP)], env=e, cwd=str(APP),
+                         preexec_fn=fds, close_fds=False, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    os.close(rq[0]), os.close(rs[1])
+    with os.fdopen(rs[0], "rb") as f:
+        f.readline()
+        dt = (time.monotonic() - t0) * 1000
+        os.close(rq[1])
+        p.wait(10)
+    return dt
+
+
+def spawn_fork_ms(zsock):
+    """One request to a zygote (as a worker sends it): request to ready."""
+    import array
+    rq, rs, lg = os.pipe(), os.pipe(), os.pipe()
+    null = os.open(os.devnull, os.O_WRONLY)  # its stderr: the handler's log line goes nowhere
+    t0 = time.monotonic()
+    zsock.sendmsg([b"fork 1 %d\n" % os.getpid()],
+                  [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [null, lg[1], rq[0], rs[1]]))])
+    for fd in (null, lg[1], rq[0], rs[1]):
+        os.close(fd)
+    with os.fdopen(rs[0], "rb") as f:
+        f.readline()
+        dt = (time.monotonic() - t0) * 1000
+        os.close(rq[1])
+        f.read()
+    os.close(lg[0])
+    return dt
+
+
+def run_spawn_latency(env, samples=20):
+    boot = [spawn_boot_ms(env) for _ in range(samples)]
+    a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+    z = subprocess.Popen(["php", str(ROOT / "php" / "qpool-handler.php"), "--zygote", str(APP)], cwd=str(APP),
+                         env=dict(env.app_env, QPOOL_ZYGOTE_FD=str(a.fileno())), pass_fds=[a.fileno()],
+                         stderr=subprocess.DEVNULL)
+    a.close()
+    try:
+        fork = [spawn_fork_ms(b) for _ in range(samples)]
+    finally:
+        z.terminate()
+        z.wait(10)
+        b.close()
+    return {"samples": samples, "boot_ms_median": round(statistics.median(boot), 1),
+            "fork_ms_median": round(statistics.median(fork), 1),
+            "boot_ms_min": round(min(boot), 1), "fork_ms_min": round(min(fork), 1)}
+
+
+def run_preload(env, template, counts=(1, 4, 8, 16), jobs_each=1000):
+    out = {"spawn": run_spawn_latency(env)}
+    print("spawn", out["spawn"], flush=True)
+    for n in counts:
+        row = {"queue_work": pss_queue_work(env, template, n, jobs_each),
+               "adapter_boot_each": pss_adapter(env, template, n, False, jobs_each),
+               "adapter_preload": pss_adapter(env, template, n, True, jobs_each)}
+        out["pss_%d" % n] = row
+        print("pss_%d" % n, row, flush=True)
+    return out
+
+
 def run_latency(env, template, samples=1000):
     env.flush()
     flog = env.tmp / "latency.log"
@@ -575,18 +719,18 @@ def main():
             results["queue_work_1"] = run_queue_work(env, min(args.jobs, 20000))
             print("queue_work_1", results["queue_work_1"], flush=True)
         if want("adapter"):
-            adapter = ["php", str(ROOT / "php" / "qpool-handler.php"), str(APP)]
-            env_block = "environment = { %s };" % " ".join(
-                '%s = "%s";' % (k, env.app_env[k]) for k in ("REDIS_HOST", "REDIS_PORT", "REDIS_PREFIX", "APP_STORAGE",
-                                                              "DB_CONNECTION", "DB_DATABASE", "LOG_CHANNEL",
-                                                              "MARKER_EVENTS"))
+            variants = (("", ""), ("_boot_each", "preload = false;"), ("_prefetch_4", "prefetch = 4;"))
             for n in (1, 2):
                 jobs = min(args.jobs, 20000)
-                results["adapter_%d" % n] = run_native(env, template, n, jobs, adapter, False,
-                                                       'working_directory = "%s"; %s' % (APP, env_block), "adapter")
-                print("adapter_%d" % n, results["adapter_%d" % n], flush=True)
+                for suffix, extra in variants:
+                    key = "adapter_%d%s" % (n, suffix)
+                    results[key] = run_native(env, template, n, jobs, ADAPTER, False, adapter_settings(env, extra),
+                                              "adapter")
+                    print(key, results[key], flush=True)
                 results["queue_work_%d_for_adapter" % n] = run_queue_work(env, jobs, n)
                 print("queue_work_%d" % n, results["queue_work_%d_for_adapter" % n], flush=True)
+        if want("preload"):
+            results["preload"] = run_preload(env, template)
         if want("latency"):
             results["latency"] = run_latency(env, template)
             print("latency", results["latency"], flush=True)

@@ -39,8 +39,14 @@ if (in_array($appPath, ['--describe', '--describe-horizon'], true)) {
 }
 
 if ($appPath === '' || in_array($appPath, ['-h', '--help'], true)) {
-    fwrite(STDERR, "usage: php qpool-handler.php /path/to/laravel/app\n");
+    fwrite(STDERR, "usage: php qpool-handler.php [--zygote] /path/to/laravel/app\n");
     exit(2);
+}
+
+// qpool's master starts one per pool with preload on: boot once, fork handlers (src/Zygote.php).
+if ($appPath === '--zygote' && ($argv[2] ?? '') !== '') {
+    require __DIR__.'/src/Zygote.php';
+    exit((new Qpool\Laravel\Zygote())->run($argv[2]));
 }
 
 exit((new Qpool\Laravel\Handler(new Qpool\Laravel\Protocol()))->run($appPath));

@@ -129,6 +129,11 @@ static void print_status(const cJSON *s, bool verbose)
                    num(q, "ready"), num(q, "delayed"), num(q, "reserved"), paused ? " paused" : "",
                    lp ? " (queue:pause)" : "");
         }
+        const cJSON *z = cJSON_GetObjectItemCaseSensitive(p, "zygote");
+        if (cJSON_IsObject(z))
+            printf("    zygote pid %-7d %-10s generation %.0f, restarts %.0f, %.1f MB PSS (%.1f MB RSS), shared by "
+                   "its handlers\n", (int)num(z, "pid"), str(z, "state"), num(z, "generation"), num(z, "restarts"),
+                   num(z, "pss_kb") / 1024.0, num(z, "rss_kb") / 1024.0);
         if (!verbose) continue;
         const cJSON *c;
         cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(p, "children"))
@@ -138,9 +143,10 @@ static void print_status(const cJSON *s, bool verbose)
             if (cJSON_IsObject(j))
                 snprintf(job, sizeof job, "%s [%s] on %s, running %.1f s", str(j, "name"), str(j, "id"),
                          str(j, "queue"), num(j, "running_ms") / 1000.0);
-            printf("      #%-3d pid %-7d %-9s up %6.0f s  %6.0f jobs  %7.1f MB  %s%s\n", (int)num(c, "slot"),
+            bool uss = !strcmp(str(c, "memory"), "rss+uss");
+            printf("      #%-3d pid %-7d %-9s up %6.0f s  %6.0f jobs  %7.1f MB%s  %s%s\n", (int)num(c, "slot"),
                    (int)num(c, "pid"), str(c, "state"), num(c, "uptime_s"), num(c, "jobs_done"),
-                   num(c, "rss_kb") / 1024.0, job,
+                   num(c, "rss_kb") / 1024.0, uss ? " (uss)" : "", job,
                    cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(c, "old_generation")) ? " (old config)" : "");
         }
     }

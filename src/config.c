@@ -385,7 +385,7 @@ static const char *const pool_keys[] = {
     "tries", "backoff", "timeout", "retry_after", "memory", "sleep", "max_jobs", "max_time",
     "rest", "migration_batch", "prefetch", "job_log", "handler", "command", "user", "group",
     "working_directory", "environment", "nice", "laravel", "php", "php_adapter", "php_root",
-    "force", "fleet_max_processes", NULL};
+    "force", "fleet_max_processes", "preload", NULL};
 
 /* Keys that make no sense in `defaults`. */
 static bool pool_only_key(const char *k)
@@ -557,6 +557,8 @@ static bool parse_pool_settings(ctx_t *x, const config_setting_t *g, pool_conf_t
             ok &= want_strv(x, s, true, &p->php);
         else if (!strcmp(k, "force"))
             ok &= want_bool(x, s, &p->force);
+        else if (!strcmp(k, "preload"))
+            ok &= want_bool(x, s, &p->preload);
         else {
             unknown_key(x, s, is_defaults ? "defaults" : "pool", pool_keys);
             ok = false;
@@ -635,6 +637,7 @@ static void pool_builtin_defaults(pool_conf_t *p)
     p->prefetch = 1;
     p->job_log = true;
     p->handler_start_timeout = 60;
+    p->preload = true;
     p->php = xcalloc(2, sizeof *p->php);
     p->php[0] = xstrdup("php");
 }
@@ -1913,10 +1916,28 @@ bool pool_conf_same_except_size(const pool_conf_t *a, const pool_conf_t *b)
     for (int i = 0; i < a->nenv; i++)
         if (!str_eq(a->env[i].name, b->env[i].name) || !str_eq(a->env[i].value, b->env[i].value))
             return false;
+    if (a->preload != b->preload) return false;
     if (!str_eq(a->laravel, b->laravel) || a->force != b->force || !str_eq(a->down_file, b->down_file) ||
         !str_eq(a->down_connection, b->down_connection) || !str_eq(a->down_key, b->down_key))
         return false;
     return true;
+}
+
+/* The PHP adapter is the script qpool installs as qpool-handler.php (php_adapter may name
+ * another copy of it, and tests start it by its path): any argument with that name. */
+bool pool_runs_adapter(const pool_conf_t *p)
+{
+    if (p->handler_type != HANDLER_PIPE || !p->handler_command) return false;
+    for (char **a = p->handler_command; *a; a++) {
+        const char *slash = strrchr(*a, '/');
+        if (!strcmp(slash ? slash + 1 : *a, "qpool-handler.php")) return true;
+    }
+    return false;
+}
+
+bool pool_preloads(const pool_conf_t *p)
+{
+    return p->preload && pool_runs_adapter(p) && p->handler_protocol != HANDLER_PROTO_1;
 }
 
 /* ---------------------------------------------------------------- print */
@@ -2102,6 +2123,9 @@ void config_print(const qconf_t *c, FILE *f)
                     fprintf(f, "      protocol = %d;\n", p->handler_protocol);
             }
             fprintf(f, "%s};\n", in);
+            if (pool_runs_adapter(p))
+                fprintf(f, "%spreload = %s;%s\n", in, p->preload ? "true" : "false",
+                        pool_preloads(p) ? "" : "  # not with handler.protocol = 1");
         } else
             print_strv(f, in, "command", p->command);
         print_str(f, in, "connection", p->connection);

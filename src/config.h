@@ -137,6 +137,7 @@ typedef struct {
     double handler_start_timeout;
     int handler_protocol;      /* enum handler_proto */
     char **command;            /* template argv, placeholders unexpanded */
+    bool preload;              /* PHP adapter: boot the app once in a zygote and fork handlers (default true) */
 
     char *user;
     char *group;
@@ -261,6 +262,11 @@ void config_print(const qconf_t *c, FILE *f);
 const redis_conf_t *config_redis(const qconf_t *c, const char *name);
 const pool_conf_t *config_pool(const qconf_t *c, const char *name);
 int config_pool_index(const qconf_t *c, const char *name);
+
+/* Is the pool's handler the PHP adapter (an argument named qpool-handler.php)? */
+bool pool_runs_adapter(const pool_conf_t *p);
+/* Does it preload: the adapter, preload on, protocol 2 (pure). */
+bool pool_preloads(const pool_conf_t *p);
 
 /* Expand a pool's command template; returns a NULL-terminated argv. */
 char **config_expand_command(const pool_conf_t *p);

@@ -26,7 +26,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <poll.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -73,6 +77,14 @@ struct handler {
 
     bool in_job;
     char job_id[64];
+
+    /* preload: handlers forked by the pool's zygote (zygote.h) */
+    int zygote_fd;      /* the zygote's socket; -1: start handlers ourselves */
+    bool forked;        /* the handler is the zygote's child: no SIGCHLD, no wait status */
+    int pidfd;          /* a forked handler's, once it said who it is and that checked out (-1: no pidfd_open) */
+    unsigned long long pid_start; /* its start time (/proc/PID/stat) */
+    unsigned long long asked_ticks; /* when we asked: the handler is younger */
+    bool warned_zygote; /* said once that the zygote refused */
 };
 
 void handler_on_group(handler_t *h, void (*fn)(void *arg, pid_t pgid), void *arg)
@@ -89,6 +101,7 @@ handler_t *handler_new(const pool_conf_t *p, const char *tag)
     h->layout = p->handler_protocol == HANDLER_PROTO_1 ? LAYOUT_STDIO : LAYOUT_FDS;
     snprintf(h->tag, sizeof h->tag, "%s", tag);
     h->in_fd = h->out_fd = h->err_fd = h->log_fd = -1;
+    h->zygote_fd = h->pidfd = -1;
     sbuf_init(&h->out);
     sbuf_init(&h->err);
     sbuf_init(&h->tail);
@@ -117,10 +130,43 @@ static void close_all(handler_t *h)
     h->unread_known = false;
 }
 
+/* Is the forked handler still there? Its pidfd says; without one (a kernel
+ * or valgrind without pidfd_open), its pid with the start time it had. */
+static bool forked_alive(const handler_t *h)
+{
+    if (h->pidfd >= 0) {
+        struct pollfd p = {.fd = h->pidfd, .events = POLLIN};
+        return poll(&p, 1, 0) == 0;
+    }
+    return proc_start_ticks(h->pid) == h->pid_start;
+}
+
+/* A forked handler is not our child: kill its group (checked when it said
+ * ready) and the leader through its pidfd, and give it a moment to go. */
+static void kill_forked(handler_t *h)
+{
+    if (h->pid > 0 && forked_alive(h)) {
+        kill(-h->pid, SIGKILL); /* its own group: checked when it said ready */
+        if (h->pidfd >= 0)
+            syscall(SYS_pidfd_send_signal, h->pidfd, SIGKILL, NULL, 0);
+        else
+            kill(h->pid, SIGKILL);
+        for (int i = 0; i < 100 && forked_alive(h); i++) {
+            struct pollfd p = {.fd = h->pidfd, .events = POLLIN};
+            if (poll(&p, h->pidfd >= 0 ? 1 : 0, 20) < 0 && errno != EINTR) break;
+        }
+    }
+    if (h->pidfd >= 0) close(h->pidfd);
+    h->pidfd = -1;
+    h->forked = false;
+}
+
 /* Kill the process group and wait for the leader. */
 static void kill_wait(handler_t *h)
 {
-    if (h->pid > 0 && !h->exited) {
+    if (h->forked) {
+        kill_forked(h);
+    } else if (h->pid > 0 && !h->exited) {
         kill(-h->pid, SIGKILL);
         kill(h->pid, SIGKILL);
         int st;
@@ -165,6 +211,11 @@ void hresult_free(hresult_t *r)
     free(r->exc_class);
     free(r->message);
     memset(r, 0, sizeof *r);
+}
+
+bool handler_forked(const handler_t *h)
+{
+    return h->forked && h->pid > 0;
 }
 
 pid_t handler_pgid(const handler_t *h)
@@ -219,6 +270,26 @@ static void close_pair(int *p)
     p[0] = p[1] = -1;
 }
 
+/* Our ends of a new handler's pipes (-1: none), non-blocking; buffers reset. */
+static void take_channel(handler_t *h, int in, int out, int err, int log)
+{
+    h->exited = false;
+    h->in_fd = in;
+    h->out_fd = out;
+    h->err_fd = err;
+    h->log_fd = log;
+    int fds[] = {in, out, err, log};
+    for (int i = 0; i < 4; i++)
+        if (fds[i] >= 0) set_nonblock(fds[i], true);
+    sbuf_reset(&h->out);
+    sbuf_reset(&h->err);
+    sbuf_reset(&h->log);
+    sbuf_reset(&h->tail);
+    h->woff = 0;
+    h->unread_known = false;
+    h->started_ms = mono_ms();
+}
+
 /* Pipes: in (requests or the payload), out (responses, or stdout of an exec
  * handler), extra (stderr of an exec handler, stdout of an fds-layout pipe
  * handler). */
@@ -263,32 +334,34 @@ static int spawn(handler_t *h, const hjob_t *j)
         _exit(127);
     }
     setpgid(pid, pid); /* also from here: no window where kill(-pid) misses it */
+    h->forked = false;
     close(in[0]);
     close(out[1]);
     if (want_extra) close(extra[1]);
     h->pid = pid;
     if (h->on_group) h->on_group(h->on_group_arg, pid);
-    h->exited = false;
-    h->in_fd = in[1];
-    h->out_fd = out[0];
-    h->err_fd = h->type == HANDLER_EXEC ? extra[0] : -1;
-    h->log_fd = fds ? extra[0] : -1;
-    set_nonblock(h->in_fd, true);
-    set_nonblock(h->out_fd, true);
-    if (h->err_fd >= 0) set_nonblock(h->err_fd, true);
-    if (h->log_fd >= 0) set_nonblock(h->log_fd, true);
-    sbuf_reset(&h->out);
-    sbuf_reset(&h->err);
-    sbuf_reset(&h->log);
-    sbuf_reset(&h->tail);
-    h->woff = 0;
-    h->unread_known = false;
-    h->started_ms = mono_ms();
+    take_channel(h, in[1], out[0], h->type == HANDLER_EXEC ? extra[0] : -1, fds ? extra[0] : -1);
     return 0;
+}
+
+/* How it ended: a forked handler's status is its parent's, the zygote's. */
+static void describe_exit(const handler_t *h, char *desc, size_t n)
+{
+    if (h->forked)
+        snprintf(desc, n, "exited");
+    else
+        proc_describe_status(h->status, desc, n);
 }
 
 void handler_reap(handler_t *h)
 {
+    if (h->forked) { /* its parent, the zygote, reaps it; its pidfd says when it is gone */
+        if (h->pid > 0 && !h->exited && !forked_alive(h)) {
+            h->exited = true;
+            h->status = -1;
+        }
+        return;
+    }
     if (h->pid > 0 && !h->exited) {
         int st;
         pid_t r = waitpid(h->pid, &st, WNOHANG);
@@ -520,7 +593,7 @@ static void pipe_died(handler_t *h, const char *when)
     handler_reap(h);
     drain_log(h);
     char desc[96] = "closed its output";
-    if (h->exited) proc_describe_status(h->status, desc, sizeof desc);
+    if (h->exited) describe_exit(h, desc, sizeof desc);
     log_warn("pipe handler (pid %d) %s %s", (int)h->pid, desc, when);
     restart_later(h);
 }
@@ -608,9 +681,86 @@ static bool v1_ready_on_stdout(handler_t *h)
     return found;
 }
 
+/* Send the zygote our ends for a new handler: stderr, the stdout log pipe,
+ * the request pipe, the response pipe (SCM_RIGHTS), with "fork 1 PID". */
+static int ask_zygote(int zfd, const int fds[4])
+{
+    char text[48];
+    int len = snprintf(text, sizeof text, "fork 1 %d\n", (int)getpid());
+    struct iovec iov = {.iov_base = text, .iov_len = (size_t)len};
+    union {
+        char buf[CMSG_SPACE(4 * sizeof(int))];
+        struct cmsghdr align;
+    } u;
+    memset(&u, 0, sizeof u);
+    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof u.buf};
+    struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(4 * sizeof(int));
+    memcpy(CMSG_DATA(c), fds, 4 * sizeof(int));
+    return sendmsg(zfd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL) < 0 ? -1 : 0;
+}
+
+/* A handler forked by the pool's zygote: the same pipes as spawn()'s fds
+ * layout, sent instead of inherited. Its pid comes with its ready line. */
+static int spawn_forked(handler_t *h)
+{
+    int in[2] = {-1, -1}, out[2] = {-1, -1}, log[2] = {-1, -1};
+    if (pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0 || pipe2(log, O_CLOEXEC) < 0) {
+        int e = errno;
+        close_pair(in), close_pair(out), close_pair(log);
+        errno = e;
+        return -1;
+    }
+    (void)fcntl(log[1], F_SETPIPE_SZ, LOG_PIPE_SIZE);
+    int send[4] = {2, log[1], in[0], out[1]};
+    h->asked_ticks = proc_now_ticks();
+    int rv = ask_zygote(h->zygote_fd, send);
+    int e = errno;
+    close(in[0]), close(out[1]), close(log[1]);
+    if (rv < 0) {
+        close(in[1]), close(out[0]), close(log[0]);
+        errno = e;
+        return -1;
+    }
+    h->pid = 0;
+    h->forked = true;
+    take_channel(h, in[1], out[0], -1, log[0]);
+    return 0;
+}
+
+/* Ask the zygote; 1 asked, 0 start one ourselves, -1 try again soon. */
+static int start_forked(handler_t *h)
+{
+    if (h->zygote_fd < 0 || h->type != HANDLER_PIPE || h->layout != LAYOUT_FDS) return 0;
+    if (spawn_forked(h) == 0) {
+        h->seq = 0;
+        log_debug("asked the zygote for a pipe handler");
+        return 1;
+    }
+    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == ENOBUFS || errno == EMFILE || errno == ENFILE) {
+        h->retry_at_ms = mono_ms() + 50; /* its queue is full while it boots */
+        return -1;
+    }
+    if (!h->warned_zygote)
+        log_warn("the pool's zygote cannot be asked for a handler (%s): starting handlers that boot the app "
+                 "themselves", strerror(errno));
+    h->warned_zygote = true;
+    h->zygote_fd = -1; /* its generation is over, or it cannot preload: for good */
+    return 0;
+}
+
+void handler_set_zygote(handler_t *h, int fd)
+{
+    if (!h->warned_zygote) h->zygote_fd = fd;
+}
+
 static int start(handler_t *h)
 {
     if (mono_ms() < h->retry_at_ms) return -1;
+    int f = start_forked(h);
+    if (f) return f > 0 ? 0 : -1;
     if (spawn(h, NULL) < 0) {
         log_error("cannot start pipe handler: %s", strerror(errno));
         h->retry_at_ms = mono_ms() + 1000;
@@ -619,6 +769,39 @@ static int start(handler_t *h)
     h->seq = 0;
     log_info("started pipe handler (pid %d, protocol %s): %s", (int)h->pid,
              h->layout == LAYOUT_FDS ? "2 on fds 3/4" : "1 on stdin/stdout", h->p->handler_command[0]);
+    return 0;
+}
+
+/* A forked handler says which process it is; the zygote and the handler
+ * run the app's code, so nothing is taken on their word: the pid must be
+ * younger than our request, lead its own process group and hold both ends
+ * of our channel that we sent. Then a pidfd follows it. 0, or -1 (why). */
+static int adopt(handler_t *h, double claimed, char *why, size_t n)
+{
+    if (!(claimed > 1 && claimed < 1 << 30) || (pid_t)claimed == getpid()) {
+        snprintf(why, n, "a forked handler's ready line without a valid \"pid\"");
+        return -1;
+    }
+    pid_t pid = (pid_t)claimed;
+    int pfd = (int)syscall(SYS_pidfd_open, pid, 0);
+    bool no_pidfd = pfd < 0 && errno == ENOSYS; /* then its start time tells it from a reused pid */
+    unsigned long long born = proc_start_ticks(pid);
+    const char *bad = (pfd < 0 && !no_pidfd) || !born ? "is not running"
+                      : born + 1 < h->asked_ticks ? "is older than the request for it"
+                      : getpgid(pid) != pid ? "does not lead its own process group"
+                      : !proc_holds_same(pid, h->in_fd) || !proc_holds_same(pid, h->out_fd) ? "does not hold its channel"
+                                                                                            : NULL;
+    struct pollfd p = {.fd = pfd, .events = POLLIN};
+    if (!bad && (pfd >= 0 ? poll(&p, 1, 0) > 0 : proc_start_ticks(pid) != born)) bad = "is not running";
+    if (bad) {
+        if (pfd >= 0) close(pfd);
+        snprintf(why, n, "it says it is pid %d, which %s", (int)pid, bad);
+        return -1;
+    }
+    h->pid = pid;
+    h->pidfd = pfd;
+    h->pid_start = born;
+    if (h->on_group) h->on_group(h->on_group_arg, pid);
     return 0;
 }
 
@@ -634,8 +817,15 @@ static int take_ready(handler_t *h)
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(m, "protocol");
     bool ok = cJSON_IsString(t) && !strcmp(t->valuestring, "ready");
     int proto = cJSON_IsNumber(v) && v->valuedouble >= 2 ? 2 : 1;
+    const cJSON *pid = cJSON_GetObjectItemCaseSensitive(m, "pid");
+    double claimed = cJSON_IsNumber(pid) ? pid->valuedouble : 0;
     cJSON_Delete(m);
     sbuf_consume(&h->out, n + 1);
+    char why[160];
+    if (ok && h->forked && adopt(h, claimed, why, sizeof why) < 0) {
+        violation(h, why);
+        return -1;
+    }
     if (!ok) {
         if (h->layout == LAYOUT_FDS) {
             violation(h, "its first message was not {\"type\":\"ready\"}");
@@ -674,7 +864,7 @@ int handler_prepare(handler_t *h, int sigfd)
         }
         return h->out.len && check_idle(h) < 0 ? -1 : 1;
     }
-    if (h->pid == 0 && start(h) < 0) return -1;
+    if (h->pid == 0 && !h->forked && start(h) < 0) return -1;
     int64_t deadline = h->started_ms + (int64_t)(h->p->handler_start_timeout * 1000);
     for (;;) {
         int r = take_ready(h);
@@ -839,7 +1029,7 @@ static void pipe_gone(handler_t *h, hresult_t *res)
 {
     handler_reap(h);
     char desc[96] = "closed its output";
-    if (h->exited) proc_describe_status(h->status, desc, sizeof desc);
+    if (h->exited) describe_exit(h, desc, sizeof desc);
     if (request_unread(h)) {
         log_warn("pipe handler (pid %d) %s without reading the request for job %s: giving the job back", (int)h->pid,
                  desc, h->job_id);

@@ -97,6 +97,13 @@ void handler_failed(handler_t *h, const hjob_t *j, const hresult_t *why, const c
                     int timeout_ms);
 
 pid_t handler_pgid(const handler_t *h);
+/* Preload: fd is the pool zygote's socket (zygote.h); pipe handlers are
+ * then forked by the zygote instead of started here. -1: start them here.
+ * Once the zygote refused a request, handlers start here for good. */
+void handler_set_zygote(handler_t *h, int fd);
+/* The running handler was forked by the zygote (its memory is mostly the
+ * zygote's, shared: count its private memory). */
+bool handler_forked(const handler_t *h);
 
 /* One line from a pipe handler's response channel, while the request with
  * id seq is outstanding (proto 2: the line must be exactly its response).

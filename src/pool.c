@@ -43,6 +43,7 @@ pool_t *pool_new(const pool_conf_t *conf, int class_cap, int jobs_cap)
     jobhist_pending_init(&p->jobs, jobs_cap);
     p->gen = 1;
     p->pinned = -1;
+    for (int i = 0; i < ZYGOTE_GENERATIONS; i++) p->zy[i].fd[0] = p->zy[i].fd[1] = -1;
     p->target = conf->balance == BALANCE_OFF ? conf->processes : conf->min_processes;
     if (conf->fleet_max_processes) p->target = 0; /* nothing before the first lease (budgeting.c) */
     return p;
@@ -51,6 +52,7 @@ pool_t *pool_new(const pool_conf_t *conf, int class_cap, int jobs_cap)
 void pool_free(pool_t *p)
 {
     if (!p) return;
+    zygotes_free(p);
     pool_conf_free(&p->conf);
     jobstats_free(&p->stats);
     jobstats_free(&p->recent);
@@ -87,7 +89,8 @@ static void kill_handler_group(pools_t *ps, const pool_t *p, const child_t *c, i
     char who[80];
     snprintf(who, sizeof who, "pool %s: pid %d", p->conf.name, (int)c->pid);
     uid_t uid = p->conf.has_uid ? p->conf.uid : geteuid();
-    proc_kill_worker_group(pgid, uid, c->start_ticks, pools_find_child(ps, pgid, NULL) != NULL, who);
+    proc_kill_worker_group(pgid, uid, c->start_ticks, pools_find_child(ps, pgid, NULL) != NULL || zygotes_has(ps, pgid),
+                           who);
 }
 
 static bool child_native(const pools_t *ps, const child_t *c)
@@ -234,6 +237,7 @@ static void spawn_child(pools_t *ps, pool_t *p, int slot_no, int64_t now)
     slot->native = is_native(p);
     uint32_t cw = pool_control_word(ps, p);
     atomic_store(&slot->control, cw);
+    atomic_store(&slot->preload_off, zygote_off(p) ? 1u : 0u);
     if (!slot->native) slot->c.state = SB_STARTING;
     /* a native worker's job stats come back as datagrams: one message can
      * neither be split nor run into the next, whatever the child writes */
@@ -248,9 +252,12 @@ static void spawn_child(pools_t *ps, pool_t *p, int slot_no, int64_t now)
      * and exits (review #7). */
     child_spec_t spec;
     pid_t pid = -1;
+    int zfd = is_native(p) ? zygote_worker_fd(p) : -1;
     if (child_spec_pool(&spec, &p->conf, ps->master_pid, is_native(p) ? SIGHUP : SIGTERM,
                         is_native(p) ? sv[1] : -1) == 0) {
         spec.reset_signals = !is_native(p);
+        if (zfd >= 0) /* its handlers are forked by the pool's zygote (zygote.h) */
+            spec.fds[spec.nfds++] = (child_fd_t){.from = zfd, .to = PROC_ZYGOTE_FD, .cloexec = true};
         pid = fork();
         if (pid < 0) log_error("pool %s: fork: %s", p->conf.name, strerror(errno));
     }
@@ -271,7 +278,8 @@ static void spawn_child(pools_t *ps, pool_t *p, int slot_no, int64_t now)
         if (child_setup(&spec) < 0) _exit(QPOOL_EX_SETUP);
         child_spec_free(&spec);
         if (is_native(p))
-            exit(worker_main(&p->conf, ps->conf, slot, slot_no, ps->master_pid, sv[1] >= 0 ? PROC_KEEP_FD : -1));
+            exit(worker_main(&p->conf, ps->conf, slot, slot_no, ps->master_pid, sv[1] >= 0 ? PROC_KEEP_FD : -1,
+                             zfd >= 0 ? PROC_ZYGOTE_FD : -1));
         char **argv = config_expand_command(&p->conf);
         proc_title("qpool: %s", tag); /* shown until exec replaces us */
         execvp(argv[0], argv);
@@ -346,10 +354,10 @@ static child_t *pick_victim(pools_t *ps, pool_t *p, bool old_only, bool allow_bu
 
 static int64_t maintain_pool(pools_t *ps, pool_t *p, int64_t now)
 {
-    int64_t due = 0;
+    int64_t due = zygotes_maintain(ps, p, now);
     if (p->removed) {
         for (int i = 0; i < p->nchildren; i++) stop_child(ps, p, &p->children[i], STOP_REMOVED, now);
-        return 0;
+        return due;
     }
     int desired = p->target;
     int stopping = 0, old = 0;
@@ -612,6 +620,7 @@ static const char *exit_reason_text(int r)
 void pools_child_exited(pools_t *ps, pid_t pid, int status, int64_t now)
 {
     pool_t *p = NULL;
+    if (zygotes_exited(ps, pid, status, now)) return;
     child_t *c = pools_find_child(ps, pid, &p);
     if (!c) {
         log_debug("reaped unknown pid %d", (int)pid);
@@ -654,9 +663,9 @@ void pools_child_exited(pools_t *ps, pid_t pid, int status, int64_t now)
     st->not_before_ms = now + (int64_t)delay_s * 1000;
     if (code == QPOOL_EX_MEMORY) {
         p->memory_recycles++;
-        log_info("pool %s: %s#%d (pid %d) passed its memory limit (exit 12, RSS %llu kB); memory recycle #%llu, replacing it",
-                 name, name, gone.slot_no, (int)pid, (unsigned long long)snap.rss_kb,
-                 (unsigned long long)p->memory_recycles);
+        log_info("pool %s: %s#%d (pid %d) passed its memory limit (exit 12, %s %llu kB); memory recycle #%llu, "
+                 "replacing it", name, name, gone.slot_no, (int)pid, snap.mem_private ? "RSS + handler USS" : "RSS",
+                 (unsigned long long)snap.rss_kb, (unsigned long long)p->memory_recycles);
     } else if (code == 0)
         log_info("pool %s: %s#%d (pid %d) exited with status 0%s after %.1f s; replacing it",
                  name, name, gone.slot_no, (int)pid, exit_reason_text(snap.exit_reason),
@@ -683,6 +692,7 @@ bool pools_apply_pause(pools_t *ps)
             sb_slot_t *slot = &ps->sb->slots[c->sb];
             uint32_t keep = atomic_load(&slot->control) & SB_CTL_RETIRE;
             uint32_t old = atomic_exchange(&slot->control, cw | keep) & ~SB_CTL_RETIRE;
+            atomic_store(&slot->preload_off, zygote_off(p) ? 1u : 0u);
             bool native = slot->native != 0;
             if (want && !c->pause_sent) {
                 if (native) {
@@ -716,6 +726,7 @@ bool pools_apply_pause(pools_t *ps)
 
 void pools_stop_all(pools_t *ps, int64_t now)
 {
+    zygotes_signal(ps, SIGTERM); /* no handler is forked during a stop; running ones go on */
     for (int i = 0; i < ps->n; i++) {
         pool_t *p = ps->v[i];
         for (int j = 0; j < p->nchildren; j++) {
@@ -731,6 +742,7 @@ void pools_stop_all(pools_t *ps, int64_t now)
 
 void pools_kill_all(pools_t *ps)
 {
+    zygotes_signal(ps, SIGKILL);
     for (int i = 0; i < ps->n; i++) {
         pool_t *p = ps->v[i];
         for (int j = 0; j < p->nchildren; j++) {

@@ -22,6 +22,7 @@
 #include "minute.h"
 #include "respawn.h"
 #include "scoreboard.h"
+#include "zygote.h"
 
 enum stop_reason {
     STOP_NONE = 0,
@@ -89,6 +90,7 @@ typedef struct pool {
     bool down;               /* paused: its Laravel app is down for maintenance (monitor.c) */
     uint32_t queue_paused;   /* bit i: queue i paused by qpool pause --queue */
     int roll_child_pid;      /* surge child of the current rolling step, 0 if none */
+    zygote_t zy[ZYGOTE_GENERATIONS]; /* preload: the app booted once, handlers forked (zygote.h) */
 
     /* Laravel queue:restart polling (monitor.c) */
     char *restart_key_full;
@@ -116,7 +118,7 @@ typedef struct pool {
     int64_t last_sample_ms;
 } pool_t;
 
-typedef struct {
+typedef struct pools {
     pool_t **v;
     int n;
     scoreboard_t *sb;
@@ -178,7 +180,8 @@ typedef struct {
 void pool_counts(const pools_t *ps, const pool_t *p, pool_counts_t *out);
 
 /* The spawn entry point for native workers, provided by worker.c. */
-int worker_main(const pool_conf_t *p, const qconf_t *conf, sb_slot_t *slot, int slot_no, pid_t master, int stats_fd);
+int worker_main(const pool_conf_t *p, const qconf_t *conf, sb_slot_t *slot, int slot_no, pid_t master, int stats_fd,
+                int zygote_fd);
 /* A child's stats datagrams (its stats_fd is readable): add them to its
  * pool's totals. False when fd is no child's. */
 bool pools_stats_event(pools_t *ps, int fd);

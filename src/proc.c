@@ -13,12 +13,15 @@
 #include <pwd.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 void proc_reset_signals(void)
@@ -163,6 +166,72 @@ static int read_stat(pid_t pid, pid_t *pgrp, unsigned long long *start)
     bool ok = fgets(line, sizeof line, f) != NULL;
     fclose(f);
     return ok ? proc_parse_stat(line, pgrp, start) : -1;
+}
+
+int proc_parse_rollup(const char *text, proc_mem_t *m)
+{
+    memset(m, 0, sizeof *m);
+    static const struct {
+        const char *key;
+        size_t off;
+    } keys[] = {{"Rss:", offsetof(proc_mem_t, rss_kb)},
+                {"Pss:", offsetof(proc_mem_t, pss_kb)},
+                {"Private_Clean:", offsetof(proc_mem_t, uss_kb)},
+                {"Private_Dirty:", offsetof(proc_mem_t, uss_kb)}};
+    int seen = 0;
+    for (const char *line = text; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL)
+        for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+            size_t n = strlen(keys[i].key);
+            if (strncmp(line, keys[i].key, n)) continue;
+            *(uint64_t *)(void *)((char *)m + keys[i].off) += strtoull(line + n, NULL, 10);
+            if (i < 2) seen |= 1 << i;
+        }
+    return seen == 3 ? 0 : -1;
+}
+
+int proc_mem(pid_t pid, proc_mem_t *m)
+{
+    char path[64], buf[4096];
+    snprintf(path, sizeof path, "/proc/%d/smaps_rollup", (int)pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return -1;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0) return -1;
+    buf[n] = '\0';
+    return proc_parse_rollup(buf, m);
+}
+
+unsigned long long proc_now_ticks(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_BOOTTIME, &ts);
+    long hz = sysconf(_SC_CLK_TCK);
+    return (unsigned long long)ts.tv_sec * (unsigned long long)hz +
+           (unsigned long long)ts.tv_nsec / (1000000000ULL / (unsigned long long)hz);
+}
+
+bool proc_holds_same(pid_t pid, int fd)
+{
+    struct stat st;
+    if (fstat(fd, &st) < 0) return false;
+    struct dirent *e;
+    char want[64], dir[64], path[64 + sizeof e->d_name], link[64];
+    snprintf(want, sizeof want, "%s:[%llu]", S_ISFIFO(st.st_mode) ? "pipe" : "socket", (unsigned long long)st.st_ino);
+    snprintf(dir, sizeof dir, "/proc/%d/fd", (int)pid);
+    DIR *d = opendir(dir);
+    if (!d) return false;
+    bool found = false;
+    while (!found && (e = readdir(d))) {
+        if (e->d_name[0] == '.') continue;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        ssize_t n = readlink(path, link, sizeof link - 1);
+        if (n <= 0) continue;
+        link[n] = '\0';
+        found = !strcmp(link, want);
+    }
+    closedir(d);
+    return found;
 }
 
 unsigned long long proc_start_ticks(pid_t pid)

@@ -34,6 +34,21 @@ typedef struct {
 uint64_t rss_read(rss_reader_t *r, pid_t pid);  /* (re)opens when pid changes; 0 if pid <= 0 */
 void rss_close(rss_reader_t *r);
 
+/* From /proc/PID/smaps_rollup: resident, proportional (PSS) and private
+ * (USS: Private_Clean + Private_Dirty) memory in kB. */
+typedef struct {
+    uint64_t rss_kb, pss_kb, uss_kb;
+} proc_mem_t;
+/* Pure: parse smaps_rollup text; 0, or -1 when it has no Rss/Pss line. */
+int proc_parse_rollup(const char *text, proc_mem_t *m);
+/* 0, or -1 when pid's smaps_rollup cannot be read (gone, or not ours). */
+int proc_mem(pid_t pid, proc_mem_t *m);
+
+/* Now, in the clock ticks /proc/PID/stat counts a start time in. */
+unsigned long long proc_now_ticks(void);
+/* Does pid hold a descriptor on the same pipe (or socket) as our fd? */
+bool proc_holds_same(pid_t pid, int fd);
+
 /* Does pid have a handler installed for sig (SigCgt in /proc/pid/status)? */
 bool proc_catches_signal(pid_t pid, int sig);
 

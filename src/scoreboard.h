@@ -58,7 +58,8 @@ typedef struct {
     uint64_t jobs_failed;
     uint64_t busy_ms;          /* total time spent running jobs */
     int64_t job_started_ms;    /* wall clock, 0 when idle */
-    uint64_t rss_kb;           /* child + its persistent handler */
+    uint64_t rss_kb;           /* child + its persistent handler (mem_private: the handler's USS) */
+    uint8_t mem_private;       /* 1: a forked handler's figure is its private memory (USS), not RSS */
     int32_t handler_pgid;      /* process group of the running handler, 0 if none */
     uint32_t redis_reconnects; /* its Redis connection's reconnects */
     char job_id[64];
@@ -77,6 +78,7 @@ typedef struct {
 typedef struct {
     _Atomic uint32_t seq;
     _Atomic uint32_t control;
+    _Atomic uint32_t preload_off;  /* 1: the pool's zygote cannot preload: start handlers that boot */
     /* master-written at spawn */
     int32_t pid;
     int64_t started_ms;        /* wall clock */

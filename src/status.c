@@ -38,6 +38,8 @@ static cJSON *child_json(master_t *m, pool_t *p, child_t *c)
     cJSON_AddNumberToObject(o, "jobs_done", (double)s.jobs_done);
     cJSON_AddNumberToObject(o, "jobs_failed", (double)s.jobs_failed);
     cJSON_AddNumberToObject(o, "rss_kb", (double)(s.rss_kb ? s.rss_kb : proc_rss_kb(c->pid)));
+    /* rss_kb: the worker's RSS plus its handler's RSS, or its USS when the zygote forked it */
+    cJSON_AddStringToObject(o, "memory", s.mem_private ? "rss+uss" : "rss");
     cJSON_AddBoolToObject(o, "old_generation", c->gen != p->gen);
     const slot_state_t *h = pool_slot_history(p, c->slot_no);
     cJSON_AddNumberToObject(o, "restarts", h ? h->exits : 0);
@@ -55,6 +57,29 @@ static cJSON *child_json(master_t *m, pool_t *p, child_t *c)
     } else
         cJSON_AddNullToObject(o, "job");
     return o;
+}
+
+/* The pool's zygote (preload), shown once: its pages are shared by every
+ * handler it forked, whose own figures count only their private memory. */
+static void zygote_json(cJSON *po, const pool_t *p)
+{
+    const zygote_t *z = NULL;
+    for (int i = 0; i < ZYGOTE_GENERATIONS; i++)
+        if (p->zy[i].gen == p->gen) z = &p->zy[i];
+    if (!pool_preloads(&p->conf) || !z) {
+        cJSON_AddNullToObject(po, "zygote");
+        return;
+    }
+    cJSON *o = cJSON_AddObjectToObject(po, "zygote");
+    cJSON_AddStringToObject(o, "state", z->off ? "off" : z->pid > 0 ? "running" : "restarting");
+    cJSON_AddNumberToObject(o, "pid", z->pid);
+    cJSON_AddNumberToObject(o, "generation", (double)z->gen);
+    cJSON_AddNumberToObject(o, "restarts", z->restarts);
+    proc_mem_t mem = {0};
+    if (z->pid > 0) proc_mem(z->pid, &mem);
+    cJSON_AddNumberToObject(o, "rss_kb", (double)mem.rss_kb);
+    cJSON_AddNumberToObject(o, "pss_kb", (double)mem.pss_kb);
+    cJSON_AddNumberToObject(o, "uss_kb", (double)mem.uss_kb);
 }
 
 /* The pool's jobs since the master started, by queue, class and outcome. */
@@ -178,6 +203,7 @@ cJSON *status_json(master_t *m, unsigned flags)
         cJSON_AddNumberToObject(po, "memory_recycles", (double)p->memory_recycles);
         cJSON_AddNumberToObject(po, "crashes", (double)p->crashes);
         cJSON_AddBoolToObject(po, "counts_fresh", p->have_counts);
+        zygote_json(po, p);
         cJSON_AddItemToObject(po, "job_stats", job_stats_json(p, raw));
         if (raw) cJSON_AddItemToObject(po, "exits", exits_json(p));
         reconnects += pool_redis_reconnects(&m->pools, p);
@@ -270,6 +296,7 @@ cJSON *status_fleet_record(master_t *m, const char *id)
         cJSON_AddNumberToObject(po, "busy", c.busy);
         cJSON_AddNumberToObject(po, "target", p->target);
         add_budget(m, p, po, true);
+        zygote_json(po, p);
         /* every child, for a dashboard on any host (a few hundred bytes each) */
         cJSON *ca = cJSON_AddArrayToObject(po, "children");
         for (int j = 0; j < p->nchildren; j++) cJSON_AddItemToArray(ca, child_json(m, p, &p->children[j]));

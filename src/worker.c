@@ -60,6 +60,7 @@ enum outcome_kind { OUT_NONE = 0, OUT_ACK, OUT_RELEASE, OUT_FAIL, OUT_UNPOP };
  * job. Without prefetch both are read after every job, as before. */
 #define SIGNAL_CHECK_MS 1
 #define RSS_CHECK_MS 10
+#define USS_CHECK_MS 1000  /* a forked handler's private memory: from smaps_rollup at most this often */
 
 /* How long a reservation may go without being renewed: half of retry_after,
  * less the second that Laravel's whole-second scores can lose. */
@@ -122,6 +123,10 @@ typedef struct {
     int64_t held_since_ms;  /* when the oldest reservation this worker holds was last set */
     int64_t signals_read_ms, rss_read_ms;
     uint64_t rss_kb;
+    bool mem_private;        /* rss_kb counts the handler's USS (a forked handler) */
+    pid_t uss_pid;           /* the forked handler uss_kb was read for */
+    int64_t uss_read_ms;
+    uint64_t uss_kb, uss_rss_kb; /* its USS then, and its RSS at that moment */
     /* job stats since the last line sent to the master (jobstats.h) */
     int stats_fd;
     jobstats_t stats;
@@ -163,6 +168,32 @@ static void sb_job(worker_t *w, const char *id, const char *uuid, const char *na
     sb_write_end(w->slot);
 }
 
+/* The handler's share of the memory limit: its RSS, or for a handler the
+ * zygote forked, its private memory (USS): the rest is the zygote's, shared
+ * by every handler of the pool, and counted once (the zygote's own figure). */
+static uint64_t handler_memory(worker_t *w)
+{
+    pid_t pid = handler_pgid(w->h);
+    uint64_t rss = rss_read(&w->rss_handler, pid);
+    w->mem_private = handler_forked(w->h);
+    if (!w->mem_private) return rss;
+    /* smaps_rollup walks the handler's page tables (about 0.3 ms for a
+     * Laravel handler): read at most once a second, or after a job long
+     * enough that it does not show, and in between follow the RSS, which
+     * grows with every page a leak adds */
+    int64_t now = mono_ms();
+    proc_mem_t m;
+    if ((pid != w->uss_pid || now - w->uss_read_ms >= USS_CHECK_MS || w->last_job_ms >= USS_CHECK_MS / 10) &&
+        proc_mem(pid, &m) == 0) {
+        w->uss_pid = pid;
+        w->uss_read_ms = now;
+        w->uss_kb = m.uss_kb;
+        w->uss_rss_kb = rss;
+    }
+    if (pid != w->uss_pid) return rss;
+    return rss >= w->uss_rss_kb ? w->uss_kb + (rss - w->uss_rss_kb) : w->uss_kb;
+}
+
 static void sb_counters(worker_t *w, uint64_t rss_kb)
 {
     sb_write_begin(w->slot);
@@ -170,6 +201,7 @@ static void sb_counters(worker_t *w, uint64_t rss_kb)
     w->slot->c.jobs_failed = w->jobs_failed;
     w->slot->c.busy_ms = w->busy_ms;
     w->slot->c.rss_kb = rss_kb;
+    w->slot->c.mem_private = w->mem_private;
     w->slot->c.handler_pgid = handler_pgid(w->h);
     w->slot->c.redis_reconnects = w->rc ? (uint32_t)rconn_reconnects(w->rc) : 0;
     sb_write_end(w->slot);
@@ -1304,7 +1336,8 @@ static int finish(worker_t *w, int code, int reason)
     return code;
 }
 
-int worker_main(const pool_conf_t *p, const qconf_t *conf, sb_slot_t *slot, int slot_no, pid_t master, int stats_fd)
+int worker_main(const pool_conf_t *p, const qconf_t *conf, sb_slot_t *slot, int slot_no, pid_t master, int stats_fd,
+                int zygote_fd)
 {
     worker_t W, *w = &W;
     memset(w, 0, sizeof *w);
@@ -1358,6 +1391,7 @@ int worker_main(const pool_conf_t *p, const qconf_t *conf, sb_slot_t *slot, int 
             wait_signals(w, rconn_retry_in_ms(w->rc) + 1);
             continue;
         }
+        handler_set_zygote(w->h, atomic_load(&w->slot->preload_off) ? -1 : zygote_fd);
         int hr = handler_prepare(w->h, w->sfd);
         sb_handler(w);
         if (hr == 0) continue;
@@ -1404,7 +1438,7 @@ int worker_main(const pool_conf_t *p, const qconf_t *conf, sb_slot_t *slot, int 
         w->busy_ms += (uint64_t)w->last_job_ms;
         int64_t now = mono_ms();
         if (p->prefetch <= 1 || now - w->rss_read_ms >= RSS_CHECK_MS || w->last_job_ms >= RSS_CHECK_MS) {
-            w->rss_kb = rss_read(&w->rss_self, w->pid) + rss_read(&w->rss_handler, handler_pgid(w->h));
+            w->rss_kb = rss_read(&w->rss_self, w->pid) + handler_memory(w);
             w->rss_read_ms = now;
         }
         uint64_t rss = w->rss_kb;

@@ -735,10 +735,13 @@
     } else if (st) {
       var rows = [];
       (st.pools || []).forEach(p => { (p.children || []).forEach(c => { rows.push({ p: p, c: c }); }); });
-      put(s.local, table('Pool|#Slot|#PID|State|Current job|Queue|#Running for|#Jobs done|#Failed|#RSS|#Up|#Restarts|Last exit|Notes',
+      put(s.local, table('Pool|#Slot|#PID|State|Current job|Queue|#Running for|#Jobs done|#Failed|#Memory|#Up|#Restarts|Last exit|Notes',
         rows, r => {
-          var c = r.c, j = c.job;
-          var notes = [c.old_generation ? 'old generation (restarting)' : null, c.native === false ? 'command worker' : null].filter(Boolean).join(', ');
+          var c = r.c, j = c.job, z = r.p.zygote;
+          // a forked handler's memory is its own (USS); the zygote's shows once, on its pool's first row
+          var zygote = z && z.pid && r === rows.find(x => x.p === r.p) ? 'zygote ' + z.pid + ': ' + kb(z.pss_kb) + ' PSS' : null;
+          var notes = [c.old_generation ? 'old generation (restarting)' : null, c.native === false ? 'command worker' : null,
+            c.memory === 'rss+uss' ? 'handler forked (memory: RSS + its USS)' : null, zygote].filter(Boolean).join(', ');
           return el('tr', { 'data-pid': c.pid, 'data-pool': r.p.name, class: 'worker' },
             td(r.p.name), tdn(num(c.slot)), tdn(String(c.pid)), td(pillEl(c.state)),
             td(j ? el('span', { class: 'mono', title: 'job id ' + (j.id || ''), text: j.name || j.id || '?' }) : '–', 'x'),

@@ -25,10 +25,20 @@ final class Events
     /** @var array<string, array|null> constructor parameters by class (null: no such class) */
     private $params = [];
 
+    /** @var array<string, array> per class: [name, has default, default] of each constructor parameter */
+    private $spec = [];
+
+    /** @var array<string, string[]> interfaces of each event class */
+    private $interfaces = [];
+
+    /** @var bool the framework's own dispatcher: an event nobody listens to can be left unmade */
+    private $plain;
+
     public function __construct($events, callable $report)
     {
         $this->events = $events;
         $this->report = $report;
+        $this->plain = get_class($events) === 'Illuminate\Events\Dispatcher' && method_exists($events, 'hasListeners');
     }
 
     public function has(string $name): bool
@@ -59,22 +69,24 @@ final class Events
     /** Build the event (null if this version has no such class). */
     public function make(string $name, array $args)
     {
-        $params = $this->parameters($name);
+        if (! isset($this->spec[$name])) {
+            $params = $this->parameters($name);
 
-        if ($params === null) {
-            return null;
+            if ($params === null) {
+                return null;
+            }
+
+            $this->spec[$name] = array_map(function ($p) {
+                $default = $p->isDefaultValueAvailable();
+
+                return [$p->getName(), $default, $default ? $p->getDefaultValue() : null];
+            }, $params);
         }
 
         $values = [];
 
-        foreach ($params as $p) {
-            if (array_key_exists($p->getName(), $args)) {
-                $values[] = $args[$p->getName()];
-            } elseif ($p->isDefaultValueAvailable()) {
-                $values[] = $p->getDefaultValue();
-            } else {
-                $values[] = null;
-            }
+        foreach ($this->spec[$name] as [$param, $hasDefault, $default]) {
+            $values[] = array_key_exists($param, $args) ? $args[$param] : $default;
         }
 
         $class = self::NS.$name;
@@ -84,6 +96,13 @@ final class Events
 
     private function send(string $name, array $args, bool $until): void
     {
+        // Dispatching an event no listener (wildcards included) hears does
+        // nothing on the framework's dispatcher: it is not even made. A
+        // decorated or faked dispatcher gets every event, as the Worker sends it.
+        if ($this->plain && ! $this->heard($name)) {
+            return;
+        }
+
         try {
             $event = $this->make($name, $args);
 
@@ -95,6 +114,28 @@ final class Events
         } catch (Throwable $e) {
             ($this->report)($e);
         }
+    }
+
+    /** Does a listener hear the event: of its class, a wildcard, or one of its interfaces (getListeners()). */
+    private function heard(string $name): bool
+    {
+        $class = self::NS.$name;
+
+        if ($this->events->hasListeners($class)) {
+            return true;
+        }
+
+        if (! isset($this->interfaces[$name])) {
+            $this->interfaces[$name] = class_exists($class) ? array_values(class_implements($class)) : [];
+        }
+
+        foreach ($this->interfaces[$name] as $interface) {
+            if ($this->events->hasListeners($interface)) {
+                return true;
+            }
+        }
+
+        return false;
     }
 
     private function parameters(string $name): ?array

@@ -54,28 +54,92 @@ final class Handler
     /** @var int jobs run (WorkerStopping's jobsProcessed) */
     private $jobsProcessed = 0;
 
-    public function __construct(Protocol $io)
+    public function __construct(?Protocol $io = null)
     {
         $this->io = $io;
     }
 
+    /** Boot the app and serve requests until EOF or SIGTERM (a handler that boots itself). */
     public function run(string $appPath): int
+    {
+        if (! $this->bootApp($appPath)) {
+            return 1;
+        }
+
+        return $this->serve($this->io, 'booted');
+    }
+
+    /**
+     * Boot the app (the zygote boots once, then forks handlers that serve()).
+     * False when it cannot boot, with the reason logged.
+     */
+    public function bootApp(string $appPath): bool
     {
         try {
             $this->boot($appPath);
         } catch (Throwable $e) {
             Protocol::log('cannot boot the Laravel app at '.$appPath.': '.self::text($e));
 
-            return 1;
+            return false;
         }
 
+        return true;
+    }
+
+    /**
+     * Before the zygote forks: load what every job needs (the queue event
+     * classes and their constructors, the command bus, CallQueuedHandler,
+     * the worker options), so that each handler shares it instead of
+     * loading its own copy at its first job. Nothing is dispatched or run.
+     */
+    public function prepareForForks(): void
+    {
+        foreach (['JobPopping', 'JobPopped', 'Looping', 'JobProcessing', 'JobProcessed', 'JobExceptionOccurred',
+            'JobFailed', 'JobAttempted', 'JobReleased', 'JobReleasedAfterException', 'JobTimedOut',
+            'WorkerStarting', 'WorkerStopping', 'WorkerInterrupted', 'JobInterrupted'] as $name) {
+            $this->ev->has($name);
+        }
+
+        $this->workerArgs();
+
+        foreach (['Illuminate\Queue\CallQueuedHandler', 'Illuminate\Contracts\Bus\Dispatcher',
+            'Illuminate\Contracts\Queue\Factory', 'Illuminate\Contracts\Cache\Repository'] as $abstract) {
+            try {
+                $this->app->make($abstract);
+            } catch (Throwable $e) {
+                // not bound in this app: the job resolves it (or fails) as under queue:work
+            }
+        }
+
+        foreach (['Illuminate\Pipeline\Pipeline', 'Illuminate\Queue\MaxAttemptsExceededException',
+            'Illuminate\Database\DetectsLostConnections', 'Illuminate\Queue\Jobs\JobName',
+            'Illuminate\Queue\InteractsWithQueue', 'Illuminate\Bus\Queueable'] as $class) {
+            class_exists($class) || trait_exists($class) || interface_exists($class);
+        }
+    }
+
+    /** @return object the booted application */
+    public function app()
+    {
+        return $this->app;
+    }
+
+    /**
+     * Say ready on $io, then answer requests until EOF or a stop signal.
+     * $how ("booted", "forked by zygote N") goes in the log line; a
+     * handler the zygote $forked also says its pid.
+     */
+    public function serve(Protocol $io, string $how, bool $forked = false): int
+    {
+        $this->io = $io;
         $this->listenForSignals();
         register_shutdown_function([$this, 'onShutdown']);
 
-        Protocol::log(sprintf('Laravel %s booted from %s (protocol channel: %s)',
-            $this->app->version(), $this->app->basePath(), $this->io->isolation()));
+        Protocol::log(sprintf('Laravel %s %s from %s (protocol channel: %s)',
+            $this->app->version(), $how, $this->app->basePath(), $this->io->isolation()));
 
-        $this->io->send(['type' => 'ready', 'protocol' => 2]);
+        // "pid" lets qpool find a handler it did not start itself (a zygote's fork).
+        $this->io->send(['type' => 'ready', 'protocol' => 2] + ($forked ? ['pid' => getmypid()] : []));
 
         $self = $this;
 
@@ -168,7 +232,10 @@ final class Handler
         }
 
         $app = AppBoot::boot($base);
-        $this->io->afterBoot();
+
+        if ($this->io !== null) { // a zygote boots before any channel exists
+            $this->io->afterBoot();
+        }
 
         require_once __DIR__.'/PipeJob.php';
 
@@ -422,12 +489,17 @@ final class Handler
         $this->jobsProcessed++;
     }
 
+    /** @var \Illuminate\Queue\WorkerOptions|null the worker options the events carry (defaults; made once) */
+    private $options;
+
     /** Connection, queue and default worker options for the worker-level events. */
     private function workerArgs(): array
     {
-        $options = class_exists('Illuminate\Queue\WorkerOptions') ? new \Illuminate\Queue\WorkerOptions() : null;
+        if ($this->options === null && class_exists('Illuminate\Queue\WorkerOptions')) {
+            $this->options = new \Illuminate\Queue\WorkerOptions();
+        }
 
-        return ($this->worker ?? ['connectionName' => null, 'queue' => null]) + ['workerOptions' => $options];
+        return ($this->worker ?? ['connectionName' => null, 'queue' => null]) + ['workerOptions' => $this->options];
     }
 
     /** Worker::handleJobException(), less the tries / maxExceptions decisions qpool makes. */
@@ -590,13 +662,13 @@ final class Handler
     {
         $payload = $request['payload'] ?? null;
 
-        if (! is_string($payload) || ! is_array(json_decode($payload, true))) {
-            throw new \InvalidArgumentException('qpool-handler: the request has no valid "payload" (a JSON object as a string)');
+        if (! is_string($payload)) {
+            throw self::noPayload();
         }
 
         $id = $request['id'] ?? null;
 
-        return new PipeJob(
+        $job = new PipeJob(
             $this->app,
             $payload,
             is_scalar($id) ? (string) $id : null,
@@ -604,6 +676,17 @@ final class Handler
             is_string($request['connection'] ?? null) ? $request['connection'] : 'redis',
             is_string($request['queue'] ?? null) ? $request['queue'] : 'default'
         );
+
+        if (! is_array($job->payload())) { // PipeJob decodes it once
+            throw self::noPayload();
+        }
+
+        return $job;
+    }
+
+    private static function noPayload(): \InvalidArgumentException
+    {
+        return new \InvalidArgumentException('qpool-handler: the request has no valid "payload" (a JSON object as a string)');
     }
 
     // ------------------------------------------------------------ helpers

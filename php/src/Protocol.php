@@ -45,15 +45,27 @@ final class Protocol
     /** @var bool */
     private $warnedBuffer = false;
 
-    public function __construct()
+    /**
+     * $streams: the request and response channel as streams (a handler the
+     * zygote forked, Zygote.php); null: from the environment or stdio.
+     */
+    public function __construct(?array $streams = null)
     {
         // PHP's own error display goes to stdout in the CLI by default.
         ini_set('display_errors', 'stderr');
 
-        $channel = $this->protocolPipes();
+        if ($streams !== null) {
+            [$this->in, $this->out] = $streams;
+            $this->isolation = 'fds';
+            $channel = array_map(function ($s) {
+                return self::identity(@fstat($s) ?: null);
+            }, $streams);
+        } else {
+            $channel = $this->protocolPipes();
 
-        if (! $this->openFds()) {
-            $this->moveStdio();
+            if (! $this->openFds()) {
+                $this->moveStdio();
+            }
         }
 
         $this->closeOnExec($channel);
@@ -391,7 +403,7 @@ final class Protocol
      * mounted (a chroot, a minimal container), every number below 1024,
      * which statFd() then tells open or not (and we say so once).
      */
-    private static function descriptors(): array
+    public static function descriptors(): array
     {
         $entries = @scandir('/proc/self/fd');
 
@@ -399,13 +411,18 @@ final class Protocol
             return array_map('intval', array_filter($entries, 'ctype_digit'));
         }
 
-        self::log('no /proc/self/fd (is /proc mounted?): looking for the protocol descriptors among 0-1023 by number');
+        static $said = false;
+
+        if (! $said) {
+            $said = true;
+            self::log('no /proc/self/fd (is /proc mounted?): looking for descriptors among 0-1023 by number');
+        }
 
         return range(0, 1023);
     }
 
     /** fstat() of our descriptor $fd (through a copy: php://fd dup()s it), or null if it is not open. */
-    private static function statFd(int $fd): ?array
+    public static function statFd(int $fd): ?array
     {
         $stream = @fopen('php://fd/'.$fd, 'r');
 
@@ -419,7 +436,7 @@ final class Protocol
         return is_array($st) ? $st : null;
     }
 
-    private static function identity(?array $st): ?string
+    public static function identity(?array $st): ?string
     {
         return $st ? $st['dev'].':'.$st['ino'] : null;
     }

@@ -66,8 +66,9 @@ def queue_work_pool(app):
     return pool("php", app, "command", argv_conf(app.queue_work_argv()))
 
 
-def adapter_pool(app):
-    return pool("qpool", app, "handler", '{ type = "pipe"; command = %s; }' % argv_conf(app.adapter_argv()))
+def adapter_pool(app, preload=True):
+    return pool("qpool", app, "handler", '{ type = "pipe"; command = %s; }%s'
+                % (argv_conf(app.adapter_argv()), "" if preload else "; preload = false"))
 
 
 class Snapshot:
@@ -171,14 +172,19 @@ def test_same_jobs_same_results_as_queue_work(master_factory, redis_server, vers
              "queue:work on Laravel %s to finish" % v)
     php = outcome(app, redis_server, snap.known)
 
-    snap.restore(redis_server, app)
-    log = run_once(master_factory(redis_server, "qpool"), app, r, adapter_pool(app), failed, delayed,
-                   "qpool + the adapter on Laravel %s to finish" % v)
-    assert re.search(r"Laravel %s\.\d+\.\d+ booted from %s " % (v, app.app_inner), log), log[-4000:]
-    qp = outcome(app, redis_server, snap.known)
+    # preload on (the default: one zygote boots the app, handlers are its forks), then off
+    for preload in (True, False):
+        snap.restore(redis_server, app)
+        log = run_once(master_factory(redis_server, "qpool-%s" % ("preload" if preload else "boot")), app, r,
+                       adapter_pool(app, preload), failed, delayed,
+                       "qpool + the adapter on Laravel %s to finish (preload %s)" % (v, preload))
+        assert re.search(r"Laravel %s\.\d+\.\d+ booted from %s " % (v, app.app_inner), log), log[-4000:]
+        assert ("forked by zygote" in log) == preload, log[-4000:]
+        qp = outcome(app, redis_server, snap.known)
 
-    for key in ("runs", "hooks", "failed_jobs", "job_batches", "items", "job_events", "worker_events", "redis"):
-        assert qp[key] == php[key], "%s differ on Laravel %s:\n%s" % (key, v, difference(php[key], qp[key]))
+        for key in ("runs", "hooks", "failed_jobs", "job_batches", "items", "job_events", "worker_events", "redis"):
+            assert qp[key] == php[key], "%s differ on Laravel %s (preload %s):\n%s" % (
+                key, v, preload, difference(php[key], qp[key]))
     check_scenarios(v, php)
 
 

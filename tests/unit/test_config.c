@@ -664,6 +664,37 @@ static void test_handler_or_command(void **state)
     config_free(c);
 }
 
+/* preload: on by default for the PHP adapter only; preload = false and
+ * protocol 1 opt out; a change rolls the pool (not a size change). */
+static void test_preload(void **state)
+{
+    (void)state;
+    qconf_t *c = must_load("defaults = { preload = true; };\n"
+                           "pools = ( { name = \"a\"; queues = [\"q\"];\n"
+                           "  handler = { type = \"pipe\"; command = [\"php\", \"/x/qpool-handler.php\", \"/app\"]; }; },\n"
+                           "  { name = \"b\"; queues = [\"q\"]; preload = false;\n"
+                           "  handler = { type = \"pipe\"; command = [\"php\", \"/x/qpool-handler.php\", \"/app\"]; }; },\n"
+                           "  { name = \"c\"; queues = [\"q\"];\n"
+                           "  handler = { type = \"pipe\"; protocol = 1; command = [\"php\", \"qpool-handler.php\", \"/app\"]; }; },\n"
+                           "  { name = \"d\"; queues = [\"q\"]; handler = { type = \"pipe\"; command = [\"python3\", \"h.py\"]; }; },\n"
+                           "  { name = \"e\"; queues = [\"q\"]; handler = { type = \"exec\"; command = [\"qpool-handler.php\"]; }; },\n"
+                           "  { name = \"f\"; queues = [\"q\"]; command = [\"php\", \"qpool-handler.php\"]; } );\n");
+    const pool_conf_t *p = c->pools;
+    assert_true(p[0].preload && pool_runs_adapter(&p[0]) && pool_preloads(&p[0]));
+    assert_true(pool_runs_adapter(&p[1]) && !pool_preloads(&p[1]));
+    assert_true(pool_runs_adapter(&p[2]) && !pool_preloads(&p[2]));
+    for (int i = 3; i < 6; i++) assert_false(pool_runs_adapter(&p[i]) || pool_preloads(&p[i]));
+    pool_conf_t copy;
+    pool_conf_copy(&copy, &p[0]);
+    assert_true(pool_conf_same_except_size(&copy, &p[0]));
+    copy.preload = false;
+    assert_false(pool_conf_same_except_size(&copy, &p[0]));
+    pool_conf_free(&copy);
+    config_free(c);
+    expect_error("pools = ( { name = \"p\"; queues = [\"q\"]; preload = 1;\n"
+                 "  handler = { type = \"exec\"; command = [\"h\"]; }; } );\n", 1, "preload", NULL);
+}
+
 static void test_missing_name_or_queues(void **state)
 {
     (void)state;
@@ -1429,6 +1460,7 @@ int main(void)
         cmocka_unit_test(test_pool_errors_name_the_pool_line),
         cmocka_unit_test(test_max_workers_below_minimums),
         cmocka_unit_test(test_handler_or_command),
+        cmocka_unit_test(test_preload),
         cmocka_unit_test(test_missing_name_or_queues),
         cmocka_unit_test(test_unknown_placeholder),
         cmocka_unit_test(test_expand_command),

@@ -194,10 +194,73 @@ static void test_a_group_whose_leader_died(void **state)
     kill(member, SIGKILL);
 }
 
+/* smaps_rollup: RSS, PSS, and USS as Private_Clean + Private_Dirty. */
+static void test_parse_rollup(void **state)
+{
+    (void)state;
+    const char *text = "55d0-7ffd ---p 00000000 00:00 0                          [rollup]\n"
+                       "Rss:               18828 kB\n"
+                       "Pss:                9161 kB\n"
+                       "Pss_Dirty:          7726 kB\n"
+                       "Shared_Clean:       5028 kB\n"
+                       "Shared_Dirty:      12020 kB\n"
+                       "Private_Clean:        64 kB\n"
+                       "Private_Dirty:      1716 kB\n"
+                       "Private_Hugetlb:       0 kB\n";
+    proc_mem_t m;
+    assert_int_equal(proc_parse_rollup(text, &m), 0);
+    assert_int_equal(m.rss_kb, 18828);
+    assert_int_equal(m.pss_kb, 9161);
+    assert_int_equal(m.uss_kb, 64 + 1716);
+    assert_int_equal(proc_parse_rollup("Private_Dirty: 4 kB\n", &m), -1); /* no Rss / Pss: not a rollup */
+    assert_int_equal(proc_parse_rollup("", &m), -1);
+    assert_int_equal(m.uss_kb, 0);
+}
+
+/* Our own: some memory, and a pipe we hold is found in our /proc/self/fd. */
+static void test_own_memory_and_pipe(void **state)
+{
+    (void)state;
+    proc_mem_t m;
+    assert_int_equal(proc_mem(getpid(), &m), 0);
+    assert_true(m.rss_kb > 0 && m.pss_kb > 0 && m.uss_kb > 0 && m.uss_kb <= m.rss_kb);
+    int p[2], q[2];
+    assert_int_equal(pipe(p), 0);
+    assert_int_equal(pipe(q), 0);
+    close(q[0]);
+    assert_true(proc_holds_same(getpid(), p[1]));
+    close(p[0]); /* p[1] still there: the same pipe */
+    assert_true(proc_holds_same(getpid(), p[1]));
+    assert_false(proc_holds_same(getpid(), -1));
+    int sync[2];
+    assert_int_equal(pipe(sync), 0);
+    pid_t child = fork();
+    if (child == 0) {
+        close(p[1]);
+        close(sync[0]);
+        close(sync[1]); /* EOF: p[1] is gone here */
+        pause();
+        _exit(0);
+    }
+    close(sync[1]);
+    char c;
+    assert_int_equal(read(sync[0], &c, 1), 0);
+    close(sync[0]);
+    assert_true(proc_holds_same(child, q[1])); /* inherited */
+    assert_false(proc_holds_same(child, p[1]));
+    kill(child, SIGKILL);
+    waitpid(child, NULL, 0);
+    close(p[1]);
+    close(q[1]);
+    assert_true(proc_now_ticks() >= proc_start_ticks(getpid()));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_group_rule),
+        cmocka_unit_test(test_parse_rollup),
+        cmocka_unit_test(test_own_memory_and_pipe),
         cmocka_unit_test(test_parse_stat),
         cmocka_unit_test(test_real_groups),
         cmocka_unit_test(test_a_group_whose_leader_died),

@@ -22,6 +22,9 @@ class AppServiceProvider extends ServiceProvider
 
     public function boot(): void
     {
+        // FIXTURE_BOOT_HAZARDS: connect and draw random numbers while booting (qpool's preload tests).
+        \App\Support\BootHazards::boot();
+
         // 11+ has no EventServiceProvider in the app; RecordQueueEvent::handle()
         // has no typed parameter, so event discovery does not pick it up twice.
         foreach ([JobProcessing::class, JobProcessed::class, JobExceptionOccurred::class, JobFailed::class] as $event) {

@@ -1,0 +1,412 @@
+<?php
+
+namespace Qpool\Laravel;
+
+use Throwable;
+
+require_once __DIR__.'/Handler.php';
+require_once __DIR__.'/Connections.php';
+
+/**
+ * The zygote (`php qpool-handler.php --zygote APP`, started by qpool's
+ * master for a pool with preload on): boots the app once, closes every
+ * connection the boot opened, then forks one handler per request a worker
+ * sends on the datagram socket QPOOL_ZYGOTE_FD. A request carries the
+ * worker's end of its channels as SCM_RIGHTS descriptors (stderr, the stdout
+ * log pipe, the request pipe, the response pipe); the forked handler says
+ * ready, with its pid, on the response pipe, exactly as a handler that
+ * booted itself. See docs/architecture.md, "Preloading the app".
+ *
+ * Exit status: 0 after SIGTERM; EX_NO_PRELOAD when this app cannot be shared
+ * by forks here (an extension is missing, or the boot leaves a connection
+ * open: qpool then boots each handler on its own); EX_APP_MOVED when the app
+ * path now resolves to another directory (a deploy swapped a symlink: qpool
+ * boots a new zygote and rolls the pool onto it); 1 when the app does not
+ * boot.
+ */
+final class Zygote
+{
+    public const EX_NO_PRELOAD = 75;
+    public const EX_APP_MOVED = 76;
+
+    private const FD_COUNT = 4; // stderr, stdout log, requests, responses
+
+    /** @var \Socket */
+    private $sock;
+
+    /** @var Handler */
+    private $handler;
+
+    /** @var \FFI */
+    private $libc;
+
+    /** @var bool */
+    private $quit = false;
+
+    /** @var resource */
+    private $sockStream;
+
+    /** @var string|null our socket's identity (device:inode) */
+    private $sockId;
+
+    /** @var string the app path as configured, and what it resolved to at boot */
+    private $appPath;
+    private $base;
+
+    public function run(string $appPath): int
+    {
+        ini_set('display_errors', 'stderr');
+        $this->appPath = $appPath;
+        $this->withOpcache($appPath);
+
+        if (($missing = $this->requirements()) !== null) {
+            Protocol::log('cannot preload the app here ('.$missing.'); qpool boots each handler on its own');
+
+            return self::EX_NO_PRELOAD;
+        }
+
+        if (! $this->openSocket()) {
+            return self::EX_NO_PRELOAD;
+        }
+
+        $started = microtime(true);
+        // What the boot prints goes to stderr, as a handler's does.
+        ob_start(new StdoutToStderr(), 1);
+        $this->handler = new Handler();
+
+        if (! $this->handler->bootApp($appPath)) {
+            return 1;
+        }
+
+        $this->base = $this->handler->app()->basePath();
+        $this->handler->prepareForForks();
+        $open = $this->closeConnections();
+
+        if ($open !== []) {
+            Protocol::log('the app keeps connections open after boot ('.implode('; ', $open).'): forked handlers '
+                .'would share them, so qpool boots each handler on its own. Open them lazily (not in a service '
+                .'provider\'s boot) to preload this app');
+
+            return self::EX_NO_PRELOAD;
+        }
+
+        Protocol::log(sprintf('zygote: Laravel %s booted from %s in %.0f ms; forking handlers from it',
+            $this->handler->app()->version(), $this->base, (microtime(true) - $started) * 1000));
+
+        return $this->loop();
+    }
+
+    /**
+     * With OPcache on, the compiled code lives in its shared memory, which
+     * every fork shares and none copies (each handler then copies about
+     * 0.7 MiB as it works instead of 2), and a class one handler loads is
+     * there for its siblings. The CLI turns it off unless opcache.enable_cli
+     * is set, which only the command line or php.ini can do: so the zygote
+     * runs itself again with -d opcache.enable_cli=1, once.
+     * QPOOL_ZYGOTE_OPCACHE=0 keeps PHP's own setting.
+     */
+    private function withOpcache(string $appPath): void
+    {
+        if (getenv('QPOOL_ZYGOTE_OPCACHE') !== false || ! extension_loaded('Zend OPcache')
+            || ini_get('opcache.enable_cli') || ! function_exists('pcntl_exec') || PHP_BINARY === '') {
+            return;
+        }
+
+        // the same command line (its -d options, the script, its arguments), with one more -d
+        $argv = explode("\0", rtrim((string) @file_get_contents('/proc/self/cmdline'), "\0"));
+
+        if (count($argv) < 3 || end($argv) !== $appPath) {
+            return;
+        }
+
+        putenv('QPOOL_ZYGOTE_OPCACHE=1'); // once
+        @pcntl_exec(PHP_BINARY, array_merge(['-d', 'opcache.enable_cli=1'], array_slice($argv, 1)));
+        Protocol::log('zygote: cannot run PHP again with OPcache on ('.pcntl_strerror(pcntl_get_last_error())
+            .'); going on without it');
+    }
+
+    /** What this PHP lacks for preloading, or null. */
+    private function requirements(): ?string
+    {
+        foreach (['socket_recvmsg' => 'sockets', 'pcntl_fork' => 'pcntl', 'posix_setpgid' => 'posix'] as $fn => $ext) {
+            if (! function_exists($fn)) {
+                return 'no '.$ext.' extension';
+            }
+        }
+
+        if (getenv('QPOOL_PHP_FFI') === '0' || ! class_exists('FFI')) {
+            return 'no FFI';
+        }
+
+        try {
+            $this->libc = \FFI::cdef('int open(const char *path, int flags); int dup2(int oldfd, int newfd); '
+                .'int close(int fd);');
+        } catch (Throwable $e) {
+            return 'FFI is disabled: '.$e->getMessage();
+        }
+
+        return null;
+    }
+
+    private function openSocket(): bool
+    {
+        $fd = getenv('QPOOL_ZYGOTE_FD');
+        $stream = is_string($fd) && ctype_digit($fd) ? @fopen('php://fd/'.$fd, 'r') : false;
+        $sock = $stream ? @socket_import_stream($stream) : false;
+
+        if (! $sock) {
+            Protocol::log('zygote: no socket on QPOOL_ZYGOTE_FD ('.var_export($fd, true).')');
+
+            return false;
+        }
+
+        // php://fd dup()ed it: the original number goes, so a handler holds neither.
+        $this->sockId = Protocol::identity(@fstat($stream) ?: null);
+        $this->libc->close((int) $fd);
+        $this->sockStream = $stream; // the socket shares its descriptor: never closed apart
+        $this->sock = $sock;
+
+        return true;
+    }
+
+    /**
+     * Close every database, Redis and cache connection the boot opened
+     * (forked children would share their sockets: replies cross, and one
+     * child's close ends the others'), then list the sockets still open.
+     */
+    private function closeConnections(): array
+    {
+        $app = $this->handler->app();
+
+        try {
+            Connections::purge($app);
+        } catch (Throwable $e) {
+            Protocol::log('zygote: closing the boot\'s connections failed: '.$e->getMessage());
+        }
+
+        gc_collect_cycles();
+
+        return Connections::openSockets([$this->sockId]);
+    }
+
+    private function loop(): int
+    {
+        pcntl_async_signals(true);
+        $stop = function () {
+            $this->quit = true;
+        };
+
+        foreach ([SIGTERM, SIGINT, SIGQUIT, SIGHUP] as $sig) {
+            pcntl_signal($sig, $stop);
+        }
+
+        pcntl_signal(SIGCHLD, SIG_IGN); // the kernel reaps our handlers
+
+        $parent = posix_getppid();
+
+        while (! $this->quit) {
+            $read = [$this->sock];
+            $write = $except = null;
+            $ready = @socket_select($read, $write, $except, 1);
+
+            if ($ready === false) {
+                $errno = socket_last_error($this->sock);
+
+                if (! $this->quit && $errno !== 0 && $errno !== SOCKET_EINTR) {
+                    Protocol::log('zygote: its socket failed: '.socket_strerror($errno));
+
+                    return 1;
+                }
+
+                socket_clear_error($this->sock);
+
+                continue;
+            }
+
+            if ($this->quit) {
+                continue;
+            }
+
+            if ($ready === 0) {
+                if (posix_getppid() !== $parent) {
+                    return 0; // qpool has gone
+                }
+
+                if ($this->moved()) {
+                    return self::EX_APP_MOVED;
+                }
+
+                continue;
+            }
+
+            $this->request();
+        }
+
+        return 0;
+    }
+
+    /** The configured app path resolves elsewhere than the booted code (a symlinked release swapped). */
+    private function moved(): bool
+    {
+        clearstatcache(true);
+        $now = realpath($this->appPath);
+
+        if ($now === false || $now === $this->base) {
+            return false;
+        }
+
+        Protocol::log(sprintf('zygote: %s now points to %s (booted from %s): exiting so that qpool boots the new code',
+            $this->appPath, $now, $this->base));
+
+        return true;
+    }
+
+    /** One datagram: "fork 1 WORKERPID" with the worker's four descriptors. */
+    private function request(): void
+    {
+        $msg = ['name' => [], 'buffer_size' => 256,
+            'controllen' => socket_cmsg_space(SOL_SOCKET, SCM_RIGHTS, self::FD_COUNT + 4)];
+
+        if (@socket_recvmsg($this->sock, $msg, MSG_DONTWAIT) === false) {
+            return;
+        }
+
+        $fds = [];
+
+        foreach ($msg['control'] ?? [] as $c) {
+            if (($c['level'] ?? null) === SOL_SOCKET && ($c['type'] ?? null) === SCM_RIGHTS) {
+                $fds = array_merge($fds, $c['data']);
+            }
+        }
+
+        $text = (string) ($msg['iov'][0] ?? '');
+
+        if (count($fds) !== self::FD_COUNT || ! preg_match('/^fork 1 (\d+)\n?$/', $text)
+            || ! is_resource($fds[2]) || ! is_resource($fds[3])) {
+            Protocol::log('zygote: ignoring a malformed request ('.count($fds).' descriptors)');
+            self::closeAll($fds);
+
+            return;
+        }
+
+        if (! self::workerWaits($fds[2])) {
+            self::closeAll($fds); // the worker gave up on it (start_timeout) or has gone
+
+            return;
+        }
+
+        $pid = pcntl_fork();
+
+        if ($pid === 0) {
+            exit($this->child($fds));
+        }
+
+        if ($pid < 0) {
+            Protocol::log('zygote: fork failed: '.pcntl_strerror(pcntl_get_last_error()));
+        }
+
+        // Closed here at once: no later sibling inherits them, and the
+        // worker sees EOF as soon as its handler is gone.
+        self::closeAll($fds);
+    }
+
+    /** Its request pipe still has a writer (nothing is ever written before ready, so readable = EOF). */
+    private static function workerWaits($req): bool
+    {
+        $read = [$req];
+        $write = $except = null;
+
+        return @stream_select($read, $write, $except, 0) === 0;
+    }
+
+    /**
+     * In the forked handler: its own process group, default signals, fresh
+     * random seeds, nothing of the zygote's socket, the worker's stderr and
+     * log pipe on fds 2 and 1 and /dev/null on fd 0, then the handler loop.
+     */
+    private function child(array $fds): int
+    {
+        posix_setpgid(0, 0);
+
+        foreach ([SIGTERM, SIGINT, SIGQUIT, SIGHUP, SIGCHLD] as $sig) {
+            pcntl_signal($sig, SIG_DFL);
+        }
+
+        pcntl_sigprocmask(SIG_SETMASK, []);
+        mt_srand(); // else every handler draws the zygote's mt_rand / rand / shuffle / array_rand sequence
+
+        [$err, $log, $req, $resp] = $fds;
+
+        while (ob_get_level() > 0) {
+            ob_end_flush();
+        }
+
+        $null = $this->libc->open('/dev/null', 0);
+        $errFd = self::fdOf($err);
+        $logFd = self::fdOf($log);
+
+        if ($null < 0 || $errFd === null || $logFd === null || ! $this->dropSocket($null)
+            || $this->libc->dup2($null, 0) !== 0 || $this->libc->dup2($logFd, 1) !== 1
+            || $this->libc->dup2($errFd, 2) !== 2) {
+            Protocol::log('forked handler: cannot set up its descriptors');
+
+            return 71;
+        }
+
+        $this->libc->close($null);
+        fclose($err);
+        fclose($log);
+
+        putenv('QPOOL_PROTOCOL=2');
+
+        return $this->handler->serve(new Protocol([$req, $resp]), sprintf('forked by zygote %d', posix_getppid()), true);
+    }
+
+    /**
+     * The zygote's socket becomes /dev/null in a handler: it can take no
+     * sibling's request, and the number stays taken (PHP still holds it
+     * and closes it at exit: it must not be a job's file by then).
+     */
+    private function dropSocket(int $null): bool
+    {
+        foreach (Protocol::descriptors() as $fd) {
+            if ($fd > 2 && Protocol::identity(Protocol::statFd($fd)) === $this->sockId
+                && $this->libc->dup2($null, $fd) !== $fd) {
+                return false;
+            }
+        }
+
+        return true;
+    }
+
+    /** The descriptor number a stream holds (matched by device and inode; works without /proc too). */
+    private static function fdOf($stream): ?int
+    {
+        $want = Protocol::identity(@fstat($stream) ?: null);
+
+        if ($want === null) {
+            return null;
+        }
+
+        $found = null;
+
+        foreach (Protocol::descriptors() as $fd) {
+            if (Protocol::identity(Protocol::statFd($fd)) === $want) {
+                $found = $fd; // the last: received descriptors are the newest
+            }
+        }
+
+        return $found;
+    }
+
+    private static function closeAll(array $fds): void
+    {
+        foreach ($fds as $f) {
+            if (is_resource($f)) {
+                fclose($f);
+            } elseif ($f instanceof \Socket) {
+                socket_close($f);
+            }
+        }
+    }
+}

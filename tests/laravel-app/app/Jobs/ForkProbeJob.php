@@ -1,0 +1,77 @@
+<?php
+
+namespace App\Jobs;
+
+use App\Jobs\Concerns\WritesMarkers;
+use App\Support\BootHazards;
+use Illuminate\Bus\Queueable;
+use Illuminate\Contracts\Queue\ShouldQueue;
+use Illuminate\Foundation\Bus\Dispatchable;
+use Illuminate\Queue\InteractsWithQueue;
+use Illuminate\Queue\SerializesModels;
+use Illuminate\Support\Arr;
+use Illuminate\Support\Facades\DB;
+use Illuminate\Support\Facades\Redis;
+
+/**
+ * Reports what its handler process inherited (qpool's preload tests): its
+ * process group and parent, what the random generators draw, its Redis
+ * and database connections (and whether Redis replies came back to it
+ * intact over $rounds round trips), and what exec() sees of a child's exit.
+ */
+class ForkProbeJob implements ShouldQueue
+{
+    use Dispatchable, InteractsWithQueue, Queueable, SerializesModels, WritesMarkers;
+
+    public $tag;
+
+    public $rounds;
+
+    public $sleepMs;
+
+    public function __construct(?string $tag = null, int $rounds = 200, int $sleepMs = 0)
+    {
+        $this->tag = $tag;
+        $this->rounds = $rounds;
+        $this->sleepMs = $sleepMs;
+    }
+
+    public function handle()
+    {
+        $redis = Redis::connection();
+        $crossed = 0;
+
+        for ($i = 0; $i < $this->rounds; $i++) {
+            $key = 'probe:'.getmypid().':'.$i;
+            $redis->set($key, $key);
+
+            if ($redis->get($key) !== $key) {
+                $crossed++;
+            }
+
+            $redis->del($key);
+        }
+
+        usleep($this->sleepMs * 1000);
+        exec('exit 3', $out, $rc);
+        $list = range(1, 20);
+        shuffle($list);
+
+        $this->marker([
+            'pgid' => posix_getpgid(0),
+            'ppid' => posix_getppid(),
+            'mt_rand' => [mt_rand(), mt_rand(), mt_rand()],
+            'rand' => rand(),
+            'shuffle' => $list,
+            'array_rand' => array_rand(array_flip(range(1, 1000)), 3),
+            'arr_random' => Arr::random(range(1, 1000), 3),
+            'str_shuffle' => str_shuffle('abcdefghijklmnopqrstuvwxyz'),
+            'redis_id' => (int) $redis->client()->rawCommand('CLIENT', 'ID'),
+            'boot_redis_id' => BootHazards::$bootRedisId,
+            'crossed' => $crossed,
+            'boot_pdo' => BootHazards::usesBootPdo(),
+            'db_pid' => (int) DB::select('select ? as p', [getmypid()])[0]->p,
+            'exec_rc' => $rc,
+        ]);
+    }
+}
