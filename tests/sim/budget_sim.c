@@ -115,7 +115,7 @@ static void setup(vhost_t *h, spool_t *sp, rconn_t *c)
 static void request(const vhost_t *h, vpool_t *v, const spool_t *sp, lease_req_t *r)
 {
     int want = v->backlog > 0 ? (int)(v->backlog < v->max ? v->backlog : v->max) : v->floor;
-    v->want = budget_demand(want, 0, v->max, -1);
+    v->want = budget_demand(want, 0, v->max, -1, v->max);
     budget_host_t me = {.floor = v->floor, .want = v->want, .pressure = budget_pressure(v->backlog, 0.2),
                         .budget = sp[v->pool].budget};
     snprintf(me.id, sizeof me.id, "%s", h->id);
@@ -145,6 +145,7 @@ static void host_pass(vhost_t *h, spool_t *sp, rconn_t *c, int64_t now)
     char *keys[MAX_POOLS_PER_HOST];
     lease_req_t reqs[MAX_POOLS_PER_HOST];
     lease_view_t views[MAX_POOLS_PER_HOST];
+    lease_status_t lst[MAX_POOLS_PER_HOST];
     bool ok[MAX_POOLS_PER_HOST];
     memset(views, 0, sizeof views);
     bool connected = !h->partitioned_until || now >= h->partitioned_until;
@@ -154,7 +155,8 @@ static void host_pass(vhost_t *h, spool_t *sp, rconn_t *c, int64_t now)
         request(h, &h->p[j], sp, &reqs[j]);
         ok[j] = false;
     }
-    if (connected && lease_batch(c, keys, reqs, h->np, views, ok) >= 0) {
+    if (connected && lease_batch(c, keys, reqs, h->np, views, lst) >= 0) {
+        for (int j = 0; j < h->np; j++) ok[j] = lst[j].ok;
         st.batches++;
         st.scripts += h->np;
         h->last_ok = now;
