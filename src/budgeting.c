@@ -32,6 +32,7 @@ typedef struct {
     int keep;                /* processes under it this pass, removed pools' too */
     bool renewed;
     int64_t last_ok_ms;      /* monotonic: the last renewal */
+    int64_t lost_until_ms;   /* monotonic: its record was lost in Redis; claims nothing new until then */
     uint64_t failures;       /* renewals that failed */
     char err[256];           /* why the last one failed */
     int64_t err_logged_ms;   /* monotonic */
@@ -148,9 +149,10 @@ static int my_share(const bud_pool_t *e, const budget_host_t *me)
 }
 
 /* The request for one lease: an active one's demand (at most what
- * max_workers leaves it: room), pressure and claim; a draining one claims
- * nothing and keeps what still runs. */
-static void make_request(master_t *m, bud_pool_t *e, const pool_t *p, const bal_pool_t *x, int room,
+ * max_workers leaves it: room), pressure and claim; a draining one, or one
+ * whose record was lost a moment ago, claims nothing and keeps what still
+ * runs. */
+static void make_request(master_t *m, bud_pool_t *e, const pool_t *p, const bal_pool_t *x, int room, int64_t now,
                          lease_req_t *r)
 {
     e->want = 0;
@@ -165,7 +167,24 @@ static void make_request(master_t *m, bud_pool_t *e, const pool_t *p, const bal_
     budget_host_t me = me_of(m, e);
     *r = (lease_req_t){.id = m->budgeting->id, .ttl_ms = (int64_t)(m->conf->fleet_lease_ttl * 1000),
                        .budget = e->budget, .floor = e->floor, .want = e->want, .pressure = e->pressure,
-                       .claim = m->stopping || !p ? 0 : my_share(e, &me), .keep = e->keep};
+                       .claim = m->stopping || !p || now < e->lost_until_ms ? 0 : my_share(e, &me),
+                       .keep = e->keep};
+}
+
+/* Our record was gone although it cannot have lapsed (renewed within the
+ * TTL): a failover that lost the last writes, a restart without
+ * persistence, a flush. Every master writes its record again (holding
+ * every process it runs) within a TTL; until then a claim could be granted
+ * slots whose record is still missing, so it claims nothing new. */
+static void check_lost(const master_t *m, bud_pool_t *e, int64_t now)
+{
+    int64_t ttl = (int64_t)(m->conf->fleet_lease_ttl * 1000);
+    if (!e->have_view || e->view.prior >= 0 || now - e->last_ok_ms >= ttl) return;
+    log_warn("pool %s: its fleet budget lease record was lost in Redis (a failover, a restart without persistence, "
+             "a flush?): written again with the %d processes it runs; claiming no new slot for %.0f s, until every "
+             "master has written its own again",
+             e->name, e->keep, m->conf->fleet_lease_ttl);
+    e->lost_until_ms = now + ttl;
 }
 
 /* A failed renewal, logged with its cause: the first, a new cause, and
@@ -191,6 +210,7 @@ static void note_failure(master_t *m, bud_pool_t *e, const char *err, int64_t no
 static void settle_entry(master_t *m, bud_pool_t *e, const pool_t *p, const lease_status_t *st, int64_t now)
 {
     if (st->ok) {
+        check_lost(m, e, now);
         if (!e->renewed) log_info("pool %s: fleet budget lease renewed again", e->name);
         e->have_view = e->renewed = true;
         e->last_ok_ms = now;
@@ -239,7 +259,7 @@ static void pass_connection(master_t *m, const char *cname, pool_t **pools, bal_
         keys[k] = e->key;
         int pi = e->pool;
         make_request(m, e, pi >= 0 ? pools[pi] : NULL, pi >= 0 ? &b[pi] : NULL, pi >= 0 && room ? room[pi] : INT_MAX,
-                     &reqs[k]);
+                     now, &reqs[k]);
         k++;
     }
     if (k) lease_batch(c, keys, reqs, k, views, st);

@@ -10,6 +10,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#define LEASE_HEAD 4 /* now, budget in effect, held, prior: then the records */
+
 #define STR_(x) #x
 #define STR(x) STR_(x)
 
@@ -43,8 +45,9 @@
     "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
 
 /* KEYS: the pool's leases. ARGV: id, ttl ms, budget, floor, want, pressure,
- * claim, keep. Returns {now, budget in effect, held, id, record, ...}: the
- * caller's record first. A record that is not qpool's is deleted and
+ * claim, keep. Returns {now, budget in effect, held, prior, id, record,
+ * ...}: the caller's record first; prior: what its record held before, -1
+ * when it had none. A record that is not qpool's is deleted and
  * counted nowhere. held: the claim out of free slots (never less than it
  * held), at least keep. */
 static const char LEASE_LUA[] =
@@ -55,13 +58,13 @@ static const char LEASE_LUA[] =
     "local floor, want, pressure = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])\n"
     "local claim, keep = tonumber(ARGV[7]), tonumber(ARGV[8])\n"
     "local all = redis.call('HGETALL', KEYS[1])\n"
-    "local cap, others, mine, since, rest = budget, 0, 0, 0, {}\n"
+    "local cap, others, mine, since, prior, rest = budget, 0, 0, 0, -1, {}\n"
     "for i = 1, #all, 2 do\n"
     "  local f = parse(all[i], all[i + 1], now)\n"
     "  if not f then\n"
     "    redis.call('HDEL', KEYS[1], all[i])\n"
     "  elseif all[i] == me then\n"
-    "    mine, since = f[1], f[7]\n"
+    "    mine, since, prior = f[1], f[7], f[1]\n"
     "  else\n"
     "    others = others + f[1]\n"
     "    if f[5] < cap then cap = f[5] end\n"
@@ -76,20 +79,20 @@ static const char LEASE_LUA[] =
     "local rec = string.format('%d,%d,%d,%d,%d,%d,%d', held, floor, want, pressure, budget, now + ttl, since)\n"
     "redis.call('HSET', KEYS[1], me, rec)\n"
     "if redis.call('PTTL', KEYS[1]) < 2 * ttl then redis.call('PEXPIRE', KEYS[1], 2 * ttl) end\n"
-    "local out = {now, cap, held, me, rec}\n"
+    "local out = {now, cap, held, prior, me, rec}\n"
     "for i = 1, #rest do out[#out + 1] = rest[i] end\n"
     "return out\n";
 
 /* KEYS: the pool's leases. ARGV: id. */
 static const char RELEASE_LUA[] = "return redis.call('HDEL', KEYS[1], ARGV[1])\n";
 
-/* KEYS: the pool's leases. Read-only: {now, budget in effect, -1, id, record, ...}. */
+/* KEYS: the pool's leases. Read-only: {now, budget in effect, -1, -1, id, record, ...}. */
 static const char LIST_LUA[] =
     LEASE_LUA_PARSE
     "local err = too_many(KEYS[1])\n"
     "if err then return err end\n"
     "local all = redis.call('HGETALL', KEYS[1])\n"
-    "local out = {now, -1, -1}\n"
+    "local out = {now, -1, -1, -1}\n"
     "for i = 1, #all, 2 do\n"
     "  local f = parse(all[i], all[i + 1], now)\n"
     "  if f then\n"
@@ -342,29 +345,35 @@ static int parse_record(const redisReply *id, const redisReply *rec, int64_t now
     return 0;
 }
 
-/* The three numbers before the records: now, the budget in effect (-1: no
- * holder), the caller's held (-1: a read). */
+/* The numbers before the records: now, the budget in effect (-1: no
+ * holder), the caller's held and prior (-1: a read). */
 static int parse_head(const redisReply *r, lease_view_t *out)
 {
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < LEASE_HEAD; i++)
         if (r->element[i]->type != REDIS_REPLY_INTEGER) return -1;
-    long long now = r->element[0]->integer, budget = r->element[1]->integer, held = r->element[2]->integer;
-    if (now < 0 || budget < -1 || budget > LEASE_BUDGET_MAX || held < -1 || held > LEASE_BUDGET_MAX) return -1;
+    long long now = r->element[0]->integer, budget = r->element[1]->integer, held = r->element[2]->integer,
+              prior = r->element[3]->integer;
+    if (now < 0 || budget < -1 || budget > LEASE_BUDGET_MAX || held < -1 || held > LEASE_BUDGET_MAX || prior < -1 ||
+        prior > LEASE_BUDGET_MAX)
+        return -1;
     out->now_ms = now;
     out->budget = (int)budget;
     out->held = (int)held;
+    out->prior = (int)prior;
     return 0;
 }
 
 int lease_parse(const redisReply *r, lease_view_t *out)
 {
     memset(out, 0, sizeof *out);
-    if (!r || r->type != REDIS_REPLY_ARRAY || r->elements < 3 || r->elements % 2 == 0) return -1;
-    size_t pairs = (r->elements - 3) / 2;
+    if (!r || r->type != REDIS_REPLY_ARRAY || r->elements < LEASE_HEAD || (r->elements - LEASE_HEAD) % 2) return -1;
+    size_t pairs = (r->elements - LEASE_HEAD) / 2;
     if (pairs > LEASE_MAX_HOLDERS || parse_head(r, out) < 0) return -1;
     out->hosts = xcalloc(pairs + 1, sizeof *out->hosts);
-    for (size_t i = 0; i < pairs; i++)
-        if (parse_record(r->element[3 + 2 * i], r->element[4 + 2 * i], out->now_ms, &out->hosts[out->n]) == 0) out->n++;
+    for (size_t i = 0; i < pairs; i++) {
+        const redisReply *id = r->element[LEASE_HEAD + 2 * i], *rec = r->element[LEASE_HEAD + 2 * i + 1];
+        if (parse_record(id, rec, out->now_ms, &out->hosts[out->n]) == 0) out->n++;
+    }
     return 0;
 }
 

@@ -69,6 +69,7 @@ typedef struct {
     int64_t now_ms;          /* Redis's clock */
     int budget;              /* in effect: the smallest of the live holders' */
     int held;                /* the caller's slots after the script; -1 for a read */
+    int prior;               /* what its record held before: -1 none (new, lapsed or lost); -1 for a read */
     budget_host_t *hosts;    /* every live holder: the caller's record first (a script's) */
     int n;
 } lease_view_t;

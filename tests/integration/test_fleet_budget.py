@@ -9,10 +9,21 @@ from conftest import FIXTURE_HANDLER, PREFIX, QPOOL, make_payload, push_many, wa
 from test_cluster import cluster  # noqa: F401 (the fixture: a 3-node Redis Cluster)
 
 
-def budget_pool(queue="work", budget=6, lo=1, hi=6, name="work"):
+def budget_pool(queue="work", budget=6, lo=1, hi=6, name="work", extra=""):
     return ('{ name = "%s"; queues = ["%s"]; balance = "auto"; min_processes = %d; max_processes = %d;'
-            ' fleet_max_processes = %d; handler = { type = "pipe"; command = ["%s"]; }; }'
-            % (name, queue, lo, hi, budget, FIXTURE_HANDLER))
+            ' fleet_max_processes = %d; %s handler = { type = "pipe"; command = ["%s"]; }; }'
+            % (name, queue, lo, hi, budget, extra, FIXTURE_HANDLER))
+
+
+def processes(m, pool="work"):
+    """Every process of the pools of that name on this master: stopping
+    ones, and a removed pool's still draining, included."""
+    return sum(len(p.get("children", [])) for p in m.status()["pools"] if p["name"] == pool)
+
+
+def lease_records(rc, pool="work", prefix=PREFIX):
+    return {k.decode(errors="replace"): v.decode(errors="replace")
+            for k, v in rc.hgetall(prefix + "qpool:{qpool-budget:%s}:leases" % pool).items()}
 
 
 def workers(m, pool="work"):

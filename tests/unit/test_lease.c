@@ -36,12 +36,13 @@ static redisReply *reply(const char **pairs, int npairs)
 {
     redisReply *r = calloc(1, sizeof *r);
     r->type = REDIS_REPLY_ARRAY;
-    r->elements = 3 + 2 * (size_t)npairs;
+    r->elements = 4 + 2 * (size_t)npairs;
     r->element = calloc(r->elements, sizeof *r->element);
     r->element[0] = integer(1700000000000);
     r->element[1] = integer(6);
     r->element[2] = integer(2);
-    for (int i = 0; i < 2 * npairs; i++) r->element[3 + i] = string(pairs[i]);
+    r->element[3] = integer(1);
+    for (int i = 0; i < 2 * npairs; i++) r->element[4 + i] = string(pairs[i]);
     return r;
 }
 
@@ -55,6 +56,7 @@ static void test_parses_the_holders(void **state)
     assert_int_equal(v.now_ms, 1700000000000);
     assert_int_equal(v.budget, 6);
     assert_int_equal(v.held, 2);
+    assert_int_equal(v.prior, 1);
     assert_int_equal(v.n, 2);
     assert_string_equal(v.hosts[0].id, "web1:42");
     assert_int_equal(v.hosts[0].held, 2);
