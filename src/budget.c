@@ -47,6 +47,14 @@ int budget_settle(const budget_host_t *h, int n, const budget_host_t *me, budget
     return budget_cap(in);
 }
 
+void budget_bound(bal_pool_t *x, int cap)
+{
+    x->max = min_int(x->max, cap);
+    x->min = min_int(x->min, cap);
+    if (x->pinned > cap) x->pinned = cap;
+    if (x->target > cap) x->target = cap;
+}
+
 int budget_find(const budget_host_t *h, int n, const char *id)
 {
     for (int i = 0; i < n; i++)

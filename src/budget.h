@@ -34,9 +34,11 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-/* One holder of a pool's budget, as the lease script reports it. */
+#include "balancer.h"
+
 #define BUDGET_ID_MAX 255     /* bytes of a holder's id (printable ASCII) */
 
+/* One holder of a pool's budget, as the lease script reports it. */
 typedef struct {
     char id[BUDGET_ID_MAX + 1]; /* "<host>:<pid>:<nonce>" of its master (lease.h) */
     int held;                /* slots it holds */
@@ -82,6 +84,10 @@ int budget_cap(const budget_cap_in_t *in);
  * the script returned them; me carries the slots it now holds); then the
  * cap. */
 int budget_settle(const budget_host_t *h, int n, const budget_host_t *me, budget_cap_in_t *in);
+
+/* The balancer's bounds (min, max, pin, target) of a budgeted pool within
+ * its cap. */
+void budget_bound(bal_pool_t *x, int cap);
 
 /* The index of id in h (n holders), -1 if absent. */
 int budget_find(const budget_host_t *h, int n, const char *id);

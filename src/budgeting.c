@@ -225,20 +225,6 @@ static void settle_entry(master_t *m, bud_pool_t *e, const pool_t *p, const leas
     e->share = in.share;
 }
 
-static int min_int(int a, int b)
-{
-    return a < b ? a : b;
-}
-
-/* The balancer's bounds within the cap. */
-static void bound(bal_pool_t *x, int cap)
-{
-    x->max = min_int(x->max, cap);
-    x->min = min_int(x->min, cap);
-    if (x->pinned > cap) x->pinned = cap;
-    if (x->target > cap) x->target = cap;
-}
-
 /* One connection's leases, in one round trip. No lease is added or
  * removed meanwhile: the pointers into s->v hold. */
 static void pass_connection(master_t *m, const char *cname, pool_t **pools, bal_pool_t *b, const int *room,
@@ -272,7 +258,7 @@ static void pass_connection(master_t *m, const char *cname, pool_t **pools, bal_
         const pool_t *p = e->pool >= 0 ? pools[e->pool] : NULL;
         settle_entry(m, e, p, &st[j], now);
         if (!p) continue;
-        bound(&b[e->pool], e->cap);
+        budget_bound(&b[e->pool], e->cap);
         pool_set_fleet(pools[e->pool], e->tag, e->cap);
     }
     free(es), free(keys), free(reqs), free(views), free(st);
