@@ -162,10 +162,18 @@ static void append_one(rconn_t *c, const char *key, const lease_req_t *r)
     rconn_append_script(c, &s_lease, 1, 9, argv, NULL);
 }
 
+/* An error text from the server, fit for a log line and a terminal. */
+static void printable(char *s)
+{
+    for (; *s; s++)
+        if (*s < ' ' || *s > '~') *s = '?';
+}
+
 /* Why the connection failed. */
 static void conn_error(const rconn_t *c, lease_status_t *st)
 {
     snprintf(st->err, sizeof st->err, "%s", c->last_error[0] ? c->last_error : "Redis unreachable");
+    printable(st->err);
 }
 
 /* Why a reply is not a view: Redis's error, or a reply we cannot read. */
@@ -175,6 +183,7 @@ static void reply_error(const redisReply *rep, lease_status_t *st)
         snprintf(st->err, sizeof st->err, "%.*s", (int)(rep->len < 190 ? rep->len : 190), rep->str);
     else
         snprintf(st->err, sizeof st->err, "a reply that is not the lease script's");
+    printable(st->err);
 }
 
 /* A reply into *out, or -1 (out unchanged; st, if any, says why). */
