@@ -225,6 +225,14 @@ static void settle_entry(master_t *m, bud_pool_t *e, const pool_t *p, const leas
     e->share = in.share;
 }
 
+/* The cap on pool p's own children: its lease's, less what another pool of
+ * its name (a removed one, still draining) runs under the same lease. */
+static int own_cap(const bud_pool_t *e, const pool_t *p)
+{
+    int others = e->keep - pool_lease_children(p, e->tag);
+    return e->cap - others > 0 ? e->cap - others : 0;
+}
+
 /* One connection's leases, in one round trip. No lease is added or
  * removed meanwhile: the pointers into s->v hold. */
 static void pass_connection(master_t *m, const char *cname, pool_t **pools, bal_pool_t *b, const int *room,
@@ -258,8 +266,9 @@ static void pass_connection(master_t *m, const char *cname, pool_t **pools, bal_
         const pool_t *p = e->pool >= 0 ? pools[e->pool] : NULL;
         settle_entry(m, e, p, &st[j], now);
         if (!p) continue;
-        budget_bound(&b[e->pool], e->cap);
-        pool_set_fleet(pools[e->pool], e->tag, e->cap);
+        int cap = own_cap(e, p);
+        budget_bound(&b[e->pool], cap);
+        pool_set_fleet(pools[e->pool], e->tag, cap);
     }
     free(es), free(keys), free(reqs), free(views), free(st);
 }

@@ -76,6 +76,27 @@ def test_a_removed_pool_keeps_its_slots_until_its_last_job_ends(master_factory, 
     assert list(lease_records(rc)) == [b.pool("work")["fleet_budget"]["holders"][0]["id"]]
 
 
+def test_a_pool_added_back_while_its_old_self_drains_counts_both(master_factory, redis_server):
+    """A pool removed by a reload (its busy children draining) and added
+    back by the next: both count under one lease, and the new one starts
+    nothing until the old children's slots are free."""
+    a = master_factory(redis_server, "a")
+    other = ('{ name = "other"; queues = ["other"]; processes = 1; handler = { type = "pipe"; command = ["%s"]; }; }'
+             % FIXTURE_HANDLER)
+    a.write_config(budget_pool(budget=2, lo=1, hi=2) + ",\n" + other)
+    a.start()
+    push_many(redis_server.client(), "work", [make_payload("sleep:6000") for _ in range(20)])
+    wait_for(lambda: processes(a) == 2 and busy(a) == 2, 30, what="a at 2 busy")
+    a.write_config(other)
+    a.cli("reload")
+    a.write_config(budget_pool(budget=2, lo=1, hi=2) + ",\n" + other)
+    a.cli("reload")
+    sample(lambda: (processes(a),), 4, 2, "the old pool draining, the new one added")
+    wait_for(lambda: [p["state"] for p in a.status()["pools"] if p["name"] == "work"] == ["running"], 30,
+             what="the old pool gone")
+    wait_for(lambda: processes(a) == 2, 30, what="the new pool at the budget")
+
+
 def test_lost_records_are_written_again_with_every_process(master_factory, redis_server):
     """#4: a record lost in Redis (a failover that lost the last writes, a
     restart without persistence) comes back holding every process its
