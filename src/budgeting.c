@@ -165,17 +165,19 @@ static void make_request(master_t *m, bud_pool_t *e, const pool_t *p, const bal_
     } else
         e->floor = 0;
     budget_host_t me = me_of(m, e);
-    *r = (lease_req_t){.id = m->budgeting->id, .ttl_ms = (int64_t)(m->conf->fleet_lease_ttl * 1000),
-                       .budget = e->budget, .floor = e->floor, .want = e->want, .pressure = e->pressure,
+    int64_t ttl = (int64_t)(m->conf->fleet_lease_ttl * 1000);
+    *r = (lease_req_t){.id = m->budgeting->id, .ttl_ms = ttl, .budget = e->budget, .floor = e->floor,
+                       .want = e->want, .pressure = e->pressure,
                        .claim = m->stopping || !p || now < e->lost_until_ms ? 0 : my_share(e, &me),
-                       .keep = e->keep};
+                       .keep = e->keep, .had = e->have_view && now - e->last_ok_ms < ttl};
 }
 
 /* Our record was gone although it cannot have lapsed (renewed within the
  * TTL): a failover that lost the last writes, a restart without
  * persistence, a flush. Every master writes its record again (holding
  * every process it runs) within a TTL; until then a claim could be granted
- * slots whose record is still missing, so it claims nothing new. */
+ * slots whose record is still missing, so it claims nothing new (the
+ * script granted nothing in the pass that found it: had). */
 static void check_lost(const master_t *m, bud_pool_t *e, int64_t now)
 {
     int64_t ttl = (int64_t)(m->conf->fleet_lease_ttl * 1000);

@@ -45,9 +45,11 @@
     "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
 
 /* KEYS: the pool's leases. ARGV: id, ttl ms, budget, floor, want, pressure,
- * claim, keep. Returns {now, budget in effect, held, prior, id, record,
+ * claim, keep, had. Returns {now, budget in effect, held, prior, id, record,
  * ...}: the caller's record first; prior: what its record held before, -1
- * when it had none. A record that is not qpool's is deleted and
+ * when it had none. had = 1: the caller renewed its record within the TTL;
+ * if it is gone all the same, records were lost (lease.h): nothing new is
+ * granted. A record that is not qpool's is deleted and
  * counted nowhere. held: the claim out of free slots (never less than it
  * held), at least keep. */
 static const char LEASE_LUA[] =
@@ -56,7 +58,7 @@ static const char LEASE_LUA[] =
     "if err then return err end\n"
     "local me, ttl, budget = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])\n"
     "local floor, want, pressure = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])\n"
-    "local claim, keep = tonumber(ARGV[7]), tonumber(ARGV[8])\n"
+    "local claim, keep, had = tonumber(ARGV[7]), tonumber(ARGV[8]), ARGV[9] == '1'\n"
     "local all = redis.call('HGETALL', KEYS[1])\n"
     "local cap, others, mine, since, prior, rest = budget, 0, 0, 0, -1, {}\n"
     "for i = 1, #all, 2 do\n"
@@ -72,6 +74,7 @@ static const char LEASE_LUA[] =
     "    rest[#rest + 1] = all[i + 1]\n"
     "  end\n"
     "end\n"
+    "if had and prior < 0 then claim = 0 end\n"
     "local held = claim\n"
     "if claim > mine then held = math.max(mine, math.min(claim, cap - others)) end\n"
     "held = math.max(held, keep)\n"
@@ -139,7 +142,7 @@ char *lease_key(const rconn_t *c, const char *pool)
 }
 
 /* The request as the script's arguments (numbers into buf). */
-static void req_argv(const lease_req_t *r, const char *key, char buf[7][24], const char *argv[9])
+static void req_argv(const lease_req_t *r, const char *key, char buf[8][24], const char *argv[10])
 {
     snprintf(buf[0], 24, "%" PRId64, r->ttl_ms);
     snprintf(buf[1], 24, "%d", r->budget);
@@ -148,18 +151,19 @@ static void req_argv(const lease_req_t *r, const char *key, char buf[7][24], con
     snprintf(buf[4], 24, "%" PRId64, r->pressure);
     snprintf(buf[5], 24, "%d", r->claim);
     snprintf(buf[6], 24, "%d", r->keep);
+    snprintf(buf[7], 24, "%d", r->had ? 1 : 0);
     argv[0] = key;
     argv[1] = r->id;
-    for (int i = 0; i < 7; i++) argv[2 + i] = buf[i];
+    for (int i = 0; i < 8; i++) argv[2 + i] = buf[i];
 }
 
 /* Queue one pool's script. */
 static void append_one(rconn_t *c, const char *key, const lease_req_t *r)
 {
-    char buf[7][24];
-    const char *argv[9];
+    char buf[8][24];
+    const char *argv[10];
     req_argv(r, key, buf, argv);
-    rconn_append_script(c, &s_lease, 1, 9, argv, NULL);
+    rconn_append_script(c, &s_lease, 1, 10, argv, NULL);
 }
 
 /* An error text from the server, fit for a log line and a terminal. */
@@ -202,11 +206,11 @@ static int take_reply(redisReply *rep, lease_view_t *out, lease_status_t *st)
 /* One pool's script at once, EVAL if the server does not know it yet. */
 static int run_one(rconn_t *c, const char *key, const lease_req_t *r, lease_view_t *out, lease_status_t *st)
 {
-    char buf[7][24];
-    const char *argv[9];
+    char buf[8][24];
+    const char *argv[10];
     req_argv(r, key, buf, argv);
     redisReply *rep = NULL;
-    if (rconn_script(c, &s_lease, 1, 9, argv, NULL, -1, -1, &rep) != RC_OK) {
+    if (rconn_script(c, &s_lease, 1, 10, argv, NULL, -1, -1, &rep) != RC_OK) {
         if (st) conn_error(c, st);
         return -1;
     }

@@ -7,6 +7,7 @@ renewals that fail, and a master killed while its workers run jobs.
 Each test samples the processes of both masters (busy, retiring, surging
 and draining ones, from `qpool status -v`; an orphaned worker's from /proc)
 and fails the moment the fleet runs more than the budget."""
+import signal
 import time
 
 from conftest import FIXTURE_HANDLER, PREFIX, make_payload, proc_alive, push_many, wait_for
@@ -98,9 +99,12 @@ def test_a_pool_added_back_while_its_old_self_drains_counts_both(master_factory,
 
 
 def test_lost_records_are_written_again_with_every_process(master_factory, redis_server):
-    """#4: a record lost in Redis (a failover that lost the last writes, a
-    restart without persistence) comes back holding every process its
-    master still runs, so that no other master is granted those slots."""
+    """#4: records lost in Redis (a failover that lost the last writes, a
+    restart without persistence) come back holding every process their
+    master still runs; a master that finds its own record gone is granted
+    nothing new until every master wrote its own again. Here b runs its
+    first pass after the loss while a is frozen (SIGSTOP), so that b would
+    be granted the slots a's busy workers still run in."""
     rc = redis_server.client()
     a = master_factory(redis_server, "a")
     a.write_config(budget_pool(queue="qa", budget=6, lo=1, hi=6))
@@ -113,11 +117,18 @@ def test_lost_records_are_written_again_with_every_process(master_factory, redis
     push_many(rc, "qb", [make_payload("sleep:12000") for _ in range(30)])
     rc.delete(PREFIX + "queues:qa")  # a's share falls to its floor; its 6 busy workers retire after their jobs
     wait_for(lambda: a.pool("work")["fleet_budget"]["share"] == 1, 20, what="a's share at its floor")
-    rc.delete(KEY)
-    sample(lambda: (processes(a), processes(b)), 5, 6, "after the records were lost")
-    recs = lease_records(rc)
-    held = {k: int(v.split(",")[0]) for k, v in recs.items()}
-    assert sum(held.values()) >= processes(a) + processes(b), recs
+    kids = [c["pid"] for p in a.status()["pools"] for c in p["children"]]
+    a.signal(signal.SIGSTOP)
+    try:
+        rc.delete(KEY)
+        sample(lambda: (sum(1 for p in kids if proc_alive(p)), processes(b)), 3, 6, "a frozen, the records lost")
+    finally:
+        a.signal(signal.SIGCONT)
+    sample(lambda: (processes(a), processes(b)), 3, 6, "after the records were lost")
+    held = {k: int(v.split(",")[0]) for k, v in lease_records(rc).items()}
+    assert sum(held.values()) >= processes(a) + processes(b), held
+    assert b.count_log(r"its fleet budget lease record was lost in Redis") == 1
+    assert a.count_log(r"its fleet budget lease record was lost in Redis") == 1
 
 
 def test_a_failing_renewal_never_grows_past_what_is_held(master_factory, redis_server):
