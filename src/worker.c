@@ -788,6 +788,7 @@ static void fire(worker_t *w, job_t *j, hresult_t *res)
         int64_t until = next_extend;
         if (deadline && deadline < until) until = deadline;
         if (w->nlocal > w->local_head && start + PREFETCH_MAX_JOB_MS < until) until = start + PREFETCH_MAX_JOB_MS;
+        if (w->orphan_key && w->orphan_next_ms < until) until = w->orphan_next_ms;
         int wait = until > now ? (int)(until - now) : 0;
         if (wait > 1000) wait = 1000; /* re-check the handler's exit now and then */
         if (poll(fds, (nfds_t)n, wait) < 0 && errno != EINTR) {
