@@ -169,19 +169,19 @@ static void make_request(master_t *m, bud_pool_t *e, const pool_t *p, const bal_
     *r = (lease_req_t){.id = m->budgeting->id, .ttl_ms = ttl, .budget = e->budget, .floor = e->floor,
                        .want = e->want, .pressure = e->pressure,
                        .claim = m->stopping || !p || now < e->lost_until_ms ? 0 : my_share(e, &me),
-                       .keep = e->keep, .had = e->have_view && now - e->last_ok_ms < ttl};
+                       .keep = e->keep, .had = e->have_view && now - e->last_ok_ms < ttl / 2};
 }
 
-/* Our record was gone although it cannot have lapsed (renewed within the
- * TTL): a failover that lost the last writes, a restart without
- * persistence, a flush. Every master writes its record again (holding
- * every process it runs) within a TTL; until then a claim could be granted
- * slots whose record is still missing, so it claims nothing new (the
- * script granted nothing in the pass that found it: had). */
+/* Our record was gone although it cannot have lapsed (renewed within half
+ * the TTL: a margin for the round trip): a failover that lost the last
+ * writes, a restart without persistence, a flush. Every master writes its
+ * record again (holding every process it runs) within a TTL; until then a
+ * claim could be granted slots whose record is still missing, so it claims
+ * nothing new (the script granted nothing in the pass that found it: had). */
 static void check_lost(const master_t *m, bud_pool_t *e, int64_t now)
 {
     int64_t ttl = (int64_t)(m->conf->fleet_lease_ttl * 1000);
-    if (!e->have_view || e->view.prior >= 0 || now - e->last_ok_ms >= ttl) return;
+    if (!e->have_view || e->view.prior >= 0 || now - e->last_ok_ms >= ttl / 2) return;
     log_warn("pool %s: its fleet budget lease record was lost in Redis (a failover, a restart without persistence, "
              "a flush?): written again with the %d processes it runs; claiming no new slot for %.0f s, until every "
              "master has written its own again",

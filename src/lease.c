@@ -47,9 +47,9 @@
 /* KEYS: the pool's leases. ARGV: id, ttl ms, budget, floor, want, pressure,
  * claim, keep, had. Returns {now, budget in effect, held, prior, id, record,
  * ...}: the caller's record first; prior: what its record held before, -1
- * when it had none. had = 1: the caller renewed its record within the TTL;
- * if it is gone all the same, records were lost (lease.h): nothing new is
- * granted. A record that is not qpool's is deleted and
+ * when it had none. had = 1: the caller renewed its record within half the
+ * TTL; if it is gone all the same, records were lost (lease.h): nothing
+ * new is granted. A record that is not qpool's is deleted and
  * counted nowhere. held: the claim out of free slots (never less than it
  * held), at least keep. */
 static const char LEASE_LUA[] =

@@ -56,8 +56,8 @@ typedef struct {
     int64_t pressure;
     int claim;               /* the slots it asks to hold */
     int keep;                /* the processes it runs under this lease: held is at least this */
-    bool had;                /* it renewed its record within the TTL: if the record is gone, records
-                                were lost (a failover, a restart, a flush): nothing new is granted */
+    bool had;                /* it renewed its record within half the TTL: if the record is gone,
+                                records were lost (a failover, a restart, a flush): nothing new is granted */
 } lease_req_t;
 
 /* One pool's outcome in a batch. */
