@@ -94,7 +94,8 @@ int lease_batch(rconn_t *c, char *const *keys, const lease_req_t *reqs, int n, l
                 lease_status_t *st);
 /* A native worker whose master died, finishing its job: its own record
  * (held 1, claiming nothing) so that no other host takes the slot it still
- * runs in; renewed while the job lasts, released when it exits. 0 or -1. */
+ * runs in; renewed while the job lasts and, as it exits, once more with an
+ * expiry a second away (the record outlives the process). 0 or -1. */
 int lease_orphan_renew(rconn_t *c, const char *key, const char *id, int budget, int64_t ttl_ms);
 /* Release the caller's slots at once (graceful stop, pool gone). */
 int lease_release(rconn_t *c, const char *key, const char *id);

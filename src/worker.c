@@ -757,10 +757,18 @@ static void orphan_lease(worker_t *w, int64_t now)
     }
 }
 
+/* The job is over and the worker exits: its record is let go, with an
+ * expiry a second away rather than deleted, so that it outlives the
+ * process (whose exit still runs) and the slot is never counted twice. */
+#define ORPHAN_LAST_MS 1000
+
 static void orphan_release(worker_t *w)
 {
     if (!w->orphan_key) return;
-    if (rconn_ensure(w->rc) == 0) lease_release(w->rc, w->orphan_key, w->orphan_id);
+    int64_t ttl = (int64_t)(w->conf->fleet_lease_ttl * 1000);
+    if (rconn_ensure(w->rc) == 0)
+        lease_orphan_renew(w->rc, w->orphan_key, w->orphan_id, w->p->fleet_max_processes,
+                           ttl < ORPHAN_LAST_MS ? ttl : ORPHAN_LAST_MS);
     free(w->orphan_key);
     w->orphan_key = NULL;
 }
@@ -1324,7 +1332,6 @@ static int finish(worker_t *w, int code, int reason)
 {
     give_back(w, ~0u);
     flush_outcome(w); /* one try only when the master is gone */
-    orphan_release(w);
     stats_flush(w, true);
     jobstats_free(&w->stats);
     jobhist_free(&w->hist);
@@ -1341,6 +1348,7 @@ static int finish(worker_t *w, int code, int reason)
     sb_write_begin(w->slot);
     w->slot->c.handler_pgid = 0;
     sb_write_end(w->slot);
+    orphan_release(w); /* the last use of the connection */
     rconn_free(w->rc);
     rconn_free(w->cache);
     queue_set_free(&w->qs);
