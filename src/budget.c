@@ -9,11 +9,17 @@
 
 #define PRESSURE_MAX_MS ((int64_t)1 << 50) /* exact in a double and in Lua */
 
-int budget_demand(int want, int target, int max, int pinned)
+static int min_int(int a, int b)
 {
-    if (pinned >= 0) return pinned;
-    int d = want > target ? want : target;
-    return d > max ? max : d < 0 ? 0 : d;
+    return a < b ? a : b;
+}
+
+int budget_demand(int want, int target, int max, int pinned, int room)
+{
+    int d = pinned >= 0 ? pinned : want > target ? want : target;
+    if (pinned < 0) d = min_int(d, max);
+    d = min_int(d, room);
+    return d < 0 ? 0 : d;
 }
 
 int64_t budget_pressure(int64_t backlog, double runtime_s)
@@ -26,11 +32,27 @@ int64_t budget_pressure(int64_t backlog, double runtime_s)
 
 int budget_cap(const budget_cap_in_t *in)
 {
-    if (in->renewed) return in->held < in->share ? in->held : in->share;
-    /* No renewal: grow no more; past half the TTL, down to the floor
-     * before the lease lapses and others take the slots. */
-    if (in->failing_ms * 2 >= in->ttl_ms) return in->floor;
-    return in->target > in->floor ? in->target : in->floor;
+    int held = in->held > 0 ? in->held : 0;
+    if (in->renewed) return min_int(held, in->share);
+    /* No renewal: grow no more, and never past the slots it holds (a
+     * newcomer below its floor stays there); past half the TTL, down to the
+     * floor before the lease lapses and others take the slots. */
+    if (in->failing_ms * 2 >= in->ttl_ms) return min_int(in->floor, held);
+    return min_int(in->target, held);
+}
+
+int budget_settle(const budget_host_t *h, int n, const budget_host_t *me, budget_cap_in_t *in)
+{
+    if (in->renewed) in->share = budget_share_of(h, n, me);
+    return budget_cap(in);
+}
+
+void budget_bound(bal_pool_t *x, int cap)
+{
+    x->max = min_int(x->max, cap);
+    x->min = min_int(x->min, cap);
+    if (x->pinned > cap) x->pinned = cap;
+    if (x->target > cap) x->target = cap;
 }
 
 int budget_find(const budget_host_t *h, int n, const char *id)
@@ -81,28 +103,43 @@ static int by_id_cmp(const void *a, const void *b, void *arg)
 
 static int floor_of(const budget_host_t *h)
 {
-    return h->floor < h->want ? h->floor : h->want;
+    int f = h->floor < h->want ? h->floor : h->want;
+    return f > 0 ? f : 0;
+}
+
+/* The slots the floors take when each gets at most `level`. */
+static int64_t floors_at(const budget_host_t *h, int n, int level)
+{
+    int64_t sum = 0;
+    for (int i = 0; i < n; i++) sum += min_int(floor_of(&h[i]), level);
+    return sum;
 }
 
 /* Floors first: all of them when they fit, else one slot a round to each
- * holder still below its floor, in id order. Returns what is left. */
+ * holder still below its floor, in id order. The rounds are not walked:
+ * the last whole round (the highest level every floor can be raised to)
+ * is found by bisection, then the part round goes in id order. Returns
+ * what is left. */
 static int give_floors(const budget_host_t *h, int n, int left, int *share)
 {
-    int need = 0, top = 0;
-    for (int i = 0; i < n; i++) {
-        need += floor_of(&h[i]);
-        if (floor_of(&h[i]) > top) top = floor_of(&h[i]);
+    int top = 0;
+    for (int i = 0; i < n; i++) top = floor_of(&h[i]) > top ? floor_of(&h[i]) : top;
+    int lo = 0, hi = top;
+    while (lo < hi) {
+        int mid = lo + (hi - lo + 1) / 2;
+        if (floors_at(h, n, mid) <= left)
+            lo = mid;
+        else
+            hi = mid - 1;
     }
-    if (need <= left) {
-        for (int i = 0; i < n; i++) share[i] = floor_of(&h[i]);
-        return left - need;
-    }
+    for (int i = 0; i < n; i++) share[i] = min_int(floor_of(&h[i]), lo);
+    left -= (int)floors_at(h, n, lo);
+    if (lo == top || left <= 0) return left;
     int *order = xcalloc((size_t)n + 1, sizeof *order);
     for (int i = 0; i < n; i++) order[i] = i;
     qsort_r(order, (size_t)n, sizeof *order, by_id_cmp, (void *)h);
-    for (int round = 0; round < top && left > 0; round++)
-        for (int k = 0; k < n && left > 0; k++)
-            if (share[order[k]] < floor_of(&h[order[k]])) share[order[k]]++, left--;
+    for (int k = 0; k < n && left > 0; k++)
+        if (share[order[k]] < floor_of(&h[order[k]])) share[order[k]]++, left--;
     free(order);
     return left;
 }
@@ -143,7 +180,7 @@ int budget_divide(const budget_host_t *h, int n, int budget, int *share)
         sift_down(&d, heap, hn, 0);
     }
     free(heap);
-    int total = 0;
+    int64_t total = 0;
     for (int i = 0; i < n; i++) total += share[i];
-    return total;
+    return (int)total; /* at most the budget: every slot came out of it */
 }

@@ -40,8 +40,8 @@ static int check_one(const redis_conf_t *rc, FILE *out)
     return rv;
 }
 
-/* The holder id of the master running config c on this host ("host:pid"
- * from its pid file), or "" when none runs. */
+/* What the holder ids of the master running config c on this host start
+ * with ("host:pid:", the pid from its pid file), or "" when none runs. */
 static void running_id(const qconf_t *c, char *id, size_t n)
 {
     id[0] = '\0';
@@ -51,9 +51,7 @@ static void running_id(const qconf_t *c, char *id, size_t n)
         if (fscanf(f, "%ld", &pid) != 1) pid = 0;
         fclose(f);
     }
-    char host[256] = "";
-    gethostname(host, sizeof host - 1);
-    if (pid > 0) snprintf(id, n, "%s:%ld", host, pid);
+    if (pid > 0 && pid < INT32_MAX) lease_holder_prefix(id, n, (pid_t)pid);
 }
 
 /* The fleet's floors against one pool's budget: the live holders' mins,
@@ -71,10 +69,10 @@ static int check_budget(const qconf_t *c, rconn_t *rc, const pool_conf_t *p, FIL
     }
     char me[300];
     running_id(c, me, sizeof me);
-    int mins = p->min_processes, held = 0;
+    int64_t mins = p->min_processes, held = 0; /* records anyone could write: 64-bit sums */
     for (int i = 0; i < v.n; i++) {
         held += v.hosts[i].held;
-        if (strcmp(v.hosts[i].id, me)) mins += v.hosts[i].floor;
+        if (!me[0] || strncmp(v.hosts[i].id, me, strlen(me))) mins += v.hosts[i].floor;
     }
     int budget = v.budget >= 0 && v.budget < p->fleet_max_processes ? v.budget : p->fleet_max_processes;
     if (v.budget >= 0 && v.budget != p->fleet_max_processes)
@@ -82,11 +80,12 @@ static int check_budget(const qconf_t *c, rconn_t *rc, const pool_conf_t *p, FIL
                      "(the smallest is in effect)\n", p->name, v.budget, p->fleet_max_processes);
     rv = mins > budget ? -1 : 0;
     if (rv < 0)
-        fprintf(out, "fleet budget %s: FAILED: the fleet's min_processes with this config's sum to %d, more than "
-                     "its budget of %d: lower min_processes or raise fleet_max_processes\n", p->name, mins, budget);
+        fprintf(out, "fleet budget %s: FAILED: the fleet's min_processes with this config's sum to %lld, more than "
+                     "its budget of %d: lower min_processes or raise fleet_max_processes\n", p->name, (long long)mins,
+                budget);
     else
-        fprintf(out, "fleet budget %s: ok (%d workers; %d masters hold %d; their min_processes with this "
-                     "config's sum to %d)\n", p->name, budget, v.n, held, mins);
+        fprintf(out, "fleet budget %s: ok (%d workers; %d masters hold %lld; their min_processes with this "
+                     "config's sum to %lld)\n", p->name, budget, v.n, (long long)held, (long long)mins);
     lease_view_free(&v);
     return rv;
 }

@@ -81,8 +81,8 @@ static void print_budget(const cJSON *b)
            num(b, "free"));
     if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(b, "waiting"))) printf("; waiting for budget");
     if (!strcmp(str(b, "lease"), "failing"))
-        printf("; LEASE NOT RENEWED (Redis unreachable): growing no more, down to its floor after half the lease's %.0f s",
-               num(b, "lease_ttl_s"));
+        printf("; LEASE NOT RENEWED (%s): growing no more, down to its floor after half the lease's %.0f s",
+               str(b, "lease_error"), num(b, "lease_ttl_s"));
     printf("\n");
 }
 

@@ -460,9 +460,23 @@ void monitor_tick_stopping(master_t *m, int64_t now)
     bal_pool_t *b = xcalloc((size_t)m->pools.n + 1, sizeof *b);
     pool_t **map = xcalloc((size_t)m->pools.n + 1, sizeof *map);
     int n = fill_all(m, b, map);
-    budgeting_pass(m, map, b, n, now);
+    budgeting_pass(m, map, b, NULL, n, now);
     free(b);
     free(map);
+}
+
+/* What the balancer would give each pool without the fleet budgets: the
+ * most a budgeted pool can run here (max_workers), so that it claims no
+ * slot it could not use (caller frees). */
+static int *room_without_budgets(const bal_pool_t *b, int n, int max_workers, int64_t now)
+{
+    bal_pool_t *dry = xcalloc((size_t)n + 1, sizeof *dry);
+    int *room = xcalloc((size_t)n + 1, sizeof *room);
+    memcpy(dry, b, sizeof *dry * (size_t)n);
+    balance(dry, n, max_workers, now);
+    for (int i = 0; i < n; i++) room[i] = dry[i].target;
+    free(dry);
+    return room;
 }
 
 static void apply_balance(master_t *m, int64_t now)
@@ -470,12 +484,14 @@ static void apply_balance(master_t *m, int64_t now)
     bal_pool_t *b = xcalloc((size_t)m->pools.n + 1, sizeof *b);
     pool_t **map = xcalloc((size_t)m->pools.n + 1, sizeof *map);
     int n = fill_all(m, b, map);
-    /* Pools with a fleet budget: within what their lease allows. */
-    budgeting_pass(m, map, b, n, now);
-    /* Removed pools' children still count against the budget. */
+    /* Removed pools' children still count against max_workers. */
     int reserved = 0;
     for (int i = 0; i < m->pools.n; i++)
         if (m->pools.v[i]->removed) reserved += m->pools.v[i]->nchildren;
+    /* Pools with a fleet budget: within what their lease allows. */
+    int *room = room_without_budgets(b, n, m->conf->max_workers - reserved, now);
+    budgeting_pass(m, map, b, room, n, now);
+    free(room);
     balance(b, n, m->conf->max_workers - reserved, now);
     for (int i = 0; i < n; i++) {
         pool_t *p = map[i];

@@ -23,6 +23,7 @@
 #include "util.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,8 +46,31 @@ pool_t *pool_new(const pool_conf_t *conf, int class_cap, int jobs_cap)
     p->pinned = -1;
     for (int i = 0; i < ZYGOTE_GENERATIONS; i++) p->zy[i].fd[0] = p->zy[i].fd[1] = -1;
     p->target = conf->balance == BALANCE_OFF ? conf->processes : conf->min_processes;
-    if (conf->fleet_max_processes) p->target = 0; /* nothing before the first lease (budgeting.c) */
+    /* nothing before the first lease (budgeting.c) */
+    if (conf->fleet_max_processes) p->target = 0;
+    p->fleet_cap = conf->fleet_max_processes ? 0 : INT_MAX;
     return p;
+}
+
+void pool_set_fleet(pool_t *p, unsigned tag, int cap)
+{
+    p->lease_tag = tag;
+    p->fleet_cap = cap;
+    for (int i = 0; tag && i < p->nchildren; i++)
+        if (!p->children[i].lease) p->children[i].lease = tag;
+}
+
+int pool_lease_children(const pool_t *p, unsigned tag)
+{
+    int n = 0;
+    for (int i = 0; i < p->nchildren; i++) n += p->children[i].lease == tag;
+    return n;
+}
+
+/* Room for one more child within the fleet budget's cap. */
+static bool fleet_room(const pool_t *p)
+{
+    return p->nchildren < p->fleet_cap;
 }
 
 void pool_free(pool_t *p)
@@ -303,6 +327,7 @@ static void spawn_child(pools_t *ps, pool_t *p, int slot_no, int64_t now)
     c->started_ms = now;
     c->start_ticks = proc_start_ticks(pid);
     c->stats_fd = sv[0];
+    c->lease = p->lease_tag;
     if (c->stats_fd >= 0) {
         struct epoll_event ev = {.events = EPOLLIN, .data.fd = c->stats_fd};
         epoll_ctl(ps->epfd, EPOLL_CTL_ADD, c->stats_fd, &ev);
@@ -369,7 +394,9 @@ static int64_t maintain_pool(pools_t *ps, pool_t *p, int64_t now)
     }
 
     /* Rolling replacement: one child at a time, a new one first when the
-     * budget allows, so the pool never drops below its size while it rolls. */
+     * budget allows (max_workers, and the fleet budget's cap on processes:
+     * a budgeted pool at its cap stops an old child first), so the pool
+     * never drops below its size while it rolls when it has the room. */
     int surge = 0;
     if (old > 0) {
         child_t *rc = NULL;
@@ -390,7 +417,7 @@ static int64_t maintain_pool(pools_t *ps, pool_t *p, int64_t now)
             }
         } else if (pool_live(p) >= desired) {
             int64_t wait = 0;
-            int slot = pools_live_total(ps) < ps->max_workers
+            int slot = pools_live_total(ps) < ps->max_workers && fleet_room(p)
                            ? pick_slot(p, desired + stopping + 1, now, &wait)
                            : 0;
             if (slot && desired > 0) {
@@ -413,7 +440,7 @@ static int64_t maintain_pool(pools_t *ps, pool_t *p, int64_t now)
     int live = pool_live(p);
     /* Grow. */
     while (live < desired) {
-        if (pools_live_total(ps) >= ps->max_workers) break;
+        if (pools_live_total(ps) >= ps->max_workers || !fleet_room(p)) break;
         int64_t wait = 0;
         stopping = p->nchildren - live;
         int slot = pick_slot(p, desired + stopping + surge, now, &wait);

@@ -57,6 +57,7 @@ typedef struct {
     bool killed;             /* SIGKILLed after stop_timeout */
     int stats_fd;            /* native: the master's end of its stats channel, -1 if none */
     bool stats_warned;       /* it sent a bad datagram (logged once) */
+    unsigned lease;          /* the fleet budget lease it counts under (budgeting.c), 0 none */
 } child_t;
 
 typedef struct {
@@ -91,6 +92,9 @@ typedef struct pool {
     uint32_t queue_paused;   /* bit i: queue i paused by qpool pause --queue */
     int roll_child_pid;      /* surge child of the current rolling step, 0 if none */
     zygote_t zy[ZYGOTE_GENERATIONS]; /* preload: the app booted once, handlers forked (zygote.h) */
+    /* fleet budget (budgeting.c, pool_set_fleet) */
+    unsigned lease_tag;      /* the lease its new children count under, 0 none */
+    int fleet_cap;           /* its children, stopping ones included, never more; INT_MAX without a budget */
 
     /* Laravel queue:restart polling (monitor.c) */
     char *restart_key_full;
@@ -171,6 +175,14 @@ void pools_kill_all(pools_t *ps);   /* SIGKILL process groups, handlers included
 
 /* Begin a rolling restart of a pool (new generation). */
 void pool_request_roll(pool_t *p);
+
+/* The fleet budget's lease (budgeting.c): tag for the children it starts
+ * from now on (and those it runs without one: a reload gave it the
+ * budget), cap on its children, stopping and surge ones included: none is
+ * started while that many run. tag 0, cap INT_MAX: no budget. */
+void pool_set_fleet(pool_t *p, unsigned tag, int cap);
+/* Its children that count under the lease tag, stopping ones included. */
+int pool_lease_children(const pool_t *p, unsigned tag);
 
 /* Sum of native children's counters plus reaped ones; state counts. */
 typedef struct {

@@ -5,7 +5,10 @@
  *   SIGTERM, SIGINT, SIGQUIT  finish the current job, then exit 0 (idle: at once)
  *   SIGUSR2 / SIGCONT         pause / resume (no Redis traffic while paused)
  *   SIGHUP                    the master died (parent-death signal): as
- *                             SIGTERM, finish the current job, then exit
+ *                             SIGTERM, finish the current job, then exit;
+ *                             in a pool with a fleet budget, the job's slot
+ *                             is kept in a lease record of the worker's own
+ *                             meanwhile (lease_orphan_renew)
  *   SIGCHLD                   a handler process exited
  * A Redis outage is waited out with backoff; an outcome that could not be
  * written (ack, release, fail) is kept and retried first after reconnecting,
@@ -22,6 +25,7 @@
 #include "handler.h"
 #include "jobhist.h"
 #include "jobstats.h"
+#include "lease.h"
 #include "log.h"
 #include "payload.h"
 #include "policy.h"
@@ -132,6 +136,12 @@ typedef struct {
     jobstats_t stats;
     jobhist_t hist;          /* recent attempts, for the master's job history (jobhist.h) */
     int64_t stats_sent_ms;
+    /* fleet budget: its own lease record while it finishes a job after its
+     * master died (orphan_lease) */
+    char *orphan_key;
+    char orphan_id[BUDGET_ID_MAX + 1];
+    int64_t orphan_next_ms;
+    bool orphan_logged;
 } worker_t;
 
 /* ------------------------------------------------------------ scoreboard */
@@ -754,6 +764,47 @@ static void release_prefetched(worker_t *w, int64_t started_ms, int64_t now)
     write_pending_now(w);
 }
 
+/* The master died while this worker runs a job of a pool with a fleet
+ * budget: its lease lapses and other hosts take its slots, yet this job
+ * still runs in one. A record of the worker's own (held 1, claiming
+ * nothing) keeps the slot counted until the worker exits (orphan_release);
+ * renewed a few times per TTL, so that a worker killed meanwhile loses it
+ * within the TTL. */
+static void orphan_lease(worker_t *w, int64_t now)
+{
+    if (!w->parent_dead || !w->p->fleet_max_processes || now < w->orphan_next_ms) return;
+    int64_t ttl = (int64_t)(w->conf->fleet_lease_ttl * 1000);
+    w->orphan_next_ms = now + ttl / 4;
+    if (!w->orphan_key) {
+        w->orphan_key = lease_key(w->rc, w->p->name);
+        char id[BUDGET_ID_MAX - 6];
+        lease_holder_id(id, sizeof id);
+        snprintf(w->orphan_id, sizeof w->orphan_id, "%s:orphan", id);
+    }
+    settle(w);
+    if (lease_orphan_renew(w->rc, w->orphan_key, w->orphan_id, w->p->fleet_max_processes, ttl) == 0 &&
+        !w->orphan_logged) {
+        log_info("the master died: the fleet budget slot of this job is kept as %s until it ends", w->orphan_id);
+        w->orphan_logged = true;
+    }
+}
+
+/* The job is over and the worker exits: its record is let go, with an
+ * expiry a second away rather than deleted, so that it outlives the
+ * process (whose exit still runs) and the slot is never counted twice. */
+#define ORPHAN_LAST_MS 1000
+
+static void orphan_release(worker_t *w)
+{
+    if (!w->orphan_key) return;
+    int64_t ttl = (int64_t)(w->conf->fleet_lease_ttl * 1000);
+    if (rconn_ensure(w->rc) == 0)
+        lease_orphan_renew(w->rc, w->orphan_key, w->orphan_id, w->p->fleet_max_processes,
+                           ttl < ORPHAN_LAST_MS ? ttl : ORPHAN_LAST_MS);
+    free(w->orphan_key);
+    w->orphan_key = NULL;
+}
+
 /* Run the handler, watching signals, the timeout and the reservation. The
  * master's death does not cut the job short: as with SIGTERM it finishes. */
 static void fire(worker_t *w, job_t *j, hresult_t *res)
@@ -777,6 +828,7 @@ static void fire(worker_t *w, job_t *j, hresult_t *res)
         int64_t until = next_extend;
         if (deadline && deadline < until) until = deadline;
         if (w->nlocal > w->local_head && start + PREFETCH_MAX_JOB_MS < until) until = start + PREFETCH_MAX_JOB_MS;
+        if (w->orphan_key && w->orphan_next_ms < until) until = w->orphan_next_ms;
         int wait = until > now ? (int)(until - now) : 0;
         if (wait > 1000) wait = 1000; /* re-check the handler's exit now and then */
         if (poll(fds, (nfds_t)n, wait) < 0 && errno != EINTR) {
@@ -792,6 +844,7 @@ static void fire(worker_t *w, job_t *j, hresult_t *res)
         if (fds[0].revents & POLLIN) read_signals(w);
         if (handler_step(w->h, fds + 1, n - 1, res) == 1) return;
         now = mono_ms();
+        orphan_lease(w, now);
         if (deadline && now >= deadline) {
             log_warn("job %s (%s) timed out after %ld s: killing the handler's process group",
                      j->hj.id ? j->hj.id : "?", j->hj.name, timeout);
@@ -1327,6 +1380,7 @@ static int finish(worker_t *w, int code, int reason)
     sb_write_begin(w->slot);
     w->slot->c.handler_pgid = 0;
     sb_write_end(w->slot);
+    orphan_release(w); /* the last use of the connection */
     rconn_free(w->rc);
     rconn_free(w->cache);
     queue_set_free(&w->qs);

@@ -4,6 +4,7 @@
  */
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -160,10 +161,19 @@ static void test_share_of_replaces_its_own_record_and_takes_the_smallest_budget(
 static void test_demand(void **state)
 {
     (void)state;
-    assert_int_equal(budget_demand(4, 2, 6, -1), 4);
-    assert_int_equal(budget_demand(1, 3, 6, -1), 3);  /* held through scale_down_delay */
-    assert_int_equal(budget_demand(9, 3, 6, -1), 6);  /* max_processes */
-    assert_int_equal(budget_demand(9, 3, 6, 2), 2);   /* pinned */
+    assert_int_equal(budget_demand(4, 2, 6, -1, 100), 4);
+    assert_int_equal(budget_demand(1, 3, 6, -1, 100), 3);  /* held through scale_down_delay */
+    assert_int_equal(budget_demand(9, 3, 6, -1, 100), 6);  /* max_processes */
+    assert_int_equal(budget_demand(9, 3, 6, 2, 100), 2);   /* pinned */
+}
+
+/* review #13: no host claims slots its max_workers would not let it run */
+static void test_demand_within_the_room_max_workers_leaves(void **state)
+{
+    (void)state;
+    assert_int_equal(budget_demand(9, 3, 8, -1, 2), 2);
+    assert_int_equal(budget_demand(9, 3, 8, 5, 2), 2);     /* a pin too */
+    assert_int_equal(budget_demand(9, 3, 8, -1, 0), 0);
 }
 
 static void test_pressure(void **state)
@@ -189,6 +199,125 @@ static void test_cap(void **state)
     assert_int_equal(budget_cap(&in), 1); /* half the TTL: down to the floor */
 }
 
+/* review #5: without a renewal a host below its floor (a newcomer waiting,
+ * floors summing past the budget) never grows to it: every lease is still
+ * valid, and the slots above what it holds are others'. */
+static void test_cap_without_renewal_never_past_what_it_holds(void **state)
+{
+    (void)state;
+    budget_cap_in_t in = {.renewed = false, .held = 2, .share = 3, .ttl_ms = 10000, .floor = 3, .target = 3,
+                          .failing_ms = 1000};
+    assert_int_equal(budget_cap(&in), 2);
+    in.failing_ms = 6000;
+    assert_int_equal(budget_cap(&in), 2);
+    in.held = 0;
+    assert_int_equal(budget_cap(&in), 0); /* never renewed at all */
+    in.held = 5, in.target = 4;
+    assert_int_equal(budget_cap(&in), 3); /* past half the TTL: the floor */
+    in.failing_ms = 1000;
+    assert_int_equal(budget_cap(&in), 4); /* before: what it runs */
+}
+
+/* budget_settle: the share on the fresh view with the slots now held, the
+ * cap from it; without a renewal the last share stays. */
+static void test_settle(void **state)
+{
+    (void)state;
+    budget_host_t h[2] = {host("a:1", 0, 8, 1000), host("b:1", 0, 8, 1000)};
+    budget_host_t me = host("a:1", 0, 8, 1000);
+    me.budget = 6;
+    me.held = 2;
+    budget_cap_in_t in = {.renewed = true, .held = 2, .share = 0, .ttl_ms = 10000, .floor = 0, .target = 2};
+    assert_int_equal(budget_settle(h, 2, &me, &in), 2);
+    assert_int_equal(in.share, 3);
+    in.renewed = false;
+    in.share = 1;
+    in.failing_ms = 100;
+    assert_int_equal(budget_settle(h, 2, &me, &in), 2);
+    assert_int_equal(in.share, 1);
+}
+
+/* The floors round by round, as the division did it before bisection: the
+ * reference for the property below. */
+static void floors_round_robin(const budget_host_t *h, int n, int budget, int *s)
+{
+    int order[30];
+    for (int i = 0; i < n; i++) order[i] = i, s[i] = 0;
+    for (int i = 1; i < n; i++)
+        for (int j = i; j > 0 && strcmp(h[order[j - 1]].id, h[order[j]].id) > 0; j--) {
+            int t = order[j];
+            order[j] = order[j - 1];
+            order[j - 1] = t;
+        }
+    for (int round = 0; budget > 0; round++) {
+        bool gave = false;
+        for (int k = 0; k < n && budget > 0; k++) {
+            int f = h[order[k]].floor < h[order[k]].want ? h[order[k]].floor : h[order[k]].want;
+            if (s[order[k]] < f) s[order[k]]++, budget--, gave = true;
+        }
+        if (!gave) break;
+    }
+}
+
+static void test_floors_that_do_not_fit_match_the_round_robin(void **state)
+{
+    (void)state;
+    srand(11);
+    for (int round = 0; round < 3000; round++) {
+        int n = 1 + rand() % 30, budget = 1 + rand() % 60;
+        budget_host_t h[30];
+        int s[30], ref[30], floors = 0;
+        for (int i = 0; i < n; i++) {
+            char id[16];
+            snprintf(id, sizeof id, "h%02d:1", rand() % 90);
+            int f = rand() % 9;
+            h[i] = host(id, f, f, 0); /* demand = floor: the division is the floors' alone */
+            floors += f;
+        }
+        if (floors <= budget) continue;
+        budget_divide(h, n, budget, s);
+        floors_round_robin(h, n, budget, ref);
+        for (int i = 0; i < n; i++) assert_int_equal(s[i], ref[i]);
+    }
+}
+
+/* review #7: records anyone can write into Redis; the sums are 64-bit. With
+ * 32-bit sums 4096 floors of 1,000,000 wrapped negative, "fit", and every
+ * holder got its whole floor (UBSan: signed overflow). */
+static void test_huge_records_neither_overflow_nor_exceed_the_budget(void **state)
+{
+    (void)state;
+    enum { N = 4096 };
+    budget_host_t *h = calloc(N, sizeof *h);
+    int *s = calloc(N, sizeof *s);
+    for (int i = 0; i < N; i++) {
+        char id[16];
+        snprintf(id, sizeof id, "x%04d:1", i);
+        h[i] = host(id, 1000000, 1000000, INT64_C(1) << 50);
+        h[i].held = 1000000;
+        h[i].budget = 1000000;
+    }
+    int total = budget_divide(h, N, 1000000, s);
+    int64_t sum = 0;
+    for (int i = 0; i < N; i++) {
+        assert_true(s[i] >= 0 && s[i] <= 1000000);
+        sum += s[i];
+    }
+    assert_true(sum <= 1000000);
+    assert_int_equal(total, sum);
+    /* one host with a huge floor among many small ones: the rounds are
+     * not walked one by one (they were: budget x holders steps) */
+    for (int i = 0; i < N; i++) h[i].floor = h[i].want = 1;
+    h[7].floor = h[7].want = 1000000;
+    assert_int_equal(budget_divide(h, N, 1000000, s), 1000000);
+    assert_int_equal(s[7], 1000000 - (N - 1));
+    budget_host_t me = host("me:1", 1, 6, 1000);
+    me.budget = 6;
+    assert_int_equal(budget_share_of(h, N, &me), 1); /* 4097 floors on 6: one each in id order, "me" first */
+    free(h);
+    free(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -202,6 +331,11 @@ int main(void)
         cmocka_unit_test(test_property_never_past_the_budget_or_a_demand),
         cmocka_unit_test(test_share_of_replaces_its_own_record_and_takes_the_smallest_budget),
         cmocka_unit_test(test_demand),
+        cmocka_unit_test(test_demand_within_the_room_max_workers_leaves),
+        cmocka_unit_test(test_cap_without_renewal_never_past_what_it_holds),
+        cmocka_unit_test(test_settle),
+        cmocka_unit_test(test_floors_that_do_not_fit_match_the_round_robin),
+        cmocka_unit_test(test_huge_records_neither_overflow_nor_exceed_the_budget),
         cmocka_unit_test(test_pressure),
         cmocka_unit_test(test_cap),
     };
