@@ -152,7 +152,7 @@ def renewing_on(node, masters, timeout=60):
     wait_for(moved, timeout, interval=0.5, what="every master's lease record renewed on port %d" % node.port)
 
 
-def names(port):
+def primary_named(port):
     return r"names 127\.0\.0\.1:%d as the primary of %s" % (port, MASTER)
 
 
@@ -180,7 +180,7 @@ def test_a_sentinel_failover_keeps_the_budget_and_loses_no_job(master_factory, t
                  what="the backlog replicated")
         a, b = start_masters(master_factory, conf_for(sentinels), tmp_path)
         for m in (a, b):
-            m.wait_log(names(primary.port), 30)
+            m.wait_log(primary_named(primary.port), 30)
         wait_for(lambda: together([a, b]), 30, what="both masters to run %d workers together" % BUDGET)
         assert set(records_of(primary.client(), [a, b])) == {0, 1}
         sampler = Sampler([a, b])
@@ -191,7 +191,7 @@ def test_a_sentinel_failover_keeps_the_budget_and_loses_no_job(master_factory, t
         second = [make_payload("sleep:100") for _ in range(100)]
         push_many(replica.client(), "work", second)
         for m in (a, b):  # found through the sentinels
-            m.wait_log(names(replica.port), 60)
+            m.wait_log(primary_named(replica.port), 60)
         renewing_on(replica, [a, b])
         demoted(primary)  # the workers' connections to it are closed: they follow
         wait_for(lambda: together([a, b]), 60, what="both masters to run %d workers together again" % BUDGET)
@@ -216,3 +216,40 @@ def test_a_sentinel_failover_keeps_the_budget_and_loses_no_job(master_factory, t
     finally:
         gen.close()
 
+
+def test_a_master_restarted_during_a_failover_finds_the_others_on_the_new_primary(master_factory, tmp_path):
+    """The old primary answers as a primary until the sentinels demote it,
+    about 10 s after they named the new one. A master that (re)starts in that
+    window lands on the new primary; the others must not keep their ledger
+    on the old one meanwhile. They did: a saw the slots b released there and
+    took them, while on the new primary b's successor was granted the slots
+    of the records that lapsed (a's among them): 4 + 4 on a budget of 4
+    until the demotion. Each pass now asks a sentinel first, and a master
+    leaves a replaced primary at its next pass."""
+    gen = start_set(tmp_path)
+    primary, replica, sentinels = next(gen)
+    try:
+        push_many(primary.client(), "work", [make_payload("sleep:200") for _ in range(3000)])
+        wait_for(lambda: safe(lambda: replica.client().llen(PREFIX + "queues:work") == 3000), 20,
+                 what="the backlog replicated")
+        ttl = "fleet_lease_ttl = 4;"  # records lapse well before the demotion
+        a, b = start_masters(master_factory, conf_for(sentinels), tmp_path, qpool=ttl)
+        wait_for(lambda: together([a, b]), 30, what="both masters to run %d workers together" % BUDGET)
+        sampler = Sampler([a, b])
+        sampler.start()
+        force_failover(sentinels, replica)
+        # b restarts (a deploy, a host replaced) while the old primary still
+        # takes writes; gracefully: its record is released where it renews
+        b.stop()
+        b2 = start_masters(master_factory, conf_for(sentinels), tmp_path, names=("b2",), qpool=ttl)[0]
+        sampler.masters.append(b2)
+        b2.wait_log(primary_named(replica.port), 30)
+        a.wait_log(primary_named(replica.port), 30)
+        renewing_on(replica, [a, b2])
+        wait_for(lambda: together([a, b2]), 60, what="a and the new b to run %d workers together" % BUDGET)
+        time.sleep(2)
+        sampler.finish()
+        recs = records_of(replica.client(), [a, b2])
+        assert set(recs) == {0, 1} and sum(r[0] for r in recs.values()) <= BUDGET, recs
+    finally:
+        gen.close()
