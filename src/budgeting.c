@@ -258,7 +258,13 @@ static void pass_connection(master_t *m, const char *cname, pool_t **pools, bal_
                      now, &reqs[k]);
         k++;
     }
-    if (k) lease_batch(c, keys, reqs, k, views, st);
+    /* behind Sentinel, never a ledger on a primary the sentinels have
+     * replaced: masters split between the old one and the new one would
+     * each grant slots the other half holds */
+    if (k) {
+        rconn_confirm_primary(c);
+        lease_batch(c, keys, reqs, k, views, st);
+    }
     for (int j = 0; j < k; j++) {
         bud_pool_t *e = es[j];
         if (st[j].ok) {

@@ -64,6 +64,7 @@ void rconn_free(rconn_t *c)
 {
     if (!c) return;
     disconnect(c);
+    rconn_free(c->watch);
     rcl_free(c->cl);
     if (c->ssl_ctx) SSL_CTX_free(c->ssl_ctx);
     c->conf.name = NULL; /* c->name's */
@@ -420,29 +421,46 @@ static int open_plain(rconn_t *c)
     return 0;
 }
 
-/* Ask one sentinel for the primary's address: 1 found, 0 unknown name,
- * -1 (err set) the sentinel could not be asked. */
-static int ask_sentinel(rconn_t *c, const char *addr, char *host, size_t hn, int *port, char *err,
-                        size_t errn)
+/* A quiet connection to the sentinel at addr, with the connection's TLS
+ * and its timeout shared among the sentinels (a black-holed one leaves time
+ * to ask the others, and a lookup stays bounded). NULL with err set. */
+static rconn_t *sentinel_conn(const rconn_t *c, const char *addr, char *err, size_t errn)
 {
     const redis_sentinel_t *st = &c->conf.sentinel;
-    /* the sentinels share the connection's timeout: a black-holed one
-     * leaves time to ask the others, and the lookup stays bounded */
     double t = c->conf.timeout / st->naddrs;
     redis_conf_t sc = {.name = "sentinel", .prefix = "", .timeout = t < 0.1 ? 0.1 : t,
                        .username = st->username, .password_env = st->password_env,
                        .file_password = st->file_password, .tls = c->conf.tls};
     char shost[256];
     if (sentinel_parse_addr(addr, SENTINEL_DEFAULT_PORT, shost, sizeof shost, &sc.port, err, errn) < 0)
-        return -1;
+        return NULL;
     sc.host = shost;
     rconn_t *s = rconn_new(&sc);
     s->quiet = true;
-    const char *argv[3] = {"SENTINEL", "get-master-addr-by-name", st->master_name};
+    return s;
+}
+
+/* Ask sentinel s where the primary is: 1 found, 0 unknown name, -1 (err
+ * set) it could not be asked (s is then dropped). */
+static int sentinel_query(rconn_t *s, const char *master_name, char *host, size_t hn, int *port, char *err,
+                          size_t errn)
+{
+    const char *argv[3] = {"SENTINEL", "get-master-addr-by-name", master_name};
     redisReply *r = rconn_call(s, 3, argv, NULL);
     int rv = r ? sentinel_master_reply(r, host, hn, port, err, errn) : -1;
     if (!r) snprintf(err, errn, "%s", s->last_error);
     if (r) freeReplyObject(r);
+    return rv;
+}
+
+/* Ask one sentinel for the primary's address: 1 found, 0 unknown name,
+ * -1 (err set) the sentinel could not be asked. */
+static int ask_sentinel(rconn_t *c, const char *addr, char *host, size_t hn, int *port, char *err,
+                        size_t errn)
+{
+    rconn_t *s = sentinel_conn(c, addr, err, errn);
+    if (!s) return -1;
+    int rv = sentinel_query(s, c->conf.sentinel.master_name, host, hn, port, err, errn);
     rconn_free(s);
     return rv;
 }
@@ -483,8 +501,44 @@ static int connect_server(rconn_t *c)
     if (c->cl) return rcl_connect(c);
     if (resolve_primary(c) < 0) return -1;
     int r = c->conf.tls.enabled ? open_tls(c) : open_plain(c);
-    if (r < 0 || handshake(c) < 0) return -1;
+    if (r < 0 || handshake(c) < 0) {
+        /* the sentinel that named it (a stale one?) is asked last next time */
+        if (c->conf.sentinel.addrs) c->sentinel_good = (c->sentinel_good + 1) % c->conf.sentinel.naddrs;
+        return -1;
+    }
     return 0;
+}
+
+int rconn_confirm_primary(rconn_t *c)
+{
+    const redis_sentinel_t *st = &c->conf.sentinel;
+    if (!st->addrs || c->cl || !c->ctx) return 0;
+    char err[300] = "", host[256];
+    int port;
+    if (!c->watch) {
+        c->watch_k = c->sentinel_good;
+        c->watch = sentinel_conn(c, st->addrs[c->watch_k], err, sizeof err);
+        if (!c->watch) return -1;
+    }
+    if (sentinel_query(c->watch, st->master_name, host, sizeof host, &port, err, sizeof err) != 1) {
+        /* this one cannot tell now: the next one is asked next time */
+        rconn_free(c->watch);
+        c->watch = NULL;
+        c->sentinel_good = (c->watch_k + 1) % st->naddrs;
+        return -1;
+    }
+    if (!strcmp(host, c->cur_host) && port == c->cur_port) return 0;
+    if (!c->quiet)
+        log_warn("redis %s: Sentinel %s names %s:%d as the primary of %s now, no longer %s:%d (which still "
+                 "answers as one): reconnecting",
+                 c->name, st->addrs[c->watch_k], host, port, st->master_name, c->cur_host, c->cur_port);
+    /* the next connect asks that sentinel first; the watch is made again
+     * on the one that named the server it lands on */
+    c->sentinel_good = c->watch_k;
+    rconn_free(c->watch);
+    c->watch = NULL;
+    rconn_close(c);
+    return 1;
 }
 
 int rconn_slot_node(const rconn_t *c, int slot)

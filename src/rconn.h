@@ -35,6 +35,8 @@ typedef struct rconn {
     int cur_port;
     int sentinel_good;          /* the sentinel that answered last: asked first */
     bool quiet;                 /* no outage log lines (qpool check --connect, sentinel lookups) */
+    struct rconn *watch;        /* rconn_confirm_primary's sentinel connection, kept; NULL until used */
+    int watch_k;                /* which sentinel it is */
     struct rcluster *cl;        /* cluster = [...]: the nodes and slot map (rconn_cluster.c); NULL otherwise */
 } rconn_t;
 
@@ -60,6 +62,16 @@ int rconn_slot_node(const rconn_t *c, int slot);
 int rconn_ensure(rconn_t *c);
 /* Milliseconds until the next reconnect attempt may run (0 if now). */
 int64_t rconn_retry_in_ms(const rconn_t *c);
+/* Behind Sentinel, on a live connection: does a sentinel (one, on a
+ * connection kept for it) still name this server as the primary? During a
+ * failover the old primary answers as a primary until the sentinels demote
+ * it, seconds after they named the new one; writes it takes meanwhile are
+ * lost. When the sentinel names another server the connection is closed
+ * (logged), and the next use connects to the one named. 1: closed, 0: the
+ * same server or nothing to check (no Sentinel, not connected), -1: the
+ * sentinel could not tell (the connection is kept; another one is asked
+ * next time). */
+int rconn_confirm_primary(rconn_t *c);
 /* Drop the connection after an error: starts (or continues) an outage. */
 void rconn_drop(rconn_t *c, const char *why);
 /* Close the connection quietly (a reply we will not wait for); the next
