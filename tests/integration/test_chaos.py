@@ -178,6 +178,20 @@ def outcomes(log, master_log, r):
     return succeeded & processed, ran, failed
 
 
+def whereabouts(ids, master, r):
+    """What the master log and the failed store say of some job ids (at
+    most five): the evidence a failure message needs."""
+    failed = {}
+    for rec in failed_records(r, "default"):
+        failed[json.loads(rec["payload"])["id"]] = rec.get("exception", "")[:160]
+    log = master.log().splitlines()
+    out = []
+    for jid in sorted(ids)[:5]:
+        lines = [l for l in log if jid in l][:12]
+        out.append("%s: failed store: %r; master log:\n  %s" % (jid, failed.get(jid), "\n  ".join(lines) or "(nothing)"))
+    return "\n".join(out)
+
+
 def busy_tree(master):
     """Worker pids, the pids under them (handlers and what jobs started),
     and all their process groups."""
@@ -255,7 +269,7 @@ def test_no_job_is_lost_or_stuck_under_chaos(master_factory, tmp_path, prefetch)
         ids = {j["id"] for j in jobs}
         must_fail = {j["id"] for j in jobs if j["data"]["action"] == "fail"}
         never_ran = ids - ran
-        assert not never_ran, "%d jobs never ran (%s): %s" % (len(never_ran), ctx, sorted(never_ran)[:20])
+        assert not never_ran, "%d jobs never ran (%s): %s" % (len(never_ran), ctx, whereabouts(never_ran, m, r))
         lost = ids - must_fail - done
         assert not lost, "%d jobs never ran to completion (%s): %s" % (len(lost), ctx, sorted(lost)[:20])
         assert failed == must_fail, "failed store (%s): missing %s, unexpected %s" % (
