@@ -213,6 +213,7 @@ static void sb_counters(worker_t *w, uint64_t rss_kb)
     w->slot->c.rss_kb = rss_kb;
     w->slot->c.mem_private = w->mem_private;
     w->slot->c.handler_pgid = handler_pgid(w->h);
+    w->slot->c.handler_start = handler_start_ticks(w->h);
     w->slot->c.redis_reconnects = w->rc ? (uint32_t)rconn_reconnects(w->rc) : 0;
     sb_write_end(w->slot);
 }
@@ -220,9 +221,11 @@ static void sb_counters(worker_t *w, uint64_t rss_kb)
 static void slot_handler_group(void *arg, pid_t pg)
 {
     worker_t *w = arg;
-    if (w->slot->c.handler_pgid == pg) return;
+    unsigned long long start = pg ? handler_start_ticks(w->h) : 0;
+    if (w->slot->c.handler_pgid == pg && w->slot->c.handler_start == start) return;
     sb_write_begin(w->slot);
     w->slot->c.handler_pgid = pg;
+    w->slot->c.handler_start = start;
     sb_write_end(w->slot);
 }
 
@@ -1379,6 +1382,7 @@ static int finish(worker_t *w, int code, int reason)
     w->h = NULL;
     sb_write_begin(w->slot);
     w->slot->c.handler_pgid = 0;
+    w->slot->c.handler_start = 0;
     sb_write_end(w->slot);
     orphan_release(w); /* the last use of the connection */
     rconn_free(w->rc);
@@ -1445,7 +1449,8 @@ int worker_main(const pool_conf_t *p, const qconf_t *conf, sb_slot_t *slot, int 
             wait_signals(w, rconn_retry_in_ms(w->rc) + 1);
             continue;
         }
-        handler_set_zygote(w->h, atomic_load(&w->slot->preload_off) ? -1 : zygote_fd);
+        handler_set_zygote(w->h, atomic_load(&w->slot->preload_off) ? -1 : zygote_fd,
+                           (pid_t)atomic_load(&w->slot->zygote_pid));
         int hr = handler_prepare(w->h, w->sfd);
         sb_handler(w);
         if (hr == 0) continue;

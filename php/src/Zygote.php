@@ -6,6 +6,7 @@ use Throwable;
 
 require_once __DIR__.'/Handler.php';
 require_once __DIR__.'/Connections.php';
+require_once __DIR__.'/WorkerLink.php';
 
 /**
  * The zygote (`php qpool-handler.php --zygote APP`, started by qpool's
@@ -15,14 +16,17 @@ require_once __DIR__.'/Connections.php';
  * worker's end of its channels as SCM_RIGHTS descriptors (stderr, the stdout
  * log pipe, the request pipe, the response pipe); the forked handler says
  * ready, with its pid, on the response pipe, exactly as a handler that
- * booted itself. See docs/architecture.md, "Preloading the app".
+ * booted itself. The worker's stderr may be a socket (systemd's journal):
+ * PHP receives a socket as a \Socket, not a stream. See
+ * docs/architecture.md, "Preloading the app".
  *
  * Exit status: 0 after SIGTERM; EX_NO_PRELOAD when this app cannot be shared
  * by forks here (an extension is missing, or the boot leaves a connection
  * open: qpool then boots each handler on its own); EX_APP_MOVED when the app
  * path now resolves to another directory (a deploy swapped a symlink: qpool
  * boots a new zygote and rolls the pool onto it); 1 when the app does not
- * boot.
+ * boot, or ends the process while it boots (whatever status it exits with:
+ * 75 or 76 from the app's code must not read as ours).
  */
 final class Zygote
 {
@@ -140,7 +144,7 @@ final class Zygote
 
         try {
             $this->libc = \FFI::cdef('int open(const char *path, int flags); int dup2(int oldfd, int newfd); '
-                .'int close(int fd);');
+                .'int close(int fd); int fcntl(int fd, int cmd, ...);');
         } catch (Throwable $e) {
             return 'FFI is disabled: '.$e->getMessage();
         }
@@ -166,7 +170,24 @@ final class Zygote
         $this->sockStream = $stream; // the socket shares its descriptor: never closed apart
         $this->sock = $sock;
 
+        // Nothing the boot or a job runs inherits it (dup() made it
+        // inheritable), nor is told where it was.
+        foreach ($this->socketFds() as $n) {
+            $this->libc->fcntl($n, 2 /* F_SETFD */, 1 /* FD_CLOEXEC */);
+        }
+
+        putenv('QPOOL_ZYGOTE_FD');
+        unset($_ENV['QPOOL_ZYGOTE_FD'], $_SERVER['QPOOL_ZYGOTE_FD']);
+
         return true;
+    }
+
+    /** The descriptor numbers our socket is on. */
+    private function socketFds(): array
+    {
+        return array_values(array_filter(Protocol::descriptors(), function ($fd) {
+            return $fd > 2 && Protocol::identity(Protocol::statFd($fd)) === $this->sockId;
+        }));
     }
 
     /**
@@ -280,14 +301,17 @@ final class Zygote
         }
 
         $text = (string) ($msg['iov'][0] ?? '');
+        $streams = count($fds) === self::FD_COUNT ? self::asStreams($fds) : null;
 
-        if (count($fds) !== self::FD_COUNT || ! preg_match('/^fork 1 (\d+)\n?$/', $text)
-            || ! is_resource($fds[2]) || ! is_resource($fds[3])) {
+        if ($streams === null || ! preg_match('/^fork 1 (\d+)\n?$/', $text)
+            || ! self::isPipe($streams[2]) || ! self::isPipe($streams[3])) {
             Protocol::log('zygote: ignoring a malformed request ('.count($fds).' descriptors)');
             self::closeAll($fds);
 
             return;
         }
+
+        $fds = $streams;
 
         if (! self::workerWaits($fds[2])) {
             self::closeAll($fds); // the worker gave up on it (start_timeout) or has gone
@@ -310,6 +334,37 @@ final class Zygote
         self::closeAll($fds);
     }
 
+    /**
+     * The received descriptors as streams, or null when one is neither a
+     * stream nor a socket. A socket (the worker's stderr under systemd's
+     * journal) comes as a \Socket: exported, it shares its descriptor.
+     */
+    private static function asStreams(array $fds): ?array
+    {
+        $out = [];
+
+        foreach ($fds as $f) {
+            if ($f instanceof \Socket) {
+                $f = @socket_export_stream($f);
+            }
+
+            if (! is_resource($f)) {
+                return null;
+            }
+
+            $out[] = $f;
+        }
+
+        return $out;
+    }
+
+    private static function isPipe($stream): bool
+    {
+        $st = @fstat($stream);
+
+        return is_array($st) && ($st['mode'] & 0170000) === 0010000;
+    }
+
     /** Its request pipe still has a writer (nothing is ever written before ready, so readable = EOF). */
     private static function workerWaits($req): bool
     {
@@ -322,7 +377,8 @@ final class Zygote
     /**
      * In the forked handler: its own process group, default signals, fresh
      * random seeds, nothing of the zygote's socket, the worker's stderr and
-     * log pipe on fds 2 and 1 and /dev/null on fd 0, then the handler loop.
+     * log pipe on fds 2 and 1 and /dev/null on fd 0, its worker's death
+     * ending a running job (WorkerLink), then the handler loop.
      */
     private function child(array $fds): int
     {
@@ -358,6 +414,8 @@ final class Zygote
         fclose($log);
 
         putenv('QPOOL_PROTOCOL=2');
+        $reqFd = self::fdOf($req);
+        $this->handler->linkToWorker($reqFd !== null ? WorkerLink::open($reqFd) : null);
 
         return $this->handler->serve(new Protocol([$req, $resp]), sprintf('forked by zygote %d', posix_getppid()), true);
     }
@@ -369,9 +427,8 @@ final class Zygote
      */
     private function dropSocket(int $null): bool
     {
-        foreach (Protocol::descriptors() as $fd) {
-            if ($fd > 2 && Protocol::identity(Protocol::statFd($fd)) === $this->sockId
-                && $this->libc->dup2($null, $fd) !== $fd) {
+        foreach ($this->socketFds() as $fd) {
+            if ($this->libc->dup2($null, $fd) !== $fd) {
                 return false;
             }
         }
