@@ -57,6 +57,12 @@ final class Zygote
     private $appPath;
     private $base;
 
+    /** @var float when the app path and qpool are next looked at (microtime) */
+    private $nextCheck = 0.0;
+
+    /** @var bool the app is booting: an exit now is the boot's failure */
+    private $booting = false;
+
     public function run(string $appPath): int
     {
         ini_set('display_errors', 'stderr');
@@ -78,11 +84,13 @@ final class Zygote
         ob_start(new StdoutToStderr(), 1);
         $this->handler = new Handler();
 
-        if (! $this->handler->bootApp($appPath)) {
+        if (! $this->bootOnce($appPath)) {
             return 1;
         }
 
-        $this->base = $this->handler->app()->basePath();
+        // what the app path resolved to when it booted (not basePath(): an
+        // app may name itself by another path, APP_BASE_PATH through a link)
+        $this->base = $this->handler->bootedFrom();
         $this->handler->prepareForForks();
         $open = $this->closeConnections();
 
@@ -98,6 +106,25 @@ final class Zygote
             $this->handler->app()->version(), $this->base, (microtime(true) - $started) * 1000));
 
         return $this->loop();
+    }
+
+    /**
+     * Boot the app; an exit() in its code (or a fatal error) while it boots
+     * ends the zygote with status 1, a failed boot, whatever status it gave.
+     */
+    private function bootOnce(string $appPath): bool
+    {
+        $this->booting = true;
+        register_shutdown_function(function () {
+            if ($this->booting) {
+                Protocol::log('zygote: the app ended the process while it booted');
+                exit(1);
+            }
+        });
+        $booted = $this->handler->bootApp($appPath);
+        $this->booting = false;
+
+        return $booted;
     }
 
     /**
@@ -224,8 +251,14 @@ final class Zygote
         pcntl_signal(SIGCHLD, SIG_IGN); // the kernel reaps our handlers
 
         $parent = posix_getppid();
+        $this->nextCheck = microtime(true) + 1;
 
         while (! $this->quit) {
+            // once a second, busy or not (a stream of fork requests must not hide a deploy)
+            if (($status = $this->lookAround($parent)) !== null) {
+                return $status;
+            }
+
             $read = [$this->sock];
             $write = $except = null;
             $ready = @socket_select($read, $write, $except, 1);
@@ -244,19 +277,7 @@ final class Zygote
                 continue;
             }
 
-            if ($this->quit) {
-                continue;
-            }
-
-            if ($ready === 0) {
-                if (posix_getppid() !== $parent) {
-                    return 0; // qpool has gone
-                }
-
-                if ($this->moved()) {
-                    return self::EX_APP_MOVED;
-                }
-
+            if ($this->quit || $ready === 0) {
                 continue;
             }
 
@@ -264,6 +285,24 @@ final class Zygote
         }
 
         return 0;
+    }
+
+    /** Once a second: the exit status when qpool has gone or the app moved, else null. */
+    private function lookAround(int $parent): ?int
+    {
+        $now = microtime(true);
+
+        if ($now < $this->nextCheck) {
+            return null;
+        }
+
+        $this->nextCheck = $now + 1;
+
+        if (posix_getppid() !== $parent) {
+            return 0; // qpool has gone
+        }
+
+        return $this->moved() ? self::EX_APP_MOVED : null;
     }
 
     /** The configured app path resolves elsewhere than the booted code (a symlinked release swapped). */
