@@ -141,10 +141,9 @@ def test_a_dead_idle_handler_is_seen_at_once(master, r, laravel_app):
     holders = [pid for pid in session_pids(master.sid) if pid != victim and holds(pid, link)]
     assert len(holders) == 1 and holders[0] != zygote, "only the worker holds the handler's channel: %s" % holders
     os.kill(victim, signal.SIGKILL)
-    started = time.monotonic()
     app.dispatch("ForkProbeJob", 1, 0, tag="b")
+    # well within the job's 120 s timeout, which a request to a dead handler would wait out
     wait_for(lambda: len(probes(app)) == 2 and settled(r), 30, what="the job after the kill")
-    assert time.monotonic() - started < 20, "the job waited for the dead handler"
     assert probes(app)[1]["pid"] != victim
 
 
