@@ -293,7 +293,8 @@ static pid_t fork_child(pools_t *ps, pool_t *p, child_spec_t *spec, int stats_fd
 }
 
 /* In the child: the worker, or the pool's command. Never returns. */
-__attribute__((noreturn)) static void child_main(pools_t *ps, pool_t *p, int sbi, int slot_no, child_spec_t *spec, bool stats, bool zygote)
+__attribute__((noreturn)) static void child_main(pools_t *ps, pool_t *p, int sbi, int slot_no, child_spec_t *spec,
+                                                  bool stats, bool zygote)
 {
     /* nothing of another child's slot stays in this one (review #6) */
     if (sb_confine(ps->sb, sbi) < 0) log_warn("scoreboard: cannot unmap other slots: %s", strerror(errno));

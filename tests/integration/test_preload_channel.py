@@ -124,19 +124,23 @@ def test_the_zygote_s_socket_stays_the_zygote_s(master, r, laravel_app):
     assert [m["zygote_fd_env"] for m in probes(app)] == [[False, False]] * 2
 
 
-def test_a_forked_handler_ends_its_job_when_its_worker_dies(master, r, laravel_app):
-    """Its parent is the zygote, so no parent-death signal ties it to its
-    worker: with the master frozen (it kills a dead worker's handler group),
-    a SIGKILLed worker's forked handler ran its job on, past the pool's
-    timeout, while retry_after would run the job again beside it."""
-    app = laravel_app
+def a_long_job(master, app):
+    """A one-process pool running a 60 s job on a forked handler: (handler, worker)."""
     master.write_config(pool(app, 1, extra="timeout = 100;"))
     master.start()
     app.dispatch("SleepJob", 60000, tag="long")
     wait_for(lambda: [m for m in app.read_markers() if m.get("tag") == "long"], 30, what="the long job")
     handler = [m for m in app.read_markers() if m.get("tag") == "long"][0]["pid"]
     assert handler in forked_pids(master)
-    worker = master.child_pids("app")[0]
+    return handler, master.child_pids("app")[0]
+
+
+def test_a_forked_handler_ends_its_job_when_its_worker_dies(master, r, laravel_app):
+    """Its parent is the zygote, so no parent-death signal ties it to its
+    worker: with the master frozen (it kills a dead worker's handler group),
+    a SIGKILLed worker's forked handler ran its job on, past the pool's
+    timeout, while retry_after would run the job again beside it."""
+    handler, worker = a_long_job(master, laravel_app)
     master.signal(signal.SIGSTOP)
     try:
         os.kill(worker, signal.SIGKILL)
@@ -150,13 +154,7 @@ def test_the_master_kills_the_forked_handler_of_a_dead_worker(master, r, laravel
     """The worker publishes its forked handler's start time, and the master
     kills that group only if its leader is that very process: the real one
     still is (SIGSTOPped here, so that it cannot end itself)."""
-    app = laravel_app
-    master.write_config(pool(app, 1, extra="timeout = 100;"))
-    master.start()
-    app.dispatch("SleepJob", 60000, tag="long")
-    wait_for(lambda: [m for m in app.read_markers() if m.get("tag") == "long"], 30, what="the long job")
-    handler = [m for m in app.read_markers() if m.get("tag") == "long"][0]["pid"]
-    worker = master.child_pids("app")[0]
+    handler, worker = a_long_job(master, laravel_app)
     os.kill(handler, signal.SIGSTOP)
     os.kill(worker, signal.SIGKILL)
     wait_for(lambda: not proc_alive(handler), 20, what="the master to kill the dead worker's handler")

@@ -4,33 +4,14 @@ a move (the review of the prefork merge: docs/architecture.md, "Preloading
 the app", and docs/operations.md, "Deploys")."""
 import os
 import re
-import shutil
 import signal
 import time
 
 import pytest
 
 from conftest import LARAVEL_APP, proc_alive, queue_state, wait_for
-from test_preload import ADAPTER, env_block, forked_pids, pool, probes, settled, zygote_pids
+from test_preload import ADAPTER, deploy, env_block, forked_pids, pool, probes, releases, settled, zygote_pids
 from test_preload_channel import fake_pool
-
-
-def releases(tmp_path):
-    """release1 and release2 (copies of the fixture app sharing its storage),
-    and current -> release1, as Envoyer, Forge and Deployer lay them out."""
-    rel1, rel2 = tmp_path / "release1", tmp_path / "release2"
-    for rel in (rel1, rel2):
-        shutil.copytree(LARAVEL_APP, rel, symlinks=True, ignore=shutil.ignore_patterns("storage"))
-        os.symlink(LARAVEL_APP / "storage", rel / "storage")
-    current = tmp_path / "current"
-    os.symlink(rel1, current)
-    return rel1, rel2, current
-
-
-def deploy(tmp_path, current, release):
-    tmp = tmp_path / "current.new"
-    os.symlink(release, tmp)
-    os.replace(tmp, current)
 
 
 @pytest.mark.parametrize("how", ["moved", "killed"])
