@@ -43,6 +43,7 @@
 #define LOG_PIPE_SIZE (1 << 20)  /* room for a handler's stdout between two jobs */
 #define FD_REQUEST 3
 #define FD_RESPONSE 4
+#define FORKS_LOST_MAX 3         /* forked handlers in a row that end before ready: boot them here */
 
 enum { LAYOUT_FDS = 0, LAYOUT_STDIO = 1 };
 
@@ -85,6 +86,8 @@ struct handler {
     unsigned long long pid_start; /* its start time (/proc/PID/stat) */
     unsigned long long asked_ticks; /* when we asked: the handler is younger */
     bool warned_zygote; /* said once that the zygote refused */
+    pid_t zygote_pid;   /* the zygote of our generation, as the master says (0: none now) */
+    int forks_lost;     /* forked handlers in a row that ended before they said ready */
 };
 
 void handler_on_group(handler_t *h, void (*fn)(void *arg, pid_t pgid), void *arg)
@@ -751,9 +754,29 @@ static int start_forked(handler_t *h)
     return 0;
 }
 
-void handler_set_zygote(handler_t *h, int fd)
+void handler_set_zygote(handler_t *h, int fd, pid_t zygote_pid)
 {
+    h->zygote_pid = zygote_pid;
     if (!h->warned_zygote) h->zygote_fd = fd;
+}
+
+/* A forked handler ended before it said ready (or was refused). After
+ * FORKS_LOST_MAX in a row the zygote's forks cannot run here, whatever the
+ * reason (the zygote's log says it): handlers boot the app here from now on,
+ * as when it refuses a request, rather than ask it for ever. */
+static void fork_lost(handler_t *h)
+{
+    if (!h->forked || h->ready) return;
+    if (++h->forks_lost < FORKS_LOST_MAX || h->warned_zygote) return;
+    log_warn("%d handlers in a row forked by the pool's zygote ended before they said ready (see the log above): "
+             "starting handlers that boot the app themselves", h->forks_lost);
+    h->warned_zygote = true;
+    h->zygote_fd = -1;
+}
+
+unsigned long long handler_start_ticks(const handler_t *h)
+{
+    return h->forked && h->pid > 0 ? h->pid_start : 0;
 }
 
 static int start(handler_t *h)
@@ -772,10 +795,26 @@ static int start(handler_t *h)
     return 0;
 }
 
-/* A forked handler says which process it is; the zygote and the handler
- * run the app's code, so nothing is taken on their word: the pid must be
- * younger than our request, lead its own process group and hold both ends
- * of our channel that we sent. Then a pidfd follows it. 0, or -1 (why). */
+/* What is wrong with the process a forked handler's ready line names, or
+ * NULL. The zygote and the handler run the app's code, so nothing is taken
+ * on their word: the pid must be a child of our generation's zygote (never
+ * the zygote itself), younger than our request, lead its own process group
+ * and hold both ends of our channel that we sent. */
+static const char *not_our_fork(const handler_t *h, pid_t pid, int pfd, bool no_pidfd, unsigned long long born)
+{
+    if ((pfd < 0 && !no_pidfd) || !born) return "is not running";
+    if (pid == h->zygote_pid) return "is the pool's zygote";
+    if (!h->zygote_pid || proc_ppid(pid) != h->zygote_pid) return "is not a child of the pool's zygote";
+    if (born + 1 < h->asked_ticks) return "is older than the request for it";
+    if (getpgid(pid) != pid) return "does not lead its own process group";
+    if (!proc_holds_same(pid, h->in_fd) || !proc_holds_same(pid, h->out_fd)) return "does not hold its channel";
+    struct pollfd p = {.fd = pfd, .events = POLLIN};
+    if (pfd >= 0 ? poll(&p, 1, 0) > 0 : proc_start_ticks(pid) != born) return "is not running";
+    return NULL;
+}
+
+/* A forked handler says which process it is (not_our_fork checks it); then
+ * a pidfd follows it. 0, or -1 (why). */
 static int adopt(handler_t *h, double claimed, char *why, size_t n)
 {
     if (!(claimed > 1 && claimed < 1 << 30) || (pid_t)claimed == getpid()) {
@@ -786,13 +825,7 @@ static int adopt(handler_t *h, double claimed, char *why, size_t n)
     int pfd = (int)syscall(SYS_pidfd_open, pid, 0);
     bool no_pidfd = pfd < 0 && errno == ENOSYS; /* then its start time tells it from a reused pid */
     unsigned long long born = proc_start_ticks(pid);
-    const char *bad = (pfd < 0 && !no_pidfd) || !born ? "is not running"
-                      : born + 1 < h->asked_ticks ? "is older than the request for it"
-                      : getpgid(pid) != pid ? "does not lead its own process group"
-                      : !proc_holds_same(pid, h->in_fd) || !proc_holds_same(pid, h->out_fd) ? "does not hold its channel"
-                                                                                            : NULL;
-    struct pollfd p = {.fd = pfd, .events = POLLIN};
-    if (!bad && (pfd >= 0 ? poll(&p, 1, 0) > 0 : proc_start_ticks(pid) != born)) bad = "is not running";
+    const char *bad = not_our_fork(h, pid, pfd, no_pidfd, born);
     if (bad) {
         if (pfd >= 0) close(pfd);
         snprintf(why, n, "it says it is pid %d, which %s", (int)pid, bad);
@@ -823,11 +856,13 @@ static int take_ready(handler_t *h)
     sbuf_consume(&h->out, n + 1);
     char why[160];
     if (ok && h->forked && adopt(h, claimed, why, sizeof why) < 0) {
+        fork_lost(h);
         violation(h, why);
         return -1;
     }
     if (!ok) {
         if (h->layout == LAYOUT_FDS) {
+            fork_lost(h);
             violation(h, "its first message was not {\"type\":\"ready\"}");
             return -1;
         }
@@ -837,6 +872,7 @@ static int take_ready(handler_t *h)
     /* on fds 3/4 it is protocol 2 whatever it says; on stdio, what it says */
     h->proto = h->layout == LAYOUT_FDS ? 2 : proto;
     h->ready = true;
+    if (h->forked) h->forks_lost = 0;
     if (h->proto < 2 && !h->warned_v1) {
         /* once per worker: it restarts the handler, not the warning */
         log_warn("pipe handler (pid %d) speaks protocol 1: its responses carry no request id, so a stray "
@@ -879,6 +915,7 @@ int handler_prepare(handler_t *h, int sigfd)
             continue;
         }
         if (h->out_fd < 0) { /* EOF before a complete ready line */
+            fork_lost(h);
             pipe_died(h, "during start-up");
             return -1;
         }
@@ -886,6 +923,7 @@ int handler_prepare(handler_t *h, int sigfd)
         if (left <= 0) {
             log_error("pipe handler (pid %d) did not say ready within %g s", (int)h->pid,
                       h->p->handler_start_timeout);
+            fork_lost(h);
             pipe_died(h, "during start-up");
             return -1;
         }

@@ -99,8 +99,13 @@ void handler_failed(handler_t *h, const hjob_t *j, const hresult_t *why, const c
 pid_t handler_pgid(const handler_t *h);
 /* Preload: fd is the pool zygote's socket (zygote.h); pipe handlers are
  * then forked by the zygote instead of started here. -1: start them here.
- * Once the zygote refused a request, handlers start here for good. */
-void handler_set_zygote(handler_t *h, int fd);
+ * zygote_pid: that zygote, as the master says (a forked handler must be its
+ * child), 0 when none runs. Once the zygote refused a request, or 3 of its
+ * forks in a row ended before they said ready, handlers start here for good. */
+void handler_set_zygote(handler_t *h, int fd, pid_t zygote_pid);
+/* A forked handler's start time (/proc/PID/stat ticks), 0 for any other:
+ * the worker publishes it, and the master kills only that process's group. */
+unsigned long long handler_start_ticks(const handler_t *h);
 /* The running handler was forked by the zygote (its memory is mostly the
  * zygote's, shared: count its private memory). */
 bool handler_forked(const handler_t *h);

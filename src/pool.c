@@ -107,14 +107,14 @@ static void kill_group(pid_t pid)
  * master has checked it is one that worker can have made: the slot is
  * written by the worker, and root never signals a group on its word alone
  * (review #6). */
-static void kill_handler_group(pools_t *ps, const pool_t *p, const child_t *c, int32_t pgid)
+static void kill_handler_group(pools_t *ps, const pool_t *p, const child_t *c, const sb_child_t *s)
 {
-    if (!pgid) return;
+    if (!s->handler_pgid) return;
     char who[80];
     snprintf(who, sizeof who, "pool %s: pid %d", p->conf.name, (int)c->pid);
     uid_t uid = p->conf.has_uid ? p->conf.uid : geteuid();
-    proc_kill_worker_group(pgid, uid, c->start_ticks, pools_find_child(ps, pgid, NULL) != NULL || zygotes_has(ps, pgid),
-                           who);
+    bool is_child = pools_find_child(ps, s->handler_pgid, NULL) != NULL || zygotes_has(ps, s->handler_pgid);
+    proc_kill_worker_group(s->handler_pgid, uid, c->start_ticks, s->handler_start, is_child, who);
 }
 
 static bool child_native(const pools_t *ps, const child_t *c)
@@ -249,71 +249,76 @@ static void retire_child(pools_t *ps, pool_t *p, child_t *c, int64_t now)
              p->conf.name, c->slot_no, (int)c->pid);
 }
 
-static void spawn_child(pools_t *ps, pool_t *p, int slot_no, int64_t now)
+/* What the master tells a worker of its generation's zygote: whether to ask
+ * it, and its pid (a forked handler must be its child: handler.c adopt). */
+static void slot_zygote(sb_slot_t *slot, const pool_t *p, uint64_t gen)
+{
+    atomic_store(&slot->preload_off, zygote_off(p) ? 1u : 0u);
+    atomic_store(&slot->zygote_pid, (int32_t)zygote_pid_of(p, gen));
+}
+
+/* A scoreboard slot for a new child of p, filled before the fork; -1 when
+ * the scoreboard is full. *cw gets the control word written. */
+static int new_slot(pools_t *ps, pool_t *p, uint32_t *cw)
 {
     int sbi = sb_alloc(ps->sb);
     if (sbi < 0) {
         log_error("pool %s: scoreboard full, cannot start a child", p->conf.name);
-        return;
+        return -1;
     }
     sb_slot_t *slot = &ps->sb->slots[sbi];
     snprintf(slot->pool, sizeof slot->pool, "%s", p->conf.name);
     slot->native = is_native(p);
-    uint32_t cw = pool_control_word(ps, p);
-    atomic_store(&slot->control, cw);
-    atomic_store(&slot->preload_off, zygote_off(p) ? 1u : 0u);
+    *cw = pool_control_word(ps, p);
+    atomic_store(&slot->control, *cw);
+    slot_zygote(slot, p, p->gen);
     if (!slot->native) slot->c.state = SB_STARTING;
-    /* a native worker's job stats come back as datagrams: one message can
-     * neither be split nor run into the next, whatever the child writes */
-    int sv[2] = {-1, -1};
-    if (slot->native && ps->conf->metrics && socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, sv) < 0)
-        log_warn("pool %s: no stats channel: %s", p->conf.name, strerror(errno));
+    return sbi;
+}
 
-    /* Everything the child becomes, looked up here, before the fork.
-     * A native worker: SIGHUP from the kernel when the master dies (it
-     * kills its handler's process group and exits at once). An external
-     * command: SIGTERM, as on a graceful stop: queue:work finishes its job
-     * and exits (review #7). */
-    child_spec_t spec;
-    pid_t pid = -1;
-    int zfd = is_native(p) ? zygote_worker_fd(p) : -1;
-    if (child_spec_pool(&spec, &p->conf, ps->master_pid, is_native(p) ? SIGHUP : SIGTERM,
-                        is_native(p) ? sv[1] : -1) == 0) {
-        spec.reset_signals = !is_native(p);
-        if (zfd >= 0) /* its handlers are forked by the pool's zygote (zygote.h) */
-            spec.fds[spec.nfds++] = (child_fd_t){.from = zfd, .to = PROC_ZYGOTE_FD, .cloexec = true};
-        pid = fork();
-        if (pid < 0) log_error("pool %s: fork: %s", p->conf.name, strerror(errno));
-    }
-    if (pid < 0) {
-        child_spec_free(&spec);
-        if (sv[0] >= 0) close(sv[0]), close(sv[1]);
-        sb_release(ps->sb, sbi);
-        slot_state(p, slot_no)->not_before_ms = now + 1000;
-        return;
-    }
-    if (pid == 0) {
-        /* nothing of another child's slot stays in this one (review #6) */
-        if (sb_confine(ps->sb, sbi) < 0) log_warn("scoreboard: cannot unmap other slots: %s", strerror(errno));
-        char tag[64];
-        snprintf(tag, sizeof tag, "%s#%d", p->conf.name, slot_no);
-        log_set_tag(tag);
-        slot->pid = getpid();
-        if (child_setup(&spec) < 0) _exit(QPOOL_EX_SETUP);
-        child_spec_free(&spec);
-        if (is_native(p))
-            exit(worker_main(&p->conf, ps->conf, slot, slot_no, ps->master_pid, sv[1] >= 0 ? PROC_KEEP_FD : -1,
-                             zfd >= 0 ? PROC_ZYGOTE_FD : -1));
-        char **argv = config_expand_command(&p->conf);
-        proc_title("qpool: %s", tag); /* shown until exec replaces us */
-        execvp(argv[0], argv);
-        log_error("pool %s: cannot run %s: %s", p->conf.name, argv[0], strerror(errno));
-        _exit(127);
-    }
-    child_spec_free(&spec);
-    slot->pid = pid;
-    slot->started_ms = wall_ms();
-    if (sv[1] >= 0) close(sv[1]);
+/* Everything the child becomes, looked up here, before the fork, then the
+ * fork. A native worker: SIGHUP from the kernel when the master dies (it
+ * kills its handler's process group and exits at once). An external
+ * command: SIGTERM, as on a graceful stop: queue:work finishes its job and
+ * exits (review #7). -1 when it could not fork (logged). */
+static pid_t fork_child(pools_t *ps, pool_t *p, child_spec_t *spec, int stats_fd, int zfd)
+{
+    if (child_spec_pool(spec, &p->conf, ps->master_pid, is_native(p) ? SIGHUP : SIGTERM, stats_fd) < 0) return -1;
+    spec->reset_signals = !is_native(p);
+    if (zfd >= 0) /* its handlers are forked by the pool's zygote (zygote.h) */
+        spec->fds[spec->nfds++] = (child_fd_t){.from = zfd, .to = PROC_ZYGOTE_FD, .cloexec = true};
+    pid_t pid = fork();
+    if (pid < 0) log_error("pool %s: fork: %s", p->conf.name, strerror(errno));
+    return pid;
+}
+
+/* In the child: the worker, or the pool's command. Never returns. */
+__attribute__((noreturn)) static void child_main(pools_t *ps, pool_t *p, int sbi, int slot_no, child_spec_t *spec,
+                                                  bool stats, bool zygote)
+{
+    /* nothing of another child's slot stays in this one (review #6) */
+    if (sb_confine(ps->sb, sbi) < 0) log_warn("scoreboard: cannot unmap other slots: %s", strerror(errno));
+    sb_slot_t *slot = &ps->sb->slots[sbi];
+    char tag[64];
+    snprintf(tag, sizeof tag, "%s#%d", p->conf.name, slot_no);
+    log_set_tag(tag);
+    slot->pid = getpid();
+    if (child_setup(spec) < 0) _exit(QPOOL_EX_SETUP);
+    child_spec_free(spec);
+    if (is_native(p))
+        exit(worker_main(&p->conf, ps->conf, slot, slot_no, ps->master_pid, stats ? PROC_KEEP_FD : -1,
+                         zygote ? PROC_ZYGOTE_FD : -1));
+    char **argv = config_expand_command(&p->conf);
+    proc_title("qpool: %s", tag); /* shown until exec replaces us */
+    execvp(argv[0], argv);
+    log_error("pool %s: cannot run %s: %s", p->conf.name, argv[0], strerror(errno));
+    _exit(127);
+}
+
+/* The master's record of a child it just started. */
+static void add_child(pools_t *ps, pool_t *p, pid_t pid, int sbi, int slot_no, int stats_fd, uint32_t cw,
+                      int64_t now)
+{
     if (p->nchildren == p->cap) {
         p->cap = p->cap ? p->cap * 2 : 8;
         p->children = xrealloc(p->children, sizeof *p->children * (size_t)p->cap);
@@ -326,7 +331,7 @@ static void spawn_child(pools_t *ps, pool_t *p, int slot_no, int64_t now)
     c->gen = p->gen;
     c->started_ms = now;
     c->start_ticks = proc_start_ticks(pid);
-    c->stats_fd = sv[0];
+    c->stats_fd = stats_fd;
     c->lease = p->lease_tag;
     if (c->stats_fd >= 0) {
         struct epoll_event ev = {.events = EPOLLIN, .data.fd = c->stats_fd};
@@ -334,6 +339,35 @@ static void spawn_child(pools_t *ps, pool_t *p, int slot_no, int64_t now)
     }
     /* A native child reads the pause bit from its slot at start. */
     c->pause_sent = is_native(p) && (cw & SB_CTL_PAUSE_ALL);
+}
+
+static void spawn_child(pools_t *ps, pool_t *p, int slot_no, int64_t now)
+{
+    uint32_t cw;
+    int sbi = new_slot(ps, p, &cw);
+    if (sbi < 0) return;
+    sb_slot_t *slot = &ps->sb->slots[sbi];
+    /* a native worker's job stats come back as datagrams: one message can
+     * neither be split nor run into the next, whatever the child writes */
+    int sv[2] = {-1, -1};
+    if (slot->native && ps->conf->metrics && socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, sv) < 0)
+        log_warn("pool %s: no stats channel: %s", p->conf.name, strerror(errno));
+    child_spec_t spec;
+    int zfd = is_native(p) ? zygote_worker_fd(p) : -1;
+    pid_t pid = fork_child(ps, p, &spec, is_native(p) ? sv[1] : -1, zfd);
+    if (pid < 0) {
+        child_spec_free(&spec);
+        if (sv[0] >= 0) close(sv[0]), close(sv[1]);
+        sb_release(ps->sb, sbi);
+        slot_state(p, slot_no)->not_before_ms = now + 1000;
+        return;
+    }
+    if (pid == 0) child_main(ps, p, sbi, slot_no, &spec, sv[1] >= 0, zfd >= 0);
+    child_spec_free(&spec);
+    slot->pid = pid;
+    slot->started_ms = wall_ms();
+    if (sv[1] >= 0) close(sv[1]);
+    add_child(ps, p, pid, sbi, slot_no, sv[0], cw, now);
     p->spawned++;
     log_info("pool %s: started %s#%d (pid %d)", p->conf.name, p->conf.name, slot_no, (int)pid);
 }
@@ -377,14 +411,13 @@ static child_t *pick_victim(pools_t *ps, pool_t *p, bool old_only, bool allow_bu
 }
 
 
-static int64_t maintain_pool(pools_t *ps, pool_t *p, int64_t now)
+/* Rolling replacement: one child at a time, a new one first when the
+ * budget allows (max_workers, and the fleet budget's cap on processes: a
+ * budgeted pool at its cap stops an old child first), so the pool never
+ * drops below its size while it rolls when it has the room. *surge is 1
+ * while a new child of the step starts. Returns when to look again, or 0. */
+static int64_t roll_step(pools_t *ps, pool_t *p, int desired, int *surge, int64_t now)
 {
-    int64_t due = zygotes_maintain(ps, p, now);
-    if (p->removed) {
-        for (int i = 0; i < p->nchildren; i++) stop_child(ps, p, &p->children[i], STOP_REMOVED, now);
-        return due;
-    }
-    int desired = p->target;
     int stopping = 0, old = 0;
     for (int i = 0; i < p->nchildren; i++) {
         if (p->children[i].stop_reason)
@@ -392,71 +425,73 @@ static int64_t maintain_pool(pools_t *ps, pool_t *p, int64_t now)
         else if (p->children[i].gen != p->gen)
             old++;
     }
-
-    /* Rolling replacement: one child at a time, a new one first when the
-     * budget allows (max_workers, and the fleet budget's cap on processes:
-     * a budgeted pool at its cap stops an old child first), so the pool
-     * never drops below its size while it rolls when it has the room. */
-    int surge = 0;
-    if (old > 0) {
-        child_t *rc = NULL;
-        if (p->roll_child_pid) {
-            for (int i = 0; i < p->nchildren; i++)
-                if (p->children[i].pid == p->roll_child_pid && !p->children[i].stop_reason)
-                    rc = &p->children[i];
-            if (!rc) p->roll_child_pid = 0;
-        }
-        if (rc) {
-            if (child_ready(ps, p, rc, now)) {
-                child_t *v = pick_victim(ps, p, true, true);
-                if (v) stop_child(ps, p, v, STOP_ROLL, now);
-                p->roll_child_pid = 0;
-            } else {
-                surge = 1;
-                due = min_due(due, now + 100);
-            }
-        } else if (pool_live(p) >= desired) {
-            int64_t wait = 0;
-            int slot = pools_live_total(ps) < ps->max_workers && fleet_room(p)
-                           ? pick_slot(p, desired + stopping + 1, now, &wait)
-                           : 0;
-            if (slot && desired > 0) {
-                spawn_child(ps, p, slot, now);
-                if (p->nchildren && p->children[p->nchildren - 1].slot_no == slot) {
-                    p->roll_child_pid = p->children[p->nchildren - 1].pid;
-                    surge = 1;
-                    due = min_due(due, now + 100);
-                }
-            } else if (!wait || desired == 0) {
-                /* No room for a surge child: stop one old child, respawn fills in. */
-                child_t *v = pick_victim(ps, p, true, true);
-                if (v) stop_child(ps, p, v, STOP_ROLL, now);
-            } else
-                due = min_due(due, wait);
-        }
-    } else
+    *surge = 0;
+    if (!old) {
         p->roll_child_pid = 0;
+        return 0;
+    }
+    child_t *rc = NULL;
+    if (p->roll_child_pid) {
+        for (int i = 0; i < p->nchildren; i++)
+            if (p->children[i].pid == p->roll_child_pid && !p->children[i].stop_reason) rc = &p->children[i];
+        if (!rc) p->roll_child_pid = 0;
+    }
+    if (rc) {
+        if (!child_ready(ps, p, rc, now)) {
+            *surge = 1;
+            return now + 100;
+        }
+        child_t *v = pick_victim(ps, p, true, true);
+        if (v) stop_child(ps, p, v, STOP_ROLL, now);
+        p->roll_child_pid = 0;
+        return 0;
+    }
+    if (pool_live(p) < desired) return 0;
+    int64_t wait = 0;
+    int slot = pools_live_total(ps) < ps->max_workers && fleet_room(p)
+                   ? pick_slot(p, desired + stopping + 1, now, &wait)
+                   : 0;
+    if (slot && desired > 0) {
+        spawn_child(ps, p, slot, now);
+        if (p->nchildren && p->children[p->nchildren - 1].slot_no == slot) {
+            p->roll_child_pid = p->children[p->nchildren - 1].pid;
+            *surge = 1;
+            return now + 100;
+        }
+    } else if (!wait || desired == 0) {
+        /* No room for a surge child: stop one old child, respawn fills in. */
+        child_t *v = pick_victim(ps, p, true, true);
+        if (v) stop_child(ps, p, v, STOP_ROLL, now);
+    } else
+        return wait;
+    return 0;
+}
 
+/* Start children up to desired (plus the roll's surge child). */
+static int64_t grow(pools_t *ps, pool_t *p, int desired, int surge, int64_t now)
+{
     int live = pool_live(p);
-    /* Grow. */
     while (live < desired) {
         if (pools_live_total(ps) >= ps->max_workers || !fleet_room(p)) break;
         int64_t wait = 0;
-        stopping = p->nchildren - live;
+        int stopping = p->nchildren - live;
         int slot = pick_slot(p, desired + stopping + surge, now, &wait);
-        if (!slot) {
-            due = min_due(due, wait);
-            break;
-        }
+        if (!slot) return wait;
         int before = p->nchildren;
         spawn_child(ps, p, slot, now);
         if (p->nchildren == before) break; /* fork failed; retried later */
         live++;
     }
-    /* Shrink: idle children are stopped; a busy native worker is never
-     * interrupted: it is asked to retire, i.e. to exit instead of taking
-     * its next job. */
-    while (live > desired + surge) {
+    return 0;
+}
+
+/* Shrink: idle children are stopped; a busy native worker is never
+ * interrupted: it is asked to retire, i.e. to exit instead of taking its
+ * next job. */
+static void shrink(pools_t *ps, pool_t *p, int keep, int64_t now)
+{
+    int live = pool_live(p);
+    while (live > keep) {
         child_t *v = pick_victim(ps, p, false, false);
         if (v)
             stop_child(ps, p, v, STOP_SCALE, now);
@@ -467,6 +502,19 @@ static int64_t maintain_pool(pools_t *ps, pool_t *p, int64_t now)
         }
         live--;
     }
+}
+
+static int64_t maintain_pool(pools_t *ps, pool_t *p, int64_t now)
+{
+    int64_t due = zygotes_maintain(ps, p, now);
+    if (p->removed) {
+        for (int i = 0; i < p->nchildren; i++) stop_child(ps, p, &p->children[i], STOP_REMOVED, now);
+        return due;
+    }
+    int desired = p->target, surge = 0;
+    due = min_due(due, roll_step(ps, p, desired, &surge, now));
+    due = min_due(due, grow(ps, p, desired, surge, now));
+    shrink(ps, p, desired + surge, now);
     return due;
 }
 
@@ -660,7 +708,7 @@ void pools_child_exited(pools_t *ps, pid_t pid, int status, int64_t now)
     p->busy_ms_reaped += snap.busy_ms;
     p->redis_reconnects_reaped += snap.redis_reconnects;
     p->exits[exit_kind(c, &snap, status)]++;
-    kill_handler_group(ps, p, c, snap.handler_pgid); /* never leave a handler behind */
+    kill_handler_group(ps, p, c, &snap); /* never leave a handler behind */
     stats_close(ps, p, c); /* what it sent before it exited counts */
     bool native = child_native(ps, c);
     sb_release(ps->sb, c->sb);
@@ -719,7 +767,7 @@ bool pools_apply_pause(pools_t *ps)
             sb_slot_t *slot = &ps->sb->slots[c->sb];
             uint32_t keep = atomic_load(&slot->control) & SB_CTL_RETIRE;
             uint32_t old = atomic_exchange(&slot->control, cw | keep) & ~SB_CTL_RETIRE;
-            atomic_store(&slot->preload_off, zygote_off(p) ? 1u : 0u);
+            slot_zygote(slot, p, c->gen);
             bool native = slot->native != 0;
             if (want && !c->pause_sent) {
                 if (native) {
@@ -776,7 +824,7 @@ void pools_kill_all(pools_t *ps)
             child_t *c = &p->children[j];
             sb_child_t s;
             child_state(ps, c, &s);
-            kill_handler_group(ps, p, c, s.handler_pgid);
+            kill_handler_group(ps, p, c, &s);
             kill_group(c->pid);
         }
     }

@@ -92,6 +92,7 @@ typedef struct pool {
     uint32_t queue_paused;   /* bit i: queue i paused by qpool pause --queue */
     int roll_child_pid;      /* surge child of the current rolling step, 0 if none */
     zygote_t zy[ZYGOTE_GENERATIONS]; /* preload: the app booted once, handlers forked (zygote.h) */
+    zygote_moves_t zmoves;   /* preload: the app's moves, and a roll waiting out its backoff */
     /* fleet budget (budgeting.c, pool_set_fleet) */
     unsigned lease_tag;      /* the lease its new children count under, 0 none */
     int fleet_cap;           /* its children, stopping ones included, never more; INT_MAX without a budget */

@@ -234,6 +234,21 @@ bool proc_holds_same(pid_t pid, int fd)
     return found;
 }
 
+pid_t proc_ppid(pid_t pid)
+{
+    char path[64], line[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "re");
+    if (!f) return 0;
+    bool ok = fgets(line, sizeof line, f) != NULL;
+    fclose(f);
+    const char *p = ok ? strrchr(line, ')') : NULL; /* "pid (comm) state ppid ..." */
+    char state;
+    int ppid;
+    if (!p || sscanf(p + 1, " %c %d", &state, &ppid) != 2 || state == 'Z') return 0;
+    return (pid_t)ppid;
+}
+
 unsigned long long proc_start_ticks(pid_t pid)
 {
     pid_t pg;
@@ -265,6 +280,7 @@ bool proc_group_check(const group_check_t *g)
     if (!g->leader_alive) return g->members > 0 && g->members_ok;
     if (g->leader_pgrp != g->pgid) return false;
     if (g->leader_uid != g->pool_uid) return false;
+    if (g->handler_start && g->leader_start != g->handler_start) return false;
     return g->worker_start && g->leader_start >= g->worker_start;
 }
 
@@ -290,12 +306,12 @@ static void scan_members(group_check_t *g)
     closedir(d);
 }
 
-int proc_kill_worker_group(pid_t pgid, uid_t pool_uid, unsigned long long worker_start, bool is_child,
-                           const char *who)
+int proc_kill_worker_group(pid_t pgid, uid_t pool_uid, unsigned long long worker_start,
+                           unsigned long long handler_start, bool is_child, const char *who)
 {
     if (pgid == 0) return 0;
     group_check_t g = {.pgid = pgid, .self = getpid(), .self_pgrp = getpgrp(), .pool_uid = pool_uid,
-                       .worker_start = worker_start, .is_child = is_child};
+                       .worker_start = worker_start, .is_child = is_child, .handler_start = handler_start};
     if (pgid > 1) {
         g.leader_alive = read_stat(pgid, &g.leader_pgrp, &g.leader_start) == 0 &&
                          read_real_uid(pgid, &g.leader_uid) == 0;

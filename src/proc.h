@@ -73,18 +73,25 @@ typedef struct {
     int members;                   /* processes still in the group */
     bool members_ok;               /* every one of the pool's uid and younger than the worker */
     bool is_child;                 /* pgid is the pid of a child the master runs (never a handler) */
+    unsigned long long handler_start; /* the leader's start time as the worker published it (a forked
+                                       * handler's), 0: not given */
 } group_check_t;
 /* Pure: true only for a group the pool's worker can have made: above 1, not
  * the master's nor one of its children's, led by a process of the pool's
  * uid that is younger than the worker (a reused pid of an older process
  * never matches); or, once that leader is gone, whose every remaining
  * member is of the pool's uid and younger than the worker (a job's
- * processes left behind by a handler that died with its worker). */
+ * processes left behind by a handler that died with its worker). When the
+ * worker published its handler's start time, a live leader must have
+ * exactly that one (a pid freed by a dead handler and taken by a sibling's
+ * new one never matches). */
 bool proc_group_check(const group_check_t *g);
 /* Fill a group_check_t from /proc and SIGKILL the group if it passes.
  * Returns 1 when killed, 0 when refused (logged), -1 on error. */
-int proc_kill_worker_group(pid_t pgid, uid_t pool_uid, unsigned long long worker_start, bool is_child,
-                           const char *who);
+int proc_kill_worker_group(pid_t pgid, uid_t pool_uid, unsigned long long worker_start,
+                           unsigned long long handler_start, bool is_child, const char *who);
+/* The parent of a live process (/proc/PID/stat), 0 when it is gone. */
+pid_t proc_ppid(pid_t pid);
 
 /* Describe a wait status: "exited with status 1", "killed by signal 9 (SIGKILL)". */
 void proc_describe_status(int status, char *buf, size_t n);

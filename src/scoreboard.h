@@ -61,6 +61,7 @@ typedef struct {
     uint64_t rss_kb;           /* child + its persistent handler (mem_private: the handler's USS) */
     uint8_t mem_private;       /* 1: a forked handler's figure is its private memory (USS), not RSS */
     int32_t handler_pgid;      /* process group of the running handler, 0 if none */
+    uint64_t handler_start;    /* a forked handler's start time (/proc/PID/stat ticks); 0: not given */
     uint32_t redis_reconnects; /* its Redis connection's reconnects */
     char job_id[64];
     char job_uuid[48];
@@ -79,6 +80,7 @@ typedef struct {
     _Atomic uint32_t seq;
     _Atomic uint32_t control;
     _Atomic uint32_t preload_off;  /* 1: the pool's zygote cannot preload: start handlers that boot */
+    _Atomic int32_t zygote_pid;    /* the zygote of the child's generation (master-written), 0: none now */
     /* master-written at spawn */
     int32_t pid;
     int64_t started_ms;        /* wall clock */

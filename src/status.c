@@ -130,11 +130,9 @@ static void add_budget(const master_t *m, const pool_t *p, cJSON *po, bool brief
         cJSON_AddNullToObject(po, "fleet_budget");
 }
 
-cJSON *status_json(master_t *m, unsigned flags)
+/* The master's own fields: who, where, and whether it runs. */
+static void add_master(cJSON *o, master_t *m)
 {
-    bool verbose = flags & STATUS_VERBOSE, raw = flags & STATUS_RAW;
-    uint64_t reconnects = monitor_redis_reconnects(m);
-    cJSON *o = cJSON_CreateObject();
     cJSON_AddTrueToObject(o, "ok");
     cJSON_AddStringToObject(o, "version", QPOOL_VERSION);
     cJSON_AddNumberToObject(o, "pid", getpid());
@@ -159,70 +157,94 @@ cJSON *status_json(master_t *m, unsigned flags)
     cJSON_AddNumberToObject(o, "workers", pools_live_total(&m->pools));
     cJSON *pq = cJSON_AddArrayToObject(o, "paused_queues");
     for (int i = 0; i < m->npaused_queues; i++) cJSON_AddItemToArray(pq, cJSON_CreateString(m->paused_queues[i]));
+}
+
+/* A pool's size: its workers by state, target, bounds, pin and fleet share. */
+static void add_size(master_t *m, const pool_t *p, const pool_counts_t *c, cJSON *po)
+{
+    cJSON_AddNumberToObject(po, "workers", c->live);
+    add_states(po, c, "paused_workers");
+    cJSON_AddNumberToObject(po, "target", p->target);
+    if (p->conf.balance == BALANCE_AUTO) {
+        cJSON_AddNumberToObject(po, "min", p->conf.min_processes);
+        cJSON_AddNumberToObject(po, "max", p->conf.max_processes);
+    } else {
+        cJSON_AddNumberToObject(po, "min", p->conf.processes);
+        cJSON_AddNumberToObject(po, "max", p->conf.processes);
+    }
+    if (p->pinned >= 0)
+        cJSON_AddNumberToObject(po, "pinned", p->pinned);
+    else
+        cJSON_AddNullToObject(po, "pinned");
+    add_budget(m, p, po, false);
+}
+
+/* A pool's queues: their lengths and pauses. */
+static cJSON *queues_json(master_t *m, const pool_t *p)
+{
+    cJSON *qa = cJSON_CreateArray();
+    uint32_t cw = pool_control_word(&m->pools, p);
+    for (int q = 0; q < p->conf.nqueues; q++) {
+        cJSON *qo = cJSON_CreateObject();
+        cJSON_AddItemToArray(qa, qo);
+        cJSON_AddStringToObject(qo, "name", p->conf.queues[q]);
+        cJSON_AddNumberToObject(qo, "ready", (double)p->q[q].ready);
+        cJSON_AddNumberToObject(qo, "delayed", (double)p->q[q].delayed);
+        cJSON_AddNumberToObject(qo, "reserved", (double)p->q[q].reserved);
+        cJSON_AddBoolToObject(qo, "paused", (cw & (1u << q)) || (cw & SB_CTL_PAUSE_ALL));
+        cJSON_AddBoolToObject(qo, "laravel_paused", p->q[q].laravel_paused);
+    }
+    return qa;
+}
+
+static cJSON *pool_json(master_t *m, pool_t *p, unsigned flags)
+{
+    pool_counts_t c;
+    pool_counts(&m->pools, p, &c);
+    cJSON *po = cJSON_CreateObject();
+    cJSON_AddStringToObject(po, "name", p->conf.name);
+    cJSON_AddStringToObject(po, "state", pool_state(m, p));
+    cJSON_AddBoolToObject(po, "paused", pool_is_paused(&m->pools, p));
+    /* why it takes no jobs; null while it does */
+    if (p->paused)
+        cJSON_AddStringToObject(po, "waiting", "paused");
+    else if (p->down)
+        cJSON_AddStringToObject(po, "waiting", "down (maintenance)");
+    else
+        cJSON_AddNullToObject(po, "waiting");
+    cJSON_AddBoolToObject(po, "maintenance", p->down);
+    cJSON_AddStringToObject(po, "kind", p->conf.handler_type == HANDLER_NONE ? "command"
+                                        : p->conf.handler_type == HANDLER_EXEC ? "exec" : "pipe");
+    cJSON_AddStringToObject(po, "balance", p->conf.balance == BALANCE_AUTO ? "auto" : "off");
+    add_size(m, p, &c, po);
+    cJSON_AddNumberToObject(po, "jobs_done", (double)c.jobs_done);
+    cJSON_AddNumberToObject(po, "jobs_failed", (double)c.jobs_failed);
+    cJSON_AddNumberToObject(po, "jobs_per_min", round(p->jobs_per_min * 10) / 10);
+    cJSON_AddNumberToObject(po, "failed_per_min", round(p->failed_per_min * 10) / 10);
+    cJSON_AddNumberToObject(po, "mean_runtime_ms", round(p->mean_runtime_ms * 10) / 10);
+    cJSON_AddNumberToObject(po, "memory_recycles", (double)p->memory_recycles);
+    cJSON_AddNumberToObject(po, "crashes", (double)p->crashes);
+    cJSON_AddBoolToObject(po, "counts_fresh", p->have_counts);
+    zygote_json(po, p);
+    cJSON_AddItemToObject(po, "job_stats", job_stats_json(p, flags & STATUS_RAW));
+    if (flags & STATUS_RAW) cJSON_AddItemToObject(po, "exits", exits_json(p));
+    cJSON_AddItemToObject(po, "queues", queues_json(m, p));
+    if (flags & STATUS_VERBOSE) {
+        cJSON *ca = cJSON_AddArrayToObject(po, "children");
+        for (int j = 0; j < p->nchildren; j++) cJSON_AddItemToArray(ca, child_json(m, p, &p->children[j]));
+    }
+    return po;
+}
+
+cJSON *status_json(master_t *m, unsigned flags)
+{
+    uint64_t reconnects = monitor_redis_reconnects(m);
+    cJSON *o = cJSON_CreateObject();
+    add_master(o, m);
     cJSON *arr = cJSON_AddArrayToObject(o, "pools");
     for (int i = 0; i < m->pools.n; i++) {
-        pool_t *p = m->pools.v[i];
-        pool_counts_t c;
-        pool_counts(&m->pools, p, &c);
-        cJSON *po = cJSON_CreateObject();
-        cJSON_AddItemToArray(arr, po);
-        cJSON_AddStringToObject(po, "name", p->conf.name);
-        cJSON_AddStringToObject(po, "state", pool_state(m, p));
-        cJSON_AddBoolToObject(po, "paused", pool_is_paused(&m->pools, p));
-        /* why it takes no jobs; null while it does */
-        if (p->paused)
-            cJSON_AddStringToObject(po, "waiting", "paused");
-        else if (p->down)
-            cJSON_AddStringToObject(po, "waiting", "down (maintenance)");
-        else
-            cJSON_AddNullToObject(po, "waiting");
-        cJSON_AddBoolToObject(po, "maintenance", p->down);
-        cJSON_AddStringToObject(po, "kind", p->conf.handler_type == HANDLER_NONE ? "command"
-                                            : p->conf.handler_type == HANDLER_EXEC ? "exec" : "pipe");
-        cJSON_AddStringToObject(po, "balance", p->conf.balance == BALANCE_AUTO ? "auto" : "off");
-        cJSON_AddNumberToObject(po, "workers", c.live);
-        add_states(po, &c, "paused_workers");
-        cJSON_AddNumberToObject(po, "target", p->target);
-        if (p->conf.balance == BALANCE_AUTO) {
-            cJSON_AddNumberToObject(po, "min", p->conf.min_processes);
-            cJSON_AddNumberToObject(po, "max", p->conf.max_processes);
-        } else {
-            cJSON_AddNumberToObject(po, "min", p->conf.processes);
-            cJSON_AddNumberToObject(po, "max", p->conf.processes);
-        }
-        if (p->pinned >= 0)
-            cJSON_AddNumberToObject(po, "pinned", p->pinned);
-        else
-            cJSON_AddNullToObject(po, "pinned");
-        add_budget(m, p, po, false);
-        cJSON_AddNumberToObject(po, "jobs_done", (double)c.jobs_done);
-        cJSON_AddNumberToObject(po, "jobs_failed", (double)c.jobs_failed);
-        cJSON_AddNumberToObject(po, "jobs_per_min", round(p->jobs_per_min * 10) / 10);
-        cJSON_AddNumberToObject(po, "failed_per_min", round(p->failed_per_min * 10) / 10);
-        cJSON_AddNumberToObject(po, "mean_runtime_ms", round(p->mean_runtime_ms * 10) / 10);
-        cJSON_AddNumberToObject(po, "memory_recycles", (double)p->memory_recycles);
-        cJSON_AddNumberToObject(po, "crashes", (double)p->crashes);
-        cJSON_AddBoolToObject(po, "counts_fresh", p->have_counts);
-        zygote_json(po, p);
-        cJSON_AddItemToObject(po, "job_stats", job_stats_json(p, raw));
-        if (raw) cJSON_AddItemToObject(po, "exits", exits_json(p));
-        reconnects += pool_redis_reconnects(&m->pools, p);
-        cJSON *qa = cJSON_AddArrayToObject(po, "queues");
-        uint32_t cw = pool_control_word(&m->pools, p);
-        for (int q = 0; q < p->conf.nqueues; q++) {
-            cJSON *qo = cJSON_CreateObject();
-            cJSON_AddItemToArray(qa, qo);
-            cJSON_AddStringToObject(qo, "name", p->conf.queues[q]);
-            cJSON_AddNumberToObject(qo, "ready", (double)p->q[q].ready);
-            cJSON_AddNumberToObject(qo, "delayed", (double)p->q[q].delayed);
-            cJSON_AddNumberToObject(qo, "reserved", (double)p->q[q].reserved);
-            cJSON_AddBoolToObject(qo, "paused", (cw & (1u << q)) || (cw & SB_CTL_PAUSE_ALL));
-            cJSON_AddBoolToObject(qo, "laravel_paused", p->q[q].laravel_paused);
-        }
-        if (verbose) {
-            cJSON *ca = cJSON_AddArrayToObject(po, "children");
-            for (int j = 0; j < p->nchildren; j++) cJSON_AddItemToArray(ca, child_json(m, p, &p->children[j]));
-        }
+        cJSON_AddItemToArray(arr, pool_json(m, m->pools.v[i], flags));
+        reconnects += pool_redis_reconnects(&m->pools, m->pools.v[i]);
     }
     cJSON_AddNumberToObject(o, "redis_reconnects", (double)reconnects);
     return o;

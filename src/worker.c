@@ -213,6 +213,7 @@ static void sb_counters(worker_t *w, uint64_t rss_kb)
     w->slot->c.rss_kb = rss_kb;
     w->slot->c.mem_private = w->mem_private;
     w->slot->c.handler_pgid = handler_pgid(w->h);
+    w->slot->c.handler_start = handler_start_ticks(w->h);
     w->slot->c.redis_reconnects = w->rc ? (uint32_t)rconn_reconnects(w->rc) : 0;
     sb_write_end(w->slot);
 }
@@ -220,9 +221,11 @@ static void sb_counters(worker_t *w, uint64_t rss_kb)
 static void slot_handler_group(void *arg, pid_t pg)
 {
     worker_t *w = arg;
-    if (w->slot->c.handler_pgid == pg) return;
+    unsigned long long start = pg ? handler_start_ticks(w->h) : 0;
+    if (w->slot->c.handler_pgid == pg && w->slot->c.handler_start == start) return;
     sb_write_begin(w->slot);
     w->slot->c.handler_pgid = pg;
+    w->slot->c.handler_start = start;
     sb_write_end(w->slot);
 }
 
@@ -1379,6 +1382,7 @@ static int finish(worker_t *w, int code, int reason)
     w->h = NULL;
     sb_write_begin(w->slot);
     w->slot->c.handler_pgid = 0;
+    w->slot->c.handler_start = 0;
     sb_write_end(w->slot);
     orphan_release(w); /* the last use of the connection */
     rconn_free(w->rc);
@@ -1390,10 +1394,10 @@ static int finish(worker_t *w, int code, int reason)
     return code;
 }
 
-int worker_main(const pool_conf_t *p, const qconf_t *conf, sb_slot_t *slot, int slot_no, pid_t master, int stats_fd,
-                int zygote_fd)
+/* Set up the worker; -1 when it cannot run (logged). */
+static int worker_init(worker_t *w, const pool_conf_t *p, const qconf_t *conf, sb_slot_t *slot, int slot_no,
+                       pid_t master, int stats_fd)
 {
-    worker_t W, *w = &W;
     memset(w, 0, sizeof *w);
     w->stats_fd = stats_fd;
     jobstats_init(&w->stats, conf->metrics_job_classes);
@@ -1409,7 +1413,7 @@ int worker_main(const pool_conf_t *p, const qconf_t *conf, sb_slot_t *slot, int 
     w->sfd = setup_signals();
     if (w->sfd < 0) {
         log_error("signalfd: %s", strerror(errno));
-        return QPOOL_EX_SETUP;
+        return -1;
     }
     queue_scripts_init();
     const redis_conf_t *rcf = config_redis(conf, p->connection);
@@ -1422,100 +1426,137 @@ int worker_main(const pool_conf_t *p, const qconf_t *conf, sb_slot_t *slot, int 
     w->rss_self.fd = w->rss_handler.fd = -1;
     w->start_ms = mono_ms();
     w->last_migrate_ms = 0;
+    return 0;
+}
 
+/* The worker ends: *code gets finish()'s exit code; returns -1 for before_job. */
+static int exit_with(worker_t *w, int status, int reason, int *code)
+{
+    *code = finish(w, status, reason);
+    return -1;
+}
+
+/* Before a job: signals, the reasons to exit, a pause, Redis and the
+ * handler. 1: take a job; 0: look again; -1: exit with *code (finish). */
+static int before_job(worker_t *w, int zygote_fd, int *code)
+{
+    const pool_conf_t *p = w->p;
+    if (p->prefetch <= 1 || mono_ms() - w->signals_read_ms >= SIGNAL_CHECK_MS || w->last_job_ms >= SIGNAL_CHECK_MS)
+        read_signals(w);
+    if (w->parent_dead) return exit_with(w, 1, SB_EXIT_PARENT, code);
+    if (w->pending_stuck && !w->quit) flush_outcome(w);
+    if (w->quit || (control(w) & SB_CTL_RETIRE)) return exit_with(w, 0, SB_EXIT_SIGNAL, code);
+    if (p->max_time > 0 && mono_ms() - w->start_ms >= (int64_t)p->max_time * 1000)
+        return exit_with(w, 0, SB_EXIT_MAX_TIME, code);
+    if (paused(w)) {
+        give_back(w, ~0u);
+        flush_outcome(w);
+        sb_state(w, SB_PAUSED);
+        stats_flush(w, false);
+        wait_signals(w, 1000);
+        return 0;
+    }
+    if (!redis_ready(w)) {
+        if (w->slot->c.state != SB_STARTING) sb_state(w, SB_IDLE);
+        wait_signals(w, rconn_retry_in_ms(w->rc) + 1);
+        return 0;
+    }
+    handler_set_zygote(w->h, atomic_load(&w->slot->preload_off) ? -1 : zygote_fd,
+                       (pid_t)atomic_load(&w->slot->zygote_pid));
+    int hr = handler_prepare(w->h, w->sfd);
+    sb_handler(w);
+    if (hr == 0) return 0;
+    if (hr < 0) {
+        give_back(w, ~0u);
+        flush_outcome(w);
+        wait_signals(w, handler_retry_in_ms(w->h) + 1);
+        return 0;
+    }
+    if (w->slot->c.state == SB_STARTING || w->slot->c.state == SB_PAUSED) sb_state(w, SB_IDLE);
+    return 1;
+}
+
+/* The next job: a prefetched one (already reserved, its ack goes with the
+ * next pop), or one popped now. false: none yet. */
+static bool next_job(worker_t *w, job_t *job)
+{
+    memset(job, 0, sizeof *job);
+    uint32_t skip = skip_mask(w);
+    if (w->nlocal == w->local_head) settle(w);
+    if (skip && w->nlocal > w->local_head) give_back(w, skip); /* queues paused meanwhile */
+    if (w->nlocal > w->local_head && mono_ms() - w->held_since_ms >= renew_every_ms(w->p)) renew_held(w, NULL);
+    if (w->nlocal == w->local_head) {
+        if (pop_next(w, skip, job)) return true;
+        stats_flush(w, false);
+        return false;
+    }
+    pop_item_t *it = &w->local[w->local_head++];
+    job->pr.kind = POP_JOB;
+    job->pr.qidx = it->qidx;
+    job->pr.raw = it->raw;
+    job->pr.rawlen = it->rawlen;
+    job->pr.reserved = it->reserved;
+    job->pr.reslen = it->reslen;
+    memset(it, 0, sizeof *it);
+    if (w->local_head == w->nlocal) w->local_head = w->nlocal = 0;
+    pop_ahead(w);
+    return true;
+}
+
+/* After a job that ran: counters, memory, max_jobs, rest. -1 to go on,
+ * else the exit code (finish). */
+static int after_job(worker_t *w, job_t *job)
+{
+    const pool_conf_t *p = w->p;
+    w->jobs_done++;
+    w->last_job_ms = mono_ms() - job->started_ms;
+    w->busy_ms += (uint64_t)w->last_job_ms;
+    int64_t now = mono_ms();
+    if (p->prefetch <= 1 || now - w->rss_read_ms >= RSS_CHECK_MS || w->last_job_ms >= RSS_CHECK_MS) {
+        w->rss_kb = rss_read(&w->rss_self, w->pid) + handler_memory(w);
+        w->rss_read_ms = now;
+    }
+    uint64_t rss = w->rss_kb;
+    sb_counters(w, rss);
+    sb_state(w, SB_IDLE);
+    job_free(job);
+    stats_flush(w, false);
+    /* Jobs turned slow: the prefetched ones would wait behind them while
+     * other workers idle. Give them back and go one at a time. */
+    if (w->last_job_ms >= PREFETCH_MAX_JOB_MS && w->nlocal > w->local_head) give_back(w, ~0u);
+
+    if (w->npending && w->pending[w->npending - 1].kind != OUT_ACK) flush_outcome(w);
+    if (p->memory > 0 && rss > (uint64_t)p->memory * 1024) {
+        log_info("memory %llu kB is over the limit of %d MB after %llu jobs: exiting 12 to be replaced",
+                 (unsigned long long)rss, p->memory, (unsigned long long)w->jobs_done);
+        return finish(w, QPOOL_EX_MEMORY, SB_EXIT_MEMORY);
+    }
+    if (p->max_jobs > 0 && w->jobs_done >= (uint64_t)p->max_jobs) return finish(w, 0, SB_EXIT_MAX_JOBS);
+    if (p->rest > 0) {
+        flush_outcome(w);
+        int64_t until = mono_ms() + (int64_t)(p->rest * 1000);
+        while (!w->quit && !w->parent_dead && mono_ms() < until) wait_signals(w, until - mono_ms());
+    }
+    return -1;
+}
+
+int worker_main(const pool_conf_t *p, const qconf_t *conf, sb_slot_t *slot, int slot_no, pid_t master, int stats_fd,
+                int zygote_fd)
+{
+    worker_t W, *w = &W;
+    if (worker_init(w, p, conf, slot, slot_no, master, stats_fd) < 0) return QPOOL_EX_SETUP;
     for (;;) {
-        if (p->prefetch <= 1 || mono_ms() - w->signals_read_ms >= SIGNAL_CHECK_MS ||
-            w->last_job_ms >= SIGNAL_CHECK_MS)
-            read_signals(w);
-        if (w->parent_dead) return finish(w, 1, SB_EXIT_PARENT);
-        if (w->pending_stuck && !w->quit) flush_outcome(w);
-        if (w->quit || (control(w) & SB_CTL_RETIRE)) return finish(w, 0, SB_EXIT_SIGNAL);
-        if (p->max_time > 0 && mono_ms() - w->start_ms >= (int64_t)p->max_time * 1000)
-            return finish(w, 0, SB_EXIT_MAX_TIME);
-        if (paused(w)) {
-            give_back(w, ~0u);
-            flush_outcome(w);
-            sb_state(w, SB_PAUSED);
-            stats_flush(w, false);
-            wait_signals(w, 1000);
-            continue;
-        }
-        if (!redis_ready(w)) {
-            if (w->slot->c.state != SB_STARTING) sb_state(w, SB_IDLE);
-            wait_signals(w, rconn_retry_in_ms(w->rc) + 1);
-            continue;
-        }
-        handler_set_zygote(w->h, atomic_load(&w->slot->preload_off) ? -1 : zygote_fd);
-        int hr = handler_prepare(w->h, w->sfd);
-        sb_handler(w);
-        if (hr == 0) continue;
-        if (hr < 0) {
-            give_back(w, ~0u);
-            flush_outcome(w);
-            wait_signals(w, handler_retry_in_ms(w->h) + 1);
-            continue;
-        }
-        if (w->slot->c.state == SB_STARTING || w->slot->c.state == SB_PAUSED) sb_state(w, SB_IDLE);
-
+        int code = 0;
+        int r = before_job(w, zygote_fd, &code);
+        if (r < 0) return code;
         job_t job;
-        memset(&job, 0, sizeof job);
-        uint32_t skip = skip_mask(w);
-        if (w->nlocal == w->local_head) settle(w);
-        if (skip && w->nlocal > w->local_head) give_back(w, skip); /* queues paused meanwhile */
-        if (w->nlocal > w->local_head && mono_ms() - w->held_since_ms >= renew_every_ms(p))
-            renew_held(w, NULL);
-        if (w->nlocal > w->local_head) {
-            /* a prefetched job: already reserved, its ack goes with the next pop */
-            pop_item_t *it = &w->local[w->local_head++];
-            job.pr.kind = POP_JOB;
-            job.pr.qidx = it->qidx;
-            job.pr.raw = it->raw;
-            job.pr.rawlen = it->rawlen;
-            job.pr.reserved = it->reserved;
-            job.pr.reslen = it->reslen;
-            memset(it, 0, sizeof *it);
-            if (w->local_head == w->nlocal) w->local_head = w->nlocal = 0;
-            pop_ahead(w);
-        } else if (!pop_next(w, skip, &job)) {
-            stats_flush(w, false);
-            continue;
-        }
-
+        if (!r || !next_job(w, &job)) continue;
         if (!run_job(w, &job)) { /* given back untouched: the handler restarts first */
             job_free(&job);
             sb_state(w, SB_IDLE);
             flush_outcome(w);
             continue;
         }
-        w->jobs_done++;
-        w->last_job_ms = mono_ms() - job.started_ms;
-        w->busy_ms += (uint64_t)w->last_job_ms;
-        int64_t now = mono_ms();
-        if (p->prefetch <= 1 || now - w->rss_read_ms >= RSS_CHECK_MS || w->last_job_ms >= RSS_CHECK_MS) {
-            w->rss_kb = rss_read(&w->rss_self, w->pid) + handler_memory(w);
-            w->rss_read_ms = now;
-        }
-        uint64_t rss = w->rss_kb;
-        sb_counters(w, rss);
-        sb_state(w, SB_IDLE);
-        job_free(&job);
-        stats_flush(w, false);
-        /* Jobs turned slow: the prefetched ones would wait behind them while
-         * other workers idle. Give them back and go one at a time. */
-        if (w->last_job_ms >= PREFETCH_MAX_JOB_MS && w->nlocal > w->local_head) give_back(w, ~0u);
-
-        if (w->npending && w->pending[w->npending - 1].kind != OUT_ACK) flush_outcome(w);
-        if (p->memory > 0 && rss > (uint64_t)p->memory * 1024) {
-            log_info("memory %llu kB is over the limit of %d MB after %llu jobs: exiting 12 to be replaced",
-                     (unsigned long long)rss, p->memory, (unsigned long long)w->jobs_done);
-            return finish(w, QPOOL_EX_MEMORY, SB_EXIT_MEMORY);
-        }
-        if (p->max_jobs > 0 && w->jobs_done >= (uint64_t)p->max_jobs)
-            return finish(w, 0, SB_EXIT_MAX_JOBS);
-        if (p->rest > 0) {
-            flush_outcome(w);
-            int64_t until = mono_ms() + (int64_t)(p->rest * 1000);
-            while (!w->quit && !w->parent_dead && mono_ms() < until) wait_signals(w, until - mono_ms());
-        }
+        if ((code = after_job(w, &job)) >= 0) return code;
     }
 }

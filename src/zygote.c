@@ -26,12 +26,34 @@ int zygote_exit_kind(int status, bool asked)
     return asked ? ZYGOTE_STOPPED : ZYGOTE_CRASHED;
 }
 
+int zygote_move_delay_s(zygote_moves_t *m, int64_t lived_ms)
+{
+    if (lived_ms >= RESPAWN_HEALTHY_MS) { /* a deploy after a quiet while */
+        m->backoff_s = 0;
+        m->quick = false;
+    }
+    if (!m->quick && !m->backoff_s) {
+        m->quick = true;
+        return 0;
+    }
+    m->backoff_s = m->backoff_s ? m->backoff_s * 2 : 1;
+    if (m->backoff_s > RESPAWN_MAX_S) m->backoff_s = RESPAWN_MAX_S;
+    return m->backoff_s;
+}
+
 static void close_sockets(zygote_t *z)
 {
     for (int i = 0; i < 2; i++) {
         if (z->fd[i] >= 0) close(z->fd[i]);
         z->fd[i] = -1;
     }
+}
+
+/* The slot is free again (its sockets already closed). */
+static void forget(zygote_t *z)
+{
+    memset(z, 0, sizeof *z);
+    z->fd[0] = z->fd[1] = -1;
 }
 
 static zygote_t *find_gen(pool_t *p, uint64_t gen)
@@ -57,7 +79,14 @@ int zygote_worker_fd(const pool_t *p)
 bool zygote_off(const pool_t *p)
 {
     const zygote_t *z = current(p);
-    return z && (z->off || z->pid <= 0); /* or waiting to restart: handlers boot meanwhile */
+    return z && (z->off || z->pid <= 0); /* or waiting to restart, or to roll: handlers boot meanwhile */
+}
+
+pid_t zygote_pid_of(const pool_t *p, uint64_t gen)
+{
+    for (int i = 0; i < ZYGOTE_GENERATIONS; i++)
+        if (gen && p->zy[i].gen == gen) return p->zy[i].pid;
+    return 0;
 }
 
 /* Requests a dead zygote never read: their descriptors are closed, so each
@@ -155,11 +184,10 @@ static zygote_t *new_gen(pool_t *p, uint64_t gen)
             if (p->zy[i].gen < z->gen) z = &p->zy[i];
     }
     if (z->gen) {
-        if (z->pid > 0) kill(z->pid, SIGKILL); /* reaped later, as a stopped one */
+        if (z->pid > 0) kill(z->pid, SIGKILL); /* forgotten here: reaped later as an unknown pid */
         close_sockets(z);
     }
-    memset(z, 0, sizeof *z);
-    z->fd[0] = z->fd[1] = -1;
+    forget(z);
     z->gen = gen;
     return z;
 }
@@ -183,7 +211,40 @@ static void retire(pool_t *p, zygote_t *z)
         z->stopping = true;
     }
     close_sockets(z);
-    if (z->pid <= 0) memset(z, 0, sizeof *z), z->fd[0] = z->fd[1] = -1;
+    if (z->pid <= 0) forget(z);
+}
+
+/* The slot and socket pair of the pool's current generation; NULL when
+ * there is no socket (handlers then boot on their own). */
+static zygote_t *open_gen(pool_t *p)
+{
+    zygote_t *z = new_gen(p, p->gen);
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, sv) < 0) {
+        log_error("pool %s: no zygote socket: %s; handlers boot on their own", p->conf.name, strerror(errno));
+        z->off = true;
+        return NULL;
+    }
+    z->fd[0] = sv[0];
+    z->fd[1] = sv[1];
+    return z;
+}
+
+/* A roll for a move that waits out its backoff: 0 when none is due later,
+ * else when it is. */
+static int64_t roll_when_due(pool_t *p, int64_t now)
+{
+    zygote_moves_t *m = &p->zmoves;
+    if (!m->roll_at_ms) return 0;
+    if (m->roll_gen != p->gen) { /* rolled meanwhile (a restart, a reload) */
+        m->roll_at_ms = 0;
+        return 0;
+    }
+    if (now < m->roll_at_ms) return m->roll_at_ms;
+    m->roll_at_ms = 0;
+    log_info("pool %s: rolling the pool onto the code the app path resolves to now", p->conf.name);
+    pool_request_roll(p);
+    return 0;
 }
 
 int64_t zygotes_maintain(pools_t *ps, pool_t *p, int64_t now)
@@ -191,22 +252,68 @@ int64_t zygotes_maintain(pools_t *ps, pool_t *p, int64_t now)
     for (int i = 0; i < ZYGOTE_GENERATIONS; i++)
         if (p->zy[i].gen && !gen_in_use(p, p->zy[i].gen)) retire(p, &p->zy[i]);
     if (ps->stopping || p->removed || !pool_preloads(&p->conf)) return 0;
+    int64_t due = roll_when_due(p, now);
     zygote_t *z = find_gen(p, p->gen);
-    if (!z) {
-        z = new_gen(p, p->gen);
-        int sv[2];
-        if (socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, sv) < 0) {
-            log_error("pool %s: no zygote socket: %s; handlers boot on their own", p->conf.name, strerror(errno));
-            z->off = true;
-            return 0;
-        }
-        z->fd[0] = sv[0];
-        z->fd[1] = sv[1];
-    }
-    if (z->off || z->pid > 0) return 0;
+    if (!z && !(z = open_gen(p))) return due;
+    if (z->off || z->moved || z->pid > 0) return due;
     if (z->not_before_ms > now) return z->not_before_ms;
     spawn(ps, p, z, now);
-    return z->pid > 0 ? 0 : z->not_before_ms;
+    return z->pid > 0 ? due : z->not_before_ms;
+}
+
+/* Its requests are refused from now on: a worker still asking it boots its
+ * handler itself, and one waiting for a fork it never made sees the end of
+ * its pipes. */
+static void shut(zygote_t *z)
+{
+    drop_requests(z);
+    close_sockets(z);
+}
+
+/* An older generation's zygote is never started again (it would boot the
+ * code of now): its workers, on their way out, boot their handlers. */
+static void old_gen_exited(pool_t *p, zygote_t *z, pid_t pid, const char *desc)
+{
+    log_info("pool %s: the zygote of generation %llu (pid %d) %s; the workers still on that generation start "
+             "handlers that boot the app themselves until they are replaced",
+             p->conf.name, (unsigned long long)z->gen, (int)pid, desc);
+    shut(z);
+    forget(z);
+}
+
+/* The app path resolves elsewhere (a deploy): roll onto the new code, at
+ * once, or after a backoff when moves come too often. */
+static void moved(pool_t *p, zygote_t *z, pid_t pid, int64_t lived_ms, int64_t now)
+{
+    shut(z);
+    z->moved = true;
+    int delay_s = zygote_move_delay_s(&p->zmoves, lived_ms);
+    if (!delay_s) {
+        log_info("pool %s: the app moved (a deploy): booting a new zygote from the new code and rolling the "
+                 "pool onto it", p->conf.name);
+        pool_request_roll(p);
+        return;
+    }
+    p->zmoves.roll_at_ms = now + (int64_t)delay_s * 1000;
+    p->zmoves.roll_gen = p->gen;
+    log_warn("pool %s: the app moved again, %.1f s after its zygote (pid %d) started: rolling the pool in %d s "
+             "(moves this often are backed off; handlers boot the app themselves meanwhile)",
+             p->conf.name, (double)lived_ms / 1000.0, (int)pid, delay_s);
+}
+
+static void crashed(pool_t *p, zygote_t *z, pid_t pid, const char *desc, int64_t lived_ms, int64_t now)
+{
+    drop_requests(z);
+    exit_facts_t f = {.lived_ms = lived_ms, .clean = false, .did_work = false};
+    int delay_s;
+    respawn_after_exit(&z->respawn, &f, &delay_s);
+    z->not_before_ms = now + (int64_t)delay_s * 1000;
+    z->restarts++;
+    p->crashes++;
+    log_warn("pool %s: its zygote (pid %d) %s after %.1f s%s; restarting it in %d s (running handlers go on; "
+             "new ones boot the app themselves meanwhile)",
+             p->conf.name, (int)pid, desc, (double)lived_ms / 1000.0,
+             lived_ms < 5000 ? " (did the app boot? see its log above)" : "", delay_s);
 }
 
 static void exited(pools_t *ps, pool_t *p, zygote_t *z, int status, int64_t now)
@@ -215,37 +322,24 @@ static void exited(pools_t *ps, pool_t *p, zygote_t *z, int status, int64_t now)
     proc_describe_status(status, desc, sizeof desc);
     int kind = zygote_exit_kind(status, z->stopping || ps->stopping);
     pid_t pid = z->pid;
+    int64_t lived_ms = now - z->started_ms;
     z->pid = 0;
     if (z->stopping || z->fd[0] < 0) { /* its generation is over */
-        memset(z, 0, sizeof *z);
-        z->fd[0] = z->fd[1] = -1;
+        forget(z);
         return;
     }
     if (kind == ZYGOTE_STOPPED) return;
-    if (kind == ZYGOTE_OFF) {
+    if (z->gen != p->gen) {
+        old_gen_exited(p, z, pid, desc);
+    } else if (kind == ZYGOTE_OFF) {
         log_warn("pool %s: its zygote (pid %d) cannot preload the app (see its log above): each handler boots "
                  "the app itself until the pool restarts", p->conf.name, (int)pid);
         z->off = true;
-        close_sockets(z); /* requests waiting in it are refused: their workers start handlers themselves */
-        return;
-    }
-    if (kind == ZYGOTE_MOVED) {
-        log_info("pool %s: the app moved (a deploy): booting a new zygote from the new code and rolling the "
-                 "pool onto it", p->conf.name);
-        pool_request_roll(p);
-        return;
-    }
-    drop_requests(z);
-    exit_facts_t f = {.lived_ms = now - z->started_ms, .clean = false, .did_work = false};
-    int delay_s;
-    respawn_after_exit(&z->respawn, &f, &delay_s);
-    z->not_before_ms = now + (int64_t)delay_s * 1000;
-    z->restarts++;
-    p->crashes++;
-    log_warn("pool %s: its zygote (pid %d) %s after %.1f s%s; restarting it in %d s (running handlers go on; "
-             "new ones boot the app themselves meanwhile)",
-             p->conf.name, (int)pid, desc, (double)f.lived_ms / 1000.0,
-             f.lived_ms < 5000 ? " (did the app boot? see its log above)" : "", delay_s);
+        shut(z); /* requests waiting in it are refused: their workers start handlers themselves */
+    } else if (kind == ZYGOTE_MOVED) {
+        moved(p, z, pid, lived_ms, now);
+    } else
+        crashed(p, z, pid, desc, lived_ms, now);
 }
 
 bool zygotes_exited(pools_t *ps, pid_t pid, int status, int64_t now)

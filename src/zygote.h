@@ -20,6 +20,12 @@
  * the app themselves until it is back). One that says it cannot preload
  * (ZYGOTE_EX_NO_PRELOAD) turns preloading off for that generation: the
  * workers then start handlers that boot on their own (sb_slot_t.preload_off).
+ * A zygote that is not started again (an older generation's, or one whose
+ * app moved) has its socket closed at once, so that the workers still asking
+ * it are refused and boot their handlers themselves rather than wait for a
+ * fork that never comes. A move soon after the last one (an app that exits
+ * 76 by itself, a link that flaps) rolls the pool only after a backoff
+ * (zygote_move_delay_s).
  */
 #ifndef QPOOL_ZYGOTE_H
 #define QPOOL_ZYGOTE_H
@@ -41,12 +47,21 @@ typedef struct {
     uint64_t gen;                 /* the pool generation it serves; 0: slot unused */
     bool off;                     /* it cannot preload: handlers boot on their own */
     bool stopping;                /* SIGTERM sent: its generation is over */
+    bool moved;                   /* it exited for a move: never restarted, its generation rolls */
     int64_t not_before_ms;        /* monotonic: restart backoff */
     respawn_t respawn;
     int64_t started_ms;
     unsigned long long start_ticks;
     unsigned restarts;
 } zygote_t;
+
+/* The pool's moves (ZYGOTE_EX_MOVED), kept across its generations. */
+typedef struct {
+    int backoff_s;                /* the last delay before a roll, 0: none */
+    bool quick;                   /* a move came soon after the last long-lived zygote */
+    int64_t roll_at_ms;           /* monotonic: a roll waiting out its delay, 0: none */
+    uint64_t roll_gen;            /* the generation that roll replaces */
+} zygote_moves_t;
 
 enum zygote_exit {
     ZYGOTE_STOPPED = 0,           /* we asked it to stop */
@@ -57,6 +72,11 @@ enum zygote_exit {
 
 /* Pure: what an exit means. asked: we sent it SIGTERM. */
 int zygote_exit_kind(int status, bool asked);
+/* Pure: the seconds a roll for a move waits, given how long the zygote that
+ * saw it lived. A zygote that lived RESPAWN_HEALTHY_MS, or the first move
+ * after one, rolls at once (a deploy); moves that follow within that time
+ * wait 1 s, doubling to RESPAWN_MAX_S. */
+int zygote_move_delay_s(zygote_moves_t *m, int64_t lived_ms);
 
 struct pool;
 struct pools;
@@ -70,6 +90,8 @@ int zygote_worker_fd(const struct pool *p);
 /* The current generation's zygote cannot serve now: it said it cannot
  * preload, or it is down (restart backoff): workers start handlers that boot. */
 bool zygote_off(const struct pool *p);
+/* The pid of the zygote that serves generation gen, 0 if none runs now. */
+pid_t zygote_pid_of(const struct pool *p, uint64_t gen);
 /* A reaped pid: true when it was a zygote (handled here). */
 bool zygotes_exited(struct pools *ps, pid_t pid, int status, int64_t now_ms);
 /* Is pid a zygote of any pool? */

@@ -54,6 +54,12 @@ final class Handler
     /** @var int jobs run (WorkerStopping's jobsProcessed) */
     private $jobsProcessed = 0;
 
+    /** @var string|null the directory the app was booted from (the app path resolved then) */
+    private $bootedFrom;
+
+    /** @var WorkerLink|null a forked handler's tie to its worker, armed while a request runs */
+    private $link;
+
     public function __construct(?Protocol $io = null)
     {
         $this->io = $io;
@@ -122,6 +128,18 @@ final class Handler
     public function app()
     {
         return $this->app;
+    }
+
+    /** The directory the app was booted from: the app path as it resolved at boot. */
+    public function bootedFrom(): ?string
+    {
+        return $this->bootedFrom;
+    }
+
+    /** A forked handler: its worker's death ends the request it runs (WorkerLink). */
+    public function linkToWorker(?WorkerLink $link): void
+    {
+        $this->link = $link;
     }
 
     /**
@@ -231,6 +249,7 @@ final class Handler
             throw new \InvalidArgumentException('not a Laravel app (no bootstrap/app.php): '.$appPath);
         }
 
+        $this->bootedFrom = $base;
         $app = AppBoot::boot($base);
 
         if ($this->io !== null) { // a zygote boots before any channel exists
@@ -384,6 +403,10 @@ final class Handler
 
         $this->pending = $request;
 
+        if ($this->link !== null) {
+            $this->link->arm();
+        }
+
         try {
             switch ($request['type'] ?? null) {
                 case 'job':
@@ -410,6 +433,11 @@ final class Handler
             return self::exceptionResponse($e);
         } finally {
             $this->current = null;
+
+            if ($this->link !== null) {
+                $this->link->disarm();
+            }
+
             $this->io->guardOutput();
         }
     }

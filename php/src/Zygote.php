@@ -6,6 +6,7 @@ use Throwable;
 
 require_once __DIR__.'/Handler.php';
 require_once __DIR__.'/Connections.php';
+require_once __DIR__.'/WorkerLink.php';
 
 /**
  * The zygote (`php qpool-handler.php --zygote APP`, started by qpool's
@@ -15,14 +16,17 @@ require_once __DIR__.'/Connections.php';
  * worker's end of its channels as SCM_RIGHTS descriptors (stderr, the stdout
  * log pipe, the request pipe, the response pipe); the forked handler says
  * ready, with its pid, on the response pipe, exactly as a handler that
- * booted itself. See docs/architecture.md, "Preloading the app".
+ * booted itself. The worker's stderr may be a socket (systemd's journal):
+ * PHP receives a socket as a \Socket, not a stream. See
+ * docs/architecture.md, "Preloading the app".
  *
  * Exit status: 0 after SIGTERM; EX_NO_PRELOAD when this app cannot be shared
  * by forks here (an extension is missing, or the boot leaves a connection
  * open: qpool then boots each handler on its own); EX_APP_MOVED when the app
  * path now resolves to another directory (a deploy swapped a symlink: qpool
  * boots a new zygote and rolls the pool onto it); 1 when the app does not
- * boot.
+ * boot, or ends the process while it boots (whatever status it exits with:
+ * 75 or 76 from the app's code must not read as ours).
  */
 final class Zygote
 {
@@ -53,6 +57,12 @@ final class Zygote
     private $appPath;
     private $base;
 
+    /** @var float when the app path and qpool are next looked at (microtime) */
+    private $nextCheck = 0.0;
+
+    /** @var bool the app is booting: an exit now is the boot's failure */
+    private $booting = false;
+
     public function run(string $appPath): int
     {
         ini_set('display_errors', 'stderr');
@@ -74,11 +84,13 @@ final class Zygote
         ob_start(new StdoutToStderr(), 1);
         $this->handler = new Handler();
 
-        if (! $this->handler->bootApp($appPath)) {
+        if (! $this->bootOnce($appPath)) {
             return 1;
         }
 
-        $this->base = $this->handler->app()->basePath();
+        // what the app path resolved to when it booted (not basePath(): an
+        // app may name itself by another path, APP_BASE_PATH through a link)
+        $this->base = $this->handler->bootedFrom();
         $this->handler->prepareForForks();
         $open = $this->closeConnections();
 
@@ -94,6 +106,25 @@ final class Zygote
             $this->handler->app()->version(), $this->base, (microtime(true) - $started) * 1000));
 
         return $this->loop();
+    }
+
+    /**
+     * Boot the app; an exit() in its code (or a fatal error) while it boots
+     * ends the zygote with status 1, a failed boot, whatever status it gave.
+     */
+    private function bootOnce(string $appPath): bool
+    {
+        $this->booting = true;
+        register_shutdown_function(function () {
+            if ($this->booting) {
+                Protocol::log('zygote: the app ended the process while it booted');
+                exit(1);
+            }
+        });
+        $booted = $this->handler->bootApp($appPath);
+        $this->booting = false;
+
+        return $booted;
     }
 
     /**
@@ -140,7 +171,7 @@ final class Zygote
 
         try {
             $this->libc = \FFI::cdef('int open(const char *path, int flags); int dup2(int oldfd, int newfd); '
-                .'int close(int fd);');
+                .'int close(int fd); int fcntl(int fd, int cmd, ...);');
         } catch (Throwable $e) {
             return 'FFI is disabled: '.$e->getMessage();
         }
@@ -166,7 +197,24 @@ final class Zygote
         $this->sockStream = $stream; // the socket shares its descriptor: never closed apart
         $this->sock = $sock;
 
+        // Nothing the boot or a job runs inherits it (dup() made it
+        // inheritable), nor is told where it was.
+        foreach ($this->socketFds() as $n) {
+            $this->libc->fcntl($n, 2 /* F_SETFD */, 1 /* FD_CLOEXEC */);
+        }
+
+        putenv('QPOOL_ZYGOTE_FD');
+        unset($_ENV['QPOOL_ZYGOTE_FD'], $_SERVER['QPOOL_ZYGOTE_FD']);
+
         return true;
+    }
+
+    /** The descriptor numbers our socket is on. */
+    private function socketFds(): array
+    {
+        return array_values(array_filter(Protocol::descriptors(), function ($fd) {
+            return $fd > 2 && Protocol::identity(Protocol::statFd($fd)) === $this->sockId;
+        }));
     }
 
     /**
@@ -203,8 +251,14 @@ final class Zygote
         pcntl_signal(SIGCHLD, SIG_IGN); // the kernel reaps our handlers
 
         $parent = posix_getppid();
+        $this->nextCheck = microtime(true) + 1;
 
         while (! $this->quit) {
+            // once a second, busy or not (a stream of fork requests must not hide a deploy)
+            if (($status = $this->lookAround($parent)) !== null) {
+                return $status;
+            }
+
             $read = [$this->sock];
             $write = $except = null;
             $ready = @socket_select($read, $write, $except, 1);
@@ -223,19 +277,7 @@ final class Zygote
                 continue;
             }
 
-            if ($this->quit) {
-                continue;
-            }
-
-            if ($ready === 0) {
-                if (posix_getppid() !== $parent) {
-                    return 0; // qpool has gone
-                }
-
-                if ($this->moved()) {
-                    return self::EX_APP_MOVED;
-                }
-
+            if ($this->quit || $ready === 0) {
                 continue;
             }
 
@@ -243,6 +285,24 @@ final class Zygote
         }
 
         return 0;
+    }
+
+    /** Once a second: the exit status when qpool has gone or the app moved, else null. */
+    private function lookAround(int $parent): ?int
+    {
+        $now = microtime(true);
+
+        if ($now < $this->nextCheck) {
+            return null;
+        }
+
+        $this->nextCheck = $now + 1;
+
+        if (posix_getppid() !== $parent) {
+            return 0; // qpool has gone
+        }
+
+        return $this->moved() ? self::EX_APP_MOVED : null;
     }
 
     /** The configured app path resolves elsewhere than the booted code (a symlinked release swapped). */
@@ -280,14 +340,17 @@ final class Zygote
         }
 
         $text = (string) ($msg['iov'][0] ?? '');
+        $streams = count($fds) === self::FD_COUNT ? self::asStreams($fds) : null;
 
-        if (count($fds) !== self::FD_COUNT || ! preg_match('/^fork 1 (\d+)\n?$/', $text)
-            || ! is_resource($fds[2]) || ! is_resource($fds[3])) {
+        if ($streams === null || ! preg_match('/^fork 1 (\d+)\n?$/', $text)
+            || ! self::isPipe($streams[2]) || ! self::isPipe($streams[3])) {
             Protocol::log('zygote: ignoring a malformed request ('.count($fds).' descriptors)');
             self::closeAll($fds);
 
             return;
         }
+
+        $fds = $streams;
 
         if (! self::workerWaits($fds[2])) {
             self::closeAll($fds); // the worker gave up on it (start_timeout) or has gone
@@ -310,6 +373,37 @@ final class Zygote
         self::closeAll($fds);
     }
 
+    /**
+     * The received descriptors as streams, or null when one is neither a
+     * stream nor a socket. A socket (the worker's stderr under systemd's
+     * journal) comes as a \Socket: exported, it shares its descriptor.
+     */
+    private static function asStreams(array $fds): ?array
+    {
+        $out = [];
+
+        foreach ($fds as $f) {
+            if ($f instanceof \Socket) {
+                $f = @socket_export_stream($f);
+            }
+
+            if (! is_resource($f)) {
+                return null;
+            }
+
+            $out[] = $f;
+        }
+
+        return $out;
+    }
+
+    private static function isPipe($stream): bool
+    {
+        $st = @fstat($stream);
+
+        return is_array($st) && ($st['mode'] & 0170000) === 0010000;
+    }
+
     /** Its request pipe still has a writer (nothing is ever written before ready, so readable = EOF). */
     private static function workerWaits($req): bool
     {
@@ -322,7 +416,8 @@ final class Zygote
     /**
      * In the forked handler: its own process group, default signals, fresh
      * random seeds, nothing of the zygote's socket, the worker's stderr and
-     * log pipe on fds 2 and 1 and /dev/null on fd 0, then the handler loop.
+     * log pipe on fds 2 and 1 and /dev/null on fd 0, its worker's death
+     * ending a running job (WorkerLink), then the handler loop.
      */
     private function child(array $fds): int
     {
@@ -358,6 +453,8 @@ final class Zygote
         fclose($log);
 
         putenv('QPOOL_PROTOCOL=2');
+        $reqFd = self::fdOf($req);
+        $this->handler->linkToWorker($reqFd !== null ? WorkerLink::open($reqFd) : null);
 
         return $this->handler->serve(new Protocol([$req, $resp]), sprintf('forked by zygote %d', posix_getppid()), true);
     }
@@ -369,9 +466,8 @@ final class Zygote
      */
     private function dropSocket(int $null): bool
     {
-        foreach (Protocol::descriptors() as $fd) {
-            if ($fd > 2 && Protocol::identity(Protocol::statFd($fd)) === $this->sockId
-                && $this->libc->dup2($null, $fd) !== $fd) {
+        foreach ($this->socketFds() as $fd) {
+            if ($this->libc->dup2($null, $fd) !== $fd) {
                 return false;
             }
         }

@@ -141,10 +141,9 @@ def test_a_dead_idle_handler_is_seen_at_once(master, r, laravel_app):
     holders = [pid for pid in session_pids(master.sid) if pid != victim and holds(pid, link)]
     assert len(holders) == 1 and holders[0] != zygote, "only the worker holds the handler's channel: %s" % holders
     os.kill(victim, signal.SIGKILL)
-    started = time.monotonic()
     app.dispatch("ForkProbeJob", 1, 0, tag="b")
+    # well within the job's 120 s timeout, which a request to a dead handler would wait out
     wait_for(lambda: len(probes(app)) == 2 and settled(r), 30, what="the job after the kill")
-    assert time.monotonic() - started < 20, "the job waited for the dead handler"
     assert probes(app)[1]["pid"] != victim
 
 
@@ -283,22 +282,34 @@ def test_a_zygote_whose_app_does_not_boot_is_the_pool_s_crash(master, r, laravel
     wait_for(lambda: master.pool("app")["crashes"] >= 1, 10, what="the crash to be counted")
 
 
-def test_a_deploy_that_moves_the_app_symlink_boots_a_new_zygote(master, r, laravel_app, tmp_path):
-    """current -> release1, then current -> release2 (as Envoyer and Forge
-    deploy): the pool boots a new zygote from release2 and rolls onto it."""
+def releases(tmp_path):
+    """release1 and release2 (copies of the fixture app sharing its storage),
+    and current -> release1, as Envoyer, Forge and Deployer lay them out."""
     rel1, rel2 = tmp_path / "release1", tmp_path / "release2"
     for rel in (rel1, rel2):
         shutil.copytree(LARAVEL_APP, rel, symlinks=True, ignore=shutil.ignore_patterns("storage"))
         os.symlink(LARAVEL_APP / "storage", rel / "storage")
     current = tmp_path / "current"
     os.symlink(rel1, current)
+    return rel1, rel2, current
+
+
+def deploy(tmp_path, current, release):
+    """current -> release, swapped in one rename (ln -sfn does the same)."""
+    tmp = tmp_path / "current.new"
+    os.symlink(release, tmp)
+    os.replace(tmp, current)
+
+
+def test_a_deploy_that_moves_the_app_symlink_boots_a_new_zygote(master, r, laravel_app, tmp_path):
+    """current -> release1, then current -> release2 (as Envoyer and Forge
+    deploy): the pool boots a new zygote from release2 and rolls onto it."""
+    rel1, rel2, current = releases(tmp_path)
     app = laravel_app
     master.write_config(pool(app, 2, app_path=current))
     master.start()
     master.wait_log(r"zygote: Laravel [\d.]+ booted from %s " % re.escape(str(rel1)), timeout=30)
-    tmp = tmp_path / "current.new"
-    os.symlink(rel2, tmp)
-    os.replace(tmp, current)
+    deploy(tmp_path, current, rel2)
     master.wait_log(r"the app moved", timeout=20)
     master.wait_log(r"zygote: Laravel [\d.]+ booted from %s " % re.escape(str(rel2)), timeout=30)
     wait_for(lambda: (lambda cs: len(cs) == 2 and not any(c["old_generation"] for c in cs))(

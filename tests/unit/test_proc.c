@@ -64,6 +64,11 @@ static void test_group_rule(void **state)
     g = good();
     g.worker_start = 0; /* unknown */
     assert_false(proc_group_check(&g));
+    g = good();
+    g.handler_start = 2000; /* the worker published its handler's start time: that very process */
+    assert_true(proc_group_check(&g));
+    g.handler_start = 1500; /* its handler died; the pid went to a sibling's newer handler */
+    assert_false(proc_group_check(&g));
 }
 
 static void test_parse_stat(void **state)
@@ -108,15 +113,15 @@ static void test_real_groups(void **state)
     assert_true(me > 0);
     /* a handler-like group: this uid, younger than the "worker" (us) */
     pid_t h = group_leader(0);
-    assert_int_equal(proc_kill_worker_group(h, geteuid(), me, false, "test"), 1);
+    assert_int_equal(proc_kill_worker_group(h, geteuid(), me, 0, false, "test"), 1);
     waitpid(h, NULL, 0);
     /* never group 1, never our own group */
-    assert_int_equal(proc_kill_worker_group(1, geteuid(), me, false, "test"), 0);
-    assert_int_equal(proc_kill_worker_group(getpgrp(), geteuid(), me, false, "test"), 0);
+    assert_int_equal(proc_kill_worker_group(1, geteuid(), me, 0, false, "test"), 0);
+    assert_int_equal(proc_kill_worker_group(getpgrp(), geteuid(), me, 0, false, "test"), 0);
     /* a group of another user: left alone */
     if (geteuid() == 0) {
         pid_t other = group_leader(65534);
-        assert_int_equal(proc_kill_worker_group(other, 0, me, false, "test"), 0);
+        assert_int_equal(proc_kill_worker_group(other, 0, me, 0, false, "test"), 0);
         assert_true(alive(other));
         kill(other, SIGKILL);
         waitpid(other, NULL, 0);
@@ -124,10 +129,29 @@ static void test_real_groups(void **state)
     /* a group older than the worker that named it: left alone */
     pid_t old = group_leader(0);
     unsigned long long later = proc_start_ticks(old) + 1000;
-    assert_int_equal(proc_kill_worker_group(old, geteuid(), later, false, "test"), 0);
+    assert_int_equal(proc_kill_worker_group(old, geteuid(), later, 0, false, "test"), 0);
     assert_true(alive(old));
     kill(old, SIGKILL);
     waitpid(old, NULL, 0);
+    /* a group whose leader is not the process the worker said (the start
+     * time it published differs): left alone; the one it said: killed */
+    pid_t other_start = group_leader(0);
+    unsigned long long st = proc_start_ticks(other_start);
+    assert_int_equal(proc_kill_worker_group(other_start, geteuid(), me, st + 1, false, "test"), 0);
+    assert_true(alive(other_start));
+    assert_int_equal(proc_kill_worker_group(other_start, geteuid(), me, st, false, "test"), 1);
+    waitpid(other_start, NULL, 0);
+}
+
+static void test_parent(void **state)
+{
+    (void)state;
+    pid_t c = group_leader(0);
+    assert_int_equal(proc_ppid(c), getpid());
+    assert_int_equal(proc_ppid(getpid()), getppid());
+    kill(c, SIGKILL);
+    waitpid(c, NULL, 0);
+    assert_int_equal(proc_ppid(c), 0);
 }
 
 /* Dead (a zombie counts: its new parent may not reap it at once). */
@@ -180,7 +204,7 @@ static void test_a_group_whose_leader_died(void **state)
     assert_true(member > 0);
     assert_int_equal(kill(member, 0), 0);
     /* it is one of this worker's processes: the group goes */
-    assert_int_equal(proc_kill_worker_group(leader, geteuid(), me, false, "test"), 1);
+    assert_int_equal(proc_kill_worker_group(leader, geteuid(), me, 0, false, "test"), 1);
     for (int i = 0; i < 100 && !dead(member); i++) {
         struct timespec ts = {0, 10 * 1000 * 1000};
         nanosleep(&ts, NULL);
@@ -189,7 +213,7 @@ static void test_a_group_whose_leader_died(void **state)
     /* the same group named by a worker younger than its member: left alone */
     member = orphaned_group(&leader);
     unsigned long long later = proc_start_ticks(member) + 1000;
-    assert_int_equal(proc_kill_worker_group(leader, geteuid(), later, false, "test"), 0);
+    assert_int_equal(proc_kill_worker_group(leader, geteuid(), later, 0, false, "test"), 0);
     assert_false(dead(member));
     kill(member, SIGKILL);
 }
@@ -263,6 +287,7 @@ int main(void)
         cmocka_unit_test(test_own_memory_and_pipe),
         cmocka_unit_test(test_parse_stat),
         cmocka_unit_test(test_real_groups),
+        cmocka_unit_test(test_parent),
         cmocka_unit_test(test_a_group_whose_leader_died),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

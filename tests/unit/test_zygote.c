@@ -33,10 +33,30 @@ static void test_exit_kind(void **state)
     assert_true(WIFSIGNALED(SIGSEGV));
 }
 
+/* Moves: a deploy rolls at once; moves that keep coming are backed off. */
+static void test_move_delay(void **state)
+{
+    (void)state;
+    zygote_moves_t m = {0};
+    /* the first move, however soon after the start: a deploy */
+    assert_int_equal(zygote_move_delay_s(&m, 2000), 0);
+    /* an app whose zygote keeps exiting 76 (the review's 16 rolls in 20 s) */
+    static const int want[] = {1, 2, 4, 8, 16, 32, 60, 60};
+    for (size_t i = 0; i < sizeof want / sizeof *want; i++)
+        assert_int_equal(zygote_move_delay_s(&m, 1500), want[i]);
+    /* a zygote that lived a while: the next move is a deploy again */
+    assert_int_equal(zygote_move_delay_s(&m, RESPAWN_HEALTHY_MS), 0);
+    assert_int_equal(zygote_move_delay_s(&m, 1000), 1);
+    /* deploys, each after a quiet while: never delayed */
+    zygote_moves_t d = {0};
+    for (int i = 0; i < 5; i++) assert_int_equal(zygote_move_delay_s(&d, RESPAWN_HEALTHY_MS + i), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_exit_kind),
+        cmocka_unit_test(test_move_delay),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

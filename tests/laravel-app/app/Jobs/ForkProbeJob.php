@@ -17,7 +17,8 @@ use Illuminate\Support\Facades\Redis;
  * Reports what its handler process inherited (qpool's preload tests): its
  * process group and parent, what the random generators draw, its Redis
  * and database connections (and whether Redis replies came back to it
- * intact over $rounds round trips), and what exec() sees of a child's exit.
+ * intact over $rounds round trips), what exec() sees of a child's exit,
+ * and whether the zygote's QPOOL_ZYGOTE_FD reached it or what it runs.
  */
 class ForkProbeJob implements ShouldQueue
 {
@@ -54,6 +55,7 @@ class ForkProbeJob implements ShouldQueue
 
         usleep($this->sleepMs * 1000);
         exec('exit 3', $out, $rc);
+        exec('printenv QPOOL_ZYGOTE_FD', $zygoteFd, $zygoteFdRc);
         $list = range(1, 20);
         shuffle($list);
 
@@ -72,6 +74,7 @@ class ForkProbeJob implements ShouldQueue
             'boot_pdo' => BootHazards::usesBootPdo(),
             'db_pid' => (int) DB::select('select ? as p', [getmypid()])[0]->p,
             'exec_rc' => $rc,
+            'zygote_fd_env' => [getenv('QPOOL_ZYGOTE_FD'), $zygoteFdRc === 0],
         ]);
     }
 }

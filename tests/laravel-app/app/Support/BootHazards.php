@@ -14,6 +14,8 @@ use Illuminate\Support\Facades\Redis;
  *   db      query the database (the PDO stays open)
  *   rand    draw from mt_rand (seeds it in the booting process)
  *   socket  open a socket of its own and keep it (not a framework connection)
+ *   exit76  end the process with status 76 (what qpool's zygote says when
+ *           the app moved: an app's own exit must not read as that)
  */
 class BootHazards
 {
@@ -45,6 +47,10 @@ class BootHazards
 
         if (in_array('socket', $what, true)) {
             self::$socket = stream_socket_client('tcp://'.Env::get('REDIS_HOST').':'.Env::get('REDIS_PORT'));
+        }
+
+        if (in_array('exit76', $what, true)) {
+            exit(76);
         }
     }
 
