@@ -5,6 +5,7 @@ IPv6 by /64; and /healthz answers while a slow-loris flood holds every
 place it may. Real qpool, real Redis, real TCP over loopback only; every
 client is bounded in count and time."""
 import http.client
+import inspect
 import json
 import os
 import socket
@@ -115,7 +116,7 @@ def test_loopback_addresses_share_one_quarter(master, r, tmp_path):
 FLOOD = r'''
 import os, select, socket, sys, time
 port, duration, status = int(sys.argv[1]), float(sys.argv[2]), sys.argv[3]
-addrs = ["127.0.0.%d" % i for i in range(2, 7)]
+addrs = ["127.0.0.%%d" %% i for i in range(2, 7)]
 
 def connect(src):
     s = socket.socket()
@@ -128,17 +129,7 @@ def connect(src):
         pass
     return s
 
-def closed(s):
-    s.setblocking(False)
-    try:
-        return s.recv(1, socket.MSG_PEEK) == b""
-    except BlockingIOError:
-        return False
-    except OSError:
-        return True
-    finally:
-        s.settimeout(2)
-
+%s
 conns = [(src, connect(src)) for src in addrs for _ in range(16)]
 reconnects, end, next_round = 0, time.monotonic() + duration, time.monotonic() + 2
 while time.monotonic() < end:
@@ -146,7 +137,7 @@ while time.monotonic() < end:
         break
     tmp = status + ".tmp"
     with open(tmp, "w") as f:
-        f.write("%d %d\n" % (sum(not closed(s) for _, s in conns), reconnects))
+        f.write("%%d %%d\n" %% (sum(not closed(s) for _, s in conns), reconnects))
     os.replace(tmp, status)
     if time.monotonic() < next_round:
         continue
@@ -163,7 +154,7 @@ while time.monotonic() < end:
                 pass
 for _, s in conns:
     s.close()
-'''
+''' % inspect.getsource(closed)
 
 
 def probe(port):
