@@ -96,7 +96,10 @@ typedef struct {
     pid_t master, pid;
     int sfd;
     rconn_t *rc, *cache;
-    redisContext *scripts_loaded_on;
+    /* rc->connects when our scripts were last loaded; 0: load them (after
+     * NOSCRIPT). A count, not the context's address: a new connection's
+     * context is often allocated where the last one was freed. */
+    uint64_t scripts_gen;
     unsigned wait_turn;        /* Redis Cluster: whose slot the next idle BLPOP waits on */
     queue_set_t qs;
     handler_t *h;
@@ -121,7 +124,7 @@ typedef struct {
         int n;                /* outcomes sent with it (their replies come first) */
         pop_args_t a;
         int64_t now_ms;
-        redisContext *ctx;
+        uint64_t gen;         /* rc->connects when it was sent */
     } ahead;
     int64_t last_job_ms;
     int64_t held_since_ms;  /* when the oldest reservation this worker holds was last set */
@@ -314,12 +317,12 @@ static int setup_signals(void)
 static bool redis_ready(worker_t *w)
 {
     if (rconn_ensure(w->rc) < 0) return false;
-    if (w->scripts_loaded_on != w->rc->ctx) {
+    if (w->scripts_gen != w->rc->connects) {
         if (queue_load_scripts(w->rc) < 0) {
             rconn_drop(w->rc, "cannot load scripts");
             return false;
         }
-        w->scripts_loaded_on = w->rc->ctx;
+        w->scripts_gen = w->rc->connects;
     }
     return true;
 }
@@ -380,7 +383,7 @@ static int read_outcome_reply(worker_t *w, char *err, size_t errn)
     int rv = OW_OK;
     if (r->type == REDIS_REPLY_ERROR) {
         rv = OW_REFUSED;
-        if (is_noscript(r)) w->scripts_loaded_on = NULL; /* reload, then write again */
+        if (is_noscript(r)) w->scripts_gen = 0; /* reload, then write again */
         snprintf(err, errn, "%s", r->str);
     }
     freeReplyObject(r);
@@ -419,7 +422,7 @@ static int collect_pending(worker_t *w, int n, char *err, size_t errn)
 static void outcome_refused(worker_t *w, const char *err, bool reconnect)
 {
     w->pending_stuck = true;
-    if (!w->scripts_loaded_on) return; /* NOSCRIPT: reload and write again at once */
+    if (!w->scripts_gen) return; /* NOSCRIPT: reload and write again at once */
     int64_t now = mono_ms();
     if (!w->refused_logged_ms || now - w->refused_logged_ms >= 60000) {
         log_error("redis refused the outcome of a job (%s); keeping the job reserved and retrying", err);
@@ -465,7 +468,8 @@ static void settle(worker_t *w)
 {
     if (!w->ahead.on) return;
     w->ahead.on = false;
-    if (w->rc->ctx != w->ahead.ctx) return; /* the connection went: its jobs come back after retry_after */
+    /* the connection went (and maybe another came): its jobs come back after retry_after */
+    if (!w->rc->ctx || w->rc->connects != w->ahead.gen) return;
     if (w->ahead.n) {
         char err[256] = "";
         int rv = collect_pending(w, w->ahead.n, err, sizeof err);
@@ -476,7 +480,7 @@ static void settle(worker_t *w)
     if (queue_read_pop(w->rc, &w->qs, &w->ahead.a, &r) != RC_OK) return;
     pop_result_t pr;
     if (is_noscript(r)) {
-        w->scripts_loaded_on = NULL;
+        w->scripts_gen = 0;
     } else if (!queue_parse_pop(&w->qs, &w->ahead.a, r, &pr)) {
         if (r->type == REDIS_REPLY_ERROR) rconn_drop(w->rc, r->str);
         else log_error("unexpected reply to pop (type %d)", r->type);
@@ -515,7 +519,7 @@ static bool flush_outcome(worker_t *w)
         char err[256] = "";
         if (collect_pending(w, n, err, sizeof err) == OW_REFUSED) {
             outcome_refused(w, err, true);
-            if (w->scripts_loaded_on) {
+            if (w->scripts_gen) {
                 wait_signals(w, pause_ms);
                 pause_ms = pause_ms * 2 > 5000 ? 5000 : pause_ms * 2;
             }
@@ -610,7 +614,7 @@ static int read_extend_reply(worker_t *w)
     redisReply *r;
     if (rconn_read(w->rc, -1, -1, &r) != RC_OK) return -1;
     int rv = r->type == REDIS_REPLY_INTEGER ? (r->integer ? 1 : 0) : -1;
-    if (is_noscript(r)) w->scripts_loaded_on = NULL;
+    if (is_noscript(r)) w->scripts_gen = 0;
     freeReplyObject(r);
     return rv;
 }
@@ -1288,7 +1292,7 @@ static bool pop_next(worker_t *w, uint32_t skip, job_t *job)
     if (queue_read_pop(w->rc, &w->qs, &a, &r) != RC_OK) return false;
     if (is_noscript(r)) {
         freeReplyObject(r);
-        w->scripts_loaded_on = NULL;
+        w->scripts_gen = 0;
         return false;
     }
     if (!queue_parse_pop(&w->qs, &a, r, &job->pr)) {
@@ -1345,7 +1349,7 @@ static void pop_ahead(worker_t *w)
     int left = w->nlocal - w->local_head;
     int want = want_jobs(w, left + 1);
     if (want <= 1 || left > want / 2) return;
-    if (!w->rc->ctx || w->scripts_loaded_on != w->rc->ctx) return;
+    if (!w->rc->ctx || w->scripts_gen != w->rc->connects) return;
     if (w->quit || w->parent_dead || paused(w) || (control(w) & SB_CTL_RETIRE)) return;
     uint32_t skip = skip_mask(w);
     if (skip == ((1u << w->qs.nq) - 1)) return;
@@ -1360,7 +1364,7 @@ static void pop_ahead(worker_t *w)
     w->ahead.n = n;
     w->ahead.a = a;
     w->ahead.now_ms = now_ms;
-    w->ahead.ctx = w->rc->ctx;
+    w->ahead.gen = w->rc->connects;
 }
 
 static int finish(worker_t *w, int code, int reason)

@@ -183,7 +183,7 @@ def whereabouts(ids, master, r):
     most five): the evidence a failure message needs."""
     failed = {}
     for rec in failed_records(r, "default"):
-        failed[json.loads(rec["payload"])["id"]] = rec.get("exception", "")[:160]
+        failed[json.loads(rec["payload"])["id"]] = rec.get("exception", b"")[:160].decode(errors="replace")
     log = master.log().splitlines()
     out = []
     for jid in sorted(ids)[:5]:
@@ -268,7 +268,14 @@ def test_no_job_is_lost_or_stuck_under_chaos(master_factory, tmp_path, prefetch)
         done, ran, failed = outcomes(log, m.log(), r)
         ids = {j["id"] for j in jobs}
         must_fail = {j["id"] for j in jobs if j["data"]["action"] == "fail"}
-        never_ran = ids - ran
+        # A job of maxTries 2 whose reservation was lost twice before it
+        # started (its worker killed while it waited prefetched, or a pop's
+        # reply cut off) is failed unrun on its third pop, as Laravel's
+        # Worker does (MaxAttemptsExceeded): not lost, so not counted here;
+        # it must be in the failed store like every "fail" job.
+        unrun = {json.loads(rec["payload"])["id"] for rec in failed_records(r, "default")
+                 if rec.get("exception", b"").startswith(b"Illuminate\\Queue\\MaxAttemptsExceededException")}
+        never_ran = ids - ran - (must_fail & unrun & failed)
         assert not never_ran, "%d jobs never ran (%s): %s" % (len(never_ran), ctx, whereabouts(never_ran, m, r))
         lost = ids - must_fail - done
         assert not lost, "%d jobs never ran to completion (%s): %s" % (len(lost), ctx, sorted(lost)[:20])

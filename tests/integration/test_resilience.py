@@ -1,5 +1,8 @@
 """No job is lost: worker kills, Redis restarts."""
 import random
+import re
+import socket
+import threading
 import time
 
 from conftest import (FIXTURE_HANDLER, PREFIX, RedisServer, kill_a_worker, make_payload, push_many, queue_state,
@@ -83,3 +86,72 @@ def test_workers_ride_out_a_redis_restart(master_factory, tmp_path):
         assert m.pool("w")["crashes"] == 0
     finally:
         srv.stop()
+
+
+
+def monitor_lines(port, seconds):
+    """What MONITOR shows for a while, as (client address, command words)."""
+    s = socket.create_connection(("127.0.0.1", port))
+    s.sendall(b"MONITOR\r\n")
+    s.settimeout(0.5)
+    data, end = b"", time.monotonic() + seconds
+    while time.monotonic() < end:
+        try:
+            d = s.recv(65536)
+        except socket.timeout:
+            continue
+        if not d:
+            break
+        data += d
+    s.close()
+    out = []
+    for line in data.split(b"\r\n"):
+        m = re.match(rb'\+[\d.]+ \[\d+ ([^\]]+)\] "([A-Za-z]+)"(?: "([A-Za-z]+)")?', line)
+        if m:
+            out.append((m.group(1).decode(), m.group(2).decode().upper(), (m.group(3) or b"").decode().upper()))
+    return out
+
+
+def test_workers_load_their_scripts_again_on_every_new_connection(master, r, tmp_path):
+    # A new connection's context is often allocated where the lost one was
+    # freed: a worker that knew its scripts were loaded by the context's
+    # address skipped the load after a reconnect, and its first pop and
+    # outcomes on a restarted Redis were refused with NOSCRIPT (a renewal of
+    # what it held missed with them). Here, while MONITOR watches, the
+    # scripts are flushed and every connection cut, again and again: each
+    # worker's new connection must load its scripts before its first
+    # EVALSHA. (The master's own scripts go EVALSHA, then EVAL on NOSCRIPT,
+    # by design: it never sends SCRIPT LOAD, so it is not counted.) Whether
+    # a new context lands at the old address is up to malloc: without
+    # glibc's per-thread cache it often does, and the many reconnects make
+    # the old behaviour show.
+    log = tmp_path / "fixture.log"
+    master.write_config(pool(log, 6, "retry_after = 30; tries = 0; prefetch = 4;"))
+    push_many(r, "default", [make_payload("sleep:5") for _ in range(20000)])
+    master.start(env={"GLIBC_TUNABLES": "glibc.malloc.tcache_count=0"})
+    wait_for(lambda: len(read_fixture_log(log)) > 100, 60, what="some progress")
+    port = r.connection_pool.connection_kwargs["port"]
+    cuts = 20
+    seen = []
+    watcher = threading.Thread(target=lambda: seen.extend(monitor_lines(port, 0.5 + cuts * 0.4 + 1)))
+    watcher.start()
+    time.sleep(0.5)
+    me = r.client_id()
+    for _ in range(cuts):
+        r.script_flush()
+        for c in r.client_list():
+            if int(c["id"]) != me and c["cmd"] != "monitor":
+                r.client_kill_filter(_id=c["id"])
+        time.sleep(0.4)
+    watcher.join()
+    scripts = {}
+    for addr, cmd, sub in seen:
+        if cmd == "EVALSHA" or (cmd == "SCRIPT" and sub == "LOAD"):
+            scripts.setdefault(addr, []).append(cmd)
+    loaders = {a: cmds for a, cmds in scripts.items() if "SCRIPT" in cmds}  # workers' connections
+    bad = {a: cmds[:cmds.index("SCRIPT") + 1] for a, cmds in loaders.items() if cmds[0] != "SCRIPT"}
+    print("%d connections of workers seen, %d used a script before loading it" % (len(loaders), len(bad)))
+    assert len(loaders) >= cuts, "workers seldom reconnected under MONITOR (%d times)" % len(loaders)
+    assert not bad, "EVALSHA before SCRIPT LOAD on %d new connections: %r" % (len(bad), sorted(bad.items())[:5])
+    before = len(read_fixture_log(log))
+    wait_for(lambda: len(read_fixture_log(log)) > before + 200, 60, what="jobs to keep flowing")
