@@ -234,7 +234,20 @@ final class Zygote
 
         gc_collect_cycles();
 
-        return Connections::openSockets([$this->sockId]);
+        // A copy of stdin, stdout or stderr is no connection of the app's:
+        // every fork has those anyway. Laravel 10 on PHP 8.4 keeps one open
+        // after its boot (fd 3), and under systemd's journal stderr is a
+        // Unix socket (a pipe under supervisord): counted as a connection,
+        // it turned preload off.
+        $ours = [$this->sockId];
+
+        foreach ([0, 1, 2] as $fd) {
+            if (($id = Protocol::identity(Protocol::statFd($fd))) !== null) {
+                $ours[] = $id;
+            }
+        }
+
+        return Connections::openSockets($ours);
     }
 
     private function loop(): int

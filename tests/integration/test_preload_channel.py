@@ -9,16 +9,25 @@ import socket
 import subprocess
 import threading
 
+import pytest
+
 from conftest import PYTHON, QPOOL, ROOT, make_payload, proc_alive, push, queue_state, wait_for
 from test_preload import forked_pids, pool, probes, settled, zygote_pids
 
 
-def start_on_stream_socket(master):
+def start_on_stream_socket(master, kind="socket"):
     """master.start(), but with the master's stdout and stderr a Unix stream
-    socket, as systemd's journal gives them (StandardOutput=journal): every
-    worker and zygote inherits it as its stderr. What comes through is copied
-    into the master's log."""
-    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    socket, as systemd's journal gives them (StandardOutput=journal), or a
+    pipe, as supervisord gives them (kind="pipe"): every worker and zygote
+    inherits it as its stderr. What comes through is copied into the
+    master's log. Returns our end (close it when done)."""
+    if kind == "pipe":
+        r, w = os.pipe()
+        ours, theirs = os.fdopen(r, "rb", buffering=0), os.fdopen(w, "wb", buffering=0)
+        recv = ours.read
+    else:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        recv = ours.recv
     master.logf = open(master.log_path, "ab")
     master.proc = subprocess.Popen([QPOOL, "run", "-c", str(master.conf)], stdout=theirs.fileno(),
                                    stderr=theirs.fileno(), start_new_session=True)
@@ -28,7 +37,7 @@ def start_on_stream_socket(master):
     def pump(logf):
         try:
             while True:
-                data = ours.recv(65536)
+                data = recv(65536)
                 if not data:
                     return
                 logf.write(data)
@@ -41,15 +50,19 @@ def start_on_stream_socket(master):
     return ours
 
 
-def test_handlers_are_forked_when_stderr_is_a_stream_socket(master, r, laravel_app):
+@pytest.mark.parametrize("kind", ["socket", "pipe"])
+def test_handlers_are_forked_when_stderr_is_a_stream_socket(master, r, laravel_app, kind):
     """Under systemd the worker's stderr, which it sends the zygote with its
     pipes, is a socket: PHP receives it as a Socket, not a stream. Every
-    forked handler died before it said ready, and no job ever ran."""
+    forked handler died before it said ready, and no job ever ran. And
+    Laravel 10 on PHP 8.4 keeps a copy of stderr open after its boot: the
+    zygote took it for a connection of the app's and turned preload off,
+    under systemd (a socket) and under supervisord (a pipe)."""
     app = laravel_app
     master.write_config(pool(app, 2))
-    keep = start_on_stream_socket(master)
+    keep = start_on_stream_socket(master, kind)
     app.dispatch("ForkProbeJob", 1, 0, count=4, tag="journal")
-    wait_for(lambda: len(probes(app)) == 4 and settled(r), 60, what="the probes with stderr on a socket")
+    wait_for(lambda: len(probes(app)) == 4 and settled(r), 60, what="the probes with stderr on a %s" % kind)
     zygote = zygote_pids(master)[0]
     assert {m["ppid"] for m in probes(app)} == {zygote}, "forked by the zygote, not booted by their workers"
     assert forked_pids(master), "a forked handler's own stderr (the socket) reached the log"
