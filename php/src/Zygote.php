@@ -234,14 +234,17 @@ final class Zygote
 
         gc_collect_cycles();
 
-        // A copy of stdin, stdout or stderr is no connection of the app's:
-        // every fork has those anyway. Laravel 10 on PHP 8.4 keeps one open
-        // after its boot (fd 3), and under systemd's journal stderr is a
-        // Unix socket (a pipe under supervisord): counted as a connection,
-        // it turned preload off.
+        // A copy of stdout or stderr is no connection of the app's: a
+        // write-only log stream, which the zygote's own output already is,
+        // and harmless to share. Laravel 10 on PHP 8.4 keeps one open after
+        // its boot (fd 3), and under systemd's journal stderr is a Unix
+        // socket (a pipe under supervisord): counted as a connection, it
+        // turned preload off. A copy of stdin still counts (a fork gets
+        // /dev/null there: a kept copy would let a job read the
+        // supervisor's pipe).
         $ours = [$this->sockId];
 
-        foreach ([0, 1, 2] as $fd) {
+        foreach ([1, 2] as $fd) {
             if (($id = Protocol::identity(Protocol::statFd($fd))) !== null) {
                 $ours[] = $id;
             }

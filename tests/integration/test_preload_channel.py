@@ -51,7 +51,7 @@ def start_on_stream_socket(master, kind="socket"):
 
 
 @pytest.mark.parametrize("kind", ["socket", "pipe"])
-def test_handlers_are_forked_when_stderr_is_a_stream_socket(master, r, laravel_app, kind):
+def test_handlers_are_forked_when_stderr_is_a_socket_or_a_pipe(master, r, laravel_app, kind):
     """Under systemd the worker's stderr, which it sends the zygote with its
     pipes, is a socket: PHP receives it as a Socket, not a stream. Every
     forked handler died before it said ready, and no job ever ran. And
