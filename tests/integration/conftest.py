@@ -359,10 +359,21 @@ class Master:
                                      stderr=subprocess.STDOUT, env=e, start_new_session=True)
         self.sid = self.proc.pid
         if wait_ready:
-            wait_for(lambda: self.socket.exists() or self.proc.poll() is not None, 10,
+            wait_for(lambda: self.listening() or self.proc.poll() is not None, 10,
                      what="the master to start")
             assert self.proc.poll() is None, "master exited: %s" % self.log()
         return self
+
+    def listening(self):
+        """The control socket takes connections: it exists a moment before
+        it listens (bind, then listen), and a command sent in between is
+        refused (seen once in a loaded parallel run)."""
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            try:
+                s.connect(str(self.socket))
+                return True
+            except OSError:
+                return False
 
     def log(self):
         try:

@@ -445,7 +445,7 @@ def test_cluster_master_workers_and_cli_are_valgrind_clean(cluster, master_facto
     m.proc = subprocess.Popen(VALGRIND + ["--log-file=%s" % vlog, QPOOL, "run", "-c", str(m.conf)],
                               stdout=m.logf, stderr=subprocess.STDOUT, env=dict(os.environ), start_new_session=True)
     m.sid = m.proc.pid
-    wait_for(lambda: m.socket.exists(), 60, what="the master under valgrind")
+    wait_for(lambda: m.listening(), 60, what="the master under valgrind")
     for q in QUEUES:
         push_many(rc, q, [make_payload("ok") for _ in range(20)] + [make_payload("fail")])
     rc.rpush(PREFIX + "queues:{sms}", "garbage")

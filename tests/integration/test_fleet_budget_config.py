@@ -86,7 +86,7 @@ def start_in_pid_namespace(m):
     m.proc = subprocess.Popen(["unshare", "--pid", "--fork", "--mount-proc", QPOOL, "run", "-c", str(m.conf)],
                               stdout=m.logf, stderr=subprocess.STDOUT, start_new_session=True)
     m.sid = m.proc.pid
-    wait_for(lambda: m.socket.exists() or m.proc.poll() is not None, 10, what="the master to start")
+    wait_for(lambda: m.listening() or m.proc.poll() is not None, 10, what="the master to start")
     assert m.proc.poll() is None, m.log()
     return m
 

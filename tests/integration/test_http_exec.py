@@ -83,7 +83,7 @@ def start_from(master, binary):
     master.proc = subprocess.Popen([str(binary), "run", "-c", str(master.conf)], stdout=master.logf,
                                    stderr=subprocess.STDOUT, start_new_session=True)
     master.sid = master.proc.pid
-    wait_for(lambda: master.socket.exists() or master.proc.poll() is not None, 10, what="the master to start")
+    wait_for(lambda: master.listening() or master.proc.poll() is not None, 10, what="the master to start")
     assert master.proc.poll() is None, master.log()
 
 

@@ -573,7 +573,7 @@ def test_a_laravel_pool_is_valgrind_clean(master, laravel_app, tmp_path):
                                     str(master.conf)],
                                    stdout=master.logf, stderr=subprocess.STDOUT, start_new_session=True)
     master.sid = master.proc.pid
-    wait_for(lambda: master.socket.exists(), 60, what="the master under valgrind")
+    wait_for(lambda: master.listening(), 60, what="the master under valgrind")
     app.dispatch("MarkerJob", tag="vg")
     wait_for(lambda: markers(app, tag="vg"), 60, what="a job")
     app.artisan("down")

@@ -45,7 +45,7 @@ def start_on_stream_socket(master, kind="socket"):
         except (OSError, ValueError):  # the log closed at teardown
             return
     threading.Thread(target=pump, args=(master.logf,), daemon=True).start()
-    wait_for(lambda: master.socket.exists() or master.proc.poll() is not None, 10, what="the master to start")
+    wait_for(lambda: master.listening() or master.proc.poll() is not None, 10, what="the master to start")
     assert master.proc.poll() is None, master.log()
     return ours
 

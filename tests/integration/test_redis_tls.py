@@ -370,7 +370,7 @@ def test_tls_master_workers_and_check_are_valgrind_clean(master_factory, tls_red
     m.proc = subprocess.Popen(VALGRIND + ["--log-file=%s" % vlog, QPOOL, "run", "-c", str(m.conf)],
                               stdout=m.logf, stderr=subprocess.STDOUT, start_new_session=True)
     m.sid = m.proc.pid
-    wait_for(lambda: m.socket.exists(), 60, what="the master under valgrind")
+    wait_for(lambda: m.listening(), 60, what="the master under valgrind")
     push_many(tr, "default", [make_payload("ok") for _ in range(20)])
     wait_for(lambda: len(jobs_done(log)) >= 20 and queue_state(tr, "default")["reserved"] == 0, 120,
              interval=0.5, what="20 jobs over TLS under valgrind")

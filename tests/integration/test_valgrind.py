@@ -34,7 +34,7 @@ def test_master_workers_and_cli_are_valgrind_clean(master, r, tmp_path):
     master.proc = subprocess.Popen(VALGRIND + ["--log-file=%s" % vlog, QPOOL, "run", "-c", str(master.conf)],
                                    stdout=master.logf, stderr=subprocess.STDOUT, env=e, start_new_session=True)
     master.sid = master.proc.pid
-    wait_for(lambda: master.socket.exists(), 60, what="the master under valgrind")
+    wait_for(lambda: master.listening(), 60, what="the master under valgrind")
     push_many(r, "a", [make_payload("ok") for _ in range(50)] + [make_payload("fail"), make_payload("hang"),
                                                                    make_payload("release:0")])
     push_many(r, "b", [make_payload("ok") for _ in range(5)] + [make_payload("fail")])
