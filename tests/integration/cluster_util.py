@@ -5,7 +5,6 @@ directory so that a node killed with SIGKILL restarts with its slots and
 data on the same port. add_replica() gives a primary a replica (CLUSTER MEET
 and CLUSTER REPLICATE), for failovers; extra redis-server arguments (say
 `--cluster-require-full-coverage no`) go to every node."""
-import os
 import random
 import socket
 import subprocess
@@ -14,7 +13,7 @@ import time
 import redis
 from redis.cluster import ClusterNode, RedisCluster
 
-from conftest import stop_process
+from conftest import quiet_port_window, stop_process
 
 
 def _free(port):
@@ -26,31 +25,9 @@ def _free(port):
             return False
 
 
-def _port_window():
-    """Where cluster ports are drawn: below the kernel's ephemeral range
-    (ip_local_port_range), bus port included, so that no outgoing
-    connection can take a port between our check and the node's bind (a
-    bus port in that range was taken so once, in a parallel run); each
-    xdist worker draws from its own slice, so parallel tests never draw
-    the same port."""
-    try:
-        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
-            ephemeral = int(f.read().split()[0])
-    except (OSError, ValueError, IndexError):
-        ephemeral = 32768
-    lo, hi = 10000, ephemeral - 10000 - 1
-    if hi - lo < 1000:  # an unusual range: draw where we can, checked
-        return 20000, 50000
-    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
-    index = int(worker[2:]) if worker[2:].isdigit() else 0
-    count = max(int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1), index + 1)
-    size = (hi - lo) // count
-    return lo + index * size, lo + (index + 1) * size - 1
-
-
 def cluster_ports(n):
     """n free ports whose cluster bus ports (port + 10000) are free too."""
-    lo, hi = _port_window()
+    lo, hi = quiet_port_window(bus=True)
     out = []
     while len(out) < n:
         p = random.randint(lo, hi)

@@ -11,6 +11,7 @@ reports (the suite also runs against the ASan+UBSan build).
 import json
 import os
 import pathlib
+import random
 import re
 import signal
 import socket
@@ -112,6 +113,41 @@ def free_port():
         return s.getsockname()[1]
 
 
+def quiet_port_window(bus=False):
+    """Where a port for a server that goes down and up again (or a
+    cluster node, whose bus is port + 10000 when bus) is drawn: below the
+    kernel's ephemeral range (ip_local_port_range), where no outgoing
+    connection can take it while the server is down or between our check
+    and its bind (both seen in parallel runs); each xdist worker draws
+    from its own slice, so parallel tests never draw the same port."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            ephemeral = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        ephemeral = 32768
+    lo, hi = 10000, ephemeral - (10000 if bus else 0) - 1
+    if hi - lo < 1000:  # an unusual range: draw where we can, checked
+        return 20000, 50000
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+    index = int(worker[2:]) if worker[2:].isdigit() else 0
+    count = max(int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1), index + 1)
+    size = (hi - lo) // count
+    return lo + index * size, lo + (index + 1) * size - 1
+
+
+def quiet_port():
+    """A free port from quiet_port_window()."""
+    lo, hi = quiet_port_window()
+    while True:
+        p = random.randint(lo, hi)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", p))
+                return p
+            except OSError:
+                continue
+
+
 def proc_stats():
     """(pid, state, ppid, pgrp, session) of every process, from /proc/PID/stat."""
     for d in os.listdir("/proc"):
@@ -160,7 +196,9 @@ class RedisServer:
     def __init__(self, tmp, persistent=False):
         self.dir = tmp / "redis"
         self.dir.mkdir(exist_ok=True)
-        self.port = free_port()
+        # tests stop and start servers on their port: one no outgoing
+        # connection can take meanwhile
+        self.port = quiet_port()
         self.proc = None
         self.persistent = persistent
         self.start()

@@ -73,7 +73,7 @@ def test_a_measured_wait_raises_the_alert(master, r, tmp_path):
     # createdAt says 120 s too), before any wait is measured; seen once on
     # a loaded machine with passes every 0.2 s.
     out = start(master, tmp_path, "long_wait = 300; long_wait_queues = { default = 30; };", interval=5)
-    time.sleep(1)  # past the first pass, which comes at start
+    wait_for(lambda: master.pool("w")["counts_fresh"], 10, what="the first pass")  # it comes at start
     # dispatched two minutes ago (Laravel 11+ payloads say when): waited 120 s
     push_many(r, "default", [make_payload("ok", createdAt=int(time.time()) - 120)])
     ev = first_event(out, "the long_wait alert")

@@ -81,6 +81,8 @@ def test_a_master_whose_clock_is_an_hour_off_stays_in_the_fleet(master_factory, 
     honest.write_config(pool("reports", "reports", 1))
     honest.start()
     both = {skewed.proc.pid, honest.proc.pid}
+    skewed.wait_log(r"started with")
+    honest.wait_log(r"started with")
     assert skewed.log()[:13] != honest.log()[:13], "libfaketime did not take"  # log times are an hour apart
     wait_for(lambda: pids(honest.conf) == both, 15, what="both masters in the fleet")
     # past a TTL (3 s), from either side, both are still there

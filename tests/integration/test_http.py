@@ -372,7 +372,11 @@ def test_job_history_is_bounded_sampled_and_can_keep_payloads(master, r, tmp_pat
     push_many(r, "default", [make_payload("fail") for _ in range(12)])
     wait_for(lambda: len(json.loads(get(port, "/api/failed?limit=100")[2])["failed"]) == 12, 30,
              what="the failing jobs to fail")
-    time.sleep(2.5)  # two balance passes: everything sent has been written
+    # the records travel with the workers' stats (about once a second) and
+    # are written on a pass: wait until the ten newest are there
+    wait_for(lambda: r.llen(PREFIX + "qpool:{qpool-jobs}:list") == 10 and len(recent(port, "?limit=10")) == 10,
+             15, what="ten job records")
+    time.sleep(1.5)  # and a pass more: nothing else (no sampled success) comes
     jobs = recent(port, "?limit=10")
     # sample 0: no done or released attempt; failures always; at most 10 kept
     assert len(jobs) == 10 and {j["outcome"] for j in jobs} == {"failed"}

@@ -148,7 +148,8 @@ def test_prefetched_jobs_go_back_while_a_long_job_runs_whose_reservation_is_exte
     # they go back at once, while it runs; its own reservation is renewed
     log = tmp_path / "fixture.log"
     start_paused(master, log, "prefetch = 4; retry_after = 2; timeout = 0;")
-    push_many(r, "default", [make_payload("sleep:4500"), make_payload("ok"), make_payload("ok")])
+    # long enough to be still running after the waits below on a loaded machine
+    push_many(r, "default", [make_payload("sleep:12000"), make_payload("ok"), make_payload("ok")])
     master.signal(signal.SIGCONT)
     wait_for(lambda: len(jobs_in_log(log)) == 1, 10, what="the long job to start")
     key = PREFIX + "queues:default:reserved"
@@ -165,7 +166,7 @@ def test_prefetched_jobs_go_back_while_a_long_job_runs_whose_reservation_is_exte
     listed = {k.decode() for k in r.keys(PREFIX + "queues:*")}
     assert listed <= laravel, listed
     assert len(r.keys(PREFIX + "qpool:unpop:default:*")) == 2
-    wait_for(lambda: len(jobs_in_log(log)) == 3 and empty(r, "default"), 20, what="the three jobs")
+    wait_for(lambda: len(jobs_in_log(log)) == 3 and empty(r, "default"), 40, what="the three jobs")
     assert all(l[3] == "1" for l in jobs_in_log(log)), "a given-back job lost an attempt"
 
 
@@ -205,7 +206,7 @@ def test_a_finished_jobs_ack_does_not_wait_behind_a_long_job(master, r, tmp_path
     start_paused(master, log, "prefetch = 8; retry_after = 2; timeout = 0;")
     # six behind the long one: more than half a batch, so no pop goes ahead
     # (which would carry the ack) before the long job starts
-    push_many(r, "default", [make_payload("ok"), make_payload("sleep:3500")] + [make_payload("ok") for _ in range(6)])
+    push_many(r, "default", [make_payload("ok"), make_payload("sleep:12000")] + [make_payload("ok") for _ in range(6)])
     master.signal(signal.SIGCONT)
     wait_for(lambda: len(jobs_in_log(log)) == 2, 10, what="the long job to start")
     key = PREFIX + "queues:default:reserved"
@@ -215,7 +216,7 @@ def test_a_finished_jobs_ack_does_not_wait_behind_a_long_job(master, r, tmp_path
     # went back to the queue while it runs (review #14)
     assert r.zcard(key) == 1
     assert r.llen(PREFIX + "queues:default") == 6
-    wait_for(lambda: len(jobs_in_log(log)) == 8 and empty(r, "default"), 20, what="the eight jobs")
+    wait_for(lambda: len(jobs_in_log(log)) == 8 and empty(r, "default"), 40, what="the eight jobs")
     assert all(l[3] == "1" for l in jobs_in_log(log))
 
 
