@@ -10,7 +10,7 @@ and fails the moment the fleet runs more than the budget."""
 import signal
 import time
 
-from conftest import FIXTURE_HANDLER, PREFIX, make_payload, proc_alive, push_many, wait_for
+from conftest import FIXTURE_HANDLER, PREFIX, children_of, make_payload, proc_alive, push_many, wait_for
 from test_fleet_budget import budget_pool, lease_records, processes
 
 KEY = PREFIX + "qpool:{qpool-budget:work}:leases"
@@ -171,7 +171,9 @@ def test_orphaned_workers_keep_their_slots_until_their_jobs_end(master_factory, 
     push_many(rc, "work", [make_payload("sleep:10000") for _ in range(60)])
     wait_for(lambda: processes(a) + processes(b) == 6 and busy(a) == processes(a) >= 2 and busy(b) == processes(b),
              30, what="6 busy workers, a running 2 or more")
-    kids = a.child_pids("work")
+    # every worker process of a's, one being retired included (it still has
+    # its job, and keeps its slot once a is gone), not only those a lists
+    kids = children_of(a.proc.pid)
     a.proc.kill()
     a.proc.wait(10)
     alive = lambda: sum(1 for p in kids if proc_alive(p))  # noqa: E731

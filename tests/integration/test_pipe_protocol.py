@@ -145,7 +145,8 @@ def test_unsolicited_output_between_jobs_restarts_the_handler(master, r, tmp_pat
     push(r, "default", make_payload("late"))
     master.start()
     wait_for(lambda: empty(r, "default") and len(jobs_in_log(log)) == 1, 20, what="the first job")
-    time.sleep(0.6)  # the late line is written 0.3 s after the response
+    # the late line is written 0.3 s after the response: B goes after it
+    wait_for(lambda: any(l[0] == "late" for l in read_fixture_log(log)), 10, what="the late line")
     b = make_payload("fail")
     push(r, "default", b)
     wait_for(lambda: empty(r, "default") and len(hook_lines(log)) == 1, 20, what="the second job's failure")
