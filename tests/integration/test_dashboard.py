@@ -14,7 +14,7 @@ import pytest
 
 from conftest import (FIXTURE_HANDLER, PREFIX, fill_failed_store, free_port, make_payload, push_many, read_fixture_log,
                       wait_for)
-from test_http import TOKEN, get, post
+from test_http import TOKEN, code, get, post
 
 webdriver = pytest.importorskip("selenium.webdriver")
 from selenium.common.exceptions import NoAlertPresentException  # noqa: E402
@@ -83,6 +83,7 @@ def test_the_dashboard_shows_what_the_api_reports_and_acts(master_factory, redis
     a.write_config(pools(log), qpool='balance_interval = 0.5; http = { listen = "127.0.0.1:%d"; '
                                       'token_env = "QPOOL_TEST_TOKEN"; };' % port)
     a.start(env={"QPOOL_TEST_TOKEN": TOKEN})
+    wait_for(lambda: code(port, "/healthz") == 200, 10, what="the HTTP endpoint")  # its own process: up a moment later
     b = master_factory(redis_server, "b")
     b.write_config('{ name = "other"; queues = ["other"]; processes = 1; handler = { type = "pipe"; command = ["%s"]; }; }'
                    % FIXTURE_HANDLER, qpool="balance_interval = 0.5;")
@@ -189,7 +190,7 @@ def test_bulk_retry_pages_until_nothing_is_left(master, r, browser, tmp_path):
     master.write_config(pools(tmp_path / "fixture.log"),
                         qpool='http = { listen = "127.0.0.1:%d"; token_env = "QPOOL_TEST_TOKEN"; };' % port)
     master.start(env={"QPOOL_TEST_TOKEN": TOKEN})
-    wait_for(lambda: get(port, "/healthz")[0] == 200, 10, what="the HTTP endpoint")
+    wait_for(lambda: code(port, "/healthz") == 200, 10, what="the HTTP endpoint")
     fill_failed_store(r, "parked", [make_payload("ok") for _ in range(1200)])  # no pool takes them
     d = browser
     d.get("http://127.0.0.1:%d/#/failed" % port)
@@ -208,6 +209,7 @@ def test_clicks_without_the_token_change_nothing(master, r, browser, tmp_path):
     master.write_config(pools(tmp_path / "fixture.log"),
                         qpool='http = { listen = "127.0.0.1:%d"; token_env = "QPOOL_TEST_TOKEN"; };' % port)
     master.start(env={"QPOOL_TEST_TOKEN": TOKEN})
+    wait_for(lambda: code(port, "/healthz") == 200, 10, what="the HTTP endpoint")  # its own process: up a moment later
     push_many(r, "emails", [make_payload("fail")])
     wait_for(lambda: len(json.loads(get(port, "/api/failed", TOKEN)[2])["failed"]) == 1, 15, what="a failure")
     d = browser
@@ -234,6 +236,7 @@ def test_usable_at_phone_width(master, r, browser, tmp_path):
     master.write_config(pools(tmp_path / "fixture.log"),
                         qpool='http = { listen = "127.0.0.1:%d"; read_without_token = "all"; };' % port)
     master.start()
+    wait_for(lambda: code(port, "/healthz") == 200, 10, what="the HTTP endpoint")  # its own process: up a moment later
     d = browser
     d.set_window_size(390, 844)
     for page, css in (("overview", "#main h2"), ("pools", 'tr[data-pool="emails"]'), ("workers", "tr[data-pid]")):
@@ -255,6 +258,7 @@ def test_without_the_token_the_overview_shows_and_a_job_asks_for_it(master, r, b
     master.write_config(pools(tmp_path / "fixture.log"), qpool='balance_interval = 0.5; http = { listen = "127.0.0.1:%d"; '
                                                               'token_env = "QPOOL_TEST_TOKEN"; };' % port)
     master.start(env={"QPOOL_TEST_TOKEN": TOKEN})
+    wait_for(lambda: code(port, "/healthz") == 200, 10, what="the HTTP endpoint")  # its own process: up a moment later
     secret = "reset-token-SECRET-123"
     bad = make_payload("fail", job="App\\Jobs\\SendPasswordReset", reset_token=secret)
     push_many(r, "emails", [bad] + [make_payload("ok", job="App\\Jobs\\SendMail") for _ in range(5)])

@@ -9,6 +9,7 @@ from selenium.webdriver.common.by import By  # noqa: E402
 
 from conftest import FIXTURE_HANDLER, free_port, make_payload, push_many, wait_for  # noqa: E402
 from test_dashboard import browser, goto, shots_dir  # noqa: E402,F401 (the fixture)
+from test_http import code  # noqa: E402
 
 
 def test_pool_rows_show_the_budget_and_the_wait(master_factory, redis_server, browser, tmp_path):  # noqa: F811
@@ -20,6 +21,7 @@ def test_pool_rows_show_the_budget_and_the_wait(master_factory, redis_server, br
                        ' fleet_max_processes = 4; handler = { type = "pipe"; command = ["%s"]; }; }' % FIXTURE_HANDLER,
                        qpool=http)
         ms.append(m.start())
+    wait_for(lambda: code(port, "/healthz") == 200, 10, what="the HTTP endpoint")  # its own process: up a moment later
     push_many(redis_server.client(), "work", [make_payload("sleep:300") for _ in range(2000)])
     wait_for(lambda: ms[0].pool("work")["fleet_budget"]["held"] == 2 and ms[0].pool("work")["fleet_budget"]["waiting"],
              30, what="a holding 2 of 4 and waiting")

@@ -13,6 +13,7 @@ import urllib.parse
 import urllib.request
 
 from conftest import FIXTURE_HANDLER, PREFIX, QPOOL, free_port, push, wait_for
+from test_http import code
 
 TOKEN = "s3cret-token-for-the-utf8-tests-0123456789"
 BAD_CLASS = b"App\\\\Jobs\\\\X\xff\xfe"          # as JSON text: App\Jobs\X + two stray bytes
@@ -50,7 +51,7 @@ def start(master, tmp_path, port):
     master.write_config(pool, qpool='job_history_payloads = true;\n  http = { listen = "127.0.0.1:%d";'
                                      ' token_env = "QPOOL_TEST_TOKEN"; };' % port)
     master.start(env={"QPOOL_TEST_TOKEN": TOKEN})
-    wait_for(lambda: get(port, "/healthz")[0] == 200, 10, what="the HTTP endpoint")
+    wait_for(lambda: code(port, "/healthz") == 200, 10, what="the HTTP endpoint")
 
 
 def test_invalid_utf8_in_a_payload_never_leaves_qpool(master, r, tmp_path):
