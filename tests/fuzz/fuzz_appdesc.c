@@ -8,10 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "appdesc.h"
-#include "config_app.h"
-#include "horizon.h"
-#include "util.h"
+#include "config/appdesc.h"
+#include "config/config_app.h"
+#include "config/horizon.h"
+#include "core/util.h"
 
 static void check_desc(const app_desc_t *d)
 {

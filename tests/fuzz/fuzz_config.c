@@ -13,8 +13,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "config.h"
-#include "log.h"
+#include "config/config.h"
+#include "core/log.h"
 
 static char path[64];
 

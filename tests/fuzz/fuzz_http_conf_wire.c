@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "http_conf_wire.h"
+#include "http/http_conf_wire.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -11,8 +11,8 @@
 
 #include <stdlib.h>
 
-#include "jobhist.h"
-#include "jobstats.h"
+#include "observe/jobhist.h"
+#include "observe/jobstats.h"
 
 static void records(const uint8_t *data, size_t size, char **queues)
 {

@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "queue.h"
+#include "redis/queue.h"
 
 /* hiredis allocates an aggregate's element table as soon as it reads the
  * header: a header claiming 500 million elements exhausts hiredis' memory,

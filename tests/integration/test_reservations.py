@@ -19,7 +19,7 @@ from test_worker import empty, jobs_in_log, native_pool
 
 def lua(name):
     """A script's text from src/queue.c (its C string literal, unescaped)."""
-    src = (ROOT / "src" / "queue.c").read_text()
+    src = (ROOT / "src" / "redis" / "queue.c").read_text()
     m = re.search(r"static const char %s\[\] =\s*((?:\"(?:[^\"\\]|\\.)*\"\s*)+);" % name, src)
     assert m, name
     parts = re.findall(r"\"((?:[^\"\\]|\\.)*)\"", m.group(1))

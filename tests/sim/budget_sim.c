@@ -45,11 +45,11 @@
  * generator): a seed makes the same deaths, partitions and backlogs
  * whatever the machine's speed. Run by test_fleet_budget_sim.py (3 seeds).
  */
-#include "balancer.h"
-#include "budget.h"
-#include "lease.h"
-#include "rconn.h"
-#include "util.h"
+#include "master/balancer.h"
+#include "master/budget.h"
+#include "redis/lease.h"
+#include "redis/rconn.h"
+#include "core/util.h"
 
 #include <getopt.h>
 #include <limits.h>

@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "alerts.h"
+#include "observe/alerts.h"
 
 #define T0 1700000000000LL /* ms; pass times below are seconds after it */
 

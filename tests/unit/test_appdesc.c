@@ -18,10 +18,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "appdesc.h"
-#include "config_app.h"
-#include "pool.h"
-#include "util.h"
+#include "config/appdesc.h"
+#include "config/config_app.h"
+#include "master/pool.h"
+#include "core/util.h"
 
 #define V(v, s) "{\"value\": " v ", \"source\": \"" s "\"}"
 #define REDIS(db, pw) \

@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "balancer.h"
+#include "master/balancer.h"
 
 #define T0 ((int64_t)5000000) /* an arbitrary monotonic "now" */
 #define SEC ((int64_t)1000)

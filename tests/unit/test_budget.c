@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "budget.h"
+#include "master/budget.h"
 
 static budget_host_t host(const char *id, int floor, int want, int64_t pressure)
 {

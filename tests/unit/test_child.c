@@ -17,8 +17,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "child.h"
-#include "proc.h"
+#include "os/child.h"
+#include "os/proc.h"
 
 extern char **environ;
 

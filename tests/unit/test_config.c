@@ -20,8 +20,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "config.h"
-#include "util.h"
+#include "config/config.h"
+#include "core/util.h"
 
 static char tmpdir[PATH_MAX];
 static int nfiles;

@@ -16,8 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "horizon.h"
-#include "util.h"
+#include "config/horizon.h"
+#include "core/util.h"
 
 static char *merged(const char *a, const char *b)
 {

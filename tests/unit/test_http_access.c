@@ -4,7 +4,7 @@
 #include <stddef.h>
 #include <cmocka.h>
 
-#include "http_access.h"
+#include "http/http_access.h"
 
 static int decide(http_need_t need, http_read_t policy, bool token, int local, bool *full)
 {

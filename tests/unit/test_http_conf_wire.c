@@ -20,9 +20,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "config.h"
-#include "http_conf_wire.h"
-#include "util.h"
+#include "config/config.h"
+#include "http/http_conf_wire.h"
+#include "core/util.h"
 
 static char tmpdir[PATH_MAX];
 

@@ -10,7 +10,7 @@
 #include <string.h>
 #include <sys/un.h>
 
-#include "http_conns.h"
+#include "http/http_conns.h"
 
 static conn_prefix_t of(const char *addr)
 {

@@ -10,9 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "jobhist.h"
-#include "util.h"
-#include "metrics.h"
+#include "observe/jobhist.h"
+#include "core/util.h"
+#include "observe/metrics.h"
 
 static char *QUEUES[] = {"high", "default"};
 

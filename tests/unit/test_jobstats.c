@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "jobstats.h"
+#include "observe/jobstats.h"
 
 static char *QUEUES[] = {"high", "default"};
 

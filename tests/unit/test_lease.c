@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lease.h"
+#include "redis/lease.h"
 
 static redisReply *integer(long long v)
 {

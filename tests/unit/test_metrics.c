@@ -12,7 +12,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "metrics.h"
+#include "observe/metrics.h"
 
 static void test_bucket_edges_are_inclusive(void **state)
 {

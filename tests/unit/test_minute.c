@@ -7,7 +7,7 @@
 
 #include <string.h>
 
-#include "minute.h"
+#include "observe/minute.h"
 
 static histogram_t one(double ms)
 {

@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "payload.h"
+#include "redis/payload.h"
 
 /* Protocol doc §4.1: Debian Laravel 8.x object job, exactly as pushed [verified]. */
 static const char LARAVEL8_OBJECT_JOB[] =

@@ -17,8 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "payload.h"
-#include "policy.h"
+#include "redis/payload.h"
+#include "worker/policy.h"
 
 #define NOW ((int64_t)1700000000)
 

@@ -16,7 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "proc.h"
+#include "os/proc.h"
 
 static group_check_t good(void)
 {

@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "prom.h"
+#include "observe/prom.h"
 
 /* JSON written with ' for " (no ' inside values). */
 static cJSON *parse(const char *json)

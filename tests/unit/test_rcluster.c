@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "rcluster.h"
+#include "redis/rcluster.h"
 
 static int slot(const char *k)
 {

@@ -4,7 +4,7 @@
 #include <stddef.h>
 #include <cmocka.h>
 
-#include "respawn.h"
+#include "master/respawn.h"
 
 static int after(respawn_t *st, int64_t lived_ms, int clean, int did_work, int *delay)
 {

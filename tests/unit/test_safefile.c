@@ -14,7 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "safefile.h"
+#include "core/safefile.h"
 
 static struct stat dir(uid_t uid, mode_t mode)
 {

@@ -13,8 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "scoreboard.h"
-#include "util.h"
+#include "master/scoreboard.h"
+#include "core/util.h"
 
 static sb_slot_t *hostile_slot(void)
 {

@@ -11,7 +11,7 @@
 
 #include <string.h>
 
-#include "sentinel.h"
+#include "redis/sentinel.h"
 
 static void test_parse_addr(void **state)
 {

@@ -19,7 +19,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "util.h"
+#include "core/util.h"
 
 /* ------------------------------------------------------------ sbuf */
 

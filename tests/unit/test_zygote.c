@@ -11,7 +11,7 @@
 #include <signal.h>
 #include <sys/wait.h>
 
-#include "zygote.h"
+#include "master/zygote.h"
 
 #define EXITED(code) ((code) << 8)
 

@@ -1,0 +1,416 @@
+/*
+ * cli.c - subcommand dispatch, help texts, and the run / check / version
+ * commands. Every command accepts -h/--help; `qpool help CMD` prints the same.
+ */
+#include "cli/cli.h"
+#include "redis/rconn.h"
+#include "core/log.h"
+#include "config/horizon.h"
+#include "http/http.h"
+#include "master/master.h"
+#include "core/util.h"
+#include "version.h"
+#include "core/buildinfo.h"
+
+#include <getopt.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    const char *name;
+    const char *summary;
+    const char *help;
+} cmd_help_t;
+
+static const cmd_help_t HELP[] = {
+    {"run", "run the master in the foreground",
+     "usage: qpool run [-c FILE]\n"
+     "\n"
+     "Run the master in the foreground: validate the config, start every pool's\n"
+     "children, keep them alive and sized, until SIGTERM/SIGINT (graceful stop)\n"
+     "or SIGQUIT (fast stop). Logs go to stderr, one line per event.\n"
+     "\n"
+     "  -c, --config FILE   config file (default: $QPOOL_CONFIG, else /etc/qpool/qpool.conf)\n"
+     "\n"
+     "Signals: SIGTERM/SIGINT graceful stop (twice: fast), SIGQUIT fast stop,\n"
+     "SIGHUP reload, SIGUSR2 pause, SIGCONT resume.\n"
+     "With qpool.http.listen set (e.g. \"127.0.0.1:9178\"), an unprivileged child\n"
+     "serves GET /metrics (Prometheus), /healthz (200, or 503 with the reason) and\n"
+     "/api/status, /api/fleet, /api/metrics, /api/jobs/recent, /api/jobs/UUID,\n"
+     "/api/failed (JSON); a non-loopback listen needs token_file or token_env\n"
+     "(Authorization: Bearer ...). Without the token, a local request reads\n"
+     "aggregates only (http.read_without_token); job records, payloads and\n"
+     "failed jobs need it. See docs/api.md.\n"
+     "qpool.alerts raises long_wait, crash_loop and failure_rate alerts: a warning\n"
+     "in the log and JSON on alerts.command's stdin (docs/operations.md).\n"
+     "Exit status: 0 after a stop, 78 on a config error, 1 if another master holds\n"
+     "the pid file or setup fails.\n"},
+    {"check", "validate the config (--connect: and reach every Redis connection)",
+     "usage: qpool check [-c FILE] [-q] [--connect]\n"
+     "\n"
+     "Validate the config file and print the effective configuration, every\n"
+     "default filled in. Errors are printed as FILE:LINE: message.\n"
+     "A pool with laravel = \"/srv/app\" has its queue, Redis and cache settings\n"
+     "read from the app (as the pool's user, with its environment; the adapter's\n"
+     "--describe): check prints each one with its source (config/queue.php, .env\n"
+     "(NAME), environment (NAME), qpool.conf), the password redacted. An app\n"
+     "that cannot be read is an error naming it.\n"
+     "\n"
+     "  -c, --config FILE   config file (default: $QPOOL_CONFIG, else /etc/qpool/qpool.conf)\n"
+     "  -q, --quiet         print nothing when the file is valid\n"
+     "  --connect           also connect to every redis connection (Sentinel lookup,\n"
+     "                      TLS handshake and certificate check, AUTH, SELECT, ROLE\n"
+     "                      behind Sentinel, PING) and print a line for each; and\n"
+     "                      for each pool with fleet_max_processes, whether the\n"
+     "                      min_processes the fleet reports, with this config's,\n"
+     "                      fit in its budget\n"
+     "\n"
+     "Redis connections take tls = { ca_file; cert_file; key_file; server_name;\n"
+     "verify; }, an ACL username with password_env or password_file, and\n"
+     "sentinels = [\"host:26379\", ...] with master_name, or cluster = [\"host:port\",\n"
+     "...] for a Redis Cluster, where every queue name needs a hash tag ({emails}):\n"
+     "one without is an error naming the queue (docs/configuration.md).\n"
+     "\n"
+     "Exit status: 0 valid (and, with --connect, every connection answered),\n"
+     "78 invalid, 1 a connection failed.\n"},
+    {"status", "show pools, queues and workers",
+     "usage: qpool status [-c FILE] [--json] [-v] [--watch [SECONDS]]\n"
+     "       qpool status --fleet [-c FILE] [--connection NAME] [--json]\n"
+     "\n"
+     "Per pool: queues, state, workers busy/idle/starting/stopping, target and\n"
+     "min/max, ready/delayed/reserved per queue, jobs and failures per minute,\n"
+     "mean runtime, memory recycles and crashes; a pool that preloads its PHP app:\n"
+     "its zygote (pid, generation, restarts, memory: shared by its handlers).\n"
+     "\n"
+     "  -c, --config FILE   config file (for the control socket path)\n"
+     "  -s, --socket PATH   control socket (overrides the config)\n"
+     "  -j, --json          JSON output\n"
+     "  -v, --verbose       a line per child: pid, state, current job, running for,\n"
+     "                      jobs done, memory (worker + handler RSS; \"(uss)\": a\n"
+     "                      handler the zygote forked counts its private memory)\n"
+     "  -w, --watch [S]     redraw every S seconds (default 2) until Ctrl-C\n"
+     "  --fleet             every live master on the Redis connection (default:\n"
+     "                      default), from their heartbeats in Redis: host, pid,\n"
+     "                      version, state, uptime, workers, pools, config; with\n"
+     "                      totals, and each fleet budget (fleet_max_processes)\n"
+     "                      with every master's slots. Exit 0 when there is one,\n"
+     "                      2 when there is none\n"
+     "\n"
+     "Exit status (as horizon:status): 0 running, 1 paused, 2 not running.\n"},
+    {"pause", "pause everything, some pools, or some queues",
+     "usage: qpool pause [-c FILE] [POOL...] [--queue QUEUE]...\n"
+     "\n"
+     "Stop taking new jobs: everything when no POOL or --queue is given, else the\n"
+     "named pools, or the named queues in every pool that works them. Running jobs\n"
+     "finish. The pause survives reloads and respawns; `qpool continue` ends it.\n"
+     "\n"
+     "  -q, --queue QUEUE   pause this queue (repeatable)\n"
+     "  -s, --socket PATH   control socket (overrides the config)\n"
+     "  -j, --json          JSON reply\n"},
+    {"continue", "resume what pause stopped",
+     "usage: qpool continue [-c FILE] [POOL...] [--queue QUEUE]...\n"
+     "\n"
+     "Resume everything, the named pools, or the named queues.\n"
+     "\n"
+     "  -q, --queue QUEUE   resume this queue (repeatable)\n"
+     "  -s, --socket PATH   control socket (overrides the config)\n"
+     "  -j, --json          JSON reply\n"},
+    {"scale", "pin a pool's size, or hand it back to the balancer",
+     "usage: qpool scale [-c FILE] POOL N|auto\n"
+     "\n"
+     "Pin POOL at N workers (within max_workers), or with `auto` return it to its\n"
+     "configured size / the balancer. Busy workers are never stopped to shrink.\n"
+     "A pool with fleet_max_processes takes N only up to that budget, and grows\n"
+     "to N as its lease gets the slots from other hosts (the reply says so).\n"
+     "\n"
+     "  -s, --socket PATH   control socket (overrides the config)\n"
+     "  -j, --json          JSON reply\n"},
+    {"restart", "rolling graceful restart (new code)",
+     "usage: qpool restart [-c FILE] [POOL]\n"
+     "\n"
+     "Replace every worker of POOL (or of every pool), one at a time, a new one\n"
+     "started before an old one is stopped, so a pool never drops below its size.\n"
+     "Old workers finish their current job first. Laravel's `php artisan\n"
+     "queue:restart` has the same effect (the master polls its cache key).\n"
+     "\n"
+     "  -s, --socket PATH   control socket (overrides the config)\n"
+     "  -j, --json          JSON reply\n"},
+    {"reload", "re-read the config file (like SIGHUP) and report the result",
+     "usage: qpool reload [-c FILE]\n"
+     "\n"
+     "Ask the master to re-read its config file. If it is invalid, the errors are\n"
+     "printed, the old config keeps running and the exit status is 78. If the new\n"
+     "config is in effect but its HTTP endpoint is off (e.g. a token_env that is\n"
+     "not set), it says why and the exit status is 1.\n"
+     "\n"
+     "  -s, --socket PATH   control socket (overrides the config)\n"
+     "  -j, --json          JSON reply\n"},
+    {"terminate", "graceful stop of the master",
+     "usage: qpool terminate [-c FILE] [--wait] [--timeout S]\n"
+     "\n"
+     "Graceful stop: no new jobs, running jobs finish (up to shutdown_timeout).\n"
+     "With --wait, return only when every child has exited, showing the jobs still\n"
+     "running while it waits.\n"
+     "\n"
+     "  -w, --wait          wait for the last child to exit\n"
+     "  -t, --timeout S     with --wait: give up waiting after S seconds (exit 1)\n"
+     "  -s, --socket PATH   control socket (overrides the config)\n"
+     "  -j, --json          JSON reply\n"},
+    {"push", "push a job (Laravel-shaped payload)",
+     "usage: qpool push QUEUE [-c FILE] [--connection NAME] [--delay SECONDS]\n"
+     "                  (--payload JSON | --job NAME [--data JSON] [--tries N]\n"
+     "                   [--timeout S] [--backoff LIST] [--max-exceptions N]\n"
+     "                   [--retry-until TS] [--fail-on-timeout]) [--count N]\n"
+     "\n"
+     "Push a job the way Laravel does (ready list + notify token, or the delayed\n"
+     "set with --delay). --job builds a payload with uuid, displayName, job,\n"
+     "maxTries, maxExceptions, failOnTimeout, backoff, timeout, retryUntil, data,\n"
+     "id and attempts; --payload pushes the given bytes as they are.\n"
+     "\n"
+     "  --connection NAME   redis connection from the config (default: default)\n"
+     "  --delay S           make the job available in S seconds\n"
+     "  --count N           push N copies (each with its own uuid/id)\n"
+     "  --print             print the payload(s) pushed\n"},
+    {"failed", "list, show, retry, forget or flush failed jobs",
+     "usage: qpool failed list [QUEUE] [--json] [--limit N]\n"
+     "       qpool failed show UUID [--json]\n"
+     "       qpool failed retry UUID... | --all [--queue QUEUE]\n"
+     "       qpool failed forget UUID...\n"
+     "       qpool failed flush [QUEUE]\n"
+     "\n"
+     "qpool's failed store lives in Redis under <prefix>qpool:failed:* (see\n"
+     "docs/operations.md). `retry` pushes a job back onto its queue with attempts\n"
+     "reset to 0 and the same uuid, like `php artisan queue:retry`, and removes it\n"
+     "from the store. A retryUntil gets the job's window (retryUntil - createdAt)\n"
+     "again from now; payloads before Laravel 12.11 keep theirs (a note says so).\n"
+     "\n"
+     "  -c, --config FILE   config file\n"
+     "  --connection NAME   redis connection from the config (default: default)\n"},
+    {"metrics", "job history by minute, every host (from Redis)",
+     "usage: qpool metrics [-c FILE] [--connection NAME] [--minutes N] [--json]\n"
+     "\n"
+     "Jobs by outcome per minute over the last N minutes (default 60), every\n"
+     "host and pool on the connection, from the history masters keep in Redis\n"
+     "for metrics_retention. --json gives, per minute, every host, pool, queue,\n"
+     "job class and outcome with its count and runtime and wait summaries\n"
+     "(count, sum, p50, p95, p99 in ms). See docs/operations.md.\n"
+     "\n"
+     "  -c, --config FILE   config file (for the Redis connection)\n"
+     "  --connection NAME   redis connection from the config (default: default)\n"
+     "  -m, --minutes N     how far back (1..44640)\n"
+     "  -j, --json          JSON output\n"},
+    {"import", "a qpool.conf from an app's config/horizon.php",
+     "usage: qpool import horizon APP [--env ENV] [--user USER] [--php \"CMD...\"] [--adapter PATH]\n"
+     "\n"
+     "Print a qpool.conf that runs the work APP's config/horizon.php describes\n"
+     "(Horizon need not be installed): Horizon's defaults merged with the\n"
+     "environment ENV (default: the app's APP_ENV), each supervisor a pool\n"
+     "(queues, balance, autoScalingStrategy, min/maxProcesses, tries, timeout,\n"
+     "memory, backoff, maxTime, maxJobs, nice, rest), waits as alerts.long_wait.\n"
+     "Comments mark where qpool differs. The pools say laravel = \"APP\", so the\n"
+     "app's Redis and cache settings are read when qpool starts. The app is\n"
+     "booted as the calling user (as USER with --user, which root must give),\n"
+     "with the calling environment.\n"
+     "\n"
+     "  -e, --env ENV       Horizon environment (a name or a pattern in environments)\n"
+     "  -u, --user USER     read the app as USER (required as root: it runs the app's code)\n"
+     "  --php \"CMD...\"     how to run PHP (default \"php\"; e.g. \"chroot /r php\")\n"
+     "  --adapter PATH      qpool-handler.php as PHP sees it (default: the installed one)\n"
+     "\n"
+     "Exit status: 0 printed, 1 the app or its Horizon config cannot be read.\n"},
+    {"version", "print the version and the libraries it was built with", "usage: qpool version\n"},
+    {"help", "help on a command", "usage: qpool help [COMMAND]\n"},
+};
+
+static void usage_all(FILE *f)
+{
+    fprintf(f, "qpool %s - Laravel-compatible Redis queue worker pools\n\n", QPOOL_VERSION);
+    fprintf(f, "usage: qpool COMMAND [OPTIONS]\n\ncommands:\n");
+    for (size_t i = 0; i < ARRAY_LEN(HELP); i++) fprintf(f, "  %-10s %s\n", HELP[i].name, HELP[i].summary);
+    fprintf(f, "\nRun `qpool help COMMAND` or `qpool COMMAND --help` for a command's options.\n"
+               "Config: -c FILE, else $QPOOL_CONFIG, else %s.\n"
+               "Docs: docs/configuration.md, docs/operations.md.\n",
+            QPOOL_DEFAULT_CONFIG);
+}
+
+rconn_t *cli_redis(const char *cmd, const char *cfg, const char *conn, qconf_t **conf, int *status)
+{
+    *status = 0;
+    qconf_t *c = cli_load_config(cfg, status);
+    if (!c) return NULL;
+    const redis_conf_t *rc = config_redis(c, conn);
+    if (!rc) {
+        fprintf(stderr, "qpool %s: no redis connection named '%s' in %s\n", cmd, conn, c->path);
+        config_free(c);
+        *status = EXIT_USAGE;
+        return NULL;
+    }
+    *conf = c;
+    return rconn_new(rc);
+}
+
+double cli_json_num(const cJSON *o, const char *k)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+    return cJSON_IsNumber(v) ? v->valuedouble : 0;
+}
+
+const char *cli_json_str(const cJSON *o, const char *k)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+    return cJSON_IsString(v) ? v->valuestring : "";
+}
+
+bool cli_help(const char *cmd)
+{
+    for (size_t i = 0; i < ARRAY_LEN(HELP); i++) {
+        if (!strcmp(HELP[i].name, cmd)) {
+            fputs(HELP[i].help, stdout);
+            return true;
+        }
+    }
+    return false;
+}
+
+void cli_usage_error(const char *cmd, const char *fmt, ...)
+{
+    va_list ap;
+    fprintf(stderr, "qpool %s: ", cmd);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "\nRun `qpool help %s` for usage.\n", cmd);
+}
+
+qconf_t *cli_load_config(const char *path, int *status)
+{
+    conf_errors_t errs;
+    qconf_t *c = config_load(config_path(path), &errs);
+    if (!c) {
+        conf_errors_print(&errs, stderr);
+        *status = QPOOL_EX_CONFIG;
+    }
+    conf_errors_free(&errs);
+    return c;
+}
+
+/* -c FILE [-q] only. */
+static int parse_simple(const char *cmd, int argc, char **argv, const char **cfg, bool *quiet)
+{
+    static const struct option opts[] = {{"config", required_argument, 0, 'c'},
+                                         {"quiet", no_argument, 0, 'q'},
+                                         {"help", no_argument, 0, 'h'},
+                                         {0, 0, 0, 0}};
+    int o;
+    optind = 1;
+    while ((o = getopt_long(argc, argv, "c:qh", opts, NULL)) != -1) {
+        switch (o) {
+        case 'c': *cfg = optarg; break;
+        case 'q':
+            if (!quiet) goto bad;
+            *quiet = true;
+            break;
+        case 'h': cli_help(cmd); return 0;
+        default: goto bad;
+        }
+    }
+    if (optind < argc) {
+        cli_usage_error(cmd, "unexpected argument '%s'", argv[optind]);
+        return EXIT_USAGE;
+    }
+    return -1;
+bad:
+    cli_usage_error(cmd, "invalid option");
+    return EXIT_USAGE;
+}
+
+static int cmd_run(int argc, char **argv)
+{
+    const char *cfg = NULL;
+    int r = parse_simple("run", argc, argv, &cfg, NULL);
+    if (r >= 0) return r;
+    return master_run(config_path(cfg));
+}
+
+/* Move every flag to the end of argv and out of *argc (the strings stay in
+ * argv: setproctitle's copies of them are freed with it); true if seen. */
+static bool take_flag(int *argc, char **argv, const char *flag)
+{
+    int seen = 0;
+    for (int i = 1; i < *argc - seen;) {
+        if (strcmp(argv[i], flag)) {
+            i++;
+            continue;
+        }
+        char *f = argv[i];
+        memmove(argv + i, argv + i + 1, sizeof *argv * (size_t)(*argc - i - 1));
+        argv[*argc - 1] = f;
+        seen++;
+    }
+    *argc -= seen;
+    return seen > 0;
+}
+
+static int cmd_check(int argc, char **argv)
+{
+    const char *cfg = NULL;
+    bool quiet = false, connect = take_flag(&argc, argv, "--connect");
+    int r = parse_simple("check", argc, argv, &cfg, &quiet);
+    if (r >= 0) return r;
+    conf_errors_t errs;
+    qconf_t *c = config_load(config_path(cfg), &errs);
+    conf_errors_print(&errs, stderr);
+    conf_errors_free(&errs);
+    if (!c) return QPOOL_EX_CONFIG;
+    if (!quiet) config_print(c, stdout);
+    int rv = connect && cli_check_connect(c, stdout) < 0 ? 1 : 0;
+    config_free(c);
+    return rv;
+}
+
+int cli_main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage_all(stderr);
+        return EXIT_USAGE;
+    }
+    const char *cmd = argv[1];
+    if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help")) {
+        usage_all(stdout);
+        return 0;
+    }
+    if (!strcmp(cmd, "-V") || !strcmp(cmd, "--version") || !strcmp(cmd, "version")) {
+        buildinfo_print(stdout);
+        return 0;
+    }
+    if (!strcmp(cmd, "help")) {
+        if (argc < 3) {
+            usage_all(stdout);
+            return 0;
+        }
+        if (cli_help(argv[2])) return 0;
+        fprintf(stderr, "qpool: no such command '%s'\n", argv[2]);
+        return EXIT_USAGE;
+    }
+    argc--;
+    argv++;
+    if (!strcmp(cmd, HTTP_SUBCOMMAND)) return http_main(argc, argv); /* internal: the master's HTTP process */
+    if (!strcmp(cmd, "run")) return cmd_run(argc, argv);
+    if (!strcmp(cmd, "check")) return cmd_check(argc, argv);
+    if (!strcmp(cmd, "push")) return cmd_push(argc, argv);
+    if (!strcmp(cmd, "failed")) return cmd_failed(argc, argv);
+    if (!strcmp(cmd, "metrics")) return cmd_metrics(argc, argv);
+    if (!strcmp(cmd, "import")) return cmd_import(argc, argv);
+    if (!strcmp(cmd, "status"))
+        for (int i = 1; i < argc; i++)
+            if (!strcmp(argv[i], "--fleet")) return cmd_fleet(argc, argv);
+    static const char *const control[] = {"status", "pause", "continue", "scale", "restart",
+                                          "reload", "terminate", NULL};
+    for (int i = 0; control[i]; i++)
+        if (!strcmp(cmd, control[i])) return cmd_control(cmd, argc, argv);
+    fprintf(stderr, "qpool: no such command '%s'\n\n", cmd);
+    usage_all(stderr);
+    return EXIT_USAGE;
+}

@@ -1,0 +1,2209 @@
+/*
+ * config.c - load, validate and print the qpool configuration (see config.h).
+ *
+ * Every group is walked child by child: each key is looked up in a table of
+ * known keys for that group, so an unknown key is found in the same pass that
+ * type-checks the known ones. Pool settings are parsed by one function used
+ * for both the `defaults` group and each pool, so the cascade cannot drift.
+ */
+#include "config/config.h"
+#include "config/config_app.h"
+#include "core/log.h"
+#include "core/safefile.h"
+#include "redis/rcluster.h"
+#include "redis/sentinel.h"
+#include "core/util.h"
+
+#include <arpa/inet.h>
+#include <ctype.h>
+#include <errno.h>
+#include <grp.h>
+#include <libconfig.h>
+#include <pwd.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+typedef struct {
+    const char *path;
+    conf_errors_t *errs;
+    qconf_t *c;
+} ctx_t;
+
+static void vpush(char ***list, int *n, const char *file, int line, const char *fmt, va_list ap)
+{
+    char *msg;
+    if (vasprintf(&msg, fmt, ap) < 0) abort();
+    char *full = line > 0 ? xasprintf("%s:%d: %s", file, line, msg) : xasprintf("%s: %s", file, msg);
+    free(msg);
+    utf8_repair_inplace(&full); /* it may quote the config's bytes */
+    *list = xrealloc(*list, sizeof(char *) * (size_t)(*n + 1));
+    (*list)[(*n)++] = full;
+}
+
+static const char *sfile(ctx_t *x, const config_setting_t *s)
+{
+    const char *f = s ? config_setting_source_file(s) : NULL;
+    return f ? f : x->path;
+}
+
+static int sline(const config_setting_t *s)
+{
+    /* The root group has no line; its children do. */
+    return s ? (int)config_setting_source_line(s) : 0;
+}
+
+__attribute__((format(printf, 3, 4))) static void cerr(ctx_t *x, const config_setting_t *s,
+                                                        const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vpush(&x->errs->msgs, &x->errs->n, sfile(x, s), sline(s), fmt, ap);
+    va_end(ap);
+}
+
+__attribute__((format(printf, 3, 4))) static void cwarn(ctx_t *x, const config_setting_t *s,
+                                                         const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vpush(&x->errs->warnings, &x->errs->nwarn, sfile(x, s), sline(s), fmt, ap);
+    va_end(ap);
+}
+
+static const char *type_name(int t)
+{
+    switch (t) {
+    case CONFIG_TYPE_GROUP: return "a group";
+    case CONFIG_TYPE_INT:
+    case CONFIG_TYPE_INT64: return "an integer";
+    case CONFIG_TYPE_FLOAT: return "a number";
+    case CONFIG_TYPE_STRING: return "a string";
+    case CONFIG_TYPE_BOOL: return "a boolean";
+    case CONFIG_TYPE_ARRAY: return "an array";
+    case CONFIG_TYPE_LIST: return "a list";
+    default: return "something else";
+    }
+}
+
+/* Suggest the closest known key, if any is close enough. */
+static void unknown_key(ctx_t *x, const config_setting_t *s, const char *where,
+                        const char *const *known)
+{
+    const char *name = config_setting_name(s);
+    const char *best = NULL;
+    int bestd = 3;
+    for (int i = 0; known[i]; i++) {
+        int d = edit_distance(name, known[i], 2);
+        if (d < bestd) {
+            bestd = d;
+            best = known[i];
+        }
+    }
+    if (best)
+        cerr(x, s, "unknown key '%s' in %s (did you mean '%s'?)", name, where, best);
+    else
+        cerr(x, s, "unknown key '%s' in %s", name, where);
+}
+
+/* ---- typed getters: each reports its own error and returns false ---- */
+
+static bool want_int(ctx_t *x, const config_setting_t *s, long long min, long long max, int *out)
+{
+    int t = config_setting_type(s);
+    if (t != CONFIG_TYPE_INT && t != CONFIG_TYPE_INT64) {
+        cerr(x, s, "%s: expected an integer, got %s", config_setting_name(s), type_name(t));
+        return false;
+    }
+    long long v = config_setting_get_int64(s);
+    if (v < min || v > max) {
+        cerr(x, s, "%s: %lld is out of range (%lld..%lld)", config_setting_name(s), v, min, max);
+        return false;
+    }
+    *out = (int)v;
+    return true;
+}
+
+static bool want_num(ctx_t *x, const config_setting_t *s, double min, double max, double *out)
+{
+    int t = config_setting_type(s);
+    double v;
+    if (t == CONFIG_TYPE_INT || t == CONFIG_TYPE_INT64)
+        v = (double)config_setting_get_int64(s);
+    else if (t == CONFIG_TYPE_FLOAT)
+        v = config_setting_get_float(s);
+    else {
+        cerr(x, s, "%s: expected a number, got %s", config_setting_name(s), type_name(t));
+        return false;
+    }
+    if (v < min || v > max) {
+        cerr(x, s, "%s: %g is out of range (%g..%g)", config_setting_name(s), v, min, max);
+        return false;
+    }
+    *out = v;
+    return true;
+}
+
+static bool want_bool(ctx_t *x, const config_setting_t *s, bool *out)
+{
+    int t = config_setting_type(s);
+    if (t != CONFIG_TYPE_BOOL) {
+        cerr(x, s, "%s: expected true or false, got %s", config_setting_name(s), type_name(t));
+        return false;
+    }
+    *out = config_setting_get_bool(s) != 0;
+    return true;
+}
+
+static bool want_str(ctx_t *x, const config_setting_t *s, char **out)
+{
+    int t = config_setting_type(s);
+    if (t != CONFIG_TYPE_STRING) {
+        cerr(x, s, "%s: expected a string, got %s", config_setting_name(s), type_name(t));
+        return false;
+    }
+    free(*out);
+    *out = xstrdup(config_setting_get_string(s));
+    return true;
+}
+
+static bool want_enum(ctx_t *x, const config_setting_t *s, const char *const *names, int *out)
+{
+    char *v = NULL;
+    if (!want_str(x, s, &v)) return false;
+    for (int i = 0; names[i]; i++) {
+        if (strcmp(v, names[i]) == 0) {
+            *out = i;
+            free(v);
+            return true;
+        }
+    }
+    sbuf_t b;
+    sbuf_init(&b);
+    for (int i = 0; names[i]; i++) sbuf_printf(&b, "%s\"%s\"", i ? ", " : "", names[i]);
+    cerr(x, s, "%s: \"%s\" is not one of %s", config_setting_name(s), v, b.data);
+    sbuf_free(&b);
+    free(v);
+    return false;
+}
+
+/* An array or list of strings. */
+static bool want_strv(ctx_t *x, const config_setting_t *s, bool nonempty, char ***out)
+{
+    int t = config_setting_type(s);
+    if (t != CONFIG_TYPE_ARRAY && t != CONFIG_TYPE_LIST) {
+        cerr(x, s, "%s: expected an array of strings, got %s", config_setting_name(s), type_name(t));
+        return false;
+    }
+    int n = config_setting_length(s);
+    if (nonempty && n == 0) {
+        cerr(x, s, "%s: must not be empty", config_setting_name(s));
+        return false;
+    }
+    char **v = xcalloc((size_t)n + 1, sizeof *v);
+    for (int i = 0; i < n; i++) {
+        config_setting_t *e = config_setting_get_elem(s, (unsigned)i);
+        if (config_setting_type(e) != CONFIG_TYPE_STRING) {
+            cerr(x, e, "%s[%d]: expected a string, got %s", config_setting_name(s), i,
+                 type_name(config_setting_type(e)));
+            free_strv(v);
+            return false;
+        }
+        v[i] = xstrdup(config_setting_get_string(e));
+    }
+    free_strv(*out);
+    *out = v;
+    return true;
+}
+
+/* backoff: an integer, an array of integers, or a Laravel-style string
+ * "10,30,60"; every value 0 .. BACKOFF_MAX_S, whatever the form. */
+#define BACKOFF_MAX_S (86400LL * 365)
+static bool want_backoff(ctx_t *x, const config_setting_t *s, int **out, int *nout)
+{
+    int t = config_setting_type(s);
+    int *v = NULL, n = 0;
+    if (t == CONFIG_TYPE_INT || t == CONFIG_TYPE_INT64) {
+        int one;
+        if (!want_int(x, s, 0, BACKOFF_MAX_S, &one)) return false;
+        v = xmalloc(sizeof *v);
+        v[n++] = one;
+    } else if (t == CONFIG_TYPE_ARRAY || t == CONFIG_TYPE_LIST) {
+        int len = config_setting_length(s);
+        if (len == 0) {
+            cerr(x, s, "backoff: must not be empty (use [0] for no delay)");
+            return false;
+        }
+        v = xcalloc((size_t)len, sizeof *v);
+        for (int i = 0; i < len; i++) {
+            config_setting_t *e = config_setting_get_elem(s, (unsigned)i);
+            int et = config_setting_type(e);
+            long long val = et == CONFIG_TYPE_INT || et == CONFIG_TYPE_INT64 ? config_setting_get_int64(e) : -1;
+            if ((et != CONFIG_TYPE_INT && et != CONFIG_TYPE_INT64) || val < 0 || val > BACKOFF_MAX_S) {
+                cerr(x, e, "backoff[%d]: expected a number of seconds (0 to %lld)", i, BACKOFF_MAX_S);
+                free(v);
+                return false;
+            }
+            v[n++] = (int)val;
+        }
+    } else if (t == CONFIG_TYPE_STRING) {
+        const char *str = config_setting_get_string(s);
+        char *dup = xstrdup(str), *save = NULL;
+        v = xcalloc(strlen(str) / 2 + 2, sizeof *v);
+        for (char *tok = strtok_r(dup, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+            while (isspace((unsigned char)*tok)) tok++;
+            for (char *e = tok + strlen(tok); e > tok && isspace((unsigned char)e[-1]);) *--e = '\0';
+            long val;
+            if (!parse_long(tok, &val) || val < 0 || val > BACKOFF_MAX_S) {
+                cerr(x, s, "backoff: \"%s\" is not a comma-separated list of seconds (each 0 to %lld)", str,
+                     BACKOFF_MAX_S);
+                free(dup);
+                free(v);
+                return false;
+            }
+            v[n++] = (int)val;
+        }
+        free(dup);
+        if (n == 0) {
+            cerr(x, s, "backoff: must not be empty");
+            free(v);
+            return false;
+        }
+    } else {
+        cerr(x, s, "backoff: expected seconds as an integer or an array, got %s", type_name(t));
+        return false;
+    }
+    free(*out);
+    *out = v;
+    *nout = n;
+    return true;
+}
+
+/* ---------------------------------------------------------------- pools */
+
+static const char *const balance_names[] = {"off", "auto", NULL};
+static const char *const strategy_names[] = {"time", "size", NULL};
+static const char *const handler_names[] = {"none", "exec", "pipe", NULL};
+
+enum {
+    SET_PROCESSES = 1 << 0,
+    SET_MIN = 1 << 1,
+    SET_MAX = 1 << 2,
+    SET_CACHE_CONNECTION = 1 << 3,
+};
+
+typedef struct {
+    unsigned set;      /* keys given explicitly in the pool's own group */
+    unsigned explicit; /* EXPLICIT_* (config_app.h): in the pool or in defaults */
+} pool_parse_t;
+
+static void env_set(pool_conf_t *p, const char *name, const char *value)
+{
+    for (int i = 0; i < p->nenv; i++) {
+        if (strcmp(p->env[i].name, name) == 0) {
+            free(p->env[i].value);
+            p->env[i].value = xstrdup(value);
+            return;
+        }
+    }
+    p->env = xrealloc(p->env, sizeof *p->env * (size_t)(p->nenv + 1));
+    p->env[p->nenv].name = xstrdup(name);
+    p->env[p->nenv].value = xstrdup(value);
+    p->nenv++;
+}
+
+/* handler.protocol: "auto" (0), 1 or 2 */
+static bool want_protocol(ctx_t *x, const config_setting_t *s, int *out)
+{
+    if (config_setting_type(s) == CONFIG_TYPE_STRING && !strcmp(config_setting_get_string(s), "auto")) {
+        *out = HANDLER_PROTO_AUTO;
+        return true;
+    }
+    if (config_setting_type(s) == CONFIG_TYPE_INT) {
+        int v = config_setting_get_int(s);
+        if (v == 1 || v == 2) {
+            *out = v;
+            return true;
+        }
+    }
+    cerr(x, s, "handler.protocol: expected \"auto\", 1 or 2");
+    return false;
+}
+
+static bool parse_handler(ctx_t *x, const config_setting_t *s, pool_conf_t *p)
+{
+    static const char *const known[] = {"type", "command", "start_timeout", "protocol", NULL};
+    if (config_setting_type(s) != CONFIG_TYPE_GROUP) {
+        cerr(x, s, "handler: expected a group { type = ...; command = [...]; }");
+        return false;
+    }
+    bool ok = true;
+    int type = HANDLER_NONE;
+    for (int i = 0; i < config_setting_length(s); i++) {
+        config_setting_t *e = config_setting_get_elem(s, (unsigned)i);
+        const char *k = config_setting_name(e);
+        if (strcmp(k, "type") == 0)
+            ok &= want_enum(x, e, handler_names, &type);
+        else if (strcmp(k, "command") == 0)
+            ok &= want_strv(x, e, true, &p->handler_command);
+        else if (strcmp(k, "start_timeout") == 0)
+            ok &= want_num(x, e, 0.1, 3600, &p->handler_start_timeout);
+        else if (strcmp(k, "protocol") == 0)
+            ok &= want_protocol(x, e, &p->handler_protocol);
+        else {
+            unknown_key(x, e, "handler", known);
+            ok = false;
+        }
+    }
+    if (!ok) return false;
+    if (type == HANDLER_NONE) {
+        cerr(x, s, "handler: type must be \"exec\" or \"pipe\"");
+        return false;
+    }
+    if (!p->handler_command) {
+        cerr(x, s, "handler: command is required");
+        return false;
+    }
+    p->handler_type = type;
+    return true;
+}
+
+static bool valid_name(const char *s)
+{
+    if (!*s || strlen(s) > 48) return false;
+    for (; *s; s++)
+        if (!isalnum((unsigned char)*s) && !strchr("_.:-", *s)) return false;
+    return true;
+}
+
+static const char *const pool_keys[] = {
+    "name", "queues", "balance", "processes", "min_processes", "max_processes",
+    "auto_strategy", "target_wait", "scale_down_delay", "priority", "connection",
+    "queue_connection", "cache_connection", "cache_prefix", "restart_key", "laravel_pause",
+    "tries", "backoff", "timeout", "retry_after", "memory", "sleep", "max_jobs", "max_time",
+    "rest", "migration_batch", "prefetch", "job_log", "handler", "command", "user", "group",
+    "working_directory", "environment", "nice", "laravel", "php", "php_adapter", "php_root",
+    "force", "fleet_max_processes", "preload", NULL};
+
+/* Keys that make no sense in `defaults`. */
+static bool pool_only_key(const char *k)
+{
+    return !strcmp(k, "name") || !strcmp(k, "queues") || !strcmp(k, "handler") ||
+           !strcmp(k, "command");
+}
+
+/* laravel, php_adapter, php_root: absolute paths */
+static bool parse_app_path(ctx_t *x, const config_setting_t *s, pool_conf_t *p)
+{
+    const char *k = config_setting_name(s);
+    char **dst = !strcmp(k, "laravel") ? &p->laravel : !strcmp(k, "php_adapter") ? &p->php_adapter : &p->php_root;
+    free(*dst);
+    *dst = NULL;
+    if (!want_str(x, s, dst)) return false;
+    if ((*dst)[0] != '/') {
+        cerr(x, s, "%s: \"%s\" must be an absolute path", k, *dst);
+        return false;
+    }
+    if (dst == &p->laravel) {
+        free(p->laravel_where);
+        p->laravel_where = xasprintf("%s:%d", sfile(x, s), sline(s));
+    }
+    return true;
+}
+
+static bool parse_pool_settings(ctx_t *x, const config_setting_t *g, pool_conf_t *p,
+                                bool is_defaults, pool_parse_t *pp)
+{
+    bool ok = true;
+    for (int i = 0; i < config_setting_length(g); i++) {
+        config_setting_t *s = config_setting_get_elem(g, (unsigned)i);
+        const char *k = config_setting_name(s);
+        if (is_defaults && pool_only_key(k)) {
+            cerr(x, s, "'%s' belongs in a pool, not in defaults", k);
+            ok = false;
+            continue;
+        }
+        if (!strcmp(k, "name")) {
+            ok &= want_str(x, s, &p->name);
+            if (p->name && !valid_name(p->name)) {
+                cerr(x, s, "name: \"%s\" must be 1-48 characters of letters, digits, _ . : -", p->name);
+                ok = false;
+            }
+        } else if (!strcmp(k, "queues")) {
+            if (want_strv(x, s, true, &p->queues)) {
+                p->nqueues = (int)strv_len(p->queues);
+                if (p->nqueues > QPOOL_MAX_QUEUES) {
+                    cerr(x, s, "queues: at most %d queues per pool", QPOOL_MAX_QUEUES);
+                    ok = false;
+                }
+                for (int q = 0; q < p->nqueues; q++) {
+                    if (!*p->queues[q] || strchr(p->queues[q], ',') || strlen(p->queues[q]) > 200 ||
+                        !utf8_valid(p->queues[q], strlen(p->queues[q]))) {
+                        cerr(x, s, "queues: \"%s\" is not a valid queue name (non-empty, no commas, UTF-8)",
+                             p->queues[q]);
+                        ok = false;
+                    }
+                    for (int r = 0; r < q; r++)
+                        if (!strcmp(p->queues[q], p->queues[r])) {
+                            cerr(x, s, "queues: \"%s\" is listed twice", p->queues[q]);
+                            ok = false;
+                        }
+                }
+            } else
+                ok = false;
+        } else if (!strcmp(k, "balance"))
+            ok &= want_enum(x, s, balance_names, &p->balance);
+        else if (!strcmp(k, "processes")) {
+            ok &= want_int(x, s, 0, QPOOL_MAX_WORKERS_LIMIT, &p->processes);
+            if (!is_defaults) pp->set |= SET_PROCESSES;
+        } else if (!strcmp(k, "min_processes")) {
+            ok &= want_int(x, s, 0, QPOOL_MAX_WORKERS_LIMIT, &p->min_processes);
+            if (!is_defaults) pp->set |= SET_MIN;
+        } else if (!strcmp(k, "max_processes")) {
+            ok &= want_int(x, s, 1, QPOOL_MAX_WORKERS_LIMIT, &p->max_processes);
+            if (!is_defaults) pp->set |= SET_MAX;
+        } else if (!strcmp(k, "auto_strategy"))
+            ok &= want_enum(x, s, strategy_names, &p->auto_strategy);
+        else if (!strcmp(k, "target_wait"))
+            ok &= want_num(x, s, 0.1, 86400, &p->target_wait);
+        else if (!strcmp(k, "scale_down_delay"))
+            ok &= want_num(x, s, 0, 86400, &p->scale_down_delay);
+        else if (!strcmp(k, "priority"))
+            ok &= want_int(x, s, 1, 1000, &p->priority);
+        else if (!strcmp(k, "fleet_max_processes"))
+            ok &= want_int(x, s, 0, QPOOL_FLEET_BUDGET_LIMIT, &p->fleet_max_processes);
+        else if (!strcmp(k, "connection")) {
+            ok &= want_str(x, s, &p->connection);
+            pp->explicit |= EXPLICIT_CONNECTION;
+        } else if (!strcmp(k, "queue_connection")) {
+            ok &= want_str(x, s, &p->queue_connection);
+            pp->explicit |= EXPLICIT_QUEUE_CONNECTION;
+        } else if (!strcmp(k, "cache_connection")) {
+            ok &= want_str(x, s, &p->cache_connection);
+            if (!is_defaults) pp->set |= SET_CACHE_CONNECTION;
+            pp->explicit |= EXPLICIT_CACHE_CONNECTION;
+        } else if (!strcmp(k, "cache_prefix")) {
+            ok &= want_str(x, s, &p->cache_prefix);
+            pp->explicit |= EXPLICIT_CACHE_PREFIX;
+        } else if (!strcmp(k, "restart_key")) {
+            ok &= want_str(x, s, &p->restart_key);
+            pp->explicit |= EXPLICIT_RESTART_KEY;
+        } else if (!strcmp(k, "laravel_pause")) {
+            ok &= want_bool(x, s, &p->laravel_pause);
+            pp->explicit |= EXPLICIT_LARAVEL_PAUSE;
+        }
+        else if (!strcmp(k, "tries"))
+            ok &= want_int(x, s, 0, 1000000, &p->tries);
+        else if (!strcmp(k, "backoff"))
+            ok &= want_backoff(x, s, &p->backoff, &p->nbackoff);
+        else if (!strcmp(k, "timeout"))
+            ok &= want_int(x, s, 0, 86400 * 7, &p->timeout);
+        else if (!strcmp(k, "retry_after")) {
+            ok &= want_int(x, s, 1, 86400 * 7, &p->retry_after);
+            pp->explicit |= EXPLICIT_RETRY_AFTER;
+        }
+        else if (!strcmp(k, "memory"))
+            ok &= want_int(x, s, 0, 1024 * 1024, &p->memory);
+        else if (!strcmp(k, "sleep"))
+            ok &= want_num(x, s, 0, 3600, &p->sleep);
+        else if (!strcmp(k, "max_jobs"))
+            ok &= want_int(x, s, 0, 2000000000, &p->max_jobs);
+        else if (!strcmp(k, "max_time"))
+            ok &= want_int(x, s, 0, 2000000000, &p->max_time);
+        else if (!strcmp(k, "rest"))
+            ok &= want_num(x, s, 0, 3600, &p->rest);
+        else if (!strcmp(k, "migration_batch"))
+            ok &= want_int(x, s, 1, 100000, &p->migration_batch);
+        else if (!strcmp(k, "prefetch"))
+            ok &= want_int(x, s, 1, QPOOL_MAX_PREFETCH, &p->prefetch);
+        else if (!strcmp(k, "job_log"))
+            ok &= want_bool(x, s, &p->job_log);
+        else if (!strcmp(k, "handler"))
+            ok &= parse_handler(x, s, p);
+        else if (!strcmp(k, "command"))
+            ok &= want_strv(x, s, true, &p->command);
+        else if (!strcmp(k, "user"))
+            ok &= want_str(x, s, &p->user);
+        else if (!strcmp(k, "group"))
+            ok &= want_str(x, s, &p->group);
+        else if (!strcmp(k, "working_directory")) {
+            if (want_str(x, s, &p->working_directory) && p->working_directory[0] != '/') {
+                cerr(x, s, "working_directory: \"%s\" must be an absolute path", p->working_directory);
+                ok = false;
+            }
+        } else if (!strcmp(k, "environment")) {
+            if (config_setting_type(s) != CONFIG_TYPE_GROUP) {
+                cerr(x, s, "environment: expected a group { NAME = \"value\"; }");
+                ok = false;
+                continue;
+            }
+            for (int e = 0; e < config_setting_length(s); e++) {
+                config_setting_t *v = config_setting_get_elem(s, (unsigned)e);
+                if (config_setting_type(v) != CONFIG_TYPE_STRING) {
+                    cerr(x, v, "environment: %s: expected a string, got %s", config_setting_name(v),
+                         type_name(config_setting_type(v)));
+                    ok = false;
+                    continue;
+                }
+                env_set(p, config_setting_name(v), config_setting_get_string(v));
+            }
+        } else if (!strcmp(k, "nice"))
+            ok &= want_int(x, s, -20, 19, &p->nice);
+        else if (!strcmp(k, "laravel") || !strcmp(k, "php_adapter") || !strcmp(k, "php_root"))
+            ok &= parse_app_path(x, s, p);
+        else if (!strcmp(k, "php"))
+            ok &= want_strv(x, s, true, &p->php);
+        else if (!strcmp(k, "force"))
+            ok &= want_bool(x, s, &p->force);
+        else if (!strcmp(k, "preload"))
+            ok &= want_bool(x, s, &p->preload);
+        else {
+            unknown_key(x, s, is_defaults ? "defaults" : "pool", pool_keys);
+            ok = false;
+        }
+    }
+    return ok;
+}
+
+/* On a Redis Cluster a queue's keys (queues:<q>, :delayed, :reserved,
+ * :notify) must share a slot, so the queue name needs a hash tag (unless
+ * the prefix has one: then every key is in one slot). */
+static bool check_cluster_queues(ctx_t *x, const config_setting_t *g, const pool_conf_t *p)
+{
+    const redis_conf_t *r = config_redis(x->c, p->connection);
+    if (!r->cluster || (r->prefix && rcluster_has_tag(r->prefix, strlen(r->prefix)))) return true;
+    bool ok = true;
+    const config_setting_t *qs = config_setting_get_member(g, "queues");
+    for (int i = 0; i < p->nqueues; i++) {
+        const char *q = p->queues[i];
+        if (rcluster_has_tag(q, strlen(q))) continue;
+        cerr(x, qs ? qs : g,
+             "pool %s: queue \"%s\" has no hash tag: on the Redis Cluster of connection \"%s\" its "
+             ":delayed, :reserved and :notify keys would land in other slots; rename it to \"{%s}\" "
+             "(Laravel 13.5+ on a cluster already keeps a queue \"%s\" under these keys, queues:{%s}; "
+             "before 13.5 rename it in Laravel too)",
+             p->name, q, p->connection, q, q, q);
+        ok = false;
+    }
+    return ok;
+}
+
+/* fleet_max_processes: a budget shared by the fleet's pools of this name
+ * needs a balanced pool, and this host's floor alone must fit in it. */
+static bool check_fleet_budget(ctx_t *x, const config_setting_t *g, const pool_conf_t *p)
+{
+    if (!p->fleet_max_processes) return true;
+    if (p->balance != BALANCE_AUTO) {
+        cerr(x, g, "pool %s: fleet_max_processes applies to balance = \"auto\" (the fleet's share of "
+                   "the budget sets this host's size); with balance = \"off\" the size is fixed",
+             p->name);
+        return false;
+    }
+    if (p->min_processes > p->fleet_max_processes) {
+        cerr(x, g, "pool %s: min_processes (%d) is greater than fleet_max_processes (%d): this host's "
+                   "floor alone cannot be satisfied by the fleet budget",
+             p->name, p->min_processes, p->fleet_max_processes);
+        return false;
+    }
+    return true;
+}
+
+static void pool_builtin_defaults(pool_conf_t *p)
+{
+    memset(p, 0, sizeof *p);
+    p->balance = BALANCE_OFF;
+    p->processes = 1;
+    p->min_processes = 1;
+    p->max_processes = 1;
+    p->auto_strategy = STRATEGY_TIME;
+    p->target_wait = 10;
+    p->scale_down_delay = 30;
+    p->priority = 1;
+    p->connection = xstrdup("default");
+    p->queue_connection = xstrdup("redis");
+    p->cache_prefix = xstrdup("laravel_cache:");
+    p->restart_key = xstrdup("illuminate:queue:restart");
+    p->laravel_pause = true;
+    p->tries = 1;
+    p->backoff = xcalloc(1, sizeof(int));
+    p->nbackoff = 1;
+    p->timeout = 60;
+    p->retry_after = 90;
+    p->memory = 128;
+    p->sleep = 3;
+    p->migration_batch = 100;
+    p->prefetch = 1;
+    p->job_log = true;
+    p->handler_start_timeout = 60;
+    p->preload = true;
+    p->php = xcalloc(2, sizeof *p->php);
+    p->php[0] = xstrdup("php");
+}
+
+void pool_conf_free(pool_conf_t *p)
+{
+    free(p->name);
+    free_strv(p->queues);
+    free(p->connection);
+    free(p->queue_connection);
+    free(p->cache_connection);
+    free(p->cache_prefix);
+    free(p->restart_key);
+    free(p->backoff);
+    free_strv(p->handler_command);
+    free_strv(p->command);
+    free(p->user);
+    free(p->group);
+    free(p->working_directory);
+    for (int i = 0; i < p->nenv; i++) {
+        free(p->env[i].name);
+        free(p->env[i].value);
+    }
+    free(p->env);
+    free(p->laravel);
+    free(p->laravel_where);
+    free_strv(p->php);
+    free(p->php_adapter);
+    free(p->php_root);
+    free(p->laravel_version);
+    free(p->down_file);
+    free(p->down_connection);
+    free(p->down_key);
+    conf_origins_free(p->origins, p->norigins);
+}
+
+void pool_conf_copy(pool_conf_t *dst, const pool_conf_t *src)
+{
+    *dst = *src;
+    dst->name = src->name ? xstrdup(src->name) : NULL;
+    dst->queues = src->queues ? strv_dup(src->queues) : NULL;
+    dst->connection = xstrdup(src->connection);
+    dst->queue_connection = xstrdup(src->queue_connection);
+    dst->cache_connection = src->cache_connection ? xstrdup(src->cache_connection) : NULL;
+    dst->cache_prefix = xstrdup(src->cache_prefix);
+    dst->restart_key = xstrdup(src->restart_key);
+    dst->backoff = xmalloc(sizeof(int) * (size_t)src->nbackoff);
+    memcpy(dst->backoff, src->backoff, sizeof(int) * (size_t)src->nbackoff);
+    dst->handler_command = src->handler_command ? strv_dup(src->handler_command) : NULL;
+    dst->command = src->command ? strv_dup(src->command) : NULL;
+    dst->user = src->user ? xstrdup(src->user) : NULL;
+    dst->group = src->group ? xstrdup(src->group) : NULL;
+    dst->working_directory = src->working_directory ? xstrdup(src->working_directory) : NULL;
+    dst->env = src->nenv ? xcalloc((size_t)src->nenv, sizeof *dst->env) : NULL;
+    for (int i = 0; i < src->nenv; i++) {
+        dst->env[i].name = xstrdup(src->env[i].name);
+        dst->env[i].value = xstrdup(src->env[i].value);
+    }
+#define DUP(f) dst->f = src->f ? xstrdup(src->f) : NULL
+    DUP(laravel);
+    DUP(laravel_where);
+    DUP(php_adapter);
+    DUP(php_root);
+    DUP(laravel_version);
+    DUP(down_file);
+    DUP(down_connection);
+    DUP(down_key);
+#undef DUP
+    dst->php = src->php ? strv_dup(src->php) : NULL;
+    dst->origins = conf_origins_dup(src->origins, src->norigins);
+}
+
+
+static void fmt_num(char *buf, size_t n, double v)
+{
+    if (v == (long long)v)
+        snprintf(buf, n, "%lld", (long long)v);
+    else
+        snprintf(buf, n, "%.17g", v);
+}
+
+void config_backoff_str(const pool_conf_t *p, char *buf, size_t n)
+{
+    size_t o = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < p->nbackoff && o < n; i++)
+        o += (size_t)snprintf(buf + o, n - o, "%s%d", i ? "," : "", p->backoff[i]);
+}
+
+static bool placeholder_value(const pool_conf_t *p, const char *name, size_t len, sbuf_t *out)
+{
+    char buf[512];
+    buf[0] = '\0';
+#define IS(s) (len == strlen(s) && !strncmp(name, s, len))
+    if (IS("queues")) {
+        for (int i = 0; i < p->nqueues; i++) {
+            if (i) sbuf_putc(out, ',');
+            sbuf_puts(out, p->queues[i]);
+        }
+        return true;
+    } else if (IS("pool"))
+        snprintf(buf, sizeof buf, "%s", p->name);
+    else if (IS("memory"))
+        snprintf(buf, sizeof buf, "%d", p->memory);
+    else if (IS("timeout"))
+        snprintf(buf, sizeof buf, "%d", p->timeout);
+    else if (IS("tries"))
+        snprintf(buf, sizeof buf, "%d", p->tries);
+    else if (IS("sleep"))
+        fmt_num(buf, sizeof buf, p->sleep);
+    else if (IS("rest"))
+        fmt_num(buf, sizeof buf, p->rest);
+    else if (IS("backoff"))
+        config_backoff_str(p, buf, sizeof buf);
+    else if (IS("max_jobs"))
+        snprintf(buf, sizeof buf, "%d", p->max_jobs);
+    else if (IS("max_time"))
+        snprintf(buf, sizeof buf, "%d", p->max_time);
+    else if (IS("connection"))
+        snprintf(buf, sizeof buf, "%s", p->queue_connection);
+    else if (IS("retry_after"))
+        snprintf(buf, sizeof buf, "%d", p->retry_after);
+    else
+        return false;
+#undef IS
+    sbuf_puts(out, buf);
+    return true;
+}
+
+/* Expand one argument; returns false (and the bad name in *bad) on an unknown placeholder. */
+static bool expand_arg(const pool_conf_t *p, const char *arg, sbuf_t *out, char *bad, size_t badn)
+{
+    for (const char *c = arg; *c;) {
+        if (c[0] == '{' && c[1] == '{') {
+            sbuf_putc(out, '{');
+            c += 2;
+        } else if (c[0] == '}' && c[1] == '}') {
+            sbuf_putc(out, '}');
+            c += 2;
+        } else if (*c == '{') {
+            const char *end = strchr(c, '}');
+            if (!end) {
+                snprintf(bad, badn, "%s", c);
+                return false;
+            }
+            if (!placeholder_value(p, c + 1, (size_t)(end - c - 1), out)) {
+                snprintf(bad, badn, "%.*s", (int)(end - c + 1), c);
+                return false;
+            }
+            c = end + 1;
+        } else
+            sbuf_putc(out, *c++);
+    }
+    return true;
+}
+
+char **config_expand_command(const pool_conf_t *p)
+{
+    size_t n = strv_len(p->command);
+    char **argv = xcalloc(n + 1, sizeof *argv);
+    char bad[128];
+    for (size_t i = 0; i < n; i++) {
+        sbuf_t b;
+        sbuf_init(&b);
+        sbuf_puts(&b, "");
+        if (!expand_arg(p, p->command[i], &b, bad, sizeof bad)) {
+            /* validated at load time; keep the raw text if it ever happens */
+            sbuf_reset(&b);
+            sbuf_puts(&b, p->command[i]);
+        }
+        argv[i] = sbuf_steal(&b);
+    }
+    return argv;
+}
+
+static void push_at(char ***list, int *n, const char *where, const char *msg)
+{
+    *list = xrealloc(*list, sizeof **list * (size_t)(*n + 1));
+    (*list)[(*n)++] = xasprintf("%s: %s", where, msg);
+}
+
+/* The pool's uid and gid, before anything runs as them (finish_pool checks
+ * the same names again and reports what is wrong). */
+static bool resolve_identity(pool_conf_t *p)
+{
+    if (p->group && !p->user) return false;
+    if (p->user) {
+        struct passwd *pw = getpwnam(p->user);
+        if (!pw) return false;
+        p->uid = pw->pw_uid;
+        p->gid = pw->pw_gid;
+        p->has_uid = p->has_gid = true;
+    }
+    if (p->group) {
+        struct group *gr = getgrnam(p->group);
+        if (!gr) return false;
+        p->gid = gr->gr_gid;
+    }
+    return true;
+}
+
+/* One pool between config_load's two passes over the pools. */
+typedef struct {
+    const config_setting_t *g;
+    pool_parse_t pp;
+    bool parsed;
+} pool_pass_t;
+
+/* laravel = "...": the pool's defaults from its app (config_app.c). */
+static bool apply_app(ctx_t *x, pool_conf_t *p, const pool_parse_t *pp, app_cache_t **apps)
+{
+    const app_desc_t *d;
+    char err[600];
+    const char *name = p->name ? p->name : "?";
+    /* The app is read as the pool's user, never as root in its stead. */
+    if (!resolve_identity(p)) {
+        char *m = xasprintf("pool %s: the Laravel app %s is not read: user \"%s\" / group \"%s\" does not exist (or group without user)",
+                            name, p->laravel, p->user ? p->user : "", p->group ? p->group : "");
+        push_at(&x->errs->msgs, &x->errs->n, p->laravel_where, m);
+        free(m);
+        return false;
+    }
+    if (app_describe(apps, p, pp->explicit & EXPLICIT_QUEUE_CONNECTION, &d, err, sizeof err) < 0) {
+        char *m = xasprintf("pool %s: cannot read the Laravel app %s: %s", name, p->laravel, err);
+        push_at(&x->errs->msgs, &x->errs->n, p->laravel_where, m);
+        free(m);
+        return false;
+    }
+    char **w = NULL;
+    int nw = 0;
+    app_apply(x->c, p, pp->explicit, d, &w, &nw);
+    for (int i = 0; i < nw; i++) {
+        char *m = xasprintf("pool %s: %s", name, w[i]);
+        push_at(&x->errs->warnings, &x->errs->nwarn, p->laravel_where, m);
+        free(m);
+        free(w[i]);
+    }
+    free(w);
+    return true;
+}
+
+static bool finish_pool(ctx_t *x, const config_setting_t *g, pool_conf_t *p, const pool_parse_t *pp)
+{
+    bool ok = true;
+    if (!p->name) {
+        cerr(x, g, "pool: name is required");
+        return false;
+    }
+    if (!p->queues) {
+        cerr(x, g, "pool %s: queues is required", p->name);
+        ok = false;
+    }
+    if (!p->command && p->handler_type == HANDLER_NONE) {
+        cerr(x, g, "pool %s: needs exactly one of handler = {...} (native worker) or command = [...] (external worker)",
+             p->name);
+        ok = false;
+    } else if (p->command && p->handler_type != HANDLER_NONE) {
+        cerr(x, g, "pool %s: has both handler and command; use exactly one", p->name);
+        ok = false;
+    }
+    if (p->balance == BALANCE_OFF) {
+        if (pp->set & (SET_MIN | SET_MAX)) {
+            cerr(x, g, "pool %s: min_processes/max_processes apply to balance = \"auto\"; with balance = \"off\" use processes",
+                 p->name);
+            ok = false;
+        }
+    } else {
+        if (pp->set & SET_PROCESSES) {
+            cerr(x, g, "pool %s: processes applies to balance = \"off\"; with balance = \"auto\" use min_processes and max_processes",
+                 p->name);
+            ok = false;
+        }
+        if (p->min_processes > p->max_processes) {
+            cerr(x, g, "pool %s: min_processes (%d) is greater than max_processes (%d)", p->name,
+                 p->min_processes, p->max_processes);
+            ok = false;
+        }
+    }
+    ok &= check_fleet_budget(x, g, p);
+    if (!config_redis(x->c, p->connection)) {
+        cerr(x, g, "pool %s: connection \"%s\" is not defined in redis", p->name, p->connection);
+        ok = false;
+    } else
+        ok &= check_cluster_queues(x, g, p);
+    if (!(pp->set & SET_CACHE_CONNECTION) && !p->cache_connection) {
+        /* Laravel keeps its cache on the "cache" Redis connection; use it when defined. */
+        p->cache_connection = xstrdup(config_redis(x->c, "cache") ? "cache" : p->connection);
+    }
+    if (p->cache_connection && !config_redis(x->c, p->cache_connection)) {
+        cerr(x, g, "pool %s: cache_connection \"%s\" is not defined in redis", p->name,
+             p->cache_connection);
+        ok = false;
+    }
+    if (p->command) {
+        char bad[128];
+        for (int i = 0; p->command[i]; i++) {
+            sbuf_t b;
+            sbuf_init(&b);
+            if (!expand_arg(p, p->command[i], &b, bad, sizeof bad)) {
+                cerr(x, g, "pool %s: command: unknown placeholder %s (known: {queues} {pool} {memory} {timeout} {tries} {sleep} {backoff} {max_jobs} {max_time} {rest} {connection} {retry_after}; write {{ for a literal brace)",
+                     p->name, bad);
+                ok = false;
+            }
+            sbuf_free(&b);
+        }
+    }
+    if (p->timeout > 0 && p->timeout >= p->retry_after && p->command)
+        cwarn(x, g, "pool %s: timeout (%d) is not below retry_after (%d): a job still running when its reservation expires will be run twice",
+              p->name, p->timeout, p->retry_after);
+    if (p->user) {
+        struct passwd *pw = getpwnam(p->user);
+        if (!pw) {
+            cerr(x, g, "pool %s: user \"%s\" does not exist", p->name, p->user);
+            ok = false;
+        } else {
+            p->uid = pw->pw_uid;
+            p->has_uid = true;
+            if (!p->group) {
+                p->gid = pw->pw_gid;
+                p->has_gid = true;
+            }
+        }
+    }
+    if (p->group && !p->user) {
+        /* setgid alone would leave the children root's user id */
+        cerr(x, g, "pool %s: group \"%s\" without user: the children would keep qpool's user id; set user too",
+             p->name, p->group);
+        ok = false;
+    }
+    if (p->group) {
+        struct group *gr = getgrnam(p->group);
+        if (!gr) {
+            cerr(x, g, "pool %s: group \"%s\" does not exist", p->name, p->group);
+            ok = false;
+        } else {
+            p->gid = gr->gr_gid;
+            p->has_gid = true;
+        }
+    }
+    return ok;
+}
+
+/* ---------------------------------------------------------------- http */
+
+static bool parse_mode(ctx_t *x, const config_setting_t *s, int *out)
+{
+    char *m = NULL;
+    bool ok = want_str(x, s, &m);
+    if (ok) {
+        char *end;
+        long v = strtol(m, &end, 8);
+        if (*end || !*m || v < 0 || v > 0777) {
+            cerr(x, s, "%s: \"%s\" is not an octal mode such as \"0660\"", config_setting_name(s), m);
+            ok = false;
+        } else
+            *out = (int)v;
+    }
+    free(m);
+    return ok;
+}
+
+/* "host:port", "[v6]:port", "*:port" or "localhost:port" into a numeric
+ * address; loopback when it is 127/8 or ::1. */
+static bool parse_listen(ctx_t *x, const config_setting_t *s, http_conf_t *h)
+{
+    const char *v = h->listen;
+    if (v[0] == '/') {
+        h->is_unix = h->loopback = true;
+        return true;
+    }
+    const char *colon = strrchr(v, ':');
+    char host[64];
+    size_t hl = colon ? (size_t)(colon - v) : 0;
+    if (!colon || hl >= sizeof host) goto bad;
+    memcpy(host, v, hl);
+    host[hl] = '\0';
+    if (hl >= 2 && host[0] == '[' && host[hl - 1] == ']') {
+        memmove(host, host + 1, hl - 2);
+        host[hl - 2] = '\0';
+    }
+    char *end;
+    long port = strtol(colon + 1, &end, 10);
+    if (*end || colon[1] == '\0' || port < 1 || port > 65535) goto bad;
+    if (!strcmp(host, "localhost")) strcpy(host, "127.0.0.1");
+    if (!strcmp(host, "*") || !host[0]) strcpy(host, "0.0.0.0");
+    struct in_addr a4;
+    struct in6_addr a6;
+    if (inet_pton(AF_INET, host, &a4) == 1)
+        h->loopback = (ntohl(a4.s_addr) >> 24) == 127;
+    else if (inet_pton(AF_INET6, host, &a6) == 1)
+        h->loopback = IN6_IS_ADDR_LOOPBACK(&a6);
+    else
+        goto bad;
+    snprintf(h->host, sizeof h->host, "%s", host);
+    h->port = (int)port;
+    return true;
+bad:
+    cerr(x, s, "http.listen: \"%s\" is not an address:port (\"127.0.0.1:9178\", \"[::1]:9178\") or an absolute socket path", v);
+    return false;
+}
+
+static const char *const READ_NAMES[] = {"none", "aggregates", "all", NULL}; /* http_read_t */
+
+/* read_only_without_token (before read_without_token) still loads: it said
+ * "loopback reads are open", which opened payloads and exceptions to every
+ * local user; it now means the safe reading of itself. */
+static bool parse_legacy_read(ctx_t *x, config_setting_t *s, http_conf_t *h)
+{
+    bool v;
+    if (!want_bool(x, s, &v)) return false;
+    h->legacy_read = v;
+    cwarn(x, s, "http.read_only_without_token is deprecated; %s now means read_without_token = \"%s\"%s", v ? "true" : "false",
+          v ? "aggregates" : "none",
+          v ? " (job records, payloads and failed jobs need the token; \"all\" opens them to every local user)" : "");
+    return true;
+}
+
+static bool parse_http_key(ctx_t *x, config_setting_t *s, http_conf_t *h)
+{
+    const char *k = config_setting_name(s);
+    if (!strcmp(k, "listen")) return want_str(x, s, &h->listen) && parse_listen(x, s, h);
+    if (!strcmp(k, "token_file")) return want_str(x, s, &h->token_file);
+    if (!strcmp(k, "token_env")) return want_str(x, s, &h->token_env);
+    if (!strcmp(k, "user")) return want_str(x, s, &h->user);
+    if (!strcmp(k, "connection")) return want_str(x, s, &h->connection);
+    if (!strcmp(k, "socket_mode")) return parse_mode(x, s, &h->socket_mode);
+    if (!strcmp(k, "max_connections")) return want_int(x, s, 1, 10000, &h->max_connections);
+    if (!strcmp(k, "timeout")) return want_int(x, s, 1, 3600, &h->timeout);
+    if (!strcmp(k, "read_without_token")) return want_enum(x, s, READ_NAMES, &h->read_without_token);
+    if (!strcmp(k, "read_only_without_token")) return parse_legacy_read(x, s, h);
+    if (!strcmp(k, "socket_group")) return want_str(x, s, &h->socket_group);
+    if (!strcmp(k, "header_timeout")) return want_int(x, s, 1, 300, &h->header_timeout);
+    if (!strcmp(k, "base_path")) {
+        if (!want_str(x, s, &h->base_path)) return false;
+        size_t n = strlen(h->base_path);
+        while (n > 1 && h->base_path[n - 1] == '/') h->base_path[--n] = '\0';
+        if (h->base_path[0] != '/' || strstr(h->base_path, "..") || strpbrk(h->base_path, "?#%\" <>")) {
+            cerr(x, s, "http.base_path: \"%s\" is not a path such as \"/qpool\"", h->base_path);
+            return false;
+        }
+        if (!strcmp(h->base_path, "/")) {
+            free(h->base_path);
+            h->base_path = NULL;
+        }
+        return true;
+    }
+    static const char *const known[] = {"listen", "token_file", "token_env", "user", "connection", "socket_mode",
+                                        "max_connections", "timeout", "header_timeout", "base_path",
+                                        "read_without_token", "socket_group", "read_only_without_token", NULL};
+    unknown_key(x, s, "qpool.http", known);
+    return false;
+}
+
+static bool parse_http_group(ctx_t *x, const config_setting_t *g)
+{
+    http_conf_t *h = &x->c->http;
+    h->line = sline(g);
+    if (config_setting_type(g) != CONFIG_TYPE_GROUP) {
+        cerr(x, g, "http: expected a group { listen = \"127.0.0.1:9178\"; }");
+        return false;
+    }
+    bool ok = true;
+    for (int i = 0; i < config_setting_length(g); i++)
+        ok &= parse_http_key(x, config_setting_get_elem(g, (unsigned)i), h);
+    if (h->legacy_read >= 0 && config_setting_get_member(g, "read_without_token")) {
+        cerr(x, g, "http: set read_without_token only (read_only_without_token is deprecated)");
+        ok = false;
+    } else if (h->legacy_read >= 0)
+        h->read_without_token = h->legacy_read ? HTTP_READ_AGGREGATES : HTTP_READ_NONE;
+    if (!ok || !h->listen) return ok;
+    if (h->socket_group && !h->is_unix) {
+        cerr(x, g, "http.socket_group is for a Unix socket listen");
+        ok = false;
+    }
+    const config_setting_t *rw = config_setting_get_member(g, "read_without_token");
+    if (!h->loopback && rw && h->read_without_token != HTTP_READ_NONE)
+        cwarn(x, rw, "http.read_without_token applies to a loopback or Unix listener only: on \"%s\" every read "
+              "but /healthz and the dashboard's files needs the token", h->listen);
+    if (!h->loopback && !h->token_file && !h->token_env) {
+        cerr(x, g, "http.listen \"%s\" is not loopback: set token_file or token_env (every request will need the token)", h->listen);
+        ok = false;
+    }
+    struct passwd *pw = h->user ? getpwnam(h->user) : NULL;
+    if (h->user && !pw) {
+        cerr(x, g, "http.user \"%s\" does not exist", h->user);
+        ok = false;
+    } else if (pw && pw->pw_uid == 0) {
+        cerr(x, g, "http.user \"%s\" is root: the HTTP process must not be", h->user);
+        ok = false;
+    }
+    return ok;
+}
+
+static void http_defaults(http_conf_t *h)
+{
+    h->read_without_token = HTTP_READ_AGGREGATES;
+    h->legacy_read = -1;
+    h->socket_mode = 0660;
+    h->max_connections = 64;
+    h->timeout = 10;
+    h->header_timeout = 5;
+}
+
+static void http_conf_free(http_conf_t *h)
+{
+    free(h->listen);
+    free(h->token_file);
+    free(h->token_env);
+    free(h->user);
+    free(h->connection);
+    free(h->base_path);
+    free(h->socket_group);
+}
+
+static bool same_str(const char *a, const char *b)
+{
+    return (!a && !b) || (a && b && !strcmp(a, b));
+}
+
+bool http_conf_same(const http_conf_t *a, const http_conf_t *b)
+{
+    return same_str(a->listen, b->listen) && same_str(a->token_file, b->token_file) &&
+           same_str(a->token_env, b->token_env) && same_str(a->user, b->user) &&
+           same_str(a->connection, b->connection) && same_str(a->base_path, b->base_path) &&
+           same_str(a->socket_group, b->socket_group) && a->read_without_token == b->read_without_token &&
+           a->socket_mode == b->socket_mode &&
+           a->max_connections == b->max_connections && a->timeout == b->timeout &&
+           a->header_timeout == b->header_timeout;
+}
+
+static void print_http(const http_conf_t *h, FILE *f);
+static bool resolve_http_peers(ctx_t *x, const config_setting_t *g, qconf_t *c);
+
+/* ---------------------------------------------------------------- alerts */
+
+static bool parse_wait_rules(ctx_t *x, const config_setting_t *g, alerts_conf_t *a)
+{
+    if (config_setting_type(g) != CONFIG_TYPE_GROUP) {
+        cerr(x, g, "alerts.long_wait_queues: expected a group { emails = 30; reports = 0; }");
+        return false;
+    }
+    bool ok = true;
+    int n = config_setting_length(g);
+    a->waits = xcalloc((size_t)n + 1, sizeof *a->waits);
+    for (int i = 0; i < n; i++) {
+        config_setting_t *s = config_setting_get_elem(g, (unsigned)i);
+        double v = 0;
+        if (!want_num(x, s, 0, 86400 * 7, &v)) {
+            ok = false;
+            continue;
+        }
+        a->waits[a->nwaits].queue = xstrdup(config_setting_name(s));
+        a->waits[a->nwaits++].seconds = v;
+    }
+    return ok;
+}
+
+static bool parse_alerts_key(ctx_t *x, config_setting_t *s, qconf_t *c)
+{
+    alerts_conf_t *a = &c->alerts;
+    const char *k = config_setting_name(s);
+    if (!strcmp(k, "long_wait")) return want_num(x, s, 0, 86400 * 7, &a->long_wait_s);
+    if (!strcmp(k, "long_wait_queues")) return parse_wait_rules(x, s, a);
+    if (!strcmp(k, "failure_rate")) return want_num(x, s, 0, 1, &a->failure_rate);
+    if (!strcmp(k, "failure_min_jobs")) return want_int(x, s, 1, 1000000, &a->failure_min_jobs);
+    if (!strcmp(k, "crash_loop")) return want_int(x, s, 0, ALERTS_CRASHES_MAX, &a->crash_loop_crashes);
+    if (!strcmp(k, "crash_loop_window")) return want_int(x, s, 1, 86400, &a->crash_loop_window_s);
+    if (!strcmp(k, "clear_after")) return want_int(x, s, 0, 86400, &a->clear_after_s);
+    if (!strcmp(k, "command")) return want_strv(x, s, true, &c->alerts_command);
+    if (!strcmp(k, "user")) return want_str(x, s, &c->alerts_user);
+    static const char *const known[] = {"long_wait", "long_wait_queues", "failure_rate", "failure_min_jobs",
+                                        "crash_loop", "crash_loop_window", "clear_after", "command", "user", NULL};
+    unknown_key(x, s, "qpool.alerts", known);
+    return false;
+}
+
+static bool parse_alerts_group(ctx_t *x, const config_setting_t *g)
+{
+    if (config_setting_type(g) != CONFIG_TYPE_GROUP) {
+        cerr(x, g, "alerts: expected a group { long_wait = 60; command = [...]; }");
+        return false;
+    }
+    bool ok = true;
+    for (int i = 0; i < config_setting_length(g); i++)
+        ok &= parse_alerts_key(x, config_setting_get_elem(g, (unsigned)i), x->c);
+    if (x->c->alerts_user && !getpwnam(x->c->alerts_user)) {
+        cerr(x, g, "alerts.user \"%s\" does not exist", x->c->alerts_user);
+        ok = false;
+    }
+    return ok;
+}
+
+/* ---------------------------------------------------------------- top level */
+
+static bool parse_qpool_group(ctx_t *x, const config_setting_t *g)
+{
+    static const char *const known[] = {"pid_file", "control_socket", "control_socket_mode",
+                                        "control_user", "control_group", "max_workers",
+                                        "shutdown_timeout", "log_level", "log_format",
+                                        "failed_limit", "balance_interval", "metrics_job_classes",
+                                        "metrics_retention", "metrics", "job_history_size", "job_history_sample",
+                                        "job_history_payloads", "http", "alerts", "fleet_lease_ttl", NULL};
+    static const char *const levels[] = {"error", "warn", "info", "debug", NULL};
+    static const char *const formats[] = {"text", "json", NULL};
+    qconf_t *c = x->c;
+    bool ok = true;
+    if (config_setting_type(g) != CONFIG_TYPE_GROUP) {
+        cerr(x, g, "qpool: expected a group");
+        return false;
+    }
+    for (int i = 0; i < config_setting_length(g); i++) {
+        config_setting_t *s = config_setting_get_elem(g, (unsigned)i);
+        const char *k = config_setting_name(s);
+        if (!strcmp(k, "pid_file"))
+            ok &= want_str(x, s, &c->pid_file);
+        else if (!strcmp(k, "control_socket"))
+            ok &= want_str(x, s, &c->control_socket);
+        else if (!strcmp(k, "control_socket_mode"))
+            ok &= parse_mode(x, s, &c->control_socket_mode);
+        else if (!strcmp(k, "control_user"))
+            ok &= want_str(x, s, &c->control_user);
+        else if (!strcmp(k, "control_group"))
+            ok &= want_str(x, s, &c->control_group);
+        else if (!strcmp(k, "max_workers"))
+            ok &= want_int(x, s, 1, QPOOL_MAX_WORKERS_LIMIT, &c->max_workers);
+        else if (!strcmp(k, "shutdown_timeout"))
+            ok &= want_num(x, s, 0, 86400, &c->shutdown_timeout);
+        else if (!strcmp(k, "log_level"))
+            ok &= want_enum(x, s, levels, &c->log_level);
+        else if (!strcmp(k, "log_format"))
+            ok &= want_enum(x, s, formats, &c->log_format);
+        else if (!strcmp(k, "failed_limit"))
+            ok &= want_int(x, s, 1, 10000000, &c->failed_limit);
+        else if (!strcmp(k, "balance_interval"))
+            ok &= want_num(x, s, 0.1, 60, &c->balance_interval);
+        else if (!strcmp(k, "fleet_lease_ttl"))
+            ok &= want_num(x, s, 1, 600, &c->fleet_lease_ttl);
+        else if (!strcmp(k, "metrics_job_classes"))
+            ok &= want_int(x, s, 1, 10000, &c->metrics_job_classes);
+        else if (!strcmp(k, "metrics_retention"))
+            ok &= want_int(x, s, 60, 31 * 86400, &c->metrics_retention);
+        else if (!strcmp(k, "metrics"))
+            ok &= want_bool(x, s, &c->metrics);
+        else if (!strcmp(k, "job_history_size"))
+            ok &= want_int(x, s, 0, 100000, &c->job_history_size);
+        else if (!strcmp(k, "job_history_sample"))
+            ok &= want_num(x, s, 0, 1, &c->job_history_sample);
+        else if (!strcmp(k, "job_history_payloads"))
+            ok &= want_bool(x, s, &c->job_history_payloads);
+        else if (!strcmp(k, "http"))
+            ok &= parse_http_group(x, s);
+        else if (!strcmp(k, "alerts"))
+            ok &= parse_alerts_group(x, s);
+        else {
+            unknown_key(x, s, "qpool", known);
+            ok = false;
+        }
+    }
+    if (c->http.is_unix && !strcmp(c->http.listen, c->control_socket)) {
+        cerr(x, g, "http.listen is the control socket's path");
+        ok = false;
+    }
+    if (c->control_user && !getpwnam(c->control_user)) {
+        cerr(x, g, "control_user \"%s\" does not exist", c->control_user);
+        ok = false;
+    }
+    if (c->control_group && !getgrnam(c->control_group)) {
+        cerr(x, g, "control_group \"%s\" does not exist", c->control_group);
+        ok = false;
+    }
+    if (!resolve_http_peers(x, g, c)) ok = false;
+    return ok;
+}
+
+/* Who a Unix listener's peers are, looked up here in the master (the
+ * HTTP process does no user database lookup). */
+static bool resolve_http_peers(ctx_t *x, const config_setting_t *g, qconf_t *c)
+{
+    http_conf_t *h = &c->http;
+    struct passwd *pw = c->control_user ? getpwnam(c->control_user) : NULL;
+    struct group *gr = c->control_group ? getgrnam(c->control_group) : NULL;
+    h->owner_uid = geteuid();
+    if ((h->has_control_uid = pw != NULL)) h->control_uid = pw->pw_uid;
+    if ((h->has_control_gid = gr != NULL)) h->control_gid = gr->gr_gid;
+    if (!h->socket_group) return true;
+    if (!(gr = getgrnam(h->socket_group))) {
+        cerr(x, g, "http.socket_group \"%s\" does not exist", h->socket_group);
+        return false;
+    }
+    h->socket_gid = gr->gr_gid;
+    return true;
+}
+
+/* ---- issue 12: password_file, tls = { ... }, Sentinel ---- */
+
+static const char *const redis_ext_keys[] = {"password_file", "tls", "sentinels", "master_name",
+                                              "sentinel_username", "sentinel_password_env",
+                                              "sentinel_password_file", "cluster", NULL};
+
+static bool is_redis_ext_key(const char *k)
+{
+    for (int i = 0; redis_ext_keys[i]; i++)
+        if (!strcmp(k, redis_ext_keys[i])) return true;
+    return false;
+}
+
+static bool parse_redis_tls(ctx_t *x, const config_setting_t *g, redis_tls_t *t)
+{
+    static const char *const known[] = {"ca_file", "cert_file", "key_file", "server_name", "verify", NULL};
+    if (config_setting_type(g) != CONFIG_TYPE_GROUP) {
+        cerr(x, g, "tls: expected a group { ca_file = ...; verify = true; }");
+        return false;
+    }
+    bool ok = true;
+    t->enabled = true;
+    for (int j = 0; j < config_setting_length(g); j++) {
+        config_setting_t *s = config_setting_get_elem(g, (unsigned)j);
+        const char *k = config_setting_name(s);
+        if (!strcmp(k, "ca_file")) ok &= want_str(x, s, &t->ca_file);
+        else if (!strcmp(k, "cert_file")) ok &= want_str(x, s, &t->cert_file);
+        else if (!strcmp(k, "key_file")) ok &= want_str(x, s, &t->key_file);
+        else if (!strcmp(k, "server_name")) ok &= want_str(x, s, &t->server_name);
+        else if (!strcmp(k, "verify")) ok &= want_bool(x, s, &t->verify);
+        else {
+            unknown_key(x, s, "a redis connection's tls", known);
+            ok = false;
+        }
+    }
+    if (!t->cert_file != !t->key_file) {
+        cerr(x, g, "tls: cert_file and key_file go together (a client certificate and its key)");
+        ok = false;
+    }
+    if (!t->verify) cwarn(x, g, "tls: verify = false: the server's certificate is not checked");
+    return ok;
+}
+
+/* A list of "host:port" addresses (sentinels, cluster seeds): each must
+ * parse; *n counts them. */
+static bool parse_addr_list(ctx_t *x, const config_setting_t *s, int default_port, char ***addrs, int *n)
+{
+    if (!want_strv(x, s, true, addrs)) return false;
+    bool ok = true;
+    *n = 0;
+    for (char **a = *addrs; *a; a++, (*n)++) {
+        char host[256], err[300];
+        int port;
+        if (sentinel_parse_addr(*a, default_port, host, sizeof host, &port, err, sizeof err) < 0) {
+            cerr(x, s, "%s[%d]: %s", config_setting_name(s), *n, err);
+            ok = false;
+        }
+    }
+    return ok;
+}
+
+static bool parse_sentinels(ctx_t *x, const config_setting_t *s, redis_sentinel_t *st)
+{
+    return parse_addr_list(x, s, SENTINEL_DEFAULT_PORT, &st->addrs, &st->naddrs);
+}
+
+static bool parse_cluster(ctx_t *x, const config_setting_t *s, redis_conf_t *r)
+{
+    return parse_addr_list(x, s, RCLUSTER_DEFAULT_PORT, &r->cluster, &r->ncluster);
+}
+
+static bool parse_redis_ext(ctx_t *x, const config_setting_t *s, redis_conf_t *r)
+{
+    const char *k = config_setting_name(s);
+    if (!strcmp(k, "cluster")) return parse_cluster(x, s, r);
+    if (!strcmp(k, "password_file")) return want_str(x, s, &r->password_file);
+    if (!strcmp(k, "tls")) return parse_redis_tls(x, s, &r->tls);
+    if (!strcmp(k, "sentinels")) return parse_sentinels(x, s, &r->sentinel);
+    if (!strcmp(k, "master_name")) return want_str(x, s, &r->sentinel.master_name);
+    if (!strcmp(k, "sentinel_username")) return want_str(x, s, &r->sentinel.username);
+    if (!strcmp(k, "sentinel_password_env")) return want_str(x, s, &r->sentinel.password_env);
+    return want_str(x, s, &r->sentinel.password_file); /* sentinel_password_file */
+}
+
+/* Read a password_file now (the master may be root; workers run as the
+ * pool's user): an error names the key's file and line. */
+static bool load_secret(ctx_t *x, const config_setting_t *g, const char *key, const char *path,
+                        char **out)
+{
+    if (!path) return true;
+    char err[512];
+    *out = safefile_read_secret(path, err, sizeof err);
+    if (*out) return true;
+    config_setting_t *s = config_setting_get_member(g, key);
+    cerr(x, s ? s : g, "%s: %s", key, err);
+    return false;
+}
+
+static bool check_redis_ext(ctx_t *x, const config_setting_t *g, redis_conf_t *r)
+{
+    bool ok = true;
+    if (r->password_env && r->password_file) {
+        cerr(x, g, "redis.%s: password_env and password_file: use one", r->name);
+        ok = false;
+    }
+    if (r->sentinel.password_env && r->sentinel.password_file) {
+        cerr(x, g, "redis.%s: sentinel_password_env and sentinel_password_file: use one", r->name);
+        ok = false;
+    }
+    if (!r->sentinel.addrs != !r->sentinel.master_name) {
+        cerr(x, g, "redis.%s: sentinels and master_name go together", r->name);
+        ok = false;
+    }
+    if (r->cluster) {
+        const char *other = r->socket ? "socket" : r->sentinel.addrs ? "sentinels" : r->host_set ? "host" : r->port_set ? "port" : r->db ? "db" : NULL;
+        if (other) {
+            config_setting_t *o = config_setting_get_member(g, !strcmp(other, "sentinels") ? "sentinels" : other);
+            cerr(x, o ? o : g, "redis.%s: cluster cannot be used with %s%s", r->name, other,
+                 !strcmp(other, "db") ? " (a cluster has only db 0)" : " (the cluster's nodes come from its slot map)");
+            ok = false;
+        }
+    }
+    if (r->socket && (r->tls.enabled || r->sentinel.addrs)) {
+        cerr(x, g, "redis.%s: socket cannot be used with %s", r->name, r->tls.enabled ? "tls" : "sentinels");
+        ok = false;
+    }
+    ok &= load_secret(x, g, "password_file", r->password_file, &r->file_password);
+    ok &= load_secret(x, g, "sentinel_password_file", r->sentinel.password_file, &r->sentinel.file_password);
+    return ok;
+}
+
+static void wipe_free(char *s)
+{
+    if (s) explicit_bzero(s, strlen(s));
+    free(s);
+}
+
+void redis_conf_wipe_secrets(redis_conf_t *r)
+{
+    wipe_free(r->password);
+    wipe_free(r->file_password);
+    wipe_free(r->sentinel.file_password);
+    r->password = r->file_password = r->sentinel.file_password = NULL;
+}
+
+static void wipe_pool_env(pool_conf_t *p)
+{
+    for (int i = 0; i < p->nenv; i++) {
+        wipe_free(p->env[i].value);
+        free(p->env[i].name);
+    }
+    free(p->env);
+    p->env = NULL;
+    p->nenv = 0;
+}
+
+void config_wipe_secrets(qconf_t *c, const char *keep)
+{
+    for (int i = 0; i < c->nredis; i++)
+        if (!keep || strcmp(c->redis[i].name, keep)) redis_conf_wipe_secrets(&c->redis[i]);
+    for (int i = 0; i < c->npools; i++) wipe_pool_env(&c->pools[i]);
+}
+
+void redis_conf_ext_free(redis_conf_t *r)
+{
+    free(r->password_file);
+    wipe_free(r->file_password);
+    free(r->tls.ca_file);
+    free(r->tls.cert_file);
+    free(r->tls.key_file);
+    free(r->tls.server_name);
+    free_strv(r->sentinel.addrs);
+    free(r->sentinel.master_name);
+    free(r->sentinel.username);
+    free(r->sentinel.password_env);
+    free(r->sentinel.password_file);
+    wipe_free(r->sentinel.file_password);
+    free_strv(r->cluster);
+}
+
+/* Every field of a connection, and its secrets wiped. */
+void redis_conf_free(redis_conf_t *r)
+{
+    free(r->name);
+    free(r->host);
+    free(r->socket);
+    free(r->prefix);
+    free(r->username);
+    free(r->password_env);
+    wipe_free(r->password);
+    free(r->app);
+    redis_conf_ext_free(r);
+    memset(r, 0, sizeof *r);
+}
+
+static char *dup_or_null(const char *s)
+{
+    return s ? xstrdup(s) : NULL;
+}
+
+void redis_conf_ext_copy(redis_conf_t *dst, const redis_conf_t *src)
+{
+    dst->password_file = dup_or_null(src->password_file);
+    dst->file_password = dup_or_null(src->file_password);
+    dst->tls = src->tls;
+    dst->tls.ca_file = dup_or_null(src->tls.ca_file);
+    dst->tls.cert_file = dup_or_null(src->tls.cert_file);
+    dst->tls.key_file = dup_or_null(src->tls.key_file);
+    dst->tls.server_name = dup_or_null(src->tls.server_name);
+    dst->sentinel = src->sentinel;
+    dst->sentinel.addrs = NULL;
+    if (src->sentinel.addrs) {
+        dst->sentinel.addrs = xcalloc((size_t)src->sentinel.naddrs + 1, sizeof(char *));
+        for (int i = 0; i < src->sentinel.naddrs; i++) dst->sentinel.addrs[i] = xstrdup(src->sentinel.addrs[i]);
+    }
+    dst->sentinel.master_name = dup_or_null(src->sentinel.master_name);
+    dst->sentinel.username = dup_or_null(src->sentinel.username);
+    dst->sentinel.password_env = dup_or_null(src->sentinel.password_env);
+    dst->sentinel.password_file = dup_or_null(src->sentinel.password_file);
+    dst->sentinel.file_password = dup_or_null(src->sentinel.file_password);
+    dst->cluster = src->cluster ? strv_dup(src->cluster) : NULL;
+}
+
+static void print_redis_ext(FILE *f, const redis_conf_t *r);
+static bool redis_ext_same(const redis_conf_t *a, const redis_conf_t *b);
+
+static void redis_defaults(redis_conf_t *r, const char *name)
+{
+    memset(r, 0, sizeof *r);
+    r->name = xstrdup(name);
+    r->host = xstrdup("127.0.0.1");
+    r->port = 6379;
+    r->prefix = xstrdup("laravel_database_");
+    r->timeout = 5;
+    r->tls.verify = true;
+}
+
+static bool parse_redis_group(ctx_t *x, const config_setting_t *g)
+{
+    static const char *const known[] = {"host", "port", "socket", "db", "prefix", "username",
+                                        "password_env", "timeout", "password_file", "tls",
+                                        "sentinels", "master_name", "sentinel_username",
+                                        "sentinel_password_env", "sentinel_password_file", "cluster", NULL};
+    qconf_t *c = x->c;
+    bool ok = true;
+    if (config_setting_type(g) != CONFIG_TYPE_GROUP) {
+        cerr(x, g, "redis: expected a group of named connections");
+        return false;
+    }
+    int n = config_setting_length(g);
+    c->redis = xcalloc((size_t)n + 1, sizeof *c->redis);
+    for (int i = 0; i < n; i++) {
+        config_setting_t *cs = config_setting_get_elem(g, (unsigned)i);
+        redis_conf_t *r = &c->redis[c->nredis++];
+        redis_defaults(r, config_setting_name(cs));
+        r->line = sline(cs);
+        if (config_setting_type(cs) != CONFIG_TYPE_GROUP) {
+            cerr(x, cs, "redis.%s: expected a group { host = ...; port = ...; }", r->name);
+            ok = false;
+            continue;
+        }
+        for (int j = 0; j < config_setting_length(cs); j++) {
+            config_setting_t *s = config_setting_get_elem(cs, (unsigned)j);
+            const char *k = config_setting_name(s);
+            if (!strcmp(k, "host"))
+                ok &= want_str(x, s, &r->host), r->host_set = true;
+            else if (!strcmp(k, "port"))
+                ok &= want_int(x, s, 1, 65535, &r->port), r->port_set = true;
+            else if (!strcmp(k, "socket"))
+                ok &= want_str(x, s, &r->socket);
+            else if (!strcmp(k, "db"))
+                ok &= want_int(x, s, 0, 1000000, &r->db);
+            else if (!strcmp(k, "prefix"))
+                ok &= want_str(x, s, &r->prefix);
+            else if (!strcmp(k, "username"))
+                ok &= want_str(x, s, &r->username);
+            else if (!strcmp(k, "password_env"))
+                ok &= want_str(x, s, &r->password_env);
+            else if (!strcmp(k, "timeout"))
+                ok &= want_num(x, s, 0.01, 3600, &r->timeout);
+            else if (is_redis_ext_key(k))
+                ok &= parse_redis_ext(x, s, r);
+            else {
+                unknown_key(x, s, "a redis connection", known);
+                ok = false;
+            }
+        }
+        ok &= check_redis_ext(x, cs, r);
+    }
+    return ok;
+}
+
+char *config_control_socket(const char *path)
+{
+    config_t cfg;
+    config_init(&cfg);
+    char *r = NULL;
+    const char *v = NULL;
+    if (config_read_file(&cfg, path) && config_lookup_string(&cfg, "qpool.control_socket", &v))
+        r = xstrdup(v);
+    config_destroy(&cfg);
+    return r ? r : xstrdup("/run/qpool/qpool.sock");
+}
+
+const char *config_path(const char *explicit_path)
+{
+    if (explicit_path && *explicit_path) return explicit_path;
+    const char *e = getenv("QPOOL_CONFIG");
+    if (e && *e) return e;
+    return QPOOL_DEFAULT_CONFIG;
+}
+
+/* The pools: parse every one and note its app; describe the apps all at
+ * once (config_app.h); then finish each pool in order. */
+static void load_pools(ctx_t *x, const config_setting_t *gp, const pool_conf_t *defaults, const pool_parse_t *dpp)
+{
+    qconf_t *c = x->c;
+    app_cache_t *apps = NULL;
+    int n = config_setting_length(gp);
+    if (n == 0) cerr(x, gp, "pools: no pools defined");
+    c->pools = xcalloc((size_t)n + 1, sizeof *c->pools);
+    pool_pass_t *pass = xcalloc((size_t)n + 1, sizeof *pass);
+    for (int i = 0; i < n; i++) {
+        config_setting_t *g = config_setting_get_elem(gp, (unsigned)i);
+        if (config_setting_type(g) != CONFIG_TYPE_GROUP) {
+            cerr(x, g, "pools[%d]: expected a group { name = ...; }", i);
+            continue;
+        }
+        pool_pass_t *ps = &pass[c->npools];
+        pool_conf_t *p = &c->pools[c->npools++];
+        pool_conf_copy(p, defaults);
+        p->line = sline(g);
+        ps->g = g;
+        ps->pp = (pool_parse_t){.explicit = dpp->explicit};
+        ps->parsed = parse_pool_settings(x, g, p, false, &ps->pp);
+        if (ps->parsed && p->laravel && resolve_identity(p))
+            app_describe_note(&apps, p, ps->pp.explicit & EXPLICIT_QUEUE_CONNECTION);
+    }
+    app_describe_pending(apps);
+    for (int i = 0; i < c->npools; i++) {
+        pool_conf_t *p = &c->pools[i];
+        const pool_pass_t *ps = &pass[i];
+        /* an app that cannot be read: that error alone, not what follows from it */
+        if (!ps->parsed || !p->laravel || apply_app(x, p, &ps->pp, &apps)) finish_pool(x, ps->g, p, &ps->pp);
+        for (int j = 0; p->name && j < i; j++)
+            if (c->pools[j].name && !strcmp(c->pools[j].name, p->name))
+                cerr(x, ps->g, "pool name \"%s\" is used twice (first on line %d)", p->name,
+                     c->pools[j].line);
+    }
+    free(pass);
+    app_cache_free(apps);
+}
+
+qconf_t *config_load(const char *path, conf_errors_t *errs)
+{
+    memset(errs, 0, sizeof *errs);
+    qconf_t *c = xcalloc(1, sizeof *c);
+    c->path = xstrdup(path);
+    c->pid_file = xstrdup("/run/qpool/qpool.pid");
+    c->control_socket = xstrdup("/run/qpool/qpool.sock");
+    c->control_socket_mode = 0660;
+    c->max_workers = 64;
+    c->metrics_job_classes = 100;
+    c->metrics_retention = 86400;
+    c->metrics = true;
+    c->job_history_size = 1000;
+    c->job_history_sample = 1;
+    c->shutdown_timeout = 120;
+    c->log_level = LOG_INFO;
+    c->log_format = LOGFMT_TEXT;
+    c->failed_limit = 10000;
+    c->balance_interval = 1;
+    c->fleet_lease_ttl = 10;
+    http_defaults(&c->http);
+    alerts_conf_defaults(&c->alerts);
+    ctx_t x = {.path = path, .errs = errs, .c = c};
+
+    config_t cfg;
+    config_init(&cfg);
+    {
+        /* Relative @include paths resolve against the config file's directory. */
+        char *dir = xstrdup(path);
+        char *slash = strrchr(dir, '/');
+        if (slash) {
+            *slash = '\0';
+            config_set_include_dir(&cfg, *dir ? dir : "/");
+        }
+        free(dir);
+    }
+    struct stat st;
+    if (stat(path, &st) < 0) {
+        cerr(&x, NULL, "cannot read config file: %s", strerror(errno));
+        goto fail;
+    }
+    if (!config_read_file(&cfg, path)) {
+        if (config_error_type(&cfg) == CONFIG_ERR_FILE_IO)
+            cerr(&x, NULL, "cannot read config file: %s", config_error_text(&cfg));
+        else {
+            const char *f = config_error_file(&cfg) ? config_error_file(&cfg) : path;
+            char *msg = xasprintf("%s:%d: syntax error: %s", f, config_error_line(&cfg),
+                                  config_error_text(&cfg));
+            errs->msgs = xrealloc(errs->msgs, sizeof(char *) * (size_t)(errs->n + 1));
+            errs->msgs[errs->n++] = msg;
+        }
+        goto fail;
+    }
+
+    config_setting_t *root = config_root_setting(&cfg);
+    static const char *const top_known[] = {"qpool", "redis", "defaults", "pools", NULL};
+    const config_setting_t *gq = NULL, *gr = NULL, *gd = NULL, *gp = NULL;
+    for (int i = 0; i < config_setting_length(root); i++) {
+        config_setting_t *s = config_setting_get_elem(root, (unsigned)i);
+        const char *k = config_setting_name(s);
+        if (!strcmp(k, "qpool")) gq = s;
+        else if (!strcmp(k, "redis")) gr = s;
+        else if (!strcmp(k, "defaults")) gd = s;
+        else if (!strcmp(k, "pools")) gp = s;
+        else unknown_key(&x, s, "the top level", top_known);
+    }
+    if (gq) parse_qpool_group(&x, gq);
+    if (gr)
+        parse_redis_group(&x, gr);
+    if (!config_redis(c, "default")) {
+        /* Pools use "default" unless told otherwise; provide Laravel's stock one
+         * (a Laravel app's own "default" replaces it: config_app.c). */
+        c->redis = xrealloc(c->redis, sizeof *c->redis * (size_t)(c->nredis + 1));
+        redis_defaults(&c->redis[c->nredis], "default");
+        c->redis[c->nredis++].kind = REDIS_STOCK;
+    }
+
+    if (c->http.connection && !config_redis(c, c->http.connection))
+        cerr(&x, gq, "http.connection: no redis connection named \"%s\"", c->http.connection);
+
+    pool_conf_t defaults;
+    pool_builtin_defaults(&defaults);
+    pool_parse_t dpp = {0};
+    if (gd) {
+        if (config_setting_type(gd) != CONFIG_TYPE_GROUP)
+            cerr(&x, gd, "defaults: expected a group");
+        else
+            parse_pool_settings(&x, gd, &defaults, true, &dpp);
+    }
+    if (!gp) {
+        cerr(&x, NULL, "no pools defined (add pools = ( { name = ...; queues = [...]; ... } );)");
+    } else if (config_setting_type(gp) != CONFIG_TYPE_LIST) {
+        cerr(&x, gp, "pools: expected a list ( {...}, {...} )");
+    } else {
+        load_pools(&x, gp, &defaults, &dpp);
+        int minsum = 0;
+        for (int i = 0; i < c->npools; i++)
+            minsum += c->pools[i].balance == BALANCE_OFF ? c->pools[i].processes
+                                                         : c->pools[i].min_processes;
+        if (errs->n == 0 && minsum > c->max_workers)
+            cerr(&x, gq ? gq : gp, "max_workers (%d) is below the sum of the pools' fixed and minimum sizes (%d)",
+                 c->max_workers, minsum);
+        bool budgets = false;
+        for (int i = 0; i < c->npools; i++) budgets |= c->pools[i].fleet_max_processes > 0;
+        if (budgets && c->fleet_lease_ttl < 2 * c->balance_interval)
+            cerr(&x, gq ? gq : gp, "fleet_lease_ttl (%g s) must be at least two balance_interval (%g s): a "
+                                   "lease renewed once a pass must not lapse between two passes",
+                 c->fleet_lease_ttl, c->balance_interval);
+    }
+    pool_conf_free(&defaults);
+    config_destroy(&cfg);
+    if (errs->n) {
+        config_free(c);
+        return NULL;
+    }
+    return c;
+fail:
+    config_destroy(&cfg);
+    config_free(c);
+    return NULL;
+}
+
+void config_free(qconf_t *c)
+{
+    if (!c) return;
+    free(c->path);
+    free(c->pid_file);
+    free(c->control_socket);
+    free(c->control_user);
+    free(c->control_group);
+    http_conf_free(&c->http);
+    alerts_conf_free(&c->alerts);
+    if (c->alerts_command)
+        for (char **v = c->alerts_command; *v; v++) free(*v);
+    free(c->alerts_command);
+    free(c->alerts_user);
+    for (int i = 0; i < c->nredis; i++) redis_conf_free(&c->redis[i]);
+    free(c->redis);
+    for (int i = 0; i < c->npools; i++) pool_conf_free(&c->pools[i]);
+    free(c->pools);
+    free(c);
+}
+
+void conf_errors_free(conf_errors_t *e)
+{
+    for (int i = 0; i < e->n; i++) free(e->msgs[i]);
+    for (int i = 0; i < e->nwarn; i++) free(e->warnings[i]);
+    free(e->msgs);
+    free(e->warnings);
+    memset(e, 0, sizeof *e);
+}
+
+void conf_errors_print(const conf_errors_t *e, FILE *f)
+{
+    for (int i = 0; i < e->n; i++) fprintf(f, "%s\n", e->msgs[i]);
+    for (int i = 0; i < e->nwarn; i++) fprintf(f, "warning: %s\n", e->warnings[i]);
+}
+
+const redis_conf_t *config_redis(const qconf_t *c, const char *name)
+{
+    for (int i = 0; name && i < c->nredis; i++)
+        if (!strcmp(c->redis[i].name, name)) return &c->redis[i];
+    return NULL;
+}
+
+int config_pool_index(const qconf_t *c, const char *name)
+{
+    for (int i = 0; i < c->npools; i++)
+        if (!strcmp(c->pools[i].name, name)) return i;
+    return -1;
+}
+
+const pool_conf_t *config_pool(const qconf_t *c, const char *name)
+{
+    int i = config_pool_index(c, name);
+    return i < 0 ? NULL : &c->pools[i];
+}
+
+/* ---------------------------------------------------------------- compare */
+
+static bool str_eq(const char *a, const char *b)
+{
+    if (!a || !b) return a == b;
+    return strcmp(a, b) == 0;
+}
+
+static bool strv_eq(char *const *a, char *const *b)
+{
+    if (!a || !b) return a == b;
+    size_t n = strv_len(a);
+    if (n != strv_len(b)) return false;
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(a[i], b[i])) return false;
+    return true;
+}
+
+bool pool_conf_same_size(const pool_conf_t *a, const pool_conf_t *b)
+{
+    /* Only the settings the pool's mode uses: a change of defaults.processes
+     * does not touch an auto pool. */
+    if (a->balance != b->balance) return false;
+    if (a->balance == BALANCE_OFF) return a->processes == b->processes;
+    return a->min_processes == b->min_processes && a->max_processes == b->max_processes &&
+           a->auto_strategy == b->auto_strategy && a->target_wait == b->target_wait &&
+           a->scale_down_delay == b->scale_down_delay && a->priority == b->priority &&
+           a->fleet_max_processes == b->fleet_max_processes;
+}
+
+bool pool_conf_same_except_size(const pool_conf_t *a, const pool_conf_t *b)
+{
+    if (!str_eq(a->name, b->name) || !strv_eq(a->queues, b->queues)) return false;
+    if (!str_eq(a->connection, b->connection) || !str_eq(a->queue_connection, b->queue_connection) ||
+        !str_eq(a->cache_connection, b->cache_connection) || !str_eq(a->cache_prefix, b->cache_prefix) ||
+        !str_eq(a->restart_key, b->restart_key) || a->laravel_pause != b->laravel_pause)
+        return false;
+    if (a->tries != b->tries || a->timeout != b->timeout || a->retry_after != b->retry_after ||
+        a->memory != b->memory || a->sleep != b->sleep || a->max_jobs != b->max_jobs ||
+        a->max_time != b->max_time || a->rest != b->rest || a->migration_batch != b->migration_batch ||
+        a->prefetch != b->prefetch || a->job_log != b->job_log || a->nbackoff != b->nbackoff)
+        return false;
+    if (memcmp(a->backoff, b->backoff, sizeof(int) * (size_t)a->nbackoff)) return false;
+    if (a->handler_type != b->handler_type || !strv_eq(a->handler_command, b->handler_command) ||
+        a->handler_start_timeout != b->handler_start_timeout || a->handler_protocol != b->handler_protocol ||
+        !strv_eq(a->command, b->command))
+        return false;
+    if (!str_eq(a->user, b->user) || !str_eq(a->group, b->group) ||
+        !str_eq(a->working_directory, b->working_directory) || a->nice != b->nice ||
+        a->nenv != b->nenv)
+        return false;
+    for (int i = 0; i < a->nenv; i++)
+        if (!str_eq(a->env[i].name, b->env[i].name) || !str_eq(a->env[i].value, b->env[i].value))
+            return false;
+    if (a->preload != b->preload) return false;
+    if (!str_eq(a->laravel, b->laravel) || a->force != b->force || !str_eq(a->down_file, b->down_file) ||
+        !str_eq(a->down_connection, b->down_connection) || !str_eq(a->down_key, b->down_key))
+        return false;
+    return true;
+}
+
+/* The PHP adapter is the script qpool installs as qpool-handler.php (php_adapter may name
+ * another copy of it, and tests start it by its path): any argument with that name. */
+bool pool_runs_adapter(const pool_conf_t *p)
+{
+    if (p->handler_type != HANDLER_PIPE || !p->handler_command) return false;
+    for (char **a = p->handler_command; *a; a++) {
+        const char *slash = strrchr(*a, '/');
+        if (!strcmp(slash ? slash + 1 : *a, "qpool-handler.php")) return true;
+    }
+    return false;
+}
+
+bool pool_preloads(const pool_conf_t *p)
+{
+    return p->preload && pool_runs_adapter(p) && p->handler_protocol != HANDLER_PROTO_1;
+}
+
+/* ---------------------------------------------------------------- print */
+
+/* A libconfig string literal: \" \\ \n \r \t \f, and \xNN for other control bytes
+ * (libconfig has no \u escapes). */
+static void put_lc_str(FILE *f, const char *v)
+{
+    fputc('"', f);
+    for (const unsigned char *c = (const unsigned char *)v; *c; c++) {
+        switch (*c) {
+        case '"': fputs("\\\"", f); break;
+        case '\\': fputs("\\\\", f); break;
+        case '\n': fputs("\\n", f); break;
+        case '\r': fputs("\\r", f); break;
+        case '\t': fputs("\\t", f); break;
+        case '\f': fputs("\\f", f); break;
+        default:
+            if (*c < 0x20 || *c == 0x7f)
+                fprintf(f, "\\x%02x", *c);
+            else
+                fputc(*c, f);
+        }
+    }
+    fputc('"', f);
+}
+
+static void print_str(FILE *f, const char *indent, const char *k, const char *v)
+{
+    fprintf(f, "%s%s = ", indent, k);
+    put_lc_str(f, v);
+    fprintf(f, ";\n");
+}
+
+static void print_strv(FILE *f, const char *indent, const char *k, char *const *v)
+{
+    fprintf(f, "%s%s = [", indent, k);
+    for (int i = 0; v[i]; i++) {
+        if (i) fputs(", ", f);
+        put_lc_str(f, v[i]);
+    }
+    fprintf(f, "];\n");
+}
+
+static void print_num(FILE *f, const char *indent, const char *k, double v)
+{
+    char buf[64];
+    fmt_num(buf, sizeof buf, v);
+    /* libconfig needs a decimal point to read a float back as a float */
+    if (v != (long long)v || strchr(buf, 'e'))
+        fprintf(f, "%s%s = %s;\n", indent, k, buf);
+    else
+        fprintf(f, "%s%s = %s.0;\n", indent, k, buf);
+}
+
+static void print_http(const http_conf_t *h, FILE *f)
+{
+    if (!h->listen) return;
+    fprintf(f, "  http = {\n");
+    print_str(f, "    ", "listen", h->listen);
+    if (h->token_file) print_str(f, "    ", "token_file", h->token_file);
+    if (h->token_env) print_str(f, "    ", "token_env", h->token_env);
+    print_str(f, "    ", "user", h->user ? h->user : "nobody");
+    print_str(f, "    ", "connection", h->connection ? h->connection : "default");
+    if (h->is_unix) fprintf(f, "    socket_mode = \"%04o\";\n", h->socket_mode);
+    if (h->base_path) print_str(f, "    ", "base_path", h->base_path);
+    if (h->socket_group) print_str(f, "    ", "socket_group", h->socket_group);
+    print_str(f, "    ", "read_without_token", READ_NAMES[h->read_without_token]);
+    fprintf(f, "    max_connections = %d;\n    timeout = %d;\n    header_timeout = %d;\n  };\n", h->max_connections,
+            h->timeout, h->header_timeout);
+}
+
+static void print_alerts(const qconf_t *c, FILE *f)
+{
+    const alerts_conf_t *a = &c->alerts;
+    fprintf(f, "  alerts = {\n");
+    print_num(f, "    ", "long_wait", a->long_wait_s);
+    if (a->nwaits) {
+        fprintf(f, "    long_wait_queues = {\n");
+        for (int i = 0; i < a->nwaits; i++) print_num(f, "      ", a->waits[i].queue, a->waits[i].seconds);
+        fprintf(f, "    };\n");
+    }
+    print_num(f, "    ", "failure_rate", a->failure_rate);
+    fprintf(f, "    failure_min_jobs = %d;\n    crash_loop = %d;\n    crash_loop_window = %d;\n    clear_after = %d;\n",
+            a->failure_min_jobs, a->crash_loop_crashes, a->crash_loop_window_s, a->clear_after_s);
+    if (c->alerts_command) print_strv(f, "    ", "command", c->alerts_command);
+    if (c->alerts_user) print_str(f, "    ", "user", c->alerts_user);
+    fprintf(f, "  };\n");
+}
+
+/* An environment variable whose value `qpool check` does not print. */
+static bool secret_name(const char *name)
+{
+    static const char *const words[] = {"PASSWORD", "PASS", "SECRET", "TOKEN", "KEY", "AUTH", NULL};
+    for (int i = 0; words[i]; i++)
+        if (strcasestr(name, words[i])) return true;
+    return false;
+}
+
+static void print_app(const pool_conf_t *p, FILE *f, const char *in)
+{
+    if (!p->laravel) return;
+    print_str(f, in, "laravel", p->laravel);
+    print_strv(f, in, "php", p->php);
+    if (p->php_adapter) print_str(f, in, "php_adapter", p->php_adapter);
+    if (p->php_root) print_str(f, in, "php_root", p->php_root);
+    fprintf(f, "%sforce = %s;\n", in, p->force ? "true" : "false");
+    app_print_origins(p, f, in);
+}
+
+void config_print(const qconf_t *c, FILE *f)
+{
+    fprintf(f, "# effective configuration of %s (defaults filled in)\n", c->path);
+    fprintf(f, "qpool = {\n");
+    print_str(f, "  ", "pid_file", c->pid_file);
+    print_str(f, "  ", "control_socket", c->control_socket);
+    fprintf(f, "  control_socket_mode = \"%04o\";\n", c->control_socket_mode);
+    if (c->control_user) print_str(f, "  ", "control_user", c->control_user);
+    if (c->control_group) print_str(f, "  ", "control_group", c->control_group);
+    fprintf(f, "  max_workers = %d;\n", c->max_workers);
+    fprintf(f, "  metrics_job_classes = %d;\n", c->metrics_job_classes);
+    fprintf(f, "  metrics_retention = %d;\n", c->metrics_retention);
+    fprintf(f, "  metrics = %s;\n", c->metrics ? "true" : "false");
+    fprintf(f, "  job_history_size = %d;\n", c->job_history_size);
+    print_num(f, "  ", "job_history_sample", c->job_history_sample);
+    fprintf(f, "  job_history_payloads = %s;\n", c->job_history_payloads ? "true" : "false");
+    print_num(f, "  ", "shutdown_timeout", c->shutdown_timeout);
+    fprintf(f, "  log_level = \"%s\";\n", log_level_name(c->log_level));
+    fprintf(f, "  log_format = \"%s\";\n", c->log_format == LOGFMT_JSON ? "json" : "text");
+    fprintf(f, "  failed_limit = %d;\n", c->failed_limit);
+    print_num(f, "  ", "balance_interval", c->balance_interval);
+    print_num(f, "  ", "fleet_lease_ttl", c->fleet_lease_ttl);
+    print_http(&c->http, f);
+    print_alerts(c, f);
+    fprintf(f, "};\n\nredis = {\n");
+    for (int i = 0; i < c->nredis; i++) {
+        const redis_conf_t *r = &c->redis[i];
+        fprintf(f, "  %s = {\n", r->name);
+        if (r->socket)
+            print_str(f, "    ", "socket", r->socket);
+        else if (!r->cluster) {
+            print_str(f, "    ", "host", r->host);
+            fprintf(f, "    port = %d;\n", r->port);
+        }
+        if (!r->cluster) fprintf(f, "    db = %d;\n", r->db);
+        print_str(f, "    ", "prefix", r->prefix);
+        if (r->username) print_str(f, "    ", "username", r->username);
+        if (r->password_env) print_str(f, "    ", "password_env", r->password_env);
+        if (r->password) fprintf(f, "    # password: (redacted; read from the app)\n");
+        if (r->app) fprintf(f, "    # read from the Laravel app %s\n", r->app);
+        print_num(f, "    ", "timeout", r->timeout);
+        print_redis_ext(f, r);
+        fprintf(f, "  };\n");
+    }
+    fprintf(f, "};\n\npools = (\n");
+    for (int i = 0; i < c->npools; i++) {
+        const pool_conf_t *p = &c->pools[i];
+        const char *in = "    ";
+        fprintf(f, "  {\n");
+        print_str(f, in, "name", p->name);
+        print_strv(f, in, "queues", p->queues);
+        fprintf(f, "%sbalance = \"%s\";\n", in, balance_names[p->balance]);
+        if (p->balance == BALANCE_OFF)
+            fprintf(f, "%sprocesses = %d;\n", in, p->processes);
+        else {
+            fprintf(f, "%smin_processes = %d;\n%smax_processes = %d;\n", in, p->min_processes, in,
+                    p->max_processes);
+            fprintf(f, "%sauto_strategy = \"%s\";\n", in, strategy_names[p->auto_strategy]);
+            print_num(f, in, "target_wait", p->target_wait);
+            print_num(f, in, "scale_down_delay", p->scale_down_delay);
+            fprintf(f, "%spriority = %d;\n", in, p->priority);
+            if (p->fleet_max_processes) fprintf(f, "%sfleet_max_processes = %d;\n", in, p->fleet_max_processes);
+        }
+        if (p->handler_type != HANDLER_NONE) {
+            fprintf(f, "%shandler = {\n", in);
+            fprintf(f, "%s  type = \"%s\";\n", in, handler_names[p->handler_type]);
+            print_strv(f, "      ", "command", p->handler_command);
+            if (p->handler_type == HANDLER_PIPE) {
+                print_num(f, "      ", "start_timeout", p->handler_start_timeout);
+                if (p->handler_protocol == HANDLER_PROTO_AUTO)
+                    fprintf(f, "      protocol = \"auto\";\n");
+                else
+                    fprintf(f, "      protocol = %d;\n", p->handler_protocol);
+            }
+            fprintf(f, "%s};\n", in);
+            if (pool_runs_adapter(p))
+                fprintf(f, "%spreload = %s;%s\n", in, p->preload ? "true" : "false",
+                        pool_preloads(p) ? "" : "  # not with handler.protocol = 1");
+        } else
+            print_strv(f, in, "command", p->command);
+        print_str(f, in, "connection", p->connection);
+        print_str(f, in, "queue_connection", p->queue_connection);
+        print_str(f, in, "cache_connection", p->cache_connection);
+        print_str(f, in, "cache_prefix", p->cache_prefix);
+        print_str(f, in, "restart_key", p->restart_key);
+        fprintf(f, "%slaravel_pause = %s;\n", in, p->laravel_pause ? "true" : "false");
+        fprintf(f, "%stries = %d;\n", in, p->tries);
+        fprintf(f, "%sbackoff = [", in);
+        for (int b = 0; b < p->nbackoff; b++) fprintf(f, "%s%d", b ? ", " : "", p->backoff[b]);
+        fprintf(f, "];\n");
+        fprintf(f, "%stimeout = %d;\n%sretry_after = %d;\n%smemory = %d;\n", in, p->timeout, in,
+                p->retry_after, in, p->memory);
+        print_num(f, in, "sleep", p->sleep);
+        fprintf(f, "%smax_jobs = %d;\n%smax_time = %d;\n", in, p->max_jobs, in, p->max_time);
+        print_num(f, in, "rest", p->rest);
+        fprintf(f, "%smigration_batch = %d;\n", in, p->migration_batch);
+        fprintf(f, "%sprefetch = %d;\n", in, p->prefetch);
+        fprintf(f, "%sjob_log = %s;\n", in, p->job_log ? "true" : "false");
+        if (p->user) print_str(f, in, "user", p->user);
+        if (p->group) print_str(f, in, "group", p->group);
+        if (p->working_directory) print_str(f, in, "working_directory", p->working_directory);
+        if (p->nenv) {
+            fprintf(f, "%senvironment = {\n", in);
+            for (int e = 0; e < p->nenv; e++)
+                print_str(f, "      ", p->env[e].name, secret_name(p->env[e].name) ? "(redacted)" : p->env[e].value);
+            fprintf(f, "%s};\n", in);
+        }
+        fprintf(f, "%snice = %d;\n", in, p->nice);
+        print_app(p, f, in);
+        fprintf(f, "  }%s\n", i + 1 < c->npools ? "," : "");
+    }
+    fprintf(f, ");\n");
+}
+
+static bool redis_ext_same(const redis_conf_t *a, const redis_conf_t *b)
+{
+    const redis_tls_t *t = &a->tls, *u = &b->tls;
+    const redis_sentinel_t *s = &a->sentinel, *v = &b->sentinel;
+    return str_eq(a->password_file, b->password_file) && str_eq(a->file_password, b->file_password) &&
+           t->enabled == u->enabled && t->verify == u->verify && str_eq(t->ca_file, u->ca_file) &&
+           str_eq(t->cert_file, u->cert_file) && str_eq(t->key_file, u->key_file) &&
+           str_eq(t->server_name, u->server_name) && strv_eq(s->addrs, v->addrs) &&
+           str_eq(s->master_name, v->master_name) && str_eq(s->username, v->username) &&
+           str_eq(s->password_env, v->password_env) && str_eq(s->password_file, v->password_file) &&
+           str_eq(s->file_password, v->file_password) && strv_eq(a->cluster, b->cluster);
+}
+
+bool redis_conf_same(const redis_conf_t *a, const redis_conf_t *b)
+{
+    if (!a || !b) return a == b;
+    return str_eq(a->host, b->host) && a->port == b->port && str_eq(a->socket, b->socket) &&
+           a->db == b->db && str_eq(a->prefix, b->prefix) && str_eq(a->username, b->username) &&
+           str_eq(a->password_env, b->password_env) && str_eq(a->password, b->password) &&
+           a->timeout == b->timeout &&
+           redis_ext_same(a, b);
+}
+
+/* password_file's path is printed, never what it holds. */
+static void print_redis_ext(FILE *f, const redis_conf_t *r)
+{
+    const char *in = "    ";
+    if (r->password_file) print_str(f, in, "password_file", r->password_file);
+    if (r->tls.enabled) {
+        fprintf(f, "%stls = {\n", in);
+        const char *in2 = "      ";
+        if (r->tls.ca_file) print_str(f, in2, "ca_file", r->tls.ca_file);
+        if (r->tls.cert_file) print_str(f, in2, "cert_file", r->tls.cert_file);
+        if (r->tls.key_file) print_str(f, in2, "key_file", r->tls.key_file);
+        if (r->tls.server_name) print_str(f, in2, "server_name", r->tls.server_name);
+        fprintf(f, "%sverify = %s;\n%s};\n", in2, r->tls.verify ? "true" : "false", in);
+    }
+    if (r->cluster) print_strv(f, in, "cluster", r->cluster);
+    if (!r->sentinel.addrs) return;
+    print_strv(f, in, "sentinels", r->sentinel.addrs);
+    print_str(f, in, "master_name", r->sentinel.master_name);
+    if (r->sentinel.username) print_str(f, in, "sentinel_username", r->sentinel.username);
+    if (r->sentinel.password_env) print_str(f, in, "sentinel_password_env", r->sentinel.password_env);
+    if (r->sentinel.password_file) print_str(f, in, "sentinel_password_file", r->sentinel.password_file);
+}

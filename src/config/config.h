@@ -1,0 +1,299 @@
+/*
+ * config.h - the qpool configuration: parsed from a libconfig file, fully
+ * validated, with every default filled in, before anything starts.
+ *
+ * Validation collects every problem as "FILE:LINE: message"; callers print
+ * them and exit 78 (EX_CONFIG). Unknown keys are errors, with a suggestion
+ * when a known key is close, because a typo must never silently do nothing.
+ * The pool settings cascade: built-in defaults, then the `defaults` group,
+ * then the pool's own group.
+ */
+#ifndef QPOOL_CONFIG_H
+#define QPOOL_CONFIG_H
+
+#include <stdbool.h>
+
+#include "observe/alerts.h"
+#include <stdio.h>
+#include <sys/types.h>
+
+#define QPOOL_EX_CONFIG 78
+#define QPOOL_MAX_WORKERS_LIMIT 1024
+#define QPOOL_MAX_QUEUES 30          /* per pool; also the width of pause masks */
+#define QPOOL_FLEET_BUDGET_LIMIT 1000000 /* fleet_max_processes */
+#define QPOOL_MAX_PREFETCH 64      /* jobs a native worker may pop in one call */
+#define QPOOL_DEFAULT_CONFIG "/etc/qpool/qpool.conf"
+
+/* tls = { ... } on a redis connection (rtls.c) */
+typedef struct {
+    bool enabled;          /* a tls group is present */
+    char *ca_file;         /* PEM CA bundle; NULL: the system's */
+    char *cert_file;       /* client certificate (PEM), with key_file */
+    char *key_file;
+    char *server_name;     /* SNI and the name verified; NULL: the host */
+    bool verify;           /* verify the server's chain and name (default true) */
+} redis_tls_t;
+
+/* sentinels = [...]; master_name = ...; on a redis connection (sentinel.c) */
+typedef struct {
+    char **addrs;          /* "host:port", NULL-terminated; NULL: no Sentinel */
+    int naddrs;
+    char *master_name;
+    char *username;        /* sentinel_username */
+    char *password_env;    /* sentinel_password_env */
+    char *password_file;   /* sentinel_password_file */
+    char *file_password;   /* its content, read at load: never logged or printed */
+} redis_sentinel_t;
+
+typedef struct {
+    char *name;
+    char *host;
+    int port;
+    char *socket;          /* Unix socket path; wins over host/port when set */
+    int db;
+    char *prefix;          /* Laravel's database.redis.options.prefix */
+    char *username;
+    char *password_env;    /* name of the environment variable holding the password */
+    char *password;        /* from a Laravel app's config (laravel = ...): never logged or printed */
+    double timeout;        /* connect / command timeout, seconds */
+    int line;
+    int kind;              /* enum redis_kind */
+    char *app;             /* REDIS_FROM_APP: the app it was read from */
+    /* issue 12: ACL password from a file, TLS, Sentinel */
+    char *password_file;
+    char *file_password;   /* password_file's content, read at load: never logged or printed */
+    redis_tls_t tls;
+    redis_sentinel_t sentinel;
+    bool host_set, port_set; /* given in qpool.conf (cluster excludes them) */
+    char **cluster;        /* cluster = ["host:port", ...]: Redis Cluster seed nodes, NULL-terminated; NULL: none */
+    int ncluster;
+} redis_conf_t;
+
+/* Where a redis connection was defined: qpool.conf, the built-in "default"
+ * (127.0.0.1:6379) used when qpool.conf names none, or a Laravel app. */
+enum redis_kind { REDIS_FROM_CONF = 0, REDIS_STOCK = 1, REDIS_FROM_APP = 2 };
+
+/* One setting read from a Laravel app, for `qpool check`. */
+typedef struct {
+    char *key;
+    char *value;           /* as shown: a password is "(redacted)" */
+    char *source;          /* "config/queue.php", "environment (REDIS_PORT)", "qpool.conf", ... */
+} conf_origin_t;
+
+enum balance_mode { BALANCE_OFF = 0, BALANCE_AUTO = 1 };
+enum auto_strategy { STRATEGY_TIME = 0, STRATEGY_SIZE = 1 };
+enum handler_type { HANDLER_NONE = 0, HANDLER_EXEC = 1, HANDLER_PIPE = 2 };
+/* pipe handler protocol: auto = start with the version 2 layout (protocol on
+ * fds 3/4) and fall back to version 1 (stdin/stdout) if the handler says
+ * ready on stdout */
+enum handler_proto { HANDLER_PROTO_AUTO = 0, HANDLER_PROTO_1 = 1, HANDLER_PROTO_2 = 2 };
+
+typedef struct {
+    char *name;
+    char *value;
+} env_var_t;
+
+typedef struct {
+    char *name;
+    char **queues;         /* NULL-terminated */
+    int nqueues;
+    int line;
+    const char *file;
+
+    /* size */
+    int balance;
+    int processes;
+    int min_processes, max_processes;
+    int auto_strategy;
+    double target_wait;
+    double scale_down_delay;
+    int priority;
+    int fleet_max_processes;   /* workers in all across the fleet's pools of this name; 0: no budget */
+
+    /* Laravel queue options, names as in queue:work */
+    char *connection;          /* redis connection name */
+    char *queue_connection;    /* Laravel queue connection name, e.g. "redis" */
+    char *cache_connection;    /* redis connection of Laravel's cache store */
+    char *cache_prefix;        /* Laravel cache prefix incl. separator, e.g. "laravel_cache:" */
+    char *restart_key;         /* "" disables polling of queue:restart */
+    bool laravel_pause;        /* honour illuminate:queue:paused:<conn>:<queue> */
+    int tries;
+    int *backoff;
+    int nbackoff;
+    int timeout;
+    int retry_after;
+    int memory;                /* MB */
+    double sleep;
+    int max_jobs;
+    int max_time;
+    double rest;
+    int migration_batch;
+    int prefetch;               /* jobs popped per call (native workers); 1 = one at a time */
+    bool job_log;
+
+    /* what each child runs: exactly one of handler / command */
+    int handler_type;
+    char **handler_command;
+    double handler_start_timeout;
+    int handler_protocol;      /* enum handler_proto */
+    char **command;            /* template argv, placeholders unexpanded */
+    bool preload;              /* PHP adapter: boot the app once in a zygote and fork handlers (default true) */
+
+    char *user;
+    char *group;
+    char *working_directory;
+    env_var_t *env;
+    int nenv;
+    int nice;
+
+    /* a Laravel app the settings are read from (config_app.c) */
+    char *laravel;             /* app path, NULL: none */
+    char *laravel_where;       /* "FILE:LINE" of the laravel key */
+    char **php;                /* argv prefix running PHP, default ["php"] */
+    char *php_adapter;         /* qpool-handler.php as php sees it; NULL: the installed one */
+    char *php_root;            /* the directory php sees as / (a chroot prefix), NULL: / */
+    bool force;                /* take jobs while the app is down for maintenance */
+    char *laravel_version;
+    char *down_file;           /* maintenance (file driver): exists = down */
+    char *down_connection;     /* maintenance (cache driver): redis connection... */
+    char *down_key;            /* ...and the key without the redis prefix */
+    conf_origin_t *origins;    /* what was read from the app and from where */
+    int norigins;
+
+    /* resolved */
+    uid_t uid;
+    gid_t gid;
+    bool has_uid, has_gid;
+} pool_conf_t;
+
+/* What a local request (see docs/api.md, "Who may read what") reads
+ * without the token: nothing but /healthz and the dashboard's files;
+ * also the aggregates (/metrics, /api/metrics, /api/status and /api/fleet
+ * without per-worker detail); or everything (a single-user box). */
+typedef enum { HTTP_READ_NONE, HTTP_READ_AGGREGATES, HTTP_READ_ALL } http_read_t;
+
+/* The HTTP endpoint (http.c, http_server.c): off unless listen is set. */
+typedef struct {
+    char *listen;              /* "host:port", "[v6]:port" or an absolute Unix socket path; NULL: off */
+    char *token_file;          /* read by the master at start (never logged) */
+    char *token_env;
+    char *user;                /* the HTTP process's user when the master is root (default nobody) */
+    int socket_mode;           /* a Unix socket's mode */
+    int max_connections;
+    int timeout;               /* seconds a connection may stay idle */
+    int header_timeout;        /* seconds a connection has to send a whole request once it waits for one */
+    char *connection;          /* the Redis connection read for fleet, history and jobs */
+    char *base_path;           /* the path prefix a reverse proxy serves us under ("/qpool"), or NULL */
+    int read_without_token;    /* http_read_t (default aggregates) */
+    int legacy_read;           /* read_only_without_token (deprecated): -1 unset, else 0/1 */
+    char *socket_group;        /* a Unix listener's group, so that e.g. a proxy's user may connect */
+    /* resolved */
+    bool is_unix, loopback;
+    gid_t socket_gid;          /* with socket_group */
+    /* a Unix listener's "local" peers: the control socket's rule (root,
+     * qpool's user, control_user, control_group) */
+    uid_t owner_uid, control_uid;
+    gid_t control_gid;
+    bool has_control_uid, has_control_gid;
+    char host[64];             /* numeric address */
+    int port;
+    int line;
+} http_conf_t;
+
+typedef struct {
+    char *path;
+    char *pid_file;
+    char *control_socket;
+    int control_socket_mode;
+    char *control_user;        /* besides root and qpool's own user */
+    char *control_group;
+    int max_workers;
+    int metrics_job_classes;   /* job classes counted by name per pool; the rest: "other" */
+    int metrics_retention;     /* seconds the minute history is kept in Redis */
+    bool metrics;              /* workers report their jobs (counts, histograms, records); false: none of it */
+    int job_history_size;      /* recent job records kept in Redis per connection; 0: off */
+    double job_history_sample; /* share of done/released attempts recorded (failures: all) */
+    bool job_history_payloads; /* done jobs' payloads too */
+    double shutdown_timeout;
+    int log_level;
+    int log_format;
+    int failed_limit;
+    double balance_interval;
+    double fleet_lease_ttl;    /* seconds a fleet budget lease lives without renewal (budget.h) */
+    http_conf_t http;
+    alerts_conf_t alerts;      /* qpool.alerts (alerts.h) */
+    char **alerts_command;     /* argv run with each event's JSON on stdin; NULL: none */
+    char *alerts_user;         /* its user when the master is root (default nobody) */
+
+    redis_conf_t *redis;
+    int nredis;
+    pool_conf_t *pools;
+    int npools;
+} qconf_t;
+
+/* Error list produced by config_load. */
+typedef struct {
+    char **msgs;
+    int n;
+    char **warnings;
+    int nwarn;
+} conf_errors_t;
+
+/* True if the HTTP endpoint settings differ (the HTTP process restarts). */
+bool http_conf_same(const http_conf_t *a, const http_conf_t *b);
+
+/* Load and validate. Returns NULL and fills errs on any error. */
+qconf_t *config_load(const char *path, conf_errors_t *errs);
+void config_free(qconf_t *c);
+void conf_errors_free(conf_errors_t *e);
+void conf_errors_print(const conf_errors_t *e, FILE *f);
+
+/* The control socket path of a config file, read leniently (the rest of the
+ * file may be invalid: `qpool status` must work while a bad edit waits to be
+ * fixed). Falls back to the default path. Caller frees. */
+char *config_control_socket(const char *path);
+
+/* The path to use: explicit, else $QPOOL_CONFIG, else the default. */
+const char *config_path(const char *explicit_path);
+
+/* Print the effective config (defaults filled in) in libconfig syntax. */
+void config_print(const qconf_t *c, FILE *f);
+
+const redis_conf_t *config_redis(const qconf_t *c, const char *name);
+const pool_conf_t *config_pool(const qconf_t *c, const char *name);
+int config_pool_index(const qconf_t *c, const char *name);
+
+/* Is the pool's handler the PHP adapter (an argument named qpool-handler.php)? */
+bool pool_runs_adapter(const pool_conf_t *p);
+/* Does it preload: the adapter, preload on, protocol 2 (pure). */
+bool pool_preloads(const pool_conf_t *p);
+
+/* Expand a pool's command template; returns a NULL-terminated argv. */
+char **config_expand_command(const pool_conf_t *p);
+
+/* True if two pools differ in anything but their size settings. */
+bool pool_conf_same_except_size(const pool_conf_t *a, const pool_conf_t *b);
+bool pool_conf_same_size(const pool_conf_t *a, const pool_conf_t *b);
+
+/* Deep copy / free of one pool's settings. */
+void pool_conf_copy(pool_conf_t *dst, const pool_conf_t *src);
+void pool_conf_free(pool_conf_t *p);
+bool redis_conf_same(const redis_conf_t *a, const redis_conf_t *b);
+/* Deep copy / free of the issue-12 parts (password_file, tls, sentinel) of a
+ * redis connection; the secrets are wiped before they are freed. */
+void redis_conf_ext_copy(redis_conf_t *dst, const redis_conf_t *src);
+void redis_conf_ext_free(redis_conf_t *r);
+/* Wipe and free a connection's passwords (app-described, password_file's,
+ * sentinel_password_file's); the rest stays. */
+void redis_conf_wipe_secrets(redis_conf_t *r);
+/* Wipe and free every connection's passwords but keep's (NULL: all), and
+ * every pool's environment (names and values): for a config the process
+ * will never connect or start a pool with again. */
+void config_wipe_secrets(qconf_t *c, const char *keep);
+/* Free every field of a connection (secrets wiped) and zero it. */
+void redis_conf_free(redis_conf_t *r);
+
+/* Format a backoff list as "1,2,4" into buf. */
+void config_backoff_str(const pool_conf_t *p, char *buf, size_t n);
+
+#endif

@@ -1,0 +1,235 @@
+/*
+ * http_actions.c - what the dashboard may change (see docs/api.md,
+ * "Actions"): pause, continue, scale and restart go to the master as
+ * control requests (the same verbs as `qpool pause`...), retry and forget
+ * act on the failed store in Redis. The caller (http_server.c) has
+ * already checked the token; every action is logged with who asked.
+ */
+#include "http/http_api.h"
+#include "redis/failed.h"
+#include "core/log.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct action;
+typedef void (*action_fn)(http_ctx_t *h, const struct action *a, const char *name, const cJSON *body,
+                          const char *who, http_reply_t *out);
+
+struct action {
+    const char *prefix;        /* then a name (no '/'), then "/" verb; or the whole path when verb is NULL */
+    const char *verb;
+    action_fn fn;
+    const char *cmd, *scope;   /* scoped_action: the control command and what it names */
+};
+
+/* ------------------------------------------------------------ the master's verbs */
+
+/* One control request, its reply passed on (400 when the master says no). */
+static void ctl_action(http_ctx_t *h, cJSON *req, const char *who, http_reply_t *out)
+{
+    cJSON_AddStringToObject(req, "by", who);
+    char *line = cJSON_PrintUnformatted(req);
+    cJSON_Delete(req);
+    cJSON *rep = http_ctl_call(h, line, HTTP_CTL_TIMEOUT_MS);
+    free(line);
+    if (!rep) {
+        http_reply_error(out, 503, "the master did not answer");
+        return;
+    }
+    http_reply_json(out, cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(rep, "ok")) ? 200 : 400, rep);
+}
+
+static cJSON *scoped(const char *cmd, const char *key, const char *name)
+{
+    cJSON *req = cJSON_CreateObject();
+    cJSON_AddStringToObject(req, "cmd", cmd);
+    cJSON *a = cJSON_AddArrayToObject(req, key);
+    cJSON_AddItemToArray(a, cJSON_CreateString(name));
+    return req;
+}
+
+/* pause / continue of one pool or queue: {"cmd":a->cmd, a->scope:[name]} */
+static void scoped_action(http_ctx_t *h, const struct action *a, const char *name, const cJSON *body, const char *who,
+                          http_reply_t *out)
+{
+    (void)body;
+    ctl_action(h, scoped(a->cmd, a->scope, name), who, out);
+}
+
+static void pool_scale(http_ctx_t *h, const struct action *a, const char *pool, const cJSON *body, const char *who,
+                       http_reply_t *out)
+{
+    (void)a;
+    const cJSON *n = cJSON_GetObjectItemCaseSensitive(body, "n");
+    if (!cJSON_IsNumber(n) && !(cJSON_IsString(n) && !strcmp(n->valuestring, "auto"))) {
+        http_reply_error(out, 400, "scale takes {\"n\": a number of workers or \"auto\"}");
+        return;
+    }
+    cJSON *req = cJSON_CreateObject();
+    cJSON_AddStringToObject(req, "cmd", "scale");
+    cJSON_AddStringToObject(req, "pool", pool);
+    cJSON_AddItemToObject(req, "n", cJSON_Duplicate(n, false)); /* the master checks its range */
+    ctl_action(h, req, who, out);
+}
+
+static void pool_restart(http_ctx_t *h, const struct action *a, const char *pool, const cJSON *body, const char *who,
+                         http_reply_t *out)
+{
+    (void)a, (void)body;
+    cJSON *req = cJSON_CreateObject();
+    cJSON_AddStringToObject(req, "cmd", "restart");
+    cJSON_AddStringToObject(req, "pool", pool);
+    ctl_action(h, req, who, out);
+}
+
+/* ------------------------------------------------------------ the failed store */
+
+static void failed_one(http_ctx_t *h, const char *uuid, bool retry, const char *who, http_reply_t *out)
+{
+    char queue[256] = "", err[300] = "";
+    bool kept = false;
+    pthread_mutex_lock(&h->lock);
+    int rv = retry ? failed_retry(h->rc, uuid, queue, sizeof queue, &kept, err, sizeof err) : failed_forget(h->rc, uuid);
+    pthread_mutex_unlock(&h->lock);
+    if (rv < 0) {
+        http_reply_error(out, 503, "redis %s: %s", h->rc->name, retry ? err : h->rc->last_error);
+        return;
+    }
+    if (rv == 0) {
+        http_reply_error(out, 404, "no failed job %s", uuid);
+        return;
+    }
+    log_info("%s failed job %s by %s", retry ? "retried" : "forgot", uuid, who);
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddTrueToObject(o, "ok");
+    if (retry) {
+        cJSON_AddStringToObject(o, "queue", queue);
+        cJSON_AddBoolToObject(o, "retry_until_kept", kept);
+    }
+    http_reply_json(out, 200, o);
+}
+
+static void failed_retry_one(http_ctx_t *h, const struct action *a, const char *uuid, const cJSON *body,
+                             const char *who, http_reply_t *out)
+{
+    (void)a, (void)body;
+    failed_one(h, uuid, true, who, out);
+}
+
+static void failed_forget_one(http_ctx_t *h, const struct action *a, const char *uuid, const cJSON *body,
+                              const char *who, http_reply_t *out)
+{
+    (void)a, (void)body;
+    failed_one(h, uuid, false, who, out);
+}
+
+/* The cursor a previous page answered, into pg; false when malformed. */
+static bool read_cursor(const cJSON *body, failed_page_t *pg)
+{
+    const cJSON *cur = cJSON_GetObjectItemCaseSensitive(body, "cursor");
+    if (!cur || cJSON_IsNull(cur)) return true;
+    const cJSON *q = cJSON_GetObjectItemCaseSensitive(cur, "queue"), *k = cJSON_GetObjectItemCaseSensitive(cur, "skip");
+    if (!cJSON_IsObject(cur) || !cJSON_IsString(q) || !cJSON_IsNumber(k) || k->valuedouble < 0 || k->valuedouble > 1e9)
+        return false;
+    pg->at_queue = xstrdup(q->valuestring);
+    pg->skip = (long)k->valuedouble;
+    return true;
+}
+
+/* Failed jobs of a queue, or of a class: {"queue": q} or {"name": n}, a
+ * bounded page per request (failed_retry_page); the answer says how many
+ * are left to look at and the cursor to go on with. */
+static void failed_retry_bulk(http_ctx_t *h, const struct action *a, const char *unused, const cJSON *body,
+                              const char *who, http_reply_t *out)
+{
+    (void)a, (void)unused;
+    const cJSON *q = cJSON_GetObjectItemCaseSensitive(body, "queue"), *n = cJSON_GetObjectItemCaseSensitive(body, "name");
+    failed_page_t pg = {.queue = cJSON_IsString(q) ? q->valuestring : NULL,
+                        .name = cJSON_IsString(n) ? n->valuestring : NULL};
+    if ((!pg.queue && !pg.name) || !read_cursor(body, &pg)) {
+        free(pg.at_queue);
+        http_reply_error(out, 400, "bulk retry takes {\"queue\": ...} or {\"name\": ...}, and the \"cursor\" "
+                                   "a previous answer gave");
+        return;
+    }
+    char err[300];
+    pthread_mutex_lock(&h->lock);
+    int rv = failed_retry_page(h->rc, &pg, err, sizeof err);
+    pthread_mutex_unlock(&h->lock);
+    if (pg.retried)
+        log_info("retried %d failed jobs (%s %s) by %s", pg.retried, pg.queue ? "queue" : "class",
+                 pg.queue ? pg.queue : pg.name, who);
+    if (rv < 0) {
+        free(pg.at_queue);
+        http_reply_error(out, 503, "redis %s unavailable: %s (%d retried before)", h->rc->name, err, pg.retried);
+        return;
+    }
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddTrueToObject(o, "ok");
+    cJSON_AddNumberToObject(o, "retried", pg.retried);
+    cJSON_AddNumberToObject(o, "retry_until_kept", pg.kept);
+    cJSON_AddNumberToObject(o, "remaining", (double)pg.remaining);
+    if (pg.remaining > 0 && pg.at_queue) {
+        cJSON *cur = cJSON_AddObjectToObject(o, "cursor");
+        cJSON_AddStringToObject(cur, "queue", pg.at_queue);
+        cJSON_AddNumberToObject(cur, "skip", (double)pg.skip);
+    } else
+        cJSON_AddNullToObject(o, "cursor");
+    free(pg.at_queue);
+    http_reply_json(out, 200, o);
+}
+
+/* ------------------------------------------------------------ routes */
+
+static const struct action ACTIONS[] = {
+    {"/api/pools/", "pause", scoped_action, "pause", "pools"},
+    {"/api/pools/", "continue", scoped_action, "continue", "pools"},
+    {"/api/pools/", "scale", pool_scale, NULL, NULL},
+    {"/api/pools/", "restart", pool_restart, NULL, NULL},
+    {"/api/queues/", "pause", scoped_action, "pause", "queues"},
+    {"/api/queues/", "continue", scoped_action, "continue", "queues"},
+    {"/api/failed/retry", NULL, failed_retry_bulk, NULL, NULL},
+    {"/api/failed/", "retry", failed_retry_one, NULL, NULL},
+    {"/api/failed/", "forget", failed_forget_one, NULL, NULL},
+};
+
+/* The action for path; *name (the caller frees) gets the name in it. */
+static const struct action *find_action(const char *path, char **name)
+{
+    *name = NULL;
+    for (size_t i = 0; i < sizeof ACTIONS / sizeof *ACTIONS; i++) {
+        const struct action *a = &ACTIONS[i];
+        size_t pl = strlen(a->prefix);
+        if (!a->verb) {
+            if (!strcmp(path, a->prefix)) return a;
+            continue;
+        }
+        if (strncmp(path, a->prefix, pl)) continue;
+        const char *rest = path + pl, *slash = strchr(rest, '/');
+        if (!slash || slash == rest || slash - rest > 255 || strcmp(slash + 1, a->verb)) continue;
+        *name = xstrndup(rest, (size_t)(slash - rest));
+        return a;
+    }
+    return NULL;
+}
+
+bool http_action_exists(const char *path)
+{
+    char *name;
+    const struct action *a = find_action(path, &name);
+    free(name);
+    return a != NULL;
+}
+
+void http_action(http_ctx_t *h, const char *path, const cJSON *body, const char *who, http_reply_t *out)
+{
+    char *name;
+    const struct action *a = find_action(path, &name);
+    if (!a)
+        http_reply_error(out, 404, "no such action");
+    else
+        a->fn(h, a, name, body, who, out);
+    free(name);
+}

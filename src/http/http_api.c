@@ -1,0 +1,453 @@
+/*
+ * http_api.c - what the HTTP process serves (see http_api.h and
+ * docs/api.md): /healthz, /metrics and the JSON API. The master's state
+ * comes over the control channel (one request line, one reply line); the
+ * fleet and the history come from Redis. No handler changes anything.
+ */
+#include "http/http_api.h"
+#include "redis/failed.h"
+#include "observe/fleet.h"
+#include "observe/history.h"
+#include "core/log.h"
+#include "observe/prom.h"
+#include "master/status.h"
+#include "http/web.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#define CTL_REPLY_MAX (16 << 20)   /* a status reply far larger than any master's is refused */
+
+/* ------------------------------------------------------------ replies */
+
+void http_reply_json(http_reply_t *r, int code, cJSON *body)
+{
+    r->code = code;
+    r->type = "application/json";
+    r->body = cJSON_PrintUnformatted(body);
+    r->len = strlen(r->body);
+    cJSON_Delete(body);
+    /* cJSON writes a string's bytes as they are: what reached here from
+     * Redis (a record an older qpool, or anyone, wrote) is repaired, so the
+     * API only ever sends valid UTF-8 (ASCII, hence the JSON, is untouched) */
+    if (!utf8_valid(r->body, r->len)) {
+        char *ok = utf8_repair(r->body, r->len, &r->len);
+        cJSON_free(r->body);
+        r->body = ok;
+    }
+}
+
+void http_reply_error(http_reply_t *r, int code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    cJSON *o = status_error(fmt, ap);
+    va_end(ap);
+    http_reply_json(r, code, o);
+}
+
+/* ------------------------------------------------------------ the master */
+
+static int send_line(int fd, const char *req, int64_t deadline)
+{
+    size_t len = strlen(req), off = 0;
+    while (off < len + 1) {
+        const char *p = off < len ? req + off : "\n";
+        size_t n = off < len ? len - off : 1;
+        ssize_t w = send(fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (w > 0) {
+            off += (size_t)w;
+            continue;
+        }
+        if (w < 0 && errno != EAGAIN && errno != EINTR) return -1;
+        int left = (int)(deadline - mono_ms());
+        struct pollfd pf = {.fd = fd, .events = POLLOUT};
+        if (left <= 0 || poll(&pf, 1, left) <= 0) return -1;
+    }
+    return 0;
+}
+
+/* The next complete line from the master into *line (NUL-terminated, the
+ * caller frees); 0 at the deadline, -1 when the channel is gone. */
+static int next_line(http_ctx_t *h, char **line, int64_t deadline)
+{
+    for (;;) {
+        char *nl = h->ctl_in.len ? memchr(h->ctl_in.data, '\n', h->ctl_in.len) : NULL;
+        if (nl) {
+            size_t n = (size_t)(nl - h->ctl_in.data);
+            *line = xmalloc(n + 1);
+            memcpy(*line, h->ctl_in.data, n);
+            (*line)[n] = '\0';
+            sbuf_consume(&h->ctl_in, n + 1);
+            return 1;
+        }
+        if (h->ctl_in.len > CTL_REPLY_MAX) return -1;
+        int left = (int)(deadline - mono_ms());
+        struct pollfd pf = {.fd = h->ctl_fd, .events = POLLIN};
+        if (left <= 0) return 0;
+        int pr = poll(&pf, 1, left);
+        if (pr < 0 && errno == EINTR) continue;
+        if (pr <= 0) return 0;
+        char buf[65536];
+        ssize_t n = recv(h->ctl_fd, buf, sizeof buf, MSG_DONTWAIT);
+        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) return -1;
+        if (n > 0) sbuf_append(&h->ctl_in, buf, (size_t)n);
+    }
+}
+
+cJSON *http_ctl_call(http_ctx_t *h, const char *request, int timeout_ms)
+{
+    pthread_mutex_lock(&h->lock);
+    int64_t deadline = mono_ms() + timeout_ms;
+    cJSON *reply = NULL;
+    if (send_line(h->ctl_fd, request, deadline) < 0) {
+        /* a request cut short would garble the channel: start over */
+        log_error("the master does not take requests; exiting");
+        _exit(1); /* from libmicrohttpd's thread: no atexit work under its feet */
+    }
+    h->ctl_owed++;
+    while (h->ctl_owed > 0) {
+        char *line = NULL;
+        int rv = next_line(h, &line, deadline);
+        if (rv < 0) {
+            log_error("the master closed its channel; exiting");
+            _exit(0);
+        }
+        if (rv == 0) break; /* late: the reply will be skipped when it comes */
+        h->ctl_owed--;
+        if (h->ctl_owed == 0) reply = cJSON_Parse(line);
+        free(line);
+    }
+    pthread_mutex_unlock(&h->lock);
+    return reply;
+}
+
+/* ------------------------------------------------------------ handlers */
+
+/* full: the asker may read more than aggregates */
+typedef void (*get_fn)(http_ctx_t *h, bool full, http_arg_fn arg, void *req, http_reply_t *out);
+
+static void get_healthz(http_ctx_t *h, bool full, http_arg_fn arg, void *req, http_reply_t *out)
+{
+    (void)full, (void)arg, (void)req;
+    cJSON *st = http_ctl_call(h, "{\"cmd\":\"status\"}", HTTP_CTL_TIMEOUT_MS);
+    if (!st) {
+        http_reply_error(out, 503, "the master did not answer within %d ms", HTTP_CTL_TIMEOUT_MS);
+        return;
+    }
+    cJSON *o = cJSON_CreateObject();
+    const cJSON *state = cJSON_GetObjectItemCaseSensitive(st, "state");
+    cJSON_AddStringToObject(o, "state", cJSON_IsString(state) ? state->valuestring : "?");
+    cJSON_Delete(st);
+    pthread_mutex_lock(&h->lock);
+    bool redis_ok = false;
+    char why[300] = "";
+    if (rconn_ensure(h->rc) == 0) {
+        const char *argv[] = {"PING"};
+        size_t lens[] = {4};
+        redisReply *r = rconn_call(h->rc, 1, argv, lens);
+        redis_ok = r && r->type == REDIS_REPLY_STATUS;
+        if (r) freeReplyObject(r);
+        else if (!h->rc->last_error[0]) snprintf(h->rc->last_error, sizeof h->rc->last_error, "no reply");
+    }
+    if (!redis_ok) snprintf(why, sizeof why, "redis %s unavailable: %s", h->rc->name, h->rc->last_error);
+    pthread_mutex_unlock(&h->lock);
+    cJSON_AddBoolToObject(o, "ok", redis_ok);
+    if (!redis_ok) cJSON_AddStringToObject(o, "reason", why);
+    http_reply_json(out, redis_ok ? 200 : 503, o);
+}
+
+static void get_metrics(http_ctx_t *h, bool full, http_arg_fn arg, void *req, http_reply_t *out)
+{
+    (void)full, (void)arg, (void)req;
+    cJSON *st = http_ctl_call(h, "{\"cmd\":\"status\",\"raw\":true}", HTTP_CTL_TIMEOUT_MS);
+    sbuf_t b;
+    sbuf_init(&b);
+    if (!st || prom_render(st, &b) < 0) {
+        cJSON_Delete(st);
+        sbuf_free(&b);
+        http_reply_error(out, 503, "the master did not answer");
+        return;
+    }
+    cJSON_Delete(st);
+    out->code = 200;
+    out->type = "text/plain; version=0.0.4; charset=utf-8";
+    out->len = b.len;
+    out->body = sbuf_steal(&b);
+}
+
+/* Said in a reply that leaves out each worker and its job: the token shows them. */
+static void mark_aggregates_only(cJSON *o, bool full)
+{
+    cJSON_AddBoolToObject(o, "aggregates_only", !full);
+}
+
+static void get_status(http_ctx_t *h, bool full, http_arg_fn arg, void *req, http_reply_t *out)
+{
+    (void)arg, (void)req;
+    cJSON *st = http_ctl_call(h, full ? "{\"cmd\":\"status\",\"verbose\":true}" : "{\"cmd\":\"status\"}",
+                              HTTP_CTL_TIMEOUT_MS);
+    if (!st) {
+        http_reply_error(out, 503, "the master did not answer");
+        return;
+    }
+    mark_aggregates_only(st, full);
+    http_reply_json(out, 200, st);
+}
+
+/* Each master's workers (and the jobs they run) out of a fleet list. */
+static void fleet_aggregates(cJSON *f)
+{
+    const cJSON *m, *p;
+    cJSON_ArrayForEach(m, cJSON_GetObjectItemCaseSensitive(f, "masters"))
+        cJSON_ArrayForEach(p, cJSON_GetObjectItemCaseSensitive(m, "pools"))
+            cJSON_DeleteItemFromObjectCaseSensitive((cJSON *)p, "children");
+}
+
+static void get_fleet(http_ctx_t *h, bool full, http_arg_fn arg, void *req, http_reply_t *out)
+{
+    (void)arg, (void)req;
+    pthread_mutex_lock(&h->lock);
+    cJSON *f = fleet_list(h->rc);
+    pthread_mutex_unlock(&h->lock);
+    if (!f) {
+        http_reply_error(out, 503, "redis %s unavailable", h->rc->name);
+        return;
+    }
+    fleet_add_totals(f);
+    if (!full) fleet_aggregates(f);
+    mark_aggregates_only(f, full);
+    http_reply_json(out, 200, f);
+}
+
+/* A whole number in [min, max], or def when absent; -1 when malformed. */
+static long long num_arg(http_arg_fn arg, void *req, const char *name, long long def, long long min, long long max)
+{
+    const char *v = arg(req, name);
+    if (!v) return def;
+    char *end;
+    errno = 0;
+    long long n = strtoll(v, &end, 10);
+    if (!*v || *end || errno || n < min || n > max) return -1;
+    return n;
+}
+
+static void get_history(http_ctx_t *h, bool full, http_arg_fn arg, void *req, http_reply_t *out)
+{
+    (void)full;
+    int64_t now = wall_ms() / 60000;
+    long long span = h->metrics_retention / 60;
+    long long minutes = num_arg(arg, req, "minutes", span < 60 ? span : 60, 1, span);
+    long long to = num_arg(arg, req, "to", now, 0, now + 1);
+    if (minutes < 0 || to < 0) {
+        http_reply_error(out, 400, "minutes must be 1..%lld and to a minute (UNIX seconds / 60)", span);
+        return;
+    }
+    pthread_mutex_lock(&h->lock);
+    cJSON *m = history_read(h->rc, to - minutes + 1, to);
+    pthread_mutex_unlock(&h->lock);
+    if (!m) {
+        http_reply_error(out, 503, "redis %s unavailable", h->rc->name);
+        return;
+    }
+    http_reply_json(out, 200, m);
+}
+
+static void get_recent_jobs(http_ctx_t *h, bool full, http_arg_fn arg, void *req, http_reply_t *out)
+{
+    (void)full; /* private: only a full reader gets here */
+    int keep = h->job_history_size > 0 ? h->job_history_size : 1000;
+    job_filter_t f = {.queue = arg(req, "queue"), .pool = arg(req, "pool"), .name = arg(req, "name"),
+                      .outcome = arg(req, "outcome")};
+    long long limit = num_arg(arg, req, "limit", 100, 1, keep > 0 ? keep : 1);
+    long long since = num_arg(arg, req, "since", 0, 0, INT64_MAX / 2);
+    long long until = num_arg(arg, req, "until", 0, 0, INT64_MAX / 2);
+    if (limit < 0 || since < 0 || until < 0) {
+        http_reply_error(out, 400, "limit must be 1..%d; since and until UNIX times in ms", keep);
+        return;
+    }
+    f.limit = (int)limit, f.since_ms = since, f.until_ms = until;
+    pthread_mutex_lock(&h->lock);
+    cJSON *jobs = history_jobs(h->rc, &f);
+    pthread_mutex_unlock(&h->lock);
+    if (!jobs) {
+        http_reply_error(out, 503, "redis %s unavailable", h->rc->name);
+        return;
+    }
+    http_reply_json(out, 200, jobs);
+}
+
+/* The payload to show: a released attempt's copy, a done one's (with
+ * job_history_payloads), else the failed store's. */
+static void add_payload(cJSON *o, cJSON *attempts, const cJSON *failed)
+{
+    const cJSON *rec;
+    cJSON_ArrayForEach(rec, attempts) {
+        const cJSON *p = cJSON_GetObjectItemCaseSensitive(rec, "payload");
+        if (cJSON_IsString(p)) {
+            cJSON_AddStringToObject(o, "payload", p->valuestring);
+            cJSON_AddStringToObject(o, "payload_source", "job_history");
+            return;
+        }
+    }
+    const cJSON *fp = cJSON_GetObjectItemCaseSensitive(failed, "payload");
+    if (cJSON_IsString(fp)) {
+        cJSON_AddStringToObject(o, "payload", fp->valuestring);
+        cJSON_AddStringToObject(o, "payload_source", "failed_store");
+        return;
+    }
+    cJSON_AddNullToObject(o, "payload");
+    cJSON_AddNullToObject(o, "payload_source");
+}
+
+static void get_one_job(http_ctx_t *h, const char *uuid, http_reply_t *out)
+{
+    job_filter_t f = {.uuid = uuid};
+    pthread_mutex_lock(&h->lock);
+    cJSON *jobs = history_jobs(h->rc, &f);
+    frec_t fr;
+    cJSON *failed = jobs && failed_get(h->rc, uuid, &fr) == 0 ? failed_json(&fr, true) : NULL;
+    if (failed) frec_free(&fr);
+    pthread_mutex_unlock(&h->lock);
+    if (!jobs) {
+        http_reply_error(out, 503, "redis %s unavailable", h->rc->name);
+        return;
+    }
+    cJSON *attempts = cJSON_DetachItemFromObjectCaseSensitive(jobs, "jobs");
+    cJSON_Delete(jobs);
+    if (!cJSON_GetArraySize(attempts) && !failed) {
+        cJSON_Delete(attempts);
+        http_reply_error(out, 404, "no job %s in the job history or the failed store", uuid);
+        return;
+    }
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "uuid", uuid);
+    add_payload(o, attempts, failed);
+    cJSON_AddItemToObject(o, "attempts", attempts);
+    if (failed) {
+        cJSON_DeleteItemFromObjectCaseSensitive(failed, "payload"); /* said once, above */
+        cJSON_AddItemToObject(o, "failed", failed);
+    } else
+        cJSON_AddNullToObject(o, "failed");
+    http_reply_json(out, 200, o);
+}
+
+static void get_failed(http_ctx_t *h, bool full, http_arg_fn arg, void *req, http_reply_t *out)
+{
+    (void)full; /* private: only a full reader gets here */
+    long long limit = num_arg(arg, req, "limit", 100, 1, 10000);
+    if (limit < 0) {
+        http_reply_error(out, 400, "limit must be 1..10000");
+        return;
+    }
+    pthread_mutex_lock(&h->lock);
+    cJSON *list = failed_list(h->rc, arg(req, "queue"), (long)limit, false);
+    pthread_mutex_unlock(&h->lock);
+    if (!list) {
+        http_reply_error(out, 503, "redis %s unavailable", h->rc->name);
+        return;
+    }
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddItemToObject(o, "failed", list);
+    http_reply_json(out, 200, o);
+}
+
+static void get_one_failed(http_ctx_t *h, const char *uuid, http_reply_t *out)
+{
+    frec_t f;
+    pthread_mutex_lock(&h->lock);
+    int rv = failed_get(h->rc, uuid, &f);
+    bool reached = h->rc->ctx != NULL;
+    pthread_mutex_unlock(&h->lock);
+    if (rv < 0) {
+        if (reached)
+            http_reply_error(out, 404, "no failed job %s", uuid);
+        else
+            http_reply_error(out, 503, "redis %s unavailable", h->rc->name);
+        return;
+    }
+    http_reply_json(out, 200, failed_json(&f, true));
+    frec_free(&f);
+}
+
+/* A uuid (or id) in a path: what a producer may choose, but no slash,
+ * bounded. */
+static bool uuid_ok(const char *s)
+{
+    size_t n = strlen(s);
+    return n && n < 128 && !strchr(s, '/');
+}
+
+typedef void (*one_fn)(http_ctx_t *h, const char *uuid, http_reply_t *out);
+
+static const struct route {
+    const char *path;
+    http_need_t need;          /* what reading it takes */
+    get_fn get;                /* exact path */
+    one_fn one;                /* path is a prefix; the rest is a uuid */
+} ROUTES[] = {
+    {"/healthz", HTTP_NEED_OPEN, get_healthz, NULL},
+    {"/metrics", HTTP_NEED_AGGREGATE, get_metrics, NULL},
+    {"/api/status", HTTP_NEED_AGGREGATE, get_status, NULL},   /* each worker's job: full readers only */
+    {"/api/fleet", HTTP_NEED_AGGREGATE, get_fleet, NULL},     /* likewise */
+    {"/api/metrics", HTTP_NEED_AGGREGATE, get_history, NULL},
+    {"/api/jobs/recent", HTTP_NEED_PRIVATE, get_recent_jobs, NULL},
+    {"/api/jobs/", HTTP_NEED_PRIVATE, NULL, get_one_job},
+    {"/api/failed", HTTP_NEED_PRIVATE, get_failed, NULL},
+    {"/api/failed/", HTTP_NEED_PRIVATE, NULL, get_one_failed},
+};
+
+static const struct route *find(const char *path)
+{
+    for (size_t i = 0; i < sizeof ROUTES / sizeof *ROUTES; i++) {
+        const struct route *r = &ROUTES[i];
+        if (r->get ? !strcmp(r->path, path)
+                   : !strncmp(r->path, path, strlen(r->path)) && uuid_ok(path + strlen(r->path)))
+            return r;
+    }
+    return NULL;
+}
+
+static const web_asset_t *static_asset(const char *path)
+{
+    if (!strcmp(path, "/")) return web_asset("index.html");
+    if (strncmp(path, "/assets/", 8) || strchr(path + 8, '/')) return NULL;
+    return web_asset(path + 8);
+}
+
+bool http_static(const char *path, http_reply_t *out)
+{
+    const web_asset_t *a = static_asset(path);
+    if (!a) return false;
+    out->code = 200;
+    out->type = web_content_type(a->name);
+    out->body = (char *)a->data;
+    out->len = a->len;
+    out->persistent = true;
+    return true;
+}
+
+http_need_t http_api_need(const char *path)
+{
+    if (static_asset(path)) return HTTP_NEED_OPEN;
+    const struct route *r = find(path);
+    return r ? r->need : HTTP_NEED_AGGREGATE; /* a 404 says nothing of anyone's jobs */
+}
+
+bool http_api_get(http_ctx_t *h, const char *path, bool full, http_arg_fn arg, void *req, http_reply_t *out)
+{
+    const struct route *r = find(path);
+    if (!r) return false;
+    if (r->get)
+        r->get(h, full, arg, req, out);
+    else
+        r->one(h, path + strlen(r->path), out);
+    return true;
+}

@@ -1,0 +1,67 @@
+/*
+ * http_api.h - what the HTTP process serves (http_api.c), apart from the
+ * HTTP plumbing (http_server.c). Every handler fills an http_reply_t; none
+ * blocks longer than its master round trip (HTTP_CTL_TIMEOUT_MS) or its
+ * Redis timeout.
+ */
+#ifndef QPOOL_HTTP_API_H
+#define QPOOL_HTTP_API_H
+
+#include <cjson/cJSON.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "config/config.h"
+#include "http/http_access.h"
+#include "redis/rconn.h"
+#include "core/util.h"
+
+#define HTTP_CTL_TIMEOUT_MS 2000
+
+typedef struct {
+    int metrics_retention;     /* seconds of minute history (qpool.metrics_retention) */
+    int job_history_size;      /* recent job records kept (qpool.job_history_size) */
+    int ctl_fd;                /* to the master's control loop */
+    sbuf_t ctl_in;
+    int ctl_owed;              /* replies still to come for requests that timed out */
+    rconn_t *rc;               /* http.connection */
+    pthread_mutex_t lock;
+} http_ctx_t;
+
+typedef struct {
+    int code;
+    const char *type;
+    char *body;                /* malloc'd, unless persistent */
+    size_t len;
+    bool persistent;           /* body is a compiled-in file: not freed */
+} http_reply_t;
+
+/* A query argument of the request being served, or NULL. */
+typedef const char *(*http_arg_fn)(void *req, const char *name);
+
+/* One request line to the master, its reply parsed (caller frees), or NULL
+ * (no answer within timeout_ms, or the master is gone). */
+cJSON *http_ctl_call(http_ctx_t *h, const char *request, int timeout_ms);
+
+/* Serve GET path; returns false when no route matches. full: the asker may
+ * read more than aggregates (else /api/status and /api/fleet leave out each
+ * worker and its job). */
+bool http_api_get(http_ctx_t *h, const char *path, bool full, http_arg_fn arg, void *req, http_reply_t *out);
+/* What reading path takes: open (/healthz, the dashboard's files: they
+ * hold no data), aggregates (and a path no route serves: 404), or private
+ * (job records, payloads, failed jobs). */
+http_need_t http_api_need(const char *path);
+/* The dashboard's files: "/" is index.html, "/assets/NAME" a file of web/.
+ * False when path is neither. */
+bool http_static(const char *path, http_reply_t *out);
+
+/* Actions (http_actions.c): POST path with its JSON body (NULL: none),
+ * asked by who (for the log). The token is the caller's to check. */
+bool http_action_exists(const char *path);
+void http_action(http_ctx_t *h, const char *path, const cJSON *body, const char *who, http_reply_t *out);
+
+void http_reply_json(http_reply_t *r, int code, cJSON *body);   /* takes body */
+void http_reply_error(http_reply_t *r, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+#endif

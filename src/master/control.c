@@ -1,0 +1,649 @@
+/*
+ * control.c - the control socket (see control.h and docs/operations.md).
+ *
+ * Socket I/O and argument checks only: a request line is parsed into a
+ * ctl_request_t (pure, fuzzed), then one master verb runs it. Clients are
+ * non-blocking and buffered both ways; a request line longer than
+ * CTL_MAX_LINE gets an error and the connection is closed. Replies are
+ * queued and written as the socket drains, so a slow client never blocks
+ * the master's loop. Refused peers get one error line and are closed within
+ * CTL_REFUSED_MS, whatever they send; they never take an allowed client's
+ * place.
+ */
+#include "master/control.h"
+#include "master/budgeting.h"
+#include "core/log.h"
+#include "core/safefile.h"
+#include "master/status.h"
+#include "core/util.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <grp.h>
+#include <pwd.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#define CTL_MAX_LINE 65536
+#define CTL_MAX_CLIENTS 64          /* allowed clients at once */
+#define CTL_MAX_REFUSED 64          /* refused clients waiting to be closed */
+#define CTL_REFUSED_MS 2000         /* how long a refused client may stay */
+#define CTL_OUT_PAUSE (1 << 20)     /* stop reading a client's requests past this much unsent output */
+#define CTL_WAITER_OUT_MAX 65536    /* a terminate --wait client not reading gets no more progress lines */
+#define CTL_IDLE_MS 60000           /* close clients silent this long (terminate --wait excepted) */
+#define CTL_MAX_GROUPS 256
+
+typedef struct ctl_client {
+    int fd;
+    uid_t uid;
+    gid_t gid;
+    pid_t pid;
+    sbuf_t in, out;
+    bool waiter;            /* terminate --wait */
+    bool closing;           /* close once out is flushed; read nothing more */
+    bool refused;           /* not allowed: told so, then closed */
+    bool adopted;           /* the HTTP process's channel (control_adopt) */
+    int64_t last_active_ms;
+    int64_t accepted_ms;
+} ctl_client_t;
+
+struct control {
+    int fd;                 /* the listener */
+    int epfd;               /* the master's epoll set */
+    char *path;             /* the path bound (unlinked at exit) */
+    ctl_client_t **clients;
+    int nclients;
+    int nrefused;           /* of nclients */
+    int64_t next_progress_ms;
+};
+
+/* ------------------------------------------------------------ requests */
+
+static const char *const CMD_NAMES[CTL_NCMDS] = {
+    [CTL_STATUS] = "status", [CTL_PAUSE] = "pause", [CTL_CONTINUE] = "continue", [CTL_SCALE] = "scale",
+    [CTL_RESTART] = "restart", [CTL_RELOAD] = "reload", [CTL_TERMINATE] = "terminate",
+};
+
+/* A JSON array of names (absent: none) as an owned NULL-terminated vector;
+ * -1 when it is not an array of strings. */
+static int name_array(const cJSON *a, char ***out, int *n)
+{
+    *out = NULL;
+    *n = 0;
+    if (!a) return 0;
+    if (!cJSON_IsArray(a)) return -1;
+    int size = cJSON_GetArraySize(a);
+    char **v = xcalloc((size_t)size + 1, sizeof *v);
+    const cJSON *e;
+    int i = 0;
+    cJSON_ArrayForEach(e, a) {
+        if (!cJSON_IsString(e) || i >= size) {
+            for (int j = 0; j < i; j++) free(v[j]);
+            free(v);
+            return -1;
+        }
+        v[i++] = xstrdup(e->valuestring);
+    }
+    *out = v;
+    *n = i;
+    return 0;
+}
+
+static int parse_scale(const cJSON *req, int max_workers, ctl_request_t *r, char *err, size_t errn)
+{
+    const cJSON *n = cJSON_GetObjectItemCaseSensitive(req, "n");
+    if (!r->pool) {
+        snprintf(err, errn, "no pool named (missing)");
+        return -1;
+    }
+    if (cJSON_IsString(n) && !strcmp(n->valuestring, "auto"))
+        r->n = -1;
+    else if (cJSON_IsNumber(n) && n->valuedouble >= 0 && n->valuedouble <= max_workers &&
+             n->valuedouble == (int)n->valuedouble)
+        r->n = (int)n->valuedouble;
+    else {
+        snprintf(err, errn, "n must be a number of workers (0..%d) or \"auto\"", max_workers);
+        return -1;
+    }
+    return 0;
+}
+
+int ctl_parse_request(const char *line, size_t len, int max_workers, ctl_request_t *r, char *err, size_t errn)
+{
+    memset(r, 0, sizeof *r);
+    cJSON *req = cJSON_ParseWithLength(line, len);
+    if (!req || !cJSON_IsObject(req)) {
+        snprintf(err, errn, "invalid request: expected one JSON object per line, e.g. {\"cmd\":\"status\"}");
+        cJSON_Delete(req);
+        return -1;
+    }
+    const cJSON *cmd = cJSON_GetObjectItemCaseSensitive(req, "cmd");
+    const char *name = cJSON_IsString(cmd) ? cmd->valuestring : "";
+    int rv = -1;
+    r->cmd = CTL_NCMDS;
+    for (int i = 0; i < CTL_NCMDS; i++)
+        if (!strcmp(name, CMD_NAMES[i])) r->cmd = (enum ctl_cmd)i;
+    const cJSON *pool = cJSON_GetObjectItemCaseSensitive(req, "pool");
+    if (cJSON_IsString(pool)) r->pool = xstrdup(pool->valuestring);
+    r->verbose = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(req, "verbose"));
+    r->raw = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(req, "raw"));
+    r->wait = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(req, "wait"));
+    const cJSON *by = cJSON_GetObjectItemCaseSensitive(req, "by");
+    if (cJSON_IsString(by)) {
+        /* for the log only: one bounded line */
+        r->by = xstrndup(by->valuestring, strnlen(by->valuestring, 200));
+        for (char *p = r->by; *p; p++)
+            if ((unsigned char)*p < 0x20 || *p == 0x7f) *p = '?';
+    }
+    if (r->cmd == CTL_NCMDS)
+        snprintf(err, errn, *name ? "unknown command \"%.64s\"" : "missing \"cmd\"", name);
+    else if ((r->cmd == CTL_PAUSE || r->cmd == CTL_CONTINUE) &&
+             (name_array(cJSON_GetObjectItemCaseSensitive(req, "pools"), &r->pools, &r->npools) < 0 ||
+              name_array(cJSON_GetObjectItemCaseSensitive(req, "queues"), &r->queues, &r->nqueues) < 0))
+        snprintf(err, errn, "pools and queues must be arrays of names");
+    else if (r->cmd == CTL_SCALE && parse_scale(req, max_workers, r, err, errn) < 0)
+        ;
+    else
+        rv = 0;
+    cJSON_Delete(req);
+    if (rv < 0) ctl_request_free(r);
+    return rv;
+}
+
+void ctl_request_free(ctl_request_t *r)
+{
+    for (int i = 0; i < r->npools; i++) free(r->pools[i]);
+    for (int i = 0; i < r->nqueues; i++) free(r->queues[i]);
+    free(r->pools);
+    free(r->queues);
+    free(r->pool);
+    free(r->by);
+    memset(r, 0, sizeof *r);
+}
+
+const char *ctl_cmd_name(enum ctl_cmd c)
+{
+    return c < CTL_NCMDS ? CMD_NAMES[c] : "?";
+}
+
+/* ------------------------------------------------------------ listener */
+
+static int bind_socket(const qconf_t *conf)
+{
+    const char *path = conf->control_socket;
+    char err[512];
+    int fd = safefile_listen_unix(path, conf->control_socket_mode, err, sizeof err);
+    if (fd < 0) {
+        log_error("control socket: %s", err);
+        return -1;
+    }
+    uid_t uid = (uid_t)-1;
+    gid_t gid = (gid_t)-1;
+    if (conf->control_user) {
+        struct passwd *pw = getpwnam(conf->control_user);
+        if (pw) uid = pw->pw_uid;
+    }
+    if (conf->control_group) {
+        struct group *gr = getgrnam(conf->control_group);
+        if (gr) gid = gr->gr_gid;
+    }
+    /* lchown: never through a link planted in its place */
+    if ((uid != (uid_t)-1 || gid != (gid_t)-1) && lchown(path, uid, gid) < 0)
+        log_warn("control socket %s: chown: %s", path, strerror(errno));
+    return fd;
+}
+
+int control_listen(master_t *m)
+{
+    int fd = bind_socket(m->conf);
+    if (fd < 0) return -1;
+    control_t *ctl = xcalloc(1, sizeof *ctl);
+    ctl->fd = fd;
+    ctl->epfd = m->epfd;
+    ctl->path = xstrdup(m->conf->control_socket); /* what we bound, whatever a reload says later */
+    m->ctl = ctl;
+    struct epoll_event ev = {.events = EPOLLIN, .data.fd = fd};
+    epoll_ctl(m->epfd, EPOLL_CTL_ADD, fd, &ev);
+    return 0;
+}
+
+static void client_free(control_t *ctl, int idx)
+{
+    ctl_client_t *c = ctl->clients[idx];
+    epoll_ctl(ctl->epfd, EPOLL_CTL_DEL, c->fd, NULL);
+    close(c->fd);
+    if (c->refused) ctl->nrefused--;
+    sbuf_free(&c->in);
+    sbuf_free(&c->out);
+    free(c);
+    ctl->clients[idx] = ctl->clients[--ctl->nclients];
+}
+
+void control_close(master_t *m, bool unlink_socket)
+{
+    control_t *ctl = m->ctl;
+    if (!ctl) return;
+    while (ctl->nclients) client_free(ctl, ctl->nclients - 1);
+    free(ctl->clients);
+    close(ctl->fd);
+    if (unlink_socket) unlink(ctl->path);
+    free(ctl->path);
+    free(ctl);
+    m->ctl = NULL;
+}
+
+/* ------------------------------------------------------------ auth */
+
+/* control_group membership as the kernel recorded it when the peer
+ * connected (SO_PEERGROUPS): no /proc lookup by a pid that may be reused. */
+static bool peer_in_group(int fd, gid_t primary, gid_t want)
+{
+    if (primary == want) return true;
+    gid_t groups[CTL_MAX_GROUPS];
+    socklen_t len = sizeof groups;
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups, &len) < 0) return false;
+    for (size_t i = 0; i < len / sizeof *groups; i++)
+        if (groups[i] == want) return true;
+    return false;
+}
+
+static bool allowed(const qconf_t *conf, const ctl_client_t *c)
+{
+    if (c->uid == 0 || c->uid == geteuid()) return true;
+    if (conf->control_user) {
+        struct passwd *pw = getpwnam(conf->control_user);
+        if (pw && pw->pw_uid == c->uid) return true;
+    }
+    if (conf->control_group) {
+        struct group *gr = getgrnam(conf->control_group);
+        if (gr && peer_in_group(c->fd, c->gid, gr->gr_gid)) return true;
+    }
+    return false;
+}
+
+/* ------------------------------------------------------------ replies */
+
+static void client_flush(control_t *ctl, ctl_client_t *c)
+{
+    while (c->out.len) {
+        ssize_t n = send(c->fd, c->out.data, c->out.len, MSG_NOSIGNAL);
+        if (n > 0) {
+            sbuf_consume(&c->out, (size_t)n);
+            continue;
+        }
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && errno == EAGAIN) break;
+        c->closing = true;
+        sbuf_reset(&c->out);
+        break;
+    }
+    /* No more reading once closing (a half-closed socket stays readable for
+     * ever) or while much output waits (a client that sends and never reads). */
+    bool read_more = !c->closing && c->out.len < CTL_OUT_PAUSE;
+    struct epoll_event ev = {.events = (read_more ? EPOLLIN : 0) | (c->out.len ? EPOLLOUT : 0), .data.fd = c->fd};
+    epoll_ctl(ctl->epfd, EPOLL_CTL_MOD, c->fd, &ev);
+}
+
+static void reply_json(ctl_client_t *c, cJSON *o)
+{
+    char *s = cJSON_PrintUnformatted(o);
+    sbuf_puts(&c->out, s);
+    sbuf_putc(&c->out, '\n');
+    free(s);
+    cJSON_Delete(o);
+}
+
+static void reply_error(ctl_client_t *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void reply_error(ctl_client_t *c, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    cJSON *o = status_error(fmt, ap);
+    va_end(ap);
+    reply_json(c, o);
+}
+
+static cJSON *ok_reply(void)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddTrueToObject(o, "ok");
+    return o;
+}
+
+/* ------------------------------------------------------------ commands */
+
+typedef void (*ctl_handler_fn)(master_t *m, ctl_client_t *c, const ctl_request_t *r);
+
+static void reply_verb_error(ctl_client_t *c, const char *err)
+{
+    reply_error(c, "%s", err);
+}
+
+static void cmd_status(master_t *m, ctl_client_t *c, const ctl_request_t *r)
+{
+    reply_json(c, status_json(m, (r->verbose ? STATUS_VERBOSE : 0) | (r->raw ? STATUS_RAW : 0)));
+}
+
+static void run_pause(master_t *m, ctl_client_t *c, const ctl_request_t *r, bool on)
+{
+    pause_scope_t scope = {.pools = r->pools, .npools = r->npools, .queues = r->queues, .nqueues = r->nqueues};
+    char err[256];
+    if (master_pause(m, &scope, PAUSE_FROM_CONTROL, on, err, sizeof err) < 0)
+        reply_verb_error(c, err);
+    else
+        reply_json(c, status_json(m, 0));
+}
+
+static void cmd_pause(master_t *m, ctl_client_t *c, const ctl_request_t *r)
+{
+    run_pause(m, c, r, true);
+}
+
+static void cmd_continue(master_t *m, ctl_client_t *c, const ctl_request_t *r)
+{
+    run_pause(m, c, r, false);
+}
+
+static void cmd_scale(master_t *m, ctl_client_t *c, const ctl_request_t *r)
+{
+    char err[256];
+    int target = master_scale(m, r->pool, r->n, err, sizeof err);
+    if (target < 0) {
+        reply_verb_error(c, err);
+        return;
+    }
+    cJSON *o = ok_reply();
+    cJSON_AddStringToObject(o, "pool", r->pool);
+    cJSON_AddNumberToObject(o, "target", target);
+    pool_t *p = master_pool(m, r->pool);
+    cJSON *b = p ? budgeting_pool_json(m, p, true) : NULL;
+    if (b) cJSON_AddItemToObject(o, "fleet_budget", b);
+    reply_json(c, o);
+}
+
+static void cmd_restart(master_t *m, ctl_client_t *c, const ctl_request_t *r)
+{
+    char err[256];
+    if (master_restart(m, r->pool, err, sizeof err) < 0) {
+        reply_verb_error(c, err);
+        return;
+    }
+    cJSON *o = ok_reply();
+    cJSON *arr = cJSON_AddArrayToObject(o, "pools");
+    for (int i = 0; i < m->pools.n; i++)
+        if (!m->pools.v[i]->removed && (!r->pool || !strcmp(r->pool, m->pools.v[i]->conf.name)))
+            cJSON_AddItemToArray(arr, cJSON_CreateString(m->pools.v[i]->conf.name));
+    reply_json(c, o);
+}
+
+static void cmd_reload(master_t *m, ctl_client_t *c, const ctl_request_t *r)
+{
+    (void)r;
+    if (m->stopping) {
+        reply_error(c, "the master is stopping");
+        return;
+    }
+    char *msg = NULL;
+    cJSON *o = cJSON_CreateObject();
+    int rv = master_reload(m, &msg);
+    if (rv == 0) {
+        cJSON_AddTrueToObject(o, "ok");
+        cJSON_AddStringToObject(o, "message", msg ? msg : "reloaded");
+    } else if (rv > 0) { /* in effect, but not all of it works: the HTTP endpoint is off */
+        cJSON_AddFalseToObject(o, "ok");
+        cJSON_AddStringToObject(o, "error", msg ? msg : "reloaded, but the HTTP endpoint is off");
+        cJSON_AddTrueToObject(o, "reloaded");
+    } else {
+        cJSON_AddFalseToObject(o, "ok");
+        cJSON_AddStringToObject(o, "error", msg ? msg : "invalid configuration");
+        cJSON_AddTrueToObject(o, "config_rejected");
+    }
+    reply_json(c, o);
+    free(msg);
+}
+
+static void cmd_terminate(master_t *m, ctl_client_t *c, const ctl_request_t *r)
+{
+    log_info("terminate requested over the control socket (uid %d)", (int)c->uid);
+    master_begin_stop(m, false);
+    if (!r->wait) {
+        reply_json(c, ok_reply());
+        return;
+    }
+    c->waiter = true;
+    reply_json(c, status_progress_json(m, "stopping"));
+    m->ctl->next_progress_ms = mono_ms() + 1000;
+}
+
+static const ctl_handler_fn HANDLERS[CTL_NCMDS] = {
+    [CTL_STATUS] = cmd_status,   [CTL_PAUSE] = cmd_pause,   [CTL_CONTINUE] = cmd_continue,
+    [CTL_SCALE] = cmd_scale,     [CTL_RESTART] = cmd_restart, [CTL_RELOAD] = cmd_reload,
+    [CTL_TERMINATE] = cmd_terminate,
+};
+
+static void handle_line(master_t *m, ctl_client_t *c, const char *line, size_t len)
+{
+    ctl_request_t r;
+    char err[256];
+    if (ctl_parse_request(line, len, m->conf->max_workers, &r, err, sizeof err) < 0) {
+        reply_error(c, "%s", err);
+        return;
+    }
+    if (c->adopted && (r.cmd == CTL_RELOAD || r.cmd == CTL_TERMINATE)) {
+        /* the dashboard's actions (token-checked by the HTTP process) are
+         * pause, continue, scale and restart; reload and stop stay with the
+         * control socket and signals */
+        reply_error(c, "%s is not allowed over HTTP", ctl_cmd_name(r.cmd));
+        ctl_request_free(&r);
+        return;
+    }
+    if (c->adopted && r.cmd != CTL_STATUS)
+        log_info("control: %s%s%s%s%s over HTTP by %s", ctl_cmd_name(r.cmd), r.pool || r.npools ? " pool " : "",
+                 r.pool ? r.pool : r.npools ? r.pools[0] : "", r.nqueues ? " queue " : "", r.nqueues ? r.queues[0] : "",
+                 r.by ? r.by : "?");
+    else
+        log_debug("control: %s from uid %d", ctl_cmd_name(r.cmd), (int)c->uid);
+    HANDLERS[r.cmd](m, c, &r);
+    ctl_request_free(&r);
+}
+
+/* ------------------------------------------------------------ events */
+
+static ctl_client_t *new_client(int fd, const struct ucred *cr)
+{
+    ctl_client_t *c = xcalloc(1, sizeof *c);
+    c->fd = fd;
+    c->uid = cr->uid;
+    c->gid = cr->gid;
+    c->pid = cr->pid;
+    c->accepted_ms = c->last_active_ms = mono_ms();
+    sbuf_init(&c->in);
+    sbuf_init(&c->out);
+    return c;
+}
+
+/* Told why, then closed at once: no room to keep it. */
+static void turn_away(ctl_client_t *c, const char *why)
+{
+    reply_error(c, "%s", why);
+    (void)send(c->fd, c->out.data, c->out.len, MSG_NOSIGNAL | MSG_DONTWAIT);
+    close(c->fd);
+    sbuf_free(&c->in);
+    sbuf_free(&c->out);
+    free(c);
+}
+
+static void accept_one(master_t *m, int fd)
+{
+    control_t *ctl = m->ctl;
+    struct ucred cr;
+    socklen_t l = sizeof cr;
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &l) < 0) {
+        close(fd);
+        return;
+    }
+    ctl_client_t *c = new_client(fd, &cr);
+    if (!allowed(m->conf, c)) {
+        /* One line of refusal. Kept (at most CTL_REFUSED_MS, and never in
+         * an allowed client's place) only so that a request already sent
+         * is read before the close: closing over unread input resets the
+         * connection, and the reply would be lost. */
+        log_warn("control: refused uid %d gid %d (pid %d)", (int)cr.uid, (int)cr.gid, (int)cr.pid);
+        if (ctl->nrefused >= CTL_MAX_REFUSED) {
+            turn_away(c, "permission denied");
+            return;
+        }
+        reply_error(c, "permission denied: uid %d is not allowed on this socket", (int)cr.uid);
+        c->refused = true;
+        ctl->nrefused++;
+    } else if (ctl->nclients - ctl->nrefused >= CTL_MAX_CLIENTS) {
+        turn_away(c, "too many control clients");
+        return;
+    }
+    ctl->clients = xrealloc(ctl->clients, sizeof *ctl->clients * (size_t)(ctl->nclients + 1));
+    ctl->clients[ctl->nclients++] = c;
+    struct epoll_event ev = {.events = EPOLLIN, .data.fd = fd};
+    epoll_ctl(ctl->epfd, EPOLL_CTL_ADD, fd, &ev);
+    if (c->out.len) client_flush(ctl, c); /* a refusal goes out at once */
+}
+
+int control_adopt(master_t *m, int fd)
+{
+    control_t *ctl = m->ctl;
+    if (!ctl) return -1;
+    struct epoll_event ev = {.events = EPOLLIN, .data.fd = fd};
+    if (epoll_ctl(ctl->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) return -1;
+    struct ucred cr = {.pid = 0, .uid = geteuid(), .gid = getegid()};
+    ctl_client_t *c = new_client(fd, &cr);
+    c->adopted = true;
+    ctl->clients = xrealloc(ctl->clients, sizeof *ctl->clients * (size_t)(ctl->nclients + 1));
+    ctl->clients[ctl->nclients++] = c;
+    return 0;
+}
+
+static void accept_clients(master_t *m)
+{
+    for (;;) {
+        int fd = accept4(m->ctl->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) return;
+        accept_one(m, fd);
+    }
+}
+
+/* Handle the complete request lines buffered, while output is not piling up. */
+static void process_lines(master_t *m, ctl_client_t *c)
+{
+    while (!c->closing && c->out.len < CTL_OUT_PAUSE) {
+        char *nl = c->in.len ? memchr(c->in.data, '\n', c->in.len) : NULL;
+        size_t len = nl ? (size_t)(nl - c->in.data) : c->in.len;
+        if (len > CTL_MAX_LINE) {
+            reply_error(c, "request too large (limit %d bytes)", CTL_MAX_LINE);
+            sbuf_reset(&c->in);
+            c->closing = true;
+            break;
+        }
+        if (!nl) break;
+        if (c->refused)
+            c->closing = true; /* its one request is read; the answer is already queued */
+        else if (len)
+            handle_line(m, c, c->in.data, len);
+        sbuf_consume(&c->in, len + 1);
+    }
+}
+
+/* Read what the client sent (a few requests' worth at most per event: a
+ * fast sender cannot make the master buffer without limit). */
+static bool read_client(ctl_client_t *c)
+{
+    char buf[8192];
+    while (c->in.len <= 4 * CTL_MAX_LINE) {
+        ssize_t n = recv(c->fd, buf, sizeof buf, 0);
+        if (n > 0) {
+            sbuf_append(&c->in, buf, (size_t)n);
+            continue;
+        }
+        if (n < 0 && errno == EINTR) continue;
+        return n == 0 || errno != EAGAIN; /* eof or error */
+    }
+    return false;
+}
+
+void control_event(master_t *m, int fd, uint32_t events)
+{
+    control_t *ctl = m->ctl;
+    if (!ctl) return;
+    if (fd == ctl->fd) {
+        accept_clients(m);
+        return;
+    }
+    int idx = -1;
+    for (int i = 0; i < ctl->nclients; i++)
+        if (ctl->clients[i]->fd == fd) idx = i;
+    if (idx < 0) return;
+    ctl_client_t *c = ctl->clients[idx];
+    bool eof = false;
+    if (!c->refused) c->last_active_ms = mono_ms(); /* a refused client's bytes buy it no time */
+    if ((events & (EPOLLIN | EPOLLHUP | EPOLLERR)) && !c->closing) eof = read_client(c);
+    process_lines(m, c);
+    if (eof) c->closing = true; /* a waiter that went away: the stop goes on */
+    client_flush(ctl, c);
+    if (!c->closing && c->out.len < CTL_OUT_PAUSE && c->in.len && memchr(c->in.data, '\n', c->in.len)) {
+        /* output drained below the cap: requests held back can go now */
+        process_lines(m, c);
+        client_flush(ctl, c);
+    }
+    if (c->closing && !c->out.len) client_free(ctl, idx);
+}
+
+static bool expired(const ctl_client_t *c, int64_t now)
+{
+    if (c->adopted) return false;
+    if (c->refused) return now - c->accepted_ms > CTL_REFUSED_MS;
+    return !c->waiter && now - c->last_active_ms > CTL_IDLE_MS;
+}
+
+void control_tick(master_t *m, int64_t now)
+{
+    control_t *ctl = m->ctl;
+    if (!ctl) return;
+    for (int i = 0; i < ctl->nclients;) {
+        if (expired(ctl->clients[i], now))
+            client_free(ctl, i);
+        else
+            i++;
+    }
+    if (!m->stopping || now < ctl->next_progress_ms) return;
+    ctl->next_progress_ms = now + 1000;
+    for (int i = 0; i < ctl->nclients; i++) {
+        ctl_client_t *c = ctl->clients[i];
+        /* a waiter that does not read misses progress lines, and the
+         * master's memory for it stays bounded */
+        if (!c->waiter || c->out.len > CTL_WAITER_OUT_MAX) continue;
+        reply_json(c, status_progress_json(m, "waiting"));
+        client_flush(ctl, c);
+    }
+}
+
+void control_notify_waiters(master_t *m)
+{
+    control_t *ctl = m->ctl;
+    if (!ctl) return;
+    for (int i = 0; i < ctl->nclients; i++) {
+        ctl_client_t *c = ctl->clients[i];
+        if (!c->waiter) continue;
+        reply_json(c, status_progress_json(m, "done"));
+        /* last words: block briefly so the client sees them before we exit */
+        set_nonblock(c->fd, false);
+        struct timeval tv = {1, 0};
+        setsockopt(c->fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+        (void)write_all(c->fd, c->out.data, c->out.len);
+        sbuf_reset(&c->out);
+    }
+}

@@ -1,0 +1,78 @@
+/*
+ * master.h - the master process: one event loop (epoll over a signalfd, the
+ * control socket and its clients) that reaps, respawns, balances, reloads and
+ * stops. Nothing in the master ever sleeps to poll for dead children: SIGCHLD
+ * arrives on the signalfd and is handled at once.
+ */
+#ifndef QPOOL_MASTER_H
+#define QPOOL_MASTER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "config/config.h"
+#include "master/pool.h"
+#include "master/scoreboard.h"
+
+typedef struct control control_t;
+
+typedef struct {
+    qconf_t *conf;
+    pools_t pools;
+    scoreboard_t sb;
+    int sfd;                   /* signalfd */
+    int epfd;
+    struct control *ctl;       /* the control socket and its clients (control.c) */
+    int pid_fd;                /* the pid file, open and locked */
+
+    bool stopping;
+    bool fast;
+    int64_t stop_deadline_ms;
+    int64_t last_watchdog_ms;
+    char last_status[512];
+    int64_t started_wall_ms;
+    struct monitor *mon;       /* Redis counts, Laravel keys, balancing (monitor.c) */
+    struct http_sup *http;     /* the HTTP process, if qpool.http is set (http.c) */
+    struct alerting *alerting; /* open alert episodes and running commands (alerting.c) */
+    struct budgeting *budgeting; /* fleet budget leases (budgeting.c) */
+
+    /* queues paused by `qpool pause --queue`, by name: survives reloads */
+    char **paused_queues;
+    int npaused_queues;
+} master_t;
+
+/* Recompute each pool's queue pause bits from m->paused_queues. */
+void master_apply_queue_pauses(master_t *m);
+
+/* Run the master in the foreground; returns the process exit status. */
+int master_run(const char *config_path);
+
+/* Reload from the config file; on error, msg gets the errors (caller frees)
+ * and the old config keeps running. Returns 0 on success. */
+int master_reload(master_t *m, char **msg); /* 0; 1: in effect but the HTTP endpoint is off; -1: refused */
+void master_begin_stop(master_t *m, bool fast);
+/* The verbs every caller changes state through: signals, the control
+ * socket and (later) HTTP. Each returns 0 or a positive count on success,
+ * -1 with err filled on failure (unknown pool or queue, stopping). */
+enum pause_source { PAUSE_FROM_SIGNAL = 0, PAUSE_FROM_CONTROL, PAUSE_FROM_HTTP, PAUSE_FROM_MAINTENANCE };
+typedef struct {
+    char *const *pools;
+    int npools;
+    char *const *queues;
+    int nqueues;
+} pause_scope_t;                   /* no pools and no queues: everything */
+/* Pause (on) or resume a scope. PAUSE_FROM_MAINTENANCE (the monitor, when a
+ * pool's Laravel app is down: pool_t.down) is a pause of its own: it pauses
+ * and resumes named pools only, and neither touches nor is undone by an
+ * operator's pause. Everything: every pool is paused, and a pool
+ * a reload adds joins the pause; resuming everything clears every pause an
+ * operator made (pools and queues). A pool or queue is paused or resumed on
+ * its own. Laravel's queue:pause keys are Laravel's: only it clears them. */
+int master_pause(master_t *m, const pause_scope_t *scope, int source, bool on, char *err, size_t errn);
+/* Pin a pool at n workers, or hand it back (n = -1); returns the target. */
+int master_scale(master_t *m, const char *pool, int n, char *err, size_t errn);
+/* Rolling restart of one pool (NULL: every pool); returns how many. */
+int master_restart(master_t *m, const char *pool, char *err, size_t errn);
+pool_t *master_pool(master_t *m, const char *name);
+
+#endif

@@ -1,0 +1,641 @@
+/*
+ * monitor.c - see monitor.h.
+ */
+#include "master/monitor.h"
+#include "master/alerting.h"
+#include "master/balancer.h"
+#include "master/budgeting.h"
+#include "redis/failed.h"
+#include "observe/fleet.h"
+#include "observe/history.h"
+#include "master/status.h"
+#include "core/log.h"
+#include "redis/payload.h"
+#include "redis/queue.h"
+#include "redis/rconn.h"
+#include "core/util.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <string.h>
+#include <unistd.h>
+
+#define RATE_TAU_S 5.0      /* balancer's view of throughput */
+#define MINUTE_TAU_S 60.0   /* status's jobs per minute */
+#define MASTER_REDIS_TIMEOUT_S 0.5
+
+/* The monitor's own state: the master's Redis connections, the last
+ * queue:restart values seen, and when it next looks. */
+struct monitor {
+    rconn_t **rc;               /* by connection name */
+    uint64_t *noted;            /* rc[i]->connects when its queues were last noted (failed.c) */
+    int nrc;
+    uint64_t reconnects_dropped; /* of connections closed by a reload */
+    char **restart_seen;        /* "key\x01value", NULL-terminated */
+    int64_t next_balance_ms;    /* monotonic; 0: at the next pass */
+    char fleet_id[300];         /* this master's heartbeat record (fleet.h) */
+    char host[256];
+    int64_t redis_offset_ms;    /* Redis's clock minus ours, from the last heartbeat */
+};
+
+static rconn_t *conn_for(master_t *m, const char *name)
+{
+    for (int i = 0; i < m->mon->nrc; i++)
+        if (!strcmp(m->mon->rc[i]->name, name)) return m->mon->rc[i];
+    const redis_conf_t *rc = config_redis(m->conf, name);
+    if (!rc) return NULL;
+    m->mon->rc = xrealloc(m->mon->rc, sizeof *m->mon->rc * (size_t)(m->mon->nrc + 1));
+    m->mon->noted = xrealloc(m->mon->noted, sizeof *m->mon->noted * (size_t)(m->mon->nrc + 1));
+    m->mon->noted[m->mon->nrc] = 0;
+    m->mon->rc[m->mon->nrc] = rconn_new(rc);
+    /* The master's loop must stay responsive (signals, the control socket,
+     * the watchdog) even when Redis hangs: it never waits long on Redis. */
+    if (m->mon->rc[m->mon->nrc]->conf.timeout > MASTER_REDIS_TIMEOUT_S) m->mon->rc[m->mon->nrc]->conf.timeout = MASTER_REDIS_TIMEOUT_S;
+    return m->mon->rc[m->mon->nrc++];
+}
+
+rconn_t *monitor_conn(master_t *m, const char *name)
+{
+    return conn_for(m, name);
+}
+
+static void drop_connections(master_t *m)
+{
+    for (int i = 0; i < m->mon->nrc; i++) {
+        m->mon->reconnects_dropped += rconn_reconnects(m->mon->rc[i]);
+        rconn_free(m->mon->rc[i]);
+    }
+    free(m->mon->rc);
+    free(m->mon->noted);
+    m->mon->rc = NULL;
+    m->mon->noted = NULL;
+    m->mon->nrc = 0;
+}
+
+void monitor_free(master_t *m)
+{
+    if (!m->mon) return;
+    drop_connections(m);
+    if (m->mon->restart_seen) {
+        for (int i = 0; m->mon->restart_seen[i]; i++) free(m->mon->restart_seen[i]);
+        free(m->mon->restart_seen);
+    }
+    free(m->mon);
+    m->mon = NULL;
+}
+
+void monitor_reset(master_t *m)
+{
+    if (!m->mon) m->mon = xcalloc(1, sizeof *m->mon);
+    /* Connections follow the config; restart baselines are kept across
+     * reloads: a queue:restart must not be missed or invented by a reload. */
+    drop_connections(m);
+    m->mon->next_balance_ms = 0;
+}
+
+void monitor_request_balance(master_t *m)
+{
+    if (m->mon) m->mon->next_balance_ms = 0;
+}
+
+int64_t monitor_next_due(const master_t *m)
+{
+    return m->mon ? m->mon->next_balance_ms : 0;
+}
+
+/* "key\x01value" entries: the last value seen for each restart key. */
+static const char *seen_get(master_t *m, const char *key, bool *found)
+{
+    *found = false;
+    size_t kl = strlen(key);
+    for (int i = 0; m->mon->restart_seen && m->mon->restart_seen[i]; i++) {
+        const char *e = m->mon->restart_seen[i];
+        if (!strncmp(e, key, kl) && e[kl] == '\x01') {
+            *found = true;
+            return e + kl + 1;
+        }
+    }
+    return NULL;
+}
+
+static void seen_set(master_t *m, const char *key, const char *value)
+{
+    size_t kl = strlen(key);
+    int n = 0;
+    for (; m->mon->restart_seen && m->mon->restart_seen[n]; n++) {
+        if (!strncmp(m->mon->restart_seen[n], key, kl) && m->mon->restart_seen[n][kl] == '\x01') {
+            free(m->mon->restart_seen[n]);
+            m->mon->restart_seen[n] = xasprintf("%s\x01%s", key, value);
+            return;
+        }
+    }
+    m->mon->restart_seen = xrealloc(m->mon->restart_seen, sizeof(char *) * (size_t)(n + 2));
+    m->mon->restart_seen[n] = xasprintf("%s\x01%s", key, value);
+    m->mon->restart_seen[n + 1] = NULL;
+}
+
+static bool php_truthy(const redisReply *r)
+{
+    if (!r || r->type != REDIS_REPLY_STRING) return false;
+    /* RedisStore stores true as serialize(true) = "b:1;", numbers raw */
+    return strcmp(r->str, "b:0;") && strcmp(r->str, "0") && r->len > 0 && strcmp(r->str, "N;");
+}
+
+/* The oldest ready job's age: from its createdAt (Laravel 11+, plus its
+ * delay), else since this master first saw it at the head (a lower bound:
+ * Laravel 8 payloads say nothing of when they were pushed). */
+static void track_head(queue_stat_t *qs, const redisReply *r)
+{
+    int64_t now = mono_ms();
+    if (r->type != REDIS_REPLY_STRING) {
+        qs->head_hash = 0;
+        qs->oldest_ready_s = 0;
+        return;
+    }
+    uint64_t h = 1469598103934665603ULL; /* FNV-1a */
+    for (size_t i = 0; i < r->len; i++) h = (h ^ (unsigned char)r->str[i]) * 1099511628211ULL;
+    if (h != qs->head_hash) {
+        qs->head_hash = h;
+        qs->head_since_ms = now;
+    }
+    qs->oldest_ready_s = (double)(now - qs->head_since_ms) / 1000.0;
+    job_payload_t p;
+    char err[64];
+    if (payload_parse(r->str, r->len, &p, err, sizeof err) == 0) {
+        if (p.has_created_at) {
+            double age = (double)wall_ms() / 1000.0 - (double)(p.created_at + (p.has_delay && p.delay > 0 ? p.delay : 0));
+            if (age > qs->oldest_ready_s) qs->oldest_ready_s = age;
+        }
+        payload_free(&p);
+    }
+}
+
+/* Queue counts: for each connection, one pipelined round trip over every
+ * queue of every pool using it. */
+static void fetch_counts(master_t *m)
+{
+    for (int ci = 0; ci < m->conf->nredis; ci++) {
+        const char *cname = m->conf->redis[ci].name;
+        int used = 0;
+        for (int i = 0; i < m->pools.n; i++)
+            if (!strcmp(m->pools.v[i]->conf.connection, cname)) used++;
+        if (!used) continue;
+        rconn_t *c = conn_for(m, cname);
+        if (!c || rconn_ensure(c) < 0) {
+            for (int i = 0; i < m->pools.n; i++)
+                if (!strcmp(m->pools.v[i]->conf.connection, cname)) m->pools.v[i]->have_counts = false;
+            continue;
+        }
+        bool heads = alerting_wants_oldest(m->conf);
+        for (int i = 0; i < m->pools.n; i++) {
+            pool_t *p = m->pools.v[i];
+            if (strcmp(p->conf.connection, cname)) continue;
+            for (int q = 0; q < p->conf.nqueues; q++) {
+                qkeys_t k;
+                qkeys_init(&k, c->conf.prefix, p->conf.queues[q]);
+                queue_append_counts(c, &k);
+                if (heads) {
+                    const char *a[] = {"LINDEX", k.ready, "0"};
+                    rconn_append(c, 3, a, NULL);
+                }
+                qkeys_free(&k);
+            }
+        }
+        bool ok = true;
+        for (int i = 0; i < m->pools.n; i++)
+            if (!strcmp(m->pools.v[i]->conf.connection, cname)) m->pools.v[i]->have_counts = false;
+        for (int i = 0; i < m->pools.n && ok; i++) {
+            pool_t *p = m->pools.v[i];
+            if (strcmp(p->conf.connection, cname)) continue;
+            for (int q = 0; q < p->conf.nqueues && ok; q++) {
+                int64_t v[3];
+                for (int j = 0; j < 3; j++) {
+                    redisReply *r;
+                    if (rconn_read(c, -1, -1, &r) != RC_OK) {
+                        ok = false;
+                        break;
+                    }
+                    v[j] = r->type == REDIS_REPLY_INTEGER ? r->integer : 0;
+                    freeReplyObject(r);
+                }
+                if (!ok) break;
+                p->q[q].ready = v[0];
+                p->q[q].delayed = v[1];
+                p->q[q].reserved = v[2];
+                if (heads) {
+                    redisReply *r;
+                    if (rconn_read(c, -1, -1, &r) != RC_OK) {
+                        ok = false;
+                        break;
+                    }
+                    track_head(&p->q[q], r);
+                    freeReplyObject(r);
+                }
+            }
+            p->have_counts = ok;
+        }
+    }
+}
+
+/* Laravel's queue:pause keys and queue:restart key, on each cache connection. */
+static void poll_laravel_keys(master_t *m)
+{
+    for (int ci = 0; ci < m->conf->nredis; ci++) {
+        const char *cname = m->conf->redis[ci].name;
+        int used = 0;
+        for (int i = 0; i < m->pools.n; i++)
+            if (!m->pools.v[i]->removed && !strcmp(m->pools.v[i]->conf.cache_connection, cname) &&
+                (m->pools.v[i]->conf.laravel_pause || m->pools.v[i]->conf.restart_key[0]))
+                used++;
+        if (!used) continue;
+        rconn_t *c = conn_for(m, cname);
+        if (!c || rconn_ensure(c) < 0) continue;
+        for (int i = 0; i < m->pools.n; i++) {
+            pool_t *p = m->pools.v[i];
+            if (p->removed || strcmp(p->conf.cache_connection, cname)) continue;
+            if (p->conf.restart_key[0]) {
+                char *k = xasprintf("%s%s%s", c->conf.prefix, p->conf.cache_prefix, p->conf.restart_key);
+                const char *a[] = {"GET", k};
+                rconn_append(c, 2, a, NULL);
+                free(k);
+            }
+            if (p->conf.laravel_pause) {
+                char *g = xasprintf("%s%silluminate:queues:paused", c->conf.prefix, p->conf.cache_prefix);
+                const char *a[] = {"GET", g};
+                rconn_append(c, 2, a, NULL);
+                free(g);
+                for (int q = 0; q < p->conf.nqueues; q++) {
+                    char *k = xasprintf("%s%silluminate:queue:paused:%s:%s", c->conf.prefix,
+                                        p->conf.cache_prefix, p->conf.queue_connection,
+                                        p->conf.queues[q]);
+                    const char *b[] = {"GET", k};
+                    rconn_append(c, 2, b, NULL);
+                    free(k);
+                }
+            }
+        }
+        for (int i = 0; i < m->pools.n; i++) {
+            pool_t *p = m->pools.v[i];
+            if (p->removed || strcmp(p->conf.cache_connection, cname)) continue;
+            redisReply *r;
+            if (p->conf.restart_key[0]) {
+                if (rconn_read(c, -1, -1, &r) != RC_OK) break; /* the rest waits for the next pass */
+                char *key = xasprintf("%s|%s%s%s", cname, c->conf.prefix, p->conf.cache_prefix,
+                                      p->conf.restart_key);
+                const char *now = r->type == REDIS_REPLY_STRING ? r->str : "";
+                bool found;
+                const char *was = seen_get(m, key, &found);
+                if (found && strcmp(was, now)) {
+                    log_info("pool %s: Laravel's queue:restart signal changed (%s): rolling restart",
+                             p->conf.name, p->conf.restart_key);
+                    pool_request_roll(p);
+                }
+                /* several pools may share the key: update after all have seen it */
+                free(p->restart_pending);
+                p->restart_pending = !found || strcmp(was, now) ? xstrdup(now) : NULL;
+                free(p->restart_key_full);
+                p->restart_key_full = key;
+                freeReplyObject(r);
+            }
+            if (p->conf.laravel_pause) {
+                if (rconn_read(c, -1, -1, &r) != RC_OK) break;
+                bool all = php_truthy(r);
+                freeReplyObject(r);
+                bool lost = false;
+                for (int q = 0; q < p->conf.nqueues && !lost; q++) {
+                    if (rconn_read(c, -1, -1, &r) != RC_OK) {
+                        lost = true;
+                        break;
+                    }
+                    bool was = p->q[q].laravel_paused;
+                    p->q[q].laravel_paused = all || php_truthy(r);
+                    if (was != p->q[q].laravel_paused)
+                        log_info("pool %s: queue %s %s by Laravel's queue:%s", p->conf.name,
+                                 p->conf.queues[q], p->q[q].laravel_paused ? "paused" : "resumed",
+                                 p->q[q].laravel_paused ? "pause" : "resume");
+                    freeReplyObject(r);
+                }
+            }
+        }
+    }
+    for (int i = 0; i < m->pools.n; i++) {
+        pool_t *p = m->pools.v[i];
+        if (p->restart_pending) {
+            seen_set(m, p->restart_key_full, p->restart_pending);
+            free(p->restart_pending);
+            p->restart_pending = NULL;
+        }
+    }
+}
+
+/* Is the app down? 1 yes, 0 no, -1 unknown. The file driver's file is
+ * looked at without following a link (the master may be root and the
+ * storage directory is the app's user's): existence only, nothing read. */
+static int probe_down_file(const char *path)
+{
+    struct stat st;
+    if (fstatat(AT_FDCWD, path, &st, AT_SYMLINK_NOFOLLOW) == 0) return 1;
+    return errno == ENOENT || errno == ENOTDIR ? 0 : -1;
+}
+
+static int probe_down_key(master_t *m, const pool_conf_t *pc)
+{
+    rconn_t *c = conn_for(m, pc->down_connection);
+    if (!c || rconn_ensure(c) < 0) return -1;
+    char *k = xasprintf("%s%s", c->conf.prefix, pc->down_key);
+    const char *a[] = {"EXISTS", k};
+    redisReply *r = NULL;
+    int down = -1;
+    rconn_append(c, 2, a, NULL);
+    if (rconn_read(c, -1, -1, &r) == RC_OK)
+        down = r->type == REDIS_REPLY_INTEGER ? r->integer > 0 : -1;
+    if (r) freeReplyObject(r);
+    free(k);
+    return down;
+}
+
+/* Pools whose Laravel app is down for maintenance take no new jobs (unless
+ * force), as queue:work without --force: through master_pause. */
+void monitor_check_maintenance(master_t *m)
+{
+    for (int i = 0; i < m->pools.n; i++) {
+        pool_t *p = m->pools.v[i];
+        if (p->removed) continue;
+        bool checked = p->conf.down_file || (p->conf.down_connection && p->conf.down_key);
+        int probe = -1;
+        if (checked && !p->conf.force)
+            probe = p->conf.down_file ? probe_down_file(p->conf.down_file) : probe_down_key(m, &p->conf);
+        bool want = pool_down_wanted(checked, p->conf.force, probe, p->down);
+        if (want == p->down) continue;
+        char *names[] = {p->conf.name};
+        pause_scope_t scope = {.pools = names, .npools = 1};
+        char err[200];
+        master_pause(m, &scope, PAUSE_FROM_MAINTENANCE, want, err, sizeof err);
+    }
+}
+
+static void update_rates(master_t *m, int64_t now)
+{
+    for (int i = 0; i < m->pools.n; i++) {
+        pool_t *p = m->pools.v[i];
+        pool_counts_t c;
+        pool_counts(&m->pools, p, &c);
+        if (!p->last_sample_ms) {
+            p->last_sample_ms = now;
+            p->last_jobs = c.jobs_done;
+            p->last_failed = c.jobs_failed;
+            p->last_busy_ms = c.busy_ms;
+            continue;
+        }
+        double dt = (double)(now - p->last_sample_ms) / 1000.0;
+        if (dt < 0.05) continue;
+        double dj = (double)(c.jobs_done - p->last_jobs);
+        double df = (double)(c.jobs_failed - p->last_failed);
+        double db = (double)(c.busy_ms - p->last_busy_ms);
+        if (dj < 0 || df < 0 || db < 0) dj = df = db = 0; /* counters restarted */
+        double a = 1.0 - exp(-dt / RATE_TAU_S), am = 1.0 - exp(-dt / MINUTE_TAU_S);
+        p->rate = p->rate + a * (dj / dt - p->rate);
+        p->jobs_per_min = p->jobs_per_min + am * (dj / dt * 60.0 - p->jobs_per_min);
+        p->failed_per_min = p->failed_per_min + am * (df / dt * 60.0 - p->failed_per_min);
+        if (dj > 0) {
+            double rt = db / dj;
+            p->mean_runtime_ms = p->mean_runtime_ms > 0 ? p->mean_runtime_ms + a * (rt - p->mean_runtime_ms) : rt;
+        }
+        p->last_sample_ms = now;
+        p->last_jobs = c.jobs_done;
+        p->last_failed = c.jobs_failed;
+        p->last_busy_ms = c.busy_ms;
+    }
+}
+
+/* The balancer's view of one pool. */
+static void fill_bal(master_t *m, pool_t *p, bal_pool_t *x)
+{
+    pool_counts_t c;
+    pool_counts(&m->pools, p, &c);
+    x->auto_mode = p->conf.balance == BALANCE_AUTO;
+    x->processes = p->conf.processes;
+    x->min = p->conf.min_processes;
+    x->max = p->conf.max_processes;
+    x->size_strategy = p->conf.auto_strategy == STRATEGY_SIZE;
+    x->target_wait = p->conf.target_wait;
+    x->scale_down_delay = p->conf.scale_down_delay;
+    x->priority = p->conf.priority;
+    x->pinned = p->pinned;
+    x->paused = pool_is_paused(&m->pools, p);
+    x->live = c.live;
+    x->busy = c.busy;
+    x->stopping = c.stopping;
+    uint32_t cw = pool_control_word(&m->pools, p);
+    int64_t backlog = 0;
+    for (int q = 0; q < p->conf.nqueues; q++)
+        if (!(cw & (1u << q))) backlog += p->q[q].ready;
+    x->backlog = p->have_counts ? backlog : 0;
+    if (!p->have_counts && x->auto_mode) x->pinned = p->target; /* no data: hold still */
+    x->runtime_s = p->mean_runtime_ms / 1000.0;
+    x->rate = p->rate;
+    x->target = p->target;
+    x->below_since_ms = p->below_since_ms;
+}
+
+/* The balancer's view of every pool not removed; returns the count. */
+static int fill_all(master_t *m, bal_pool_t *b, pool_t **map)
+{
+    int n = 0;
+    for (int i = 0; i < m->pools.n; i++) {
+        if (m->pools.v[i]->removed) continue;
+        map[n] = m->pools.v[i];
+        fill_bal(m, map[n], &b[n]);
+        n++;
+    }
+    return n;
+}
+
+void monitor_tick_stopping(master_t *m, int64_t now)
+{
+    m->mon->next_balance_ms = now + (int64_t)(m->conf->balance_interval * 1000);
+    bal_pool_t *b = xcalloc((size_t)m->pools.n + 1, sizeof *b);
+    pool_t **map = xcalloc((size_t)m->pools.n + 1, sizeof *map);
+    int n = fill_all(m, b, map);
+    budgeting_pass(m, map, b, NULL, n, now);
+    free(b);
+    free(map);
+}
+
+/* What the balancer would give each pool without the fleet budgets: the
+ * most a budgeted pool can run here (max_workers), so that it claims no
+ * slot it could not use (caller frees). */
+static int *room_without_budgets(const bal_pool_t *b, int n, int max_workers, int64_t now)
+{
+    bal_pool_t *dry = xcalloc((size_t)n + 1, sizeof *dry);
+    int *room = xcalloc((size_t)n + 1, sizeof *room);
+    memcpy(dry, b, sizeof *dry * (size_t)n);
+    balance(dry, n, max_workers, now);
+    for (int i = 0; i < n; i++) room[i] = dry[i].target;
+    free(dry);
+    return room;
+}
+
+static void apply_balance(master_t *m, int64_t now)
+{
+    bal_pool_t *b = xcalloc((size_t)m->pools.n + 1, sizeof *b);
+    pool_t **map = xcalloc((size_t)m->pools.n + 1, sizeof *map);
+    int n = fill_all(m, b, map);
+    /* Removed pools' children still count against max_workers. */
+    int reserved = 0;
+    for (int i = 0; i < m->pools.n; i++)
+        if (m->pools.v[i]->removed) reserved += m->pools.v[i]->nchildren;
+    /* Pools with a fleet budget: within what their lease allows. */
+    int *room = room_without_budgets(b, n, m->conf->max_workers - reserved, now);
+    budgeting_pass(m, map, b, room, n, now);
+    free(room);
+    balance(b, n, m->conf->max_workers - reserved, now);
+    for (int i = 0; i < n; i++) {
+        pool_t *p = map[i];
+        if (b[i].target != p->target && p->conf.balance == BALANCE_AUTO && p->pinned < 0)
+            log_info("pool %s: target %d -> %d (ready %lld, %.1f jobs/s, runtime %.0f ms)", p->conf.name,
+                     p->target, b[i].target, (long long)b[i].backlog, p->rate, p->mean_runtime_ms);
+        p->target = b[i].target;
+        p->below_since_ms = b[i].below_since_ms;
+    }
+    free(b);
+    free(map);
+}
+
+static bool connection_used(const master_t *m, const char *name)
+{
+    for (int i = 0; i < m->pools.n; i++)
+        if (!strcmp(m->pools.v[i]->conf.connection, name)) return true;
+    return false;
+}
+
+/* On a cluster: note the queues the pools list on connection name, so that
+ * their failed jobs stay listed after no pool lists them (failed.c). Once
+ * per connect: a reload makes new connections. */
+static void note_queues(master_t *m, rconn_t *c, const char *name)
+{
+    int ci = 0;
+    while (m->mon->rc[ci] != c) ci++;
+    if (!rconn_is_cluster(c) || m->mon->noted[ci] == c->connects) return;
+    int n = 0;
+    for (int i = 0; i < m->pools.n; i++)
+        if (!strcmp(m->pools.v[i]->conf.connection, name)) n += m->pools.v[i]->conf.nqueues;
+    const char **qs = xcalloc((size_t)n + 1, sizeof *qs);
+    n = 0;
+    for (int i = 0; i < m->pools.n; i++) {
+        const pool_conf_t *p = &m->pools.v[i]->conf;
+        if (strcmp(p->connection, name)) continue;
+        for (int j = 0; j < p->nqueues; j++) qs[n++] = p->queues[j];
+    }
+    if (failed_note_queues(c, qs, n) == 0) m->mon->noted[ci] = c->connects;
+    free(qs);
+}
+
+/* The heartbeat, on every connection a pool uses: a few balance passes of
+ * life, at least 3 s. */
+static void heartbeat(master_t *m)
+{
+    if (!m->mon->fleet_id[0]) fleet_id(m->mon->fleet_id, sizeof m->mon->fleet_id);
+    int64_t ttl = (int64_t)(m->conf->balance_interval * 3000);
+    if (ttl < 3000) ttl = 3000;
+    cJSON *rec = status_fleet_record(m, m->mon->fleet_id);
+    char *js = cJSON_PrintUnformatted(rec);
+    cJSON_Delete(rec);
+    for (int ci = 0; ci < m->conf->nredis; ci++) {
+        const char *name = m->conf->redis[ci].name;
+        if (!connection_used(m, name)) continue;
+        rconn_t *c = conn_for(m, name);
+        int64_t redis_now = 0, before = wall_ms();
+        if (c && rconn_ensure(c) == 0 && fleet_heartbeat(c, m->mon->fleet_id, js, ttl, &redis_now) == 0 && redis_now)
+            m->mon->redis_offset_ms = redis_now - (before + wall_ms()) / 2;
+        if (c && c->ctx) note_queues(m, c, name);
+    }
+    free(js);
+}
+
+/* The job records each pool's workers sent since the last pass go onto the
+ * connection's recent-jobs list: one pipelined round trip per pool. */
+static void write_jobs(master_t *m)
+{
+    for (int i = 0; i < m->pools.n; i++) {
+        pool_t *p = m->pools.v[i];
+        if (!p->jobs.n) continue;
+        const char **recs = xcalloc((size_t)p->jobs.n, sizeof *recs);
+        int n = jobhist_pending_list(&p->jobs, recs, p->jobs.n);
+        rconn_t *c = conn_for(m, p->conf.connection);
+        int keep = m->conf->job_history_size ? m->conf->job_history_size : p->jobs.cap;
+        int rv = c ? history_add_jobs(c, recs, n, keep, m->conf->metrics_retention) : -1;
+        if (rv != -1) jobhist_pending_clear(&p->jobs);
+        free(recs);
+    }
+}
+
+/* What each pool's workers reported since the last pass goes into this
+ * minute's history (Redis's minute); kept for the next pass if Redis does
+ * not take it. */
+static void write_history(master_t *m)
+{
+    if (!m->mon->host[0]) {
+        gethostname(m->mon->host, sizeof m->mon->host - 1);
+        for (char *q = m->mon->host; *q; q++)
+            if (*q == '|') *q = '/';
+    }
+    int64_t minute = (wall_ms() + m->mon->redis_offset_ms) / 60000;
+    for (int i = 0; i < m->pools.n; i++) {
+        pool_t *p = m->pools.v[i];
+        const char *kinds[EXIT_KINDS];
+        uint64_t delta[EXIT_KINDS];
+        bool exited = false;
+        for (int k = 0; k < EXIT_KINDS; k++) {
+            kinds[k] = exit_kind_name(k);
+            delta[k] = p->exits[k] - p->exits_written[k];
+            exited |= delta[k] > 0;
+        }
+        if (jobstats_empty(&p->recent) && !exited) continue;
+        history_exits_t ex = {kinds, delta, EXIT_KINDS};
+        rconn_t *c = conn_for(m, p->conf.connection);
+        int rv = c ? history_add(c, minute, m->mon->host, p->conf.name, &p->recent, &ex, m->conf->metrics_retention) : -1;
+        if (rv == -2) log_warn("pool %s: Redis refused this pass's metrics history; dropping it", p->conf.name);
+        if (rv == -1) continue;
+        jobstats_clear(&p->recent);
+        memcpy(p->exits_written, p->exits, sizeof p->exits);
+    }
+    write_jobs(m);
+}
+
+void monitor_goodbye(master_t *m)
+{
+    if (!m->mon) return;
+    budgeting_goodbye(m);
+    if (!m->mon->fleet_id[0]) return;
+    for (int ci = 0; ci < m->conf->nredis; ci++) {
+        const char *name = m->conf->redis[ci].name;
+        if (!connection_used(m, name)) continue;
+        rconn_t *c = conn_for(m, name);
+        if (c && rconn_ensure(c) == 0) fleet_goodbye(c, m->mon->fleet_id);
+    }
+}
+
+uint64_t monitor_redis_reconnects(const master_t *m)
+{
+    if (!m->mon) return 0;
+    uint64_t n = m->mon->reconnects_dropped;
+    for (int i = 0; i < m->mon->nrc; i++) n += rconn_reconnects(m->mon->rc[i]);
+    return n;
+}
+
+void monitor_tick(master_t *m, int64_t now)
+{
+    m->mon->next_balance_ms = now + (int64_t)(m->conf->balance_interval * 1000);
+    fetch_counts(m);
+    heartbeat(m);
+    write_history(m);
+    poll_laravel_keys(m);
+    if (!m->stopping) monitor_check_maintenance(m);
+    update_rates(m, now);
+    alerting_tick(m, now);
+    apply_balance(m, now);
+}

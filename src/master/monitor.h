@@ -1,0 +1,37 @@
+/*
+ * monitor.h - the master's view of Redis: once per balance_interval it
+ * fetches every pool's queue counts (one pipelined round trip per Redis
+ * connection) and polls Laravel's queue:restart and queue:pause keys, then
+ * runs the balancer and applies the targets. Redis trouble here never stops
+ * the master: counts go stale, pools keep their sizes, and it retries.
+ */
+#ifndef QPOOL_MONITOR_H
+#define QPOOL_MONITOR_H
+
+#include <stdint.h>
+
+#include "master/master.h"
+#include "redis/rconn.h"
+
+/* The monitor's state is its own (monitor.c), behind m->mon. */
+void monitor_reset(master_t *m);          /* after start and each reload */
+/* Fetch counts, poll Laravel's keys and balance; due at monitor_next_due. */
+void monitor_tick(master_t *m, int64_t now_ms);
+int64_t monitor_next_due(const master_t *m);
+/* While the master stops: only the fleet budget's leases, down to what the
+ * children still finishing their jobs run. */
+void monitor_tick_stopping(master_t *m, int64_t now_ms);
+/* Pause (or resume) the pools whose Laravel app is down for maintenance;
+ * monitor_tick does it each pass, the master once before its first spawn. */
+void monitor_check_maintenance(master_t *m);
+/* Balance at the loop's next pass (a scale request). */
+void monitor_request_balance(master_t *m);
+/* Remove this master's heartbeat record (graceful stop). */
+void monitor_goodbye(master_t *m);
+/* The master's connection of that name (NULL: no such connection). */
+rconn_t *monitor_conn(master_t *m, const char *name);
+/* Reconnects of the master's own Redis connections since it started. */
+uint64_t monitor_redis_reconnects(const master_t *m);
+void monitor_free(master_t *m);
+
+#endif

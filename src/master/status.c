@@ -1,0 +1,336 @@
+/*
+ * status.c - the master's state as JSON: what `qpool status` prints, what
+ * `terminate --wait` reports while it stops, and what the HTTP API serves.
+ * Read-only: nothing here changes the master.
+ */
+#include "master/status.h"
+#include "master/budgeting.h"
+#include "master/monitor.h"
+#include "os/proc.h"
+#include "core/util.h"
+#include "version.h"
+
+#include <math.h>
+#include <unistd.h>
+
+static const char *pool_state(master_t *m, pool_t *p)
+{
+    if (p->removed) return "draining";
+    if (m->stopping) return "stopping";
+    if (p->paused) return "paused";
+    if (p->down) return "down";
+    return "running";
+}
+
+static cJSON *child_json(master_t *m, pool_t *p, child_t *c)
+{
+    sb_slot_t *slot = &m->sb.slots[c->sb];
+    sb_child_t s;
+    sb_read(slot, &s);
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "pid", c->pid);
+    cJSON_AddNumberToObject(o, "slot", c->slot_no);
+    const char *state = c->stop_reason ? "stopping" : sb_state_name(s.state);
+    if (!c->stop_reason && p->conf.handler_type == HANDLER_NONE && c->pause_sent) state = "paused";
+    cJSON_AddStringToObject(o, "state", state);
+    cJSON_AddBoolToObject(o, "native", p->conf.handler_type != HANDLER_NONE);
+    cJSON_AddNumberToObject(o, "uptime_s", (double)(mono_ms() - c->started_ms) / 1000.0);
+    cJSON_AddNumberToObject(o, "jobs_done", (double)s.jobs_done);
+    cJSON_AddNumberToObject(o, "jobs_failed", (double)s.jobs_failed);
+    cJSON_AddNumberToObject(o, "rss_kb", (double)(s.rss_kb ? s.rss_kb : proc_rss_kb(c->pid)));
+    /* rss_kb: the worker's RSS plus its handler's RSS, or its USS when the zygote forked it */
+    cJSON_AddStringToObject(o, "memory", s.mem_private ? "rss+uss" : "rss");
+    cJSON_AddBoolToObject(o, "old_generation", c->gen != p->gen);
+    const slot_state_t *h = pool_slot_history(p, c->slot_no);
+    cJSON_AddNumberToObject(o, "restarts", h ? h->exits : 0);
+    if (h && h->last_exit[0])
+        cJSON_AddStringToObject(o, "last_exit", h->last_exit);
+    else
+        cJSON_AddNullToObject(o, "last_exit");
+    if (s.state == SB_BUSY && s.job_started_ms) {
+        cJSON *j = cJSON_AddObjectToObject(o, "job");
+        cJSON_AddStringToObject(j, "id", s.job_id);
+        cJSON_AddStringToObject(j, "uuid", s.job_uuid);
+        cJSON_AddStringToObject(j, "name", s.job_name);
+        cJSON_AddStringToObject(j, "queue", s.job_queue);
+        cJSON_AddNumberToObject(j, "running_ms", (double)(wall_ms() - s.job_started_ms));
+    } else
+        cJSON_AddNullToObject(o, "job");
+    return o;
+}
+
+/* The pool's zygote (preload), shown once: its pages are shared by every
+ * handler it forked, whose own figures count only their private memory. */
+static void zygote_json(cJSON *po, const pool_t *p)
+{
+    const zygote_t *z = NULL;
+    for (int i = 0; i < ZYGOTE_GENERATIONS; i++)
+        if (p->zy[i].gen == p->gen) z = &p->zy[i];
+    if (!pool_preloads(&p->conf) || !z) {
+        cJSON_AddNullToObject(po, "zygote");
+        return;
+    }
+    cJSON *o = cJSON_AddObjectToObject(po, "zygote");
+    cJSON_AddStringToObject(o, "state", z->off ? "off" : z->pid > 0 ? "running" : "restarting");
+    cJSON_AddNumberToObject(o, "pid", z->pid);
+    cJSON_AddNumberToObject(o, "generation", (double)z->gen);
+    cJSON_AddNumberToObject(o, "restarts", z->restarts);
+    proc_mem_t mem = {0};
+    if (z->pid > 0) proc_mem(z->pid, &mem);
+    cJSON_AddNumberToObject(o, "rss_kb", (double)mem.rss_kb);
+    cJSON_AddNumberToObject(o, "pss_kb", (double)mem.pss_kb);
+    cJSON_AddNumberToObject(o, "uss_kb", (double)mem.uss_kb);
+}
+
+/* The pool's jobs since the master started, by queue, class and outcome. */
+static cJSON *job_stats_json(const pool_t *p, bool raw)
+{
+    cJSON *arr = cJSON_CreateArray();
+    for (int i = 0; i < p->stats.n; i++) {
+        const jobstat_t *e = &p->stats.v[i];
+        if (!e->n) continue;
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "queue", labels_name(&p->stats.queues, e->queue));
+        cJSON_AddStringToObject(o, "job", labels_name(&p->stats.classes, e->job));
+        cJSON_AddStringToObject(o, "outcome", outcome_name(e->outcome));
+        cJSON_AddNumberToObject(o, "count", (double)e->n);
+        cJSON_AddItemToObject(o, "runtime_ms", hist_summary_json(&e->runtime));
+        cJSON_AddItemToObject(o, "wait_ms", hist_summary_json(&e->wait));
+        if (raw) cJSON_AddItemToObject(o, "hist", jobstat_counts_json(e->n, &e->runtime, &e->wait));
+        cJSON_AddItemToArray(arr, o);
+    }
+    return arr;
+}
+
+/* Workers by state (paused ones under paused_key). */
+static void add_states(cJSON *o, const pool_counts_t *c, const char *paused_key)
+{
+    cJSON_AddNumberToObject(o, "busy", c->busy);
+    cJSON_AddNumberToObject(o, "idle", c->idle);
+    cJSON_AddNumberToObject(o, "starting", c->starting);
+    cJSON_AddNumberToObject(o, "stopping", c->stopping);
+    cJSON_AddNumberToObject(o, "running", c->running);
+    cJSON_AddNumberToObject(o, paused_key, c->paused);
+}
+
+static cJSON *exits_json(const pool_t *p)
+{
+    cJSON *o = cJSON_CreateObject();
+    for (int k = 0; k < EXIT_KINDS; k++) cJSON_AddNumberToObject(o, exit_kind_name(k), (double)p->exits[k]);
+    return o;
+}
+
+/* "fleet_budget": the pool's share of a fleet budget (budgeting.h), null without one. */
+static void add_budget(const master_t *m, const pool_t *p, cJSON *po, bool brief)
+{
+    cJSON *b = budgeting_pool_json(m, p, brief);
+    if (b)
+        cJSON_AddItemToObject(po, "fleet_budget", b);
+    else
+        cJSON_AddNullToObject(po, "fleet_budget");
+}
+
+/* The master's own fields: who, where, and whether it runs. */
+static void add_master(cJSON *o, master_t *m)
+{
+    cJSON_AddTrueToObject(o, "ok");
+    cJSON_AddStringToObject(o, "version", QPOOL_VERSION);
+    cJSON_AddNumberToObject(o, "pid", getpid());
+    char host[256] = "?";
+    gethostname(host, sizeof host - 1);
+    host[sizeof host - 1] = '\0';
+    cJSON_AddStringToObject(o, "host", host);
+    cJSON_AddStringToObject(o, "config", m->conf->path);
+    bool all_paused = m->pools.all_paused;
+    int npools = 0, npaused = 0;
+    for (int i = 0; i < m->pools.n; i++)
+        if (!m->pools.v[i]->removed) {
+            npools++;
+            if (pool_is_paused(&m->pools, m->pools.v[i])) npaused++;
+        }
+    cJSON_AddStringToObject(o, "state", m->stopping ? "stopping"
+                                        : (all_paused || (npools && npaused == npools)) ? "paused"
+                                                                                        : "running");
+    cJSON_AddBoolToObject(o, "paused", all_paused);
+    cJSON_AddBoolToObject(o, "stopping", m->stopping);
+    cJSON_AddNumberToObject(o, "max_workers", m->conf->max_workers);
+    cJSON_AddNumberToObject(o, "workers", pools_live_total(&m->pools));
+    cJSON *pq = cJSON_AddArrayToObject(o, "paused_queues");
+    for (int i = 0; i < m->npaused_queues; i++) cJSON_AddItemToArray(pq, cJSON_CreateString(m->paused_queues[i]));
+}
+
+/* A pool's size: its workers by state, target, bounds, pin and fleet share. */
+static void add_size(master_t *m, const pool_t *p, const pool_counts_t *c, cJSON *po)
+{
+    cJSON_AddNumberToObject(po, "workers", c->live);
+    add_states(po, c, "paused_workers");
+    cJSON_AddNumberToObject(po, "target", p->target);
+    if (p->conf.balance == BALANCE_AUTO) {
+        cJSON_AddNumberToObject(po, "min", p->conf.min_processes);
+        cJSON_AddNumberToObject(po, "max", p->conf.max_processes);
+    } else {
+        cJSON_AddNumberToObject(po, "min", p->conf.processes);
+        cJSON_AddNumberToObject(po, "max", p->conf.processes);
+    }
+    if (p->pinned >= 0)
+        cJSON_AddNumberToObject(po, "pinned", p->pinned);
+    else
+        cJSON_AddNullToObject(po, "pinned");
+    add_budget(m, p, po, false);
+}
+
+/* A pool's queues: their lengths and pauses. */
+static cJSON *queues_json(master_t *m, const pool_t *p)
+{
+    cJSON *qa = cJSON_CreateArray();
+    uint32_t cw = pool_control_word(&m->pools, p);
+    for (int q = 0; q < p->conf.nqueues; q++) {
+        cJSON *qo = cJSON_CreateObject();
+        cJSON_AddItemToArray(qa, qo);
+        cJSON_AddStringToObject(qo, "name", p->conf.queues[q]);
+        cJSON_AddNumberToObject(qo, "ready", (double)p->q[q].ready);
+        cJSON_AddNumberToObject(qo, "delayed", (double)p->q[q].delayed);
+        cJSON_AddNumberToObject(qo, "reserved", (double)p->q[q].reserved);
+        cJSON_AddBoolToObject(qo, "paused", (cw & (1u << q)) || (cw & SB_CTL_PAUSE_ALL));
+        cJSON_AddBoolToObject(qo, "laravel_paused", p->q[q].laravel_paused);
+    }
+    return qa;
+}
+
+static cJSON *pool_json(master_t *m, pool_t *p, unsigned flags)
+{
+    pool_counts_t c;
+    pool_counts(&m->pools, p, &c);
+    cJSON *po = cJSON_CreateObject();
+    cJSON_AddStringToObject(po, "name", p->conf.name);
+    cJSON_AddStringToObject(po, "state", pool_state(m, p));
+    cJSON_AddBoolToObject(po, "paused", pool_is_paused(&m->pools, p));
+    /* why it takes no jobs; null while it does */
+    if (p->paused)
+        cJSON_AddStringToObject(po, "waiting", "paused");
+    else if (p->down)
+        cJSON_AddStringToObject(po, "waiting", "down (maintenance)");
+    else
+        cJSON_AddNullToObject(po, "waiting");
+    cJSON_AddBoolToObject(po, "maintenance", p->down);
+    cJSON_AddStringToObject(po, "kind", p->conf.handler_type == HANDLER_NONE ? "command"
+                                        : p->conf.handler_type == HANDLER_EXEC ? "exec" : "pipe");
+    cJSON_AddStringToObject(po, "balance", p->conf.balance == BALANCE_AUTO ? "auto" : "off");
+    add_size(m, p, &c, po);
+    cJSON_AddNumberToObject(po, "jobs_done", (double)c.jobs_done);
+    cJSON_AddNumberToObject(po, "jobs_failed", (double)c.jobs_failed);
+    cJSON_AddNumberToObject(po, "jobs_per_min", round(p->jobs_per_min * 10) / 10);
+    cJSON_AddNumberToObject(po, "failed_per_min", round(p->failed_per_min * 10) / 10);
+    cJSON_AddNumberToObject(po, "mean_runtime_ms", round(p->mean_runtime_ms * 10) / 10);
+    cJSON_AddNumberToObject(po, "memory_recycles", (double)p->memory_recycles);
+    cJSON_AddNumberToObject(po, "crashes", (double)p->crashes);
+    cJSON_AddBoolToObject(po, "counts_fresh", p->have_counts);
+    zygote_json(po, p);
+    cJSON_AddItemToObject(po, "job_stats", job_stats_json(p, flags & STATUS_RAW));
+    if (flags & STATUS_RAW) cJSON_AddItemToObject(po, "exits", exits_json(p));
+    cJSON_AddItemToObject(po, "queues", queues_json(m, p));
+    if (flags & STATUS_VERBOSE) {
+        cJSON *ca = cJSON_AddArrayToObject(po, "children");
+        for (int j = 0; j < p->nchildren; j++) cJSON_AddItemToArray(ca, child_json(m, p, &p->children[j]));
+    }
+    return po;
+}
+
+cJSON *status_json(master_t *m, unsigned flags)
+{
+    uint64_t reconnects = monitor_redis_reconnects(m);
+    cJSON *o = cJSON_CreateObject();
+    add_master(o, m);
+    cJSON *arr = cJSON_AddArrayToObject(o, "pools");
+    for (int i = 0; i < m->pools.n; i++) {
+        cJSON_AddItemToArray(arr, pool_json(m, m->pools.v[i], flags));
+        reconnects += pool_redis_reconnects(&m->pools, m->pools.v[i]);
+    }
+    cJSON_AddNumberToObject(o, "redis_reconnects", (double)reconnects);
+    return o;
+}
+
+cJSON *status_progress_json(master_t *m, const char *event)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddTrueToObject(o, "ok");
+    cJSON_AddStringToObject(o, "event", event);
+    cJSON_AddNumberToObject(o, "children", pools_live_total(&m->pools));
+    cJSON *jobs = cJSON_AddArrayToObject(o, "running");
+    for (int i = 0; i < m->pools.n; i++) {
+        pool_t *p = m->pools.v[i];
+        for (int j = 0; j < p->nchildren; j++) {
+            sb_child_t s;
+            sb_read(&m->sb.slots[p->children[j].sb], &s);
+            if (s.state != SB_BUSY || !s.job_started_ms) continue;
+            cJSON *r = cJSON_CreateObject();
+            cJSON_AddStringToObject(r, "pool", p->conf.name);
+            cJSON_AddNumberToObject(r, "pid", p->children[j].pid);
+            cJSON_AddStringToObject(r, "job", s.job_name);
+            cJSON_AddStringToObject(r, "id", s.job_id);
+            cJSON_AddNumberToObject(r, "running_ms", (double)(wall_ms() - s.job_started_ms));
+            cJSON_AddItemToArray(jobs, r);
+        }
+    }
+    return o;
+}
+
+cJSON *status_error(const char *fmt, va_list ap)
+{
+    char msg[512];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddFalseToObject(o, "ok");
+    cJSON_AddStringToObject(o, "error", msg);
+    return o;
+}
+
+cJSON *status_fleet_record(master_t *m, const char *id)
+{
+    char host[256] = "?";
+    gethostname(host, sizeof host - 1);
+    host[sizeof host - 1] = '\0';
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "id", id);
+    cJSON_AddStringToObject(o, "host", host);
+    cJSON_AddNumberToObject(o, "pid", getpid());
+    cJSON_AddStringToObject(o, "version", QPOOL_VERSION);
+    cJSON_AddStringToObject(o, "config", m->conf->path);
+    cJSON_AddNumberToObject(o, "started_at", (double)(m->started_wall_ms / 1000));
+    cJSON_AddNumberToObject(o, "uptime_s", (double)((wall_ms() - m->started_wall_ms) / 1000));
+    int npools = 0, npaused = 0;
+    pool_counts_t t = {0};
+    cJSON *pools = cJSON_CreateArray();
+    for (int i = 0; i < m->pools.n; i++) {
+        pool_t *p = m->pools.v[i];
+        if (p->removed) continue;
+        pool_counts_t c;
+        pool_counts(&m->pools, p, &c);
+        bool paused = pool_is_paused(&m->pools, p);
+        npools++;
+        npaused += paused;
+        t.live += c.live, t.busy += c.busy, t.idle += c.idle, t.starting += c.starting;
+        t.stopping += c.stopping, t.running += c.running, t.paused += c.paused;
+        cJSON *po = cJSON_CreateObject();
+        cJSON_AddStringToObject(po, "name", p->conf.name);
+        cJSON_AddBoolToObject(po, "paused", paused);
+        cJSON_AddNumberToObject(po, "workers", c.live);
+        cJSON_AddNumberToObject(po, "busy", c.busy);
+        cJSON_AddNumberToObject(po, "target", p->target);
+        add_budget(m, p, po, true);
+        zygote_json(po, p);
+        /* every child, for a dashboard on any host (a few hundred bytes each) */
+        cJSON *ca = cJSON_AddArrayToObject(po, "children");
+        for (int j = 0; j < p->nchildren; j++) cJSON_AddItemToArray(ca, child_json(m, p, &p->children[j]));
+        cJSON_AddItemToArray(pools, po);
+    }
+    bool paused = m->pools.all_paused || (npools && npaused == npools);
+    cJSON_AddStringToObject(o, "state", m->stopping ? "stopping" : paused ? "paused" : "running");
+    cJSON_AddBoolToObject(o, "paused", paused);
+    cJSON_AddNumberToObject(o, "max_workers", m->conf->max_workers);
+    cJSON *w = cJSON_AddObjectToObject(o, "workers");
+    cJSON_AddNumberToObject(w, "total", pools_live_total(&m->pools));
+    add_states(w, &t, "paused");
+    cJSON_AddItemToObject(o, "pools", pools);
+    return o;
+}

@@ -1,0 +1,296 @@
+/*
+ * jobhist.c - the record of recent jobs: the worker's ring, the datagram,
+ * the master's strict decoding and pending list (see jobhist.h). Pure.
+ */
+#include "observe/jobhist.h"
+#include "observe/metrics.h"
+#include "core/util.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_MS 3.2e10                /* a year, in ms */
+#define MAX_UNIX_MS 1e14             /* year 5138: a UNIX ms time is below it */
+
+/* ------------------------------------------------------------ the worker */
+
+void jobhist_init(jobhist_t *h, int cap, double sample, bool payloads)
+{
+    memset(h, 0, sizeof *h);
+    h->cap = cap;
+    h->v = cap ? xcalloc((size_t)cap, sizeof *h->v) : NULL;
+    h->sample = sample;
+    h->payloads = payloads;
+}
+
+void jobhist_free(jobhist_t *h)
+{
+    for (int i = 0; i < h->cap; i++) free(h->v[i].payload);
+    free(h->v);
+    memset(h, 0, sizeof *h);
+}
+
+static bool sampled(jobhist_t *h, int outcome)
+{
+    if (outcome != OUTCOME_DONE && outcome != OUTCOME_RELEASED) return true; /* failures always */
+    if (h->sample >= 1) return true;
+    h->acc += h->sample;
+    if (h->acc < 1) return false;
+    h->acc -= 1;
+    return true;
+}
+
+jobrec_t *jobhist_add(jobhist_t *h, int outcome)
+{
+    if (!h->cap || !sampled(h, outcome)) return NULL;
+    jobrec_t *r = &h->v[h->next];
+    free(r->payload);
+    memset(r, 0, sizeof *r);
+    r->outcome = outcome;
+    r->wait_ms = -1;
+    h->next = (h->next + 1) % h->cap;
+    if (h->n < h->cap) h->n++;
+    return r;
+}
+
+void jobhist_set_str(char *dst, size_t cap, const char *s)
+{
+    char *ok = utf8_repair(s ? s : "", s ? strlen(s) : 0, NULL);
+    size_t n = utf8_cut(ok, strlen(ok), cap - 1);
+    for (size_t i = 0; i < n; i++) dst[i] = (unsigned char)ok[i] < 0x20 ? ' ' : ok[i]; /* one line */
+    dst[n] = '\0';
+    free(ok);
+}
+
+void jobhist_set_payload(jobrec_t *r, const char *p, size_t len)
+{
+    free(r->payload);
+    r->payload = NULL;
+    if (memchr(p, '\0', len)) return;
+    for (size_t i = 0; i < len; i++)
+        if ((unsigned char)p[i] < 0x20 && p[i] != '\n' && p[i] != '\r' && p[i] != '\t') return; /* not JSON text */
+    /* a copy to show, not to run: repaired to valid UTF-8 (the queue and
+     * the failed store keep the job's own bytes) */
+    size_t fixed, take = len > JOBHIST_PAYLOAD_MAX + 4 ? JOBHIST_PAYLOAD_MAX + 4 : len;
+    /* only what can be kept is copied: a replacement the cut of the input
+     * makes lands past JOBHIST_PAYLOAD_MAX (output never trails input) */
+    char *ok = utf8_repair(p, take, &fixed);
+    r->payload_truncated = len > take || fixed > JOBHIST_PAYLOAD_MAX;
+    r->payload_len = utf8_cut(ok, fixed, JOBHIST_PAYLOAD_MAX);
+    ok[r->payload_len] = '\0';
+    r->payload = ok;
+}
+
+static cJSON *record_json(const jobrec_t *r)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "u", r->uuid);
+    cJSON_AddStringToObject(o, "i", r->id);
+    cJSON_AddStringToObject(o, "n", r->name);
+    cJSON_AddStringToObject(o, "q", r->queue);
+    cJSON_AddNumberToObject(o, "a", (double)r->attempt);
+    cJSON_AddStringToObject(o, "o", outcome_name(r->outcome));
+    cJSON_AddNumberToObject(o, "w", r->wait_ms < 0 ? -1 : r->wait_ms);
+    cJSON_AddNumberToObject(o, "r", r->runtime_ms);
+    cJSON_AddNumberToObject(o, "s", (double)r->started_at);
+    cJSON_AddNumberToObject(o, "f", (double)r->finished_at);
+    cJSON_AddStringToObject(o, "e", r->exception);
+    if (r->payload) {
+        cJSON_AddItemToObject(o, "p", cJSON_CreateString(r->payload));
+        if (r->payload_truncated) cJSON_AddTrueToObject(o, "t");
+    }
+    return o;
+}
+
+char *jobhist_encode(jobhist_t *h, size_t *len)
+{
+    if (!h->n) return NULL;
+    cJSON *top = cJSON_CreateObject();
+    cJSON *arr = cJSON_AddArrayToObject(top, "h");
+    size_t bytes = 0;
+    for (int k = 0; k < JOBHIST_PAGE && h->n; k++) {
+        jobrec_t *r = &h->v[(h->next - h->n + h->cap) % h->cap];
+        /* a datagram stays well under the socket's buffer (escaping may
+         * double a payload) */
+        size_t need = 2 * r->payload_len + 2 * JOBHIST_EXC_MAX + 1024;
+        if (k && bytes + need > JOBHIST_DATAGRAM_MAX) break;
+        bytes += need;
+        cJSON_AddItemToArray(arr, record_json(r));
+        free(r->payload);
+        r->payload = NULL;
+        h->n--;
+    }
+    char *s = cJSON_PrintUnformatted(top);
+    cJSON_Delete(top);
+    *len = strlen(s);
+    return s;
+}
+
+/* ------------------------------------------------------------ the master */
+
+bool jobhist_is_history(const char *buf, size_t len)
+{
+    return len >= 5 && !memcmp(buf, "{\"h\":", 5);
+}
+
+/* A string of at most max bytes of valid UTF-8 with no control byte: what a worker
+ * writes (JSON payloads have none; exceptions are made one line), and what
+ * the master stores without it growing sixfold as \u00XX escapes. */
+static const char *str_of(const cJSON *o, const char *k, size_t max, bool empty_ok)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+    if (!cJSON_IsString(v) || strlen(v->valuestring) > max || (!empty_ok && !*v->valuestring) ||
+        !utf8_valid(v->valuestring, strlen(v->valuestring)))
+        return NULL;
+    for (const unsigned char *c = (const unsigned char *)v->valuestring; *c; c++)
+        if (*c < 0x20 && *c != '\n' && *c != '\r' && *c != '\t') return NULL; /* JSON whitespace may stay */
+    return v->valuestring;
+}
+
+static bool num_of(const cJSON *o, const char *k, double min, double max, double *out)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+    if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble) || v->valuedouble < min || v->valuedouble > max) return false;
+    *out = v->valuedouble;
+    return true;
+}
+
+static bool known_queue(const char *q, char *const *queues, int nqueues)
+{
+    for (int i = 0; i < nqueues; i++)
+        if (!strcmp(queues[i], q)) return true;
+    return false;
+}
+
+typedef struct {
+    const char *pool, *host, *worker;
+    int pid;
+} origin_t;
+
+/* One worker record into an API record; NULL if anything is off. */
+static cJSON *decode_record(const cJSON *x, char *const *queues, int nqueues, const origin_t *from)
+{
+    const char *u = str_of(x, "u", 63, true), *i = str_of(x, "i", 63, true), *n = str_of(x, "n", 255, true),
+               *q = str_of(x, "q", 63, false), *o = str_of(x, "o", 16, false),
+               *e = str_of(x, "e", JOBHIST_EXC_MAX - 1, true), *p = NULL;
+    double a, w, r, s, f;
+    if (!cJSON_IsObject(x) || !u || !i || !n || !q || !o || !e || outcome_from_name(o) < 0 ||
+        !known_queue(q, queues, nqueues) || !num_of(x, "a", 0, 1e9, &a) || a != floor(a) ||
+        !num_of(x, "w", -1, MAX_MS, &w) || !num_of(x, "r", 0, MAX_MS, &r) || !num_of(x, "s", 0, MAX_UNIX_MS, &s) ||
+        !num_of(x, "f", 0, MAX_UNIX_MS, &f))
+        return NULL;
+    const cJSON *pv = cJSON_GetObjectItemCaseSensitive(x, "p");
+    if (pv && !(p = str_of(x, "p", JOBHIST_PAYLOAD_MAX, true))) return NULL;
+    cJSON *out = cJSON_CreateObject();
+    cJSON_AddStringToObject(out, "uuid", u);
+    cJSON_AddStringToObject(out, "id", i);
+    cJSON_AddStringToObject(out, "name", n);
+    cJSON_AddStringToObject(out, "queue", q);
+    cJSON_AddStringToObject(out, "pool", from->pool);
+    cJSON_AddStringToObject(out, "host", from->host);
+    cJSON_AddStringToObject(out, "worker", from->worker);
+    cJSON_AddNumberToObject(out, "pid", from->pid);
+    cJSON_AddNumberToObject(out, "attempt", a);
+    cJSON_AddStringToObject(out, "outcome", o);
+    if (w < 0)
+        cJSON_AddNullToObject(out, "wait_ms");
+    else
+        cJSON_AddNumberToObject(out, "wait_ms", round(w * 10) / 10);
+    cJSON_AddNumberToObject(out, "runtime_ms", round(r * 10) / 10);
+    cJSON_AddNumberToObject(out, "started_at", s);
+    cJSON_AddNumberToObject(out, "finished_at", f);
+    if (*e)
+        cJSON_AddStringToObject(out, "exception", e);
+    else
+        cJSON_AddNullToObject(out, "exception");
+    if (p) {
+        cJSON_AddStringToObject(out, "payload", p);
+        cJSON_AddBoolToObject(out, "payload_truncated", cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(x, "t")));
+    }
+    return out;
+}
+
+int jobhist_decode(const char *buf, size_t len, char *const *queues, int nqueues, const char *pool,
+                   const char *host, const char *worker, int pid, cJSON *out, char *err, size_t errn)
+{
+    cJSON *top = cJSON_ParseWithLength(buf, len);
+    const cJSON *arr = cJSON_GetObjectItemCaseSensitive(top, "h");
+    if (!cJSON_IsObject(top) || cJSON_GetArraySize(top) != 1 || !cJSON_IsArray(arr) ||
+        cJSON_GetArraySize(arr) > JOBHIST_PAGE) {
+        snprintf(err, errn, "not {\"h\":[at most %d records]}", JOBHIST_PAGE);
+        cJSON_Delete(top);
+        return -1;
+    }
+    origin_t from = {pool, host, worker, pid};
+    cJSON *got = cJSON_CreateArray();
+    const cJSON *x;
+    cJSON_ArrayForEach(x, arr) {
+        cJSON *rec = decode_record(x, queues, nqueues, &from);
+        if (!rec) {
+            snprintf(err, errn, "a job record is malformed or names a queue not of the pool");
+            cJSON_Delete(got);
+            cJSON_Delete(top);
+            return -1;
+        }
+        cJSON_AddItemToArray(got, rec);
+    }
+    int n = cJSON_GetArraySize(got);
+    while (cJSON_GetArraySize(got)) cJSON_AddItemToArray(out, cJSON_DetachItemFromArray(got, 0));
+    cJSON_Delete(got);
+    cJSON_Delete(top);
+    return n;
+}
+
+void jobhist_pending_init(jobhist_pending_t *p, int cap)
+{
+    memset(p, 0, sizeof *p);
+    p->cap = cap;
+    p->v = cap ? xcalloc((size_t)cap, sizeof *p->v) : NULL;
+}
+
+void jobhist_pending_clear(jobhist_pending_t *p)
+{
+    for (int i = 0; i < p->cap; i++) {
+        free(p->v[i]);
+        p->v[i] = NULL;
+    }
+    p->n = p->next = 0;
+    p->bytes = 0;
+}
+
+void jobhist_pending_free(jobhist_pending_t *p)
+{
+    jobhist_pending_clear(p);
+    free(p->v);
+    memset(p, 0, sizeof *p);
+}
+
+void jobhist_pending_add(jobhist_pending_t *p, char *json)
+{
+    size_t len = strlen(json);
+    if (!p->cap || len > JOBHIST_RECORD_MAX) {
+        free(json);
+        return;
+    }
+    /* bounded by count, and by bytes: the oldest go first */
+    while (p->n && (p->n == p->cap || p->bytes + len > JOBHIST_PENDING_BYTES)) {
+        int oldest = (p->next - p->n + p->cap) % p->cap;
+        p->bytes -= strlen(p->v[oldest]);
+        free(p->v[oldest]);
+        p->v[oldest] = NULL;
+        p->n--;
+    }
+    p->v[p->next] = json;
+    p->bytes += len;
+    p->next = (p->next + 1) % p->cap;
+    p->n++;
+}
+
+int jobhist_pending_list(const jobhist_pending_t *p, const char **out, int max)
+{
+    int k = 0;
+    for (int i = 0; i < p->n && k < max; i++) out[k++] = p->v[(p->next - p->n + i + p->cap) % p->cap];
+    return k;
+}

@@ -1,0 +1,627 @@
+/*
+ * queue.c - see queue.h. The Lua scripts are qpool's own; their comments
+ * say where they match Laravel's LuaScripts.php and where they deliberately
+ * differ.
+ */
+#include "redis/queue.h"
+#include "redis/rcluster.h"
+#include "core/log.h"
+#include "core/util.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* KEYS: per queue i (0-based) KEYS[5i+1..5i+5] = ready, delayed, reserved,
+ *       notify, failed index; then KEYS[#KEYS] = set of queues with failures.
+ * ARGV: now, reserve_until, migrate (0/1), batch, poison uuid, connection,
+ *       failed limit, failed job key prefix, consume a notify token (0/1: 0
+ *       when the caller already took one with BLPOP), then one unprefixed
+ *       name per queue, then how many jobs to pop at most (prefetch).
+ * Returns {kind, queue (1-based), a, b, full, next_due, extra}:
+ *   kind 1: a = payload as stored, b = reserved copy (attempts + 1, cjson
+ *           re-encoded exactly as Laravel's pop script does); extra = further
+ *           jobs popped the same way, (queue, payload, reserved)*. A poison
+ *           payload met after the first job is put back at the head of its
+ *           queue (with its token) and ends the batch: the next call takes it
+ *           first. A reserved copy is always a unique member: a payload with
+ *           neither uuid nor id, or one whose re-encoding is already in
+ *           :reserved (a byte-identical twin in flight), gets a "qpoolTwin"
+ *           key (fresh per pop), so an ack of one twin can never remove the
+ *           other's reservation; an old marker is dropped before re-encoding;
+ *   kind 2: a poison payload was moved to the failed store: a = uuid, b = why;
+ *   kind 0: nothing to pop; next_due = earliest delayed/reserved score.
+ * Every job or poison taken consumes one notify token, except the first when
+ * the caller's BLPOP already did. */
+static const char POP_LUA[] =
+    "local nq = (#KEYS - 1) / 5\n"
+    "local now = tonumber(ARGV[1])\n"
+    "local full = 0\n"
+    "local function trim(idx, limit, prefix)\n"
+    "  local n = redis.call('zcard', idx)\n"
+    "  if n > limit then\n"
+    "    local old = redis.call('zrange', idx, 0, n - limit - 1)\n"
+    "    for _, u in ipairs(old) do redis.call('del', prefix .. u) end\n"
+    "    redis.call('zremrangebyrank', idx, 0, n - limit - 1)\n"
+    "  end\n"
+    "end\n"
+    "if ARGV[3] == '1' then\n"
+    "  local batch = tonumber(ARGV[4])\n"
+    "  local ones = {}\n"
+    "  for i = 1, 100 do ones[i] = 1 end\n"
+    "  for q = 0, nq - 1 do\n"
+    "    local ready, notify = KEYS[q*5+1], KEYS[q*5+4]\n"
+    "    for _, from in ipairs({KEYS[q*5+2], KEYS[q*5+3]}) do\n"
+    "      local val = redis.call('zrangebyscore', from, '-inf', now, 'limit', 0, batch)\n"
+    "      if #val > 0 then\n"
+    "        redis.call('zremrangebyrank', from, 0, #val - 1)\n"
+    "        for i = 1, #val, 100 do\n"
+    "          local j = math.min(i + 99, #val)\n"
+    "          redis.call('rpush', ready, unpack(val, i, j))\n"
+    "          redis.call('rpush', notify, unpack(ones, 1, j - i + 1))\n"
+    "        end\n"
+    "        if #val >= batch then full = 1 end\n"
+    "      end\n"
+    "    end\n"
+    "  end\n"
+    "end\n"
+    "local want = tonumber(ARGV[10 + nq]) or 1\n"
+    "local first, extra, took = nil, {}, 0\n"
+    "for q = 0, nq - 1 do\n"
+    "  while took < want do\n"
+    "    local job = redis.call('lpop', KEYS[q*5+1])\n"
+    "    if not job then break end\n"
+    "    if took > 0 or ARGV[9] == '1' then redis.call('lpop', KEYS[q*5+4]) end\n"
+    "    took = took + 1\n"
+    "    local ok, decoded = pcall(cjson.decode, job)\n"
+    "    local reason, reserved\n"
+    "    if not ok or type(decoded) ~= 'table' then\n"
+    "      reason = 'payload is not valid JSON'\n"
+    "    else\n"
+    "      local a = tonumber(decoded['attempts'])\n"
+    "      if a == nil then\n"
+    "        reason = 'payload has no numeric \"attempts\"'\n"
+    "      else\n"
+    "        decoded['attempts'] = a + 1\n"
+    "        decoded['qpoolTwin'] = nil\n"
+    "        local ok2, enc = pcall(cjson.encode, decoded)\n"
+    "        if ok2 then reserved = enc else reason = 'payload cannot be re-encoded: ' .. tostring(enc) end\n"
+    "      end\n"
+    "    end\n"
+    "    if reserved then\n"
+    "      -- one :reserved member must stand for one job: a payload without\n"
+    "      -- uuid or id (or a byte-identical twin of a job reserved now) gets\n"
+    "      -- a marker that makes its reserved copy unique\n"
+    "      local plain = type(decoded['uuid']) ~= 'string' and type(decoded['id']) ~= 'string'\n"
+    "      if plain or redis.call('zadd', KEYS[q*5+3], 'NX', ARGV[2], reserved) == 0 then\n"
+    "        decoded['qpoolTwin'] = ARGV[5] .. '-' .. took\n"
+    "        local ok3, enc3 = pcall(cjson.encode, decoded)\n"
+    "        if ok3 then reserved = enc3 else reason = 'payload cannot be re-encoded: ' .. tostring(enc3); reserved = nil end\n"
+    "        if reserved then redis.call('zadd', KEYS[q*5+3], ARGV[2], reserved) end\n"
+    "      end\n"
+    "    end\n"
+    "    if reserved then\n"
+    "      if not first then first = {q + 1, job, reserved}\n"
+    "      else extra[#extra + 1] = q + 1; extra[#extra + 1] = job; extra[#extra + 1] = reserved end\n"
+    "    elseif first then\n"
+    "      -- a poison payload after the first job: put it back and end the\n"
+    "      -- batch; the next pop takes it first (and moves it aside)\n"
+    "      redis.call('lpush', KEYS[q*5+1], job)\n"
+    "      redis.call('rpush', KEYS[q*5+4], 1)\n"
+    "      return {1, first[1], first[2], first[3], full, false, extra}\n"
+    "    else\n"
+    "      local uuid = ARGV[5]\n"
+    "      -- the payload's uuid names the record unless it is not plain text\n"
+    "      -- (ASCII without controls: the record's key and the API carry it)\n"
+    "      if ok and type(decoded) == 'table' and type(decoded['uuid']) == 'string'\n"
+    "         and #decoded['uuid'] > 0 and #decoded['uuid'] <= 128\n"
+    "         and not decoded['uuid']:find('[%z\\1-\\31\\127-\\255]') then uuid = decoded['uuid'] end\n"
+    "      local jobkey = ARGV[8] ~= '' and ARGV[8] or (KEYS[q*5+5] .. ':job:')\n"
+    "      redis.call('hset', jobkey .. uuid, 'uuid', uuid, 'connection', ARGV[6],\n"
+    "        'queue', ARGV[10 + q], 'payload', job,\n"
+    "        'exception', 'qpool: invalid payload: ' .. reason .. ' (the raw bytes are kept as they were popped)',\n"
+    "        'failed_at', ARGV[1])\n"
+    "      redis.call('zadd', KEYS[q*5+5], now, uuid)\n"
+    "      if ARGV[8] ~= '' then redis.call('sadd', KEYS[#KEYS], ARGV[10 + q]) end\n"
+    "      trim(KEYS[q*5+5], tonumber(ARGV[7]), jobkey)\n"
+    "      return {2, q + 1, uuid, reason, full}\n"
+    "    end\n"
+    "  end\n"
+    "end\n"
+    "if first then return {1, first[1], first[2], first[3], full, false, extra} end\n"
+    "local due = false\n"
+    "for q = 0, nq - 1 do\n"
+    "  for _, k in ipairs({KEYS[q*5+2], KEYS[q*5+3]}) do\n"
+    "    local f = redis.call('zrange', k, 0, 0, 'WITHSCORES')\n"
+    "    if f[2] then\n"
+    "      local s = tonumber(f[2])\n"
+    "      if not due or s < due then due = s end\n"
+    "    end\n"
+    "  end\n"
+    "end\n"
+    "return {0, 0, false, false, full, due and string.format('%.0f', due) or false}";
+
+/* Laravel's release, made idempotent: only re-add what was really removed.
+ * ARGV[3] is what goes back: the reserved copy, stamped (payload.h). */
+static const char RELEASE_LUA[] =
+    "if redis.call('zrem', KEYS[2], ARGV[1]) == 1 then\n"
+    "  redis.call('zadd', KEYS[1], ARGV[2], ARGV[3])\n"
+    "  return 1\n"
+    "end\n"
+    "return 0";
+
+/* Undo a pop that was never acted on (a prefetched job given back, a job
+ * its handler never read): only if the reservation is still there, the
+ * payload as it was before the pop goes back to the head of the queue, with
+ * its token. KEYS[4] is this give-back's own token: a give-back resent after
+ * a lost reply finds it and does nothing, so it can never remove the
+ * reservation of a worker that popped the job since, nor push it twice. */
+static const char UNPOP_LUA[] =
+    "if redis.call('set', KEYS[4], '1', 'NX', 'EX', ARGV[3]) == false then return 0 end\n"
+    "if redis.call('zrem', KEYS[2], ARGV[1]) == 1 then\n"
+    "  redis.call('lpush', KEYS[1], ARGV[2])\n"
+    "  redis.call('rpush', KEYS[3], 1)\n"
+    "  return 1\n"
+    "end\n"
+    "return 0";
+
+/* Renew a reservation only if it is still there: 1 renewed, 0 gone (it
+ * expired and another worker's pop took it back, or it was never ours). */
+static const char EXTEND_LUA[] =
+    "if redis.call('zscore', KEYS[1], ARGV[2]) then\n"
+    "  redis.call('zadd', KEYS[1], ARGV[1], ARGV[2])\n"
+    "  return 1\n"
+    "end\n"
+    "return 0";
+
+/* KEYS: reserved, failed index, failed queue set. ARGV: reserved member (may
+ * be empty), uuid, connection, queue, payload, exception, failed_at, limit,
+ * job key prefix. Returns 1 if the reservation was removed. */
+static const char FAIL_LUA[] =
+    "local removed = 0\n"
+    "local jobkey = ARGV[9] ~= '' and ARGV[9] or (KEYS[2] .. ':job:')\n"
+    "if ARGV[1] ~= '' then removed = redis.call('zrem', KEYS[1], ARGV[1]) end\n"
+    "redis.call('hset', jobkey .. ARGV[2], 'uuid', ARGV[2], 'connection', ARGV[3], 'queue', ARGV[4],\n"
+    "  'payload', ARGV[5], 'exception', ARGV[6], 'failed_at', ARGV[7])\n"
+    "redis.call('zadd', KEYS[2], ARGV[7], ARGV[2])\n"
+    "if ARGV[9] ~= '' then redis.call('sadd', KEYS[3], ARGV[4]) end\n"
+    "local n = redis.call('zcard', KEYS[2])\n"
+    "local limit = tonumber(ARGV[8])\n"
+    "if n > limit then\n"
+    "  local old = redis.call('zrange', KEYS[2], 0, n - limit - 1)\n"
+    "  for _, u in ipairs(old) do redis.call('del', jobkey .. u) end\n"
+    "  redis.call('zremrangebyrank', KEYS[2], 0, n - limit - 1)\n"
+    "end\n"
+    "return removed";
+
+/* Laravel's push script, same effect: the job and one notify token. */
+static const char PUSH_LUA[] =
+    "redis.call('rpush', KEYS[1], ARGV[1])\n"
+    "redis.call('rpush', KEYS[2], 1)";
+
+/* Worker::markJobAsFailedIfWillExceedMaxExceptions on a Redis cache store:
+ * GET; SETEX 86400 0 when falsy; INCRBY 1; DEL when the max is reached. */
+static const char MAXEXC_LUA[] =
+    "local v = redis.call('get', KEYS[1])\n"
+    "if not v or v == '0' or v == '' then redis.call('setex', KEYS[1], 86400, 0) end\n"
+    "local n = redis.call('incrby', KEYS[1], 1)\n"
+    "if tonumber(ARGV[1]) <= n then\n"
+    "  redis.call('del', KEYS[1])\n"
+    "  return {n, 1}\n"
+    "end\n"
+    "return {n, 0}";
+
+rscript_t SCRIPT_POP, SCRIPT_RELEASE, SCRIPT_FAIL, SCRIPT_PUSH, SCRIPT_MAXEXC, SCRIPT_UNPOP, SCRIPT_EXTEND;
+
+void queue_scripts_init(void)
+{
+    static bool done;
+    if (done) return;
+    rscript_init(&SCRIPT_POP, POP_LUA);
+    rscript_init(&SCRIPT_RELEASE, RELEASE_LUA);
+    rscript_init(&SCRIPT_FAIL, FAIL_LUA);
+    rscript_init(&SCRIPT_PUSH, PUSH_LUA);
+    rscript_init(&SCRIPT_MAXEXC, MAXEXC_LUA);
+    rscript_init(&SCRIPT_UNPOP, UNPOP_LUA);
+    rscript_init(&SCRIPT_EXTEND, EXTEND_LUA);
+    done = true;
+}
+
+int queue_load_scripts(rconn_t *c)
+{
+    queue_scripts_init();
+    if (rconn_is_cluster(c)) return 0; /* rconn_cluster loads every registered script on each node */
+    const rscript_t *all[] = {&SCRIPT_POP, &SCRIPT_RELEASE, &SCRIPT_FAIL, &SCRIPT_PUSH, &SCRIPT_MAXEXC,
+                              &SCRIPT_UNPOP, &SCRIPT_EXTEND};
+    for (size_t i = 0; i < ARRAY_LEN(all); i++) {
+        const char *argv[] = {"SCRIPT", "LOAD", all[i]->body};
+        rconn_append(c, 3, argv, NULL);
+    }
+    int ok = 0;
+    for (size_t i = 0; i < ARRAY_LEN(all); i++) {
+        redisReply *r;
+        if (rconn_read(c, -1, -1, &r) != RC_OK) return -1;
+        if (r->type == REDIS_REPLY_ERROR) {
+            log_error("SCRIPT LOAD failed: %s", r->str);
+            ok = -1;
+        } else if (r->type == REDIS_REPLY_STRING && strcmp(r->str, all[i]->sha) != 0) {
+            log_error("SCRIPT LOAD returned sha %s, expected %s", r->str, all[i]->sha);
+            ok = -1;
+        }
+        freeReplyObject(r);
+    }
+    return ok;
+}
+
+void qkeys_init(qkeys_t *k, const char *prefix, const char *name)
+{
+    k->name = xstrdup(name);
+    k->ready = xasprintf("%squeues:%s", prefix, name);
+    k->delayed = xasprintf("%s:delayed", k->ready);
+    k->reserved = xasprintf("%s:reserved", k->ready);
+    k->notify = xasprintf("%s:notify", k->ready);
+    k->failed = xasprintf("%sqpool:failed:%s", prefix, name);
+    k->unpop = xasprintf("%sqpool:unpop:%s:", prefix, name);
+    k->slot = rcluster_key_slot(k->ready, strlen(k->ready));
+}
+
+void qkeys_free(qkeys_t *k)
+{
+    free(k->name);
+    free(k->unpop);
+    free(k->ready);
+    free(k->delayed);
+    free(k->reserved);
+    free(k->notify);
+    free(k->failed);
+}
+
+void queue_set_init(queue_set_t *qs, const char *prefix, char *const *names, int n)
+{
+    qs->prefix = xstrdup(prefix);
+    qs->nq = n;
+    qs->q = xcalloc((size_t)n, sizeof *qs->q);
+    for (int i = 0; i < n; i++) qkeys_init(&qs->q[i], prefix, names[i]);
+    qs->failed_queues = xasprintf("%sqpool:failed:queues", prefix);
+    qs->failed_job_prefix = xasprintf("%sqpool:failed:job:", prefix);
+}
+
+void queue_set_free(queue_set_t *qs)
+{
+    for (int i = 0; i < qs->nq; i++) qkeys_free(&qs->q[i]);
+    free(qs->q);
+    free(qs->prefix);
+    free(qs->failed_queues);
+    free(qs->failed_job_prefix);
+    memset(qs, 0, sizeof *qs);
+}
+
+/* ------------------------------------------------------------ pop */
+
+/* The pop script over the queues not in skip (in order). */
+static bool append_pop_masked(rconn_t *c, const queue_set_t *qs, const pop_args_t *a, uint32_t skip)
+{
+    int idx[QPOOL_MAX_QUEUES];
+    int n = 0;
+    for (int i = 0; i < qs->nq && n < QPOOL_MAX_QUEUES; i++)
+        if (!(skip & (1u << i))) idx[n++] = i;
+    if (n == 0) return false;
+    bool cl = rconn_is_cluster(c);
+    int nkeys = 5 * n + 1;
+    int argc = nkeys + 9 + n + 1;
+    const char **argv = xcalloc((size_t)argc, sizeof *argv);
+    int o = 0;
+    for (int j = 0; j < n; j++) {
+        const qkeys_t *k = &qs->q[idx[j]];
+        argv[o++] = k->ready;
+        argv[o++] = k->delayed;
+        argv[o++] = k->reserved;
+        argv[o++] = k->notify;
+        argv[o++] = k->failed;
+    }
+    /* on a cluster: a key of the same slot in its place (not used), and no
+     * job key prefix: records go to <failed index>:job:<uuid> */
+    argv[o++] = cl ? qs->q[idx[0]].failed : qs->failed_queues;
+    char now[24], until[24], batch[16], limit[16], uuid[37];
+    snprintf(now, sizeof now, "%lld", (long long)a->now);
+    snprintf(until, sizeof until, "%lld", (long long)(a->now + a->retry_after));
+    snprintf(batch, sizeof batch, "%d", a->batch > 0 ? a->batch : 100);
+    snprintf(limit, sizeof limit, "%d", a->failed_limit > 0 ? a->failed_limit : 10000);
+    uuid4(uuid);
+    argv[o++] = now;
+    argv[o++] = until;
+    argv[o++] = a->migrate ? "1" : "0";
+    argv[o++] = batch;
+    argv[o++] = uuid;
+    argv[o++] = a->connection;
+    argv[o++] = limit;
+    argv[o++] = cl ? "" : qs->failed_job_prefix;
+    argv[o++] = a->token_taken ? "0" : "1";
+    for (int j = 0; j < n; j++) argv[o++] = qs->q[idx[j]].name;
+    char want[16];
+    snprintf(want, sizeof want, "%d", a->want > 1 ? a->want : 1);
+    argv[o++] = want;
+    rconn_append_script(c, &SCRIPT_POP, nkeys, argc, argv, NULL);
+    free(argv);
+    return true;
+}
+
+/* On a cluster: the skip mask of the g-th run of same-slot queues among
+ * those not skipped (every queue outside the run skipped), or ~0u when there
+ * is no such run. */
+static uint32_t group_mask(const queue_set_t *qs, uint32_t skip, int g)
+{
+    int idx[QPOOL_MAX_QUEUES] = {0}, slots[QPOOL_MAX_QUEUES] = {0}, group[QPOOL_MAX_QUEUES] = {0};
+    int n = 0;
+    for (int i = 0; i < qs->nq && n < QPOOL_MAX_QUEUES; i++)
+        if (!(skip & (1u << i))) {
+            idx[n] = i;
+            slots[n++] = qs->q[i].slot;
+        }
+    rcluster_group_runs(slots, n, group);
+    uint32_t keep = 0;
+    for (int j = 0; j < n; j++)
+        if (group[j] == g) keep |= 1u << idx[j];
+    return keep ? ~keep : ~0u;
+}
+
+bool queue_append_pop(rconn_t *c, const queue_set_t *qs, const pop_args_t *a)
+{
+    if (!rconn_is_cluster(c)) return append_pop_masked(c, qs, a, a->skip_mask);
+    /* one slot per script: the first run now, the next ones by queue_read_pop */
+    return append_pop_masked(c, qs, a, group_mask(qs, a->skip_mask, 0));
+}
+
+/* The number the script gave a queue under mask from, as it would be
+ * under mask to (both count the queues not skipped, from 1). */
+static long long renumber(const queue_set_t *qs, uint32_t from, uint32_t to, long long n)
+{
+    for (int i = 0, seen = 0, at = 0; i < qs->nq; i++) {
+        if (!(to & (1u << i))) at++;
+        if (from & (1u << i)) continue;
+        if (++seen == n) return at;
+    }
+    return 0;
+}
+
+static void renumber_reply(const queue_set_t *qs, uint32_t from, uint32_t to, redisReply *r)
+{
+    r->element[1]->integer = renumber(qs, from, to, r->element[1]->integer);
+    if (r->elements < 7 || r->element[6]->type != REDIS_REPLY_ARRAY) return;
+    redisReply *x = r->element[6];
+    for (size_t i = 0; i + 2 < x->elements; i += 3)
+        if (x->element[i]->type == REDIS_REPLY_INTEGER) x->element[i]->integer = renumber(qs, from, to, x->element[i]->integer);
+}
+
+static bool is_pop_reply(const redisReply *r)
+{
+    return r->type == REDIS_REPLY_ARRAY && r->elements >= 5 && r->element[0]->type == REDIS_REPLY_INTEGER &&
+           r->element[1]->type == REDIS_REPLY_INTEGER && r->element[4]->type == REDIS_REPLY_INTEGER;
+}
+
+/* Two empty replies as one: the earlier due time, "full" if either was. */
+static redisReply *merge_empty(redisReply *best, redisReply *r)
+{
+    if (!best) return r;
+    bool rdue = r->elements >= 6 && r->element[5]->type == REDIS_REPLY_STRING;
+    bool bdue = best->elements >= 6 && best->element[5]->type == REDIS_REPLY_STRING;
+    long long full = best->element[4]->integer || r->element[4]->integer;
+    if (rdue && (!bdue || strtoll(r->element[5]->str, NULL, 10) < strtoll(best->element[5]->str, NULL, 10))) {
+        freeReplyObject(best);
+        best = r;
+    } else
+        freeReplyObject(r);
+    best->element[4]->integer = full;
+    return best;
+}
+
+int queue_read_pop(rconn_t *c, const queue_set_t *qs, const pop_args_t *a, redisReply **out)
+{
+    if (!rconn_is_cluster(c)) return rconn_read(c, -1, -1, out);
+    redisReply *best = NULL;
+    for (int g = 0;; g++) {
+        uint32_t mask = group_mask(qs, a->skip_mask, g);
+        redisReply *r;
+        int rv = rconn_read(c, -1, -1, &r);
+        if (rv != RC_OK || !is_pop_reply(r) || r->element[0]->integer != POP_EMPTY) {
+            if (best) freeReplyObject(best);
+            if (rv == RC_OK && is_pop_reply(r)) renumber_reply(qs, mask, a->skip_mask, r);
+            *out = r;
+            return rv;
+        }
+        best = merge_empty(best, r);
+        uint32_t next = group_mask(qs, a->skip_mask, g + 1);
+        if (next == ~0u || !append_pop_masked(c, qs, a, next)) {
+            *out = best;
+            return RC_OK;
+        }
+    }
+}
+
+static char *elem_dup(const redisReply *e, size_t *len)
+{
+    if (!e || e->type != REDIS_REPLY_STRING) return NULL;
+    if (len) *len = e->len;
+    return xstrndup(e->str, e->len);
+}
+
+/* The script numbers (from 1) only the queues it was given: map back
+ * through the skip mask. -1 for a number that names none of them. */
+static int map_queue(const queue_set_t *qs, const pop_args_t *a, long long n)
+{
+    if (n < 1 || n > qs->nq) return -1;
+    long long nth = n - 1;
+    for (int i = 0, seen = 0; i < qs->nq; i++) {
+        if (a->skip_mask & (1u << i)) continue;
+        if (seen++ == nth) return i;
+    }
+    return -1;
+}
+
+bool queue_parse_pop(const queue_set_t *qs, const pop_args_t *a, redisReply *r, pop_result_t *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!r || r->type != REDIS_REPLY_ARRAY || r->elements < 5 ||
+        r->element[0]->type != REDIS_REPLY_INTEGER || r->element[1]->type != REDIS_REPLY_INTEGER)
+        return false;
+    long long kind = r->element[0]->integer;
+    if (kind != POP_EMPTY && kind != POP_JOB && kind != POP_POISON) return false;
+    out->kind = (int)kind;
+    out->qidx = map_queue(qs, a, r->element[1]->integer);
+    out->migrate_full = r->element[4]->type == REDIS_REPLY_INTEGER && r->element[4]->integer;
+    if (out->kind == POP_JOB) {
+        out->raw = elem_dup(r->element[2], &out->rawlen);
+        out->reserved = elem_dup(r->element[3], &out->reslen);
+        if (!out->raw || !out->reserved || out->qidx < 0) {
+            pop_result_free(out);
+            return false;
+        }
+        if (r->elements >= 7 && r->element[6]->type == REDIS_REPLY_ARRAY && r->element[6]->elements >= 3) {
+            const redisReply *x = r->element[6];
+            out->extra = xcalloc(x->elements / 3, sizeof *out->extra);
+            for (size_t i = 0; i + 2 < x->elements; i += 3) {
+                pop_item_t *it = &out->extra[out->nextra];
+                it->qidx = x->element[i]->type == REDIS_REPLY_INTEGER ? map_queue(qs, a, x->element[i]->integer) : -1;
+                it->raw = elem_dup(x->element[i + 1], &it->rawlen);
+                it->reserved = elem_dup(x->element[i + 2], &it->reslen);
+                out->nextra++;
+                if (it->qidx < 0 || !it->raw || !it->reserved) {
+                    pop_result_free(out);
+                    return false;
+                }
+            }
+        }
+    } else if (out->kind == POP_POISON) {
+        out->uuid = elem_dup(r->element[2], NULL);
+        out->reason = elem_dup(r->element[3], NULL);
+        if (out->qidx < 0) { /* callers index the queue set with it */
+            pop_result_free(out);
+            return false;
+        }
+    } else if (r->elements >= 6 && r->element[5]->type == REDIS_REPLY_STRING) {
+        out->has_next_due = true;
+        out->next_due = strtoll(r->element[5]->str, NULL, 10);
+    }
+    return true;
+}
+
+void pop_item_free(pop_item_t *it)
+{
+    free(it->raw);
+    free(it->reserved);
+    memset(it, 0, sizeof *it);
+}
+
+void pop_result_free(pop_result_t *r)
+{
+    for (int i = 0; i < r->nextra; i++) pop_item_free(&r->extra[i]);
+    free(r->extra);
+    free(r->raw);
+    free(r->reserved);
+    free(r->uuid);
+    free(r->reason);
+    memset(r, 0, sizeof *r);
+}
+
+/* ------------------------------------------------------------ outcomes */
+
+void queue_append_unpop(rconn_t *c, const qkeys_t *k, const char *reserved, size_t reslen,
+                        const char *raw, size_t rawlen, const char *token)
+{
+    char *tok = xasprintf("%s%s", k->unpop, token);
+    const char *argv[] = {k->ready, k->reserved, k->notify, tok, reserved, raw, QPOOL_UNPOP_TOKEN_TTL};
+    size_t lens[] = {strlen(k->ready), strlen(k->reserved), strlen(k->notify), strlen(tok), reslen, rawlen,
+                     strlen(QPOOL_UNPOP_TOKEN_TTL)};
+    rconn_append_script(c, &SCRIPT_UNPOP, 4, 7, argv, lens);
+    free(tok);
+}
+
+void queue_append_ack(rconn_t *c, const qkeys_t *k, const char *reserved, size_t len)
+{
+    const char *argv[] = {"ZREM", k->reserved, reserved};
+    size_t lens[] = {4, strlen(k->reserved), len};
+    rconn_append(c, 3, argv, lens);
+}
+
+void queue_append_release(rconn_t *c, const qkeys_t *k, const char *reserved, size_t len, const char *payload,
+                          size_t plen, int64_t available_at)
+{
+    char at[24];
+    snprintf(at, sizeof at, "%lld", (long long)available_at);
+    const char *argv[] = {k->delayed, k->reserved, reserved, at, payload};
+    size_t lens[] = {strlen(k->delayed), strlen(k->reserved), len, strlen(at), plen};
+    rconn_append_script(c, &SCRIPT_RELEASE, 2, 5, argv, lens);
+}
+
+void queue_append_extend(rconn_t *c, const qkeys_t *k, const char *reserved, size_t len,
+                         int64_t until)
+{
+    char at[24];
+    snprintf(at, sizeof at, "%lld", (long long)until);
+    const char *argv[] = {k->reserved, at, reserved};
+    size_t lens[] = {strlen(k->reserved), strlen(at), len};
+    rconn_append_script(c, &SCRIPT_EXTEND, 1, 3, argv, lens);
+}
+
+void queue_append_fail(rconn_t *c, const queue_set_t *qs, const qkeys_t *k, const char *reserved,
+                       size_t reslen, const fail_record_t *f)
+{
+    char at[24], limit[16];
+    snprintf(at, sizeof at, "%lld", (long long)f->failed_at);
+    snprintf(limit, sizeof limit, "%d", f->limit > 0 ? f->limit : 10000);
+    /* On a cluster every key is the queue's slot: the record is
+     * <failed index>:job:<uuid> and the set of queues is not kept (failed.c). */
+    bool cl = rconn_is_cluster(c);
+    const char *argv[] = {k->reserved, k->failed, cl ? k->failed : qs->failed_queues, reserved ? reserved : "",
+                          f->uuid, f->connection, k->name, f->payload, f->exception, at, limit,
+                          cl ? "" : qs->failed_job_prefix};
+    size_t lens[12];
+    for (int i = 0; i < 12; i++) lens[i] = strlen(argv[i]);
+    lens[3] = reserved ? reslen : 0;
+    lens[7] = f->payload_len;
+    rconn_append_script(c, &SCRIPT_FAIL, 3, 12, argv, lens);
+}
+
+/* ------------------------------------------------------------ producer */
+
+void queue_append_push(rconn_t *c, const qkeys_t *k, const char *payload, size_t len)
+{
+    const char *argv[] = {k->ready, k->notify, payload};
+    size_t lens[] = {strlen(k->ready), strlen(k->notify), len};
+    rconn_append_script(c, &SCRIPT_PUSH, 2, 3, argv, lens);
+}
+
+void queue_append_later(rconn_t *c, const qkeys_t *k, const char *payload, size_t len, int64_t at)
+{
+    char score[24];
+    snprintf(score, sizeof score, "%lld", (long long)at);
+    const char *argv[] = {"ZADD", k->delayed, score, payload};
+    size_t lens[] = {4, strlen(k->delayed), strlen(score), len};
+    rconn_append(c, 4, argv, lens);
+}
+
+long queue_count_exception(rconn_t *cache, const char *key, long max, bool *reached)
+{
+    char m[24];
+    snprintf(m, sizeof m, "%ld", max);
+    const char *argv[] = {key, m};
+    redisReply *r;
+    *reached = false;
+    if (rconn_script(cache, &SCRIPT_MAXEXC, 1, 2, argv, NULL, -1, -1, &r) != RC_OK) return -1;
+    long n = -1;
+    if (r->type == REDIS_REPLY_ARRAY && r->elements == 2) {
+        n = (long)r->element[0]->integer;
+        *reached = r->element[1]->integer != 0;
+    } else if (r->type == REDIS_REPLY_ERROR)
+        log_error("maxExceptions counter %s: %s", key, r->str);
+    freeReplyObject(r);
+    return n;
+}
+
+void queue_append_counts(rconn_t *c, const qkeys_t *k)
+{
+    const char *a1[] = {"LLEN", k->ready}, *a2[] = {"ZCARD", k->delayed}, *a3[] = {"ZCARD", k->reserved};
+    rconn_append(c, 2, a1, NULL);
+    rconn_append(c, 2, a2, NULL);
+    rconn_append(c, 2, a3, NULL);
+}
