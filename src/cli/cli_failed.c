@@ -306,7 +306,9 @@ int cmd_failed(int argc, char **argv)
         return EXIT_USAGE;
     }
     fctx_t x = {.r = rconn_new(rc), .prefix = rc->prefix};
-    failed_use_config(c, conn);
+    char **queues = config_connection_queues(c, conn);
+    failed_use_queues(queues);
+    free_strv(queues);
     x.set_key = xasprintf("%sqpool:failed:queues", rc->prefix);
     x.job_prefix = xasprintf("%sqpool:failed:job:", rc->prefix);
     int rv = 0;

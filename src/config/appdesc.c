@@ -3,6 +3,7 @@
  */
 #include "config/appdesc.h"
 #include "os/child.h"
+#include "config/pool_child.h"
 #include "core/log.h"
 #include "os/proc.h"
 #include "core/sdnotify.h"

@@ -1462,24 +1462,10 @@ static bool check_redis_ext(ctx_t *x, const config_setting_t *g, redis_conf_t *r
     return ok;
 }
 
-static void wipe_free(char *s)
-{
-    if (s) explicit_bzero(s, strlen(s));
-    free(s);
-}
-
-void redis_conf_wipe_secrets(redis_conf_t *r)
-{
-    wipe_free(r->password);
-    wipe_free(r->file_password);
-    wipe_free(r->sentinel.file_password);
-    r->password = r->file_password = r->sentinel.file_password = NULL;
-}
-
 static void wipe_pool_env(pool_conf_t *p)
 {
     for (int i = 0; i < p->nenv; i++) {
-        wipe_free(p->env[i].value);
+        free_wiped(p->env[i].value);
         free(p->env[i].name);
     }
     free(p->env);
@@ -1494,68 +1480,7 @@ void config_wipe_secrets(qconf_t *c, const char *keep)
     for (int i = 0; i < c->npools; i++) wipe_pool_env(&c->pools[i]);
 }
 
-void redis_conf_ext_free(redis_conf_t *r)
-{
-    free(r->password_file);
-    wipe_free(r->file_password);
-    free(r->tls.ca_file);
-    free(r->tls.cert_file);
-    free(r->tls.key_file);
-    free(r->tls.server_name);
-    free_strv(r->sentinel.addrs);
-    free(r->sentinel.master_name);
-    free(r->sentinel.username);
-    free(r->sentinel.password_env);
-    free(r->sentinel.password_file);
-    wipe_free(r->sentinel.file_password);
-    free_strv(r->cluster);
-}
-
-/* Every field of a connection, and its secrets wiped. */
-void redis_conf_free(redis_conf_t *r)
-{
-    free(r->name);
-    free(r->host);
-    free(r->socket);
-    free(r->prefix);
-    free(r->username);
-    free(r->password_env);
-    wipe_free(r->password);
-    free(r->app);
-    redis_conf_ext_free(r);
-    memset(r, 0, sizeof *r);
-}
-
-static char *dup_or_null(const char *s)
-{
-    return s ? xstrdup(s) : NULL;
-}
-
-void redis_conf_ext_copy(redis_conf_t *dst, const redis_conf_t *src)
-{
-    dst->password_file = dup_or_null(src->password_file);
-    dst->file_password = dup_or_null(src->file_password);
-    dst->tls = src->tls;
-    dst->tls.ca_file = dup_or_null(src->tls.ca_file);
-    dst->tls.cert_file = dup_or_null(src->tls.cert_file);
-    dst->tls.key_file = dup_or_null(src->tls.key_file);
-    dst->tls.server_name = dup_or_null(src->tls.server_name);
-    dst->sentinel = src->sentinel;
-    dst->sentinel.addrs = NULL;
-    if (src->sentinel.addrs) {
-        dst->sentinel.addrs = xcalloc((size_t)src->sentinel.naddrs + 1, sizeof(char *));
-        for (int i = 0; i < src->sentinel.naddrs; i++) dst->sentinel.addrs[i] = xstrdup(src->sentinel.addrs[i]);
-    }
-    dst->sentinel.master_name = dup_or_null(src->sentinel.master_name);
-    dst->sentinel.username = dup_or_null(src->sentinel.username);
-    dst->sentinel.password_env = dup_or_null(src->sentinel.password_env);
-    dst->sentinel.password_file = dup_or_null(src->sentinel.password_file);
-    dst->sentinel.file_password = dup_or_null(src->sentinel.file_password);
-    dst->cluster = src->cluster ? strv_dup(src->cluster) : NULL;
-}
-
 static void print_redis_ext(FILE *f, const redis_conf_t *r);
-static bool redis_ext_same(const redis_conf_t *a, const redis_conf_t *b);
 
 static void redis_defaults(redis_conf_t *r, const char *name)
 {
@@ -1864,22 +1789,6 @@ const pool_conf_t *config_pool(const qconf_t *c, const char *name)
 
 /* ---------------------------------------------------------------- compare */
 
-static bool str_eq(const char *a, const char *b)
-{
-    if (!a || !b) return a == b;
-    return strcmp(a, b) == 0;
-}
-
-static bool strv_eq(char *const *a, char *const *b)
-{
-    if (!a || !b) return a == b;
-    size_t n = strv_len(a);
-    if (n != strv_len(b)) return false;
-    for (size_t i = 0; i < n; i++)
-        if (strcmp(a[i], b[i])) return false;
-    return true;
-}
-
 bool pool_conf_same_size(const pool_conf_t *a, const pool_conf_t *b)
 {
     /* Only the settings the pool's mode uses: a change of defaults.processes
@@ -2162,29 +2071,6 @@ void config_print(const qconf_t *c, FILE *f)
     fprintf(f, ");\n");
 }
 
-static bool redis_ext_same(const redis_conf_t *a, const redis_conf_t *b)
-{
-    const redis_tls_t *t = &a->tls, *u = &b->tls;
-    const redis_sentinel_t *s = &a->sentinel, *v = &b->sentinel;
-    return str_eq(a->password_file, b->password_file) && str_eq(a->file_password, b->file_password) &&
-           t->enabled == u->enabled && t->verify == u->verify && str_eq(t->ca_file, u->ca_file) &&
-           str_eq(t->cert_file, u->cert_file) && str_eq(t->key_file, u->key_file) &&
-           str_eq(t->server_name, u->server_name) && strv_eq(s->addrs, v->addrs) &&
-           str_eq(s->master_name, v->master_name) && str_eq(s->username, v->username) &&
-           str_eq(s->password_env, v->password_env) && str_eq(s->password_file, v->password_file) &&
-           str_eq(s->file_password, v->file_password) && strv_eq(a->cluster, b->cluster);
-}
-
-bool redis_conf_same(const redis_conf_t *a, const redis_conf_t *b)
-{
-    if (!a || !b) return a == b;
-    return str_eq(a->host, b->host) && a->port == b->port && str_eq(a->socket, b->socket) &&
-           a->db == b->db && str_eq(a->prefix, b->prefix) && str_eq(a->username, b->username) &&
-           str_eq(a->password_env, b->password_env) && str_eq(a->password, b->password) &&
-           a->timeout == b->timeout &&
-           redis_ext_same(a, b);
-}
-
 /* password_file's path is printed, never what it holds. */
 static void print_redis_ext(FILE *f, const redis_conf_t *r)
 {
@@ -2206,4 +2092,41 @@ static void print_redis_ext(FILE *f, const redis_conf_t *r)
     if (r->sentinel.username) print_str(f, in, "sentinel_username", r->sentinel.username);
     if (r->sentinel.password_env) print_str(f, in, "sentinel_password_env", r->sentinel.password_env);
     if (r->sentinel.password_file) print_str(f, in, "sentinel_password_file", r->sentinel.password_file);
+}
+
+char **config_connection_queues(const qconf_t *conf, const char *connection)
+{
+    char **v = xcalloc(1, sizeof *v);
+    int n = 0;
+    for (int i = 0; i < conf->npools; i++) {
+        const pool_conf_t *p = &conf->pools[i];
+        if (strcmp(p->connection, connection)) continue;
+        for (int j = 0; j < p->nqueues; j++) {
+            bool seen = false;
+            for (int k = 0; k < n; k++) seen |= !strcmp(v[k], p->queues[j]);
+            if (seen) continue;
+            v = xrealloc(v, sizeof(char *) * (size_t)(n + 2));
+            v[n++] = xstrdup(p->queues[j]);
+            v[n] = NULL;
+        }
+    }
+    return v;
+}
+
+/* ---------------------------------------------------------------- alerts */
+
+void alerts_conf_defaults(alerts_conf_t *c)
+{
+    memset(c, 0, sizeof *c);
+    c->failure_min_jobs = 20;
+    c->crash_loop_crashes = 5;
+    c->crash_loop_window_s = 300;
+    c->clear_after_s = 60;
+}
+
+void alerts_conf_free(alerts_conf_t *c)
+{
+    for (int i = 0; i < c->nwaits; i++) free(c->waits[i].queue);
+    free(c->waits);
+    alerts_conf_defaults(c);
 }

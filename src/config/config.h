@@ -13,61 +13,41 @@
 
 #include <stdbool.h>
 
-#include "observe/alerts.h"
+#include "redis/redis_conf.h"
 #include <stdio.h>
 #include <sys/types.h>
 
 #define QPOOL_EX_CONFIG 78
 #define QPOOL_MAX_WORKERS_LIMIT 1024
-#define QPOOL_MAX_QUEUES 30          /* per pool; also the width of pause masks */
 #define QPOOL_FLEET_BUDGET_LIMIT 1000000 /* fleet_max_processes */
 #define QPOOL_MAX_PREFETCH 64      /* jobs a native worker may pop in one call */
 #define QPOOL_DEFAULT_CONFIG "/etc/qpool/qpool.conf"
 
-/* tls = { ... } on a redis connection (rtls.c) */
-typedef struct {
-    bool enabled;          /* a tls group is present */
-    char *ca_file;         /* PEM CA bundle; NULL: the system's */
-    char *cert_file;       /* client certificate (PEM), with key_file */
-    char *key_file;
-    char *server_name;     /* SNI and the name verified; NULL: the host */
-    bool verify;           /* verify the server's chain and name (default true) */
-} redis_tls_t;
+/* redis_conf_t, a connection's settings, is redis/redis_conf.h's. */
 
-/* sentinels = [...]; master_name = ...; on a redis connection (sentinel.c) */
-typedef struct {
-    char **addrs;          /* "host:port", NULL-terminated; NULL: no Sentinel */
-    int naddrs;
-    char *master_name;
-    char *username;        /* sentinel_username */
-    char *password_env;    /* sentinel_password_env */
-    char *password_file;   /* sentinel_password_file */
-    char *file_password;   /* its content, read at load: never logged or printed */
-} redis_sentinel_t;
+/* alerts = { ... } (the rules: observe/alerts.h) */
+#define ALERTS_CRASHES_MAX 1000          /* the largest crash_loop_crashes accepted */
 
 typedef struct {
-    char *name;
-    char *host;
-    int port;
-    char *socket;          /* Unix socket path; wins over host/port when set */
-    int db;
-    char *prefix;          /* Laravel's database.redis.options.prefix */
-    char *username;
-    char *password_env;    /* name of the environment variable holding the password */
-    char *password;        /* from a Laravel app's config (laravel = ...): never logged or printed */
-    double timeout;        /* connect / command timeout, seconds */
-    int line;
-    int kind;              /* enum redis_kind */
-    char *app;             /* REDIS_FROM_APP: the app it was read from */
-    /* issue 12: ACL password from a file, TLS, Sentinel */
-    char *password_file;
-    char *file_password;   /* password_file's content, read at load: never logged or printed */
-    redis_tls_t tls;
-    redis_sentinel_t sentinel;
-    bool host_set, port_set; /* given in qpool.conf (cluster excludes them) */
-    char **cluster;        /* cluster = ["host:port", ...]: Redis Cluster seed nodes, NULL-terminated; NULL: none */
-    int ncluster;
-} redis_conf_t;
+    char *queue;
+    double seconds;                      /* 0 = off for that queue */
+} alert_wait_rule_t;
+
+typedef struct {
+    double long_wait_s;                  /* default for every queue; 0 = off */
+    alert_wait_rule_t *waits;            /* per-queue overrides (the first match wins) */
+    int nwaits;
+    double failure_rate;                 /* 0 < r <= 1 turns it on; 0 = off */
+    int failure_min_jobs;                /* fewer finished jobs in the minute never alert (20) */
+    int crash_loop_crashes;              /* crashes within the window that make a loop (5; 0 = off) */
+    int crash_loop_window_s;             /* (300) */
+    int clear_after_s;                   /* how long a condition must stay false to resolve (60) */
+} alerts_conf_t;
+
+/* Everything off but crash_loop (5 in 300 s); clear after 60 s. */
+void alerts_conf_defaults(alerts_conf_t *c);
+/* Free the overrides (their queue names too), then the defaults again. */
+void alerts_conf_free(alerts_conf_t *c);
 
 /* Where a redis connection was defined: qpool.conf, the built-in "default"
  * (127.0.0.1:6379) used when qpool.conf names none, or a Laravel app. */
@@ -260,6 +240,9 @@ const char *config_path(const char *explicit_path);
 void config_print(const qconf_t *c, FILE *f);
 
 const redis_conf_t *config_redis(const qconf_t *c, const char *name);
+/* Every queue the pools on a connection list, once each, in config order:
+ * NULL-terminated, the caller frees (free_strv). */
+char **config_connection_queues(const qconf_t *conf, const char *connection);
 const pool_conf_t *config_pool(const qconf_t *c, const char *name);
 int config_pool_index(const qconf_t *c, const char *name);
 
@@ -278,20 +261,10 @@ bool pool_conf_same_size(const pool_conf_t *a, const pool_conf_t *b);
 /* Deep copy / free of one pool's settings. */
 void pool_conf_copy(pool_conf_t *dst, const pool_conf_t *src);
 void pool_conf_free(pool_conf_t *p);
-bool redis_conf_same(const redis_conf_t *a, const redis_conf_t *b);
-/* Deep copy / free of the issue-12 parts (password_file, tls, sentinel) of a
- * redis connection; the secrets are wiped before they are freed. */
-void redis_conf_ext_copy(redis_conf_t *dst, const redis_conf_t *src);
-void redis_conf_ext_free(redis_conf_t *r);
-/* Wipe and free a connection's passwords (app-described, password_file's,
- * sentinel_password_file's); the rest stays. */
-void redis_conf_wipe_secrets(redis_conf_t *r);
 /* Wipe and free every connection's passwords but keep's (NULL: all), and
  * every pool's environment (names and values): for a config the process
  * will never connect or start a pool with again. */
 void config_wipe_secrets(qconf_t *c, const char *keep);
-/* Free every field of a connection (secrets wiped) and zero it. */
-void redis_conf_free(redis_conf_t *r);
 
 /* Format a backoff list as "1,2,4" into buf. */
 void config_backoff_str(const pool_conf_t *p, char *buf, size_t n);

@@ -3,6 +3,7 @@
  */
 #include "config/config_app.h"
 #include "os/child.h"
+#include "config/pool_child.h"
 #include "core/util.h"
 
 #include "os/proc.h"

@@ -82,6 +82,33 @@ size_t strv_len(char *const *v)
     return n;
 }
 
+bool str_eq(const char *a, const char *b)
+{
+    if (!a || !b) return a == b;
+    return strcmp(a, b) == 0;
+}
+
+bool strv_eq(char *const *a, char *const *b)
+{
+    if (!a || !b) return a == b;
+    size_t n = strv_len(a);
+    if (n != strv_len(b)) return false;
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(a[i], b[i])) return false;
+    return true;
+}
+
+char *xstrdup_or_null(const char *s)
+{
+    return s ? xstrdup(s) : NULL;
+}
+
+void free_wiped(char *s)
+{
+    if (s) explicit_bzero(s, strlen(s));
+    free(s);
+}
+
 char **strv_dup(char *const *v)
 {
     size_t n = strv_len(v);

@@ -22,6 +22,10 @@ char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void free_strv(char **v);            /* NULL-terminated vector */
 char **strv_dup(char *const *v);
 size_t strv_len(char *const *v);
+bool str_eq(const char *a, const char *b);         /* strcmp() == 0; NULL equals only NULL */
+bool strv_eq(char *const *a, char *const *b);      /* the same for NULL-terminated vectors */
+char *xstrdup_or_null(const char *s);              /* NULL stays NULL */
+void free_wiped(char *s);                          /* zero a secret string, then free it */
 
 int64_t mono_ms(void);               /* CLOCK_MONOTONIC, milliseconds */
 double mono_s(void);

@@ -118,12 +118,6 @@ typedef char **strv_t;
 #define AT(base, off, T) ((T *)((char *)(base) + (off)))
 #define AT_C(base, off, T) ((const T *)((const char *)(base) + (off)))
 
-static void wipe_free(char *s)
-{
-    if (s) explicit_bzero(s, strlen(s));
-    free(s);
-}
-
 /* Every string value of a cJSON tree, zeroed in place (before it is freed). */
 static void wipe_tree(cJSON *o)
 {
@@ -166,14 +160,14 @@ static void resolve_password(char **pw, char **env, const char *file_pw)
 {
     if (*env) {
         const char *v = getenv(*env);
-        wipe_free(*pw);
+        free_wiped(*pw);
         *pw = v ? xstrdup(v) : NULL;
         if (v) {
             free(*env);
             *env = NULL;
         }
     } else if (file_pw) {
-        wipe_free(*pw);
+        free_wiped(*pw);
         *pw = xstrdup(file_pw);
     }
 }
@@ -197,7 +191,7 @@ int http_wire_from_config(http_wire_t *w, const qconf_t *c, const char *token)
     if (!rc) return -1;
     copy_fields(HTTP_FIELDS, NFIELDS(HTTP_FIELDS), &w->http, &c->http);
     copy_redis(&w->redis, rc);
-    w->queues = failed_config_queues(c, rc->name);
+    w->queues = config_connection_queues(c, rc->name);
     w->metrics_retention = c->metrics_retention;
     w->job_history_size = c->job_history_size;
     w->log_level = c->log_level;
@@ -212,7 +206,7 @@ void http_wire_free(http_wire_t *w)
     free(w->http.base_path);
     redis_conf_free(&w->redis); /* its passwords wiped */
     free_strv(w->queues);
-    wipe_free(w->token);
+    free_wiped(w->token);
     memset(w, 0, sizeof *w);
 }
 

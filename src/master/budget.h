@@ -35,20 +35,10 @@
 #include <stdint.h>
 
 #include "master/balancer.h"
+#include "redis/lease.h"
 
-#define BUDGET_ID_MAX 255     /* bytes of a holder's id (printable ASCII) */
-
-/* One holder of a pool's budget, as the lease script reports it. */
-typedef struct {
-    char id[BUDGET_ID_MAX + 1]; /* "<host>:<pid>:<nonce>" of its master (lease.h) */
-    int held;                /* slots it holds */
-    int floor;               /* its min_processes */
-    int want;                /* its demand */
-    int64_t pressure;        /* ms of work waiting on its queues */
-    int budget;              /* its fleet_max_processes */
-    int64_t expiry;          /* Redis ms: when the record lapses unless renewed */
-    int64_t waiting_since;   /* Redis ms since it wants more than it holds, 0 = not waiting */
-} budget_host_t;
+/* budget_host_t, one holder of a pool's budget, is the lease record's
+ * decoding (redis/lease.h). */
 
 /* Shares of budget for n holders (share[i]); returns the slots handed out. */
 int budget_divide(const budget_host_t *h, int n, int budget, int *share);

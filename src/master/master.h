@@ -12,7 +12,7 @@
 
 #include "config/config.h"
 #include "master/pool.h"
-#include "master/scoreboard.h"
+#include "observe/scoreboard.h"
 
 typedef struct control control_t;
 

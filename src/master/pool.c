@@ -17,8 +17,10 @@
  */
 #include "master/pool.h"
 #include "master/respawn.h"
+#include "worker/worker.h"
 #include "core/log.h"
 #include "os/child.h"
+#include "config/pool_child.h"
 #include "os/proc.h"
 #include "core/util.h"
 

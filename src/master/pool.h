@@ -21,7 +21,7 @@
 #include "observe/jobstats.h"
 #include "observe/minute.h"
 #include "master/respawn.h"
-#include "master/scoreboard.h"
+#include "observe/scoreboard.h"
 #include "master/zygote.h"
 
 enum stop_reason {
@@ -192,9 +192,6 @@ typedef struct {
 } pool_counts_t;
 void pool_counts(const pools_t *ps, const pool_t *p, pool_counts_t *out);
 
-/* The spawn entry point for native workers, provided by worker.c. */
-int worker_main(const pool_conf_t *p, const qconf_t *conf, sb_slot_t *slot, int slot_no, pid_t master, int stats_fd,
-                int zygote_fd);
 /* A child's stats datagrams (its stats_fd is readable): add them to its
  * pool's totals. False when fd is no child's. */
 bool pools_stats_event(pools_t *ps, int fd);

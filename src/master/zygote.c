@@ -4,6 +4,7 @@
  */
 #include "master/zygote.h"
 #include "os/child.h"
+#include "config/pool_child.h"
 #include "core/log.h"
 #include "master/pool.h"
 #include "os/proc.h"

@@ -49,22 +49,6 @@ typedef struct {
 
 /* ------------------------------------------------------------ configuration */
 
-void alerts_conf_defaults(alerts_conf_t *c)
-{
-    memset(c, 0, sizeof *c);
-    c->failure_min_jobs = 20;
-    c->crash_loop_crashes = 5;
-    c->crash_loop_window_s = 300;
-    c->clear_after_s = 60;
-}
-
-void alerts_conf_free(alerts_conf_t *c)
-{
-    for (int i = 0; i < c->nwaits; i++) free(c->waits[i].queue);
-    free(c->waits);
-    alerts_conf_defaults(c);
-}
-
 double alerts_wait_threshold(const alerts_conf_t *c, const char *queue)
 {
     for (int i = 0; queue && i < c->nwaits; i++)

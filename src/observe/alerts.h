@@ -52,28 +52,10 @@
 
 #include <cjson/cJSON.h>
 
-#define ALERTS_CRASHES_MAX 1000          /* the largest crash_loop_crashes accepted */
+#include "config/config.h"
 
-typedef struct {
-    char *queue;
-    double seconds;                      /* 0 = off for that queue */
-} alert_wait_rule_t;
+/* alerts_conf_t, the alerts = { ... } settings, is config.h's. */
 
-typedef struct {
-    double long_wait_s;                  /* default for every queue; 0 = off */
-    alert_wait_rule_t *waits;            /* per-queue overrides (the first match wins) */
-    int nwaits;
-    double failure_rate;                 /* 0 < r <= 1 turns it on; 0 = off */
-    int failure_min_jobs;                /* fewer finished jobs in the minute never alert (20) */
-    int crash_loop_crashes;              /* crashes within the window that make a loop (5; 0 = off) */
-    int crash_loop_window_s;             /* (300) */
-    int clear_after_s;                   /* how long a condition must stay false to resolve (60) */
-} alerts_conf_t;
-
-/* Everything off but crash_loop (5 in 300 s); clear after 60 s. */
-void alerts_conf_defaults(alerts_conf_t *c);
-/* Free the overrides (their queue names too), then the defaults again. */
-void alerts_conf_free(alerts_conf_t *c);
 /* The long_wait threshold of a queue in seconds; 0 = off. */
 double alerts_wait_threshold(const alerts_conf_t *c, const char *queue);
 /* 0 if every field is in range, -1 otherwise. */

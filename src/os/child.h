@@ -21,7 +21,6 @@
 #include <stdbool.h>
 #include <sys/types.h>
 
-#include "config/config.h"
 
 #define CHILD_FDS_MAX 4
 #define CHILD_DEFAULT_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -97,10 +96,6 @@ int child_ids_plan(uid_t euid, gid_t egid, bool has_uid, uid_t *uid, bool has_gi
  * (by name; NULL: gid alone), and with login true, HOME, USER and LOGNAME
  * from uid's passwd entry. Returns 0, -1 when the groups cannot be read. */
 int child_spec_user(child_spec_t *s, const char *user, uid_t uid, gid_t gid, bool login);
-/* A pool's child (worker, external command, app description): nice,
- * environment, user and group, working directory; keep_fd (>= 0) becomes
- * PROC_KEEP_FD, close-on-exec. Returns 0, -1 with a message logged. */
-int child_spec_pool(child_spec_t *s, const pool_conf_t *p, pid_t parent, int deathsig, int keep_fd);
 /* What a builder allocated (groups, environment). */
 void child_spec_free(child_spec_t *s);
 

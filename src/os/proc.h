@@ -10,7 +10,6 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "config/config.h"
 
 /* Exit status of a child that could not even set itself up (EX_OSERR-like). */
 #define QPOOL_EX_SETUP 71

@@ -54,35 +54,10 @@ static bool frec_from(const redisReply *r, frec_t *f)
 
 static char **cluster_queues; /* the configured queues of the connection, NULL-terminated */
 
-char **failed_config_queues(const qconf_t *conf, const char *connection)
-{
-    char **v = xcalloc(1, sizeof *v);
-    int n = 0;
-    for (int i = 0; i < conf->npools; i++) {
-        const pool_conf_t *p = &conf->pools[i];
-        if (strcmp(p->connection, connection)) continue;
-        for (int j = 0; j < p->nqueues; j++) {
-            bool seen = false;
-            for (int k = 0; k < n; k++) seen |= !strcmp(v[k], p->queues[j]);
-            if (seen) continue;
-            v = xrealloc(v, sizeof(char *) * (size_t)(n + 2));
-            v[n++] = xstrdup(p->queues[j]);
-            v[n] = NULL;
-        }
-    }
-    return v;
-}
-
 void failed_use_queues(char *const *queues)
 {
     free_strv(cluster_queues);
     cluster_queues = queues ? strv_dup(queues) : NULL;
-}
-
-void failed_use_config(const qconf_t *conf, const char *connection)
-{
-    free_strv(cluster_queues);
-    cluster_queues = failed_config_queues(conf, connection);
 }
 
 static char *noted_key(const rconn_t *c)

@@ -24,13 +24,10 @@ void frec_free(frec_t *f);
 /* 0 and f filled; -1 when there is no such record (or Redis failed:
  * c->last_error says). */
 int failed_get(rconn_t *c, const char *uuid, frec_t *f);
-/* The configured queues of a connection: on a Redis Cluster, where no set
- * of queues with failures is kept, the store is read through them. */
-void failed_use_config(const qconf_t *conf, const char *connection);
-/* The same from a list (copied; NULL: none, and what was held is freed),
- * and the list a config gives (NULL-terminated, caller frees). */
+/* The configured queues of a connection (config_connection_queues): on a
+ * Redis Cluster, where no set of queues with failures is kept, the store is
+ * read through them. Copied; NULL: none, and what was held is freed. */
 void failed_use_queues(char *const *queues);
-char **failed_config_queues(const qconf_t *conf, const char *connection);
 /* ZREVRANGE of a queue's index (limit 0: all); NULL when Redis failed. */
 redisReply *failed_queue_uuids(rconn_t *c, const char *queue, long limit);
 /* On a cluster: note queues a pool lists (SADD to a set of their own slot)

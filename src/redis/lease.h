@@ -38,8 +38,21 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "master/budget.h"
 #include "redis/rconn.h"
+
+#define BUDGET_ID_MAX 255     /* bytes of a holder's id (printable ASCII) */
+
+/* One holder of a pool's budget, as the lease script reports it. */
+typedef struct {
+    char id[BUDGET_ID_MAX + 1]; /* "<host>:<pid>:<nonce>" of its master (below) */
+    int held;                /* slots it holds */
+    int floor;               /* its min_processes */
+    int want;                /* its demand */
+    int64_t pressure;        /* ms of work waiting on its queues */
+    int budget;              /* its fleet_max_processes */
+    int64_t expiry;          /* Redis ms: when the record lapses unless renewed */
+    int64_t waiting_since;   /* Redis ms since it wants more than it holds, 0 = not waiting */
+} budget_host_t;
 
 #define LEASE_MAX_HOLDERS 4096
 #define LEASE_BUDGET_MAX 1000000     /* QPOOL_FLEET_BUDGET_LIMIT */

@@ -15,7 +15,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "config/config.h"
+#include "redis/redis_conf.h"
 
 typedef struct rconn {
     char *name;

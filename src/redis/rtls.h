@@ -16,7 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "config/config.h"
+#include "redis/redis_conf.h"
 
 /* A client context for one connection's tls block: the CA file (else the
  * system's), the client certificate and key, TLS 1.2 at least, peer

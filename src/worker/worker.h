@@ -1,6 +1,6 @@
 /*
  * worker.h - the native worker: Laravel's pop / fire / ack loop in C.
- * worker_main() is declared in pool.h (the master forks into it).
+ * The master forks into worker_main() (pool.c).
  *
  * Life of a job, in one worker:
  *   pop      one EVALSHA over the pool's queues in priority order (attempts+1,
@@ -20,6 +20,14 @@
 #ifndef QPOOL_WORKER_H
 #define QPOOL_WORKER_H
 
-#include "master/pool.h"
+#include <sys/types.h>
+
+#include "config/config.h"
+#include "observe/scoreboard.h"
+
+/* The spawn entry point for native workers: the master's pool.c forks into
+ * it. Returns the worker's exit status. */
+int worker_main(const pool_conf_t *p, const qconf_t *conf, sb_slot_t *slot, int slot_no, pid_t master, int stats_fd,
+                int zygote_fd);
 
 #endif

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "os/child.h"
+#include "config/pool_child.h"
 #include "os/proc.h"
 
 extern char **environ;

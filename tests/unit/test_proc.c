@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <stdio.h>
 #include "os/proc.h"
 
 static group_check_t good(void)

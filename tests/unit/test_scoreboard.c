@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "master/scoreboard.h"
+#include "observe/scoreboard.h"
 #include "core/util.h"
 
 static sb_slot_t *hostile_slot(void)

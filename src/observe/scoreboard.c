@@ -1,7 +1,7 @@
 /*
  * scoreboard.c - see scoreboard.h.
  */
-#include "master/scoreboard.h"
+#include "observe/scoreboard.h"
 #include "core/util.h"
 
 #include <errno.h>
