@@ -2,8 +2,9 @@
  * rcluster.h - the pure parts of Redis Cluster support: a key's hash slot
  * (CRC16, hash tags), which argument of a command is its key, the CLUSTER
  * SLOTS reply, MOVED / ASK redirections, and grouping a pool's queues by
- * slot. The connections themselves are rconn's (rconn.c: a cluster rconn
- * holds one rconn per node and routes each command by its key's slot).
+ * slot. The connections themselves are rconn's (rconn_cluster.c: a cluster
+ * rconn holds one connection per node and routes each command by its key's
+ * slot).
  */
 #ifndef QPOOL_RCLUSTER_H
 #define QPOOL_RCLUSTER_H

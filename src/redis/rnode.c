@@ -1,8 +1,7 @@
 /*
- * rconn.c - see rconn.h.
+ * rnode.c - see rnode.h.
  */
-#include "redis/rconn.h"
-#include "redis/rconn_cluster.h"
+#include "redis/rnode.h"
 #include "core/log.h"
 #include "redis/rtls.h"
 #include "redis/sentinel.h"
@@ -18,13 +17,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define BACKOFF_MIN_MS 100
-#define BACKOFF_MAX_MS 5000
-#define FLAP_MS 1000            /* dropped sooner than this after connecting: still an outage */
-
-rconn_t *rconn_new(const redis_conf_t *rc)
+rconn_t *rnode_new(const redis_conf_t *rc)
 {
     rconn_t *c = xcalloc(1, sizeof *c);
+    c->type = &rnode_type;
     c->name = xstrdup(rc->name);
     c->conf = *rc;
     c->conf.name = c->name;
@@ -39,17 +35,11 @@ rconn_t *rconn_new(const redis_conf_t *rc)
     /* behind Sentinel the address is unknown until a sentinel names it */
     if (!c->conf.sentinel.addrs) snprintf(c->cur_host, sizeof c->cur_host, "%s", c->conf.host ? c->conf.host : "");
     c->cur_port = c->conf.port;
-    if (c->conf.cluster) c->cl = rcl_new(c);
     return c;
 }
 
-/* Close the connection: the TLS session first (redisFree closes the fd). */
-static void disconnect(rconn_t *c)
+void rnode_close(rconn_t *c)
 {
-    if (c->cl) {
-        rcl_disconnect(c);
-        return;
-    }
     if (c->ssl) {
         SSL_free(c->ssl);
         c->ssl = NULL;
@@ -60,12 +50,11 @@ static void disconnect(rconn_t *c)
     }
 }
 
-void rconn_free(rconn_t *c)
+void rnode_free(rconn_t *c)
 {
     if (!c) return;
-    disconnect(c);
-    rconn_free(c->watch);
-    rcl_free(c->cl);
+    rnode_close(c);
+    rnode_free(c->watch);
     if (c->ssl_ctx) SSL_CTX_free(c->ssl_ctx);
     c->conf.name = NULL; /* c->name's */
     redis_conf_free(&c->conf);
@@ -73,11 +62,10 @@ void rconn_free(rconn_t *c)
     free(c);
 }
 
-void rconn_describe(const rconn_t *c, char *buf, size_t n)
+/* rconn_describe for one server. */
+static void describe(const rconn_t *c, char *buf, size_t n)
 {
-    if (c->cl)
-        rcl_describe(c, buf, n);
-    else if (c->conf.socket)
+    if (c->conf.socket)
         snprintf(buf, n, "%s (%s)", c->name, c->conf.socket);
     else if (c->conf.sentinel.addrs && c->cur_host[0])
         snprintf(buf, n, "%s (%s at %s:%d via Sentinel)", c->name, c->conf.sentinel.master_name,
@@ -86,49 +74,6 @@ void rconn_describe(const rconn_t *c, char *buf, size_t n)
         snprintf(buf, n, "%s (%s via Sentinel)", c->name, c->conf.sentinel.master_name);
     else
         snprintf(buf, n, "%s (%s:%d)", c->name, c->cur_host, c->cur_port);
-}
-
-void rconn_drop(rconn_t *c, const char *why)
-{
-    /* why may point into the context (errstr): copy it before freeing */
-    if (why && why != c->last_error) snprintf(c->last_error, sizeof c->last_error, "%s", why);
-    disconnect(c);
-    /* A server that takes the connection and refuses what follows (NOAUTH,
-     * an ACL user switched off, scripts that cannot load) must not make us
-     * reconnect in a loop: a drop soon after connecting continues the backoff. */
-    bool flapping = c->up_since_ms && mono_ms() - c->up_since_ms < FLAP_MS;
-    c->up_since_ms = 0;
-    if (!c->in_outage && !flapping) {
-        char d[400];
-        rconn_describe(c, d, sizeof d);
-        if (!c->quiet) log_warn("redis %s unavailable: %s; reconnecting with backoff", d, c->last_error);
-        c->in_outage = true;
-        c->backoff_ms = 0;
-        c->next_attempt_ms = mono_ms(); /* first retry at once: it may have been a blip */
-    } else {
-        if (!c->in_outage) {
-            char d[400];
-            rconn_describe(c, d, sizeof d);
-            if (!c->quiet)
-                log_warn("redis %s: %s right after connecting; reconnecting with backoff", d, c->last_error);
-            c->in_outage = true;
-        }
-        c->backoff_ms = c->backoff_ms ? c->backoff_ms * 2 : BACKOFF_MIN_MS;
-        if (c->backoff_ms > BACKOFF_MAX_MS) c->backoff_ms = BACKOFF_MAX_MS;
-        c->next_attempt_ms = mono_ms() + c->backoff_ms;
-    }
-}
-
-void rconn_close(rconn_t *c)
-{
-    disconnect(c);
-}
-
-int64_t rconn_retry_in_ms(const rconn_t *c)
-{
-    if (c->ctx) return 0;
-    int64_t d = c->next_attempt_ms - mono_ms();
-    return d > 0 ? d : 0;
 }
 
 /* ------------------------------------------------------------ I/O */
@@ -225,7 +170,7 @@ static int wait_socket(rconn_t *c, int sigfd, bool want_write, int64_t deadline)
     }
 }
 
-/* rconn_read without the drop: on RC_ERR last_error says why. */
+/* rnode_read on a live connection: on RC_ERR last_error says why. */
 static int io_read(rconn_t *c, int sigfd, int timeout_ms, redisReply **out)
 {
     *out = NULL;
@@ -411,7 +356,7 @@ static int open_plain(rconn_t *c)
                             : redisConnectWithTimeout(c->cur_host, c->cur_port, tv);
     if (!c->ctx || c->ctx->err) {
         set_error(c, c->ctx ? c->ctx->errstr : "cannot allocate a connection");
-        disconnect(c);
+        rnode_close(c);
         return -1;
     }
     if (!c->conf.socket) redisEnableKeepAlive(c->ctx);
@@ -435,18 +380,18 @@ static rconn_t *sentinel_conn(const rconn_t *c, const char *addr, char *err, siz
     if (sentinel_parse_addr(addr, SENTINEL_DEFAULT_PORT, shost, sizeof shost, &sc.port, err, errn) < 0)
         return NULL;
     sc.host = shost;
-    rconn_t *s = rconn_new(&sc);
+    rconn_t *s = rnode_new(&sc);
     s->quiet = true;
     return s;
 }
 
 /* Ask sentinel s where the primary is: 1 found, 0 unknown name, -1 (err
- * set) it could not be asked (s is then dropped). */
+ * set) it could not be asked (s is then closed). */
 static int sentinel_query(rconn_t *s, const char *master_name, char *host, size_t hn, int *port, char *err,
                           size_t errn)
 {
     const char *argv[3] = {"SENTINEL", "get-master-addr-by-name", master_name};
-    redisReply *r = rconn_call(s, 3, argv, NULL);
+    redisReply *r = rnode_call(s, 3, argv, NULL);
     int rv = r ? sentinel_master_reply(r, host, hn, port, err, errn) : -1;
     if (!r) snprintf(err, errn, "%s", s->last_error);
     if (r) freeReplyObject(r);
@@ -461,7 +406,7 @@ static int ask_sentinel(rconn_t *c, const char *addr, char *host, size_t hn, int
     rconn_t *s = sentinel_conn(c, addr, err, errn);
     if (!s) return -1;
     int rv = sentinel_query(s, c->conf.sentinel.master_name, host, hn, port, err, errn);
-    rconn_free(s);
+    rnode_free(s);
     return rv;
 }
 
@@ -494,25 +439,24 @@ static int resolve_primary(rconn_t *c)
     return -1;
 }
 
-/* One connection (or, on a cluster, one to each primary): 0, or -1 with
- * last_error set. */
-static int connect_server(rconn_t *c)
+int rnode_connect(rconn_t *c)
 {
-    if (c->cl) return rcl_connect(c);
     if (resolve_primary(c) < 0) return -1;
     int r = c->conf.tls.enabled ? open_tls(c) : open_plain(c);
     if (r < 0 || handshake(c) < 0) {
         /* the sentinel that named it (a stale one?) is asked last next time */
         if (c->conf.sentinel.addrs) c->sentinel_good = (c->sentinel_good + 1) % c->conf.sentinel.naddrs;
+        rnode_close(c);
         return -1;
     }
     return 0;
 }
 
-int rconn_confirm_primary(rconn_t *c)
+/* rconn_confirm_primary for one server. */
+static int confirm_primary(rconn_t *c)
 {
     const redis_sentinel_t *st = &c->conf.sentinel;
-    if (!st->addrs || c->cl || !c->ctx) return 0;
+    if (!st->addrs || !c->ctx) return 0;
     char err[300] = "", host[256];
     int port;
     if (!c->watch) {
@@ -522,7 +466,7 @@ int rconn_confirm_primary(rconn_t *c)
     }
     if (sentinel_query(c->watch, st->master_name, host, sizeof host, &port, err, sizeof err) != 1) {
         /* this one cannot tell now: the next one is asked next time */
-        rconn_free(c->watch);
+        rnode_free(c->watch);
         c->watch = NULL;
         c->sentinel_good = (c->watch_k + 1) % st->naddrs;
         return -1;
@@ -535,170 +479,61 @@ int rconn_confirm_primary(rconn_t *c)
     /* the next connect asks that sentinel first; the watch is made again
      * on the one that named the server it lands on */
     c->sentinel_good = c->watch_k;
-    rconn_free(c->watch);
+    rnode_free(c->watch);
     c->watch = NULL;
-    rconn_close(c);
+    rnode_close(c);
     return 1;
 }
 
-int rconn_slot_node(const rconn_t *c, int slot)
+/* ------------------------------------------------------------ commands */
+
+void rnode_append(rconn_t *c, int argc, const char **argv, const size_t *lens)
 {
-    return c->cl ? rcl_slot_node(c->cl, slot) : 0;
+    if (c->ctx) redisAppendCommandArgv(c->ctx, argc, argv, lens);
 }
 
-int rconn_ensure(rconn_t *c)
+int rnode_send(rconn_t *c)
 {
-    if (c->ctx) return 0;
-    if (c->in_outage && mono_ms() < c->next_attempt_ms) return -1;
-    if (connect_server(c) < 0) {
-        rconn_drop(c, NULL);
-        return -1;
+    return flush_out(c);
+}
+
+int rnode_read(rconn_t *c, int sigfd, int timeout_ms, redisReply **out)
+{
+    *out = NULL;
+    if (!c->ctx) {
+        if (!c->last_error[0]) set_error(c, "not connected");
+        return RC_ERR;
     }
-    if (c->in_outage) {
-        char d[400];
-        rconn_describe(c, d, sizeof d);
-        if (!c->quiet) log_info("redis %s is back", d);
-        c->in_outage = false;
+    return io_read(c, sigfd, timeout_ms, out);
+}
+
+redisReply *rnode_call(rconn_t *c, int argc, const char **argv, const size_t *lens)
+{
+    if (!c->ctx && rnode_connect(c) < 0) return NULL;
+    rnode_append(c, argc, argv, lens);
+    redisReply *r;
+    if (rnode_read(c, -1, -1, &r) != RC_OK) {
+        rnode_close(c);
+        return NULL;
     }
-    c->up_since_ms = mono_ms(); /* the backoff resets only once it stays up (rconn_drop) */
-    c->connects++;
+    return r;
+}
+
+/* One server answers for every slot. */
+static int slot_node(const rconn_t *c, int slot)
+{
+    (void)c;
+    (void)slot;
     return 0;
 }
 
-uint64_t rconn_reconnects(const rconn_t *c)
-{
-    return c->connects > 1 ? c->connects - 1 : 0;
-}
-
-void rconn_append(rconn_t *c, int argc, const char **argv, const size_t *lens)
-{
-    if (c->cl) rcl_append(c, argc, argv, lens);
-    else if (c->ctx) redisAppendCommandArgv(c->ctx, argc, argv, lens);
-}
-
-int rconn_send(rconn_t *c)
-{
-    if (c->cl) return rcl_send(c);
-    if (!c->ctx) return RC_ERR;
-    if (flush_out(c) < 0) {
-        rconn_drop(c, c->last_error);
-        return RC_ERR;
-    }
-    return RC_OK;
-}
-
-int rconn_read(rconn_t *c, int sigfd, int timeout_ms, redisReply **out)
-{
-    if (c->cl) return rcl_read(c, sigfd, timeout_ms, out);
-    *out = NULL;
-    if (!c->ctx) {
-        if (!c->last_error[0]) snprintf(c->last_error, sizeof c->last_error, "not connected");
-        return RC_ERR;
-    }
-    int r = io_read(c, sigfd, timeout_ms, out);
-    if (r == RC_ERR) rconn_drop(c, c->last_error);
-    return r;
-}
-
-redisReply *rconn_call(rconn_t *c, int argc, const char **argv, const size_t *lens)
-{
-    if (rconn_ensure(c) < 0) return NULL;
-    rconn_append(c, argc, argv, lens);
-    redisReply *r;
-    if (rconn_read(c, -1, -1, &r) != RC_OK) return NULL;
-    return r;
-}
-
-/* ------------------------------------------------------------ scripts */
-
-/* SHA-1, for EVALSHA names (RFC 3174; small and dependency-free). */
-static void sha1_hex(const char *data, size_t len, char out[41])
-{
-    uint32_t h[5] = {0x67452301, 0xEFCDAB89, 0x98BADCFE, 0x10325476, 0xC3D2E1F0};
-    size_t total = ((len + 8) / 64 + 1) * 64;
-    unsigned char *m = xcalloc(total, 1);
-    memcpy(m, data, len);
-    m[len] = 0x80;
-    uint64_t bits = (uint64_t)len * 8;
-    for (int i = 0; i < 8; i++) m[total - 1 - i] = (unsigned char)(bits >> (8 * i));
-    for (size_t off = 0; off < total; off += 64) {
-        uint32_t w[80];
-        for (int i = 0; i < 16; i++)
-            w[i] = (uint32_t)m[off + 4 * i] << 24 | (uint32_t)m[off + 4 * i + 1] << 16 |
-                   (uint32_t)m[off + 4 * i + 2] << 8 | m[off + 4 * i + 3];
-        for (int i = 16; i < 80; i++) {
-            uint32_t t = w[i - 3] ^ w[i - 8] ^ w[i - 14] ^ w[i - 16];
-            w[i] = t << 1 | t >> 31;
-        }
-        uint32_t a = h[0], b = h[1], cc = h[2], d = h[3], e = h[4];
-        for (int i = 0; i < 80; i++) {
-            uint32_t f, k;
-            if (i < 20) f = (b & cc) | (~b & d), k = 0x5A827999;
-            else if (i < 40) f = b ^ cc ^ d, k = 0x6ED9EBA1;
-            else if (i < 60) f = (b & cc) | (b & d) | (cc & d), k = 0x8F1BBCDC;
-            else f = b ^ cc ^ d, k = 0xCA62C1D6;
-            uint32_t t = (a << 5 | a >> 27) + f + e + k + w[i];
-            e = d;
-            d = cc;
-            cc = b << 30 | b >> 2;
-            b = a;
-            a = t;
-        }
-        h[0] += a, h[1] += b, h[2] += cc, h[3] += d, h[4] += e;
-    }
-    free(m);
-    for (int i = 0; i < 5; i++) snprintf(out + 8 * i, 9, "%08x", h[i]);
-}
-
-void rscript_init(rscript_t *s, const char *body)
-{
-    s->body = body;
-    sha1_hex(body, strlen(body), s->sha);
-    rcl_register_script(s);
-}
-
-static void append_script(rconn_t *c, const char *verb, const char *what, int numkeys, int argc,
-                          const char **argv, const size_t *lens)
-{
-    const char **av = xcalloc((size_t)argc + 3, sizeof *av);
-    size_t *al = xcalloc((size_t)argc + 3, sizeof *al);
-    char nk[16];
-    snprintf(nk, sizeof nk, "%d", numkeys);
-    av[0] = verb;
-    al[0] = strlen(verb);
-    av[1] = what;
-    al[1] = strlen(what);
-    av[2] = nk;
-    al[2] = strlen(nk);
-    for (int i = 0; i < argc; i++) {
-        av[3 + i] = argv[i];
-        al[3 + i] = lens ? lens[i] : strlen(argv[i]);
-    }
-    rconn_append(c, argc + 3, av, al);
-    free(av);
-    free(al);
-}
-
-void rconn_append_script(rconn_t *c, const rscript_t *s, int numkeys, int argc, const char **argv,
-                         const size_t *lens)
-{
-    append_script(c, "EVALSHA", s->sha, numkeys, argc, argv, lens);
-}
-
-int rconn_script(rconn_t *c, const rscript_t *s, int numkeys, int argc, const char **argv,
-                 const size_t *lens, int sigfd, int timeout_ms, redisReply **out)
-{
-    *out = NULL;
-    if (rconn_ensure(c) < 0) return RC_ERR;
-    rconn_append_script(c, s, numkeys, argc, argv, lens);
-    int r = rconn_read(c, sigfd, timeout_ms, out);
-    if (r == RC_SIGNAL) return r; /* caller keeps reading with rconn_read */
-    if (r == RC_OK && (*out)->type == REDIS_REPLY_ERROR && !strncmp((*out)->str, "NOSCRIPT", 8)) {
-        /* First use on this server, or it was restarted/flushed: EVAL loads it. */
-        freeReplyObject(*out);
-        *out = NULL;
-        append_script(c, "EVAL", s->body, numkeys, argc, argv, lens);
-        r = rconn_read(c, sigfd, timeout_ms, out);
-    }
-    return r;
-}
+const rconn_type_t rnode_type = {
+    .connect = rnode_connect,
+    .close = rnode_close,
+    .append = rnode_append,
+    .send = rnode_send,
+    .read = rnode_read,
+    .describe = describe,
+    .slot_node = slot_node,
+    .confirm_primary = confirm_primary,
+};
