@@ -466,7 +466,7 @@ bool queue_parse_pop(const queue_set_t *qs, const pop_args_t *a, redisReply *r, 
         return false;
     long long kind = r->element[0]->integer;
     if (kind != POP_EMPTY && kind != POP_JOB && kind != POP_POISON) return false;
-    out->kind = (int)kind;
+    out->kind = (enum pop_kind)kind;
     out->qidx = map_queue(qs, a, r->element[1]->integer);
     out->migrate_full = r->element[4]->type == REDIS_REPLY_INTEGER && r->element[4]->integer;
     if (out->kind == POP_JOB) {

@@ -45,7 +45,7 @@
 #define FD_RESPONSE 4
 #define FORKS_LOST_MAX 3         /* forked handlers in a row that end before ready: boot them here */
 
-enum { LAYOUT_FDS = 0, LAYOUT_STDIO = 1 };
+enum handler_layout { LAYOUT_FDS = 0, LAYOUT_STDIO = 1 };
 
 struct handler {
     const pool_conf_t *p;
@@ -66,7 +66,7 @@ struct handler {
     size_t unread;      /* this many written bytes were never read */
 
     /* pipe handler */
-    int layout;
+    enum handler_layout layout;
     int proto;          /* 1 or 2, known once ready */
     bool ready;
     bool exiting;       /* its last response said so: start a fresh one */
@@ -496,7 +496,7 @@ static char *jstr(const cJSON *o, const char *k)
     return cJSON_IsString(v) && v->valuestring ? xstrdup(v->valuestring) : NULL;
 }
 
-static int response_kind(const char *s)
+static enum hres_kind response_kind(const char *s)
 {
     if (!strcmp(s, "done") || !strcmp(s, "deleted") || !strcmp(s, "ok")) return HRES_DONE; /* "ok" answers a failed request */
     if (!strcmp(s, "released")) return HRES_RELEASED;
@@ -1174,7 +1174,7 @@ static int failed_once(handler_t *h, const hjob_t *j, const hresult_t *why, cons
         }
         hresult_t res;
         if (handler_step(h, fds, n, &res) == 1) {
-            int kind = res.kind;
+            enum hres_kind kind = res.kind;
             hresult_free(&res);
             if (kind == HRES_NOT_STARTED) return 0;
             if (kind == HRES_CRASHED) log_warn("job %s: the handler died while running failure hooks", h->job_id);

@@ -54,7 +54,7 @@ enum hres_kind {
 };
 
 typedef struct {
-    int kind;
+    enum hres_kind kind;
     bool has_delay;
     long delay;
     char *exception;     /* full text for the failed record */

@@ -75,7 +75,7 @@ static int64_t renew_every_ms(const pool_conf_t *p)
 }
 
 typedef struct {
-    int kind;
+    enum outcome_kind kind;
     int qidx;
     char *reserved;
     size_t reslen;
@@ -373,7 +373,7 @@ static void append_outcome(worker_t *w, const outcome_t *o)
     }
 }
 
-enum { OW_OK, OW_LOST, OW_REFUSED };
+enum { OW_OK = 0, OW_LOST = -1, OW_REFUSED = -2 };
 
 /* Read the reply to one appended outcome. */
 static int read_outcome_reply(worker_t *w, char *err, size_t errn)
@@ -551,7 +551,7 @@ static void job_free(job_t *j)
     free(j->uuid);
 }
 
-static outcome_t *set_pending(worker_t *w, job_t *j, int kind)
+static outcome_t *set_pending(worker_t *w, job_t *j, enum outcome_kind kind)
 {
     static outcome_t dropped;
     if (w->npending == MAX_PENDING) flush_outcome(w); /* cannot happen: kept for safety */
