@@ -38,10 +38,10 @@ typedef struct {
  * *n entries). 0, or -1 with err filled. */
 int rcluster_parse_slots(const redisReply *r, rcluster_range_t **out, int *n, char *err, size_t errn);
 
-enum { RCLUSTER_NOREDIR = 0, RCLUSTER_MOVED = 1, RCLUSTER_ASK = 2 };
+enum rcluster_redirect { RCLUSTER_NOREDIR = 0, RCLUSTER_MOVED = 1, RCLUSTER_ASK = 2 };
 /* "MOVED 3999 127.0.0.1:6381" / "ASK 3999 127.0.0.1:6381": the kind, with
  * slot, host and port filled; RCLUSTER_NOREDIR for any other text. */
-int rcluster_parse_redirect(const char *err, int *slot, char *host, size_t hn, int *port);
+enum rcluster_redirect rcluster_parse_redirect(const char *err, int *slot, char *host, size_t hn, int *port);
 
 /* Group queues (by their slots, in priority order) into runs of the same
  * slot: group[i] is queue i's group number (0, 1, ...), consecutive queues

@@ -369,7 +369,7 @@ static int asking(rconn_t *c, int node)
 }
 
 /* Follow MOVED / ASK for the head entry: resend it to the node named. */
-static int redirect(rconn_t *c, rcl_pending_t *p, int kind, int slot, const char *host, int port)
+static int redirect(rconn_t *c, rcl_pending_t *p, enum rcluster_redirect kind, int slot, const char *host, int port)
 {
     struct rcluster *cl = c->cl;
     int to = node_index(c, host, port);
@@ -445,7 +445,8 @@ static int rcl_read(rconn_t *c, int sigfd, int timeout_ms, redisReply **out)
         }
         if (r->type == REDIS_REPLY_ERROR) {
             char host[256];
-            int slot, port, kind = rcluster_parse_redirect(r->str, &slot, host, sizeof host, &port);
+            int slot, port;
+            enum rcluster_redirect kind = rcluster_parse_redirect(r->str, &slot, host, sizeof host, &port);
             if (kind != RCLUSTER_NOREDIR && hops < MAX_REDIRECTS) {
                 freeReplyObject(r);
                 if (redirect(c, p, kind, slot, host, port) != RC_OK) return RC_ERR;

@@ -1079,9 +1079,9 @@ static void pipe_gone(handler_t *h, hresult_t *res)
     }
 }
 
-int handler_step(handler_t *h, const struct pollfd *fds, int n, hresult_t *res)
+bool handler_step(handler_t *h, const struct pollfd *fds, int n, hresult_t *res)
 {
-    if (!h->in_job) return 0;
+    if (!h->in_job) return false;
     for (int i = 0; i < n; i++) {
         if (!fds[i].revents) continue;
         if (fds[i].fd == h->in_fd) flush_request(h);
@@ -1095,16 +1095,16 @@ int handler_step(handler_t *h, const struct pollfd *fds, int n, hresult_t *res)
         handler_reap(h);
         if (h->exited) {
             exec_result(h, res);
-            return 1;
+            return true;
         }
-        return 0;
+        return false;
     }
     char why[160];
     int rv = next_response(h, res, why, sizeof why);
     if (rv == 1) {
         h->in_job = false;
         if (res->exiting) h->exiting = true;
-        return 1;
+        return true;
     }
     if (rv < 0) {
         violation(h, why);
@@ -1112,15 +1112,15 @@ int handler_step(handler_t *h, const struct pollfd *fds, int n, hresult_t *res)
         free(res->message);
         res->message = xasprintf("the pipe handler broke the protocol (%s) while running the job", why);
         h->in_job = false;
-        return 1;
+        return true;
     }
     handler_reap(h);
     if (h->out_fd < 0 || h->exited) {
         pipe_gone(h, res);
         h->in_job = false;
-        return 1;
+        return true;
     }
-    return 0;
+    return false;
 }
 
 void handler_abort(handler_t *h)
@@ -1173,7 +1173,7 @@ static int failed_once(handler_t *h, const hjob_t *j, const hresult_t *why, cons
             return -1;
         }
         hresult_t res;
-        if (handler_step(h, fds, n, &res) == 1) {
+        if (handler_step(h, fds, n, &res)) {
             enum hres_kind kind = res.kind;
             hresult_free(&res);
             if (kind == HRES_NOT_STARTED) return 0;

@@ -849,7 +849,7 @@ static void fire(worker_t *w, job_t *j, hresult_t *res)
             return;
         }
         if (fds[0].revents & POLLIN) read_signals(w);
-        if (handler_step(w->h, fds + 1, n - 1, res) == 1) return;
+        if (handler_step(w->h, fds + 1, n - 1, res)) return;
         now = mono_ms();
         orphan_lease(w, now);
         if (deadline && now >= deadline) {
