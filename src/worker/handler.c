@@ -119,18 +119,24 @@ static void close_fd(int *fd)
     *fd = -1;
 }
 
+/* Forget what the streams held and how much of the request was written. */
+static void reset_streams(handler_t *h)
+{
+    sbuf_reset(&h->out);
+    sbuf_reset(&h->err);
+    sbuf_reset(&h->log);
+    h->woff = 0;
+    h->unread_known = false;
+}
+
 static void close_all(handler_t *h)
 {
     close_fd(&h->in_fd);
     close_fd(&h->out_fd);
     close_fd(&h->err_fd);
     close_fd(&h->log_fd);
-    sbuf_reset(&h->out);
-    sbuf_reset(&h->err);
-    sbuf_reset(&h->log);
+    reset_streams(h);
     sbuf_reset(&h->w);
-    h->woff = 0;
-    h->unread_known = false;
 }
 
 /* Is the forked handler still there? Its pidfd says; without one (a kernel
@@ -284,12 +290,8 @@ static void take_channel(handler_t *h, int in, int out, int err, int log)
     int fds[] = {in, out, err, log};
     for (int i = 0; i < 4; i++)
         if (fds[i] >= 0) set_nonblock(fds[i], true);
-    sbuf_reset(&h->out);
-    sbuf_reset(&h->err);
-    sbuf_reset(&h->log);
+    reset_streams(h);
     sbuf_reset(&h->tail);
-    h->woff = 0;
-    h->unread_known = false;
     h->started_ms = mono_ms();
 }
 
