@@ -1132,25 +1132,23 @@ void handler_abort(handler_t *h)
     h->in_job = false;
 }
 
+/* What comes before a value (its key), then the value as a JSON string, or
+ * null for none. */
+static void put_str_or_null(sbuf_t *b, const char *before, const char *v)
+{
+    sbuf_puts(b, before);
+    if (v)
+        sbuf_json_str(b, v, strlen(v));
+    else
+        sbuf_puts(b, "null");
+}
+
 static void put_failed_fields(sbuf_t *b, const hresult_t *why, const char *reason)
 {
-    sbuf_puts(b, ",\"reason\":");
-    sbuf_json_str(b, reason, strlen(reason));
-    sbuf_puts(b, ",\"exception\":{\"class\":");
-    if (why && why->exc_class)
-        sbuf_json_str(b, why->exc_class, strlen(why->exc_class));
-    else
-        sbuf_puts(b, "null");
-    sbuf_puts(b, ",\"message\":");
-    if (why && why->message)
-        sbuf_json_str(b, why->message, strlen(why->message));
-    else
-        sbuf_puts(b, "null");
-    sbuf_puts(b, ",\"text\":");
-    if (why && why->exception)
-        sbuf_json_str(b, why->exception, strlen(why->exception));
-    else
-        sbuf_puts(b, "null");
+    put_str_or_null(b, ",\"reason\":", reason);
+    put_str_or_null(b, ",\"exception\":{\"class\":", why ? why->exc_class : NULL);
+    put_str_or_null(b, ",\"message\":", why ? why->message : NULL);
+    put_str_or_null(b, ",\"text\":", why ? why->exception : NULL);
     sbuf_puts(b, "}");
 }
 

@@ -1261,9 +1261,6 @@ static int outcomes_for_pop(worker_t *w, uint32_t skip)
     return write_pending_now(w); /* refused: written again at the top of the loop */
 }
 
-/* Pop the next job (and up to prefetch - 1 more into w->local), pipelined
- * with the outcomes written since the last pop. False: nothing to run now
- * (empty and waited, poison moved aside, Redis trouble): go round again. */
 /* Write the outcomes that may go with this pop, then append the pop: false
  * when there is nothing to read (the connection was lost, or no queue may
  * be popped now). */
@@ -1337,6 +1334,9 @@ static void wait_after_empty(worker_t *w, job_t *job, const pop_args_t *a)
     idle_wait(w, secs, a->skip_mask);
 }
 
+/* Pop the next job (and up to prefetch - 1 more into w->local), pipelined
+ * with the outcomes written since the last pop. False: nothing to run now
+ * (empty and waited, poison moved aside, Redis trouble): go round again. */
 static bool pop_next(worker_t *w, uint32_t skip, job_t *job)
 {
     int64_t now_ms = mono_ms();
