@@ -1,7 +1,7 @@
 /*
  * redis_conf.h - a Redis connection's settings, as the config loader
- * (config/config.c) fills them and the connection layer (rconn.c, rtls.c,
- * sentinel lookups, Cluster) reads them. Types only: the Redis layer needs
+ * (config/config.c) fills them and the connection layer (rconn.c, rnode.c,
+ * rtls.c, sentinel lookups, Cluster) reads them. Types only: the Redis layer needs
  * nothing else of the configuration.
  */
 #ifndef QPOOL_REDIS_CONF_H
