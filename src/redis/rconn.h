@@ -15,8 +15,9 @@
  * loaded on NOSCRIPT) and forwards the rest to c->type. There are two:
  *   - rnode_type (rnode.c): one server, reached over TCP, a Unix socket or
  *     TLS, found through Sentinel or configured;
- *   - rconn_cluster_type (rconn_cluster.c): Redis Cluster, whose nodes are
- *     each an rnode connection (rnode.h), never an rconn of their own.
+ *   - rconn_cluster_type (rconn_cluster.c): Redis Cluster. Its nodes are
+ *     single-server connections driven through rnode.h directly, not
+ *     through the front, so they neither back off nor log on their own.
  * rconn_new picks the type from the settings (cluster = [...] or not). The
  * layering is one-way: rconn.c calls both types, rconn_cluster.c calls
  * rnode.c, and rnode.c calls neither. A type's functions report failure
@@ -54,7 +55,8 @@ typedef struct rconn_type {
     /* Send what is queued and read the next reply (connected): RC_OK,
      * RC_SIGNAL, or RC_ERR with last_error set. */
     int (*read)(rconn_t *c, int sigfd, int timeout_ms, redisReply **out);
-    /* rconn_describe, rconn_slot_node, rconn_confirm_primary. */
+    /* rconn_describe, rconn_slot_node, rconn_confirm_primary (may be
+     * NULL: nothing to confirm, 0). */
     void (*describe)(const rconn_t *c, char *buf, size_t n);
     int (*slot_node)(const rconn_t *c, int slot);
     int (*confirm_primary)(rconn_t *c);
