@@ -49,10 +49,6 @@ void alerts_conf_defaults(alerts_conf_t *c);
 /* Free the overrides (their queue names too), then the defaults again. */
 void alerts_conf_free(alerts_conf_t *c);
 
-/* Where a redis connection was defined: qpool.conf, the built-in "default"
- * (127.0.0.1:6379) used when qpool.conf names none, or a Laravel app. */
-enum redis_kind { REDIS_FROM_CONF = 0, REDIS_STOCK = 1, REDIS_FROM_APP = 2 };
-
 /* One setting read from a Laravel app, for `qpool check`. */
 typedef struct {
     char *key;

@@ -109,6 +109,11 @@ void free_wiped(char *s)
     free(s);
 }
 
+void free_all(void *const *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++) free(p[i]);
+}
+
 char **strv_dup(char *const *v)
 {
     size_t n = strv_len(v);

@@ -26,6 +26,9 @@ bool str_eq(const char *a, const char *b);         /* strcmp() == 0; NULL equals
 bool strv_eq(char *const *a, char *const *b);      /* the same for NULL-terminated vectors */
 char *xstrdup_or_null(const char *s);              /* NULL stays NULL */
 void free_wiped(char *s);                          /* zero a secret string, then free it */
+/* free() each pointer given: FREE_ALL(p->a, p->b, p->c). */
+#define FREE_ALL(...) free_all((void *[]){__VA_ARGS__}, sizeof((void *[]){__VA_ARGS__}) / sizeof(void *))
+void free_all(void *const *p, size_t n);
 
 int64_t mono_ms(void);               /* CLOCK_MONOTONIC, milliseconds */
 double mono_s(void);

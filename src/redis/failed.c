@@ -14,11 +14,7 @@
 
 void frec_free(frec_t *f)
 {
-    free(f->uuid);
-    free(f->connection);
-    free(f->queue);
-    free(f->payload);
-    free(f->exception);
+    FREE_ALL(f->uuid, f->connection, f->queue, f->payload, f->exception);
     memset(f, 0, sizeof *f);
 }
 

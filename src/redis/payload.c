@@ -93,11 +93,7 @@ int payload_parse(const char *raw, size_t len, job_payload_t *p, char *err, size
 
 void payload_free(job_payload_t *p)
 {
-    free(p->uuid);
-    free(p->id);
-    free(p->display_name);
-    free(p->job);
-    free(p->backoff);
+    FREE_ALL(p->uuid, p->id, p->display_name, p->job, p->backoff);
     memset(p, 0, sizeof *p);
 }
 

@@ -267,13 +267,7 @@ void qkeys_init(qkeys_t *k, const char *prefix, const char *name)
 
 void qkeys_free(qkeys_t *k)
 {
-    free(k->name);
-    free(k->unpop);
-    free(k->ready);
-    free(k->delayed);
-    free(k->reserved);
-    free(k->notify);
-    free(k->failed);
+    FREE_ALL(k->name, k->unpop, k->ready, k->delayed, k->reserved, k->notify, k->failed);
 }
 
 void queue_set_init(queue_set_t *qs, const char *prefix, char *const *names, int n)
@@ -289,10 +283,7 @@ void queue_set_init(queue_set_t *qs, const char *prefix, char *const *names, int
 void queue_set_free(queue_set_t *qs)
 {
     for (int i = 0; i < qs->nq; i++) qkeys_free(&qs->q[i]);
-    free(qs->q);
-    free(qs->prefix);
-    free(qs->failed_queues);
-    free(qs->failed_job_prefix);
+    FREE_ALL(qs->q, qs->prefix, qs->failed_queues, qs->failed_job_prefix);
     memset(qs, 0, sizeof *qs);
 }
 
@@ -466,7 +457,7 @@ bool queue_parse_pop(const queue_set_t *qs, const pop_args_t *a, redisReply *r, 
         return false;
     long long kind = r->element[0]->integer;
     if (kind != POP_EMPTY && kind != POP_JOB && kind != POP_POISON) return false;
-    out->kind = (int)kind;
+    out->kind = (enum pop_kind)kind;
     out->qidx = map_queue(qs, a, r->element[1]->integer);
     out->migrate_full = r->element[4]->type == REDIS_REPLY_INTEGER && r->element[4]->integer;
     if (out->kind == POP_JOB) {
@@ -515,11 +506,7 @@ void pop_item_free(pop_item_t *it)
 void pop_result_free(pop_result_t *r)
 {
     for (int i = 0; i < r->nextra; i++) pop_item_free(&r->extra[i]);
-    free(r->extra);
-    free(r->raw);
-    free(r->reserved);
-    free(r->uuid);
-    free(r->reason);
+    FREE_ALL(r->extra, r->raw, r->reserved, r->uuid, r->reason);
     memset(r, 0, sizeof *r);
 }
 

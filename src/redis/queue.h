@@ -60,7 +60,7 @@ typedef struct {
 } pop_item_t;
 
 typedef struct {
-    int kind;
+    enum pop_kind kind;
     int qidx;                  /* index into the queue_set */
     char *raw;                 /* original payload (POP_JOB) */
     size_t rawlen;

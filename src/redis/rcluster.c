@@ -107,9 +107,9 @@ int rcluster_parse_slots(const redisReply *r, rcluster_range_t **out, int *n, ch
     return 0;
 }
 
-int rcluster_parse_redirect(const char *err, int *slot, char *host, size_t hn, int *port)
+enum rcluster_redirect rcluster_parse_redirect(const char *err, int *slot, char *host, size_t hn, int *port)
 {
-    int kind;
+    enum rcluster_redirect kind;
     if (!strncmp(err, "MOVED ", 6)) kind = RCLUSTER_MOVED;
     else if (!strncmp(err, "ASK ", 4)) kind = RCLUSTER_ASK;
     else return RCLUSTER_NOREDIR;

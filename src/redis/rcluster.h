@@ -2,8 +2,9 @@
  * rcluster.h - the pure parts of Redis Cluster support: a key's hash slot
  * (CRC16, hash tags), which argument of a command is its key, the CLUSTER
  * SLOTS reply, MOVED / ASK redirections, and grouping a pool's queues by
- * slot. The connections themselves are rconn's (rconn.c: a cluster rconn
- * holds one rconn per node and routes each command by its key's slot).
+ * slot. The connections themselves are rconn's (rconn_cluster.c: a cluster
+ * rconn holds one connection per node and routes each command by its key's
+ * slot).
  */
 #ifndef QPOOL_RCLUSTER_H
 #define QPOOL_RCLUSTER_H
@@ -37,10 +38,10 @@ typedef struct {
  * *n entries). 0, or -1 with err filled. */
 int rcluster_parse_slots(const redisReply *r, rcluster_range_t **out, int *n, char *err, size_t errn);
 
-enum { RCLUSTER_NOREDIR = 0, RCLUSTER_MOVED = 1, RCLUSTER_ASK = 2 };
+enum rcluster_redirect { RCLUSTER_NOREDIR = 0, RCLUSTER_MOVED = 1, RCLUSTER_ASK = 2 };
 /* "MOVED 3999 127.0.0.1:6381" / "ASK 3999 127.0.0.1:6381": the kind, with
  * slot, host and port filled; RCLUSTER_NOREDIR for any other text. */
-int rcluster_parse_redirect(const char *err, int *slot, char *host, size_t hn, int *port);
+enum rcluster_redirect rcluster_parse_redirect(const char *err, int *slot, char *host, size_t hn, int *port);
 
 /* Group queues (by their slots, in priority order) into runs of the same
  * slot: group[i] is queue i's group number (0, 1, ...), consecutive queues

@@ -7,6 +7,25 @@
  * An outage is logged once when it starts and once when it ends; in between
  * every call fails fast until the next reconnect attempt is due (backoff
  * 0.1 s doubling to 5 s). Nothing here ever exits the process.
+ *
+ * Connection types. As Redis's connection.h does, an rconn_t carries a
+ * table of functions, its type (rconn_type_t), and the rconn_* functions
+ * below are a thin front: rconn.c keeps what every type shares (the
+ * reconnect with backoff, the outage log lines, the round of a script
+ * loaded on NOSCRIPT) and forwards the rest to c->type. There are two:
+ *   - rnode_type (rnode.c): one server, reached over TCP, a Unix socket or
+ *     TLS, found through Sentinel or configured;
+ *   - rconn_cluster_type (rconn_cluster.c): Redis Cluster. Its nodes are
+ *     single-server connections driven through rnode.h directly, not
+ *     through the front, so they neither back off nor log on their own.
+ * rconn_new picks the type from the settings (cluster = [...] or not). The
+ * layering is one-way: rconn.c calls both types, rconn_cluster.c calls
+ * rnode.c, and rnode.c calls neither. A type's functions report failure
+ * with last_error set and never drop: the front drops (rconn_drop), so the
+ * outage is logged and backed off the same way whatever the type.
+ *
+ * Return codes: 0 (RC_OK) for success, negative for failure: RC_ERR, or
+ * RC_SIGNAL when a wait was cut short by the caller's signal fd.
  */
 #ifndef QPOOL_RCONN_H
 #define QPOOL_RCONN_H
@@ -17,7 +36,34 @@
 
 #include "redis/redis_conf.h"
 
-typedef struct rconn {
+typedef struct rconn rconn_t;
+
+/* The functions of one connection type. A type's functions are called by
+ * the front only (rconn.c), which has checked what it says below. */
+typedef struct rconn_type {
+    /* Make / free the type's own state (rconn_new, rconn_free); may be NULL. */
+    void (*init)(rconn_t *c);
+    void (*release)(rconn_t *c);
+    /* Connect (not connected): 0, or -1 with last_error set. */
+    int (*connect)(rconn_t *c);
+    /* Close the connection (connected or not); c->ctx becomes NULL. */
+    void (*close)(rconn_t *c);
+    /* Queue one command (connected). */
+    void (*append)(rconn_t *c, int argc, const char **argv, const size_t *lens);
+    /* Send what is queued (connected): 0, or -1 with last_error set. */
+    int (*send)(rconn_t *c);
+    /* Send what is queued and read the next reply (connected): RC_OK,
+     * RC_SIGNAL, or RC_ERR with last_error set. */
+    int (*read)(rconn_t *c, int sigfd, int timeout_ms, redisReply **out);
+    /* rconn_describe, rconn_slot_node, rconn_confirm_primary (may be
+     * NULL: nothing to confirm, 0). */
+    void (*describe)(const rconn_t *c, char *buf, size_t n);
+    int (*slot_node)(const rconn_t *c, int slot);
+    int (*confirm_primary)(rconn_t *c);
+} rconn_type_t;
+
+struct rconn {
+    const rconn_type_t *type;
     char *name;
     redis_conf_t conf;          /* private copy */
     redisContext *ctx;
@@ -38,9 +84,9 @@ typedef struct rconn {
     struct rconn *watch;        /* rconn_confirm_primary's sentinel connection, kept; NULL until used */
     int watch_k;                /* which sentinel it is */
     struct rcluster *cl;        /* cluster = [...]: the nodes and slot map (rconn_cluster.c); NULL otherwise */
-} rconn_t;
+};
 
-enum { RC_OK = 1, RC_SIGNAL = 0, RC_ERR = -1 };
+enum { RC_OK = 0, RC_ERR = -1, RC_SIGNAL = -2 };
 
 rconn_t *rconn_new(const redis_conf_t *rc);
 /* Connections made after the first (qpool_redis_reconnects_total). */

@@ -4,6 +4,7 @@
 #include "redis/rconn_cluster.h"
 #include "core/log.h"
 #include "redis/rcluster.h"
+#include "redis/rnode.h"
 #include "redis/sentinel.h"
 #include "core/util.h"
 
@@ -66,11 +67,12 @@ static void add_known(struct rcluster *cl, const char *addr)
     if (cl->nknown < MAX_KNOWN) cl->known[cl->nknown++] = xstrdup(addr);
 }
 
-struct rcluster *rcl_new(const rconn_t *c)
+/* The type's state: the seeds are the first addresses known. */
+static void rcl_init(rconn_t *c)
 {
     struct rcluster *cl = xcalloc(1, sizeof *cl);
     for (int i = 0; i < c->conf.ncluster; i++) add_known(cl, c->conf.cluster[i]);
-    return cl;
+    c->cl = cl;
 }
 
 static void pending_clear(struct rcluster *cl)
@@ -83,11 +85,12 @@ static void pending_clear(struct rcluster *cl)
     cl->qhead = cl->qlen = 0;
 }
 
-void rcl_disconnect(rconn_t *c)
+/* Close every node connection and forget what was pending. */
+static void rcl_disconnect(rconn_t *c)
 {
     struct rcluster *cl = c->cl;
     pending_clear(cl);
-    for (int i = 0; i < cl->nnodes; i++) rconn_free(cl->nodes[i].rc);
+    for (int i = 0; i < cl->nnodes; i++) rnode_free(cl->nodes[i].rc);
     free(cl->nodes);
     cl->nodes = NULL;
     cl->nnodes = 0;
@@ -95,15 +98,16 @@ void rcl_disconnect(rconn_t *c)
     c->ctx = NULL;
 }
 
-void rcl_free(struct rcluster *cl)
+static void rcl_release(rconn_t *c)
 {
-    if (!cl) return;
+    struct rcluster *cl = c->cl;
     free(cl->q);
     for (int i = 0; i < cl->nknown; i++) free(cl->known[i]);
     free(cl);
+    c->cl = NULL;
 }
 
-void rcl_describe(const rconn_t *c, char *buf, size_t n)
+static void rcl_describe(const rconn_t *c, char *buf, size_t n)
 {
     size_t o = (size_t)snprintf(buf, n, "%s (cluster", c->name);
     for (int i = 0; i < c->conf.ncluster && o < n; i++)
@@ -121,12 +125,12 @@ static int load_scripts(rcl_node_t *nd)
     nd->nloaded = nscripts;
     for (int i = 0; i < nscripts; i++) {
         const char *argv[3] = {"SCRIPT", "LOAD", scripts[i].body};
-        rconn_append(n, 3, argv, NULL);
+        rnode_append(n, 3, argv, NULL);
     }
     int rv = 0;
     for (int i = 0; i < nscripts; i++) {
         redisReply *r;
-        if (rconn_read(n, -1, -1, &r) != RC_OK) return -1;
+        if (rnode_read(n, -1, -1, &r) != RC_OK) return -1;
         if (r->type == REDIS_REPLY_ERROR) {
             snprintf(n->last_error, sizeof n->last_error, "SCRIPT LOAD: %s", r->str);
             rv = -1;
@@ -146,7 +150,7 @@ static rconn_t *node_conn(const rconn_t *c, const char *host, int port)
     nc.port = port;
     nc.cluster = NULL;
     nc.ncluster = 0;
-    rconn_t *n = rconn_new(&nc);
+    rconn_t *n = rnode_new(&nc);
     n->quiet = true;
     return n;
 }
@@ -175,11 +179,10 @@ static int node_index(rconn_t *c, const char *host, int port)
 static int node_up(rconn_t *c, int i)
 {
     rcl_node_t *nd = &c->cl->nodes[i];
-    if (nd->rc->ctx) return 0;
-    nd->rc->in_outage = false; /* the cluster keeps the backoff */
-    if (rconn_ensure(nd->rc) == 0 && load_scripts(nd) == 0) return 0;
+    if (nd->rc->ctx) return 0; /* the cluster keeps the backoff: a node connects at once */
+    if (rnode_connect(nd->rc) == 0 && load_scripts(nd) == 0) return 0;
     snprintf(c->last_error, sizeof c->last_error, "node %.60s:%d: %.170s", nd->host, nd->port, nd->rc->last_error);
-    rconn_close(nd->rc);
+    rnode_close(nd->rc);
     return -1;
 }
 
@@ -205,9 +208,9 @@ static int ask_slots(rconn_t *c, const char *addr, char *err, size_t errn)
     if (sentinel_parse_addr(addr, RCLUSTER_DEFAULT_PORT, host, sizeof host, &port, err, errn) < 0) return -1;
     rconn_t *s = node_conn(c, host, port);
     const char *argv[2] = {"CLUSTER", "SLOTS"};
-    redisReply *r = rconn_call(s, 2, argv, NULL);
+    redisReply *r = rnode_call(s, 2, argv, NULL);
     if (!r) snprintf(err, errn, "%.100s: %.190s", addr, s->last_error);
-    rconn_free(s);
+    rnode_free(s);
     if (!r) return -1;
     rcluster_range_t *v;
     char why[200];
@@ -220,7 +223,8 @@ static int ask_slots(rconn_t *c, const char *addr, char *err, size_t errn)
     return 0;
 }
 
-int rcl_connect(rconn_t *c)
+/* Read the slot map and connect to every primary: 0, or -1 with last_error set. */
+static int rcl_connect(rconn_t *c)
 {
     struct rcluster *cl = c->cl;
     char err[300] = "no address";
@@ -251,12 +255,14 @@ int rcl_connect(rconn_t *c)
 
 /* ------------------------------------------------------------ commands */
 
-int rcl_slot_node(const struct rcluster *cl, int slot)
+/* The node serving a slot now (an index; -1 unknown). */
+static int rcl_slot_node(const rconn_t *c, int slot)
 {
-    return slot >= 0 && slot < RCLUSTER_SLOTS ? cl->slot_node[slot] : -1;
+    return slot >= 0 && slot < RCLUSTER_SLOTS ? c->cl->slot_node[slot] : -1;
 }
 
-int rcl_command_slot(int argc, const char **argv, const size_t *lens)
+/* The slot a command's key maps to, -1 for none. */
+static int rcl_command_slot(int argc, const char **argv, const size_t *lens)
 {
     int k = rcluster_command_key(argc, argv, lens);
     if (k < 0) return -1;
@@ -288,10 +294,10 @@ static void send_to(rconn_t *c, rcl_pending_t *p, int node)
     redisAppendFormattedCommand(c->cl->nodes[node].rc->ctx, p->cmd, p->len);
 }
 
-void rcl_append(rconn_t *c, int argc, const char **argv, const size_t *lens)
+static void rcl_append(rconn_t *c, int argc, const char **argv, const size_t *lens)
 {
     struct rcluster *cl = c->cl;
-    if (!c->ctx || cl->nnodes == 0) return;
+    if (cl->nnodes == 0) return;
     int slot = rcl_command_slot(argc, argv, lens);
     int node = slot >= 0 ? cl->slot_node[slot] : 0;
     if (node < 0) node = 0; /* keyless, or an unassigned slot (the node says where, or CLUSTERDOWN);
@@ -307,10 +313,11 @@ void rcl_append(rconn_t *c, int argc, const char **argv, const size_t *lens)
     send_to(c, p, node);
 }
 
-/* Drop the cluster connection for what went wrong on a node (node < 0:
- * none in particular). The reason becomes the connection's last_error, so it
- * is composed to fit there: the node's address and the node's own reason
- * are each cut to their share (an address is rarely longer than 60). */
+/* What went wrong on a node (node < 0: none in particular), which drops
+ * the whole cluster connection (the front drops on RC_ERR). The reason
+ * becomes the connection's last_error, so it is composed to fit there: the
+ * node's address and the node's own reason are each cut to their share (an
+ * address is rarely longer than 60). */
 static int fail(rconn_t *c, int node, const char *what)
 {
     char why[sizeof c->last_error];
@@ -318,20 +325,19 @@ static int fail(rconn_t *c, int node, const char *what)
         snprintf(why, sizeof why, "node %.60s:%d: %.170s", c->cl->nodes[node].host, c->cl->nodes[node].port, what);
     else
         snprintf(why, sizeof why, "%s", what);
-    rconn_drop(c, why);
+    snprintf(c->last_error, sizeof c->last_error, "%s", why);
     return RC_ERR;
 }
 
-int rcl_send(rconn_t *c)
+static int rcl_send(rconn_t *c)
 {
     struct rcluster *cl = c->cl;
-    if (!c->ctx) return RC_ERR;
     bool any = false;
     for (int i = 0; i < cl->nnodes; i++) {
         rconn_t *n = cl->nodes[i].rc;
         if (!n->ctx || !n->ctx->obuf || !*n->ctx->obuf) continue;
         any = true;
-        if (rconn_send(n) != RC_OK) return fail(c, i, n->last_error);
+        if (rnode_send(n) < 0) return fail(c, i, n->last_error);
     }
     if (any) c->round_trips++;
     return RC_OK;
@@ -345,7 +351,7 @@ static int drain_node(rconn_t *c, int node)
     for (int i = 1; i < cl->qlen; i++) {
         rcl_pending_t *p = &cl->q[(cl->qhead + i) % cl->qcap];
         if (p->node != node || p->stash) continue;
-        if (rconn_read(cl->nodes[node].rc, -1, -1, &p->stash) != RC_OK) return -1;
+        if (rnode_read(cl->nodes[node].rc, -1, -1, &p->stash) != RC_OK) return -1;
     }
     return 0;
 }
@@ -355,15 +361,15 @@ static int asking(rconn_t *c, int node)
 {
     rconn_t *n = c->cl->nodes[node].rc;
     const char *argv[1] = {"ASKING"};
-    rconn_append(n, 1, argv, NULL);
+    rnode_append(n, 1, argv, NULL);
     redisReply *r;
-    if (rconn_read(n, -1, -1, &r) != RC_OK) return fail(c, node, n->last_error);
+    if (rnode_read(n, -1, -1, &r) != RC_OK) return fail(c, node, n->last_error);
     freeReplyObject(r);
     return RC_OK;
 }
 
 /* Follow MOVED / ASK for the head entry: resend it to the node named. */
-static int redirect(rconn_t *c, rcl_pending_t *p, int kind, int slot, const char *host, int port)
+static int redirect(rconn_t *c, rcl_pending_t *p, enum rcluster_redirect kind, int slot, const char *host, int port)
 {
     struct rcluster *cl = c->cl;
     int to = node_index(c, host, port);
@@ -417,14 +423,9 @@ static void pop_head(struct rcluster *cl)
     cl->qlen--;
 }
 
-int rcl_read(rconn_t *c, int sigfd, int timeout_ms, redisReply **out)
+static int rcl_read(rconn_t *c, int sigfd, int timeout_ms, redisReply **out)
 {
     struct rcluster *cl = c->cl;
-    *out = NULL;
-    if (!c->ctx) {
-        if (!c->last_error[0]) snprintf(c->last_error, sizeof c->last_error, "not connected");
-        return RC_ERR;
-    }
     if (cl->qlen == 0) return fail(c, -1, "no reply pending");
     if (rcl_send(c) != RC_OK) return RC_ERR;
     rcl_pending_t *p = &cl->q[cl->qhead];
@@ -433,7 +434,7 @@ int rcl_read(rconn_t *c, int sigfd, int timeout_ms, redisReply **out)
         redisReply *r = p->stash;
         p->stash = NULL;
         if (!r) {
-            int rv = rconn_read(cl->nodes[p->node].rc, sigfd, timeout_ms, &r);
+            int rv = rnode_read(cl->nodes[p->node].rc, sigfd, timeout_ms, &r);
             if (rv == RC_SIGNAL) return rv;
             if (rv != RC_OK) return fail(c, p->node, cl->nodes[p->node].rc->last_error);
         }
@@ -444,7 +445,8 @@ int rcl_read(rconn_t *c, int sigfd, int timeout_ms, redisReply **out)
         }
         if (r->type == REDIS_REPLY_ERROR) {
             char host[256];
-            int slot, port, kind = rcluster_parse_redirect(r->str, &slot, host, sizeof host, &port);
+            int slot, port;
+            enum rcluster_redirect kind = rcluster_parse_redirect(r->str, &slot, host, sizeof host, &port);
             if (kind != RCLUSTER_NOREDIR && hops < MAX_REDIRECTS) {
                 freeReplyObject(r);
                 if (redirect(c, p, kind, slot, host, port) != RC_OK) return RC_ERR;
@@ -462,3 +464,15 @@ int rcl_read(rconn_t *c, int sigfd, int timeout_ms, redisReply **out)
         return RC_OK;
     }
 }
+
+const rconn_type_t rconn_cluster_type = {
+    .init = rcl_init,
+    .release = rcl_release,
+    .connect = rcl_connect,
+    .close = rcl_disconnect,
+    .append = rcl_append,
+    .send = rcl_send,
+    .read = rcl_read,
+    .describe = rcl_describe,
+    .slot_node = rcl_slot_node,
+};

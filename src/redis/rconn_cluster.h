@@ -1,9 +1,10 @@
 /*
- * rconn_cluster.h - Redis Cluster under an rconn (rconn.c calls these when
- * the connection has `cluster = [...]`). Internal to rconn.
+ * rconn_cluster.h - the Redis Cluster connection type (rconn.h): rconn.c
+ * gives a connection with `cluster = [...]` this type's table. Internal to
+ * rconn.
  *
- * A cluster rconn holds one rconn per primary, made from the slot map
- * (CLUSTER SLOTS) at each connect. The map is asked of the known addresses
+ * A cluster rconn holds one single-server connection (rnode.h) per
+ * primary, made from the slot map (CLUSTER SLOTS) at each connect. The map is asked of the known addresses
  * (the seeds, then every node seen), starting with the one that answered
  * last, each on a connection of its own: a seed is never a node, so a dead
  * seed or one that is a replica now costs nothing but its try. Only the
@@ -30,20 +31,7 @@
 
 #include "redis/rconn.h"
 
-struct rcluster *rcl_new(const rconn_t *c);
-void rcl_free(struct rcluster *cl);
-/* Read the slot map and connect to every primary: 0, or -1 with last_error set. */
-int rcl_connect(rconn_t *c);
-/* Close every node connection and forget what was pending. */
-void rcl_disconnect(rconn_t *c);
-void rcl_append(rconn_t *c, int argc, const char **argv, const size_t *lens);
-int rcl_send(rconn_t *c);
-int rcl_read(rconn_t *c, int sigfd, int timeout_ms, redisReply **out);
-void rcl_describe(const rconn_t *c, char *buf, size_t n);
-/* The node serving a slot now (an index; -1 unknown). */
-int rcl_slot_node(const struct rcluster *cl, int slot);
-/* The slot a command's key maps to, -1 for none (tests, bench). */
-int rcl_command_slot(int argc, const char **argv, const size_t *lens);
+extern const rconn_type_t rconn_cluster_type;
 
 /* Scripts are loaded on each node as it connects (rscript_init registers). */
 void rcl_register_script(const rscript_t *s);

@@ -18,32 +18,19 @@ void redis_conf_wipe_secrets(redis_conf_t *r)
 
 void redis_conf_ext_free(redis_conf_t *r)
 {
-    free(r->password_file);
+    FREE_ALL(r->password_file, r->tls.ca_file, r->tls.cert_file, r->tls.key_file, r->tls.server_name,
+             r->sentinel.master_name, r->sentinel.username, r->sentinel.password_env, r->sentinel.password_file);
     free_wiped(r->file_password);
-    free(r->tls.ca_file);
-    free(r->tls.cert_file);
-    free(r->tls.key_file);
-    free(r->tls.server_name);
-    free_strv(r->sentinel.addrs);
-    free(r->sentinel.master_name);
-    free(r->sentinel.username);
-    free(r->sentinel.password_env);
-    free(r->sentinel.password_file);
     free_wiped(r->sentinel.file_password);
+    free_strv(r->sentinel.addrs);
     free_strv(r->cluster);
 }
 
 /* Every field of a connection, and its secrets wiped. */
 void redis_conf_free(redis_conf_t *r)
 {
-    free(r->name);
-    free(r->host);
-    free(r->socket);
-    free(r->prefix);
-    free(r->username);
-    free(r->password_env);
+    FREE_ALL(r->name, r->host, r->socket, r->prefix, r->username, r->password_env, r->app);
     free_wiped(r->password);
-    free(r->app);
     redis_conf_ext_free(r);
     memset(r, 0, sizeof *r);
 }

@@ -6,7 +6,7 @@
  * TLS handshake bounded by a deadline (plain TCP to a TLS port, or a server
  * that stalls the handshake, fails at the deadline and never hangs), then
  * SSL_write of what hiredis formatted and SSL_read into hiredis's reader
- * (rconn.c). Every function here is bounded by a deadline and reports a
+ * (rnode.c). Every function here is bounded by a deadline and reports a
  * plain-language error ("certificate verify failed: ...").
  */
 #ifndef QPOOL_RTLS_H

@@ -1,7 +1,7 @@
 /*
  * sentinel.h - the pure parts of finding a primary through Redis Sentinel:
  * "host:port" addresses, and what a sentinel's and a server's replies say.
- * The asking itself is rconn's (rconn.c: resolve_primary).
+ * The asking itself is rnode's (rnode.c: resolve_primary).
  */
 #ifndef QPOOL_SENTINEL_H
 #define QPOOL_SENTINEL_H

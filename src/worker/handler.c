@@ -45,7 +45,7 @@
 #define FD_RESPONSE 4
 #define FORKS_LOST_MAX 3         /* forked handlers in a row that end before ready: boot them here */
 
-enum { LAYOUT_FDS = 0, LAYOUT_STDIO = 1 };
+enum handler_layout { LAYOUT_FDS = 0, LAYOUT_STDIO = 1 };
 
 struct handler {
     const pool_conf_t *p;
@@ -66,7 +66,7 @@ struct handler {
     size_t unread;      /* this many written bytes were never read */
 
     /* pipe handler */
-    int layout;
+    enum handler_layout layout;
     int proto;          /* 1 or 2, known once ready */
     bool ready;
     bool exiting;       /* its last response said so: start a fresh one */
@@ -119,18 +119,24 @@ static void close_fd(int *fd)
     *fd = -1;
 }
 
+/* Forget what the streams held and how much of the request was written. */
+static void reset_streams(handler_t *h)
+{
+    sbuf_reset(&h->out);
+    sbuf_reset(&h->err);
+    sbuf_reset(&h->log);
+    h->woff = 0;
+    h->unread_known = false;
+}
+
 static void close_all(handler_t *h)
 {
     close_fd(&h->in_fd);
     close_fd(&h->out_fd);
     close_fd(&h->err_fd);
     close_fd(&h->log_fd);
-    sbuf_reset(&h->out);
-    sbuf_reset(&h->err);
-    sbuf_reset(&h->log);
+    reset_streams(h);
     sbuf_reset(&h->w);
-    h->woff = 0;
-    h->unread_known = false;
 }
 
 /* Is the forked handler still there? Its pidfd says; without one (a kernel
@@ -284,12 +290,8 @@ static void take_channel(handler_t *h, int in, int out, int err, int log)
     int fds[] = {in, out, err, log};
     for (int i = 0; i < 4; i++)
         if (fds[i] >= 0) set_nonblock(fds[i], true);
-    sbuf_reset(&h->out);
-    sbuf_reset(&h->err);
-    sbuf_reset(&h->log);
+    reset_streams(h);
     sbuf_reset(&h->tail);
-    h->woff = 0;
-    h->unread_known = false;
     h->started_ms = mono_ms();
 }
 
@@ -496,7 +498,7 @@ static char *jstr(const cJSON *o, const char *k)
     return cJSON_IsString(v) && v->valuestring ? xstrdup(v->valuestring) : NULL;
 }
 
-static int response_kind(const char *s)
+static enum hres_kind response_kind(const char *s)
 {
     if (!strcmp(s, "done") || !strcmp(s, "deleted") || !strcmp(s, "ok")) return HRES_DONE; /* "ok" answers a failed request */
     if (!strcmp(s, "released")) return HRES_RELEASED;
@@ -1079,9 +1081,9 @@ static void pipe_gone(handler_t *h, hresult_t *res)
     }
 }
 
-int handler_step(handler_t *h, const struct pollfd *fds, int n, hresult_t *res)
+bool handler_step(handler_t *h, const struct pollfd *fds, int n, hresult_t *res)
 {
-    if (!h->in_job) return 0;
+    if (!h->in_job) return false;
     for (int i = 0; i < n; i++) {
         if (!fds[i].revents) continue;
         if (fds[i].fd == h->in_fd) flush_request(h);
@@ -1095,16 +1097,16 @@ int handler_step(handler_t *h, const struct pollfd *fds, int n, hresult_t *res)
         handler_reap(h);
         if (h->exited) {
             exec_result(h, res);
-            return 1;
+            return true;
         }
-        return 0;
+        return false;
     }
     char why[160];
     int rv = next_response(h, res, why, sizeof why);
     if (rv == 1) {
         h->in_job = false;
         if (res->exiting) h->exiting = true;
-        return 1;
+        return true;
     }
     if (rv < 0) {
         violation(h, why);
@@ -1112,15 +1114,15 @@ int handler_step(handler_t *h, const struct pollfd *fds, int n, hresult_t *res)
         free(res->message);
         res->message = xasprintf("the pipe handler broke the protocol (%s) while running the job", why);
         h->in_job = false;
-        return 1;
+        return true;
     }
     handler_reap(h);
     if (h->out_fd < 0 || h->exited) {
         pipe_gone(h, res);
         h->in_job = false;
-        return 1;
+        return true;
     }
-    return 0;
+    return false;
 }
 
 void handler_abort(handler_t *h)
@@ -1130,25 +1132,23 @@ void handler_abort(handler_t *h)
     h->in_job = false;
 }
 
+/* What comes before a value (its key), then the value as a JSON string, or
+ * null for none. */
+static void put_str_or_null(sbuf_t *b, const char *before, const char *v)
+{
+    sbuf_puts(b, before);
+    if (v)
+        sbuf_json_str(b, v, strlen(v));
+    else
+        sbuf_puts(b, "null");
+}
+
 static void put_failed_fields(sbuf_t *b, const hresult_t *why, const char *reason)
 {
-    sbuf_puts(b, ",\"reason\":");
-    sbuf_json_str(b, reason, strlen(reason));
-    sbuf_puts(b, ",\"exception\":{\"class\":");
-    if (why && why->exc_class)
-        sbuf_json_str(b, why->exc_class, strlen(why->exc_class));
-    else
-        sbuf_puts(b, "null");
-    sbuf_puts(b, ",\"message\":");
-    if (why && why->message)
-        sbuf_json_str(b, why->message, strlen(why->message));
-    else
-        sbuf_puts(b, "null");
-    sbuf_puts(b, ",\"text\":");
-    if (why && why->exception)
-        sbuf_json_str(b, why->exception, strlen(why->exception));
-    else
-        sbuf_puts(b, "null");
+    put_str_or_null(b, ",\"reason\":", reason);
+    put_str_or_null(b, ",\"exception\":{\"class\":", why ? why->exc_class : NULL);
+    put_str_or_null(b, ",\"message\":", why ? why->message : NULL);
+    put_str_or_null(b, ",\"text\":", why ? why->exception : NULL);
     sbuf_puts(b, "}");
 }
 
@@ -1173,8 +1173,8 @@ static int failed_once(handler_t *h, const hjob_t *j, const hresult_t *why, cons
             return -1;
         }
         hresult_t res;
-        if (handler_step(h, fds, n, &res) == 1) {
-            int kind = res.kind;
+        if (handler_step(h, fds, n, &res)) {
+            enum hres_kind kind = res.kind;
             hresult_free(&res);
             if (kind == HRES_NOT_STARTED) return 0;
             if (kind == HRES_CRASHED) log_warn("job %s: the handler died while running failure hooks", h->job_id);

@@ -54,7 +54,7 @@ enum hres_kind {
 };
 
 typedef struct {
-    int kind;
+    enum hres_kind kind;
     bool has_delay;
     long delay;
     char *exception;     /* full text for the failed record */
@@ -84,8 +84,8 @@ int64_t handler_retry_in_ms(const handler_t *h);
 int handler_begin(handler_t *h, const hjob_t *j, hresult_t *res);
 /* fds to poll while the job runs (fills at most max, returns count). */
 int handler_fds(handler_t *h, struct pollfd *fds, int max);
-/* Process poll results; 1 when the job's result is in *res. */
-int handler_step(handler_t *h, const struct pollfd *fds, int n, hresult_t *res);
+/* Process poll results; true when the job's result is in *res. */
+bool handler_step(handler_t *h, const struct pollfd *fds, int n, hresult_t *res);
 /* SIGCHLD arrived: reap our processes. */
 void handler_reap(handler_t *h);
 /* Kill the running job's process group (timeout / parent death). */

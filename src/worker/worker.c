@@ -75,7 +75,7 @@ static int64_t renew_every_ms(const pool_conf_t *p)
 }
 
 typedef struct {
-    int kind;
+    enum outcome_kind kind;
     int qidx;
     char *reserved;
     size_t reslen;
@@ -373,7 +373,7 @@ static void append_outcome(worker_t *w, const outcome_t *o)
     }
 }
 
-enum { OW_OK, OW_LOST, OW_REFUSED };
+enum { OW_OK = 0, OW_LOST = -1, OW_REFUSED = -2 };
 
 /* Read the reply to one appended outcome. */
 static int read_outcome_reply(worker_t *w, char *err, size_t errn)
@@ -551,7 +551,7 @@ static void job_free(job_t *j)
     free(j->uuid);
 }
 
-static outcome_t *set_pending(worker_t *w, job_t *j, int kind)
+static outcome_t *set_pending(worker_t *w, job_t *j, enum outcome_kind kind)
 {
     static outcome_t dropped;
     if (w->npending == MAX_PENDING) flush_outcome(w); /* cannot happen: kept for safety */
@@ -849,7 +849,7 @@ static void fire(worker_t *w, job_t *j, hresult_t *res)
             return;
         }
         if (fds[0].revents & POLLIN) read_signals(w);
-        if (handler_step(w->h, fds + 1, n - 1, res) == 1) return;
+        if (handler_step(w->h, fds + 1, n - 1, res)) return;
         now = mono_ms();
         orphan_lease(w, now);
         if (deadline && now >= deadline) {
@@ -1261,18 +1261,15 @@ static int outcomes_for_pop(worker_t *w, uint32_t skip)
     return write_pending_now(w); /* refused: written again at the top of the loop */
 }
 
-/* Pop the next job (and up to prefetch - 1 more into w->local), pipelined
- * with the outcomes written since the last pop. False: nothing to run now
- * (empty and waited, poison moved aside, Redis trouble): go round again. */
-static bool pop_next(worker_t *w, uint32_t skip, job_t *job)
+/* Write the outcomes that may go with this pop, then append the pop: false
+ * when there is nothing to read (the connection was lost, or no queue may
+ * be popped now). */
+static bool send_pop(worker_t *w, uint32_t skip, const pop_args_t *a)
 {
-    const pool_conf_t *p = w->p;
-    int64_t now_ms = mono_ms();
-    pop_args_t a = pop_args(w, skip, want_jobs(w, 0), now_ms);
     int n = outcomes_for_pop(w, skip);
     if (n < 0) return false;
     for (int i = 0; i < n; i++) append_outcome(w, &w->pending[i]);
-    bool any = queue_append_pop(w->rc, &w->qs, &a);
+    bool any = queue_append_pop(w->rc, &w->qs, a);
     if (n) {
         char err[256] = "";
         int rv = collect_pending(w, n, err, sizeof err);
@@ -1288,14 +1285,20 @@ static bool pop_next(worker_t *w, uint32_t skip, job_t *job)
         wait_signals(w, 1000);
         return false;
     }
+    return true;
+}
+
+/* Read the pop's reply into job->pr: false if there is none to use. */
+static bool read_pop(worker_t *w, const pop_args_t *a, job_t *job)
+{
     redisReply *r;
-    if (queue_read_pop(w->rc, &w->qs, &a, &r) != RC_OK) return false;
+    if (queue_read_pop(w->rc, &w->qs, a, &r) != RC_OK) return false;
     if (is_noscript(r)) {
         freeReplyObject(r);
         w->scripts_gen = 0;
         return false;
     }
-    if (!queue_parse_pop(&w->qs, &a, r, &job->pr)) {
+    if (!queue_parse_pop(&w->qs, a, r, &job->pr)) {
         if (r->type == REDIS_REPLY_ERROR) {
             /* e.g. READONLY after a failover: reconnect (with backoff)
              * rather than ask the same server again */
@@ -1308,6 +1311,37 @@ static bool pop_next(worker_t *w, uint32_t skip, job_t *job)
         return false;
     }
     freeReplyObject(r);
+    return true;
+}
+
+/* Nothing to pop: wait (sleep, or until a delayed job is due). */
+static void wait_after_empty(worker_t *w, job_t *job, const pop_args_t *a)
+{
+    const pool_conf_t *p = w->p;
+    sb_state(w, SB_IDLE);
+    double secs = p->sleep > 0 && p->sleep < IDLE_WAIT_MAX_S ? p->sleep : IDLE_WAIT_MAX_S;
+    if (job->pr.has_next_due) {
+        double due = (double)job->pr.next_due - (double)wall_ms() / 1000.0;
+        if (due <= 0) {
+            w->migrate_again = true; /* due now: migrate on the next pop */
+            job_free(job);
+            return;
+        }
+        if (due < secs) secs = due;
+    }
+    if (secs < 0.01) secs = 0.01;
+    job_free(job);
+    idle_wait(w, secs, a->skip_mask);
+}
+
+/* Pop the next job (and up to prefetch - 1 more into w->local), pipelined
+ * with the outcomes written since the last pop. False: nothing to run now
+ * (empty and waited, poison moved aside, Redis trouble): go round again. */
+static bool pop_next(worker_t *w, uint32_t skip, job_t *job)
+{
+    int64_t now_ms = mono_ms();
+    pop_args_t a = pop_args(w, skip, want_jobs(w, 0), now_ms);
+    if (!send_pop(w, skip, &a) || !read_pop(w, &a, job)) return false;
     pop_bookkeeping(w, &a, now_ms, &job->pr);
     if (job->pr.kind == POP_POISON) {
         sb_counters(w, rss_read(&w->rss_self, w->pid));
@@ -1315,20 +1349,7 @@ static bool pop_next(worker_t *w, uint32_t skip, job_t *job)
         return false;
     }
     if (job->pr.kind == POP_EMPTY) {
-        sb_state(w, SB_IDLE);
-        double secs = p->sleep > 0 && p->sleep < IDLE_WAIT_MAX_S ? p->sleep : IDLE_WAIT_MAX_S;
-        if (job->pr.has_next_due) {
-            double due = (double)job->pr.next_due - (double)wall_ms() / 1000.0;
-            if (due <= 0) {
-                w->migrate_again = true; /* due now: migrate on the next pop */
-                job_free(job);
-                return false;
-            }
-            if (due < secs) secs = due;
-        }
-        if (secs < 0.01) secs = 0.01;
-        job_free(job);
-        idle_wait(w, secs, a.skip_mask);
+        wait_after_empty(w, job, &a);
         return false;
     }
     w->held_since_ms = now_ms; /* everything held before went out with this pop */
