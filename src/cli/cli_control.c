@@ -70,7 +70,7 @@ static cJSON *read_reply(int fd, sbuf_t *buf, int timeout_ms, char **raw)
     }
 }
 
-/* short names for the reply members printed below (cli.h) */
+/* short names for the reply members printed below (cli_common.h) */
 static double num(const cJSON *o, const char *k) { return cli_json_num(o, k); }
 static const char *str(const cJSON *o, const char *k) { return cli_json_str(o, k); }
 
