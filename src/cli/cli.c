@@ -1,11 +1,11 @@
 /*
- * cli.c - subcommand dispatch, help texts, and the run / check / version
- * commands. Every command accepts -h/--help; `qpool help CMD` prints the same.
+ * cli.c - the dispatcher: the table of commands (name, summary, help text,
+ * what runs it), `qpool help`, and the run / check / version commands. Every
+ * command accepts -h/--help; `qpool help CMD` prints the same. The other
+ * commands run in their own files (cli.h); this calls them, they never call
+ * back here.
  */
 #include "cli/cli.h"
-#include "redis/rconn.h"
-#include "core/log.h"
-#include "config/horizon.h"
 #include "http/http.h"
 #include "master/master.h"
 #include "core/util.h"
@@ -13,18 +13,20 @@
 #include "core/buildinfo.h"
 
 #include <getopt.h>
-#include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct {
-    const char *name;
-    const char *summary;
-    const char *help;
-} cmd_help_t;
+static int cmd_run(const cli_cmd_t *cmd, int argc, char **argv);
+static int cmd_check(const cli_cmd_t *cmd, int argc, char **argv);
+static int run_status(const cli_cmd_t *cmd, int argc, char **argv);
+static int cmd_version(const cli_cmd_t *cmd, int argc, char **argv);
+static int cmd_help(const cli_cmd_t *cmd, int argc, char **argv);
+static int cmd_http(const cli_cmd_t *cmd, int argc, char **argv);
 
-static const cmd_help_t HELP[] = {
+/* In the order `qpool help` lists them. */
+static const cli_cmd_t COMMANDS[] = {
     {"run", "run the master in the foreground",
      "usage: qpool run [-c FILE]\n"
      "\n"
@@ -46,7 +48,7 @@ static const cmd_help_t HELP[] = {
      "qpool.alerts raises long_wait, crash_loop and failure_rate alerts: a warning\n"
      "in the log and JSON on alerts.command's stdin (docs/operations.md).\n"
      "Exit status: 0 after a stop, 78 on a config error, 1 if another master holds\n"
-     "the pid file or setup fails.\n"},
+     "the pid file or setup fails.\n", cmd_run},
     {"check", "validate the config (--connect: and reach every Redis connection)",
      "usage: qpool check [-c FILE] [-q] [--connect]\n"
      "\n"
@@ -74,7 +76,7 @@ static const cmd_help_t HELP[] = {
      "one without is an error naming the queue (docs/configuration.md).\n"
      "\n"
      "Exit status: 0 valid (and, with --connect, every connection answered),\n"
-     "78 invalid, 1 a connection failed.\n"},
+     "78 invalid, 1 a connection failed.\n", cmd_check},
     {"status", "show pools, queues and workers",
      "usage: qpool status [-c FILE] [--json] [-v] [--watch [SECONDS]]\n"
      "       qpool status --fleet [-c FILE] [--connection NAME] [--json]\n"
@@ -98,7 +100,7 @@ static const cmd_help_t HELP[] = {
      "                      with every master's slots. Exit 0 when there is one,\n"
      "                      2 when there is none\n"
      "\n"
-     "Exit status (as horizon:status): 0 running, 1 paused, 2 not running.\n"},
+     "Exit status (as horizon:status): 0 running, 1 paused, 2 not running.\n", run_status},
     {"pause", "pause everything, some pools, or some queues",
      "usage: qpool pause [-c FILE] [POOL...] [--queue QUEUE]...\n"
      "\n"
@@ -108,7 +110,7 @@ static const cmd_help_t HELP[] = {
      "\n"
      "  -q, --queue QUEUE   pause this queue (repeatable)\n"
      "  -s, --socket PATH   control socket (overrides the config)\n"
-     "  -j, --json          JSON reply\n"},
+     "  -j, --json          JSON reply\n", cmd_control},
     {"continue", "resume what pause stopped",
      "usage: qpool continue [-c FILE] [POOL...] [--queue QUEUE]...\n"
      "\n"
@@ -116,7 +118,7 @@ static const cmd_help_t HELP[] = {
      "\n"
      "  -q, --queue QUEUE   resume this queue (repeatable)\n"
      "  -s, --socket PATH   control socket (overrides the config)\n"
-     "  -j, --json          JSON reply\n"},
+     "  -j, --json          JSON reply\n", cmd_control},
     {"scale", "pin a pool's size, or hand it back to the balancer",
      "usage: qpool scale [-c FILE] POOL N|auto\n"
      "\n"
@@ -126,7 +128,7 @@ static const cmd_help_t HELP[] = {
      "to N as its lease gets the slots from other hosts (the reply says so).\n"
      "\n"
      "  -s, --socket PATH   control socket (overrides the config)\n"
-     "  -j, --json          JSON reply\n"},
+     "  -j, --json          JSON reply\n", cmd_control},
     {"restart", "rolling graceful restart (new code)",
      "usage: qpool restart [-c FILE] [POOL]\n"
      "\n"
@@ -136,7 +138,7 @@ static const cmd_help_t HELP[] = {
      "queue:restart` has the same effect (the master polls its cache key).\n"
      "\n"
      "  -s, --socket PATH   control socket (overrides the config)\n"
-     "  -j, --json          JSON reply\n"},
+     "  -j, --json          JSON reply\n", cmd_control},
     {"reload", "re-read the config file (like SIGHUP) and report the result",
      "usage: qpool reload [-c FILE]\n"
      "\n"
@@ -146,7 +148,7 @@ static const cmd_help_t HELP[] = {
      "not set), it says why and the exit status is 1.\n"
      "\n"
      "  -s, --socket PATH   control socket (overrides the config)\n"
-     "  -j, --json          JSON reply\n"},
+     "  -j, --json          JSON reply\n", cmd_control},
     {"terminate", "graceful stop of the master",
      "usage: qpool terminate [-c FILE] [--wait] [--timeout S]\n"
      "\n"
@@ -157,7 +159,7 @@ static const cmd_help_t HELP[] = {
      "  -w, --wait          wait for the last child to exit\n"
      "  -t, --timeout S     with --wait: give up waiting after S seconds (exit 1)\n"
      "  -s, --socket PATH   control socket (overrides the config)\n"
-     "  -j, --json          JSON reply\n"},
+     "  -j, --json          JSON reply\n", cmd_control},
     {"push", "push a job (Laravel-shaped payload)",
      "usage: qpool push QUEUE [-c FILE] [--connection NAME] [--delay SECONDS]\n"
      "                  (--payload JSON | --job NAME [--data JSON] [--tries N]\n"
@@ -172,7 +174,7 @@ static const cmd_help_t HELP[] = {
      "  --connection NAME   redis connection from the config (default: default)\n"
      "  --delay S           make the job available in S seconds\n"
      "  --count N           push N copies (each with its own uuid/id)\n"
-     "  --print             print the payload(s) pushed\n"},
+     "  --print             print the payload(s) pushed\n", cmd_push},
     {"failed", "list, show, retry, forget or flush failed jobs",
      "usage: qpool failed list [QUEUE] [--json] [--limit N]\n"
      "       qpool failed show UUID [--json]\n"
@@ -187,7 +189,7 @@ static const cmd_help_t HELP[] = {
      "again from now; payloads before Laravel 12.11 keep theirs (a note says so).\n"
      "\n"
      "  -c, --config FILE   config file\n"
-     "  --connection NAME   redis connection from the config (default: default)\n"},
+     "  --connection NAME   redis connection from the config (default: default)\n", cmd_failed},
     {"metrics", "job history by minute, every host (from Redis)",
      "usage: qpool metrics [-c FILE] [--connection NAME] [--minutes N] [--json]\n"
      "\n"
@@ -200,7 +202,7 @@ static const cmd_help_t HELP[] = {
      "  -c, --config FILE   config file (for the Redis connection)\n"
      "  --connection NAME   redis connection from the config (default: default)\n"
      "  -m, --minutes N     how far back (1..44640)\n"
-     "  -j, --json          JSON output\n"},
+     "  -j, --json          JSON output\n", cmd_metrics},
     {"import", "a qpool.conf from an app's config/horizon.php",
      "usage: qpool import horizon APP [--env ENV] [--user USER] [--php \"CMD...\"] [--adapter PATH]\n"
      "\n"
@@ -219,119 +221,106 @@ static const cmd_help_t HELP[] = {
      "  --php \"CMD...\"     how to run PHP (default \"php\"; e.g. \"chroot /r php\")\n"
      "  --adapter PATH      qpool-handler.php as PHP sees it (default: the installed one)\n"
      "\n"
-     "Exit status: 0 printed, 1 the app or its Horizon config cannot be read.\n"},
-    {"version", "print the version and the libraries it was built with", "usage: qpool version\n"},
-    {"help", "help on a command", "usage: qpool help [COMMAND]\n"},
+     "Exit status: 0 printed, 1 the app or its Horizon config cannot be read.\n", cmd_import},
+    {"version", "print the version and the libraries it was built with", "usage: qpool version\n", cmd_version},
+    {"help", "help on a command", "usage: qpool help [COMMAND]\n", cmd_help},
+    {HTTP_SUBCOMMAND, NULL, NULL, cmd_http}, /* internal: the master's HTTP process */
 };
 
 static void usage_all(FILE *f)
 {
     fprintf(f, "qpool %s - Laravel-compatible Redis queue worker pools\n\n", QPOOL_VERSION);
     fprintf(f, "usage: qpool COMMAND [OPTIONS]\n\ncommands:\n");
-    for (size_t i = 0; i < ARRAY_LEN(HELP); i++) fprintf(f, "  %-10s %s\n", HELP[i].name, HELP[i].summary);
+    for (size_t i = 0; i < ARRAY_LEN(COMMANDS); i++)
+        if (COMMANDS[i].summary) fprintf(f, "  %-10s %s\n", COMMANDS[i].name, COMMANDS[i].summary);
     fprintf(f, "\nRun `qpool help COMMAND` or `qpool COMMAND --help` for a command's options.\n"
                "Config: -c FILE, else $QPOOL_CONFIG, else %s.\n"
                "Docs: docs/configuration.md, docs/operations.md.\n",
             QPOOL_DEFAULT_CONFIG);
 }
 
-rconn_t *cli_redis(const char *cmd, const char *cfg, const char *conn, qconf_t **conf, int *status)
+static const cli_cmd_t *find_command(const char *name)
 {
-    *status = 0;
-    qconf_t *c = cli_load_config(cfg, status);
-    if (!c) return NULL;
-    const redis_conf_t *rc = config_redis(c, conn);
-    if (!rc) {
-        fprintf(stderr, "qpool %s: no redis connection named '%s' in %s\n", cmd, conn, c->path);
-        config_free(c);
-        *status = EXIT_USAGE;
-        return NULL;
+    for (size_t i = 0; i < ARRAY_LEN(COMMANDS); i++)
+        if (!strcmp(COMMANDS[i].name, name)) return &COMMANDS[i];
+    return NULL;
+}
+
+/* qpool help [COMMAND] */
+static int cmd_help(const cli_cmd_t *cmd, int argc, char **argv)
+{
+    (void)cmd;
+    if (argc < 2) {
+        usage_all(stdout);
+        return 0;
     }
-    *conf = c;
-    return rconn_new(rc);
-}
-
-double cli_json_num(const cJSON *o, const char *k)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
-    return cJSON_IsNumber(v) ? v->valuedouble : 0;
-}
-
-const char *cli_json_str(const cJSON *o, const char *k)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
-    return cJSON_IsString(v) ? v->valuestring : "";
-}
-
-bool cli_help(const char *cmd)
-{
-    for (size_t i = 0; i < ARRAY_LEN(HELP); i++) {
-        if (!strcmp(HELP[i].name, cmd)) {
-            fputs(HELP[i].help, stdout);
-            return true;
-        }
+    const cli_cmd_t *c = find_command(argv[1]);
+    if (c && c->help) {
+        cli_print_help(c);
+        return 0;
     }
-    return false;
-}
-
-void cli_usage_error(const char *cmd, const char *fmt, ...)
-{
-    va_list ap;
-    fprintf(stderr, "qpool %s: ", cmd);
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "\nRun `qpool help %s` for usage.\n", cmd);
-}
-
-qconf_t *cli_load_config(const char *path, int *status)
-{
-    conf_errors_t errs;
-    qconf_t *c = config_load(config_path(path), &errs);
-    if (!c) {
-        conf_errors_print(&errs, stderr);
-        *status = QPOOL_EX_CONFIG;
-    }
-    conf_errors_free(&errs);
-    return c;
-}
-
-/* -c FILE [-q] only. */
-static int parse_simple(const char *cmd, int argc, char **argv, const char **cfg, bool *quiet)
-{
-    static const struct option opts[] = {{"config", required_argument, 0, 'c'},
-                                         {"quiet", no_argument, 0, 'q'},
-                                         {"help", no_argument, 0, 'h'},
-                                         {0, 0, 0, 0}};
-    int o;
-    optind = 1;
-    while ((o = getopt_long(argc, argv, "c:qh", opts, NULL)) != -1) {
-        switch (o) {
-        case 'c': *cfg = optarg; break;
-        case 'q':
-            if (!quiet) goto bad;
-            *quiet = true;
-            break;
-        case 'h': cli_help(cmd); return 0;
-        default: goto bad;
-        }
-    }
-    if (optind < argc) {
-        cli_usage_error(cmd, "unexpected argument '%s'", argv[optind]);
-        return EXIT_USAGE;
-    }
-    return -1;
-bad:
-    cli_usage_error(cmd, "invalid option");
+    fprintf(stderr, "qpool: no such command '%s'\n", argv[1]);
     return EXIT_USAGE;
 }
 
-static int cmd_run(int argc, char **argv)
+static int cmd_version(const cli_cmd_t *cmd, int argc, char **argv)
 {
-    const char *cfg = NULL;
-    int r = parse_simple("run", argc, argv, &cfg, NULL);
-    if (r >= 0) return r;
-    return master_run(config_path(cfg));
+    (void)cmd, (void)argc, (void)argv;
+    buildinfo_print(stdout);
+    return 0;
+}
+
+/* internal: the master's HTTP process */
+static int cmd_http(const cli_cmd_t *cmd, int argc, char **argv)
+{
+    (void)cmd;
+    return http_main(argc, argv);
+}
+
+/* status talks to the control socket; status --fleet reads Redis. */
+static int run_status(const cli_cmd_t *cmd, int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--fleet")) return cmd_fleet(cmd, argc, argv);
+    return cmd_control(cmd, argc, argv);
+}
+
+/* run and check: -c FILE [-q] only. */
+typedef struct {
+    const char *cfg;
+    bool quiet;
+} simple_args_t;
+
+static const cli_opt_t RUN_OPTS[] = {
+    CLI_STR("config", 'c', offsetof(simple_args_t, cfg)),
+    CLI_BAD("quiet", 'q'),
+    CLI_OPTS_END,
+};
+static const cli_opt_t CHECK_OPTS[] = {
+    CLI_STR("config", 'c', offsetof(simple_args_t, cfg)),
+    CLI_TRUE("quiet", 'q', offsetof(simple_args_t, quiet)),
+    CLI_OPTS_END,
+};
+
+/* 0: go on; -1: stop with exit status *status. */
+static int parse_simple(const cli_cmd_t *cmd, int argc, char **argv, const cli_opt_t *opts, simple_args_t *a,
+                        int *status)
+{
+    if (cli_parse(cmd, argc, argv, "c:qh", opts, a, "invalid option", status) < 0) return -1;
+    if (optind < argc) {
+        cli_usage_error(cmd->name, "unexpected argument '%s'", argv[optind]);
+        *status = EXIT_USAGE;
+        return -1;
+    }
+    return 0;
+}
+
+static int cmd_run(const cli_cmd_t *cmd, int argc, char **argv)
+{
+    simple_args_t a = {0};
+    int status;
+    if (parse_simple(cmd, argc, argv, RUN_OPTS, &a, &status) < 0) return status;
+    return master_run(config_path(a.cfg));
 }
 
 /* Move every flag to the end of argv and out of *argc (the strings stay in
@@ -353,18 +342,18 @@ static bool take_flag(int *argc, char **argv, const char *flag)
     return seen > 0;
 }
 
-static int cmd_check(int argc, char **argv)
+static int cmd_check(const cli_cmd_t *cmd, int argc, char **argv)
 {
-    const char *cfg = NULL;
-    bool quiet = false, connect = take_flag(&argc, argv, "--connect");
-    int r = parse_simple("check", argc, argv, &cfg, &quiet);
-    if (r >= 0) return r;
+    simple_args_t a = {0};
+    bool connect = take_flag(&argc, argv, "--connect");
+    int status;
+    if (parse_simple(cmd, argc, argv, CHECK_OPTS, &a, &status) < 0) return status;
     conf_errors_t errs;
-    qconf_t *c = config_load(config_path(cfg), &errs);
+    qconf_t *c = config_load(config_path(a.cfg), &errs);
     conf_errors_print(&errs, stderr);
     conf_errors_free(&errs);
     if (!c) return QPOOL_EX_CONFIG;
-    if (!quiet) config_print(c, stdout);
+    if (!a.quiet) config_print(c, stdout);
     int rv = connect && cli_check_connect(c, stdout) < 0 ? 1 : 0;
     config_free(c);
     return rv;
@@ -376,41 +365,15 @@ int cli_main(int argc, char **argv)
         usage_all(stderr);
         return EXIT_USAGE;
     }
-    const char *cmd = argv[1];
-    if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help")) {
+    const char *name = argv[1];
+    if (!strcmp(name, "-h") || !strcmp(name, "--help")) {
         usage_all(stdout);
         return 0;
     }
-    if (!strcmp(cmd, "-V") || !strcmp(cmd, "--version") || !strcmp(cmd, "version")) {
-        buildinfo_print(stdout);
-        return 0;
-    }
-    if (!strcmp(cmd, "help")) {
-        if (argc < 3) {
-            usage_all(stdout);
-            return 0;
-        }
-        if (cli_help(argv[2])) return 0;
-        fprintf(stderr, "qpool: no such command '%s'\n", argv[2]);
-        return EXIT_USAGE;
-    }
-    argc--;
-    argv++;
-    if (!strcmp(cmd, HTTP_SUBCOMMAND)) return http_main(argc, argv); /* internal: the master's HTTP process */
-    if (!strcmp(cmd, "run")) return cmd_run(argc, argv);
-    if (!strcmp(cmd, "check")) return cmd_check(argc, argv);
-    if (!strcmp(cmd, "push")) return cmd_push(argc, argv);
-    if (!strcmp(cmd, "failed")) return cmd_failed(argc, argv);
-    if (!strcmp(cmd, "metrics")) return cmd_metrics(argc, argv);
-    if (!strcmp(cmd, "import")) return cmd_import(argc, argv);
-    if (!strcmp(cmd, "status"))
-        for (int i = 1; i < argc; i++)
-            if (!strcmp(argv[i], "--fleet")) return cmd_fleet(argc, argv);
-    static const char *const control[] = {"status", "pause", "continue", "scale", "restart",
-                                          "reload", "terminate", NULL};
-    for (int i = 0; control[i]; i++)
-        if (!strcmp(cmd, control[i])) return cmd_control(cmd, argc, argv);
-    fprintf(stderr, "qpool: no such command '%s'\n\n", cmd);
+    if (!strcmp(name, "-V") || !strcmp(name, "--version")) name = "version";
+    const cli_cmd_t *cmd = find_command(name);
+    if (cmd) return cmd->run(cmd, argc - 1, argv + 1);
+    fprintf(stderr, "qpool: no such command '%s'\n\n", name);
     usage_all(stderr);
     return EXIT_USAGE;
 }

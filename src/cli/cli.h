@@ -1,47 +1,39 @@
 /*
- * cli.h - the qpool command line: one binary, subcommands.
+ * cli.h - the qpool command line: one binary, subcommands. The dispatcher
+ * (cli.c) owns the table of commands and their help; each subcommand file
+ * runs a family of them; what they share is cli_common.h. The dispatcher
+ * calls the subcommands, they call cli_common.c, never the other way.
  *
  *   run, check, version, help          cli.c
+ *   check --connect                    cli_check.c
  *   push                               cli_push.c
  *   failed list|show|retry|forget|flush  cli_failed.c
  *   status, pause, continue, scale, restart, reload, terminate
  *                                      cli_control.c (control socket clients)
+ *   status --fleet                     cli_fleet.c
+ *   metrics                            cli_metrics.c
+ *   import horizon                     cli_import.c
  */
 #ifndef QPOOL_CLI_H
 #define QPOOL_CLI_H
 
-#include <cjson/cJSON.h>
-#include <stdbool.h>
+#include <stdio.h>
 
-#include "config/config.h"
-
-#define EXIT_USAGE 64
+#include "cli/cli_common.h"
 
 int cli_main(int argc, char **argv);
 
-/* Shared helpers for subcommands. */
-void cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* Load the config or print its errors (exit status in *status, 78). */
-qconf_t *cli_load_config(const char *path, int *status);
-/* Print the help text of a command to stdout; false if unknown. */
-bool cli_help(const char *cmd);
-/* Load the config and open its Redis connection conn (not connected yet);
- * NULL with *status set (config error, unknown connection) on failure. The
- * caller frees *conf and the connection. */
-struct rconn *cli_redis(const char *cmd, const char *cfg, const char *conn, qconf_t **conf, int *status);
-/* A member of a JSON reply: its number (0 if none), its string ("" if none). */
-double cli_json_num(const cJSON *o, const char *k);
-const char *cli_json_str(const cJSON *o, const char *k);
-/* qpool status --fleet (cli_fleet.c) */
-int cmd_fleet(int argc, char **argv);
-/* qpool metrics (cli_metrics.c) */
-int cmd_metrics(int argc, char **argv);
-
-int cmd_push(int argc, char **argv);
+/* The subcommands, each given its row of the dispatcher's table. */
+int cmd_push(const cli_cmd_t *cmd, int argc, char **argv);
+int cmd_failed(const cli_cmd_t *cmd, int argc, char **argv);
+int cmd_metrics(const cli_cmd_t *cmd, int argc, char **argv);
+int cmd_import(const cli_cmd_t *cmd, int argc, char **argv);
+/* status, pause, continue, scale, restart, reload, terminate (cmd->name) */
+int cmd_control(const cli_cmd_t *cmd, int argc, char **argv);
+/* status --fleet (cmd: the status row) */
+int cmd_fleet(const cli_cmd_t *cmd, int argc, char **argv);
 /* qpool check --connect: connect to, AUTH and PING every redis connection of c,
  * a line each on out. 0 if all answered, -1 if any did not. */
 int cli_check_connect(const qconf_t *c, FILE *out);
-int cmd_failed(int argc, char **argv);
-int cmd_control(const char *cmd, int argc, char **argv);
 
 #endif

@@ -1,7 +1,9 @@
 /*
  * cli_control.c - clients of the control socket: status, pause, continue,
  * scale, restart, reload, terminate. Each sends one JSON request line and
- * prints the reply, as text or (--json) as it came.
+ * prints the reply, as text or (--json) as it came. A table has a row per
+ * command: the options it takes, how its operands make the request, how its
+ * reply prints (the help text is the dispatcher's row, cli.c).
  *
  * Exit status: 0 success (status: running), 1 failure (status: paused),
  * 2 the master is not running, 78 reload rejected the config, 64 usage.
@@ -68,7 +70,7 @@ static cJSON *read_reply(int fd, sbuf_t *buf, int timeout_ms, char **raw)
     }
 }
 
-/* short names for the reply members printed below (cli.h) */
+/* short names for the reply members printed below (cli_common.h) */
 static double num(const cJSON *o, const char *k) { return cli_json_num(o, k); }
 static const char *str(const cJSON *o, const char *k) { return cli_json_str(o, k); }
 
@@ -86,6 +88,60 @@ static void print_budget(const cJSON *b)
     printf("\n");
 }
 
+/* A line per child of a pool (status -v). */
+static void print_child(const cJSON *c)
+{
+    const cJSON *j = cJSON_GetObjectItemCaseSensitive(c, "job");
+    char job[256] = "-";
+    if (cJSON_IsObject(j))
+        snprintf(job, sizeof job, "%s [%s] on %s, running %.1f s", str(j, "name"), str(j, "id"), str(j, "queue"),
+                 num(j, "running_ms") / 1000.0);
+    bool uss = !strcmp(str(c, "memory"), "rss+uss");
+    printf("      #%-3d pid %-7d %-9s up %6.0f s  %6.0f jobs  %7.1f MB%s  %s%s\n", (int)num(c, "slot"),
+           (int)num(c, "pid"), str(c, "state"), num(c, "uptime_s"), num(c, "jobs_done"), num(c, "rss_kb") / 1024.0,
+           uss ? " (uss)" : "", job,
+           cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(c, "old_generation")) ? " (old config)" : "");
+}
+
+/* A pool's line, then its budget, queues, zygote (and children). */
+static void print_pool(const cJSON *p, bool verbose)
+{
+    char mm[32], rt[32], tg[32];
+    snprintf(mm, sizeof mm, "%d-%d", (int)num(p, "min"), (int)num(p, "max"));
+    snprintf(rt, sizeof rt, "%.0f ms", num(p, "mean_runtime_ms"));
+    const cJSON *pin = cJSON_GetObjectItemCaseSensitive(p, "pinned");
+    snprintf(tg, sizeof tg, "%d%s", (int)num(p, "target"), cJSON_IsNumber(pin) ? "*" : "");
+    bool external = !strcmp(str(p, "kind"), "command");
+    char busy[16] = "-", idle[16] = "-";
+    if (!external) {
+        snprintf(busy, sizeof busy, "%d", (int)num(p, "busy"));
+        snprintf(idle, sizeof idle, "%d", (int)num(p, "idle"));
+    }
+    printf("%-16s %-8s %7d %4s %4s %5d %4d %6s %7s %8.1f %8.1f %8s %8d %7d\n", str(p, "name"), str(p, "state"),
+           (int)num(p, "workers"), busy, idle, (int)num(p, "starting"), (int)num(p, "stopping"), tg, mm,
+           num(p, "jobs_per_min"), num(p, "failed_per_min"), external ? "-" : rt, (int)num(p, "memory_recycles"),
+           (int)num(p, "crashes"));
+    print_budget(cJSON_GetObjectItemCaseSensitive(p, "fleet_budget"));
+    if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(p, "maintenance")))
+        printf("    waiting: down (maintenance): its Laravel app is down (php artisan down); `php artisan up` resumes it\n");
+    const cJSON *q;
+    cJSON_ArrayForEach(q, cJSON_GetObjectItemCaseSensitive(p, "queues"))
+    {
+        bool paused = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(q, "paused"));
+        bool lp = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(q, "laravel_paused"));
+        printf("    queue %-24s ready %-8.0f delayed %-8.0f reserved %-8.0f%s%s\n", str(q, "name"), num(q, "ready"),
+               num(q, "delayed"), num(q, "reserved"), paused ? " paused" : "", lp ? " (queue:pause)" : "");
+    }
+    const cJSON *z = cJSON_GetObjectItemCaseSensitive(p, "zygote");
+    if (cJSON_IsObject(z))
+        printf("    zygote pid %-7d %-10s generation %.0f, restarts %.0f, %.1f MB PSS (%.1f MB RSS), shared by "
+               "its handlers\n", (int)num(z, "pid"), str(z, "state"), num(z, "generation"), num(z, "restarts"),
+               num(z, "pss_kb") / 1024.0, num(z, "rss_kb") / 1024.0);
+    if (!verbose) return;
+    const cJSON *c;
+    cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(p, "children")) print_child(c);
+}
+
 static void print_status(const cJSON *s, bool verbose)
 {
     printf("qpool %s (pid %d): %s, %d workers (max %d), config %s\n", str(s, "version"), (int)num(s, "pid"),
@@ -100,56 +156,7 @@ static void print_status(const cJSON *s, bool verbose)
     printf("\n%-16s %-8s %7s %4s %4s %5s %4s %6s %7s %8s %8s %8s %8s %7s\n", "POOL", "STATE", "WORKERS", "BUSY",
            "IDLE", "START", "STOP", "TARGET", "MIN-MAX", "JOBS/MIN", "FAIL/MIN", "RUNTIME", "RECYCLES", "CRASHES");
     const cJSON *p;
-    cJSON_ArrayForEach(p, cJSON_GetObjectItemCaseSensitive(s, "pools"))
-    {
-        char mm[32], rt[32], tg[32];
-        snprintf(mm, sizeof mm, "%d-%d", (int)num(p, "min"), (int)num(p, "max"));
-        snprintf(rt, sizeof rt, "%.0f ms", num(p, "mean_runtime_ms"));
-        const cJSON *pin = cJSON_GetObjectItemCaseSensitive(p, "pinned");
-        snprintf(tg, sizeof tg, "%d%s", (int)num(p, "target"), cJSON_IsNumber(pin) ? "*" : "");
-        bool external = !strcmp(str(p, "kind"), "command");
-        char busy[16] = "-", idle[16] = "-";
-        if (!external) {
-            snprintf(busy, sizeof busy, "%d", (int)num(p, "busy"));
-            snprintf(idle, sizeof idle, "%d", (int)num(p, "idle"));
-        }
-        printf("%-16s %-8s %7d %4s %4s %5d %4d %6s %7s %8.1f %8.1f %8s %8d %7d\n", str(p, "name"), str(p, "state"),
-               (int)num(p, "workers"), busy, idle, (int)num(p, "starting"), (int)num(p, "stopping"), tg, mm,
-               num(p, "jobs_per_min"), num(p, "failed_per_min"), external ? "-" : rt,
-               (int)num(p, "memory_recycles"), (int)num(p, "crashes"));
-        print_budget(cJSON_GetObjectItemCaseSensitive(p, "fleet_budget"));
-        if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(p, "maintenance")))
-            printf("    waiting: down (maintenance): its Laravel app is down (php artisan down); `php artisan up` resumes it\n");
-        const cJSON *q;
-        cJSON_ArrayForEach(q, cJSON_GetObjectItemCaseSensitive(p, "queues"))
-        {
-            bool paused = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(q, "paused"));
-            bool lp = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(q, "laravel_paused"));
-            printf("    queue %-24s ready %-8.0f delayed %-8.0f reserved %-8.0f%s%s\n", str(q, "name"),
-                   num(q, "ready"), num(q, "delayed"), num(q, "reserved"), paused ? " paused" : "",
-                   lp ? " (queue:pause)" : "");
-        }
-        const cJSON *z = cJSON_GetObjectItemCaseSensitive(p, "zygote");
-        if (cJSON_IsObject(z))
-            printf("    zygote pid %-7d %-10s generation %.0f, restarts %.0f, %.1f MB PSS (%.1f MB RSS), shared by "
-                   "its handlers\n", (int)num(z, "pid"), str(z, "state"), num(z, "generation"), num(z, "restarts"),
-                   num(z, "pss_kb") / 1024.0, num(z, "rss_kb") / 1024.0);
-        if (!verbose) continue;
-        const cJSON *c;
-        cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(p, "children"))
-        {
-            const cJSON *j = cJSON_GetObjectItemCaseSensitive(c, "job");
-            char job[256] = "-";
-            if (cJSON_IsObject(j))
-                snprintf(job, sizeof job, "%s [%s] on %s, running %.1f s", str(j, "name"), str(j, "id"),
-                         str(j, "queue"), num(j, "running_ms") / 1000.0);
-            bool uss = !strcmp(str(c, "memory"), "rss+uss");
-            printf("      #%-3d pid %-7d %-9s up %6.0f s  %6.0f jobs  %7.1f MB%s  %s%s\n", (int)num(c, "slot"),
-                   (int)num(c, "pid"), str(c, "state"), num(c, "uptime_s"), num(c, "jobs_done"),
-                   num(c, "rss_kb") / 1024.0, uss ? " (uss)" : "", job,
-                   cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(c, "old_generation")) ? " (old config)" : "");
-        }
-    }
+    cJSON_ArrayForEach(p, cJSON_GetObjectItemCaseSensitive(s, "pools")) print_pool(p, verbose);
 }
 
 static void print_scaled(const cJSON *rep)
@@ -173,7 +180,201 @@ static void print_running(const cJSON *r)
                num(j, "running_ms") / 1000.0);
 }
 
-int cmd_control(const char *cmd, int argc, char **argv)
+/* Which of the shared options a command takes (control_t.opts). */
+enum ctl_opt {
+    CTL_OPT_VERBOSE = 1 << 0, /* -v: status */
+    CTL_OPT_WATCH = 1 << 1,   /* -w/--watch [S]: status */
+    CTL_OPT_WAIT = 1 << 2,    /* -w/--wait, -t/--timeout S: terminate */
+    CTL_OPT_QUEUE = 1 << 3,   /* -q/--queue QUEUE: pause, continue */
+};
+
+/* A command line, parsed. */
+typedef struct {
+    const char *cmd;
+    const char *cfg, *sock;
+    bool json, verbose, wait;
+    double watch, timeout;
+    cJSON *queues; /* --queue, until the request takes them */
+    int npos;      /* the operands */
+    char **pos;
+} ctl_args_t;
+
+/* The connection to the master, for the replies after the first. */
+typedef struct {
+    int fd;
+    sbuf_t in;
+} ctl_conn_t;
+
+typedef struct {
+    const char *name;
+    unsigned opts; /* enum ctl_opt */
+    /* The request's members after "cmd", from the operands; -1 (usage error
+     * printed) when they do not fit. */
+    int (*request)(ctl_args_t *a, cJSON *req);
+    /* A reply with "ok": true: print it (text unless --json) and return the
+     * exit status; NULL: print done (unless --json), exit 0. */
+    int (*reply)(const ctl_args_t *a, const cJSON *rep, ctl_conn_t *c);
+    const char *done;
+} control_t;
+
+/* status, reload, terminate: no operands. */
+static int req_plain(ctl_args_t *a, cJSON *req)
+{
+    if (a->npos) {
+        cli_usage_error(a->cmd, "unexpected argument");
+        return -1;
+    }
+    if (a->verbose) cJSON_AddTrueToObject(req, "verbose");
+    if (a->wait) cJSON_AddTrueToObject(req, "wait");
+    return 0;
+}
+
+/* pause, continue: [POOL...] [--queue QUEUE]... */
+static int req_pools(ctl_args_t *a, cJSON *req)
+{
+    cJSON *pools = cJSON_AddArrayToObject(req, "pools");
+    for (int i = 0; i < a->npos; i++) cJSON_AddItemToArray(pools, cJSON_CreateString(a->pos[i]));
+    cJSON_AddItemToObject(req, "queues", a->queues);
+    a->queues = NULL;
+    return 0;
+}
+
+/* scale POOL N|auto */
+static int req_scale(ctl_args_t *a, cJSON *req)
+{
+    long n;
+    if (a->npos != 2) {
+        cli_usage_error(a->cmd, "expected POOL N|auto");
+        return -1;
+    }
+    cJSON_AddStringToObject(req, "pool", a->pos[0]);
+    if (!strcmp(a->pos[1], "auto"))
+        cJSON_AddStringToObject(req, "n", "auto");
+    else if (parse_long(a->pos[1], &n) && n >= 0)
+        cJSON_AddNumberToObject(req, "n", (double)n);
+    else {
+        cli_usage_error(a->cmd, "'%s' is not a number of workers or auto", a->pos[1]);
+        return -1;
+    }
+    return 0;
+}
+
+/* restart [POOL] */
+static int req_restart(ctl_args_t *a, cJSON *req)
+{
+    if (a->npos > 1) {
+        cli_usage_error(a->cmd, "unexpected argument");
+        return -1;
+    }
+    if (a->npos == 1) cJSON_AddStringToObject(req, "pool", a->pos[0]);
+    return 0;
+}
+
+static int reply_status(const ctl_args_t *a, const cJSON *rep, ctl_conn_t *c)
+{
+    (void)c;
+    if (!a->json) {
+        if (a->watch > 0) printf("\033[H\033[2J");
+        print_status(rep, a->verbose);
+    }
+    return !strcmp(str(rep, "state"), "paused") ? 1 : 0;
+}
+
+static int reply_scale(const ctl_args_t *a, const cJSON *rep, ctl_conn_t *c)
+{
+    (void)c;
+    if (!a->json) print_scaled(rep);
+    return 0;
+}
+
+static int reply_reload(const ctl_args_t *a, const cJSON *rep, ctl_conn_t *c)
+{
+    (void)c;
+    if (!a->json) printf("%s\n", str(rep, "message"));
+    return 0;
+}
+
+/* terminate --wait: the master's events until "done", it hangs up, or
+ * --timeout runs out. */
+static int wait_stopped(const ctl_args_t *a, const cJSON *rep, ctl_conn_t *c)
+{
+    if (!a->json) print_running(rep);
+    int64_t deadline = a->timeout > 0 ? mono_ms() + (int64_t)(a->timeout * 1000) : 0;
+    bool done = false;
+    while (!done) {
+        int left = deadline ? (int)(deadline - mono_ms()) : -1;
+        if (deadline && left <= 0) break;
+        char *raw = NULL;
+        cJSON *ev = read_reply(c->fd, &c->in, left, &raw);
+        if (!ev) {
+            /* the master closed the socket: it is gone */
+            free(raw);
+            done = !deadline || mono_ms() < deadline;
+            break;
+        }
+        if (a->json) printf("%s\n", raw);
+        free(raw);
+        done = !strcmp(str(ev, "event"), "done");
+        if (!a->json && !done) print_running(ev);
+        cJSON_Delete(ev);
+        fflush(stdout);
+    }
+    if (!done) {
+        fprintf(stderr, "qpool terminate: still stopping after %g s\n", a->timeout);
+        return 1;
+    }
+    if (!a->json) printf("qpool stopped\n");
+    return 0;
+}
+
+static int reply_terminate(const ctl_args_t *a, const cJSON *rep, ctl_conn_t *c)
+{
+    if (a->wait) return wait_stopped(a, rep, c);
+    if (!a->json) printf("stopping\n");
+    return 0;
+}
+
+static const control_t CONTROL[] = {
+    {"status", CTL_OPT_VERBOSE | CTL_OPT_WATCH, req_plain, reply_status, NULL},
+    {"pause", CTL_OPT_QUEUE, req_pools, NULL, "paused"},
+    {"continue", CTL_OPT_QUEUE, req_pools, NULL, "resumed"},
+    {"scale", 0, req_scale, reply_scale, NULL},
+    {"restart", 0, req_restart, NULL, "rolling restart started"},
+    {"reload", 0, req_plain, reply_reload, NULL},
+    {"terminate", CTL_OPT_WAIT, req_plain, reply_terminate, NULL},
+};
+
+/* One option o (getopt's code) with argument arg, if ctl takes it: 0, else -1. */
+static int set_option(const control_t *ctl, ctl_args_t *a, int o, const char *arg)
+{
+    switch (o) {
+    case 'c': a->cfg = arg; return 0;
+    case 's': a->sock = arg; return 0;
+    case 'j': a->json = true; return 0;
+    case 'v': a->verbose = true; return 0; /* checked after the loop */
+    case 'w':
+        if (ctl->opts & CTL_OPT_WAIT) {
+            a->wait = true; /* -w is --wait for terminate */
+            return 0;
+        }
+        if (!(ctl->opts & CTL_OPT_WATCH)) return -1;
+        a->watch = 2;
+        return arg && (!parse_double(arg, &a->watch) || a->watch <= 0) ? -1 : 0;
+    case 'W':
+        if (!(ctl->opts & CTL_OPT_WAIT)) return -1;
+        a->wait = true;
+        return 0;
+    case 'q':
+        if (!(ctl->opts & CTL_OPT_QUEUE)) return -1;
+        cJSON_AddItemToArray(a->queues, cJSON_CreateString(arg));
+        return 0;
+    case 't': return (ctl->opts & CTL_OPT_WAIT) && parse_double(arg, &a->timeout) && a->timeout > 0 ? 0 : -1;
+    default: return -1;
+    }
+}
+
+/* The options and operands into a. 0: go on; -1: stop with exit status *status. */
+static int parse_args(const control_t *ctl, const cli_cmd_t *cmd, int argc, char **argv, ctl_args_t *a, int *status)
 {
     static const struct option opts[] = {{"config", required_argument, 0, 'c'},
                                          {"socket", required_argument, 0, 's'},
@@ -185,198 +386,119 @@ int cmd_control(const char *cmd, int argc, char **argv)
                                          {"timeout", required_argument, 0, 't'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
-    const char *cfg = NULL, *sock = NULL;
-    bool json = false, verbose = false, wait = false;
-    double watch = 0, timeout = 0;
-    bool is_status = !strcmp(cmd, "status"), is_term = !strcmp(cmd, "terminate");
-    cJSON *queues = cJSON_CreateArray();
-    int o, rv = 0;
+    int o;
+    *status = EXIT_USAGE;
     optind = 1;
     while ((o = getopt_long(argc, argv, "c:s:jvw::q:t:h", opts, NULL)) != -1) {
-        switch (o) {
-        case 'c': cfg = optarg; break;
-        case 's': sock = optarg; break;
-        case 'j': json = true; break;
-        case 'v': verbose = true; break;
-        case 'w':
-            if (!is_status) {
-                if (!is_term) goto bad;
-                wait = true; /* -w is --wait for terminate */
-                break;
-            }
-            watch = 2;
-            if (optarg && (!parse_double(optarg, &watch) || watch <= 0)) goto bad;
-            break;
-        case 'W':
-            if (!is_term) goto bad;
-            wait = true;
-            break;
-        case 'q':
-            if (strcmp(cmd, "pause") && strcmp(cmd, "continue")) goto bad;
-            cJSON_AddItemToArray(queues, cJSON_CreateString(optarg));
-            break;
-        case 't':
-            if (!is_term || !parse_double(optarg, &timeout) || timeout <= 0) goto bad;
-            break;
-        case 'h':
-            cli_help(cmd);
-            cJSON_Delete(queues);
-            return 0;
-        default: goto bad;
+        if (o == 'h') {
+            cli_print_help(cmd);
+            *status = 0;
+            return -1;
         }
+        if (set_option(ctl, a, o, optarg) < 0) goto bad;
     }
-    if (is_status && watch > 0 && optind < argc && parse_double(argv[optind], &watch)) optind++;
-    if ((verbose || watch > 0) && !is_status) goto bad;
-    if (timeout > 0 && !wait) {
-        cJSON_Delete(queues);
-        cli_usage_error(cmd, "--timeout goes with --wait");
-        return EXIT_USAGE;
+    if (a->watch > 0 && optind < argc && parse_double(argv[optind], &a->watch)) optind++;
+    if (a->verbose && !(ctl->opts & CTL_OPT_VERBOSE)) goto bad;
+    if (a->timeout > 0 && !a->wait) {
+        cli_usage_error(a->cmd, "--timeout goes with --wait");
+        return -1;
     }
+    a->npos = argc - optind;
+    a->pos = argv + optind;
+    return 0;
+bad:
+    cli_usage_error(a->cmd, "invalid option");
+    return -1;
+}
 
+/* The request line, or NULL (usage error printed). */
+static char *request_line(const control_t *ctl, ctl_args_t *a)
+{
     cJSON *req = cJSON_CreateObject();
-    cJSON_AddStringToObject(req, "cmd", cmd);
-    int npos = argc - optind;
-    char **pos = argv + optind;
-    if (!strcmp(cmd, "pause") || !strcmp(cmd, "continue")) {
-        cJSON *pools = cJSON_AddArrayToObject(req, "pools");
-        for (int i = 0; i < npos; i++) cJSON_AddItemToArray(pools, cJSON_CreateString(pos[i]));
-        cJSON_AddItemToObject(req, "queues", queues);
-        queues = NULL;
-    } else if (!strcmp(cmd, "scale")) {
-        long n;
-        if (npos != 2) {
-            cJSON_Delete(req);
-            cli_usage_error(cmd, "expected POOL N|auto");
-            cJSON_Delete(queues);
-            return EXIT_USAGE;
-        }
-        cJSON_AddStringToObject(req, "pool", pos[0]);
-        if (!strcmp(pos[1], "auto"))
-            cJSON_AddStringToObject(req, "n", "auto");
-        else if (parse_long(pos[1], &n) && n >= 0)
-            cJSON_AddNumberToObject(req, "n", (double)n);
-        else {
-            cJSON_Delete(req);
-            cli_usage_error(cmd, "'%s' is not a number of workers or auto", pos[1]);
-            cJSON_Delete(queues);
-            return EXIT_USAGE;
-        }
-    } else if (!strcmp(cmd, "restart")) {
-        if (npos > 1) goto bad_req;
-        if (npos == 1) cJSON_AddStringToObject(req, "pool", pos[0]);
-    } else {
-        if (npos) goto bad_req;
-        if (is_status && verbose) cJSON_AddTrueToObject(req, "verbose");
-        if (is_term && wait) cJSON_AddTrueToObject(req, "wait");
-    }
-    cJSON_Delete(queues);
-    queues = NULL;
-
-    char *path = NULL;
-    if (sock)
-        path = xstrdup(sock);
-    else
-        path = config_control_socket(config_path(cfg));
-    char *line = cJSON_PrintUnformatted(req);
+    cJSON_AddStringToObject(req, "cmd", a->cmd);
+    char *line = ctl->request(a, req) < 0 ? NULL : cJSON_PrintUnformatted(req);
     cJSON_Delete(req);
+    return line;
+}
 
+/* Cannot connect: only "no socket" and "nobody listening" mean not running;
+ * a permission problem must not look like a dead service. */
+static int not_connected(const ctl_args_t *a, const char *path)
+{
+    bool down = errno == ENOENT || errno == ECONNREFUSED;
+    if (a->json)
+        printf("{\"ok\":false,\"state\":\"%s\",\"error\":\"cannot connect to %s: %s\"}\n",
+               down ? "not running" : "unknown", path, strerror(errno));
+    else if (down)
+        fprintf(stderr, "qpool %s: qpool is not running (cannot connect to %s: %s)\n", a->cmd, path, strerror(errno));
+    else
+        fprintf(stderr, "qpool %s: cannot connect to %s: %s\n", a->cmd, path, strerror(errno));
+    return down ? EXIT_NOT_RUNNING : 1;
+}
+
+/* The first reply rep (raw: as it came): printed, and the exit status. */
+static int take_reply(const control_t *ctl, const ctl_args_t *a, const cJSON *rep, const char *raw, ctl_conn_t *c)
+{
+    bool ok = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(rep, "ok"));
+    if (a->json)
+        printf("%s\n", raw);
+    else if (!ok)
+        fprintf(stderr, "qpool %s: %s\n", a->cmd, str(rep, "error"));
+    if (!ok) return cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(rep, "config_rejected")) ? QPOOL_EX_CONFIG : 1;
+    if (ctl->reply) return ctl->reply(a, rep, c);
+    if (!a->json) printf("%s\n", ctl->done);
+    return 0;
+}
+
+/* Send line to the master at path and act on its reply: the exit status;
+ * *gone when there was no master or no reply (status --watch stops). */
+static int exchange(const control_t *ctl, const ctl_args_t *a, const char *path, const char *line, bool *gone)
+{
+    ctl_conn_t c = {.fd = connect_socket(path)};
+    *gone = true;
+    if (c.fd < 0) return not_connected(a, path);
+    sbuf_init(&c.in);
+    sbuf_puts(&c.in, line);
+    sbuf_putc(&c.in, '\n');
+    (void)write_all(c.fd, c.in.data, c.in.len);
+    sbuf_reset(&c.in);
+    char *raw = NULL;
+    cJSON *rep = read_reply(c.fd, &c.in, 30000, &raw);
+    int rv = 1;
+    if (!rep)
+        fprintf(stderr, "qpool %s: no reply from the master\n", a->cmd);
+    else {
+        *gone = false;
+        rv = take_reply(ctl, a, rep, raw, &c);
+    }
+    free(raw);
+    cJSON_Delete(rep);
+    sbuf_free(&c.in);
+    close(c.fd);
+    return rv;
+}
+
+int cmd_control(const cli_cmd_t *cmd, int argc, char **argv)
+{
+    const control_t *ctl = NULL;
+    for (size_t i = 0; i < ARRAY_LEN(CONTROL) && !ctl; i++)
+        if (!strcmp(CONTROL[i].name, cmd->name)) ctl = &CONTROL[i];
+    if (!ctl) return EXIT_USAGE; /* the dispatcher sends only these */
+    ctl_args_t a = {.cmd = cmd->name, .queues = cJSON_CreateArray()};
+    int status = EXIT_USAGE;
+    char *line = parse_args(ctl, cmd, argc, argv, &a, &status) < 0 ? NULL : request_line(ctl, &a);
+    cJSON_Delete(a.queues);
+    if (!line) return status;
+    char *path = a.sock ? xstrdup(a.sock) : config_control_socket(config_path(a.cfg));
+    int rv;
     for (;;) {
-        int fd = connect_socket(path);
-        if (fd < 0) {
-            /* Only "no socket" and "nobody listening" mean not running; a
-             * permission problem must not look like a dead service. */
-            bool down = errno == ENOENT || errno == ECONNREFUSED;
-            if (json)
-                printf("{\"ok\":false,\"state\":\"%s\",\"error\":\"cannot connect to %s: %s\"}\n",
-                       down ? "not running" : "unknown", path, strerror(errno));
-            else if (down)
-                fprintf(stderr, "qpool %s: qpool is not running (cannot connect to %s: %s)\n", cmd, path,
-                        strerror(errno));
-            else
-                fprintf(stderr, "qpool %s: cannot connect to %s: %s\n", cmd, path, strerror(errno));
-            rv = down ? EXIT_NOT_RUNNING : 1;
-            break;
-        }
-        sbuf_t out;
-        sbuf_init(&out);
-        sbuf_puts(&out, line);
-        sbuf_putc(&out, '\n');
-        (void)write_all(fd, out.data, out.len);
-        sbuf_reset(&out);
-        char *raw = NULL;
-        cJSON *rep = read_reply(fd, &out, 30000, &raw);
-        if (!rep) {
-            fprintf(stderr, "qpool %s: no reply from the master\n", cmd);
-            free(raw);
-            sbuf_free(&out);
-            close(fd);
-            rv = 1;
-            break;
-        }
-        bool ok = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(rep, "ok"));
-        if (json)
-            printf("%s\n", raw);
-        else if (!ok)
-            fprintf(stderr, "qpool %s: %s\n", cmd, str(rep, "error"));
-        free(raw);
-        if (!ok) {
-            rv = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(rep, "config_rejected")) ? QPOOL_EX_CONFIG : 1;
-        } else if (is_status) {
-            if (!json) {
-                if (watch > 0) printf("\033[H\033[2J");
-                print_status(rep, verbose);
-            }
-            rv = !strcmp(str(rep, "state"), "paused") ? 1 : 0;
-        } else if (is_term && wait) {
-            if (!json) print_running(rep);
-            int64_t deadline = timeout > 0 ? mono_ms() + (int64_t)(timeout * 1000) : 0;
-            bool done = false;
-            while (!done) {
-                int left = deadline ? (int)(deadline - mono_ms()) : -1;
-                if (deadline && left <= 0) break;
-                cJSON *ev = read_reply(fd, &out, left, &raw);
-                if (!ev) {
-                    /* the master closed the socket: it is gone */
-                    free(raw);
-                    done = !deadline || mono_ms() < deadline;
-                    break;
-                }
-                if (json) printf("%s\n", raw);
-                free(raw);
-                done = !strcmp(str(ev, "event"), "done");
-                if (!json && !done) print_running(ev);
-                cJSON_Delete(ev);
-                fflush(stdout);
-            }
-            if (!done) {
-                fprintf(stderr, "qpool terminate: still stopping after %g s\n", timeout);
-                rv = 1;
-            } else if (!json)
-                printf("qpool stopped\n");
-        } else if (!json) {
-            if (!strcmp(cmd, "reload")) printf("%s\n", str(rep, "message"));
-            else if (!strcmp(cmd, "scale")) print_scaled(rep);
-            else if (!strcmp(cmd, "pause") || !strcmp(cmd, "continue")) printf("%s\n", !strcmp(cmd, "pause") ? "paused" : "resumed");
-            else if (!strcmp(cmd, "restart")) printf("rolling restart started\n");
-            else if (is_term) printf("stopping\n");
-        }
-        cJSON_Delete(rep);
-        sbuf_free(&out);
-        close(fd);
-        if (!(is_status && watch > 0)) break;
+        bool gone;
+        rv = exchange(ctl, &a, path, line, &gone);
+        if (gone || !(a.watch > 0)) break; /* --watch: until Ctrl-C */
         fflush(stdout);
-        usleep((useconds_t)(watch * 1e6));
+        usleep((useconds_t)(a.watch * 1e6));
     }
     free(line);
     free(path);
     return rv;
-bad_req:
-    cJSON_Delete(req);
-    cJSON_Delete(queues);
-    cli_usage_error(cmd, "unexpected argument");
-    return EXIT_USAGE;
-bad:
-    cJSON_Delete(queues);
-    cli_usage_error(cmd, "invalid option");
-    return EXIT_USAGE;
 }

@@ -2,7 +2,8 @@
  * cli_failed.c - `qpool failed`: list, show, retry, forget and flush jobs in
  * qpool's failed store (layout in queue.h). Retry and forget are Lua
  * scripts, so a job is never both back on its queue and still listed, nor
- * gone from both.
+ * gone from both. A table has a row per subcommand: the operands it takes
+ * and what runs it.
  */
 #include "cli/cli.h"
 #include "redis/failed.h"
@@ -11,11 +12,33 @@
 #include "redis/rconn.h"
 #include "core/util.h"
 
+#include <limits.h>
 #include <getopt.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+/* The command line, parsed. */
+typedef struct {
+    const char *cfg, *conn, *queue;
+    bool json, all;
+    long limit;
+    int nargs; /* the operands after the subcommand */
+    char **args;
+} failed_args_t;
+
+#define F(m) offsetof(failed_args_t, m)
+static const cli_opt_t OPTS[] = {
+    CLI_REDIS_OPTS(failed_args_t),
+    CLI_TRUE("json", 'j', F(json)),
+    CLI_TRUE("all", 'a', F(all)),
+    CLI_STR("queue", 'q', F(queue)),
+    CLI_LONG("limit", 'l', F(limit), 1, LONG_MAX, "--limit: expected a positive number"),
+    CLI_OPTS_END,
+};
+#undef F
 
 static void fmt_time(long long t, char *buf, size_t n)
 {
@@ -24,13 +47,6 @@ static void fmt_time(long long t, char *buf, size_t n)
     gmtime_r(&tt, &tm);
     strftime(buf, n, "%Y-%m-%d %H:%M:%S", &tm);
 }
-
-typedef struct {
-    rconn_t *r;
-    const char *prefix;
-    char *set_key;
-    char *job_prefix;
-} fctx_t;
 
 static void text_record_line(const frec_t *f)
 {
@@ -47,23 +63,15 @@ static void text_record_line(const frec_t *f)
     if (parsed) payload_free(&jp);
 }
 
-static bool get_record(fctx_t *x, const char *uuid, frec_t *f)
+static bool get_record(rconn_t *r, const char *uuid, frec_t *f)
 {
-    return failed_get(x->r, uuid, f) == 0;
+    return failed_get(r, uuid, f) == 0;
 }
 
-static redisReply *queue_uuids(fctx_t *x, const char *queue, long limit)
+static redisReply *said(rconn_t *r, redisReply *rep)
 {
-    redisReply *r = failed_queue_uuids(x->r, queue, limit);
-    if (!r) fprintf(stderr, "qpool failed: redis: %s\n", x->r->last_error);
-    return r;
-}
-
-static redisReply *all_queues(fctx_t *x)
-{
-    redisReply *r = failed_queues(x->r);
-    if (!r) fprintf(stderr, "qpool failed: redis: %s\n", x->r->last_error);
-    return r;
+    if (!rep) fprintf(stderr, "qpool failed: redis: %s\n", r->last_error);
+    return rep;
 }
 
 static void json_record(sbuf_t *b, const frec_t *f, bool with_payload)
@@ -75,62 +83,98 @@ static void json_record(sbuf_t *b, const frec_t *f, bool with_payload)
     cJSON_Delete(o);
 }
 
-static int do_list(fctx_t *x, const char *queue, bool json, long limit)
+/* The queues a subcommand goes through: the one named, or every queue
+ * with failed jobs. */
+typedef struct {
+    const char *one[1];
+    const char **names;
+    int n;
+    redisReply *all;
+} fqueues_t;
+
+/* 0, or -1 (said why). */
+static int queues_get(rconn_t *r, const char *queue, fqueues_t *q)
 {
-    redisReply *qs = NULL;
-    const char *one[1] = {queue};
-    int nq = 1;
-    const char **names = one;
-    if (!queue) {
-        qs = all_queues(x);
-        if (!qs) return 1;
-        nq = (int)qs->elements;
-        names = xcalloc((size_t)nq + 1, sizeof *names);
-        for (int i = 0; i < nq; i++) names[i] = qs->element[i]->str;
-    }
-    sbuf_t b;
-    sbuf_init(&b);
-    sbuf_puts(&b, "[");
-    int shown = 0, rv = 0;
-    if (!json) printf("%-36s  %-16s  %-19s  %-30s  %s\n", "UUID", "QUEUE", "FAILED AT (UTC)", "JOB", "EXCEPTION");
-    for (int i = 0; i < nq; i++) {
-        redisReply *u = queue_uuids(x, names[i], limit);
-        if (!u) {
-            rv = 1;
-            break;
-        }
-        for (size_t j = 0; j < u->elements; j++) {
-            frec_t f;
-            if (!get_record(x, u->element[j]->str, &f)) continue;
-            if (json) {
-                if (shown) sbuf_puts(&b, ",");
-                json_record(&b, &f, true);
-            } else
-                text_record_line(&f);
-            shown++;
-            frec_free(&f);
-        }
+    *q = (fqueues_t){.one = {queue}, .n = 1};
+    q->names = q->one;
+    if (queue) return 0;
+    q->all = said(r, failed_queues(r));
+    if (!q->all) return -1;
+    q->n = (int)q->all->elements;
+    q->names = xcalloc((size_t)q->n + 1, sizeof *q->names);
+    for (int i = 0; i < q->n; i++) q->names[i] = q->all->element[i]->str;
+    return 0;
+}
+
+static void queues_free(fqueues_t *q)
+{
+    if (!q->all) return;
+    free(q->names);
+    freeReplyObject(q->all);
+}
+
+/* each(r, uuid, arg) for the failed jobs of q's queues, at most limit a
+ * queue (0: all of them). 0, or -1 (said why). */
+static int each_failed(rconn_t *r, const fqueues_t *q, long limit, void (*each)(rconn_t *, const char *, void *),
+                       void *arg)
+{
+    for (int i = 0; i < q->n; i++) {
+        redisReply *u = said(r, failed_queue_uuids(r, q->names[i], limit));
+        if (!u) return -1;
+        for (size_t j = 0; j < u->elements; j++) each(r, u->element[j]->str, arg);
         freeReplyObject(u);
     }
-    sbuf_puts(&b, "]");
-    if (json) printf("%s\n", b.data);
-    else if (!shown) printf("(no failed jobs)\n");
-    sbuf_free(&b);
-    if (qs) {
-        free(names);
-        freeReplyObject(qs);
-    }
+    return 0;
+}
+
+typedef struct {
+    bool json;
+    int shown;
+    sbuf_t b; /* --json: the array */
+} listing_t;
+
+static void list_one(rconn_t *r, const char *uuid, void *arg)
+{
+    listing_t *l = arg;
+    frec_t f;
+    if (!get_record(r, uuid, &f)) return;
+    if (l->json) {
+        if (l->shown) sbuf_puts(&l->b, ",");
+        json_record(&l->b, &f, true);
+    } else
+        text_record_line(&f);
+    l->shown++;
+    frec_free(&f);
+}
+
+static int do_list(rconn_t *r, const failed_args_t *a)
+{
+    fqueues_t q;
+    if (queues_get(r, a->nargs ? a->args[0] : NULL, &q) < 0) return -1;
+    listing_t l = {.json = a->json};
+    sbuf_init(&l.b);
+    sbuf_puts(&l.b, "[");
+    if (!a->json) printf("%-36s  %-16s  %-19s  %-30s  %s\n", "UUID", "QUEUE", "FAILED AT (UTC)", "JOB", "EXCEPTION");
+    int rv = each_failed(r, &q, a->limit, list_one, &l);
+    sbuf_puts(&l.b, "]");
+    if (a->json)
+        printf("%s\n", l.b.data);
+    else if (!l.shown)
+        printf("(no failed jobs)\n");
+    sbuf_free(&l.b);
+    queues_free(&q);
     return rv;
 }
 
-static int do_show(fctx_t *x, const char *uuid, bool json)
+static int do_show(rconn_t *r, const failed_args_t *a)
 {
+    const char *uuid = a->args[0];
     frec_t f;
-    if (!get_record(x, uuid, &f)) {
+    if (!get_record(r, uuid, &f)) {
         fprintf(stderr, "qpool failed: no failed job %s\n", uuid);
-        return 1;
+        return -1;
     }
-    if (json) {
+    if (a->json) {
         sbuf_t b;
         sbuf_init(&b);
         json_record(&b, &f, true);
@@ -149,11 +193,11 @@ static int do_show(fctx_t *x, const char *uuid, bool json)
     return 0;
 }
 
-static int retry_one(fctx_t *x, const char *uuid)
+static int retry_one(rconn_t *r, const char *uuid)
 {
     char queue[256] = "", err[300] = "";
     bool kept = false;
-    int rv = failed_retry(x->r, uuid, queue, sizeof queue, &kept, err, sizeof err);
+    int rv = failed_retry(r, uuid, queue, sizeof queue, &kept, err, sizeof err);
     if (kept)
         fprintf(stderr, "qpool failed: %s: retryUntil left as it was: the payload does not say when it was "
                         "dispatched (Laravel before 12.11), so the job may fail again at once; "
@@ -166,20 +210,20 @@ static int retry_one(fctx_t *x, const char *uuid)
         fprintf(stderr, "qpool failed: no failed job %s (or no longer in the failed store)\n", uuid);
     else
         fprintf(stderr, "qpool failed: retry %s: %s\n", uuid, err);
-    return 1;
+    return -1;
 }
 
 /* Every failed job (of a queue), a page (one script per batch) at a time,
  * as the HTTP API does it. */
-static int retry_all(fctx_t *x, const char *queue)
+static int retry_all(rconn_t *r, const char *queue)
 {
     failed_page_t pg = {.queue = queue};
     char err[300];
     int n = 0, kept = 0, rv = 0;
     do {
-        if (failed_retry_page(x->r, &pg, err, sizeof err) < 0) {
+        if (failed_retry_page(r, &pg, err, sizeof err) < 0) {
             fprintf(stderr, "qpool failed: retry: %s\n", err);
-            rv = 1;
+            rv = -1;
             break;
         }
         n += pg.retried;
@@ -193,144 +237,102 @@ static int retry_all(fctx_t *x, const char *queue)
     return rv;
 }
 
-static int forget_one(fctx_t *x, const char *uuid, bool quiet)
+static int do_retry(rconn_t *r, const failed_args_t *a)
 {
-    int rv = failed_forget(x->r, uuid);
-    if (rv > 0 && !quiet) printf("forgot %s\n", uuid);
-    if (rv == 0 && !quiet) fprintf(stderr, "qpool failed: no failed job %s\n", uuid);
-    return rv > 0 ? 0 : 1;
-}
-
-static int do_flush(fctx_t *x, const char *queue)
-{
-    redisReply *qs = NULL;
-    int n = 0;
-    const char *one[1] = {queue};
-    const char **names = one;
-    int nq = 1;
-    if (!queue) {
-        qs = all_queues(x);
-        if (!qs) return 1;
-        nq = (int)qs->elements;
-        names = xcalloc((size_t)nq + 1, sizeof *names);
-        for (int i = 0; i < nq; i++) names[i] = qs->element[i]->str;
-    }
+    if (a->all) return retry_all(r, a->queue);
     int rv = 0;
-    for (int i = 0; i < nq; i++) {
-        redisReply *u = queue_uuids(x, names[i], 0);
-        if (!u) {
-            rv = 1;
-            break;
-        }
-        for (size_t j = 0; j < u->elements; j++)
-            if (forget_one(x, u->element[j]->str, true) == 0) n++;
-        freeReplyObject(u);
-    }
-    printf("flushed %d failed jobs\n", n);
-    if (qs) {
-        free(names);
-        freeReplyObject(qs);
-    }
+    for (int i = 0; i < a->nargs; i++)
+        if (retry_one(r, a->args[i]) < 0) rv = -1;
     return rv;
 }
 
-int cmd_failed(int argc, char **argv)
+static int forget_one(rconn_t *r, const char *uuid, bool quiet)
 {
-    static const struct option opts[] = {{"config", required_argument, 0, 'c'},
-                                         {"connection", required_argument, 0, 'C'},
-                                         {"json", no_argument, 0, 'j'},
-                                         {"all", no_argument, 0, 'a'},
-                                         {"queue", required_argument, 0, 'q'},
-                                         {"limit", required_argument, 0, 'l'},
-                                         {"help", no_argument, 0, 'h'},
-                                         {0, 0, 0, 0}};
-    const char *cfg = NULL, *conn = "default", *queue = NULL;
-    bool json = false, all = false;
-    long limit = 0;
-    int o;
-    optind = 1;
-    while ((o = getopt_long(argc, argv, "c:jq:h", opts, NULL)) != -1) {
-        switch (o) {
-        case 'c': cfg = optarg; break;
-        case 'C': conn = optarg; break;
-        case 'j': json = true; break;
-        case 'a': all = true; break;
-        case 'q': queue = optarg; break;
-        case 'l':
-            if (!parse_long(optarg, &limit) || limit < 1) {
-                cli_usage_error("failed", "--limit: expected a positive number");
-                return EXIT_USAGE;
-            }
-            break;
-        case 'h': cli_help("failed"); return 0;
-        default: cli_usage_error("failed", "invalid option"); return EXIT_USAGE;
-        }
-    }
+    int rv = failed_forget(r, uuid);
+    if (rv > 0 && !quiet) printf("forgot %s\n", uuid);
+    if (rv == 0 && !quiet) fprintf(stderr, "qpool failed: no failed job %s\n", uuid);
+    return rv > 0 ? 0 : -1;
+}
+
+static int do_forget(rconn_t *r, const failed_args_t *a)
+{
+    int rv = 0;
+    for (int i = 0; i < a->nargs; i++)
+        if (forget_one(r, a->args[i], false) < 0) rv = -1;
+    return rv;
+}
+
+static void flush_one(rconn_t *r, const char *uuid, void *arg)
+{
+    if (forget_one(r, uuid, true) == 0) ++*(int *)arg;
+}
+
+static int do_flush(rconn_t *r, const failed_args_t *a)
+{
+    fqueues_t q;
+    if (queues_get(r, a->nargs ? a->args[0] : NULL, &q) < 0) return -1;
+    int n = 0;
+    int rv = each_failed(r, &q, 0, flush_one, &n);
+    printf("flushed %d failed jobs\n", n);
+    queues_free(&q);
+    return rv;
+}
+
+typedef struct {
+    const char *name;
+    int min, max;       /* how many operands (with --all: retry takes none) */
+    const char *misfit; /* the usage error when they do not fit */
+    int (*run)(rconn_t *r, const failed_args_t *a); /* 0, or -1 (said why) */
+} failed_cmd_t;
+
+static const failed_cmd_t SUBCOMMANDS[] = {
+    {"list", 0, 1, "list takes at most one QUEUE", do_list},
+    {"show", 1, 1, "show takes one UUID", do_show},
+    {"retry", 1, INT_MAX, "retry takes UUIDs, or --all [--queue QUEUE]", do_retry},
+    {"forget", 1, INT_MAX, "forget takes one or more UUIDs", do_forget},
+    {"flush", 0, 1, "flush takes at most one QUEUE", do_flush},
+};
+
+/* The options, the subcommand and its operands. The subcommand, or NULL:
+ * stop with exit status *status. */
+static const failed_cmd_t *parse_failed(const cli_cmd_t *cmd, int argc, char **argv, failed_args_t *a, int *status)
+{
+    if (cli_parse(cmd, argc, argv, "c:jq:h", OPTS, a, "invalid option", status) < 0) return NULL;
+    *status = EXIT_USAGE;
     if (optind >= argc) {
         cli_usage_error("failed", "expected a subcommand: list, show, retry, forget, flush");
-        return EXIT_USAGE;
+        return NULL;
     }
     const char *sub = argv[optind++];
-    int nargs = argc - optind;
-    char **args = argv + optind;
-    bool known = !strcmp(sub, "list") || !strcmp(sub, "show") || !strcmp(sub, "retry") ||
-                 !strcmp(sub, "forget") || !strcmp(sub, "flush");
-    if (!known) {
+    a->nargs = argc - optind;
+    a->args = argv + optind;
+    const failed_cmd_t *f = NULL;
+    for (size_t i = 0; i < ARRAY_LEN(SUBCOMMANDS) && !f; i++)
+        if (!strcmp(SUBCOMMANDS[i].name, sub)) f = &SUBCOMMANDS[i];
+    if (!f) {
         cli_usage_error("failed", "unknown subcommand '%s'", sub);
-        return EXIT_USAGE;
+        return NULL;
     }
-    if ((!strcmp(sub, "list") || !strcmp(sub, "flush")) && nargs > 1) {
-        cli_usage_error("failed", "%s takes at most one QUEUE", sub);
-        return EXIT_USAGE;
+    bool none = f->run == do_retry && a->all;
+    if (none ? a->nargs != 0 : a->nargs < f->min || a->nargs > f->max) {
+        cli_usage_error("failed", "%s", f->misfit);
+        return NULL;
     }
-    if (!strcmp(sub, "show") && nargs != 1) {
-        cli_usage_error("failed", "show takes one UUID");
-        return EXIT_USAGE;
-    }
-    if (!strcmp(sub, "retry") && (all ? nargs != 0 : nargs == 0)) {
-        cli_usage_error("failed", "retry takes UUIDs, or --all [--queue QUEUE]");
-        return EXIT_USAGE;
-    }
-    if (!strcmp(sub, "forget") && nargs == 0) {
-        cli_usage_error("failed", "forget takes one or more UUIDs");
-        return EXIT_USAGE;
-    }
+    return f;
+}
 
-    int status = 0;
-    qconf_t *c = cli_load_config(cfg, &status);
-    if (!c) return status;
-    const redis_conf_t *rc = config_redis(c, conn);
-    if (!rc) {
-        fprintf(stderr, "qpool failed: no redis connection named '%s' in %s\n", conn, c->path);
-        config_free(c);
-        return EXIT_USAGE;
-    }
-    fctx_t x = {.r = rconn_new(rc), .prefix = rc->prefix};
-    char **queues = config_connection_queues(c, conn);
+int cmd_failed(const cli_cmd_t *cmd, int argc, char **argv)
+{
+    failed_args_t a = {.conn = "default"};
+    int status;
+    const failed_cmd_t *f = parse_failed(cmd, argc, argv, &a, &status);
+    if (!f) return status;
+    cli_redis_t x;
+    if (cli_redis_open("failed", a.cfg, a.conn, &x, &status) < 0) return status;
+    char **queues = config_connection_queues(x.conf, a.conn);
     failed_use_queues(queues);
     free_strv(queues);
-    x.set_key = xasprintf("%sqpool:failed:queues", rc->prefix);
-    x.job_prefix = xasprintf("%sqpool:failed:job:", rc->prefix);
-    int rv = 0;
-    if (rconn_ensure(x.r) < 0) {
-        fprintf(stderr, "qpool failed: cannot reach redis %s: %s\n", conn, x.r->last_error);
-        rv = 1;
-    } else if (!strcmp(sub, "list"))
-        rv = do_list(&x, nargs ? args[0] : NULL, json, limit);
-    else if (!strcmp(sub, "show"))
-        rv = do_show(&x, args[0], json);
-    else if (!strcmp(sub, "retry")) {
-        if (all)
-            rv = retry_all(&x, queue);
-        else
-            for (int i = 0; i < nargs; i++) rv |= retry_one(&x, args[i]);
-    } else if (!strcmp(sub, "forget")) {
-        for (int i = 0; i < nargs; i++) rv |= forget_one(&x, args[i], false);
-    } else
-        rv = do_flush(&x, nargs ? args[0] : NULL);
-    free(x.set_key);
-    free(x.job_prefix);
-    rconn_free(x.r);
-    config_free(c);
+    int rv = cli_redis_reach(&x, false) < 0 || f->run(x.r, &a) < 0 ? 1 : 0;
+    cli_redis_close(&x);
     return rv;
 }

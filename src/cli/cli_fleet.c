@@ -6,13 +6,14 @@
  */
 #include "cli/cli.h"
 #include "observe/fleet.h"
+#include "redis/rconn.h"
 #include "core/util.h"
 
 #include <getopt.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
 
 /* Each master's slots of each fleet budget, then the budget's totals. */
 static void print_budgets(const cJSON *fleet)
@@ -53,54 +54,47 @@ static void print_fleet(const cJSON *fleet)
            cli_json_num(t, "workers"), cli_json_num(t, "busy"));
 }
 
-int cmd_fleet(int argc, char **argv)
+typedef struct {
+    const char *cfg, *conn;
+    bool json;
+} fleet_args_t;
+
+#define F(m) offsetof(fleet_args_t, m)
+static const cli_opt_t OPTS[] = {
+    CLI_REDIS_OPTS(fleet_args_t),
+    CLI_TRUE("json", 'j', F(json)),
+    CLI_NONE("fleet", 'F'),
+    CLI_OPTS_END,
+};
+#undef F
+
+int cmd_fleet(const cli_cmd_t *cmd, int argc, char **argv)
 {
-    static const struct option opts[] = {{"config", required_argument, 0, 'c'},
-                                         {"connection", required_argument, 0, 'C'},
-                                         {"json", no_argument, 0, 'j'},
-                                         {"fleet", no_argument, 0, 'F'},
-                                         {"help", no_argument, 0, 'h'},
-                                         {0, 0, 0, 0}};
-    const char *cfg = NULL, *conn = "default";
-    bool json = false;
-    int o;
-    optind = 1;
-    while ((o = getopt_long(argc, argv, "c:jh", opts, NULL)) != -1) {
-        switch (o) {
-        case 'c': cfg = optarg; break;
-        case 'C': conn = optarg; break;
-        case 'j': json = true; break;
-        case 'F': break;
-        case 'h': cli_help("status"); return 0;
-        default: cli_usage_error("status", "--fleet takes -c FILE, --connection NAME and --json"); return EXIT_USAGE;
-        }
-    }
+    fleet_args_t a = {.conn = "default"};
+    int status;
+    if (cli_parse(cmd, argc, argv, "c:jh", OPTS, &a, "--fleet takes -c FILE, --connection NAME and --json", &status) < 0)
+        return status;
     if (optind < argc) {
         cli_usage_error("status", "--fleet takes no arguments");
         return EXIT_USAGE;
     }
-    int status = 0;
-    qconf_t *c = NULL;
-    rconn_t *r = cli_redis("status", cfg, conn, &c, &status);
-    if (!r) return status;
-    cJSON *fleet = fleet_list(r);
+    cli_redis_t x;
+    if (cli_redis_open("status", a.cfg, a.conn, &x, &status) < 0) return status;
+    cJSON *fleet = fleet_list(x.r);
     int rv = 0;
     if (!fleet) {
-        fprintf(stderr, "qpool status: cannot read the fleet from redis %s: %s\n", conn,
-                r->last_error[0] ? r->last_error : "unavailable");
+        fprintf(stderr, "qpool status: cannot read the fleet from redis %s: %s\n", a.conn,
+                x.r->last_error[0] ? x.r->last_error : "unavailable");
         rv = 1;
     } else {
         fleet_add_totals(fleet);
-        if (json) {
-            char *s = cJSON_PrintUnformatted(fleet);
-            printf("%s\n", s);
-            free(s);
-        } else
+        if (a.json)
+            cli_json_print(fleet);
+        else
             print_fleet(fleet);
         rv = cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(fleet, "masters")) ? 0 : 2;
         cJSON_Delete(fleet);
     }
-    rconn_free(r);
-    config_free(c);
+    cli_redis_close(&x);
     return rv;
 }

@@ -1,12 +1,13 @@
 /*
  * cli_import.c - `qpool import horizon APP [--env ENV]` (horizon.h).
  */
-#include "config/appdesc.h"
 #include "cli/cli.h"
+#include "config/appdesc.h"
 #include "config/horizon.h"
 #include "core/util.h"
 
 #include <getopt.h>
+#include <stddef.h>
 #include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,8 +16,19 @@
 
 typedef struct {
     const char *app, *env, *adapter, *user;
-    char **php;
+    const char *php_arg; /* --php, the last one */
+    char **php;          /* its words, or "php" */
 } import_opts_t;
+
+#define I(m) offsetof(import_opts_t, m)
+static const cli_opt_t OPTS[] = {
+    CLI_STR("env", 'e', I(env)),
+    CLI_STR("php", 'p', I(php_arg)),
+    CLI_STR("adapter", 'a', I(adapter)),
+    CLI_STR("user", 'u', I(user)),
+    CLI_OPTS_END,
+};
+#undef I
 
 /* --php "chroot /root php": split on blanks. */
 static char **split_words(const char *s)
@@ -29,48 +41,31 @@ static char **split_words(const char *s)
     return v;
 }
 
-static int parse_import(int argc, char **argv, import_opts_t *o)
+/* 0: go on; -1: stop with exit status *status. */
+static int parse_import(const cli_cmd_t *cmd, int argc, char **argv, import_opts_t *o, int *status)
 {
-    static const struct option opts[] = {{"env", required_argument, 0, 'e'},
-                                         {"php", required_argument, 0, 'p'},
-                                         {"adapter", required_argument, 0, 'a'},
-                                         {"user", required_argument, 0, 'u'},
-                                         {"help", no_argument, 0, 'h'},
-                                         {0, 0, 0, 0}};
-    int c;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "e:u:h", opts, NULL)) != -1) {
-        switch (c) {
-        case 'e': o->env = optarg; break;
-        case 'p':
-            free_strv(o->php);
-            o->php = split_words(optarg);
-            break;
-        case 'a': o->adapter = optarg; break;
-        case 'u': o->user = optarg; break;
-        case 'h': cli_help("import"); return 0;
-        default: cli_usage_error("import", "invalid option"); return EXIT_USAGE;
-        }
-    }
+    if (cli_parse(cmd, argc, argv, "e:u:h", OPTS, o, "invalid option", status) < 0) return -1;
+    *status = EXIT_USAGE;
     if (argc - optind != 2 || strcmp(argv[optind], "horizon")) {
         cli_usage_error("import", "expected: qpool import horizon APP");
-        return EXIT_USAGE;
+        return -1;
     }
     o->app = argv[optind + 1];
     if (o->app[0] != '/') {
         cli_usage_error("import", "APP must be an absolute path");
-        return EXIT_USAGE;
+        return -1;
     }
     if (geteuid() == 0 && !o->user) {
         cli_usage_error("import", "reading the app runs its code: as root, name the user to run it as with "
                                   "--user USER (the app's owner, or the pools' user)");
-        return EXIT_USAGE;
+        return -1;
     }
+    if (o->php_arg) o->php = split_words(o->php_arg);
     if (!o->php || !o->php[0]) {
         free_strv(o->php);
         o->php = split_words("php");
     }
-    return -1;
+    return 0;
 }
 
 /* --user: the app is read as that user (a root `qpool import` never boots
@@ -121,13 +116,13 @@ static cJSON *describe_horizon(const import_opts_t *o)
     return d;
 }
 
-int cmd_import(int argc, char **argv)
+int cmd_import(const cli_cmd_t *cmd, int argc, char **argv)
 {
     import_opts_t o = {0};
-    int r = parse_import(argc, argv, &o);
-    if (r >= 0) {
+    int status;
+    if (parse_import(cmd, argc, argv, &o, &status) < 0) {
         free_strv(o.php);
-        return r;
+        return status;
     }
     cJSON *d = describe_horizon(&o);
     free_strv(o.php);

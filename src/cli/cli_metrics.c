@@ -5,9 +5,11 @@
 #include "cli/cli.h"
 #include "observe/history.h"
 #include "observe/metrics.h"
+#include "redis/rconn.h"
 #include "core/util.h"
 
 #include <getopt.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,56 +45,44 @@ static void print_minutes(const cJSON *h)
     }
 }
 
-int cmd_metrics(int argc, char **argv)
+typedef struct {
+    const char *cfg, *conn;
+    long minutes;
+    bool json;
+} metrics_args_t;
+
+#define M(m) offsetof(metrics_args_t, m)
+static const cli_opt_t OPTS[] = {
+    CLI_REDIS_OPTS(metrics_args_t),
+    CLI_LONG("minutes", 'm', M(minutes), 1, 60 * 24 * 31, "--minutes takes 1..44640"),
+    CLI_TRUE("json", 'j', M(json)),
+    CLI_OPTS_END,
+};
+#undef M
+
+int cmd_metrics(const cli_cmd_t *cmd, int argc, char **argv)
 {
-    static const struct option opts[] = {{"config", required_argument, 0, 'c'},
-                                         {"connection", required_argument, 0, 'C'},
-                                         {"minutes", required_argument, 0, 'm'},
-                                         {"json", no_argument, 0, 'j'},
-                                         {"help", no_argument, 0, 'h'},
-                                         {0, 0, 0, 0}};
-    const char *cfg = NULL, *conn = "default";
-    bool json = false;
-    long minutes = 60;
-    int o;
-    optind = 1;
-    while ((o = getopt_long(argc, argv, "c:m:jh", opts, NULL)) != -1) {
-        switch (o) {
-        case 'c': cfg = optarg; break;
-        case 'C': conn = optarg; break;
-        case 'm':
-            if (!parse_long(optarg, &minutes) || minutes < 1 || minutes > 60 * 24 * 31) {
-                cli_usage_error("metrics", "--minutes takes 1..44640");
-                return EXIT_USAGE;
-            }
-            break;
-        case 'j': json = true; break;
-        case 'h': cli_help("metrics"); return 0;
-        default: cli_usage_error("metrics", "unknown option"); return EXIT_USAGE;
-        }
-    }
+    metrics_args_t a = {.conn = "default", .minutes = 60};
+    int status;
+    if (cli_parse(cmd, argc, argv, "c:m:jh", OPTS, &a, "unknown option", &status) < 0) return status;
     if (optind < argc) {
         cli_usage_error("metrics", "no arguments expected");
         return EXIT_USAGE;
     }
-    int status = 0;
-    qconf_t *c = NULL;
-    rconn_t *r = cli_redis("metrics", cfg, conn, &c, &status);
-    if (!r) return status;
+    cli_redis_t x;
+    if (cli_redis_open("metrics", a.cfg, a.conn, &x, &status) < 0) return status;
     int64_t now = wall_ms() / 60000;
-    cJSON *h = history_read(r, now - minutes + 1, now);
+    cJSON *h = history_read(x.r, now - a.minutes + 1, now);
     int rv = 0;
     if (!h) {
-        fprintf(stderr, "qpool metrics: cannot read redis %s: %s\n", conn, r->last_error[0] ? r->last_error : "unavailable");
+        fprintf(stderr, "qpool metrics: cannot read redis %s: %s\n", a.conn,
+                x.r->last_error[0] ? x.r->last_error : "unavailable");
         rv = 1;
-    } else if (json) {
-        char *s = cJSON_PrintUnformatted(h);
-        printf("%s\n", s);
-        free(s);
-    } else
+    } else if (a.json)
+        cli_json_print(h);
+    else
         print_minutes(h);
     cJSON_Delete(h);
-    rconn_free(r);
-    config_free(c);
+    cli_redis_close(&x);
     return rv;
 }

@@ -29,7 +29,4 @@ int horizon_import(const cJSON *desc, const char *app, const char *env, sbuf_t *
  * key, lists by index); returns a new value. */
 cJSON *horizon_replace_recursive(const cJSON *base, const cJSON *repl);
 
-/* The CLI command (cli_import.c). */
-int cmd_import(int argc, char **argv);
-
 #endif
