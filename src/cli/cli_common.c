@@ -76,6 +76,10 @@ static size_t long_options(const cli_opt_t *opts, struct option *lo)
         bool arg = opts[n].kind == CLI_OPT_STR || opts[n].kind == CLI_OPT_LONG;
         lo[n] = (struct option){opts[n].name, arg ? required_argument : no_argument, NULL, opts[n].code};
     }
+    if (opts[n].name) { /* a table longer than lo: a programming error, never cut short silently */
+        fprintf(stderr, "qpool: an option table is longer than CLI_OPTS_MAX (%d)\n", CLI_OPTS_MAX);
+        abort();
+    }
     lo[n] = (struct option){"help", no_argument, NULL, 'h'};
     lo[n + 1] = (struct option){NULL, 0, NULL, 0};
     return n;
