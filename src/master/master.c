@@ -18,7 +18,7 @@
 #include "master/control.h"
 #include "master/alerting.h"
 #include "master/budgeting.h"
-#include "http/http.h"
+#include "master/http_endpoint.h"
 #include "core/log.h"
 #include "os/proc.h"
 #include "redis/rconn.h"
@@ -560,7 +560,7 @@ int master_run(const char *config_path)
     for (int i = 0; i < conf->npools; i++) add_pool(m, &conf->pools[i]);
     monitor_reset(m);
 
-    http_start(m); /* an error is logged; supervision goes on without HTTP */
+    http_start(m, control_adopt); /* an error is logged; supervision goes on without HTTP */
     log_info("qpool %s started with %d pools from %s", "master", conf->npools, conf->path);
     monitor_check_maintenance(m); /* a down app's pools start paused: no job taken before the first tick */
     int64_t due = pools_maintain(&m->pools, mono_ms());

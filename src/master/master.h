@@ -32,7 +32,7 @@ typedef struct {
     char last_status[512];
     int64_t started_wall_ms;
     struct monitor *mon;       /* Redis counts, Laravel keys, balancing (monitor.c) */
-    struct http_sup *http;     /* the HTTP process, if qpool.http is set (http.c) */
+    struct http_sup *http;     /* the HTTP process, if qpool.http is set (http_endpoint.c) */
     struct alerting *alerting; /* open alert episodes and running commands (alerting.c) */
     struct budgeting *budgeting; /* fleet budget leases (budgeting.c) */
 

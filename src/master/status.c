@@ -275,16 +275,6 @@ cJSON *status_progress_json(master_t *m, const char *event)
     return o;
 }
 
-cJSON *status_error(const char *fmt, va_list ap)
-{
-    char msg[512];
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    cJSON *o = cJSON_CreateObject();
-    cJSON_AddFalseToObject(o, "ok");
-    cJSON_AddStringToObject(o, "error", msg);
-    return o;
-}
-
 cJSON *status_fleet_record(master_t *m, const char *id)
 {
     char host[256] = "?";
