@@ -832,12 +832,6 @@ void pools_kill_all(pools_t *ps)
     }
 }
 
-void pool_request_roll(pool_t *p)
-{
-    p->gen++;
-    p->roll_child_pid = 0;
-}
-
 void pool_counts(const pools_t *ps, const pool_t *p, pool_counts_t *out)
 {
     memset(out, 0, sizeof *out);

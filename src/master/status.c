@@ -5,7 +5,7 @@
  */
 #include "master/status.h"
 #include "master/budgeting.h"
-#include "master/monitor.h"
+#include "master/mconn.h"
 #include "os/proc.h"
 #include "core/util.h"
 #include "version.h"
@@ -238,7 +238,7 @@ static cJSON *pool_json(master_t *m, pool_t *p, unsigned flags)
 
 cJSON *status_json(master_t *m, unsigned flags)
 {
-    uint64_t reconnects = monitor_redis_reconnects(m);
+    uint64_t reconnects = mconn_reconnects(m);
     cJSON *o = cJSON_CreateObject();
     add_master(o, m);
     cJSON *arr = cJSON_AddArrayToObject(o, "pools");
