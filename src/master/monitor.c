@@ -130,69 +130,185 @@ static void track_head(queue_stat_t *qs, const redisReply *r)
     }
 }
 
+static bool connection_used(const master_t *m, const char *name)
+{
+    for (int i = 0; i < m->pools.n; i++)
+        if (!strcmp(m->pools.v[i]->conf.connection, name)) return true;
+    return false;
+}
+
+/* The counts of the pools on connection cname are not known this pass. */
+static void counts_unknown(master_t *m, const char *cname)
+{
+    for (int i = 0; i < m->pools.n; i++)
+        if (!strcmp(m->pools.v[i]->conf.connection, cname)) m->pools.v[i]->have_counts = false;
+}
+
+/* Append the counts of every queue of the pools on c (cname) and, when
+ * heads, the job at its head (the alerts' oldest job). */
+static void ask_counts(master_t *m, rconn_t *c, const char *cname, bool heads)
+{
+    for (int i = 0; i < m->pools.n; i++) {
+        pool_t *p = m->pools.v[i];
+        if (strcmp(p->conf.connection, cname)) continue;
+        for (int q = 0; q < p->conf.nqueues; q++) {
+            qkeys_t k;
+            qkeys_init(&k, c->conf.prefix, p->conf.queues[q]);
+            queue_append_counts(c, &k);
+            if (heads) {
+                const char *a[] = {"LINDEX", k.ready, "0"};
+                rconn_append(c, 3, a, NULL);
+            }
+            qkeys_free(&k);
+        }
+    }
+}
+
+/* One queue's replies: ready, delayed, reserved and (heads) its head. -1:
+ * the connection failed. */
+static int read_queue_counts(rconn_t *c, queue_stat_t *qs, bool heads)
+{
+    int64_t v[3];
+    redisReply *r;
+    for (int j = 0; j < 3; j++) {
+        if (rconn_read(c, -1, -1, &r) != RC_OK) return -1;
+        v[j] = r->type == REDIS_REPLY_INTEGER ? r->integer : 0;
+        freeReplyObject(r);
+    }
+    qs->ready = v[0];
+    qs->delayed = v[1];
+    qs->reserved = v[2];
+    if (!heads) return 0;
+    if (rconn_read(c, -1, -1, &r) != RC_OK) return -1;
+    track_head(qs, r);
+    freeReplyObject(r);
+    return 0;
+}
+
+/* The replies ask_counts asked for: a pool has its counts when all of its
+ * queues' came (and every pool's before it). */
+static void read_counts(master_t *m, rconn_t *c, const char *cname, bool heads)
+{
+    bool ok = true;
+    counts_unknown(m, cname);
+    for (int i = 0; i < m->pools.n && ok; i++) {
+        pool_t *p = m->pools.v[i];
+        if (strcmp(p->conf.connection, cname)) continue;
+        for (int q = 0; q < p->conf.nqueues && ok; q++) ok = read_queue_counts(c, &p->q[q], heads) == 0;
+        p->have_counts = ok;
+    }
+}
+
 /* Queue counts: for each connection, one pipelined round trip over every
  * queue of every pool using it. */
 static void fetch_counts(master_t *m)
 {
     for (int ci = 0; ci < m->conf->nredis; ci++) {
         const char *cname = m->conf->redis[ci].name;
-        int used = 0;
-        for (int i = 0; i < m->pools.n; i++)
-            if (!strcmp(m->pools.v[i]->conf.connection, cname)) used++;
-        if (!used) continue;
+        if (!connection_used(m, cname)) continue;
         rconn_t *c = mconn_get(m, cname);
         if (!c || rconn_ensure(c) < 0) {
-            for (int i = 0; i < m->pools.n; i++)
-                if (!strcmp(m->pools.v[i]->conf.connection, cname)) m->pools.v[i]->have_counts = false;
+            counts_unknown(m, cname);
             continue;
         }
         bool heads = alerting_wants_oldest(m->conf);
-        for (int i = 0; i < m->pools.n; i++) {
-            pool_t *p = m->pools.v[i];
-            if (strcmp(p->conf.connection, cname)) continue;
-            for (int q = 0; q < p->conf.nqueues; q++) {
-                qkeys_t k;
-                qkeys_init(&k, c->conf.prefix, p->conf.queues[q]);
-                queue_append_counts(c, &k);
-                if (heads) {
-                    const char *a[] = {"LINDEX", k.ready, "0"};
-                    rconn_append(c, 3, a, NULL);
-                }
-                qkeys_free(&k);
-            }
-        }
-        bool ok = true;
-        for (int i = 0; i < m->pools.n; i++)
-            if (!strcmp(m->pools.v[i]->conf.connection, cname)) m->pools.v[i]->have_counts = false;
-        for (int i = 0; i < m->pools.n && ok; i++) {
-            pool_t *p = m->pools.v[i];
-            if (strcmp(p->conf.connection, cname)) continue;
-            for (int q = 0; q < p->conf.nqueues && ok; q++) {
-                int64_t v[3];
-                for (int j = 0; j < 3; j++) {
-                    redisReply *r;
-                    if (rconn_read(c, -1, -1, &r) != RC_OK) {
-                        ok = false;
-                        break;
-                    }
-                    v[j] = r->type == REDIS_REPLY_INTEGER ? r->integer : 0;
-                    freeReplyObject(r);
-                }
-                if (!ok) break;
-                p->q[q].ready = v[0];
-                p->q[q].delayed = v[1];
-                p->q[q].reserved = v[2];
-                if (heads) {
-                    redisReply *r;
-                    if (rconn_read(c, -1, -1, &r) != RC_OK) {
-                        ok = false;
-                        break;
-                    }
-                    track_head(&p->q[q], r);
-                    freeReplyObject(r);
-                }
-            }
-            p->have_counts = ok;
+        ask_counts(m, c, cname, heads);
+        read_counts(m, c, cname, heads);
+    }
+}
+
+/* Does a pool on cache connection cname poll Laravel's keys? */
+static bool polls_laravel(const pool_t *p, const char *cname)
+{
+    return !p->removed && !strcmp(p->conf.cache_connection, cname) &&
+           (p->conf.laravel_pause || p->conf.restart_key[0]);
+}
+
+static void append_get(rconn_t *c, char *key)
+{
+    const char *a[] = {"GET", key};
+    rconn_append(c, 2, a, NULL);
+    free(key);
+}
+
+/* GET the pool's queue:restart key, then its queue:pause keys (every
+ * queue's, then each queue's). */
+static void ask_laravel_keys(rconn_t *c, const pool_t *p)
+{
+    if (p->conf.restart_key[0])
+        append_get(c, xasprintf("%s%s%s", c->conf.prefix, p->conf.cache_prefix, p->conf.restart_key));
+    if (!p->conf.laravel_pause) return;
+    append_get(c, xasprintf("%s%silluminate:queues:paused", c->conf.prefix, p->conf.cache_prefix));
+    for (int q = 0; q < p->conf.nqueues; q++)
+        append_get(c, xasprintf("%s%silluminate:queue:paused:%s:%s", c->conf.prefix, p->conf.cache_prefix,
+                                p->conf.queue_connection, p->conf.queues[q]));
+}
+
+/* The queue:restart key's reply: a value changed since the last pass rolls
+ * the pool. The value seen is kept in p->restart_pending until every pool
+ * has seen it (remember_restart_values). -1: the connection failed. */
+static int read_restart_key(master_t *m, rconn_t *c, const char *cname, pool_t *p)
+{
+    redisReply *r;
+    if (rconn_read(c, -1, -1, &r) != RC_OK) return -1;
+    char *key = xasprintf("%s|%s%s%s", cname, c->conf.prefix, p->conf.cache_prefix, p->conf.restart_key);
+    const char *now = r->type == REDIS_REPLY_STRING ? r->str : "";
+    bool found;
+    const char *was = seen_get(m, key, &found);
+    if (found && strcmp(was, now)) {
+        log_info("pool %s: Laravel's queue:restart signal changed (%s): rolling restart", p->conf.name,
+                 p->conf.restart_key);
+        pool_request_roll(p);
+    }
+    /* several pools may share the key: update after all have seen it */
+    free(p->restart_pending);
+    p->restart_pending = !found || strcmp(was, now) ? xstrdup(now) : NULL;
+    free(p->restart_key_full);
+    p->restart_key_full = key;
+    freeReplyObject(r);
+    return 0;
+}
+
+/* The queue:pause keys' replies: each queue paused by Laravel or not. -1:
+ * the connection failed on the first; a later failure only ends this
+ * pool's queues. */
+static int read_pause_keys(rconn_t *c, pool_t *p)
+{
+    redisReply *r;
+    if (rconn_read(c, -1, -1, &r) != RC_OK) return -1;
+    bool all = php_truthy(r);
+    freeReplyObject(r);
+    for (int q = 0; q < p->conf.nqueues; q++) {
+        if (rconn_read(c, -1, -1, &r) != RC_OK) break;
+        bool was = p->q[q].laravel_paused;
+        p->q[q].laravel_paused = all || php_truthy(r);
+        if (was != p->q[q].laravel_paused)
+            log_info("pool %s: queue %s %s by Laravel's queue:%s", p->conf.name, p->conf.queues[q],
+                     p->q[q].laravel_paused ? "paused" : "resumed", p->q[q].laravel_paused ? "pause" : "resume");
+        freeReplyObject(r);
+    }
+    return 0;
+}
+
+static void read_laravel_keys(master_t *m, rconn_t *c, const char *cname)
+{
+    for (int i = 0; i < m->pools.n; i++) {
+        pool_t *p = m->pools.v[i];
+        if (p->removed || strcmp(p->conf.cache_connection, cname)) continue;
+        if (p->conf.restart_key[0] && read_restart_key(m, c, cname, p) < 0) break; /* the rest waits for the next pass */
+        if (p->conf.laravel_pause && read_pause_keys(c, p) < 0) break;
+    }
+}
+
+/* The queue:restart values this pass saw are the baselines of the next. */
+static void remember_restart_values(master_t *m)
+{
+    for (int i = 0; i < m->pools.n; i++) {
+        pool_t *p = m->pools.v[i];
+        if (p->restart_pending) {
+            seen_set(m, p->restart_key_full, p->restart_pending);
+            free(p->restart_pending);
+            p->restart_pending = NULL;
         }
     }
 }
@@ -202,90 +318,18 @@ static void poll_laravel_keys(master_t *m)
 {
     for (int ci = 0; ci < m->conf->nredis; ci++) {
         const char *cname = m->conf->redis[ci].name;
-        int used = 0;
-        for (int i = 0; i < m->pools.n; i++)
-            if (!m->pools.v[i]->removed && !strcmp(m->pools.v[i]->conf.cache_connection, cname) &&
-                (m->pools.v[i]->conf.laravel_pause || m->pools.v[i]->conf.restart_key[0]))
-                used++;
+        bool used = false;
+        for (int i = 0; i < m->pools.n && !used; i++) used = polls_laravel(m->pools.v[i], cname);
         if (!used) continue;
         rconn_t *c = mconn_get(m, cname);
         if (!c || rconn_ensure(c) < 0) continue;
         for (int i = 0; i < m->pools.n; i++) {
             pool_t *p = m->pools.v[i];
-            if (p->removed || strcmp(p->conf.cache_connection, cname)) continue;
-            if (p->conf.restart_key[0]) {
-                char *k = xasprintf("%s%s%s", c->conf.prefix, p->conf.cache_prefix, p->conf.restart_key);
-                const char *a[] = {"GET", k};
-                rconn_append(c, 2, a, NULL);
-                free(k);
-            }
-            if (p->conf.laravel_pause) {
-                char *g = xasprintf("%s%silluminate:queues:paused", c->conf.prefix, p->conf.cache_prefix);
-                const char *a[] = {"GET", g};
-                rconn_append(c, 2, a, NULL);
-                free(g);
-                for (int q = 0; q < p->conf.nqueues; q++) {
-                    char *k = xasprintf("%s%silluminate:queue:paused:%s:%s", c->conf.prefix,
-                                        p->conf.cache_prefix, p->conf.queue_connection,
-                                        p->conf.queues[q]);
-                    const char *b[] = {"GET", k};
-                    rconn_append(c, 2, b, NULL);
-                    free(k);
-                }
-            }
+            if (!p->removed && !strcmp(p->conf.cache_connection, cname)) ask_laravel_keys(c, p);
         }
-        for (int i = 0; i < m->pools.n; i++) {
-            pool_t *p = m->pools.v[i];
-            if (p->removed || strcmp(p->conf.cache_connection, cname)) continue;
-            redisReply *r;
-            if (p->conf.restart_key[0]) {
-                if (rconn_read(c, -1, -1, &r) != RC_OK) break; /* the rest waits for the next pass */
-                char *key = xasprintf("%s|%s%s%s", cname, c->conf.prefix, p->conf.cache_prefix,
-                                      p->conf.restart_key);
-                const char *now = r->type == REDIS_REPLY_STRING ? r->str : "";
-                bool found;
-                const char *was = seen_get(m, key, &found);
-                if (found && strcmp(was, now)) {
-                    log_info("pool %s: Laravel's queue:restart signal changed (%s): rolling restart",
-                             p->conf.name, p->conf.restart_key);
-                    pool_request_roll(p);
-                }
-                /* several pools may share the key: update after all have seen it */
-                free(p->restart_pending);
-                p->restart_pending = !found || strcmp(was, now) ? xstrdup(now) : NULL;
-                free(p->restart_key_full);
-                p->restart_key_full = key;
-                freeReplyObject(r);
-            }
-            if (p->conf.laravel_pause) {
-                if (rconn_read(c, -1, -1, &r) != RC_OK) break;
-                bool all = php_truthy(r);
-                freeReplyObject(r);
-                bool lost = false;
-                for (int q = 0; q < p->conf.nqueues && !lost; q++) {
-                    if (rconn_read(c, -1, -1, &r) != RC_OK) {
-                        lost = true;
-                        break;
-                    }
-                    bool was = p->q[q].laravel_paused;
-                    p->q[q].laravel_paused = all || php_truthy(r);
-                    if (was != p->q[q].laravel_paused)
-                        log_info("pool %s: queue %s %s by Laravel's queue:%s", p->conf.name,
-                                 p->conf.queues[q], p->q[q].laravel_paused ? "paused" : "resumed",
-                                 p->q[q].laravel_paused ? "pause" : "resume");
-                    freeReplyObject(r);
-                }
-            }
-        }
+        read_laravel_keys(m, c, cname);
     }
-    for (int i = 0; i < m->pools.n; i++) {
-        pool_t *p = m->pools.v[i];
-        if (p->restart_pending) {
-            seen_set(m, p->restart_key_full, p->restart_pending);
-            free(p->restart_pending);
-            p->restart_pending = NULL;
-        }
-    }
+    remember_restart_values(m);
 }
 
 /* Is the app down? 1 yes, 0 no, -1 unknown. The file driver's file is
@@ -460,13 +504,6 @@ static void apply_balance(master_t *m, int64_t now)
     }
     free(b);
     free(map);
-}
-
-static bool connection_used(const master_t *m, const char *name)
-{
-    for (int i = 0; i < m->pools.n; i++)
-        if (!strcmp(m->pools.v[i]->conf.connection, name)) return true;
-    return false;
 }
 
 /* The heartbeat, on every connection a pool uses: a few balance passes of
