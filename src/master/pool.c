@@ -22,6 +22,7 @@
 #include "os/child.h"
 #include "config/pool_child.h"
 #include "os/proc.h"
+#include "core/grow.h"
 #include "core/util.h"
 
 #include <errno.h>
@@ -321,20 +322,10 @@ __attribute__((noreturn)) static void child_main(pools_t *ps, pool_t *p, int sbi
 static void add_child(pools_t *ps, pool_t *p, pid_t pid, int sbi, int slot_no, int stats_fd, uint32_t cw,
                       int64_t now)
 {
-    if (p->nchildren == p->cap) {
-        p->cap = p->cap ? p->cap * 2 : 8;
-        p->children = xrealloc(p->children, sizeof *p->children * (size_t)p->cap);
-    }
+    p->children = xgrow(p->children, p->nchildren, &p->cap, sizeof *p->children, 8);
     child_t *c = &p->children[p->nchildren++];
-    memset(c, 0, sizeof *c);
-    c->pid = pid;
-    c->sb = sbi;
-    c->slot_no = slot_no;
-    c->gen = p->gen;
-    c->started_ms = now;
-    c->start_ticks = proc_start_ticks(pid);
-    c->stats_fd = stats_fd;
-    c->lease = p->lease_tag;
+    *c = (child_t){.pid = pid, .sb = sbi, .slot_no = slot_no, .gen = p->gen, .started_ms = now,
+                   .start_ticks = proc_start_ticks(pid), .stats_fd = stats_fd, .lease = p->lease_tag};
     if (c->stats_fd >= 0) {
         struct epoll_event ev = {.events = EPOLLIN, .data.fd = c->stats_fd};
         epoll_ctl(ps->epfd, EPOLL_CTL_ADD, c->stats_fd, &ev);

@@ -2,6 +2,7 @@
  * jobstats.c - see jobstats.h.
  */
 #include "observe/jobstats.h"
+#include "core/grow.h"
 #include "core/util.h"
 
 #include <cjson/cJSON.h>
@@ -55,15 +56,9 @@ static jobstat_t *entry(jobstats_t *s, int queue, int job, enum job_outcome outc
 {
     for (int i = 0; i < s->n; i++)
         if (s->v[i].queue == queue && s->v[i].job == job && s->v[i].outcome == outcome) return &s->v[i];
-    if (s->n == s->cap) {
-        s->cap = s->cap ? s->cap * 2 : 16;
-        s->v = xrealloc(s->v, sizeof *s->v * (size_t)s->cap);
-    }
+    s->v = xgrow(s->v, s->n, &s->cap, sizeof *s->v, 16);
     jobstat_t *e = &s->v[s->n++];
-    memset(e, 0, sizeof *e);
-    e->queue = queue;
-    e->job = job;
-    e->outcome = outcome;
+    *e = (jobstat_t){.queue = queue, .job = job, .outcome = outcome};
     return e;
 }
 
