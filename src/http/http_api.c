@@ -10,7 +10,7 @@
 #include "observe/history.h"
 #include "core/log.h"
 #include "observe/prom.h"
-#include "master/status.h"
+#include "core/reply.h"
 #include "http/web.h"
 
 #include <errno.h>
@@ -48,7 +48,7 @@ void http_reply_error(http_reply_t *r, int code, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    cJSON *o = status_error(fmt, ap);
+    cJSON *o = reply_errorv(fmt, ap);
     va_end(ap);
     http_reply_json(r, code, o);
 }

@@ -5,7 +5,7 @@
 #include "master/budget.h"
 #include "redis/lease.h"
 #include "core/log.h"
-#include "master/monitor.h"
+#include "master/mconn.h"
 #include "core/util.h"
 
 #include <limits.h>
@@ -104,7 +104,7 @@ static void bind_all(master_t *m, struct budgeting *s, pool_t **pools, int n)
 {
     for (int i = 0; i < s->n; i++) s->v[i].active = false, s->v[i].pool = -1;
     for (int i = 0; i < n; i++) {
-        rconn_t *c = pools[i]->conf.fleet_max_processes ? monitor_conn(m, pools[i]->conf.connection) : NULL;
+        rconn_t *c = pools[i]->conf.fleet_max_processes ? mconn_get(m, pools[i]->conf.connection) : NULL;
         if (!c) {
             pool_set_fleet(pools[i], 0, pools[i]->conf.fleet_max_processes ? 0 : INT_MAX);
             continue;
@@ -126,7 +126,7 @@ static void count_and_drop(master_t *m, struct budgeting *s)
             i++;
             continue;
         }
-        rconn_t *c = monitor_conn(m, e->connection);
+        rconn_t *c = mconn_get(m, e->connection);
         if (c && rconn_ensure(c) == 0 && lease_release(c, e->key, s->id) == 0)
             log_info("pool %s: fleet budget lease released (nothing runs under it any more)", e->name);
         entry_free(e);
@@ -241,7 +241,7 @@ static void pass_connection(master_t *m, const char *cname, pool_t **pools, bal_
                             int64_t now)
 {
     struct budgeting *s = m->budgeting;
-    rconn_t *c = monitor_conn(m, cname);
+    rconn_t *c = mconn_get(m, cname);
     int k = 0;
     bud_pool_t **es = xcalloc((size_t)s->n + 1, sizeof *es);
     char **keys = xcalloc((size_t)s->n + 1, sizeof *keys);
@@ -359,7 +359,7 @@ void budgeting_goodbye(master_t *m)
 {
     struct budgeting *s = m->budgeting;
     for (int i = 0; s && i < s->n; i++) {
-        rconn_t *c = monitor_conn(m, s->v[i].connection);
+        rconn_t *c = mconn_get(m, s->v[i].connection);
         if (c && rconn_ensure(c) == 0) lease_release(c, s->v[i].key, s->id);
     }
 }

@@ -15,6 +15,7 @@
 #include "core/log.h"
 #include "core/safefile.h"
 #include "master/status.h"
+#include "core/reply.h"
 #include "core/util.h"
 
 #include <cjson/cJSON.h>
@@ -305,16 +306,9 @@ static void reply_error(ctl_client_t *c, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    cJSON *o = status_error(fmt, ap);
+    cJSON *o = reply_errorv(fmt, ap);
     va_end(ap);
     reply_json(c, o);
-}
-
-static cJSON *ok_reply(void)
-{
-    cJSON *o = cJSON_CreateObject();
-    cJSON_AddTrueToObject(o, "ok");
-    return o;
 }
 
 /* ------------------------------------------------------------ commands */
@@ -359,7 +353,7 @@ static void cmd_scale(master_t *m, ctl_client_t *c, const ctl_request_t *r)
         reply_verb_error(c, err);
         return;
     }
-    cJSON *o = ok_reply();
+    cJSON *o = reply_ok();
     cJSON_AddStringToObject(o, "pool", r->pool);
     cJSON_AddNumberToObject(o, "target", target);
     pool_t *p = master_pool(m, r->pool);
@@ -375,7 +369,7 @@ static void cmd_restart(master_t *m, ctl_client_t *c, const ctl_request_t *r)
         reply_verb_error(c, err);
         return;
     }
-    cJSON *o = ok_reply();
+    cJSON *o = reply_ok();
     cJSON *arr = cJSON_AddArrayToObject(o, "pools");
     for (int i = 0; i < m->pools.n; i++)
         if (!m->pools.v[i]->removed && (!r->pool || !strcmp(r->pool, m->pools.v[i]->conf.name)))
@@ -414,7 +408,7 @@ static void cmd_terminate(master_t *m, ctl_client_t *c, const ctl_request_t *r)
     log_info("terminate requested over the control socket (uid %d)", (int)c->uid);
     master_begin_stop(m, false);
     if (!r->wait) {
-        reply_json(c, ok_reply());
+        reply_json(c, reply_ok());
         return;
     }
     c->waiter = true;

@@ -32,7 +32,11 @@ typedef struct {
     char last_status[512];
     int64_t started_wall_ms;
     struct monitor *mon;       /* Redis counts, Laravel keys, balancing (monitor.c) */
-    struct http_sup *http;     /* the HTTP process, if qpool.http is set (http.c) */
+    struct mconns *conns;      /* the master's own Redis connections (mconn.c) */
+    /* when the monitor's next pass is due (monotonic ms); 0: at the loop's
+     * next pass (after start, a reload or a scale request) */
+    int64_t next_balance_ms;
+    struct http_sup *http;     /* the HTTP process, if qpool.http is set (http_endpoint.c) */
     struct alerting *alerting; /* open alert episodes and running commands (alerting.c) */
     struct budgeting *budgeting; /* fleet budget leases (budgeting.c) */
 
@@ -44,16 +48,27 @@ typedef struct {
 /* Recompute each pool's queue pause bits from m->paused_queues. */
 void master_apply_queue_pauses(master_t *m);
 
-/* Run the master in the foreground; returns the process exit status. */
+/* Run the master in the foreground (master.c); returns the process exit
+ * status. */
 int master_run(const char *config_path);
 
-/* Reload from the config file; on error, msg gets the errors (caller frees)
- * and the old config keeps running. Returns 0 on success. */
-int master_reload(master_t *m, char **msg); /* 0; 1: in effect but the HTTP endpoint is off; -1: refused */
-void master_begin_stop(master_t *m, bool fast);
+/* The pools of a config (reload.c), at the start and at each reload:
+ * -1 (said on stderr) when a pool switches user or group and qpool is not
+ * root; a pool added, joining a pause of everything. */
+int master_check_privileges(const qconf_t *c);
+void master_add_pool(master_t *m, const pool_conf_t *pc);
+
 /* The verbs every caller changes state through: signals, the control
- * socket and (later) HTTP. Each returns 0 or a positive count on success,
- * -1 with err filled on failure (unknown pool or queue, stopping). */
+ * socket (and through it the HTTP process's actions) and the monitor
+ * (verbs.c, reload.c). */
+
+/* Reload from the config file (reload.c); msg (if not NULL) gets what
+ * happened or the errors (caller frees). 0; 1: in effect but the HTTP
+ * endpoint is off; -1: refused, the old config keeps running. */
+int master_reload(master_t *m, char **msg);
+void master_begin_stop(master_t *m, bool fast);
+/* Each returns 0 or a positive count on success, -1 with err filled on
+ * failure (unknown pool or queue, stopping). */
 enum pause_source { PAUSE_FROM_SIGNAL = 0, PAUSE_FROM_CONTROL, PAUSE_FROM_HTTP, PAUSE_FROM_MAINTENANCE };
 typedef struct {
     char *const *pools;
@@ -68,7 +83,8 @@ typedef struct {
  * a reload adds joins the pause; resuming everything clears every pause an
  * operator made (pools and queues). A pool or queue is paused or resumed on
  * its own. Laravel's queue:pause keys are Laravel's: only it clears them. */
-int master_pause(master_t *m, const pause_scope_t *scope, int source, bool on, char *err, size_t errn);
+int master_pause(master_t *m, const pause_scope_t *scope, enum pause_source source, bool on, char *err,
+                 size_t errn);
 /* Pin a pool at n workers, or hand it back (n = -1); returns the target. */
 int master_scale(master_t *m, const char *pool, int n, char *err, size_t errn);
 /* Rolling restart of one pool (NULL: every pool); returns how many. */

@@ -5,6 +5,7 @@
 #include "master/alerting.h"
 #include "master/balancer.h"
 #include "master/budgeting.h"
+#include "master/mconn.h"
 #include "redis/failed.h"
 #include "observe/fleet.h"
 #include "observe/history.h"
@@ -25,60 +26,21 @@
 
 #define RATE_TAU_S 5.0      /* balancer's view of throughput */
 #define MINUTE_TAU_S 60.0   /* status's jobs per minute */
-#define MASTER_REDIS_TIMEOUT_S 0.5
 
-/* The monitor's own state: the master's Redis connections, the last
- * queue:restart values seen, and when it next looks. */
+/* The monitor's own state: the last queue:restart values seen and this
+ * master's heartbeat identity (its connections are mconn.c's, when it
+ * next looks is master_t.next_balance_ms). */
 struct monitor {
-    rconn_t **rc;               /* by connection name */
-    uint64_t *noted;            /* rc[i]->connects when its queues were last noted (failed.c) */
-    int nrc;
-    uint64_t reconnects_dropped; /* of connections closed by a reload */
     char **restart_seen;        /* "key\x01value", NULL-terminated */
-    int64_t next_balance_ms;    /* monotonic; 0: at the next pass */
     char fleet_id[300];         /* this master's heartbeat record (fleet.h) */
     char host[256];
     int64_t redis_offset_ms;    /* Redis's clock minus ours, from the last heartbeat */
 };
 
-static rconn_t *conn_for(master_t *m, const char *name)
-{
-    for (int i = 0; i < m->mon->nrc; i++)
-        if (!strcmp(m->mon->rc[i]->name, name)) return m->mon->rc[i];
-    const redis_conf_t *rc = config_redis(m->conf, name);
-    if (!rc) return NULL;
-    m->mon->rc = xrealloc(m->mon->rc, sizeof *m->mon->rc * (size_t)(m->mon->nrc + 1));
-    m->mon->noted = xrealloc(m->mon->noted, sizeof *m->mon->noted * (size_t)(m->mon->nrc + 1));
-    m->mon->noted[m->mon->nrc] = 0;
-    m->mon->rc[m->mon->nrc] = rconn_new(rc);
-    /* The master's loop must stay responsive (signals, the control socket,
-     * the watchdog) even when Redis hangs: it never waits long on Redis. */
-    if (m->mon->rc[m->mon->nrc]->conf.timeout > MASTER_REDIS_TIMEOUT_S) m->mon->rc[m->mon->nrc]->conf.timeout = MASTER_REDIS_TIMEOUT_S;
-    return m->mon->rc[m->mon->nrc++];
-}
-
-rconn_t *monitor_conn(master_t *m, const char *name)
-{
-    return conn_for(m, name);
-}
-
-static void drop_connections(master_t *m)
-{
-    for (int i = 0; i < m->mon->nrc; i++) {
-        m->mon->reconnects_dropped += rconn_reconnects(m->mon->rc[i]);
-        rconn_free(m->mon->rc[i]);
-    }
-    free(m->mon->rc);
-    free(m->mon->noted);
-    m->mon->rc = NULL;
-    m->mon->noted = NULL;
-    m->mon->nrc = 0;
-}
-
 void monitor_free(master_t *m)
 {
+    mconn_free(m);
     if (!m->mon) return;
-    drop_connections(m);
     if (m->mon->restart_seen) {
         for (int i = 0; m->mon->restart_seen[i]; i++) free(m->mon->restart_seen[i]);
         free(m->mon->restart_seen);
@@ -92,18 +54,13 @@ void monitor_reset(master_t *m)
     if (!m->mon) m->mon = xcalloc(1, sizeof *m->mon);
     /* Connections follow the config; restart baselines are kept across
      * reloads: a queue:restart must not be missed or invented by a reload. */
-    drop_connections(m);
-    m->mon->next_balance_ms = 0;
-}
-
-void monitor_request_balance(master_t *m)
-{
-    if (m->mon) m->mon->next_balance_ms = 0;
+    mconn_drop_all(m);
+    m->next_balance_ms = 0;
 }
 
 int64_t monitor_next_due(const master_t *m)
 {
-    return m->mon ? m->mon->next_balance_ms : 0;
+    return m->next_balance_ms;
 }
 
 /* "key\x01value" entries: the last value seen for each restart key. */
@@ -173,69 +130,185 @@ static void track_head(queue_stat_t *qs, const redisReply *r)
     }
 }
 
+static bool connection_used(const master_t *m, const char *name)
+{
+    for (int i = 0; i < m->pools.n; i++)
+        if (!strcmp(m->pools.v[i]->conf.connection, name)) return true;
+    return false;
+}
+
+/* The counts of the pools on connection cname are not known this pass. */
+static void counts_unknown(master_t *m, const char *cname)
+{
+    for (int i = 0; i < m->pools.n; i++)
+        if (!strcmp(m->pools.v[i]->conf.connection, cname)) m->pools.v[i]->have_counts = false;
+}
+
+/* Append the counts of every queue of the pools on c (cname) and, when
+ * heads, the job at its head (the alerts' oldest job). */
+static void ask_counts(master_t *m, rconn_t *c, const char *cname, bool heads)
+{
+    for (int i = 0; i < m->pools.n; i++) {
+        pool_t *p = m->pools.v[i];
+        if (strcmp(p->conf.connection, cname)) continue;
+        for (int q = 0; q < p->conf.nqueues; q++) {
+            qkeys_t k;
+            qkeys_init(&k, c->conf.prefix, p->conf.queues[q]);
+            queue_append_counts(c, &k);
+            if (heads) {
+                const char *a[] = {"LINDEX", k.ready, "0"};
+                rconn_append(c, 3, a, NULL);
+            }
+            qkeys_free(&k);
+        }
+    }
+}
+
+/* One queue's replies: ready, delayed, reserved and (heads) its head. -1:
+ * the connection failed. */
+static int read_queue_counts(rconn_t *c, queue_stat_t *qs, bool heads)
+{
+    int64_t v[3];
+    redisReply *r;
+    for (int j = 0; j < 3; j++) {
+        if (rconn_read(c, -1, -1, &r) != RC_OK) return -1;
+        v[j] = r->type == REDIS_REPLY_INTEGER ? r->integer : 0;
+        freeReplyObject(r);
+    }
+    qs->ready = v[0];
+    qs->delayed = v[1];
+    qs->reserved = v[2];
+    if (!heads) return 0;
+    if (rconn_read(c, -1, -1, &r) != RC_OK) return -1;
+    track_head(qs, r);
+    freeReplyObject(r);
+    return 0;
+}
+
+/* The replies ask_counts asked for: a pool has its counts when all of its
+ * queues' came (and every pool's before it). */
+static void read_counts(master_t *m, rconn_t *c, const char *cname, bool heads)
+{
+    bool ok = true;
+    counts_unknown(m, cname);
+    for (int i = 0; i < m->pools.n && ok; i++) {
+        pool_t *p = m->pools.v[i];
+        if (strcmp(p->conf.connection, cname)) continue;
+        for (int q = 0; q < p->conf.nqueues && ok; q++) ok = read_queue_counts(c, &p->q[q], heads) == 0;
+        p->have_counts = ok;
+    }
+}
+
 /* Queue counts: for each connection, one pipelined round trip over every
  * queue of every pool using it. */
 static void fetch_counts(master_t *m)
 {
     for (int ci = 0; ci < m->conf->nredis; ci++) {
         const char *cname = m->conf->redis[ci].name;
-        int used = 0;
-        for (int i = 0; i < m->pools.n; i++)
-            if (!strcmp(m->pools.v[i]->conf.connection, cname)) used++;
-        if (!used) continue;
-        rconn_t *c = conn_for(m, cname);
+        if (!connection_used(m, cname)) continue;
+        rconn_t *c = mconn_get(m, cname);
         if (!c || rconn_ensure(c) < 0) {
-            for (int i = 0; i < m->pools.n; i++)
-                if (!strcmp(m->pools.v[i]->conf.connection, cname)) m->pools.v[i]->have_counts = false;
+            counts_unknown(m, cname);
             continue;
         }
         bool heads = alerting_wants_oldest(m->conf);
-        for (int i = 0; i < m->pools.n; i++) {
-            pool_t *p = m->pools.v[i];
-            if (strcmp(p->conf.connection, cname)) continue;
-            for (int q = 0; q < p->conf.nqueues; q++) {
-                qkeys_t k;
-                qkeys_init(&k, c->conf.prefix, p->conf.queues[q]);
-                queue_append_counts(c, &k);
-                if (heads) {
-                    const char *a[] = {"LINDEX", k.ready, "0"};
-                    rconn_append(c, 3, a, NULL);
-                }
-                qkeys_free(&k);
-            }
-        }
-        bool ok = true;
-        for (int i = 0; i < m->pools.n; i++)
-            if (!strcmp(m->pools.v[i]->conf.connection, cname)) m->pools.v[i]->have_counts = false;
-        for (int i = 0; i < m->pools.n && ok; i++) {
-            pool_t *p = m->pools.v[i];
-            if (strcmp(p->conf.connection, cname)) continue;
-            for (int q = 0; q < p->conf.nqueues && ok; q++) {
-                int64_t v[3];
-                for (int j = 0; j < 3; j++) {
-                    redisReply *r;
-                    if (rconn_read(c, -1, -1, &r) != RC_OK) {
-                        ok = false;
-                        break;
-                    }
-                    v[j] = r->type == REDIS_REPLY_INTEGER ? r->integer : 0;
-                    freeReplyObject(r);
-                }
-                if (!ok) break;
-                p->q[q].ready = v[0];
-                p->q[q].delayed = v[1];
-                p->q[q].reserved = v[2];
-                if (heads) {
-                    redisReply *r;
-                    if (rconn_read(c, -1, -1, &r) != RC_OK) {
-                        ok = false;
-                        break;
-                    }
-                    track_head(&p->q[q], r);
-                    freeReplyObject(r);
-                }
-            }
-            p->have_counts = ok;
+        ask_counts(m, c, cname, heads);
+        read_counts(m, c, cname, heads);
+    }
+}
+
+/* Does a pool on cache connection cname poll Laravel's keys? */
+static bool polls_laravel(const pool_t *p, const char *cname)
+{
+    return !p->removed && !strcmp(p->conf.cache_connection, cname) &&
+           (p->conf.laravel_pause || p->conf.restart_key[0]);
+}
+
+static void append_get(rconn_t *c, char *key)
+{
+    const char *a[] = {"GET", key};
+    rconn_append(c, 2, a, NULL);
+    free(key);
+}
+
+/* GET the pool's queue:restart key, then its queue:pause keys (every
+ * queue's, then each queue's). */
+static void ask_laravel_keys(rconn_t *c, const pool_t *p)
+{
+    if (p->conf.restart_key[0])
+        append_get(c, xasprintf("%s%s%s", c->conf.prefix, p->conf.cache_prefix, p->conf.restart_key));
+    if (!p->conf.laravel_pause) return;
+    append_get(c, xasprintf("%s%silluminate:queues:paused", c->conf.prefix, p->conf.cache_prefix));
+    for (int q = 0; q < p->conf.nqueues; q++)
+        append_get(c, xasprintf("%s%silluminate:queue:paused:%s:%s", c->conf.prefix, p->conf.cache_prefix,
+                                p->conf.queue_connection, p->conf.queues[q]));
+}
+
+/* The queue:restart key's reply: a value changed since the last pass rolls
+ * the pool. The value seen is kept in p->restart_pending until every pool
+ * has seen it (remember_restart_values). -1: the connection failed. */
+static int read_restart_key(master_t *m, rconn_t *c, const char *cname, pool_t *p)
+{
+    redisReply *r;
+    if (rconn_read(c, -1, -1, &r) != RC_OK) return -1;
+    char *key = xasprintf("%s|%s%s%s", cname, c->conf.prefix, p->conf.cache_prefix, p->conf.restart_key);
+    const char *now = r->type == REDIS_REPLY_STRING ? r->str : "";
+    bool found;
+    const char *was = seen_get(m, key, &found);
+    if (found && strcmp(was, now)) {
+        log_info("pool %s: Laravel's queue:restart signal changed (%s): rolling restart", p->conf.name,
+                 p->conf.restart_key);
+        pool_request_roll(p);
+    }
+    /* several pools may share the key: update after all have seen it */
+    free(p->restart_pending);
+    p->restart_pending = !found || strcmp(was, now) ? xstrdup(now) : NULL;
+    free(p->restart_key_full);
+    p->restart_key_full = key;
+    freeReplyObject(r);
+    return 0;
+}
+
+/* The queue:pause keys' replies: each queue paused by Laravel or not. -1:
+ * the connection failed on the first; a later failure only ends this
+ * pool's queues. */
+static int read_pause_keys(rconn_t *c, pool_t *p)
+{
+    redisReply *r;
+    if (rconn_read(c, -1, -1, &r) != RC_OK) return -1;
+    bool all = php_truthy(r);
+    freeReplyObject(r);
+    for (int q = 0; q < p->conf.nqueues; q++) {
+        if (rconn_read(c, -1, -1, &r) != RC_OK) break;
+        bool was = p->q[q].laravel_paused;
+        p->q[q].laravel_paused = all || php_truthy(r);
+        if (was != p->q[q].laravel_paused)
+            log_info("pool %s: queue %s %s by Laravel's queue:%s", p->conf.name, p->conf.queues[q],
+                     p->q[q].laravel_paused ? "paused" : "resumed", p->q[q].laravel_paused ? "pause" : "resume");
+        freeReplyObject(r);
+    }
+    return 0;
+}
+
+static void read_laravel_keys(master_t *m, rconn_t *c, const char *cname)
+{
+    for (int i = 0; i < m->pools.n; i++) {
+        pool_t *p = m->pools.v[i];
+        if (p->removed || strcmp(p->conf.cache_connection, cname)) continue;
+        if (p->conf.restart_key[0] && read_restart_key(m, c, cname, p) < 0) break; /* the rest waits for the next pass */
+        if (p->conf.laravel_pause && read_pause_keys(c, p) < 0) break;
+    }
+}
+
+/* The queue:restart values this pass saw are the baselines of the next. */
+static void remember_restart_values(master_t *m)
+{
+    for (int i = 0; i < m->pools.n; i++) {
+        pool_t *p = m->pools.v[i];
+        if (p->restart_pending) {
+            seen_set(m, p->restart_key_full, p->restart_pending);
+            free(p->restart_pending);
+            p->restart_pending = NULL;
         }
     }
 }
@@ -245,90 +318,18 @@ static void poll_laravel_keys(master_t *m)
 {
     for (int ci = 0; ci < m->conf->nredis; ci++) {
         const char *cname = m->conf->redis[ci].name;
-        int used = 0;
-        for (int i = 0; i < m->pools.n; i++)
-            if (!m->pools.v[i]->removed && !strcmp(m->pools.v[i]->conf.cache_connection, cname) &&
-                (m->pools.v[i]->conf.laravel_pause || m->pools.v[i]->conf.restart_key[0]))
-                used++;
+        bool used = false;
+        for (int i = 0; i < m->pools.n && !used; i++) used = polls_laravel(m->pools.v[i], cname);
         if (!used) continue;
-        rconn_t *c = conn_for(m, cname);
+        rconn_t *c = mconn_get(m, cname);
         if (!c || rconn_ensure(c) < 0) continue;
         for (int i = 0; i < m->pools.n; i++) {
             pool_t *p = m->pools.v[i];
-            if (p->removed || strcmp(p->conf.cache_connection, cname)) continue;
-            if (p->conf.restart_key[0]) {
-                char *k = xasprintf("%s%s%s", c->conf.prefix, p->conf.cache_prefix, p->conf.restart_key);
-                const char *a[] = {"GET", k};
-                rconn_append(c, 2, a, NULL);
-                free(k);
-            }
-            if (p->conf.laravel_pause) {
-                char *g = xasprintf("%s%silluminate:queues:paused", c->conf.prefix, p->conf.cache_prefix);
-                const char *a[] = {"GET", g};
-                rconn_append(c, 2, a, NULL);
-                free(g);
-                for (int q = 0; q < p->conf.nqueues; q++) {
-                    char *k = xasprintf("%s%silluminate:queue:paused:%s:%s", c->conf.prefix,
-                                        p->conf.cache_prefix, p->conf.queue_connection,
-                                        p->conf.queues[q]);
-                    const char *b[] = {"GET", k};
-                    rconn_append(c, 2, b, NULL);
-                    free(k);
-                }
-            }
+            if (!p->removed && !strcmp(p->conf.cache_connection, cname)) ask_laravel_keys(c, p);
         }
-        for (int i = 0; i < m->pools.n; i++) {
-            pool_t *p = m->pools.v[i];
-            if (p->removed || strcmp(p->conf.cache_connection, cname)) continue;
-            redisReply *r;
-            if (p->conf.restart_key[0]) {
-                if (rconn_read(c, -1, -1, &r) != RC_OK) break; /* the rest waits for the next pass */
-                char *key = xasprintf("%s|%s%s%s", cname, c->conf.prefix, p->conf.cache_prefix,
-                                      p->conf.restart_key);
-                const char *now = r->type == REDIS_REPLY_STRING ? r->str : "";
-                bool found;
-                const char *was = seen_get(m, key, &found);
-                if (found && strcmp(was, now)) {
-                    log_info("pool %s: Laravel's queue:restart signal changed (%s): rolling restart",
-                             p->conf.name, p->conf.restart_key);
-                    pool_request_roll(p);
-                }
-                /* several pools may share the key: update after all have seen it */
-                free(p->restart_pending);
-                p->restart_pending = !found || strcmp(was, now) ? xstrdup(now) : NULL;
-                free(p->restart_key_full);
-                p->restart_key_full = key;
-                freeReplyObject(r);
-            }
-            if (p->conf.laravel_pause) {
-                if (rconn_read(c, -1, -1, &r) != RC_OK) break;
-                bool all = php_truthy(r);
-                freeReplyObject(r);
-                bool lost = false;
-                for (int q = 0; q < p->conf.nqueues && !lost; q++) {
-                    if (rconn_read(c, -1, -1, &r) != RC_OK) {
-                        lost = true;
-                        break;
-                    }
-                    bool was = p->q[q].laravel_paused;
-                    p->q[q].laravel_paused = all || php_truthy(r);
-                    if (was != p->q[q].laravel_paused)
-                        log_info("pool %s: queue %s %s by Laravel's queue:%s", p->conf.name,
-                                 p->conf.queues[q], p->q[q].laravel_paused ? "paused" : "resumed",
-                                 p->q[q].laravel_paused ? "pause" : "resume");
-                    freeReplyObject(r);
-                }
-            }
-        }
+        read_laravel_keys(m, c, cname);
     }
-    for (int i = 0; i < m->pools.n; i++) {
-        pool_t *p = m->pools.v[i];
-        if (p->restart_pending) {
-            seen_set(m, p->restart_key_full, p->restart_pending);
-            free(p->restart_pending);
-            p->restart_pending = NULL;
-        }
-    }
+    remember_restart_values(m);
 }
 
 /* Is the app down? 1 yes, 0 no, -1 unknown. The file driver's file is
@@ -343,7 +344,7 @@ static int probe_down_file(const char *path)
 
 static int probe_down_key(master_t *m, const pool_conf_t *pc)
 {
-    rconn_t *c = conn_for(m, pc->down_connection);
+    rconn_t *c = mconn_get(m, pc->down_connection);
     if (!c || rconn_ensure(c) < 0) return -1;
     char *k = xasprintf("%s%s", c->conf.prefix, pc->down_key);
     const char *a[] = {"EXISTS", k};
@@ -456,7 +457,7 @@ static int fill_all(master_t *m, bal_pool_t *b, pool_t **map)
 
 void monitor_tick_stopping(master_t *m, int64_t now)
 {
-    m->mon->next_balance_ms = now + (int64_t)(m->conf->balance_interval * 1000);
+    m->next_balance_ms = now + (int64_t)(m->conf->balance_interval * 1000);
     bal_pool_t *b = xcalloc((size_t)m->pools.n + 1, sizeof *b);
     pool_t **map = xcalloc((size_t)m->pools.n + 1, sizeof *map);
     int n = fill_all(m, b, map);
@@ -505,35 +506,6 @@ static void apply_balance(master_t *m, int64_t now)
     free(map);
 }
 
-static bool connection_used(const master_t *m, const char *name)
-{
-    for (int i = 0; i < m->pools.n; i++)
-        if (!strcmp(m->pools.v[i]->conf.connection, name)) return true;
-    return false;
-}
-
-/* On a cluster: note the queues the pools list on connection name, so that
- * their failed jobs stay listed after no pool lists them (failed.c). Once
- * per connect: a reload makes new connections. */
-static void note_queues(master_t *m, rconn_t *c, const char *name)
-{
-    int ci = 0;
-    while (m->mon->rc[ci] != c) ci++;
-    if (!rconn_is_cluster(c) || m->mon->noted[ci] == c->connects) return;
-    int n = 0;
-    for (int i = 0; i < m->pools.n; i++)
-        if (!strcmp(m->pools.v[i]->conf.connection, name)) n += m->pools.v[i]->conf.nqueues;
-    const char **qs = xcalloc((size_t)n + 1, sizeof *qs);
-    n = 0;
-    for (int i = 0; i < m->pools.n; i++) {
-        const pool_conf_t *p = &m->pools.v[i]->conf;
-        if (strcmp(p->connection, name)) continue;
-        for (int j = 0; j < p->nqueues; j++) qs[n++] = p->queues[j];
-    }
-    if (failed_note_queues(c, qs, n) == 0) m->mon->noted[ci] = c->connects;
-    free(qs);
-}
-
 /* The heartbeat, on every connection a pool uses: a few balance passes of
  * life, at least 3 s. */
 static void heartbeat(master_t *m)
@@ -547,11 +519,11 @@ static void heartbeat(master_t *m)
     for (int ci = 0; ci < m->conf->nredis; ci++) {
         const char *name = m->conf->redis[ci].name;
         if (!connection_used(m, name)) continue;
-        rconn_t *c = conn_for(m, name);
+        rconn_t *c = mconn_get(m, name);
         int64_t redis_now = 0, before = wall_ms();
         if (c && rconn_ensure(c) == 0 && fleet_heartbeat(c, m->mon->fleet_id, js, ttl, &redis_now) == 0 && redis_now)
             m->mon->redis_offset_ms = redis_now - (before + wall_ms()) / 2;
-        if (c && c->ctx) note_queues(m, c, name);
+        if (c && c->ctx) mconn_note_queues(m, c, name);
     }
     free(js);
 }
@@ -565,7 +537,7 @@ static void write_jobs(master_t *m)
         if (!p->jobs.n) continue;
         const char **recs = xcalloc((size_t)p->jobs.n, sizeof *recs);
         int n = jobhist_pending_list(&p->jobs, recs, p->jobs.n);
-        rconn_t *c = conn_for(m, p->conf.connection);
+        rconn_t *c = mconn_get(m, p->conf.connection);
         int keep = m->conf->job_history_size ? m->conf->job_history_size : p->jobs.cap;
         int rv = c ? history_add_jobs(c, recs, n, keep, m->conf->metrics_retention) : -1;
         if (rv != -1) jobhist_pending_clear(&p->jobs);
@@ -596,7 +568,7 @@ static void write_history(master_t *m)
         }
         if (jobstats_empty(&p->recent) && !exited) continue;
         history_exits_t ex = {kinds, delta, EXIT_KINDS};
-        rconn_t *c = conn_for(m, p->conf.connection);
+        rconn_t *c = mconn_get(m, p->conf.connection);
         int rv = c ? history_add(c, minute, m->mon->host, p->conf.name, &p->recent, &ex, m->conf->metrics_retention) : -1;
         if (rv == -2) log_warn("pool %s: Redis refused this pass's metrics history; dropping it", p->conf.name);
         if (rv == -1) continue;
@@ -614,22 +586,14 @@ void monitor_goodbye(master_t *m)
     for (int ci = 0; ci < m->conf->nredis; ci++) {
         const char *name = m->conf->redis[ci].name;
         if (!connection_used(m, name)) continue;
-        rconn_t *c = conn_for(m, name);
+        rconn_t *c = mconn_get(m, name);
         if (c && rconn_ensure(c) == 0) fleet_goodbye(c, m->mon->fleet_id);
     }
 }
 
-uint64_t monitor_redis_reconnects(const master_t *m)
-{
-    if (!m->mon) return 0;
-    uint64_t n = m->mon->reconnects_dropped;
-    for (int i = 0; i < m->mon->nrc; i++) n += rconn_reconnects(m->mon->rc[i]);
-    return n;
-}
-
 void monitor_tick(master_t *m, int64_t now)
 {
-    m->mon->next_balance_ms = now + (int64_t)(m->conf->balance_interval * 1000);
+    m->next_balance_ms = now + (int64_t)(m->conf->balance_interval * 1000);
     fetch_counts(m);
     heartbeat(m);
     write_history(m);

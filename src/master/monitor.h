@@ -24,14 +24,8 @@ void monitor_tick_stopping(master_t *m, int64_t now_ms);
 /* Pause (or resume) the pools whose Laravel app is down for maintenance;
  * monitor_tick does it each pass, the master once before its first spawn. */
 void monitor_check_maintenance(master_t *m);
-/* Balance at the loop's next pass (a scale request). */
-void monitor_request_balance(master_t *m);
 /* Remove this master's heartbeat record (graceful stop). */
 void monitor_goodbye(master_t *m);
-/* The master's connection of that name (NULL: no such connection). */
-rconn_t *monitor_conn(master_t *m, const char *name);
-/* Reconnects of the master's own Redis connections since it started. */
-uint64_t monitor_redis_reconnects(const master_t *m);
 void monitor_free(master_t *m);
 
 #endif

@@ -22,6 +22,7 @@
 #include "os/child.h"
 #include "config/pool_child.h"
 #include "os/proc.h"
+#include "core/grow.h"
 #include "core/util.h"
 
 #include <errno.h>
@@ -321,20 +322,10 @@ __attribute__((noreturn)) static void child_main(pools_t *ps, pool_t *p, int sbi
 static void add_child(pools_t *ps, pool_t *p, pid_t pid, int sbi, int slot_no, int stats_fd, uint32_t cw,
                       int64_t now)
 {
-    if (p->nchildren == p->cap) {
-        p->cap = p->cap ? p->cap * 2 : 8;
-        p->children = xrealloc(p->children, sizeof *p->children * (size_t)p->cap);
-    }
+    p->children = xgrow(p->children, p->nchildren, &p->cap, sizeof *p->children, 8);
     child_t *c = &p->children[p->nchildren++];
-    memset(c, 0, sizeof *c);
-    c->pid = pid;
-    c->sb = sbi;
-    c->slot_no = slot_no;
-    c->gen = p->gen;
-    c->started_ms = now;
-    c->start_ticks = proc_start_ticks(pid);
-    c->stats_fd = stats_fd;
-    c->lease = p->lease_tag;
+    *c = (child_t){.pid = pid, .sb = sbi, .slot_no = slot_no, .gen = p->gen, .started_ms = now,
+                   .start_ticks = proc_start_ticks(pid), .stats_fd = stats_fd, .lease = p->lease_tag};
     if (c->stats_fd >= 0) {
         struct epoll_event ev = {.events = EPOLLIN, .data.fd = c->stats_fd};
         epoll_ctl(ps->epfd, EPOLL_CTL_ADD, c->stats_fd, &ev);
@@ -656,7 +647,7 @@ const char *exit_kind_name(int k)
     return k >= 0 && k < EXIT_KINDS ? names[k] : "?";
 }
 
-static int exit_kind(const child_t *c, const sb_child_t *snap, int status)
+static enum exit_kind exit_kind(const child_t *c, const sb_child_t *snap, int status)
 {
     if (c->stop_reason) return EXIT_STOPPED;
     if (!WIFEXITED(status)) return EXIT_CRASHED;
@@ -694,6 +685,61 @@ static const char *exit_reason_text(int r)
     }
 }
 
+/* The reaped child's counters join its pool's, its handler group and stats
+ * pipe go, its slot is released and it leaves the pool's list. Returns a
+ * copy of it; *native: it was a native worker. */
+static child_t release_child(pools_t *ps, pool_t *p, child_t *c, const sb_child_t *snap, int status, bool *native)
+{
+    p->jobs_done_reaped += snap->jobs_done;
+    p->jobs_failed_reaped += snap->jobs_failed;
+    p->busy_ms_reaped += snap->busy_ms;
+    p->redis_reconnects_reaped += snap->redis_reconnects;
+    p->exits[exit_kind(c, snap, status)]++;
+    kill_handler_group(ps, p, c, snap); /* never leave a handler behind */
+    stats_close(ps, p, c); /* what it sent before it exited counts */
+    *native = child_native(ps, c);
+    sb_release(ps->sb, c->sb);
+
+    child_t gone = *c;
+    *c = p->children[--p->nchildren];
+    if (gone.pid == p->roll_child_pid) p->roll_child_pid = 0;
+    return gone;
+}
+
+/* An exit the master did not ask for: when to start the slot again
+ * (respawn.h), said in the log. */
+static void unasked_exit(pool_t *p, const child_t *gone, const sb_child_t *snap, int status, bool native,
+                         const char *desc, int64_t now)
+{
+    const char *name = p->conf.name;
+    int64_t lived = now - gone->started_ms;
+    slot_state_t *st = slot_state(p, gone->slot_no);
+    int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    exit_facts_t f = {.lived_ms = lived, .clean = code == 0 || code == QPOOL_EX_MEMORY,
+                      .did_work = native && snap->jobs_done > 0};
+    int delay_s;
+    enum respawn_verdict verdict = respawn_after_exit(&st->respawn, &f, &delay_s);
+    st->not_before_ms = now + (int64_t)delay_s * 1000;
+    if (code == QPOOL_EX_MEMORY) {
+        p->memory_recycles++;
+        log_info("pool %s: %s#%d (pid %d) passed its memory limit (exit 12, %s %llu kB); memory recycle #%llu, "
+                 "replacing it", name, name, gone->slot_no, (int)gone->pid,
+                 snap->mem_private ? "RSS + handler USS" : "RSS", (unsigned long long)snap->rss_kb,
+                 (unsigned long long)p->memory_recycles);
+    } else if (code == 0)
+        log_info("pool %s: %s#%d (pid %d) exited with status 0%s after %.1f s; replacing it",
+                 name, name, gone->slot_no, (int)gone->pid, exit_reason_text(snap->exit_reason),
+                 (double)lived / 1000.0);
+    if (verdict == RESPAWN_NOW) return;
+    if (verdict == RESPAWN_QUICK_LOOP)
+        log_warn("pool %s: %s#%d exited %d times in a row within 1 s without doing any work", name,
+                 name, gone->slot_no, st->respawn.quick_exits);
+    else
+        p->crashes++;
+    log_warn("pool %s: %s#%d (pid %d) %s after %.1f s; restarting in %d s", name, name,
+             gone->slot_no, (int)gone->pid, desc, (double)lived / 1000.0, delay_s);
+}
+
 void pools_child_exited(pools_t *ps, pid_t pid, int status, int64_t now)
 {
     pool_t *p = NULL;
@@ -705,56 +751,20 @@ void pools_child_exited(pools_t *ps, pid_t pid, int status, int64_t now)
     }
     sb_child_t snap;
     child_state(ps, c, &snap);
-    p->jobs_done_reaped += snap.jobs_done;
-    p->jobs_failed_reaped += snap.jobs_failed;
-    p->busy_ms_reaped += snap.busy_ms;
-    p->redis_reconnects_reaped += snap.redis_reconnects;
-    p->exits[exit_kind(c, &snap, status)]++;
-    kill_handler_group(ps, p, c, &snap); /* never leave a handler behind */
-    stats_close(ps, p, c); /* what it sent before it exited counts */
-    bool native = child_native(ps, c);
-    sb_release(ps->sb, c->sb);
-
-    child_t gone = *c;
-    *c = p->children[--p->nchildren];
-    if (gone.pid == p->roll_child_pid) p->roll_child_pid = 0;
+    bool native;
+    child_t gone = release_child(ps, p, c, &snap, status, &native);
 
     char desc[96];
     proc_describe_status(status, desc, sizeof desc);
-    int64_t lived = now - gone.started_ms;
-    const char *name = p->conf.name;
     slot_state_t *hist = slot_state(p, gone.slot_no);
     hist->exits++;
     snprintf(hist->last_exit, sizeof hist->last_exit, "%s: %s", exit_kind_name(exit_kind(&gone, &snap, status)), desc);
     if (gone.stop_reason) {
-        log_info("pool %s: %s#%d (pid %d) %s after stop (%.1f s after the request)", name, name,
+        log_info("pool %s: %s#%d (pid %d) %s after stop (%.1f s after the request)", p->conf.name, p->conf.name,
                  gone.slot_no, (int)pid, desc, (double)(now - gone.stop_sent_ms) / 1000.0);
         return;
     }
-    slot_state_t *st = slot_state(p, gone.slot_no);
-    int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    exit_facts_t f = {.lived_ms = lived, .clean = code == 0 || code == QPOOL_EX_MEMORY,
-                      .did_work = native && snap.jobs_done > 0};
-    int delay_s;
-    int verdict = respawn_after_exit(&st->respawn, &f, &delay_s);
-    st->not_before_ms = now + (int64_t)delay_s * 1000;
-    if (code == QPOOL_EX_MEMORY) {
-        p->memory_recycles++;
-        log_info("pool %s: %s#%d (pid %d) passed its memory limit (exit 12, %s %llu kB); memory recycle #%llu, "
-                 "replacing it", name, name, gone.slot_no, (int)pid, snap.mem_private ? "RSS + handler USS" : "RSS",
-                 (unsigned long long)snap.rss_kb, (unsigned long long)p->memory_recycles);
-    } else if (code == 0)
-        log_info("pool %s: %s#%d (pid %d) exited with status 0%s after %.1f s; replacing it",
-                 name, name, gone.slot_no, (int)pid, exit_reason_text(snap.exit_reason),
-                 (double)lived / 1000.0);
-    if (verdict == RESPAWN_NOW) return;
-    if (verdict == RESPAWN_QUICK_LOOP)
-        log_warn("pool %s: %s#%d exited %d times in a row within 1 s without doing any work", name,
-                 name, gone.slot_no, st->respawn.quick_exits);
-    else
-        p->crashes++;
-    log_warn("pool %s: %s#%d (pid %d) %s after %.1f s; restarting in %d s", name, name,
-             gone.slot_no, (int)pid, desc, (double)lived / 1000.0, delay_s);
+    unasked_exit(p, &gone, &snap, status, native, desc, now);
 }
 
 bool pools_apply_pause(pools_t *ps)
@@ -830,12 +840,6 @@ void pools_kill_all(pools_t *ps)
             kill_group(c->pid);
         }
     }
-}
-
-void pool_request_roll(pool_t *p)
-{
-    p->gen++;
-    p->roll_child_pid = 0;
 }
 
 void pool_counts(const pools_t *ps, const pool_t *p, pool_counts_t *out)

@@ -174,8 +174,14 @@ bool pools_apply_pause(pools_t *ps);
 void pools_stop_all(pools_t *ps, int64_t now_ms);
 void pools_kill_all(pools_t *ps);   /* SIGKILL process groups, handlers included */
 
-/* Begin a rolling restart of a pool (new generation). */
-void pool_request_roll(pool_t *p);
+/* Begin a rolling restart of a pool (new generation). Inline: the pool's
+ * zygotes (zygote.c, which pool.c drives) ask for rolls too, and calling
+ * back into pool.c would make the two files call each other. */
+static inline void pool_request_roll(pool_t *p)
+{
+    p->gen++;
+    p->roll_child_pid = 0;
+}
 
 /* The fleet budget's lease (budgeting.c): tag for the children it starts
  * from now on (and those it runs without one: a reload gave it the

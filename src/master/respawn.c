@@ -10,7 +10,7 @@ static int back_off(respawn_t *st)
     return st->backoff_s;
 }
 
-int respawn_after_exit(respawn_t *st, const exit_facts_t *f, int *delay_s)
+enum respawn_verdict respawn_after_exit(respawn_t *st, const exit_facts_t *f, int *delay_s)
 {
     if (f->lived_ms >= RESPAWN_HEALTHY_MS || f->did_work) {
         /* it was healthy: not a loop */

@@ -39,6 +39,6 @@ enum respawn_verdict {
 
 /* Update st after an exit; *delay_s gets the seconds to wait before the
  * next start. Returns the verdict. */
-int respawn_after_exit(respawn_t *st, const exit_facts_t *f, int *delay_s);
+enum respawn_verdict respawn_after_exit(respawn_t *st, const exit_facts_t *f, int *delay_s);
 
 #endif

@@ -5,7 +5,7 @@
  */
 #include "master/status.h"
 #include "master/budgeting.h"
-#include "master/monitor.h"
+#include "master/mconn.h"
 #include "os/proc.h"
 #include "core/util.h"
 #include "version.h"
@@ -197,6 +197,38 @@ static cJSON *queues_json(master_t *m, const pool_t *p)
     return qa;
 }
 
+/* Why it takes no jobs ("waiting"; null while it does) and whether its app
+ * is down for maintenance. */
+static void add_waiting(cJSON *po, const pool_t *p)
+{
+    if (p->paused)
+        cJSON_AddStringToObject(po, "waiting", "paused");
+    else if (p->down)
+        cJSON_AddStringToObject(po, "waiting", "down (maintenance)");
+    else
+        cJSON_AddNullToObject(po, "waiting");
+    cJSON_AddBoolToObject(po, "maintenance", p->down);
+}
+
+/* Jobs done and failed, their rates, and the children's recycles and crashes. */
+static void add_work(cJSON *po, const pool_t *p, const pool_counts_t *c)
+{
+    cJSON_AddNumberToObject(po, "jobs_done", (double)c->jobs_done);
+    cJSON_AddNumberToObject(po, "jobs_failed", (double)c->jobs_failed);
+    cJSON_AddNumberToObject(po, "jobs_per_min", round(p->jobs_per_min * 10) / 10);
+    cJSON_AddNumberToObject(po, "failed_per_min", round(p->failed_per_min * 10) / 10);
+    cJSON_AddNumberToObject(po, "mean_runtime_ms", round(p->mean_runtime_ms * 10) / 10);
+    cJSON_AddNumberToObject(po, "memory_recycles", (double)p->memory_recycles);
+    cJSON_AddNumberToObject(po, "crashes", (double)p->crashes);
+}
+
+/* Every child of the pool ("children"). */
+static void add_children(master_t *m, pool_t *p, cJSON *po)
+{
+    cJSON *ca = cJSON_AddArrayToObject(po, "children");
+    for (int j = 0; j < p->nchildren; j++) cJSON_AddItemToArray(ca, child_json(m, p, &p->children[j]));
+}
+
 static cJSON *pool_json(master_t *m, pool_t *p, unsigned flags)
 {
     pool_counts_t c;
@@ -205,48 +237,36 @@ static cJSON *pool_json(master_t *m, pool_t *p, unsigned flags)
     cJSON_AddStringToObject(po, "name", p->conf.name);
     cJSON_AddStringToObject(po, "state", pool_state(m, p));
     cJSON_AddBoolToObject(po, "paused", pool_is_paused(&m->pools, p));
-    /* why it takes no jobs; null while it does */
-    if (p->paused)
-        cJSON_AddStringToObject(po, "waiting", "paused");
-    else if (p->down)
-        cJSON_AddStringToObject(po, "waiting", "down (maintenance)");
-    else
-        cJSON_AddNullToObject(po, "waiting");
-    cJSON_AddBoolToObject(po, "maintenance", p->down);
+    add_waiting(po, p);
     cJSON_AddStringToObject(po, "kind", p->conf.handler_type == HANDLER_NONE ? "command"
                                         : p->conf.handler_type == HANDLER_EXEC ? "exec" : "pipe");
     cJSON_AddStringToObject(po, "balance", p->conf.balance == BALANCE_AUTO ? "auto" : "off");
     add_size(m, p, &c, po);
-    cJSON_AddNumberToObject(po, "jobs_done", (double)c.jobs_done);
-    cJSON_AddNumberToObject(po, "jobs_failed", (double)c.jobs_failed);
-    cJSON_AddNumberToObject(po, "jobs_per_min", round(p->jobs_per_min * 10) / 10);
-    cJSON_AddNumberToObject(po, "failed_per_min", round(p->failed_per_min * 10) / 10);
-    cJSON_AddNumberToObject(po, "mean_runtime_ms", round(p->mean_runtime_ms * 10) / 10);
-    cJSON_AddNumberToObject(po, "memory_recycles", (double)p->memory_recycles);
-    cJSON_AddNumberToObject(po, "crashes", (double)p->crashes);
+    add_work(po, p, &c);
     cJSON_AddBoolToObject(po, "counts_fresh", p->have_counts);
     zygote_json(po, p);
     cJSON_AddItemToObject(po, "job_stats", job_stats_json(p, flags & STATUS_RAW));
     if (flags & STATUS_RAW) cJSON_AddItemToObject(po, "exits", exits_json(p));
     cJSON_AddItemToObject(po, "queues", queues_json(m, p));
-    if (flags & STATUS_VERBOSE) {
-        cJSON *ca = cJSON_AddArrayToObject(po, "children");
-        for (int j = 0; j < p->nchildren; j++) cJSON_AddItemToArray(ca, child_json(m, p, &p->children[j]));
-    }
+    if (flags & STATUS_VERBOSE) add_children(m, p, po);
     return po;
+}
+
+/* The master's own connections' reconnects and every child's. */
+static uint64_t redis_reconnects(master_t *m)
+{
+    uint64_t n = mconn_reconnects(m);
+    for (int i = 0; i < m->pools.n; i++) n += pool_redis_reconnects(&m->pools, m->pools.v[i]);
+    return n;
 }
 
 cJSON *status_json(master_t *m, unsigned flags)
 {
-    uint64_t reconnects = monitor_redis_reconnects(m);
     cJSON *o = cJSON_CreateObject();
     add_master(o, m);
     cJSON *arr = cJSON_AddArrayToObject(o, "pools");
-    for (int i = 0; i < m->pools.n; i++) {
-        cJSON_AddItemToArray(arr, pool_json(m, m->pools.v[i], flags));
-        reconnects += pool_redis_reconnects(&m->pools, m->pools.v[i]);
-    }
-    cJSON_AddNumberToObject(o, "redis_reconnects", (double)reconnects);
+    for (int i = 0; i < m->pools.n; i++) cJSON_AddItemToArray(arr, pool_json(m, m->pools.v[i], flags));
+    cJSON_AddNumberToObject(o, "redis_reconnects", (double)redis_reconnects(m));
     return o;
 }
 
@@ -275,14 +295,24 @@ cJSON *status_progress_json(master_t *m, const char *event)
     return o;
 }
 
-cJSON *status_error(const char *fmt, va_list ap)
+/* One pool of the fleet record, its counts added to t: every child, for a
+ * dashboard on any host (a few hundred bytes each). */
+static cJSON *fleet_pool_json(master_t *m, pool_t *p, bool paused, pool_counts_t *t)
 {
-    char msg[512];
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    cJSON *o = cJSON_CreateObject();
-    cJSON_AddFalseToObject(o, "ok");
-    cJSON_AddStringToObject(o, "error", msg);
-    return o;
+    pool_counts_t c;
+    pool_counts(&m->pools, p, &c);
+    t->live += c.live, t->busy += c.busy, t->idle += c.idle, t->starting += c.starting;
+    t->stopping += c.stopping, t->running += c.running, t->paused += c.paused;
+    cJSON *po = cJSON_CreateObject();
+    cJSON_AddStringToObject(po, "name", p->conf.name);
+    cJSON_AddBoolToObject(po, "paused", paused);
+    cJSON_AddNumberToObject(po, "workers", c.live);
+    cJSON_AddNumberToObject(po, "busy", c.busy);
+    cJSON_AddNumberToObject(po, "target", p->target);
+    add_budget(m, p, po, true);
+    zygote_json(po, p);
+    add_children(m, p, po);
+    return po;
 }
 
 cJSON *status_fleet_record(master_t *m, const char *id)
@@ -304,25 +334,10 @@ cJSON *status_fleet_record(master_t *m, const char *id)
     for (int i = 0; i < m->pools.n; i++) {
         pool_t *p = m->pools.v[i];
         if (p->removed) continue;
-        pool_counts_t c;
-        pool_counts(&m->pools, p, &c);
         bool paused = pool_is_paused(&m->pools, p);
         npools++;
         npaused += paused;
-        t.live += c.live, t.busy += c.busy, t.idle += c.idle, t.starting += c.starting;
-        t.stopping += c.stopping, t.running += c.running, t.paused += c.paused;
-        cJSON *po = cJSON_CreateObject();
-        cJSON_AddStringToObject(po, "name", p->conf.name);
-        cJSON_AddBoolToObject(po, "paused", paused);
-        cJSON_AddNumberToObject(po, "workers", c.live);
-        cJSON_AddNumberToObject(po, "busy", c.busy);
-        cJSON_AddNumberToObject(po, "target", p->target);
-        add_budget(m, p, po, true);
-        zygote_json(po, p);
-        /* every child, for a dashboard on any host (a few hundred bytes each) */
-        cJSON *ca = cJSON_AddArrayToObject(po, "children");
-        for (int j = 0; j < p->nchildren; j++) cJSON_AddItemToArray(ca, child_json(m, p, &p->children[j]));
-        cJSON_AddItemToArray(pools, po);
+        cJSON_AddItemToArray(pools, fleet_pool_json(m, p, paused, &t));
     }
     bool paused = m->pools.all_paused || (npools && npaused == npools);
     cJSON_AddStringToObject(o, "state", m->stopping ? "stopping" : paused ? "paused" : "running");

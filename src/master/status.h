@@ -6,7 +6,6 @@
 #define QPOOL_STATUS_H
 
 #include <cjson/cJSON.h>
-#include <stdarg.h>
 #include <stdbool.h>
 
 #include "master/master.h"
@@ -19,10 +18,6 @@ enum { STATUS_VERBOSE = 1, STATUS_RAW = 2 };
 cJSON *status_json(master_t *m, unsigned flags);
 /* The jobs still running while the master stops (terminate --wait). */
 cJSON *status_progress_json(master_t *m, const char *event);
-
-/* {"ok":false,"error":"<formatted>"}: how the control socket and the HTTP
- * API both say no. */
-cJSON *status_error(const char *fmt, va_list ap);
 
 /* This master's heartbeat record for the fleet view (fleet.h). */
 cJSON *status_fleet_record(master_t *m, const char *id);

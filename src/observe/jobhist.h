@@ -32,6 +32,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "observe/metrics.h"
+
 #define JOBHIST_WORKER_KEEP 256      /* a worker sends at most this many per flush (the newest) */
 #define JOBHIST_PAYLOAD_MAX 16384    /* payload bytes kept per record; longer ones are cut */
 #define JOBHIST_EXC_MAX 512          /* exception summary bytes */
@@ -45,7 +47,7 @@ typedef struct {
     size_t payload_len;
     bool payload_truncated;
     long attempt;
-    int outcome;                     /* enum job_outcome */
+    enum job_outcome outcome;
     double wait_ms;                  /* < 0: not known */
     double runtime_ms;
     int64_t started_at, finished_at; /* UNIX ms */

@@ -2,6 +2,7 @@
  * jobstats.c - see jobstats.h.
  */
 #include "observe/jobstats.h"
+#include "core/grow.h"
 #include "core/util.h"
 
 #include <cjson/cJSON.h>
@@ -51,19 +52,13 @@ bool jobstats_empty(const jobstats_t *s)
     return true;
 }
 
-static jobstat_t *entry(jobstats_t *s, int queue, int job, int outcome)
+static jobstat_t *entry(jobstats_t *s, int queue, int job, enum job_outcome outcome)
 {
     for (int i = 0; i < s->n; i++)
         if (s->v[i].queue == queue && s->v[i].job == job && s->v[i].outcome == outcome) return &s->v[i];
-    if (s->n == s->cap) {
-        s->cap = s->cap ? s->cap * 2 : 16;
-        s->v = xrealloc(s->v, sizeof *s->v * (size_t)s->cap);
-    }
+    s->v = xgrow(s->v, s->n, &s->cap, sizeof *s->v, 16);
     jobstat_t *e = &s->v[s->n++];
-    memset(e, 0, sizeof *e);
-    e->queue = queue;
-    e->job = job;
-    e->outcome = outcome;
+    *e = (jobstat_t){.queue = queue, .job = job, .outcome = outcome};
     return e;
 }
 
@@ -264,7 +259,7 @@ void jobstats_sum(const jobstats_t *s, const char *queue, const char *job, int o
     if (wait) memset(wait, 0, sizeof *wait);
     for (int i = 0; i < s->n; i++) {
         const jobstat_t *e = &s->v[i];
-        if (outcome >= 0 && e->outcome != outcome) continue;
+        if (outcome >= 0 && (int)e->outcome != outcome) continue;
         if (queue && strcmp(labels_name(&s->queues, e->queue), queue)) continue;
         if (job && strcmp(labels_name(&s->classes, e->job), job)) continue;
         *n += e->n;

@@ -27,7 +27,7 @@
 typedef struct {
     int queue;                 /* label id in the table's queues */
     int job;                   /* label id in the table's classes */
-    int outcome;               /* enum job_outcome */
+    enum job_outcome outcome;
     uint64_t n;
     histogram_t runtime;
     histogram_t wait;          /* only jobs whose wait is known */

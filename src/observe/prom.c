@@ -10,6 +10,7 @@
  */
 #include "observe/prom.h"
 #include "observe/metrics.h"
+#include "core/grow.h"
 #include "core/util.h"
 
 #include <locale.h>
@@ -168,14 +169,9 @@ static hgroup_t *hgroup(hgroups_t *g, const char *pool, const char *queue)
 {
     for (int i = 0; i < g->n; i++)
         if (strcmp(g->v[i].pool, pool) == 0 && strcmp(g->v[i].queue, queue) == 0) return &g->v[i];
-    if (g->n == g->cap) {
-        g->cap = g->cap ? g->cap * 2 : 8;
-        g->v = xrealloc(g->v, sizeof *g->v * (size_t)g->cap);
-    }
+    g->v = xgrow(g->v, g->n, &g->cap, sizeof *g->v, 8);
     hgroup_t *e = &g->v[g->n++];
-    memset(e, 0, sizeof *e);
-    e->pool = pool;
-    e->queue = queue;
+    *e = (hgroup_t){.pool = pool, .queue = queue};
     return e;
 }
 

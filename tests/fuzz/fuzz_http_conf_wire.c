@@ -1,6 +1,6 @@
 /*
  * fuzz_http_conf_wire.c - libFuzzer harness: the settings the HTTP process
- * reads on its descriptor 5 (http_wire_decode, src/http_conf_wire.h). They
+ * reads on its descriptor 5 (http_wire_decode, src/config/http_conf_wire.h). They
  * come from the master, but the process checks them all the same: taken
  * only whole and in range, or refused with a reason; what is taken encodes
  * to a text that decodes to the same text again.
@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "http/http_conf_wire.h"
+#include "config/http_conf_wire.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

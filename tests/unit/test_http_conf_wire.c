@@ -1,5 +1,5 @@
 /*
- * test_http_conf_wire.c - unit tests for src/http_conf_wire.h: what the
+ * test_http_conf_wire.c - unit tests for src/config/http_conf_wire.h: what the
  * master tells the HTTP process. The settings a config gives (only
  * http.connection's password, resolved; nothing of another connection or
  * of a pool's environment), the round trip through the text, and the
@@ -21,7 +21,7 @@
 #include <unistd.h>
 
 #include "config/config.h"
-#include "http/http_conf_wire.h"
+#include "config/http_conf_wire.h"
 #include "core/util.h"
 
 static char tmpdir[PATH_MAX];

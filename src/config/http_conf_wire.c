@@ -5,7 +5,7 @@
  * place and bounds): the copy from the config, the encoder and the strict
  * decoder walk the same rows, so what is sent is exactly what is read.
  */
-#include "http/http_conf_wire.h"
+#include "config/http_conf_wire.h"
 #include "redis/failed.h"
 #include "core/util.h"
 

@@ -2,7 +2,7 @@
  * http_conf_wire.h - what the HTTP process is told, and nothing more.
  *
  * The master forks the HTTP process, which execs qpool itself (`qpool
- * __http`, http_main.c): a fresh image that holds none of the master's
+ * __http`, http/http_main.c): a fresh image that holds none of the master's
  * memory. What it needs of the config comes as one JSON text on a sealed
  * memfd (its descriptor 5): qpool.http's serving settings (not its token
  * file, token variable, user or socket mode: the master's business), the
@@ -28,6 +28,16 @@
 #include <sys/types.h>
 
 #include "config/config.h"
+
+/* How the master execs the HTTP process: `qpool __http` with the listener
+ * as fd 3, the channel to the master's control loop as fd 4 and these
+ * settings on fd 5, a memfd with these seals (F_SEAL_*: nothing can change
+ * it once it is given). */
+#define HTTP_LISTEN_FD 3
+#define HTTP_CTL_FD 4
+#define HTTP_CONF_FD 5
+#define HTTP_SUBCOMMAND "__http"
+#define HTTP_CONF_SEALS (F_SEAL_SEAL | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE)
 
 #define HTTP_WIRE_VERSION 1
 #define HTTP_WIRE_MAX (4 << 20)        /* bytes of the text; a config needs far fewer */

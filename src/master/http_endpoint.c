@@ -1,19 +1,18 @@
 /*
- * http.c - the master's side of the HTTP endpoint (see http.h): the
+ * http_endpoint.c - the master's side of the HTTP endpoint (see http_endpoint.h): the
  * listener, the token, and the HTTP process's life (spawn, respawn with
  * backoff, restart on a changed config, stop). The HTTP process is forked,
  * set up (child.c) and made a fresh image: it execs the binary the master
  * was started from, by a descriptor opened at the start, as `qpool __http`
- * (http_main.c), with a minimal environment and its settings on a sealed
+ * (http/http_main.c), with a minimal environment and its settings on a sealed
  * memfd (http_conf_wire.h). Nothing of the master's memory survives the
  * exec: no wiping can promise that of a forked copy (freed buffers of a
  * reload's config file text stay in the heap).
  */
-#include "http/http.h"
+#include "master/http_endpoint.h"
+#include "config/http_conf_wire.h"
 #include "os/child.h"
-#include "master/control.h"
 #include "core/log.h"
-#include "master/monitor.h"
 #include "os/proc.h"
 #include "master/respawn.h"
 #include "core/safefile.h"
@@ -390,6 +389,10 @@ static void back_off(struct http_sup *s)
     s->not_before_ms = mono_ms() + (int64_t)delay_s * 1000;
 }
 
+/* Who takes each HTTP process's channel (http_start's adopt): the control
+ * loop, for the whole run of the master. */
+static http_adopt_fn adopt_channel;
+
 static int spawn(master_t *m)
 {
     struct http_sup *s = m->http;
@@ -410,7 +413,7 @@ static int spawn(master_t *m)
         return -1;
     }
     set_nonblock(sv[0], true);
-    if (control_adopt(m, sv[0]) < 0) close(sv[0]);
+    if (adopt_channel(m, sv[0]) < 0) close(sv[0]);
     s->pid = pid;
     return 0;
 }
@@ -449,9 +452,10 @@ static int next_token(const http_conf_t *h, const char *kept_file, char **token,
     return (h->token_file || h->token_env) && !*token ? -1 : 0;
 }
 
-int http_start(master_t *m)
+int http_start(master_t *m, http_adopt_fn adopt)
 {
     const http_conf_t *h = &m->conf->http;
+    adopt_channel = adopt;
     open_self_exe(); /* at the start, whether or not an endpoint is configured yet */
     if (!h->listen) return 0;
     char err[600];
