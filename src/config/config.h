@@ -49,10 +49,6 @@ void alerts_conf_defaults(alerts_conf_t *c);
 /* Free the overrides (their queue names too), then the defaults again. */
 void alerts_conf_free(alerts_conf_t *c);
 
-/* Where a redis connection was defined: qpool.conf, the built-in "default"
- * (127.0.0.1:6379) used when qpool.conf names none, or a Laravel app. */
-enum redis_kind { REDIS_FROM_CONF = 0, REDIS_STOCK = 1, REDIS_FROM_APP = 2 };
-
 /* One setting read from a Laravel app, for `qpool check`. */
 typedef struct {
     char *key;
@@ -258,9 +254,12 @@ char **config_expand_command(const pool_conf_t *p);
 bool pool_conf_same_except_size(const pool_conf_t *a, const pool_conf_t *b);
 bool pool_conf_same_size(const pool_conf_t *a, const pool_conf_t *b);
 
-/* Deep copy / free of one pool's settings. */
+/* Deep copy / free of one pool's settings (pool_conf.c, as are the
+ * comparisons above and the origins' copy / free). */
 void pool_conf_copy(pool_conf_t *dst, const pool_conf_t *src);
 void pool_conf_free(pool_conf_t *p);
+void conf_origins_free(conf_origin_t *o, int n);
+conf_origin_t *conf_origins_dup(const conf_origin_t *o, int n);
 /* Wipe and free every connection's passwords but keep's (NULL: all), and
  * every pool's environment (names and values): for a config the process
  * will never connect or start a pool with again. */

@@ -206,28 +206,6 @@ void app_cache_free(app_cache_t *c)
 
 /* ---------------------------------------------------------------- origins */
 
-void conf_origins_free(conf_origin_t *o, int n)
-{
-    for (int i = 0; i < n; i++) {
-        free(o[i].key);
-        free(o[i].value);
-        free(o[i].source);
-    }
-    free(o);
-}
-
-conf_origin_t *conf_origins_dup(const conf_origin_t *o, int n)
-{
-    if (!n) return NULL;
-    conf_origin_t *d = xcalloc((size_t)n, sizeof *d);
-    for (int i = 0; i < n; i++) {
-        d[i].key = xstrdup(o[i].key);
-        d[i].value = xstrdup(o[i].value);
-        d[i].source = xstrdup(o[i].source);
-    }
-    return d;
-}
-
 static void origin(pool_conf_t *p, const char *key, const char *value, const char *source)
 {
     p->origins = xrealloc(p->origins, sizeof *p->origins * (size_t)(p->norigins + 1));

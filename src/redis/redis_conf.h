@@ -34,6 +34,10 @@ typedef struct {
     char *file_password;   /* its content, read at load: never logged or printed */
 } redis_sentinel_t;
 
+/* Where a redis connection was defined: qpool.conf, the built-in "default"
+ * (127.0.0.1:6379) used when qpool.conf names none, or a Laravel app. */
+enum redis_kind { REDIS_FROM_CONF = 0, REDIS_STOCK = 1, REDIS_FROM_APP = 2 };
+
 typedef struct {
     char *name;
     char *host;
@@ -46,7 +50,7 @@ typedef struct {
     char *password;        /* from a Laravel app's config (laravel = ...): never logged or printed */
     double timeout;        /* connect / command timeout, seconds */
     int line;
-    int kind;              /* enum redis_kind */
+    enum redis_kind kind;
     char *app;             /* REDIS_FROM_APP: the app it was read from */
     /* issue 12: ACL password from a file, TLS, Sentinel */
     char *password_file;
