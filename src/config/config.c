@@ -88,18 +88,20 @@ static const char *type_name(int t)
     }
 }
 
-/* Suggest the closest known key, if any is close enough. */
+/* Suggest the closest known key, if any is close enough. The known names
+ * are every stride bytes from known, up to a NULL (a list of names, or a
+ * key table's first column). */
 static void unknown_key(ctx_t *x, const config_setting_t *s, const char *where,
-                        const char *const *known)
+                        const char *const *known, size_t stride)
 {
     const char *name = config_setting_name(s);
     const char *best = NULL;
     int bestd = 3;
-    for (int i = 0; known[i]; i++) {
-        int d = edit_distance(name, known[i], 2);
+    for (const char *const *k = known; *k; k = (const char *const *)(const void *)((const char *)k + stride)) {
+        int d = edit_distance(name, *k, 2);
         if (d < bestd) {
             bestd = d;
-            best = known[i];
+            best = *k;
         }
     }
     if (best)
@@ -281,6 +283,69 @@ static bool want_backoff(ctx_t *x, const config_setting_t *s, int **out, int *no
     return true;
 }
 
+/* ---- key tables: one row per known key of a group ---- */
+
+typedef enum { K_INT, K_NUM, K_BOOL, K_STR, K_STRV, K_MODE, K_FN } key_kind_t;
+
+/* A key parsed by its own function, into obj (the group's struct). */
+typedef bool key_fn_t(ctx_t *x, const config_setting_t *s, void *obj);
+
+typedef struct {
+    const char *key;   /* first: a table is also its list of known names */
+    key_kind_t kind;
+    size_t off;        /* the field in obj (all kinds but K_FN) */
+    double min, max;   /* K_INT, K_NUM */
+    key_fn_t *fn;      /* K_FN */
+    unsigned set;      /* pool keys: SET_* when given in the pool's own group */
+    unsigned explicit; /* pool keys: EXPLICIT_* (config_app.h), in the pool or in defaults */
+} conf_key_t;
+
+#define KEY(k, kind, T, f, lo, hi) {k, kind, offsetof(T, f), lo, hi, NULL, 0, 0}
+#define KEY_FN(k, fn) {k, K_FN, 0, 0, 0, fn, 0, 0}
+#define KEY_END {NULL, K_FN, 0, 0, 0, NULL, 0, 0}
+
+static bool parse_mode(ctx_t *x, const config_setting_t *s, int *out);
+
+static const conf_key_t *find_key(const conf_key_t *t, const char *k)
+{
+    for (; t->key; t++)
+        if (!strcmp(t->key, k)) return t;
+    return NULL;
+}
+
+static bool parse_key(ctx_t *x, const config_setting_t *s, const conf_key_t *k, void *obj)
+{
+    void *f = (char *)obj + k->off;
+    switch (k->kind) {
+    case K_INT: return want_int(x, s, (long long)k->min, (long long)k->max, f);
+    case K_NUM: return want_num(x, s, k->min, k->max, f);
+    case K_BOOL: return want_bool(x, s, f);
+    case K_STR: return want_str(x, s, f);
+    case K_STRV: return want_strv(x, s, true, f);
+    case K_MODE: return parse_mode(x, s, f);
+    case K_FN: break;
+    }
+    return k->fn(x, s, obj);
+}
+
+/* Every key of group g by table t into obj; where names the group in an
+ * unknown key's error. */
+static bool parse_keys(ctx_t *x, const config_setting_t *g, const conf_key_t *t, void *obj, const char *where)
+{
+    bool ok = true;
+    for (int i = 0; i < config_setting_length(g); i++) {
+        config_setting_t *s = config_setting_get_elem(g, (unsigned)i);
+        const conf_key_t *k = find_key(t, config_setting_name(s));
+        if (k)
+            ok &= parse_key(x, s, k, obj);
+        else {
+            unknown_key(x, s, where, &t->key, sizeof *t);
+            ok = false;
+        }
+    }
+    return ok;
+}
+
 /* ---------------------------------------------------------------- pools */
 
 static const char *const balance_names[] = {"off", "auto", NULL};
@@ -332,8 +397,9 @@ static bool want_protocol(ctx_t *x, const config_setting_t *s, int *out)
     return false;
 }
 
-static bool parse_handler(ctx_t *x, const config_setting_t *s, pool_conf_t *p)
+static bool parse_handler(ctx_t *x, const config_setting_t *s, void *obj)
 {
+    pool_conf_t *p = obj;
     static const char *const known[] = {"type", "command", "start_timeout", "protocol", NULL};
     if (config_setting_type(s) != CONFIG_TYPE_GROUP) {
         cerr(x, s, "handler: expected a group { type = ...; command = [...]; }");
@@ -353,7 +419,7 @@ static bool parse_handler(ctx_t *x, const config_setting_t *s, pool_conf_t *p)
         else if (strcmp(k, "protocol") == 0)
             ok &= want_protocol(x, e, &p->handler_protocol);
         else {
-            unknown_key(x, e, "handler", known);
+            unknown_key(x, e, "handler", known, sizeof *known);
             ok = false;
         }
     }
@@ -378,15 +444,6 @@ static bool valid_name(const char *s)
     return true;
 }
 
-static const char *const pool_keys[] = {
-    "name", "queues", "balance", "processes", "min_processes", "max_processes",
-    "auto_strategy", "target_wait", "scale_down_delay", "priority", "connection",
-    "queue_connection", "cache_connection", "cache_prefix", "restart_key", "laravel_pause",
-    "tries", "backoff", "timeout", "retry_after", "memory", "sleep", "max_jobs", "max_time",
-    "rest", "migration_batch", "prefetch", "job_log", "handler", "command", "user", "group",
-    "working_directory", "environment", "nice", "laravel", "php", "php_adapter", "php_root",
-    "force", "fleet_max_processes", "preload", NULL};
-
 /* Keys that make no sense in `defaults`. */
 static bool pool_only_key(const char *k)
 {
@@ -395,8 +452,9 @@ static bool pool_only_key(const char *k)
 }
 
 /* laravel, php_adapter, php_root: absolute paths */
-static bool parse_app_path(ctx_t *x, const config_setting_t *s, pool_conf_t *p)
+static bool parse_app_path(ctx_t *x, const config_setting_t *s, void *obj)
 {
+    pool_conf_t *p = obj;
     const char *k = config_setting_name(s);
     char **dst = !strcmp(k, "laravel") ? &p->laravel : !strcmp(k, "php_adapter") ? &p->php_adapter : &p->php_root;
     free(*dst);
@@ -413,6 +471,148 @@ static bool parse_app_path(ctx_t *x, const config_setting_t *s, pool_conf_t *p)
     return true;
 }
 
+static bool parse_pool_name(ctx_t *x, const config_setting_t *s, void *obj)
+{
+    pool_conf_t *p = obj;
+    bool ok = want_str(x, s, &p->name);
+    if (p->name && !valid_name(p->name)) {
+        cerr(x, s, "name: \"%s\" must be 1-48 characters of letters, digits, _ . : -", p->name);
+        ok = false;
+    }
+    return ok;
+}
+
+static bool parse_queues(ctx_t *x, const config_setting_t *s, void *obj)
+{
+    pool_conf_t *p = obj;
+    if (!want_strv(x, s, true, &p->queues)) return false;
+    bool ok = true;
+    p->nqueues = (int)strv_len(p->queues);
+    if (p->nqueues > QPOOL_MAX_QUEUES) {
+        cerr(x, s, "queues: at most %d queues per pool", QPOOL_MAX_QUEUES);
+        ok = false;
+    }
+    for (int q = 0; q < p->nqueues; q++) {
+        if (!*p->queues[q] || strchr(p->queues[q], ',') || strlen(p->queues[q]) > 200 ||
+            !utf8_valid(p->queues[q], strlen(p->queues[q]))) {
+            cerr(x, s, "queues: \"%s\" is not a valid queue name (non-empty, no commas, UTF-8)", p->queues[q]);
+            ok = false;
+        }
+        for (int r = 0; r < q; r++)
+            if (!strcmp(p->queues[q], p->queues[r])) {
+                cerr(x, s, "queues: \"%s\" is listed twice", p->queues[q]);
+                ok = false;
+            }
+    }
+    return ok;
+}
+
+static bool parse_balance(ctx_t *x, const config_setting_t *s, void *obj)
+{
+    int v;
+    if (!want_enum(x, s, balance_names, &v)) return false;
+    ((pool_conf_t *)obj)->balance = (enum balance_mode)v;
+    return true;
+}
+
+static bool parse_strategy(ctx_t *x, const config_setting_t *s, void *obj)
+{
+    int v;
+    if (!want_enum(x, s, strategy_names, &v)) return false;
+    ((pool_conf_t *)obj)->auto_strategy = (enum auto_strategy)v;
+    return true;
+}
+
+static bool parse_backoff(ctx_t *x, const config_setting_t *s, void *obj)
+{
+    pool_conf_t *p = obj;
+    return want_backoff(x, s, &p->backoff, &p->nbackoff);
+}
+
+/* A value of the wrong type is reported but, unlike the other keys, does
+ * not count as the pool's parse failing (its later checks still run). */
+static bool parse_workdir(ctx_t *x, const config_setting_t *s, void *obj)
+{
+    pool_conf_t *p = obj;
+    if (!want_str(x, s, &p->working_directory) || p->working_directory[0] == '/') return true;
+    cerr(x, s, "working_directory: \"%s\" must be an absolute path", p->working_directory);
+    return false;
+}
+
+static bool parse_environment(ctx_t *x, const config_setting_t *s, void *obj)
+{
+    if (config_setting_type(s) != CONFIG_TYPE_GROUP) {
+        cerr(x, s, "environment: expected a group { NAME = \"value\"; }");
+        return false;
+    }
+    bool ok = true;
+    for (int e = 0; e < config_setting_length(s); e++) {
+        config_setting_t *v = config_setting_get_elem(s, (unsigned)e);
+        if (config_setting_type(v) != CONFIG_TYPE_STRING) {
+            cerr(x, v, "environment: %s: expected a string, got %s", config_setting_name(v),
+                 type_name(config_setting_type(v)));
+            ok = false;
+            continue;
+        }
+        env_set(obj, config_setting_name(v), config_setting_get_string(v));
+    }
+    return ok;
+}
+
+/* A pool key whose name is its pool_conf_t field's; S: its SET_* bit, E: its EXPLICIT_* bit. */
+#define PK(f, kind, lo, hi) KEY(#f, kind, pool_conf_t, f, lo, hi)
+#define PK_SET(f, kind, lo, hi, S, E) {#f, kind, offsetof(pool_conf_t, f), lo, hi, NULL, S, E}
+
+/* The pool keys (in `defaults` too, but for pool_only_key's), in the order
+ * an unknown key's suggestion is looked for. */
+static const conf_key_t POOL_KEYS[] = {
+    KEY_FN("name", parse_pool_name),
+    KEY_FN("queues", parse_queues),
+    KEY_FN("balance", parse_balance),
+    PK_SET(processes, K_INT, 0, QPOOL_MAX_WORKERS_LIMIT, SET_PROCESSES, 0),
+    PK_SET(min_processes, K_INT, 0, QPOOL_MAX_WORKERS_LIMIT, SET_MIN, 0),
+    PK_SET(max_processes, K_INT, 1, QPOOL_MAX_WORKERS_LIMIT, SET_MAX, 0),
+    KEY_FN("auto_strategy", parse_strategy),
+    PK(target_wait, K_NUM, 0.1, 86400),
+    PK(scale_down_delay, K_NUM, 0, 86400),
+    PK(priority, K_INT, 1, 1000),
+    PK_SET(connection, K_STR, 0, 0, 0, EXPLICIT_CONNECTION),
+    PK_SET(queue_connection, K_STR, 0, 0, 0, EXPLICIT_QUEUE_CONNECTION),
+    PK_SET(cache_connection, K_STR, 0, 0, SET_CACHE_CONNECTION, EXPLICIT_CACHE_CONNECTION),
+    PK_SET(cache_prefix, K_STR, 0, 0, 0, EXPLICIT_CACHE_PREFIX),
+    PK_SET(restart_key, K_STR, 0, 0, 0, EXPLICIT_RESTART_KEY),
+    PK_SET(laravel_pause, K_BOOL, 0, 0, 0, EXPLICIT_LARAVEL_PAUSE),
+    PK(tries, K_INT, 0, 1000000),
+    KEY_FN("backoff", parse_backoff),
+    PK(timeout, K_INT, 0, 86400 * 7),
+    PK_SET(retry_after, K_INT, 1, 86400 * 7, 0, EXPLICIT_RETRY_AFTER),
+    PK(memory, K_INT, 0, 1024 * 1024),
+    PK(sleep, K_NUM, 0, 3600),
+    PK(max_jobs, K_INT, 0, 2000000000),
+    PK(max_time, K_INT, 0, 2000000000),
+    PK(rest, K_NUM, 0, 3600),
+    PK(migration_batch, K_INT, 1, 100000),
+    PK(prefetch, K_INT, 1, QPOOL_MAX_PREFETCH),
+    PK(job_log, K_BOOL, 0, 0),
+    KEY_FN("handler", parse_handler),
+    PK(command, K_STRV, 0, 0),
+    PK(user, K_STR, 0, 0),
+    PK(group, K_STR, 0, 0),
+    KEY_FN("working_directory", parse_workdir),
+    KEY_FN("environment", parse_environment),
+    PK(nice, K_INT, -20, 19),
+    KEY_FN("laravel", parse_app_path),
+    PK(php, K_STRV, 0, 0),
+    KEY_FN("php_adapter", parse_app_path),
+    KEY_FN("php_root", parse_app_path),
+    PK(force, K_BOOL, 0, 0),
+    PK(fleet_max_processes, K_INT, 0, QPOOL_FLEET_BUDGET_LIMIT),
+    PK(preload, K_BOOL, 0, 0),
+    KEY_END,
+};
+
+/* One pool's group, or `defaults` (is_defaults): its keys into p, what was
+ * given explicitly into pp. */
 static bool parse_pool_settings(ctx_t *x, const config_setting_t *g, pool_conf_t *p,
                                 bool is_defaults, pool_parse_t *pp)
 {
@@ -420,148 +620,17 @@ static bool parse_pool_settings(ctx_t *x, const config_setting_t *g, pool_conf_t
     for (int i = 0; i < config_setting_length(g); i++) {
         config_setting_t *s = config_setting_get_elem(g, (unsigned)i);
         const char *k = config_setting_name(s);
+        const conf_key_t *key = find_key(POOL_KEYS, k);
         if (is_defaults && pool_only_key(k)) {
             cerr(x, s, "'%s' belongs in a pool, not in defaults", k);
             ok = false;
-            continue;
-        }
-        if (!strcmp(k, "name")) {
-            ok &= want_str(x, s, &p->name);
-            if (p->name && !valid_name(p->name)) {
-                cerr(x, s, "name: \"%s\" must be 1-48 characters of letters, digits, _ . : -", p->name);
-                ok = false;
-            }
-        } else if (!strcmp(k, "queues")) {
-            if (want_strv(x, s, true, &p->queues)) {
-                p->nqueues = (int)strv_len(p->queues);
-                if (p->nqueues > QPOOL_MAX_QUEUES) {
-                    cerr(x, s, "queues: at most %d queues per pool", QPOOL_MAX_QUEUES);
-                    ok = false;
-                }
-                for (int q = 0; q < p->nqueues; q++) {
-                    if (!*p->queues[q] || strchr(p->queues[q], ',') || strlen(p->queues[q]) > 200 ||
-                        !utf8_valid(p->queues[q], strlen(p->queues[q]))) {
-                        cerr(x, s, "queues: \"%s\" is not a valid queue name (non-empty, no commas, UTF-8)",
-                             p->queues[q]);
-                        ok = false;
-                    }
-                    for (int r = 0; r < q; r++)
-                        if (!strcmp(p->queues[q], p->queues[r])) {
-                            cerr(x, s, "queues: \"%s\" is listed twice", p->queues[q]);
-                            ok = false;
-                        }
-                }
-            } else
-                ok = false;
-        } else if (!strcmp(k, "balance"))
-            ok &= want_enum(x, s, balance_names, &p->balance);
-        else if (!strcmp(k, "processes")) {
-            ok &= want_int(x, s, 0, QPOOL_MAX_WORKERS_LIMIT, &p->processes);
-            if (!is_defaults) pp->set |= SET_PROCESSES;
-        } else if (!strcmp(k, "min_processes")) {
-            ok &= want_int(x, s, 0, QPOOL_MAX_WORKERS_LIMIT, &p->min_processes);
-            if (!is_defaults) pp->set |= SET_MIN;
-        } else if (!strcmp(k, "max_processes")) {
-            ok &= want_int(x, s, 1, QPOOL_MAX_WORKERS_LIMIT, &p->max_processes);
-            if (!is_defaults) pp->set |= SET_MAX;
-        } else if (!strcmp(k, "auto_strategy"))
-            ok &= want_enum(x, s, strategy_names, &p->auto_strategy);
-        else if (!strcmp(k, "target_wait"))
-            ok &= want_num(x, s, 0.1, 86400, &p->target_wait);
-        else if (!strcmp(k, "scale_down_delay"))
-            ok &= want_num(x, s, 0, 86400, &p->scale_down_delay);
-        else if (!strcmp(k, "priority"))
-            ok &= want_int(x, s, 1, 1000, &p->priority);
-        else if (!strcmp(k, "fleet_max_processes"))
-            ok &= want_int(x, s, 0, QPOOL_FLEET_BUDGET_LIMIT, &p->fleet_max_processes);
-        else if (!strcmp(k, "connection")) {
-            ok &= want_str(x, s, &p->connection);
-            pp->explicit |= EXPLICIT_CONNECTION;
-        } else if (!strcmp(k, "queue_connection")) {
-            ok &= want_str(x, s, &p->queue_connection);
-            pp->explicit |= EXPLICIT_QUEUE_CONNECTION;
-        } else if (!strcmp(k, "cache_connection")) {
-            ok &= want_str(x, s, &p->cache_connection);
-            if (!is_defaults) pp->set |= SET_CACHE_CONNECTION;
-            pp->explicit |= EXPLICIT_CACHE_CONNECTION;
-        } else if (!strcmp(k, "cache_prefix")) {
-            ok &= want_str(x, s, &p->cache_prefix);
-            pp->explicit |= EXPLICIT_CACHE_PREFIX;
-        } else if (!strcmp(k, "restart_key")) {
-            ok &= want_str(x, s, &p->restart_key);
-            pp->explicit |= EXPLICIT_RESTART_KEY;
-        } else if (!strcmp(k, "laravel_pause")) {
-            ok &= want_bool(x, s, &p->laravel_pause);
-            pp->explicit |= EXPLICIT_LARAVEL_PAUSE;
-        }
-        else if (!strcmp(k, "tries"))
-            ok &= want_int(x, s, 0, 1000000, &p->tries);
-        else if (!strcmp(k, "backoff"))
-            ok &= want_backoff(x, s, &p->backoff, &p->nbackoff);
-        else if (!strcmp(k, "timeout"))
-            ok &= want_int(x, s, 0, 86400 * 7, &p->timeout);
-        else if (!strcmp(k, "retry_after")) {
-            ok &= want_int(x, s, 1, 86400 * 7, &p->retry_after);
-            pp->explicit |= EXPLICIT_RETRY_AFTER;
-        }
-        else if (!strcmp(k, "memory"))
-            ok &= want_int(x, s, 0, 1024 * 1024, &p->memory);
-        else if (!strcmp(k, "sleep"))
-            ok &= want_num(x, s, 0, 3600, &p->sleep);
-        else if (!strcmp(k, "max_jobs"))
-            ok &= want_int(x, s, 0, 2000000000, &p->max_jobs);
-        else if (!strcmp(k, "max_time"))
-            ok &= want_int(x, s, 0, 2000000000, &p->max_time);
-        else if (!strcmp(k, "rest"))
-            ok &= want_num(x, s, 0, 3600, &p->rest);
-        else if (!strcmp(k, "migration_batch"))
-            ok &= want_int(x, s, 1, 100000, &p->migration_batch);
-        else if (!strcmp(k, "prefetch"))
-            ok &= want_int(x, s, 1, QPOOL_MAX_PREFETCH, &p->prefetch);
-        else if (!strcmp(k, "job_log"))
-            ok &= want_bool(x, s, &p->job_log);
-        else if (!strcmp(k, "handler"))
-            ok &= parse_handler(x, s, p);
-        else if (!strcmp(k, "command"))
-            ok &= want_strv(x, s, true, &p->command);
-        else if (!strcmp(k, "user"))
-            ok &= want_str(x, s, &p->user);
-        else if (!strcmp(k, "group"))
-            ok &= want_str(x, s, &p->group);
-        else if (!strcmp(k, "working_directory")) {
-            if (want_str(x, s, &p->working_directory) && p->working_directory[0] != '/') {
-                cerr(x, s, "working_directory: \"%s\" must be an absolute path", p->working_directory);
-                ok = false;
-            }
-        } else if (!strcmp(k, "environment")) {
-            if (config_setting_type(s) != CONFIG_TYPE_GROUP) {
-                cerr(x, s, "environment: expected a group { NAME = \"value\"; }");
-                ok = false;
-                continue;
-            }
-            for (int e = 0; e < config_setting_length(s); e++) {
-                config_setting_t *v = config_setting_get_elem(s, (unsigned)e);
-                if (config_setting_type(v) != CONFIG_TYPE_STRING) {
-                    cerr(x, v, "environment: %s: expected a string, got %s", config_setting_name(v),
-                         type_name(config_setting_type(v)));
-                    ok = false;
-                    continue;
-                }
-                env_set(p, config_setting_name(v), config_setting_get_string(v));
-            }
-        } else if (!strcmp(k, "nice"))
-            ok &= want_int(x, s, -20, 19, &p->nice);
-        else if (!strcmp(k, "laravel") || !strcmp(k, "php_adapter") || !strcmp(k, "php_root"))
-            ok &= parse_app_path(x, s, p);
-        else if (!strcmp(k, "php"))
-            ok &= want_strv(x, s, true, &p->php);
-        else if (!strcmp(k, "force"))
-            ok &= want_bool(x, s, &p->force);
-        else if (!strcmp(k, "preload"))
-            ok &= want_bool(x, s, &p->preload);
-        else {
-            unknown_key(x, s, is_defaults ? "defaults" : "pool", pool_keys);
+        } else if (!key) {
+            unknown_key(x, s, is_defaults ? "defaults" : "pool", &POOL_KEYS->key, sizeof *POOL_KEYS);
             ok = false;
+        } else {
+            ok &= parse_key(x, s, key, p);
+            if (!is_defaults) pp->set |= key->set;
+            pp->explicit |= key->explicit;
         }
     }
     return ok;
@@ -977,8 +1046,9 @@ static const char *const READ_NAMES[] = {"none", "aggregates", "all", NULL}; /* 
 /* read_only_without_token (before read_without_token) still loads: it said
  * "loopback reads are open", which opened payloads and exceptions to every
  * local user; it now means the safe reading of itself. */
-static bool parse_legacy_read(ctx_t *x, config_setting_t *s, http_conf_t *h)
+static bool parse_legacy_read(ctx_t *x, const config_setting_t *s, void *obj)
 {
+    http_conf_t *h = obj;
     bool v;
     if (!want_bool(x, s, &v)) return false;
     h->legacy_read = v;
@@ -988,53 +1058,64 @@ static bool parse_legacy_read(ctx_t *x, config_setting_t *s, http_conf_t *h)
     return true;
 }
 
-static bool parse_http_key(ctx_t *x, config_setting_t *s, http_conf_t *h)
+static bool parse_listen_key(ctx_t *x, const config_setting_t *s, void *obj)
 {
-    const char *k = config_setting_name(s);
-    if (!strcmp(k, "listen")) return want_str(x, s, &h->listen) && parse_listen(x, s, h);
-    if (!strcmp(k, "token_file")) return want_str(x, s, &h->token_file);
-    if (!strcmp(k, "token_env")) return want_str(x, s, &h->token_env);
-    if (!strcmp(k, "user")) return want_str(x, s, &h->user);
-    if (!strcmp(k, "connection")) return want_str(x, s, &h->connection);
-    if (!strcmp(k, "socket_mode")) return parse_mode(x, s, &h->socket_mode);
-    if (!strcmp(k, "max_connections")) return want_int(x, s, 1, 10000, &h->max_connections);
-    if (!strcmp(k, "timeout")) return want_int(x, s, 1, 3600, &h->timeout);
-    if (!strcmp(k, "read_without_token")) return want_enum(x, s, READ_NAMES, &h->read_without_token);
-    if (!strcmp(k, "read_only_without_token")) return parse_legacy_read(x, s, h);
-    if (!strcmp(k, "socket_group")) return want_str(x, s, &h->socket_group);
-    if (!strcmp(k, "header_timeout")) return want_int(x, s, 1, 300, &h->header_timeout);
-    if (!strcmp(k, "base_path")) {
-        if (!want_str(x, s, &h->base_path)) return false;
-        size_t n = strlen(h->base_path);
-        while (n > 1 && h->base_path[n - 1] == '/') h->base_path[--n] = '\0';
-        if (h->base_path[0] != '/' || strstr(h->base_path, "..") || strpbrk(h->base_path, "?#%\" <>")) {
-            cerr(x, s, "http.base_path: \"%s\" is not a path such as \"/qpool\"", h->base_path);
-            return false;
-        }
-        if (!strcmp(h->base_path, "/")) {
-            free(h->base_path);
-            h->base_path = NULL;
-        }
-        return true;
-    }
-    static const char *const known[] = {"listen", "token_file", "token_env", "user", "connection", "socket_mode",
-                                        "max_connections", "timeout", "header_timeout", "base_path",
-                                        "read_without_token", "socket_group", "read_only_without_token", NULL};
-    unknown_key(x, s, "qpool.http", known);
-    return false;
+    http_conf_t *h = obj;
+    return want_str(x, s, &h->listen) && parse_listen(x, s, h);
 }
 
-static bool parse_http_group(ctx_t *x, const config_setting_t *g)
+static bool parse_read(ctx_t *x, const config_setting_t *s, void *obj)
 {
-    http_conf_t *h = &x->c->http;
+    int v;
+    if (!want_enum(x, s, READ_NAMES, &v)) return false;
+    ((http_conf_t *)obj)->read_without_token = (http_read_t)v;
+    return true;
+}
+
+static bool parse_base_path(ctx_t *x, const config_setting_t *s, void *obj)
+{
+    http_conf_t *h = obj;
+    if (!want_str(x, s, &h->base_path)) return false;
+    size_t n = strlen(h->base_path);
+    while (n > 1 && h->base_path[n - 1] == '/') h->base_path[--n] = '\0';
+    if (h->base_path[0] != '/' || strstr(h->base_path, "..") || strpbrk(h->base_path, "?#%\" <>")) {
+        cerr(x, s, "http.base_path: \"%s\" is not a path such as \"/qpool\"", h->base_path);
+        return false;
+    }
+    if (!strcmp(h->base_path, "/")) {
+        free(h->base_path);
+        h->base_path = NULL;
+    }
+    return true;
+}
+
+#define HK(f, kind, lo, hi) KEY(#f, kind, http_conf_t, f, lo, hi)
+static const conf_key_t HTTP_KEYS[] = {
+    KEY_FN("listen", parse_listen_key),
+    HK(token_file, K_STR, 0, 0),
+    HK(token_env, K_STR, 0, 0),
+    HK(user, K_STR, 0, 0),
+    HK(connection, K_STR, 0, 0),
+    HK(socket_mode, K_MODE, 0, 0),
+    HK(max_connections, K_INT, 1, 10000),
+    HK(timeout, K_INT, 1, 3600),
+    HK(header_timeout, K_INT, 1, 300),
+    KEY_FN("base_path", parse_base_path),
+    KEY_FN("read_without_token", parse_read),
+    HK(socket_group, K_STR, 0, 0),
+    KEY_FN("read_only_without_token", parse_legacy_read),
+    KEY_END,
+};
+
+static bool parse_http_group(ctx_t *x, const config_setting_t *g, void *obj)
+{
+    http_conf_t *h = &((qconf_t *)obj)->http;
     h->line = sline(g);
     if (config_setting_type(g) != CONFIG_TYPE_GROUP) {
         cerr(x, g, "http: expected a group { listen = \"127.0.0.1:9178\"; }");
         return false;
     }
-    bool ok = true;
-    for (int i = 0; i < config_setting_length(g); i++)
-        ok &= parse_http_key(x, config_setting_get_elem(g, (unsigned)i), h);
+    bool ok = parse_keys(x, g, HTTP_KEYS, h, "qpool.http");
     if (h->legacy_read >= 0 && config_setting_get_member(g, "read_without_token")) {
         cerr(x, g, "http: set read_without_token only (read_only_without_token is deprecated)");
         ok = false;
@@ -1128,36 +1209,35 @@ static bool parse_wait_rules(ctx_t *x, const config_setting_t *g, alerts_conf_t 
     return ok;
 }
 
-static bool parse_alerts_key(ctx_t *x, config_setting_t *s, qconf_t *c)
+static bool parse_wait_key(ctx_t *x, const config_setting_t *s, void *obj)
 {
-    alerts_conf_t *a = &c->alerts;
-    const char *k = config_setting_name(s);
-    if (!strcmp(k, "long_wait")) return want_num(x, s, 0, 86400 * 7, &a->long_wait_s);
-    if (!strcmp(k, "long_wait_queues")) return parse_wait_rules(x, s, a);
-    if (!strcmp(k, "failure_rate")) return want_num(x, s, 0, 1, &a->failure_rate);
-    if (!strcmp(k, "failure_min_jobs")) return want_int(x, s, 1, 1000000, &a->failure_min_jobs);
-    if (!strcmp(k, "crash_loop")) return want_int(x, s, 0, ALERTS_CRASHES_MAX, &a->crash_loop_crashes);
-    if (!strcmp(k, "crash_loop_window")) return want_int(x, s, 1, 86400, &a->crash_loop_window_s);
-    if (!strcmp(k, "clear_after")) return want_int(x, s, 0, 86400, &a->clear_after_s);
-    if (!strcmp(k, "command")) return want_strv(x, s, true, &c->alerts_command);
-    if (!strcmp(k, "user")) return want_str(x, s, &c->alerts_user);
-    static const char *const known[] = {"long_wait", "long_wait_queues", "failure_rate", "failure_min_jobs",
-                                        "crash_loop", "crash_loop_window", "clear_after", "command", "user", NULL};
-    unknown_key(x, s, "qpool.alerts", known);
-    return false;
+    return parse_wait_rules(x, s, &((qconf_t *)obj)->alerts);
 }
 
-static bool parse_alerts_group(ctx_t *x, const config_setting_t *g)
+#define AK(k, f, kind, lo, hi) KEY(k, kind, qconf_t, f, lo, hi)
+static const conf_key_t ALERT_KEYS[] = {
+    AK("long_wait", alerts.long_wait_s, K_NUM, 0, 86400 * 7),
+    KEY_FN("long_wait_queues", parse_wait_key),
+    AK("failure_rate", alerts.failure_rate, K_NUM, 0, 1),
+    AK("failure_min_jobs", alerts.failure_min_jobs, K_INT, 1, 1000000),
+    AK("crash_loop", alerts.crash_loop_crashes, K_INT, 0, ALERTS_CRASHES_MAX),
+    AK("crash_loop_window", alerts.crash_loop_window_s, K_INT, 1, 86400),
+    AK("clear_after", alerts.clear_after_s, K_INT, 0, 86400),
+    AK("command", alerts_command, K_STRV, 0, 0),
+    AK("user", alerts_user, K_STR, 0, 0),
+    KEY_END,
+};
+
+static bool parse_alerts_group(ctx_t *x, const config_setting_t *g, void *obj)
 {
     if (config_setting_type(g) != CONFIG_TYPE_GROUP) {
         cerr(x, g, "alerts: expected a group { long_wait = 60; command = [...]; }");
         return false;
     }
-    bool ok = true;
-    for (int i = 0; i < config_setting_length(g); i++)
-        ok &= parse_alerts_key(x, config_setting_get_elem(g, (unsigned)i), x->c);
-    if (x->c->alerts_user && !getpwnam(x->c->alerts_user)) {
-        cerr(x, g, "alerts.user \"%s\" does not exist", x->c->alerts_user);
+    qconf_t *c = obj;
+    bool ok = parse_keys(x, g, ALERT_KEYS, c, "qpool.alerts");
+    if (c->alerts_user && !getpwnam(c->alerts_user)) {
+        cerr(x, g, "alerts.user \"%s\" does not exist", c->alerts_user);
         ok = false;
     }
     return ok;
@@ -1165,70 +1245,57 @@ static bool parse_alerts_group(ctx_t *x, const config_setting_t *g)
 
 /* ---------------------------------------------------------------- top level */
 
+static bool parse_log_level(ctx_t *x, const config_setting_t *s, void *obj)
+{
+    static const char *const levels[] = {"error", "warn", "info", "debug", NULL};
+    int v;
+    if (!want_enum(x, s, levels, &v)) return false;
+    ((qconf_t *)obj)->log_level = (enum log_level)v;
+    return true;
+}
+
+static bool parse_log_format(ctx_t *x, const config_setting_t *s, void *obj)
+{
+    static const char *const formats[] = {"text", "json", NULL};
+    int v;
+    if (!want_enum(x, s, formats, &v)) return false;
+    ((qconf_t *)obj)->log_format = (enum log_format)v;
+    return true;
+}
+
+#define QK(f, kind, lo, hi) KEY(#f, kind, qconf_t, f, lo, hi)
+static const conf_key_t QPOOL_KEYS[] = {
+    QK(pid_file, K_STR, 0, 0),
+    QK(control_socket, K_STR, 0, 0),
+    QK(control_socket_mode, K_MODE, 0, 0),
+    QK(control_user, K_STR, 0, 0),
+    QK(control_group, K_STR, 0, 0),
+    QK(max_workers, K_INT, 1, QPOOL_MAX_WORKERS_LIMIT),
+    QK(shutdown_timeout, K_NUM, 0, 86400),
+    KEY_FN("log_level", parse_log_level),
+    KEY_FN("log_format", parse_log_format),
+    QK(failed_limit, K_INT, 1, 10000000),
+    QK(balance_interval, K_NUM, 0.1, 60),
+    QK(metrics_job_classes, K_INT, 1, 10000),
+    QK(metrics_retention, K_INT, 60, 31 * 86400),
+    QK(metrics, K_BOOL, 0, 0),
+    QK(job_history_size, K_INT, 0, 100000),
+    QK(job_history_sample, K_NUM, 0, 1),
+    QK(job_history_payloads, K_BOOL, 0, 0),
+    KEY_FN("http", parse_http_group),
+    KEY_FN("alerts", parse_alerts_group),
+    QK(fleet_lease_ttl, K_NUM, 1, 600),
+    KEY_END,
+};
+
 static bool parse_qpool_group(ctx_t *x, const config_setting_t *g)
 {
-    static const char *const known[] = {"pid_file", "control_socket", "control_socket_mode",
-                                        "control_user", "control_group", "max_workers",
-                                        "shutdown_timeout", "log_level", "log_format",
-                                        "failed_limit", "balance_interval", "metrics_job_classes",
-                                        "metrics_retention", "metrics", "job_history_size", "job_history_sample",
-                                        "job_history_payloads", "http", "alerts", "fleet_lease_ttl", NULL};
-    static const char *const levels[] = {"error", "warn", "info", "debug", NULL};
-    static const char *const formats[] = {"text", "json", NULL};
     qconf_t *c = x->c;
-    bool ok = true;
     if (config_setting_type(g) != CONFIG_TYPE_GROUP) {
         cerr(x, g, "qpool: expected a group");
         return false;
     }
-    for (int i = 0; i < config_setting_length(g); i++) {
-        config_setting_t *s = config_setting_get_elem(g, (unsigned)i);
-        const char *k = config_setting_name(s);
-        if (!strcmp(k, "pid_file"))
-            ok &= want_str(x, s, &c->pid_file);
-        else if (!strcmp(k, "control_socket"))
-            ok &= want_str(x, s, &c->control_socket);
-        else if (!strcmp(k, "control_socket_mode"))
-            ok &= parse_mode(x, s, &c->control_socket_mode);
-        else if (!strcmp(k, "control_user"))
-            ok &= want_str(x, s, &c->control_user);
-        else if (!strcmp(k, "control_group"))
-            ok &= want_str(x, s, &c->control_group);
-        else if (!strcmp(k, "max_workers"))
-            ok &= want_int(x, s, 1, QPOOL_MAX_WORKERS_LIMIT, &c->max_workers);
-        else if (!strcmp(k, "shutdown_timeout"))
-            ok &= want_num(x, s, 0, 86400, &c->shutdown_timeout);
-        else if (!strcmp(k, "log_level"))
-            ok &= want_enum(x, s, levels, &c->log_level);
-        else if (!strcmp(k, "log_format"))
-            ok &= want_enum(x, s, formats, &c->log_format);
-        else if (!strcmp(k, "failed_limit"))
-            ok &= want_int(x, s, 1, 10000000, &c->failed_limit);
-        else if (!strcmp(k, "balance_interval"))
-            ok &= want_num(x, s, 0.1, 60, &c->balance_interval);
-        else if (!strcmp(k, "fleet_lease_ttl"))
-            ok &= want_num(x, s, 1, 600, &c->fleet_lease_ttl);
-        else if (!strcmp(k, "metrics_job_classes"))
-            ok &= want_int(x, s, 1, 10000, &c->metrics_job_classes);
-        else if (!strcmp(k, "metrics_retention"))
-            ok &= want_int(x, s, 60, 31 * 86400, &c->metrics_retention);
-        else if (!strcmp(k, "metrics"))
-            ok &= want_bool(x, s, &c->metrics);
-        else if (!strcmp(k, "job_history_size"))
-            ok &= want_int(x, s, 0, 100000, &c->job_history_size);
-        else if (!strcmp(k, "job_history_sample"))
-            ok &= want_num(x, s, 0, 1, &c->job_history_sample);
-        else if (!strcmp(k, "job_history_payloads"))
-            ok &= want_bool(x, s, &c->job_history_payloads);
-        else if (!strcmp(k, "http"))
-            ok &= parse_http_group(x, s);
-        else if (!strcmp(k, "alerts"))
-            ok &= parse_alerts_group(x, s);
-        else {
-            unknown_key(x, s, "qpool", known);
-            ok = false;
-        }
-    }
+    bool ok = parse_keys(x, g, QPOOL_KEYS, c, "qpool");
     if (c->http.is_unix && !strcmp(c->http.listen, c->control_socket)) {
         cerr(x, g, "http.listen is the control socket's path");
         ok = false;
@@ -1266,39 +1333,21 @@ static bool resolve_http_peers(ctx_t *x, const config_setting_t *g, qconf_t *c)
 
 /* ---- issue 12: password_file, tls = { ... }, Sentinel ---- */
 
-static const char *const redis_ext_keys[] = {"password_file", "tls", "sentinels", "master_name",
-                                              "sentinel_username", "sentinel_password_env",
-                                              "sentinel_password_file", "cluster", NULL};
+#define TK(f, kind) KEY(#f, kind, redis_tls_t, f, 0, 0)
+static const conf_key_t TLS_KEYS[] = {
+    TK(ca_file, K_STR), TK(cert_file, K_STR), TK(key_file, K_STR), TK(server_name, K_STR), TK(verify, K_BOOL),
+    KEY_END,
+};
 
-static bool is_redis_ext_key(const char *k)
+static bool parse_redis_tls(ctx_t *x, const config_setting_t *g, void *obj)
 {
-    for (int i = 0; redis_ext_keys[i]; i++)
-        if (!strcmp(k, redis_ext_keys[i])) return true;
-    return false;
-}
-
-static bool parse_redis_tls(ctx_t *x, const config_setting_t *g, redis_tls_t *t)
-{
-    static const char *const known[] = {"ca_file", "cert_file", "key_file", "server_name", "verify", NULL};
+    redis_tls_t *t = &((redis_conf_t *)obj)->tls;
     if (config_setting_type(g) != CONFIG_TYPE_GROUP) {
         cerr(x, g, "tls: expected a group { ca_file = ...; verify = true; }");
         return false;
     }
-    bool ok = true;
     t->enabled = true;
-    for (int j = 0; j < config_setting_length(g); j++) {
-        config_setting_t *s = config_setting_get_elem(g, (unsigned)j);
-        const char *k = config_setting_name(s);
-        if (!strcmp(k, "ca_file")) ok &= want_str(x, s, &t->ca_file);
-        else if (!strcmp(k, "cert_file")) ok &= want_str(x, s, &t->cert_file);
-        else if (!strcmp(k, "key_file")) ok &= want_str(x, s, &t->key_file);
-        else if (!strcmp(k, "server_name")) ok &= want_str(x, s, &t->server_name);
-        else if (!strcmp(k, "verify")) ok &= want_bool(x, s, &t->verify);
-        else {
-            unknown_key(x, s, "a redis connection's tls", known);
-            ok = false;
-        }
-    }
+    bool ok = parse_keys(x, g, TLS_KEYS, t, "a redis connection's tls");
     if (!t->cert_file != !t->key_file) {
         cerr(x, g, "tls: cert_file and key_file go together (a client certificate and its key)");
         ok = false;
@@ -1325,28 +1374,53 @@ static bool parse_addr_list(ctx_t *x, const config_setting_t *s, int default_por
     return ok;
 }
 
-static bool parse_sentinels(ctx_t *x, const config_setting_t *s, redis_sentinel_t *st)
+static bool parse_sentinels(ctx_t *x, const config_setting_t *s, void *obj)
 {
+    redis_sentinel_t *st = &((redis_conf_t *)obj)->sentinel;
     return parse_addr_list(x, s, SENTINEL_DEFAULT_PORT, &st->addrs, &st->naddrs);
 }
 
-static bool parse_cluster(ctx_t *x, const config_setting_t *s, redis_conf_t *r)
+static bool parse_cluster(ctx_t *x, const config_setting_t *s, void *obj)
 {
+    redis_conf_t *r = obj;
     return parse_addr_list(x, s, RCLUSTER_DEFAULT_PORT, &r->cluster, &r->ncluster);
 }
 
-static bool parse_redis_ext(ctx_t *x, const config_setting_t *s, redis_conf_t *r)
+/* host and port are noted as given: cluster excludes them */
+static bool parse_host(ctx_t *x, const config_setting_t *s, void *obj)
 {
-    const char *k = config_setting_name(s);
-    if (!strcmp(k, "cluster")) return parse_cluster(x, s, r);
-    if (!strcmp(k, "password_file")) return want_str(x, s, &r->password_file);
-    if (!strcmp(k, "tls")) return parse_redis_tls(x, s, &r->tls);
-    if (!strcmp(k, "sentinels")) return parse_sentinels(x, s, &r->sentinel);
-    if (!strcmp(k, "master_name")) return want_str(x, s, &r->sentinel.master_name);
-    if (!strcmp(k, "sentinel_username")) return want_str(x, s, &r->sentinel.username);
-    if (!strcmp(k, "sentinel_password_env")) return want_str(x, s, &r->sentinel.password_env);
-    return want_str(x, s, &r->sentinel.password_file); /* sentinel_password_file */
+    redis_conf_t *r = obj;
+    r->host_set = true;
+    return want_str(x, s, &r->host);
 }
+
+static bool parse_port(ctx_t *x, const config_setting_t *s, void *obj)
+{
+    redis_conf_t *r = obj;
+    r->port_set = true;
+    return want_int(x, s, 1, 65535, &r->port);
+}
+
+#define RK(k, f, kind, lo, hi) KEY(k, kind, redis_conf_t, f, lo, hi)
+static const conf_key_t REDIS_KEYS[] = {
+    KEY_FN("host", parse_host),
+    KEY_FN("port", parse_port),
+    RK("socket", socket, K_STR, 0, 0),
+    RK("db", db, K_INT, 0, 1000000),
+    RK("prefix", prefix, K_STR, 0, 0),
+    RK("username", username, K_STR, 0, 0),
+    RK("password_env", password_env, K_STR, 0, 0),
+    RK("timeout", timeout, K_NUM, 0.01, 3600),
+    RK("password_file", password_file, K_STR, 0, 0),
+    KEY_FN("tls", parse_redis_tls),
+    KEY_FN("sentinels", parse_sentinels),
+    RK("master_name", sentinel.master_name, K_STR, 0, 0),
+    RK("sentinel_username", sentinel.username, K_STR, 0, 0),
+    RK("sentinel_password_env", sentinel.password_env, K_STR, 0, 0),
+    RK("sentinel_password_file", sentinel.password_file, K_STR, 0, 0),
+    KEY_FN("cluster", parse_cluster),
+    KEY_END,
+};
 
 /* Read a password_file now (the master may be root; workers run as the
  * pool's user): an error names the key's file and line. */
@@ -1428,10 +1502,6 @@ static void redis_defaults(redis_conf_t *r, const char *name)
 
 static bool parse_redis_group(ctx_t *x, const config_setting_t *g)
 {
-    static const char *const known[] = {"host", "port", "socket", "db", "prefix", "username",
-                                        "password_env", "timeout", "password_file", "tls",
-                                        "sentinels", "master_name", "sentinel_username",
-                                        "sentinel_password_env", "sentinel_password_file", "cluster", NULL};
     qconf_t *c = x->c;
     bool ok = true;
     if (config_setting_type(g) != CONFIG_TYPE_GROUP) {
@@ -1450,32 +1520,7 @@ static bool parse_redis_group(ctx_t *x, const config_setting_t *g)
             ok = false;
             continue;
         }
-        for (int j = 0; j < config_setting_length(cs); j++) {
-            config_setting_t *s = config_setting_get_elem(cs, (unsigned)j);
-            const char *k = config_setting_name(s);
-            if (!strcmp(k, "host"))
-                ok &= want_str(x, s, &r->host), r->host_set = true;
-            else if (!strcmp(k, "port"))
-                ok &= want_int(x, s, 1, 65535, &r->port), r->port_set = true;
-            else if (!strcmp(k, "socket"))
-                ok &= want_str(x, s, &r->socket);
-            else if (!strcmp(k, "db"))
-                ok &= want_int(x, s, 0, 1000000, &r->db);
-            else if (!strcmp(k, "prefix"))
-                ok &= want_str(x, s, &r->prefix);
-            else if (!strcmp(k, "username"))
-                ok &= want_str(x, s, &r->username);
-            else if (!strcmp(k, "password_env"))
-                ok &= want_str(x, s, &r->password_env);
-            else if (!strcmp(k, "timeout"))
-                ok &= want_num(x, s, 0.01, 3600, &r->timeout);
-            else if (is_redis_ext_key(k))
-                ok &= parse_redis_ext(x, s, r);
-            else {
-                unknown_key(x, s, "a redis connection", known);
-                ok = false;
-            }
-        }
+        ok &= parse_keys(x, cs, REDIS_KEYS, r, "a redis connection");
         ok &= check_redis_ext(x, cs, r);
     }
     return ok;
@@ -1606,7 +1651,7 @@ qconf_t *config_load(const char *path, conf_errors_t *errs)
         else if (!strcmp(k, "redis")) gr = s;
         else if (!strcmp(k, "defaults")) gd = s;
         else if (!strcmp(k, "pools")) gp = s;
-        else unknown_key(&x, s, "the top level", top_known);
+        else unknown_key(&x, s, "the top level", top_known, sizeof *top_known);
     }
     if (gq) parse_qpool_group(&x, gq);
     if (gr)
