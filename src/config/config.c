@@ -881,13 +881,10 @@ static bool apply_app(ctx_t *x, pool_conf_t *p, const pool_parse_t *pp, app_cach
     return true;
 }
 
-static bool finish_pool(ctx_t *x, const config_setting_t *g, pool_conf_t *p, const pool_parse_t *pp)
+/* name, queues, and exactly one of handler and command */
+static bool check_pool_required(ctx_t *x, const config_setting_t *g, const pool_conf_t *p)
 {
     bool ok = true;
-    if (!p->name) {
-        cerr(x, g, "pool: name is required");
-        return false;
-    }
     if (!p->queues) {
         cerr(x, g, "pool %s: queues is required", p->name);
         ok = false;
@@ -900,6 +897,13 @@ static bool finish_pool(ctx_t *x, const config_setting_t *g, pool_conf_t *p, con
         cerr(x, g, "pool %s: has both handler and command; use exactly one", p->name);
         ok = false;
     }
+    return ok;
+}
+
+/* The size keys the pool's balance mode uses, and only those. */
+static bool check_pool_size(ctx_t *x, const config_setting_t *g, const pool_conf_t *p, const pool_parse_t *pp)
+{
+    bool ok = true;
     if (p->balance == BALANCE_OFF) {
         if (pp->set & (SET_MIN | SET_MAX)) {
             cerr(x, g, "pool %s: min_processes/max_processes apply to balance = \"auto\"; with balance = \"off\" use processes",
@@ -918,7 +922,14 @@ static bool finish_pool(ctx_t *x, const config_setting_t *g, pool_conf_t *p, con
             ok = false;
         }
     }
-    ok &= check_fleet_budget(x, g, p);
+    return ok & check_fleet_budget(x, g, p);
+}
+
+/* The queue's and the cache's connections exist (the cache's defaults to
+ * "cache" when defined, else the queue's). */
+static bool check_pool_connections(ctx_t *x, const config_setting_t *g, pool_conf_t *p, const pool_parse_t *pp)
+{
+    bool ok = true;
     if (!config_redis(x->c, p->connection)) {
         cerr(x, g, "pool %s: connection \"%s\" is not defined in redis", p->name, p->connection);
         ok = false;
@@ -933,22 +944,35 @@ static bool finish_pool(ctx_t *x, const config_setting_t *g, pool_conf_t *p, con
              p->cache_connection);
         ok = false;
     }
-    if (p->command) {
-        char bad[128];
-        for (int i = 0; p->command[i]; i++) {
-            sbuf_t b;
-            sbuf_init(&b);
-            if (!expand_arg(p, p->command[i], &b, bad, sizeof bad)) {
-                cerr(x, g, "pool %s: command: unknown placeholder %s (known: {queues} {pool} {memory} {timeout} {tries} {sleep} {backoff} {max_jobs} {max_time} {rest} {connection} {retry_after}; write {{ for a literal brace)",
-                     p->name, bad);
-                ok = false;
-            }
-            sbuf_free(&b);
+    return ok;
+}
+
+/* An external worker's command: every placeholder known; its timeout below retry_after. */
+static bool check_pool_command(ctx_t *x, const config_setting_t *g, const pool_conf_t *p)
+{
+    if (!p->command) return true;
+    bool ok = true;
+    char bad[128];
+    for (int i = 0; p->command[i]; i++) {
+        sbuf_t b;
+        sbuf_init(&b);
+        if (!expand_arg(p, p->command[i], &b, bad, sizeof bad)) {
+            cerr(x, g, "pool %s: command: unknown placeholder %s (known: {queues} {pool} {memory} {timeout} {tries} {sleep} {backoff} {max_jobs} {max_time} {rest} {connection} {retry_after}; write {{ for a literal brace)",
+                 p->name, bad);
+            ok = false;
         }
+        sbuf_free(&b);
     }
-    if (p->timeout > 0 && p->timeout >= p->retry_after && p->command)
+    if (p->timeout > 0 && p->timeout >= p->retry_after)
         cwarn(x, g, "pool %s: timeout (%d) is not below retry_after (%d): a job still running when its reservation expires will be run twice",
               p->name, p->timeout, p->retry_after);
+    return ok;
+}
+
+/* user and group: they exist; the uid and gid the children take. */
+static bool resolve_pool_user(ctx_t *x, const config_setting_t *g, pool_conf_t *p)
+{
+    bool ok = true;
     if (p->user) {
         struct passwd *pw = getpwnam(p->user);
         if (!pw) {
@@ -979,6 +1003,21 @@ static bool finish_pool(ctx_t *x, const config_setting_t *g, pool_conf_t *p, con
             p->has_gid = true;
         }
     }
+    return ok;
+}
+
+/* A parsed pool (its app's settings applied): everything checked, its user resolved. */
+static bool finish_pool(ctx_t *x, const config_setting_t *g, pool_conf_t *p, const pool_parse_t *pp)
+{
+    if (!p->name) {
+        cerr(x, g, "pool: name is required");
+        return false;
+    }
+    bool ok = check_pool_required(x, g, p);
+    ok &= check_pool_size(x, g, p, pp);
+    ok &= check_pool_connections(x, g, p, pp);
+    ok &= check_pool_command(x, g, p);
+    ok &= resolve_pool_user(x, g, p);
     return ok;
 }
 
@@ -1587,9 +1626,9 @@ static void load_pools(ctx_t *x, const config_setting_t *gp, const pool_conf_t *
     app_cache_free(apps);
 }
 
-qconf_t *config_load(const char *path, conf_errors_t *errs)
+/* A config with every global default, no connection and no pool yet. */
+static qconf_t *config_new(const char *path)
 {
-    memset(errs, 0, sizeof *errs);
     qconf_t *c = xcalloc(1, sizeof *c);
     c->path = xstrdup(path);
     c->pid_file = xstrdup("/run/qpool/qpool.pid");
@@ -1609,104 +1648,133 @@ qconf_t *config_load(const char *path, conf_errors_t *errs)
     c->fleet_lease_ttl = 10;
     http_defaults(&c->http);
     alerts_conf_defaults(&c->alerts);
-    ctx_t x = {.path = path, .errs = errs, .c = c};
+    return c;
+}
 
-    config_t cfg;
-    config_init(&cfg);
-    {
-        /* Relative @include paths resolve against the config file's directory. */
-        char *dir = xstrdup(path);
-        char *slash = strrchr(dir, '/');
-        if (slash) {
-            *slash = '\0';
-            config_set_include_dir(&cfg, *dir ? dir : "/");
-        }
-        free(dir);
+/* Read and parse the file into cfg; false (reported) when it cannot be. */
+static bool read_config_file(ctx_t *x, config_t *cfg, const char *path)
+{
+    /* Relative @include paths resolve against the config file's directory. */
+    char *dir = xstrdup(path);
+    char *slash = strrchr(dir, '/');
+    if (slash) {
+        *slash = '\0';
+        config_set_include_dir(cfg, *dir ? dir : "/");
     }
+    free(dir);
     struct stat st;
     if (stat(path, &st) < 0) {
-        cerr(&x, NULL, "cannot read config file: %s", strerror(errno));
-        goto fail;
+        cerr(x, NULL, "cannot read config file: %s", strerror(errno));
+        return false;
     }
-    if (!config_read_file(&cfg, path)) {
-        if (config_error_type(&cfg) == CONFIG_ERR_FILE_IO)
-            cerr(&x, NULL, "cannot read config file: %s", config_error_text(&cfg));
-        else {
-            const char *f = config_error_file(&cfg) ? config_error_file(&cfg) : path;
-            char *msg = xasprintf("%s:%d: syntax error: %s", f, config_error_line(&cfg),
-                                  config_error_text(&cfg));
-            errs->msgs = xrealloc(errs->msgs, sizeof(char *) * (size_t)(errs->n + 1));
-            errs->msgs[errs->n++] = msg;
-        }
-        goto fail;
+    if (config_read_file(cfg, path)) return true;
+    if (config_error_type(cfg) == CONFIG_ERR_FILE_IO)
+        cerr(x, NULL, "cannot read config file: %s", config_error_text(cfg));
+    else {
+        const char *f = config_error_file(cfg) ? config_error_file(cfg) : path;
+        char *msg = xasprintf("%s:%d: syntax error: %s", f, config_error_line(cfg), config_error_text(cfg));
+        x->errs->msgs = xrealloc(x->errs->msgs, sizeof(char *) * (size_t)(x->errs->n + 1));
+        x->errs->msgs[x->errs->n++] = msg;
     }
+    return false;
+}
 
-    config_setting_t *root = config_root_setting(&cfg);
+/* The file's four top-level groups (NULL: absent). */
+typedef struct {
+    const config_setting_t *qpool, *redis, *defaults, *pools;
+} top_groups_t;
+
+static top_groups_t find_top_groups(ctx_t *x, config_setting_t *root)
+{
     static const char *const top_known[] = {"qpool", "redis", "defaults", "pools", NULL};
-    const config_setting_t *gq = NULL, *gr = NULL, *gd = NULL, *gp = NULL;
+    top_groups_t t = {0};
     for (int i = 0; i < config_setting_length(root); i++) {
         config_setting_t *s = config_setting_get_elem(root, (unsigned)i);
         const char *k = config_setting_name(s);
-        if (!strcmp(k, "qpool")) gq = s;
-        else if (!strcmp(k, "redis")) gr = s;
-        else if (!strcmp(k, "defaults")) gd = s;
-        else if (!strcmp(k, "pools")) gp = s;
-        else unknown_key(&x, s, "the top level", top_known, sizeof *top_known);
+        if (!strcmp(k, "qpool")) t.qpool = s;
+        else if (!strcmp(k, "redis")) t.redis = s;
+        else if (!strcmp(k, "defaults")) t.defaults = s;
+        else if (!strcmp(k, "pools")) t.pools = s;
+        else unknown_key(x, s, "the top level", top_known, sizeof *top_known);
     }
-    if (gq) parse_qpool_group(&x, gq);
-    if (gr)
-        parse_redis_group(&x, gr);
-    if (!config_redis(c, "default")) {
-        /* Pools use "default" unless told otherwise; provide Laravel's stock one
-         * (a Laravel app's own "default" replaces it: config_app.c). */
-        c->redis = xrealloc(c->redis, sizeof *c->redis * (size_t)(c->nredis + 1));
-        redis_defaults(&c->redis[c->nredis], "default");
-        c->redis[c->nredis++].kind = REDIS_STOCK;
-    }
+    return t;
+}
 
-    if (c->http.connection && !config_redis(c, c->http.connection))
-        cerr(&x, gq, "http.connection: no redis connection named \"%s\"", c->http.connection);
+/* Pools use "default" unless told otherwise; provide Laravel's stock one
+ * when qpool.conf has none (a Laravel app's own "default" replaces it:
+ * config_app.c). */
+static void add_stock_redis(qconf_t *c)
+{
+    if (config_redis(c, "default")) return;
+    c->redis = xrealloc(c->redis, sizeof *c->redis * (size_t)(c->nredis + 1));
+    redis_defaults(&c->redis[c->nredis], "default");
+    c->redis[c->nredis++].kind = REDIS_STOCK;
+}
 
+/* What the pools together must respect: max_workers covers their floors,
+ * and a fleet budget's lease outlives two balancer passes. */
+static void check_pool_totals(ctx_t *x, const config_setting_t *where)
+{
+    qconf_t *c = x->c;
+    int minsum = 0;
+    for (int i = 0; i < c->npools; i++)
+        minsum += c->pools[i].balance == BALANCE_OFF ? c->pools[i].processes : c->pools[i].min_processes;
+    if (x->errs->n == 0 && minsum > c->max_workers)
+        cerr(x, where, "max_workers (%d) is below the sum of the pools' fixed and minimum sizes (%d)",
+             c->max_workers, minsum);
+    bool budgets = false;
+    for (int i = 0; i < c->npools; i++) budgets |= c->pools[i].fleet_max_processes > 0;
+    if (budgets && c->fleet_lease_ttl < 2 * c->balance_interval)
+        cerr(x, where, "fleet_lease_ttl (%g s) must be at least two balance_interval (%g s): a "
+                       "lease renewed once a pass must not lapse between two passes",
+             c->fleet_lease_ttl, c->balance_interval);
+}
+
+/* `defaults`, then the pools on top of them. */
+static void parse_pools(ctx_t *x, const top_groups_t *t)
+{
     pool_conf_t defaults;
     pool_builtin_defaults(&defaults);
     pool_parse_t dpp = {0};
-    if (gd) {
-        if (config_setting_type(gd) != CONFIG_TYPE_GROUP)
-            cerr(&x, gd, "defaults: expected a group");
+    if (t->defaults) {
+        if (config_setting_type(t->defaults) != CONFIG_TYPE_GROUP)
+            cerr(x, t->defaults, "defaults: expected a group");
         else
-            parse_pool_settings(&x, gd, &defaults, true, &dpp);
+            parse_pool_settings(x, t->defaults, &defaults, true, &dpp);
     }
-    if (!gp) {
-        cerr(&x, NULL, "no pools defined (add pools = ( { name = ...; queues = [...]; ... } );)");
-    } else if (config_setting_type(gp) != CONFIG_TYPE_LIST) {
-        cerr(&x, gp, "pools: expected a list ( {...}, {...} )");
+    if (!t->pools) {
+        cerr(x, NULL, "no pools defined (add pools = ( { name = ...; queues = [...]; ... } );)");
+    } else if (config_setting_type(t->pools) != CONFIG_TYPE_LIST) {
+        cerr(x, t->pools, "pools: expected a list ( {...}, {...} )");
     } else {
-        load_pools(&x, gp, &defaults, &dpp);
-        int minsum = 0;
-        for (int i = 0; i < c->npools; i++)
-            minsum += c->pools[i].balance == BALANCE_OFF ? c->pools[i].processes
-                                                         : c->pools[i].min_processes;
-        if (errs->n == 0 && minsum > c->max_workers)
-            cerr(&x, gq ? gq : gp, "max_workers (%d) is below the sum of the pools' fixed and minimum sizes (%d)",
-                 c->max_workers, minsum);
-        bool budgets = false;
-        for (int i = 0; i < c->npools; i++) budgets |= c->pools[i].fleet_max_processes > 0;
-        if (budgets && c->fleet_lease_ttl < 2 * c->balance_interval)
-            cerr(&x, gq ? gq : gp, "fleet_lease_ttl (%g s) must be at least two balance_interval (%g s): a "
-                                   "lease renewed once a pass must not lapse between two passes",
-                 c->fleet_lease_ttl, c->balance_interval);
+        load_pools(x, t->pools, &defaults, &dpp);
+        check_pool_totals(x, t->qpool ? t->qpool : t->pools);
     }
     pool_conf_free(&defaults);
+}
+
+qconf_t *config_load(const char *path, conf_errors_t *errs)
+{
+    memset(errs, 0, sizeof *errs);
+    qconf_t *c = config_new(path);
+    ctx_t x = {.path = path, .errs = errs, .c = c};
+    config_t cfg;
+    config_init(&cfg);
+    if (read_config_file(&x, &cfg, path)) {
+        top_groups_t t = find_top_groups(&x, config_root_setting(&cfg));
+        if (t.qpool) parse_qpool_group(&x, t.qpool);
+        if (t.redis) parse_redis_group(&x, t.redis);
+        add_stock_redis(c);
+        if (c->http.connection && !config_redis(c, c->http.connection))
+            cerr(&x, t.qpool, "http.connection: no redis connection named \"%s\"", c->http.connection);
+        parse_pools(&x, &t);
+    }
     config_destroy(&cfg);
     if (errs->n) {
         config_free(c);
         return NULL;
     }
     return c;
-fail:
-    config_destroy(&cfg);
-    config_free(c);
-    return NULL;
 }
 
 void config_free(qconf_t *c)
@@ -1767,6 +1835,11 @@ const pool_conf_t *config_pool(const qconf_t *c, const char *name)
 
 
 /* ---------------------------------------------------------------- print */
+
+static const char *yes_no(bool v)
+{
+    return v ? "true" : "false";
+}
 
 /* A libconfig string literal: \" \\ \n \r \t \f, and \xNN for other control bytes
  * (libconfig has no \u escapes). */
@@ -1870,13 +1943,12 @@ static void print_app(const pool_conf_t *p, FILE *f, const char *in)
     print_strv(f, in, "php", p->php);
     if (p->php_adapter) print_str(f, in, "php_adapter", p->php_adapter);
     if (p->php_root) print_str(f, in, "php_root", p->php_root);
-    fprintf(f, "%sforce = %s;\n", in, p->force ? "true" : "false");
+    fprintf(f, "%sforce = %s;\n", in, yes_no(p->force));
     app_print_origins(p, f, in);
 }
 
-void config_print(const qconf_t *c, FILE *f)
+static void print_qpool(const qconf_t *c, FILE *f)
 {
-    fprintf(f, "# effective configuration of %s (defaults filled in)\n", c->path);
     fprintf(f, "qpool = {\n");
     print_str(f, "  ", "pid_file", c->pid_file);
     print_str(f, "  ", "control_socket", c->control_socket);
@@ -1886,10 +1958,10 @@ void config_print(const qconf_t *c, FILE *f)
     fprintf(f, "  max_workers = %d;\n", c->max_workers);
     fprintf(f, "  metrics_job_classes = %d;\n", c->metrics_job_classes);
     fprintf(f, "  metrics_retention = %d;\n", c->metrics_retention);
-    fprintf(f, "  metrics = %s;\n", c->metrics ? "true" : "false");
+    fprintf(f, "  metrics = %s;\n", yes_no(c->metrics));
     fprintf(f, "  job_history_size = %d;\n", c->job_history_size);
     print_num(f, "  ", "job_history_sample", c->job_history_sample);
-    fprintf(f, "  job_history_payloads = %s;\n", c->job_history_payloads ? "true" : "false");
+    fprintf(f, "  job_history_payloads = %s;\n", yes_no(c->job_history_payloads));
     print_num(f, "  ", "shutdown_timeout", c->shutdown_timeout);
     fprintf(f, "  log_level = \"%s\";\n", log_level_name(c->log_level));
     fprintf(f, "  log_format = \"%s\";\n", c->log_format == LOGFMT_JSON ? "json" : "text");
@@ -1898,93 +1970,127 @@ void config_print(const qconf_t *c, FILE *f)
     print_num(f, "  ", "fleet_lease_ttl", c->fleet_lease_ttl);
     print_http(&c->http, f);
     print_alerts(c, f);
-    fprintf(f, "};\n\nredis = {\n");
-    for (int i = 0; i < c->nredis; i++) {
-        const redis_conf_t *r = &c->redis[i];
-        fprintf(f, "  %s = {\n", r->name);
-        if (r->socket)
-            print_str(f, "    ", "socket", r->socket);
-        else if (!r->cluster) {
-            print_str(f, "    ", "host", r->host);
-            fprintf(f, "    port = %d;\n", r->port);
-        }
-        if (!r->cluster) fprintf(f, "    db = %d;\n", r->db);
-        print_str(f, "    ", "prefix", r->prefix);
-        if (r->username) print_str(f, "    ", "username", r->username);
-        if (r->password_env) print_str(f, "    ", "password_env", r->password_env);
-        if (r->password) fprintf(f, "    # password: (redacted; read from the app)\n");
-        if (r->app) fprintf(f, "    # read from the Laravel app %s\n", r->app);
-        print_num(f, "    ", "timeout", r->timeout);
-        print_redis_ext(f, r);
-        fprintf(f, "  };\n");
+    fprintf(f, "};\n");
+}
+
+static void print_redis(const redis_conf_t *r, FILE *f)
+{
+    fprintf(f, "  %s = {\n", r->name);
+    if (r->socket)
+        print_str(f, "    ", "socket", r->socket);
+    else if (!r->cluster) {
+        print_str(f, "    ", "host", r->host);
+        fprintf(f, "    port = %d;\n", r->port);
     }
+    if (!r->cluster) fprintf(f, "    db = %d;\n", r->db);
+    print_str(f, "    ", "prefix", r->prefix);
+    if (r->username) print_str(f, "    ", "username", r->username);
+    if (r->password_env) print_str(f, "    ", "password_env", r->password_env);
+    if (r->password) fprintf(f, "    # password: (redacted; read from the app)\n");
+    if (r->app) fprintf(f, "    # read from the Laravel app %s\n", r->app);
+    print_num(f, "    ", "timeout", r->timeout);
+    print_redis_ext(f, r);
+    fprintf(f, "  };\n");
+}
+
+/* balance, and the size settings its mode uses */
+static void print_pool_size(const pool_conf_t *p, FILE *f, const char *in)
+{
+    fprintf(f, "%sbalance = \"%s\";\n", in, balance_names[p->balance]);
+    if (p->balance == BALANCE_OFF) {
+        fprintf(f, "%sprocesses = %d;\n", in, p->processes);
+        return;
+    }
+    fprintf(f, "%smin_processes = %d;\n%smax_processes = %d;\n", in, p->min_processes, in, p->max_processes);
+    fprintf(f, "%sauto_strategy = \"%s\";\n", in, strategy_names[p->auto_strategy]);
+    print_num(f, in, "target_wait", p->target_wait);
+    print_num(f, in, "scale_down_delay", p->scale_down_delay);
+    fprintf(f, "%spriority = %d;\n", in, p->priority);
+    if (p->fleet_max_processes) fprintf(f, "%sfleet_max_processes = %d;\n", in, p->fleet_max_processes);
+}
+
+/* what each child runs: the handler group, or the command */
+static void print_pool_runs(const pool_conf_t *p, FILE *f, const char *in)
+{
+    if (p->handler_type == HANDLER_NONE) {
+        print_strv(f, in, "command", p->command);
+        return;
+    }
+    fprintf(f, "%shandler = {\n", in);
+    fprintf(f, "%s  type = \"%s\";\n", in, handler_names[p->handler_type]);
+    print_strv(f, "      ", "command", p->handler_command);
+    if (p->handler_type == HANDLER_PIPE) {
+        print_num(f, "      ", "start_timeout", p->handler_start_timeout);
+        if (p->handler_protocol == HANDLER_PROTO_AUTO)
+            fprintf(f, "      protocol = \"auto\";\n");
+        else
+            fprintf(f, "      protocol = %d;\n", p->handler_protocol);
+    }
+    fprintf(f, "%s};\n", in);
+    if (pool_runs_adapter(p))
+        fprintf(f, "%spreload = %s;%s\n", in, yes_no(p->preload), pool_preloads(p) ? "" : "  # not with handler.protocol = 1");
+}
+
+/* the Laravel queue options, as in queue:work */
+static void print_pool_queue(const pool_conf_t *p, FILE *f, const char *in)
+{
+    print_str(f, in, "connection", p->connection);
+    print_str(f, in, "queue_connection", p->queue_connection);
+    print_str(f, in, "cache_connection", p->cache_connection);
+    print_str(f, in, "cache_prefix", p->cache_prefix);
+    print_str(f, in, "restart_key", p->restart_key);
+    fprintf(f, "%slaravel_pause = %s;\n", in, yes_no(p->laravel_pause));
+    fprintf(f, "%stries = %d;\n", in, p->tries);
+    fprintf(f, "%sbackoff = [", in);
+    for (int b = 0; b < p->nbackoff; b++) fprintf(f, "%s%d", b ? ", " : "", p->backoff[b]);
+    fprintf(f, "];\n");
+    fprintf(f, "%stimeout = %d;\n%sretry_after = %d;\n%smemory = %d;\n", in, p->timeout, in, p->retry_after, in,
+            p->memory);
+    print_num(f, in, "sleep", p->sleep);
+    fprintf(f, "%smax_jobs = %d;\n%smax_time = %d;\n", in, p->max_jobs, in, p->max_time);
+    print_num(f, in, "rest", p->rest);
+    fprintf(f, "%smigration_batch = %d;\n", in, p->migration_batch);
+    fprintf(f, "%sprefetch = %d;\n", in, p->prefetch);
+    fprintf(f, "%sjob_log = %s;\n", in, yes_no(p->job_log));
+}
+
+/* the children's user, directory, environment (secrets redacted) and nice */
+static void print_pool_process(const pool_conf_t *p, FILE *f, const char *in)
+{
+    if (p->user) print_str(f, in, "user", p->user);
+    if (p->group) print_str(f, in, "group", p->group);
+    if (p->working_directory) print_str(f, in, "working_directory", p->working_directory);
+    if (p->nenv) {
+        fprintf(f, "%senvironment = {\n", in);
+        for (int e = 0; e < p->nenv; e++)
+            print_str(f, "      ", p->env[e].name, secret_name(p->env[e].name) ? "(redacted)" : p->env[e].value);
+        fprintf(f, "%s};\n", in);
+    }
+    fprintf(f, "%snice = %d;\n", in, p->nice);
+}
+
+static void print_pool(const pool_conf_t *p, FILE *f, bool last)
+{
+    const char *in = "    ";
+    fprintf(f, "  {\n");
+    print_str(f, in, "name", p->name);
+    print_strv(f, in, "queues", p->queues);
+    print_pool_size(p, f, in);
+    print_pool_runs(p, f, in);
+    print_pool_queue(p, f, in);
+    print_pool_process(p, f, in);
+    print_app(p, f, in);
+    fprintf(f, "  }%s\n", last ? "" : ",");
+}
+
+void config_print(const qconf_t *c, FILE *f)
+{
+    fprintf(f, "# effective configuration of %s (defaults filled in)\n", c->path);
+    print_qpool(c, f);
+    fprintf(f, "\nredis = {\n");
+    for (int i = 0; i < c->nredis; i++) print_redis(&c->redis[i], f);
     fprintf(f, "};\n\npools = (\n");
-    for (int i = 0; i < c->npools; i++) {
-        const pool_conf_t *p = &c->pools[i];
-        const char *in = "    ";
-        fprintf(f, "  {\n");
-        print_str(f, in, "name", p->name);
-        print_strv(f, in, "queues", p->queues);
-        fprintf(f, "%sbalance = \"%s\";\n", in, balance_names[p->balance]);
-        if (p->balance == BALANCE_OFF)
-            fprintf(f, "%sprocesses = %d;\n", in, p->processes);
-        else {
-            fprintf(f, "%smin_processes = %d;\n%smax_processes = %d;\n", in, p->min_processes, in,
-                    p->max_processes);
-            fprintf(f, "%sauto_strategy = \"%s\";\n", in, strategy_names[p->auto_strategy]);
-            print_num(f, in, "target_wait", p->target_wait);
-            print_num(f, in, "scale_down_delay", p->scale_down_delay);
-            fprintf(f, "%spriority = %d;\n", in, p->priority);
-            if (p->fleet_max_processes) fprintf(f, "%sfleet_max_processes = %d;\n", in, p->fleet_max_processes);
-        }
-        if (p->handler_type != HANDLER_NONE) {
-            fprintf(f, "%shandler = {\n", in);
-            fprintf(f, "%s  type = \"%s\";\n", in, handler_names[p->handler_type]);
-            print_strv(f, "      ", "command", p->handler_command);
-            if (p->handler_type == HANDLER_PIPE) {
-                print_num(f, "      ", "start_timeout", p->handler_start_timeout);
-                if (p->handler_protocol == HANDLER_PROTO_AUTO)
-                    fprintf(f, "      protocol = \"auto\";\n");
-                else
-                    fprintf(f, "      protocol = %d;\n", p->handler_protocol);
-            }
-            fprintf(f, "%s};\n", in);
-            if (pool_runs_adapter(p))
-                fprintf(f, "%spreload = %s;%s\n", in, p->preload ? "true" : "false",
-                        pool_preloads(p) ? "" : "  # not with handler.protocol = 1");
-        } else
-            print_strv(f, in, "command", p->command);
-        print_str(f, in, "connection", p->connection);
-        print_str(f, in, "queue_connection", p->queue_connection);
-        print_str(f, in, "cache_connection", p->cache_connection);
-        print_str(f, in, "cache_prefix", p->cache_prefix);
-        print_str(f, in, "restart_key", p->restart_key);
-        fprintf(f, "%slaravel_pause = %s;\n", in, p->laravel_pause ? "true" : "false");
-        fprintf(f, "%stries = %d;\n", in, p->tries);
-        fprintf(f, "%sbackoff = [", in);
-        for (int b = 0; b < p->nbackoff; b++) fprintf(f, "%s%d", b ? ", " : "", p->backoff[b]);
-        fprintf(f, "];\n");
-        fprintf(f, "%stimeout = %d;\n%sretry_after = %d;\n%smemory = %d;\n", in, p->timeout, in,
-                p->retry_after, in, p->memory);
-        print_num(f, in, "sleep", p->sleep);
-        fprintf(f, "%smax_jobs = %d;\n%smax_time = %d;\n", in, p->max_jobs, in, p->max_time);
-        print_num(f, in, "rest", p->rest);
-        fprintf(f, "%smigration_batch = %d;\n", in, p->migration_batch);
-        fprintf(f, "%sprefetch = %d;\n", in, p->prefetch);
-        fprintf(f, "%sjob_log = %s;\n", in, p->job_log ? "true" : "false");
-        if (p->user) print_str(f, in, "user", p->user);
-        if (p->group) print_str(f, in, "group", p->group);
-        if (p->working_directory) print_str(f, in, "working_directory", p->working_directory);
-        if (p->nenv) {
-            fprintf(f, "%senvironment = {\n", in);
-            for (int e = 0; e < p->nenv; e++)
-                print_str(f, "      ", p->env[e].name, secret_name(p->env[e].name) ? "(redacted)" : p->env[e].value);
-            fprintf(f, "%s};\n", in);
-        }
-        fprintf(f, "%snice = %d;\n", in, p->nice);
-        print_app(p, f, in);
-        fprintf(f, "  }%s\n", i + 1 < c->npools ? "," : "");
-    }
+    for (int i = 0; i < c->npools; i++) print_pool(&c->pools[i], f, i + 1 == c->npools);
     fprintf(f, ");\n");
 }
 
@@ -2000,7 +2106,7 @@ static void print_redis_ext(FILE *f, const redis_conf_t *r)
         if (r->tls.cert_file) print_str(f, in2, "cert_file", r->tls.cert_file);
         if (r->tls.key_file) print_str(f, in2, "key_file", r->tls.key_file);
         if (r->tls.server_name) print_str(f, in2, "server_name", r->tls.server_name);
-        fprintf(f, "%sverify = %s;\n%s};\n", in2, r->tls.verify ? "true" : "false", in);
+        fprintf(f, "%sverify = %s;\n%s};\n", in2, yes_no(r->tls.verify), in);
     }
     if (r->cluster) print_strv(f, in, "cluster", r->cluster);
     if (!r->sentinel.addrs) return;
