@@ -380,7 +380,7 @@ static void env_set(pool_conf_t *p, const char *name, const char *value)
 }
 
 /* handler.protocol: "auto" (0), 1 or 2 */
-static bool want_protocol(ctx_t *x, const config_setting_t *s, int *out)
+static bool want_protocol(ctx_t *x, const config_setting_t *s, enum handler_proto *out)
 {
     if (config_setting_type(s) == CONFIG_TYPE_STRING && !strcmp(config_setting_get_string(s), "auto")) {
         *out = HANDLER_PROTO_AUTO;
@@ -389,7 +389,7 @@ static bool want_protocol(ctx_t *x, const config_setting_t *s, int *out)
     if (config_setting_type(s) == CONFIG_TYPE_INT) {
         int v = config_setting_get_int(s);
         if (v == 1 || v == 2) {
-            *out = v;
+            *out = (enum handler_proto)v;
             return true;
         }
     }
@@ -432,7 +432,7 @@ static bool parse_handler(ctx_t *x, const config_setting_t *s, void *obj)
         cerr(x, s, "handler: command is required");
         return false;
     }
-    p->handler_type = type;
+    p->handler_type = (enum handler_type)type;
     return true;
 }
 
@@ -1149,7 +1149,6 @@ static const conf_key_t HTTP_KEYS[] = {
 static bool parse_http_group(ctx_t *x, const config_setting_t *g, void *obj)
 {
     http_conf_t *h = &((qconf_t *)obj)->http;
-    h->line = sline(g);
     if (config_setting_type(g) != CONFIG_TYPE_GROUP) {
         cerr(x, g, "http: expected a group { listen = \"127.0.0.1:9178\"; }");
         return false;
@@ -1553,7 +1552,6 @@ static bool parse_redis_group(ctx_t *x, const config_setting_t *g)
         config_setting_t *cs = config_setting_get_elem(g, (unsigned)i);
         redis_conf_t *r = &c->redis[c->nredis++];
         redis_defaults(r, config_setting_name(cs));
-        r->line = sline(cs);
         if (config_setting_type(cs) != CONFIG_TYPE_GROUP) {
             cerr(x, cs, "redis.%s: expected a group { host = ...; port = ...; }", r->name);
             ok = false;

@@ -13,6 +13,7 @@
 
 #include <stdbool.h>
 
+#include "core/log.h"
 #include "redis/redis_conf.h"
 #include <stdio.h>
 #include <sys/types.h>
@@ -73,14 +74,13 @@ typedef struct {
     char *name;
     char **queues;         /* NULL-terminated */
     int nqueues;
-    int line;
-    const char *file;
+    int line;              /* of its group in qpool.conf */
 
     /* size */
-    int balance;
+    enum balance_mode balance;
     int processes;
     int min_processes, max_processes;
-    int auto_strategy;
+    enum auto_strategy auto_strategy;
     double target_wait;
     double scale_down_delay;
     int priority;
@@ -108,10 +108,10 @@ typedef struct {
     bool job_log;
 
     /* what each child runs: exactly one of handler / command */
-    int handler_type;
+    enum handler_type handler_type;
     char **handler_command;
     double handler_start_timeout;
-    int handler_protocol;      /* enum handler_proto */
+    enum handler_proto handler_protocol;
     char **command;            /* template argv, placeholders unexpanded */
     bool preload;              /* PHP adapter: boot the app once in a zygote and fork handlers (default true) */
 
@@ -147,6 +147,7 @@ typedef struct {
  * also the aggregates (/metrics, /api/metrics, /api/status and /api/fleet
  * without per-worker detail); or everything (a single-user box). */
 typedef enum { HTTP_READ_NONE, HTTP_READ_AGGREGATES, HTTP_READ_ALL } http_read_t;
+_Static_assert(sizeof(http_read_t) == sizeof(int), "http_conf_wire.c reads read_without_token as an int");
 
 /* The HTTP endpoint (http.c, http_server.c): off unless listen is set. */
 typedef struct {
@@ -160,7 +161,7 @@ typedef struct {
     int header_timeout;        /* seconds a connection has to send a whole request once it waits for one */
     char *connection;          /* the Redis connection read for fleet, history and jobs */
     char *base_path;           /* the path prefix a reverse proxy serves us under ("/qpool"), or NULL */
-    int read_without_token;    /* http_read_t (default aggregates) */
+    http_read_t read_without_token; /* default aggregates; http_conf_wire.c carries it as an int */
     int legacy_read;           /* read_only_without_token (deprecated): -1 unset, else 0/1 */
     char *socket_group;        /* a Unix listener's group, so that e.g. a proxy's user may connect */
     /* resolved */
@@ -173,7 +174,6 @@ typedef struct {
     bool has_control_uid, has_control_gid;
     char host[64];             /* numeric address */
     int port;
-    int line;
 } http_conf_t;
 
 typedef struct {
@@ -191,8 +191,8 @@ typedef struct {
     double job_history_sample; /* share of done/released attempts recorded (failures: all) */
     bool job_history_payloads; /* done jobs' payloads too */
     double shutdown_timeout;
-    int log_level;
-    int log_format;
+    enum log_level log_level;
+    enum log_format log_format;
     int failed_limit;
     double balance_interval;
     double fleet_lease_ttl;    /* seconds a fleet budget lease lives without renewal (budget.h) */

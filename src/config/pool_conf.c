@@ -9,71 +9,52 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <stddef.h>
+
+/* The pool's own strings and NULL-terminated string vectors (NULL: unset),
+ * listed once for the free and the copy. */
+#define F(f) offsetof(pool_conf_t, f)
+static const size_t POOL_STRS[] = {
+    F(name), F(connection), F(queue_connection), F(cache_connection), F(cache_prefix), F(restart_key),
+    F(user), F(group), F(working_directory), F(laravel), F(laravel_where), F(php_adapter), F(php_root),
+    F(laravel_version), F(down_file), F(down_connection), F(down_key),
+};
+static const size_t POOL_STRVS[] = {F(queues), F(handler_command), F(command), F(php)};
+#undef F
+
+#define FIELD(p, off, T) ((T *)(void *)((char *)(p) + (off)))
+
 void pool_conf_free(pool_conf_t *p)
 {
-    free(p->name);
-    free_strv(p->queues);
-    free(p->connection);
-    free(p->queue_connection);
-    free(p->cache_connection);
-    free(p->cache_prefix);
-    free(p->restart_key);
+    for (size_t i = 0; i < ARRAY_LEN(POOL_STRS); i++) free(*FIELD(p, POOL_STRS[i], char *));
+    for (size_t i = 0; i < ARRAY_LEN(POOL_STRVS); i++) free_strv(*FIELD(p, POOL_STRVS[i], char **));
     free(p->backoff);
-    free_strv(p->handler_command);
-    free_strv(p->command);
-    free(p->user);
-    free(p->group);
-    free(p->working_directory);
     for (int i = 0; i < p->nenv; i++) {
         free(p->env[i].name);
         free(p->env[i].value);
     }
     free(p->env);
-    free(p->laravel);
-    free(p->laravel_where);
-    free_strv(p->php);
-    free(p->php_adapter);
-    free(p->php_root);
-    free(p->laravel_version);
-    free(p->down_file);
-    free(p->down_connection);
-    free(p->down_key);
     conf_origins_free(p->origins, p->norigins);
 }
 
 void pool_conf_copy(pool_conf_t *dst, const pool_conf_t *src)
 {
     *dst = *src;
-    dst->name = src->name ? xstrdup(src->name) : NULL;
-    dst->queues = src->queues ? strv_dup(src->queues) : NULL;
-    dst->connection = xstrdup(src->connection);
-    dst->queue_connection = xstrdup(src->queue_connection);
-    dst->cache_connection = src->cache_connection ? xstrdup(src->cache_connection) : NULL;
-    dst->cache_prefix = xstrdup(src->cache_prefix);
-    dst->restart_key = xstrdup(src->restart_key);
+    for (size_t i = 0; i < ARRAY_LEN(POOL_STRS); i++) {
+        char **s = FIELD(dst, POOL_STRS[i], char *);
+        *s = *s ? xstrdup(*s) : NULL;
+    }
+    for (size_t i = 0; i < ARRAY_LEN(POOL_STRVS); i++) {
+        char ***v = FIELD(dst, POOL_STRVS[i], char **);
+        *v = *v ? strv_dup(*v) : NULL;
+    }
     dst->backoff = xmalloc(sizeof(int) * (size_t)src->nbackoff);
     memcpy(dst->backoff, src->backoff, sizeof(int) * (size_t)src->nbackoff);
-    dst->handler_command = src->handler_command ? strv_dup(src->handler_command) : NULL;
-    dst->command = src->command ? strv_dup(src->command) : NULL;
-    dst->user = src->user ? xstrdup(src->user) : NULL;
-    dst->group = src->group ? xstrdup(src->group) : NULL;
-    dst->working_directory = src->working_directory ? xstrdup(src->working_directory) : NULL;
     dst->env = src->nenv ? xcalloc((size_t)src->nenv, sizeof *dst->env) : NULL;
     for (int i = 0; i < src->nenv; i++) {
         dst->env[i].name = xstrdup(src->env[i].name);
         dst->env[i].value = xstrdup(src->env[i].value);
     }
-#define DUP(f) dst->f = src->f ? xstrdup(src->f) : NULL
-    DUP(laravel);
-    DUP(laravel_where);
-    DUP(php_adapter);
-    DUP(php_root);
-    DUP(laravel_version);
-    DUP(down_file);
-    DUP(down_connection);
-    DUP(down_key);
-#undef DUP
-    dst->php = src->php ? strv_dup(src->php) : NULL;
     dst->origins = conf_origins_dup(src->origins, src->norigins);
 }
 

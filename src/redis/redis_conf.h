@@ -49,7 +49,6 @@ typedef struct {
     char *password_env;    /* name of the environment variable holding the password */
     char *password;        /* from a Laravel app's config (laravel = ...): never logged or printed */
     double timeout;        /* connect / command timeout, seconds */
-    int line;
     enum redis_kind kind;
     char *app;             /* REDIS_FROM_APP: the app it was read from */
     /* issue 12: ACL password from a file, TLS, Sentinel */
