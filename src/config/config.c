@@ -21,6 +21,7 @@
 #include <libconfig.h>
 #include <pwd.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -188,6 +189,14 @@ static bool want_enum(ctx_t *x, const config_setting_t *s, const char *const *na
     cerr(x, s, "%s: \"%s\" is not one of %s", config_setting_name(s), v, b.data);
     sbuf_free(&b);
     free(v);
+    return false;
+}
+
+/* A group, else an error naming what was expected. */
+static bool is_group(ctx_t *x, const config_setting_t *s, const char *expected)
+{
+    if (config_setting_type(s) == CONFIG_TYPE_GROUP) return true;
+    cerr(x, s, "%s", expected);
     return false;
 }
 
@@ -401,10 +410,7 @@ static bool parse_handler(ctx_t *x, const config_setting_t *s, void *obj)
 {
     pool_conf_t *p = obj;
     static const char *const known[] = {"type", "command", "start_timeout", "protocol", NULL};
-    if (config_setting_type(s) != CONFIG_TYPE_GROUP) {
-        cerr(x, s, "handler: expected a group { type = ...; command = [...]; }");
-        return false;
-    }
+    if (!is_group(x, s, "handler: expected a group { type = ...; command = [...]; }")) return false;
     bool ok = true;
     int type = HANDLER_NONE;
     for (int i = 0; i < config_setting_length(s); i++) {
@@ -541,10 +547,7 @@ static bool parse_workdir(ctx_t *x, const config_setting_t *s, void *obj)
 
 static bool parse_environment(ctx_t *x, const config_setting_t *s, void *obj)
 {
-    if (config_setting_type(s) != CONFIG_TYPE_GROUP) {
-        cerr(x, s, "environment: expected a group { NAME = \"value\"; }");
-        return false;
-    }
+    if (!is_group(x, s, "environment: expected a group { NAME = \"value\"; }")) return false;
     bool ok = true;
     for (int e = 0; e < config_setting_length(s); e++) {
         config_setting_t *v = config_setting_get_elem(s, (unsigned)e);
@@ -1149,10 +1152,7 @@ static const conf_key_t HTTP_KEYS[] = {
 static bool parse_http_group(ctx_t *x, const config_setting_t *g, void *obj)
 {
     http_conf_t *h = &((qconf_t *)obj)->http;
-    if (config_setting_type(g) != CONFIG_TYPE_GROUP) {
-        cerr(x, g, "http: expected a group { listen = \"127.0.0.1:9178\"; }");
-        return false;
-    }
+    if (!is_group(x, g, "http: expected a group { listen = \"127.0.0.1:9178\"; }")) return false;
     bool ok = parse_keys(x, g, HTTP_KEYS, h, "qpool.http");
     if (h->legacy_read >= 0 && config_setting_get_member(g, "read_without_token")) {
         cerr(x, g, "http: set read_without_token only (read_only_without_token is deprecated)");
@@ -1193,29 +1193,24 @@ static void http_defaults(http_conf_t *h)
     h->header_timeout = 5;
 }
 
+/* The endpoint's strings, listed once for the free and the compare. */
+static const size_t HTTP_STRS[] = {
+    offsetof(http_conf_t, listen), offsetof(http_conf_t, token_file), offsetof(http_conf_t, token_env),
+    offsetof(http_conf_t, user), offsetof(http_conf_t, connection), offsetof(http_conf_t, base_path),
+    offsetof(http_conf_t, socket_group),
+};
+#define HTTP_STR(h, i) (*(char *const *)(const void *)((const char *)(h) + HTTP_STRS[i]))
+
 static void http_conf_free(http_conf_t *h)
 {
-    free(h->listen);
-    free(h->token_file);
-    free(h->token_env);
-    free(h->user);
-    free(h->connection);
-    free(h->base_path);
-    free(h->socket_group);
-}
-
-static bool same_str(const char *a, const char *b)
-{
-    return (!a && !b) || (a && b && !strcmp(a, b));
+    for (size_t i = 0; i < ARRAY_LEN(HTTP_STRS); i++) free(HTTP_STR(h, i));
 }
 
 bool http_conf_same(const http_conf_t *a, const http_conf_t *b)
 {
-    return same_str(a->listen, b->listen) && same_str(a->token_file, b->token_file) &&
-           same_str(a->token_env, b->token_env) && same_str(a->user, b->user) &&
-           same_str(a->connection, b->connection) && same_str(a->base_path, b->base_path) &&
-           same_str(a->socket_group, b->socket_group) && a->read_without_token == b->read_without_token &&
-           a->socket_mode == b->socket_mode &&
+    for (size_t i = 0; i < ARRAY_LEN(HTTP_STRS); i++)
+        if (!str_eq(HTTP_STR(a, i), HTTP_STR(b, i))) return false;
+    return a->read_without_token == b->read_without_token && a->socket_mode == b->socket_mode &&
            a->max_connections == b->max_connections && a->timeout == b->timeout &&
            a->header_timeout == b->header_timeout;
 }
@@ -1227,10 +1222,7 @@ static bool resolve_http_peers(ctx_t *x, const config_setting_t *g, qconf_t *c);
 
 static bool parse_wait_rules(ctx_t *x, const config_setting_t *g, alerts_conf_t *a)
 {
-    if (config_setting_type(g) != CONFIG_TYPE_GROUP) {
-        cerr(x, g, "alerts.long_wait_queues: expected a group { emails = 30; reports = 0; }");
-        return false;
-    }
+    if (!is_group(x, g, "alerts.long_wait_queues: expected a group { emails = 30; reports = 0; }")) return false;
     bool ok = true;
     int n = config_setting_length(g);
     a->waits = xcalloc((size_t)n + 1, sizeof *a->waits);
@@ -1268,10 +1260,7 @@ static const conf_key_t ALERT_KEYS[] = {
 
 static bool parse_alerts_group(ctx_t *x, const config_setting_t *g, void *obj)
 {
-    if (config_setting_type(g) != CONFIG_TYPE_GROUP) {
-        cerr(x, g, "alerts: expected a group { long_wait = 60; command = [...]; }");
-        return false;
-    }
+    if (!is_group(x, g, "alerts: expected a group { long_wait = 60; command = [...]; }")) return false;
     qconf_t *c = obj;
     bool ok = parse_keys(x, g, ALERT_KEYS, c, "qpool.alerts");
     if (c->alerts_user && !getpwnam(c->alerts_user)) {
@@ -1329,10 +1318,7 @@ static const conf_key_t QPOOL_KEYS[] = {
 static bool parse_qpool_group(ctx_t *x, const config_setting_t *g)
 {
     qconf_t *c = x->c;
-    if (config_setting_type(g) != CONFIG_TYPE_GROUP) {
-        cerr(x, g, "qpool: expected a group");
-        return false;
-    }
+    if (!is_group(x, g, "qpool: expected a group")) return false;
     bool ok = parse_keys(x, g, QPOOL_KEYS, c, "qpool");
     if (c->http.is_unix && !strcmp(c->http.listen, c->control_socket)) {
         cerr(x, g, "http.listen is the control socket's path");
@@ -1380,10 +1366,7 @@ static const conf_key_t TLS_KEYS[] = {
 static bool parse_redis_tls(ctx_t *x, const config_setting_t *g, void *obj)
 {
     redis_tls_t *t = &((redis_conf_t *)obj)->tls;
-    if (config_setting_type(g) != CONFIG_TYPE_GROUP) {
-        cerr(x, g, "tls: expected a group { ca_file = ...; verify = true; }");
-        return false;
-    }
+    if (!is_group(x, g, "tls: expected a group { ca_file = ...; verify = true; }")) return false;
     t->enabled = true;
     bool ok = parse_keys(x, g, TLS_KEYS, t, "a redis connection's tls");
     if (!t->cert_file != !t->key_file) {
@@ -1542,10 +1525,7 @@ static bool parse_redis_group(ctx_t *x, const config_setting_t *g)
 {
     qconf_t *c = x->c;
     bool ok = true;
-    if (config_setting_type(g) != CONFIG_TYPE_GROUP) {
-        cerr(x, g, "redis: expected a group of named connections");
-        return false;
-    }
+    if (!is_group(x, g, "redis: expected a group of named connections")) return false;
     int n = config_setting_length(g);
     c->redis = xcalloc((size_t)n + 1, sizeof *c->redis);
     for (int i = 0; i < n; i++) {
