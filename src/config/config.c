@@ -1355,7 +1355,7 @@ static bool resolve_http_peers(ctx_t *x, const config_setting_t *g, qconf_t *c)
     return true;
 }
 
-/* ---- issue 12: password_file, tls = { ... }, Sentinel ---- */
+/* ---- password_file, tls = { ... }, Sentinel, Cluster ---- */
 
 #define TK(f, kind) KEY(#f, kind, redis_tls_t, f, 0, 0)
 static const conf_key_t TLS_KEYS[] = {

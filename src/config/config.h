@@ -7,6 +7,10 @@
  * when a known key is close, because a typo must never silently do nothing.
  * The pool settings cascade: built-in defaults, then the `defaults` group,
  * then the pool's own group.
+ *
+ * config.c loads, validates and prints; pool_conf.c holds one pool's
+ * settings as a value (copy, free, compare); config_app.c fills a pool from
+ * its Laravel app. config.c calls config_app.c, never the other way round.
  */
 #ifndef QPOOL_CONFIG_H
 #define QPOOL_CONFIG_H
@@ -149,7 +153,7 @@ typedef struct {
 typedef enum { HTTP_READ_NONE, HTTP_READ_AGGREGATES, HTTP_READ_ALL } http_read_t;
 _Static_assert(sizeof(http_read_t) == sizeof(int), "http_conf_wire.c reads read_without_token as an int");
 
-/* The HTTP endpoint (http.c, http_server.c): off unless listen is set. */
+/* The HTTP endpoint (http/http.c, http/http_server.c): off unless listen is set. */
 typedef struct {
     char *listen;              /* "host:port", "[v6]:port" or an absolute Unix socket path; NULL: off */
     char *token_file;          /* read by the master at start (never logged) */
@@ -195,9 +199,9 @@ typedef struct {
     enum log_format log_format;
     int failed_limit;
     double balance_interval;
-    double fleet_lease_ttl;    /* seconds a fleet budget lease lives without renewal (budget.h) */
+    double fleet_lease_ttl;    /* seconds a fleet budget lease lives without renewal (master/budget.h) */
     http_conf_t http;
-    alerts_conf_t alerts;      /* qpool.alerts (alerts.h) */
+    alerts_conf_t alerts;      /* qpool.alerts (observe/alerts.h) */
     char **alerts_command;     /* argv run with each event's JSON on stdin; NULL: none */
     char *alerts_user;         /* its user when the master is root (default nobody) */
 
