@@ -31,7 +31,7 @@ enum vkind { V_NAME, V_QUEUE, V_TEXT, V_PATH, V_HOST, V_SECRET, V_PORT, V_DB, V_
 typedef struct {
     const char *key;
     size_t off;          /* offsetof the app_val_t */
-    int kind;
+    enum vkind kind;
     bool nullable;
 } field_t;
 
@@ -81,7 +81,7 @@ static bool int_in(const cJSON *v, double lo, double hi)
 }
 
 /* Type and range of one value; out gets its text. */
-static bool check_value(const cJSON *v, int kind, char **out)
+static bool check_value(const cJSON *v, enum vkind kind, char **out)
 {
     if (kind == V_PORT || kind == V_DB || kind == V_SECONDS || kind == V_SECONDS0) {
         double lo = kind == V_PORT || kind == V_SECONDS ? 1 : 0;

@@ -21,6 +21,7 @@
 #include <libconfig.h>
 #include <pwd.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -88,18 +89,20 @@ static const char *type_name(int t)
     }
 }
 
-/* Suggest the closest known key, if any is close enough. */
+/* Suggest the closest known key, if any is close enough. The known names
+ * are every stride bytes from known, up to a NULL (a list of names, or a
+ * key table's first column). */
 static void unknown_key(ctx_t *x, const config_setting_t *s, const char *where,
-                        const char *const *known)
+                        const char *const *known, size_t stride)
 {
     const char *name = config_setting_name(s);
     const char *best = NULL;
     int bestd = 3;
-    for (int i = 0; known[i]; i++) {
-        int d = edit_distance(name, known[i], 2);
+    for (const char *const *k = known; *k; k = (const char *const *)(const void *)((const char *)k + stride)) {
+        int d = edit_distance(name, *k, 2);
         if (d < bestd) {
             bestd = d;
-            best = known[i];
+            best = *k;
         }
     }
     if (best)
@@ -186,6 +189,14 @@ static bool want_enum(ctx_t *x, const config_setting_t *s, const char *const *na
     cerr(x, s, "%s: \"%s\" is not one of %s", config_setting_name(s), v, b.data);
     sbuf_free(&b);
     free(v);
+    return false;
+}
+
+/* A group, else an error naming what was expected. */
+static bool is_group(ctx_t *x, const config_setting_t *s, const char *expected)
+{
+    if (config_setting_type(s) == CONFIG_TYPE_GROUP) return true;
+    cerr(x, s, "%s", expected);
     return false;
 }
 
@@ -281,6 +292,69 @@ static bool want_backoff(ctx_t *x, const config_setting_t *s, int **out, int *no
     return true;
 }
 
+/* ---- key tables: one row per known key of a group ---- */
+
+typedef enum { K_INT, K_NUM, K_BOOL, K_STR, K_STRV, K_MODE, K_FN } key_kind_t;
+
+/* A key parsed by its own function, into obj (the group's struct). */
+typedef bool key_fn_t(ctx_t *x, const config_setting_t *s, void *obj);
+
+typedef struct {
+    const char *key;   /* first: a table is also its list of known names */
+    key_kind_t kind;
+    size_t off;        /* the field in obj (all kinds but K_FN) */
+    double min, max;   /* K_INT, K_NUM */
+    key_fn_t *fn;      /* K_FN */
+    unsigned set;      /* pool keys: SET_* when given in the pool's own group */
+    unsigned explicit; /* pool keys: EXPLICIT_* (config_app.h), in the pool or in defaults */
+} conf_key_t;
+
+#define KEY(k, kind, T, f, lo, hi) {k, kind, offsetof(T, f), lo, hi, NULL, 0, 0}
+#define KEY_FN(k, fn) {k, K_FN, 0, 0, 0, fn, 0, 0}
+#define KEY_END {NULL, K_FN, 0, 0, 0, NULL, 0, 0}
+
+static bool parse_mode(ctx_t *x, const config_setting_t *s, int *out);
+
+static const conf_key_t *find_key(const conf_key_t *t, const char *k)
+{
+    for (; t->key; t++)
+        if (!strcmp(t->key, k)) return t;
+    return NULL;
+}
+
+static bool parse_key(ctx_t *x, const config_setting_t *s, const conf_key_t *k, void *obj)
+{
+    void *f = (char *)obj + k->off;
+    switch (k->kind) {
+    case K_INT: return want_int(x, s, (long long)k->min, (long long)k->max, f);
+    case K_NUM: return want_num(x, s, k->min, k->max, f);
+    case K_BOOL: return want_bool(x, s, f);
+    case K_STR: return want_str(x, s, f);
+    case K_STRV: return want_strv(x, s, true, f);
+    case K_MODE: return parse_mode(x, s, f);
+    case K_FN: break;
+    }
+    return k->fn(x, s, obj);
+}
+
+/* Every key of group g by table t into obj; where names the group in an
+ * unknown key's error. */
+static bool parse_keys(ctx_t *x, const config_setting_t *g, const conf_key_t *t, void *obj, const char *where)
+{
+    bool ok = true;
+    for (int i = 0; i < config_setting_length(g); i++) {
+        config_setting_t *s = config_setting_get_elem(g, (unsigned)i);
+        const conf_key_t *k = find_key(t, config_setting_name(s));
+        if (k)
+            ok &= parse_key(x, s, k, obj);
+        else {
+            unknown_key(x, s, where, &t->key, sizeof *t);
+            ok = false;
+        }
+    }
+    return ok;
+}
+
 /* ---------------------------------------------------------------- pools */
 
 static const char *const balance_names[] = {"off", "auto", NULL};
@@ -315,7 +389,7 @@ static void env_set(pool_conf_t *p, const char *name, const char *value)
 }
 
 /* handler.protocol: "auto" (0), 1 or 2 */
-static bool want_protocol(ctx_t *x, const config_setting_t *s, int *out)
+static bool want_protocol(ctx_t *x, const config_setting_t *s, enum handler_proto *out)
 {
     if (config_setting_type(s) == CONFIG_TYPE_STRING && !strcmp(config_setting_get_string(s), "auto")) {
         *out = HANDLER_PROTO_AUTO;
@@ -324,7 +398,7 @@ static bool want_protocol(ctx_t *x, const config_setting_t *s, int *out)
     if (config_setting_type(s) == CONFIG_TYPE_INT) {
         int v = config_setting_get_int(s);
         if (v == 1 || v == 2) {
-            *out = v;
+            *out = (enum handler_proto)v;
             return true;
         }
     }
@@ -332,13 +406,11 @@ static bool want_protocol(ctx_t *x, const config_setting_t *s, int *out)
     return false;
 }
 
-static bool parse_handler(ctx_t *x, const config_setting_t *s, pool_conf_t *p)
+static bool parse_handler(ctx_t *x, const config_setting_t *s, void *obj)
 {
+    pool_conf_t *p = obj;
     static const char *const known[] = {"type", "command", "start_timeout", "protocol", NULL};
-    if (config_setting_type(s) != CONFIG_TYPE_GROUP) {
-        cerr(x, s, "handler: expected a group { type = ...; command = [...]; }");
-        return false;
-    }
+    if (!is_group(x, s, "handler: expected a group { type = ...; command = [...]; }")) return false;
     bool ok = true;
     int type = HANDLER_NONE;
     for (int i = 0; i < config_setting_length(s); i++) {
@@ -353,7 +425,7 @@ static bool parse_handler(ctx_t *x, const config_setting_t *s, pool_conf_t *p)
         else if (strcmp(k, "protocol") == 0)
             ok &= want_protocol(x, e, &p->handler_protocol);
         else {
-            unknown_key(x, e, "handler", known);
+            unknown_key(x, e, "handler", known, sizeof *known);
             ok = false;
         }
     }
@@ -366,7 +438,7 @@ static bool parse_handler(ctx_t *x, const config_setting_t *s, pool_conf_t *p)
         cerr(x, s, "handler: command is required");
         return false;
     }
-    p->handler_type = type;
+    p->handler_type = (enum handler_type)type;
     return true;
 }
 
@@ -378,15 +450,6 @@ static bool valid_name(const char *s)
     return true;
 }
 
-static const char *const pool_keys[] = {
-    "name", "queues", "balance", "processes", "min_processes", "max_processes",
-    "auto_strategy", "target_wait", "scale_down_delay", "priority", "connection",
-    "queue_connection", "cache_connection", "cache_prefix", "restart_key", "laravel_pause",
-    "tries", "backoff", "timeout", "retry_after", "memory", "sleep", "max_jobs", "max_time",
-    "rest", "migration_batch", "prefetch", "job_log", "handler", "command", "user", "group",
-    "working_directory", "environment", "nice", "laravel", "php", "php_adapter", "php_root",
-    "force", "fleet_max_processes", "preload", NULL};
-
 /* Keys that make no sense in `defaults`. */
 static bool pool_only_key(const char *k)
 {
@@ -395,8 +458,9 @@ static bool pool_only_key(const char *k)
 }
 
 /* laravel, php_adapter, php_root: absolute paths */
-static bool parse_app_path(ctx_t *x, const config_setting_t *s, pool_conf_t *p)
+static bool parse_app_path(ctx_t *x, const config_setting_t *s, void *obj)
 {
+    pool_conf_t *p = obj;
     const char *k = config_setting_name(s);
     char **dst = !strcmp(k, "laravel") ? &p->laravel : !strcmp(k, "php_adapter") ? &p->php_adapter : &p->php_root;
     free(*dst);
@@ -413,6 +477,145 @@ static bool parse_app_path(ctx_t *x, const config_setting_t *s, pool_conf_t *p)
     return true;
 }
 
+static bool parse_pool_name(ctx_t *x, const config_setting_t *s, void *obj)
+{
+    pool_conf_t *p = obj;
+    bool ok = want_str(x, s, &p->name);
+    if (p->name && !valid_name(p->name)) {
+        cerr(x, s, "name: \"%s\" must be 1-48 characters of letters, digits, _ . : -", p->name);
+        ok = false;
+    }
+    return ok;
+}
+
+static bool parse_queues(ctx_t *x, const config_setting_t *s, void *obj)
+{
+    pool_conf_t *p = obj;
+    if (!want_strv(x, s, true, &p->queues)) return false;
+    bool ok = true;
+    p->nqueues = (int)strv_len(p->queues);
+    if (p->nqueues > QPOOL_MAX_QUEUES) {
+        cerr(x, s, "queues: at most %d queues per pool", QPOOL_MAX_QUEUES);
+        ok = false;
+    }
+    for (int q = 0; q < p->nqueues; q++) {
+        if (!*p->queues[q] || strchr(p->queues[q], ',') || strlen(p->queues[q]) > 200 ||
+            !utf8_valid(p->queues[q], strlen(p->queues[q]))) {
+            cerr(x, s, "queues: \"%s\" is not a valid queue name (non-empty, no commas, UTF-8)", p->queues[q]);
+            ok = false;
+        }
+        for (int r = 0; r < q; r++)
+            if (!strcmp(p->queues[q], p->queues[r])) {
+                cerr(x, s, "queues: \"%s\" is listed twice", p->queues[q]);
+                ok = false;
+            }
+    }
+    return ok;
+}
+
+static bool parse_balance(ctx_t *x, const config_setting_t *s, void *obj)
+{
+    int v;
+    if (!want_enum(x, s, balance_names, &v)) return false;
+    ((pool_conf_t *)obj)->balance = (enum balance_mode)v;
+    return true;
+}
+
+static bool parse_strategy(ctx_t *x, const config_setting_t *s, void *obj)
+{
+    int v;
+    if (!want_enum(x, s, strategy_names, &v)) return false;
+    ((pool_conf_t *)obj)->auto_strategy = (enum auto_strategy)v;
+    return true;
+}
+
+static bool parse_backoff(ctx_t *x, const config_setting_t *s, void *obj)
+{
+    pool_conf_t *p = obj;
+    return want_backoff(x, s, &p->backoff, &p->nbackoff);
+}
+
+/* A value of the wrong type is reported but, unlike the other keys, does
+ * not count as the pool's parse failing (its later checks still run). */
+static bool parse_workdir(ctx_t *x, const config_setting_t *s, void *obj)
+{
+    pool_conf_t *p = obj;
+    if (!want_str(x, s, &p->working_directory) || p->working_directory[0] == '/') return true;
+    cerr(x, s, "working_directory: \"%s\" must be an absolute path", p->working_directory);
+    return false;
+}
+
+static bool parse_environment(ctx_t *x, const config_setting_t *s, void *obj)
+{
+    if (!is_group(x, s, "environment: expected a group { NAME = \"value\"; }")) return false;
+    bool ok = true;
+    for (int e = 0; e < config_setting_length(s); e++) {
+        config_setting_t *v = config_setting_get_elem(s, (unsigned)e);
+        if (config_setting_type(v) != CONFIG_TYPE_STRING) {
+            cerr(x, v, "environment: %s: expected a string, got %s", config_setting_name(v),
+                 type_name(config_setting_type(v)));
+            ok = false;
+            continue;
+        }
+        env_set(obj, config_setting_name(v), config_setting_get_string(v));
+    }
+    return ok;
+}
+
+/* A pool key whose name is its pool_conf_t field's; S: its SET_* bit, E: its EXPLICIT_* bit. */
+#define PK(f, kind, lo, hi) KEY(#f, kind, pool_conf_t, f, lo, hi)
+#define PK_SET(f, kind, lo, hi, S, E) {#f, kind, offsetof(pool_conf_t, f), lo, hi, NULL, S, E}
+
+/* The pool keys (in `defaults` too, but for pool_only_key's), in the order
+ * an unknown key's suggestion is looked for. */
+static const conf_key_t POOL_KEYS[] = {
+    KEY_FN("name", parse_pool_name),
+    KEY_FN("queues", parse_queues),
+    KEY_FN("balance", parse_balance),
+    PK_SET(processes, K_INT, 0, QPOOL_MAX_WORKERS_LIMIT, SET_PROCESSES, 0),
+    PK_SET(min_processes, K_INT, 0, QPOOL_MAX_WORKERS_LIMIT, SET_MIN, 0),
+    PK_SET(max_processes, K_INT, 1, QPOOL_MAX_WORKERS_LIMIT, SET_MAX, 0),
+    KEY_FN("auto_strategy", parse_strategy),
+    PK(target_wait, K_NUM, 0.1, 86400),
+    PK(scale_down_delay, K_NUM, 0, 86400),
+    PK(priority, K_INT, 1, 1000),
+    PK_SET(connection, K_STR, 0, 0, 0, EXPLICIT_CONNECTION),
+    PK_SET(queue_connection, K_STR, 0, 0, 0, EXPLICIT_QUEUE_CONNECTION),
+    PK_SET(cache_connection, K_STR, 0, 0, SET_CACHE_CONNECTION, EXPLICIT_CACHE_CONNECTION),
+    PK_SET(cache_prefix, K_STR, 0, 0, 0, EXPLICIT_CACHE_PREFIX),
+    PK_SET(restart_key, K_STR, 0, 0, 0, EXPLICIT_RESTART_KEY),
+    PK_SET(laravel_pause, K_BOOL, 0, 0, 0, EXPLICIT_LARAVEL_PAUSE),
+    PK(tries, K_INT, 0, 1000000),
+    KEY_FN("backoff", parse_backoff),
+    PK(timeout, K_INT, 0, 86400 * 7),
+    PK_SET(retry_after, K_INT, 1, 86400 * 7, 0, EXPLICIT_RETRY_AFTER),
+    PK(memory, K_INT, 0, 1024 * 1024),
+    PK(sleep, K_NUM, 0, 3600),
+    PK(max_jobs, K_INT, 0, 2000000000),
+    PK(max_time, K_INT, 0, 2000000000),
+    PK(rest, K_NUM, 0, 3600),
+    PK(migration_batch, K_INT, 1, 100000),
+    PK(prefetch, K_INT, 1, QPOOL_MAX_PREFETCH),
+    PK(job_log, K_BOOL, 0, 0),
+    KEY_FN("handler", parse_handler),
+    PK(command, K_STRV, 0, 0),
+    PK(user, K_STR, 0, 0),
+    PK(group, K_STR, 0, 0),
+    KEY_FN("working_directory", parse_workdir),
+    KEY_FN("environment", parse_environment),
+    PK(nice, K_INT, -20, 19),
+    KEY_FN("laravel", parse_app_path),
+    PK(php, K_STRV, 0, 0),
+    KEY_FN("php_adapter", parse_app_path),
+    KEY_FN("php_root", parse_app_path),
+    PK(force, K_BOOL, 0, 0),
+    PK(fleet_max_processes, K_INT, 0, QPOOL_FLEET_BUDGET_LIMIT),
+    PK(preload, K_BOOL, 0, 0),
+    KEY_END,
+};
+
+/* One pool's group, or `defaults` (is_defaults): its keys into p, what was
+ * given explicitly into pp. */
 static bool parse_pool_settings(ctx_t *x, const config_setting_t *g, pool_conf_t *p,
                                 bool is_defaults, pool_parse_t *pp)
 {
@@ -420,148 +623,17 @@ static bool parse_pool_settings(ctx_t *x, const config_setting_t *g, pool_conf_t
     for (int i = 0; i < config_setting_length(g); i++) {
         config_setting_t *s = config_setting_get_elem(g, (unsigned)i);
         const char *k = config_setting_name(s);
+        const conf_key_t *key = find_key(POOL_KEYS, k);
         if (is_defaults && pool_only_key(k)) {
             cerr(x, s, "'%s' belongs in a pool, not in defaults", k);
             ok = false;
-            continue;
-        }
-        if (!strcmp(k, "name")) {
-            ok &= want_str(x, s, &p->name);
-            if (p->name && !valid_name(p->name)) {
-                cerr(x, s, "name: \"%s\" must be 1-48 characters of letters, digits, _ . : -", p->name);
-                ok = false;
-            }
-        } else if (!strcmp(k, "queues")) {
-            if (want_strv(x, s, true, &p->queues)) {
-                p->nqueues = (int)strv_len(p->queues);
-                if (p->nqueues > QPOOL_MAX_QUEUES) {
-                    cerr(x, s, "queues: at most %d queues per pool", QPOOL_MAX_QUEUES);
-                    ok = false;
-                }
-                for (int q = 0; q < p->nqueues; q++) {
-                    if (!*p->queues[q] || strchr(p->queues[q], ',') || strlen(p->queues[q]) > 200 ||
-                        !utf8_valid(p->queues[q], strlen(p->queues[q]))) {
-                        cerr(x, s, "queues: \"%s\" is not a valid queue name (non-empty, no commas, UTF-8)",
-                             p->queues[q]);
-                        ok = false;
-                    }
-                    for (int r = 0; r < q; r++)
-                        if (!strcmp(p->queues[q], p->queues[r])) {
-                            cerr(x, s, "queues: \"%s\" is listed twice", p->queues[q]);
-                            ok = false;
-                        }
-                }
-            } else
-                ok = false;
-        } else if (!strcmp(k, "balance"))
-            ok &= want_enum(x, s, balance_names, &p->balance);
-        else if (!strcmp(k, "processes")) {
-            ok &= want_int(x, s, 0, QPOOL_MAX_WORKERS_LIMIT, &p->processes);
-            if (!is_defaults) pp->set |= SET_PROCESSES;
-        } else if (!strcmp(k, "min_processes")) {
-            ok &= want_int(x, s, 0, QPOOL_MAX_WORKERS_LIMIT, &p->min_processes);
-            if (!is_defaults) pp->set |= SET_MIN;
-        } else if (!strcmp(k, "max_processes")) {
-            ok &= want_int(x, s, 1, QPOOL_MAX_WORKERS_LIMIT, &p->max_processes);
-            if (!is_defaults) pp->set |= SET_MAX;
-        } else if (!strcmp(k, "auto_strategy"))
-            ok &= want_enum(x, s, strategy_names, &p->auto_strategy);
-        else if (!strcmp(k, "target_wait"))
-            ok &= want_num(x, s, 0.1, 86400, &p->target_wait);
-        else if (!strcmp(k, "scale_down_delay"))
-            ok &= want_num(x, s, 0, 86400, &p->scale_down_delay);
-        else if (!strcmp(k, "priority"))
-            ok &= want_int(x, s, 1, 1000, &p->priority);
-        else if (!strcmp(k, "fleet_max_processes"))
-            ok &= want_int(x, s, 0, QPOOL_FLEET_BUDGET_LIMIT, &p->fleet_max_processes);
-        else if (!strcmp(k, "connection")) {
-            ok &= want_str(x, s, &p->connection);
-            pp->explicit |= EXPLICIT_CONNECTION;
-        } else if (!strcmp(k, "queue_connection")) {
-            ok &= want_str(x, s, &p->queue_connection);
-            pp->explicit |= EXPLICIT_QUEUE_CONNECTION;
-        } else if (!strcmp(k, "cache_connection")) {
-            ok &= want_str(x, s, &p->cache_connection);
-            if (!is_defaults) pp->set |= SET_CACHE_CONNECTION;
-            pp->explicit |= EXPLICIT_CACHE_CONNECTION;
-        } else if (!strcmp(k, "cache_prefix")) {
-            ok &= want_str(x, s, &p->cache_prefix);
-            pp->explicit |= EXPLICIT_CACHE_PREFIX;
-        } else if (!strcmp(k, "restart_key")) {
-            ok &= want_str(x, s, &p->restart_key);
-            pp->explicit |= EXPLICIT_RESTART_KEY;
-        } else if (!strcmp(k, "laravel_pause")) {
-            ok &= want_bool(x, s, &p->laravel_pause);
-            pp->explicit |= EXPLICIT_LARAVEL_PAUSE;
-        }
-        else if (!strcmp(k, "tries"))
-            ok &= want_int(x, s, 0, 1000000, &p->tries);
-        else if (!strcmp(k, "backoff"))
-            ok &= want_backoff(x, s, &p->backoff, &p->nbackoff);
-        else if (!strcmp(k, "timeout"))
-            ok &= want_int(x, s, 0, 86400 * 7, &p->timeout);
-        else if (!strcmp(k, "retry_after")) {
-            ok &= want_int(x, s, 1, 86400 * 7, &p->retry_after);
-            pp->explicit |= EXPLICIT_RETRY_AFTER;
-        }
-        else if (!strcmp(k, "memory"))
-            ok &= want_int(x, s, 0, 1024 * 1024, &p->memory);
-        else if (!strcmp(k, "sleep"))
-            ok &= want_num(x, s, 0, 3600, &p->sleep);
-        else if (!strcmp(k, "max_jobs"))
-            ok &= want_int(x, s, 0, 2000000000, &p->max_jobs);
-        else if (!strcmp(k, "max_time"))
-            ok &= want_int(x, s, 0, 2000000000, &p->max_time);
-        else if (!strcmp(k, "rest"))
-            ok &= want_num(x, s, 0, 3600, &p->rest);
-        else if (!strcmp(k, "migration_batch"))
-            ok &= want_int(x, s, 1, 100000, &p->migration_batch);
-        else if (!strcmp(k, "prefetch"))
-            ok &= want_int(x, s, 1, QPOOL_MAX_PREFETCH, &p->prefetch);
-        else if (!strcmp(k, "job_log"))
-            ok &= want_bool(x, s, &p->job_log);
-        else if (!strcmp(k, "handler"))
-            ok &= parse_handler(x, s, p);
-        else if (!strcmp(k, "command"))
-            ok &= want_strv(x, s, true, &p->command);
-        else if (!strcmp(k, "user"))
-            ok &= want_str(x, s, &p->user);
-        else if (!strcmp(k, "group"))
-            ok &= want_str(x, s, &p->group);
-        else if (!strcmp(k, "working_directory")) {
-            if (want_str(x, s, &p->working_directory) && p->working_directory[0] != '/') {
-                cerr(x, s, "working_directory: \"%s\" must be an absolute path", p->working_directory);
-                ok = false;
-            }
-        } else if (!strcmp(k, "environment")) {
-            if (config_setting_type(s) != CONFIG_TYPE_GROUP) {
-                cerr(x, s, "environment: expected a group { NAME = \"value\"; }");
-                ok = false;
-                continue;
-            }
-            for (int e = 0; e < config_setting_length(s); e++) {
-                config_setting_t *v = config_setting_get_elem(s, (unsigned)e);
-                if (config_setting_type(v) != CONFIG_TYPE_STRING) {
-                    cerr(x, v, "environment: %s: expected a string, got %s", config_setting_name(v),
-                         type_name(config_setting_type(v)));
-                    ok = false;
-                    continue;
-                }
-                env_set(p, config_setting_name(v), config_setting_get_string(v));
-            }
-        } else if (!strcmp(k, "nice"))
-            ok &= want_int(x, s, -20, 19, &p->nice);
-        else if (!strcmp(k, "laravel") || !strcmp(k, "php_adapter") || !strcmp(k, "php_root"))
-            ok &= parse_app_path(x, s, p);
-        else if (!strcmp(k, "php"))
-            ok &= want_strv(x, s, true, &p->php);
-        else if (!strcmp(k, "force"))
-            ok &= want_bool(x, s, &p->force);
-        else if (!strcmp(k, "preload"))
-            ok &= want_bool(x, s, &p->preload);
-        else {
-            unknown_key(x, s, is_defaults ? "defaults" : "pool", pool_keys);
+        } else if (!key) {
+            unknown_key(x, s, is_defaults ? "defaults" : "pool", &POOL_KEYS->key, sizeof *POOL_KEYS);
             ok = false;
+        } else {
+            ok &= parse_key(x, s, key, p);
+            if (!is_defaults) pp->set |= key->set;
+            pp->explicit |= key->explicit;
         }
     }
     return ok;
@@ -642,73 +714,6 @@ static void pool_builtin_defaults(pool_conf_t *p)
     p->php[0] = xstrdup("php");
 }
 
-void pool_conf_free(pool_conf_t *p)
-{
-    free(p->name);
-    free_strv(p->queues);
-    free(p->connection);
-    free(p->queue_connection);
-    free(p->cache_connection);
-    free(p->cache_prefix);
-    free(p->restart_key);
-    free(p->backoff);
-    free_strv(p->handler_command);
-    free_strv(p->command);
-    free(p->user);
-    free(p->group);
-    free(p->working_directory);
-    for (int i = 0; i < p->nenv; i++) {
-        free(p->env[i].name);
-        free(p->env[i].value);
-    }
-    free(p->env);
-    free(p->laravel);
-    free(p->laravel_where);
-    free_strv(p->php);
-    free(p->php_adapter);
-    free(p->php_root);
-    free(p->laravel_version);
-    free(p->down_file);
-    free(p->down_connection);
-    free(p->down_key);
-    conf_origins_free(p->origins, p->norigins);
-}
-
-void pool_conf_copy(pool_conf_t *dst, const pool_conf_t *src)
-{
-    *dst = *src;
-    dst->name = src->name ? xstrdup(src->name) : NULL;
-    dst->queues = src->queues ? strv_dup(src->queues) : NULL;
-    dst->connection = xstrdup(src->connection);
-    dst->queue_connection = xstrdup(src->queue_connection);
-    dst->cache_connection = src->cache_connection ? xstrdup(src->cache_connection) : NULL;
-    dst->cache_prefix = xstrdup(src->cache_prefix);
-    dst->restart_key = xstrdup(src->restart_key);
-    dst->backoff = xmalloc(sizeof(int) * (size_t)src->nbackoff);
-    memcpy(dst->backoff, src->backoff, sizeof(int) * (size_t)src->nbackoff);
-    dst->handler_command = src->handler_command ? strv_dup(src->handler_command) : NULL;
-    dst->command = src->command ? strv_dup(src->command) : NULL;
-    dst->user = src->user ? xstrdup(src->user) : NULL;
-    dst->group = src->group ? xstrdup(src->group) : NULL;
-    dst->working_directory = src->working_directory ? xstrdup(src->working_directory) : NULL;
-    dst->env = src->nenv ? xcalloc((size_t)src->nenv, sizeof *dst->env) : NULL;
-    for (int i = 0; i < src->nenv; i++) {
-        dst->env[i].name = xstrdup(src->env[i].name);
-        dst->env[i].value = xstrdup(src->env[i].value);
-    }
-#define DUP(f) dst->f = src->f ? xstrdup(src->f) : NULL
-    DUP(laravel);
-    DUP(laravel_where);
-    DUP(php_adapter);
-    DUP(php_root);
-    DUP(laravel_version);
-    DUP(down_file);
-    DUP(down_connection);
-    DUP(down_key);
-#undef DUP
-    dst->php = src->php ? strv_dup(src->php) : NULL;
-    dst->origins = conf_origins_dup(src->origins, src->norigins);
-}
 
 
 static void fmt_num(char *buf, size_t n, double v)
@@ -879,13 +884,10 @@ static bool apply_app(ctx_t *x, pool_conf_t *p, const pool_parse_t *pp, app_cach
     return true;
 }
 
-static bool finish_pool(ctx_t *x, const config_setting_t *g, pool_conf_t *p, const pool_parse_t *pp)
+/* name, queues, and exactly one of handler and command */
+static bool check_pool_required(ctx_t *x, const config_setting_t *g, const pool_conf_t *p)
 {
     bool ok = true;
-    if (!p->name) {
-        cerr(x, g, "pool: name is required");
-        return false;
-    }
     if (!p->queues) {
         cerr(x, g, "pool %s: queues is required", p->name);
         ok = false;
@@ -898,6 +900,13 @@ static bool finish_pool(ctx_t *x, const config_setting_t *g, pool_conf_t *p, con
         cerr(x, g, "pool %s: has both handler and command; use exactly one", p->name);
         ok = false;
     }
+    return ok;
+}
+
+/* The size keys the pool's balance mode uses, and only those. */
+static bool check_pool_size(ctx_t *x, const config_setting_t *g, const pool_conf_t *p, const pool_parse_t *pp)
+{
+    bool ok = true;
     if (p->balance == BALANCE_OFF) {
         if (pp->set & (SET_MIN | SET_MAX)) {
             cerr(x, g, "pool %s: min_processes/max_processes apply to balance = \"auto\"; with balance = \"off\" use processes",
@@ -916,7 +925,14 @@ static bool finish_pool(ctx_t *x, const config_setting_t *g, pool_conf_t *p, con
             ok = false;
         }
     }
-    ok &= check_fleet_budget(x, g, p);
+    return ok & check_fleet_budget(x, g, p);
+}
+
+/* The queue's and the cache's connections exist (the cache's defaults to
+ * "cache" when defined, else the queue's). */
+static bool check_pool_connections(ctx_t *x, const config_setting_t *g, pool_conf_t *p, const pool_parse_t *pp)
+{
+    bool ok = true;
     if (!config_redis(x->c, p->connection)) {
         cerr(x, g, "pool %s: connection \"%s\" is not defined in redis", p->name, p->connection);
         ok = false;
@@ -931,22 +947,35 @@ static bool finish_pool(ctx_t *x, const config_setting_t *g, pool_conf_t *p, con
              p->cache_connection);
         ok = false;
     }
-    if (p->command) {
-        char bad[128];
-        for (int i = 0; p->command[i]; i++) {
-            sbuf_t b;
-            sbuf_init(&b);
-            if (!expand_arg(p, p->command[i], &b, bad, sizeof bad)) {
-                cerr(x, g, "pool %s: command: unknown placeholder %s (known: {queues} {pool} {memory} {timeout} {tries} {sleep} {backoff} {max_jobs} {max_time} {rest} {connection} {retry_after}; write {{ for a literal brace)",
-                     p->name, bad);
-                ok = false;
-            }
-            sbuf_free(&b);
+    return ok;
+}
+
+/* An external worker's command: every placeholder known; its timeout below retry_after. */
+static bool check_pool_command(ctx_t *x, const config_setting_t *g, const pool_conf_t *p)
+{
+    if (!p->command) return true;
+    bool ok = true;
+    char bad[128];
+    for (int i = 0; p->command[i]; i++) {
+        sbuf_t b;
+        sbuf_init(&b);
+        if (!expand_arg(p, p->command[i], &b, bad, sizeof bad)) {
+            cerr(x, g, "pool %s: command: unknown placeholder %s (known: {queues} {pool} {memory} {timeout} {tries} {sleep} {backoff} {max_jobs} {max_time} {rest} {connection} {retry_after}; write {{ for a literal brace)",
+                 p->name, bad);
+            ok = false;
         }
+        sbuf_free(&b);
     }
-    if (p->timeout > 0 && p->timeout >= p->retry_after && p->command)
+    if (p->timeout > 0 && p->timeout >= p->retry_after)
         cwarn(x, g, "pool %s: timeout (%d) is not below retry_after (%d): a job still running when its reservation expires will be run twice",
               p->name, p->timeout, p->retry_after);
+    return ok;
+}
+
+/* user and group: they exist; the uid and gid the children take. */
+static bool resolve_pool_user(ctx_t *x, const config_setting_t *g, pool_conf_t *p)
+{
+    bool ok = true;
     if (p->user) {
         struct passwd *pw = getpwnam(p->user);
         if (!pw) {
@@ -977,6 +1006,21 @@ static bool finish_pool(ctx_t *x, const config_setting_t *g, pool_conf_t *p, con
             p->has_gid = true;
         }
     }
+    return ok;
+}
+
+/* A parsed pool (its app's settings applied): everything checked, its user resolved. */
+static bool finish_pool(ctx_t *x, const config_setting_t *g, pool_conf_t *p, const pool_parse_t *pp)
+{
+    if (!p->name) {
+        cerr(x, g, "pool: name is required");
+        return false;
+    }
+    bool ok = check_pool_required(x, g, p);
+    ok &= check_pool_size(x, g, p, pp);
+    ok &= check_pool_connections(x, g, p, pp);
+    ok &= check_pool_command(x, g, p);
+    ok &= resolve_pool_user(x, g, p);
     return ok;
 }
 
@@ -1044,8 +1088,9 @@ static const char *const READ_NAMES[] = {"none", "aggregates", "all", NULL}; /* 
 /* read_only_without_token (before read_without_token) still loads: it said
  * "loopback reads are open", which opened payloads and exceptions to every
  * local user; it now means the safe reading of itself. */
-static bool parse_legacy_read(ctx_t *x, config_setting_t *s, http_conf_t *h)
+static bool parse_legacy_read(ctx_t *x, const config_setting_t *s, void *obj)
 {
+    http_conf_t *h = obj;
     bool v;
     if (!want_bool(x, s, &v)) return false;
     h->legacy_read = v;
@@ -1055,53 +1100,60 @@ static bool parse_legacy_read(ctx_t *x, config_setting_t *s, http_conf_t *h)
     return true;
 }
 
-static bool parse_http_key(ctx_t *x, config_setting_t *s, http_conf_t *h)
+static bool parse_listen_key(ctx_t *x, const config_setting_t *s, void *obj)
 {
-    const char *k = config_setting_name(s);
-    if (!strcmp(k, "listen")) return want_str(x, s, &h->listen) && parse_listen(x, s, h);
-    if (!strcmp(k, "token_file")) return want_str(x, s, &h->token_file);
-    if (!strcmp(k, "token_env")) return want_str(x, s, &h->token_env);
-    if (!strcmp(k, "user")) return want_str(x, s, &h->user);
-    if (!strcmp(k, "connection")) return want_str(x, s, &h->connection);
-    if (!strcmp(k, "socket_mode")) return parse_mode(x, s, &h->socket_mode);
-    if (!strcmp(k, "max_connections")) return want_int(x, s, 1, 10000, &h->max_connections);
-    if (!strcmp(k, "timeout")) return want_int(x, s, 1, 3600, &h->timeout);
-    if (!strcmp(k, "read_without_token")) return want_enum(x, s, READ_NAMES, &h->read_without_token);
-    if (!strcmp(k, "read_only_without_token")) return parse_legacy_read(x, s, h);
-    if (!strcmp(k, "socket_group")) return want_str(x, s, &h->socket_group);
-    if (!strcmp(k, "header_timeout")) return want_int(x, s, 1, 300, &h->header_timeout);
-    if (!strcmp(k, "base_path")) {
-        if (!want_str(x, s, &h->base_path)) return false;
-        size_t n = strlen(h->base_path);
-        while (n > 1 && h->base_path[n - 1] == '/') h->base_path[--n] = '\0';
-        if (h->base_path[0] != '/' || strstr(h->base_path, "..") || strpbrk(h->base_path, "?#%\" <>")) {
-            cerr(x, s, "http.base_path: \"%s\" is not a path such as \"/qpool\"", h->base_path);
-            return false;
-        }
-        if (!strcmp(h->base_path, "/")) {
-            free(h->base_path);
-            h->base_path = NULL;
-        }
-        return true;
-    }
-    static const char *const known[] = {"listen", "token_file", "token_env", "user", "connection", "socket_mode",
-                                        "max_connections", "timeout", "header_timeout", "base_path",
-                                        "read_without_token", "socket_group", "read_only_without_token", NULL};
-    unknown_key(x, s, "qpool.http", known);
-    return false;
+    http_conf_t *h = obj;
+    return want_str(x, s, &h->listen) && parse_listen(x, s, h);
 }
 
-static bool parse_http_group(ctx_t *x, const config_setting_t *g)
+static bool parse_read(ctx_t *x, const config_setting_t *s, void *obj)
 {
-    http_conf_t *h = &x->c->http;
-    h->line = sline(g);
-    if (config_setting_type(g) != CONFIG_TYPE_GROUP) {
-        cerr(x, g, "http: expected a group { listen = \"127.0.0.1:9178\"; }");
+    int v;
+    if (!want_enum(x, s, READ_NAMES, &v)) return false;
+    ((http_conf_t *)obj)->read_without_token = (http_read_t)v;
+    return true;
+}
+
+static bool parse_base_path(ctx_t *x, const config_setting_t *s, void *obj)
+{
+    http_conf_t *h = obj;
+    if (!want_str(x, s, &h->base_path)) return false;
+    size_t n = strlen(h->base_path);
+    while (n > 1 && h->base_path[n - 1] == '/') h->base_path[--n] = '\0';
+    if (h->base_path[0] != '/' || strstr(h->base_path, "..") || strpbrk(h->base_path, "?#%\" <>")) {
+        cerr(x, s, "http.base_path: \"%s\" is not a path such as \"/qpool\"", h->base_path);
         return false;
     }
-    bool ok = true;
-    for (int i = 0; i < config_setting_length(g); i++)
-        ok &= parse_http_key(x, config_setting_get_elem(g, (unsigned)i), h);
+    if (!strcmp(h->base_path, "/")) {
+        free(h->base_path);
+        h->base_path = NULL;
+    }
+    return true;
+}
+
+#define HK(f, kind, lo, hi) KEY(#f, kind, http_conf_t, f, lo, hi)
+static const conf_key_t HTTP_KEYS[] = {
+    KEY_FN("listen", parse_listen_key),
+    HK(token_file, K_STR, 0, 0),
+    HK(token_env, K_STR, 0, 0),
+    HK(user, K_STR, 0, 0),
+    HK(connection, K_STR, 0, 0),
+    HK(socket_mode, K_MODE, 0, 0),
+    HK(max_connections, K_INT, 1, 10000),
+    HK(timeout, K_INT, 1, 3600),
+    HK(header_timeout, K_INT, 1, 300),
+    KEY_FN("base_path", parse_base_path),
+    KEY_FN("read_without_token", parse_read),
+    HK(socket_group, K_STR, 0, 0),
+    KEY_FN("read_only_without_token", parse_legacy_read),
+    KEY_END,
+};
+
+static bool parse_http_group(ctx_t *x, const config_setting_t *g, void *obj)
+{
+    http_conf_t *h = &((qconf_t *)obj)->http;
+    if (!is_group(x, g, "http: expected a group { listen = \"127.0.0.1:9178\"; }")) return false;
+    bool ok = parse_keys(x, g, HTTP_KEYS, h, "qpool.http");
     if (h->legacy_read >= 0 && config_setting_get_member(g, "read_without_token")) {
         cerr(x, g, "http: set read_without_token only (read_only_without_token is deprecated)");
         ok = false;
@@ -1141,29 +1193,24 @@ static void http_defaults(http_conf_t *h)
     h->header_timeout = 5;
 }
 
+/* The endpoint's strings, listed once for the free and the compare. */
+static const size_t HTTP_STRS[] = {
+    offsetof(http_conf_t, listen), offsetof(http_conf_t, token_file), offsetof(http_conf_t, token_env),
+    offsetof(http_conf_t, user), offsetof(http_conf_t, connection), offsetof(http_conf_t, base_path),
+    offsetof(http_conf_t, socket_group),
+};
+#define HTTP_STR(h, i) (*(char *const *)(const void *)((const char *)(h) + HTTP_STRS[i]))
+
 static void http_conf_free(http_conf_t *h)
 {
-    free(h->listen);
-    free(h->token_file);
-    free(h->token_env);
-    free(h->user);
-    free(h->connection);
-    free(h->base_path);
-    free(h->socket_group);
-}
-
-static bool same_str(const char *a, const char *b)
-{
-    return (!a && !b) || (a && b && !strcmp(a, b));
+    for (size_t i = 0; i < ARRAY_LEN(HTTP_STRS); i++) free(HTTP_STR(h, i));
 }
 
 bool http_conf_same(const http_conf_t *a, const http_conf_t *b)
 {
-    return same_str(a->listen, b->listen) && same_str(a->token_file, b->token_file) &&
-           same_str(a->token_env, b->token_env) && same_str(a->user, b->user) &&
-           same_str(a->connection, b->connection) && same_str(a->base_path, b->base_path) &&
-           same_str(a->socket_group, b->socket_group) && a->read_without_token == b->read_without_token &&
-           a->socket_mode == b->socket_mode &&
+    for (size_t i = 0; i < ARRAY_LEN(HTTP_STRS); i++)
+        if (!str_eq(HTTP_STR(a, i), HTTP_STR(b, i))) return false;
+    return a->read_without_token == b->read_without_token && a->socket_mode == b->socket_mode &&
            a->max_connections == b->max_connections && a->timeout == b->timeout &&
            a->header_timeout == b->header_timeout;
 }
@@ -1175,10 +1222,7 @@ static bool resolve_http_peers(ctx_t *x, const config_setting_t *g, qconf_t *c);
 
 static bool parse_wait_rules(ctx_t *x, const config_setting_t *g, alerts_conf_t *a)
 {
-    if (config_setting_type(g) != CONFIG_TYPE_GROUP) {
-        cerr(x, g, "alerts.long_wait_queues: expected a group { emails = 30; reports = 0; }");
-        return false;
-    }
+    if (!is_group(x, g, "alerts.long_wait_queues: expected a group { emails = 30; reports = 0; }")) return false;
     bool ok = true;
     int n = config_setting_length(g);
     a->waits = xcalloc((size_t)n + 1, sizeof *a->waits);
@@ -1195,36 +1239,32 @@ static bool parse_wait_rules(ctx_t *x, const config_setting_t *g, alerts_conf_t 
     return ok;
 }
 
-static bool parse_alerts_key(ctx_t *x, config_setting_t *s, qconf_t *c)
+static bool parse_wait_key(ctx_t *x, const config_setting_t *s, void *obj)
 {
-    alerts_conf_t *a = &c->alerts;
-    const char *k = config_setting_name(s);
-    if (!strcmp(k, "long_wait")) return want_num(x, s, 0, 86400 * 7, &a->long_wait_s);
-    if (!strcmp(k, "long_wait_queues")) return parse_wait_rules(x, s, a);
-    if (!strcmp(k, "failure_rate")) return want_num(x, s, 0, 1, &a->failure_rate);
-    if (!strcmp(k, "failure_min_jobs")) return want_int(x, s, 1, 1000000, &a->failure_min_jobs);
-    if (!strcmp(k, "crash_loop")) return want_int(x, s, 0, ALERTS_CRASHES_MAX, &a->crash_loop_crashes);
-    if (!strcmp(k, "crash_loop_window")) return want_int(x, s, 1, 86400, &a->crash_loop_window_s);
-    if (!strcmp(k, "clear_after")) return want_int(x, s, 0, 86400, &a->clear_after_s);
-    if (!strcmp(k, "command")) return want_strv(x, s, true, &c->alerts_command);
-    if (!strcmp(k, "user")) return want_str(x, s, &c->alerts_user);
-    static const char *const known[] = {"long_wait", "long_wait_queues", "failure_rate", "failure_min_jobs",
-                                        "crash_loop", "crash_loop_window", "clear_after", "command", "user", NULL};
-    unknown_key(x, s, "qpool.alerts", known);
-    return false;
+    return parse_wait_rules(x, s, &((qconf_t *)obj)->alerts);
 }
 
-static bool parse_alerts_group(ctx_t *x, const config_setting_t *g)
+#define AK(k, f, kind, lo, hi) KEY(k, kind, qconf_t, f, lo, hi)
+static const conf_key_t ALERT_KEYS[] = {
+    AK("long_wait", alerts.long_wait_s, K_NUM, 0, 86400 * 7),
+    KEY_FN("long_wait_queues", parse_wait_key),
+    AK("failure_rate", alerts.failure_rate, K_NUM, 0, 1),
+    AK("failure_min_jobs", alerts.failure_min_jobs, K_INT, 1, 1000000),
+    AK("crash_loop", alerts.crash_loop_crashes, K_INT, 0, ALERTS_CRASHES_MAX),
+    AK("crash_loop_window", alerts.crash_loop_window_s, K_INT, 1, 86400),
+    AK("clear_after", alerts.clear_after_s, K_INT, 0, 86400),
+    AK("command", alerts_command, K_STRV, 0, 0),
+    AK("user", alerts_user, K_STR, 0, 0),
+    KEY_END,
+};
+
+static bool parse_alerts_group(ctx_t *x, const config_setting_t *g, void *obj)
 {
-    if (config_setting_type(g) != CONFIG_TYPE_GROUP) {
-        cerr(x, g, "alerts: expected a group { long_wait = 60; command = [...]; }");
-        return false;
-    }
-    bool ok = true;
-    for (int i = 0; i < config_setting_length(g); i++)
-        ok &= parse_alerts_key(x, config_setting_get_elem(g, (unsigned)i), x->c);
-    if (x->c->alerts_user && !getpwnam(x->c->alerts_user)) {
-        cerr(x, g, "alerts.user \"%s\" does not exist", x->c->alerts_user);
+    if (!is_group(x, g, "alerts: expected a group { long_wait = 60; command = [...]; }")) return false;
+    qconf_t *c = obj;
+    bool ok = parse_keys(x, g, ALERT_KEYS, c, "qpool.alerts");
+    if (c->alerts_user && !getpwnam(c->alerts_user)) {
+        cerr(x, g, "alerts.user \"%s\" does not exist", c->alerts_user);
         ok = false;
     }
     return ok;
@@ -1232,70 +1272,54 @@ static bool parse_alerts_group(ctx_t *x, const config_setting_t *g)
 
 /* ---------------------------------------------------------------- top level */
 
+static bool parse_log_level(ctx_t *x, const config_setting_t *s, void *obj)
+{
+    static const char *const levels[] = {"error", "warn", "info", "debug", NULL};
+    int v;
+    if (!want_enum(x, s, levels, &v)) return false;
+    ((qconf_t *)obj)->log_level = (enum log_level)v;
+    return true;
+}
+
+static bool parse_log_format(ctx_t *x, const config_setting_t *s, void *obj)
+{
+    static const char *const formats[] = {"text", "json", NULL};
+    int v;
+    if (!want_enum(x, s, formats, &v)) return false;
+    ((qconf_t *)obj)->log_format = (enum log_format)v;
+    return true;
+}
+
+#define QK(f, kind, lo, hi) KEY(#f, kind, qconf_t, f, lo, hi)
+static const conf_key_t QPOOL_KEYS[] = {
+    QK(pid_file, K_STR, 0, 0),
+    QK(control_socket, K_STR, 0, 0),
+    QK(control_socket_mode, K_MODE, 0, 0),
+    QK(control_user, K_STR, 0, 0),
+    QK(control_group, K_STR, 0, 0),
+    QK(max_workers, K_INT, 1, QPOOL_MAX_WORKERS_LIMIT),
+    QK(shutdown_timeout, K_NUM, 0, 86400),
+    KEY_FN("log_level", parse_log_level),
+    KEY_FN("log_format", parse_log_format),
+    QK(failed_limit, K_INT, 1, 10000000),
+    QK(balance_interval, K_NUM, 0.1, 60),
+    QK(metrics_job_classes, K_INT, 1, 10000),
+    QK(metrics_retention, K_INT, 60, 31 * 86400),
+    QK(metrics, K_BOOL, 0, 0),
+    QK(job_history_size, K_INT, 0, 100000),
+    QK(job_history_sample, K_NUM, 0, 1),
+    QK(job_history_payloads, K_BOOL, 0, 0),
+    KEY_FN("http", parse_http_group),
+    KEY_FN("alerts", parse_alerts_group),
+    QK(fleet_lease_ttl, K_NUM, 1, 600),
+    KEY_END,
+};
+
 static bool parse_qpool_group(ctx_t *x, const config_setting_t *g)
 {
-    static const char *const known[] = {"pid_file", "control_socket", "control_socket_mode",
-                                        "control_user", "control_group", "max_workers",
-                                        "shutdown_timeout", "log_level", "log_format",
-                                        "failed_limit", "balance_interval", "metrics_job_classes",
-                                        "metrics_retention", "metrics", "job_history_size", "job_history_sample",
-                                        "job_history_payloads", "http", "alerts", "fleet_lease_ttl", NULL};
-    static const char *const levels[] = {"error", "warn", "info", "debug", NULL};
-    static const char *const formats[] = {"text", "json", NULL};
     qconf_t *c = x->c;
-    bool ok = true;
-    if (config_setting_type(g) != CONFIG_TYPE_GROUP) {
-        cerr(x, g, "qpool: expected a group");
-        return false;
-    }
-    for (int i = 0; i < config_setting_length(g); i++) {
-        config_setting_t *s = config_setting_get_elem(g, (unsigned)i);
-        const char *k = config_setting_name(s);
-        if (!strcmp(k, "pid_file"))
-            ok &= want_str(x, s, &c->pid_file);
-        else if (!strcmp(k, "control_socket"))
-            ok &= want_str(x, s, &c->control_socket);
-        else if (!strcmp(k, "control_socket_mode"))
-            ok &= parse_mode(x, s, &c->control_socket_mode);
-        else if (!strcmp(k, "control_user"))
-            ok &= want_str(x, s, &c->control_user);
-        else if (!strcmp(k, "control_group"))
-            ok &= want_str(x, s, &c->control_group);
-        else if (!strcmp(k, "max_workers"))
-            ok &= want_int(x, s, 1, QPOOL_MAX_WORKERS_LIMIT, &c->max_workers);
-        else if (!strcmp(k, "shutdown_timeout"))
-            ok &= want_num(x, s, 0, 86400, &c->shutdown_timeout);
-        else if (!strcmp(k, "log_level"))
-            ok &= want_enum(x, s, levels, &c->log_level);
-        else if (!strcmp(k, "log_format"))
-            ok &= want_enum(x, s, formats, &c->log_format);
-        else if (!strcmp(k, "failed_limit"))
-            ok &= want_int(x, s, 1, 10000000, &c->failed_limit);
-        else if (!strcmp(k, "balance_interval"))
-            ok &= want_num(x, s, 0.1, 60, &c->balance_interval);
-        else if (!strcmp(k, "fleet_lease_ttl"))
-            ok &= want_num(x, s, 1, 600, &c->fleet_lease_ttl);
-        else if (!strcmp(k, "metrics_job_classes"))
-            ok &= want_int(x, s, 1, 10000, &c->metrics_job_classes);
-        else if (!strcmp(k, "metrics_retention"))
-            ok &= want_int(x, s, 60, 31 * 86400, &c->metrics_retention);
-        else if (!strcmp(k, "metrics"))
-            ok &= want_bool(x, s, &c->metrics);
-        else if (!strcmp(k, "job_history_size"))
-            ok &= want_int(x, s, 0, 100000, &c->job_history_size);
-        else if (!strcmp(k, "job_history_sample"))
-            ok &= want_num(x, s, 0, 1, &c->job_history_sample);
-        else if (!strcmp(k, "job_history_payloads"))
-            ok &= want_bool(x, s, &c->job_history_payloads);
-        else if (!strcmp(k, "http"))
-            ok &= parse_http_group(x, s);
-        else if (!strcmp(k, "alerts"))
-            ok &= parse_alerts_group(x, s);
-        else {
-            unknown_key(x, s, "qpool", known);
-            ok = false;
-        }
-    }
+    if (!is_group(x, g, "qpool: expected a group")) return false;
+    bool ok = parse_keys(x, g, QPOOL_KEYS, c, "qpool");
     if (c->http.is_unix && !strcmp(c->http.listen, c->control_socket)) {
         cerr(x, g, "http.listen is the control socket's path");
         ok = false;
@@ -1331,41 +1355,20 @@ static bool resolve_http_peers(ctx_t *x, const config_setting_t *g, qconf_t *c)
     return true;
 }
 
-/* ---- issue 12: password_file, tls = { ... }, Sentinel ---- */
+/* ---- password_file, tls = { ... }, Sentinel, Cluster ---- */
 
-static const char *const redis_ext_keys[] = {"password_file", "tls", "sentinels", "master_name",
-                                              "sentinel_username", "sentinel_password_env",
-                                              "sentinel_password_file", "cluster", NULL};
+#define TK(f, kind) KEY(#f, kind, redis_tls_t, f, 0, 0)
+static const conf_key_t TLS_KEYS[] = {
+    TK(ca_file, K_STR), TK(cert_file, K_STR), TK(key_file, K_STR), TK(server_name, K_STR), TK(verify, K_BOOL),
+    KEY_END,
+};
 
-static bool is_redis_ext_key(const char *k)
+static bool parse_redis_tls(ctx_t *x, const config_setting_t *g, void *obj)
 {
-    for (int i = 0; redis_ext_keys[i]; i++)
-        if (!strcmp(k, redis_ext_keys[i])) return true;
-    return false;
-}
-
-static bool parse_redis_tls(ctx_t *x, const config_setting_t *g, redis_tls_t *t)
-{
-    static const char *const known[] = {"ca_file", "cert_file", "key_file", "server_name", "verify", NULL};
-    if (config_setting_type(g) != CONFIG_TYPE_GROUP) {
-        cerr(x, g, "tls: expected a group { ca_file = ...; verify = true; }");
-        return false;
-    }
-    bool ok = true;
+    redis_tls_t *t = &((redis_conf_t *)obj)->tls;
+    if (!is_group(x, g, "tls: expected a group { ca_file = ...; verify = true; }")) return false;
     t->enabled = true;
-    for (int j = 0; j < config_setting_length(g); j++) {
-        config_setting_t *s = config_setting_get_elem(g, (unsigned)j);
-        const char *k = config_setting_name(s);
-        if (!strcmp(k, "ca_file")) ok &= want_str(x, s, &t->ca_file);
-        else if (!strcmp(k, "cert_file")) ok &= want_str(x, s, &t->cert_file);
-        else if (!strcmp(k, "key_file")) ok &= want_str(x, s, &t->key_file);
-        else if (!strcmp(k, "server_name")) ok &= want_str(x, s, &t->server_name);
-        else if (!strcmp(k, "verify")) ok &= want_bool(x, s, &t->verify);
-        else {
-            unknown_key(x, s, "a redis connection's tls", known);
-            ok = false;
-        }
-    }
+    bool ok = parse_keys(x, g, TLS_KEYS, t, "a redis connection's tls");
     if (!t->cert_file != !t->key_file) {
         cerr(x, g, "tls: cert_file and key_file go together (a client certificate and its key)");
         ok = false;
@@ -1392,28 +1395,53 @@ static bool parse_addr_list(ctx_t *x, const config_setting_t *s, int default_por
     return ok;
 }
 
-static bool parse_sentinels(ctx_t *x, const config_setting_t *s, redis_sentinel_t *st)
+static bool parse_sentinels(ctx_t *x, const config_setting_t *s, void *obj)
 {
+    redis_sentinel_t *st = &((redis_conf_t *)obj)->sentinel;
     return parse_addr_list(x, s, SENTINEL_DEFAULT_PORT, &st->addrs, &st->naddrs);
 }
 
-static bool parse_cluster(ctx_t *x, const config_setting_t *s, redis_conf_t *r)
+static bool parse_cluster(ctx_t *x, const config_setting_t *s, void *obj)
 {
+    redis_conf_t *r = obj;
     return parse_addr_list(x, s, RCLUSTER_DEFAULT_PORT, &r->cluster, &r->ncluster);
 }
 
-static bool parse_redis_ext(ctx_t *x, const config_setting_t *s, redis_conf_t *r)
+/* host and port are noted as given: cluster excludes them */
+static bool parse_host(ctx_t *x, const config_setting_t *s, void *obj)
 {
-    const char *k = config_setting_name(s);
-    if (!strcmp(k, "cluster")) return parse_cluster(x, s, r);
-    if (!strcmp(k, "password_file")) return want_str(x, s, &r->password_file);
-    if (!strcmp(k, "tls")) return parse_redis_tls(x, s, &r->tls);
-    if (!strcmp(k, "sentinels")) return parse_sentinels(x, s, &r->sentinel);
-    if (!strcmp(k, "master_name")) return want_str(x, s, &r->sentinel.master_name);
-    if (!strcmp(k, "sentinel_username")) return want_str(x, s, &r->sentinel.username);
-    if (!strcmp(k, "sentinel_password_env")) return want_str(x, s, &r->sentinel.password_env);
-    return want_str(x, s, &r->sentinel.password_file); /* sentinel_password_file */
+    redis_conf_t *r = obj;
+    r->host_set = true;
+    return want_str(x, s, &r->host);
 }
+
+static bool parse_port(ctx_t *x, const config_setting_t *s, void *obj)
+{
+    redis_conf_t *r = obj;
+    r->port_set = true;
+    return want_int(x, s, 1, 65535, &r->port);
+}
+
+#define RK(k, f, kind, lo, hi) KEY(k, kind, redis_conf_t, f, lo, hi)
+static const conf_key_t REDIS_KEYS[] = {
+    KEY_FN("host", parse_host),
+    KEY_FN("port", parse_port),
+    RK("socket", socket, K_STR, 0, 0),
+    RK("db", db, K_INT, 0, 1000000),
+    RK("prefix", prefix, K_STR, 0, 0),
+    RK("username", username, K_STR, 0, 0),
+    RK("password_env", password_env, K_STR, 0, 0),
+    RK("timeout", timeout, K_NUM, 0.01, 3600),
+    RK("password_file", password_file, K_STR, 0, 0),
+    KEY_FN("tls", parse_redis_tls),
+    KEY_FN("sentinels", parse_sentinels),
+    RK("master_name", sentinel.master_name, K_STR, 0, 0),
+    RK("sentinel_username", sentinel.username, K_STR, 0, 0),
+    RK("sentinel_password_env", sentinel.password_env, K_STR, 0, 0),
+    RK("sentinel_password_file", sentinel.password_file, K_STR, 0, 0),
+    KEY_FN("cluster", parse_cluster),
+    KEY_END,
+};
 
 /* Read a password_file now (the master may be root; workers run as the
  * pool's user): an error names the key's file and line. */
@@ -1495,54 +1523,21 @@ static void redis_defaults(redis_conf_t *r, const char *name)
 
 static bool parse_redis_group(ctx_t *x, const config_setting_t *g)
 {
-    static const char *const known[] = {"host", "port", "socket", "db", "prefix", "username",
-                                        "password_env", "timeout", "password_file", "tls",
-                                        "sentinels", "master_name", "sentinel_username",
-                                        "sentinel_password_env", "sentinel_password_file", "cluster", NULL};
     qconf_t *c = x->c;
     bool ok = true;
-    if (config_setting_type(g) != CONFIG_TYPE_GROUP) {
-        cerr(x, g, "redis: expected a group of named connections");
-        return false;
-    }
+    if (!is_group(x, g, "redis: expected a group of named connections")) return false;
     int n = config_setting_length(g);
     c->redis = xcalloc((size_t)n + 1, sizeof *c->redis);
     for (int i = 0; i < n; i++) {
         config_setting_t *cs = config_setting_get_elem(g, (unsigned)i);
         redis_conf_t *r = &c->redis[c->nredis++];
         redis_defaults(r, config_setting_name(cs));
-        r->line = sline(cs);
         if (config_setting_type(cs) != CONFIG_TYPE_GROUP) {
             cerr(x, cs, "redis.%s: expected a group { host = ...; port = ...; }", r->name);
             ok = false;
             continue;
         }
-        for (int j = 0; j < config_setting_length(cs); j++) {
-            config_setting_t *s = config_setting_get_elem(cs, (unsigned)j);
-            const char *k = config_setting_name(s);
-            if (!strcmp(k, "host"))
-                ok &= want_str(x, s, &r->host), r->host_set = true;
-            else if (!strcmp(k, "port"))
-                ok &= want_int(x, s, 1, 65535, &r->port), r->port_set = true;
-            else if (!strcmp(k, "socket"))
-                ok &= want_str(x, s, &r->socket);
-            else if (!strcmp(k, "db"))
-                ok &= want_int(x, s, 0, 1000000, &r->db);
-            else if (!strcmp(k, "prefix"))
-                ok &= want_str(x, s, &r->prefix);
-            else if (!strcmp(k, "username"))
-                ok &= want_str(x, s, &r->username);
-            else if (!strcmp(k, "password_env"))
-                ok &= want_str(x, s, &r->password_env);
-            else if (!strcmp(k, "timeout"))
-                ok &= want_num(x, s, 0.01, 3600, &r->timeout);
-            else if (is_redis_ext_key(k))
-                ok &= parse_redis_ext(x, s, r);
-            else {
-                unknown_key(x, s, "a redis connection", known);
-                ok = false;
-            }
-        }
+        ok &= parse_keys(x, cs, REDIS_KEYS, r, "a redis connection");
         ok &= check_redis_ext(x, cs, r);
     }
     return ok;
@@ -1609,9 +1604,9 @@ static void load_pools(ctx_t *x, const config_setting_t *gp, const pool_conf_t *
     app_cache_free(apps);
 }
 
-qconf_t *config_load(const char *path, conf_errors_t *errs)
+/* A config with every global default, no connection and no pool yet. */
+static qconf_t *config_new(const char *path)
 {
-    memset(errs, 0, sizeof *errs);
     qconf_t *c = xcalloc(1, sizeof *c);
     c->path = xstrdup(path);
     c->pid_file = xstrdup("/run/qpool/qpool.pid");
@@ -1631,104 +1626,133 @@ qconf_t *config_load(const char *path, conf_errors_t *errs)
     c->fleet_lease_ttl = 10;
     http_defaults(&c->http);
     alerts_conf_defaults(&c->alerts);
-    ctx_t x = {.path = path, .errs = errs, .c = c};
+    return c;
+}
 
-    config_t cfg;
-    config_init(&cfg);
-    {
-        /* Relative @include paths resolve against the config file's directory. */
-        char *dir = xstrdup(path);
-        char *slash = strrchr(dir, '/');
-        if (slash) {
-            *slash = '\0';
-            config_set_include_dir(&cfg, *dir ? dir : "/");
-        }
-        free(dir);
+/* Read and parse the file into cfg; false (reported) when it cannot be. */
+static bool read_config_file(ctx_t *x, config_t *cfg, const char *path)
+{
+    /* Relative @include paths resolve against the config file's directory. */
+    char *dir = xstrdup(path);
+    char *slash = strrchr(dir, '/');
+    if (slash) {
+        *slash = '\0';
+        config_set_include_dir(cfg, *dir ? dir : "/");
     }
+    free(dir);
     struct stat st;
     if (stat(path, &st) < 0) {
-        cerr(&x, NULL, "cannot read config file: %s", strerror(errno));
-        goto fail;
+        cerr(x, NULL, "cannot read config file: %s", strerror(errno));
+        return false;
     }
-    if (!config_read_file(&cfg, path)) {
-        if (config_error_type(&cfg) == CONFIG_ERR_FILE_IO)
-            cerr(&x, NULL, "cannot read config file: %s", config_error_text(&cfg));
-        else {
-            const char *f = config_error_file(&cfg) ? config_error_file(&cfg) : path;
-            char *msg = xasprintf("%s:%d: syntax error: %s", f, config_error_line(&cfg),
-                                  config_error_text(&cfg));
-            errs->msgs = xrealloc(errs->msgs, sizeof(char *) * (size_t)(errs->n + 1));
-            errs->msgs[errs->n++] = msg;
-        }
-        goto fail;
+    if (config_read_file(cfg, path)) return true;
+    if (config_error_type(cfg) == CONFIG_ERR_FILE_IO)
+        cerr(x, NULL, "cannot read config file: %s", config_error_text(cfg));
+    else {
+        const char *f = config_error_file(cfg) ? config_error_file(cfg) : path;
+        char *msg = xasprintf("%s:%d: syntax error: %s", f, config_error_line(cfg), config_error_text(cfg));
+        x->errs->msgs = xrealloc(x->errs->msgs, sizeof(char *) * (size_t)(x->errs->n + 1));
+        x->errs->msgs[x->errs->n++] = msg;
     }
+    return false;
+}
 
-    config_setting_t *root = config_root_setting(&cfg);
+/* The file's four top-level groups (NULL: absent). */
+typedef struct {
+    const config_setting_t *qpool, *redis, *defaults, *pools;
+} top_groups_t;
+
+static top_groups_t find_top_groups(ctx_t *x, config_setting_t *root)
+{
     static const char *const top_known[] = {"qpool", "redis", "defaults", "pools", NULL};
-    const config_setting_t *gq = NULL, *gr = NULL, *gd = NULL, *gp = NULL;
+    top_groups_t t = {0};
     for (int i = 0; i < config_setting_length(root); i++) {
         config_setting_t *s = config_setting_get_elem(root, (unsigned)i);
         const char *k = config_setting_name(s);
-        if (!strcmp(k, "qpool")) gq = s;
-        else if (!strcmp(k, "redis")) gr = s;
-        else if (!strcmp(k, "defaults")) gd = s;
-        else if (!strcmp(k, "pools")) gp = s;
-        else unknown_key(&x, s, "the top level", top_known);
+        if (!strcmp(k, "qpool")) t.qpool = s;
+        else if (!strcmp(k, "redis")) t.redis = s;
+        else if (!strcmp(k, "defaults")) t.defaults = s;
+        else if (!strcmp(k, "pools")) t.pools = s;
+        else unknown_key(x, s, "the top level", top_known, sizeof *top_known);
     }
-    if (gq) parse_qpool_group(&x, gq);
-    if (gr)
-        parse_redis_group(&x, gr);
-    if (!config_redis(c, "default")) {
-        /* Pools use "default" unless told otherwise; provide Laravel's stock one
-         * (a Laravel app's own "default" replaces it: config_app.c). */
-        c->redis = xrealloc(c->redis, sizeof *c->redis * (size_t)(c->nredis + 1));
-        redis_defaults(&c->redis[c->nredis], "default");
-        c->redis[c->nredis++].kind = REDIS_STOCK;
-    }
+    return t;
+}
 
-    if (c->http.connection && !config_redis(c, c->http.connection))
-        cerr(&x, gq, "http.connection: no redis connection named \"%s\"", c->http.connection);
+/* Pools use "default" unless told otherwise; provide Laravel's stock one
+ * when qpool.conf has none (a Laravel app's own "default" replaces it:
+ * config_app.c). */
+static void add_stock_redis(qconf_t *c)
+{
+    if (config_redis(c, "default")) return;
+    c->redis = xrealloc(c->redis, sizeof *c->redis * (size_t)(c->nredis + 1));
+    redis_defaults(&c->redis[c->nredis], "default");
+    c->redis[c->nredis++].kind = REDIS_STOCK;
+}
 
+/* What the pools together must respect: max_workers covers their floors,
+ * and a fleet budget's lease outlives two balancer passes. */
+static void check_pool_totals(ctx_t *x, const config_setting_t *where)
+{
+    qconf_t *c = x->c;
+    int minsum = 0;
+    for (int i = 0; i < c->npools; i++)
+        minsum += c->pools[i].balance == BALANCE_OFF ? c->pools[i].processes : c->pools[i].min_processes;
+    if (x->errs->n == 0 && minsum > c->max_workers)
+        cerr(x, where, "max_workers (%d) is below the sum of the pools' fixed and minimum sizes (%d)",
+             c->max_workers, minsum);
+    bool budgets = false;
+    for (int i = 0; i < c->npools; i++) budgets |= c->pools[i].fleet_max_processes > 0;
+    if (budgets && c->fleet_lease_ttl < 2 * c->balance_interval)
+        cerr(x, where, "fleet_lease_ttl (%g s) must be at least two balance_interval (%g s): a "
+                       "lease renewed once a pass must not lapse between two passes",
+             c->fleet_lease_ttl, c->balance_interval);
+}
+
+/* `defaults`, then the pools on top of them. */
+static void parse_pools(ctx_t *x, const top_groups_t *t)
+{
     pool_conf_t defaults;
     pool_builtin_defaults(&defaults);
     pool_parse_t dpp = {0};
-    if (gd) {
-        if (config_setting_type(gd) != CONFIG_TYPE_GROUP)
-            cerr(&x, gd, "defaults: expected a group");
+    if (t->defaults) {
+        if (config_setting_type(t->defaults) != CONFIG_TYPE_GROUP)
+            cerr(x, t->defaults, "defaults: expected a group");
         else
-            parse_pool_settings(&x, gd, &defaults, true, &dpp);
+            parse_pool_settings(x, t->defaults, &defaults, true, &dpp);
     }
-    if (!gp) {
-        cerr(&x, NULL, "no pools defined (add pools = ( { name = ...; queues = [...]; ... } );)");
-    } else if (config_setting_type(gp) != CONFIG_TYPE_LIST) {
-        cerr(&x, gp, "pools: expected a list ( {...}, {...} )");
+    if (!t->pools) {
+        cerr(x, NULL, "no pools defined (add pools = ( { name = ...; queues = [...]; ... } );)");
+    } else if (config_setting_type(t->pools) != CONFIG_TYPE_LIST) {
+        cerr(x, t->pools, "pools: expected a list ( {...}, {...} )");
     } else {
-        load_pools(&x, gp, &defaults, &dpp);
-        int minsum = 0;
-        for (int i = 0; i < c->npools; i++)
-            minsum += c->pools[i].balance == BALANCE_OFF ? c->pools[i].processes
-                                                         : c->pools[i].min_processes;
-        if (errs->n == 0 && minsum > c->max_workers)
-            cerr(&x, gq ? gq : gp, "max_workers (%d) is below the sum of the pools' fixed and minimum sizes (%d)",
-                 c->max_workers, minsum);
-        bool budgets = false;
-        for (int i = 0; i < c->npools; i++) budgets |= c->pools[i].fleet_max_processes > 0;
-        if (budgets && c->fleet_lease_ttl < 2 * c->balance_interval)
-            cerr(&x, gq ? gq : gp, "fleet_lease_ttl (%g s) must be at least two balance_interval (%g s): a "
-                                   "lease renewed once a pass must not lapse between two passes",
-                 c->fleet_lease_ttl, c->balance_interval);
+        load_pools(x, t->pools, &defaults, &dpp);
+        check_pool_totals(x, t->qpool ? t->qpool : t->pools);
     }
     pool_conf_free(&defaults);
+}
+
+qconf_t *config_load(const char *path, conf_errors_t *errs)
+{
+    memset(errs, 0, sizeof *errs);
+    qconf_t *c = config_new(path);
+    ctx_t x = {.path = path, .errs = errs, .c = c};
+    config_t cfg;
+    config_init(&cfg);
+    if (read_config_file(&x, &cfg, path)) {
+        top_groups_t t = find_top_groups(&x, config_root_setting(&cfg));
+        if (t.qpool) parse_qpool_group(&x, t.qpool);
+        if (t.redis) parse_redis_group(&x, t.redis);
+        add_stock_redis(c);
+        if (c->http.connection && !config_redis(c, c->http.connection))
+            cerr(&x, t.qpool, "http.connection: no redis connection named \"%s\"", c->http.connection);
+        parse_pools(&x, &t);
+    }
     config_destroy(&cfg);
     if (errs->n) {
         config_free(c);
         return NULL;
     }
     return c;
-fail:
-    config_destroy(&cfg);
-    config_free(c);
-    return NULL;
 }
 
 void config_free(qconf_t *c)
@@ -1787,69 +1811,13 @@ const pool_conf_t *config_pool(const qconf_t *c, const char *name)
     return i < 0 ? NULL : &c->pools[i];
 }
 
-/* ---------------------------------------------------------------- compare */
-
-bool pool_conf_same_size(const pool_conf_t *a, const pool_conf_t *b)
-{
-    /* Only the settings the pool's mode uses: a change of defaults.processes
-     * does not touch an auto pool. */
-    if (a->balance != b->balance) return false;
-    if (a->balance == BALANCE_OFF) return a->processes == b->processes;
-    return a->min_processes == b->min_processes && a->max_processes == b->max_processes &&
-           a->auto_strategy == b->auto_strategy && a->target_wait == b->target_wait &&
-           a->scale_down_delay == b->scale_down_delay && a->priority == b->priority &&
-           a->fleet_max_processes == b->fleet_max_processes;
-}
-
-bool pool_conf_same_except_size(const pool_conf_t *a, const pool_conf_t *b)
-{
-    if (!str_eq(a->name, b->name) || !strv_eq(a->queues, b->queues)) return false;
-    if (!str_eq(a->connection, b->connection) || !str_eq(a->queue_connection, b->queue_connection) ||
-        !str_eq(a->cache_connection, b->cache_connection) || !str_eq(a->cache_prefix, b->cache_prefix) ||
-        !str_eq(a->restart_key, b->restart_key) || a->laravel_pause != b->laravel_pause)
-        return false;
-    if (a->tries != b->tries || a->timeout != b->timeout || a->retry_after != b->retry_after ||
-        a->memory != b->memory || a->sleep != b->sleep || a->max_jobs != b->max_jobs ||
-        a->max_time != b->max_time || a->rest != b->rest || a->migration_batch != b->migration_batch ||
-        a->prefetch != b->prefetch || a->job_log != b->job_log || a->nbackoff != b->nbackoff)
-        return false;
-    if (memcmp(a->backoff, b->backoff, sizeof(int) * (size_t)a->nbackoff)) return false;
-    if (a->handler_type != b->handler_type || !strv_eq(a->handler_command, b->handler_command) ||
-        a->handler_start_timeout != b->handler_start_timeout || a->handler_protocol != b->handler_protocol ||
-        !strv_eq(a->command, b->command))
-        return false;
-    if (!str_eq(a->user, b->user) || !str_eq(a->group, b->group) ||
-        !str_eq(a->working_directory, b->working_directory) || a->nice != b->nice ||
-        a->nenv != b->nenv)
-        return false;
-    for (int i = 0; i < a->nenv; i++)
-        if (!str_eq(a->env[i].name, b->env[i].name) || !str_eq(a->env[i].value, b->env[i].value))
-            return false;
-    if (a->preload != b->preload) return false;
-    if (!str_eq(a->laravel, b->laravel) || a->force != b->force || !str_eq(a->down_file, b->down_file) ||
-        !str_eq(a->down_connection, b->down_connection) || !str_eq(a->down_key, b->down_key))
-        return false;
-    return true;
-}
-
-/* The PHP adapter is the script qpool installs as qpool-handler.php (php_adapter may name
- * another copy of it, and tests start it by its path): any argument with that name. */
-bool pool_runs_adapter(const pool_conf_t *p)
-{
-    if (p->handler_type != HANDLER_PIPE || !p->handler_command) return false;
-    for (char **a = p->handler_command; *a; a++) {
-        const char *slash = strrchr(*a, '/');
-        if (!strcmp(slash ? slash + 1 : *a, "qpool-handler.php")) return true;
-    }
-    return false;
-}
-
-bool pool_preloads(const pool_conf_t *p)
-{
-    return p->preload && pool_runs_adapter(p) && p->handler_protocol != HANDLER_PROTO_1;
-}
 
 /* ---------------------------------------------------------------- print */
+
+static const char *yes_no(bool v)
+{
+    return v ? "true" : "false";
+}
 
 /* A libconfig string literal: \" \\ \n \r \t \f, and \xNN for other control bytes
  * (libconfig has no \u escapes). */
@@ -1953,13 +1921,12 @@ static void print_app(const pool_conf_t *p, FILE *f, const char *in)
     print_strv(f, in, "php", p->php);
     if (p->php_adapter) print_str(f, in, "php_adapter", p->php_adapter);
     if (p->php_root) print_str(f, in, "php_root", p->php_root);
-    fprintf(f, "%sforce = %s;\n", in, p->force ? "true" : "false");
+    fprintf(f, "%sforce = %s;\n", in, yes_no(p->force));
     app_print_origins(p, f, in);
 }
 
-void config_print(const qconf_t *c, FILE *f)
+static void print_qpool(const qconf_t *c, FILE *f)
 {
-    fprintf(f, "# effective configuration of %s (defaults filled in)\n", c->path);
     fprintf(f, "qpool = {\n");
     print_str(f, "  ", "pid_file", c->pid_file);
     print_str(f, "  ", "control_socket", c->control_socket);
@@ -1969,10 +1936,10 @@ void config_print(const qconf_t *c, FILE *f)
     fprintf(f, "  max_workers = %d;\n", c->max_workers);
     fprintf(f, "  metrics_job_classes = %d;\n", c->metrics_job_classes);
     fprintf(f, "  metrics_retention = %d;\n", c->metrics_retention);
-    fprintf(f, "  metrics = %s;\n", c->metrics ? "true" : "false");
+    fprintf(f, "  metrics = %s;\n", yes_no(c->metrics));
     fprintf(f, "  job_history_size = %d;\n", c->job_history_size);
     print_num(f, "  ", "job_history_sample", c->job_history_sample);
-    fprintf(f, "  job_history_payloads = %s;\n", c->job_history_payloads ? "true" : "false");
+    fprintf(f, "  job_history_payloads = %s;\n", yes_no(c->job_history_payloads));
     print_num(f, "  ", "shutdown_timeout", c->shutdown_timeout);
     fprintf(f, "  log_level = \"%s\";\n", log_level_name(c->log_level));
     fprintf(f, "  log_format = \"%s\";\n", c->log_format == LOGFMT_JSON ? "json" : "text");
@@ -1981,93 +1948,127 @@ void config_print(const qconf_t *c, FILE *f)
     print_num(f, "  ", "fleet_lease_ttl", c->fleet_lease_ttl);
     print_http(&c->http, f);
     print_alerts(c, f);
-    fprintf(f, "};\n\nredis = {\n");
-    for (int i = 0; i < c->nredis; i++) {
-        const redis_conf_t *r = &c->redis[i];
-        fprintf(f, "  %s = {\n", r->name);
-        if (r->socket)
-            print_str(f, "    ", "socket", r->socket);
-        else if (!r->cluster) {
-            print_str(f, "    ", "host", r->host);
-            fprintf(f, "    port = %d;\n", r->port);
-        }
-        if (!r->cluster) fprintf(f, "    db = %d;\n", r->db);
-        print_str(f, "    ", "prefix", r->prefix);
-        if (r->username) print_str(f, "    ", "username", r->username);
-        if (r->password_env) print_str(f, "    ", "password_env", r->password_env);
-        if (r->password) fprintf(f, "    # password: (redacted; read from the app)\n");
-        if (r->app) fprintf(f, "    # read from the Laravel app %s\n", r->app);
-        print_num(f, "    ", "timeout", r->timeout);
-        print_redis_ext(f, r);
-        fprintf(f, "  };\n");
+    fprintf(f, "};\n");
+}
+
+static void print_redis(const redis_conf_t *r, FILE *f)
+{
+    fprintf(f, "  %s = {\n", r->name);
+    if (r->socket)
+        print_str(f, "    ", "socket", r->socket);
+    else if (!r->cluster) {
+        print_str(f, "    ", "host", r->host);
+        fprintf(f, "    port = %d;\n", r->port);
     }
+    if (!r->cluster) fprintf(f, "    db = %d;\n", r->db);
+    print_str(f, "    ", "prefix", r->prefix);
+    if (r->username) print_str(f, "    ", "username", r->username);
+    if (r->password_env) print_str(f, "    ", "password_env", r->password_env);
+    if (r->password) fprintf(f, "    # password: (redacted; read from the app)\n");
+    if (r->app) fprintf(f, "    # read from the Laravel app %s\n", r->app);
+    print_num(f, "    ", "timeout", r->timeout);
+    print_redis_ext(f, r);
+    fprintf(f, "  };\n");
+}
+
+/* balance, and the size settings its mode uses */
+static void print_pool_size(const pool_conf_t *p, FILE *f, const char *in)
+{
+    fprintf(f, "%sbalance = \"%s\";\n", in, balance_names[p->balance]);
+    if (p->balance == BALANCE_OFF) {
+        fprintf(f, "%sprocesses = %d;\n", in, p->processes);
+        return;
+    }
+    fprintf(f, "%smin_processes = %d;\n%smax_processes = %d;\n", in, p->min_processes, in, p->max_processes);
+    fprintf(f, "%sauto_strategy = \"%s\";\n", in, strategy_names[p->auto_strategy]);
+    print_num(f, in, "target_wait", p->target_wait);
+    print_num(f, in, "scale_down_delay", p->scale_down_delay);
+    fprintf(f, "%spriority = %d;\n", in, p->priority);
+    if (p->fleet_max_processes) fprintf(f, "%sfleet_max_processes = %d;\n", in, p->fleet_max_processes);
+}
+
+/* what each child runs: the handler group, or the command */
+static void print_pool_runs(const pool_conf_t *p, FILE *f, const char *in)
+{
+    if (p->handler_type == HANDLER_NONE) {
+        print_strv(f, in, "command", p->command);
+        return;
+    }
+    fprintf(f, "%shandler = {\n", in);
+    fprintf(f, "%s  type = \"%s\";\n", in, handler_names[p->handler_type]);
+    print_strv(f, "      ", "command", p->handler_command);
+    if (p->handler_type == HANDLER_PIPE) {
+        print_num(f, "      ", "start_timeout", p->handler_start_timeout);
+        if (p->handler_protocol == HANDLER_PROTO_AUTO)
+            fprintf(f, "      protocol = \"auto\";\n");
+        else
+            fprintf(f, "      protocol = %d;\n", p->handler_protocol);
+    }
+    fprintf(f, "%s};\n", in);
+    if (pool_runs_adapter(p))
+        fprintf(f, "%spreload = %s;%s\n", in, yes_no(p->preload), pool_preloads(p) ? "" : "  # not with handler.protocol = 1");
+}
+
+/* the Laravel queue options, as in queue:work */
+static void print_pool_queue(const pool_conf_t *p, FILE *f, const char *in)
+{
+    print_str(f, in, "connection", p->connection);
+    print_str(f, in, "queue_connection", p->queue_connection);
+    print_str(f, in, "cache_connection", p->cache_connection);
+    print_str(f, in, "cache_prefix", p->cache_prefix);
+    print_str(f, in, "restart_key", p->restart_key);
+    fprintf(f, "%slaravel_pause = %s;\n", in, yes_no(p->laravel_pause));
+    fprintf(f, "%stries = %d;\n", in, p->tries);
+    fprintf(f, "%sbackoff = [", in);
+    for (int b = 0; b < p->nbackoff; b++) fprintf(f, "%s%d", b ? ", " : "", p->backoff[b]);
+    fprintf(f, "];\n");
+    fprintf(f, "%stimeout = %d;\n%sretry_after = %d;\n%smemory = %d;\n", in, p->timeout, in, p->retry_after, in,
+            p->memory);
+    print_num(f, in, "sleep", p->sleep);
+    fprintf(f, "%smax_jobs = %d;\n%smax_time = %d;\n", in, p->max_jobs, in, p->max_time);
+    print_num(f, in, "rest", p->rest);
+    fprintf(f, "%smigration_batch = %d;\n", in, p->migration_batch);
+    fprintf(f, "%sprefetch = %d;\n", in, p->prefetch);
+    fprintf(f, "%sjob_log = %s;\n", in, yes_no(p->job_log));
+}
+
+/* the children's user, directory, environment (secrets redacted) and nice */
+static void print_pool_process(const pool_conf_t *p, FILE *f, const char *in)
+{
+    if (p->user) print_str(f, in, "user", p->user);
+    if (p->group) print_str(f, in, "group", p->group);
+    if (p->working_directory) print_str(f, in, "working_directory", p->working_directory);
+    if (p->nenv) {
+        fprintf(f, "%senvironment = {\n", in);
+        for (int e = 0; e < p->nenv; e++)
+            print_str(f, "      ", p->env[e].name, secret_name(p->env[e].name) ? "(redacted)" : p->env[e].value);
+        fprintf(f, "%s};\n", in);
+    }
+    fprintf(f, "%snice = %d;\n", in, p->nice);
+}
+
+static void print_pool(const pool_conf_t *p, FILE *f, bool last)
+{
+    const char *in = "    ";
+    fprintf(f, "  {\n");
+    print_str(f, in, "name", p->name);
+    print_strv(f, in, "queues", p->queues);
+    print_pool_size(p, f, in);
+    print_pool_runs(p, f, in);
+    print_pool_queue(p, f, in);
+    print_pool_process(p, f, in);
+    print_app(p, f, in);
+    fprintf(f, "  }%s\n", last ? "" : ",");
+}
+
+void config_print(const qconf_t *c, FILE *f)
+{
+    fprintf(f, "# effective configuration of %s (defaults filled in)\n", c->path);
+    print_qpool(c, f);
+    fprintf(f, "\nredis = {\n");
+    for (int i = 0; i < c->nredis; i++) print_redis(&c->redis[i], f);
     fprintf(f, "};\n\npools = (\n");
-    for (int i = 0; i < c->npools; i++) {
-        const pool_conf_t *p = &c->pools[i];
-        const char *in = "    ";
-        fprintf(f, "  {\n");
-        print_str(f, in, "name", p->name);
-        print_strv(f, in, "queues", p->queues);
-        fprintf(f, "%sbalance = \"%s\";\n", in, balance_names[p->balance]);
-        if (p->balance == BALANCE_OFF)
-            fprintf(f, "%sprocesses = %d;\n", in, p->processes);
-        else {
-            fprintf(f, "%smin_processes = %d;\n%smax_processes = %d;\n", in, p->min_processes, in,
-                    p->max_processes);
-            fprintf(f, "%sauto_strategy = \"%s\";\n", in, strategy_names[p->auto_strategy]);
-            print_num(f, in, "target_wait", p->target_wait);
-            print_num(f, in, "scale_down_delay", p->scale_down_delay);
-            fprintf(f, "%spriority = %d;\n", in, p->priority);
-            if (p->fleet_max_processes) fprintf(f, "%sfleet_max_processes = %d;\n", in, p->fleet_max_processes);
-        }
-        if (p->handler_type != HANDLER_NONE) {
-            fprintf(f, "%shandler = {\n", in);
-            fprintf(f, "%s  type = \"%s\";\n", in, handler_names[p->handler_type]);
-            print_strv(f, "      ", "command", p->handler_command);
-            if (p->handler_type == HANDLER_PIPE) {
-                print_num(f, "      ", "start_timeout", p->handler_start_timeout);
-                if (p->handler_protocol == HANDLER_PROTO_AUTO)
-                    fprintf(f, "      protocol = \"auto\";\n");
-                else
-                    fprintf(f, "      protocol = %d;\n", p->handler_protocol);
-            }
-            fprintf(f, "%s};\n", in);
-            if (pool_runs_adapter(p))
-                fprintf(f, "%spreload = %s;%s\n", in, p->preload ? "true" : "false",
-                        pool_preloads(p) ? "" : "  # not with handler.protocol = 1");
-        } else
-            print_strv(f, in, "command", p->command);
-        print_str(f, in, "connection", p->connection);
-        print_str(f, in, "queue_connection", p->queue_connection);
-        print_str(f, in, "cache_connection", p->cache_connection);
-        print_str(f, in, "cache_prefix", p->cache_prefix);
-        print_str(f, in, "restart_key", p->restart_key);
-        fprintf(f, "%slaravel_pause = %s;\n", in, p->laravel_pause ? "true" : "false");
-        fprintf(f, "%stries = %d;\n", in, p->tries);
-        fprintf(f, "%sbackoff = [", in);
-        for (int b = 0; b < p->nbackoff; b++) fprintf(f, "%s%d", b ? ", " : "", p->backoff[b]);
-        fprintf(f, "];\n");
-        fprintf(f, "%stimeout = %d;\n%sretry_after = %d;\n%smemory = %d;\n", in, p->timeout, in,
-                p->retry_after, in, p->memory);
-        print_num(f, in, "sleep", p->sleep);
-        fprintf(f, "%smax_jobs = %d;\n%smax_time = %d;\n", in, p->max_jobs, in, p->max_time);
-        print_num(f, in, "rest", p->rest);
-        fprintf(f, "%smigration_batch = %d;\n", in, p->migration_batch);
-        fprintf(f, "%sprefetch = %d;\n", in, p->prefetch);
-        fprintf(f, "%sjob_log = %s;\n", in, p->job_log ? "true" : "false");
-        if (p->user) print_str(f, in, "user", p->user);
-        if (p->group) print_str(f, in, "group", p->group);
-        if (p->working_directory) print_str(f, in, "working_directory", p->working_directory);
-        if (p->nenv) {
-            fprintf(f, "%senvironment = {\n", in);
-            for (int e = 0; e < p->nenv; e++)
-                print_str(f, "      ", p->env[e].name, secret_name(p->env[e].name) ? "(redacted)" : p->env[e].value);
-            fprintf(f, "%s};\n", in);
-        }
-        fprintf(f, "%snice = %d;\n", in, p->nice);
-        print_app(p, f, in);
-        fprintf(f, "  }%s\n", i + 1 < c->npools ? "," : "");
-    }
+    for (int i = 0; i < c->npools; i++) print_pool(&c->pools[i], f, i + 1 == c->npools);
     fprintf(f, ");\n");
 }
 
@@ -2083,7 +2084,7 @@ static void print_redis_ext(FILE *f, const redis_conf_t *r)
         if (r->tls.cert_file) print_str(f, in2, "cert_file", r->tls.cert_file);
         if (r->tls.key_file) print_str(f, in2, "key_file", r->tls.key_file);
         if (r->tls.server_name) print_str(f, in2, "server_name", r->tls.server_name);
-        fprintf(f, "%sverify = %s;\n%s};\n", in2, r->tls.verify ? "true" : "false", in);
+        fprintf(f, "%sverify = %s;\n%s};\n", in2, yes_no(r->tls.verify), in);
     }
     if (r->cluster) print_strv(f, in, "cluster", r->cluster);
     if (!r->sentinel.addrs) return;

@@ -7,12 +7,17 @@
  * when a known key is close, because a typo must never silently do nothing.
  * The pool settings cascade: built-in defaults, then the `defaults` group,
  * then the pool's own group.
+ *
+ * config.c loads, validates and prints; pool_conf.c holds one pool's
+ * settings as a value (copy, free, compare); config_app.c fills a pool from
+ * its Laravel app. config.c calls config_app.c, never the other way round.
  */
 #ifndef QPOOL_CONFIG_H
 #define QPOOL_CONFIG_H
 
 #include <stdbool.h>
 
+#include "core/log.h"
 #include "redis/redis_conf.h"
 #include <stdio.h>
 #include <sys/types.h>
@@ -73,14 +78,13 @@ typedef struct {
     char *name;
     char **queues;         /* NULL-terminated */
     int nqueues;
-    int line;
-    const char *file;
+    int line;              /* of its group in qpool.conf */
 
     /* size */
-    int balance;
+    enum balance_mode balance;
     int processes;
     int min_processes, max_processes;
-    int auto_strategy;
+    enum auto_strategy auto_strategy;
     double target_wait;
     double scale_down_delay;
     int priority;
@@ -108,10 +112,10 @@ typedef struct {
     bool job_log;
 
     /* what each child runs: exactly one of handler / command */
-    int handler_type;
+    enum handler_type handler_type;
     char **handler_command;
     double handler_start_timeout;
-    int handler_protocol;      /* enum handler_proto */
+    enum handler_proto handler_protocol;
     char **command;            /* template argv, placeholders unexpanded */
     bool preload;              /* PHP adapter: boot the app once in a zygote and fork handlers (default true) */
 
@@ -147,8 +151,9 @@ typedef struct {
  * also the aggregates (/metrics, /api/metrics, /api/status and /api/fleet
  * without per-worker detail); or everything (a single-user box). */
 typedef enum { HTTP_READ_NONE, HTTP_READ_AGGREGATES, HTTP_READ_ALL } http_read_t;
+_Static_assert(sizeof(http_read_t) == sizeof(int), "http_conf_wire.c reads read_without_token as an int");
 
-/* The HTTP endpoint (http.c, http_server.c): off unless listen is set. */
+/* The HTTP endpoint (http/http.c, http/http_server.c): off unless listen is set. */
 typedef struct {
     char *listen;              /* "host:port", "[v6]:port" or an absolute Unix socket path; NULL: off */
     char *token_file;          /* read by the master at start (never logged) */
@@ -160,7 +165,7 @@ typedef struct {
     int header_timeout;        /* seconds a connection has to send a whole request once it waits for one */
     char *connection;          /* the Redis connection read for fleet, history and jobs */
     char *base_path;           /* the path prefix a reverse proxy serves us under ("/qpool"), or NULL */
-    int read_without_token;    /* http_read_t (default aggregates) */
+    http_read_t read_without_token; /* default aggregates; http_conf_wire.c carries it as an int */
     int legacy_read;           /* read_only_without_token (deprecated): -1 unset, else 0/1 */
     char *socket_group;        /* a Unix listener's group, so that e.g. a proxy's user may connect */
     /* resolved */
@@ -173,7 +178,6 @@ typedef struct {
     bool has_control_uid, has_control_gid;
     char host[64];             /* numeric address */
     int port;
-    int line;
 } http_conf_t;
 
 typedef struct {
@@ -191,13 +195,13 @@ typedef struct {
     double job_history_sample; /* share of done/released attempts recorded (failures: all) */
     bool job_history_payloads; /* done jobs' payloads too */
     double shutdown_timeout;
-    int log_level;
-    int log_format;
+    enum log_level log_level;
+    enum log_format log_format;
     int failed_limit;
     double balance_interval;
-    double fleet_lease_ttl;    /* seconds a fleet budget lease lives without renewal (budget.h) */
+    double fleet_lease_ttl;    /* seconds a fleet budget lease lives without renewal (master/budget.h) */
     http_conf_t http;
-    alerts_conf_t alerts;      /* qpool.alerts (alerts.h) */
+    alerts_conf_t alerts;      /* qpool.alerts (observe/alerts.h) */
     char **alerts_command;     /* argv run with each event's JSON on stdin; NULL: none */
     char *alerts_user;         /* its user when the master is root (default nobody) */
 
@@ -254,9 +258,12 @@ char **config_expand_command(const pool_conf_t *p);
 bool pool_conf_same_except_size(const pool_conf_t *a, const pool_conf_t *b);
 bool pool_conf_same_size(const pool_conf_t *a, const pool_conf_t *b);
 
-/* Deep copy / free of one pool's settings. */
+/* Deep copy / free of one pool's settings (pool_conf.c, as are the
+ * comparisons above and the origins' copy / free). */
 void pool_conf_copy(pool_conf_t *dst, const pool_conf_t *src);
 void pool_conf_free(pool_conf_t *p);
+void conf_origins_free(conf_origin_t *o, int n);
+conf_origin_t *conf_origins_dup(const conf_origin_t *o, int n);
 /* Wipe and free every connection's passwords but keep's (NULL: all), and
  * every pool's environment (names and values): for a config the process
  * will never connect or start a pool with again. */

@@ -206,28 +206,6 @@ void app_cache_free(app_cache_t *c)
 
 /* ---------------------------------------------------------------- origins */
 
-void conf_origins_free(conf_origin_t *o, int n)
-{
-    for (int i = 0; i < n; i++) {
-        free(o[i].key);
-        free(o[i].value);
-        free(o[i].source);
-    }
-    free(o);
-}
-
-conf_origin_t *conf_origins_dup(const conf_origin_t *o, int n)
-{
-    if (!n) return NULL;
-    conf_origin_t *d = xcalloc((size_t)n, sizeof *d);
-    for (int i = 0; i < n; i++) {
-        d[i].key = xstrdup(o[i].key);
-        d[i].value = xstrdup(o[i].value);
-        d[i].source = xstrdup(o[i].source);
-    }
-    return d;
-}
-
 static void origin(pool_conf_t *p, const char *key, const char *value, const char *source)
 {
     p->origins = xrealloc(p->origins, sizeof *p->origins * (size_t)(p->norigins + 1));
@@ -383,20 +361,30 @@ static void redis_origins(pool_conf_t *p, const char *what, const app_desc_t *d,
     }
 }
 
+/* One of the pool's connections (*field, named key) from the app's Laravel
+ * connection lv, unless qpool.conf gave it (explicit); its origin, and its
+ * settings' origins under what (NULL: not listed again). */
+static void apply_connection(qconf_t *c, pool_conf_t *p, const app_desc_t *d, bool explicit, const char *key,
+                             char **field, const app_val_t *lv, const char *what)
+{
+    if (explicit) {
+        origin_str(p, key, *field, "qpool.conf");
+        return;
+    }
+    bool conf_wins;
+    set_str(field, redis_for(c, d, lv->value, &conf_wins));
+    char *v = xasprintf("\"%s\" (Laravel's \"%s\")", *field, lv->value);
+    origin(p, key, v, lv->source);
+    free(v);
+    if (what) redis_origins(p, what, d, lv->value, *field, conf_wins);
+}
+
 static void apply_queue(qconf_t *c, pool_conf_t *p, unsigned ex, const app_desc_t *d)
 {
     if (!(ex & EXPLICIT_QUEUE_CONNECTION)) set_str(&p->queue_connection, d->queue_connection.value);
     origin_str(p, "queue_connection", p->queue_connection,
                ex & EXPLICIT_QUEUE_CONNECTION ? "qpool.conf" : d->queue_connection.source);
-    if (!(ex & EXPLICIT_CONNECTION)) {
-        bool conf_wins;
-        set_str(&p->connection, redis_for(c, d, d->connection.value, &conf_wins));
-        char *v = xasprintf("\"%s\" (Laravel's \"%s\")", p->connection, d->connection.value);
-        origin(p, "connection", v, d->connection.source);
-        free(v);
-        redis_origins(p, "redis", d, d->connection.value, p->connection, conf_wins);
-    } else
-        origin_str(p, "connection", p->connection, "qpool.conf");
+    apply_connection(c, p, d, ex & EXPLICIT_CONNECTION, "connection", &p->connection, &d->connection, "redis");
     if (!p->queues) {
         p->queues = xcalloc(2, sizeof *p->queues);
         p->queues[0] = xstrdup(d->queue.value);
@@ -416,16 +404,11 @@ static void apply_cache(qconf_t *c, pool_conf_t *p, unsigned ex, const app_desc_
 {
     origin_str(p, "cache_store", d->cache_store.value, d->cache_store.source);
     if (d->cache_connection.value) {
-        if (!(ex & EXPLICIT_CACHE_CONNECTION)) {
-            bool conf_wins;
-            set_str(&p->cache_connection, redis_for(c, d, d->cache_connection.value, &conf_wins));
-            char *v = xasprintf("\"%s\" (Laravel's \"%s\")", p->cache_connection, d->cache_connection.value);
-            origin(p, "cache_connection", v, d->cache_connection.source);
-            free(v);
-            if (strcmp(d->cache_connection.value, d->connection.value))
-                redis_origins(p, "cache_redis", d, d->cache_connection.value, p->cache_connection, conf_wins);
-        } else
-            origin_str(p, "cache_connection", p->cache_connection, "qpool.conf");
+        bool ex_cache = ex & EXPLICIT_CACHE_CONNECTION;
+        /* the queue's connection: its settings are listed already */
+        bool listed = ex_cache || !strcmp(d->cache_connection.value, d->connection.value);
+        apply_connection(c, p, d, ex_cache, "cache_connection", &p->cache_connection, &d->cache_connection,
+                         listed ? NULL : "cache_redis");
         if (!(ex & EXPLICIT_CACHE_PREFIX)) set_str(&p->cache_prefix, d->cache_prefix.value);
         origin_str(p, "cache_prefix", p->cache_prefix, ex & EXPLICIT_CACHE_PREFIX ? "qpool.conf" : d->cache_prefix.source);
         return;

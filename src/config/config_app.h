@@ -54,9 +54,6 @@ char **app_describe_argv(const pool_conf_t *p, bool explicit_queue_connection);
  * cannot follow) are appended to *warn. */
 void app_apply(qconf_t *c, pool_conf_t *p, unsigned explicit, const app_desc_t *d, char ***warn, int *nwarn);
 
-void conf_origins_free(conf_origin_t *o, int n);
-conf_origin_t *conf_origins_dup(const conf_origin_t *o, int n);
-
 /* `qpool check`: the pool's settings read from its app, one comment line
  * each (value, then source). */
 void app_print_origins(const pool_conf_t *p, FILE *f, const char *indent);

@@ -49,10 +49,9 @@ typedef struct {
     char *password_env;    /* name of the environment variable holding the password */
     char *password;        /* from a Laravel app's config (laravel = ...): never logged or printed */
     double timeout;        /* connect / command timeout, seconds */
-    int line;
     enum redis_kind kind;
     char *app;             /* REDIS_FROM_APP: the app it was read from */
-    /* issue 12: ACL password from a file, TLS, Sentinel */
+    /* an ACL password from a file, TLS, Sentinel */
     char *password_file;
     char *file_password;   /* password_file's content, read at load: never logged or printed */
     redis_tls_t tls;
