@@ -153,7 +153,7 @@ typedef struct {
 typedef enum { HTTP_READ_NONE, HTTP_READ_AGGREGATES, HTTP_READ_ALL } http_read_t;
 _Static_assert(sizeof(http_read_t) == sizeof(int), "http_conf_wire.c reads read_without_token as an int");
 
-/* The HTTP endpoint (http/http.c, http/http_server.c): off unless listen is set. */
+/* The HTTP endpoint (master/http_endpoint.c, http/http_server.c): off unless listen is set. */
 typedef struct {
     char *listen;              /* "host:port", "[v6]:port" or an absolute Unix socket path; NULL: off */
     char *token_file;          /* read by the master at start (never logged) */

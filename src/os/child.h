@@ -1,6 +1,6 @@
 /*
  * child.h - the one way a child of the master is set up: native and
- * external workers (pool.c), the HTTP process (http.c) and alert commands
+ * external workers (pool.c), the HTTP process (master/http_endpoint.c) and alert commands
  * (alerting.c) each describe what they need in a child_spec_t, built in
  * the parent BEFORE fork() (every user, group and home directory lookup
  * happens there: NSS after fork() can open descriptors the child keeps,
