@@ -329,7 +329,8 @@ static void run_pause(master_t *m, ctl_client_t *c, const ctl_request_t *r, bool
 {
     pause_scope_t scope = {.pools = r->pools, .npools = r->npools, .queues = r->queues, .nqueues = r->nqueues};
     char err[256];
-    if (master_pause(m, &scope, PAUSE_FROM_CONTROL, on, err, sizeof err) < 0)
+    enum pause_source from = c->adopted ? PAUSE_FROM_HTTP : PAUSE_FROM_CONTROL; /* the HTTP process's channel */
+    if (master_pause(m, &scope, from, on, err, sizeof err) < 0)
         reply_verb_error(c, err);
     else
         reply_json(c, status_json(m, 0));

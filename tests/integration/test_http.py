@@ -559,6 +559,8 @@ def test_actions_need_the_token_and_act_through_the_masters_verbs(master, r, tmp
     assert len(failed(REPORT)) == 2 and failed(MAIL) == [bad["uuid"]]
     # each logged with who asked; the token never
     text = master.log()
+    # the pause itself names its source, as a signal's or the socket's does
+    assert "pool w: paused (HTTP)" in text and "pool w: resumed (HTTP)" in text
     assert "control: pause pool w over HTTP by 127.0.0.1" in text and "forgot failed job %s by 127.0.0.1" % more[0]["uuid"] in text
     assert TOKEN not in text
 
