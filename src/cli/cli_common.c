@@ -19,7 +19,7 @@
 
 void cli_print_help(const cli_cmd_t *cmd)
 {
-    fputs(cmd->help, stdout);
+    if (cmd->help) fputs(cmd->help, stdout);
 }
 
 void cli_usage_error(const char *cmd, const char *fmt, ...)

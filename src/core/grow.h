@@ -5,7 +5,9 @@
 #ifndef QPOOL_GROW_H
 #define QPOOL_GROW_H
 
+#include <limits.h>
 #include <stddef.h>
+#include <stdlib.h>
 
 #include "core/util.h"
 
@@ -14,7 +16,8 @@
 static inline void *xgrow(void *v, int n, int *cap, size_t size, int first)
 {
     if (n < *cap) return v;
-    *cap = *cap ? *cap * 2 : first;
+    if (*cap > INT_MAX / 2) abort(); /* never near: every caller's array is bounded far below */
+    *cap = *cap ? *cap * 2 : (first > 0 ? first : 1);
     return xrealloc(v, size * (size_t)*cap);
 }
 
