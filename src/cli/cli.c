@@ -164,7 +164,8 @@ static const cli_cmd_t COMMANDS[] = {
      "usage: qpool push QUEUE [-c FILE] [--connection NAME] [--delay SECONDS]\n"
      "                  (--payload JSON | --job NAME [--data JSON] [--tries N]\n"
      "                   [--timeout S] [--backoff LIST] [--max-exceptions N]\n"
-     "                   [--retry-until TS] [--fail-on-timeout]) [--count N]\n"
+     "                   [--retry-until TS] [--fail-on-timeout]\n"
+     "                   [--display-name NAME]) [--count N]\n"
      "\n"
      "Push a job the way Laravel does (ready list + notify token, or the delayed\n"
      "set with --delay). --job builds a payload with uuid, displayName, job,\n"
@@ -173,6 +174,7 @@ static const cli_cmd_t COMMANDS[] = {
      "\n"
      "  --connection NAME   redis connection from the config (default: default)\n"
      "  --delay S           make the job available in S seconds\n"
+     "  --display-name NAME the payload's displayName (default: the --job class)\n"
      "  --count N           push N copies (each with its own uuid/id)\n"
      "  --print             print the payload(s) pushed\n", cmd_push},
     {"failed", "list, show, retry, forget or flush failed jobs",

@@ -57,7 +57,7 @@ static const char *misfit(const push_opts_t *o)
     const payload_spec_t *s = &o->spec;
     /* Laravel's json_encode refuses what is not UTF-8: so does push */
     if ((s->job && !valid_name(s->job)) || (s->display_name && !valid_name(s->display_name)))
-        return "--job and --name must be valid UTF-8";
+        return "--job and --display-name must be valid UTF-8";
     if (!o->raw == !s->job) return "give exactly one of --payload JSON or --job NAME";
     if (o->raw && (o->data || o->backoff || s->max_tries >= 0 || s->timeout >= 0 || s->max_exceptions >= 0 ||
                    s->retry_until || s->fail_on_timeout || s->display_name))

@@ -151,11 +151,13 @@ def test_push_refuses_what_is_not_utf8(master, r, tmp_path):
     # Laravel's json_encode refuses it; so does `qpool push` (it would write invalid JSON text)
     master.write_config('{ name = "w"; queues = ["default"]; handler = { type = "pipe"; command = ["%s"]; }; }'
                         % FIXTURE_HANDLER)
-    for args in ([b"default", b"--job", b"App\\Jobs\\X\xff"], [b"default", b"--job", b"X", b"--name", b"N\xc3"],
-                 [b"def\xff", b"--job", b"X"]):
+    for args, why in (([b"default", b"--job", b"App\\Jobs\\X\xff"], b"--job and --display-name must be valid UTF-8"),
+                      ([b"default", b"--job", b"X", b"--display-name", b"N\xc3"],
+                       b"--job and --display-name must be valid UTF-8"),
+                      ([b"def\xff", b"--job", b"X"], b"is not a valid queue name")):
         res = subprocess.run([QPOOL.encode(), b"push"] + args + [b"-c", str(master.conf).encode()],
                              capture_output=True, timeout=30)
-        assert res.returncode == 64, res
+        assert res.returncode == 64 and why in res.stderr, res
     assert r.keys(PREFIX + "queues:*") == []
 
 
