@@ -108,7 +108,8 @@ def monitor_lines(port, seconds):
     for line in bytes(data).split(b"\r\n"):
         m = re.match(rb'\+[\d.]+ \[\d+ ([^\]]+)\] "([A-Za-z]+)"(?: "([A-Za-z]+)")?', line)
         if m:
-            out.append((m.group(1).decode(), m.group(2).decode().upper(), (m.group(3) or b"").decode().upper()))
+            out.append((m.group(1).decode(), m.group(2).decode().upper(), (m.group(3) or b"").decode().upper(),
+                        line[:120].decode(errors="replace")))
     return out
 
 
@@ -147,13 +148,17 @@ def test_workers_load_their_scripts_again_on_every_new_connection(master, r, tmp
         time.sleep(0.4)
     watcher.join()
     scripts = {}
-    for addr, cmd, sub in seen:
+    for addr, cmd, sub, _ in seen:
         if addr not in older and (cmd == "EVALSHA" or (cmd == "SCRIPT" and sub == "LOAD")):
             scripts.setdefault(addr, []).append(cmd)
     loaders = {a: cmds for a, cmds in scripts.items() if "SCRIPT" in cmds}  # workers' connections
     bad = {a: cmds[:cmds.index("SCRIPT") + 1] for a, cmds in loaders.items() if cmds[0] != "SCRIPT"}
     print("%d connections of workers seen, %d used a script before loading it" % (len(loaders), len(bad)))
     assert len(loaders) >= cuts, "workers seldom reconnected under MONITOR (%d times)" % len(loaders)
-    assert not bad, "EVALSHA before SCRIPT LOAD on %d new connections: %r" % (len(bad), sorted(bad.items())[:5])
+    # what MONITOR showed of the first such connection, to tell a worker's
+    # mistake from an address used twice
+    shown = [x[3] for x in seen if bad and x[0] == sorted(bad)[0]][:12]
+    assert not bad, "EVALSHA before SCRIPT LOAD on %d new connections: %r; the first's lines: %s" % (
+        len(bad), sorted(bad.items())[:5], "\n".join(shown))
     before = len(read_fixture_log(log))
     wait_for(lambda: len(read_fixture_log(log)) > before + 200, 60, what="jobs to keep flowing")
