@@ -49,8 +49,8 @@ typedef struct {
     bool switch_user;          /* the master is root: become uid/gid (no other group) */
     uid_t uid;
     gid_t gid;
-    int log_level;             /* enum log_level */
-    int log_format;            /* enum log_format */
+    enum log_level log_level;
+    enum log_format log_format;
     /* of qpool.http: listen (also the process title), is_unix, loopback,
      * host, port, timeout, header_timeout, max_connections, base_path,
      * read_without_token and the Unix peer rule (owner_uid, control_uid,
@@ -66,6 +66,9 @@ typedef struct {
     int job_history_size;
     char *token;               /* NULL: none */
 } http_wire_t;
+/* The tables of http_conf_wire.c read these as ints (W_INT). */
+_Static_assert(sizeof(enum log_level) == sizeof(int) && sizeof(enum log_format) == sizeof(int),
+               "http_conf_wire.c reads log_level and log_format as ints");
 
 /* The master's side: w from c (qpool.http, http.connection, the queues,
  * the limits and log settings) and token (may be NULL). parent, the user

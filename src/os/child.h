@@ -57,7 +57,7 @@ typedef struct {
     bool reset_signals;        /* default dispositions and an empty mask (before an exec) */
     child_fd_t fds[CHILD_FDS_MAX];
     int nfds;                  /* every other descriptor from 3 up is closed */
-    int ids;                   /* enum child_ids */
+    enum child_ids ids;
     uid_t uid;
     gid_t gid;
     gid_t *groups;             /* supplementary groups, looked up before the fork */
