@@ -24,7 +24,7 @@ import time
 
 import pytest
 
-from conftest import BUILD, ROOT, free_port
+from conftest import BUILD, ROOT, quiet_port
 
 
 def sanitized_build():
@@ -179,6 +179,11 @@ JOB_TEST = r"""
 set -eu
 redis-server --port $PORT --bind 127.0.0.1 --save '' --appendonly no --daemonize yes \
   --pidfile /tmp/jt/redis.pid --logfile /tmp/jt/redis.log
+# --daemonize returns before the server listens: wait until it answers
+i=0
+until redis-cli -p $PORT ping >/dev/null 2>&1; do
+  i=$((i + 1)); [ $i -lt 100 ] || { cat /tmp/jt/redis.log; exit 1; }; sleep 0.1
+done
 cat > /tmp/jt/qpool.conf <<CONF
 qpool = { pid_file = "/tmp/jt/qpool.pid"; control_socket = "/tmp/jt/qpool.sock"; };
 redis = { default = { port = $PORT; }; };
@@ -204,7 +209,7 @@ def test_the_installed_binary_runs_a_job(root):
     (jt / "out").mkdir(parents=True)
     os.chmod(jt / "out", 0o777)
     (jt / "job.sh").write_text(JOB_TEST)
-    port = free_port()
+    port = quiet_port()  # below the ephemeral range: no outgoing connection takes it first
     r = run(["unshare", "--mount", "--propagation", "private", "--fork", "sh", "-c",
              'mount -t proc proc "$1/proc" && exec chroot "$1" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin '
              'PORT=%d LC_ALL=C.UTF-8 sh /tmp/jt/job.sh' % port, "sh", str(root)], timeout=120, check=False)
