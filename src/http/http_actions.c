@@ -8,6 +8,7 @@
 #include "http/http_api.h"
 #include "redis/failed.h"
 #include "core/log.h"
+#include "core/reply.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -102,8 +103,7 @@ static void failed_one(http_ctx_t *h, const char *uuid, bool retry, const char *
         return;
     }
     log_info("%s failed job %s by %s", retry ? "retried" : "forgot", uuid, who);
-    cJSON *o = cJSON_CreateObject();
-    cJSON_AddTrueToObject(o, "ok");
+    cJSON *o = reply_ok();
     if (retry) {
         cJSON_AddStringToObject(o, "queue", queue);
         cJSON_AddBoolToObject(o, "retry_until_kept", kept);
@@ -166,8 +166,7 @@ static void failed_retry_bulk(http_ctx_t *h, const struct action *a, const char 
         http_reply_error(out, 503, "redis %s unavailable: %s (%d retried before)", h->rc->name, err, pg.retried);
         return;
     }
-    cJSON *o = cJSON_CreateObject();
-    cJSON_AddTrueToObject(o, "ok");
+    cJSON *o = reply_ok();
     cJSON_AddNumberToObject(o, "retried", pg.retried);
     cJSON_AddNumberToObject(o, "retry_until_kept", pg.kept);
     cJSON_AddNumberToObject(o, "remaining", (double)pg.remaining);

@@ -225,11 +225,6 @@ bool alerting_wants_oldest(const qconf_t *c)
     return false;
 }
 
-int alerting_open(const master_t *m)
-{
-    return m->alerting ? alerts_open(m->alerting->a) : 0;
-}
-
 void alerting_free(master_t *m)
 {
     if (!m->alerting) return;

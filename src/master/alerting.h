@@ -17,7 +17,6 @@
 void alerting_tick(master_t *m, int64_t now_ms);   /* after the pass's queue counts */
 bool alerting_reaped(master_t *m, pid_t pid);       /* true if pid was an alert command */
 bool alerting_wants_oldest(const qconf_t *c);       /* a long_wait threshold is set */
-int alerting_open(const master_t *m);               /* open episodes */
 void alerting_free(master_t *m);
 
 #endif

@@ -268,7 +268,7 @@ static int cycle_timeout(const master_t *m, int64_t due, int64_t wd, bool pause_
 {
     int64_t now = mono_ms();
     int64_t next = min_due(due, now + 1000);
-    next = min_due(next, monitor_next_due(m));
+    next = min_due(next, m->next_balance_ms);
     next = min_due(next, http_next_due(m));
     if (wd) next = min_due(next, m->last_watchdog_ms + wd);
     if (pause_pending) next = min_due(next, now + PAUSE_RECHECK_MS);
@@ -301,10 +301,10 @@ static int wait_events(master_t *m, int timeout)
 static int64_t run_due_work(master_t *m, int64_t now, int64_t due)
 {
     if (!m->stopping) {
-        if (now >= monitor_next_due(m)) monitor_tick(m, now);
+        if (now >= m->next_balance_ms) monitor_tick(m, now);
         return pools_maintain(&m->pools, now);
     }
-    if (now >= monitor_next_due(m)) monitor_tick_stopping(m, now); /* fleet leases cover the jobs still finishing */
+    if (now >= m->next_balance_ms) monitor_tick_stopping(m, now); /* fleet leases cover the jobs still finishing */
     return due;
 }
 

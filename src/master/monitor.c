@@ -58,11 +58,6 @@ void monitor_reset(master_t *m)
     m->next_balance_ms = 0;
 }
 
-int64_t monitor_next_due(const master_t *m)
-{
-    return m->next_balance_ms;
-}
-
 /* "key\x01value" entries: the last value seen for each restart key. */
 static const char *seen_get(master_t *m, const char *key, bool *found)
 {

@@ -15,9 +15,8 @@
 
 /* The monitor's state is its own (monitor.c), behind m->mon. */
 void monitor_reset(master_t *m);          /* after start and each reload */
-/* Fetch counts, poll Laravel's keys and balance; due at monitor_next_due. */
+/* Fetch counts, poll Laravel's keys and balance; due at m->next_balance_ms. */
 void monitor_tick(master_t *m, int64_t now_ms);
-int64_t monitor_next_due(const master_t *m);
 /* While the master stops: only the fleet budget's leases, down to what the
  * children still finishing their jobs run. */
 void monitor_tick_stopping(master_t *m, int64_t now_ms);

@@ -7,6 +7,7 @@
 #include "master/budgeting.h"
 #include "master/mconn.h"
 #include "os/proc.h"
+#include "core/reply.h"
 #include "core/util.h"
 #include "version.h"
 
@@ -272,8 +273,7 @@ cJSON *status_json(master_t *m, unsigned flags)
 
 cJSON *status_progress_json(master_t *m, const char *event)
 {
-    cJSON *o = cJSON_CreateObject();
-    cJSON_AddTrueToObject(o, "ok");
+    cJSON *o = reply_ok();
     cJSON_AddStringToObject(o, "event", event);
     cJSON_AddNumberToObject(o, "children", pools_live_total(&m->pools));
     cJSON *jobs = cJSON_AddArrayToObject(o, "running");

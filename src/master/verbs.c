@@ -47,9 +47,7 @@ void master_begin_stop(master_t *m, bool fast)
             log_info("graceful stop: waiting up to %g s for %d children", m->conf->shutdown_timeout,
                      pools_live_total(&m->pools));
         /* Resume paused children so each can act on its SIGTERM. */
-        if (m->pools.all_paused) {
-            m->pools.all_paused = false;
-        }
+        m->pools.all_paused = false;
         for (int i = 0; i < m->pools.n; i++) m->pools.v[i]->paused = m->pools.v[i]->down = false;
         pools_apply_pause(&m->pools);
         pools_stop_all(&m->pools, now);
