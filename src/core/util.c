@@ -207,6 +207,14 @@ void sbuf_printf(sbuf_t *b, const char *fmt, ...)
     b->len += (size_t)n;
 }
 
+void sbuf_json_str_or_null(sbuf_t *b, const char *s)
+{
+    if (s)
+        sbuf_json_str(b, s, strlen(s));
+    else
+        sbuf_puts(b, "null");
+}
+
 void sbuf_json_str(sbuf_t *b, const char *s, size_t n)
 {
     static const char hex[] = "0123456789abcdef";

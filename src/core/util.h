@@ -51,6 +51,7 @@ void sbuf_putc(sbuf_t *b, char c);
 void sbuf_printf(sbuf_t *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Append s as a JSON string literal (with quotes). n bytes, binary-safe. */
 void sbuf_json_str(sbuf_t *b, const char *s, size_t n);
+void sbuf_json_str_or_null(sbuf_t *b, const char *s); /* a JSON string, or null for NULL */
 char *sbuf_steal(sbuf_t *b);
 /* Drop the first n bytes. */
 void sbuf_consume(sbuf_t *b, size_t n);

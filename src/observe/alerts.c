@@ -106,15 +106,10 @@ int alerts_open(const alerts_t *a)
     return a->nep;
 }
 
-static bool same(const char *x, const char *y)
-{
-    return (!x && !y) || (x && y && !strcmp(x, y));
-}
-
 static episode_t *episode_find(alerts_t *a, int kind, const char *pool, const char *queue)
 {
     for (int i = 0; i < a->nep; i++)
-        if (a->ep[i].kind == kind && same(a->ep[i].pool, pool) && same(a->ep[i].queue, queue)) return &a->ep[i];
+        if (a->ep[i].kind == kind && str_eq(a->ep[i].pool, pool) && str_eq(a->ep[i].queue, queue)) return &a->ep[i];
     return NULL;
 }
 

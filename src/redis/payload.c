@@ -308,13 +308,6 @@ int payload_refresh_retry_until(const char *raw, size_t len, int64_t now, char *
 
 /* ------------------------------------------------------------ build */
 
-static void put_str_or_null(sbuf_t *b, const char *s)
-{
-    if (s)
-        sbuf_json_str(b, s, strlen(s));
-    else
-        sbuf_puts(b, "null");
-}
 
 /* Laravel's json_encode escapes '/'; keep payloads looking the same. */
 static void put_php_str(sbuf_t *b, const char *s)
@@ -356,7 +349,7 @@ char *payload_build(const payload_spec_t *s)
     else
         sbuf_puts(&b, ",\"maxExceptions\":null");
     sbuf_printf(&b, ",\"failOnTimeout\":%s,\"backoff\":", s->fail_on_timeout ? "true" : "false");
-    put_str_or_null(&b, s->backoff);
+    sbuf_json_str_or_null(&b, s->backoff);
     if (s->timeout >= 0)
         sbuf_printf(&b, ",\"timeout\":%ld", s->timeout);
     else

@@ -24,12 +24,12 @@ rconn_t *rnode_new(const redis_conf_t *rc)
     c->name = xstrdup(rc->name);
     c->conf = *rc;
     c->conf.name = c->name;
-    c->conf.host = rc->host ? xstrdup(rc->host) : NULL;
-    c->conf.socket = rc->socket ? xstrdup(rc->socket) : NULL;
+    c->conf.host = xstrdup_or_null(rc->host);
+    c->conf.socket = xstrdup_or_null(rc->socket);
     c->conf.prefix = xstrdup(rc->prefix ? rc->prefix : "");
-    c->conf.username = rc->username ? xstrdup(rc->username) : NULL;
-    c->conf.password_env = rc->password_env ? xstrdup(rc->password_env) : NULL;
-    c->conf.password = rc->password ? xstrdup(rc->password) : NULL;
+    c->conf.username = xstrdup_or_null(rc->username);
+    c->conf.password_env = xstrdup_or_null(rc->password_env);
+    c->conf.password = xstrdup_or_null(rc->password);
     c->conf.app = NULL;
     redis_conf_ext_copy(&c->conf, rc);
     /* behind Sentinel the address is unknown until a sentinel names it */

@@ -946,10 +946,7 @@ static void put_job_fields(sbuf_t *b, const hjob_t *j)
     sbuf_puts(b, "\"id\":");
     sbuf_json_str(b, j->id ? j->id : "", j->id ? strlen(j->id) : 0);
     sbuf_puts(b, ",\"uuid\":");
-    if (j->uuid)
-        sbuf_json_str(b, j->uuid, strlen(j->uuid));
-    else
-        sbuf_puts(b, "null");
+    sbuf_json_str_or_null(b, j->uuid);
     sbuf_puts(b, ",\"name\":");
     sbuf_json_str(b, j->name, strlen(j->name));
     sbuf_puts(b, ",\"queue\":");
@@ -1137,10 +1134,7 @@ void handler_abort(handler_t *h)
 static void put_str_or_null(sbuf_t *b, const char *before, const char *v)
 {
     sbuf_puts(b, before);
-    if (v)
-        sbuf_json_str(b, v, strlen(v));
-    else
-        sbuf_puts(b, "null");
+    sbuf_json_str_or_null(b, v);
 }
 
 static void put_failed_fields(sbuf_t *b, const hresult_t *why, const char *reason)
