@@ -6,23 +6,13 @@ data on the same port. add_replica() gives a primary a replica (CLUSTER MEET
 and CLUSTER REPLICATE), for failovers; extra redis-server arguments (say
 `--cluster-require-full-coverage no`) go to every node."""
 import random
-import socket
 import subprocess
 import time
 
 import redis
 from redis.cluster import ClusterNode, RedisCluster
 
-from conftest import quiet_port_window, stop_process
-
-
-def _free(port):
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", port))
-            return True
-        except OSError:
-            return False
+from conftest import port_free, quiet_port_window, stop_process
 
 
 def cluster_ports(n):
@@ -31,7 +21,7 @@ def cluster_ports(n):
     out = []
     while len(out) < n:
         p = random.randint(lo, hi)
-        if p not in out and _free(p) and _free(p + 10000):
+        if p not in out and port_free(p) and port_free(p + 10000):
             out.append(p)
     return out
 

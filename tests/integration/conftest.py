@@ -135,17 +135,23 @@ def quiet_port_window(bus=False):
     return lo + index * size, lo + (index + 1) * size - 1
 
 
+def port_free(port):
+    """Whether a port on 127.0.0.1 can be bound now."""
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+            return True
+        except OSError:
+            return False
+
+
 def quiet_port():
     """A free port from quiet_port_window()."""
     lo, hi = quiet_port_window()
     while True:
         p = random.randint(lo, hi)
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", p))
-                return p
-            except OSError:
-                continue
+        if port_free(p):
+            return p
 
 
 def proc_stats():
