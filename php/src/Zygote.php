@@ -105,7 +105,59 @@ final class Zygote
         Protocol::log(sprintf('zygote: Laravel %s booted from %s in %.0f ms; forking handlers from it',
             $this->handler->app()->version(), $this->base, (microtime(true) - $started) * 1000));
 
+        $this->releaseBootPages();
+
         return $this->loop();
+    }
+
+    private const MADV_DONTNEED = 4;
+
+    /**
+     * Unmap the pages of code and read-only data (the PHP binary's, its
+     * libraries', the extensions') that only the boot touched. The zygote
+     * runs no job, yet they counted 15 MiB of its PSS with PHP 8.4: a forked
+     * handler never inherits them (fork copies no page table entry of a
+     * file's mapping; a handler maps what it runs, when it runs it), so they
+     * were the zygote's alone. MADV_DONTNEED on a private, read-only mapping
+     * of a file that holds no modified (anonymous) page only drops our page
+     * table entries: the pages stay in the page cache and come back on the
+     * next touch. A writable mapping, or one with a modified page (a
+     * relocated GOT), is left alone: there it would throw the change away.
+     * No privilege needed (MADV_PAGEOUT would want write access to the
+     * files). Returns the number of mappings released, or -1.
+     */
+    private function releaseBootPages(): int
+    {
+        $smaps = @file('/proc/self/smaps', FILE_IGNORE_NEW_LINES);
+
+        if ($smaps === false) {
+            return -1;
+        }
+
+        $todo = [];
+        $cur = null;
+
+        foreach ($smaps as $line) {
+            // start-end perms offset dev inode path: a file has an inode and a path
+            if (preg_match('/^([0-9a-f]+)-([0-9a-f]+) (\S+) \S+ \S+ (\d+)\s*(\S.*)?$/', $line, $m)) {
+                $file = isset($m[5]) && $m[4] !== '0' && $m[5][0] === '/' && strpos($m[5], '/dev/') !== 0;
+                $cur = $file && $m[3][0] === 'r' && $m[3][1] === '-' && $m[3][3] === 'p'
+                    ? [hexdec($m[1]), hexdec($m[2])] : null;
+            } elseif ($cur !== null && preg_match('/^Anonymous:\s+(\d+)/', $line, $m)) {
+                if ($m[1] === '0') {
+                    $todo[] = $cur;
+                }
+                $cur = null;
+            }
+        }
+
+        $n = 0;
+
+        foreach ($todo as [$start, $end]) {
+            $n += $this->libc->madvise($this->libc->cast('void *', $start), $end - $start, self::MADV_DONTNEED) === 0 ? 1 : 0;
+        }
+
+        return $n;
     }
 
     /**
@@ -171,7 +223,7 @@ final class Zygote
 
         try {
             $this->libc = \FFI::cdef('int open(const char *path, int flags); int dup2(int oldfd, int newfd); '
-                .'int close(int fd); int fcntl(int fd, int cmd, ...);');
+                .'int close(int fd); int fcntl(int fd, int cmd, ...); int madvise(void *addr, size_t length, int advice);');
         } catch (Throwable $e) {
             return 'FFI is disabled: '.$e->getMessage();
         }
