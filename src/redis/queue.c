@@ -21,7 +21,11 @@
  * Returns {kind, queue (1-based), a, b, full, next_due, extra}:
  *   kind 1: a = payload as stored, b = reserved copy (attempts + 1, cjson
  *           re-encoded exactly as Laravel's pop script does); extra = further
- *           jobs popped the same way, (queue, payload, reserved)*. A poison
+ *           jobs popped ahead, (queue, payload, held, reserved)*: a job
+ *           popped ahead is held in :reserved with its attempts as they were
+ *           (held), and becomes the reserved copy only when the worker
+ *           starts it (CLAIM_LUA), so that a worker killed before it starts
+ *           the job costs the job no attempt. A poison
  *           payload met after the first job is put back at the head of its
  *           queue (with its token) and ends the batch: the next call takes it
  *           first. A reserved copy is always a unique member: a payload with
@@ -33,6 +37,10 @@
  *   kind 0: nothing to pop; next_due = earliest delayed/reserved score.
  * Every job or poison taken consumes one notify token, except the first when
  * the caller's BLPOP already did. */
+/* Fields per job popped ahead in the pop reply's extra: queue, payload,
+ * held copy, reserved copy. */
+#define POP_EXTRA_FIELDS 4
+
 static const char POP_LUA[] =
     "local nq = (#KEYS - 1) / 5\n"
     "local now = tonumber(ARGV[1])\n"
@@ -65,6 +73,12 @@ static const char POP_LUA[] =
     "    end\n"
     "  end\n"
     "end\n"
+    "local function encode_attempts(decoded, n)\n"
+    "  decoded['attempts'] = n\n"
+    "  local okc, enc = pcall(cjson.encode, decoded)\n"
+    "  if okc then return enc end\n"
+    "  return nil\n"
+    "end\n"
     "local want = tonumber(ARGV[10 + nq]) or 1\n"
     "local first, extra, took = nil, {}, 0\n"
     "for q = 0, nq - 1 do\n"
@@ -74,11 +88,11 @@ static const char POP_LUA[] =
     "    if took > 0 or ARGV[9] == '1' then redis.call('lpop', KEYS[q*5+4]) end\n"
     "    took = took + 1\n"
     "    local ok, decoded = pcall(cjson.decode, job)\n"
-    "    local reason, reserved\n"
+    "    local reason, reserved, a, held\n"
     "    if not ok or type(decoded) ~= 'table' then\n"
     "      reason = 'payload is not valid JSON'\n"
     "    else\n"
-    "      local a = tonumber(decoded['attempts'])\n"
+    "      a = tonumber(decoded['attempts'])\n"
     "      if a == nil then\n"
     "        reason = 'payload has no numeric \"attempts\"'\n"
     "      else\n"
@@ -89,20 +103,29 @@ static const char POP_LUA[] =
     "      end\n"
     "    end\n"
     "    if reserved then\n"
+    "      -- popped ahead (not the first of the batch): held with its attempts\n"
+    "      -- as they were until the worker starts it\n"
+    "      local rkey = KEYS[q*5+3]\n"
+    "      if first then held = encode_attempts(decoded, a) end\n"
     "      -- one :reserved member must stand for one job: a payload without\n"
     "      -- uuid or id (or a byte-identical twin of a job reserved now) gets\n"
-    "      -- a marker that makes its reserved copy unique\n"
+    "      -- a marker that makes its reserved copy (and held copy) unique\n"
     "      local plain = type(decoded['uuid']) ~= 'string' and type(decoded['id']) ~= 'string'\n"
-    "      if plain or redis.call('zadd', KEYS[q*5+3], 'NX', ARGV[2], reserved) == 0 then\n"
+    "      if plain or (held and redis.call('zscore', rkey, reserved))\n"
+    "         or redis.call('zadd', rkey, 'NX', ARGV[2], held or reserved) == 0 then\n"
     "        decoded['qpoolTwin'] = ARGV[5] .. '-' .. took\n"
-    "        local ok3, enc3 = pcall(cjson.encode, decoded)\n"
-    "        if ok3 then reserved = enc3 else reason = 'payload cannot be re-encoded: ' .. tostring(enc3); reserved = nil end\n"
-    "        if reserved then redis.call('zadd', KEYS[q*5+3], ARGV[2], reserved) end\n"
+    "        reserved = encode_attempts(decoded, a + 1)\n"
+    "        if held then held = encode_attempts(decoded, a) end\n"
+    "        if not reserved or (first and not held) then reason = 'payload cannot be re-encoded'; reserved = nil end\n"
+    "        if reserved then redis.call('zadd', rkey, ARGV[2], held or reserved) end\n"
     "      end\n"
     "    end\n"
     "    if reserved then\n"
     "      if not first then first = {q + 1, job, reserved}\n"
-    "      else extra[#extra + 1] = q + 1; extra[#extra + 1] = job; extra[#extra + 1] = reserved end\n"
+    "      else\n"
+    "        local n = #extra\n"
+    "        extra[n + 1] = q + 1; extra[n + 2] = job; extra[n + 3] = held or reserved; extra[n + 4] = reserved\n"
+    "      end\n"
     "    elseif first then\n"
     "      -- a poison payload after the first job: put it back and end the\n"
     "      -- batch; the next pop takes it first (and moves it aside)\n"
@@ -165,6 +188,17 @@ static const char UNPOP_LUA[] =
     "end\n"
     "return 0";
 
+/* Start a job popped ahead: its held reservation (ARGV[1], attempts as they
+ * were) becomes its reserved copy (ARGV[2], attempts + 1, as Laravel's pop
+ * makes it) at the same expiry. 1 done, 0 the reservation is gone (it
+ * expired and another pop took it back). */
+static const char CLAIM_LUA[] =
+    "local s = redis.call('zscore', KEYS[1], ARGV[1])\n"
+    "if not s then return 0 end\n"
+    "redis.call('zrem', KEYS[1], ARGV[1])\n"
+    "redis.call('zadd', KEYS[1], s, ARGV[2])\n"
+    "return 1";
+
 /* Renew a reservation only if it is still there: 1 renewed, 0 gone (it
  * expired and another worker's pop took it back, or it was never ours). */
 static const char EXTEND_LUA[] =
@@ -211,7 +245,8 @@ static const char MAXEXC_LUA[] =
     "end\n"
     "return {n, 0}";
 
-rscript_t SCRIPT_POP, SCRIPT_RELEASE, SCRIPT_FAIL, SCRIPT_PUSH, SCRIPT_MAXEXC, SCRIPT_UNPOP, SCRIPT_EXTEND;
+rscript_t SCRIPT_POP, SCRIPT_RELEASE, SCRIPT_FAIL, SCRIPT_PUSH, SCRIPT_MAXEXC, SCRIPT_UNPOP, SCRIPT_EXTEND,
+    SCRIPT_CLAIM;
 
 void queue_scripts_init(void)
 {
@@ -224,6 +259,7 @@ void queue_scripts_init(void)
     rscript_init(&SCRIPT_MAXEXC, MAXEXC_LUA);
     rscript_init(&SCRIPT_UNPOP, UNPOP_LUA);
     rscript_init(&SCRIPT_EXTEND, EXTEND_LUA);
+    rscript_init(&SCRIPT_CLAIM, CLAIM_LUA);
     done = true;
 }
 
@@ -232,7 +268,7 @@ int queue_load_scripts(rconn_t *c)
     queue_scripts_init();
     if (rconn_is_cluster(c)) return 0; /* rconn_cluster loads every registered script on each node */
     const rscript_t *all[] = {&SCRIPT_POP, &SCRIPT_RELEASE, &SCRIPT_FAIL, &SCRIPT_PUSH, &SCRIPT_MAXEXC,
-                              &SCRIPT_UNPOP, &SCRIPT_EXTEND};
+                              &SCRIPT_UNPOP, &SCRIPT_EXTEND, &SCRIPT_CLAIM};
     for (size_t i = 0; i < ARRAY_LEN(all); i++) {
         const char *argv[] = {"SCRIPT", "LOAD", all[i]->body};
         rconn_append(c, 3, argv, NULL);
@@ -380,7 +416,7 @@ static void renumber_reply(const queue_set_t *qs, uint32_t from, uint32_t to, re
     r->element[1]->integer = renumber(qs, from, to, r->element[1]->integer);
     if (r->elements < 7 || r->element[6]->type != REDIS_REPLY_ARRAY) return;
     redisReply *x = r->element[6];
-    for (size_t i = 0; i + 2 < x->elements; i += 3)
+    for (size_t i = 0; i + POP_EXTRA_FIELDS - 1 < x->elements; i += POP_EXTRA_FIELDS)
         if (x->element[i]->type == REDIS_REPLY_INTEGER) x->element[i]->integer = renumber(qs, from, to, x->element[i]->integer);
 }
 
@@ -467,16 +503,18 @@ bool queue_parse_pop(const queue_set_t *qs, const pop_args_t *a, redisReply *r, 
             pop_result_free(out);
             return false;
         }
-        if (r->elements >= 7 && r->element[6]->type == REDIS_REPLY_ARRAY && r->element[6]->elements >= 3) {
+        if (r->elements >= 7 && r->element[6]->type == REDIS_REPLY_ARRAY &&
+            r->element[6]->elements >= POP_EXTRA_FIELDS) {
             const redisReply *x = r->element[6];
-            out->extra = xcalloc(x->elements / 3, sizeof *out->extra);
-            for (size_t i = 0; i + 2 < x->elements; i += 3) {
+            out->extra = xcalloc(x->elements / POP_EXTRA_FIELDS, sizeof *out->extra);
+            for (size_t i = 0; i + POP_EXTRA_FIELDS - 1 < x->elements; i += POP_EXTRA_FIELDS) {
                 pop_item_t *it = &out->extra[out->nextra];
                 it->qidx = x->element[i]->type == REDIS_REPLY_INTEGER ? map_queue(qs, a, x->element[i]->integer) : -1;
                 it->raw = elem_dup(x->element[i + 1], &it->rawlen);
                 it->reserved = elem_dup(x->element[i + 2], &it->reslen);
+                it->run = elem_dup(x->element[i + 3], &it->runlen);
                 out->nextra++;
-                if (it->qidx < 0 || !it->raw || !it->reserved) {
+                if (it->qidx < 0 || !it->raw || !it->reserved || !it->run) {
                     pop_result_free(out);
                     return false;
                 }
@@ -498,8 +536,7 @@ bool queue_parse_pop(const queue_set_t *qs, const pop_args_t *a, redisReply *r, 
 
 void pop_item_free(pop_item_t *it)
 {
-    free(it->raw);
-    free(it->reserved);
+    FREE_ALL(it->raw, it->reserved, it->run);
     memset(it, 0, sizeof *it);
 }
 
@@ -521,6 +558,14 @@ void queue_append_unpop(rconn_t *c, const qkeys_t *k, const char *reserved, size
                      strlen(QPOOL_UNPOP_TOKEN_TTL)};
     rconn_append_script(c, &SCRIPT_UNPOP, 4, 7, argv, lens);
     free(tok);
+}
+
+void queue_append_claim(rconn_t *c, const qkeys_t *k, const char *held, size_t heldlen, const char *reserved,
+                        size_t reslen)
+{
+    const char *argv[] = {k->reserved, held, reserved};
+    size_t lens[] = {strlen(k->reserved), heldlen, reslen};
+    rconn_append_script(c, &SCRIPT_CLAIM, 1, 3, argv, lens);
 }
 
 void queue_append_ack(rconn_t *c, const qkeys_t *k, const char *reserved, size_t len)

@@ -48,15 +48,18 @@ void qkeys_init(qkeys_t *k, const char *prefix, const char *name);
 void qkeys_free(qkeys_t *k);
 
 /* Scripts, loaded once per connection and called by SHA. */
-extern rscript_t SCRIPT_POP, SCRIPT_RELEASE, SCRIPT_FAIL, SCRIPT_PUSH, SCRIPT_MAXEXC, SCRIPT_UNPOP, SCRIPT_EXTEND;
+extern rscript_t SCRIPT_POP, SCRIPT_RELEASE, SCRIPT_FAIL, SCRIPT_PUSH, SCRIPT_MAXEXC, SCRIPT_UNPOP, SCRIPT_EXTEND,
+    SCRIPT_CLAIM;
 void queue_scripts_init(void);
 
 enum pop_kind { POP_EMPTY = 0, POP_JOB = 1, POP_POISON = 2 };
 
 typedef struct {
     int qidx;
-    char *raw, *reserved;
+    char *raw, *reserved;      /* a job popped ahead: reserved is its held copy (attempts as they were) */
     size_t rawlen, reslen;
+    char *run;                 /* popped ahead: the reserved copy it becomes when it starts (claim) */
+    size_t runlen;
 } pop_item_t;
 
 typedef struct {
@@ -100,6 +103,10 @@ bool queue_parse_pop(const queue_set_t *qs, const pop_args_t *a, redisReply *r, 
 void pop_result_free(pop_result_t *r);
 void pop_item_free(pop_item_t *it);
 
+/* Start a job popped ahead: its held reservation becomes its reserved copy
+ * (attempts + 1), same expiry. Reply: 1 done, 0 the reservation is gone. */
+void queue_append_claim(rconn_t *c, const qkeys_t *k, const char *held, size_t heldlen, const char *reserved,
+                        size_t reslen);
 void queue_append_ack(rconn_t *c, const qkeys_t *k, const char *reserved, size_t len);
 /* Release: the reservation (reserved) is replaced by payload (the reserved
  * copy with qpool's due-time stamp, or the same bytes) in :delayed at

@@ -49,10 +49,10 @@
 #define IDLE_WAIT_MAX_S 1.0
 #define HOOK_TIMEOUT_MS 60000
 
-enum outcome_kind { OUT_NONE = 0, OUT_ACK, OUT_RELEASE, OUT_FAIL, OUT_UNPOP };
-/* At most: an ack per job held (the prefetched ones and the current one), a
- * give-back per prefetched job, one refused outcome. */
-#define MAX_PENDING (4 * QPOOL_MAX_PREFETCH + 8)
+enum outcome_kind { OUT_NONE = 0, OUT_ACK, OUT_RELEASE, OUT_FAIL, OUT_UNPOP, OUT_CLAIM };
+/* At most: an ack and a claim per job held (the prefetched ones and the
+ * current one), a give-back per prefetched job, one refused outcome. */
+#define MAX_PENDING (6 * QPOOL_MAX_PREFETCH + 8)
 /* Prefetch only while jobs are quick: a slow job's successors would sit
  * reserved while idle workers could run them. After a slower job the
  * prefetched ones are given back. */
@@ -81,7 +81,8 @@ typedef struct {
     size_t reslen;
     int64_t available_at;   /* release */
     char *uuid;             /* fail */
-    char *payload;          /* fail: as popped; unpop: as it was before the pop; release: as it goes back */
+    char *payload;          /* fail: as popped; unpop: as it was before the pop; release: as it goes back;
+                               claim: the reserved copy it becomes */
     size_t payload_len;
     char *exception;
     int64_t failed_at;
@@ -357,6 +358,9 @@ static void append_outcome(worker_t *w, const outcome_t *o)
     case OUT_UNPOP:
         queue_append_unpop(w->rc, k, o->reserved, o->reslen, o->payload, o->payload_len, o->token);
         break;
+    case OUT_CLAIM:
+        queue_append_claim(w->rc, k, o->reserved, o->reslen, o->payload, o->payload_len);
+        break;
     case OUT_FAIL: {
         fail_record_t f = {.uuid = o->uuid,
                            .connection = w->p->queue_connection,
@@ -434,7 +438,7 @@ static void outcome_refused(worker_t *w, const char *err, bool reconnect)
 /* ------------------------------------------------------------ prefetch */
 
 /* Queue a popped job behind the prefetched ones (takes the strings). */
-static void local_add(worker_t *w, int qidx, char *raw, size_t rawlen, char *reserved, size_t reslen)
+static void local_add(worker_t *w, pop_item_t *it)
 {
     if (w->nlocal == (int)ARRAY_LEN(w->local) && w->local_head > 0) {
         memmove(w->local, w->local + w->local_head, sizeof w->local[0] * (size_t)(w->nlocal - w->local_head));
@@ -442,8 +446,8 @@ static void local_add(worker_t *w, int qidx, char *raw, size_t rawlen, char *res
         w->local_head = 0;
     }
     /* cannot overflow: a batch is asked for only with at most half a batch left */
-    w->local[w->nlocal++] = (pop_item_t){.qidx = qidx, .raw = raw, .rawlen = rawlen,
-                                         .reserved = reserved, .reslen = reslen};
+    w->local[w->nlocal++] = *it;
+    memset(it, 0, sizeof *it);
 }
 
 /* What every pop reply brings besides jobs: migration bookkeeping, and a
@@ -487,13 +491,11 @@ static void settle(worker_t *w)
     } else {
         pop_bookkeeping(w, &w->ahead.a, w->ahead.now_ms, &pr);
         if (pr.kind == POP_JOB) {
-            local_add(w, pr.qidx, pr.raw, pr.rawlen, pr.reserved, pr.reslen);
+            pop_item_t first = {.qidx = pr.qidx, .raw = pr.raw, .rawlen = pr.rawlen,
+                                .reserved = pr.reserved, .reslen = pr.reslen};
+            local_add(w, &first);
             pr.raw = pr.reserved = NULL;
-            for (int i = 0; i < pr.nextra; i++) {
-                pop_item_t *it = &pr.extra[i];
-                local_add(w, it->qidx, it->raw, it->rawlen, it->reserved, it->reslen);
-                memset(it, 0, sizeof *it);
-            }
+            for (int i = 0; i < pr.nextra; i++) local_add(w, &pr.extra[i]);
         }
         pop_result_free(&pr);
     }
@@ -602,6 +604,7 @@ static void give_back(worker_t *w, uint32_t mask)
         o->reslen = it->reslen;
         o->payload = it->raw;
         o->payload_len = it->rawlen;
+        free(it->run);
         memset(it, 0, sizeof *it);
         it->qidx = -1;
     }
@@ -1354,12 +1357,37 @@ static bool pop_next(worker_t *w, uint32_t skip, job_t *job)
     }
     w->held_since_ms = now_ms; /* everything held before went out with this pop */
     /* prefetched jobs wait in w->local */
-    for (int i = 0; i < job->pr.nextra; i++) {
-        pop_item_t *it = &job->pr.extra[i];
-        local_add(w, it->qidx, it->raw, it->rawlen, it->reserved, it->reslen);
-        memset(it, 0, sizeof *it);
-    }
+    for (int i = 0; i < job->pr.nextra; i++) local_add(w, &job->pr.extra[i]);
     return true;
+}
+
+/* A job popped ahead starts: it was held with its attempts as they were
+ * (so that a worker killed before it started costs it no attempt) and now
+ * becomes the reserved copy Laravel's pop makes, attempts + 1. The claim
+ * is an outcome, written before this job's own, with the next pop when one
+ * is sent now. Takes the item's strings. */
+static void claim_held(worker_t *w, pop_item_t *it, pop_result_t *pr)
+{
+    if (!it->run) { /* reserved when popped (the first of a batch) */
+        pr->reserved = it->reserved;
+        pr->reslen = it->reslen;
+        return;
+    }
+    pr->reserved = it->run;
+    pr->reslen = it->runlen;
+    if (w->npending == MAX_PENDING) flush_outcome(w);
+    if (w->npending == MAX_PENDING) { /* the master and Redis are gone: it comes back after retry_after */
+        free(it->reserved);
+        return;
+    }
+    outcome_t *o = &w->pending[w->npending++];
+    memset(o, 0, sizeof *o);
+    o->kind = OUT_CLAIM;
+    o->qidx = it->qidx;
+    o->reserved = it->reserved;
+    o->reslen = it->reslen;
+    o->payload = xstrndup(it->run, it->runlen);
+    o->payload_len = it->runlen;
 }
 
 /* With prefetched jobs running low, send the next pop (and the outcomes so
@@ -1520,8 +1548,7 @@ static bool next_job(worker_t *w, job_t *job)
     job->pr.qidx = it->qidx;
     job->pr.raw = it->raw;
     job->pr.rawlen = it->rawlen;
-    job->pr.reserved = it->reserved;
-    job->pr.reslen = it->reslen;
+    claim_held(w, it, &job->pr);
     memset(it, 0, sizeof *it);
     if (w->local_head == w->nlocal) w->local_head = w->nlocal = 0;
     pop_ahead(w);

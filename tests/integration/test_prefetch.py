@@ -2,14 +2,20 @@
 while the handler runs, and prefetched jobs that never started given back
 untouched on every graceful stop."""
 import json
+import os
 import random
 import re
 import signal
 import time
 
-from conftest import (PREFIX, failed_records, kill_a_worker, make_payload, push, push_many, queue_state,
+from conftest import (PREFIX, children_of, failed_records, kill_a_worker, make_payload, push, push_many, queue_state,
                       read_fixture_log, wait_for, with_their_handlers)
 from test_worker import empty, jobs_in_log, native_pool
+
+
+def proc_state(pid):
+    with open("/proc/%d/stat" % pid) as f:
+        return f.read().rsplit(")", 1)[1].split()[0]
 
 
 def ready_raw(r, queue="default"):
@@ -196,6 +202,29 @@ def test_killed_worker_loses_no_prefetched_job(master, r, tmp_path):
             assert any(p in killed for p in pids[:-1]), "job %s ran twice with no kill: %s" % (i, pids)
     assert queue_state(r, "default") == {"ready": 0, "delayed": 0, "reserved": 0, "notify": 0}
     assert kills >= 3
+
+
+def test_a_killed_workers_jobs_that_never_started_cost_no_attempt(master, r, tmp_path):
+    """Regression (issue 21): a job popped ahead was reserved with an attempt
+    counted, so when its worker was killed before it started, it came back
+    after retry_after and, with tries = 1, failed as attempted too many times
+    without ever running. It is now held with its attempts as they were
+    until it starts."""
+    log = tmp_path / "fixture.log"
+    start_paused(master, log, "prefetch = 4; retry_after = 2; tries = 1;")
+    first = make_payload("stopparent")  # its handler freezes the worker mid-job
+    rest = [make_payload("ok") for _ in range(3)]
+    push_many(r, "default", [first] + rest)
+    (worker,) = children_of(master.proc.pid)
+    master.signal(signal.SIGCONT)
+    wait_for(lambda: proc_state(worker) == "T", 10, what="the worker frozen by its first job")
+    held = sorted(json.loads(m)["attempts"] for m in r.zrange(PREFIX + "queues:default:reserved", 0, -1))
+    assert held == [0, 0, 0, 1], "the running job counts an attempt, the three popped ahead do not"
+    os.kill(worker, signal.SIGKILL)
+    wait_for(lambda: {p["id"] for p in rest} <= {l[1] for l in jobs_in_log(log)}, 30, what="the jobs popped ahead to run")
+    wait_for(lambda: empty(r, "default"), 30, what="the queue to empty")
+    failed = [json.loads(f["payload"])["id"] for f in failed_records(r, "default")]
+    assert failed == [first["id"]], "only the job that was running used its one attempt: %s" % failed
 
 
 def test_a_finished_jobs_ack_does_not_wait_behind_a_long_job(master, r, tmp_path):

@@ -81,8 +81,13 @@ def test_twin_payloads_in_one_call_and_across_calls_get_their_own_reservations(r
     members = [first[3], first[6][2], second[3]]
     assert len(set(members)) == 3, members
     assert r.zcard(keys(q)["reserved"]) == 3
-    # each is still the job, attempts counted
-    assert all(json.loads(m)["attempts"] == 1 and json.loads(m)["uuid"] == "u-1" for m in members)
+    # each is still the job: attempts counted, but for the one popped ahead,
+    # held as it was until its worker starts it (its run copy, first[6][3],
+    # counts the attempt and is distinct too)
+    assert [json.loads(m)["attempts"] for m in members] == [1, 0, 1]
+    assert all(json.loads(m)["uuid"] == "u-1" for m in members)
+    run = first[6][3]
+    assert json.loads(run)["attempts"] == 1 and run not in members
 
 
 def twin_pool(name, log, presleep, actions):
