@@ -17,15 +17,19 @@
  * ARGV: now, reserve_until, migrate (0/1), batch, poison uuid, connection,
  *       failed limit, failed job key prefix, consume a notify token (0/1: 0
  *       when the caller already took one with BLPOP), then one unprefixed
- *       name per queue, then how many jobs to pop at most (prefetch).
- * Returns {kind, queue (1-based), a, b, full, next_due, extra}:
+ *       name per queue, then how many jobs to pop at most (prefetch), then
+ *       1 when none of them starts now (a pop sent ahead: hold them all).
+ * Returns {kind, queue (1-based), a, b, full, next_due, extra, run}:
  *   kind 1: a = payload as stored, b = reserved copy (attempts + 1, cjson
  *           re-encoded exactly as Laravel's pop script does); extra = further
  *           jobs popped ahead, (queue, payload, held, reserved)*: a job
  *           popped ahead is held in :reserved with its attempts as they were
  *           (held), and becomes the reserved copy only when the worker
  *           starts it (CLAIM_LUA), so that a worker killed before it starts
- *           the job costs the job no attempt. A poison
+ *           the job costs the job no attempt; both copies carry a
+ *           "qpoolTwin" marker fresh to the pop, so neither can be a twin's
+ *           member. With hold, the first job is held too: b is its held
+ *           copy and run its reserved copy (else run is false). A poison
  *           payload met after the first job is put back at the head of its
  *           queue (with its token) and ends the batch: the next call takes it
  *           first. A reserved copy is always a unique member: a payload with
@@ -80,6 +84,7 @@ static const char POP_LUA[] =
     "  return nil\n"
     "end\n"
     "local want = tonumber(ARGV[10 + nq]) or 1\n"
+    "local hold = ARGV[11 + nq] == '1'\n"
     "local first, extra, took = nil, {}, 0\n"
     "for q = 0, nq - 1 do\n"
     "  while took < want do\n"
@@ -103,25 +108,31 @@ static const char POP_LUA[] =
     "      end\n"
     "    end\n"
     "    if reserved then\n"
-    "      -- popped ahead (not the first of the batch): held with its attempts\n"
-    "      -- as they were until the worker starts it\n"
     "      local rkey = KEYS[q*5+3]\n"
-    "      if first then held = encode_attempts(decoded, a) end\n"
-    "      -- one :reserved member must stand for one job: a payload without\n"
-    "      -- uuid or id (or a byte-identical twin of a job reserved now) gets\n"
-    "      -- a marker that makes its reserved copy (and held copy) unique\n"
-    "      local plain = type(decoded['uuid']) ~= 'string' and type(decoded['id']) ~= 'string'\n"
-    "      if plain or (held and redis.call('zscore', rkey, reserved))\n"
-    "         or redis.call('zadd', rkey, 'NX', ARGV[2], held or reserved) == 0 then\n"
+    "      if first or hold then\n"
+    "        -- popped ahead: held with its attempts as they were until the\n"
+    "        -- worker starts it; both copies carry a marker fresh to this pop,\n"
+    "        -- so neither can ever be another job's member (a twin's)\n"
     "        decoded['qpoolTwin'] = ARGV[5] .. '-' .. took\n"
     "        reserved = encode_attempts(decoded, a + 1)\n"
-    "        if held then held = encode_attempts(decoded, a) end\n"
-    "        if not reserved or (first and not held) then reason = 'payload cannot be re-encoded'; reserved = nil end\n"
-    "        if reserved then redis.call('zadd', rkey, ARGV[2], held or reserved) end\n"
+    "        held = encode_attempts(decoded, a)\n"
+    "        if not reserved or not held then reason = 'payload cannot be re-encoded'; reserved = nil end\n"
+    "        if reserved then redis.call('zadd', rkey, ARGV[2], held) end\n"
+    "      else\n"
+    "        -- one :reserved member must stand for one job: a payload without\n"
+    "        -- uuid or id (or a byte-identical twin of a job reserved now) gets\n"
+    "        -- a marker that makes its reserved copy unique\n"
+    "        local plain = type(decoded['uuid']) ~= 'string' and type(decoded['id']) ~= 'string'\n"
+    "        if plain or redis.call('zadd', rkey, 'NX', ARGV[2], reserved) == 0 then\n"
+    "          decoded['qpoolTwin'] = ARGV[5] .. '-' .. took\n"
+    "          reserved = encode_attempts(decoded, a + 1)\n"
+    "          if not reserved then reason = 'payload cannot be re-encoded' end\n"
+    "          if reserved then redis.call('zadd', rkey, ARGV[2], reserved) end\n"
+    "        end\n"
     "      end\n"
     "    end\n"
     "    if reserved then\n"
-    "      if not first then first = {q + 1, job, reserved}\n"
+    "      if not first then first = {q + 1, job, held or reserved, held and reserved or false}\n"
     "      else\n"
     "        local n = #extra\n"
     "        extra[n + 1] = q + 1; extra[n + 2] = job; extra[n + 3] = held or reserved; extra[n + 4] = reserved\n"
@@ -131,7 +142,7 @@ static const char POP_LUA[] =
     "      -- batch; the next pop takes it first (and moves it aside)\n"
     "      redis.call('lpush', KEYS[q*5+1], job)\n"
     "      redis.call('rpush', KEYS[q*5+4], 1)\n"
-    "      return {1, first[1], first[2], first[3], full, false, extra}\n"
+    "      return {1, first[1], first[2], first[3], full, false, extra, first[4]}\n"
     "    else\n"
     "      local uuid = ARGV[5]\n"
     "      -- the payload's uuid names the record unless it is not plain text\n"
@@ -151,7 +162,7 @@ static const char POP_LUA[] =
     "    end\n"
     "  end\n"
     "end\n"
-    "if first then return {1, first[1], first[2], first[3], full, false, extra} end\n"
+    "if first then return {1, first[1], first[2], first[3], full, false, extra, first[4]} end\n"
     "local due = false\n"
     "for q = 0, nq - 1 do\n"
     "  for _, k in ipairs({KEYS[q*5+2], KEYS[q*5+3]}) do\n"
@@ -335,7 +346,7 @@ static bool append_pop_masked(rconn_t *c, const queue_set_t *qs, const pop_args_
     if (n == 0) return false;
     bool cl = rconn_is_cluster(c);
     int nkeys = 5 * n + 1;
-    int argc = nkeys + 9 + n + 1;
+    int argc = nkeys + 9 + n + 2;
     const char **argv = xcalloc((size_t)argc, sizeof *argv);
     int o = 0;
     for (int j = 0; j < n; j++) {
@@ -368,6 +379,7 @@ static bool append_pop_masked(rconn_t *c, const queue_set_t *qs, const pop_args_
     char want[16];
     snprintf(want, sizeof want, "%d", a->want > 1 ? a->want : 1);
     argv[o++] = want;
+    argv[o++] = a->hold ? "1" : "0";
     rconn_append_script(c, &SCRIPT_POP, nkeys, argc, argv, NULL);
     free(argv);
     return true;
@@ -499,6 +511,8 @@ bool queue_parse_pop(const queue_set_t *qs, const pop_args_t *a, redisReply *r, 
     if (out->kind == POP_JOB) {
         out->raw = elem_dup(r->element[2], &out->rawlen);
         out->reserved = elem_dup(r->element[3], &out->reslen);
+        if (r->elements >= 8 && r->element[7]->type == REDIS_REPLY_STRING)
+            out->run = elem_dup(r->element[7], &out->runlen);
         if (!out->raw || !out->reserved || out->qidx < 0) {
             pop_result_free(out);
             return false;
@@ -543,7 +557,7 @@ void pop_item_free(pop_item_t *it)
 void pop_result_free(pop_result_t *r)
 {
     for (int i = 0; i < r->nextra; i++) pop_item_free(&r->extra[i]);
-    FREE_ALL(r->extra, r->raw, r->reserved, r->uuid, r->reason);
+    FREE_ALL(r->extra, r->raw, r->reserved, r->run, r->uuid, r->reason);
     memset(r, 0, sizeof *r);
 }
 

@@ -74,7 +74,9 @@ typedef struct {
     bool migrate_full;         /* a migration batch was full: migrate again soon */
     bool has_next_due;         /* POP_EMPTY: earliest delayed/reserved score */
     int64_t next_due;
-    pop_item_t *extra;         /* POP_JOB with prefetch: further jobs, reserved the same way */
+    pop_item_t *extra;         /* POP_JOB with prefetch: further jobs, held (pop_item_t) */
+    char *run;                 /* POP_JOB with hold: the first job is held; its reserved copy once started */
+    size_t runlen;
     int nextra;
 } pop_result_t;
 
@@ -88,6 +90,7 @@ typedef struct {
     uint32_t skip_mask;        /* bit i: do not pop queue i (paused) */
     bool token_taken;          /* a BLPOP already consumed this job's notify token */
     int want;                  /* pop up to this many jobs (prefetch); 0 means 1 */
+    bool hold;                 /* none starts now (a pop ahead): hold the first job too */
 } pop_args_t;
 
 /* Append a pop call (no reply read). Returns false if every queue is skipped. */

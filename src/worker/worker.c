@@ -379,8 +379,8 @@ static void append_outcome(worker_t *w, const outcome_t *o)
 
 enum { OW_OK = 0, OW_LOST = -1, OW_REFUSED = -2 };
 
-/* Read the reply to one appended outcome. */
-static int read_outcome_reply(worker_t *w, char *err, size_t errn)
+/* Read the reply to one appended outcome (o). */
+static int read_outcome_reply(worker_t *w, const outcome_t *o, char *err, size_t errn)
 {
     redisReply *r;
     if (rconn_read(w->rc, -1, -1, &r) != RC_OK) return OW_LOST;
@@ -389,20 +389,27 @@ static int read_outcome_reply(worker_t *w, char *err, size_t errn)
         rv = OW_REFUSED;
         if (is_noscript(r)) w->scripts_gen = 0; /* reload, then write again */
         snprintf(err, errn, "%s", r->str);
+    } else if (o->kind == OUT_CLAIM && r->type == REDIS_REPLY_INTEGER && r->integer == 0) {
+        log_warn("a job popped ahead on %s lost its reservation before it started (it expired and was taken "
+                 "back): it may run twice", w->qs.q[o->qidx].name);
     }
     freeReplyObject(r);
     return rv;
 }
 
 /* Read the replies to the first n pending outcomes (appended in order) and
- * keep only those not written. OW_LOST: the connection went away;
- * OW_REFUSED: Redis answered one with an error (*err). */
+ * drop those written. Once one is not written, the ones after it
+ * are kept too, whatever their reply, and written again after it, in
+ * order: a job's outcome must never land before its claim (every outcome
+ * is idempotent, so writing one twice changes nothing). OW_LOST: the
+ * connection went away; OW_REFUSED: Redis answered one with an error
+ * (*err). */
 static int collect_pending(worker_t *w, int n, char *err, size_t errn)
 {
     int result = OW_OK, keep = 0, total = w->npending;
     for (int i = 0; i < n; i++) {
-        int rv = result == OW_LOST ? OW_LOST : read_outcome_reply(w, err, errn);
-        if (rv == OW_OK) {
+        int rv = result == OW_LOST ? OW_LOST : read_outcome_reply(w, &w->pending[i], err, errn);
+        if (rv == OW_OK && result == OW_OK) {
             outcome_clear(&w->pending[i]);
             continue;
         }
@@ -419,6 +426,7 @@ static int collect_pending(worker_t *w, int n, char *err, size_t errn)
     w->npending = keep;
     return result;
 }
+
 
 /* Redis refused an outcome (a read-only replica after a failover, OOM,
  * BUSY...): reconnect and write it again after a pause; the job stays
@@ -492,9 +500,9 @@ static void settle(worker_t *w)
         pop_bookkeeping(w, &w->ahead.a, w->ahead.now_ms, &pr);
         if (pr.kind == POP_JOB) {
             pop_item_t first = {.qidx = pr.qidx, .raw = pr.raw, .rawlen = pr.rawlen,
-                                .reserved = pr.reserved, .reslen = pr.reslen};
+                                .reserved = pr.reserved, .reslen = pr.reslen, .run = pr.run, .runlen = pr.runlen};
             local_add(w, &first);
-            pr.raw = pr.reserved = NULL;
+            pr.raw = pr.reserved = pr.run = NULL;
             for (int i = 0; i < pr.nextra; i++) local_add(w, &pr.extra[i]);
         }
         pop_result_free(&pr);
@@ -765,6 +773,13 @@ static const char *should_fail(worker_t *w, job_t *j, const hresult_t *res)
  * job turns slow: give them back at once (other workers may be idle). */
 static void release_prefetched(worker_t *w, int64_t started_ms, int64_t now)
 {
+    if (w->p->prefetch > 1 && now - started_ms >= PREFETCH_MAX_JOB_MS && (w->ahead.on || w->npending)) {
+        /* a longer job: its claim (and the acks so far) are written, and
+         * what a pop in flight brings goes back with the rest */
+        give_back(w, ~0u);
+        write_pending_now(w);
+        return;
+    }
     if (w->nlocal == w->local_head) return;
     uint32_t mask = skip_mask(w);
     if (w->quit || paused(w) || (control(w) & SB_CTL_RETIRE) || now - started_ms >= PREFETCH_MAX_JOB_MS)
@@ -837,7 +852,10 @@ static void fire(worker_t *w, job_t *j, hresult_t *res)
         int64_t now = mono_ms();
         int64_t until = next_extend;
         if (deadline && deadline < until) until = deadline;
-        if (w->nlocal > w->local_head && start + PREFETCH_MAX_JOB_MS < until) until = start + PREFETCH_MAX_JOB_MS;
+        if ((w->nlocal > w->local_head || (w->p->prefetch > 1 && (w->ahead.on || w->npending))) &&
+            now < start + PREFETCH_MAX_JOB_MS &&
+            start + PREFETCH_MAX_JOB_MS < until)
+            until = start + PREFETCH_MAX_JOB_MS;
         if (w->orphan_key && w->orphan_next_ms < until) until = w->orphan_next_ms;
         int wait = until > now ? (int)(until - now) : 0;
         if (wait > 1000) wait = 1000; /* re-check the handler's exit now and then */
@@ -1364,21 +1382,24 @@ static bool pop_next(worker_t *w, uint32_t skip, job_t *job)
 /* A job popped ahead starts: it was held with its attempts as they were
  * (so that a worker killed before it started costs it no attempt) and now
  * becomes the reserved copy Laravel's pop makes, attempts + 1. The claim
- * is an outcome, written before this job's own, with the next pop when one
- * is sent now. Takes the item's strings. */
-static void claim_held(worker_t *w, pop_item_t *it, pop_result_t *pr)
+ * is an outcome, written before this job's own: with the pop sent ahead
+ * now, else 100 ms into the job (release_prefetched) or with its outcome,
+ * whichever comes first. So a worker killed in a job's first 100 ms may
+ * leave that job uncounted; a job that runs longer counts its attempt, as
+ * with Laravel. Takes the item's strings. true: a claim is pending. */
+static bool claim_held(worker_t *w, pop_item_t *it, pop_result_t *pr)
 {
-    if (!it->run) { /* reserved when popped (the first of a batch) */
+    if (!it->run) { /* reserved when popped (the first of a pop that ran at once) */
         pr->reserved = it->reserved;
         pr->reslen = it->reslen;
-        return;
+        return false;
     }
     pr->reserved = it->run;
     pr->reslen = it->runlen;
     if (w->npending == MAX_PENDING) flush_outcome(w);
     if (w->npending == MAX_PENDING) { /* the master and Redis are gone: it comes back after retry_after */
         free(it->reserved);
-        return;
+        return false;
     }
     outcome_t *o = &w->pending[w->npending++];
     memset(o, 0, sizeof *o);
@@ -1388,6 +1409,7 @@ static void claim_held(worker_t *w, pop_item_t *it, pop_result_t *pr)
     o->reslen = it->reslen;
     o->payload = xstrndup(it->run, it->runlen);
     o->payload_len = it->runlen;
+    return true;
 }
 
 /* With prefetched jobs running low, send the next pop (and the outcomes so
@@ -1404,6 +1426,7 @@ static void pop_ahead(worker_t *w)
     if (skip == ((1u << w->qs.nq) - 1)) return;
     int64_t now_ms = mono_ms();
     pop_args_t a = pop_args(w, skip, want, now_ms);
+    a.hold = true; /* none of these starts now: every one is held until it does */
     int n = outcomes_for_pop(w, skip);
     if (n < 0 || w->pending_stuck) return;
     for (int i = 0; i < n; i++) append_outcome(w, &w->pending[i]);
@@ -1543,14 +1566,14 @@ static bool next_job(worker_t *w, job_t *job)
         stats_flush(w, false);
         return false;
     }
-    pop_item_t *it = &w->local[w->local_head++];
-    job->pr.kind = POP_JOB;
-    job->pr.qidx = it->qidx;
-    job->pr.raw = it->raw;
-    job->pr.rawlen = it->rawlen;
-    claim_held(w, it, &job->pr);
-    memset(it, 0, sizeof *it);
+    pop_item_t it = w->local[w->local_head];
+    memset(&w->local[w->local_head++], 0, sizeof it);
     if (w->local_head == w->nlocal) w->local_head = w->nlocal = 0;
+    job->pr.kind = POP_JOB;
+    job->pr.qidx = it.qidx;
+    job->pr.raw = it.raw;
+    job->pr.rawlen = it.rawlen;
+    claim_held(w, &it, &job->pr);
     pop_ahead(w);
     return true;
 }

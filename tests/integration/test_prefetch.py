@@ -8,6 +8,8 @@ import re
 import signal
 import time
 
+import pytest
+
 from conftest import (PREFIX, children_of, failed_records, kill_a_worker, make_payload, push, push_many, queue_state,
                       read_fixture_log, wait_for, with_their_handlers)
 from test_worker import empty, jobs_in_log, native_pool
@@ -204,27 +206,67 @@ def test_killed_worker_loses_no_prefetched_job(master, r, tmp_path):
     assert kills >= 3
 
 
-def test_a_killed_workers_jobs_that_never_started_cost_no_attempt(master, r, tmp_path):
+@pytest.mark.parametrize("prefetch,at,ms", [(4, 0, 0), (2, 1, 0), (4, 3, 300)])
+def test_a_killed_workers_jobs_that_never_started_cost_no_attempt(master, r, tmp_path, prefetch, at, ms):
     """Regression (issue 21): a job popped ahead was reserved with an attempt
     counted, so when its worker was killed before it started, it came back
     after retry_after and, with tries = 1, failed as attempted too many times
     without ever running. It is now held with its attempts as they were
-    until it starts."""
+    until it starts. The job at index `at` freezes its worker ms into its
+    run: the first of a pop (at 0); a job popped ahead whose claim went with
+    the pop sent ahead (prefetch 2, at 1); one whose claim waited (a pop was
+    in flight), 300 ms in, when its claim has been written (100 ms into a
+    job) and the jobs popped ahead given back (prefetch 4, at 3). Every other job is held
+    uncounted (the first of the pop sent ahead too) or back in the queue,
+    and runs after the kill."""
     log = tmp_path / "fixture.log"
-    start_paused(master, log, "prefetch = 4; retry_after = 2; tries = 1;")
-    first = make_payload("stopparent")  # its handler freezes the worker mid-job
-    rest = [make_payload("ok") for _ in range(3)]
-    push_many(r, "default", [first] + rest)
+    # retry_after 4: reservations are renewed every second, after the freeze
+    start_paused(master, log, "prefetch = %d; retry_after = 4; tries = 1;" % prefetch)
+    jobs = [make_payload("ok") for _ in range(10)]
+    stopper = jobs[at] = make_payload("stopparent:%d" % ms)  # its handler freezes the worker mid-job
+    push_many(r, "default", jobs)
     (worker,) = children_of(master.proc.pid)
     master.signal(signal.SIGCONT)
-    wait_for(lambda: proc_state(worker) == "T", 10, what="the worker frozen by its first job")
-    held = sorted(json.loads(m)["attempts"] for m in r.zrange(PREFIX + "queues:default:reserved", 0, -1))
-    assert held == [0, 0, 0, 1], "the running job counts an attempt, the three popped ahead do not"
+    wait_for(lambda: proc_state(worker) == "T", 10, what="the worker frozen by a job")
+    held = {}
+    for m in r.zrange(PREFIX + "queues:default:reserved", 0, -1):
+        p = json.loads(m)
+        held[p["id"]] = p["attempts"]
+    assert held.pop(stopper["id"]) == 1, "the running job counts its attempt"
+    assert set(held.values()) <= {0}, "jobs popped ahead count none: %s" % held
     os.kill(worker, signal.SIGKILL)
-    wait_for(lambda: {p["id"] for p in rest} <= {l[1] for l in jobs_in_log(log)}, 30, what="the jobs popped ahead to run")
+    others = {p["id"] for p in jobs} - {stopper["id"]}
+    wait_for(lambda: others <= {l[1] for l in jobs_in_log(log)}, 30, what="the other jobs to run")
     wait_for(lambda: empty(r, "default"), 30, what="the queue to empty")
     failed = [json.loads(f["payload"])["id"] for f in failed_records(r, "default")]
-    assert failed == [first["id"]], "only the job that was running used its one attempt: %s" % failed
+    assert failed == [stopper["id"]], "only the job that was running used its one attempt: %s" % failed
+
+
+def test_a_refused_claim_is_written_again_before_the_jobs_ack(master, r, tmp_path):
+    """Regression (review of issue 21's change): a job's claim and its ack
+    went out together; Redis had lost its scripts (SCRIPT FLUSH) and refused
+    the claim (NOSCRIPT) but ran the ack (a ZREM of the claimed member, not
+    there yet), which was then taken as written. The claim, written again
+    after the scripts were loaded, left a reservation no one would ack: the
+    finished job ran again after retry_after. Outcomes after a refused one
+    are now written again after it, in order."""
+    log = tmp_path / "fixture.log"
+    start_paused(master, log, "prefetch = 4; retry_after = 3;")
+    jobs = [make_payload("ok") for _ in range(10)]
+    stopper = jobs[3] = make_payload("stopparent:0")  # its claim waits: a pop is in flight
+    push_many(r, "default", jobs)
+    (worker,) = children_of(master.proc.pid)
+    master.signal(signal.SIGCONT)
+    wait_for(lambda: proc_state(worker) == "T", 10, what="the worker frozen by its fourth job")
+    r.script_flush()
+    os.kill(worker, signal.SIGCONT)
+    wait_for(lambda: empty(r, "default"), 30, what="the queue to empty")
+    time.sleep(4.5)  # past retry_after: a reservation left behind would be migrated and run again
+    ids = [l[1] for l in jobs_in_log(log)]
+    assert sorted(ids) == sorted(p["id"] for p in jobs), "each job once"
+    assert queue_state(r, "default") == {"ready": 0, "delayed": 0, "reserved": 0, "notify": 0}
+    assert failed_records(r, "default") == [], "finished jobs came back (and failed as attempted too many times)"
+    assert stopper["id"] in ids
 
 
 def test_a_finished_jobs_ack_does_not_wait_behind_a_long_job(master, r, tmp_path):

@@ -32,14 +32,19 @@ def keys(q):
             "failed": PREFIX + "qpool:failed:" + q}
 
 
-def pop(r, q, want=1):
+def pop(r, q, want=1, hold=False):
     """One pop call as queue_append_pop makes it (one queue, no migration)."""
     k = keys(q)
     now = int(time.time())
     args = [now, now + 90, "0", 100, str(uuidlib.uuid4()), "redis", 10000, PREFIX + "qpool:failed:job:", "1", q,
-            want]
+            want, "1" if hold else "0"]
     return r.eval(lua("POP_LUA"), 6, k["ready"], k["delayed"], k["reserved"], k["notify"], k["failed"],
                   PREFIX + "qpool:failed:queues", *args)
+
+
+def claim(r, q, held, run):
+    """A claim as queue_append_claim makes it."""
+    return r.eval(lua("CLAIM_LUA"), 1, keys(q)["reserved"], held, run)
 
 
 def unpop(r, q, reserved, raw, token):
@@ -88,6 +93,38 @@ def test_twin_payloads_in_one_call_and_across_calls_get_their_own_reservations(r
     assert all(json.loads(m)["uuid"] == "u-1" for m in members)
     run = first[6][3]
     assert json.loads(run)["attempts"] == 1 and run not in members
+
+
+def test_a_twin_popped_while_one_is_held_keeps_its_own_reservation(r):
+    # review of issue 21's change: a job popped ahead is held until its
+    # worker claims it; a byte-identical twin popped meanwhile (by the same
+    # worker's next pop, or another's) must not get the member the claim
+    # then writes, else one ack would remove both reservations
+    q = "heldtwins"
+    raw = json.dumps({"job": "x", "data": {}, "attempts": 0, "uuid": "u-2", "id": "i-2"}, separators=(",", ":"))
+    other = json.dumps(make_payload("ok"), separators=(",", ":"))
+    r.rpush(keys(q)["ready"], other, raw, raw)
+    r.rpush(keys(q)["notify"], 1, 1, 1)
+    first = pop(r, q, want=2)
+    _, _, held, run = first[6]
+    assert json.loads(held)["attempts"] == 0 and json.loads(run)["attempts"] == 1
+    twin = pop(r, q)[3]
+    assert claim(r, q, held, run) == 1
+    members = r.zrange(keys(q)["reserved"], 0, -1)
+    assert len(members) == 3 and run in members and twin in members and run != twin
+    assert claim(r, q, held, run) == 0, "a claim resent finds nothing to claim"
+    assert r.zcard(keys(q)["reserved"]) == 3
+
+
+def test_a_pop_sent_ahead_holds_its_first_job_too(r):
+    q = "holdall"
+    jobs = [json.dumps(make_payload("ok"), separators=(",", ":")) for _ in range(2)]
+    r.rpush(keys(q)["ready"], *jobs)
+    r.rpush(keys(q)["notify"], 1, 1)
+    reply = pop(r, q, want=2, hold=True)
+    assert json.loads(reply[3])["attempts"] == 0, "the first job is held"
+    assert json.loads(reply[7])["attempts"] == 1, "its reserved copy, for the claim"
+    assert [json.loads(m)["attempts"] for m in r.zrange(keys(q)["reserved"], 0, -1)] == [0, 0]
 
 
 def twin_pool(name, log, presleep, actions):
