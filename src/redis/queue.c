@@ -201,9 +201,11 @@ static const char UNPOP_LUA[] =
 
 /* Start a job popped ahead: its held reservation (ARGV[1], attempts as they
  * were) becomes its reserved copy (ARGV[2], attempts + 1, as Laravel's pop
- * makes it) at the same expiry. 1 done, 0 the reservation is gone (it
- * expired and another pop took it back). */
+ * makes it) at the same expiry. 1 done, 2 done before (a claim resent), 0
+ * the reservation is gone (it expired and another pop took it back, or the
+ * job was claimed and its outcome written before this resend). */
 static const char CLAIM_LUA[] =
+    "if redis.call('zscore', KEYS[1], ARGV[2]) then return 2 end\n"
     "local s = redis.call('zscore', KEYS[1], ARGV[1])\n"
     "if not s then return 0 end\n"
     "redis.call('zrem', KEYS[1], ARGV[1])\n"
@@ -513,7 +515,7 @@ bool queue_parse_pop(const queue_set_t *qs, const pop_args_t *a, redisReply *r, 
         out->reserved = elem_dup(r->element[3], &out->reslen);
         if (r->elements >= 8 && r->element[7]->type == REDIS_REPLY_STRING)
             out->run = elem_dup(r->element[7], &out->runlen);
-        if (!out->raw || !out->reserved || out->qidx < 0) {
+        if (!out->raw || !out->reserved || out->qidx < 0 || (a->hold && !out->run)) {
             pop_result_free(out);
             return false;
         }

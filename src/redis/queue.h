@@ -107,7 +107,8 @@ void pop_result_free(pop_result_t *r);
 void pop_item_free(pop_item_t *it);
 
 /* Start a job popped ahead: its held reservation becomes its reserved copy
- * (attempts + 1), same expiry. Reply: 1 done, 0 the reservation is gone. */
+ * (attempts + 1), same expiry. Reply: 1 done, 2 done before, 0 the
+ * reservation is gone. */
 void queue_append_claim(rconn_t *c, const qkeys_t *k, const char *held, size_t heldlen, const char *reserved,
                         size_t reslen);
 void queue_append_ack(rconn_t *c, const qkeys_t *k, const char *reserved, size_t len);

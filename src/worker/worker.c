@@ -87,6 +87,7 @@ typedef struct {
     char *exception;
     int64_t failed_at;
     char token[40];         /* unpop: this give-back's idempotency token */
+    bool maybe_done;        /* sent, its reply lost: Redis may have run it */
 } outcome_t;
 
 typedef struct {
@@ -128,6 +129,7 @@ typedef struct {
         uint64_t gen;         /* rc->connects when it was sent */
     } ahead;
     int64_t last_job_ms;
+    int64_t late_written_ms; /* the start of the job whose outcomes were written 100 ms in */
     int64_t held_since_ms;  /* when the oldest reservation this worker holds was last set */
     int64_t signals_read_ms, rss_read_ms;
     uint64_t rss_kb;
@@ -389,7 +391,7 @@ static int read_outcome_reply(worker_t *w, const outcome_t *o, char *err, size_t
         rv = OW_REFUSED;
         if (is_noscript(r)) w->scripts_gen = 0; /* reload, then write again */
         snprintf(err, errn, "%s", r->str);
-    } else if (o->kind == OUT_CLAIM && r->type == REDIS_REPLY_INTEGER && r->integer == 0) {
+    } else if (o->kind == OUT_CLAIM && r->type == REDIS_REPLY_INTEGER && r->integer == 0 && !o->maybe_done) {
         log_warn("a job popped ahead on %s lost its reservation before it started (it expired and was taken "
                  "back): it may run twice", w->qs.q[o->qidx].name);
     }
@@ -397,23 +399,39 @@ static int read_outcome_reply(worker_t *w, const outcome_t *o, char *err, size_t
     return rv;
 }
 
+/* Does outcome o act on the reservation that claim c (refused, kept)
+ * would make? Then it must be written again after c. */
+static bool follows_claim(const outcome_t *c, const outcome_t *o)
+{
+    return c->kind == OUT_CLAIM && o->kind != OUT_CLAIM && o->qidx == c->qidx && o->reslen == c->payload_len &&
+           !memcmp(o->reserved, c->payload, o->reslen);
+}
+
+/* Is pending[i] the outcome of a job whose claim, before it in this batch,
+ * was not written (pending[0..keep) are the ones kept)? */
+static bool after_kept_claim(const worker_t *w, int keep, int i)
+{
+    for (int k = 0; k < keep; k++)
+        if (follows_claim(&w->pending[k], &w->pending[i])) return true;
+    return false;
+}
+
 /* Read the replies to the first n pending outcomes (appended in order) and
- * drop those written. Once one is not written, the ones after it
- * are kept too, whatever their reply, and written again after it, in
- * order: a job's outcome must never land before its claim (every outcome
- * is idempotent, so writing one twice changes nothing). OW_LOST: the
- * connection went away; OW_REFUSED: Redis answered one with an error
- * (*err). */
+ * keep only those not written, and the outcome of a job whose claim was not
+ * written (it found nothing to act on yet: it is written again after the
+ * claim). OW_LOST: the connection went away (the outcomes sent are marked
+ * maybe_done); OW_REFUSED: Redis answered one with an error (*err). */
 static int collect_pending(worker_t *w, int n, char *err, size_t errn)
 {
     int result = OW_OK, keep = 0, total = w->npending;
     for (int i = 0; i < n; i++) {
         int rv = result == OW_LOST ? OW_LOST : read_outcome_reply(w, &w->pending[i], err, errn);
-        if (rv == OW_OK && result == OW_OK) {
+        if (rv == OW_LOST) w->pending[i].maybe_done = true;
+        if (rv == OW_OK && !after_kept_claim(w, keep, i)) {
             outcome_clear(&w->pending[i]);
             continue;
         }
-        if (rv == OW_LOST || result == OW_OK) result = rv;
+        if (rv == OW_LOST || result == OW_OK) result = rv == OW_OK ? result : rv;
         outcome_t o = w->pending[i];
         memset(&w->pending[i], 0, sizeof w->pending[i]);
         w->pending[keep++] = o;
@@ -427,6 +445,37 @@ static int collect_pending(worker_t *w, int n, char *err, size_t errn)
     return result;
 }
 
+
+/* A job whose claim was never run (not sent yet, or refused) and whose
+ * outcome is known: the claim is dropped and the outcome acts on the held
+ * reservation, so a claim and its job's outcome never travel together (on
+ * a Redis Cluster a NOSCRIPT resend would put the claim after it). Called
+ * before pending outcomes are appended. */
+static void fold_claims(worker_t *w)
+{
+    int keep = 0;
+    for (int i = 0; i < w->npending; i++) {
+        outcome_t *c = &w->pending[i];
+        bool folded = false;
+        for (int j = i + 1; c->kind == OUT_CLAIM && !c->maybe_done && j < w->npending && !folded; j++) {
+            outcome_t *o = &w->pending[j];
+            if (!follows_claim(c, o)) continue;
+            free(o->reserved);
+            o->reserved = c->reserved; /* the held member */
+            o->reslen = c->reslen;
+            c->reserved = NULL;
+            folded = true;
+        }
+        if (folded) {
+            outcome_clear(c);
+            continue;
+        }
+        outcome_t keep_o = *c;
+        memset(c, 0, sizeof *c);
+        w->pending[keep++] = keep_o;
+    }
+    w->npending = keep;
+}
 
 /* Redis refused an outcome (a read-only replica after a failover, OOM,
  * BUSY...): reconnect and write it again after a pause; the job stays
@@ -524,6 +573,7 @@ static bool flush_outcome(worker_t *w)
             wait_signals(w, rconn_retry_in_ms(w->rc) + 1);
             continue;
         }
+        fold_claims(w);
         int n = w->npending;
         for (int i = 0; i < n; i++) append_outcome(w, &w->pending[i]);
         char err[256] = "";
@@ -642,6 +692,7 @@ static void renew_held(worker_t *w, const job_t *cur)
     w->held_since_ms = mono_ms();
     if (!redis_ready(w)) return;
     int64_t until = wall_s() + w->p->retry_after;
+    fold_claims(w);
     int n = w->npending;
     for (int i = 0; i < n; i++) append_outcome(w, &w->pending[i]);
     if (cur) queue_append_extend(w->rc, &w->qs.q[cur->pr.qidx], cur->pr.reserved, cur->pr.reslen, until);
@@ -675,6 +726,7 @@ static int write_pending_now(worker_t *w)
     settle(w);
     if (!w->npending) return 0;
     if (!redis_ready(w)) return -1;
+    fold_claims(w);
     int n = w->npending;
     for (int i = 0; i < n; i++) append_outcome(w, &w->pending[i]);
     char err[256] = "";
@@ -773,9 +825,11 @@ static const char *should_fail(worker_t *w, job_t *j, const hresult_t *res)
  * job turns slow: give them back at once (other workers may be idle). */
 static void release_prefetched(worker_t *w, int64_t started_ms, int64_t now)
 {
-    if (w->p->prefetch > 1 && now - started_ms >= PREFETCH_MAX_JOB_MS && (w->ahead.on || w->npending)) {
-        /* a longer job: its claim (and the acks so far) are written, and
-         * what a pop in flight brings goes back with the rest */
+    if (w->p->prefetch > 1 && now - started_ms >= PREFETCH_MAX_JOB_MS && w->late_written_ms != started_ms &&
+        (w->ahead.on || w->npending)) {
+        /* a longer job, once: its claim (and the acks so far) are written,
+         * and what a pop in flight brings goes back with the rest */
+        w->late_written_ms = started_ms;
         give_back(w, ~0u);
         write_pending_now(w);
         return;
@@ -852,7 +906,8 @@ static void fire(worker_t *w, job_t *j, hresult_t *res)
         int64_t now = mono_ms();
         int64_t until = next_extend;
         if (deadline && deadline < until) until = deadline;
-        if ((w->nlocal > w->local_head || (w->p->prefetch > 1 && (w->ahead.on || w->npending))) &&
+        if ((w->nlocal > w->local_head ||
+             (w->p->prefetch > 1 && w->late_written_ms != start && (w->ahead.on || w->npending))) &&
             now < start + PREFETCH_MAX_JOB_MS &&
             start + PREFETCH_MAX_JOB_MS < until)
             until = start + PREFETCH_MAX_JOB_MS;
@@ -1278,6 +1333,7 @@ static bool outcomes_ride_with_pop(worker_t *w, uint32_t skip)
  * connection went. */
 static int outcomes_for_pop(worker_t *w, uint32_t skip)
 {
+    fold_claims(w);
     if (outcomes_ride_with_pop(w, skip)) return w->npending;
     return write_pending_now(w); /* refused: written again at the top of the loop */
 }
@@ -1386,20 +1442,22 @@ static bool pop_next(worker_t *w, uint32_t skip, job_t *job)
  * now, else 100 ms into the job (release_prefetched) or with its outcome,
  * whichever comes first. So a worker killed in a job's first 100 ms may
  * leave that job uncounted; a job that runs longer counts its attempt, as
- * with Laravel. Takes the item's strings. true: a claim is pending. */
-static bool claim_held(worker_t *w, pop_item_t *it, pop_result_t *pr)
+ * with Laravel. If the job's outcome is known before the claim was run,
+ * the claim is dropped and the outcome acts on the held member
+ * (fold_claims). Takes the item's strings. */
+static void claim_held(worker_t *w, pop_item_t *it, pop_result_t *pr)
 {
     if (!it->run) { /* reserved when popped (the first of a pop that ran at once) */
         pr->reserved = it->reserved;
         pr->reslen = it->reslen;
-        return false;
+        return;
     }
     pr->reserved = it->run;
     pr->reslen = it->runlen;
     if (w->npending == MAX_PENDING) flush_outcome(w);
     if (w->npending == MAX_PENDING) { /* the master and Redis are gone: it comes back after retry_after */
         free(it->reserved);
-        return false;
+        return;
     }
     outcome_t *o = &w->pending[w->npending++];
     memset(o, 0, sizeof *o);
@@ -1409,7 +1467,6 @@ static bool claim_held(worker_t *w, pop_item_t *it, pop_result_t *pr)
     o->reslen = it->reslen;
     o->payload = xstrndup(it->run, it->runlen);
     o->payload_len = it->runlen;
-    return true;
 }
 
 /* With prefetched jobs running low, send the next pop (and the outcomes so

@@ -206,8 +206,9 @@ def test_killed_worker_loses_no_prefetched_job(master, r, tmp_path):
     assert kills >= 3
 
 
-@pytest.mark.parametrize("prefetch,at,ms", [(4, 0, 0), (2, 1, 0), (4, 3, 300)])
-def test_a_killed_workers_jobs_that_never_started_cost_no_attempt(master, r, tmp_path, prefetch, at, ms):
+@pytest.mark.parametrize("prefetch,at,ms,retry_after", [(4, 0, 0, 4), (2, 1, 0, 4), (4, 3, 1000, 8)])
+def test_a_killed_workers_jobs_that_never_started_cost_no_attempt(master, r, tmp_path, prefetch, at, ms,
+                                                                   retry_after):
     """Regression (issue 21): a job popped ahead was reserved with an attempt
     counted, so when its worker was killed before it started, it came back
     after retry_after and, with tries = 1, failed as attempted too many times
@@ -215,13 +216,13 @@ def test_a_killed_workers_jobs_that_never_started_cost_no_attempt(master, r, tmp
     until it starts. The job at index `at` freezes its worker ms into its
     run: the first of a pop (at 0); a job popped ahead whose claim went with
     the pop sent ahead (prefetch 2, at 1); one whose claim waited (a pop was
-    in flight), 300 ms in, when its claim has been written (100 ms into a
-    job) and the jobs popped ahead given back (prefetch 4, at 3). Every other job is held
+    in flight), 1 s in, when its claim has been written (100 ms into a job)
+    and the jobs popped ahead given back (prefetch 4, at 3; retry_after 8, so
+    that no renewal, every 3 s, writes the claim first). Every other job is held
     uncounted (the first of the pop sent ahead too) or back in the queue,
     and runs after the kill."""
     log = tmp_path / "fixture.log"
-    # retry_after 4: reservations are renewed every second, after the freeze
-    start_paused(master, log, "prefetch = %d; retry_after = 4; tries = 1;" % prefetch)
+    start_paused(master, log, "prefetch = %d; retry_after = %d; tries = 1;" % (prefetch, retry_after))
     jobs = [make_payload("ok") for _ in range(10)]
     stopper = jobs[at] = make_payload("stopparent:%d" % ms)  # its handler freezes the worker mid-job
     push_many(r, "default", jobs)
@@ -236,7 +237,7 @@ def test_a_killed_workers_jobs_that_never_started_cost_no_attempt(master, r, tmp
     assert set(held.values()) <= {0}, "jobs popped ahead count none: %s" % held
     os.kill(worker, signal.SIGKILL)
     others = {p["id"] for p in jobs} - {stopper["id"]}
-    wait_for(lambda: others <= {l[1] for l in jobs_in_log(log)}, 30, what="the other jobs to run")
+    wait_for(lambda: others <= {l[1] for l in jobs_in_log(log)}, 40, what="the other jobs to run")
     wait_for(lambda: empty(r, "default"), 30, what="the queue to empty")
     failed = [json.loads(f["payload"])["id"] for f in failed_records(r, "default")]
     assert failed == [stopper["id"]], "only the job that was running used its one attempt: %s" % failed
@@ -248,8 +249,10 @@ def test_a_refused_claim_is_written_again_before_the_jobs_ack(master, r, tmp_pat
     the claim (NOSCRIPT) but ran the ack (a ZREM of the claimed member, not
     there yet), which was then taken as written. The claim, written again
     after the scripts were loaded, left a reservation no one would ack: the
-    finished job ran again after retry_after. Outcomes after a refused one
-    are now written again after it, in order."""
+    finished job ran again after retry_after. A claim not run yet when its
+    job's outcome is known is now dropped, and the outcome acts on the held
+    reservation; an outcome that follows a claim Redis refused is written
+    again after it."""
     log = tmp_path / "fixture.log"
     start_paused(master, log, "prefetch = 4; retry_after = 3;")
     jobs = [make_payload("ok") for _ in range(10)]
