@@ -11,7 +11,7 @@ loopback), started here and stopped at the end:
   prefetch   the same with job logs off and prefetch = 4, 16, 64
   queuework  no-op jobs/s: one `php artisan queue:work` (Debian's Laravel 8)
   adapter    no-op Laravel jobs/s: qpool + the PHP adapter vs queue:work, 1 and 2 processes:
-             preload on (the default), off, and on with prefetch = 4
+             preload on (the default), off, and on with prefetch = 2 and 4
   preload    the PHP adapter's memory and spawn time (issue 21): total PSS of
              the PHP processes for 1, 4, 8 and 16 processes, idle and after
              1,000 no-op jobs each: queue:work, the adapter booting each
@@ -719,7 +719,8 @@ def main():
             results["queue_work_1"] = run_queue_work(env, min(args.jobs, 20000))
             print("queue_work_1", results["queue_work_1"], flush=True)
         if want("adapter"):
-            variants = (("", ""), ("_boot_each", "preload = false;"), ("_prefetch_4", "prefetch = 4;"))
+            variants = (("", ""), ("_boot_each", "preload = false;"), ("_prefetch_2", "prefetch = 2;"),
+                        ("_prefetch_4", "prefetch = 4;"))
             for n in (1, 2):
                 jobs = min(args.jobs, 20000)
                 for suffix, extra in variants:
