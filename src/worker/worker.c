@@ -431,7 +431,7 @@ static int collect_pending(worker_t *w, int n, char *err, size_t errn)
             outcome_clear(&w->pending[i]);
             continue;
         }
-        if (rv == OW_LOST || result == OW_OK) result = rv == OW_OK ? result : rv;
+        if (rv != OW_OK && (rv == OW_LOST || result == OW_OK)) result = rv;
         outcome_t o = w->pending[i];
         memset(&w->pending[i], 0, sizeof w->pending[i]);
         w->pending[keep++] = o;
@@ -444,7 +444,6 @@ static int collect_pending(worker_t *w, int n, char *err, size_t errn)
     w->npending = keep;
     return result;
 }
-
 
 /* A job whose claim was never run (not sent yet, or refused) and whose
  * outcome is known: the claim is dropped and the outcome acts on the held
@@ -475,6 +474,14 @@ static void fold_claims(worker_t *w)
         w->pending[keep++] = keep_o;
     }
     w->npending = keep;
+}
+
+/* Append every pending outcome (claims folded first). Returns how many. */
+static int append_pending(worker_t *w)
+{
+    fold_claims(w);
+    for (int i = 0; i < w->npending; i++) append_outcome(w, &w->pending[i]);
+    return w->npending;
 }
 
 /* Redis refused an outcome (a read-only replica after a failover, OOM,
@@ -573,9 +580,7 @@ static bool flush_outcome(worker_t *w)
             wait_signals(w, rconn_retry_in_ms(w->rc) + 1);
             continue;
         }
-        fold_claims(w);
-        int n = w->npending;
-        for (int i = 0; i < n; i++) append_outcome(w, &w->pending[i]);
+        int n = append_pending(w);
         char err[256] = "";
         if (collect_pending(w, n, err, sizeof err) == OW_REFUSED) {
             outcome_refused(w, err, true);
@@ -611,18 +616,30 @@ static void job_free(job_t *j)
     free(j->uuid);
 }
 
+/* A fresh pending outcome, or NULL when there is no room even after a
+ * flush (cannot happen while Redis or the master answers: only when both
+ * are gone, and then the job comes back after retry_after). */
+static outcome_t *new_pending(worker_t *w, enum outcome_kind kind, int qidx)
+{
+    if (w->npending == MAX_PENDING) flush_outcome(w);
+    if (w->npending == MAX_PENDING) return NULL;
+    outcome_t *o = &w->pending[w->npending++];
+    memset(o, 0, sizeof *o);
+    o->kind = kind;
+    o->qidx = qidx;
+    return o;
+}
+
 static outcome_t *set_pending(worker_t *w, job_t *j, enum outcome_kind kind)
 {
     static outcome_t dropped;
-    if (w->npending == MAX_PENDING) flush_outcome(w); /* cannot happen: kept for safety */
-    outcome_t *o = &dropped;
-    if (w->npending < MAX_PENDING)
-        o = &w->pending[w->npending++];
-    else /* only when the master is gone and Redis too: it comes back after retry_after */
-        outcome_clear(&dropped);
-    memset(o, 0, sizeof *o);
-    o->kind = kind;
-    o->qidx = j->pr.qidx;
+    outcome_t *o = new_pending(w, kind, j->pr.qidx);
+    if (!o) {
+        o = &dropped;
+        outcome_clear(o);
+        o->kind = kind;
+        o->qidx = j->pr.qidx;
+    }
     o->reserved = xstrndup(j->pr.reserved, j->pr.reslen);
     o->reslen = j->pr.reslen;
     return o;
@@ -647,17 +664,13 @@ static void give_back(worker_t *w, uint32_t mask)
     for (int i = w->nlocal - 1; i >= w->local_head; i--) {
         pop_item_t *it = &w->local[i];
         if (it->qidx < 0 || !(mask & (1u << it->qidx))) continue;
-        if (w->npending == MAX_PENDING) flush_outcome(w);
-        if (w->npending == MAX_PENDING) { /* the master and Redis are gone: it comes back after retry_after */
+        outcome_t *o = new_pending(w, OUT_UNPOP, it->qidx);
+        if (!o) {
             pop_item_free(it);
             it->qidx = -1;
             continue;
         }
-        outcome_t *o = &w->pending[w->npending++];
-        memset(o, 0, sizeof *o);
-        o->kind = OUT_UNPOP;
         uuid4(o->token);
-        o->qidx = it->qidx;
         o->reserved = it->reserved;
         o->reslen = it->reslen;
         o->payload = it->raw;
@@ -692,9 +705,7 @@ static void renew_held(worker_t *w, const job_t *cur)
     w->held_since_ms = mono_ms();
     if (!redis_ready(w)) return;
     int64_t until = wall_s() + w->p->retry_after;
-    fold_claims(w);
-    int n = w->npending;
-    for (int i = 0; i < n; i++) append_outcome(w, &w->pending[i]);
+    int n = append_pending(w);
     if (cur) queue_append_extend(w->rc, &w->qs.q[cur->pr.qidx], cur->pr.reserved, cur->pr.reslen, until);
     for (int i = w->local_head; i < w->nlocal; i++)
         queue_append_extend(w->rc, &w->qs.q[w->local[i].qidx], w->local[i].reserved, w->local[i].reslen, until);
@@ -726,9 +737,7 @@ static int write_pending_now(worker_t *w)
     settle(w);
     if (!w->npending) return 0;
     if (!redis_ready(w)) return -1;
-    fold_claims(w);
-    int n = w->npending;
-    for (int i = 0; i < n; i++) append_outcome(w, &w->pending[i]);
+    int n = append_pending(w);
     char err[256] = "";
     int rv = collect_pending(w, n, err, sizeof err);
     if (rv == OW_REFUSED) outcome_refused(w, err, false);
@@ -820,13 +829,19 @@ static const char *should_fail(worker_t *w, job_t *j, const hresult_t *res)
     return why;
 }
 
+/* With prefetch, does the job started at started_ms still have to write its
+ * claim and the acks so far (or read a pop in flight) 100 ms in? */
+static bool late_write_due(const worker_t *w, int64_t started_ms)
+{
+    return w->p->prefetch > 1 && w->late_written_ms != started_ms && (w->ahead.on || w->npending);
+}
+
 /* While a job runs, the prefetched ones must not wait behind it when the
  * worker is told to stop or pause, when their queue is paused, or once the
  * job turns slow: give them back at once (other workers may be idle). */
 static void release_prefetched(worker_t *w, int64_t started_ms, int64_t now)
 {
-    if (w->p->prefetch > 1 && now - started_ms >= PREFETCH_MAX_JOB_MS && w->late_written_ms != started_ms &&
-        (w->ahead.on || w->npending)) {
+    if (now - started_ms >= PREFETCH_MAX_JOB_MS && late_write_due(w, started_ms)) {
         /* a longer job, once: its claim (and the acks so far) are written,
          * and what a pop in flight brings goes back with the rest */
         w->late_written_ms = started_ms;
@@ -906,9 +921,7 @@ static void fire(worker_t *w, job_t *j, hresult_t *res)
         int64_t now = mono_ms();
         int64_t until = next_extend;
         if (deadline && deadline < until) until = deadline;
-        if ((w->nlocal > w->local_head ||
-             (w->p->prefetch > 1 && w->late_written_ms != start && (w->ahead.on || w->npending))) &&
-            now < start + PREFETCH_MAX_JOB_MS &&
+        if ((w->nlocal > w->local_head || late_write_due(w, start)) && now < start + PREFETCH_MAX_JOB_MS &&
             start + PREFETCH_MAX_JOB_MS < until)
             until = start + PREFETCH_MAX_JOB_MS;
         if (w->orphan_key && w->orphan_next_ms < until) until = w->orphan_next_ms;
@@ -1328,14 +1341,14 @@ static bool outcomes_ride_with_pop(worker_t *w, uint32_t skip)
     return true;
 }
 
-/* How many pending outcomes to send with the pop: all of them, or none
- * when they must go first (written here and their replies read). -1: the
- * connection went. */
+/* Append the pending outcomes that go with the pop and say how many: all of
+ * them, or none when they must go first (then written here and their
+ * replies read). -1: the connection went. */
 static int outcomes_for_pop(worker_t *w, uint32_t skip)
 {
-    fold_claims(w);
-    if (outcomes_ride_with_pop(w, skip)) return w->npending;
-    return write_pending_now(w); /* refused: written again at the top of the loop */
+    if (outcomes_ride_with_pop(w, skip)) return append_pending(w);
+    int rv = write_pending_now(w); /* refused: written again at the top of the loop */
+    return rv < 0 ? rv : 0;
 }
 
 /* Write the outcomes that may go with this pop, then append the pop: false
@@ -1345,7 +1358,6 @@ static bool send_pop(worker_t *w, uint32_t skip, const pop_args_t *a)
 {
     int n = outcomes_for_pop(w, skip);
     if (n < 0) return false;
-    for (int i = 0; i < n; i++) append_outcome(w, &w->pending[i]);
     bool any = queue_append_pop(w->rc, &w->qs, a);
     if (n) {
         char err[256] = "";
@@ -1454,15 +1466,11 @@ static void claim_held(worker_t *w, pop_item_t *it, pop_result_t *pr)
     }
     pr->reserved = it->run;
     pr->reslen = it->runlen;
-    if (w->npending == MAX_PENDING) flush_outcome(w);
-    if (w->npending == MAX_PENDING) { /* the master and Redis are gone: it comes back after retry_after */
+    outcome_t *o = new_pending(w, OUT_CLAIM, it->qidx);
+    if (!o) {
         free(it->reserved);
         return;
     }
-    outcome_t *o = &w->pending[w->npending++];
-    memset(o, 0, sizeof *o);
-    o->kind = OUT_CLAIM;
-    o->qidx = it->qidx;
     o->reserved = it->reserved;
     o->reslen = it->reslen;
     o->payload = xstrndup(it->run, it->runlen);
@@ -1486,7 +1494,6 @@ static void pop_ahead(worker_t *w)
     a.hold = true; /* none of these starts now: every one is held until it does */
     int n = outcomes_for_pop(w, skip);
     if (n < 0 || w->pending_stuck) return;
-    for (int i = 0; i < n; i++) append_outcome(w, &w->pending[i]);
     queue_append_pop(w->rc, &w->qs, &a);
     if (rconn_send(w->rc) != RC_OK) return; /* dropped: the outcomes are still pending */
     w->ahead.on = true;
