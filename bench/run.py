@@ -11,12 +11,14 @@ loopback), started here and stopped at the end:
   prefetch   the same with job logs off and prefetch = 4, 16, 64
   queuework  no-op jobs/s: one `php artisan queue:work` (Debian's Laravel 8)
   adapter    no-op Laravel jobs/s: qpool + the PHP adapter vs queue:work, 1 and 2 processes:
-             preload on (the default), off, and on with prefetch = 2 and 4
+             preload on (the default), off, and on with prefetch = 2 and 4;
+             then preload with the zygote's JIT (QPOOL_ZYGOTE_JIT=1), prefetch 1, 2, 4
   preload    the PHP adapter's memory and spawn time (issue 21): total PSS of
              the PHP processes for 1, 4, 8 and 16 processes, idle and after
              1,000 no-op jobs each: queue:work, the adapter booting each
              handler (preload = false) and preloading (a zygote and its
-             forks); a new handler's time to ready, forked vs booted
+             forks), without and with the zygote's JIT; a new handler's
+             time to ready, forked vs booted
   latency    push -> handler start, p50/p99, one idle worker
   trips      Redis round trips and commands per job in steady state
   memory     RSS of the master and of a worker (and its handler)
@@ -359,21 +361,22 @@ def pss_total(sid, settle=0.3):
 ADAPTER = ["php", str(ROOT / "php" / "qpool-handler.php"), str(APP)]
 
 
-def adapter_settings(env, extra=""):
-    """A pool's keys for the fixture app through the adapter: its directory and environment."""
+def adapter_settings(env, extra="", more_env=None):
+    """A pool's keys for the fixture app through the adapter: its directory and environment (plus more_env)."""
     keys = ("REDIS_HOST", "REDIS_PORT", "REDIS_PREFIX", "APP_STORAGE", "DB_CONNECTION", "DB_DATABASE", "LOG_CHANNEL",
             "MARKER_EVENTS")
+    values = dict(((k, env.app_env[k]) for k in keys), **(more_env or {}))
     return 'working_directory = "%s"; environment = { %s }; %s' % (
-        APP, " ".join('%s = "%s";' % (k, env.app_env[k]) for k in keys), extra)
+        APP, " ".join('%s = "%s";' % kv for kv in values.items()), extra)
 
 
-def adapter_pool(env, n, preload):
-    return native_pool(env, n, ADAPTER, False, adapter_settings(env, "preload = %s;" % str(preload).lower()))
+def adapter_pool(env, n, preload, more_env=None):
+    return native_pool(env, n, ADAPTER, False, adapter_settings(env, "preload = %s;" % str(preload).lower(), more_env))
 
 
-def pss_adapter(env, template, n, preload, jobs_each):
+def pss_adapter(env, template, n, preload, jobs_each, more_env=None):
     env.flush()
-    p, _ = env.master(adapter_pool(env, n, preload), "pss")
+    p, _ = env.master(adapter_pool(env, n, preload, more_env), "pss")
     wait_idle_workers(env, "pss", n)
     idle = pss_total(p.pid, 1.0)
     env.push_copies(template, n * jobs_each)
@@ -466,7 +469,8 @@ def run_preload(env, template, counts=(1, 4, 8, 16), jobs_each=1000):
     for n in counts:
         row = {"queue_work": pss_queue_work(env, template, n, jobs_each),
                "adapter_boot_each": pss_adapter(env, template, n, False, jobs_each),
-               "adapter_preload": pss_adapter(env, template, n, True, jobs_each)}
+               "adapter_preload": pss_adapter(env, template, n, True, jobs_each),
+               "adapter_preload_jit": pss_adapter(env, template, n, True, jobs_each, {"QPOOL_ZYGOTE_JIT": "1"})}
         out["pss_%d" % n] = row
         print("pss_%d" % n, row, flush=True)
     return out
@@ -719,14 +723,16 @@ def main():
             results["queue_work_1"] = run_queue_work(env, min(args.jobs, 20000))
             print("queue_work_1", results["queue_work_1"], flush=True)
         if want("adapter"):
-            variants = (("", ""), ("_boot_each", "preload = false;"), ("_prefetch_2", "prefetch = 2;"),
-                        ("_prefetch_4", "prefetch = 4;"))
+            jit = {"QPOOL_ZYGOTE_JIT": "1"}
+            variants = (("", "", None), ("_boot_each", "preload = false;", None), ("_prefetch_2", "prefetch = 2;", None),
+                        ("_prefetch_4", "prefetch = 4;", None), ("_jit", "", jit), ("_prefetch_2_jit", "prefetch = 2;", jit),
+                        ("_prefetch_4_jit", "prefetch = 4;", jit))
             for n in (1, 2):
                 jobs = min(args.jobs, 20000)
-                for suffix, extra in variants:
+                for suffix, extra, more_env in variants:
                     key = "adapter_%d%s" % (n, suffix)
-                    results[key] = run_native(env, template, n, jobs, ADAPTER, False, adapter_settings(env, extra),
-                                              "adapter")
+                    results[key] = run_native(env, template, n, jobs, ADAPTER, False,
+                                              adapter_settings(env, extra, more_env), "adapter")
                     print(key, results[key], flush=True)
                 results["queue_work_%d_for_adapter" % n] = run_queue_work(env, jobs, n)
                 print("queue_work_%d" % n, results["queue_work_%d_for_adapter" % n], flush=True)

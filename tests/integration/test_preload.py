@@ -14,17 +14,17 @@ from conftest import LARAVEL_APP, ROOT, proc_alive, queue_state, session_pids, w
 ADAPTER = ROOT / "php" / "qpool-handler.php"
 
 
-def env_block(app, hazards):
-    """The app's environment block, with FIXTURE_BOOT_HAZARDS."""
+def env_block(app, hazards, more=""):
+    """The app's environment block, with FIXTURE_BOOT_HAZARDS (and more settings)."""
     block = app.env_conf()
-    return block[:block.rindex("}")] + ' FIXTURE_BOOT_HAZARDS = "%s"; };' % hazards
+    return block[:block.rindex("}")] + ' FIXTURE_BOOT_HAZARDS = "%s"; %s };' % (hazards, more)
 
 
-def pool(app, processes=2, hazards="", extra="", app_path=None):
+def pool(app, processes=2, hazards="", extra="", app_path=None, env=""):
     path = app_path or LARAVEL_APP
     return ('{ name = "app"; queues = ["default"]; processes = %d; working_directory = "%s"; %s\n'
             '  handler = { type = "pipe"; command = ["php", "%s", "%s"]; }; %s }'
-            % (processes, path, env_block(app, hazards), ADAPTER, path, extra))
+            % (processes, path, env_block(app, hazards, env), ADAPTER, path, extra))
 
 
 def forked_pids(master):
@@ -44,10 +44,10 @@ def zygote_pids(master):
     return [int(p) for p in re.findall(r"started its zygote \(pid (\d+)", master.log())]
 
 
-def run_probes(master, r, app, processes=3, count=9, hazards="redis,db,rand", extra="", sleep_ms=300):
+def run_probes(master, r, app, processes=3, count=9, hazards="redis,db,rand", extra="", sleep_ms=300, env=""):
     """Start the pool and run count probes, spread over its handlers (each
     sleeps a while, so that every handler gets some); returns the markers."""
-    master.write_config(pool(app, processes, hazards, extra))
+    master.write_config(pool(app, processes, hazards, extra, env=env))
     master.start()
     app.dispatch("ForkProbeJob", 200, sleep_ms, count=count, tag="p")
     wait_for(lambda: len(probes(app)) == count and settled(r), 60, what="the probes")
@@ -72,6 +72,15 @@ def test_handlers_are_forks_of_one_zygote(master, r, laravel_app):
     cmd = open("/proc/%d/cmdline" % zygotes[0]).read().rstrip("\0").split("\0")
     # it ran itself again with OPcache on (compiled code shared by every fork), keeping its command line
     assert cmd[1:3] == ["-d", "opcache.enable_cli=1"] and cmd[-3:-1] == [str(ADAPTER), "--zygote"], cmd
+    assert all(m["opcache"] == [True, False] for m in ms), "OPcache on, its JIT as PHP sets it (off): %s" % ms
+
+
+def test_qpool_zygote_jit_1_turns_on_the_jit_in_every_handler(master, r, laravel_app):
+    """The pool's environment asks for OPcache's tracing JIT, which the handlers share."""
+    ms = run_probes(master, r, laravel_app, count=4, hazards="", env='QPOOL_ZYGOTE_JIT = "1";')
+    assert all(m["opcache"] == [True, True] for m in ms), [m["opcache"] for m in ms]
+    cmd = open("/proc/%d/cmdline" % zygote_pids(master)[0]).read().rstrip("\0").split("\0")
+    assert "opcache.jit=tracing" in cmd and cmd[-3:-1] == [str(ADAPTER), "--zygote"], cmd
 
 
 def test_a_redis_connection_opened_at_boot_is_not_shared(master, r, laravel_app):

@@ -18,7 +18,8 @@ use Illuminate\Support\Facades\Redis;
  * process group and parent, what the random generators draw, its Redis
  * and database connections (and whether Redis replies came back to it
  * intact over $rounds round trips), what exec() sees of a child's exit,
- * and whether the zygote's QPOOL_ZYGOTE_FD reached it or what it runs.
+ * whether the zygote's QPOOL_ZYGOTE_FD reached it or what it runs, and
+ * whether OPcache and its JIT are on in it.
  */
 class ForkProbeJob implements ShouldQueue
 {
@@ -75,6 +76,15 @@ class ForkProbeJob implements ShouldQueue
             'db_pid' => (int) DB::select('select ? as p', [getmypid()])[0]->p,
             'exec_rc' => $rc,
             'zygote_fd_env' => [getenv('QPOOL_ZYGOTE_FD'), $zygoteFdRc === 0],
+            'opcache' => $this->opcache(),
         ]);
+    }
+
+    /** OPcache as this process runs it: [on, JIT on]. */
+    private function opcache(): array
+    {
+        $status = function_exists('opcache_get_status') ? @opcache_get_status(false) : false;
+
+        return [is_array($status) && ! empty($status['opcache_enabled']), is_array($status) && ! empty($status['jit']['on'])];
     }
 }
