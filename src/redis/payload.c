@@ -152,7 +152,9 @@ static size_t skip_value(const char *s, size_t i, size_t n)
     return i > start ? i : n + 1;
 }
 
-bool json_top_value(const char *s, size_t n, const char *key, size_t *vs, size_t *ve)
+/* Span of a top-level member: *ms at its key's opening quote, [*vs, *ve)
+ * its value. */
+static bool top_member(const char *s, size_t n, const char *key, size_t *ms, size_t *vs, size_t *ve)
 {
     size_t klen = strlen(key);
     size_t i = skip_ws(s, 0, n);
@@ -170,6 +172,7 @@ bool json_top_value(const char *s, size_t n, const char *key, size_t *vs, size_t
         size_t v0 = i, v1 = skip_value(s, i, n);
         if (v1 > n) return false;
         if (match) {
+            *ms = ks - 1;
             *vs = v0;
             *ve = v1;
             return true;
@@ -182,6 +185,40 @@ bool json_top_value(const char *s, size_t n, const char *key, size_t *vs, size_t
         return false;
     }
     return false;
+}
+
+bool json_top_value(const char *s, size_t n, const char *key, size_t *vs, size_t *ve)
+{
+    size_t ms;
+    return top_member(s, n, key, &ms, vs, ve);
+}
+
+char *payload_drop_key(const char *raw, size_t len, const char *key, size_t *outlen)
+{
+    size_t ms, vs, ve;
+    if (!top_member(raw, len, key, &ms, &vs, &ve)) return NULL;
+    size_t from = ms, to = skip_ws(raw, ve, len);
+    if (to < len && raw[to] == ',') {
+        to = skip_ws(raw, to + 1, len); /* the first member, or one in the middle: its comma after it */
+    } else {
+        to = ve; /* the last member: the comma before it */
+        while (from > 0 && strchr(" \t\r\n", raw[from - 1])) from--;
+        if (from > 0 && raw[from - 1] == ',') from--;
+    }
+    sbuf_t b;
+    sbuf_init(&b);
+    sbuf_append(&b, raw, from);
+    sbuf_append(&b, raw + to, len - to);
+    /* textual, so checked: still an object, and the key is gone (not a duplicate left behind) */
+    cJSON *o = cJSON_ParseWithLength(b.data, b.len);
+    bool ok = cJSON_IsObject(o) && !cJSON_GetObjectItemCaseSensitive(o, key);
+    cJSON_Delete(o);
+    if (!ok) {
+        sbuf_free(&b);
+        return NULL;
+    }
+    *outlen = b.len;
+    return sbuf_steal(&b);
 }
 
 /* The top-level integer key reads back as v (cJSON: whitespace, escapes,

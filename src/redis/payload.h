@@ -42,6 +42,11 @@ typedef struct {
  * ignores unknown keys (as Horizon's pushedAt). */
 #define PAYLOAD_AVAILABLE_AT "qpoolAvailableAt"
 
+/* The key a pop adds to the copies of a job it holds (and to a twin's
+ * reserved copy) so that no two jobs share a :reserved member (queue.c);
+ * dropped from a released job's payload and by the next pop. */
+#define PAYLOAD_TWIN "qpoolTwin"
+
 /* 0 on success; -1 with a reason in err when the payload is unusable.
  * The strings taken (uuid, id, displayName, job, backoff) are valid UTF-8:
  * each ill-formed sequence is replaced with U+FFFD. */
@@ -58,6 +63,9 @@ bool json_top_value(const char *raw, size_t len, const char *key, size_t *vs, si
 char *payload_set_attempts(const char *raw, size_t len, long n, size_t *outlen);
 /* The same for PAYLOAD_AVAILABLE_AT. */
 char *payload_set_available_at(const char *raw, size_t len, int64_t at_ms, size_t *outlen);
+/* Copy of raw without its top-level key (and the comma beside it); NULL if
+ * raw is not a JSON object, has no such key, or has it twice. */
+char *payload_drop_key(const char *raw, size_t len, const char *key, size_t *outlen);
 
 /* queue:retry's refreshRetryUntil, without PHP: a job that had until
  * retryUntil from its dispatch (createdAt, 12.11+; or Horizon's pushedAt)

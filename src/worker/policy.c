@@ -100,3 +100,18 @@ char *policy_text_timeout(const char *name)
 {
     return xasprintf("Illuminate\\Queue\\TimeoutExceededException: %s has timed out.", name);
 }
+
+int policy_prefetch_want(int prefetch, int64_t last_job_ms)
+{
+    if (prefetch <= 1 || last_job_ms >= PREFETCH_MAX_JOB_MS) return 1;
+    if (last_job_ms <= 0) return prefetch;
+    int64_t fits = PREFETCH_BATCH_MS / last_job_ms;
+    if (fits < 1) return 1;
+    return fits < prefetch ? (int)fits : prefetch;
+}
+
+bool policy_prefetch_give_back(int held, int64_t last_job_ms)
+{
+    if (held <= 0) return false;
+    return last_job_ms >= PREFETCH_MAX_JOB_MS || last_job_ms * held > 2 * PREFETCH_BATCH_MS;
+}

@@ -1,7 +1,8 @@
 /*
  * policy.h - Laravel's retry / backoff / fail rules as pure functions, so
  * they can be unit-tested against the behaviour documented for queue:work
- * (protocol doc §5.4-§5.7) without Redis or processes.
+ * (protocol doc §5.4-§5.7) without Redis or processes; and how many jobs a
+ * prefetching worker pops and holds.
  *
  * "attempts" below always means the attempt being run: the payload's stored
  * attempts + 1, which is what RedisJob::attempts() returns.
@@ -29,6 +30,25 @@ bool policy_will_exceed(const job_payload_t *p, int pool_tries, long attempts, i
  * payload's delay (12.11+), else the pool's list; indexed by attempts - 1,
  * the last value repeating. */
 long policy_backoff(const job_payload_t *p, const int *pool_backoff, int npool, long attempts);
+
+/* Prefetch only while jobs are quick: a slow job's successors would sit
+ * reserved while idle workers could run them. After a job this slow the
+ * held ones are given back and the worker pops one at a time. */
+#define PREFETCH_MAX_JOB_MS 100
+/* A batch should run in about this long at the last job's pace, so that a
+ * burst of jobs of a few milliseconds each is shared among idle workers
+ * instead of waiting behind one. */
+#define PREFETCH_BATCH_MS 20
+
+/* How many jobs one pop may take: the pool's prefetch while jobs are quick
+ * (under a millisecond), as many as run in PREFETCH_BATCH_MS at the last
+ * job's pace, one after a job of PREFETCH_BATCH_MS or more. At least 1. */
+int policy_prefetch_want(int prefetch, int64_t last_job_ms);
+
+/* Whether the held jobs (popped ahead, not started) should go back: they
+ * would wait more than two batches' time behind each other at the last
+ * job's pace, or the last job took PREFETCH_MAX_JOB_MS or more. */
+bool policy_prefetch_give_back(int held, int64_t last_job_ms);
 
 /* PHP's (int) cast of a string: leading blanks, sign, digits; else 0. */
 long php_intval(const char *s);

@@ -53,10 +53,6 @@ enum outcome_kind { OUT_NONE = 0, OUT_ACK, OUT_RELEASE, OUT_FAIL, OUT_UNPOP, OUT
 /* At most: an ack and a claim per job held (the prefetched ones and the
  * current one), a give-back per prefetched job, one refused outcome. */
 #define MAX_PENDING (6 * QPOOL_MAX_PREFETCH + 8)
-/* Prefetch only while jobs are quick: a slow job's successors would sit
- * reserved while idle workers could run them. After a slower job the
- * prefetched ones are given back. */
-#define PREFETCH_MAX_JOB_MS 100
 /* With prefetch, between quick jobs, look at the signalfd and /proc statm at
  * most this often (a job that took longer is always followed by both): a job
  * of a few microseconds should not pay three system calls for them. Any wait
@@ -744,12 +740,13 @@ static int write_pending_now(worker_t *w)
     return rv == OW_LOST ? -1 : 0;
 }
 
-/* How many jobs to ask for: the pool's prefetch while jobs are quick, never
- * past max_jobs, one at a time when resting between jobs. */
+/* How many jobs to ask for: the pool's prefetch while jobs are quick, fewer
+ * as they get slower (policy_prefetch_want), never past max_jobs, one at a
+ * time when resting between jobs. */
 static int want_jobs(worker_t *w, int held)
 {
-    int want = w->p->prefetch;
-    if (want <= 1 || w->p->rest > 0 || w->last_job_ms >= PREFETCH_MAX_JOB_MS) return 1;
+    int want = policy_prefetch_want(w->p->prefetch, w->last_job_ms);
+    if (want <= 1 || w->p->rest > 0) return 1;
     if (w->p->max_jobs > 0) {
         int64_t left = (int64_t)w->p->max_jobs - (int64_t)w->jobs_done - held;
         if (left < want) want = left > 1 ? (int)left : 1;
@@ -757,13 +754,19 @@ static int want_jobs(worker_t *w, int held)
     return want;
 }
 
-/* Released with qpool's stamp of when it is due (payload.h), so that the
- * next attempt's wait is measured. */
+/* Released as Laravel releases it (the reserved copy), less the twin marker
+ * a held job's copy carries (it belongs to the pop that held it) and with
+ * qpool's stamp of when it is due (payload.h), so that the next attempt's
+ * wait is measured. */
 static void job_release(worker_t *w, job_t *j, long delay)
 {
     outcome_t *o = set_pending(w, j, OUT_RELEASE);
     o->available_at = wall_s() + delay;
-    o->payload = payload_set_available_at(o->reserved, o->reslen, o->available_at * 1000, &o->payload_len);
+    size_t len;
+    char *plain = payload_drop_key(o->reserved, o->reslen, PAYLOAD_TWIN, &len);
+    o->payload = payload_set_available_at(plain ? plain : o->reserved, plain ? len : o->reslen,
+                                          o->available_at * 1000, &o->payload_len);
+    free(plain);
 }
 
 /* Fail a job: the record and the removal from :reserved are written at
@@ -1660,9 +1663,9 @@ static int after_job(worker_t *w, job_t *job)
     sb_state(w, SB_IDLE);
     job_free(job);
     stats_flush(w, false);
-    /* Jobs turned slow: the prefetched ones would wait behind them while
-     * other workers idle. Give them back and go one at a time. */
-    if (w->last_job_ms >= PREFETCH_MAX_JOB_MS && w->nlocal > w->local_head) give_back(w, ~0u);
+    /* Jobs turned slower: the prefetched ones would wait behind them while
+     * other workers idle. Give them back and pop fewer at a time. */
+    if (policy_prefetch_give_back(w->nlocal - w->local_head, w->last_job_ms)) give_back(w, ~0u);
 
     if (w->npending && w->pending[w->npending - 1].kind != OUT_ACK) flush_outcome(w);
     if (p->memory > 0 && rss > (uint64_t)p->memory * 1024) {

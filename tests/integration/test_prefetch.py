@@ -311,6 +311,39 @@ def test_jobs_turning_slow_are_shared_not_held(master, r, tmp_path):
     assert failed_records(r, "default") == []
 
 
+def test_a_burst_of_jobs_of_tens_of_ms_is_shared_not_held_by_one_worker(master, r, tmp_path):
+    # one pop takes the whole burst (the worker has run no job yet); after the
+    # first 40 ms job the other five would wait 200 ms behind it while the
+    # second worker idles: they go back, and both workers run them
+    log = tmp_path / "fixture.log"
+    start_paused(master, log, "prefetch = 8;", processes=2)
+    payloads = [make_payload("sleep:40") for _ in range(6)]
+    push_many(r, "default", payloads)
+    master.signal(signal.SIGCONT)
+    wait_for(lambda: len(jobs_in_log(log)) == 6 and empty(r, "default"), 30, what="the six jobs")
+    runs = jobs_in_log(log)
+    assert sorted(l[1] for l in runs) == sorted(p["id"] for p in payloads), "each job exactly once"
+    assert all(l[3] == "1" for l in runs), "given back with attempts unchanged"
+    assert len({l[4] for l in runs}) == 2, "both workers' handlers ran some: %s" % runs
+
+
+def test_a_held_job_released_goes_back_without_the_twin_marker(master, r, tmp_path):
+    # regression: a job popped ahead carries a qpoolTwin marker in its held
+    # and reserved copies; released, the reserved copy went to :delayed with
+    # it, so the next attempt's payload (and Laravel's failed_jobs row) had it
+    log = tmp_path / "fixture.log"
+    start_paused(master, log, "prefetch = 8; tries = 0; backoff = 60;")
+    first, held = make_payload("ok"), make_payload("failuntil:2")
+    push_many(r, "default", [first, held])
+    master.signal(signal.SIGCONT)
+    delayed = PREFIX + "queues:default:delayed"
+    wait_for(lambda: r.zcard(delayed) == 1, 10, what="the held job to be released")
+    (payload,) = r.zrange(delayed, 0, -1)
+    released = json.loads(payload)
+    assert "qpoolTwin" not in released, payload
+    assert released["id"] == held["id"] and released["attempts"] == 1 and "qpoolAvailableAt" in released
+
+
 def test_byte_identical_payloads_in_one_batch_are_not_lost(master, r, tmp_path):
     # regression: two identical payloads in one batch shared one :reserved
     # member, so giving both back returned only one

@@ -6,6 +6,7 @@ The give-back test runs qpool's own Lua scripts (read from src/queue.c) with
 the key and argument layout src/queue.c uses, as the review did: a reply lost
 between the script and the worker cannot be staged through the binary."""
 import json
+import os
 import re
 import signal
 import time
@@ -13,7 +14,9 @@ import uuid as uuidlib
 
 import pytest
 
-from conftest import FIXTURE_HANDLER, PREFIX, ROOT, make_payload, push_many, queue_state, read_fixture_log, wait_for
+from conftest import (FIXTURE_HANDLER, PREFIX, ROOT, children_of, make_payload, push_many, queue_state, read_fixture_log,
+                      wait_for)
+from test_prefetch import proc_state
 from test_worker import empty, jobs_in_log, native_pool
 
 
@@ -162,8 +165,10 @@ def test_a_prefetched_job_whose_reservation_is_gone_is_not_run_again(master, r, 
     # review #9: the worker holds prefetched jobs when Redis becomes
     # unreachable to it for longer than retry_after; meanwhile another
     # consumer migrates the expired reservations back and takes the jobs.
-    # When the worker is back, its renewal finds them gone and drops the local
-    # copies instead of running them a second time.
+    # When the worker is back it must not run them a second time. The first
+    # job freezes the worker (so that it holds the other fifteen, none
+    # started) while the test cuts it off from Redis; it then finds Redis
+    # refusing it, and once Redis takes it back, the jobs it held are gone.
     log = tmp_path / "fixture.log"
     admin = redis_server.client()
     admin.execute_command("ACL", "SETUSER", "tester", "on", ">pw", "~*", "&*", "+@all")
@@ -172,12 +177,14 @@ def test_a_prefetched_job_whose_reservation_is_gone_is_not_run_again(master, r, 
     master.write_config(native_pool(log=log, extra="prefetch = 16; retry_after = 2; tries = 0;"))
     master.start()
     master.wait_children("w", 1)
-    jobs = [make_payload("sleep:80") for _ in range(16)]
+    worker = children_of(master.proc.pid)[0]
+    jobs = [make_payload("stopparent:0")] + [make_payload("ok") for _ in range(15)]
     push_many(t, "default", jobs)
-    wait_for(lambda: len(jobs_in_log(log)) >= 1, 10, interval=0.005, what="the first job to start")
+    wait_for(lambda: proc_state(worker) == "T", 10, interval=0.005, what="the first job to freeze its worker")
     # cut the worker off: no user it can log in as, its connection killed
     t.execute_command("ACL", "SETUSER", "default", "off")
     t.execute_command("CLIENT", "KILL", "USER", "default")
+    os.kill(worker, signal.SIGCONT)
     try:
         time.sleep(3.5)  # past retry_after (whole-second scores)
         k = keys("default")
@@ -186,14 +193,17 @@ def test_a_prefetched_job_whose_reservation_is_gone_is_not_run_again(master, r, 
         # then it takes those jobs for itself
         expired = t.zrangebyscore(k["reserved"], "-inf", int(time.time()))
         held = [json.loads(x)["id"] for x in expired if json.loads(x)["id"] not in ran_before]
-        assert held, "the worker held prefetched jobs when it was cut off"
+        assert held, "the worker held jobs popped ahead when it was cut off"
         t.zrem(k["reserved"], *expired)
     finally:
         t.execute_command("ACL", "SETUSER", "default", "on")
-    wait_for(lambda: "lost its reservation" in master.log(), 15, what="the renewal to find the reservations gone")
+    # back and idle: waiting on the queue's notify list
+    wait_for(lambda: any(c.get("cmd") in ("blpop", "brpop") for c in t.client_list()), 15,
+             what="the worker to reach Redis again and wait for jobs")
     time.sleep(1.0)
     reran = [l[1] for l in jobs_in_log(log) if l[1] in held]
     assert reran == [], "jobs whose reservation was taken back ran again: %s" % reran
+    assert t.llen(k["ready"]) == 0, "none was given back a second time"
     # a server that takes the connection and refuses the first command is an
     # outage with backoff, not a reconnect loop (it logged hundreds of lines)
     assert master.log().count("unavailable") + master.log().count("right after connecting") < 30

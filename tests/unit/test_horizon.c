@@ -115,6 +115,9 @@ static void test_import_maps_supervisors(void **state)
     const char *laravel = NULL;
     assert_true(config_lookup_string(&cfg, "defaults.laravel", &laravel));
     assert_string_equal(laravel, "/srv/app");
+    int prefetch = 0; /* the adapter's speed: several jobs per pop (a new file; the key's default stays 1) */
+    assert_true(config_lookup_int(&cfg, "defaults.prefetch", &prefetch));
+    assert_int_equal(prefetch, 8);
     config_destroy(&cfg);
     free(out);
 }

@@ -436,6 +436,37 @@ static void test_available_at_stamp(void **state)
     free(q);
 }
 
+/* A released job's payload loses the twin marker of the pop that held it,
+ * wherever cjson put it, the rest byte for byte. */
+static void test_drop_key(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *in, *out;
+    } cases[] = {
+        {"{\"qpoolTwin\":\"u-1\",\"uuid\":\"u\",\"attempts\":2}", "{\"uuid\":\"u\",\"attempts\":2}"},
+        {"{\"uuid\":\"u\",\"qpoolTwin\":\"u-1\",\"attempts\":2}", "{\"uuid\":\"u\",\"attempts\":2}"},
+        {"{\"uuid\":\"u\",\"attempts\":2,\"qpoolTwin\":\"u-1\"}", "{\"uuid\":\"u\",\"attempts\":2}"},
+        {"{ \"uuid\" : \"u\" , \"qpoolTwin\" : \"u-1\" }", "{ \"uuid\" : \"u\"  }"},
+        {"{\"qpoolTwin\":\"u-1\"}", "{}"},
+        {"{\"data\":{\"qpoolTwin\":1},\"qpoolTwin\":\"x\"}", "{\"data\":{\"qpoolTwin\":1}}"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        size_t len;
+        char *p = payload_drop_key(cases[i].in, strlen(cases[i].in), PAYLOAD_TWIN, &len);
+        assert_non_null(p);
+        assert_string_equal(p, cases[i].out);
+        assert_int_equal(len, strlen(cases[i].out));
+        free(p);
+    }
+    size_t len;
+    assert_null(payload_drop_key("{\"uuid\":\"u\"}", 12, PAYLOAD_TWIN, &len));        /* absent */
+    assert_null(payload_drop_key("{\"data\":{\"qpoolTwin\":1}}", 25, PAYLOAD_TWIN, &len)); /* nested only */
+    assert_null(payload_drop_key("[1]", 3, PAYLOAD_TWIN, &len));
+    static const char twice[] = "{\"qpoolTwin\":\"a\",\"qpoolTwin\":\"b\"}";
+    assert_null(payload_drop_key(twice, strlen(twice), PAYLOAD_TWIN, &len)); /* one would be left */
+}
+
 static void test_set_attempts_reads_back_what_it_wrote(void **state)
 {
     (void)state;
@@ -860,6 +891,7 @@ int main(void)
         cmocka_unit_test(test_set_attempts_preserves_bytes),
         cmocka_unit_test(test_set_attempts_reads_back_what_it_wrote),
         cmocka_unit_test(test_available_at_stamp),
+        cmocka_unit_test(test_drop_key),
         cmocka_unit_test(test_refresh_retry_until),
         cmocka_unit_test(test_set_attempts_nested_untouched),
         cmocka_unit_test(test_set_attempts_inserts_when_missing),

@@ -332,6 +332,32 @@ static void test_failure_texts(void **state)
     free(t);
 }
 
+static void test_prefetch_want_shrinks_as_jobs_slow_down(void **state)
+{
+    (void)state;
+    assert_int_equal(policy_prefetch_want(1, 0), 1);
+    assert_int_equal(policy_prefetch_want(8, 0), 8);   /* under a millisecond: the whole prefetch */
+    assert_int_equal(policy_prefetch_want(8, 1), 8);   /* 20 fit, prefetch caps */
+    assert_int_equal(policy_prefetch_want(8, 5), 4);   /* 20 ms of 5 ms jobs */
+    assert_int_equal(policy_prefetch_want(8, 10), 2);
+    assert_int_equal(policy_prefetch_want(8, 11), 1);
+    assert_int_equal(policy_prefetch_want(8, PREFETCH_BATCH_MS), 1);
+    assert_int_equal(policy_prefetch_want(64, PREFETCH_MAX_JOB_MS), 1);
+    assert_int_equal(policy_prefetch_want(64, 1), PREFETCH_BATCH_MS);
+}
+
+static void test_prefetch_give_back_when_held_jobs_would_wait(void **state)
+{
+    (void)state;
+    assert_false(policy_prefetch_give_back(0, 500));     /* nothing held */
+    assert_false(policy_prefetch_give_back(12, 0));      /* quick jobs: keep the batch */
+    assert_false(policy_prefetch_give_back(12, 3));      /* 36 ms of waiting */
+    assert_true(policy_prefetch_give_back(5, 10));       /* 50 ms */
+    assert_false(policy_prefetch_give_back(1, 40));      /* one, 40 ms */
+    assert_true(policy_prefetch_give_back(2, 40));
+    assert_true(policy_prefetch_give_back(1, PREFETCH_MAX_JOB_MS));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -350,6 +376,8 @@ int main(void)
         cmocka_unit_test(test_backoff_from_parsed_payloads),
         cmocka_unit_test(test_php_intval),
         cmocka_unit_test(test_failure_texts),
+        cmocka_unit_test(test_prefetch_want_shrinks_as_jobs_slow_down),
+        cmocka_unit_test(test_prefetch_give_back_when_held_jobs_would_wait),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
