@@ -294,20 +294,26 @@ def test_a_finished_jobs_ack_does_not_wait_behind_a_long_job(master, r, tmp_path
     assert all(l[3] == "1" for l in jobs_in_log(log))
 
 
-def test_jobs_turning_slow_are_shared_not_held(master, r, tmp_path):
-    # regression: with every job slower than the prefetch threshold, the
-    # prefetched ones waited (unrenewed) behind each other, expired, and were
-    # run or failed by the other worker
-    log = tmp_path / "fixture.log"
-    start_paused(master, log, "prefetch = 4; retry_after = 2; tries = 1;", processes=2)
-    payloads = [make_payload("sleep:900") for _ in range(6)]
+def run_six_once(master, r, log, action, extra):
+    """Six jobs of the action in a paused pool of two workers, resumed: each
+    runs exactly once, at its first attempt. Returns the fixture log's runs."""
+    start_paused(master, log, extra, processes=2)
+    payloads = [make_payload(action) for _ in range(6)]
     push_many(r, "default", payloads)
     master.signal(signal.SIGCONT)
     wait_for(lambda: len(jobs_in_log(log)) == 6 and empty(r, "default"), 30, what="the six jobs")
     time.sleep(0.5)
-    runs = [l[1] for l in jobs_in_log(log)]
-    assert sorted(runs) == sorted(p["id"] for p in payloads), "each job exactly once"
-    assert all(l[3] == "1" for l in jobs_in_log(log))
+    runs = jobs_in_log(log)
+    assert sorted(l[1] for l in runs) == sorted(p["id"] for p in payloads), "each job exactly once"
+    assert all(l[3] == "1" for l in runs), "given back with attempts unchanged"
+    return runs
+
+
+def test_jobs_turning_slow_are_shared_not_held(master, r, tmp_path):
+    # regression: with every job slower than the prefetch threshold, the
+    # prefetched ones waited (unrenewed) behind each other, expired, and were
+    # run or failed by the other worker
+    run_six_once(master, r, tmp_path / "fixture.log", "sleep:900", "prefetch = 4; retry_after = 2; tries = 1;")
     assert failed_records(r, "default") == []
 
 
@@ -315,15 +321,7 @@ def test_a_burst_of_jobs_of_tens_of_ms_is_shared_not_held_by_one_worker(master, 
     # one pop takes the whole burst (the worker has run no job yet); after the
     # first 40 ms job the other five would wait 200 ms behind it while the
     # second worker idles: they go back, and both workers run them
-    log = tmp_path / "fixture.log"
-    start_paused(master, log, "prefetch = 8;", processes=2)
-    payloads = [make_payload("sleep:40") for _ in range(6)]
-    push_many(r, "default", payloads)
-    master.signal(signal.SIGCONT)
-    wait_for(lambda: len(jobs_in_log(log)) == 6 and empty(r, "default"), 30, what="the six jobs")
-    runs = jobs_in_log(log)
-    assert sorted(l[1] for l in runs) == sorted(p["id"] for p in payloads), "each job exactly once"
-    assert all(l[3] == "1" for l in runs), "given back with attempts unchanged"
+    runs = run_six_once(master, r, tmp_path / "fixture.log", "sleep:40", "prefetch = 8;")
     assert len({l[4] for l in runs}) == 2, "both workers' handlers ran some: %s" % runs
 
 
