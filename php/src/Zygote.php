@@ -201,12 +201,19 @@ final class Zygote
      */
     private function withOpcache(string $appPath): void
     {
-        if (getenv('QPOOL_ZYGOTE_OPCACHE') !== false || ! extension_loaded('Zend OPcache')
-            || ! function_exists('pcntl_exec') || PHP_BINARY === '') {
+        $jit = getenv('QPOOL_ZYGOTE_JIT') === '1';
+        $ran = getenv('QPOOL_ZYGOTE_OPCACHE');
+
+        if ($ran !== false || ! extension_loaded('Zend OPcache') || ! function_exists('pcntl_exec') || PHP_BINARY === '') {
+            if ($jit) {
+                self::sayIfNoJit($ran === '1' ? 'PHP runs without it: see opcache.* in its settings'
+                    : ($ran !== false ? 'QPOOL_ZYGOTE_OPCACHE keeps PHP\'s own settings' : 'no OPcache or pcntl_exec here'));
+            }
+
             return;
         }
 
-        $options = self::opcacheOptions(getenv('QPOOL_ZYGOTE_JIT') === '1');
+        $options = self::opcacheOptions($jit);
 
         if ($options === []) {
             return;
@@ -247,9 +254,23 @@ final class Zygote
         return $options;
     }
 
-    /** An ini size ("64M", "0", "1048576") in bytes. */
+    /** QPOOL_ZYGOTE_JIT=1 asked for the JIT: say so once if this PHP does not run it. */
+    private static function sayIfNoJit(string $why): void
+    {
+        $status = function_exists('opcache_get_status') ? @opcache_get_status(false) : false;
+
+        if (! is_array($status) || empty($status['jit']['on'])) {
+            Protocol::log('zygote: QPOOL_ZYGOTE_JIT=1, but OPcache\'s JIT is off ('.$why.')');
+        }
+    }
+
+    /** An ini size ("64M", "0", "0x4000000") in bytes. */
     private static function bytes(string $size): int
     {
+        if (function_exists('ini_parse_quantity')) { // PHP 8.2+: every form PHP itself takes
+            return (int) @ini_parse_quantity($size);
+        }
+
         $size = trim($size);
         $n = (int) $size;
         $unit = strtolower(substr($size, -1));

@@ -411,8 +411,8 @@ int horizon_import(const cJSON *desc, const char *app, const char *env, sbuf_t *
     sbuf_printf(out, "  laravel = ");
     put_str(out, app);
     sbuf_printf(out, ";\n");
-    comment(out, "  ", "up to 8 jobs per pop, fewer as jobs get slower: about 4.5x queue:work's speed on short jobs where");
-    comment(out, "  ", "one at a time gives 2.5x to 3x (docs/configuration.md, Prefetch); 1 pops one at a time, as Horizon");
+    comment(out, "  ", "up to 8 jobs per pop, fewer as jobs get slower: 4.3x to 5.7x queue:work on short jobs, where one");
+    comment(out, "  ", "at a time gives 2.0x to 3.6x (docs/configuration.md, Prefetch); 1 pops one at a time, as Horizon");
     sbuf_printf(out, "  prefetch = 8;\n};\n\npools = (\n");
     const cJSON *sup, *last = NULL;
     cJSON_ArrayForEach(sup, plan) if (cJSON_IsObject(sup)) last = sup;

@@ -202,7 +202,7 @@ char *payload_drop_key(const char *raw, size_t len, const char *key, size_t *out
         to = skip_ws(raw, to + 1, len); /* the first member, or one in the middle: its comma after it */
     } else {
         to = ve; /* the last member: the comma before it */
-        while (from > 0 && strchr(" \t\r\n", raw[from - 1])) from--;
+        while (from > 0 && (unsigned char)raw[from - 1] <= 32) from--; /* as skip_ws */
         if (from > 0 && raw[from - 1] == ',') from--;
     }
     sbuf_t b;
@@ -283,6 +283,11 @@ char *payload_set_attempts(const char *raw, size_t len, long n, size_t *outlen)
 char *payload_set_available_at(const char *raw, size_t len, int64_t at_ms, size_t *outlen)
 {
     return set_int(raw, len, PAYLOAD_AVAILABLE_AT, at_ms, outlen);
+}
+
+char *payload_set_twin(const char *raw, size_t len, int64_t marker, size_t *outlen)
+{
+    return set_int(raw, len, PAYLOAD_TWIN, marker, outlen);
 }
 
 /* The payload's dispatch time, in whole seconds: createdAt (Laravel

@@ -176,10 +176,15 @@ static const char POP_LUA[] =
     "return {0, 0, false, false, full, due and string.format('%.0f', due) or false}";
 
 /* Laravel's release, made idempotent: only re-add what was really removed.
- * ARGV[3] is what goes back: the reserved copy, stamped (payload.h). */
+ * ARGV[3] is what goes back: the reserved copy, stamped (payload.h), without
+ * a qpoolTwin marker; ARGV[4] (or "") the same with a marker, which goes
+ * instead when ARGV[3] is already there (a byte-identical twin released for
+ * the same moment: one member would stand for two jobs). */
 static const char RELEASE_LUA[] =
     "if redis.call('zrem', KEYS[2], ARGV[1]) == 1 then\n"
-    "  redis.call('zadd', KEYS[1], ARGV[2], ARGV[3])\n"
+    "  if redis.call('zadd', KEYS[1], 'NX', ARGV[2], ARGV[3]) == 0 and ARGV[4] ~= '' then\n"
+    "    redis.call('zadd', KEYS[1], ARGV[2], ARGV[4])\n"
+    "  end\n"
     "  return 1\n"
     "end\n"
     "return 0";
@@ -592,13 +597,13 @@ void queue_append_ack(rconn_t *c, const qkeys_t *k, const char *reserved, size_t
 }
 
 void queue_append_release(rconn_t *c, const qkeys_t *k, const char *reserved, size_t len, const char *payload,
-                          size_t plen, int64_t available_at)
+                          size_t plen, const char *twin, size_t twinlen, int64_t available_at)
 {
     char at[24];
     snprintf(at, sizeof at, "%lld", (long long)available_at);
-    const char *argv[] = {k->delayed, k->reserved, reserved, at, payload};
-    size_t lens[] = {strlen(k->delayed), strlen(k->reserved), len, strlen(at), plen};
-    rconn_append_script(c, &SCRIPT_RELEASE, 2, 5, argv, lens);
+    const char *argv[] = {k->delayed, k->reserved, reserved, at, payload, twin ? twin : ""};
+    size_t lens[] = {strlen(k->delayed), strlen(k->reserved), len, strlen(at), plen, twin ? twinlen : 0};
+    rconn_append_script(c, &SCRIPT_RELEASE, 2, 6, argv, lens);
 }
 
 void queue_append_extend(rconn_t *c, const qkeys_t *k, const char *reserved, size_t len,

@@ -101,17 +101,22 @@ char *policy_text_timeout(const char *name)
     return xasprintf("Illuminate\\Queue\\TimeoutExceededException: %s has timed out.", name);
 }
 
-int policy_prefetch_want(int prefetch, int64_t last_job_ms)
+double policy_prefetch_pace(double pace_ms, int64_t last_job_ms)
+{
+    return pace_ms + ((double)last_job_ms - pace_ms) / 4.0;
+}
+
+int policy_prefetch_want(int prefetch, int64_t last_job_ms, double pace_ms)
 {
     if (prefetch <= 1 || last_job_ms >= PREFETCH_MAX_JOB_MS) return 1;
-    if (last_job_ms <= 0) return prefetch;
-    int64_t fits = PREFETCH_BATCH_MS / last_job_ms;
-    if (fits < 1) return 1;
+    if (pace_ms < 1.0) return prefetch;
+    double fits = PREFETCH_BATCH_MS / pace_ms;
+    if (fits < 1.0) return 1;
     return fits < prefetch ? (int)fits : prefetch;
 }
 
-bool policy_prefetch_give_back(int held, int64_t last_job_ms)
+bool policy_prefetch_give_back(int held, int64_t last_job_ms, double pace_ms)
 {
     if (held <= 0) return false;
-    return last_job_ms >= PREFETCH_MAX_JOB_MS || last_job_ms * held > 2 * PREFETCH_BATCH_MS;
+    return last_job_ms >= PREFETCH_MAX_JOB_MS || held * pace_ms > 2.0 * PREFETCH_BATCH_MS;
 }

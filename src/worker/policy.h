@@ -40,15 +40,21 @@ long policy_backoff(const job_payload_t *p, const int *pool_backoff, int npool, 
  * instead of waiting behind one. */
 #define PREFETCH_BATCH_MS 20
 
-/* How many jobs one pop may take: the pool's prefetch while jobs are quick
- * (under a millisecond), as many as run in PREFETCH_BATCH_MS at the last
- * job's pace, one after a job of PREFETCH_BATCH_MS or more. At least 1. */
-int policy_prefetch_want(int prefetch, int64_t last_job_ms);
+/* The jobs' pace for prefetch: a moving average of their run times (ms),
+ * a quarter of the way to the last job's each time, so that one quick job
+ * among slow ones does not make the worker pop a whole batch again. */
+double policy_prefetch_pace(double pace_ms, int64_t last_job_ms);
 
-/* Whether the held jobs (popped ahead, not started) should go back: they
- * would wait more than two batches' time behind each other at the last
- * job's pace, or the last job took PREFETCH_MAX_JOB_MS or more. */
-bool policy_prefetch_give_back(int held, int64_t last_job_ms);
+/* How many jobs one pop may take: the pool's prefetch while jobs are quick
+ * (a pace under a millisecond), as many as run in PREFETCH_BATCH_MS at that
+ * pace, one after a job of PREFETCH_MAX_JOB_MS or more. At least 1. */
+int policy_prefetch_want(int prefetch, int64_t last_job_ms, double pace_ms);
+
+/* Whether the held jobs (popped ahead, not started, a pop in flight
+ * included) should go back: they would wait more than two batches' time
+ * behind each other at that pace, or the last job took PREFETCH_MAX_JOB_MS
+ * or more. */
+bool policy_prefetch_give_back(int held, int64_t last_job_ms, double pace_ms);
 
 /* PHP's (int) cast of a string: leading blanks, sign, digits; else 0. */
 long php_intval(const char *s);

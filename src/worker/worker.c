@@ -80,6 +80,8 @@ typedef struct {
     char *payload;          /* fail: as popped; unpop: as it was before the pop; release: as it goes back;
                                claim: the reserved copy it becomes */
     size_t payload_len;
+    char *twin;             /* release: payload with a qpoolTwin marker, used if a twin's payload is due then */
+    size_t twin_len;
     char *exception;
     int64_t failed_at;
     char token[40];         /* unpop: this give-back's idempotency token */
@@ -125,6 +127,7 @@ typedef struct {
         uint64_t gen;         /* rc->connects when it was sent */
     } ahead;
     int64_t last_job_ms;
+    double pace_ms;            /* prefetch: the jobs' moving average run time (policy_prefetch_pace) */
     int64_t late_written_ms; /* the start of the job whose outcomes were written 100 ms in */
     int64_t held_since_ms;  /* when the oldest reservation this worker holds was last set */
     int64_t signals_read_ms, rss_read_ms;
@@ -336,6 +339,7 @@ static void outcome_clear(outcome_t *o)
     free(o->reserved);
     free(o->uuid);
     free(o->payload);
+    free(o->twin);
     free(o->exception);
     memset(o, 0, sizeof *o);
 }
@@ -349,9 +353,10 @@ static void append_outcome(worker_t *w, const outcome_t *o)
         break;
     case OUT_RELEASE:
         if (o->payload)
-            queue_append_release(w->rc, k, o->reserved, o->reslen, o->payload, o->payload_len, o->available_at);
+            queue_append_release(w->rc, k, o->reserved, o->reslen, o->payload, o->payload_len, o->twin, o->twin_len,
+                                 o->available_at);
         else
-            queue_append_release(w->rc, k, o->reserved, o->reslen, o->reserved, o->reslen, o->available_at);
+            queue_append_release(w->rc, k, o->reserved, o->reslen, o->reserved, o->reslen, NULL, 0, o->available_at);
         break;
     case OUT_UNPOP:
         queue_append_unpop(w->rc, k, o->reserved, o->reslen, o->payload, o->payload_len, o->token);
@@ -745,7 +750,7 @@ static int write_pending_now(worker_t *w)
  * time when resting between jobs. */
 static int want_jobs(worker_t *w, int held)
 {
-    int want = policy_prefetch_want(w->p->prefetch, w->last_job_ms);
+    int want = policy_prefetch_want(w->p->prefetch, w->last_job_ms, w->pace_ms);
     if (want <= 1 || w->p->rest > 0) return 1;
     if (w->p->max_jobs > 0) {
         int64_t left = (int64_t)w->p->max_jobs - (int64_t)w->jobs_done - held;
@@ -754,19 +759,30 @@ static int want_jobs(worker_t *w, int held)
     return want;
 }
 
-/* Released as Laravel releases it (the reserved copy), less the twin marker
- * a held job's copy carries (it belongs to the pop that held it) and with
- * qpool's stamp of when it is due (payload.h), so that the next attempt's
- * wait is measured. */
+/* Released as Laravel releases it (the reserved copy), with qpool's stamp
+ * of when it is due (payload.h), so that the next attempt's wait is
+ * measured, and without the twin marker a held job's copy carries. Should
+ * a byte-identical twin's payload wait in :delayed for the same moment, a
+ * copy with a marker goes instead (the one of the pop that held it, else a
+ * fresh one), so that the two jobs stay two members (RELEASE_LUA). */
 static void job_release(worker_t *w, job_t *j, long delay)
 {
     outcome_t *o = set_pending(w, j, OUT_RELEASE);
     o->available_at = wall_s() + delay;
     size_t len;
-    char *plain = payload_drop_key(o->reserved, o->reslen, PAYLOAD_TWIN, &len);
-    o->payload = payload_set_available_at(plain ? plain : o->reserved, plain ? len : o->reslen,
-                                          o->available_at * 1000, &o->payload_len);
-    free(plain);
+    char *stamped = payload_set_available_at(o->reserved, o->reslen, o->available_at * 1000, &len);
+    if (!stamped) return; /* not an editable object: the reserved copy goes back as it is */
+    o->payload = payload_drop_key(stamped, len, PAYLOAD_TWIN, &o->payload_len);
+    if (o->payload) {
+        o->twin = stamped;
+        o->twin_len = len;
+        return;
+    }
+    o->payload = stamped;
+    o->payload_len = len;
+    uint64_t r;
+    random_bytes(&r, sizeof r);
+    o->twin = payload_set_twin(stamped, len, (int64_t)(r & ((1ULL << 47) - 1)), &o->twin_len);
 }
 
 /* Fail a job: the record and the removal from :reserved are written at
@@ -1652,6 +1668,7 @@ static int after_job(worker_t *w, job_t *job)
     const pool_conf_t *p = w->p;
     w->jobs_done++;
     w->last_job_ms = mono_ms() - job->started_ms;
+    w->pace_ms = policy_prefetch_pace(w->pace_ms, w->last_job_ms);
     w->busy_ms += (uint64_t)w->last_job_ms;
     int64_t now = mono_ms();
     if (p->prefetch <= 1 || now - w->rss_read_ms >= RSS_CHECK_MS || w->last_job_ms >= RSS_CHECK_MS) {
@@ -1665,7 +1682,9 @@ static int after_job(worker_t *w, job_t *job)
     stats_flush(w, false);
     /* Jobs turned slower: the prefetched ones would wait behind them while
      * other workers idle. Give them back and pop fewer at a time. */
-    if (policy_prefetch_give_back(w->nlocal - w->local_head, w->last_job_ms)) give_back(w, ~0u);
+    if (w->ahead.on && policy_prefetch_give_back(w->nlocal - w->local_head + w->ahead.a.want, w->last_job_ms, w->pace_ms))
+        settle(w); /* what the pop in flight brought counts too: read it */
+    if (policy_prefetch_give_back(w->nlocal - w->local_head, w->last_job_ms, w->pace_ms)) give_back(w, ~0u);
 
     if (w->npending && w->pending[w->npending - 1].kind != OUT_ACK) flush_outcome(w);
     if (p->memory > 0 && rss > (uint64_t)p->memory * 1024) {

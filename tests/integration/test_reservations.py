@@ -161,19 +161,90 @@ def test_byte_identical_payloads_on_two_workers_are_two_jobs(master, r, tmp_path
     assert queue_state(r, "twins") == {"ready": 0, "delayed": 0, "reserved": 0, "notify": 0}
 
 
+def test_byte_identical_twins_released_for_the_same_second_are_two_jobs(master, r, tmp_path):
+    # review of the release that drops the qpoolTwin marker: both copies of
+    # one payload throw and are released with the same delay, so their
+    # stamped copies are the same bytes but for the marker the second pop
+    # gave its twin. Without it, the second release overwrote the first in
+    # :delayed and one job was lost (neither retried nor failed).
+    log = tmp_path / "fixture.log"
+    master.write_config(twin_pool("a", log, 100, "FixtureJob=failuntil:2") + ", " +
+                        twin_pool("b", log, 100, "FixtureJob=failuntil:2"))
+    master.start()
+    master.wait_children("a", 1)
+    master.wait_children("b", 1)
+    time.sleep(0.5)  # both idle, waiting on :notify
+    p = make_payload("ok")
+    del p["data"]["action"]  # the pool's FIXTURE_ACTIONS decides
+    raw = json.dumps(p, separators=(",", ":"))
+    k = keys("twins")
+    r.rpush(k["ready"], raw, raw)
+    r.rpush(k["notify"], 1, 1)
+    wait_for(lambda: len(jobs_in_log(log)) >= 4 and empty(r, "twins"), 30, what="both twins to run again")
+    attempts = sorted(l[3] for l in jobs_in_log(log))
+    assert attempts == ["1", "1", "2", "2"], attempts
+
+
+def test_a_held_job_whose_reservation_went_during_an_outage_is_dropped(master, r, redis_server, tmp_path):
+    # review #9, the renewal's side: the worker holds a job popped ahead while
+    # Redis refuses it for longer than retry_after (the first job threw, and
+    # its release waits out the outage); meanwhile another consumer migrates
+    # the expired reservation back and takes the job. Back, the worker renews
+    # what it holds, finds that reservation gone and drops its copy. The
+    # first job freezes its worker while the test cuts it off (a few ms: a
+    # job held behind a job that short stays held).
+    log = tmp_path / "fixture.log"
+    t = cut_off_user(redis_server)
+    master.write_config(native_pool(log=log, extra="prefetch = 16; retry_after = 2; tries = 0; backoff = 30;"))
+    master.start()
+    master.wait_children("w", 1)
+    worker = children_of(master.proc.pid)[0]
+    first, held = make_payload("stopparentfail:0"), make_payload("ok")
+    push_many(t, "default", [first, held])
+    wait_for(lambda: proc_state(worker) == "T", 10, interval=0.001, what="the first job to freeze its worker")
+    t.execute_command("ACL", "SETUSER", "default", "off")
+    t.execute_command("CLIENT", "KILL", "USER", "default")
+    os.kill(worker, signal.SIGCONT)
+    k = keys("default")
+    try:
+        time.sleep(3.5)  # past retry_after (whole-second scores)
+        expired = t.zrangebyscore(k["reserved"], "-inf", int(time.time()))
+        assert held["id"] in [json.loads(x)["id"] for x in expired], "the job popped ahead was held"
+        t.zrem(k["reserved"], *expired)  # another consumer took them back
+    finally:
+        t.execute_command("ACL", "SETUSER", "default", "on")
+    wait_for(lambda: any(c.get("cmd") in ("blpop", "brpop") for c in t.client_list()), 15,
+             what="the worker to reach Redis again and wait for jobs")
+    time.sleep(0.5)
+    assert [l[1] for l in jobs_in_log(log)] == [first["id"]], "the held job did not run"
+    # the renewal dropped it; had the test taken 100 ms or more to cut the
+    # worker off, the first job would have been slow enough for the held one
+    # to be given back instead (UNPOP, a no-op once it was taken)
+    ran_ms = float(re.search(r"Released .* attempt 1 ([\d.]+) ms", master.log()).group(1))
+    if ran_ms < 100:
+        assert "lost its reservation" in master.log(), master.log()[-2000:]
+
+
+def cut_off_user(redis_server):
+    """A client of its own (user tester), for cutting the default user off."""
+    admin = redis_server.client()
+    admin.execute_command("ACL", "SETUSER", "tester", "on", ">pw", "~*", "&*", "+@all")
+    t = redis_server.client()
+    t.execute_command("AUTH", "tester", "pw")
+    return t
+
+
 def test_a_prefetched_job_whose_reservation_is_gone_is_not_run_again(master, r, redis_server, tmp_path):
     # review #9: the worker holds prefetched jobs when Redis becomes
     # unreachable to it for longer than retry_after; meanwhile another
     # consumer migrates the expired reservations back and takes the jobs.
     # When the worker is back it must not run them a second time. The first
     # job freezes the worker (so that it holds the other fifteen, none
-    # started) while the test cuts it off from Redis; it then finds Redis
-    # refusing it, and once Redis takes it back, the jobs it held are gone.
+    # started) while the test cuts it off from Redis, for long enough that the
+    # held jobs go back when it ends (a job of 100 ms or more); the give-back
+    # then waits out the outage and finds their reservations gone.
     log = tmp_path / "fixture.log"
-    admin = redis_server.client()
-    admin.execute_command("ACL", "SETUSER", "tester", "on", ">pw", "~*", "&*", "+@all")
-    t = redis_server.client()
-    t.execute_command("AUTH", "tester", "pw")
+    t = cut_off_user(redis_server)
     master.write_config(native_pool(log=log, extra="prefetch = 16; retry_after = 2; tries = 0;"))
     master.start()
     master.wait_children("w", 1)
@@ -184,6 +255,7 @@ def test_a_prefetched_job_whose_reservation_is_gone_is_not_run_again(master, r, 
     # cut the worker off: no user it can log in as, its connection killed
     t.execute_command("ACL", "SETUSER", "default", "off")
     t.execute_command("CLIENT", "KILL", "USER", "default")
+    time.sleep(0.15)
     os.kill(worker, signal.SIGCONT)
     try:
         time.sleep(3.5)  # past retry_after (whole-second scores)

@@ -460,8 +460,9 @@ static void test_drop_key(void **state)
         free(p);
     }
     size_t len;
-    assert_null(payload_drop_key("{\"uuid\":\"u\"}", 12, PAYLOAD_TWIN, &len));        /* absent */
-    assert_null(payload_drop_key("{\"data\":{\"qpoolTwin\":1}}", 25, PAYLOAD_TWIN, &len)); /* nested only */
+    static const char absent[] = "{\"uuid\":\"u\"}", nested[] = "{\"data\":{\"qpoolTwin\":1}}";
+    assert_null(payload_drop_key(absent, strlen(absent), PAYLOAD_TWIN, &len));
+    assert_null(payload_drop_key(nested, strlen(nested), PAYLOAD_TWIN, &len)); /* nested only */
     assert_null(payload_drop_key("[1]", 3, PAYLOAD_TWIN, &len));
     static const char twice[] = "{\"qpoolTwin\":\"a\",\"qpoolTwin\":\"b\"}";
     assert_null(payload_drop_key(twice, strlen(twice), PAYLOAD_TWIN, &len)); /* one would be left */

@@ -332,30 +332,47 @@ static void test_failure_texts(void **state)
     free(t);
 }
 
+static void test_prefetch_pace_is_a_moving_average(void **state)
+{
+    (void)state;
+    double pace = 0;
+    pace = policy_prefetch_pace(pace, 40);
+    assert_true(pace == 10.0);
+    pace = policy_prefetch_pace(pace, 0);
+    assert_true(pace == 7.5);
+    for (int i = 0; i < 40; i++) pace = policy_prefetch_pace(pace, 0);
+    assert_true(pace < 0.01);
+    /* alternating 1 and 30 ms jobs settle near 15 ms: one at a time, no churn */
+    for (int i = 0; i < 40; i++) pace = policy_prefetch_pace(policy_prefetch_pace(pace, 1), 30);
+    assert_int_equal(policy_prefetch_want(8, 1, policy_prefetch_pace(pace, 1)), 1);
+}
+
 static void test_prefetch_want_shrinks_as_jobs_slow_down(void **state)
 {
     (void)state;
-    assert_int_equal(policy_prefetch_want(1, 0), 1);
-    assert_int_equal(policy_prefetch_want(8, 0), 8);   /* under a millisecond: the whole prefetch */
-    assert_int_equal(policy_prefetch_want(8, 1), 8);   /* 20 fit, prefetch caps */
-    assert_int_equal(policy_prefetch_want(8, 5), 4);   /* 20 ms of 5 ms jobs */
-    assert_int_equal(policy_prefetch_want(8, 10), 2);
-    assert_int_equal(policy_prefetch_want(8, 11), 1);
-    assert_int_equal(policy_prefetch_want(8, PREFETCH_BATCH_MS), 1);
-    assert_int_equal(policy_prefetch_want(64, PREFETCH_MAX_JOB_MS), 1);
-    assert_int_equal(policy_prefetch_want(64, 1), PREFETCH_BATCH_MS);
+    assert_int_equal(policy_prefetch_want(1, 0, 0), 1);
+    assert_int_equal(policy_prefetch_want(8, 0, 0), 8);     /* under a millisecond: the whole prefetch */
+    assert_int_equal(policy_prefetch_want(8, 1, 0.9), 8);
+    assert_int_equal(policy_prefetch_want(8, 1, 1.0), 8);   /* 20 fit, prefetch caps */
+    assert_int_equal(policy_prefetch_want(8, 5, 5.0), 4);   /* 20 ms of 5 ms jobs */
+    assert_int_equal(policy_prefetch_want(8, 10, 10.0), 2);
+    assert_int_equal(policy_prefetch_want(8, 11, 11.0), 1);
+    assert_int_equal(policy_prefetch_want(8, 30, 25.0), 1);
+    assert_int_equal(policy_prefetch_want(64, PREFETCH_MAX_JOB_MS, 0), 1); /* after a slow job, whatever the pace */
+    assert_int_equal(policy_prefetch_want(64, 1, 1.0), PREFETCH_BATCH_MS);
 }
 
 static void test_prefetch_give_back_when_held_jobs_would_wait(void **state)
 {
     (void)state;
-    assert_false(policy_prefetch_give_back(0, 500));     /* nothing held */
-    assert_false(policy_prefetch_give_back(12, 0));      /* quick jobs: keep the batch */
-    assert_false(policy_prefetch_give_back(12, 3));      /* 36 ms of waiting */
-    assert_true(policy_prefetch_give_back(5, 10));       /* 50 ms */
-    assert_false(policy_prefetch_give_back(1, 40));      /* one, 40 ms */
-    assert_true(policy_prefetch_give_back(2, 40));
-    assert_true(policy_prefetch_give_back(1, PREFETCH_MAX_JOB_MS));
+    assert_false(policy_prefetch_give_back(0, 500, 500));    /* nothing held */
+    assert_false(policy_prefetch_give_back(12, 0, 0));       /* quick jobs: keep the batch */
+    assert_false(policy_prefetch_give_back(12, 3, 3.0));     /* 36 ms of waiting */
+    assert_true(policy_prefetch_give_back(5, 10, 10.0));     /* 50 ms */
+    assert_false(policy_prefetch_give_back(1, 40, 40.0));    /* one, 40 ms */
+    assert_true(policy_prefetch_give_back(2, 40, 40.0));
+    assert_false(policy_prefetch_give_back(2, 40, 10.0));    /* one slower job among quick ones */
+    assert_true(policy_prefetch_give_back(1, PREFETCH_MAX_JOB_MS, 0));
 }
 
 int main(void)
@@ -376,6 +393,7 @@ int main(void)
         cmocka_unit_test(test_backoff_from_parsed_payloads),
         cmocka_unit_test(test_php_intval),
         cmocka_unit_test(test_failure_texts),
+        cmocka_unit_test(test_prefetch_pace_is_a_moving_average),
         cmocka_unit_test(test_prefetch_want_shrinks_as_jobs_slow_down),
         cmocka_unit_test(test_prefetch_give_back_when_held_jobs_would_wait),
     };
