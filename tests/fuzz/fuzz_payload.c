@@ -3,13 +3,16 @@
  * (src/payload.c). Whatever bytes sit in a queue, payload_parse must
  * either accept them or say why, json_top_value must stay inside the
  * buffer, payload_set_attempts must produce a payload whose "attempts"
- * reads back as the number written, and payload_refresh_retry_until
- * (qpool failed retry) must edit only what it reads back.
+ * reads back as the number written, payload_refresh_retry_until
+ * (qpool failed retry) must edit only what it reads back, and
+ * payload_drop_key (a release) must leave an object without the key.
  */
 #include "fuzz.h"
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <cjson/cJSON.h>
 
 #include "redis/payload.h"
 
@@ -40,6 +43,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             payload_free(&q);
         }
         free(edited);
+    }
+
+    size_t dlen = 0;
+    char *dropped = payload_drop_key(raw, size, PAYLOAD_TWIN, &dlen);
+    if (dropped) {
+        cJSON *o = cJSON_ParseWithLength(dropped, dlen);
+        if (!cJSON_IsObject(o) || cJSON_GetObjectItemCaseSensitive(o, PAYLOAD_TWIN) || dlen >= size) abort();
+        cJSON_Delete(o);
+        free(dropped);
     }
 
     char *fresh = NULL;
