@@ -216,6 +216,10 @@ final class Zygote
         $options = self::opcacheOptions($jit);
 
         if ($options === []) {
+            if ($jit) {
+                self::sayIfNoJit('PHP\'s settings ask for it: see opcache.* and extensions such as Xdebug');
+            }
+
             return;
         }
 
@@ -259,7 +263,9 @@ final class Zygote
     {
         $status = function_exists('opcache_get_status') ? @opcache_get_status(false) : false;
 
-        if (! is_array($status) || empty($status['jit']['on'])) {
+        if (! is_array($status)) {
+            Protocol::log('zygote: QPOOL_ZYGOTE_JIT=1, but OPcache\'s status cannot be read (opcache.restrict_api?)');
+        } elseif (empty($status['jit']['on'])) {
             Protocol::log('zygote: QPOOL_ZYGOTE_JIT=1, but OPcache\'s JIT is off ('.$why.')');
         }
     }

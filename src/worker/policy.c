@@ -109,8 +109,8 @@ double policy_prefetch_pace(double pace_ms, int64_t last_job_ms)
 int policy_prefetch_want(int prefetch, int64_t last_job_ms, double pace_ms)
 {
     if (prefetch <= 1 || last_job_ms >= PREFETCH_MAX_JOB_MS) return 1;
-    if (pace_ms < 1.0) return prefetch;
-    double fits = PREFETCH_BATCH_MS / pace_ms;
+    if (pace_ms <= 0) return prefetch;
+    double fits = PREFETCH_BATCH_MS / pace_ms; /* want * pace <= 20, so held * pace stays under 40 */
     if (fits < 1.0) return 1;
     return fits < prefetch ? (int)fits : prefetch;
 }

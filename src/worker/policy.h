@@ -45,9 +45,9 @@ long policy_backoff(const job_payload_t *p, const int *pool_backoff, int npool, 
  * among slow ones does not make the worker pop a whole batch again. */
 double policy_prefetch_pace(double pace_ms, int64_t last_job_ms);
 
-/* How many jobs one pop may take: the pool's prefetch while jobs are quick
- * (a pace under a millisecond), as many as run in PREFETCH_BATCH_MS at that
- * pace, one after a job of PREFETCH_MAX_JOB_MS or more. At least 1. */
+/* How many jobs one pop may take: as many as run in PREFETCH_BATCH_MS at
+ * that pace, at most the pool's prefetch (all of it for jobs of a few
+ * microseconds), one after a job of PREFETCH_MAX_JOB_MS or more. At least 1. */
 int policy_prefetch_want(int prefetch, int64_t last_job_ms, double pace_ms);
 
 /* Whether the held jobs (popped ahead, not started, a pop in flight

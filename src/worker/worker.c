@@ -771,7 +771,11 @@ static void job_release(worker_t *w, job_t *j, long delay)
     o->available_at = wall_s() + delay;
     size_t len;
     char *stamped = payload_set_available_at(o->reserved, o->reslen, o->available_at * 1000, &len);
-    if (!stamped) return; /* not an editable object: the reserved copy goes back as it is */
+    /* Not an editable object (the pop re-encodes every reserved copy with
+     * cjson, so in practice never): the reserved copy goes back as it is,
+     * with no twin copy. Otherwise the release carries both copies (the
+     * marked one, rarely used, costs one more payload on the wire). */
+    if (!stamped) return;
     o->payload = payload_drop_key(stamped, len, PAYLOAD_TWIN, &o->payload_len);
     if (o->payload) {
         o->twin = stamped;
@@ -782,7 +786,7 @@ static void job_release(worker_t *w, job_t *j, long delay)
     o->payload_len = len;
     uint64_t r;
     random_bytes(&r, sizeof r);
-    o->twin = payload_set_twin(stamped, len, (int64_t)(r & ((1ULL << 47) - 1)), &o->twin_len);
+    o->twin = payload_set_twin(stamped, len, (int64_t)(r % 100000000000000ULL), &o->twin_len);
 }
 
 /* Fail a job: the record and the removal from :reserved are written at

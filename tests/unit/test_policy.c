@@ -360,6 +360,8 @@ static void test_prefetch_want_shrinks_as_jobs_slow_down(void **state)
     assert_int_equal(policy_prefetch_want(8, 30, 25.0), 1);
     assert_int_equal(policy_prefetch_want(64, PREFETCH_MAX_JOB_MS, 0), 1); /* after a slow job, whatever the pace */
     assert_int_equal(policy_prefetch_want(64, 1, 1.0), PREFETCH_BATCH_MS);
+    assert_int_equal(policy_prefetch_want(64, 0, 0.9), 22); /* not 64: 63 held would go back after every job */
+    assert_false(policy_prefetch_give_back(22 + 21, 0, 0.9));  /* a batch held and the next in flight */
 }
 
 static void test_prefetch_give_back_when_held_jobs_would_wait(void **state)
