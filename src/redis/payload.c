@@ -285,11 +285,6 @@ char *payload_set_available_at(const char *raw, size_t len, int64_t at_ms, size_
     return set_int(raw, len, PAYLOAD_AVAILABLE_AT, at_ms, outlen);
 }
 
-char *payload_set_twin(const char *raw, size_t len, int64_t marker, size_t *outlen)
-{
-    return set_int(raw, len, PAYLOAD_TWIN, marker, outlen);
-}
-
 /* The payload's dispatch time, in whole seconds: createdAt (Laravel
  * 12.11+), else Horizon's pushedAt ("1700000000.1234"). */
 static bool dispatched_at(const char *raw, size_t len, int64_t *at)

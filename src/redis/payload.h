@@ -63,9 +63,6 @@ bool json_top_value(const char *raw, size_t len, const char *key, size_t *vs, si
 char *payload_set_attempts(const char *raw, size_t len, long n, size_t *outlen);
 /* The same for PAYLOAD_AVAILABLE_AT. */
 char *payload_set_available_at(const char *raw, size_t len, int64_t at_ms, size_t *outlen);
-/* The same for PAYLOAD_TWIN: a marker that makes the copy unique (a number
- * below 10^14, which Lua's cjson, printing 14 digits, keeps exact). */
-char *payload_set_twin(const char *raw, size_t len, int64_t marker, size_t *outlen);
 /* Copy of raw without its top-level key (and the comma beside it); NULL if
  * raw is not a JSON object, has no such key, or has it twice. */
 char *payload_drop_key(const char *raw, size_t len, const char *key, size_t *outlen);

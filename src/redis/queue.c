@@ -177,13 +177,19 @@ static const char POP_LUA[] =
 
 /* Laravel's release, made idempotent: only re-add what was really removed.
  * ARGV[3] is what goes back: the reserved copy, stamped (payload.h), without
- * a qpoolTwin marker; ARGV[4] (or "") the same with a marker, which goes
- * instead when ARGV[3] is already there (a byte-identical twin released for
- * the same moment: one member would stand for two jobs). */
+ * a qpoolTwin marker. Should a byte-identical twin already wait in :delayed
+ * for the same moment, this copy gets a marker of its own (ARGV[4], fresh
+ * per release), as the pop gives a twin's reserved copy one: one member must
+ * stand for one job. */
 static const char RELEASE_LUA[] =
     "if redis.call('zrem', KEYS[2], ARGV[1]) == 1 then\n"
-    "  if redis.call('zadd', KEYS[1], 'NX', ARGV[2], ARGV[3]) == 0 and ARGV[4] ~= '' then\n"
-    "    redis.call('zadd', KEYS[1], ARGV[2], ARGV[4])\n"
+    "  if redis.call('zadd', KEYS[1], 'NX', ARGV[2], ARGV[3]) == 0 then\n"
+    "    local ok, decoded = pcall(cjson.decode, ARGV[3])\n"
+    "    if ok and type(decoded) == 'table' then\n"
+    "      decoded['qpoolTwin'] = ARGV[4]\n"
+    "      local okc, enc = pcall(cjson.encode, decoded)\n"
+    "      if okc then redis.call('zadd', KEYS[1], ARGV[2], enc) end\n"
+    "    end\n"
     "  end\n"
     "  return 1\n"
     "end\n"
@@ -597,12 +603,12 @@ void queue_append_ack(rconn_t *c, const qkeys_t *k, const char *reserved, size_t
 }
 
 void queue_append_release(rconn_t *c, const qkeys_t *k, const char *reserved, size_t len, const char *payload,
-                          size_t plen, const char *twin, size_t twinlen, int64_t available_at)
+                          size_t plen, const char *marker, int64_t available_at)
 {
     char at[24];
     snprintf(at, sizeof at, "%lld", (long long)available_at);
-    const char *argv[] = {k->delayed, k->reserved, reserved, at, payload, twin ? twin : ""};
-    size_t lens[] = {strlen(k->delayed), strlen(k->reserved), len, strlen(at), plen, twin ? twinlen : 0};
+    const char *argv[] = {k->delayed, k->reserved, reserved, at, payload, marker};
+    size_t lens[] = {strlen(k->delayed), strlen(k->reserved), len, strlen(at), plen, strlen(marker)};
     rconn_append_script(c, &SCRIPT_RELEASE, 2, 6, argv, lens);
 }
 

@@ -114,11 +114,11 @@ void queue_append_claim(rconn_t *c, const qkeys_t *k, const char *held, size_t h
 void queue_append_ack(rconn_t *c, const qkeys_t *k, const char *reserved, size_t len);
 /* Release: the reservation (reserved) is replaced by payload (the reserved
  * copy with qpool's due-time stamp and no qpoolTwin marker, or the same
- * bytes) in :delayed at available_at; by twin (the same with a marker) if
- * given and payload is there already. Idempotent: a resent release finds no
- * reservation. */
+ * bytes) in :delayed at available_at; should a byte-identical twin be due
+ * then already, the copy carries qpoolTwin = marker (fresh per release).
+ * Idempotent: a resent release finds no reservation. */
 void queue_append_release(rconn_t *c, const qkeys_t *k, const char *reserved, size_t len, const char *payload,
-                          size_t plen, const char *twin, size_t twinlen, int64_t available_at);
+                          size_t plen, const char *marker, int64_t available_at);
 /* Give back a popped job that never started: if its reservation is still
  * ours, the original payload goes back to the head of its queue with its
  * notify token, attempts as they were. token (unique per give-back, kept

@@ -80,11 +80,9 @@ typedef struct {
     char *payload;          /* fail: as popped; unpop: as it was before the pop; release: as it goes back;
                                claim: the reserved copy it becomes */
     size_t payload_len;
-    char *twin;             /* release: payload with a qpoolTwin marker, used if a twin's payload is due then */
-    size_t twin_len;
     char *exception;
     int64_t failed_at;
-    char token[40];         /* unpop: this give-back's idempotency token */
+    char token[40];         /* unpop: this give-back's idempotency token; release: a twin's marker */
     bool maybe_done;        /* sent, its reply lost: Redis may have run it */
 } outcome_t;
 
@@ -339,7 +337,6 @@ static void outcome_clear(outcome_t *o)
     free(o->reserved);
     free(o->uuid);
     free(o->payload);
-    free(o->twin);
     free(o->exception);
     memset(o, 0, sizeof *o);
 }
@@ -353,10 +350,10 @@ static void append_outcome(worker_t *w, const outcome_t *o)
         break;
     case OUT_RELEASE:
         if (o->payload)
-            queue_append_release(w->rc, k, o->reserved, o->reslen, o->payload, o->payload_len, o->twin, o->twin_len,
+            queue_append_release(w->rc, k, o->reserved, o->reslen, o->payload, o->payload_len, o->token,
                                  o->available_at);
         else
-            queue_append_release(w->rc, k, o->reserved, o->reslen, o->reserved, o->reslen, NULL, 0, o->available_at);
+            queue_append_release(w->rc, k, o->reserved, o->reslen, o->reserved, o->reslen, o->token, o->available_at);
         break;
     case OUT_UNPOP:
         queue_append_unpop(w->rc, k, o->reserved, o->reslen, o->payload, o->payload_len, o->token);
@@ -761,32 +758,21 @@ static int want_jobs(worker_t *w, int held)
 
 /* Released as Laravel releases it (the reserved copy), with qpool's stamp
  * of when it is due (payload.h), so that the next attempt's wait is
- * measured, and without the twin marker a held job's copy carries. Should
- * a byte-identical twin's payload wait in :delayed for the same moment, a
- * copy with a marker goes instead (the one of the pop that held it, else a
- * fresh one), so that the two jobs stay two members (RELEASE_LUA). */
+ * measured, and without the twin marker a held job's copy carries (a
+ * byte-identical twin due at the same moment gets one again: RELEASE_LUA). */
 static void job_release(worker_t *w, job_t *j, long delay)
 {
     outcome_t *o = set_pending(w, j, OUT_RELEASE);
     o->available_at = wall_s() + delay;
+    uuid4(o->token);
+    o->payload = payload_set_available_at(o->reserved, o->reslen, o->available_at * 1000, &o->payload_len);
     size_t len;
-    char *stamped = payload_set_available_at(o->reserved, o->reslen, o->available_at * 1000, &len);
-    /* Not an editable object (the pop re-encodes every reserved copy with
-     * cjson, so in practice never): the reserved copy goes back as it is,
-     * with no twin copy. Otherwise the release carries both copies (the
-     * marked one, rarely used, costs one more payload on the wire). */
-    if (!stamped) return;
-    o->payload = payload_drop_key(stamped, len, PAYLOAD_TWIN, &o->payload_len);
-    if (o->payload) {
-        o->twin = stamped;
-        o->twin_len = len;
-        return;
+    char *plain = o->payload ? payload_drop_key(o->payload, o->payload_len, PAYLOAD_TWIN, &len) : NULL;
+    if (plain) {
+        free(o->payload);
+        o->payload = plain;
+        o->payload_len = len;
     }
-    o->payload = stamped;
-    o->payload_len = len;
-    uint64_t r;
-    random_bytes(&r, sizeof r);
-    o->twin = payload_set_twin(stamped, len, (int64_t)(r % 100000000000000ULL), &o->twin_len);
 }
 
 /* Fail a job: the record and the removal from :reserved are written at

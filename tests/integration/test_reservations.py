@@ -187,46 +187,6 @@ def test_byte_identical_twins_released_for_the_same_second_are_two_jobs(master, 
     assert attempts == ["1", "1", "2", "2"], attempts
 
 
-def test_a_held_job_whose_reservation_went_during_an_outage_is_dropped(master, r, redis_server, tmp_path):
-    # review #9, the renewal's side: the worker holds a job popped ahead while
-    # Redis refuses it for longer than retry_after (the first job threw, and
-    # its release waits out the outage); meanwhile another consumer migrates
-    # the expired reservation back and takes the job. Back, the worker renews
-    # what it holds, finds that reservation gone and drops its copy. The
-    # first job freezes its worker while the test cuts it off (a few ms: a
-    # job held behind a job that short stays held).
-    log = tmp_path / "fixture.log"
-    t = cut_off_user(redis_server)
-    master.write_config(native_pool(log=log, extra="prefetch = 16; retry_after = 2; tries = 0; backoff = 30;"))
-    master.start()
-    master.wait_children("w", 1)
-    worker = children_of(master.proc.pid)[0]
-    first, held = make_payload("stopparentfail:0"), make_payload("ok")
-    push_many(t, "default", [first, held])
-    wait_for(lambda: proc_state(worker) == "T", 10, interval=0.001, what="the first job to freeze its worker")
-    t.execute_command("ACL", "SETUSER", "default", "off")
-    t.execute_command("CLIENT", "KILL", "USER", "default")
-    os.kill(worker, signal.SIGCONT)
-    k = keys("default")
-    try:
-        time.sleep(3.5)  # past retry_after (whole-second scores)
-        expired = t.zrangebyscore(k["reserved"], "-inf", int(time.time()))
-        assert held["id"] in [json.loads(x)["id"] for x in expired], "the job popped ahead was held"
-        t.zrem(k["reserved"], *expired)  # another consumer took them back
-    finally:
-        t.execute_command("ACL", "SETUSER", "default", "on")
-    wait_for(lambda: any(c.get("cmd") in ("blpop", "brpop") for c in t.client_list()), 15,
-             what="the worker to reach Redis again and wait for jobs")
-    time.sleep(0.5)
-    assert [l[1] for l in jobs_in_log(log)] == [first["id"]], "the held job did not run"
-    # the renewal dropped it; had the test taken 100 ms or more to cut the
-    # worker off, the first job would have been slow enough for the held one
-    # to be given back instead (UNPOP, a no-op once it was taken)
-    ran_ms = float(re.search(r"Released .* attempt 1 ([\d.]+) ms", master.log()).group(1))
-    if ran_ms < 80:
-        assert "lost its reservation" in master.log(), master.log()[-2000:]
-
-
 def cut_off_user(redis_server):
     """A client of its own (user tester), for cutting the default user off."""
     admin = redis_server.client()
@@ -236,44 +196,77 @@ def cut_off_user(redis_server):
     return t
 
 
+def through_an_outage(master, redis_server, log, extra, jobs, freeze_s):
+    """A native pool of one worker pops jobs; the first freezes the worker,
+    which the test cuts off from Redis (no user it can log in as, its
+    connection killed) and lets go on freeze_s later. Past retry_after,
+    another consumer takes every expired reservation (Laravel's migrate,
+    then its pop); then the worker may log in again, and this waits until it
+    is back and idle. Returns the client, the ids taken and the ids that had
+    run by then."""
+    t = cut_off_user(redis_server)
+    master.write_config(native_pool(log=log, extra=extra))
+    master.start()
+    master.wait_children("w", 1)
+    worker = children_of(master.proc.pid)[0]
+    push_many(t, "default", jobs)
+    wait_for(lambda: proc_state(worker) == "T", 10, interval=0.001, what="the first job to freeze its worker")
+    t.execute_command("ACL", "SETUSER", "default", "off")
+    t.execute_command("CLIENT", "KILL", "USER", "default")
+    time.sleep(freeze_s)
+    os.kill(worker, signal.SIGCONT)
+    k = keys("default")
+    try:
+        time.sleep(3.5)  # past retry_after (whole-second scores)
+        ran = {l[1] for l in jobs_in_log(log)}
+        expired = t.zrangebyscore(k["reserved"], "-inf", int(time.time()))
+        if expired:
+            t.zrem(k["reserved"], *expired)
+    finally:
+        t.execute_command("ACL", "SETUSER", "default", "on")
+    wait_for(lambda: any(c.get("cmd") in ("blpop", "brpop") for c in t.client_list()), 15,
+             what="the worker to reach Redis again and wait for jobs")
+    return t, [json.loads(x)["id"] for x in expired], ran
+
+
+def test_a_held_job_whose_reservation_went_during_an_outage_is_dropped(master, r, redis_server, tmp_path):
+    # review #9, the renewal's side: the worker holds a job popped ahead while
+    # Redis refuses it for longer than retry_after (the first job threw, and
+    # its release waits out the outage); meanwhile another consumer takes the
+    # expired reservation. Back, the worker renews what it holds, finds that
+    # reservation gone and drops its copy. The test cuts the worker off in a
+    # few ms: a job held behind a job that short stays held.
+    log = tmp_path / "fixture.log"
+    first, held = make_payload("stopparentfail:0"), make_payload("ok")
+    _, taken, _ = through_an_outage(master, redis_server, log,
+                                    "prefetch = 16; retry_after = 2; tries = 0; backoff = 30;", [first, held], 0)
+    assert held["id"] in taken, "the job popped ahead was held"
+    time.sleep(0.5)
+    assert [l[1] for l in jobs_in_log(log)] == [first["id"]], "the held job did not run"
+    # the renewal dropped it; had the first job run 100 ms or more (the test
+    # slow to cut the worker off; 80 leaves a margin), the held one would have
+    # been given back instead (UNPOP, a no-op once it was taken)
+    ran_ms = float(re.search(r"Released .* attempt 1 ([\d.]+) ms", master.log()).group(1))
+    if ran_ms < 80:
+        assert "lost its reservation" in master.log(), master.log()[-2000:]
+
+
 def test_a_prefetched_job_whose_reservation_is_gone_is_not_run_again(master, r, redis_server, tmp_path):
     # review #9: the worker holds prefetched jobs when Redis becomes
     # unreachable to it for longer than retry_after; meanwhile another
     # consumer migrates the expired reservations back and takes the jobs.
     # When the worker is back it must not run them a second time. The first
     # job freezes the worker (so that it holds the other fifteen, none
-    # started) while the test cuts it off from Redis, for long enough that the
-    # held jobs go back when it ends (a job of 100 ms or more); the give-back
-    # then waits out the outage and finds their reservations gone.
+    # started) for 150 ms, long enough that the held jobs go back when it
+    # ends (a job of 100 ms or more); the give-back then waits out the outage
+    # and finds their reservations gone.
     log = tmp_path / "fixture.log"
-    t = cut_off_user(redis_server)
-    master.write_config(native_pool(log=log, extra="prefetch = 16; retry_after = 2; tries = 0;"))
-    master.start()
-    master.wait_children("w", 1)
-    worker = children_of(master.proc.pid)[0]
     jobs = [make_payload("stopparent:0")] + [make_payload("ok") for _ in range(15)]
-    push_many(t, "default", jobs)
-    wait_for(lambda: proc_state(worker) == "T", 10, interval=0.005, what="the first job to freeze its worker")
-    # cut the worker off: no user it can log in as, its connection killed
-    t.execute_command("ACL", "SETUSER", "default", "off")
-    t.execute_command("CLIENT", "KILL", "USER", "default")
-    time.sleep(0.15)
-    os.kill(worker, signal.SIGCONT)
-    try:
-        time.sleep(3.5)  # past retry_after (whole-second scores)
-        k = keys("default")
-        ran_before = {l[1] for l in jobs_in_log(log)}
-        # another consumer: Laravel's migrate of the expired reservations,
-        # then it takes those jobs for itself
-        expired = t.zrangebyscore(k["reserved"], "-inf", int(time.time()))
-        held = [json.loads(x)["id"] for x in expired if json.loads(x)["id"] not in ran_before]
-        assert held, "the worker held jobs popped ahead when it was cut off"
-        t.zrem(k["reserved"], *expired)
-    finally:
-        t.execute_command("ACL", "SETUSER", "default", "on")
-    # back and idle: waiting on the queue's notify list
-    wait_for(lambda: any(c.get("cmd") in ("blpop", "brpop") for c in t.client_list()), 15,
-             what="the worker to reach Redis again and wait for jobs")
+    t, taken, ran_before = through_an_outage(master, redis_server, log,
+                                             "prefetch = 16; retry_after = 2; tries = 0;", jobs, 0.15)
+    k = keys("default")
+    held = [i for i in taken if i not in ran_before]
+    assert held, "the worker held jobs popped ahead when it was cut off"
     time.sleep(1.0)
     reran = [l[1] for l in jobs_in_log(log) if l[1] in held]
     assert reran == [], "jobs whose reservation was taken back ran again: %s" % reran
