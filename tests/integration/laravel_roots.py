@@ -9,11 +9,13 @@ directory) and reused when present, so one build serves every run; several
 checkouts can share one cache. qpool stays on the host; artisan, queue:work
 and the adapter run in the root through chroot, and reach the host's
 redis-server on loopback. /proc is mounted in a root while a test module
-uses it (the adapter reads /proc/self/fd) and unmounted afterwards.
+uses it (the adapter reads /proc/self/fd) and unmounted when the last test
+module using that root, in any xdist worker, is done with it.
 
 A root that cannot be built (no network, no mmdebstrap, not root) fails the
 test with the build's output: the matrix never skips silently.
 """
+import fcntl
 import json
 import os
 import pathlib
@@ -67,17 +69,28 @@ class Version:
         self.proc_mount = None
 
     def mount_proc(self):
+        """Mount /proc in the root, shared with every other holder of it: the
+        test files of one root run side by side in xdist workers, so the
+        first holder mounts it and the last one out unmounts it."""
         if self.root is None:
             return
         target = self.root / "proc"
-        self._umount_all(target)  # one a killed run left behind: never stack mounts
-        subprocess.run(["mount", "-t", "proc", "proc", str(target)], check=True)
+        self.proc_token = "%d:%s" % (os.getpid(), uuid.uuid4().hex)
+        with _ProcHolders(self.root) as holders:
+            if not holders.live() or subprocess.run(["mountpoint", "-q", str(target)]).returncode != 0:
+                self._umount_all(target)  # one a killed run left behind: never stack mounts
+                subprocess.run(["mount", "-t", "proc", "proc", str(target)], check=True)
+            holders.add(self.proc_token)
         self.proc_mount = target
 
     def umount_proc(self):
-        if self.proc_mount is not None:
-            self._umount_all(self.proc_mount)
-            self.proc_mount = None
+        if self.proc_mount is None:
+            return
+        with _ProcHolders(self.root) as holders:
+            holders.remove(self.proc_token)
+            if not holders.live():
+                self._umount_all(self.proc_mount)
+        self.proc_mount = None
 
     @staticmethod
     def _umount_all(target):
@@ -98,6 +111,50 @@ class Version:
     def host(self, inner):
         """Host path of a path seen from inside the root."""
         return pathlib.Path(str(self.root) + str(inner)) if self.root else pathlib.Path(inner)
+
+
+class _ProcHolders:
+    """The holders of a root's /proc, one "pid:token" a line in a file beside
+    the root, read and written under an exclusive flock. A holder whose
+    process is gone (a killed worker) no longer counts."""
+
+    def __init__(self, root):
+        self.path = root.parent / (root.name + ".proc-holders")
+        self.fd = None
+        self.tokens = []
+
+    def __enter__(self):
+        self.fd = os.open(str(self.path), os.O_RDWR | os.O_CREAT, 0o600)
+        fcntl.flock(self.fd, fcntl.LOCK_EX)
+        with os.fdopen(os.dup(self.fd), "r") as f:
+            self.tokens = [t for t in f.read().split() if _pid_alive(t.split(":", 1)[0])]
+        return self
+
+    def __exit__(self, *exc):
+        os.lseek(self.fd, 0, os.SEEK_SET)
+        os.ftruncate(self.fd, 0)
+        os.write(self.fd, "".join(t + "\n" for t in self.tokens).encode())
+        os.close(self.fd)  # releases the lock
+        return False
+
+    def live(self):
+        return list(self.tokens)
+
+    def add(self, token):
+        self.tokens.append(token)
+
+    def remove(self, token):
+        self.tokens = [t for t in self.tokens if t != token]
+
+
+def _pid_alive(pid):
+    try:
+        os.kill(int(pid), 0)
+    except (ValueError, ProcessLookupError):
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 @pytest.fixture(scope="module", params=list(VERSIONS), ids=lambda v: "laravel" + v)
