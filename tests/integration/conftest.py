@@ -406,7 +406,27 @@ class Master:
             wait_for(lambda: self.listening() or self.proc.poll() is not None, 10,
                      what="the master to start")
             assert self.proc.poll() is None, "master exited: %s" % self.log()
+            self.wait_http()
         return self
+
+    def wait_http(self):
+        """The master opens its HTTP listener after its control socket (the
+        pools start in between): wait for the listener the config names, or
+        for the log line saying the endpoint stays off."""
+        m = re.search(r'listen\s*=\s*"(?:\[([^\]]+)\]|([^":\[]+)):(\d+)"', self.conf.read_text())
+        if not m:
+            return
+        host, port = m.group(1) or m.group(2), int(m.group(3))
+
+        def up():
+            if "the HTTP endpoint stays off" in self.log() or self.proc.poll() is not None:
+                return True
+            try:
+                socket.create_connection((host, port), timeout=1).close()
+                return True
+            except OSError:
+                return False
+        wait_for(up, 10, what="the HTTP listener on %s:%d" % (host, port))
 
     def listening(self):
         """The control socket takes connections: it exists a moment before
