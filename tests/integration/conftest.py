@@ -329,7 +329,7 @@ def fill_failed_store(r, queue, payloads, prefix=PREFIX, connection="redis"):
 def kill_a_worker(master, rng, killed):
     """SIGKILL one of the master's children picked by rng; add its pid and
     its handlers' (they die with it) to killed. Returns 1 if one was killed."""
-    workers = children_of(master.proc.pid)
+    workers = [w for w in children_of(master.proc.pid) if w not in killed]  # a victim not yet reaped
     if not workers:
         return 0
     victim = rng.choice(workers)
