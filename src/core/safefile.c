@@ -60,6 +60,18 @@ static int check_lexical(const char *dir, char *err, size_t errn)
     return rv;
 }
 
+/* 0755 whatever the umask (the unit's UMask=0027 would make it 0750 and
+ * shut control_user out), as systemd's RuntimeDirectory would. */
+static int mkdir_0755(const char *dir)
+{
+    mode_t old = umask(022);
+    int r = mkdir(dir, 0755);
+    int e = errno;
+    umask(old);
+    errno = e;
+    return r;
+}
+
 int safefile_check_parent(const char *path, char *err, size_t errn)
 {
     if (path[0] != '/') {
@@ -72,7 +84,7 @@ int safefile_check_parent(const char *path, char *err, size_t errn)
     else *slash = '\0';
     int rv = -1;
     char real[PATH_MAX];
-    if (mkdir(dir, 0755) < 0 && errno != EEXIST) { /* as systemd's RuntimeDirectory would */
+    if (mkdir_0755(dir) < 0 && errno != EEXIST) {
         snprintf(err, errn, "cannot create %s: %s", dir, strerror(errno));
     } else if (check_lexical(dir, err, errn) == 0) {
         if (!realpath(dir, real))

@@ -159,6 +159,9 @@ def test_deb_metadata_and_contents(deb):
               "usr/share/man/man8/qpool.8.gz", "usr/share/man/man5/qpool.conf.5.gz"]:
         assert f in files, "%s not in the package: %s" % (f, sorted(files))
     assert run(["dpkg-deb", "-I", str(deb), "conffiles"]).stdout.split() == ["/etc/qpool/qpool.conf"]
+    # m7: a pool's environment may hold secrets, so not world-readable
+    conf = re.search(r"^(\S+) (\S+) .* \./etc/qpool/qpool\.conf$", run(["dpkg-deb", "-c", str(deb)]).stdout, re.M)
+    assert conf.group(1, 2) == ("-rw-r-----", "root/root"), conf.group(0)
 
 
 def test_installed_qpool_runs_and_checks_the_installed_config(root):

@@ -179,3 +179,21 @@ def test_a_socket_swapped_for_a_link_right_after_bind_is_never_chmodded_or_chown
     assert stat.S_IMODE(st.st_mode) == 0o600, "the victim's mode was changed through the link: %o\n%s" % (
         stat.S_IMODE(st.st_mode), out)
     assert (st.st_uid, st.st_gid) == (0, 0), "the victim was chowned through the link\n" + out
+
+
+def test_a_missing_socket_directory_is_0755_whatever_the_umask(tmp_path):
+    # the unit's UMask=0027 made the directory the master creates 0750, and
+    # control_user / control_group could no longer reach the socket in it
+    sock = tmp_path / "ctl" / "ctl.sock"
+    conf = tmp_path / "qpool.conf"
+    conf.write_text('qpool = { pid_file = "%s"; control_socket = "%s"; };\n'
+                    'pools = ( { name = "p"; queues = ["q"]; processes = 0; command = ["/bin/true"]; } );\n'
+                    % (tmp_path / "qpool.pid", sock))
+    p = subprocess.Popen([QPOOL, "run", "-c", str(conf)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                         preexec_fn=lambda: os.umask(0o027))
+    try:
+        wait_for(lambda: sock.exists(), timeout=10)
+        assert stat.S_IMODE(os.stat(str(sock.parent)).st_mode) == 0o755
+    finally:
+        p.terminate()
+        p.communicate(timeout=30)
