@@ -55,9 +55,12 @@ final class WorkerLink
         $this->libc = $libc;
         $this->fd = $fd;
         $this->poll = $libc->new('struct pollfd');
+        // Not restarted (SA_RESTART off): a job blocked in a call the kernel
+        // would restart (flock, a database socket's read) gets EINTR, so PHP
+        // gets control back and runs check() when the worker has gone.
         pcntl_signal(SIGIO, function () {
             $this->check();
-        });
+        }, false);
         $libc->fcntl($fd, self::F_SETOWN, getmypid());
     }
 

@@ -1490,7 +1490,7 @@ static bool check_redis_ext(ctx_t *x, const config_setting_t *g, redis_conf_t *r
     return ok;
 }
 
-static void wipe_pool_env(pool_conf_t *p)
+void pool_conf_wipe_env(pool_conf_t *p)
 {
     for (int i = 0; i < p->nenv; i++) {
         free_wiped(p->env[i].value);
@@ -1505,7 +1505,20 @@ void config_wipe_secrets(qconf_t *c, const char *keep)
 {
     for (int i = 0; i < c->nredis; i++)
         if (!keep || strcmp(c->redis[i].name, keep)) redis_conf_wipe_secrets(&c->redis[i]);
-    for (int i = 0; i < c->npools; i++) wipe_pool_env(&c->pools[i]);
+    for (int i = 0; i < c->npools; i++) pool_conf_wipe_env(&c->pools[i]);
+}
+
+static bool same_name(const char *a, const char *b)
+{
+    return a && b && !strcmp(a, b);
+}
+
+void config_wipe_secrets_but(qconf_t *c, const pool_conf_t *own)
+{
+    for (int i = 0; i < c->nredis; i++)
+        if (!same_name(c->redis[i].name, own->connection) && !same_name(c->redis[i].name, own->cache_connection))
+            redis_conf_wipe_secrets(&c->redis[i]);
+    for (int i = 0; i < c->npools; i++) pool_conf_wipe_env(&c->pools[i]);
 }
 
 static void print_redis_ext(FILE *f, const redis_conf_t *r);

@@ -268,6 +268,13 @@ conf_origin_t *conf_origins_dup(const conf_origin_t *o, int n);
  * every pool's environment (names and values): for a config the process
  * will never connect or start a pool with again. */
 void config_wipe_secrets(qconf_t *c, const char *keep);
+/* In a native worker after its fork (security review 2026-11-27 m3): wipe
+ * and free the passwords of every connection but own's (connection and
+ * cache_connection), and every pool's environment in c (the worker runs
+ * own, its pool's copy, which keeps its own). */
+void config_wipe_secrets_but(qconf_t *c, const pool_conf_t *own);
+/* Wipe and free a pool's environment (names and values). */
+void pool_conf_wipe_env(pool_conf_t *p);
 
 /* Format a backoff list as "1,2,4" into buf. */
 void config_backoff_str(const pool_conf_t *p, char *buf, size_t n);

@@ -241,6 +241,15 @@ static void http_close_sup(struct http_sup *s)
     free(s);
 }
 
+void http_forget_token(master_t *m)
+{
+    if (m->http) {
+        free_secret(m->http->token);
+        m->http->token = NULL;
+    }
+    forget_env_token();
+}
+
 /* ------------------------------------------------------------ the process */
 
 /* Who the HTTP process runs as, looked up in the master (no NSS lookup

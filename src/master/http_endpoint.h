@@ -37,5 +37,8 @@ int64_t http_next_due(const master_t *m);              /* monotonic ms, 0 if not
  * config has an endpoint and it is now off. */
 int http_reload(master_t *m, const qconf_t *old, char *err, size_t errn);
 void http_close(master_t *m);                          /* stop it and close the listener */
+/* In a forked child that is not the HTTP process (a native worker): wipe
+ * and free every copy of the token this process holds; nothing else. */
+void http_forget_token(master_t *m);
 
 #endif

@@ -19,6 +19,7 @@
 #include "master/alerting.h"
 #include "master/budgeting.h"
 #include "master/http_endpoint.h"
+#include "master/mconn.h"
 #include "core/log.h"
 #include "os/proc.h"
 #include "core/safefile.h"
@@ -235,6 +236,17 @@ static master_t *master_open(qconf_t *conf)
     return open_events(m) < 0 ? NULL : m;
 }
 
+/* pools_t.forget_in_worker: in a native worker after its fork, the
+ * master's secrets that are not its pool's go (m->conf is the pools'
+ * config: pools_t.conf). */
+static void forget_in_worker(void *arg, const pool_conf_t *own)
+{
+    master_t *m = arg;
+    config_wipe_secrets_but(m->conf, own);
+    mconn_wipe_secrets(m);
+    http_forget_token(m);
+}
+
 /* The pools started, the HTTP endpoint with them, systemd told: when the
  * pools next need the loop (pools_maintain). */
 static int64_t master_start(master_t *m)
@@ -248,6 +260,8 @@ static int64_t master_start(master_t *m)
     m->pools.epfd = m->epfd;
     m->started_wall_ms = wall_ms();
     m->pools.conf = conf;
+    m->pools.forget_in_worker = forget_in_worker;
+    m->pools.forget_arg = m;
     for (int i = 0; i < conf->npools; i++) master_add_pool(m, &conf->pools[i]);
     monitor_reset(m);
 

@@ -56,6 +56,12 @@ void mconn_drop_all(master_t *m)
     s->n = 0;
 }
 
+void mconn_wipe_secrets(master_t *m)
+{
+    struct mconns *s = m->conns;
+    for (int i = 0; s && i < s->n; i++) rconn_wipe_secrets(s->v[i].rc);
+}
+
 uint64_t mconn_reconnects(const master_t *m)
 {
     const struct mconns *s = m->conns;

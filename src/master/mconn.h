@@ -31,5 +31,9 @@ uint64_t mconn_reconnects(const master_t *m);
  * Once per connect: a reload makes new connections. */
 void mconn_note_queues(master_t *m, rconn_t *c, const char *name);
 void mconn_free(master_t *m);
+/* In a forked native worker, which never uses them: wipe every copy of the
+ * passwords these connections hold (rconn_wipe_secrets); nothing is closed
+ * (their descriptor numbers may be the child's own by now). */
+void mconn_wipe_secrets(master_t *m);
 
 #endif

@@ -47,7 +47,7 @@ pool_t *pool_new(const pool_conf_t *conf, int class_cap, int jobs_cap)
     jobhist_pending_init(&p->jobs, jobs_cap);
     p->gen = 1;
     p->pinned = -1;
-    for (int i = 0; i < ZYGOTE_GENERATIONS; i++) p->zy[i].fd[0] = p->zy[i].fd[1] = -1;
+    zygotes_init(&p->zygotes);
     p->target = conf->balance == BALANCE_OFF ? conf->processes : conf->min_processes;
     /* nothing before the first lease (budgeting.c) */
     if (conf->fleet_max_processes) p->target = 0;
@@ -79,7 +79,7 @@ static bool fleet_room(const pool_t *p)
 void pool_free(pool_t *p)
 {
     if (!p) return;
-    zygotes_free(p);
+    zygotes_free(&p->zygotes);
     pool_conf_free(&p->conf);
     jobstats_free(&p->stats);
     jobstats_free(&p->recent);
@@ -104,6 +104,77 @@ static void kill_group(pid_t pid)
     kill(pid, SIGKILL);
 }
 
+static int64_t min_due(int64_t a, int64_t b)
+{
+    if (!a) return b;
+    if (!b) return a;
+    return a < b ? a : b;
+}
+
+/* The pool's zygotes (zygote.c) stand below it: they see the pool through
+ * this view and answer what it must do (ZYGOTE_ASK_*); pool.c acts. */
+static void zygote_view(const pools_t *ps, const pool_t *p, zygote_pool_t *v)
+{
+    *v = (zygote_pool_t){.conf = &p->conf, .gen = p->gen, .removed = p->removed, .stopping = ps->stopping,
+                         .master_pid = ps->master_pid};
+    for (int i = 0; i < ZYGOTE_GENERATIONS; i++) {
+        uint64_t gen = p->zygotes.zy[i].gen;
+        v->in_use[i] = gen == p->gen && !p->removed;
+        for (int j = 0; j < p->nchildren && !v->in_use[i]; j++) v->in_use[i] = p->children[j].gen == gen;
+    }
+}
+
+static void zygote_asks(pool_t *p, unsigned asks)
+{
+    if (asks & ZYGOTE_ASK_ROLL) pool_request_roll(p);
+    if (asks & ZYGOTE_ASK_CRASH) p->crashes++;
+}
+
+/* Start or stop the pool's zygotes; when the app moved and the roll is due
+ * now, roll and start the new generation's zygote in the same pass. */
+static int64_t maintain_zygotes(const pools_t *ps, pool_t *p, int64_t now)
+{
+    zygote_pool_t v;
+    unsigned asks;
+    zygote_view(ps, p, &v);
+    int64_t due = zygotes_maintain(&p->zygotes, &v, now, &asks);
+    if (!(asks & ZYGOTE_ASK_ROLL)) return due;
+    zygote_asks(p, asks);
+    zygote_view(ps, p, &v);
+    int64_t next = zygotes_maintain(&p->zygotes, &v, now, &asks);
+    zygote_asks(p, asks & ~ZYGOTE_ASK_ROLL); /* a roll answers one move */
+    return min_due(due, next);
+}
+
+static zygote_t *pools_find_zygote(const pools_t *ps, pid_t pid, pool_t **owner)
+{
+    for (int i = 0; i < ps->n; i++) {
+        zygote_t *z = zygotes_find(&ps->v[i]->zygotes, pid);
+        if (z) {
+            if (owner) *owner = ps->v[i];
+            return z;
+        }
+    }
+    return NULL;
+}
+
+/* A reaped pid: true when it was a zygote (handled). */
+static bool zygote_reaped(const pools_t *ps, pid_t pid, int status, int64_t now)
+{
+    pool_t *p;
+    zygote_t *z = pools_find_zygote(ps, pid, &p);
+    if (!z) return false;
+    zygote_pool_t v;
+    zygote_view(ps, p, &v);
+    zygote_asks(p, zygote_exited(&p->zygotes, z, &v, status, now));
+    return true;
+}
+
+static void signal_zygotes(const pools_t *ps, int sig)
+{
+    for (int i = 0; i < ps->n; i++) zygotes_signal(&ps->v[i]->zygotes, sig);
+}
+
 /* What a child is was fixed when it started: after a reload that switched
  * the pool between command and handler, old children keep their kind. */
 /* SIGKILL the handler group a native worker named in its slot, once the
@@ -116,20 +187,13 @@ static void kill_handler_group(pools_t *ps, const pool_t *p, const child_t *c, c
     char who[80];
     snprintf(who, sizeof who, "pool %s: pid %d", p->conf.name, (int)c->pid);
     uid_t uid = p->conf.has_uid ? p->conf.uid : geteuid();
-    bool is_child = pools_find_child(ps, s->handler_pgid, NULL) != NULL || zygotes_has(ps, s->handler_pgid);
+    bool is_child = pools_find_child(ps, s->handler_pgid, NULL) != NULL || pools_find_zygote(ps, s->handler_pgid, NULL) != NULL;
     proc_kill_worker_group(s->handler_pgid, uid, c->start_ticks, s->handler_start, is_child, who);
 }
 
 static bool child_native(const pools_t *ps, const child_t *c)
 {
     return ps->sb->slots[c->sb].native != 0;
-}
-
-static int64_t min_due(int64_t a, int64_t b)
-{
-    if (!a) return b;
-    if (!b) return a;
-    return a < b ? a : b;
 }
 
 int pool_live(const pool_t *p)
@@ -256,8 +320,8 @@ static void retire_child(pools_t *ps, pool_t *p, child_t *c, int64_t now)
  * it, and its pid (a forked handler must be its child: handler.c adopt). */
 static void slot_zygote(sb_slot_t *slot, const pool_t *p, uint64_t gen)
 {
-    atomic_store(&slot->preload_off, zygote_off(p) ? 1u : 0u);
-    atomic_store(&slot->zygote_pid, (int32_t)zygote_pid_of(p, gen));
+    atomic_store(&slot->preload_off, zygote_off(&p->zygotes, p->gen) ? 1u : 0u);
+    atomic_store(&slot->zygote_pid, (int32_t)zygote_pid_of(&p->zygotes, gen));
 }
 
 /* A scoreboard slot for a new child of p, filled before the fork; -1 when
@@ -295,6 +359,17 @@ static pid_t fork_child(pools_t *ps, pool_t *p, child_spec_t *spec, int stats_fd
     return pid;
 }
 
+/* In a native worker: it runs jobs with p's environment and connections
+ * only, so every other secret the master's heap holds goes (security
+ * review 2026-11-27 m3): other pools' environments, the HTTP token, other
+ * connections' passwords. */
+static void forget_others(pools_t *ps, const pool_t *p)
+{
+    for (int i = 0; i < ps->n; i++)
+        if (ps->v[i] != p) pool_conf_wipe_env(&ps->v[i]->conf);
+    if (ps->forget_in_worker) ps->forget_in_worker(ps->forget_arg, &p->conf);
+}
+
 /* In the child: the worker, or the pool's command. Never returns. */
 __attribute__((noreturn)) static void child_main(pools_t *ps, pool_t *p, int sbi, int slot_no, child_spec_t *spec,
                                                   bool stats, bool zygote)
@@ -308,9 +383,11 @@ __attribute__((noreturn)) static void child_main(pools_t *ps, pool_t *p, int sbi
     slot->pid = getpid();
     if (child_setup(spec) < 0) _exit(QPOOL_EX_SETUP);
     child_spec_free(spec);
-    if (is_native(p))
+    if (is_native(p)) {
+        forget_others(ps, p);
         exit(worker_main(&p->conf, ps->conf, slot, slot_no, ps->master_pid, stats ? PROC_KEEP_FD : -1,
                          zygote ? PROC_ZYGOTE_FD : -1));
+    }
     char **argv = config_expand_command(&p->conf);
     proc_title("qpool: %s", tag); /* shown until exec replaces us */
     execvp(argv[0], argv);
@@ -346,7 +423,7 @@ static void spawn_child(pools_t *ps, pool_t *p, int slot_no, int64_t now)
     if (slot->native && ps->conf->metrics && socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, sv) < 0)
         log_warn("pool %s: no stats channel: %s", p->conf.name, strerror(errno));
     child_spec_t spec;
-    int zfd = is_native(p) ? zygote_worker_fd(p) : -1;
+    int zfd = is_native(p) ? zygote_worker_fd(&p->zygotes, p->gen) : -1;
     pid_t pid = fork_child(ps, p, &spec, is_native(p) ? sv[1] : -1, zfd);
     if (pid < 0) {
         child_spec_free(&spec);
@@ -499,7 +576,7 @@ static void shrink(pools_t *ps, pool_t *p, int keep, int64_t now)
 
 static int64_t maintain_pool(pools_t *ps, pool_t *p, int64_t now)
 {
-    int64_t due = zygotes_maintain(ps, p, now);
+    int64_t due = maintain_zygotes(ps, p, now);
     if (p->removed) {
         for (int i = 0; i < p->nchildren; i++) stop_child(ps, p, &p->children[i], STOP_REMOVED, now);
         return due;
@@ -743,7 +820,7 @@ static void unasked_exit(pool_t *p, const child_t *gone, const sb_child_t *snap,
 void pools_child_exited(pools_t *ps, pid_t pid, int status, int64_t now)
 {
     pool_t *p = NULL;
-    if (zygotes_exited(ps, pid, status, now)) return;
+    if (zygote_reaped(ps, pid, status, now)) return;
     child_t *c = pools_find_child(ps, pid, &p);
     if (!c) {
         log_debug("reaped unknown pid %d", (int)pid);
@@ -813,7 +890,7 @@ bool pools_apply_pause(pools_t *ps)
 
 void pools_stop_all(pools_t *ps, int64_t now)
 {
-    zygotes_signal(ps, SIGTERM); /* no handler is forked during a stop; running ones go on */
+    signal_zygotes(ps, SIGTERM); /* no handler is forked during a stop; running ones go on */
     for (int i = 0; i < ps->n; i++) {
         pool_t *p = ps->v[i];
         for (int j = 0; j < p->nchildren; j++) {
@@ -829,7 +906,7 @@ void pools_stop_all(pools_t *ps, int64_t now)
 
 void pools_kill_all(pools_t *ps)
 {
-    zygotes_signal(ps, SIGKILL);
+    signal_zygotes(ps, SIGKILL);
     for (int i = 0; i < ps->n; i++) {
         pool_t *p = ps->v[i];
         for (int j = 0; j < p->nchildren; j++) {

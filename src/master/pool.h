@@ -91,8 +91,7 @@ typedef struct pool {
     bool down;               /* paused: its Laravel app is down for maintenance (monitor.c) */
     uint32_t queue_paused;   /* bit i: queue i paused by qpool pause --queue */
     int roll_child_pid;      /* surge child of the current rolling step, 0 if none */
-    zygote_t zy[ZYGOTE_GENERATIONS]; /* preload: the app booted once, handlers forked (zygote.h) */
-    zygote_moves_t zmoves;   /* preload: the app's moves, and a roll waiting out its backoff */
+    zygotes_t zygotes;       /* preload: the app booted once, handlers forked (zygote.h) */
     /* fleet budget (budgeting.c, pool_set_fleet) */
     unsigned lease_tag;      /* the lease its new children count under, 0 none */
     int fleet_cap;           /* its children, stopping ones included, never more; INT_MAX without a budget */
@@ -136,6 +135,12 @@ typedef struct pools {
     int epfd;                /* the master's epoll set: children's stats channels join it */
     /* redis connections, for native workers (current config) */
     const qconf_t *conf;
+    /* In a native worker after its fork, before it runs a job: wipe what
+     * the master holds that this worker must not (the HTTP token, the
+     * config's other connections' passwords and pools' environments:
+     * master.c); pool.c wipes the other pools' environments itself. */
+    void (*forget_in_worker)(void *arg, const pool_conf_t *own);
+    void *forget_arg;
 } pools_t;
 
 /* class_cap: job classes counted by name; jobs_cap: recent job records held for Redis */
@@ -174,9 +179,9 @@ bool pools_apply_pause(pools_t *ps);
 void pools_stop_all(pools_t *ps, int64_t now_ms);
 void pools_kill_all(pools_t *ps);   /* SIGKILL process groups, handlers included */
 
-/* Begin a rolling restart of a pool (new generation). Inline: the pool's
- * zygotes (zygote.c, which pool.c drives) ask for rolls too, and calling
- * back into pool.c would make the two files call each other. */
+/* Begin a rolling restart of a pool (new generation). A zygote that saw
+ * the app move asks pool.c for one (ZYGOTE_ASK_ROLL): zygote.c never calls
+ * into pool.c (scripts/check-layout counts a call to this inline as one). */
 static inline void pool_request_roll(pool_t *p)
 {
     p->gen++;

@@ -66,7 +66,7 @@ static void zygote_json(cJSON *po, const pool_t *p)
 {
     const zygote_t *z = NULL;
     for (int i = 0; i < ZYGOTE_GENERATIONS; i++)
-        if (p->zy[i].gen == p->gen) z = &p->zy[i];
+        if (p->zygotes.zy[i].gen == p->gen) z = &p->zygotes.zy[i];
     if (!pool_preloads(&p->conf) || !z) {
         cJSON_AddNullToObject(po, "zygote");
         return;

@@ -6,7 +6,6 @@
 #include "os/child.h"
 #include "config/pool_child.h"
 #include "core/log.h"
-#include "master/pool.h"
 #include "os/proc.h"
 #include "core/util.h"
 
@@ -57,37 +56,42 @@ static void forget(zygote_t *z)
     z->fd[0] = z->fd[1] = -1;
 }
 
-static zygote_t *find_gen(pool_t *p, uint64_t gen)
+void zygotes_init(zygotes_t *zs)
+{
+    memset(zs, 0, sizeof *zs);
+    for (int i = 0; i < ZYGOTE_GENERATIONS; i++) forget(&zs->zy[i]);
+}
+
+static zygote_t *find_gen(zygotes_t *zs, uint64_t gen)
 {
     for (int i = 0; i < ZYGOTE_GENERATIONS; i++)
-        if (p->zy[i].gen == gen) return &p->zy[i];
+        if (zs->zy[i].gen == gen) return &zs->zy[i];
     return NULL;
 }
 
-static const zygote_t *current(const pool_t *p)
+static const zygote_t *of_gen(const zygotes_t *zs, uint64_t gen)
 {
     for (int i = 0; i < ZYGOTE_GENERATIONS; i++)
-        if (p->zy[i].gen && p->zy[i].gen == p->gen) return &p->zy[i];
+        if (gen && zs->zy[i].gen == gen) return &zs->zy[i];
     return NULL;
 }
 
-int zygote_worker_fd(const pool_t *p)
+int zygote_worker_fd(const zygotes_t *zs, uint64_t gen)
 {
-    const zygote_t *z = current(p);
+    const zygote_t *z = of_gen(zs, gen);
     return z && !z->off ? z->fd[1] : -1;
 }
 
-bool zygote_off(const pool_t *p)
+bool zygote_off(const zygotes_t *zs, uint64_t gen)
 {
-    const zygote_t *z = current(p);
+    const zygote_t *z = of_gen(zs, gen);
     return z && (z->off || z->pid <= 0); /* or waiting to restart, or to roll: handlers boot meanwhile */
 }
 
-pid_t zygote_pid_of(const pool_t *p, uint64_t gen)
+pid_t zygote_pid_of(const zygotes_t *zs, uint64_t gen)
 {
-    for (int i = 0; i < ZYGOTE_GENERATIONS; i++)
-        if (gen && p->zy[i].gen == gen) return p->zy[i].pid;
-    return 0;
+    const zygote_t *z = of_gen(zs, gen);
+    return z ? z->pid : 0;
 }
 
 /* Requests a dead zygote never read: their descriptors are closed, so each
@@ -136,32 +140,33 @@ static char **zygote_argv(const pool_conf_t *c)
     return argv;
 }
 
-static void spawn(pools_t *ps, pool_t *p, zygote_t *z, int64_t now)
+static void spawn(const zygote_pool_t *v, zygote_t *z, int64_t now)
 {
+    const pool_conf_t *conf = v->conf;
     child_spec_t spec;
-    if (child_spec_pool(&spec, &p->conf, ps->master_pid, SIGKILL, z->fd[0]) < 0) {
+    if (child_spec_pool(&spec, conf, v->master_pid, SIGKILL, z->fd[0]) < 0) {
         z->not_before_ms = now + 1000;
         return;
     }
     spec.fds[0].cloexec = false; /* php gets it as fd 3 */
     spec.reset_signals = true;
     child_env_put(&spec.env, "QPOOL_ZYGOTE_FD", "3");
-    child_env_put(&spec.env, "QPOOL_POOL", p->conf.name);
-    char **argv = zygote_argv(&p->conf);
+    child_env_put(&spec.env, "QPOOL_POOL", conf->name);
+    char **argv = zygote_argv(conf);
     pid_t pid = fork();
     if (pid == 0) {
         char tag[64];
-        snprintf(tag, sizeof tag, "%s zygote", p->conf.name);
+        snprintf(tag, sizeof tag, "%s zygote", conf->name);
         log_set_tag(tag);
         if (child_setup(&spec) < 0) _exit(QPOOL_EX_SETUP);
         execvp(argv[0], argv);
-        log_error("pool %s: cannot run %s: %s", p->conf.name, argv[0], strerror(errno));
+        log_error("pool %s: cannot run %s: %s", conf->name, argv[0], strerror(errno));
         _exit(127);
     }
     free(argv);
     child_spec_free(&spec);
     if (pid < 0) {
-        log_error("pool %s: cannot start its zygote: fork: %s", p->conf.name, strerror(errno));
+        log_error("pool %s: cannot start its zygote: fork: %s", conf->name, strerror(errno));
         z->not_before_ms = now + 1000;
         return;
     }
@@ -169,20 +174,20 @@ static void spawn(pools_t *ps, pool_t *p, zygote_t *z, int64_t now)
     z->started_ms = now;
     z->start_ticks = proc_start_ticks(pid);
     log_info("pool %s: started its zygote (pid %d, generation %llu): it boots the app once and forks the "
-             "handlers", p->conf.name, (int)pid, (unsigned long long)z->gen);
+             "handlers", conf->name, (int)pid, (unsigned long long)z->gen);
 }
 
 /* A slot for generation gen: a free one, else the oldest other one (its
  * workers' handlers then boot on their own: their sends are refused). */
-static zygote_t *new_gen(pool_t *p, uint64_t gen)
+static zygote_t *new_gen(zygotes_t *zs, uint64_t gen)
 {
     zygote_t *z = NULL;
     for (int i = 0; i < ZYGOTE_GENERATIONS && !z; i++)
-        if (!p->zy[i].gen) z = &p->zy[i];
+        if (!zs->zy[i].gen) z = &zs->zy[i];
     if (!z) {
-        z = &p->zy[0];
+        z = &zs->zy[0];
         for (int i = 1; i < ZYGOTE_GENERATIONS; i++)
-            if (p->zy[i].gen < z->gen) z = &p->zy[i];
+            if (zs->zy[i].gen < z->gen) z = &zs->zy[i];
     }
     if (z->gen) {
         if (z->pid > 0) kill(z->pid, SIGKILL); /* forgotten here: reaped later as an unknown pid */
@@ -193,21 +198,13 @@ static zygote_t *new_gen(pool_t *p, uint64_t gen)
     return z;
 }
 
-static bool gen_in_use(const pool_t *p, uint64_t gen)
-{
-    if (gen == p->gen && !p->removed) return true;
-    for (int i = 0; i < p->nchildren; i++)
-        if (p->children[i].gen == gen) return true;
-    return false;
-}
-
 /* Its generation is over: SIGTERM, and the sockets go (a worker that still
  * asks is refused, and boots its handler itself). */
-static void retire(pool_t *p, zygote_t *z)
+static void retire(const zygote_pool_t *v, zygote_t *z)
 {
     if (z->pid > 0 && !z->stopping) {
         log_info("pool %s: stopping the zygote of generation %llu (pid %d): no worker needs it any more",
-                 p->conf.name, (unsigned long long)z->gen, (int)z->pid);
+                 v->conf->name, (unsigned long long)z->gen, (int)z->pid);
         kill(z->pid, SIGTERM);
         z->stopping = true;
     }
@@ -217,12 +214,12 @@ static void retire(pool_t *p, zygote_t *z)
 
 /* The slot and socket pair of the pool's current generation; NULL when
  * there is no socket (handlers then boot on their own). */
-static zygote_t *open_gen(pool_t *p)
+static zygote_t *open_gen(zygotes_t *zs, const zygote_pool_t *v)
 {
-    zygote_t *z = new_gen(p, p->gen);
+    zygote_t *z = new_gen(zs, v->gen);
     int sv[2];
     if (socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, sv) < 0) {
-        log_error("pool %s: no zygote socket: %s; handlers boot on their own", p->conf.name, strerror(errno));
+        log_error("pool %s: no zygote socket: %s; handlers boot on their own", v->conf->name, strerror(errno));
         z->off = true;
         return NULL;
     }
@@ -232,33 +229,39 @@ static zygote_t *open_gen(pool_t *p)
 }
 
 /* A roll for a move that waits out its backoff: 0 when none is due later,
- * else when it is. */
-static int64_t roll_when_due(pool_t *p, int64_t now)
+ * else when it is; *roll when it is due now. */
+static int64_t roll_when_due(zygotes_t *zs, const zygote_pool_t *v, int64_t now, bool *roll)
 {
-    zygote_moves_t *m = &p->zmoves;
+    zygote_moves_t *m = &zs->moves;
     if (!m->roll_at_ms) return 0;
-    if (m->roll_gen != p->gen) { /* rolled meanwhile (a restart, a reload) */
+    if (m->roll_gen != v->gen) { /* rolled meanwhile (a restart, a reload) */
         m->roll_at_ms = 0;
         return 0;
     }
     if (now < m->roll_at_ms) return m->roll_at_ms;
     m->roll_at_ms = 0;
-    log_info("pool %s: rolling the pool onto the code the app path resolves to now", p->conf.name);
-    pool_request_roll(p);
+    log_info("pool %s: rolling the pool onto the code the app path resolves to now", v->conf->name);
+    *roll = true;
     return 0;
 }
 
-int64_t zygotes_maintain(pools_t *ps, pool_t *p, int64_t now)
+int64_t zygotes_maintain(zygotes_t *zs, const zygote_pool_t *v, int64_t now, unsigned *asks)
 {
+    *asks = 0;
     for (int i = 0; i < ZYGOTE_GENERATIONS; i++)
-        if (p->zy[i].gen && !gen_in_use(p, p->zy[i].gen)) retire(p, &p->zy[i]);
-    if (ps->stopping || p->removed || !pool_preloads(&p->conf)) return 0;
-    int64_t due = roll_when_due(p, now);
-    zygote_t *z = find_gen(p, p->gen);
-    if (!z && !(z = open_gen(p))) return due;
+        if (zs->zy[i].gen && !v->in_use[i]) retire(v, &zs->zy[i]);
+    if (v->stopping || v->removed || !pool_preloads(v->conf)) return 0;
+    bool roll = false;
+    int64_t due = roll_when_due(zs, v, now, &roll);
+    if (roll) {
+        *asks |= ZYGOTE_ASK_ROLL;
+        return due; /* the next pass starts the new generation's */
+    }
+    zygote_t *z = find_gen(zs, v->gen);
+    if (!z && !(z = open_gen(zs, v))) return due;
     if (z->off || z->moved || z->pid > 0) return due;
     if (z->not_before_ms > now) return z->not_before_ms;
-    spawn(ps, p, z, now);
+    spawn(v, z, now);
     return z->pid > 0 ? due : z->not_before_ms;
 }
 
@@ -273,36 +276,37 @@ static void shut(zygote_t *z)
 
 /* An older generation's zygote is never started again (it would boot the
  * code of now): its workers, on their way out, boot their handlers. */
-static void old_gen_exited(pool_t *p, zygote_t *z, pid_t pid, const char *desc)
+static void old_gen_exited(const zygote_pool_t *v, zygote_t *z, pid_t pid, const char *desc)
 {
     log_info("pool %s: the zygote of generation %llu (pid %d) %s; the workers still on that generation start "
              "handlers that boot the app themselves until they are replaced",
-             p->conf.name, (unsigned long long)z->gen, (int)pid, desc);
+             v->conf->name, (unsigned long long)z->gen, (int)pid, desc);
     shut(z);
     forget(z);
 }
 
 /* The app path resolves elsewhere (a deploy): roll onto the new code, at
- * once, or after a backoff when moves come too often. */
-static void moved(pool_t *p, zygote_t *z, pid_t pid, int64_t lived_ms, int64_t now)
+ * once (ZYGOTE_ASK_ROLL), or after a backoff when moves come too often. */
+static unsigned moved(zygotes_t *zs, const zygote_pool_t *v, zygote_t *z, pid_t pid, int64_t lived_ms, int64_t now)
 {
     shut(z);
     z->moved = true;
-    int delay_s = zygote_move_delay_s(&p->zmoves, lived_ms);
+    int delay_s = zygote_move_delay_s(&zs->moves, lived_ms);
     if (!delay_s) {
         log_info("pool %s: the app moved (a deploy): booting a new zygote from the new code and rolling the "
-                 "pool onto it", p->conf.name);
-        pool_request_roll(p);
-        return;
+                 "pool onto it", v->conf->name);
+        return ZYGOTE_ASK_ROLL;
     }
-    p->zmoves.roll_at_ms = now + (int64_t)delay_s * 1000;
-    p->zmoves.roll_gen = p->gen;
+    zs->moves.roll_at_ms = now + (int64_t)delay_s * 1000;
+    zs->moves.roll_gen = v->gen;
     log_warn("pool %s: the app moved again, %.1f s after its zygote (pid %d) started: rolling the pool in %d s "
              "(moves this often are backed off; handlers boot the app themselves meanwhile)",
-             p->conf.name, (double)lived_ms / 1000.0, (int)pid, delay_s);
+             v->conf->name, (double)lived_ms / 1000.0, (int)pid, delay_s);
+    return 0;
 }
 
-static void crashed(pool_t *p, zygote_t *z, pid_t pid, const char *desc, int64_t lived_ms, int64_t now)
+static unsigned crashed(const zygote_pool_t *v, zygote_t *z, pid_t pid, const char *desc, int64_t lived_ms,
+                        int64_t now)
 {
     drop_requests(z);
     exit_facts_t f = {.lived_ms = lived_ms, .clean = false, .did_work = false};
@@ -310,70 +314,58 @@ static void crashed(pool_t *p, zygote_t *z, pid_t pid, const char *desc, int64_t
     respawn_after_exit(&z->respawn, &f, &delay_s);
     z->not_before_ms = now + (int64_t)delay_s * 1000;
     z->restarts++;
-    p->crashes++;
     log_warn("pool %s: its zygote (pid %d) %s after %.1f s%s; restarting it in %d s (running handlers go on; "
              "new ones boot the app themselves meanwhile)",
-             p->conf.name, (int)pid, desc, (double)lived_ms / 1000.0,
+             v->conf->name, (int)pid, desc, (double)lived_ms / 1000.0,
              lived_ms < 5000 ? " (did the app boot? see its log above)" : "", delay_s);
+    return ZYGOTE_ASK_CRASH;
 }
 
-static void exited(pools_t *ps, pool_t *p, zygote_t *z, int status, int64_t now)
+unsigned zygote_exited(zygotes_t *zs, zygote_t *z, const zygote_pool_t *v, int status, int64_t now)
 {
     char desc[96];
     proc_describe_status(status, desc, sizeof desc);
-    int kind = zygote_exit_kind(status, z->stopping || ps->stopping);
+    int kind = zygote_exit_kind(status, z->stopping || v->stopping);
     pid_t pid = z->pid;
     int64_t lived_ms = now - z->started_ms;
     z->pid = 0;
     if (z->stopping || z->fd[0] < 0) { /* its generation is over */
         forget(z);
-        return;
+        return 0;
     }
-    if (kind == ZYGOTE_STOPPED) return;
-    if (z->gen != p->gen) {
-        old_gen_exited(p, z, pid, desc);
+    if (kind == ZYGOTE_STOPPED) return 0;
+    if (z->gen != v->gen) {
+        old_gen_exited(v, z, pid, desc);
     } else if (kind == ZYGOTE_OFF) {
         log_warn("pool %s: its zygote (pid %d) cannot preload the app (see its log above): each handler boots "
-                 "the app itself until the pool restarts", p->conf.name, (int)pid);
+                 "the app itself until the pool restarts", v->conf->name, (int)pid);
         z->off = true;
         shut(z); /* requests waiting in it are refused: their workers start handlers themselves */
     } else if (kind == ZYGOTE_MOVED) {
-        moved(p, z, pid, lived_ms, now);
+        return moved(zs, v, z, pid, lived_ms, now);
     } else
-        crashed(p, z, pid, desc, lived_ms, now);
+        return crashed(v, z, pid, desc, lived_ms, now);
+    return 0;
 }
 
-bool zygotes_exited(pools_t *ps, pid_t pid, int status, int64_t now)
+zygote_t *zygotes_find(zygotes_t *zs, pid_t pid)
 {
-    for (int i = 0; i < ps->n; i++)
-        for (int j = 0; j < ZYGOTE_GENERATIONS; j++)
-            if (ps->v[i]->zy[j].pid == pid) {
-                exited(ps, ps->v[i], &ps->v[i]->zy[j], status, now);
-                return true;
-            }
-    return false;
+    for (int j = 0; j < ZYGOTE_GENERATIONS; j++)
+        if (pid > 0 && zs->zy[j].pid == pid) return &zs->zy[j];
+    return NULL;
 }
 
-bool zygotes_has(const pools_t *ps, pid_t pid)
+void zygotes_signal(zygotes_t *zs, int sig)
 {
-    for (int i = 0; i < ps->n; i++)
-        for (int j = 0; j < ZYGOTE_GENERATIONS; j++)
-            if (pid > 0 && ps->v[i]->zy[j].pid == pid) return true;
-    return false;
+    for (int j = 0; j < ZYGOTE_GENERATIONS; j++) {
+        zygote_t *z = &zs->zy[j];
+        if (z->pid <= 0) continue;
+        kill(z->pid, sig);
+        z->stopping = true;
+    }
 }
 
-void zygotes_signal(pools_t *ps, int sig)
+void zygotes_free(zygotes_t *zs)
 {
-    for (int i = 0; i < ps->n; i++)
-        for (int j = 0; j < ZYGOTE_GENERATIONS; j++) {
-            zygote_t *z = &ps->v[i]->zy[j];
-            if (z->pid <= 0) continue;
-            kill(z->pid, sig);
-            z->stopping = true;
-        }
-}
-
-void zygotes_free(pool_t *p)
-{
-    for (int i = 0; i < ZYGOTE_GENERATIONS; i++) close_sockets(&p->zy[i]);
+    for (int i = 0; i < ZYGOTE_GENERATIONS; i++) close_sockets(&zs->zy[i]);
 }

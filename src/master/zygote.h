@@ -34,6 +34,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "config/config.h"
 #include "master/respawn.h"
 
 #define ZYGOTE_EX_NO_PRELOAD 75   /* php/src/Zygote.php: cannot share this app by forks here */
@@ -78,27 +79,48 @@ int zygote_exit_kind(int status, bool asked);
  * wait 1 s, doubling to RESPAWN_MAX_S. */
 int zygote_move_delay_s(zygote_moves_t *m, int64_t lived_ms);
 
-struct pool;
-struct pools;
+/* A pool's zygotes (pool.h: pool_t.zygotes). */
+typedef struct {
+    zygote_t zy[ZYGOTE_GENERATIONS];
+    zygote_moves_t moves;         /* the app's moves, and a roll waiting out its backoff */
+} zygotes_t;
 
+/* What the zygotes see of their pool, filled in by pool.c, which stands
+ * above this file: zygote.c never calls into pool.c, it answers what the
+ * pool must do (ZYGOTE_ASK_*). */
+typedef struct {
+    const pool_conf_t *conf;
+    uint64_t gen;                 /* the pool's current generation */
+    bool removed;                 /* by a reload: no generation needs a zygote */
+    bool stopping;                /* the master stops */
+    pid_t master_pid;
+    bool in_use[ZYGOTE_GENERATIONS]; /* zy[i]'s generation is current or has workers */
+} zygote_pool_t;
+
+#define ZYGOTE_ASK_ROLL 1u        /* roll the pool onto a new generation (the app moved) */
+#define ZYGOTE_ASK_CRASH 2u       /* count a crash in the pool's figures */
+
+/* Initialise them: no zygote, no socket. */
+void zygotes_init(zygotes_t *zs);
 /* On each pass of the master loop (pool.c): start the zygote the pool's
  * generation needs, stop those no worker needs any more. Returns the
- * monotonic time something is next due, or 0. */
-int64_t zygotes_maintain(struct pools *ps, struct pool *p, int64_t now_ms);
-/* The workers' end of the current generation's zygote socket, -1 if none. */
-int zygote_worker_fd(const struct pool *p);
-/* The current generation's zygote cannot serve now: it said it cannot
- * preload, or it is down (restart backoff): workers start handlers that boot. */
-bool zygote_off(const struct pool *p);
+ * monotonic time something is next due, or 0; *asks: ZYGOTE_ASK_* bits. */
+int64_t zygotes_maintain(zygotes_t *zs, const zygote_pool_t *v, int64_t now_ms, unsigned *asks);
+/* The workers' end of generation gen's zygote socket, -1 if none. */
+int zygote_worker_fd(const zygotes_t *zs, uint64_t gen);
+/* Generation gen's zygote cannot serve now: it said it cannot preload, or
+ * it is down (restart backoff): workers start handlers that boot. */
+bool zygote_off(const zygotes_t *zs, uint64_t gen);
 /* The pid of the zygote that serves generation gen, 0 if none runs now. */
-pid_t zygote_pid_of(const struct pool *p, uint64_t gen);
-/* A reaped pid: true when it was a zygote (handled here). */
-bool zygotes_exited(struct pools *ps, pid_t pid, int status, int64_t now_ms);
-/* Is pid a zygote of any pool? */
-bool zygotes_has(const struct pools *ps, pid_t pid);
+pid_t zygote_pid_of(const zygotes_t *zs, uint64_t gen);
+/* The zygote whose pid this is, or NULL. */
+zygote_t *zygotes_find(zygotes_t *zs, pid_t pid);
+/* z (zygotes_find) was reaped with status: handled here; returns
+ * ZYGOTE_ASK_* bits. */
+unsigned zygote_exited(zygotes_t *zs, zygote_t *z, const zygote_pool_t *v, int status, int64_t now_ms);
 /* Signal every zygote (SIGTERM on a stop, SIGKILL at the end). */
-void zygotes_signal(struct pools *ps, int sig);
-/* Close the pool's zygote sockets and forget its zygotes (pool_free). */
-void zygotes_free(struct pool *p);
+void zygotes_signal(zygotes_t *zs, int sig);
+/* Close the zygote sockets and forget the zygotes (pool_free). */
+void zygotes_free(zygotes_t *zs);
 
 #endif

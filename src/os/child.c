@@ -35,6 +35,7 @@ int child_env_put(child_env_t *e, const char *name, const char *value)
     char *kv = xasprintf("%s=%s", name, value);
     int i = env_find(e, name);
     if (i >= 0) {
+        explicit_bzero(e->v[i], strlen(e->v[i])); /* a secret's old value */
         free(e->v[i]);
         e->v[i] = kv;
         return e->n;

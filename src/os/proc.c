@@ -57,7 +57,7 @@ uint64_t rss_read(rss_reader_t *r, pid_t pid)
         rss_close(r);
         return 0;
     }
-    if (r->fd <= 0 || r->pid != pid) {
+    if (r->fd < 0 || r->pid != pid) {
         rss_close(r);
         char path[64];
         snprintf(path, sizeof path, "/proc/%d/statm", (int)pid);
@@ -79,7 +79,7 @@ uint64_t rss_read(rss_reader_t *r, pid_t pid)
 
 void rss_close(rss_reader_t *r)
 {
-    if (r->fd > 0) close(r->fd);
+    if (r->fd >= 0) close(r->fd);
     r->fd = -1;
     r->pid = 0;
 }

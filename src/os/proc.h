@@ -28,8 +28,9 @@ uint64_t proc_rss_kb(pid_t pid);
  * enough to run after every job). */
 typedef struct {
     pid_t pid;
-    int fd;
+    int fd;           /* -1 when closed (0 is a valid descriptor): start with RSS_READER_INIT */
 } rss_reader_t;
+#define RSS_READER_INIT {.pid = 0, .fd = -1}
 uint64_t rss_read(rss_reader_t *r, pid_t pid);  /* (re)opens when pid changes; 0 if pid <= 0 */
 void rss_close(rss_reader_t *r);
 

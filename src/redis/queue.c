@@ -20,7 +20,8 @@
  *       name per queue, then how many jobs to pop at most (prefetch), then
  *       1 when none of them starts now (a pop sent ahead: hold them all).
  * Returns {kind, queue (1-based), a, b, full, next_due, extra, run}:
- *   kind 1: a = payload as stored, b = reserved copy (attempts + 1, cjson
+ *   kind 1: a = payload as stored (less a qpoolTwin marker, which the
+ *           migrate step drops too), b = reserved copy (attempts + 1, cjson
  *           re-encoded exactly as Laravel's pop script does); extra = further
  *           jobs popped ahead, (queue, payload, held, reserved)*: a job
  *           popped ahead is held in :reserved with its attempts as they were
@@ -57,6 +58,18 @@ static const char POP_LUA[] =
     "    redis.call('zremrangebyrank', idx, 0, n - limit - 1)\n"
     "  end\n"
     "end\n"
+    "-- a payload back from :reserved or :delayed loses qpool's qpoolTwin marker\n"
+    "-- (a held or twin copy's): what the app, Laravel and the failed store see\n"
+    "-- never carries it. nil when v has none.\n"
+    "local function unmarked(v)\n"
+    "  if not string.find(v, '\"qpoolTwin\"', 1, true) then return nil end\n"
+    "  local ok, decoded = pcall(cjson.decode, v)\n"
+    "  if not ok or type(decoded) ~= 'table' or decoded['qpoolTwin'] == nil then return nil end\n"
+    "  decoded['qpoolTwin'] = nil\n"
+    "  local okc, enc = pcall(cjson.encode, decoded)\n"
+    "  if okc then return enc end\n"
+    "  return nil\n"
+    "end\n"
     "if ARGV[3] == '1' then\n"
     "  local batch = tonumber(ARGV[4])\n"
     "  local ones = {}\n"
@@ -67,6 +80,7 @@ static const char POP_LUA[] =
     "      local val = redis.call('zrangebyscore', from, '-inf', now, 'limit', 0, batch)\n"
     "      if #val > 0 then\n"
     "        redis.call('zremrangebyrank', from, 0, #val - 1)\n"
+    "        for i = 1, #val do val[i] = unmarked(val[i]) or val[i] end\n"
     "        for i = 1, #val, 100 do\n"
     "          local j = math.min(i + 99, #val)\n"
     "          redis.call('rpush', ready, unpack(val, i, j))\n"
@@ -101,7 +115,12 @@ static const char POP_LUA[] =
     "      if a == nil then\n"
     "        reason = 'payload has no numeric \"attempts\"'\n"
     "      else\n"
-    "        decoded['qpoolTwin'] = nil\n"
+    "        if decoded['qpoolTwin'] ~= nil then\n"
+    "          -- moved back marked by Laravel's migrate: the job as handed on\n"
+    "          -- (handler, failed store, give-back) carries no marker either\n"
+    "          job = unmarked(job) or job\n"
+    "          decoded['qpoolTwin'] = nil\n"
+    "        end\n"
     "        local err\n"
     "        reserved, err = encode_attempts(decoded, a + 1)\n"
     "        if not reserved then reason = 'payload cannot be re-encoded: ' .. tostring(err) end\n"

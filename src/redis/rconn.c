@@ -34,6 +34,14 @@ void rconn_free(rconn_t *c)
     rnode_free(c);
 }
 
+void rconn_wipe_secrets(rconn_t *c)
+{
+    if (!c) return;
+    redis_conf_wipe_secrets(&c->conf);
+    if (c->watch) redis_conf_wipe_secrets(&c->watch->conf);
+    if (c->cl) rcl_wipe_secrets(c);
+}
+
 void rconn_describe(const rconn_t *c, char *buf, size_t n)
 {
     c->type->describe(c, buf, n);

@@ -92,6 +92,11 @@ rconn_t *rconn_new(const redis_conf_t *rc);
 /* Connections made after the first (qpool_redis_reconnects_total). */
 uint64_t rconn_reconnects(const rconn_t *c);
 void rconn_free(rconn_t *c);
+/* Wipe and free every copy of its passwords (its own settings, its
+ * Sentinel watch's, its Cluster nodes'), touching nothing else: for a
+ * forked child that will never use it (a native worker and the master's
+ * connections). */
+void rconn_wipe_secrets(rconn_t *c);
 /* "NAME (HOST:PORT)", "NAME (SOCKET)" or "NAME (MASTER at HOST:PORT via Sentinel)". */
 void rconn_describe(const rconn_t *c, char *buf, size_t n);
 

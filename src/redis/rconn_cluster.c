@@ -115,6 +115,12 @@ static void rcl_describe(const rconn_t *c, char *buf, size_t n)
     if (o < n) snprintf(buf + o, n - o, ")");
 }
 
+void rcl_wipe_secrets(rconn_t *c)
+{
+    for (int i = 0; i < c->cl->nnodes; i++)
+        if (c->cl->nodes[i].rc) redis_conf_wipe_secrets(&c->cl->nodes[i].rc->conf);
+}
+
 /* ------------------------------------------------------------ nodes */
 
 /* SCRIPT LOAD every registered script, pipelined; nd->loads counts the

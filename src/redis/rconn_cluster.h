@@ -35,5 +35,7 @@ extern const rconn_type_t rconn_cluster_type;
 
 /* Scripts are loaded on each node as it connects (rscript_init registers). */
 void rcl_register_script(const rscript_t *s);
+/* rconn_wipe_secrets for a Cluster connection's nodes. */
+void rcl_wipe_secrets(rconn_t *c);
 
 #endif

@@ -1032,3 +1032,53 @@ def test_the_http_process_holds_no_secret_it_does_not_need(master, r, tmp_path):
         assert memory_holds(pid, foreign | {tok_a, web_pw, tok_b}) == {web_pw, tok_b}
     assert get(port, "/api/failed")[0] == 200
     assert get(port, "/metrics", token=tok_b.decode())[0] == 200
+
+
+def test_a_native_worker_holds_no_other_pools_secrets_nor_the_token(master, r, tmp_path):
+    """Security review 2026-11-27 m3: a native worker is a fork of the master
+    with no exec, and held the HTTP token, every other pool's environment
+    (APP_KEY) and the passwords of connections it never uses. After the
+    fork it now wipes them: a worker of pool a has none of pool b's, nor the
+    token, in its memory (read through /proc/PID/mem) or its environment;
+    it keeps its own pool's environment and connection."""
+    if os.geteuid() != 0:
+        pytest.skip("reading another process's memory needs root")
+    rnd = lambda what: b"%s-%s" % (what, os.urandom(6).hex().encode())  # noqa: E731
+    key_a, key_b, file_pw, tok = rnd(b"app-key-a"), rnd(b"app-key-b"), rnd(b"file-pw"), rnd(b"token")
+    r.execute_command("ACL", "SETUSER", "spare", "on", ">" + file_pw.decode(), "~*", "&*", "+@all")
+    pwf = tmp_path / "spare.pw"
+    pwf.write_bytes(file_pw + b"\n")
+    os.chmod(pwf, 0o600)
+    port, rport = free_port(), master.redis.port
+    conns = ('default = { host = "127.0.0.1"; port = %d; prefix = "%s"; };\n'
+             '  spare = { host = "127.0.0.1"; port = %d; prefix = "%s"; username = "spare"; password_file = "%s"; };'
+             % (rport, PREFIX, rport, PREFIX, pwf))
+    pools = ('{ name = "a"; queues = ["a"]; processes = 1; handler = { type = "pipe"; command = ["%s"]; };'
+             ' environment = { APP_KEY = "%s"; }; },\n'
+             '{ name = "b"; connection = "spare"; queues = ["b"]; processes = 1; handler = { type = "pipe"; command = ["%s"]; };'
+             ' environment = { APP_KEY = "%s"; }; }'
+             % (FIXTURE_HANDLER, key_a.decode(), FIXTURE_HANDLER, key_b.decode()))
+    master.write_config(pools, qpool=http_conf(port, 'token_env = "QPOOL_TEST_TOKEN";'), redis_conf=conns)
+    master.start(env={"QPOOL_TEST_TOKEN": tok.decode()})
+    wait_for(lambda: code(port, "/healthz") == 200, 10, what="the HTTP endpoint")
+    everything = {key_a, key_b, file_pw, tok}
+    assert memory_holds(master.proc.pid, everything) == everything  # the scan finds them where they are
+
+    def check():
+        for name, own in (("a", {key_a}), ("b", {key_b, file_pw})):
+            wait_for(lambda: [c["state"] for c in master.pool(name)["children"]] == ["idle"], 10,
+                     what="pool %s's worker to be ready" % name)
+            (pid,) = master.child_pids(name)
+            assert memory_holds(pid, everything) == own, "worker of pool %s" % name
+            with open("/proc/%d/environ" % pid, "rb") as f:
+                environ = f.read()
+            assert not [s for s in everything if s in environ], "worker of pool %s's environment" % name
+
+    check()
+    before = {n: master.child_pids(n) for n in ("a", "b")}
+    master.write_config(pools.replace("processes = 1;", "processes = 1; tries = 3;"),
+                        qpool=http_conf(port, 'token_env = "QPOOL_TEST_TOKEN";'), redis_conf=conns)
+    master.signal(signal.SIGHUP)  # the pools change: workers forked after the reload
+    wait_for(lambda: all(master.child_pids(n) and master.child_pids(n) != before[n] for n in before), 20,
+             what="the pools' new workers")
+    check()

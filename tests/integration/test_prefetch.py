@@ -342,6 +342,28 @@ def test_a_held_job_released_goes_back_without_the_twin_marker(master, r, tmp_pa
     assert released["id"] == held["id"] and released["attempts"] == 1 and "qpoolAvailableAt" in released
 
 
+def test_a_killed_workers_held_jobs_reach_the_handler_and_failed_store_without_the_twin_marker(master, r, tmp_path):
+    """Review 2026-11-27 minor 1: the jobs a SIGKILLed worker held came back
+    after retry_after with their qpoolTwin marker, and the next worker handed
+    it on: to the handler's payload and, as here, to the failed store."""
+    log = tmp_path / "fixture.log"
+    start_paused(master, log, "prefetch = 4; retry_after = 2; tries = 1;")
+    stopper = make_payload("stopparent:0")
+    failing = [make_payload("fail") for _ in range(3)]
+    push_many(r, "default", [stopper] + failing)
+    (worker,) = children_of(master.proc.pid)
+    master.signal(signal.SIGCONT)
+    wait_for(lambda: proc_state(worker) == "T", 10, what="the worker frozen by a job")
+    held = [json.loads(m) for m in r.zrange(PREFIX + "queues:default:reserved", 0, -1)]
+    assert sum("qpoolTwin" in p for p in held) == 3, "the jobs popped ahead are held, marked"
+    os.kill(worker, signal.SIGKILL)
+    ids = {p["id"] for p in failing}
+    wait_for(lambda: ids <= {json.loads(f["payload"])["id"] for f in failed_records(r, "default")}, 40,
+             what="the held jobs to fail on another worker")
+    for f in failed_records(r, "default"):
+        assert "qpoolTwin" not in json.loads(f["payload"]), f["payload"]
+
+
 def test_byte_identical_payloads_in_one_batch_are_not_lost(master, r, tmp_path):
     # regression: two identical payloads in one batch shared one :reserved
     # member, so giving both back returned only one

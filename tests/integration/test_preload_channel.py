@@ -163,6 +163,33 @@ def test_a_forked_handler_ends_its_job_when_its_worker_dies(master, r, laravel_a
     assert "its worker has gone (its request pipe hung up) while a job ran" in master.log()
 
 
+def test_a_forked_handler_ends_a_job_blocked_in_a_restartable_call(master, r, laravel_app, tmp_path):
+    """Review 2026-11-27 minor 2: the SIGIO that ties a forked handler to its
+    worker was installed with SA_RESTART, so a job blocked in a call the
+    kernel restarts (flock() here; a database socket's read in real life)
+    never gave PHP control back, and ran on after its worker died while the
+    master could not kill it (frozen here)."""
+    import fcntl
+    lock = str(tmp_path / "held.lock")
+    with open(lock, "w") as held:
+        os.chmod(lock, 0o666)
+        fcntl.flock(held, fcntl.LOCK_EX)
+        master.write_config(pool(laravel_app, 1, extra="timeout = 100;"))
+        master.start()
+        laravel_app.dispatch("LockWaitJob", lock, tag="lockwait")
+        wait_for(lambda: [m for m in laravel_app.read_markers() if m.get("tag") == "lockwait"], 30, what="the job")
+        handler = [m for m in laravel_app.read_markers() if m.get("tag") == "lockwait"][0]["pid"]
+        assert handler in forked_pids(master)
+        worker = master.child_pids("app")[0]
+        master.signal(signal.SIGSTOP)
+        try:
+            os.kill(worker, signal.SIGKILL)
+            wait_for(lambda: not proc_alive(handler), 20, what="the forked handler blocked in flock() to end")
+        finally:
+            master.signal(signal.SIGCONT)
+    assert not [m for m in laravel_app.read_markers() if m.get("phase") == "after-lock"]
+
+
 def test_the_master_kills_the_forked_handler_of_a_dead_worker(master, r, laravel_app):
     """The worker publishes its forked handler's start time, and the master
     kills that group only if its leader is that very process: the real one

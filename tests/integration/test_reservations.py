@@ -35,11 +35,12 @@ def keys(q):
             "failed": PREFIX + "qpool:failed:" + q}
 
 
-def pop(r, q, want=1, hold=False):
-    """One pop call as queue_append_pop makes it (one queue, no migration)."""
+def pop(r, q, want=1, hold=False, migrate=False, until=90):
+    """One pop call as queue_append_pop makes it (one queue; migration when
+    asked; reservations until `until` seconds from now)."""
     k = keys(q)
     now = int(time.time())
-    args = [now, now + 90, "0", 100, str(uuidlib.uuid4()), "redis", 10000, PREFIX + "qpool:failed:job:", "1", q,
+    args = [now, now + until, "1" if migrate else "0", 100, str(uuidlib.uuid4()), "redis", 10000, PREFIX + "qpool:failed:job:", "1", q,
             want, "1" if hold else "0"]
     return r.eval(lua("POP_LUA"), 6, k["ready"], k["delayed"], k["reserved"], k["notify"], k["failed"],
                   PREFIX + "qpool:failed:queues", *args)
@@ -274,3 +275,35 @@ def test_a_prefetched_job_whose_reservation_is_gone_is_not_run_again(master, r, 
     # a server that takes the connection and refuses the first command is an
     # outage with backoff, not a reconnect loop (it logged hundreds of lines)
     assert master.log().count("unavailable") + master.log().count("right after connecting") < 30
+
+
+def test_a_held_copy_back_in_the_queue_reaches_no_one_with_its_twin_marker(r):
+    """Review 2026-11-27 minor 1: a job popped ahead is held under a
+    qpoolTwin marker; when its worker died (SIGKILL, OOM) before starting it,
+    the held copy expired and went back to the queue with the marker, and the
+    next pop handed the marked bytes to the handler, the failed store and a
+    give-back. qpool's migrate now drops the marker; a copy Laravel's migrate
+    moved back byte for byte loses it at qpool's pop."""
+    q = "heldback"
+    jobs = [json.dumps(make_payload("ok"), separators=(",", ":")) for _ in range(4)]
+    r.rpush(keys(q)["ready"], *jobs)
+    r.rpush(keys(q)["notify"], 1, 1, 1, 1)
+    pop(r, q, want=4, hold=True, until=-1)  # the worker is then killed: its held copies expire at once
+    held = r.zrange(keys(q)["reserved"], 0, -1)
+    assert len(held) == 4 and all("qpoolTwin" in json.loads(m) for m in held)
+    # Laravel's migrateExpiredJobs: byte for byte from :reserved to the queue
+    r.zrem(keys(q)["reserved"], held[0])
+    r.rpush(keys(q)["ready"], held[0])
+    r.rpush(keys(q)["notify"], 1)
+    reply = pop(r, q, migrate=True)  # qpool's migrate takes the three others back
+    ready = r.lrange(keys(q)["ready"], 0, -1)
+    assert len(ready) == 3 and r.zcard(keys(q)["reserved"]) == 1
+    for m in ready:
+        assert "qpoolTwin" not in json.loads(m), "migrated back with the marker: %s" % m
+        assert json.loads(m)["attempts"] == 0, "a held copy counts no attempt"
+    got = json.loads(reply[2])
+    assert got["id"] == json.loads(held[0])["id"]
+    assert "qpoolTwin" not in got, "the handler's payload (and the failed store's) has the marker: %s" % reply[2]
+    assert "qpoolTwin" not in json.loads(reply[3])
+    assert unpop(r, q, reply[3], reply[2], str(uuidlib.uuid4())) == 1
+    assert "qpoolTwin" not in json.loads(r.lindex(keys(q)["ready"], 0)), "given back with the marker"

@@ -1440,10 +1440,41 @@ static void test_config_path(void **state)
     unsetenv("QPOOL_CONFIG");
 }
 
+/* Security review 2026-11-27 m3: what a native worker of pool a keeps of
+ * the config after its fork: its connection's and cache connection's
+ * passwords; no other connection's, and no pool's environment (it runs its
+ * pool's own copy). */
+static void test_wipe_secrets_but_a_pool(void **state)
+{
+    (void)state;
+    qconf_t *c = must_load("redis = { default = { }; cache = { }; other = { }; };\n"
+                           "pools = ( { name = \"a\"; queues = [\"q\"]; command = [\"run\"];"
+                           " environment = { APP_KEY = \"ka\"; }; },\n"
+                           "  { name = \"b\"; connection = \"other\"; queues = [\"q\"]; command = [\"run\"];"
+                           " environment = { APP_KEY = \"kb\"; }; } );\n");
+    assert_string_equal(c->pools[0].cache_connection, "cache");
+    for (int i = 0; i < c->nredis; i++) {
+        c->redis[i].password = xstrdup("pw");
+        c->redis[i].file_password = xstrdup("fpw");
+    }
+    config_wipe_secrets_but(c, &c->pools[0]);
+    for (int i = 0; i < c->nredis; i++) {
+        bool keep = strcmp(c->redis[i].name, "other") != 0;
+        assert_int_equal(c->redis[i].password != NULL, keep);
+        assert_int_equal(c->redis[i].file_password != NULL, keep);
+    }
+    for (int i = 0; i < c->npools; i++) {
+        assert_null(c->pools[i].env);
+        assert_int_equal(c->pools[i].nenv, 0);
+    }
+    config_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_example_config_loads),
+        cmocka_unit_test(test_wipe_secrets_but_a_pool),
         cmocka_unit_test(test_builtin_defaults),
         cmocka_unit_test(test_cache_connection_default),
         cmocka_unit_test(test_redis_tls_and_sentinel_keys),

@@ -10,6 +10,7 @@
 
 #include <cmocka.h>
 
+#include <fcntl.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -280,12 +281,37 @@ static void test_own_memory_and_pipe(void **state)
     assert_true(proc_now_ticks() >= proc_start_ticks(getpid()));
 }
 
+/* Review 2026-11-27 minor 3: a statm reader opened on descriptor 0 (stdin
+ * closed) is open, not closed: it is read again without reopening (no leak)
+ * and closed by rss_close. */
+static void test_rss_reader_on_fd_zero(void **state)
+{
+    (void)state;
+    int saved = dup(0);
+    assert_true(saved >= 0);
+    close(0);
+    rss_reader_t r = RSS_READER_INIT;
+    assert_true(rss_read(&r, getpid()) > 0);
+    assert_int_equal(r.fd, 0);
+    assert_true(rss_read(&r, getpid()) > 0);
+    int spare = open("/dev/null", O_RDONLY | O_CLOEXEC); /* the lowest free descriptor: 0 if it leaked open */
+    assert_int_equal(r.fd, 0);
+    assert_true(spare > 0);
+    close(spare);
+    rss_close(&r);
+    assert_int_equal(r.fd, -1);
+    assert_int_equal(fcntl(0, F_GETFD), -1); /* closed, not leaked */
+    assert_int_equal(dup2(saved, 0), 0);
+    close(saved);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_group_rule),
         cmocka_unit_test(test_parse_rollup),
         cmocka_unit_test(test_own_memory_and_pipe),
+        cmocka_unit_test(test_rss_reader_on_fd_zero),
         cmocka_unit_test(test_parse_stat),
         cmocka_unit_test(test_real_groups),
         cmocka_unit_test(test_parent),
