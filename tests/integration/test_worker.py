@@ -377,6 +377,16 @@ def test_cli_tables_escape_what_producers_wrote(master, r, tmp_path):
     assert not TERMINAL_CONTROLS.search(status.replace(b"\n", b"")), status
     assert b"FORGED LINE \\x1b[31mRED" in status and b"\nq\\x1b[1m" not in status, status
 
+    # qpool status --fleet: another host's record (any Redis client can write one)
+    sec, usec = r.time()
+    rid = "evil:1"
+    r.set(PREFIX + "qpool:master:" + rid, json.dumps({"host": HOSTILE, "pid": 1, "version": "1\x1b[5m", "state": "running",
+                                                       "config": "/etc\n/x", "pools": [], "workers": {}}), px=60000)
+    r.zadd(PREFIX + "qpool:masters", {rid: sec * 1000 + usec // 1000 + 60000})
+    fleet = cli_bytes(master, "status", "--fleet")
+    assert not TERMINAL_CONTROLS.search(fleet.replace(b"\n", b"")), fleet
+    assert b"Name\\x0a2026-11-27T" in fleet and b"/etc\\x0a/x" in fleet, fleet
+
 
 def test_failed_cli_list_show_forget_flush(master, r, tmp_path):
     master.write_config(native_pool(extra="tries = 1;"))
