@@ -189,6 +189,9 @@ static const cli_cmd_t COMMANDS[] = {
      "reset to 0 and the same uuid, like `php artisan queue:retry`, and removes it\n"
      "from the store. A retryUntil gets the job's window (retryUntil - createdAt)\n"
      "again from now; payloads before Laravel 12.11 keep theirs (a note says so).\n"
+     "Text output writes the control bytes of what producers wrote (a job's\n"
+     "name, exception, queue: a newline, ESC) and invalid UTF-8 as \\xHH; `show`\n"
+     "keeps the exception's and payload's lines. --json gives the exact text.\n"
      "\n"
      "  -c, --config FILE   config file\n"
      "  --connection NAME   redis connection from the config (default: default)\n", cmd_failed},

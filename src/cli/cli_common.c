@@ -159,3 +159,15 @@ void cli_json_print(const cJSON *o)
     printf("%s\n", s);
     free(s);
 }
+
+void cli_json_text(cJSON *o)
+{
+    for (; o; o = o->next) {
+        if (cJSON_IsString(o) && o->valuestring) {
+            char *e = text_escape(o->valuestring, strlen(o->valuestring), 0);
+            if (strcmp(e, o->valuestring)) cJSON_SetValuestring(o, e);
+            free(e);
+        }
+        cli_json_text(o->child);
+    }
+}

@@ -95,5 +95,9 @@ double cli_json_num(const cJSON *o, const char *k);
 const char *cli_json_str(const cJSON *o, const char *k);
 /* o as one line of JSON on stdout. */
 void cli_json_print(const cJSON *o);
+/* Every string in o (keys aside) made fit for a terminal (text_escape,
+ * util.h): for a reply whose strings a text table prints (job names, queue
+ * and host names come from producers and other hosts). */
+void cli_json_text(cJSON *o);
 
 #endif

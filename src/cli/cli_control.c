@@ -49,6 +49,7 @@ static cJSON *read_reply(int fd, sbuf_t *buf, int timeout_ms, char **raw)
         if (nl) {
             size_t n = (size_t)(nl - buf->data);
             cJSON *o = cJSON_ParseWithLength(buf->data, n);
+            cli_json_text(o); /* for the text printed from it; --json prints raw */
             if (raw) *raw = xstrndup(buf->data, n);
             sbuf_consume(buf, n + 1);
             return o;

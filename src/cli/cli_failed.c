@@ -48,6 +48,13 @@ static void fmt_time(long long t, char *buf, size_t n)
     strftime(buf, n, "%Y-%m-%d %H:%M:%S", &tm);
 }
 
+/* s fit for a terminal: a producer's newline makes no row, its ESC
+ * sequences reach no terminal (text_escape, util.h). Caller frees. */
+static char *tty(const char *s)
+{
+    return text_escape(s, s ? strlen(s) : 0, 0);
+}
+
 static void text_record_line(const frec_t *f)
 {
     char when[32];
@@ -56,10 +63,10 @@ static void text_record_line(const frec_t *f)
     char err[64];
     bool parsed = payload_parse(f->payload, f->payload_len, &jp, err, sizeof err) == 0;
     const char *exc = f->exception ? f->exception : "";
-    size_t el = strcspn(exc, "\n");
-    if (el > 100) el = 100;
-    printf("%-36s  %-16s  %s  %-30s  %.*s\n", f->uuid, f->queue, when,
-           parsed ? payload_name(&jp) : "(invalid payload)", (int)el, exc);
+    char *e = text_escape(exc, strcspn(exc, "\n"), 0); /* its first line */
+    char *uuid = tty(f->uuid), *queue = tty(f->queue), *name = tty(parsed ? payload_name(&jp) : "(invalid payload)");
+    printf("%-36s  %-16s  %s  %-30s  %.*s\n", uuid, queue, when, name, (int)utf8_cut(e, strlen(e), 100), e);
+    FREE_ALL(e, uuid, queue, name);
     if (parsed) payload_free(&jp);
 }
 
@@ -166,6 +173,20 @@ static int do_list(rconn_t *r, const failed_args_t *a)
     return rv;
 }
 
+/* failed show, as text: the exception and the payload keep their lines;
+ * nothing else a terminal acts on gets through (--json: the exact text). */
+static void show_text(const frec_t *f)
+{
+    char when[32];
+    fmt_time(f->failed_at, when, sizeof when);
+    char *id = tty(f->uuid), *conn = tty(f->connection), *queue = tty(f->queue);
+    char *exc = text_escape(f->exception, f->exception ? strlen(f->exception) : 0, TEXT_KEEP_NEWLINES);
+    char *payload = text_escape(f->payload, f->payload_len, TEXT_KEEP_NEWLINES);
+    printf("uuid:       %s\nconnection: %s\nqueue:      %s\nfailed at:  %s UTC\n", id, conn, queue, when);
+    printf("exception:\n%s\npayload (%zu bytes):\n%s\n", exc, f->payload_len, payload);
+    FREE_ALL(id, conn, queue, exc, payload);
+}
+
 static int do_show(rconn_t *r, const failed_args_t *a)
 {
     const char *uuid = a->args[0];
@@ -180,15 +201,8 @@ static int do_show(rconn_t *r, const failed_args_t *a)
         json_record(&b, &f, true);
         printf("%s\n", b.data);
         sbuf_free(&b);
-    } else {
-        char when[32];
-        fmt_time(f.failed_at, when, sizeof when);
-        printf("uuid:       %s\nconnection: %s\nqueue:      %s\nfailed at:  %s UTC\n", f.uuid,
-               f.connection ? f.connection : "", f.queue, when);
-        printf("exception:\n%s\npayload (%zu bytes):\n", f.exception ? f.exception : "", f.payload_len);
-        fwrite(f.payload, 1, f.payload_len, stdout);
-        printf("\n");
-    }
+    } else
+        show_text(&f);
     frec_free(&f);
     return 0;
 }
@@ -203,7 +217,9 @@ static int retry_one(rconn_t *r, const char *uuid)
                         "dispatched (Laravel before 12.11), so the job may fail again at once; "
                         "`php artisan queue:retry` can recompute it from the job class\n", uuid);
     if (rv > 0) {
-        printf("pushed %s back onto %s\n", uuid, queue);
+        char *q = tty(queue);
+        printf("pushed %s back onto %s\n", uuid, q);
+        free(q);
         return 0;
     }
     if (rv == 0) /* someone else retried or forgot it meanwhile: never push it twice */

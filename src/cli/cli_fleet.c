@@ -90,8 +90,10 @@ int cmd_fleet(const cli_cmd_t *cmd, int argc, char **argv)
         fleet_add_totals(fleet);
         if (a.json)
             cli_json_print(fleet);
-        else
+        else {
+            cli_json_text(fleet); /* other hosts' records: no controls reach the terminal */
             print_fleet(fleet);
+        }
         rv = cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(fleet, "masters")) ? 0 : 2;
         cJSON_Delete(fleet);
     }

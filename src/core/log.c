@@ -56,11 +56,15 @@ const char *log_level_name(int level)
 static void vlog(int level, const char *fields, const char *fmt, va_list ap)
 {
     if (level > L.level) return;
-    char msg[4096];
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    /* One line: never let a message smuggle in a newline. */
-    for (char *p = msg; *p; p++)
-        if (*p == '\n' || *p == '\r') *p = ' ';
+    char raw[4096];
+    vsnprintf(raw, sizeof raw, fmt, ap);
+    /* One line, and nothing a terminal acts on: a newline, ESC or any other
+     * control a message quotes (a job's name, an exception, a pool named in
+     * a URL) is written as \xHH (util.h, sbuf_text). */
+    sbuf_t m;
+    sbuf_init(&m);
+    sbuf_text(&m, raw, strlen(raw), 0);
+    const char *msg = m.data ? m.data : "";
 
     sbuf_t b;
     sbuf_init(&b);
@@ -96,6 +100,7 @@ static void vlog(int level, const char *fields, const char *fmt, va_list ap)
     }
     (void)write_all(2, b.data, b.len);
     sbuf_free(&b);
+    sbuf_free(&m);
 }
 
 void log_msg(int level, const char *fmt, ...)

@@ -6,7 +6,9 @@
  * is dropped and a syslog priority prefix such as "<6>" is added so the
  * journal files the line at the right level. log_format = "json" gives one
  * JSON object per line instead. Every line goes out in a single write(2),
- * so lines from the master and its children never interleave.
+ * so lines from the master and its children never interleave. A message's
+ * newlines, ESC and other control bytes (and bytes of invalid UTF-8) are
+ * written as \xHH: no forged line, nothing a terminal acts on.
  */
 #ifndef QPOOL_LOG_H
 #define QPOOL_LOG_H

@@ -359,6 +359,51 @@ size_t utf8_cut(const char *s, size_t n, size_t max)
     return max;
 }
 
+/* A byte a terminal or a log reader could take as a control: C0 but the
+ * kept newline and tab, and DEL. */
+static bool ctl_byte(unsigned char c, unsigned flags)
+{
+    if ((flags & TEXT_KEEP_NEWLINES) && (c == '\n' || c == '\t')) return false;
+    return c < 0x20 || c == 0x7f;
+}
+
+static void put_hex(sbuf_t *b, const unsigned char *u, size_t n)
+{
+    for (size_t j = 0; j < n; j++) sbuf_printf(b, "\\x%02x", u[j]);
+}
+
+int sbuf_text(sbuf_t *b, const char *s, size_t n, unsigned flags)
+{
+    const unsigned char *u = (const unsigned char *)s;
+    int escaped = 0;
+    size_t start = 0, i = 0;
+    sbuf_reserve(b, n);
+    while (i < n) {
+        int k = u[i] < 0x80 ? (ctl_byte(u[i], flags) ? -1 : 1) : utf8_next(u + i, n - i);
+        bool c1 = k == 2 && u[i] == 0xC2 && u[i + 1] < 0xA0; /* U+0080..U+009F, C1 as UTF-8 */
+        if (k > 0 && !c1) {
+            i += (size_t)k;
+            continue;
+        }
+        size_t bad = c1 ? 2 : (size_t)-k; /* a control, or an ill-formed subpart */
+        sbuf_append(b, s + start, i - start);
+        put_hex(b, u + i, bad);
+        escaped += (int)bad;
+        i += bad;
+        start = i;
+    }
+    sbuf_append(b, s + start, n - start);
+    return escaped;
+}
+
+char *text_escape(const char *s, size_t n, unsigned flags)
+{
+    sbuf_t b;
+    sbuf_init(&b);
+    sbuf_text(&b, s ? s : "", s ? n : 0, flags);
+    return sbuf_steal(&b);
+}
+
 char *sbuf_steal(sbuf_t *b)
 {
     char *p = b->data ? b->data : xstrdup("");

@@ -80,6 +80,19 @@ int utf8_scrub(char *buf, size_t cap);
  * a character (s valid UTF-8). */
 size_t utf8_cut(const char *s, size_t n, size_t max);
 
+/* Text for a terminal or a log line, whatever bytes it held (a job's
+ * name, an exception, a queue name: a producer's or job code's choice):
+ * valid UTF-8 stays as it is, and each byte of a control (C0, DEL, C1 as
+ * U+0080..U+009F) or of an ill-formed subpart (a raw 0x80..0xff byte: C1
+ * to an 8-bit terminal) becomes "\xHH". No newline, no ESC, no fake row
+ * gets through. TEXT_KEEP_NEWLINES keeps '\n' and '\t' (a field meant to
+ * span lines: an exception's trace). The backslash stays as it is (job
+ * classes are App\Jobs\X). The count of bytes escaped. */
+#define TEXT_KEEP_NEWLINES 1u
+int sbuf_text(sbuf_t *b, const char *s, size_t n, unsigned flags);
+/* The same as a new NUL-terminated string (NULL: ""). Caller frees. */
+char *text_escape(const char *s, size_t n, unsigned flags);
+
 /* Parse a whole decimal integer / number; false on garbage or overflow. */
 bool parse_long(const char *s, long *out);
 bool parse_double(const char *s, double *out);

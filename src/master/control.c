@@ -8,7 +8,8 @@
  * queued and written as the socket drains, so a slow client never blocks
  * the master's loop. Refused peers get one error line and are closed within
  * CTL_REFUSED_MS, whatever they send; they never take an allowed client's
- * place.
+ * place. A user other than root and qpool's own holds CTL_MAX_PER_USER
+ * places at most (no_place), and only whole requests renew a place.
  */
 #include "master/control.h"
 #include "master/budgeting.h"
@@ -38,7 +39,10 @@
 #define CTL_REFUSED_MS 2000         /* how long a refused client may stay */
 #define CTL_OUT_PAUSE (1 << 20)     /* stop reading a client's requests past this much unsent output */
 #define CTL_WAITER_OUT_MAX 65536    /* a terminate --wait client not reading gets no more progress lines */
-#define CTL_IDLE_MS 60000           /* close clients silent this long (terminate --wait excepted) */
+#define CTL_IDLE_MS 60000           /* close clients with no request or reply this long (terminate --wait excepted) */
+#define CTL_LINE_MS 10000           /* a request line must arrive whole within this */
+#define CTL_MAX_PER_USER 8          /* places one user holds at most, root and qpool's user excepted */
+#define CTL_OWNERS_ONLY 16          /* places only root and qpool's user may take */
 #define CTL_MAX_GROUPS 256
 
 typedef struct ctl_client {
@@ -51,7 +55,8 @@ typedef struct ctl_client {
     bool closing;           /* close once out is flushed; read nothing more */
     bool refused;           /* not allowed: told so, then closed */
     bool adopted;           /* the HTTP process's channel (control_adopt) */
-    int64_t last_active_ms;
+    int64_t last_active_ms;  /* its last request handled, or reply bytes it read */
+    int64_t line_started_ms; /* a request line's first byte, while it is incomplete (0: none) */
     int64_t accepted_ms;
 } ctl_client_t;
 
@@ -277,6 +282,7 @@ static void client_flush(control_t *ctl, ctl_client_t *c)
         ssize_t n = send(c->fd, c->out.data, c->out.len, MSG_NOSIGNAL);
         if (n > 0) {
             sbuf_consume(&c->out, (size_t)n);
+            c->last_active_ms = mono_ms(); /* it reads its replies */
             continue;
         }
         if (n < 0 && errno == EINTR) continue;
@@ -464,6 +470,36 @@ static ctl_client_t *new_client(int fd, const struct ucred *cr)
     return c;
 }
 
+/* Root and qpool's own user: they may take every place. */
+static bool owner(uid_t uid)
+{
+    return uid == 0 || uid == geteuid();
+}
+
+/* Why an allowed peer of uid gets no place (into why), or NULL. Another
+ * user (control_user, a control_group member) holds CTL_MAX_PER_USER at
+ * most, and all of them together leave CTL_OWNERS_ONLY places to root and
+ * qpool's user: one user cannot lock out the others, nor the operators. */
+static const char *no_place(const control_t *ctl, uid_t uid, char *why, size_t whyn)
+{
+    int all = 0, same = 0, others = 0;
+    for (int i = 0; i < ctl->nclients; i++) {
+        const ctl_client_t *c = ctl->clients[i];
+        if (c->refused) continue;
+        all++;
+        if (c->adopted) continue;
+        same += c->uid == uid;
+        others += !owner(c->uid);
+    }
+    if (all >= CTL_MAX_CLIENTS || (!owner(uid) && others >= CTL_MAX_CLIENTS - CTL_OWNERS_ONLY))
+        snprintf(why, whyn, "too many control clients");
+    else if (!owner(uid) && same >= CTL_MAX_PER_USER)
+        snprintf(why, whyn, "too many control clients of uid %d (at most %d at once)", (int)uid, CTL_MAX_PER_USER);
+    else
+        return NULL;
+    return why;
+}
+
 /* Told why, then closed at once: no room to keep it. */
 static void turn_away(ctl_client_t *c, const char *why)
 {
@@ -485,6 +521,7 @@ static void accept_one(master_t *m, int fd)
         return;
     }
     ctl_client_t *c = new_client(fd, &cr);
+    char why[128];
     if (!allowed(m->conf, c)) {
         /* One line of refusal. Kept (at most CTL_REFUSED_MS, and never in
          * an allowed client's place) only so that a request already sent
@@ -498,8 +535,8 @@ static void accept_one(master_t *m, int fd)
         reply_error(c, "permission denied: uid %d is not allowed on this socket", (int)cr.uid);
         c->refused = true;
         ctl->nrefused++;
-    } else if (ctl->nclients - ctl->nrefused >= CTL_MAX_CLIENTS) {
-        turn_away(c, "too many control clients");
+    } else if (no_place(ctl, cr.uid, why, sizeof why)) {
+        turn_away(c, why);
         return;
     }
     ctl->clients = xrealloc(ctl->clients, sizeof *ctl->clients * (size_t)(ctl->nclients + 1));
@@ -550,6 +587,9 @@ static void process_lines(master_t *m, ctl_client_t *c)
         else if (len)
             handle_line(m, c, c->in.data, len);
         sbuf_consume(&c->in, len + 1);
+        /* a whole request renews its place; bytes of one do not */
+        c->last_active_ms = mono_ms();
+        c->line_started_ms = c->in.len ? c->last_active_ms : 0;
     }
 }
 
@@ -584,8 +624,8 @@ void control_event(master_t *m, int fd, uint32_t events)
     if (idx < 0) return;
     ctl_client_t *c = ctl->clients[idx];
     bool eof = false;
-    if (!c->refused) c->last_active_ms = mono_ms(); /* a refused client's bytes buy it no time */
     if ((events & (EPOLLIN | EPOLLHUP | EPOLLERR)) && !c->closing) eof = read_client(c);
+    if (c->in.len && !c->line_started_ms) c->line_started_ms = mono_ms();
     process_lines(m, c);
     if (eof) c->closing = true; /* a waiter that went away: the stop goes on */
     client_flush(ctl, c);
@@ -601,7 +641,11 @@ static bool expired(const ctl_client_t *c, int64_t now)
 {
     if (c->adopted) return false;
     if (c->refused) return now - c->accepted_ms > CTL_REFUSED_MS;
-    return !c->waiter && now - c->last_active_ms > CTL_IDLE_MS;
+    if (c->waiter) return false;
+    /* a line trickled a byte at a time, or requests sent while their
+     * replies go unread, keep no place */
+    if (c->line_started_ms && now - c->line_started_ms > CTL_LINE_MS) return true;
+    return now - c->last_active_ms > CTL_IDLE_MS;
 }
 
 void control_tick(master_t *m, int64_t now)

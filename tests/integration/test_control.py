@@ -272,7 +272,7 @@ def test_garbage_and_oversized_requests_get_errors(master, tmp_path):
     assert master.proc.poll() is None
 
 
-def open_socket_master(master_factory, redis_server, tmp_path, request):
+def open_socket_master(master_factory, redis_server, tmp_path, request, qpool=""):
     """A master whose socket anyone can connect to: only qpool's own check stands in the way."""
     d = pathlib.Path(tempfile.mkdtemp(prefix="qpool-open-"))
     os.chmod(d, 0o755)  # 0777 would be refused (review #5)
@@ -280,7 +280,7 @@ def open_socket_master(master_factory, redis_server, tmp_path, request):
     m = master_factory(redis_server, "open")
     m.socket = d / "qpool.sock"
     log = tmp_path / "fixture.log"
-    m.write_config(fixture_pool("w", ["default"], log), qpool='control_socket_mode = "0666";')
+    m.write_config(fixture_pool("w", ["default"], log), qpool='control_socket_mode = "0666"; ' + qpool)
     m.start()
     return m, d, log
 
@@ -326,6 +326,76 @@ def test_refused_peers_cannot_lock_out_operators(master_factory, redis_server, t
     # and every refused peer is closed although it keeps sending
     out, _ = hog.communicate(timeout=60)
     assert out.strip() == "closed 150", out
+    assert m.proc.poll() is None
+
+
+# As an allowed user: opens N connections, each with half a request line,
+# and says how many the master keeps (the others are told why and closed).
+# After a line on stdin, trickles a byte to each kept one (a line that never
+# ends) and says how many the master closed within T seconds.
+HOLDER = """
+import socket, sys, time
+path, n, t = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+socks = []
+for _ in range(n):
+    s = socket.socket(socket.AF_UNIX); s.connect(path); socks.append(s)
+    try: s.sendall(b'{"cmd":"sta')
+    except OSError: pass  # turned away already: its reply is still there to read
+# one more, answered once the master has taken (or turned away) every one before it
+sync = socket.socket(socket.AF_UNIX); sync.connect(path); sync.settimeout(60)
+try: sync.sendall(b'{"cmd":"status"}\\n')
+except OSError: pass
+held, told = [], {sync.recv(4096).decode().strip()}
+for s in socks:
+    s.setblocking(False)
+    try:
+        told.add(s.recv(4096).decode().strip() or "closed")
+    except BlockingIOError:
+        held.append(s)
+    except OSError as e:
+        told.add(type(e).__name__)
+print("held", len(held), "told", sorted(told), flush=True)
+sys.stdin.readline()
+closed, deadline = set(), time.monotonic() + t
+while time.monotonic() < deadline and len(closed) < len(held):
+    for i, s in enumerate(held):
+        if i in closed: continue
+        try:
+            s.send(b"x")
+            while True:
+                d = s.recv(4096)
+                if not d: closed.add(i); break
+        except BlockingIOError: pass
+        except OSError: closed.add(i)
+    time.sleep(0.2)
+print("closed", len(closed), flush=True)
+"""
+
+
+def test_one_user_cannot_hold_every_control_place(master_factory, redis_server, tmp_path, request):
+    """m8 (security-2026-11-27): an allowed user other than root and qpool's
+    own holds 8 places at most, the master keeps answering root, and a
+    request line trickled a byte at a time keeps no place."""
+    m, d, log = open_socket_master(master_factory, redis_server, tmp_path, request, qpool='control_user = "nobody";')
+    hog = subprocess.Popen(AS_NOBODY + ["/usr/bin/python3", "-c", HOLDER, str(m.socket), "64", "30"],
+                           stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    request.addfinalizer(hog.kill)
+    held = hog.stdout.readline().split()
+    assert held[:2] == ["held", "8"], held
+    assert "too many control clients of uid 65534 (at most 8 at once)" in " ".join(held), held
+    # nobody's places are taken: root (the operator) is still answered, many times over
+    for _ in range(20):
+        st = json.loads(raw_request(m.socket, b'{"cmd":"status"}\n'))
+        assert st["ok"] and st["pools"][0]["name"] == "w"
+    # a line that never ends is closed although bytes keep coming
+    hog.stdin.write("go\n")
+    hog.stdin.flush()
+    out, _ = hog.communicate(timeout=60)
+    assert out.strip() == "closed 8", out
+    # and the places are free again
+    res = subprocess.run(AS_NOBODY + [QPOOL, "status", "--socket", str(m.socket)], capture_output=True, text=True,
+                         timeout=30)
+    assert res.returncode == 0, res.stdout + res.stderr
     assert m.proc.poll() is None
 
 

@@ -313,8 +313,9 @@ def test_tls_to_a_plain_port_is_a_handshake_error(redis_server, tmp_path):
 
 @pytest.mark.parametrize("mode,text,why", [
     (0o666, PASSWORD, "can be written by group or others"),
+    (0o644, PASSWORD, "is readable by others"),  # m6: as token_file
     (0o600, "", "is empty"),
-], ids=["group-or-others-write", "empty"])  # stable ids: the same in every xdist worker
+], ids=["group-or-others-write", "others-read", "empty"])  # stable ids: the same in every xdist worker
 def test_password_file_is_read_safely(tmp_path, mode, text, why):
     p = secret_file(tmp_path, text, mode)
     os.chmod(p, mode)

@@ -1,5 +1,6 @@
 """Native workers: Laravel's pop / fire / ack semantics, with exec and pipe handlers."""
 import json
+import re
 import signal
 import subprocess
 import time
@@ -326,6 +327,65 @@ def test_failed_cli_retry_all_goes_page_by_page(master, r, tmp_path):
     res = master.cli("failed", "retry", "--all")
     assert res.stdout.strip() == "retried 3 failed jobs" and r.llen(PREFIX + "queues:parked2") == 3
     assert r.smembers(PREFIX + "qpool:failed:queues") == set()
+
+
+# What a producer (or job code that throws) can put in a job's name: a newline
+# and a forged log-like row, SGR colours, OSC 52 (writes the clipboard) ended
+# by BEL, C1 CSI as UTF-8, a carriage return.
+HOSTILE = "Name\n2026-11-27T23:59:59.000Z error master[1]: FORGED LINE \x1b[31mRED\x1b[0m\x1b]52;c;aGk=\x07\u009b2J\r"
+TERMINAL_CONTROLS = re.compile(rb"[\x00-\x09\x0b-\x1f\x7f]|\xc2[\x80-\x9f]")
+
+
+def cli_bytes(master, *args):
+    res = subprocess.run([QPOOL] + list(args) + ["-c", str(master.conf)], capture_output=True, timeout=60)
+    assert res.returncode == 0, res
+    res.stdout.decode("utf-8")  # valid UTF-8 throughout
+    return res.stdout
+
+
+def test_cli_tables_escape_what_producers_wrote(master, r, tmp_path):
+    """m1 (security-2026-11-27): a job's name, exception, id and queue reach
+    the operator's terminal escaped (as \\xHH): no fake rows, no ESC, BEL or C1;
+    a multi-line exception keeps its lines; --json stays exact."""
+    master.write_config(native_pool(queues=("default", "q\x1b[1m"), processes=2, extra="tries = 1;"))
+    master.start()
+    push(r, "default", make_payload("fail", job=HOSTILE))
+    wait_for(lambda: len(failed_records(r, "default")) == 1, 10, what="the failure")
+    # a record another writer left: its id, queue and exception hostile too
+    odd = make_payload("ok", job=HOSTILE, uuid="u-\x1b[2J-" + "0" * 8)
+    fill_failed_store(r, "q\x1b[1m", [odd])
+    r.hset(PREFIX + "qpool:failed:job:" + odd["uuid"], mapping={
+        "exception": "Boom \x1b[31m\n  at line 2\x1b]0;title\x07",
+        "payload": json.dumps(odd, ensure_ascii=False) + "\x1b[5m"})  # raw C1 in it, and an ESC after it
+
+    text = cli_bytes(master, "failed", "list")
+    assert len(text.splitlines()) == 3, text  # the header and two rows: no forged one
+    assert not TERMINAL_CONTROLS.search(text.replace(b"\n", b"")), text
+    assert text.count(b"Name\\x0a2026-11-27T23:59:59.000Z error master[1]: FORGED LINE \\x1b[31mRED") == 2, text
+    assert re.search(rb"\nu-\\x1b\[2J-00000000 +q\\x1b\[1m ", text) and b"Boom \\x1b[31m\n" in text, text
+    shown = cli_bytes(master, "failed", "show", odd["uuid"])
+    assert not TERMINAL_CONTROLS.search(shown.replace(b"\n", b"")), shown
+    assert b"Boom \\x1b[31m\n  at line 2\\x1b]0;title\\x07\n" in shown, shown  # its lines kept
+    assert b"\\xc2\\x9b2J" in shown and shown.endswith(b"}\\x1b[5m\n"), shown
+    exact = json.loads(cli_bytes(master, "failed", "list", "--json"))
+    assert sorted(x["name"] for x in exact) == [HOSTILE, HOSTILE]
+
+    # qpool status -v: the name of the job a worker runs
+    push(r, "default", make_payload("sleep:20000", job=HOSTILE))
+    wait_for(lambda: any(c.get("job") for c in master.pool("w")["children"]), 10, what="the job to run")
+    status = cli_bytes(master, "status", "-v")
+    assert not TERMINAL_CONTROLS.search(status.replace(b"\n", b"")), status
+    assert b"FORGED LINE \\x1b[31mRED" in status and b"\nq\\x1b[1m" not in status, status
+
+    # qpool status --fleet: another host's record (any Redis client can write one)
+    sec, usec = r.time()
+    rid = "evil:1"
+    r.set(PREFIX + "qpool:master:" + rid, json.dumps({"host": HOSTILE, "pid": 1, "version": "1\x1b[5m", "state": "running",
+                                                       "config": "/etc\n/x", "pools": [], "workers": {}}), px=60000)
+    r.zadd(PREFIX + "qpool:masters", {rid: sec * 1000 + usec // 1000 + 60000})
+    fleet = cli_bytes(master, "status", "--fleet")
+    assert not TERMINAL_CONTROLS.search(fleet.replace(b"\n", b"")), fleet
+    assert b"Name\\x0a2026-11-27T" in fleet and b"/etc\\x0a/x" in fleet, fleet
 
 
 def test_failed_cli_list_show_forget_flush(master, r, tmp_path):

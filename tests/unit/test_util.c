@@ -1,7 +1,7 @@
 /*
  * test_util.c - unit tests for src/util.h: the growable buffer (sbuf_*), JSON
  * string escaping, number parsing, edit distance, random ids and string
- * vectors.
+ * vectors; text for a terminal or a log line (sbuf_text) and log.c's lines.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -19,6 +19,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/log.h"
 #include "core/util.h"
 
 /* ------------------------------------------------------------ sbuf */
@@ -584,6 +585,106 @@ static void test_utf8_cut(void **state)
     assert_int_equal(utf8_cut(s, 5, 1), 1);
 }
 
+/* ------------------------------------------------------------ text for terminals and logs (m1, m2) */
+
+static char *esc(const char *s, size_t n, unsigned flags)
+{
+    char *r = text_escape(s, n, flags);
+    assert_true(utf8_valid(r, strlen(r)));
+    return r;
+}
+
+static void test_text_escape_controls(void **state)
+{
+    (void)state;
+    struct {
+        const char *in;
+        size_t n;
+        unsigned flags;
+        const char *out;
+    } cases[] = {
+        /* printable text, UTF-8 and backslashes kept as they are */
+        {"App\\Jobs\\Send caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80 \xc2\xa0", 0, 0,
+         "App\\Jobs\\Send caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80 \xc2\xa0"},
+        /* a forged row and terminal escapes */
+        {"Name\n2026 error FORGED \x1b[31mRED\x1b[0m\r", 0, 0,
+         "Name\\x0a2026 error FORGED \\x1b[31mRED\\x1b[0m\\x0d"},
+        {"\x01\x07\x08\x09\x7f", 0, 0, "\\x01\\x07\\x08\\x09\\x7f"},
+        /* OSC 52 (the clipboard) ended by BEL */
+        {"\x1b]52;c;aGk=\x07", 0, 0, "\\x1b]52;c;aGk=\\x07"},
+        /* C1: U+009B (CSI) as UTF-8, and a raw 0x9b (CSI to an 8-bit terminal) */
+        {"a\xc2\x9b" "31mb", 0, 0, "a\\xc2\\x9b31mb"},
+        {"a\x9b" "31m\x85", 0, 0, "a\\x9b31m\\x85"},
+        /* ill-formed UTF-8: every byte of it, the text around kept */
+        {"caf\xe9 \xe2\x82(", 0, 0, "caf\\xe9 \\xe2\\x82("},
+        /* a multi-line field keeps its newlines and tabs, not the rest */
+        {"line 1\n\tat x\r\n\x1b[2J", 0, TEXT_KEEP_NEWLINES, "line 1\n\tat x\\x0d\n\\x1b[2J"},
+        /* NUL inside an explicit length */
+        {"a\0b", 3, 0, "a\\x00b"},
+        {"", 0, 0, ""},
+    };
+    for (size_t i = 0; i < ARRAY_LEN(cases); i++) {
+        size_t n = cases[i].n ? cases[i].n : strlen(cases[i].in);
+        char *r = esc(cases[i].in, n, cases[i].flags);
+        assert_string_equal(r, cases[i].out);
+        free(r);
+    }
+    sbuf_t b;
+    sbuf_init(&b);
+    sbuf_puts(&b, ">");
+    assert_int_equal(sbuf_text(&b, "x\x1by\xff", 4, 0), 2); /* the count of bytes escaped */
+    assert_string_equal(b.data, ">x\\x1by\\xff");
+    assert_int_equal(sbuf_text(&b, "plain", 5, 0), 0);
+    sbuf_free(&b);
+    char *r = text_escape(NULL, 5, 0);
+    assert_string_equal(r, "");
+    free(r);
+}
+
+/* What log_msg wrote to stderr (fd 2 redirected to a file meanwhile). */
+static char *logged(int format, const char *what)
+{
+    char path[] = "/tmp/qpool-test-log-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    unlink(path);
+    int saved = dup(2);
+    dup2(fd, 2);
+    log_set_format(format);
+    log_msg(LOG_INFO, "failed job %s over HTTP", what);
+    log_set_format(LOGFMT_TEXT);
+    dup2(saved, 2);
+    close(saved);
+    char buf[8192];
+    ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
+    close(fd);
+    assert_true(n > 0);
+    buf[n] = '\0';
+    return xstrdup(buf);
+}
+
+static void test_log_lines_escape_controls(void **state)
+{
+    (void)state;
+    const char *hostile = "Name\n2026-11-27T23:59:59.000Z error master[1]: FORGED LINE \x1b[31mRED\x1b[0m\r\x9b\x07";
+    char *line = logged(LOGFMT_TEXT, hostile);
+    /* one line, ending where the message does, no control byte but its newline */
+    assert_non_null(strstr(line, "FORGED LINE \\x1b[31mRED\\x1b[0m\\x0d\\x9b\\x07 over HTTP\n"));
+    assert_non_null(strstr(line, "Name\\x0a2026-11-27T23:59:59.000Z"));
+    assert_ptr_equal(strchr(line, '\n'), line + strlen(line) - 1);
+    for (const char *p = line; *p; p++)
+        assert_true(*p == '\n' || ((unsigned char)*p >= 0x20 && *p != 0x7f));
+    free(line);
+    line = logged(LOGFMT_JSON, hostile);
+    assert_non_null(strstr(line, "FORGED LINE \\\\x1b[31mRED"));
+    assert_null(strchr(line, '\x1b'));
+    assert_ptr_equal(strchr(line, '\n'), line + strlen(line) - 1);
+    free(line);
+    line = logged(LOGFMT_TEXT, "App\\Jobs\\Send caf\xc3\xa9");
+    assert_non_null(strstr(line, "failed job App\\Jobs\\Send caf\xc3\xa9 over HTTP\n"));
+    free(line);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -612,6 +713,8 @@ int main(void)
         cmocka_unit_test(test_utf8_maximal_subparts),
         cmocka_unit_test(test_utf8_repair_inplace_and_count),
         cmocka_unit_test(test_utf8_cut),
+        cmocka_unit_test(test_text_escape_controls),
+        cmocka_unit_test(test_log_lines_escape_controls),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
