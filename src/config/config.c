@@ -1443,6 +1443,16 @@ static const conf_key_t REDIS_KEYS[] = {
     KEY_END,
 };
 
+/* A secret others can read: refused by 2.0, a warning within 1.x (a file
+ * that loaded in 1.0 still does; docs/upgrading.md). */
+static void warn_others_read(ctx_t *x, const config_setting_t *s, const char *key, const char *path)
+{
+    struct stat st;
+    if (stat(path, &st) == 0 && (st.st_mode & S_IROTH))
+        cwarn(x, s, "%s: %s is readable by others: chmod 0600 (or 0640 with a group that may read it); "
+                    "qpool 2.0 will refuse it", key, path);
+}
+
 /* Read a password_file now (the master may be root; workers run as the
  * pool's user): an error names the key's file and line. */
 static bool load_secret(ctx_t *x, const config_setting_t *g, const char *key, const char *path,
@@ -1451,8 +1461,11 @@ static bool load_secret(ctx_t *x, const config_setting_t *g, const char *key, co
     if (!path) return true;
     char err[512];
     *out = safefile_read_secret(path, err, sizeof err);
-    if (*out) return true;
     config_setting_t *s = config_setting_get_member(g, key);
+    if (*out) {
+        warn_others_read(x, s ? s : g, key, path);
+        return true;
+    }
     cerr(x, s ? s : g, "%s: %s", key, err);
     return false;
 }

@@ -206,8 +206,6 @@ const char *safefile_secret_problem(const struct stat *st, uid_t euid)
     if (!S_ISREG(st->st_mode)) return "is not a regular file";
     if (!owner_ok(st->st_uid, euid)) return "is owned by another user";
     if (st->st_mode & (S_IWGRP | S_IWOTH)) return "can be written by group or others";
-    /* as http.token_file: its group may read it (a qpool group), others not */
-    if (st->st_mode & S_IROTH) return "is readable by others (chmod 0600 or 0640)";
     if (st->st_size > SAFEFILE_SECRET_MAX) return "is too large for a password";
     return NULL;
 }
