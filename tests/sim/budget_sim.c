@@ -6,6 +6,7 @@
  *
  *   budget-sim --port P [--hosts 200] [--pools 50] [--passes 20]
  *              [--interval-ms 500] [--ttl-ms 4000] [--job-ms 800] [--seed 1]
+ *              [--host-stall-us 0]
  *
  * Each virtual master takes qpool's own path each pass, as monitor.c and
  * budgeting.c do: the balancer's want (balance_want, size strategy), what
@@ -17,7 +18,9 @@
  * started only while the pool runs fewer processes (retiring ones
  * included) than its cap; shrinking stops idle workers at once and retires
  * a busy one after its job. Jobs last up to --job-ms; a partitioned host
- * takes none. A dead host's workers die with it (a machine lost; a killed
+ * takes none. --host-stall-us sleeps after each host's pass: a pass of all
+ * hosts then takes longer than the interval, as on a slow machine, even on
+ * a fast one. A dead host's workers die with it (a machine lost; a killed
  * master's orphans are test_fleet_budget_processes.py's).
  *
  * The issue's invariants, checked after every pass of all hosts:
@@ -97,8 +100,8 @@ typedef struct {
 } spool_t;
 
 static struct {
-    int hosts, pools, passes, interval, ttl, job, seed, port;
-} opt = {200, 50, 20, 500, 4000, 800, 1, 0};
+    int hosts, pools, passes, interval, ttl, job, seed, port, stall_us;
+} opt = {200, 50, 20, 500, 4000, 800, 1, 0, 0};
 
 static struct {
     long passes, scripts, batches, deaths, partitions, backlog_changes, jobs, starts, retires;
@@ -461,7 +464,8 @@ static void parse_args(int argc, char **argv)
 {
     static const struct option lo[] = {{"port", 1, 0, 'p'},        {"hosts", 1, 0, 'H'},  {"pools", 1, 0, 'P'},
                                        {"passes", 1, 0, 'n'},      {"ttl-ms", 1, 0, 't'}, {"job-ms", 1, 0, 'j'},
-                                       {"interval-ms", 1, 0, 'i'}, {"seed", 1, 0, 'S'},   {0, 0, 0, 0}};
+                                       {"interval-ms", 1, 0, 'i'}, {"seed", 1, 0, 'S'},   {"host-stall-us", 1, 0, 's'},
+                                       {0, 0, 0, 0}};
     int o;
     while ((o = getopt_long(argc, argv, "", lo, NULL)) != -1) {
         int v = atoi(optarg);
@@ -474,13 +478,16 @@ static void parse_args(int argc, char **argv)
         case 'j': opt.job = v; break;
         case 'i': opt.interval = v; break;
         case 'S': opt.seed = v; break;
+        case 's': opt.stall_us = v; break;
         default: exit(2);
         }
     }
     if (!opt.port || opt.hosts < 2 || opt.hosts > 1000 || opt.pools < 1 || opt.interval < 10 ||
-        opt.ttl < 2 * opt.interval || opt.job < 50 || opt.job + opt.interval >= opt.ttl / 2) {
+        opt.ttl < 2 * opt.interval || opt.job < 50 || opt.job + opt.interval >= opt.ttl / 2 ||
+        opt.stall_us < 0 || opt.stall_us > 100000) {
         fprintf(stderr, "usage: budget-sim --port P [--hosts N (2..1000)] [--pools N] [--passes N] [--interval-ms MS] "
-                        "[--ttl-ms MS (>= 2 intervals)] [--job-ms MS (50.., job + interval < TTL/2)] [--seed N]\n");
+                        "[--ttl-ms MS (>= 2 intervals)] [--job-ms MS (50.., job + interval < TTL/2)] [--seed N] "
+                        "[--host-stall-us US (0..100000)]\n");
         exit(2);
     }
 }
@@ -536,7 +543,10 @@ int main(int argc, char **argv)
             order[i] = order[j], order[j] = t;
         }
         for (int k = 0; k < opt.hosts; k++)
-            if (!h[order[k]].dead) host_pass(&h[order[k]], sp, c, mono_ms());
+            if (!h[order[k]].dead) {
+                host_pass(&h[order[k]], sp, c, mono_ms());
+                if (opt.stall_us) usleep((useconds_t)opt.stall_us);
+            }
         st.passes++;
         if (mono_ms() - now > st.pass_max_ms) st.pass_max_ms = mono_ms() - now;
         measure_gone(c, h, sp, deaths, nd);
