@@ -120,6 +120,14 @@ static int rnd(int n)
     return n > 0 ? rand() % n : 0;
 }
 
+/* Whether one of the host's first n pools is that one. */
+static bool pool_taken(const vhost_t *h, int n, int pool)
+{
+    for (int q = 0; q < n; q++)
+        if (h->p[q].pool == pool) return true;
+    return false;
+}
+
 static void setup(vhost_t *h, spool_t *sp, rconn_t *c)
 {
     for (int k = 0; k < opt.pools; k++) {
@@ -132,11 +140,14 @@ static void setup(vhost_t *h, spool_t *sp, rconn_t *c)
     for (int i = 0; i < opt.hosts; i++) {
         snprintf(h[i].id, sizeof h[i].id, "vhost%03d:%d:0", i, 1000 + i);
         h[i].np = 4 + rnd(MAX_POOLS_PER_HOST - 4);
+        if (h[i].np > opt.pools) h[i].np = opt.pools;
         for (int j = 0; j < h[i].np; j++) {
             vpool_t *v = &h[i].p[j];
             v->pool = (i * 7 + j * 13 + rnd(3)) % opt.pools;
             for (int q = 0; q < j; q++)
                 if (h[i].p[q].pool == v->pool) v->pool = (v->pool + 1 + q) % opt.pools;
+            /* never twice on one host (one record per host and pool) */
+            while (pool_taken(&h[i], j, v->pool)) v->pool = (v->pool + 1) % opt.pools;
             v->floor = rnd(4) == 0 && floors[v->pool] + 1 <= sp[v->pool].budget / 3 ? 1 : 0;
             floors[v->pool] += v->floor;
             v->max = 2 + rnd(10);
