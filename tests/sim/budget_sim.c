@@ -6,6 +6,7 @@
  *
  *   budget-sim --port P [--hosts 200] [--pools 50] [--passes 20]
  *              [--interval-ms 500] [--ttl-ms 4000] [--job-ms 800] [--seed 1]
+ *              [--host-stall-us 0]
  *
  * Each virtual master takes qpool's own path each pass, as monitor.c and
  * budgeting.c do: the balancer's want (balance_want, size strategy), what
@@ -17,18 +18,31 @@
  * started only while the pool runs fewer processes (retiring ones
  * included) than its cap; shrinking stops idle workers at once and retires
  * a busy one after its job. Jobs last up to --job-ms; a partitioned host
- * takes none. A dead host's workers die with it (a machine lost; a killed
+ * takes none. --host-stall-us sleeps after each host's pass: a pass of all
+ * hosts then takes longer than the interval, as on a slow machine, even on
+ * a fast one. A dead host's workers die with it (a machine lost; a killed
  * master's orphans are test_fleet_budget_processes.py's).
  *
  * The issue's invariants, checked after every pass of all hosts:
  *   budget   the processes of a pool's workers on every live host never
  *            exceed its budget, nor does the ledger (the live records' held)
- *            -- but for the floors of partitioned hosts whose lease lapsed
- *            (the documented limit: a host out of reach keeps its floor;
- *            excused until 3 passes and a job after it is back: the others
- *            see its record at their next pass and retire down to their
- *            shares, a busy worker after its job) -- and every connected
- *            host's record holds at least the processes it runs;
+ *            -- but for the documented limits, where a host's record lapsed
+ *            while its workers ran: the floor of a partitioned host (a host
+ *            out of reach keeps its floor), and the processes of a host whose
+ *            record lapsed before it renewed again (the script returned
+ *            prior -1: a partitioned host back, or a virtual master whose
+ *            passes came further apart than the TTL, as a frozen master's
+ *            do: on a slow machine one pass of all hosts can take longer
+ *            than the interval, and two passes longer than the TTL). Such
+ *            processes are excused from the pass b it renews again, counted
+ *            in passes, not in ms: the others see its record by their pass
+ *            b + 1 and claim less at b + 2 at the latest, where idle workers
+ *            stop (their records say so at b + 3); a busy one retires after
+ *            its job, which the first pass that starts a job after the end
+ *            of pass b + 2 sees. So: through pass b + 3, and through every
+ *            pass that starts before the end of pass b + 2 plus --job-ms --
+ *            and every connected host's record holds at least the processes
+ *            it runs;
  *   reuse    a dead host's slots are free within the TTL: its record's
  *            expiry (Redis time) is at most the TTL after its death; they
  *            are taken at the next pass of a host that waits (starve);
@@ -78,7 +92,9 @@ typedef struct {
     lease_view_t view;
     bool have_view, renewed;
     int64_t last_ok;         /* monotonic ms of its last renewal */
-    int64_t excused_until;   /* monotonic ms: its floor is excused (budget) */
+    bool lapsed;             /* partitioned and its record lapsed: its floor is excused (budget) */
+    long back_pass;          /* the pass it renewed a lapsed record (-1 never): its processes then are excused */
+    int back_procs;
     int idle_runs;           /* passes in a row it idled while another host waited (starve) */
 } vpool_t;
 
@@ -87,7 +103,8 @@ typedef struct {
     vpool_t p[MAX_POOLS_PER_HOST];
     int np;
     bool dead;
-    int64_t partitioned_until; /* monotonic ms, 0 = connected */
+    int64_t partitioned_until; /* the pass its partition ends, 0 = connected */
+    bool back;               /* its partition ended: its next renewal is not a late one */
 } vhost_t;
 
 typedef struct {
@@ -97,12 +114,12 @@ typedef struct {
 } spool_t;
 
 static struct {
-    int hosts, pools, passes, interval, ttl, job, seed, port;
-} opt = {200, 50, 20, 500, 4000, 800, 1, 0};
+    int hosts, pools, passes, interval, ttl, job, seed, port, stall_us;
+} opt = {200, 50, 20, 500, 4000, 800, 1, 0, 0};
 
 static struct {
     long passes, scripts, batches, deaths, partitions, backlog_changes, jobs, starts, retires;
-    long budget_checks, over_budget, workers_over, untruthful;
+    long budget_checks, over_budget, workers_over, untruthful, lapsed_renewals, late_renewals;
     long reuse_checks, reuse_failed, starve_failed;
     int starve_max, free_max;
     int64_t slot_passes, free_slot_passes;
@@ -111,10 +128,20 @@ static struct {
 } st;
 
 static unsigned job_rng; /* jobs only: events stay the seed's */
+static long cur_pass;           /* the pass under way */
+static int64_t *pass_end;       /* monotonic ms each pass (its hosts' scripts) ended */
 
 static int rnd(int n)
 {
     return n > 0 ? rand() % n : 0;
+}
+
+/* Whether one of the host's first n pools is that one. */
+static bool pool_taken(const vhost_t *h, int n, int pool)
+{
+    for (int q = 0; q < n; q++)
+        if (h->p[q].pool == pool) return true;
+    return false;
 }
 
 static void setup(vhost_t *h, spool_t *sp, rconn_t *c)
@@ -129,19 +156,33 @@ static void setup(vhost_t *h, spool_t *sp, rconn_t *c)
     for (int i = 0; i < opt.hosts; i++) {
         snprintf(h[i].id, sizeof h[i].id, "vhost%03d:%d:0", i, 1000 + i);
         h[i].np = 4 + rnd(MAX_POOLS_PER_HOST - 4);
+        if (h[i].np > opt.pools) h[i].np = opt.pools;
         for (int j = 0; j < h[i].np; j++) {
             vpool_t *v = &h[i].p[j];
             v->pool = (i * 7 + j * 13 + rnd(3)) % opt.pools;
             for (int q = 0; q < j; q++)
                 if (h[i].p[q].pool == v->pool) v->pool = (v->pool + 1 + q) % opt.pools;
+            /* never twice on one host (one record per host and pool) */
+            while (pool_taken(&h[i], j, v->pool)) v->pool = (v->pool + 1) % opt.pools;
             v->floor = rnd(4) == 0 && floors[v->pool] + 1 <= sp[v->pool].budget / 3 ? 1 : 0;
             floors[v->pool] += v->floor;
             v->max = 2 + rnd(10);
             v->backlog = rnd(2) ? 0 : 1 + rnd(500);
             v->renewed = true;
+            v->back_pass = -1;
         }
     }
     free(floors);
+}
+
+/* budget: a host's processes when it renewed a lapsed record (pass b) are
+ * excused through pass b + 3 and while passes start before the end of pass
+ * b + 2 plus a job (the header says why). */
+static bool excused_back(const vpool_t *v, long pass, int64_t pass_start)
+{
+    if (v->back_pass < 0) return false;
+    if (pass <= v->back_pass + 3) return true;
+    return pass_start < pass_end[v->back_pass + 2] + opt.job;
 }
 
 static bool connected(const vhost_t *h)
@@ -252,6 +293,19 @@ static void maintain(vpool_t *v)
         if (!v->procs[i].retiring) v->procs[i].retiring = true, live--, st.retires++;
 }
 
+/* Its record had lapsed when it renewed (the script's prior is -1): it
+ * writes every process it runs, which the others may have been granted
+ * meanwhile. Excused from this pass on (budget). */
+static void lapsed_renewal(const vhost_t *h, vpool_t *v)
+{
+    st.lapsed_renewals++;
+    if (!v->lapsed && !h->back) st.late_renewals++; /* its passes came further apart than the TTL */
+    if (v->back_pass < 0 || !excused_back(v, cur_pass, mono_ms())) v->back_procs = 0;
+    if (v->nprocs > v->back_procs) v->back_procs = v->nprocs;
+    v->back_pass = cur_pass;
+    v->lapsed = false;
+}
+
 /* One virtual master's balance pass. */
 static void host_pass(vhost_t *h, spool_t *sp, rconn_t *c, int64_t now)
 {
@@ -276,12 +330,14 @@ static void host_pass(vhost_t *h, spool_t *sp, rconn_t *c, int64_t now)
     for (int j = 0; j < h->np; j++) {
         vpool_t *v = &h->p[j];
         if (ls[j].ok) {
+            if (v->have_view && views[j].prior < 0) lapsed_renewal(h, v);
             lease_view_free(&v->view);
             v->view = views[j];
         }
         settle(h, v, sp, ls[j].ok, now);
         budget_bound(&b[j], v->cap);
     }
+    if (connected(h)) h->back = false;
     balance(b, h->np, 1000, now);
     for (int j = 0; j < h->np; j++) {
         h->p[j].target = b[j].target;
@@ -322,14 +378,10 @@ static void died(vhost_t *h, int i, spool_t *sp, rconn_t *c, death_t *d, int *nd
 }
 
 /* Deaths, partitions (in passes) and backlog changes, from the seed alone. */
-static void events(vhost_t *h, spool_t *sp, rconn_t *c, death_t *d, int *nd, int maxd, long pass, int64_t now)
+static void events(vhost_t *h, spool_t *sp, rconn_t *c, death_t *d, int *nd, int maxd, long pass)
 {
     for (int i = 0; i < opt.hosts; i++)
-        if (h[i].partitioned_until && pass >= h[i].partitioned_until) {
-            h[i].partitioned_until = 0;
-            for (int j = 0; j < h[i].np; j++)
-                if (h[i].p[j].excused_until < 0) h[i].p[j].excused_until = now + 3 * opt.interval + opt.job;
-        }
+        if (h[i].partitioned_until && pass >= h[i].partitioned_until) h[i].partitioned_until = 0, h[i].back = true;
     if (rnd(10) < 3) {
         int i = rnd(opt.hosts);
         if (connected(&h[i])) died(h, i, sp, c, d, nd, maxd);
@@ -359,7 +411,7 @@ static vpool_t *host_pool(vhost_t *h, int pool)
 /* budget: the processes and the ledger, but for the floors of partitioned
  * hosts whose record lapsed (and a few passes after they are back);
  * every connected host's record at least its processes. */
-static void check_budget(vhost_t *h, const spool_t *sp, int k, const lease_view_t *lv, int64_t now)
+static void check_budget(vhost_t *h, const spool_t *sp, int k, const lease_view_t *lv, int64_t pass_start)
 {
     int64_t held = 0, procs = 0, excused = 0;
     for (int i = 0; i < lv->n; i++) held += lv->hosts[i].held;
@@ -368,9 +420,14 @@ static void check_budget(vhost_t *h, const spool_t *sp, int k, const lease_view_
         if (!v || h[i].dead) continue;
         procs += v->nprocs;
         int r = budget_find(lv->hosts, lv->n, h[i].id);
-        if (h[i].partitioned_until && r < 0) v->excused_until = -1; /* lapsed: until it is back */
-        if (v->excused_until < 0 || now < v->excused_until) excused += v->floor;
-        if (connected(&h[i]) && v->renewed && (r < 0 || lv->hosts[r].held < v->nprocs)) {
+        if (h[i].partitioned_until && r < 0) v->lapsed = true; /* until it renews again */
+        /* late: connected, its record lapsed since it last renewed more than half the TTL ago (a pass of all
+         * hosts took longer than that): it writes its processes again at its next pass (back_pass) */
+        bool late = connected(&h[i]) && r < 0 && v->have_view && mono_ms() - v->last_ok > opt.ttl / 2;
+        if (v->lapsed) excused += v->floor;
+        else if (late) excused += v->nprocs;
+        else if (excused_back(v, cur_pass, pass_start)) excused += v->back_procs;
+        if (connected(&h[i]) && v->renewed && !late && (r < 0 || lv->hosts[r].held < v->nprocs)) {
             st.untruthful++;
             fprintf(stderr, "pool%d: %s runs %d, its record holds %d\n", k, h[i].id, v->nprocs,
                     r < 0 ? -1 : lv->hosts[r].held);
@@ -379,12 +436,12 @@ static void check_budget(vhost_t *h, const spool_t *sp, int k, const lease_view_
     st.budget_checks++;
     if (held > sp[k].budget + excused) {
         st.over_budget++;
-        fprintf(stderr, "pool%d: leases hold %lld > budget %d + excused floors %lld\n", k, (long long)held,
+        fprintf(stderr, "pool%d: leases hold %lld > budget %d + excused %lld\n", k, (long long)held,
                 sp[k].budget, (long long)excused);
     }
     if (procs > sp[k].budget + excused) {
         st.workers_over++;
-        fprintf(stderr, "pool%d: %lld processes > budget %d + excused floors %lld\n", k, (long long)procs,
+        fprintf(stderr, "pool%d: %lld processes > budget %d + excused %lld\n", k, (long long)procs,
                 sp[k].budget, (long long)excused);
     }
 }
@@ -442,7 +499,7 @@ static void measure_gone(rconn_t *c, const vhost_t *h, const spool_t *sp, death_
     }
 }
 
-static void check_all(rconn_t *c, vhost_t *h, spool_t *sp, int64_t now)
+static void check_all(rconn_t *c, vhost_t *h, spool_t *sp, int64_t pass_start)
 {
     for (int k = 0; k < opt.pools; k++) {
         lease_view_t lv = {0};
@@ -451,7 +508,7 @@ static void check_all(rconn_t *c, vhost_t *h, spool_t *sp, int64_t now)
             st.over_budget++;
             continue;
         }
-        check_budget(h, sp, k, &lv, now);
+        check_budget(h, sp, k, &lv, pass_start);
         check_starve(h, sp, k, &lv);
         lease_view_free(&lv);
     }
@@ -461,7 +518,8 @@ static void parse_args(int argc, char **argv)
 {
     static const struct option lo[] = {{"port", 1, 0, 'p'},        {"hosts", 1, 0, 'H'},  {"pools", 1, 0, 'P'},
                                        {"passes", 1, 0, 'n'},      {"ttl-ms", 1, 0, 't'}, {"job-ms", 1, 0, 'j'},
-                                       {"interval-ms", 1, 0, 'i'}, {"seed", 1, 0, 'S'},   {0, 0, 0, 0}};
+                                       {"interval-ms", 1, 0, 'i'}, {"seed", 1, 0, 'S'},   {"host-stall-us", 1, 0, 's'},
+                                       {0, 0, 0, 0}};
     int o;
     while ((o = getopt_long(argc, argv, "", lo, NULL)) != -1) {
         int v = atoi(optarg);
@@ -474,13 +532,16 @@ static void parse_args(int argc, char **argv)
         case 'j': opt.job = v; break;
         case 'i': opt.interval = v; break;
         case 'S': opt.seed = v; break;
+        case 's': opt.stall_us = v; break;
         default: exit(2);
         }
     }
     if (!opt.port || opt.hosts < 2 || opt.hosts > 1000 || opt.pools < 1 || opt.interval < 10 ||
-        opt.ttl < 2 * opt.interval || opt.job < 50 || opt.job + opt.interval >= opt.ttl / 2) {
+        opt.ttl < 2 * opt.interval || opt.job < 50 || opt.job + opt.interval >= opt.ttl / 2 ||
+        opt.stall_us < 0 || opt.stall_us > 100000) {
         fprintf(stderr, "usage: budget-sim --port P [--hosts N (2..1000)] [--pools N] [--passes N] [--interval-ms MS] "
-                        "[--ttl-ms MS (>= 2 intervals)] [--job-ms MS (50.., job + interval < TTL/2)] [--seed N]\n");
+                        "[--ttl-ms MS (>= 2 intervals)] [--job-ms MS (50.., job + interval < TTL/2)] [--seed N] "
+                        "[--host-stall-us US (0..100000)]\n");
         exit(2);
     }
 }
@@ -495,12 +556,12 @@ static void report(void)
     printf("{\"seed\":%d,\"hosts\":%d,\"pools\":%d,\"passes\":%ld,\"interval_ms\":%d,\"ttl_ms\":%d,\"job_ms\":%d,"
            "\"scripts\":%ld,\"batches\":%ld,\"scripts_per_host_pass\":%.2f,\"jobs\":%ld,\"starts\":%ld,\"retires\":%ld,\"deaths\":%ld,"
            "\"partitions\":%ld,\"backlog_changes\":%ld,\"budget_checks\":%ld,\"over_budget\":%ld,"
-           "\"workers_over\":%ld,\"untruthful\":%ld,\"reuse_checks\":%ld,\"reuse_failed\":%ld,"
+           "\"workers_over\":%ld,\"untruthful\":%ld,\"lapsed_renewals\":%ld,\"late_renewals\":%ld,\"reuse_checks\":%ld,\"reuse_failed\":%ld,"
            "\"gone_mean_ms\":%lld,\"gone_max_ms\":%lld,\"starve_max\":%d,\"starve_failed\":%ld,\"free_wait_max\":%d,\"free_while_waiting_pct\":%.2f,"
            "\"pass_max_ms\":%lld,\"failed\":%ld}\n",
            opt.seed, opt.hosts, opt.pools, st.passes, opt.interval, opt.ttl, opt.job, st.scripts, st.batches,
            st.batches ? (double)st.scripts / (double)st.batches : 0.0, st.jobs, st.starts, st.retires, st.deaths, st.partitions,
-           st.backlog_changes, st.budget_checks, st.over_budget, st.workers_over, st.untruthful, st.reuse_checks,
+           st.backlog_changes, st.budget_checks, st.over_budget, st.workers_over, st.untruthful, st.lapsed_renewals, st.late_renewals, st.reuse_checks,
            st.reuse_failed, (long long)(st.gone_n ? st.gone_sum_ms / st.gone_n : 0), (long long)st.gone_max_ms,
            st.starve_max, st.starve_failed, st.free_max,
            st.slot_passes ? 100.0 * (double)st.free_slot_passes / (double)st.slot_passes : 0.0, (long long)st.pass_max_ms,
@@ -520,6 +581,7 @@ int main(int argc, char **argv)
     spool_t *sp = xcalloc((size_t)opt.pools, sizeof *sp);
     int maxd = opt.passes * MAX_POOLS_PER_HOST, nd = 0;
     death_t *deaths = xcalloc((size_t)maxd + 1, sizeof *deaths);
+    pass_end = xcalloc((size_t)opt.passes + 1, sizeof *pass_end);
     setup(h, sp, c);
     int *order = xcalloc((size_t)opt.hosts, sizeof *order);
     for (int i = 0; i < opt.hosts; i++) order[i] = i;
@@ -528,7 +590,8 @@ int main(int argc, char **argv)
         int64_t now = mono_ms();
         if (next > now) usleep((useconds_t)(next - now) * 1000);
         now = mono_ms();
-        events(h, sp, c, deaths, &nd, maxd, pass, now);
+        cur_pass = pass;
+        events(h, sp, c, deaths, &nd, maxd, pass);
         for (int i = 0; i < opt.hosts; i++)
             if (!h[i].dead) work(&h[i], now);
         for (int i = opt.hosts - 1; i > 0; i--) { /* a new order each pass, from the seed */
@@ -536,17 +599,21 @@ int main(int argc, char **argv)
             order[i] = order[j], order[j] = t;
         }
         for (int k = 0; k < opt.hosts; k++)
-            if (!h[order[k]].dead) host_pass(&h[order[k]], sp, c, mono_ms());
+            if (!h[order[k]].dead) {
+                host_pass(&h[order[k]], sp, c, mono_ms());
+                if (opt.stall_us) usleep((useconds_t)opt.stall_us);
+            }
         st.passes++;
-        if (mono_ms() - now > st.pass_max_ms) st.pass_max_ms = mono_ms() - now;
+        pass_end[pass] = mono_ms();
+        if (pass_end[pass] - now > st.pass_max_ms) st.pass_max_ms = pass_end[pass] - now;
         measure_gone(c, h, sp, deaths, nd);
-        check_all(c, h, sp, mono_ms());
+        check_all(c, h, sp, now);
     }
     report();
     for (int i = 0; i < opt.hosts; i++)
         for (int j = 0; j < h[i].np; j++) lease_view_free(&h[i].p[j].view);
     for (int k = 0; k < opt.pools; k++) free(sp[k].key);
-    free(h), free(sp), free(deaths), free(order);
+    free(h), free(sp), free(deaths), free(order), free(pass_end);
     rconn_free(c);
     return failures() ? 1 : 0;
 }
