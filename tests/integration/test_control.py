@@ -287,28 +287,36 @@ def open_socket_master(master_factory, redis_server, tmp_path, request, qpool=""
 
 AS_NOBODY = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"]
 
+# The start of HOG and HOLDER: trickle(socks, t, pause) writes a byte to
+# each socket every pause seconds (a line that never ends) and returns how
+# many the master closed within t seconds.
+TRICKLE = """
+import socket, sys, time
+def trickle(socks, t, pause):
+    closed, deadline = set(), time.monotonic() + t
+    while time.monotonic() < deadline and len(closed) < len(socks):
+        for i, s in enumerate(socks):
+            if i in closed: continue
+            try:
+                s.send(b"x")
+                while True:
+                    d = s.recv(4096)
+                    if not d: closed.add(i); break
+            except BlockingIOError: pass
+            except OSError: closed.add(i)
+        time.sleep(pause)
+    return len(closed)
+"""
+
 # Opens N connections, keeps writing a byte to each (so none ever looks
 # idle), and reports how many the master closed within T seconds.
-HOG = """
-import socket, sys, time
+HOG = TRICKLE + """
 path, n, t = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
 socks = []
 for _ in range(n):
     s = socket.socket(socket.AF_UNIX); s.connect(path); s.setblocking(False); socks.append(s)
 print("connected", flush=True)
-closed, deadline = set(), time.monotonic() + t
-while time.monotonic() < deadline and len(closed) < n:
-    for i, s in enumerate(socks):
-        if i in closed: continue
-        try:
-            s.send(b"x")
-            while True:
-                d = s.recv(4096)
-                if not d: closed.add(i); break
-        except BlockingIOError: pass
-        except OSError: closed.add(i)
-    time.sleep(0.1)
-print("closed", len(closed), flush=True)
+print("closed", trickle(socks, t, 0.1), flush=True)
 """
 
 
@@ -333,8 +341,7 @@ def test_refused_peers_cannot_lock_out_operators(master_factory, redis_server, t
 # and says how many the master keeps (the others are told why and closed).
 # After a line on stdin, trickles a byte to each kept one (a line that never
 # ends) and says how many the master closed within T seconds.
-HOLDER = """
-import socket, sys, time
+HOLDER = TRICKLE + """
 path, n, t = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
 socks = []
 for _ in range(n):
@@ -356,19 +363,7 @@ for s in socks:
         told.add(type(e).__name__)
 print("held", len(held), "told", sorted(told), flush=True)
 sys.stdin.readline()
-closed, deadline = set(), time.monotonic() + t
-while time.monotonic() < deadline and len(closed) < len(held):
-    for i, s in enumerate(held):
-        if i in closed: continue
-        try:
-            s.send(b"x")
-            while True:
-                d = s.recv(4096)
-                if not d: closed.add(i); break
-        except BlockingIOError: pass
-        except OSError: closed.add(i)
-    time.sleep(0.2)
-print("closed", len(closed), flush=True)
+print("closed", trickle(held, t, 0.2), flush=True)
 """
 
 
