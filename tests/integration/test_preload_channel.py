@@ -148,18 +148,24 @@ def a_long_job(master, app):
     return handler, master.child_pids("app")[0]
 
 
+def kill_worker_with_master_frozen(master, worker, handler, what):
+    """SIGKILL worker while the master is frozen (so it cannot kill the
+    dead worker's handler itself) and wait for handler to end by itself."""
+    master.signal(signal.SIGSTOP)
+    try:
+        os.kill(worker, signal.SIGKILL)
+        wait_for(lambda: not proc_alive(handler), 20, what=what)
+    finally:
+        master.signal(signal.SIGCONT)
+
+
 def test_a_forked_handler_ends_its_job_when_its_worker_dies(master, r, laravel_app):
     """Its parent is the zygote, so no parent-death signal ties it to its
     worker: with the master frozen (it kills a dead worker's handler group),
     a SIGKILLed worker's forked handler ran its job on, past the pool's
     timeout, while retry_after would run the job again beside it."""
     handler, worker = a_long_job(master, laravel_app)
-    master.signal(signal.SIGSTOP)
-    try:
-        os.kill(worker, signal.SIGKILL)
-        wait_for(lambda: not proc_alive(handler), 20, what="the forked handler to end with its worker")
-    finally:
-        master.signal(signal.SIGCONT)
+    kill_worker_with_master_frozen(master, worker, handler, "the forked handler to end with its worker")
     assert "its worker has gone (its request pipe hung up) while a job ran" in master.log()
 
 
@@ -181,12 +187,7 @@ def test_a_forked_handler_ends_a_job_blocked_in_a_restartable_call(master, r, la
         handler = [m for m in laravel_app.read_markers() if m.get("tag") == "lockwait"][0]["pid"]
         assert handler in forked_pids(master)
         worker = master.child_pids("app")[0]
-        master.signal(signal.SIGSTOP)
-        try:
-            os.kill(worker, signal.SIGKILL)
-            wait_for(lambda: not proc_alive(handler), 20, what="the forked handler blocked in flock() to end")
-        finally:
-            master.signal(signal.SIGCONT)
+        kill_worker_with_master_frozen(master, worker, handler, "the forked handler blocked in flock() to end")
     assert not [m for m in laravel_app.read_markers() if m.get("phase") == "after-lock"]
 
 
