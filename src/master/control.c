@@ -52,6 +52,7 @@ typedef struct ctl_client {
     bool refused;           /* not allowed: told so, then closed */
     bool adopted;           /* the HTTP process's channel (control_adopt) */
     int64_t last_active_ms;
+    int64_t heard_ms;       /* when it last sent a byte (0: never) */
     int64_t accepted_ms;
 } ctl_client_t;
 
@@ -523,6 +524,14 @@ int control_adopt(master_t *m, int fd)
     return 0;
 }
 
+int64_t control_heard(master_t *m, int fd)
+{
+    control_t *ctl = m->ctl;
+    for (int i = 0; ctl && i < ctl->nclients; i++)
+        if (ctl->clients[i]->fd == fd && ctl->clients[i]->adopted) return ctl->clients[i]->heard_ms;
+    return -1;
+}
+
 static void accept_clients(master_t *m)
 {
     for (;;) {
@@ -585,7 +594,9 @@ void control_event(master_t *m, int fd, uint32_t events)
     ctl_client_t *c = ctl->clients[idx];
     bool eof = false;
     if (!c->refused) c->last_active_ms = mono_ms(); /* a refused client's bytes buy it no time */
+    size_t had = c->in.len;
     if ((events & (EPOLLIN | EPOLLHUP | EPOLLERR)) && !c->closing) eof = read_client(c);
+    if (c->in.len > had) c->heard_ms = mono_ms();
     process_lines(m, c);
     if (eof) c->closing = true; /* a waiter that went away: the stop goes on */
     client_flush(ctl, c);
