@@ -45,7 +45,7 @@ void conns_init(conns_t *t, int max, int per_prefix, int64_t header_ms, int64_t 
 {
     memset(t, 0, sizeof *t);
     t->max = max > 0 ? max : 1;
-    t->nslots = 2 * t->max;
+    t->nslots = 4 * t->max; /* a flood displaces faster than a loaded loop turn closes what it displaced */
     t->slots = xcalloc((size_t)t->nslots, sizeof *t->slots);
     t->per_prefix = per_prefix;
     t->header_ms = header_ms;

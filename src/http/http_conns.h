@@ -58,7 +58,7 @@ typedef struct {
 
 typedef struct {
     conn_slot_t *slots;
-    int nslots;                /* max, plus room for displaced ones not yet closed */
+    int nslots;                /* 4 x max: max, plus room for displaced ones not yet closed */
     int max;
     int per_prefix;
     int64_t header_ms;

@@ -205,18 +205,23 @@ static void test_displaced_connections_hold_a_slot_until_closed(void **state)
 {
     (void)state;
     conns_t t;
-    conns_init(&t, 1, 0, 5000, 2000); /* two slots: one kept, one closing */
+    conns_init(&t, 1, 0, 5000, 2000); /* four slots: one kept, three closing */
     int shut;
     int a = admit(&t, "10.0.0.1", 10, 0, &shut);
     int b = admit(&t, "10.0.0.2", 11, 1, &shut);
     assert_int_equal(shut, 10);
-    /* a is not closed yet: no slot for a third */
+    assert_true(admit(&t, "10.0.0.4", 14, 1, &shut) >= 0);
+    assert_int_equal(shut, 11);
+    int d = admit(&t, "10.0.0.5", 15, 1, &shut);
+    assert_int_equal(shut, 14);
+    /* a, b and the third are not closed yet: no slot for a fifth */
     assert_int_equal(admit(&t, "10.0.0.3", 12, 2, &shut), -1);
     conns_release(&t, a);
     assert_int_equal(t.live, 1);
     assert_true(admit(&t, "10.0.0.3", 12, 3, &shut) >= 0);
-    assert_int_equal(shut, 11);
+    assert_int_equal(shut, 15);
     conns_release(&t, b);
+    conns_release(&t, d);
     assert_int_equal(t.live, 1);
     conns_free(&t);
 }
