@@ -178,8 +178,9 @@ def probe(port):
     try:
         c.request("GET", "/healthz")
         res = c.getresponse()
-        res.read()
-        return res.status, time.monotonic() - t0
+        body = res.read()
+        took = time.monotonic() - t0
+        return res.status if res.status == 200 else "%d %s" % (res.status, body[:200]), took
     except OSError as e:
         return repr(e), time.monotonic() - t0
     finally:
