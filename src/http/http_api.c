@@ -104,7 +104,7 @@ static int next_line(http_ctx_t *h, char **line, int64_t deadline)
 
 cJSON *http_ctl_call(http_ctx_t *h, const char *request, int timeout_ms)
 {
-    pthread_mutex_lock(&h->lock);
+    pthread_mutex_lock(&h->ctl_lock);
     int64_t deadline = mono_ms() + timeout_ms;
     cJSON *reply = NULL;
     if (send_line(h->ctl_fd, request, deadline) < 0) {
@@ -125,7 +125,7 @@ cJSON *http_ctl_call(http_ctx_t *h, const char *request, int timeout_ms)
         if (h->ctl_owed == 0) reply = cJSON_Parse(line);
         free(line);
     }
-    pthread_mutex_unlock(&h->lock);
+    pthread_mutex_unlock(&h->ctl_lock);
     return reply;
 }
 
@@ -133,36 +133,6 @@ cJSON *http_ctl_call(http_ctx_t *h, const char *request, int timeout_ms)
 
 /* full: the asker may read more than aggregates */
 typedef void (*get_fn)(http_ctx_t *h, bool full, http_arg_fn arg, void *req, http_reply_t *out);
-
-static void get_healthz(http_ctx_t *h, bool full, http_arg_fn arg, void *req, http_reply_t *out)
-{
-    (void)full, (void)arg, (void)req;
-    cJSON *st = http_ctl_call(h, "{\"cmd\":\"status\"}", HTTP_CTL_TIMEOUT_MS);
-    if (!st) {
-        http_reply_error(out, 503, "the master did not answer within %d ms", HTTP_CTL_TIMEOUT_MS);
-        return;
-    }
-    cJSON *o = cJSON_CreateObject();
-    const cJSON *state = cJSON_GetObjectItemCaseSensitive(st, "state");
-    cJSON_AddStringToObject(o, "state", cJSON_IsString(state) ? state->valuestring : "?");
-    cJSON_Delete(st);
-    pthread_mutex_lock(&h->lock);
-    bool redis_ok = false;
-    char why[300] = "";
-    if (rconn_ensure(h->rc) == 0) {
-        const char *argv[] = {"PING"};
-        size_t lens[] = {4};
-        redisReply *r = rconn_call(h->rc, 1, argv, lens);
-        redis_ok = r && r->type == REDIS_REPLY_STATUS;
-        if (r) freeReplyObject(r);
-        else if (!h->rc->last_error[0]) snprintf(h->rc->last_error, sizeof h->rc->last_error, "no reply");
-    }
-    if (!redis_ok) snprintf(why, sizeof why, "redis %s unavailable: %s", h->rc->name, h->rc->last_error);
-    pthread_mutex_unlock(&h->lock);
-    cJSON_AddBoolToObject(o, "ok", redis_ok);
-    if (!redis_ok) cJSON_AddStringToObject(o, "reason", why);
-    http_reply_json(out, redis_ok ? 200 : 503, o);
-}
 
 static void get_metrics(http_ctx_t *h, bool full, http_arg_fn arg, void *req, http_reply_t *out)
 {
@@ -239,6 +209,41 @@ static long long num_arg(http_arg_fn arg, void *req, const char *name, long long
     return n;
 }
 
+/* A copy of the reply kept for [from, to], if still fresh. */
+static bool kept_reply(http_ctx_t *h, int64_t from, int64_t to, http_reply_t *out)
+{
+    int64_t now = mono_ms();
+    for (int i = 0; i < HTTP_HISTORY_CACHE_N; i++) {
+        const http_history_kept_t *k = &h->kept[i];
+        if (!k->at_ms || now - k->at_ms >= HTTP_HISTORY_CACHE_MS || k->from != from || k->to != to) continue;
+        out->code = 200;
+        out->type = "application/json";
+        out->body = xmalloc(k->len + 1);
+        memcpy(out->body, k->body, k->len + 1);
+        out->len = k->len;
+        return true;
+    }
+    return false;
+}
+
+/* Keep a copy of reply r for [from, to], in place of the oldest. */
+static void keep_reply(http_ctx_t *h, int64_t from, int64_t to, const http_reply_t *r)
+{
+    http_history_kept_t *k = &h->kept[0];
+    for (int i = 1; i < HTTP_HISTORY_CACHE_N; i++)
+        if (h->kept[i].at_ms < k->at_ms) k = &h->kept[i];
+    free(k->body);
+    *k = (http_history_kept_t){.from = from, .to = to, .at_ms = mono_ms(), .body = xmalloc(r->len + 1), .len = r->len};
+    memcpy(k->body, r->body, r->len);
+    k->body[r->len] = '\0';
+}
+
+void http_api_forget(http_ctx_t *h)
+{
+    for (int i = 0; i < HTTP_HISTORY_CACHE_N; i++) free(h->kept[i].body);
+    memset(h->kept, 0, sizeof h->kept);
+}
+
 static void get_history(http_ctx_t *h, bool full, http_arg_fn arg, void *req, http_reply_t *out)
 {
     (void)full;
@@ -250,6 +255,7 @@ static void get_history(http_ctx_t *h, bool full, http_arg_fn arg, void *req, ht
         http_reply_error(out, 400, "minutes must be 1..%lld and to a minute (UNIX seconds / 60)", span);
         return;
     }
+    if (kept_reply(h, to - minutes + 1, to, out)) return;
     pthread_mutex_lock(&h->lock);
     cJSON *m = history_read(h->rc, to - minutes + 1, to);
     pthread_mutex_unlock(&h->lock);
@@ -258,6 +264,7 @@ static void get_history(http_ctx_t *h, bool full, http_arg_fn arg, void *req, ht
         return;
     }
     http_reply_json(out, 200, m);
+    keep_reply(h, to - minutes + 1, to, out);
 }
 
 static void get_recent_jobs(http_ctx_t *h, bool full, http_arg_fn arg, void *req, http_reply_t *out)
@@ -393,7 +400,6 @@ static const struct route {
     get_fn get;                /* exact path */
     one_fn one;                /* path is a prefix; the rest is a uuid */
 } ROUTES[] = {
-    {"/healthz", HTTP_NEED_OPEN, get_healthz, NULL},
     {"/metrics", HTTP_NEED_AGGREGATE, get_metrics, NULL},
     {"/api/status", HTTP_NEED_AGGREGATE, get_status, NULL},   /* each worker's job: full readers only */
     {"/api/fleet", HTTP_NEED_AGGREGATE, get_fleet, NULL},     /* likewise */
@@ -434,9 +440,14 @@ bool http_static(const char *path, http_reply_t *out)
     return true;
 }
 
+bool http_api_exists(const char *path)
+{
+    return find(path) != NULL;
+}
+
 http_need_t http_api_need(const char *path)
 {
-    if (static_asset(path)) return HTTP_NEED_OPEN;
+    if (static_asset(path) || !strcmp(path, "/healthz")) return HTTP_NEED_OPEN;
     const struct route *r = find(path);
     return r ? r->need : HTTP_NEED_AGGREGATE; /* a 404 says nothing of anyone's jobs */
 }

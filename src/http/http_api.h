@@ -19,14 +19,29 @@
 
 #define HTTP_CTL_TIMEOUT_MS 2000
 
+#define HTTP_HISTORY_CACHE_N 4      /* /api/metrics replies kept, by range */
+#define HTTP_HISTORY_CACHE_MS 5000  /* for this long */
+
+/* One /api/metrics reply, kept: the same range asked again within
+ * HTTP_HISTORY_CACHE_MS is answered from here (a day of history is about a
+ * second of Redis reads). The worker's alone (http_work.h). */
+typedef struct {
+    int64_t from, to;          /* minutes */
+    int64_t at_ms;             /* when read (monotonic; 0: unused) */
+    char *body;
+    size_t len;
+} http_history_kept_t;
+
 typedef struct {
     int metrics_retention;     /* seconds of minute history (qpool.metrics_retention) */
     int job_history_size;      /* recent job records kept (qpool.job_history_size) */
     int ctl_fd;                /* to the master's control loop */
     sbuf_t ctl_in;
     int ctl_owed;              /* replies still to come for requests that timed out */
+    pthread_mutex_t ctl_lock;  /* the channel: the worker's requests and the health check's */
     rconn_t *rc;               /* http.connection */
-    pthread_mutex_t lock;
+    pthread_mutex_t lock;      /* rc */
+    http_history_kept_t kept[HTTP_HISTORY_CACHE_N];
 } http_ctx_t;
 
 typedef struct {
@@ -48,6 +63,10 @@ cJSON *http_ctl_call(http_ctx_t *h, const char *request, int timeout_ms);
  * read more than aggregates (else /api/status and /api/fleet leave out each
  * worker and its job). */
 bool http_api_get(http_ctx_t *h, const char *path, bool full, http_arg_fn arg, void *req, http_reply_t *out);
+/* Whether a GET route serves path (/healthz is http_health.h's). */
+bool http_api_exists(const char *path);
+/* Free what h keeps (the /api/metrics replies). */
+void http_api_forget(http_ctx_t *h);
 /* What reading path takes: open (/healthz, the dashboard's files: they
  * hold no data), aggregates (and a path no route serves: 404), or private
  * (job records, payloads, failed jobs). */

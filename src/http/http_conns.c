@@ -45,7 +45,7 @@ void conns_init(conns_t *t, int max, int per_prefix, int64_t header_ms, int64_t 
 {
     memset(t, 0, sizeof *t);
     t->max = max > 0 ? max : 1;
-    t->nslots = 2 * t->max;
+    t->nslots = 4 * t->max; /* a flood displaces faster than a loaded loop turn closes what it displaced */
     t->slots = xcalloc((size_t)t->nslots, sizeof *t->slots);
     t->per_prefix = per_prefix;
     t->header_ms = header_ms;
@@ -65,12 +65,27 @@ static bool live(const conn_slot_t *c)
 }
 
 /* Whether c may give its place to a newcomer at now, and how readily:
- * 0 no; otherwise a rank (1 waiting, 2 a slow answer), older first. */
+ * 0 no (not live); otherwise a rank, older first within one:
+ *   1 a kept-alive connection (a request of it was answered), waiting;
+ *   2 a kept-alive connection answering its next request;
+ *   3 a connection that has waited grace_ms for its first request;
+ *   4 a first answer past grace_ms (a slow reader);
+ *   5 a first answer (queued, or being sent);
+ *   6 a connection that arrived within grace_ms and has not sent its
+ *     request whole yet;
+ *   7 the same, that was asking for /healthz when it arrived (a probe).
+ * Who has just connected goes last, a probe the very last: else a flood
+ * whose connections are answered and ask again, or that arrives in bursts
+ * larger than its prefix's share (libmicrohttpd accepts what waits in the
+ * listener's backlog at once, before it reads any of them), pushes out a
+ * probe before its request is even read. */
 static int displaceable(const conns_t *t, const conn_slot_t *c, int64_t now)
 {
     if (!live(c)) return 0;
-    if (c->phase == CONN_WAITING) return 1;
-    return now - c->since_ms >= t->grace_ms ? 2 : 0;
+    bool young = now - c->since_ms < t->grace_ms;
+    if (c->served) return c->phase == CONN_WAITING ? 1 : 2;
+    if (c->phase == CONN_WAITING) return !young ? 3 : c->probe ? 7 : 6;
+    return young ? 5 : 4;
 }
 
 /* The connection to displace among those of prefix p (NULL: any). */
@@ -137,6 +152,12 @@ int conns_admit(conns_t *t, const conn_prefix_t *p, int fd, int64_t now, int *sh
 static conn_slot_t *slot(conns_t *t, int i)
 {
     return i >= 0 && i < t->nslots && t->slots[i].used ? &t->slots[i] : NULL;
+}
+
+void conns_probe(conns_t *t, int i)
+{
+    conn_slot_t *c = slot(t, i);
+    if (c) c->probe = true;
 }
 
 void conns_received(conns_t *t, int i, int64_t now)

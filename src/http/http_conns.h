@@ -13,12 +13,21 @@
  * closed `header_ms` after it began to wait, however it trickles.
  *
  * A newcomer whose prefix is at its cap (or that finds every place taken)
- * takes the place of a connection of that prefix (or of any): the one
- * that has waited longest for its request, else one that has been
- * answering for at least `grace_ms` (a slow reader), oldest first. Failing
- * both it is refused. So a connection that sends its request at once (a
- * load balancer's or Kubernetes' probe) always gets in and is answered,
- * whoever holds the others, and a flood can only push out its own kind.
+ * takes the place of a connection of that prefix (or of any), in this
+ * order, oldest first within each: a kept-alive connection (a request of
+ * it was answered), idle before answering; one that has waited `grace_ms`
+ * for its first request (a slow-loris); a first answer, slow readers
+ * (answering for `grace_ms`) first; last, one that arrived within
+ * `grace_ms` and has not sent its request whole yet, and of those one
+ * that was asking for /healthz when it arrived goes very last (the server
+ * peeks: conns_probe). So a connection that
+ * sends its request at once (a load balancer's or Kubernetes' probe) gets
+ * in and is answered, whoever holds the others: to push it out, as many
+ * newer connections as its prefix's share would have to arrive before its
+ * request is read (libmicrohttpd reads a new connection in the loop turn
+ * that accepts it), and a flood can only push out its own kind. The price:
+ * under a flood from its own prefix, a client's answer may be cut (it
+ * tries again).
  */
 #ifndef QPOOL_HTTP_CONNS_H
 #define QPOOL_HTTP_CONNS_H
@@ -39,6 +48,7 @@ typedef struct {
     bool used;
     bool displaced;            /* told to close (its fd shut down); gone once released */
     bool served;               /* a request of it was answered (kept alive since) */
+    bool probe;                /* it was asking for /healthz when it arrived */
     int fd;
     conn_prefix_t prefix;
     conn_phase_t phase;
@@ -48,7 +58,7 @@ typedef struct {
 
 typedef struct {
     conn_slot_t *slots;
-    int nslots;                /* max, plus room for displaced ones not yet closed */
+    int nslots;                /* 4 x max: max, plus room for displaced ones not yet closed */
     int max;
     int per_prefix;
     int64_t header_ms;
@@ -72,6 +82,7 @@ int conns_room(const conns_t *t, const conn_prefix_t *p, int64_t now, int *victi
  * displaces (-1: none), which is marked displaced; -1: refused. */
 int conns_admit(conns_t *t, const conn_prefix_t *p, int fd, int64_t now, int *shut);
 
+void conns_probe(conns_t *t, int slot);                 /* it asks for /healthz: pushed out last */
 void conns_received(conns_t *t, int slot, int64_t now); /* its request is whole: ANSWERING */
 void conns_answered(conns_t *t, int slot, int64_t now); /* the reply went: WAITING again */
 void conns_release(conns_t *t, int slot);               /* it is closed */

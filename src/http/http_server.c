@@ -12,6 +12,8 @@
 #include "http/http_access.h"
 #include "http/http_api.h"
 #include "http/http_conns.h"
+#include "http/http_health.h"
+#include "http/http_work.h"
 #include "core/log.h"
 
 #include <arpa/inet.h>
@@ -31,7 +33,7 @@
 #define HTTP_MEMORY_LIMIT (32 * 1024)  /* per connection: request line and headers (MHD answers 431/414) */
 #define HTTP_ANSWER_GRACE_MS 2000      /* a reply still being read after this may give its place up */
 #define HTTP_SWEEP_MS 250              /* how often the request deadline is checked */
-#define HTTP_REPORT_MS 60000           /* how often what the limits did is logged, if anything */
+#define HTTP_REPORT_MS 60000          /* how often what the limits did is logged, if anything */
 
 /* What the connection limits did since the last report. */
 typedef struct {
@@ -53,12 +55,9 @@ typedef struct {
     conns_t conns;
     conn_report_t report;
     int header_timeout;
+    http_health_t health;      /* /healthz, from memory */
+    http_work_t work;          /* what needs the master or Redis: off this thread */
 } server_t;
-
-static const char *query_arg(void *req, const char *name)
-{
-    return MHD_lookup_connection_value(req, MHD_GET_ARGUMENT_KIND, name);
-}
 
 /* Constant-time comparison: how long it takes says nothing of the token. */
 static bool same_secret(const char *a, const char *b)
@@ -140,6 +139,7 @@ static enum MHD_Result send_reply(struct MHD_Connection *c, http_reply_t *r)
     MHD_add_response_header(resp, "X-Frame-Options", "DENY");
     MHD_add_response_header(resp, "Referrer-Policy", "no-referrer");
     if (r->code == 401) MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer realm=\"qpool\"");
+    if (r->code == 429) MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, "1");
     enum MHD_Result rv = MHD_queue_response(c, (unsigned)r->code, resp);
     MHD_destroy_response(resp);
     return rv;
@@ -153,6 +153,7 @@ typedef struct {
     bool body_seen;            /* a GET sent a body */
     bool too_big;
     sbuf_t body;
+    http_job_t *job;           /* queued on the worker (its connection suspended until done) */
 } req_state_t;
 
 /* ------------------------------------------------ connections kept */
@@ -199,6 +200,21 @@ static void shut(int fd)
     if (fd >= 0) shutdown(fd, SHUT_RDWR);
 }
 
+/* Whether the connection on fd, just accepted, is asking for /healthz (or
+ * base_path/healthz): its first bytes, peeked (the request stays for
+ * libmicrohttpd to read). */
+static bool asks_healthz(const server_t *s, int fd)
+{
+    char b[300];
+    ssize_t n = fd < 0 ? -1 : recv(fd, b, sizeof b - 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n <= 0) return false;
+    b[n] = '\0';
+    const char *p = !strncmp(b, "GET ", 4) ? b + 4 : !strncmp(b, "HEAD ", 5) ? b + 5 : NULL;
+    size_t bl = s->base_path ? strlen(s->base_path) : 0;
+    if (p && bl && !strncmp(p, s->base_path, bl)) p += bl;
+    return p && !strncmp(p, "/healthz", 8) && (p[8] == ' ' || p[8] == '?');
+}
+
 static void conn_event(void *cls, struct MHD_Connection *c, void **ctx, enum MHD_ConnectionNotificationCode what)
 {
     server_t *s = cls;
@@ -209,6 +225,7 @@ static void conn_event(void *cls, struct MHD_Connection *c, void **ctx, enum MHD
         conn_prefix_t p;
         peer_prefix(c, &p);
         int i = conns_admit(&s->conns, &p, fd, mono_ms(), &displaced);
+        if (i >= 0 && asks_healthz(s, fd)) conns_probe(&s->conns, i);
         shut(displaced);
         s->report.displaced += displaced >= 0;
         s->report.refused += i < 0;
@@ -274,6 +291,7 @@ static void request_done(void *cls, struct MHD_Connection *c, void **state, enum
     req_state_t *st = *state;
     if (!st) return;
     sbuf_free(&st->body);
+    http_job_free(st->job); /* done: a connection is never closed while it is suspended */
     free(st);
     *state = NULL;
 }
@@ -304,6 +322,53 @@ static int may_act(const server_t *s, struct MHD_Connection *c)
     return has_token(s, c) ? 200 : 401;
 }
 
+/* ------------------------------------------------ the worker's requests */
+
+static enum MHD_Result copy_arg(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
+{
+    (void)kind;
+    http_job_add_arg(cls, key, value);
+    return MHD_YES;
+}
+
+/* Hand j to the worker: the connection is suspended until it is done
+ * (answer() then sends its reply). 429 at once when its prefix has its
+ * share of the worker's queue. */
+static enum MHD_Result defer(server_t *s, struct MHD_Connection *c, req_state_t *st, http_job_t *j)
+{
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    j->fd = ci ? (int)ci->connect_fd : -1;
+    peer_prefix(c, &j->prefix);
+    if (!http_work_room(&s->work, &j->prefix)) {
+        http_job_free(j);
+        http_reply_t r = {0};
+        http_reply_error(&r, 429, "too many requests from this address are waiting; try again in a second");
+        return send_reply(c, &r);
+    }
+    j->conn = c;
+    st->job = j;
+    MHD_suspend_connection(c); /* before the worker can resume it */
+    http_work_submit(&s->work, j);
+    return MHD_YES;
+}
+
+static enum MHD_Result defer_get(server_t *s, struct MHD_Connection *c, req_state_t *st, const char *url, bool full)
+{
+    http_job_t *j = http_job_new(url);
+    j->full = full;
+    MHD_get_connection_values(c, MHD_GET_ARGUMENT_KIND, copy_arg, j);
+    return defer(s, c, st, j);
+}
+
+/* The worker's reply, once resumed. */
+static enum MHD_Result job_reply(struct MHD_Connection *c, req_state_t *st)
+{
+    if (!st->job->done) return MHD_YES; /* not resumed by the worker: nothing to say yet */
+    http_reply_t r = st->job->reply;
+    st->job->reply = (http_reply_t){0}; /* send_reply takes the body */
+    return send_reply(c, &r);
+}
+
 static enum MHD_Result start_post(server_t *s, struct MHD_Connection *c, const char *url, void **state)
 {
     http_reply_t r = {0};
@@ -324,30 +389,32 @@ static enum MHD_Result start_post(server_t *s, struct MHD_Connection *c, const c
     return send_reply(c, &r); /* refused before any body is read */
 }
 
-static void finish_post(server_t *s, struct MHD_Connection *c, const char *url, req_state_t *st, http_reply_t *r)
+static enum MHD_Result finish_post(server_t *s, struct MHD_Connection *c, const char *url, req_state_t *st)
 {
+    http_reply_t rr = {0}, *r = &rr;
     const char *type = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
     cJSON *body = NULL;
     if (st->too_big) {
         http_reply_error(r, 413, "an action's body is at most %d bytes", ACTION_BODY_MAX);
-        return;
+        return send_reply(c, r);
     }
     if (st->body.len) {
         if (!type || strncmp(type, "application/json", 16)) {
             http_reply_error(r, 415, "an action's body is JSON (Content-Type: application/json)");
-            return;
+            return send_reply(c, r);
         }
         body = cJSON_ParseWithLength(st->body.data, st->body.len);
         if (!cJSON_IsObject(body)) {
             cJSON_Delete(body);
             http_reply_error(r, 400, "an action's body is a JSON object");
-            return;
+            return send_reply(c, r);
         }
     }
-    char who[200];
-    who_asked(c, who, sizeof who);
-    http_action(&s->api, url, body, who, r);
-    cJSON_Delete(body);
+    http_job_t *j = http_job_new(url);
+    j->post = true;
+    j->body = body;
+    who_asked(c, j->who, sizeof j->who);
+    return defer(s, c, st, j);
 }
 
 /* Behind a proxy that keeps the prefix (proxy_pass without a path), paths
@@ -427,14 +494,18 @@ static enum MHD_Result handle(server_t *s, struct MHD_Connection *c, const char 
         return MHD_YES;
     }
     if (st->post)
-        finish_post(s, c, url, st, &r);
-    else if (st->body_seen)
+        return finish_post(s, c, url, st);
+    if (st->body_seen)
         http_reply_error(&r, 413, "this endpoint takes no request body");
     else if ((code = may_read(s, c, url, &full)) == 401)
         http_reply_error(&r, 401, "%s", unauthorized_why(s, c, url));
     else if (code == 403)
         http_reply_error(&r, 403, "a Host that is not this machine's needs the token (DNS rebinding guard)");
-    else if (!http_static(url, &r) && !http_api_get(&s->api, url, full, query_arg, c, &r))
+    else if (!strcmp(url, "/healthz"))
+        http_health_reply(&s->health, mono_ms(), &r); /* from memory: never behind another request */
+    else if (http_api_exists(url))
+        return defer_get(s, c, st, url, full);
+    else if (!http_static(url, &r))
         http_reply_error(&r, 404, "no such endpoint");
     return send_reply(c, &r);
 }
@@ -446,6 +517,8 @@ static enum MHD_Result answer(void *cls, struct MHD_Connection *c, const char *u
                               const char *version, const char *upload, size_t *upload_size, void **state)
 {
     (void)version;
+    req_state_t *st = *state;
+    if (st && st->job) return job_reply(c, st);
     bool whole = *state && !*upload_size;
     if (whole) conn_phase(cls, c, false);
     enum MHD_Result rv = handle(cls, c, url, method, upload, upload_size, state);
@@ -470,7 +543,8 @@ static struct MHD_Daemon *start_daemon(server_t *s, const http_conf_t *hc, int l
     int share = hc->is_unix ? 0 : hc->max_connections > 4 ? hc->max_connections / 4 : 1;
     conns_init(&s->conns, hc->max_connections, share, (int64_t)hc->header_timeout * 1000, HTTP_ANSWER_GRACE_MS);
     return MHD_start_daemon(
-        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ITC | MHD_USE_ERROR_LOG, 0, accept_policy, s,
+        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_TURBO | MHD_ALLOW_SUSPEND_RESUME |
+            MHD_USE_ERROR_LOG, 0, accept_policy, s,
         answer, s,
         MHD_OPTION_LISTEN_SOCKET, listen_fd,
         MHD_OPTION_CONNECTION_LIMIT, (unsigned)s->conns.nslots,
@@ -497,6 +571,35 @@ static void serve_until_told(server_t *s, const sigset_t *set)
     }
 }
 
+/* The API's state: the master's channel, Redis, the health check and the
+ * worker (started with SIGTERM already blocked: their threads keep it so). */
+static void start_api(server_t *s, const http_wire_t *w, int ctl_fd)
+{
+    const http_conf_t *hc = &w->http;
+    s->api.metrics_retention = w->metrics_retention;
+    s->api.job_history_size = w->job_history_size;
+    s->api.ctl_fd = ctl_fd;
+    sbuf_init(&s->api.ctl_in);
+    pthread_mutex_init(&s->api.ctl_lock, NULL);
+    pthread_mutex_init(&s->api.lock, NULL);
+    s->api.rc = rconn_new(&w->redis);
+    failed_use_queues(w->queues);
+    if (s->api.rc->conf.timeout > 1) s->api.rc->conf.timeout = 1; /* a hung Redis holds a request 1 s at most */
+    http_health_start(&s->health, &s->api, &w->redis);
+    /* a quarter of an address's share of the connections may wait for the worker */
+    int share = hc->is_unix ? hc->max_connections : hc->max_connections / 4;
+    http_work_start(&s->work, &s->api, share / 4);
+}
+
+static void stop_api(server_t *s)
+{
+    http_health_stop(&s->health);
+    rconn_free(s->api.rc);
+    http_api_forget(&s->api);
+    failed_use_queues(NULL);
+    sbuf_free(&s->api.ctl_in);
+}
+
 int http_serve(const http_wire_t *w, int listen_fd, int ctl_fd)
 {
     const http_conf_t *hc = &w->http;
@@ -505,14 +608,6 @@ int http_serve(const http_wire_t *w, int listen_fd, int ctl_fd)
     pthread_mutex_init(&s.conns_lock, NULL);
     s.report.since_ms = mono_ms();
     s.header_timeout = hc->header_timeout;
-    s.api.metrics_retention = w->metrics_retention;
-    s.api.job_history_size = w->job_history_size;
-    s.api.ctl_fd = ctl_fd;
-    sbuf_init(&s.api.ctl_in);
-    pthread_mutex_init(&s.api.lock, NULL);
-    s.api.rc = rconn_new(&w->redis);
-    failed_use_queues(w->queues);
-    if (s.api.rc->conf.timeout > 1) s.api.rc->conf.timeout = 1; /* a hung Redis holds a request 1 s at most */
 
     /* SIGTERM (from the master, or as its parent-death signal) stays
      * blocked in every thread; the main thread waits for it. */
@@ -523,26 +618,26 @@ int http_serve(const http_wire_t *w, int listen_fd, int ctl_fd)
     sigaddset(&set, SIGHUP);
     pthread_sigmask(SIG_BLOCK, &set, NULL);
     signal(SIGPIPE, SIG_IGN);
+    start_api(&s, w, ctl_fd);
 
     struct MHD_Daemon *d = start_daemon(&s, hc, listen_fd);
     if (!d) {
         log_error("cannot start the HTTP server on %s", hc->listen);
-        rconn_free(s.api.rc);
-        failed_use_queues(NULL);
-        sbuf_free(&s.api.ctl_in);
+        http_work_stop(&s.work);
+        stop_api(&s);
         return 1;
     }
     log_info("serving HTTP on %s", hc->listen);
     serve_until_told(&s, &set);
     /* Let go of the listener without shutting it down: the master and the
      * next HTTP process share it (a reload keeps it), and MHD_stop_daemon
-     * alone would shutdown(2) it for them too. */
+     * alone would shutdown(2) it for them too. Every connection the worker
+     * holds is resumed first (libmicrohttpd cannot stop with one suspended). */
     MHD_socket lfd = MHD_quiesce_daemon(d);
+    http_work_stop(&s.work);
     MHD_stop_daemon(d);
     if (lfd != MHD_INVALID_SOCKET) close(lfd);
     conns_free(&s.conns);
-    rconn_free(s.api.rc);
-    failed_use_queues(NULL);
-    sbuf_free(&s.api.ctl_in);
+    stop_api(&s);
     return 0;
 }

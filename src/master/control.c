@@ -57,6 +57,7 @@ typedef struct ctl_client {
     bool adopted;           /* the HTTP process's channel (control_adopt) */
     int64_t last_active_ms;  /* its last request handled, or reply bytes it read */
     int64_t line_started_ms; /* a request line's first byte, while it is incomplete (0: none) */
+    int64_t heard_ms;        /* when it last sent a byte (0: never) */
     int64_t accepted_ms;
 } ctl_client_t;
 
@@ -560,6 +561,14 @@ int control_adopt(master_t *m, int fd)
     return 0;
 }
 
+int64_t control_heard(master_t *m, int fd)
+{
+    control_t *ctl = m->ctl;
+    for (int i = 0; ctl && i < ctl->nclients; i++)
+        if (ctl->clients[i]->fd == fd && ctl->clients[i]->adopted) return ctl->clients[i]->heard_ms;
+    return -1;
+}
+
 static void accept_clients(master_t *m)
 {
     for (;;) {
@@ -624,7 +633,9 @@ void control_event(master_t *m, int fd, uint32_t events)
     if (idx < 0) return;
     ctl_client_t *c = ctl->clients[idx];
     bool eof = false;
+    size_t had = c->in.len;
     if ((events & (EPOLLIN | EPOLLHUP | EPOLLERR)) && !c->closing) eof = read_client(c);
+    if (c->in.len > had) c->heard_ms = mono_ms();
     if (c->in.len && !c->line_started_ms) c->line_started_ms = mono_ms();
     process_lines(m, c);
     if (eof) c->closing = true; /* a waiter that went away: the stop goes on */

@@ -50,6 +50,9 @@ void control_tick(master_t *m, int64_t now_ms);
  * asked), never reload or terminate. Closed when the peer closes it. 0, or
  * -1 (fd not taken). */
 int control_adopt(master_t *m, int fd);
+/* When the adopted channel fd last sent anything (monotonic ms; 0: never),
+ * or -1 when no adopted client has it: the HTTP process's heartbeat. */
+int64_t control_heard(master_t *m, int fd);
 /* Called by the master when its last child is gone (terminate --wait). */
 void control_notify_waiters(master_t *m);
 

@@ -46,6 +46,8 @@ struct http_sup {
     gid_t gid;
     char *token;               /* never logged */
     pid_t pid;
+    int ctl_fd;                /* the master's end of its channel */
+    bool killed;               /* killed for its silence: reaped soon */
     int64_t started_ms, not_before_ms;
     respawn_t respawn;
 };
@@ -179,6 +181,10 @@ static char *load_token(const http_conf_t *h, const char *kept, char *err, size_
 
 /* ------------------------------------------------------------ the listener */
 
+/* The listener's backlog is the kernel's cap (net.core.somaxconn): a
+ * flood that reconnects as fast as it is closed waits there for its turn,
+ * rather than overflowing it and making a probe's connection wait for a
+ * retransmit (1 s). */
 static int listen_tcp(const http_conf_t *h, char *err, size_t errn)
 {
     struct sockaddr_storage ss = {0};
@@ -198,7 +204,7 @@ static int listen_tcp(const http_conf_t *h, char *err, size_t errn)
     int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     int one = 1;
     if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) < 0 ||
-        bind(fd, (struct sockaddr *)&ss, len) < 0 || listen(fd, 64) < 0) {
+        bind(fd, (struct sockaddr *)&ss, len) < 0 || listen(fd, SOMAXCONN) < 0) {
         snprintf(err, errn, "http.listen %s: %s", h->listen, strerror(errno));
         if (fd >= 0) close(fd);
         return -1;
@@ -401,6 +407,7 @@ static void back_off(struct http_sup *s)
 /* Who takes each HTTP process's channel (http_start's adopt): the control
  * loop, for the whole run of the master. */
 static http_adopt_fn adopt_channel;
+static http_heard_fn heard_from;
 
 static int spawn(master_t *m)
 {
@@ -422,8 +429,13 @@ static int spawn(master_t *m)
         return -1;
     }
     set_nonblock(sv[0], true);
-    if (adopt_channel(m, sv[0]) < 0) close(sv[0]);
+    s->ctl_fd = sv[0];
+    if (adopt_channel(m, sv[0]) < 0) {
+        close(sv[0]);
+        s->ctl_fd = -1;
+    }
     s->pid = pid;
+    s->killed = false;
     return 0;
 }
 
@@ -441,6 +453,7 @@ static int start_with(master_t *m, char *token, char *err, size_t errn)
     const http_conf_t *h = &m->conf->http;
     struct http_sup *s = xcalloc(1, sizeof *s);
     s->token = token;
+    s->ctl_fd = -1;
     s->listen_fd = make_listener(s, h, err, errn);
     if (s->listen_fd < 0 || resolve_user(s, h, err, errn) < 0) {
         http_close_sup(s);
@@ -461,10 +474,11 @@ static int next_token(const http_conf_t *h, const char *kept_file, char **token,
     return (h->token_file || h->token_env) && !*token ? -1 : 0;
 }
 
-int http_start(master_t *m, http_adopt_fn adopt)
+int http_start(master_t *m, http_adopt_fn adopt, http_heard_fn heard)
 {
     const http_conf_t *h = &m->conf->http;
     adopt_channel = adopt;
+    heard_from = heard;
     open_self_exe(); /* at the start, whether or not an endpoint is configured yet */
     if (!h->listen) return 0;
     char err[600];
@@ -496,10 +510,27 @@ int64_t http_next_due(const master_t *m)
     return s && !s->pid && !m->stopping ? s->not_before_ms : 0;
 }
 
+/* An HTTP process that has sent nothing for HTTP_SILENT_MS (SIGSTOPped by
+ * a process of its user, or hung) is killed; its reaping restarts it. */
+static void kill_if_silent(struct http_sup *s, master_t *m, int64_t now)
+{
+    int64_t heard = heard_from && s->ctl_fd >= 0 ? heard_from(m, s->ctl_fd) : -1;
+    int64_t since = heard > s->started_ms ? heard : s->started_ms;
+    if (s->killed || now - since < HTTP_SILENT_MS) return;
+    log_warn("http: the HTTP process (pid %d) has sent nothing for %lld s (stopped or hung); killing it",
+             (int)s->pid, (long long)((now - since) / 1000));
+    kill(s->pid, SIGKILL);
+    s->killed = true;
+}
+
 void http_tick(master_t *m, int64_t now)
 {
     struct http_sup *s = m->http;
-    if (s && !s->pid && !m->stopping && now >= s->not_before_ms) spawn(m);
+    if (!s || m->stopping) return;
+    if (s->pid)
+        kill_if_silent(s, m, now);
+    else if (now >= s->not_before_ms)
+        spawn(m);
 }
 
 void http_close(master_t *m)

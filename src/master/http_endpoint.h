@@ -12,8 +12,9 @@
  * asks over the socket pair, which the master's control loop serves as one
  * more control client (adopt: control_adopt, the same request lines and
  * the same master verbs as `qpool status`/`qpool pause`). The master
- * restarts the HTTP process if it dies (respawn.h backoff) and when a
- * reload changes qpool.http. The HTTP process itself is src/http/ (http.h).
+ * restarts the HTTP process if it dies (respawn.h backoff), when it has
+ * sent nothing for HTTP_SILENT_MS (SIGSTOPped, or hung: killed first), and
+ * when a reload changes qpool.http. The HTTP process itself is src/http/ (http.h).
  */
 #ifndef QPOOL_HTTP_ENDPOINT_H
 #define QPOOL_HTTP_ENDPOINT_H
@@ -27,11 +28,21 @@
  * as a control client: 0, or -1 (fd not taken: closed by the caller). */
 typedef int (*http_adopt_fn)(master_t *m, int fd);
 
+/* When the master last heard from the channel fd (monotonic ms; 0: never;
+ * -1: no such channel): control_heard. */
+typedef int64_t (*http_heard_fn)(master_t *m, int fd);
+
+/* An HTTP process not heard from for this long (stopped, or hung) is
+ * killed and started again: its health check writes once a second
+ * (http/http_health.h). */
+#define HTTP_SILENT_MS 10000
+
 /* Bind and spawn; 0 also when off. adopt takes each HTTP process's channel
- * (control_adopt), for this run of the master. */
-int http_start(master_t *m, http_adopt_fn adopt);
+ * (control_adopt) and heard says when it last wrote (control_heard), for
+ * this run of the master. */
+int http_start(master_t *m, http_adopt_fn adopt, http_heard_fn heard);
 bool http_reaped(master_t *m, pid_t pid, int status);  /* true if pid was the HTTP process */
-void http_tick(master_t *m, int64_t now_ms);           /* respawn when due */
+void http_tick(master_t *m, int64_t now_ms);           /* respawn when due; kill a silent one */
 int64_t http_next_due(const master_t *m);              /* monotonic ms, 0 if nothing due */
 /* Restart it for the new config; -1 (why in err, and logged) when the
  * config has an endpoint and it is now off. */

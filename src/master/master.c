@@ -265,7 +265,7 @@ static int64_t master_start(master_t *m)
     for (int i = 0; i < conf->npools; i++) master_add_pool(m, &conf->pools[i]);
     monitor_reset(m);
 
-    http_start(m, control_adopt); /* an error is logged; supervision goes on without HTTP */
+    http_start(m, control_adopt, control_heard); /* an error is logged; supervision goes on without HTTP */
     log_info("qpool %s started with %d pools from %s", "master", conf->npools, conf->path);
     monitor_check_maintenance(m); /* a down app's pools start paused: no job taken before the first tick */
     int64_t due = pools_maintain(&m->pools, mono_ms());

@@ -113,20 +113,37 @@ static cJSON *series_entry(const char *field, const char *value, size_t vlen, mi
     return o;
 }
 
-cJSON *history_read(rconn_t *c, int64_t from, int64_t to)
+/* Minute m's hash (HGETALL's reply r) as an entry of mins, when it has any. */
+static void add_minute(cJSON *mins, int64_t m, const redisReply *r)
 {
-    if (to < from || to - from > 60 * 24 * 31) return NULL;
-    if (rconn_ensure(c) < 0) return NULL;
+    if (r->type != REDIS_REPLY_ARRAY || r->elements < 2) return;
+    cJSON *mo = cJSON_CreateObject();
+    cJSON_AddNumberToObject(mo, "minute", (double)m);
+    cJSON *series = cJSON_AddArrayToObject(mo, "series");
+    minute_total_t tot = {0};
+    for (size_t i = 0; i + 1 < r->elements; i += 2) {
+        const redisReply *f = r->element[i], *v = r->element[i + 1];
+        if (f->type != REDIS_REPLY_STRING || v->type != REDIS_REPLY_STRING) continue;
+        cJSON *e = series_entry(f->str, v->str, v->len, &tot);
+        if (e) cJSON_AddItemToArray(series, e);
+    }
+    cJSON *all = cJSON_AddObjectToObject(mo, "all");
+    cJSON_AddNumberToObject(all, "count", (double)tot.n);
+    cJSON_AddItemToObject(all, "runtime_ms", hist_summary_json(&tot.rt));
+    cJSON_AddItemToObject(all, "wait_ms", hist_summary_json(&tot.wt));
+    cJSON_AddItemToArray(mins, mo);
+}
+
+/* Minutes [from, to] (at most HISTORY_READ_CHUNK) in one pipeline: -1 when
+ * Redis failed (every reply read anyway, so the connection stays in step). */
+static int read_chunk(rconn_t *c, int64_t from, int64_t to, cJSON *mins)
+{
     for (int64_t m = from; m <= to; m++) {
         char *key = xasprintf("%sqpool:metrics:%lld", c->conf.prefix, (long long)m);
         const char *argv[] = {"HGETALL", key};
         rconn_append(c, 2, argv, NULL);
         free(key);
     }
-    cJSON *o = cJSON_CreateObject();
-    cJSON_AddNumberToObject(o, "from", (double)from);
-    cJSON_AddNumberToObject(o, "to", (double)to);
-    cJSON *mins = cJSON_AddArrayToObject(o, "minutes");
     bool ok = true;
     for (int64_t m = from; m <= to; m++) {
         redisReply *r;
@@ -134,28 +151,26 @@ cJSON *history_read(rconn_t *c, int64_t from, int64_t to)
             ok = false;
             continue;
         }
-        if (r->type == REDIS_REPLY_ARRAY && r->elements >= 2) {
-            cJSON *mo = cJSON_CreateObject();
-            cJSON_AddNumberToObject(mo, "minute", (double)m);
-            cJSON *series = cJSON_AddArrayToObject(mo, "series");
-            minute_total_t tot = {0};
-            for (size_t i = 0; i + 1 < r->elements; i += 2) {
-                const redisReply *f = r->element[i], *v = r->element[i + 1];
-                if (f->type != REDIS_REPLY_STRING || v->type != REDIS_REPLY_STRING) continue;
-                cJSON *e = series_entry(f->str, v->str, v->len, &tot);
-                if (e) cJSON_AddItemToArray(series, e);
-            }
-            cJSON *all = cJSON_AddObjectToObject(mo, "all");
-            cJSON_AddNumberToObject(all, "count", (double)tot.n);
-            cJSON_AddItemToObject(all, "runtime_ms", hist_summary_json(&tot.rt));
-            cJSON_AddItemToObject(all, "wait_ms", hist_summary_json(&tot.wt));
-            cJSON_AddItemToArray(mins, mo);
-        }
+        add_minute(mins, m, r);
         freeReplyObject(r);
     }
-    if (!ok) {
-        cJSON_Delete(o);
-        return NULL;
+    return ok ? 0 : -1;
+}
+
+cJSON *history_read(rconn_t *c, int64_t from, int64_t to)
+{
+    if (to < from || to - from > 60 * 24 * 31) return NULL;
+    if (rconn_ensure(c) < 0) return NULL;
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "from", (double)from);
+    cJSON_AddNumberToObject(o, "to", (double)to);
+    cJSON *mins = cJSON_AddArrayToObject(o, "minutes");
+    for (int64_t m = from; m <= to; m += HISTORY_READ_CHUNK) {
+        int64_t last = m + HISTORY_READ_CHUNK - 1 < to ? m + HISTORY_READ_CHUNK - 1 : to;
+        if (read_chunk(c, m, last, mins) < 0) {
+            cJSON_Delete(o);
+            return NULL;
+        }
     }
     return o;
 }

@@ -44,6 +44,10 @@ int history_add(rconn_t *c, int64_t minute, const char *host, const char *pool, 
  * frees; "all" merges the minute's job series, so its percentiles are
  * exact); NULL when Redis is unavailable. */
 cJSON *history_read(rconn_t *c, int64_t from, int64_t to);
+/* Minutes read per pipeline: a day is 24 round trips, and between them
+ * Redis serves its other clients (a health check's PING) rather than
+ * 1,440 HGETALLs of 16 MB in one go. */
+#define HISTORY_READ_CHUNK 60
 
 /* The job records of a connection, two keys of one hash tag:
  *   <prefix>qpool:{qpool-jobs}:list  the records (JSON), newest first,

@@ -79,10 +79,11 @@ static void test_a_full_prefix_gives_its_longest_waiting_place_to_a_newcomer(voi
     assert_true(c >= 0);
     assert_int_equal(shut, 10);
     assert_int_equal(t.live, 2);
-    /* b's request came whole: it answers, c waits; the next one pushes c out */
+    /* b's request came whole: it answers, c has just come; the next one
+     * pushes out the answer rather than who has not sent a request yet */
     conns_received(&t, b, 300);
     assert_true(admit(&t, "127.0.0.8", 13, 400, &shut) >= 0);
-    assert_int_equal(shut, 12);
+    assert_int_equal(shut, 11);
     /* another address is not touched */
     assert_true(admit(&t, "10.0.0.1", 14, 500, &shut) >= 0);
     assert_int_equal(shut, -1);
@@ -112,7 +113,7 @@ static void test_within_one_millisecond_the_first_to_wait_goes_first(void **stat
     conns_free(&t);
 }
 
-static void test_answering_connections_keep_their_place_for_a_grace(void **state)
+static void test_who_has_just_connected_goes_last(void **state)
 {
     (void)state;
     conns_t t;
@@ -123,14 +124,36 @@ static void test_answering_connections_keep_their_place_for_a_grace(void **state
     conns_received(&t, a, 100);
     conns_received(&t, b, 200);
     conn_prefix_t p = of("10.0.0.1");
-    assert_int_equal(conns_room(&t, &p, 1000, &victim), -1);
-    assert_int_equal(admit(&t, "10.0.0.1", 12, 1000, &shut), -1);
-    /* a reply still being read after the grace: the older one gives way */
-    assert_int_equal(conns_room(&t, &p, 2200, &victim), 0);
+    /* both answering their first request: the older answer gives way */
+    assert_int_equal(conns_room(&t, &p, 1000, &victim), 0);
     assert_int_equal(victim, a);
-    /* a waiting one goes before a slow answer, however old */
-    conns_answered(&t, b, 2250);
+    /* a newcomer that has not sent its request yet goes after any answer */
+    int c = admit(&t, "10.0.0.1", 12, 1000, &shut);
+    assert_int_equal(shut, 10);
+    assert_int_equal(conns_room(&t, &p, 1100, &victim), 0);
+    assert_int_equal(victim, b);
+    /* a slow reader (past the grace) goes before a fresher answer */
+    conns_received(&t, c, 1150);
+    assert_int_equal(conns_room(&t, &p, 2250, &victim), 0);
+    assert_int_equal(victim, b);
+    /* a kept-alive connection goes first, even answering its next request */
+    conns_answered(&t, c, 2260);
+    conns_received(&t, c, 2270);
     assert_int_equal(conns_room(&t, &p, 2300, &victim), 0);
+    assert_int_equal(victim, c);
+    /* one that has waited the grace for its first request (a slow-loris)
+     * goes before answers; one that has just come goes after them */
+    conns_free(&t);
+    conns_init(&t, 8, 3, 5000, 2000);
+    a = admit(&t, "10.0.0.1", 10, 0, &shut);
+    b = admit(&t, "10.0.0.1", 11, 2500, &shut);
+    c = admit(&t, "10.0.0.1", 12, 2600, &shut);
+    conns_received(&t, b, 2550);
+    assert_int_equal(conns_room(&t, &p, 2700, &victim), 0);
+    assert_int_equal(victim, a);
+    conns_release(&t, a);
+    admit(&t, "10.0.0.1", 13, 2700, &shut);
+    assert_int_equal(conns_room(&t, &p, 2800, &victim), 0);
     assert_int_equal(victim, b);
     conns_free(&t);
 }
@@ -148,8 +171,33 @@ static void test_when_every_place_is_taken_the_longest_waiter_anywhere_goes(void
     conns_received(&t, a, 41);
     conns_answered(&t, a, 45); /* kept alive: waits again, from 45 */
     assert_true(admit(&t, "10.0.0.4", 13, 100, &shut) >= 0);
-    assert_int_equal(shut, 11);
+    assert_int_equal(shut, 10); /* an idle keep-alive goes before one waiting for its first request */
+    assert_true(admit(&t, "10.0.0.5", 14, 110, &shut) >= 0);
+    assert_int_equal(shut, 12); /* then an answer, before one that has just come */
     assert_int_equal(t.live, 3);
+    conns_free(&t);
+}
+
+/* issue 29 (m5): a flood whose connections are answered and wait again
+ * (they began to wait after the probe connected) no longer pushes out a
+ * probe that has just connected: its idle keep-alives go first. */
+static void test_a_flood_of_answered_connections_leaves_a_new_probe_its_place(void **state)
+{
+    (void)state;
+    conns_t t;
+    conns_init(&t, 16, 4, 5000, 2000);
+    int shut, flood[3];
+    for (int i = 0; i < 3; i++) flood[i] = admit(&t, "127.0.0.1", 10 + i, 0, &shut);
+    int probe = admit(&t, "127.0.0.1", 20, 5, &shut);
+    assert_true(probe >= 0 && shut == -1);
+    for (int i = 0; i < 3; i++) {
+        conns_received(&t, flood[i], 6);
+        conns_answered(&t, flood[i], 7); /* answered after the probe came */
+    }
+    for (int i = 0; i < 3; i++) {
+        assert_true(admit(&t, "127.0.0.1", 30 + i, 8, &shut) >= 0);
+        assert_int_equal(shut, 10 + i);
+    }
     conns_free(&t);
 }
 
@@ -157,18 +205,23 @@ static void test_displaced_connections_hold_a_slot_until_closed(void **state)
 {
     (void)state;
     conns_t t;
-    conns_init(&t, 1, 0, 5000, 2000); /* two slots: one kept, one closing */
+    conns_init(&t, 1, 0, 5000, 2000); /* four slots: one kept, three closing */
     int shut;
     int a = admit(&t, "10.0.0.1", 10, 0, &shut);
     int b = admit(&t, "10.0.0.2", 11, 1, &shut);
     assert_int_equal(shut, 10);
-    /* a is not closed yet: no slot for a third */
+    assert_true(admit(&t, "10.0.0.4", 14, 1, &shut) >= 0);
+    assert_int_equal(shut, 11);
+    int d = admit(&t, "10.0.0.5", 15, 1, &shut);
+    assert_int_equal(shut, 14);
+    /* a, b and the third are not closed yet: no slot for a fifth */
     assert_int_equal(admit(&t, "10.0.0.3", 12, 2, &shut), -1);
     conns_release(&t, a);
     assert_int_equal(t.live, 1);
     assert_true(admit(&t, "10.0.0.3", 12, 3, &shut) >= 0);
-    assert_int_equal(shut, 11);
+    assert_int_equal(shut, 15);
     conns_release(&t, b);
+    conns_release(&t, d);
     assert_int_equal(t.live, 1);
     conns_free(&t);
 }
@@ -216,8 +269,9 @@ int main(void)
         cmocka_unit_test(test_prefixes),
         cmocka_unit_test(test_a_full_prefix_gives_its_longest_waiting_place_to_a_newcomer),
         cmocka_unit_test(test_within_one_millisecond_the_first_to_wait_goes_first),
-        cmocka_unit_test(test_answering_connections_keep_their_place_for_a_grace),
+        cmocka_unit_test(test_who_has_just_connected_goes_last),
         cmocka_unit_test(test_when_every_place_is_taken_the_longest_waiter_anywhere_goes),
+        cmocka_unit_test(test_a_flood_of_answered_connections_leaves_a_new_probe_its_place),
         cmocka_unit_test(test_displaced_connections_hold_a_slot_until_closed),
         cmocka_unit_test(test_the_request_deadline),
     };
