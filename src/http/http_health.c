@@ -74,7 +74,9 @@ int http_health_start(http_health_t *hh, http_ctx_t *api, const redis_conf_t *re
     pthread_mutex_init(&hh->lock, NULL);
     hh->api = api;
     hh->rc = rconn_new(redis);
-    if (hh->rc->conf.timeout > 1) hh->rc->conf.timeout = 1; /* a hung Redis holds a check 1 s at most */
+    /* a hung Redis holds a check 3 s at most; a PING slowed by a busy
+     * machine (1 to 3 s) is not an outage */
+    if (hh->rc->conf.timeout > 3) hh->rc->conf.timeout = 3;
     check(hh);
     int err = pthread_create(&hh->thread, NULL, health_loop, hh);
     hh->running = err == 0;

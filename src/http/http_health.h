@@ -24,7 +24,7 @@
 #include "redis/redis_conf.h"
 
 #define HTTP_HEALTH_EVERY_MS 1000  /* how often the check runs */
-#define HTTP_HEALTH_STALE_MS 5000  /* an outcome older than this: /healthz says the check is late */
+#define HTTP_HEALTH_STALE_MS 10000 /* an outcome older than this: /healthz says the check is late */
 
 typedef struct {
     pthread_mutex_t lock;      /* the outcome below; the stop flag */

@@ -16,6 +16,7 @@ bounded in count and time and stops when its stdin closes."""
 import http.client
 import json
 import os
+import re
 import signal
 import subprocess
 import time
@@ -258,7 +259,11 @@ def http_get(port, path, timeout=30):
 
 
 def http_pid(master):
-    pids = [p for p in children_of(master.proc.pid) if "http" in cmdline(p)]
+    """The HTTP process: the child that exec'd `qpool __http` and titled
+    itself `qpool: http [LISTEN]` (a worker, or the HTTP child before its
+    exec, has the master's command line, whose config path holds this
+    test's name and so "http")."""
+    pids = [p for p in children_of(master.proc.pid) if re.match(r"qpool(: http \[| __http$)", cmdline(p))]
     return pids[0] if len(pids) == 1 else None
 
 
