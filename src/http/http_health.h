@@ -3,7 +3,7 @@
  *
  * A thread of its own checks, once a second, that the master's loop
  * answers a status request (over the channel, HTTP_CTL_TIMEOUT_MS at most)
- * and that Redis answers PING on a connection of its own (1 s timeout),
+ * and that Redis answers PING on a connection of its own (3 s timeout),
  * and keeps the outcome. /healthz reads that outcome and does no I/O: it
  * never waits behind another request, the Redis lock or the channel, so
  * libmicrohttpd's thread answers it at once whatever else is asked.

@@ -35,7 +35,7 @@ typedef int64_t (*http_heard_fn)(master_t *m, int fd);
 /* An HTTP process not heard from for this long (stopped, or hung) is
  * killed and started again: its health check writes once a second
  * (http/http_health.h). */
-#define HTTP_SILENT_MS 10000
+#define HTTP_SILENT_MS 30000
 
 /* Bind and spawn; 0 also when off. adopt takes each HTTP process's channel
  * (control_adopt) and heard says when it last wrote (control_heard), for

@@ -258,6 +258,16 @@ def http_get(port, path, timeout=30):
         c.close()
 
 
+def all_stopped(pid):
+    """Every thread of pid is in the stopped state (T)."""
+    try:
+        states = [open("/proc/%d/task/%s/stat" % (pid, t)).read().rsplit(")", 1)[1].split()[0]
+                  for t in os.listdir("/proc/%d/task" % pid)]
+    except OSError:
+        return False
+    return bool(states) and all(st == "T" for st in states)
+
+
 def http_pid(master):
     """The HTTP process: the child that exec'd `qpool __http` and titled
     itself `qpool: http [LISTEN]` (a worker, or the HTTP child before its
@@ -269,16 +279,18 @@ def http_pid(master):
 
 def test_a_stopped_http_process_is_killed_and_replaced(master, r, tmp_path):
     """m4: anyone of the HTTP process's user can SIGSTOP it; the master
-    notices its silence (nothing on the channel for 10 s), kills it and
+    notices its silence (nothing on the channel for 30 s), kills it and
     starts another, and says so."""
     port = free_port()
     start(master, tmp_path / "fixture.log", port)
     old = wait_for(lambda: http_pid(master), 10, what="the HTTP process")
     os.kill(old, signal.SIGSTOP)
     try:
+        # a stop takes effect a moment after kill() returns, in every thread
+        wait_for(lambda: all_stopped(old), 10, what="every thread of the HTTP process to stop")
         assert code(port, "/healthz") is None  # stopped: no answer
-        # silent 10 s, killed, restarted after its backoff (1 s): a generous deadline
-        wait_for(lambda: code(port, "/healthz") == 200, 45, interval=0.5, what="/healthz from a new HTTP process")
+        # silent 30 s, killed, restarted after its backoff (1 s): a generous deadline
+        wait_for(lambda: code(port, "/healthz") == 200, 90, interval=0.5, what="/healthz from a new HTTP process")
         new = http_pid(master)
         assert new and new != old
         assert master.count_log(r"http: the HTTP process \(pid %d\) has sent nothing for \d+ s" % old) == 1
