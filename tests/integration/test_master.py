@@ -114,7 +114,8 @@ def test_pool_starts_n_children_with_titles_and_groups(master, tmp_path):
     master.start()
     pids = master.wait_children("ext", 3)
     for pid in pids:
-        assert "signal-child.py run" in cmdline(pid)
+        # the master reports a child from its fork on; it execs a moment later
+        wait_for(lambda: "signal-child.py run" in cmdline(pid), 10, what="child %d to exec its command" % pid)
         assert os.getpgid(pid) == pid, "each child leads its own process group"
         with open("/proc/%d/environ" % pid, "rb") as f:
             assert b"MARKER=x" in f.read()
