@@ -354,6 +354,18 @@ def with_their_handlers(master, killed):
     return out
 
 
+def stop_client(p, timeout=15):
+    """Close a client process's stdin (its cue to stop), wait for it, kill
+    it if it lingers; its exit status."""
+    p.stdin.close()
+    try:
+        p.wait(timeout)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.wait()
+    return p.returncode
+
+
 def read_fixture_log(path):
     """Lines of the fixture handler log as lists of fields."""
     try:

@@ -21,7 +21,7 @@ import signal
 import subprocess
 import time
 
-from conftest import PREFIX, PYTHON, children_of, cmdline, free_port, wait_for
+from conftest import PREFIX, PYTHON, children_of, cmdline, free_port, stop_client, wait_for
 from test_http import code, start
 
 
@@ -149,16 +149,6 @@ while time.monotonic() < end:
 
 def client(script, port, status):
     return subprocess.Popen([PYTHON, "-c", script, str(port), str(status)], stdin=subprocess.PIPE)
-
-
-def stop_client(p):
-    p.stdin.close()
-    try:
-        p.wait(15)
-    except subprocess.TimeoutExpired:
-        p.kill()
-        p.wait()
-    return p.returncode
 
 
 def numbers(path):

@@ -7,13 +7,12 @@ client is bounded in count and time."""
 import http.client
 import inspect
 import json
-import os
 import socket
 import subprocess
 import time
 
-from conftest import PYTHON, free_port, wait_for
-from test_http import code, get, start
+from conftest import PYTHON, free_port, stop_client, wait_for
+from test_http import code, start
 
 FLOOD_ADDRS = ["127.0.0.%d" % i for i in range(2, 7)]
 PROBE_ADDR = "127.0.0.7"
@@ -199,13 +198,8 @@ def test_healthz_answers_while_a_loopback_flood_holds_its_share(master, r, tmp_p
         # and it keeps coming back: what the server closes, it opens again
         assert flood_state()[1] > 0, results
     finally:
-        flood.stdin.close()
-        try:
-            flood.wait(10)
-        except subprocess.TimeoutExpired:
-            flood.kill()
-            flood.wait()
-    assert flood.returncode == 0
+        rc = stop_client(flood, 10)
+    assert rc == 0
     st = json.loads(master.cli("status", "--json").stdout)
     assert st["state"] == "running"
     wait_for(lambda: code(port, "/healthz") == 200, 10, what="HTTP once the flood is gone")
