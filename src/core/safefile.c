@@ -60,7 +60,7 @@ static int check_lexical(const char *dir, char *err, size_t errn)
     return rv;
 }
 
-/* 0755 whatever the umask (the unit's UMask=0027 would make it 0750 and
+/* 0755 whatever the umask (a UMask=0027 drop-in, docs/operations.md, would make it 0750 and
  * shut control_user out), as systemd's RuntimeDirectory would. */
 static int mkdir_0755(const char *dir)
 {

@@ -182,7 +182,7 @@ def test_a_socket_swapped_for_a_link_right_after_bind_is_never_chmodded_or_chown
 
 
 def test_a_missing_socket_directory_is_0755_whatever_the_umask(tmp_path):
-    # the unit's UMask=0027 made the directory the master creates 0750, and
+    # a UMask=0027 drop-in (docs/operations.md) made the directory the master creates 0750, and
     # control_user / control_group could no longer reach the socket in it
     sock = tmp_path / "ctl" / "ctl.sock"
     conf = tmp_path / "qpool.conf"
