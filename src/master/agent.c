@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #define AGENT_READS_PER_EVENT 16
+#define AGENT_HELLO_GRACE_MS 60000  /* beyond the request timeout: the zygote may be booting the app */
 
 void agent_init(agent_t *a)
 {
@@ -103,15 +104,15 @@ void agent_maintain(agent_t *a, const char *pool, int zfd, uint64_t gen, int epf
     if (a->fd >= 0 && a->gen != gen) agent_close(a); /* a new generation: an agent of its zygote */
     if (a->fd >= 0 && a->pending_id && now - a->sent_ms > timeout_ms)
         lost(a, pool, "did not answer in time", now);
-    else if (a->fd >= 0 && !a->pid && !a->pending_id && now - a->started_ms > timeout_ms + 30000)
-        lost(a, pool, "never said hello", now); /* the zygote still boots, or dropped the request */
+    else if (a->fd >= 0 && !a->pid && now - a->started_ms > timeout_ms + AGENT_HELLO_GRACE_MS)
+        lost(a, pool, "never said hello", now); /* its zygote still boots the app, or is stuck */
     if (a->fd < 0 && zfd >= 0 && now >= a->not_before_ms) start(a, pool, zfd, gen, epfd, now);
 }
 
 int agent_ask(agent_t *a, const char *pool, enum agent_op op, const char *restart_key, const char *const *queues,
               int nq, int64_t now)
 {
-    if (a->fd < 0 || a->pending_id) return -1;
+    if (a->fd < 0 || !a->pid || a->pending_id) return -1; /* none, no hello yet, or one in flight */
     char *line = agent_wire_request(a->next_id, op, restart_key, queues, nq);
     if (!line) return -1;
     size_t n = strlen(line);

@@ -49,7 +49,8 @@ void agent_init(agent_t *a);
  * is older than timeout_ms; ask zygote socket zfd (-1: none up) for one when
  * none runs and its backoff is over. */
 void agent_maintain(agent_t *a, const char *pool, int zfd, uint64_t gen, int epfd, int64_t now, int64_t timeout_ms);
-/* Send a request; -1 when there is no agent or one is in flight. */
+/* Send a request; -1 when there is no agent, it has not said hello yet, or
+ * a request is in flight. */
 int agent_ask(agent_t *a, const char *pool, enum agent_op op, const char *restart_key, const char *const *queues,
               int nq, int64_t now);
 /* fd is its socket? */

@@ -608,8 +608,18 @@ static int64_t agent_timeout_ms(const master_t *m)
     return t < 5000 ? 5000 : t;
 }
 
-/* Each pass: every agent kept up, and asked for the signals of its pool's
- * queues ("connection:queue", as Laravel names the pause keys). */
+/* Ask the pool's agent for the signals of its queues ("connection:queue",
+ * as Laravel names the pause keys); nothing when it cannot be asked now. */
+static void ask_signals(pool_t *p, int64_t now)
+{
+    int nq = p->conf.laravel_pause ? p->conf.nqueues : 0;
+    char *names[QPOOL_MAX_QUEUES] = {0};
+    for (int q = 0; q < nq; q++) names[q] = xasprintf("%s:%s", p->conf.queue_connection, p->conf.queues[q]);
+    agent_ask(&p->agent, p->conf.name, AGENT_OP_SIGNALS, p->conf.restart_key, (const char *const *)names, nq, now);
+    for (int q = 0; q < nq; q++) free(names[q]);
+}
+
+/* Each pass: every agent kept up, and asked for its pool's signals. */
 static void ask_agents(master_t *m, int64_t now)
 {
     for (int i = 0; i < m->pools.n; i++) {
@@ -620,12 +630,7 @@ static void ask_agents(master_t *m, int64_t now)
         }
         int zfd = zygote_off(&p->zygotes, p->gen) ? -1 : zygote_worker_fd(&p->zygotes, p->gen);
         agent_maintain(&p->agent, p->conf.name, zfd, p->gen, m->epfd, now, agent_timeout_ms(m));
-        int nq = p->conf.laravel_pause ? p->conf.nqueues : 0;
-        char *names[QPOOL_MAX_QUEUES];
-        for (int q = 0; q < nq; q++) names[q] = xasprintf("%s:%s", p->conf.queue_connection, p->conf.queues[q]);
-        agent_ask(&p->agent, p->conf.name, AGENT_OP_SIGNALS, p->conf.restart_key, (const char *const *)names, nq,
-                  now);
-        for (int q = 0; q < nq; q++) free(names[q]);
+        ask_signals(p, now);
     }
 }
 
@@ -664,9 +669,12 @@ bool monitor_agent_event(master_t *m, int fd)
         pool_t *p = m->pools.v[i];
         if (!agent_owns(&p->agent, fd)) continue;
         agent_reply_t r[4];
-        int n = agent_read(&p->agent, p->conf.name, r, 4, mono_ms());
+        int64_t now = mono_ms();
+        bool hello = !p->agent.pid;
+        int n = agent_read(&p->agent, p->conf.name, r, 4, now);
         for (int k = 0; k < n; k++)
-            if (!p->removed && p->conf.agent_signals) agent_signals_seen(m, p, &r[k]);
+            if (agent_polls(p)) agent_signals_seen(m, p, &r[k]);
+        if (hello && p->agent.pid && agent_polls(p)) ask_signals(p, now); /* a new agent: asked at once */
         return true;
     }
     return false;
