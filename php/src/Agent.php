@@ -20,6 +20,12 @@ use Throwable;
  *            Laravel's queue:restart stamp and queue:pause keys, read through
  *            the app's default cache store (file, database, memcached,
  *            dynamodb, redis...), as queue:work reads them.
+ *   sizes    {"id":N,"op":"sizes","connection":"database","queues":["default"]}
+ *            -> {"id":N,"ok":true,"sizes":[{"ready":12,"delayed":3,"reserved":1}]}
+ *            Each queue's size through the app's queue connection: ready,
+ *            delayed and reserved where the driver says them apart
+ *            (pendingSize / delayedSize / reservedSize, Laravel 11+), else
+ *            ready is its size() and the others null.
  * An op it does not know, or one that throws: {"id":N,"ok":false,"error":"..."}.
  *
  * It exits on the end of its socket, when its zygote goes (the parent-death
@@ -130,6 +136,8 @@ final class Agent
             switch ($req['op'] ?? null) {
                 case 'signals':
                     return ['id' => $id, 'ok' => true] + $this->signals($req);
+                case 'sizes':
+                    return ['id' => $id, 'ok' => true] + $this->sizes($req);
                 default:
                     return ['id' => $id, 'ok' => false, 'error' => 'unknown op'];
             }
@@ -154,6 +162,28 @@ final class Agent
 
         return ['restart' => $restart, 'paused_all' => $queues !== [] && (bool) $store->get('illuminate:queues:paused'),
             'paused' => $paused];
+    }
+
+    /** Each queue's size through the app's queue connection (null: the app's default connection). */
+    private function sizes(array $req): array
+    {
+        $name = $req['connection'] ?? null;
+        $queue = $this->app['queue']->connection(is_string($name) && $name !== '' ? $name : null);
+        $queues = is_array($req['queues'] ?? null) ? array_slice($req['queues'], 0, 30) : [];
+        $sizes = [];
+
+        foreach ($queues as $q) {
+            $q = is_string($q) ? $q : '';
+
+            if (method_exists($queue, 'pendingSize')) {
+                $sizes[] = ['ready' => max(0, (int) $queue->pendingSize($q)),
+                    'delayed' => max(0, (int) $queue->delayedSize($q)), 'reserved' => max(0, (int) $queue->reservedSize($q))];
+            } else {
+                $sizes[] = ['ready' => max(0, (int) $queue->size($q)), 'delayed' => null, 'reserved' => null];
+            }
+        }
+
+        return ['sizes' => $sizes];
     }
 
     /** A restart value as a short string (queue:restart stores a timestamp), or null when not set. */

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const op_names[] = {"hello", "signals"};
+static const char *const op_names[] = {"hello", "signals", "sizes"};
 
 char *agent_wire_request(uint64_t id, enum agent_op op, const char *restart_key, const char *const *queues,
                          int nqueues)
@@ -18,8 +18,9 @@ char *agent_wire_request(uint64_t id, enum agent_op op, const char *restart_key,
     cJSON *o = cJSON_CreateObject();
     cJSON_AddNumberToObject(o, "id", (double)id);
     cJSON_AddStringToObject(o, "op", op_names[op]);
-    if (op == AGENT_OP_SIGNALS) {
-        if (restart_key && restart_key[0]) cJSON_AddStringToObject(o, "restart_key", restart_key);
+    if (op == AGENT_OP_SIGNALS || op == AGENT_OP_SIZES) {
+        if (restart_key && restart_key[0])
+            cJSON_AddStringToObject(o, op == AGENT_OP_SIGNALS ? "restart_key" : "connection", restart_key);
         cJSON *a = cJSON_AddArrayToObject(o, "queues");
         for (int i = 0; i < nqueues && i < AGENT_QUEUES_MAX; i++) cJSON_AddItemToArray(a, cJSON_CreateString(queues[i]));
     }
@@ -97,6 +98,33 @@ static int parse_signals(const cJSON *o, int nqueues, agent_reply_t *out, char *
     return 0;
 }
 
+/* A count: an integer in [0, 2^53-1], or null / absent (-1: not known). */
+static bool count_in(const cJSON *o, const char *key, bool required, int64_t *out)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    double d;
+    *out = -1;
+    if (!v || cJSON_IsNull(v)) return !required;
+    if (!int_in(v, 0, (double)AGENT_ID_MAX, &d)) return false;
+    *out = (int64_t)d;
+    return true;
+}
+
+static int parse_sizes(const cJSON *o, int nqueues, agent_reply_t *out, char *err, size_t errlen)
+{
+    const cJSON *a = cJSON_GetObjectItemCaseSensitive(o, "sizes");
+    if (!cJSON_IsArray(a) || cJSON_GetArraySize(a) != nqueues || nqueues > AGENT_QUEUES_MAX)
+        return fail(err, errlen, "sizes: \"sizes\" is not one object per queue asked");
+    int i = 0;
+    for (const cJSON *e = a->child; e; e = e->next, i++) {
+        if (!cJSON_IsObject(e) || !count_in(e, "ready", true, &out->ready[i]) ||
+            !count_in(e, "delayed", false, &out->delayed[i]) || !count_in(e, "reserved", false, &out->reserved[i]))
+            return fail(err, errlen, "sizes: a size that is not a count");
+    }
+    out->nsizes = i;
+    return 0;
+}
+
 /* The reply's id and ok, and (not ok) its error; 1 when it is an error reply. */
 static int parse_head(const cJSON *o, enum agent_op op, agent_reply_t *out, char *err, size_t errlen)
 {
@@ -129,8 +157,10 @@ int agent_wire_parse(const char *line, size_t len, enum agent_op op, int nqueues
         return fail(err, errlen, "not a JSON object");
     }
     int rv = parse_head(o, op, out, err, errlen);
-    if (rv == 0)
-        rv = op == AGENT_OP_HELLO ? parse_hello(o, out, err, errlen) : parse_signals(o, nqueues, out, err, errlen);
+    if (rv == 0 && op == AGENT_OP_HELLO)
+        rv = parse_hello(o, out, err, errlen);
+    else if (rv == 0)
+        rv = op == AGENT_OP_SIZES ? parse_sizes(o, nqueues, out, err, errlen) : parse_signals(o, nqueues, out, err, errlen);
     else if (rv == 1)
         rv = 0;
     cJSON_Delete(o);

@@ -10,6 +10,8 @@
  *   master -> agent  {"id":7,"op":"signals","restart_key":"illuminate:queue:restart","queues":["redis:default"]}
  *   agent -> master  {"id":7,"ok":true,"restart":"1764380000","paused_all":false,"paused":[false]}
  *                    {"id":7,"ok":false,"error":"..."}
+ *   master -> agent  {"id":8,"op":"sizes","connection":"database","queues":["default"]}
+ *   agent -> master  {"id":8,"ok":true,"sizes":[{"ready":12,"delayed":null,"reserved":null}]}
  *   agent, unasked   {"id":0,"ok":true,"op":"hello","pid":123,"laravel":"8.83.27"}
  *
  * Every reply is checked here before the master uses it: a bounded line,
@@ -33,6 +35,7 @@
 enum agent_op {
     AGENT_OP_HELLO = 0,             /* the agent's first line, unasked (id 0) */
     AGENT_OP_SIGNALS,               /* queue:restart and the queue:pause keys through the app's cache store */
+    AGENT_OP_SIZES,                 /* each queue's size through the app's queue connection */
 };
 
 typedef struct {
@@ -48,11 +51,16 @@ typedef struct {
     bool paused_all;
     int npaused;
     bool paused[AGENT_QUEUES_MAX];
+    /* AGENT_OP_SIZES: per queue asked; -1 where the driver cannot say
+     * (ready is the driver's size() when it has no pendingSize()) */
+    int nsizes;
+    int64_t ready[AGENT_QUEUES_MAX], delayed[AGENT_QUEUES_MAX], reserved[AGENT_QUEUES_MAX];
 } agent_reply_t;
 
 /* One request line (with its newline; caller frees), or NULL when it would
  * not fit AGENT_LINE_MAX. signals: restart_key ("" or NULL: none asked) and
- * queues, "connection:queue" names (the pause keys asked). */
+ * queues, "connection:queue" names (the pause keys asked). sizes: key is
+ * the Laravel queue connection, queues its queue names. */
 char *agent_wire_request(uint64_t id, enum agent_op op, const char *restart_key, const char *const *queues,
                          int nqueues);
 

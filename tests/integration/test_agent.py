@@ -3,14 +3,16 @@ Laravel app whose cache store is not Redis has one long-lived process, forked by
 its zygote, that reads Laravel's queue:restart and queue:pause keys through the
 app's own cache store. The fixture Laravel app of the host, with its cache in
 files and in the database (SQLite), real Redis and real processes."""
+import json
 import os
 import signal
+import socket
 import sqlite3
 import subprocess
 
 import pytest
 
-from conftest import QPOOL, wait_for
+from conftest import QPOOL, ROOT, wait_for
 
 APP_KEYS = ["REDIS_PORT", "REDIS_PREFIX", "APP_STORAGE", "DB_CONNECTION", "DB_DATABASE", "MARKER_FILE",
             "LOG_CHANNEL"]
@@ -115,3 +117,45 @@ def test_a_pool_with_its_cache_on_redis_has_no_agent(master, laravel_app):
     master.wait_children("app", 1, 60)
     assert "agent" not in master.pool("app")
     assert "app agent" not in master.log()
+
+
+def test_the_agent_s_wire_sizes_unknown_ops_and_bounds(laravel_app):
+    """The agent itself (php/src/Agent.php, on a socket of the test's own): its
+    hello, the sizes of queues through the app's queue connection, an error
+    reply for what it does not know, and its exit on a line over 64 KiB."""
+    app = laravel_app
+    app.dispatch("MarkerJob", queue="agent-sizes", count=3)
+    ours, theirs = socket.socketpair()
+    env = dict(app.env)
+    env["CACHE_DRIVER"] = "file"
+    proc = subprocess.Popen(["php", str(ROOT / "tests" / "fixtures" / "agent-harness.php"), str(ROOT),
+                             str(app.path), str(theirs.fileno())], pass_fds=(theirs.fileno(),), env=env,
+                            cwd=str(app.path), stderr=subprocess.PIPE, text=True)
+    theirs.close()
+    ours.settimeout(60)
+    lines = ours.makefile("rb")
+    try:
+        def ask(req):
+            ours.sendall((json.dumps(req) + "\n").encode())
+            return json.loads(lines.readline())
+
+        hello = json.loads(lines.readline())
+        assert hello["id"] == 0 and hello["ok"] and hello["op"] == "hello" and hello["pid"] == proc.pid
+        r = ask({"id": 1, "op": "sizes", "connection": "redis", "queues": ["agent-sizes", "agent-empty"]})
+        assert r["id"] == 1 and r["ok"], r
+        total = [s["ready"] + (s["delayed"] or 0) + (s["reserved"] or 0) for s in r["sizes"]]
+        assert total == [3, 0], r
+        r = ask({"id": 2, "op": "signals", "restart_key": "illuminate:queue:restart", "queues": ["redis:default"]})
+        assert r == {"id": 2, "ok": True, "restart": None, "paused_all": False, "paused": [False]}
+        r = ask({"id": 3, "op": "no-such-op"})
+        assert r["id"] == 3 and r["ok"] is False and r["error"] == "unknown op"
+        r = ask({"op": "sizes"})
+        assert r["id"] == 0 and r["ok"] is False
+        ours.sendall(b"x" * 70000 + b"\n")
+        assert proc.wait(60) == 1
+        assert "longer than 65536 bytes" in proc.stderr.read()
+    finally:
+        ours.close()
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(10)

@@ -140,6 +140,40 @@ static void test_bounds(void **state)
     free(big);
 }
 
+static void test_sizes(void **state)
+{
+    (void)state;
+    agent_reply_t r;
+    const char *qs[] = {"default", "high"};
+    char *line = agent_wire_request(3, AGENT_OP_SIZES, "database", qs, 2);
+    assert_string_equal(line, "{\"id\":3,\"op\":\"sizes\",\"connection\":\"database\",\"queues\":[\"default\",\"high\"]}\n");
+    free(line);
+    assert_int_equal(parse("{\"id\":3,\"ok\":true,\"sizes\":[{\"ready\":12,\"delayed\":3,\"reserved\":1},"
+                           "{\"ready\":9007199254740991,\"delayed\":null}]}", AGENT_OP_SIZES, 2, &r), 0);
+    assert_int_equal(r.nsizes, 2);
+    assert_int_equal(r.ready[0], 12);
+    assert_int_equal(r.delayed[0], 3);
+    assert_int_equal(r.reserved[0], 1);
+    assert_int_equal(r.ready[1], 9007199254740991LL);
+    assert_int_equal(r.delayed[1], -1);
+    assert_int_equal(r.reserved[1], -1);
+    static const char *const bad[] = {
+        "{\"id\":3,\"ok\":true}",
+        "{\"id\":3,\"ok\":true,\"sizes\":[{\"ready\":1}]}",                       /* one of two */
+        "{\"id\":3,\"ok\":true,\"sizes\":[{\"ready\":1},{\"delayed\":1}]}",      /* no ready */
+        "{\"id\":3,\"ok\":true,\"sizes\":[{\"ready\":-1},{\"ready\":1}]}",
+        "{\"id\":3,\"ok\":true,\"sizes\":[{\"ready\":1e300},{\"ready\":1}]}",
+        "{\"id\":3,\"ok\":true,\"sizes\":[{\"ready\":9007199254740992},{\"ready\":1}]}",
+        "{\"id\":3,\"ok\":true,\"sizes\":[{\"ready\":0.5},{\"ready\":1}]}",
+        "{\"id\":3,\"ok\":true,\"sizes\":[{\"ready\":\"1\"},{\"ready\":1}]}",
+        "{\"id\":3,\"ok\":true,\"sizes\":[{\"ready\":1,\"reserved\":true},{\"ready\":1}]}",
+        "{\"id\":3,\"ok\":true,\"sizes\":[[1],{\"ready\":1}]}",
+        "{\"id\":3,\"ok\":true,\"sizes\":{\"default\":{\"ready\":1}}}",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+        if (parse(bad[i], AGENT_OP_SIZES, 2, &r) != -1) fail_msg("accepted: %s", bad[i]);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -147,6 +181,7 @@ int main(void)
         cmocka_unit_test(test_good_replies),
         cmocka_unit_test(test_hostile_replies),
         cmocka_unit_test(test_bounds),
+        cmocka_unit_test(test_sizes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
