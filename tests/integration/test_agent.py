@@ -74,7 +74,8 @@ def test_check_says_the_agent_reads_the_signals(master, laravel_app, store):
 
 def test_queue_restart_through_the_cache_store_rolls_the_pool(master, laravel_app, store):
     pid = start(master, laravel_app, store)
-    assert "qpool agent" in open("/proc/%d/cmdline" % pid).read().replace("\0", " ")
+    assert "qpool agent: pool app" in open("/proc/%d/cmdline" % pid).read().replace("\0", " ")
+    assert "agent  pid %-7d running" % pid in master.cli("status").stdout
     before = master.wait_children("app", 1, 60)
     artisan(laravel_app, store, "queue:restart")
     master.wait_log(r"queue:restart signal changed \(illuminate:queue:restart, read by the app agent\)", 30)
