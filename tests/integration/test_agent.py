@@ -97,6 +97,11 @@ def test_queue_pause_stops_pops_and_resume_brings_them_back(master, laravel_app,
     master.wait_log(r"queue default resumed by Laravel's queue:resume", 30)
     wait_for(lambda: len([m for m in app.read_markers() if (m.get("tag") or "").startswith("agent-paused")]) == 2,
              60, what="the 2 jobs run after queue:resume")
+    # every queue at once (illuminate:queues:paused)
+    artisan(app, store, "queue:pause", "--all")
+    master.wait_log(r"queue default paused by Laravel's queue:pause", 30, count=2)
+    artisan(app, store, "queue:resume", "--all")
+    master.wait_log(r"queue default resumed by Laravel's queue:resume", 30, count=2)
 
 
 def test_a_killed_agent_is_asked_for_again(master, laravel_app):
