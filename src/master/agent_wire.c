@@ -151,10 +151,12 @@ int agent_wire_parse(const char *line, size_t len, enum agent_op op, int nqueues
     memset(out, 0, sizeof *out);
     if (len >= AGENT_LINE_MAX) return fail(err, errlen, "the line is too long");
     if (memchr(line, '\0', len) || !utf8_valid(line, len)) return fail(err, errlen, "not valid UTF-8 text");
-    cJSON *o = cJSON_ParseWithLength(line, len);
-    if (!cJSON_IsObject(o)) {
+    const char *end = NULL;
+    cJSON *o = cJSON_ParseWithLengthOpts(line, len, &end, false);
+    while (o && end && end < line + len && (*end == ' ' || *end == '\t' || *end == '\r')) end++;
+    if (!cJSON_IsObject(o) || end != line + len) { /* one object, and nothing after it */
         cJSON_Delete(o);
-        return fail(err, errlen, "not a JSON object");
+        return fail(err, errlen, "not one JSON object");
     }
     int rv = parse_head(o, op, out, err, errlen);
     if (rv == 0 && op == AGENT_OP_HELLO)

@@ -45,6 +45,10 @@ static void test_good_replies(void **state)
     assert_int_equal(parse("{\"id\":5,\"ok\":true,\"restart\":\"1764380000\",\"paused_all\":false,"
                            "\"paused\":[false,true],\"later\":{\"x\":1}}", AGENT_OP_SIGNALS, 2, &r), 0);
     assert_int_equal(r.id, 5);
+    assert_int_equal(parse("{\"id\":5,\"ok\":true,\"restart\":null,\"paused_all\":false,\"paused\":[]} \r",
+                           AGENT_OP_SIGNALS, 0, &r), 0); /* blanks after it, as a CRLF line */
+    assert_int_equal(parse("{\"id\":5,\"ok\":true,\"restart\":\"1764380000\",\"paused_all\":false,"
+                           "\"paused\":[false,true],\"later\":{\"x\":1}}", AGENT_OP_SIGNALS, 2, &r), 0);
     assert_true(r.ok && r.has_restart && !r.paused_all);
     assert_string_equal(r.restart, "1764380000");
     assert_int_equal(r.npaused, 2);
@@ -82,6 +86,8 @@ static void test_hostile_replies(void **state)
         "{\"id\":1,\"ok\":false}",                                             /* an error without its text */
         "{\"id\":1,\"ok\":true,\"restart\":\"\xff\xfe\",\"paused_all\":false,\"paused\":[false]}", /* bad UTF-8 */
         "{\"id\":1,\"ok\":true,\"restart\":\"\xed\xa0\x80\",\"paused_all\":false,\"paused\":[false]}", /* a surrogate */
+        "{\"id\":1,\"ok\":true,\"restart\":null,\"paused_all\":false,\"paused\":[false]}{\"id\":2}", /* two */
+        "{\"id\":1,\"ok\":true,\"restart\":null,\"paused_all\":false,\"paused\":[false]} x",
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         int rv = parse(bad[i], AGENT_OP_SIGNALS, 1, &r);
