@@ -40,10 +40,11 @@ void agent_close(agent_t *a)
     a->len = 0;
 }
 
-/* Lost: closed, and asked for again after the backoff. */
+/* Lost: closed, and asked for again after the backoff (1 s doubling to
+ * RESPAWN_MAX_S while agents keep going within RESPAWN_HEALTHY_MS). */
 static void lost(agent_t *a, const char *pool, const char *why, int64_t now)
 {
-    exit_facts_t f = {.lived_ms = now - a->started_ms, .clean = false, .did_work = a->pid > 0};
+    exit_facts_t f = {.lived_ms = now - a->started_ms, .clean = false, .did_work = false};
     int delay_s;
     respawn_after_exit(&a->respawn, &f, &delay_s);
     a->not_before_ms = now + (int64_t)delay_s * 1000;
@@ -149,9 +150,8 @@ static int take_line(agent_t *a, const char *pool, const char *line, size_t len,
         }
         a->pid = out->pid;
         snprintf(a->laravel, sizeof a->laravel, "%s", out->laravel);
-        if (a->restarts == 0 || now - a->started_ms < 60000)
-            log_info("pool %s: its app agent (pid %d) holds the app (Laravel %s)", pool, (int)a->pid,
-                     a->laravel[0] ? a->laravel : "?");
+        log_info("pool %s: its app agent (pid %d) holds the app (Laravel %s)", pool, (int)a->pid,
+                 a->laravel[0] ? a->laravel : "?");
         return 0;
     }
     if (!a->pending_id || agent_wire_parse(line, len, a->pending_op, a->pending_nq, out, err, sizeof err) < 0 ||
@@ -162,7 +162,6 @@ static int take_line(agent_t *a, const char *pool, const char *line, size_t len,
         return -1;
     }
     a->pending_id = 0;
-    if (now - a->started_ms >= RESPAWN_HEALTHY_MS) a->respawn.backoff_s = 0;
     return 1;
 }
 
