@@ -419,13 +419,14 @@ static void apply_cache(qconf_t *c, pool_conf_t *p, unsigned ex, const app_desc_
 }
 
 /* A cache store that is not Redis: a pool that preloads the app has its app
- * agent read queue:restart and queue:pause through the store (agent.h);
- * any other pool cannot see them. */
+ * agent read queue:restart and queue:pause through the store (agent.h),
+ * unless qpool.conf names the cache connection; any other pool cannot see
+ * them. */
 static void apply_signals(pool_conf_t *p, unsigned ex, const app_desc_t *d, char ***w, int *nw)
 {
     if (!p->agent_signals) return;
     const char *drv = d->cache_driver.value ? d->cache_driver.value : "?";
-    if (pool_preloads(p)) {
+    if (pool_preloads(p) && !(ex & EXPLICIT_CACHE_CONNECTION)) {
         char *v = xasprintf("queue:restart and queue:pause read by the pool's app agent through the cache store "
                             "\"%s\" (driver %s); maxExceptions counters stay on the queue's connection",
                             d->cache_store.value, drv);
@@ -434,8 +435,9 @@ static void apply_signals(pool_conf_t *p, unsigned ex, const app_desc_t *d, char
         return;
     }
     p->agent_signals = false;
-    warnf(w, nw, "the app's cache store \"%s\" (driver %s) is not Redis and the pool does not preload the app: qpool cannot see queue:restart or queue:pause there, and keeps maxExceptions counters on the queue's connection",
-          d->cache_store.value, drv);
+    warnf(w, nw, "the app's cache store \"%s\" (driver %s) is not Redis%s: qpool cannot see queue:restart or queue:pause there, and keeps maxExceptions counters on the queue's connection",
+          d->cache_store.value, drv,
+          ex & EXPLICIT_CACHE_CONNECTION ? " and qpool.conf names the cache_connection" : " and the pool does not preload the app");
     if (!(ex & EXPLICIT_RESTART_KEY)) set_str(&p->restart_key, "");
     if (!(ex & EXPLICIT_LARAVEL_PAUSE)) p->laravel_pause = false;
 }

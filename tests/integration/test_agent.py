@@ -165,3 +165,14 @@ def test_the_agent_s_wire_sizes_unknown_ops_and_bounds(laravel_app):
         if proc.poll() is None:
             proc.kill()
         proc.wait(10)
+
+
+def test_without_preload_check_still_warns_and_there_is_no_agent(master, laravel_app):
+    master.write_config(pool(laravel_app, "file", extra="preload = false;"), redis_conf="")
+    res = subprocess.run([QPOOL, "check", "-c", str(master.conf)], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "does not preload the app: qpool cannot see queue:restart" in res.stdout + res.stderr
+    assert "read by the pool's app agent" not in res.stdout
+    master.start()
+    master.wait_children("app", 1, 60)
+    assert "agent" not in master.pool("app")
