@@ -37,7 +37,8 @@ final class Agent
 {
     public const LINE_MAX = 65536;
 
-    private const REQUEST_TIMEOUT = 20;
+    /** The master drops an agent silent for 5 s at least: one stuck longer is gone. */
+    private const REQUEST_TIMEOUT = 5;
 
     private const VALUE_MAX = 256;
 
@@ -47,10 +48,14 @@ final class Agent
     /** @var resource the stream socket to the master */
     private $io;
 
-    public function __construct($app, $io)
+    /** @var int the zygote that forked it: when getppid() says another, it has gone */
+    private $parent;
+
+    public function __construct($app, $io, int $parent)
     {
         $this->app = $app;
         $this->io = $io;
+        $this->parent = $parent;
     }
 
     public function run(): int
@@ -64,14 +69,12 @@ final class Agent
             return 0;
         }
 
-        $parent = posix_getppid();
-
         while (true) {
             $read = [$this->io];
             $write = $except = null;
             $ready = @stream_select($read, $write, $except, 1);
 
-            if (posix_getppid() !== $parent) {
+            if (posix_getppid() !== $this->parent) {
                 return 0; // the zygote has gone
             }
 

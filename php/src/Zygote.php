@@ -542,10 +542,11 @@ final class Zygote
             return;
         }
 
+        $zygote = getmypid(); // the agent's parent, taken before the fork: it may die before the agent looks
         $pid = pcntl_fork();
 
         if ($pid === 0) {
-            exit($this->agentChild($streams[0]));
+            exit($this->agentChild($streams[0], $zygote));
         }
 
         if ($pid < 0) {
@@ -555,7 +556,7 @@ final class Zygote
         self::closeAll($streams);
     }
 
-    private function agentChild($io): int
+    private function agentChild($io, int $zygote): int
     {
         foreach ([SIGTERM, SIGINT, SIGQUIT, SIGHUP, SIGCHLD, SIGALRM] as $sig) {
             pcntl_signal($sig, SIG_DFL);
@@ -585,7 +586,7 @@ final class Zygote
         $this->libc->close($null);
         ob_start(new StdoutToStderr(), 1);
 
-        return (new Agent($this->handler->app(), $io))->run();
+        return (new Agent($this->handler->app(), $io, $zygote))->run();
     }
 
     private static function isSocket($stream): bool

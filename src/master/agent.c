@@ -135,11 +135,28 @@ bool agent_owns(const agent_t *a, int fd)
     return a->fd >= 0 && a->fd == fd;
 }
 
+/* Why a reply to the request in flight is not taken, in err ("" when it is). */
+static void reply_fault(const agent_t *a, const char *line, size_t len, agent_reply_t *out, char *err, size_t errlen)
+{
+    err[0] = '\0';
+    if (!a->pending_id) {
+        snprintf(err, errlen, "unasked");
+        return;
+    }
+    if (agent_wire_parse(line, len, a->pending_op, a->pending_nq, out, err, errlen) < 0) {
+        if (!err[0]) snprintf(err, errlen, "malformed");
+        return;
+    }
+    if (out->id != a->pending_id)
+        snprintf(err, errlen, "the reply to request %llu, not %llu", (unsigned long long)out->id,
+                 (unsigned long long)a->pending_id);
+}
+
 /* One complete line: the hello, or the reply to the request in flight.
  * 1: a reply in *out; 0: the hello; -1: the agent is dropped. */
 static int take_line(agent_t *a, const char *pool, const char *line, size_t len, agent_reply_t *out, int64_t now)
 {
-    char err[128];
+    char err[128] = "";
     if (!a->pid) {
         int rv = agent_wire_parse(line, len, AGENT_OP_HELLO, 0, out, err, sizeof err);
         if (rv < 0 || !out->ok) {
@@ -154,14 +171,15 @@ static int take_line(agent_t *a, const char *pool, const char *line, size_t len,
                  a->laravel[0] ? a->laravel : "?");
         return 0;
     }
-    if (!a->pending_id || agent_wire_parse(line, len, a->pending_op, a->pending_nq, out, err, sizeof err) < 0 ||
-        out->id != a->pending_id) {
+    reply_fault(a, line, len, out, err, sizeof err);
+    if (err[0]) {
         char why[400];
-        snprintf(why, sizeof why, "sent a reply qpool does not take (%.300s)", a->pending_id ? err : "unasked");
+        snprintf(why, sizeof why, "sent a reply qpool does not take (%.300s)", err);
         lost(a, pool, why, now);
         return -1;
     }
     a->pending_id = 0;
+    a->replies++;
     return 1;
 }
 
@@ -193,7 +211,8 @@ int agent_read(agent_t *a, const char *pool, agent_reply_t *out, int max, int64_
         ssize_t n = recv(a->fd, a->buf + a->len, AGENT_LINE_MAX - a->len, MSG_DONTWAIT);
         if (n < 0 && (errno == EAGAIN || errno == EINTR)) break;
         if (n <= 0) {
-            lost(a, pool, n == 0 ? "has gone" : "cannot be read", now);
+            /* an agent killed before it read a request resets the socket */
+            lost(a, pool, n == 0 || errno == ECONNRESET ? "has gone" : "cannot be read", now);
             break;
         }
         a->len += (size_t)n;

@@ -41,6 +41,7 @@ typedef struct {
     size_t len;
     respawn_t respawn;
     unsigned restarts;            /* agents lost and asked for again */
+    uint64_t replies;             /* replies taken, from every agent of the pool */
     bool warned;                  /* its last reply was an error, logged (monitor.c) */
 } agent_t;
 

@@ -93,6 +93,7 @@ static void agent_json(cJSON *po, const pool_t *p)
     cJSON_AddStringToObject(o, "state", a->fd < 0 ? "down" : a->pid > 0 ? "running" : "starting");
     cJSON_AddNumberToObject(o, "pid", a->fd >= 0 ? a->pid : 0);
     cJSON_AddNumberToObject(o, "restarts", a->restarts);
+    cJSON_AddNumberToObject(o, "replies", (double)a->replies);
     cJSON_AddStringToObject(o, "reads", "signals");
 }
 

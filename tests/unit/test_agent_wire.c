@@ -13,6 +13,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "master/agent.h"
 #include "master/agent_wire.h"
 
 static int parse(const char *line, enum agent_op op, int nq, agent_reply_t *r)
@@ -180,6 +184,55 @@ static void test_sizes(void **state)
         if (parse(bad[i], AGENT_OP_SIZES, 2, &r) != -1) fail_msg("accepted: %s", bad[i]);
 }
 
+/* What the master logs, read back from a file put on stderr while fn runs. */
+static char *logged(void (*fn)(void *), void *arg)
+{
+    char path[] = "/tmp/qpool-test-agent-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    unlink(path);
+    int saved = dup(2);
+    dup2(fd, 2);
+    fn(arg);
+    dup2(saved, 2);
+    close(saved);
+    static char text[4096];
+    ssize_t n = pread(fd, text, sizeof text - 1, 0);
+    close(fd);
+    text[n > 0 ? n : 0] = '\0';
+    return text;
+}
+
+static void read_agent(void *arg)
+{
+    agent_reply_t out[2];
+    assert_int_equal(agent_read(arg, "p", out, 2, 0), 0);
+}
+
+/* A reply that parses but answers another request drops the agent, and the
+ * log says which (it quoted an unset buffer: review of 2026-11-29). */
+static void test_reply_to_another_request(void **state)
+{
+    (void)state;
+    agent_t a;
+    agent_init(&a);
+    int sv[2];
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    a.fd = sv[0];
+    a.epfd = -1;
+    a.pid = 123;
+    a.pending_id = 3;
+    a.pending_op = AGENT_OP_SIGNALS;
+    a.pending_nq = 0;
+    const char *line = "{\"id\":4,\"ok\":true,\"restart\":null,\"paused_all\":false,\"paused\":[]}\n";
+    assert_int_equal(write(sv[1], line, strlen(line)), (ssize_t)strlen(line));
+    char *log = logged(read_agent, &a);
+    assert_int_equal(a.fd, -1);
+    assert_non_null(strstr(log, "sent a reply qpool does not take (the reply to request 4, not 3)"));
+    close(sv[1]);
+    agent_close(&a);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -188,6 +241,7 @@ int main(void)
         cmocka_unit_test(test_hostile_replies),
         cmocka_unit_test(test_bounds),
         cmocka_unit_test(test_sizes),
+        cmocka_unit_test(test_reply_to_another_request),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
