@@ -1790,6 +1790,30 @@ static bool parse_limit(ctx_t *x, const config_setting_t *g, limit_conf_t *l)
     return true;
 }
 
+/* The pools a limit applies to pop one job at a time with the limited pop,
+ * which runs on one Redis (not a Cluster); a command's pops are its own. */
+static void check_limited_pools(ctx_t *x, const config_setting_t *s)
+{
+    qconf_t *c = x->c;
+    for (int i = 0; i < c->npools; i++) {
+        pool_conf_t *p = &c->pools[i];
+        bool limited = false;
+        for (int j = 0; j < c->nlimits; j++) limited |= limit_applies_to(&c->limits[j], p->queues, p->nqueues);
+        if (!limited) continue;
+        const redis_conf_t *r = config_redis(c, p->connection);
+        if (r && r->cluster)
+            cerr(x, s, "limits: pool %s: limits are not supported on a Redis Cluster connection (%s) yet",
+                 p->name, p->connection);
+        if (p->handler_type == HANDLER_NONE)
+            cwarn(x, s, "limits: pool %s runs a command, which pops on its own: its jobs are not limited", p->name);
+        else if (p->prefetch > 1) {
+            cwarn(x, s, "limits: pool %s: prefetch = %d is ignored: a pool under limits pops one job at a time",
+                  p->name, p->prefetch);
+            p->prefetch = 1;
+        }
+    }
+}
+
 /* The top-level `limits = ( {...}, ... );` list (config/limits.h). */
 static void parse_limits(ctx_t *x, const config_setting_t *s)
 {
@@ -1817,7 +1841,7 @@ static void parse_limits(ctx_t *x, const config_setting_t *s)
                 break;
             }
     }
-    if (c->nlimits) cwarn(x, s, "limits: checked, but not enforced by this version yet");
+    check_limited_pools(x, s);
 }
 
 qconf_t *config_load(const char *path, conf_errors_t *errs)

@@ -1517,6 +1517,30 @@ static void test_limits_errors(void **state)
     expect_error(t7, 3, "burst: applies to a rate", NULL);
     static const char t8[] = MINPOOL "limits = (\n  { class = \"A\"; tag_prefix = \"C:\"; concurrency = 1; }\n);\n";
     expect_error(t8, 3, "tag_prefix", "not supported", NULL);
+    static const char t9[] = "redis = { default = { cluster = [\"a:1\"]; }; };\n" MINPOOL
+                             "limits = (\n  { queue = \"q\"; concurrency = 1; }\n);\n";
+    expect_error(t9, 3, "pool p", "Redis Cluster", NULL);
+}
+
+/* A pool under a limit pops one job at a time; a command pool is warned of. */
+static void test_limits_pools(void **state)
+{
+    (void)state;
+    conf_errors_t e;
+    qconf_t *c = load_text("pools = (\n  { name = \"p\"; queues = [\"q\"]; prefetch = 8;\n"
+                           "    handler = { type = \"pipe\"; command = [\"x\"]; }; },\n"
+                           "  { name = \"o\"; queues = [\"other\"]; prefetch = 8;\n"
+                           "    handler = { type = \"pipe\"; command = [\"x\"]; }; },\n"
+                           "  { name = \"cmd\"; queues = [\"q\"]; command = [\"run\"]; }\n);\n"
+                           "limits = (\n  { queue = \"q\"; concurrency = 1; }\n);\n", &e, NULL);
+    assert_non_null(c);
+    assert_int_equal(c->pools[0].prefetch, 1);
+    assert_int_equal(c->pools[1].prefetch, 8);
+    assert_int_equal(e.nwarn, 2);
+    assert_non_null(strstr(e.warnings[0], "pool p: prefetch = 8 is ignored"));
+    assert_non_null(strstr(e.warnings[1], "pool cmd runs a command"));
+    config_free(c);
+    conf_errors_free(&e);
 }
 
 int main(void)
@@ -1567,6 +1591,7 @@ int main(void)
         cmocka_unit_test(test_config_path),
         cmocka_unit_test(test_limits_load),
         cmocka_unit_test(test_limits_errors),
+        cmocka_unit_test(test_limits_pools),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
