@@ -55,7 +55,7 @@ const char QLIMIT_PRE_LUA[] =
     "  local hit = {}\n"
     "  for _, l in ipairs(lims) do\n"
     "    if (l.queue == '' or l.queue == qname) and (l.class == '' or l.class == cls) then\n"
-    "      if lim_full(l) then return hit, true end\n"
+    "      if lim_full(l) then return hit, l end\n"
     "      hit[#hit + 1] = l\n"
     "    end\n"
     "  end\n"
@@ -84,6 +84,7 @@ const char QLIMIT_PRE_LUA[] =
     "    for i, job in ipairs(jobs) do\n"
     "      local h, full = lim_match(job, ARGV[10 + q])\n"
     "      if not full then pick, hit = i, h; break end\n"
+    "      full.held = (full.held or 0) + 1\n"
     "    end\n"
     "    if pick then\n"
     "      if pick > 1 then\n"
@@ -95,6 +96,15 @@ const char QLIMIT_PRE_LUA[] =
     "    end\n"
     "    lim_skip[q] = true\n"
     "    if not lim_blocked then lim_blocked = q + 1 end\n"
+    "  end\n"
+    "end\n"
+    "-- what `qpool status` shows: the jobs each limit held back in this pop, and\n"
+    "-- since when it has held some (the record lapses 2 s after the last)\n"
+    "for _, l in ipairs(lims) do\n"
+    "  if l.held then\n"
+    "    redis.call('hset', l.key .. ':wait', 'n', l.held)\n"
+    "    redis.call('hsetnx', l.key .. ':wait', 'since', string.format('%.0f', lnow))\n"
+    "    redis.call('pexpire', l.key .. ':wait', 2000)\n"
     "  end\n"
     "end\n";
 
@@ -119,7 +129,25 @@ static const char END_LUA[] =
     "for _, k in ipairs(KEYS) do n = n + redis.call('zrem', k, ARGV[1]) end\n"
     "return n";
 
-rscript_t SCRIPT_LIMIT_BEAT, SCRIPT_LIMIT_END;
+/* KEYS: run, bucket, wait. ARGV: rate (jobs per ms, 0: none), burst.
+ * Read-only: {slots in use, tokens x 1000 (-1: no rate), jobs held back,
+ * ms since they have been}. */
+static const char READ_LUA[] =
+    "local t = redis.call('time')\n"
+    "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
+    "local used = redis.call('zcount', KEYS[1], '(' .. string.format('%.0f', now), '+inf')\n"
+    "local tok, rate, burst = -1, tonumber(ARGV[1]), tonumber(ARGV[2])\n"
+    "if rate > 0 then\n"
+    "  local h = redis.call('hmget', KEYS[2], 'tokens', 'ts')\n"
+    "  local tk, ts = tonumber(h[1]), tonumber(h[2])\n"
+    "  if not tk or not ts then tok = burst else tok = math.min(burst, tk + math.max(0, now - ts) * rate) end\n"
+    "  tok = math.floor(tok * 1000)\n"
+    "end\n"
+    "local w = redis.call('hmget', KEYS[3], 'n', 'since')\n"
+    "local since = tonumber(w[2])\n"
+    "return {used, tok, tonumber(w[1]) or 0, since and math.max(0, now - since) or 0}";
+
+rscript_t SCRIPT_LIMIT_BEAT, SCRIPT_LIMIT_END, SCRIPT_LIMIT_READ;
 
 void qlimit_scripts_init(void)
 {
@@ -127,6 +155,7 @@ void qlimit_scripts_init(void)
     if (done) return;
     rscript_init(&SCRIPT_LIMIT_BEAT, BEAT_LUA);
     rscript_init(&SCRIPT_LIMIT_END, END_LUA);
+    rscript_init(&SCRIPT_LIMIT_READ, READ_LUA);
     done = true;
 }
 
@@ -210,4 +239,26 @@ int qlimit_end(rconn_t *c, const qlimits_t *ls, const char *token)
 {
     qlimit_scripts_init();
     return slot_script(c, &SCRIPT_LIMIT_END, ls, token);
+}
+
+int qlimit_read(rconn_t *c, const qlimit_t *l, qlimit_stat_t *out)
+{
+    qlimit_scripts_init();
+    memset(out, 0, sizeof *out);
+    char *bucket = xasprintf("%s:bucket", l->key), *wait = xasprintf("%s:wait", l->key);
+    const char *argv[] = {l->run, bucket, wait, l->rate, l->burst};
+    redisReply *r = NULL;
+    int rv = rconn_script(c, &SCRIPT_LIMIT_READ, 3, 5, argv, NULL, -1, -1, &r);
+    FREE_ALL(bucket, wait);
+    bool ok = rv == RC_OK && r && r->type == REDIS_REPLY_ARRAY && r->elements == 4;
+    for (size_t i = 0; ok && i < 4; i++) ok = r->element[i]->type == REDIS_REPLY_INTEGER;
+    if (ok) {
+        out->in_use = r->element[0]->integer;
+        out->tokens = r->element[1]->integer < 0 ? -1 : (double)r->element[1]->integer / 1000.0;
+        out->waiting = r->element[2]->integer;
+        out->waited_ms = r->element[3]->integer;
+        out->known = true;
+    }
+    if (r) freeReplyObject(r);
+    return ok ? 0 : -1;
 }

@@ -10,6 +10,8 @@
  *                 Redis-time ms at which it lapses unless renewed (beat)
  *   <key>:bucket  hash tokens, ts (Redis-time ms): the rate's token bucket;
  *                 missing means full
+ *   <key>:wait    hash n, since: the jobs the last limited pop held back for
+ *                 this limit and since when it has (lapses 2 s after)
  * The pop (queue.c's POP_LUA with QLIMIT_PRE_LUA in front of its loop)
  * looks at the first `lookahead` ready jobs of each queue in order, takes
  * the first whose limits all have room, moves it to the head of its list
@@ -50,11 +52,21 @@ void qlimits_fill_argv(const qlimits_t *ls, const char *token, const char **argv
 /* The Lua run by the limited pop before its loop (queue.c composes it). */
 extern const char QLIMIT_PRE_LUA[];
 
-extern rscript_t SCRIPT_LIMIT_BEAT, SCRIPT_LIMIT_END;
+extern rscript_t SCRIPT_LIMIT_BEAT, SCRIPT_LIMIT_END, SCRIPT_LIMIT_READ;
 void qlimit_scripts_init(void);
 /* Renew (beat) or give back (end) the concurrency slots of token: one
  * script, run now. Returns the number of slots renewed / given back, or -1. */
 int qlimit_beat(rconn_t *c, const qlimits_t *ls, const char *token);
 int qlimit_end(rconn_t *c, const qlimits_t *ls, const char *token);
+
+/* A limit as `qpool status` shows it (qlimit_read: one read-only script). */
+typedef struct {
+    bool known;          /* read this pass */
+    long long in_use;    /* concurrency slots held, fleet-wide */
+    double tokens;       /* the rate's tokens now; -1: no rate */
+    long long waiting;   /* jobs the last limited pop held back for it (among those it looked at) */
+    long long waited_ms; /* how long it has held jobs back (0: none now) */
+} qlimit_stat_t;
+int qlimit_read(rconn_t *c, const qlimit_t *l, qlimit_stat_t *out);
 
 #endif

@@ -7,10 +7,14 @@ to a log; the invariants are read from those records, never from timing:
 the [start, end] of a job lies inside the time it holds its slot."""
 import json
 import os
+import shutil
 import signal
+import subprocess
 import time
 
-from conftest import PREFIX, make_payload, push_many, wait_for
+import urllib.request
+
+from conftest import PREFIX, free_port, make_payload, push_many, wait_for
 
 LIMIT_A = 'limits = (\n  { class = "App\\\\Jobs\\\\A"; concurrency = 2; }\n);\n'
 
@@ -40,9 +44,9 @@ def pool(path, processes=4, queue="work"):
             ' handler = { type = "exec"; command = ["/bin/sh", "%s"]; }; }' % (queue, processes, path))
 
 
-def start(master_factory, redis_server, name, path, limits, processes=4, queue="work"):
+def start(master_factory, redis_server, name, path, limits, processes=4, queue="work", qpool=""):
     m = master_factory(redis_server, name)
-    m.write_config(pool(path, processes, queue))
+    m.write_config(pool(path, processes, queue), qpool=qpool)
     m.conf.write_text(m.conf.read_text() + limits)
     return m.start()
 
@@ -117,13 +121,29 @@ def test_killed_worker_slot_comes_back(master_factory, redis_server, tmp_path):
     path, log = handler(tmp_path)
     rc = redis_server.client()
     limits = 'limits = (\n  { class = "App\\\\Jobs\\\\Long"; concurrency = 1; }\n);\n'
-    start(master_factory, redis_server, "a", path, limits, processes=2)
+    port = free_port()
+    m = start(master_factory, redis_server, "a", path, limits, processes=2,
+              qpool='  http = { listen = "127.0.0.1:%d"; read_without_token = "all"; };' % port)
     push_many(rc, "work", [make_payload(job="App\\Jobs\\Long") for _ in range(2)])
     first = wait_for(lambda: [r for r in records(log).values() if r["S"]], 30, what="a Long job to start")
     assert len(first) == 1
     time.sleep(1)  # the other worker pops meanwhile: held back, attempts unchanged
     assert len([r for r in records(log).values() if r["S"]]) == 1
     assert ready_attempts(rc) == [0]
+    # seen: status (JSON and text) and /metrics show the slot in use and the job held back
+    wait_for(lambda: (m.status().get("limits") or [{}])[0].get("waiting") == 1, 20, what="status to show the wait")
+    lim = m.status()["limits"][0]
+    assert lim["class"] == "App\\Jobs\\Long" and lim["queue"] is None and lim["concurrency"] == 1
+    assert lim["in_use"] == 1 and lim["waited_s"] >= 0
+    text = m.cli("status").stdout
+    assert "App\\Jobs\\Long" in text and "1/1" in text, text
+    with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=10) as res:
+        prom = res.read().decode()
+    assert 'qpool_limit_in_use{class="App\\\\Jobs\\\\Long",queue=""} 1' in prom, prom[-3000:]
+    assert 'qpool_limit_waiting{class="App\\\\Jobs\\\\Long",queue=""} 1' in prom
+    if shutil.which("promtool"):
+        res = subprocess.run(["promtool", "check", "metrics"], input=prom, capture_output=True, text=True, timeout=30)
+        assert res.returncode == 0 and not res.stdout.strip() and not res.stderr.strip(), res
     worker = first[0]["S"][0][2]
     os.kill(worker, signal.SIGKILL)
     killed = time.monotonic()
