@@ -1768,6 +1768,7 @@ static const conf_key_t LIMIT_KEYS[] = {
     LK("rate", rate, K_STR, 0, 0),
     LK("burst", burst, K_INT, 1, LIMIT_BURST_MAX),
     LK("tag_prefix", tag_prefix, K_STR, 0, 0),
+    LK("alert_after", alert_after, K_NUM, 0, 86400 * 7),
     KEY_END,
 };
 
@@ -2190,6 +2191,7 @@ static void print_limits(const qconf_t *c, FILE *f)
         if (l->rate) print_str(f, in, "rate", l->rate);
         if (l->rate) fprintf(f, "%sburst = %d;\n", in, l->burst);
         if (l->tag_prefix) print_str(f, in, "tag_prefix", l->tag_prefix);
+        if (l->alert_after > 0) fprintf(f, "%salert_after = %g;\n", in, l->alert_after);
         fprintf(f, "  }%s\n", i + 1 == c->nlimits ? "" : ",");
     }
     fprintf(f, ");\n");

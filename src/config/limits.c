@@ -129,6 +129,15 @@ bool limit_applies_to(const limit_conf_t *l, char *const *queues, int nqueues)
     return false;
 }
 
+int limit_alert_step(bool open, bool known, double waited_s, double alert_after)
+{
+    if (open && alert_after <= 0) return -1;
+    if (!known || alert_after <= 0) return 0;
+    if (!open && waited_s >= alert_after) return 1;
+    if (open && waited_s <= 0) return -1;
+    return 0;
+}
+
 void limit_free(limit_conf_t *l)
 {
     free(l->class_name);

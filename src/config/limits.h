@@ -29,6 +29,7 @@ typedef struct {
     char *rate;         /* as written, "R/s" or "R/m"; NULL: none */
     double rate_per_s;  /* rate in jobs per second (0: none) */
     int burst;          /* token bucket capacity; 0 in the file: the default (1) */
+    double alert_after; /* seconds holding jobs back that raise an alert; 0: none */
     int line;           /* where the limit's group starts (0: unknown) */
 } limit_conf_t;
 
@@ -53,6 +54,13 @@ char *limit_key_id(const limit_conf_t *l);
 
 /* Does the limit apply to some of these queues (a class-only limit: to all)? */
 bool limit_applies_to(const limit_conf_t *l, char *const *queues, int nqueues);
+
+/* The alert on a limit holding jobs back (alert_after): given whether an
+ * episode is open, whether the wait was read this pass and how long the
+ * limit has held jobs back: 1 it fires, -1 it resolves (the limit holds
+ * none back any more, or the alert was turned off), 0 nothing changes. An
+ * unread pass changes nothing. */
+int limit_alert_step(bool open, bool known, double waited_s, double alert_after);
 
 void limit_free(limit_conf_t *l);
 void limits_free(limit_conf_t *v, int n);

@@ -120,7 +120,7 @@ def test_killed_worker_slot_comes_back(master_factory, redis_server, tmp_path):
     starts; until then it waits with its attempts at 0."""
     path, log = handler(tmp_path)
     rc = redis_server.client()
-    limits = 'limits = (\n  { class = "App\\\\Jobs\\\\Long"; concurrency = 1; }\n);\n'
+    limits = 'limits = (\n  { class = "App\\\\Jobs\\\\Long"; concurrency = 1; alert_after = 1; }\n);\n'
     port = free_port()
     m = start(master_factory, redis_server, "a", path, limits, processes=2,
               qpool='  http = { listen = "127.0.0.1:%d"; read_without_token = "all"; };' % port)
@@ -144,6 +144,8 @@ def test_killed_worker_slot_comes_back(master_factory, redis_server, tmp_path):
     if shutil.which("promtool"):
         res = subprocess.run(["promtool", "check", "metrics"], input=prom, capture_output=True, text=True, timeout=30)
         assert res.returncode == 0 and not res.stdout.strip() and not res.stderr.strip(), res
+    # held back past alert_after: an alert fires (logged; alerts.command would get it too)
+    m.wait_log(r'alert limit_wait firing: limit on class "App\\Jobs\\Long": limit_waited', 20)
     worker = first[0]["S"][0][2]
     os.kill(worker, signal.SIGKILL)
     killed = time.monotonic()
@@ -152,6 +154,8 @@ def test_killed_worker_slot_comes_back(master_factory, redis_server, tmp_path):
     assert second
     print("second job started %.1f s after the kill" % (time.monotonic() - killed))
     assert all(r["S"][0][1] == 1 for r in records(log).values())
+    # nothing held back any more: the alert resolves
+    m.wait_log(r'alert limit_wait resolved: limit on class "App\\Jobs\\Long"', 30)
 
 
 def test_rate_with_burst(master_factory, redis_server, tmp_path):

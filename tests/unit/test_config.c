@@ -1478,7 +1478,7 @@ static void test_limits_load(void **state)
     qconf_t *c = must_load(MINPOOL "limits = (\n"
                                    "  { class = \"App\\\\Jobs\\\\SyncCrm\"; concurrency = 5; },\n"
                                    "  { queue = \"mail\"; rate = \"50/s\"; burst = 10; },\n"
-                                   "  { class = \"B\"; queue = \"q\"; rate = \"600/m\"; concurrency = 1; }\n"
+                                   "  { class = \"B\"; queue = \"q\"; rate = \"600/m\"; concurrency = 1; alert_after = 30; }\n"
                                    ");\n");
     assert_int_equal(c->nlimits, 3);
     assert_string_equal(c->limits[0].class_name, "App\\Jobs\\SyncCrm");
@@ -1490,6 +1490,7 @@ static void test_limits_load(void **state)
     assert_true(c->limits[2].rate_per_s == 10.0);
     assert_int_equal(c->limits[2].burst, 1);
     assert_int_equal(c->limits[2].line, 5);
+    assert_true(c->limits[2].alert_after == 30.0 && c->limits[0].alert_after == 0);
     config_free(c);
     c = must_load(MINPOOL);
     assert_int_equal(c->nlimits, 0);

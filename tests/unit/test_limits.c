@@ -105,6 +105,21 @@ static void test_key_id_and_applies(void **state)
     assert_true(limit_applies_to(&b, qs, 1));
 }
 
+static void test_alert_step(void **state)
+{
+    (void)state;
+    assert_int_equal(limit_alert_step(false, true, 0, 60), 0);
+    assert_int_equal(limit_alert_step(false, true, 59.9, 60), 0);
+    assert_int_equal(limit_alert_step(false, true, 60, 60), 1);
+    assert_int_equal(limit_alert_step(true, true, 120, 60), 0);  /* stays open, silently */
+    assert_int_equal(limit_alert_step(true, true, 30, 60), 0);   /* still holding jobs back */
+    assert_int_equal(limit_alert_step(true, true, 0, 60), -1);   /* holds none back any more */
+    assert_int_equal(limit_alert_step(true, false, 0, 60), 0);   /* Redis unread: no change */
+    assert_int_equal(limit_alert_step(false, false, 999, 60), 0);
+    assert_int_equal(limit_alert_step(false, true, 999, 0), 0);  /* off */
+    assert_int_equal(limit_alert_step(true, true, 999, 0), -1);  /* turned off by a reload */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -113,6 +128,7 @@ int main(void)
         cmocka_unit_test(test_check_rate_and_burst),
         cmocka_unit_test(test_same_target_and_describe),
         cmocka_unit_test(test_key_id_and_applies),
+        cmocka_unit_test(test_alert_step),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
