@@ -7,6 +7,7 @@ use Throwable;
 require_once __DIR__.'/Handler.php';
 require_once __DIR__.'/Connections.php';
 require_once __DIR__.'/WorkerLink.php';
+require_once __DIR__.'/Agent.php';
 
 /**
  * The zygote (`php qpool-handler.php --zygote APP`, started by qpool's
@@ -484,6 +485,13 @@ final class Zygote
         }
 
         $text = (string) ($msg['iov'][0] ?? '');
+
+        if (preg_match('/^agent 1 (\d+)\n?$/', $text)) {
+            $this->forkAgent($fds);
+
+            return;
+        }
+
         $streams = count($fds) === self::FD_COUNT ? self::asStreams($fds) : null;
 
         if ($streams === null || ! preg_match('/^fork 1 (\d+)\n?$/', $text)
@@ -515,6 +523,76 @@ final class Zygote
         // Closed here at once: no later sibling inherits them, and the
         // worker sees EOF as soon as its handler is gone.
         self::closeAll($fds);
+    }
+
+    /**
+     * The master asks for the pool's app agent (src/master/agent.h): one
+     * stream socket, on which the forked agent answers (Agent.php). It
+     * stays in the zygote's process group, dies with the zygote (the
+     * parent-death signal) and sees nothing of the zygote's socket.
+     */
+    private function forkAgent(array $fds): void
+    {
+        $streams = count($fds) === 1 ? self::asStreams($fds) : null;
+
+        if ($streams === null || ! self::isSocket($streams[0])) {
+            Protocol::log('zygote: ignoring a malformed agent request ('.count($fds).' descriptors)');
+            self::closeAll($fds);
+
+            return;
+        }
+
+        $pid = pcntl_fork();
+
+        if ($pid === 0) {
+            exit($this->agentChild($streams[0]));
+        }
+
+        if ($pid < 0) {
+            Protocol::log('zygote: fork failed: '.pcntl_strerror(pcntl_get_last_error()));
+        }
+
+        self::closeAll($streams);
+    }
+
+    private function agentChild($io): int
+    {
+        foreach ([SIGTERM, SIGINT, SIGQUIT, SIGHUP, SIGCHLD, SIGALRM] as $sig) {
+            pcntl_signal($sig, SIG_DFL);
+        }
+
+        pcntl_sigprocmask(SIG_SETMASK, []);
+
+        try {
+            \FFI::cdef('int prctl(int option, unsigned long a2, unsigned long a3, unsigned long a4, unsigned long a5);')
+                ->prctl(1 /* PR_SET_PDEATHSIG */, 9 /* SIGKILL */, 0, 0, 0);
+        } catch (Throwable $e) {
+            // it still exits when it sees its zygote gone, once a second
+        }
+
+        while (ob_get_level() > 0) {
+            ob_end_flush();
+        }
+
+        $null = $this->libc->open('/dev/null', 0);
+
+        if ($null < 0 || ! $this->dropSocket($null) || $this->libc->dup2($null, 0) !== 0) {
+            Protocol::log('agent: cannot set up its descriptors');
+
+            return 71;
+        }
+
+        $this->libc->close($null);
+        ob_start(new StdoutToStderr(), 1);
+
+        return (new Agent($this->handler->app(), $io))->run();
+    }
+
+    private static function isSocket($stream): bool
+    {
+        $st = @fstat($stream);
+
+        return is_array($st) && ($st['mode'] & 0170000) === 0140000;
     }
 
     /**

@@ -104,7 +104,7 @@ static void print_child(const cJSON *c)
            cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(c, "old_generation")) ? " (old config)" : "");
 }
 
-/* A pool's line, then its budget, queues, zygote (and children). */
+/* A pool's line, then its budget, queues, zygote, agent (and children). */
 static void print_pool(const cJSON *p, bool verbose)
 {
     char mm[32], rt[32], tg[32];
@@ -138,6 +138,10 @@ static void print_pool(const cJSON *p, bool verbose)
         printf("    zygote pid %-7d %-10s generation %.0f, restarts %.0f, %.1f MB PSS (%.1f MB RSS), shared by "
                "its handlers\n", (int)num(z, "pid"), str(z, "state"), num(z, "generation"), num(z, "restarts"),
                num(z, "pss_kb") / 1024.0, num(z, "rss_kb") / 1024.0);
+    const cJSON *a = cJSON_GetObjectItemCaseSensitive(p, "agent");
+    if (cJSON_IsObject(a))
+        printf("    agent  pid %-7d %-10s restarts %.0f, reads Laravel's %s through the app\n", (int)num(a, "pid"),
+               str(a, "state"), num(a, "restarts"), str(a, "reads"));
     if (!verbose) return;
     const cJSON *c;
     cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(p, "children")) print_child(c);

@@ -98,6 +98,7 @@ typedef struct {
     char *cache_prefix;        /* Laravel cache prefix incl. separator, e.g. "laravel_cache:" */
     char *restart_key;         /* "" disables polling of queue:restart */
     bool laravel_pause;        /* honour illuminate:queue:paused:<conn>:<queue> */
+    bool agent_signals;        /* `laravel`, preloaded, cache store not Redis: the app agent reads the signals */
     int tries;
     int *backoff;
     int nbackoff;

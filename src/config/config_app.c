@@ -400,9 +400,10 @@ static void apply_queue(qconf_t *c, pool_conf_t *p, unsigned ex, const app_desc_
     free(bf);
 }
 
-static void apply_cache(qconf_t *c, pool_conf_t *p, unsigned ex, const app_desc_t *d, char ***w, int *nw)
+static void apply_cache(qconf_t *c, pool_conf_t *p, unsigned ex, const app_desc_t *d)
 {
     origin_str(p, "cache_store", d->cache_store.value, d->cache_store.source);
+    p->agent_signals = false;
     if (d->cache_connection.value) {
         bool ex_cache = ex & EXPLICIT_CACHE_CONNECTION;
         /* the queue's connection: its settings are listed already */
@@ -413,9 +414,30 @@ static void apply_cache(qconf_t *c, pool_conf_t *p, unsigned ex, const app_desc_
         origin_str(p, "cache_prefix", p->cache_prefix, ex & EXPLICIT_CACHE_PREFIX ? "qpool.conf" : d->cache_prefix.source);
         return;
     }
-    warnf(w, nw, "the app's cache store \"%s\" (driver %s) is not Redis: qpool cannot see queue:restart or queue:pause there, and keeps maxExceptions counters on the queue's connection",
-          d->cache_store.value, d->cache_driver.value ? d->cache_driver.value : "?");
     if (!(ex & EXPLICIT_CACHE_CONNECTION)) set_str(&p->cache_connection, p->connection);
+    p->agent_signals = true; /* settled by apply_signals once the handler is known */
+}
+
+/* A cache store that is not Redis: a pool that preloads the app has its app
+ * agent read queue:restart and queue:pause through the store (agent.h),
+ * unless qpool.conf names the cache connection; any other pool cannot see
+ * them. */
+static void apply_signals(pool_conf_t *p, unsigned ex, const app_desc_t *d, char ***w, int *nw)
+{
+    if (!p->agent_signals) return;
+    const char *drv = d->cache_driver.value ? d->cache_driver.value : "?";
+    if (pool_preloads(p) && !(ex & EXPLICIT_CACHE_CONNECTION)) {
+        char *v = xasprintf("queue:restart and queue:pause read by the pool's app agent through the cache store "
+                            "\"%s\" (driver %s); maxExceptions counters stay on the queue's connection",
+                            d->cache_store.value, drv);
+        origin(p, "signals", v, d->cache_store.source);
+        free(v);
+        return;
+    }
+    p->agent_signals = false;
+    warnf(w, nw, "the app's cache store \"%s\" (driver %s) is not Redis%s: qpool cannot see queue:restart or queue:pause there, and keeps maxExceptions counters on the queue's connection",
+          d->cache_store.value, drv,
+          ex & EXPLICIT_CACHE_CONNECTION ? " and qpool.conf names the cache_connection" : " and the pool does not preload the app");
     if (!(ex & EXPLICIT_RESTART_KEY)) set_str(&p->restart_key, "");
     if (!(ex & EXPLICIT_LARAVEL_PAUSE)) p->laravel_pause = false;
 }
@@ -461,7 +483,8 @@ void app_apply(qconf_t *c, pool_conf_t *p, unsigned explicit, const app_desc_t *
     p->norigins = 0;
     set_str(&p->laravel_version, d->laravel);
     apply_queue(c, p, explicit, d);
-    apply_cache(c, p, explicit, d, warn, nwarn);
+    apply_cache(c, p, explicit, d);
     apply_down(c, p, d, warn, nwarn);
     apply_handler(p);
+    apply_signals(p, explicit, d, warn, nwarn);
 }

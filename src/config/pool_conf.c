@@ -99,7 +99,8 @@ bool pool_conf_same_except_size(const pool_conf_t *a, const pool_conf_t *b)
     if (!str_eq(a->name, b->name) || !strv_eq(a->queues, b->queues)) return false;
     if (!str_eq(a->connection, b->connection) || !str_eq(a->queue_connection, b->queue_connection) ||
         !str_eq(a->cache_connection, b->cache_connection) || !str_eq(a->cache_prefix, b->cache_prefix) ||
-        !str_eq(a->restart_key, b->restart_key) || a->laravel_pause != b->laravel_pause)
+        !str_eq(a->restart_key, b->restart_key) || a->laravel_pause != b->laravel_pause ||
+        a->agent_signals != b->agent_signals)
         return false;
     if (a->tries != b->tries || a->timeout != b->timeout || a->retry_after != b->retry_after ||
         a->memory != b->memory || a->sleep != b->sleep || a->max_jobs != b->max_jobs ||

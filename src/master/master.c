@@ -305,7 +305,7 @@ static int wait_events(master_t *m, int timeout)
     for (int i = 0; i < n; i++) {
         if (evs[i].data.fd == m->sfd)
             handle_signals(m);
-        else if (!pools_stats_event(&m->pools, evs[i].data.fd))
+        else if (!pools_stats_event(&m->pools, evs[i].data.fd) && !monitor_agent_event(m, evs[i].data.fd))
             control_event(m, evs[i].data.fd, evs[i].events);
     }
     return 0;

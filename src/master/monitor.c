@@ -2,6 +2,7 @@
  * monitor.c - see monitor.h.
  */
 #include "master/monitor.h"
+#include "master/agent.h"
 #include "master/alerting.h"
 #include "master/balancer.h"
 #include "master/budgeting.h"
@@ -216,7 +217,7 @@ static void fetch_counts(master_t *m)
 /* Does a pool on cache connection cname poll Laravel's keys? */
 static bool polls_laravel(const pool_t *p, const char *cname)
 {
-    return !p->removed && !strcmp(p->conf.cache_connection, cname) &&
+    return !p->removed && !p->conf.agent_signals && !strcmp(p->conf.cache_connection, cname) &&
            (p->conf.laravel_pause || p->conf.restart_key[0]);
 }
 
@@ -265,6 +266,16 @@ static int read_restart_key(master_t *m, rconn_t *c, const char *cname, pool_t *
     return 0;
 }
 
+/* Queue q paused by Laravel's queue:pause, or not (logged when it changes). */
+static void set_laravel_paused(pool_t *p, int q, bool paused)
+{
+    bool was = p->q[q].laravel_paused;
+    p->q[q].laravel_paused = paused;
+    if (was != paused)
+        log_info("pool %s: queue %s %s by Laravel's queue:%s", p->conf.name, p->conf.queues[q],
+                 paused ? "paused" : "resumed", paused ? "pause" : "resume");
+}
+
 /* The queue:pause keys' replies: each queue paused by Laravel or not. -1:
  * the connection failed on the first; a later failure only ends this
  * pool's queues. */
@@ -276,11 +287,7 @@ static int read_pause_keys(rconn_t *c, pool_t *p)
     freeReplyObject(r);
     for (int q = 0; q < p->conf.nqueues; q++) {
         if (rconn_read(c, -1, -1, &r) != RC_OK) break;
-        bool was = p->q[q].laravel_paused;
-        p->q[q].laravel_paused = all || php_truthy(r);
-        if (was != p->q[q].laravel_paused)
-            log_info("pool %s: queue %s %s by Laravel's queue:%s", p->conf.name, p->conf.queues[q],
-                     p->q[q].laravel_paused ? "paused" : "resumed", p->q[q].laravel_paused ? "pause" : "resume");
+        set_laravel_paused(p, q, all || php_truthy(r));
         freeReplyObject(r);
     }
     return 0;
@@ -290,7 +297,7 @@ static void read_laravel_keys(master_t *m, rconn_t *c, const char *cname)
 {
     for (int i = 0; i < m->pools.n; i++) {
         pool_t *p = m->pools.v[i];
-        if (p->removed || strcmp(p->conf.cache_connection, cname)) continue;
+        if (p->removed || p->conf.agent_signals || strcmp(p->conf.cache_connection, cname)) continue;
         if (p->conf.restart_key[0] && read_restart_key(m, c, cname, p) < 0) break; /* the rest waits for the next pass */
         if (p->conf.laravel_pause && read_pause_keys(c, p) < 0) break;
     }
@@ -321,7 +328,8 @@ static void poll_laravel_keys(master_t *m)
         if (!c || rconn_ensure(c) < 0) continue;
         for (int i = 0; i < m->pools.n; i++) {
             pool_t *p = m->pools.v[i];
-            if (!p->removed && !strcmp(p->conf.cache_connection, cname)) ask_laravel_keys(c, p);
+            if (!p->removed && !p->conf.agent_signals && !strcmp(p->conf.cache_connection, cname))
+                ask_laravel_keys(c, p);
         }
         read_laravel_keys(m, c, cname);
     }
@@ -587,6 +595,92 @@ void monitor_goodbye(master_t *m)
     }
 }
 
+/* Does the pool's app agent read its Laravel signals (agent.h)? */
+static bool agent_polls(const pool_t *p)
+{
+    return !p->removed && p->conf.agent_signals && pool_preloads(&p->conf) &&
+           (p->conf.restart_key[0] || p->conf.laravel_pause);
+}
+
+/* A request unanswered this long drops the agent: two passes, at least 5 s. */
+static int64_t agent_timeout_ms(const master_t *m)
+{
+    int64_t t = (int64_t)(m->conf->balance_interval * 2000);
+    return t < 5000 ? 5000 : t;
+}
+
+/* Ask the pool's agent for the signals of its queues ("connection:queue",
+ * as Laravel names the pause keys); nothing when it cannot be asked now. */
+static void ask_signals(pool_t *p, int64_t now)
+{
+    int nq = p->conf.laravel_pause ? p->conf.nqueues : 0;
+    char *names[QPOOL_MAX_QUEUES] = {0};
+    for (int q = 0; q < nq; q++) names[q] = xasprintf("%s:%s", p->conf.queue_connection, p->conf.queues[q]);
+    agent_ask(&p->agent, p->conf.name, AGENT_OP_SIGNALS, p->conf.restart_key, (const char *const *)names, nq, now);
+    for (int q = 0; q < nq; q++) free(names[q]);
+}
+
+/* Each pass: every agent kept up, and asked for its pool's signals. */
+static void ask_agents(master_t *m, int64_t now)
+{
+    for (int i = 0; i < m->pools.n; i++) {
+        pool_t *p = m->pools.v[i];
+        if (!agent_polls(p)) {
+            agent_close(&p->agent);
+            continue;
+        }
+        int zfd = zygote_off(&p->zygotes, p->gen) ? -1 : zygote_worker_fd(&p->zygotes, p->gen);
+        agent_maintain(&p->agent, p->conf.name, zfd, p->gen, m->epfd, now, agent_timeout_ms(m));
+        ask_signals(p, now);
+    }
+}
+
+/* The signals an agent read: the same rules as the Redis keys' (a changed
+ * queue:restart value rolls the pool; the baselines are kept across
+ * reloads; a paused queue is not popped). */
+static void agent_signals_seen(master_t *m, pool_t *p, const agent_reply_t *r)
+{
+    if (!r->ok) {
+        if (!p->agent.warned)
+            log_warn("pool %s: its app agent cannot read Laravel's signals: %s", p->conf.name, r->error);
+        p->agent.warned = true;
+        return;
+    }
+    p->agent.warned = false;
+    if (p->conf.restart_key[0]) {
+        char *key = xasprintf("agent|%s|%s", p->conf.name, p->conf.restart_key);
+        const char *now = r->has_restart ? r->restart : "";
+        bool found;
+        const char *was = seen_get(m, key, &found);
+        if (found && strcmp(was, now)) {
+            log_info("pool %s: Laravel's queue:restart signal changed (%s, read by the app agent): rolling restart",
+                     p->conf.name, p->conf.restart_key);
+            pool_request_roll(p);
+        }
+        if (!found || strcmp(was, now)) seen_set(m, key, now);
+        free(key);
+    }
+    for (int q = 0; q < r->npaused && q < p->conf.nqueues && p->conf.laravel_pause; q++)
+        set_laravel_paused(p, q, r->paused_all || r->paused[q]);
+}
+
+bool monitor_agent_event(master_t *m, int fd)
+{
+    for (int i = 0; i < m->pools.n; i++) {
+        pool_t *p = m->pools.v[i];
+        if (!agent_owns(&p->agent, fd)) continue;
+        agent_reply_t r[4];
+        int64_t now = mono_ms();
+        bool hello = !p->agent.pid;
+        int n = agent_read(&p->agent, p->conf.name, r, 4, now);
+        for (int k = 0; k < n; k++)
+            if (agent_polls(p)) agent_signals_seen(m, p, &r[k]);
+        if (hello && p->agent.pid && agent_polls(p)) ask_signals(p, now); /* a new agent: asked at once */
+        return true;
+    }
+    return false;
+}
+
 void monitor_tick(master_t *m, int64_t now)
 {
     m->next_balance_ms = now + (int64_t)(m->conf->balance_interval * 1000);
@@ -595,6 +689,7 @@ void monitor_tick(master_t *m, int64_t now)
     heartbeat(m);
     write_history(m);
     poll_laravel_keys(m);
+    ask_agents(m, now);
     if (!m->stopping) monitor_check_maintenance(m);
     update_rates(m, now);
     alerting_tick(m, now);

@@ -8,6 +8,7 @@
 #ifndef QPOOL_MONITOR_H
 #define QPOOL_MONITOR_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "master/master.h"
@@ -23,6 +24,8 @@ void monitor_tick_stopping(master_t *m, int64_t now_ms);
 /* Pause (or resume) the pools whose Laravel app is down for maintenance;
  * monitor_tick does it each pass, the master once before its first spawn. */
 void monitor_check_maintenance(master_t *m);
+/* fd is a pool's app agent socket: its replies taken (true), else false. */
+bool monitor_agent_event(master_t *m, int fd);
 /* Remove this master's heartbeat record (graceful stop). */
 void monitor_goodbye(master_t *m);
 void monitor_free(master_t *m);

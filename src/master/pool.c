@@ -48,6 +48,7 @@ pool_t *pool_new(const pool_conf_t *conf, int class_cap, int jobs_cap)
     p->gen = 1;
     p->pinned = -1;
     zygotes_init(&p->zygotes);
+    agent_init(&p->agent);
     p->target = conf->balance == BALANCE_OFF ? conf->processes : conf->min_processes;
     /* nothing before the first lease (budgeting.c) */
     if (conf->fleet_max_processes) p->target = 0;
@@ -80,6 +81,7 @@ void pool_free(pool_t *p)
 {
     if (!p) return;
     zygotes_free(&p->zygotes);
+    agent_close(&p->agent);
     pool_conf_free(&p->conf);
     jobstats_free(&p->stats);
     jobstats_free(&p->recent);

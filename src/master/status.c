@@ -84,6 +84,19 @@ static void zygote_json(cJSON *po, const pool_t *p)
     cJSON_AddNumberToObject(o, "uss_kb", (double)mem.uss_kb);
 }
 
+/* The pool's app agent (agent.h), for a pool that has one: its pid is what
+ * it said in its hello (0: none up now). */
+static void agent_json(cJSON *po, const pool_t *p)
+{
+    if (!p->conf.agent_signals) return;
+    cJSON *o = cJSON_AddObjectToObject(po, "agent");
+    const agent_t *a = &p->agent;
+    cJSON_AddStringToObject(o, "state", a->fd < 0 ? "down" : a->pid > 0 ? "running" : "starting");
+    cJSON_AddNumberToObject(o, "pid", a->fd >= 0 ? a->pid : 0);
+    cJSON_AddNumberToObject(o, "restarts", a->restarts);
+    cJSON_AddStringToObject(o, "reads", "signals");
+}
+
 /* The pool's jobs since the master started, by queue, class and outcome. */
 static cJSON *job_stats_json(const pool_t *p, bool raw)
 {
@@ -247,6 +260,7 @@ static cJSON *pool_json(master_t *m, pool_t *p, unsigned flags)
     add_work(po, p, &c);
     cJSON_AddBoolToObject(po, "counts_fresh", p->have_counts);
     zygote_json(po, p);
+    agent_json(po, p);
     cJSON_AddItemToObject(po, "job_stats", job_stats_json(p, flags & STATUS_RAW));
     if (flags & STATUS_RAW) cJSON_AddItemToObject(po, "exits", exits_json(p));
     cJSON_AddItemToObject(po, "queues", queues_json(m, p));

@@ -309,11 +309,26 @@ static void test_apply_non_redis_cache(void **state)
     app_apply(c, &p, 0, &d, &w, &nw);
     assert_int_equal(nw, 1);
     assert_non_null(strstr(w[0], "not Redis"));
+    assert_false(p.agent_signals);
     assert_string_equal(p.restart_key, "");
     assert_false(p.laravel_pause);
     assert_string_equal(p.cache_connection, p.connection);
     free(w[0]);
     free(w);
+    /* a pool that preloads the app: its app agent reads them, no warning */
+    pool_conf_t pre;
+    pool_init(&pre);
+    pre.preload = true;
+    pre.laravel_pause = true;
+    w = NULL;
+    nw = 0;
+    app_apply(c, &pre, 0, &d, &w, &nw);
+    assert_int_equal(nw, 0);
+    assert_true(pre.agent_signals);
+    assert_string_equal(pre.restart_key, "illuminate:queue:restart");
+    assert_true(pre.laravel_pause);
+    free(w);
+    pool_conf_free(&pre);
     free(json);
     free(b);
     appdesc_free(&d);

@@ -14,6 +14,13 @@ return [
             'serialize' => false,
         ],
 
+        // the table: tests/integration/test_agent.py creates it (as `php artisan cache:table` would)
+        'database' => [
+            'driver' => 'database',
+            'table' => 'cache',
+            'connection' => null,
+        ],
+
         'file' => [
             'driver' => 'file',
             'path' => storage_path('framework/cache/data'),

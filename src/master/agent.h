@@ -1,0 +1,65 @@
+/*
+ * agent.h - the master's side of a pool's app agent.
+ *
+ * A pool that preloads the PHP app and needs what only the app can read
+ * (pool_conf_t.agent_signals: Laravel's signals in a cache store that is not
+ * Redis) has one agent: a long-lived process forked by the pool's zygote
+ * (php/src/Agent.php) that holds the booted app. The master asks for it by a
+ * datagram "agent 1 MASTERPID" on the zygote's socket carrying one end of a
+ * stream socket pair; it keeps the other end, non-blocking, in its epoll
+ * set. The wire (one JSON line each way, one request in flight) is
+ * agent_wire.h's. The master never blocks on it: a request unanswered within
+ * its timeout, a reply that fails agent_wire_parse, or the end of the
+ * socket drops the agent (the socket is closed: the agent exits at its end,
+ * and with its zygote), and a new one is asked for after the respawn
+ * backoff. A new pool generation (a new zygote) gets a new agent. The pid
+ * the agent says is shown, never signalled: nothing a child writes is
+ * trusted to name a process.
+ */
+#ifndef QPOOL_AGENT_H
+#define QPOOL_AGENT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "master/agent_wire.h"
+#include "master/respawn.h"
+
+typedef struct {
+    int fd;                       /* the master's end, -1: none */
+    int epfd;                     /* the epoll set it is in */
+    uint64_t gen;                 /* the pool generation (zygote) it was forked from */
+    pid_t pid;                    /* what its hello said (shown only), 0: no hello yet */
+    char laravel[64];
+    uint64_t next_id;
+    uint64_t pending_id;          /* the request in flight, 0: none */
+    enum agent_op pending_op;
+    int pending_nq;
+    int64_t sent_ms, started_ms, not_before_ms;
+    char *buf;                    /* bytes of a reply line not complete yet */
+    size_t len;
+    respawn_t respawn;
+    unsigned restarts;            /* agents lost and asked for again */
+    bool warned;                  /* its last reply was an error, logged (monitor.c) */
+} agent_t;
+
+void agent_init(agent_t *a);
+/* Once a pass: drop an agent of an older generation or one whose request
+ * is older than timeout_ms; ask zygote socket zfd (-1: none up) for one when
+ * none runs and its backoff is over. */
+void agent_maintain(agent_t *a, const char *pool, int zfd, uint64_t gen, int epfd, int64_t now, int64_t timeout_ms);
+/* Send a request; -1 when there is no agent, it has not said hello yet, or
+ * a request is in flight. */
+int agent_ask(agent_t *a, const char *pool, enum agent_op op, const char *restart_key, const char *const *queues,
+              int nq, int64_t now);
+/* fd is its socket? */
+bool agent_owns(const agent_t *a, int fd);
+/* Its socket is readable: the replies to our requests into out (at most
+ * max; the hello is taken here). Returns their count; on an end, an error
+ * or a bad reply the agent is dropped (logged) and what came before counts. */
+int agent_read(agent_t *a, const char *pool, agent_reply_t *out, int max, int64_t now);
+/* Drop it (pool freed, or no longer wanted). */
+void agent_close(agent_t *a);
+
+#endif

@@ -1,0 +1,170 @@
+/*
+ * agent_wire.c - see agent_wire.h. Pure: no I/O.
+ */
+#include "master/agent_wire.h"
+#include "core/util.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const op_names[] = {"hello", "signals", "sizes"};
+
+char *agent_wire_request(uint64_t id, enum agent_op op, const char *restart_key, const char *const *queues,
+                         int nqueues)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "id", (double)id);
+    cJSON_AddStringToObject(o, "op", op_names[op]);
+    if (op == AGENT_OP_SIGNALS || op == AGENT_OP_SIZES) {
+        if (restart_key && restart_key[0])
+            cJSON_AddStringToObject(o, op == AGENT_OP_SIGNALS ? "restart_key" : "connection", restart_key);
+        cJSON *a = cJSON_AddArrayToObject(o, "queues");
+        for (int i = 0; i < nqueues && i < AGENT_QUEUES_MAX; i++) cJSON_AddItemToArray(a, cJSON_CreateString(queues[i]));
+    }
+    char *js = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    if (!js) return NULL;
+    size_t n = strlen(js);
+    if (n + 1 >= AGENT_LINE_MAX) {
+        free(js);
+        return NULL;
+    }
+    char *line = xasprintf("%s\n", js);
+    free(js);
+    return line;
+}
+
+static int fail(char *err, size_t errlen, const char *why)
+{
+    snprintf(err, errlen, "%s", why);
+    return -1;
+}
+
+/* An integer in [lo, hi], exactly. */
+static bool int_in(const cJSON *v, double lo, double hi, double *out)
+{
+    if (!cJSON_IsNumber(v)) return false;
+    double d = v->valuedouble;
+    if (!isfinite(d) || d < lo || d > hi || floor(d) != d) return false;
+    *out = d;
+    return true;
+}
+
+/* A string of at most max bytes into buf (max + 1 bytes). */
+static bool str_in(const cJSON *v, size_t max, char *buf)
+{
+    if (!cJSON_IsString(v) || !v->valuestring) return false;
+    size_t n = strlen(v->valuestring);
+    if (n > max) return false;
+    memcpy(buf, v->valuestring, n + 1);
+    return true;
+}
+
+static int parse_hello(const cJSON *o, agent_reply_t *out, char *err, size_t errlen)
+{
+    double pid;
+    if (!int_in(cJSON_GetObjectItemCaseSensitive(o, "pid"), 2, 2147483647.0, &pid))
+        return fail(err, errlen, "hello: no valid \"pid\"");
+    out->pid = (int)pid;
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, "laravel");
+    if (v && !str_in(v, sizeof out->laravel - 1, out->laravel)) return fail(err, errlen, "hello: bad \"laravel\"");
+    return 0;
+}
+
+static int parse_signals(const cJSON *o, int nqueues, agent_reply_t *out, char *err, size_t errlen)
+{
+    const cJSON *r = cJSON_GetObjectItemCaseSensitive(o, "restart");
+    if (!r || cJSON_IsNull(r))
+        out->has_restart = false;
+    else if (str_in(r, AGENT_VALUE_MAX, out->restart))
+        out->has_restart = true;
+    else
+        return fail(err, errlen, "signals: \"restart\" is neither null nor a short string");
+    const cJSON *all = cJSON_GetObjectItemCaseSensitive(o, "paused_all");
+    if (!cJSON_IsBool(all)) return fail(err, errlen, "signals: \"paused_all\" is not a boolean");
+    out->paused_all = cJSON_IsTrue(all);
+    const cJSON *p = cJSON_GetObjectItemCaseSensitive(o, "paused");
+    if (!cJSON_IsArray(p) || cJSON_GetArraySize(p) != nqueues || nqueues > AGENT_QUEUES_MAX)
+        return fail(err, errlen, "signals: \"paused\" is not one boolean per queue asked");
+    int i = 0;
+    for (const cJSON *e = p->child; e; e = e->next, i++) {
+        if (!cJSON_IsBool(e)) return fail(err, errlen, "signals: \"paused\" holds a value that is not a boolean");
+        out->paused[i] = cJSON_IsTrue(e);
+    }
+    out->npaused = i;
+    return 0;
+}
+
+/* A count: an integer in [0, 2^53-1], or null / absent (-1: not known). */
+static bool count_in(const cJSON *o, const char *key, bool required, int64_t *out)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    double d;
+    *out = -1;
+    if (!v || cJSON_IsNull(v)) return !required;
+    if (!int_in(v, 0, (double)AGENT_ID_MAX, &d)) return false;
+    *out = (int64_t)d;
+    return true;
+}
+
+static int parse_sizes(const cJSON *o, int nqueues, agent_reply_t *out, char *err, size_t errlen)
+{
+    const cJSON *a = cJSON_GetObjectItemCaseSensitive(o, "sizes");
+    if (!cJSON_IsArray(a) || cJSON_GetArraySize(a) != nqueues || nqueues > AGENT_QUEUES_MAX)
+        return fail(err, errlen, "sizes: \"sizes\" is not one object per queue asked");
+    int i = 0;
+    for (const cJSON *e = a->child; e; e = e->next, i++) {
+        if (!cJSON_IsObject(e) || !count_in(e, "ready", true, &out->ready[i]) ||
+            !count_in(e, "delayed", false, &out->delayed[i]) || !count_in(e, "reserved", false, &out->reserved[i]))
+            return fail(err, errlen, "sizes: a size that is not a count");
+    }
+    out->nsizes = i;
+    return 0;
+}
+
+/* The reply's id and ok, and (not ok) its error; 1 when it is an error reply. */
+static int parse_head(const cJSON *o, enum agent_op op, agent_reply_t *out, char *err, size_t errlen)
+{
+    double id;
+    double lo = op == AGENT_OP_HELLO ? 0 : 1, hi = op == AGENT_OP_HELLO ? 0 : (double)AGENT_ID_MAX;
+    if (!int_in(cJSON_GetObjectItemCaseSensitive(o, "id"), lo, hi, &id))
+        return fail(err, errlen, "no valid \"id\"");
+    out->id = (uint64_t)id;
+    const cJSON *ok = cJSON_GetObjectItemCaseSensitive(o, "ok");
+    if (!cJSON_IsBool(ok)) return fail(err, errlen, "\"ok\" is not a boolean");
+    out->ok = cJSON_IsTrue(ok);
+    if (out->ok) return 0;
+    const cJSON *e = cJSON_GetObjectItemCaseSensitive(o, "error");
+    if (!cJSON_IsString(e) || !e->valuestring) return fail(err, errlen, "an error reply without \"error\"");
+    size_t n = utf8_cut(e->valuestring, strlen(e->valuestring), sizeof out->error - 1);
+    memcpy(out->error, e->valuestring, n);
+    out->error[n] = '\0';
+    return 1;
+}
+
+int agent_wire_parse(const char *line, size_t len, enum agent_op op, int nqueues, agent_reply_t *out, char *err,
+                     size_t errlen)
+{
+    memset(out, 0, sizeof *out);
+    if (len >= AGENT_LINE_MAX) return fail(err, errlen, "the line is too long");
+    if (memchr(line, '\0', len) || !utf8_valid(line, len)) return fail(err, errlen, "not valid UTF-8 text");
+    const char *end = NULL;
+    cJSON *o = cJSON_ParseWithLengthOpts(line, len, &end, false);
+    while (o && end && end < line + len && (*end == ' ' || *end == '\t' || *end == '\r')) end++;
+    if (!cJSON_IsObject(o) || end != line + len) { /* one object, and nothing after it */
+        cJSON_Delete(o);
+        return fail(err, errlen, "not one JSON object");
+    }
+    int rv = parse_head(o, op, out, err, errlen);
+    if (rv == 0 && op == AGENT_OP_HELLO)
+        rv = parse_hello(o, out, err, errlen);
+    else if (rv == 0)
+        rv = op == AGENT_OP_SIZES ? parse_sizes(o, nqueues, out, err, errlen) : parse_signals(o, nqueues, out, err, errlen);
+    else if (rv == 1)
+        rv = 0;
+    cJSON_Delete(o);
+    return rv;
+}

@@ -1,0 +1,72 @@
+/*
+ * agent_wire.h - the wire between the master and a pool's app agent (pure).
+ *
+ * The agent (php/src/Agent.php) is a long-lived process forked by the
+ * pool's zygote: it holds the booted app and answers what the C side cannot
+ * read itself (Laravel's signals in any cache store; later: sizes, batches,
+ * the failer). One JSON object per line each way, over a stream socket the
+ * master owns:
+ *
+ *   master -> agent  {"id":7,"op":"signals","restart_key":"illuminate:queue:restart","queues":["redis:default"]}
+ *   agent -> master  {"id":7,"ok":true,"restart":"1764380000","paused_all":false,"paused":[false]}
+ *                    {"id":7,"ok":false,"error":"..."}
+ *   master -> agent  {"id":8,"op":"sizes","connection":"database","queues":["default"]}
+ *   agent -> master  {"id":8,"ok":true,"sizes":[{"ready":12,"delayed":null,"reserved":null}]}
+ *   agent, unasked   {"id":0,"ok":true,"op":"hello","pid":123,"laravel":"8.83.27"}
+ *
+ * Every reply is checked here before the master uses it: a bounded line,
+ * valid UTF-8, a JSON object, an integer id, known types for the keys an
+ * op needs, bounded strings and arrays; keys this master does not know are
+ * ignored (a newer agent may add them). A new op adds an enum value, its
+ * fields in agent_reply_t and its checks in agent_wire_parse.
+ */
+#ifndef QPOOL_AGENT_WIRE_H
+#define QPOOL_AGENT_WIRE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define AGENT_LINE_MAX 65536        /* a reply line, newline included, at most */
+#define AGENT_VALUE_MAX 256         /* a value the agent reports (a restart stamp) */
+#define AGENT_QUEUES_MAX 30         /* queues in one request (redis_conf.h: QPOOL_MAX_QUEUES) */
+#define AGENT_ID_MAX 9007199254740991ULL /* 2^53 - 1: exact in a JSON number */
+
+enum agent_op {
+    AGENT_OP_HELLO = 0,             /* the agent's first line, unasked (id 0) */
+    AGENT_OP_SIGNALS,               /* queue:restart and the queue:pause keys through the app's cache store */
+    AGENT_OP_SIZES,                 /* each queue's size through the app's queue connection */
+};
+
+typedef struct {
+    uint64_t id;
+    bool ok;
+    char error[256];                /* !ok: what the agent said (repaired, cut) */
+    /* AGENT_OP_HELLO */
+    int pid;
+    char laravel[64];
+    /* AGENT_OP_SIGNALS */
+    bool has_restart;               /* false: the key is not set */
+    char restart[AGENT_VALUE_MAX + 1];
+    bool paused_all;
+    int npaused;
+    bool paused[AGENT_QUEUES_MAX];
+    /* AGENT_OP_SIZES: per queue asked; -1 where the driver cannot say
+     * (ready is the driver's size() when it has no pendingSize()) */
+    int nsizes;
+    int64_t ready[AGENT_QUEUES_MAX], delayed[AGENT_QUEUES_MAX], reserved[AGENT_QUEUES_MAX];
+} agent_reply_t;
+
+/* One request line (with its newline; caller frees), or NULL when it would
+ * not fit AGENT_LINE_MAX. signals: restart_key ("" or NULL: none asked) and
+ * queues, "connection:queue" names (the pause keys asked). sizes: key is
+ * the Laravel queue connection, queues its queue names. */
+char *agent_wire_request(uint64_t id, enum agent_op op, const char *restart_key, const char *const *queues,
+                         int nqueues);
+
+/* Parse one reply line (without its newline) to a request of op `op` (or
+ * the hello, id 0). 0 and *out filled; -1 with a reason in err. */
+int agent_wire_parse(const char *line, size_t len, enum agent_op op, int nqueues, agent_reply_t *out, char *err,
+                     size_t errlen);
+
+#endif

@@ -1,0 +1,193 @@
+/*
+ * test_agent_wire.c - the wire between the master and a pool's app agent
+ * (agent_wire.h): requests as built, replies as checked, hostile ones refused.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "master/agent_wire.h"
+
+static int parse(const char *line, enum agent_op op, int nq, agent_reply_t *r)
+{
+    char err[128];
+    return agent_wire_parse(line, strlen(line), op, nq, r, err, sizeof err);
+}
+
+static void test_request(void **state)
+{
+    (void)state;
+    const char *qs[] = {"redis:default", "redis:\"hi\"\n"};
+    char *line = agent_wire_request(7, AGENT_OP_SIGNALS, "illuminate:queue:restart", qs, 2);
+    assert_string_equal(line, "{\"id\":7,\"op\":\"signals\",\"restart_key\":\"illuminate:queue:restart\","
+                              "\"queues\":[\"redis:default\",\"redis:\\\"hi\\\"\\n\"]}\n");
+    free(line);
+    line = agent_wire_request(8, AGENT_OP_SIGNALS, "", NULL, 0);
+    assert_string_equal(line, "{\"id\":8,\"op\":\"signals\",\"queues\":[]}\n");
+    free(line);
+}
+
+static void test_good_replies(void **state)
+{
+    (void)state;
+    agent_reply_t r;
+    assert_int_equal(parse("{\"id\":0,\"ok\":true,\"op\":\"hello\",\"pid\":123,\"laravel\":\"8.83.26\",\"new\":[1]}",
+                           AGENT_OP_HELLO, 0, &r), 0);
+    assert_int_equal(r.pid, 123);
+    assert_string_equal(r.laravel, "8.83.26");
+    assert_int_equal(parse("{\"id\":5,\"ok\":true,\"restart\":\"1764380000\",\"paused_all\":false,"
+                           "\"paused\":[false,true],\"later\":{\"x\":1}}", AGENT_OP_SIGNALS, 2, &r), 0);
+    assert_int_equal(r.id, 5);
+    assert_int_equal(parse("{\"id\":5,\"ok\":true,\"restart\":null,\"paused_all\":false,\"paused\":[]} \r",
+                           AGENT_OP_SIGNALS, 0, &r), 0); /* blanks after it, as a CRLF line */
+    assert_int_equal(parse("{\"id\":5,\"ok\":true,\"restart\":\"1764380000\",\"paused_all\":false,"
+                           "\"paused\":[false,true],\"later\":{\"x\":1}}", AGENT_OP_SIGNALS, 2, &r), 0);
+    assert_true(r.ok && r.has_restart && !r.paused_all);
+    assert_string_equal(r.restart, "1764380000");
+    assert_int_equal(r.npaused, 2);
+    assert_true(!r.paused[0] && r.paused[1]);
+    assert_int_equal(parse("{\"id\":6,\"ok\":true,\"restart\":null,\"paused_all\":true,\"paused\":[]}",
+                           AGENT_OP_SIGNALS, 0, &r), 0);
+    assert_false(r.has_restart);
+    assert_true(r.paused_all);
+    /* an error reply: its text, cut, and nothing else asked of it */
+    assert_int_equal(parse("{\"id\":9,\"ok\":false,\"error\":\"PDOException: no such table: cache\"}",
+                           AGENT_OP_SIGNALS, 3, &r), 0);
+    assert_false(r.ok);
+    assert_string_equal(r.error, "PDOException: no such table: cache");
+}
+
+static void test_hostile_replies(void **state)
+{
+    (void)state;
+    agent_reply_t r;
+    static const char *const bad[] = {
+        "", "null", "[]", "\"x\"", "{", "{\"id\":1,\"ok\":true}",          /* not an object, or signals' keys missing */
+        "{\"ok\":true,\"restart\":null,\"paused_all\":false,\"paused\":[]}", /* no id */
+        "{\"id\":\"1\",\"ok\":true,\"restart\":null,\"paused_all\":false,\"paused\":[]}",
+        "{\"id\":1.5,\"ok\":true,\"restart\":null,\"paused_all\":false,\"paused\":[]}",
+        "{\"id\":-1,\"ok\":true,\"restart\":null,\"paused_all\":false,\"paused\":[]}",
+        "{\"id\":0,\"ok\":true,\"restart\":null,\"paused_all\":false,\"paused\":[]}",
+        "{\"id\":1e400,\"ok\":true,\"restart\":null,\"paused_all\":false,\"paused\":[]}",
+        "{\"id\":9007199254740993,\"ok\":true,\"restart\":null,\"paused_all\":false,\"paused\":[]}",
+        "{\"id\":1,\"ok\":1,\"restart\":null,\"paused_all\":false,\"paused\":[]}",
+        "{\"id\":1,\"ok\":true,\"restart\":5,\"paused_all\":false,\"paused\":[]}",
+        "{\"id\":1,\"ok\":true,\"restart\":null,\"paused_all\":\"yes\",\"paused\":[]}",
+        "{\"id\":1,\"ok\":true,\"restart\":null,\"paused_all\":false,\"paused\":[1]}",
+        "{\"id\":1,\"ok\":true,\"restart\":null,\"paused_all\":false,\"paused\":[true,true]}", /* one asked */
+        "{\"id\":1,\"ok\":true,\"restart\":null,\"paused_all\":false}",
+        "{\"id\":1,\"ok\":false}",                                             /* an error without its text */
+        "{\"id\":1,\"ok\":true,\"restart\":\"\xff\xfe\",\"paused_all\":false,\"paused\":[false]}", /* bad UTF-8 */
+        "{\"id\":1,\"ok\":true,\"restart\":\"\xed\xa0\x80\",\"paused_all\":false,\"paused\":[false]}", /* a surrogate */
+        "{\"id\":1,\"ok\":true,\"restart\":null,\"paused_all\":false,\"paused\":[false]}{\"id\":2}", /* two */
+        "{\"id\":1,\"ok\":true,\"restart\":null,\"paused_all\":false,\"paused\":[false]} x",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        int rv = parse(bad[i], AGENT_OP_SIGNALS, 1, &r);
+        if (rv != -1) fail_msg("accepted: %s", bad[i]);
+    }
+    /* the hello: a pid, and only id 0 */
+    assert_int_equal(parse("{\"id\":0,\"ok\":true,\"pid\":1}", AGENT_OP_HELLO, 0, &r), -1);
+    assert_int_equal(parse("{\"id\":0,\"ok\":true,\"pid\":4294967296}", AGENT_OP_HELLO, 0, &r), -1);
+    assert_int_equal(parse("{\"id\":3,\"ok\":true,\"pid\":77}", AGENT_OP_HELLO, 0, &r), -1);
+    assert_int_equal(parse("{\"id\":0,\"ok\":true,\"pid\":77,\"laravel\":[]}", AGENT_OP_HELLO, 0, &r), -1);
+    /* a NUL inside the line */
+    const char nul[] = "{\"id\":0,\"ok\":true,\"pid\":77}\0junk";
+    char err[128];
+    assert_int_equal(agent_wire_parse(nul, sizeof nul - 1, AGENT_OP_HELLO, 0, &r, err, sizeof err), -1);
+}
+
+static void test_bounds(void **state)
+{
+    (void)state;
+    agent_reply_t r;
+    /* a restart value of AGENT_VALUE_MAX bytes is taken, one more is not */
+    char line[1024];
+    char v[AGENT_VALUE_MAX + 2];
+    memset(v, 'x', sizeof v);
+    v[AGENT_VALUE_MAX] = '\0';
+    snprintf(line, sizeof line, "{\"id\":1,\"ok\":true,\"restart\":\"%s\",\"paused_all\":false,\"paused\":[]}", v);
+    assert_int_equal(parse(line, AGENT_OP_SIGNALS, 0, &r), 0);
+    assert_int_equal(strlen(r.restart), AGENT_VALUE_MAX);
+    v[AGENT_VALUE_MAX] = 'x';
+    v[AGENT_VALUE_MAX + 1] = '\0';
+    snprintf(line, sizeof line, "{\"id\":1,\"ok\":true,\"restart\":\"%s\",\"paused_all\":false,\"paused\":[]}", v);
+    assert_int_equal(parse(line, AGENT_OP_SIGNALS, 0, &r), -1);
+    /* more queues than a request holds */
+    assert_int_equal(parse("{\"id\":1,\"ok\":true,\"restart\":null,\"paused_all\":false,\"paused\":[]}",
+                           AGENT_OP_SIGNALS, AGENT_QUEUES_MAX + 1, &r), -1);
+    /* a line as long as the limit, whatever it holds */
+    size_t n = AGENT_LINE_MAX;
+    char *big = malloc(n + 1);
+    memset(big, ' ', n);
+    memcpy(big, "{\"id\":0,\"ok\":true,\"pid\":77}", 27);
+    big[n] = '\0';
+    char err[128];
+    assert_int_equal(agent_wire_parse(big, n, AGENT_OP_HELLO, 0, &r, err, sizeof err), -1);
+    assert_int_equal(agent_wire_parse(big, n - 1, AGENT_OP_HELLO, 0, &r, err, sizeof err), 0);
+    /* deep nesting in an unknown key is refused or ignored, never a crash */
+    size_t depth = 5000;
+    char *deep = malloc(depth * 2 + 64);
+    strcpy(deep, "{\"id\":0,\"ok\":true,\"pid\":77,\"x\":");
+    size_t at = strlen(deep);
+    for (size_t i = 0; i < depth; i++) deep[at++] = '[';
+    for (size_t i = 0; i < depth; i++) deep[at++] = ']';
+    deep[at++] = '}';
+    deep[at] = '\0';
+    (void)agent_wire_parse(deep, at, AGENT_OP_HELLO, 0, &r, err, sizeof err);
+    free(deep);
+    free(big);
+}
+
+static void test_sizes(void **state)
+{
+    (void)state;
+    agent_reply_t r;
+    const char *qs[] = {"default", "high"};
+    char *line = agent_wire_request(3, AGENT_OP_SIZES, "database", qs, 2);
+    assert_string_equal(line, "{\"id\":3,\"op\":\"sizes\",\"connection\":\"database\",\"queues\":[\"default\",\"high\"]}\n");
+    free(line);
+    assert_int_equal(parse("{\"id\":3,\"ok\":true,\"sizes\":[{\"ready\":12,\"delayed\":3,\"reserved\":1},"
+                           "{\"ready\":9007199254740991,\"delayed\":null}]}", AGENT_OP_SIZES, 2, &r), 0);
+    assert_int_equal(r.nsizes, 2);
+    assert_int_equal(r.ready[0], 12);
+    assert_int_equal(r.delayed[0], 3);
+    assert_int_equal(r.reserved[0], 1);
+    assert_int_equal(r.ready[1], 9007199254740991LL);
+    assert_int_equal(r.delayed[1], -1);
+    assert_int_equal(r.reserved[1], -1);
+    static const char *const bad[] = {
+        "{\"id\":3,\"ok\":true}",
+        "{\"id\":3,\"ok\":true,\"sizes\":[{\"ready\":1}]}",                       /* one of two */
+        "{\"id\":3,\"ok\":true,\"sizes\":[{\"ready\":1},{\"delayed\":1}]}",      /* no ready */
+        "{\"id\":3,\"ok\":true,\"sizes\":[{\"ready\":-1},{\"ready\":1}]}",
+        "{\"id\":3,\"ok\":true,\"sizes\":[{\"ready\":1e300},{\"ready\":1}]}",
+        "{\"id\":3,\"ok\":true,\"sizes\":[{\"ready\":9007199254740992},{\"ready\":1}]}",
+        "{\"id\":3,\"ok\":true,\"sizes\":[{\"ready\":0.5},{\"ready\":1}]}",
+        "{\"id\":3,\"ok\":true,\"sizes\":[{\"ready\":\"1\"},{\"ready\":1}]}",
+        "{\"id\":3,\"ok\":true,\"sizes\":[{\"ready\":1,\"reserved\":true},{\"ready\":1}]}",
+        "{\"id\":3,\"ok\":true,\"sizes\":[[1],{\"ready\":1}]}",
+        "{\"id\":3,\"ok\":true,\"sizes\":{\"default\":{\"ready\":1}}}",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+        if (parse(bad[i], AGENT_OP_SIZES, 2, &r) != -1) fail_msg("accepted: %s", bad[i]);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_request),
+        cmocka_unit_test(test_good_replies),
+        cmocka_unit_test(test_hostile_replies),
+        cmocka_unit_test(test_bounds),
+        cmocka_unit_test(test_sizes),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
