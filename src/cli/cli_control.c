@@ -147,6 +147,33 @@ static void print_pool(const cJSON *p, bool verbose)
     cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(p, "children")) print_child(c);
 }
 
+/* The fleet-wide limits: one line each. */
+static void print_limits(const cJSON *limits)
+{
+    if (cJSON_GetArraySize(limits) <= 0) return;
+    printf("\n%-40s %-16s %11s %14s %8s %9s\n", "LIMIT CLASS", "QUEUE", "RUNNING", "RATE (TOKENS)", "WAITING",
+           "WAITED");
+    const cJSON *l;
+    cJSON_ArrayForEach(l, limits) {
+        const char *c = str(l, "class"), *q = str(l, "queue"), *rate = str(l, "rate");
+        bool known = cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(l, "in_use"));
+        char run[32] = "-", rt[48] = "-", wait[24] = "?", waited[24] = "?";
+        if (num(l, "concurrency") > 0 && known)
+            snprintf(run, sizeof run, "%d/%d", (int)num(l, "in_use"), (int)num(l, "concurrency"));
+        else if (num(l, "concurrency") > 0)
+            snprintf(run, sizeof run, "?/%d", (int)num(l, "concurrency"));
+        if (rate && *rate && known)
+            snprintf(rt, sizeof rt, "%s (%.1f)", rate, num(l, "tokens"));
+        else if (rate && *rate)
+            snprintf(rt, sizeof rt, "%s (?)", rate);
+        if (known) {
+            snprintf(wait, sizeof wait, "%d", (int)num(l, "waiting"));
+            snprintf(waited, sizeof waited, "%.0f s", num(l, "waited_s"));
+        }
+        printf("%-40s %-16s %11s %14s %8s %9s\n", c && *c ? c : "*", q && *q ? q : "*", run, rt, wait, waited);
+    }
+}
+
 static void print_status(const cJSON *s, bool verbose)
 {
     printf("qpool %s (pid %d): %s, %d workers (max %d), config %s\n", str(s, "version"), (int)num(s, "pid"),
@@ -162,6 +189,7 @@ static void print_status(const cJSON *s, bool verbose)
            "IDLE", "START", "STOP", "TARGET", "MIN-MAX", "JOBS/MIN", "FAIL/MIN", "RUNTIME", "RECYCLES", "CRASHES");
     const cJSON *p;
     cJSON_ArrayForEach(p, cJSON_GetObjectItemCaseSensitive(s, "pools")) print_pool(p, verbose);
+    print_limits(cJSON_GetObjectItemCaseSensitive(s, "limits"));
 }
 
 static void print_scaled(const cJSON *rep)

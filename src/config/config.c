@@ -1685,12 +1685,12 @@ static bool read_config_file(ctx_t *x, config_t *cfg, const char *path)
 
 /* The file's four top-level groups (NULL: absent). */
 typedef struct {
-    const config_setting_t *qpool, *redis, *defaults, *pools;
+    const config_setting_t *qpool, *redis, *defaults, *pools, *limits;
 } top_groups_t;
 
 static top_groups_t find_top_groups(ctx_t *x, config_setting_t *root)
 {
-    static const char *const top_known[] = {"qpool", "redis", "defaults", "pools", NULL};
+    static const char *const top_known[] = {"qpool", "redis", "defaults", "pools", "limits", NULL};
     top_groups_t t = {0};
     for (int i = 0; i < config_setting_length(root); i++) {
         config_setting_t *s = config_setting_get_elem(root, (unsigned)i);
@@ -1699,6 +1699,7 @@ static top_groups_t find_top_groups(ctx_t *x, config_setting_t *root)
         else if (!strcmp(k, "redis")) t.redis = s;
         else if (!strcmp(k, "defaults")) t.defaults = s;
         else if (!strcmp(k, "pools")) t.pools = s;
+        else if (!strcmp(k, "limits")) t.limits = s;
         else unknown_key(x, s, "the top level", top_known, sizeof *top_known);
     }
     return t;
@@ -1757,6 +1758,93 @@ static void parse_pools(ctx_t *x, const top_groups_t *t)
     pool_conf_free(&defaults);
 }
 
+/* ---------------------------------------------------------------- limits */
+
+#define LK(k, f, kind, lo, hi) KEY(k, kind, limit_conf_t, f, lo, hi)
+static const conf_key_t LIMIT_KEYS[] = {
+    LK("class", class_name, K_STR, 0, 0),
+    LK("queue", queue, K_STR, 0, 0),
+    LK("concurrency", concurrency, K_INT, 1, LIMIT_CONCURRENCY_MAX),
+    LK("rate", rate, K_STR, 0, 0),
+    LK("burst", burst, K_INT, 1, LIMIT_BURST_MAX),
+    LK("tag_prefix", tag_prefix, K_STR, 0, 0),
+    LK("alert_after", alert_after, K_NUM, 0, 86400 * 7),
+    KEY_END,
+};
+
+/* One { ... } of the list into l; false (reported) when it is not valid. */
+static bool parse_limit(ctx_t *x, const config_setting_t *g, limit_conf_t *l)
+{
+    if (!is_group(x, g, "limits: expected a list of groups ( { class = \"...\"; concurrency = 5; }, ... )"))
+        return false;
+    l->line = sline(g);
+    if (!parse_keys(x, g, LIMIT_KEYS, l, "a limit")) return false;
+    char err[256];
+    if (limit_check(l, err, sizeof err) < 0) {
+        cerr(x, g, "limits: %s", err);
+        return false;
+    }
+    if (l->tag_prefix) {
+        cerr(x, g, "limits: tag_prefix: per-key limits are not supported by this version yet");
+        return false;
+    }
+    return true;
+}
+
+/* The pools a limit applies to pop one job at a time with the limited pop,
+ * which runs on one Redis (not a Cluster); a command's pops are its own. */
+static void check_limited_pools(ctx_t *x, const config_setting_t *s)
+{
+    qconf_t *c = x->c;
+    for (int i = 0; i < c->npools; i++) {
+        pool_conf_t *p = &c->pools[i];
+        bool limited = false;
+        for (int j = 0; j < c->nlimits; j++) limited |= limit_applies_to(&c->limits[j], p->queues, p->nqueues);
+        if (!limited) continue;
+        const redis_conf_t *r = config_redis(c, p->connection);
+        if (r && r->cluster)
+            cerr(x, s, "limits: pool %s: limits are not supported on a Redis Cluster connection (%s) yet",
+                 p->name, p->connection);
+        if (p->handler_type == HANDLER_NONE)
+            cwarn(x, s, "limits: pool %s runs a command, which pops on its own: its jobs are not limited", p->name);
+        else if (p->prefetch > 1) {
+            cwarn(x, s, "limits: pool %s: prefetch = %d is ignored: a pool under limits pops one job at a time",
+                  p->name, p->prefetch);
+            p->prefetch = 1;
+        }
+    }
+}
+
+/* The top-level `limits = ( {...}, ... );` list (config/limits.h). */
+static void parse_limits(ctx_t *x, const config_setting_t *s)
+{
+    if (config_setting_type(s) != CONFIG_TYPE_LIST) {
+        cerr(x, s, "limits: expected a list ( { class = \"...\"; concurrency = 5; }, ... )");
+        return;
+    }
+    int n = config_setting_length(s);
+    if (n > LIMITS_MAX) {
+        cerr(x, s, "limits: at most %d limits", LIMITS_MAX);
+        return;
+    }
+    qconf_t *c = x->c;
+    c->limits = xcalloc((size_t)n + 1, sizeof *c->limits);
+    for (int i = 0; i < n; i++) {
+        const config_setting_t *g = config_setting_get_elem(s, (unsigned)i);
+        limit_conf_t *l = &c->limits[c->nlimits++];
+        if (!parse_limit(x, g, l)) continue;
+        for (int j = 0; j < c->nlimits - 1; j++)
+            if (limit_same_target(&c->limits[j], l)) {
+                char d[600];
+                limit_describe(l, d, sizeof d);
+                cerr(x, g, "limits: %s is limited twice (line %d too): one limit may set both concurrency "
+                           "and rate", d, c->limits[j].line);
+                break;
+            }
+    }
+    check_limited_pools(x, s);
+}
+
 qconf_t *config_load(const char *path, conf_errors_t *errs)
 {
     memset(errs, 0, sizeof *errs);
@@ -1772,6 +1860,7 @@ qconf_t *config_load(const char *path, conf_errors_t *errs)
         if (c->http.connection && !config_redis(c, c->http.connection))
             cerr(&x, t.qpool, "http.connection: no redis connection named \"%s\"", c->http.connection);
         parse_pools(&x, &t);
+        if (t.limits) parse_limits(&x, t.limits);
     }
     config_destroy(&cfg);
     if (errs->n) {
@@ -1784,6 +1873,7 @@ qconf_t *config_load(const char *path, conf_errors_t *errs)
 void config_free(qconf_t *c)
 {
     if (!c) return;
+    limits_free(c->limits, c->nlimits);
     free(c->path);
     free(c->pid_file);
     free(c->control_socket);
@@ -2087,6 +2177,26 @@ static void print_pool(const pool_conf_t *p, FILE *f, bool last)
     fprintf(f, "  }%s\n", last ? "" : ",");
 }
 
+static void print_limits(const qconf_t *c, FILE *f)
+{
+    if (!c->nlimits) return;
+    fprintf(f, "\nlimits = (\n");
+    for (int i = 0; i < c->nlimits; i++) {
+        const limit_conf_t *l = &c->limits[i];
+        const char *in = "    ";
+        fprintf(f, "  {\n");
+        if (l->class_name) print_str(f, in, "class", l->class_name);
+        if (l->queue) print_str(f, in, "queue", l->queue);
+        if (l->concurrency) fprintf(f, "%sconcurrency = %d;\n", in, l->concurrency);
+        if (l->rate) print_str(f, in, "rate", l->rate);
+        if (l->rate) fprintf(f, "%sburst = %d;\n", in, l->burst);
+        if (l->tag_prefix) print_str(f, in, "tag_prefix", l->tag_prefix);
+        if (l->alert_after > 0) fprintf(f, "%salert_after = %g;\n", in, l->alert_after);
+        fprintf(f, "  }%s\n", i + 1 == c->nlimits ? "" : ",");
+    }
+    fprintf(f, ");\n");
+}
+
 void config_print(const qconf_t *c, FILE *f)
 {
     fprintf(f, "# effective configuration of %s (defaults filled in)\n", c->path);
@@ -2096,6 +2206,7 @@ void config_print(const qconf_t *c, FILE *f)
     fprintf(f, "};\n\npools = (\n");
     for (int i = 0; i < c->npools; i++) print_pool(&c->pools[i], f, i + 1 == c->npools);
     fprintf(f, ");\n");
+    print_limits(c, f);
 }
 
 /* password_file's path is printed, never what it holds. */

@@ -15,6 +15,7 @@
 #ifndef QPOOL_CONFIG_H
 #define QPOOL_CONFIG_H
 
+#include "config/limits.h"
 #include <stdbool.h>
 
 #include "core/log.h"
@@ -210,6 +211,8 @@ typedef struct {
     int nredis;
     pool_conf_t *pools;
     int npools;
+    limit_conf_t *limits;      /* the top-level `limits` list (config/limits.h) */
+    int nlimits;
 } qconf_t;
 
 /* Error list produced by config_load. */

@@ -172,9 +172,14 @@ static void report(master_t *m, cJSON *ev)
 {
     cJSON_AddStringToObject(ev, "host", m->alerting->host);
     const cJSON *q = cJSON_GetObjectItemCaseSensitive(ev, "queue");
-    char where[200];
-    snprintf(where, sizeof where, "pool %s%s%s", cJSON_GetObjectItemCaseSensitive(ev, "pool")->valuestring,
-             cJSON_IsString(q) ? " queue " : "", cJSON_IsString(q) ? q->valuestring : "");
+    const cJSON *pool = cJSON_GetObjectItemCaseSensitive(ev, "pool");
+    const cJSON *limit = cJSON_GetObjectItemCaseSensitive(ev, "limit");
+    char where[600];
+    if (!cJSON_IsString(pool) && cJSON_IsString(limit)) /* a fleet-wide limit's (limiting.c) */
+        snprintf(where, sizeof where, "limit on %s", limit->valuestring);
+    else
+        snprintf(where, sizeof where, "pool %s%s%s", cJSON_IsString(pool) ? pool->valuestring : "?",
+                 cJSON_IsString(q) ? " queue " : "", cJSON_IsString(q) ? q->valuestring : "");
     log_warn("alert %s %s: %s: %s %g (threshold %g)", cJSON_GetObjectItemCaseSensitive(ev, "alert")->valuestring,
              cJSON_GetObjectItemCaseSensitive(ev, "state")->valuestring, where,
              cJSON_GetObjectItemCaseSensitive(ev, "measure")->valuestring,
@@ -184,6 +189,12 @@ static void report(master_t *m, cJSON *ev)
 }
 
 /* ------------------------------------------------------------ verbs */
+
+void alerting_emit(master_t *m, cJSON *ev)
+{
+    state(m);
+    report(m, ev);
+}
 
 void alerting_tick(master_t *m, int64_t now)
 {

@@ -10,6 +10,8 @@
 #define QPOOL_ALERTING_H
 
 #include <stdbool.h>
+
+#include <cjson/cJSON.h>
 #include <sys/types.h>
 
 #include "master/master.h"
@@ -18,5 +20,8 @@ void alerting_tick(master_t *m, int64_t now_ms);   /* after the pass's queue cou
 bool alerting_reaped(master_t *m, pid_t pid);       /* true if pid was an alert command */
 bool alerting_wants_oldest(const qconf_t *c);       /* a long_wait threshold is set */
 void alerting_free(master_t *m);
+/* Log an event raised elsewhere (a limit's, limiting.c) and give it to
+ * alerts.command, as the pass's own; ev is the caller's. */
+void alerting_emit(master_t *m, cJSON *ev);
 
 #endif

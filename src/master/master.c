@@ -18,6 +18,7 @@
 #include "master/control.h"
 #include "master/alerting.h"
 #include "master/budgeting.h"
+#include "master/limiting.h"
 #include "master/http_endpoint.h"
 #include "master/mconn.h"
 #include "core/log.h"
@@ -375,6 +376,7 @@ static void master_exit(master_t *m)
     free(m->paused_queues);
     monitor_free(m);
     budgeting_free(m);
+    limiting_free(m);
     alerting_free(m);
     safefile_pidfile_remove(m->conf->pid_file, m->pid_fd);
     for (int i = 0; i < m->pools.n; i++) pool_free(m->pools.v[i]);

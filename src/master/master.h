@@ -39,6 +39,7 @@ typedef struct {
     struct http_sup *http;     /* the HTTP process, if qpool.http is set (http_endpoint.c) */
     struct alerting *alerting; /* open alert episodes and running commands (alerting.c) */
     struct budgeting *budgeting; /* fleet budget leases (budgeting.c) */
+    struct limiting *limiting; /* the limits' state in Redis, for status (limiting.c) */
 
     /* queues paused by `qpool pause --queue`, by name: survives reloads */
     char **paused_queues;

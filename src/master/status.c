@@ -3,6 +3,7 @@
  * `terminate --wait` reports while it stops, and what the HTTP API serves.
  * Read-only: nothing here changes the master.
  */
+#include "master/limiting.h"
 #include "master/status.h"
 #include "master/budgeting.h"
 #include "master/mconn.h"
@@ -283,6 +284,7 @@ cJSON *status_json(master_t *m, unsigned flags)
     cJSON *arr = cJSON_AddArrayToObject(o, "pools");
     for (int i = 0; i < m->pools.n; i++) cJSON_AddItemToArray(arr, pool_json(m, m->pools.v[i], flags));
     cJSON_AddNumberToObject(o, "redis_reconnects", (double)redis_reconnects(m));
+    if (m->conf->nlimits) cJSON_AddItemToObject(o, "limits", limiting_json(m));
     return o;
 }
 

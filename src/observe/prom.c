@@ -425,6 +425,34 @@ static void render_budgets(const cJSON *pools, sbuf_t *out)
     }
 }
 
+/* The fleet-wide limits (issue 33), labelled by class and queue ("" for
+ * any); a member not read this pass (null) gives no sample. */
+static void render_limits(const cJSON *status, sbuf_t *out)
+{
+    static const struct { const char *name, *help, *key; } F[] = {
+        {"qpool_limit_concurrency", "A limit's concurrency (0: none).", "concurrency"},
+        {"qpool_limit_rate_per_second", "A limit's rate in jobs per second (0: none).", "rate_per_s"},
+        {"qpool_limit_in_use", "Concurrency slots of a limit held by running jobs, fleet-wide.", "in_use"},
+        {"qpool_limit_tokens", "Tokens in a rate limit's bucket now.", "tokens"},
+        {"qpool_limit_waiting", "Jobs the last limited pop held back for a limit (among those it looked at).",
+         "waiting"},
+        {"qpool_limit_waited_seconds", "How long a limit has been holding jobs back (0: none now).", "waited_s"},
+    };
+    const cJSON *limits = member(status, "limits");
+    if (!cJSON_IsArray(limits)) return;
+    for (size_t i = 0; i < ARRAY_LEN(F); i++) {
+        family_t f = {out, F[i].name, F[i].help, "gauge", false};
+        const cJSON *l;
+        cJSON_ArrayForEach(l, limits) {
+            const cJSON *cls = member(l, "class"), *q = member(l, "queue");
+            if (!cJSON_IsNumber(member(l, F[i].key))) continue;
+            label_t lb[] = {{"class", cJSON_IsString(cls) ? cls->valuestring : ""},
+                            {"queue", cJSON_IsString(q) ? q->valuestring : ""}};
+            sample(&f, "", lb, 2, num_member(l, F[i].key));
+        }
+    }
+}
+
 int prom_render(const cJSON *status, sbuf_t *out)
 {
     const cJSON *pools = member(status, "pools");
@@ -438,5 +466,6 @@ int prom_render(const cJSON *status, sbuf_t *out)
     render_reconnects(status, out);
     render_paused(pools, out);
     render_budgets(pools, out);
+    render_limits(status, out);
     return 0;
 }

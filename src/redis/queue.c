@@ -289,7 +289,37 @@ static const char MAXEXC_LUA[] =
     "return {n, 0}";
 
 rscript_t SCRIPT_POP, SCRIPT_RELEASE, SCRIPT_FAIL, SCRIPT_PUSH, SCRIPT_MAXEXC, SCRIPT_UNPOP, SCRIPT_EXTEND,
-    SCRIPT_CLAIM;
+    SCRIPT_CLAIM, SCRIPT_POP_LIMITED;
+
+/* s with the one occurrence of from replaced by to (aborts when from is
+ * not there once: the limited pop is made from POP_LUA's text). */
+static char *replace_once(char *s, const char *from, const char *to)
+{
+    char *at = strstr(s, from);
+    if (!at || strstr(at + 1, from)) abort();
+    char *out = xasprintf("%.*s%s%s", (int)(at - s), s, to, at + strlen(from));
+    free(s);
+    return out;
+}
+
+/* The limited pop: POP_LUA as it is, with the limits' look-ahead
+ * (QLIMIT_PRE_LUA) before its loop, the loop skipping the queues whose
+ * ready jobs all wait on a full limit, and an empty reply that says so
+ * (and gives back the notify token the caller's BLPOP took). */
+static const char *limited_pop_lua(void)
+{
+    static const char hold[] = "local hold = ARGV[11 + nq] == '1'\n";
+    static const char empty[] = "return {0, 0, false, false, full, due and string.format('%.0f', due) or false}";
+    char *s = xstrdup(POP_LUA);
+    char *pre = xasprintf("%s%s", hold, QLIMIT_PRE_LUA);
+    s = replace_once(s, hold, pre);
+    free(pre);
+    s = replace_once(s, "  while took < want do\n", "  while took < want and not lim_skip[q] do\n");
+    return replace_once(s, empty,
+                        "if lim_blocked and ARGV[9] == '0' then redis.call('rpush', KEYS[(lim_blocked - 1)*5+4], 1) end\n"
+                        "return {0, 0, false, false, full, due and string.format('%.0f', due) or false, "
+                        "lim_blocked and 1 or 0}");
+}
 
 void queue_scripts_init(void)
 {
@@ -303,21 +333,18 @@ void queue_scripts_init(void)
     rscript_init(&SCRIPT_UNPOP, UNPOP_LUA);
     rscript_init(&SCRIPT_EXTEND, EXTEND_LUA);
     rscript_init(&SCRIPT_CLAIM, CLAIM_LUA);
+    rscript_init(&SCRIPT_POP_LIMITED, limited_pop_lua()); /* lives as long as the process */
     done = true;
 }
 
-int queue_load_scripts(rconn_t *c)
+static int load_scripts(rconn_t *c, const rscript_t *const *all, size_t n)
 {
-    queue_scripts_init();
-    if (rconn_is_cluster(c)) return 0; /* rconn_cluster loads every registered script on each node */
-    const rscript_t *all[] = {&SCRIPT_POP, &SCRIPT_RELEASE, &SCRIPT_FAIL, &SCRIPT_PUSH, &SCRIPT_MAXEXC,
-                              &SCRIPT_UNPOP, &SCRIPT_EXTEND, &SCRIPT_CLAIM};
-    for (size_t i = 0; i < ARRAY_LEN(all); i++) {
+    for (size_t i = 0; i < n; i++) {
         const char *argv[] = {"SCRIPT", "LOAD", all[i]->body};
         rconn_append(c, 3, argv, NULL);
     }
     int ok = 0;
-    for (size_t i = 0; i < ARRAY_LEN(all); i++) {
+    for (size_t i = 0; i < n; i++) {
         redisReply *r;
         if (rconn_read(c, -1, -1, &r) != RC_OK) return -1;
         if (r->type == REDIS_REPLY_ERROR) {
@@ -330,6 +357,22 @@ int queue_load_scripts(rconn_t *c)
         freeReplyObject(r);
     }
     return ok;
+}
+
+int queue_load_scripts(rconn_t *c)
+{
+    queue_scripts_init();
+    if (rconn_is_cluster(c)) return 0; /* rconn_cluster loads every registered script on each node */
+    const rscript_t *const all[] = {&SCRIPT_POP, &SCRIPT_RELEASE, &SCRIPT_FAIL, &SCRIPT_PUSH, &SCRIPT_MAXEXC,
+                                    &SCRIPT_UNPOP, &SCRIPT_EXTEND, &SCRIPT_CLAIM};
+    return load_scripts(c, all, ARRAY_LEN(all));
+}
+
+int queue_load_limited(rconn_t *c)
+{
+    queue_scripts_init();
+    const rscript_t *const all[] = {&SCRIPT_POP_LIMITED};
+    return load_scripts(c, all, ARRAY_LEN(all));
 }
 
 void qkeys_init(qkeys_t *k, const char *prefix, const char *name)
@@ -377,8 +420,9 @@ static bool append_pop_masked(rconn_t *c, const queue_set_t *qs, const pop_args_
         if (!(skip & (1u << i))) idx[n++] = i;
     if (n == 0) return false;
     bool cl = rconn_is_cluster(c);
+    bool lim = a->limits && a->limits->n > 0 && !cl;
     int nkeys = 5 * n + 1;
-    int argc = nkeys + 9 + n + 2;
+    int argc = nkeys + 9 + n + 2 + (lim ? qlimits_argc(a->limits) : 0);
     const char **argv = xcalloc((size_t)argc, sizeof *argv);
     int o = 0;
     for (int j = 0; j < n; j++) {
@@ -412,7 +456,8 @@ static bool append_pop_masked(rconn_t *c, const queue_set_t *qs, const pop_args_
     snprintf(want, sizeof want, "%d", a->want > 1 ? a->want : 1);
     argv[o++] = want;
     argv[o++] = a->hold ? "1" : "0";
-    rconn_append_script(c, &SCRIPT_POP, nkeys, argc, argv, NULL);
+    if (lim) qlimits_fill_argv(a->limits, a->slot_token, argv + o);
+    rconn_append_script(c, lim ? &SCRIPT_POP_LIMITED : &SCRIPT_POP, nkeys, argc, argv, NULL);
     free(argv);
     return true;
 }
@@ -573,9 +618,12 @@ bool queue_parse_pop(const queue_set_t *qs, const pop_args_t *a, redisReply *r, 
             pop_result_free(out);
             return false;
         }
-    } else if (r->elements >= 6 && r->element[5]->type == REDIS_REPLY_STRING) {
-        out->has_next_due = true;
-        out->next_due = strtoll(r->element[5]->str, NULL, 10);
+    } else {
+        if (r->elements >= 6 && r->element[5]->type == REDIS_REPLY_STRING) {
+            out->has_next_due = true;
+            out->next_due = strtoll(r->element[5]->str, NULL, 10);
+        }
+        out->limit_blocked = r->elements >= 7 && r->element[6]->type == REDIS_REPLY_INTEGER && r->element[6]->integer;
     }
     return true;
 }

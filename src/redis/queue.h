@@ -25,6 +25,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "redis/qlimit.h"
 #include "redis/rconn.h"
 
 typedef struct {
@@ -48,6 +49,9 @@ void qkeys_init(qkeys_t *k, const char *prefix, const char *name);
 void qkeys_free(qkeys_t *k);
 
 /* Scripts, loaded once per connection and called by SHA. */
+extern rscript_t SCRIPT_POP_LIMITED;
+/* Load the limited pop too (a worker with limits, after queue_load_scripts). */
+int queue_load_limited(rconn_t *c);
 extern rscript_t SCRIPT_POP, SCRIPT_RELEASE, SCRIPT_FAIL, SCRIPT_PUSH, SCRIPT_MAXEXC, SCRIPT_UNPOP, SCRIPT_EXTEND,
     SCRIPT_CLAIM;
 void queue_scripts_init(void);
@@ -78,6 +82,7 @@ typedef struct {
     char *run;                 /* POP_JOB with hold: the first job is held; its reserved copy once started */
     size_t runlen;
     int nextra;
+    bool limit_blocked;        /* POP_EMPTY of the limited pop: ready jobs wait on a full limit */
 } pop_result_t;
 
 typedef struct {
@@ -91,6 +96,8 @@ typedef struct {
     bool token_taken;          /* a BLPOP already consumed this job's notify token */
     int want;                  /* pop up to this many jobs (prefetch); 0 means 1 */
     bool hold;                 /* none starts now (a pop ahead): hold the first job too */
+    const qlimits_t *limits;   /* non-NULL with limits: the limited pop (one job, no hold; not on a Cluster) */
+    const char *slot_token;    /* with limits: the concurrency slots' member for the job it pops */
 } pop_args_t;
 
 /* Append a pop call (no reply read). Returns false if every queue is skipped. */

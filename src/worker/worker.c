@@ -29,6 +29,7 @@
 #include "core/log.h"
 #include "redis/payload.h"
 #include "worker/policy.h"
+#include "worker/wlimits.h"
 #include "os/proc.h"
 #include "redis/queue.h"
 #include "redis/rconn.h"
@@ -60,6 +61,7 @@ enum outcome_kind { OUT_NONE = 0, OUT_ACK, OUT_RELEASE, OUT_FAIL, OUT_UNPOP, OUT
  * job. Without prefetch both are read after every job, as before. */
 #define SIGNAL_CHECK_MS 1
 #define RSS_CHECK_MS 10
+#define LIMIT_POLL_MS 200  /* ready jobs all wait on full limits: pop again after 100..300 ms */
 #define USS_CHECK_MS 1000  /* a forked handler's private memory: from smaps_rollup at most this often */
 
 /* How long a reservation may go without being renewed: half of retry_after,
@@ -138,6 +140,7 @@ typedef struct {
     int stats_fd;
     jobstats_t stats;
     jobhist_t hist;          /* recent attempts, for the master's job history (jobhist.h) */
+    wlimits_t lim;           /* fleet-wide limits on this pool's queues (wlimits.h) */
     int64_t stats_sent_ms;
     /* fleet budget: its own lease record while it finishes a job after its
      * master died (orphan_lease) */
@@ -318,7 +321,7 @@ static bool redis_ready(worker_t *w)
 {
     if (rconn_ensure(w->rc) < 0) return false;
     if (w->scripts_gen != w->rc->connects) {
-        if (queue_load_scripts(w->rc) < 0) {
+        if (queue_load_scripts(w->rc) < 0 || (w->lim.ls.n && queue_load_limited(w->rc) < 0)) {
             rconn_drop(w->rc, "cannot load scripts");
             return false;
         }
@@ -934,6 +937,7 @@ static void fire(worker_t *w, job_t *j, hresult_t *res)
             start + PREFETCH_MAX_JOB_MS < until)
             until = start + PREFETCH_MAX_JOB_MS;
         if (w->orphan_key && w->orphan_next_ms < until) until = w->orphan_next_ms;
+        if (wlimits_next_beat(&w->lim) < until) until = wlimits_next_beat(&w->lim);
         int wait = until > now ? (int)(until - now) : 0;
         if (wait > 1000) wait = 1000; /* re-check the handler's exit now and then */
         if (poll(fds, (nfds_t)n, wait) < 0 && errno != EINTR) {
@@ -950,6 +954,7 @@ static void fire(worker_t *w, job_t *j, hresult_t *res)
         if (handler_step(w->h, fds + 1, n - 1, res)) return;
         now = mono_ms();
         orphan_lease(w, now);
+        wlimits_beat(&w->lim, w->rc, now, w->qs.q[j->pr.qidx].name, j->parsed ? j->p.display_name : NULL, j->hj.name);
         if (deadline && now >= deadline) {
             log_warn("job %s (%s) timed out after %ld s: killing the handler's process group",
                      j->hj.id ? j->hj.id : "?", j->hj.name, timeout);
@@ -1321,7 +1326,11 @@ static void idle_wait(worker_t *w, double secs, uint32_t skip)
 
 static pop_args_t pop_args(worker_t *w, uint32_t skip, int want, int64_t now_ms)
 {
-    return (pop_args_t){.now = wall_s(),
+    const char *token;
+    const qlimits_t *lim = wlimits_for_pop(&w->lim, &token);
+    return (pop_args_t){.limits = lim,
+                        .slot_token = token,
+                        .now = wall_s(),
                         .retry_after = w->p->retry_after,
                         .migrate = w->migrate_again || now_ms - w->last_migrate_ms >= MIGRATE_EVERY_MS,
                         .batch = w->p->migration_batch,
@@ -1432,6 +1441,15 @@ static void wait_after_empty(worker_t *w, job_t *job, const pop_args_t *a)
     idle_wait(w, secs, a->skip_mask);
 }
 
+/* Ready jobs wait on a full limit: poll again soon (not BLPOP: their notify
+ * tokens would wake this worker at once, over and over). */
+static void limit_wait(worker_t *w, job_t *job)
+{
+    sb_state(w, SB_IDLE);
+    job_free(job);
+    wait_signals(w, LIMIT_POLL_MS / 2 + (int64_t)(random() % LIMIT_POLL_MS));
+}
+
 /* Pop the next job (and up to prefetch - 1 more into w->local), pipelined
  * with the outcomes written since the last pop. False: nothing to run now
  * (empty and waited, poison moved aside, Redis trouble): go round again. */
@@ -1446,10 +1464,15 @@ static bool pop_next(worker_t *w, uint32_t skip, job_t *job)
         job_free(job);
         return false;
     }
+    if (job->pr.kind == POP_EMPTY && job->pr.limit_blocked) {
+        limit_wait(w, job);
+        return false;
+    }
     if (job->pr.kind == POP_EMPTY) {
         wait_after_empty(w, job, &a);
         return false;
     }
+    wlimits_taken(&w->lim, now_ms);
     w->held_since_ms = now_ms; /* everything held before went out with this pop */
     /* prefetched jobs wait in w->local */
     for (int i = 0; i < job->pr.nextra; i++) local_add(w, &job->pr.extra[i]);
@@ -1537,6 +1560,7 @@ static int finish(worker_t *w, int code, int reason)
     rconn_free(w->rc);
     rconn_free(w->cache);
     queue_set_free(&w->qs);
+    wlimits_free(&w->lim);
     for (int i = 0; i < w->npending; i++) outcome_clear(&w->pending[i]);
     for (int i = w->local_head; i < w->nlocal; i++) pop_item_free(&w->local[i]);
     close(w->sfd);
@@ -1570,6 +1594,7 @@ static int worker_init(worker_t *w, const pool_conf_t *p, const qconf_t *conf, s
     w->rc = rconn_new(rcf);
     w->cache = rconn_new(ccf ? ccf : rcf);
     queue_set_init(&w->qs, rcf->prefix, p->queues, p->nqueues);
+    wlimits_init(&w->lim, conf, p, rcf->prefix);
     w->h = handler_new(p, w->tag);
     handler_on_group(w->h, slot_handler_group, w);
     w->rss_self.fd = w->rss_handler.fd = -1;
@@ -1702,7 +1727,9 @@ int worker_main(const pool_conf_t *p, const qconf_t *conf, sb_slot_t *slot, int 
         if (r < 0) return code;
         job_t job;
         if (!r || !next_job(w, &job)) continue;
-        if (!run_job(w, &job)) { /* given back untouched: the handler restarts first */
+        bool ran = run_job(w, &job);
+        wlimits_end(&w->lim, w->rc);
+        if (!ran) { /* given back untouched: the handler restarts first */
             job_free(&job);
             sb_state(w, SB_IDLE);
             flush_outcome(w);

@@ -1470,6 +1470,80 @@ static void test_wipe_secrets_but_a_pool(void **state)
     config_free(c);
 }
 
+/* ------------------------------------------------------------ limits */
+
+static void test_limits_load(void **state)
+{
+    (void)state;
+    qconf_t *c = must_load(MINPOOL "limits = (\n"
+                                   "  { class = \"App\\\\Jobs\\\\SyncCrm\"; concurrency = 5; },\n"
+                                   "  { queue = \"mail\"; rate = \"50/s\"; burst = 10; },\n"
+                                   "  { class = \"B\"; queue = \"q\"; rate = \"600/m\"; concurrency = 1; alert_after = 30; }\n"
+                                   ");\n");
+    assert_int_equal(c->nlimits, 3);
+    assert_string_equal(c->limits[0].class_name, "App\\Jobs\\SyncCrm");
+    assert_int_equal(c->limits[0].concurrency, 5);
+    assert_null(c->limits[0].rate);
+    assert_string_equal(c->limits[1].queue, "mail");
+    assert_true(c->limits[1].rate_per_s == 50.0);
+    assert_int_equal(c->limits[1].burst, 10);
+    assert_true(c->limits[2].rate_per_s == 10.0);
+    assert_int_equal(c->limits[2].burst, 1);
+    assert_int_equal(c->limits[2].line, 5);
+    assert_true(c->limits[2].alert_after == 30.0 && c->limits[0].alert_after == 0);
+    config_free(c);
+    c = must_load(MINPOOL);
+    assert_int_equal(c->nlimits, 0);
+    config_free(c);
+}
+
+static void test_limits_errors(void **state)
+{
+    (void)state;
+    static const char t1[] = MINPOOL "limits = (\n  { class = \"A\"; concurrency = 1; },\n"
+                                     "  { queue = \"m\"; rate = \"5/x\"; }\n);\n";
+    expect_error(t1, 4, "limits: rate: \"5/x\"", "unit", NULL);
+    static const char t2[] = MINPOOL "limits = (\n  { class = \"A\"; }\n);\n";
+    expect_error(t2, 3, "limits:", "concurrency = N or rate", NULL);
+    static const char t3[] = MINPOOL "limits = (\n  { klass = \"A\"; concurrency = 1; }\n);\n";
+    expect_error(t3, 3, "unknown key 'klass' in a limit", "did you mean 'class'", NULL);
+    static const char t4[] = MINPOOL "limits = (\n  { class = \"A\"; concurrency = 1; },\n"
+                                     "  { class = \"A\"; rate = \"1/s\"; }\n);\n";
+    expect_error(t4, 4, "class \"A\" is limited twice (line 3 too)", NULL);
+    static const char t5[] = MINPOOL "limits = (\n  { class = \"A\"; concurrency = 0; }\n);\n";
+    expect_error(t5, 3, "concurrency: 0 is out of range", NULL);
+    static const char t6[] = MINPOOL "limits = { class = \"A\"; };\n";
+    expect_error(t6, 2, "limits: expected a list", NULL);
+    static const char t7[] = MINPOOL "limits = (\n  { queue = \"q\"; concurrency = 2; burst = 3; }\n);\n";
+    expect_error(t7, 3, "burst: applies to a rate", NULL);
+    static const char t8[] = MINPOOL "limits = (\n  { class = \"A\"; tag_prefix = \"C:\"; concurrency = 1; }\n);\n";
+    expect_error(t8, 3, "tag_prefix", "not supported", NULL);
+    static const char t9[] = "redis = { default = { cluster = [\"a:1\"]; }; };\n" MINPOOL
+                             "limits = (\n  { queue = \"q\"; concurrency = 1; }\n);\n";
+    expect_error(t9, 3, "pool p", "Redis Cluster", NULL);
+}
+
+/* A pool under a limit pops one job at a time; a command pool is warned of. */
+static void test_limits_pools(void **state)
+{
+    (void)state;
+    conf_errors_t e;
+    qconf_t *c = load_text("pools = (\n  { name = \"p\"; queues = [\"q\"]; prefetch = 8;\n"
+                           "    handler = { type = \"pipe\"; command = [\"x\"]; }; },\n"
+                           "  { name = \"o\"; queues = [\"other\"]; prefetch = 8;\n"
+                           "    handler = { type = \"pipe\"; command = [\"x\"]; }; },\n"
+                           "  { name = \"cmd\"; queues = [\"q\"]; command = [\"run\"]; }\n);\n"
+                           "limits = (\n  { queue = \"q\"; concurrency = 1; }\n);\n", &e, NULL);
+    assert_non_null(c);
+    assert_int_equal(c->pools[0].prefetch, 1);
+    assert_int_equal(c->pools[1].prefetch, 8);
+    assert_int_equal(e.nwarn, 2);
+    assert_non_null(strstr(e.warnings[0], "pool p: prefetch = 8 is ignored"));
+    assert_non_null(strstr(e.warnings[1], "pool cmd runs a command"));
+    config_free(c);
+    conf_errors_free(&e);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1516,6 +1590,9 @@ int main(void)
         cmocka_unit_test(test_same_except_size_and_same_size),
         cmocka_unit_test(test_balancer_settings_changes_detected),
         cmocka_unit_test(test_config_path),
+        cmocka_unit_test(test_limits_load),
+        cmocka_unit_test(test_limits_errors),
+        cmocka_unit_test(test_limits_pools),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -1,0 +1,270 @@
+/*
+ * qlimit.c - see qlimit.h.
+ */
+#include "redis/qlimit.h"
+#include "core/util.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Runs in the pop script after `want` and `hold` are read, before the loop:
+ * ARGV after the plain pop's (11 + nq of them): slot token, slot ttl ms,
+ * look-ahead, number of limits, then per limit: key, class, queue,
+ * concurrency, rate (jobs per ms), burst. Leaves lim_skip[q] (every ready
+ * job looked at on queue q is held by a full limit) and lim_blocked for the
+ * loop and the final reply. A payload the pop would move aside falls under
+ * no limit. Times are Redis's (TIME), so hosts' clocks do not matter. */
+const char QLIMIT_PRE_LUA[] =
+    "want = 1\n"
+    "hold = false\n"
+    "local L0 = 12 + nq\n"
+    "local lim_token, lim_ttl, lim_n = ARGV[L0], tonumber(ARGV[L0 + 1]), tonumber(ARGV[L0 + 2])\n"
+    "local lims = {}\n"
+    "for i = 1, tonumber(ARGV[L0 + 3]) do\n"
+    "  local b = L0 + 4 + (i - 1) * 6\n"
+    "  lims[i] = {key = ARGV[b], class = ARGV[b + 1], queue = ARGV[b + 2], conc = tonumber(ARGV[b + 3]),\n"
+    "             rate = tonumber(ARGV[b + 4]), burst = tonumber(ARGV[b + 5])}\n"
+    "end\n"
+    "local lt = redis.call('time')\n"
+    "local lnow = tonumber(lt[1]) * 1000 + math.floor(tonumber(lt[2]) / 1000)\n"
+    "local function lim_used(l)\n"
+    "  if not l.used then\n"
+    "    redis.call('zremrangebyscore', l.key .. ':run', '-inf', string.format('%.0f', lnow))\n"
+    "    l.used = redis.call('zcard', l.key .. ':run')\n"
+    "  end\n"
+    "  return l.used\n"
+    "end\n"
+    "local function lim_tokens(l)\n"
+    "  if not l.tok then\n"
+    "    local h = redis.call('hmget', l.key .. ':bucket', 'tokens', 'ts')\n"
+    "    local tok, ts = tonumber(h[1]), tonumber(h[2])\n"
+    "    if not tok or not ts then tok, ts = l.burst, lnow end\n"
+    "    if ts > lnow then ts = lnow end\n"
+    "    l.tok = math.min(l.burst, tok + (lnow - ts) * l.rate)\n"
+    "  end\n"
+    "  return l.tok\n"
+    "end\n"
+    "local function lim_full(l)\n"
+    "  return (l.conc > 0 and lim_used(l) >= l.conc) or (l.rate > 0 and lim_tokens(l) < 1)\n"
+    "end\n"
+    "local function lim_match(job, qname)\n"
+    "  local ok, d = pcall(cjson.decode, job)\n"
+    "  if not ok or type(d) ~= 'table' or tonumber(d['attempts']) == nil then return {}, false end\n"
+    "  local cls = d['displayName']\n"
+    "  local hit = {}\n"
+    "  for _, l in ipairs(lims) do\n"
+    "    if (l.queue == '' or l.queue == qname) and (l.class == '' or l.class == cls) then\n"
+    "      if lim_full(l) then return hit, l end\n"
+    "      hit[#hit + 1] = l\n"
+    "    end\n"
+    "  end\n"
+    "  return hit, false\n"
+    "end\n"
+    "local function lim_take(hit)\n"
+    "  for _, l in ipairs(hit) do\n"
+    "    if l.conc > 0 then\n"
+    "      redis.call('zadd', l.key .. ':run', string.format('%.0f', lnow + lim_ttl), lim_token)\n"
+    "      redis.call('pexpire', l.key .. ':run', lim_ttl * 2)\n"
+    "    end\n"
+    "    if l.rate > 0 then\n"
+    "      redis.call('hset', l.key .. ':bucket', 'tokens', tostring(l.tok - 1), 'ts', string.format('%.0f', lnow))\n"
+    "      redis.call('pexpire', l.key .. ':bucket', math.ceil(l.burst / l.rate) + 1000)\n"
+    "    end\n"
+    "  end\n"
+    "end\n"
+    "local lim_skip, lim_blocked = {}, false\n"
+    "for q = 0, nq - 1 do\n"
+    "  local applies = false\n"
+    "  for _, l in ipairs(lims) do if l.queue == '' or l.queue == ARGV[10 + q] then applies = true end end\n"
+    "  local jobs = redis.call('lrange', KEYS[q*5+1], 0, 0)\n"
+    "  if #jobs > 0 then\n"
+    "    if not applies then break end\n"
+    "    local pick, hit = nil, nil\n"
+    "    local i = 1\n"
+    "    while i <= #jobs do\n"
+    "      local h, full = lim_match(jobs[i], ARGV[10 + q])\n"
+    "      if not full then pick, hit = i, h; break end\n"
+    "      full.held = (full.held or 0) + 1\n"
+    "      -- the head is held: look further (only then: a payload copied costs)\n"
+    "      if i == 1 and lim_n > 1 then\n"
+    "        for _, j in ipairs(redis.call('lrange', KEYS[q*5+1], 1, lim_n - 1)) do jobs[#jobs + 1] = j end\n"
+    "      end\n"
+    "      i = i + 1\n"
+    "    end\n"
+    "    if pick then\n"
+    "      if pick > 1 then\n"
+    "        redis.call('lrem', KEYS[q*5+1], 1, jobs[pick])\n"
+    "        redis.call('lpush', KEYS[q*5+1], jobs[pick])\n"
+    "      end\n"
+    "      lim_take(hit)\n"
+    "      break\n"
+    "    end\n"
+    "    lim_skip[q] = true\n"
+    "    if not lim_blocked then lim_blocked = q + 1 end\n"
+    "  end\n"
+    "end\n"
+    "-- what `qpool status` shows: the jobs each limit held back in this pop, and\n"
+    "-- since when it has held some (the record lapses 2 s after the last)\n"
+    "for _, l in ipairs(lims) do\n"
+    "  if l.held then\n"
+    "    redis.call('hset', l.key .. ':wait', 'n', l.held)\n"
+    "    redis.call('hsetnx', l.key .. ':wait', 'since', string.format('%.0f', lnow))\n"
+    "    redis.call('pexpire', l.key .. ':wait', 2000)\n"
+    "  end\n"
+    "end\n";
+
+/* KEYS: the limits' :run sets. ARGV: token, ttl ms. */
+static const char BEAT_LUA[] =
+    "local t = redis.call('time')\n"
+    "local ttl = tonumber(ARGV[2])\n"
+    "local exp = string.format('%.0f', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + ttl)\n"
+    "local n = 0\n"
+    "for _, k in ipairs(KEYS) do\n"
+    "  if redis.call('zscore', k, ARGV[1]) then\n"
+    "    redis.call('zadd', k, exp, ARGV[1])\n"
+    "    redis.call('pexpire', k, ttl * 2)\n"
+    "    n = n + 1\n"
+    "  end\n"
+    "end\n"
+    "return n";
+
+/* KEYS: the limits' :run sets. ARGV: token. */
+static const char END_LUA[] =
+    "local n = 0\n"
+    "for _, k in ipairs(KEYS) do n = n + redis.call('zrem', k, ARGV[1]) end\n"
+    "return n";
+
+/* KEYS: run, bucket, wait. ARGV: rate (jobs per ms, 0: none), burst.
+ * Read-only: {slots in use, tokens x 1000 (-1: no rate), jobs held back,
+ * ms since they have been}. */
+static const char READ_LUA[] =
+    "local t = redis.call('time')\n"
+    "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
+    "local used = redis.call('zcount', KEYS[1], '(' .. string.format('%.0f', now), '+inf')\n"
+    "local tok, rate, burst = -1, tonumber(ARGV[1]), tonumber(ARGV[2])\n"
+    "if rate > 0 then\n"
+    "  local h = redis.call('hmget', KEYS[2], 'tokens', 'ts')\n"
+    "  local tk, ts = tonumber(h[1]), tonumber(h[2])\n"
+    "  if not tk or not ts then tok = burst else tok = math.min(burst, tk + math.max(0, now - ts) * rate) end\n"
+    "  tok = math.floor(tok * 1000)\n"
+    "end\n"
+    "local w = redis.call('hmget', KEYS[3], 'n', 'since')\n"
+    "local since = tonumber(w[2])\n"
+    "return {used, tok, tonumber(w[1]) or 0, since and math.max(0, now - since) or 0}";
+
+rscript_t SCRIPT_LIMIT_BEAT, SCRIPT_LIMIT_END, SCRIPT_LIMIT_READ;
+
+void qlimit_scripts_init(void)
+{
+    static bool done;
+    if (done) return;
+    rscript_init(&SCRIPT_LIMIT_BEAT, BEAT_LUA);
+    rscript_init(&SCRIPT_LIMIT_END, END_LUA);
+    rscript_init(&SCRIPT_LIMIT_READ, READ_LUA);
+    done = true;
+}
+
+void qlimits_add(qlimits_t *ls, const char *prefix, const char *id, const char *class_name, const char *queue,
+                 int concurrency, double rate_per_s, int burst)
+{
+    ls->v = xrealloc(ls->v, sizeof *ls->v * (size_t)(ls->n + 1));
+    qlimit_t *l = &ls->v[ls->n++];
+    memset(l, 0, sizeof *l);
+    l->key = xasprintf("%sqpool:limit:%s", prefix, id);
+    l->run = xasprintf("%s:run", l->key);
+    l->class_name = xstrdup(class_name ? class_name : "");
+    l->queue = xstrdup(queue ? queue : "");
+    l->concurrency = concurrency;
+    snprintf(l->conc, sizeof l->conc, "%d", concurrency);
+    snprintf(l->rate, sizeof l->rate, "%.9g", rate_per_s / 1000.0);
+    snprintf(l->burst, sizeof l->burst, "%d", burst > 0 ? burst : 1);
+    snprintf(ls->ttl, sizeof ls->ttl, "%d", QLIMIT_SLOT_TTL_MS);
+    snprintf(ls->look, sizeof ls->look, "%d", QLIMIT_LOOKAHEAD);
+    snprintf(ls->count, sizeof ls->count, "%d", ls->n);
+}
+
+void qlimits_free(qlimits_t *ls)
+{
+    for (int i = 0; i < ls->n; i++) FREE_ALL(ls->v[i].key, ls->v[i].run, ls->v[i].class_name, ls->v[i].queue);
+    free(ls->v);
+    memset(ls, 0, sizeof *ls);
+}
+
+int qlimits_argc(const qlimits_t *ls)
+{
+    return 4 + 6 * ls->n;
+}
+
+void qlimits_fill_argv(const qlimits_t *ls, const char *token, const char **argv)
+{
+    int o = 0;
+    argv[o++] = token;
+    argv[o++] = ls->ttl;
+    argv[o++] = ls->look;
+    argv[o++] = ls->count;
+    for (int i = 0; i < ls->n; i++) {
+        const qlimit_t *l = &ls->v[i];
+        argv[o++] = l->key;
+        argv[o++] = l->class_name;
+        argv[o++] = l->queue;
+        argv[o++] = l->conc;
+        argv[o++] = l->rate;
+        argv[o++] = l->burst;
+    }
+}
+
+/* One slot script over the limits with a concurrency. */
+static int slot_script(rconn_t *c, const rscript_t *s, const qlimits_t *ls, const char *token)
+{
+    const char **argv = xcalloc((size_t)ls->n + 2, sizeof *argv);
+    int k = 0;
+    for (int i = 0; i < ls->n; i++)
+        if (ls->v[i].concurrency > 0) argv[k++] = ls->v[i].run;
+    if (!k) {
+        free(argv);
+        return 0;
+    }
+    argv[k] = token;
+    argv[k + 1] = ls->ttl;
+    redisReply *r = NULL;
+    int rv = rconn_script(c, s, k, k + (s == &SCRIPT_LIMIT_BEAT ? 2 : 1), argv, NULL, -1, -1, &r);
+    free(argv);
+    int n = rv == RC_OK && r && r->type == REDIS_REPLY_INTEGER ? (int)r->integer : -1;
+    if (r) freeReplyObject(r);
+    return n;
+}
+
+int qlimit_beat(rconn_t *c, const qlimits_t *ls, const char *token)
+{
+    qlimit_scripts_init();
+    return slot_script(c, &SCRIPT_LIMIT_BEAT, ls, token);
+}
+
+int qlimit_end(rconn_t *c, const qlimits_t *ls, const char *token)
+{
+    qlimit_scripts_init();
+    return slot_script(c, &SCRIPT_LIMIT_END, ls, token);
+}
+
+int qlimit_read(rconn_t *c, const qlimit_t *l, qlimit_stat_t *out)
+{
+    qlimit_scripts_init();
+    memset(out, 0, sizeof *out);
+    char *bucket = xasprintf("%s:bucket", l->key), *wait = xasprintf("%s:wait", l->key);
+    const char *argv[] = {l->run, bucket, wait, l->rate, l->burst};
+    redisReply *r = NULL;
+    int rv = rconn_script(c, &SCRIPT_LIMIT_READ, 3, 5, argv, NULL, -1, -1, &r);
+    FREE_ALL(bucket, wait);
+    bool ok = rv == RC_OK && r && r->type == REDIS_REPLY_ARRAY && r->elements == 4;
+    for (size_t i = 0; ok && i < 4; i++) ok = r->element[i]->type == REDIS_REPLY_INTEGER;
+    if (ok) {
+        out->in_use = r->element[0]->integer;
+        out->tokens = r->element[1]->integer < 0 ? -1 : (double)r->element[1]->integer / 1000.0;
+        out->waiting = r->element[2]->integer;
+        out->waited_ms = r->element[3]->integer;
+        out->known = true;
+    }
+    if (r) freeReplyObject(r);
+    return ok ? 0 : -1;
+}

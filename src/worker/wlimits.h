@@ -1,0 +1,39 @@
+/*
+ * wlimits.h - the fleet-wide limits a native worker pops under (issue 33):
+ * the limits of the config that apply to its pool's queues, the slot token
+ * of its current pop, and the concurrency slots its running job holds:
+ * renewed every QLIMIT_BEAT_MS while it runs, given back when it ends.
+ * See redis/qlimit.h for the keys and docs/operations.md for the bounds.
+ */
+#ifndef QPOOL_WLIMITS_H
+#define QPOOL_WLIMITS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "config/config.h"
+#include "redis/qlimit.h"
+
+typedef struct {
+    qlimits_t ls;
+    char token[37];      /* the member of the last pop's slots */
+    bool held;           /* the current job holds slots under token */
+    int64_t next_beat_ms;
+} wlimits_t;
+
+/* The config's limits that apply to pool p, with keys under prefix. */
+void wlimits_init(wlimits_t *wl, const qconf_t *conf, const pool_conf_t *p, const char *prefix);
+void wlimits_free(wlimits_t *wl);
+/* The limits for pop_args_t (NULL: none apply), and a fresh slot token. */
+const qlimits_t *wlimits_for_pop(wlimits_t *wl, const char **token);
+/* The pop took a job: it holds its slots from now. */
+void wlimits_taken(wlimits_t *wl, int64_t now_ms);
+/* When the next beat is due (INT64_MAX: none). */
+int64_t wlimits_next_beat(const wlimits_t *wl);
+/* Renew the job's slots when due; queue and cls (NULL: none) say which
+ * slots it should hold, job names it in a warning when one lapsed. */
+void wlimits_beat(wlimits_t *wl, rconn_t *c, int64_t now_ms, const char *queue, const char *cls, const char *job);
+/* The job ended (or was given back): give its slots back. */
+void wlimits_end(wlimits_t *wl, rconn_t *c);
+
+#endif
