@@ -12,6 +12,7 @@ use Throwable;
 require_once __DIR__.'/AppBoot.php';
 require_once __DIR__.'/Events.php';
 require_once __DIR__.'/Retries.php';
+require_once __DIR__.'/AppDriver.php';
 
 /**
  * The persistent PHP side of qpool's pipe handler for Laravel apps: boots
@@ -59,6 +60,9 @@ final class Handler
 
     /** @var WorkerLink|null a forked handler's tie to its worker, armed while a request runs */
     private $link;
+
+    /** @var AppDriver|null runs `pop` requests (app_driver pools), made at the first one */
+    private $appDriver;
 
     public function __construct(?Protocol $io = null)
     {
@@ -414,6 +418,12 @@ final class Handler
 
                 case 'failed':
                     return $this->runFailed($request, $previous);
+
+                case 'pop':
+                    $this->resetScope();
+                    $this->appDriver = $this->appDriver ?? new AppDriver($this->app);
+
+                    return $this->appDriver->pop($request, $this->quit);
 
                 default:
                     Protocol::log('unknown request type '.json_encode($request['type'] ?? null));

@@ -51,6 +51,7 @@ enum hres_kind {
     HRES_CRASHED,        /* the handler died mid-job */
     HRES_TIMEOUT,        /* killed by qpool at the job's timeout */
     HRES_NOT_STARTED,    /* the handler never read the request: give the job back, no attempt */
+    HRES_EMPTY,          /* a pop request (app_driver) found no job */
 };
 
 typedef struct {
@@ -62,6 +63,7 @@ typedef struct {
     char *message;
     bool hooks_done;     /* pipe: the handler already ran the failure path */
     bool exiting;        /* pipe: the handler said this is its last response */
+    char *job;           /* pop: the response's "job" object, as JSON (appdriver.h reads it) */
 } hresult_t;
 
 typedef struct handler handler_t;
@@ -82,6 +84,10 @@ int64_t handler_retry_in_ms(const handler_t *h);
 
 /* Start a job. On -1 the handler could not even start it and *res is set. */
 int handler_begin(handler_t *h, const hjob_t *j, hresult_t *res);
+/* app_driver pools: send {"type":"pop","seq":N,FIELDS} (fields: JSON members,
+ * no braces; appdriver_request). The handler pops and runs the next job
+ * itself; the result comes as for a job (HRES_EMPTY: none). -1 as above. */
+int handler_begin_pop(handler_t *h, const char *fields, hresult_t *res);
 /* fds to poll while the job runs (fills at most max, returns count). */
 int handler_fds(handler_t *h, struct pollfd *fds, int max);
 /* Process poll results; true when the job's result is in *res. */

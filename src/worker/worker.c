@@ -23,6 +23,7 @@
  */
 #include "worker/worker.h"
 #include "worker/handler.h"
+#include "worker/appdriver.h"
 #include "observe/jobhist.h"
 #include "observe/jobstats.h"
 #include "redis/lease.h"
@@ -605,6 +606,8 @@ typedef struct {
     double started_s;
     int64_t started_wall_ms;
     bool failed;              /* went to the failed store */
+    bool app_run;             /* app_driver: popped and run by the app's driver (app_cycle) */
+    appd_job_t app;           /* ... and what the handler reported of it */
 } job_t;
 
 static void job_free(job_t *j)
@@ -612,6 +615,7 @@ static void job_free(job_t *j)
     pop_result_free(&j->pr);
     payload_free(&j->p);
     free(j->uuid);
+    appd_job_free(&j->app);
 }
 
 /* A fresh pending outcome, or NULL when there is no room even after a
@@ -975,6 +979,7 @@ static void fire(worker_t *w, job_t *j, hresult_t *res)
  * it says neither (see docs/api.md, "What the figures mean"). */
 static double job_wait_ms(const job_t *j)
 {
+    if (j->app_run) return j->app.wait_ms;
     if (!j->parsed) return -1;
     int64_t avail;
     if (j->p.has_available_at)
@@ -1245,6 +1250,10 @@ static bool run_job(worker_t *w, job_t *j)
     }
     hresult_t res;
     fire(w, j, &res);
+    if (res.kind == HRES_EMPTY) { /* "empty" answers a pop request only: as any unknown status */
+        res.kind = HRES_EXCEPTION;
+        if (!res.exception) res.exception = xstrdup("qpool\\HandlerFailed: the handler reported an exception (status \"empty\")");
+    }
     result_repair(&res);
     sb_handler(w);
     bool ran = res.kind != HRES_NOT_STARTED;
@@ -1605,7 +1614,7 @@ static int before_job(worker_t *w, int zygote_fd, int *code)
         wait_signals(w, 1000);
         return 0;
     }
-    if (!redis_ready(w)) {
+    if (!p->app_driver && !redis_ready(w)) {
         if (w->slot->c.state != SB_STARTING) sb_state(w, SB_IDLE);
         wait_signals(w, rconn_retry_in_ms(w->rc) + 1);
         return 0;
@@ -1649,6 +1658,138 @@ static bool next_job(worker_t *w, job_t *job)
     claim_held(w, &it, &job->pr);
     pop_ahead(w);
     return true;
+}
+
+/* ------------------------------------------------------------ app_driver pools */
+
+/* The pop request's answer, watching signals and the timeout. The handler
+ * enforces the job's own timeout as queue:work does (its SIGALRM fails the
+ * job when it should, then kills the handler); this deadline, the pool's
+ * timeout plus APP_TIMEOUT_GRACE_S, is the backstop for a handler stuck
+ * where no signal reaches PHP. A pop outstanding for 1 s shows as busy. */
+#define APP_TIMEOUT_GRACE_S 10
+static void app_fire(worker_t *w, hresult_t *res)
+{
+    int64_t start = mono_ms();
+    int64_t deadline = w->p->timeout > 0 ? start + ((int64_t)w->p->timeout + APP_TIMEOUT_GRACE_S) * 1000 : 0;
+    bool busy = false;
+    for (;;) {
+        struct pollfd fds[8];
+        fds[0] = (struct pollfd){w->sfd, POLLIN, 0};
+        int n = 1 + handler_fds(w->h, fds + 1, 7);
+        int64_t now = mono_ms();
+        int64_t wait = deadline ? deadline - now : 1000;
+        if (poll(fds, (nfds_t)n, (int)(wait < 0 ? 0 : wait > 1000 ? 1000 : wait)) < 0 && errno != EINTR) {
+            log_error("poll: %s: killing the handler", strerror(errno));
+            handler_abort(w->h);
+            memset(res, 0, sizeof *res);
+            res->kind = HRES_CRASHED;
+            return;
+        }
+        if (fds[0].revents & POLLIN) read_signals(w);
+        if (handler_step(w->h, fds + 1, n - 1, res)) return;
+        now = mono_ms();
+        if (!busy && now - start >= 1000) {
+            sb_job(w, "", NULL, "?", w->qs.q[0].name); /* a job runs: which one, the handler says after */
+            busy = true;
+        }
+        if (deadline && now >= deadline) {
+            log_warn("the handler has not answered in %d s (timeout %d s + %d s): killing its process group; the job "
+                     "it runs stays reserved in the app's queue until its retry_after expires",
+                     w->p->timeout + APP_TIMEOUT_GRACE_S, w->p->timeout, APP_TIMEOUT_GRACE_S);
+            handler_abort(w->h);
+            memset(res, 0, sizeof *res);
+            res->kind = HRES_TIMEOUT;
+            return;
+        }
+    }
+}
+
+/* What the handler reported becomes the attempt's record (stats, history,
+ * the job log); its runtime is the handler's when it says. */
+static void app_job_fill(worker_t *w, job_t *j, const hresult_t *res)
+{
+    appdriver_read_job(res->job, &j->app);
+    j->app_run = true;
+    j->pr.qidx = appdriver_queue_index(w->p, j->app.queue);
+    j->attempts = j->app.attempts;
+    j->failed = res->kind == HRES_FAILED;
+    if (j->app.runtime_ms >= 0) {
+        j->started_s = mono_s() - j->app.runtime_ms / 1000.0;
+        j->started_wall_ms = wall_ms() - (int64_t)j->app.runtime_ms;
+    }
+    j->hj = (hjob_t){.queue = w->qs.q[j->pr.qidx].name, .connection = w->p->queue_connection, .id = j->app.id,
+                     .uuid = j->app.uuid, .name = j->app.name, .attempts = j->attempts};
+}
+
+static const char *app_what(enum hres_kind k)
+{
+    switch (k) {
+    case HRES_DONE: return "Processed";
+    case HRES_RELEASED: return "Released";
+    case HRES_FAILED: return "Failed";
+    case HRES_TIMEOUT: return "TimedOut";
+    default: return "Crashed";
+    }
+}
+
+/* The answer to a pop: false when no job ran (none ready, or the request
+ * failed before one was popped: wait a little). */
+static bool app_settle(worker_t *w, job_t *j, hresult_t *res)
+{
+    if (res->kind == HRES_EMPTY || res->kind == HRES_NOT_STARTED) {
+        if (res->kind == HRES_EMPTY) wait_signals(w, (int64_t)(w->p->sleep * 1000));
+        return false;
+    }
+    if (!res->job && res->kind == HRES_EXCEPTION) {
+        log_warn("the handler could not pop from queue connection %s: %.*s", w->p->queue_connection, 1000,
+                 res->exception ? res->exception : "?");
+        wait_signals(w, 1000);
+        return false;
+    }
+    app_job_fill(w, j, res);
+    if (res->kind == HRES_FAILED) w->jobs_failed++;
+    char extra[64];
+    snprintf(extra, sizeof extra, " %.2f ms", ms_since(j->started_s));
+    job_log(w, j, app_what(res->kind), extra);
+    if (res->exception && res->kind != HRES_DONE)
+        log_warn("job %s (%s) attempt %ld: %.*s", j->app.id ? j->app.id : "?", j->app.name, j->attempts, 1000,
+                 res->exception);
+    stats_record(w, j, res);
+    return true;
+}
+
+/* One pop request: the handler pops the next job through the app's own
+ * queue connection and runs it as queue:work does. True when a job ran
+ * (then after_job), false when none did. */
+static bool app_cycle(worker_t *w, job_t *job)
+{
+    memset(job, 0, sizeof *job);
+    char *fields = appdriver_request(w->p, skip_mask(w));
+    if (!fields) { /* every queue of the pool is paused */
+        stats_flush(w, false);
+        wait_signals(w, 1000);
+        return false;
+    }
+    job->started_ms = mono_ms();
+    job->started_s = mono_s();
+    job->started_wall_ms = wall_ms();
+    hresult_t res;
+    if (handler_begin_pop(w->h, fields, &res) == 0) {
+        sb_handler(w);
+        app_fire(w, &res);
+    }
+    free(fields);
+    result_repair(&res);
+    sb_handler(w);
+    bool ran = app_settle(w, job, &res);
+    hresult_free(&res);
+    if (!ran) {
+        job_free(job);
+        if (w->slot->c.state == SB_BUSY) sb_state(w, SB_IDLE);
+        stats_flush(w, false);
+    }
+    return ran;
 }
 
 /* After a job that ran: counters, memory, max_jobs, rest. -1 to go on,
@@ -1701,8 +1842,11 @@ int worker_main(const pool_conf_t *p, const qconf_t *conf, sb_slot_t *slot, int 
         int r = before_job(w, zygote_fd, &code);
         if (r < 0) return code;
         job_t job;
-        if (!r || !next_job(w, &job)) continue;
-        if (!run_job(w, &job)) { /* given back untouched: the handler restarts first */
+        if (r && p->app_driver) {
+            if (!app_cycle(w, &job)) continue;
+        } else if (!r || !next_job(w, &job))
+            continue;
+        else if (!run_job(w, &job)) { /* given back untouched: the handler restarts first */
             job_free(&job);
             sb_state(w, SB_IDLE);
             flush_outcome(w);

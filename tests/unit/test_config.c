@@ -1470,6 +1470,23 @@ static void test_wipe_secrets_but_a_pool(void **state)
     config_free(c);
 }
 
+/* app_driver: off by default; on, it needs a pipe handler (the PHP adapter). */
+static void test_app_driver_key(void **state)
+{
+    (void)state;
+    qconf_t *c = must_load(MINPOOL);
+    assert_false(c->pools[0].app_driver);
+    config_free(c);
+    c = must_load("pools = ( { name = \"p\"; queues = [\"q\"]; queue_connection = \"database\"; app_driver = true;\n"
+                  "  handler = { type = \"pipe\"; command = [\"php\", \"h.php\"]; }; } );\n");
+    assert_true(c->pools[0].app_driver);
+    assert_string_equal(c->pools[0].queue_connection, "database");
+    config_free(c);
+    static const char t[] = "pools = ( {\n  name = \"p\";\n  queues = [\"q\"];\n  app_driver = true;\n"
+                            "  command = [\"run\"];\n} );\n";
+    expect_error(t, 1, "app_driver", "pipe handler", NULL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1516,6 +1533,7 @@ int main(void)
         cmocka_unit_test(test_same_except_size_and_same_size),
         cmocka_unit_test(test_balancer_settings_changes_detected),
         cmocka_unit_test(test_config_path),
+        cmocka_unit_test(test_app_driver_key),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

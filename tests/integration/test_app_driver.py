@@ -1,0 +1,149 @@
+"""Pools with app_driver = true (issue 30, item 1): the job is popped and run
+by the app's own queue driver in the pool's PHP handler, here Laravel's
+`database` driver on SQLite, through Illuminate\\Queue\\Worker exactly as one
+pass of `queue:work` does. qpool supervises and records what each attempt
+reports. Laravel 8 runs on the host (Debian 12), 10 and 13 in Debian roots
+(laravel_roots.py). No timing bound is asserted but the backoff's lower
+bounds, which are the semantics under test."""
+import re
+import sqlite3
+import time
+
+from conftest import wait_for
+from laravel_roots import argv_conf, laravel_version, version_app  # noqa: F401 (fixtures)
+
+# Laravel's jobs table (the 8.x-13.x `queue:table` migration), made here so
+# the fixture apps keep their own migrations.
+JOBS_TABLE = """
+create table if not exists jobs (id integer primary key autoincrement not null, queue varchar not null,
+  payload text not null, attempts integer not null, reserved_at integer, available_at integer not null,
+  created_at integer not null);
+create index if not exists jobs_queue_index on jobs (queue);
+"""
+
+CACHE_PREFIX = {"8": "laravel_cache:", "10": "laravel_cache:", "13": "laravel_cache"}
+
+
+def use_database_queue(app, retry_after=90):
+    """The app's copy gets a `database` queue connection (as `laravel new`
+    writes it) and its jobs table in the test's own SQLite file."""
+    conf = app.path / "config" / "queue.php"
+    text = conf.read_text()
+    text = text.replace("'connections' => [", "'connections' => [\n        'database' => ['driver' => 'database', "
+                        "'table' => 'jobs', 'queue' => 'default', 'retry_after' => %d, 'after_commit' => false]," % retry_after, 1)
+    conf.write_text(text)
+    con = sqlite3.connect(str(app.db))
+    try:
+        con.executescript(JOBS_TABLE)
+        con.commit()
+    finally:
+        con.close()
+
+
+def jobs_left(app):
+    return app.table("select id, attempts, reserved_at, available_at from jobs")
+
+
+def pool(app, extra=""):
+    return ('{ name = "appq"; queues = ["default"]; processes = 1; cache_prefix = "%s"; %s\n'
+            '  queue_connection = "database"; app_driver = true; tries = 1; sleep = 0.2; job_log = true; %s\n'
+            '  handler = { type = "pipe"; command = %s; }; }'
+            % (CACHE_PREFIX[app.version.name], app.env_conf(), extra, argv_conf(app.adapter_argv())))
+
+
+def dispatch(app, job, count=1, tag=None):
+    args = ["fixture:dispatch", job, "--connection=database", "--count=%d" % count]
+    if tag:
+        args.append("--tag=" + tag)
+    app.artisan(*args)
+
+
+def test_database_queue_runs_through_the_apps_driver(master_factory, redis_server, version_app):
+    app = version_app
+    use_database_queue(app)
+    dispatch(app, "MarkerJob", count=3, tag="m")
+    dispatch(app, "AlwaysFailsJob", tag="f")  # tries 3, backoff [1, 2]: released twice, then failed
+    assert len(jobs_left(app)) == 4  # nothing reached Redis: the jobs wait in SQLite
+
+    m = master_factory(redis_server)
+    m.write_config(pool(app))
+    m.start()
+    try:
+        wait_for(lambda: not jobs_left(app) and len(app.failed_jobs()) == 1, 90, interval=0.25,
+                 what="the database queue to drain on Laravel %s" % app.version.name)
+        runs = [x for x in app.read_markers() if "event" not in x]
+        # each marker job ran exactly once
+        assert sorted(x["tag"] for x in runs if x["job"] == "MarkerJob") == ["m-1", "m-2", "m-3"]
+        fails = sorted((x for x in runs if x["job"] == "AlwaysFailsJob"), key=lambda x: x["attempt"])
+        assert [x["attempt"] for x in fails] == [1, 2, 3]
+        # the job's backoff held each retry back; the database driver counts
+        # whole seconds (available_at = the release's second + the backoff)
+        assert int(fails[1]["time"]) >= int(fails[0]["time"]) + 1
+        assert int(fails[2]["time"]) >= int(fails[1]["time"]) + 2
+        hooks = [x for x in app.read_markers() if x.get("event") == "failed_hook"]
+        assert [(h["job"], h["message"]) for h in hooks] == [("AlwaysFailsJob", "always fails")]
+        row = app.failed_jobs()[0]
+        assert row["connection"] == "database" and row["queue"] == "default"
+        assert "RuntimeException: always fails" in row["exception"]
+        # nothing went through Redis's queues
+        assert not redis_server.client().keys("*queues:default*")
+
+        # qpool saw every attempt: the workers' counters and the job log
+        wait_for(lambda: m.pool("appq")["jobs_done"] >= 6, 30, what="qpool status to count the six attempts")
+        assert m.pool("appq")["jobs_failed"] >= 1
+        log = m.log()
+        for what, n in (("Processed", 3), ("Released", 2), ("Failed", 1)):
+            found = re.findall(r"%s\s+App\\Jobs\\(?:MarkerJob|AlwaysFailsJob)" % what, log)
+            assert len(found) == n, (what, log[-4000:])
+    finally:
+        assert m.stop(60) == 0
+
+
+def test_pause_stops_asking_and_continue_resumes(master_factory, redis_server, version_app):
+    app = version_app
+    use_database_queue(app)
+    m = master_factory(redis_server)
+    m.write_config(pool(app))
+    m.start()
+    try:
+        wait_for(lambda: any(w.get("state") == "idle" for w in m.pool("appq")["children"]), 60,
+                 what="the worker to be idle")
+        m.cli("pause", "appq")
+        wait_for(lambda: all(w.get("state") == "paused" for w in m.pool("appq")["children"]), 30,
+                 what="the worker to pause")
+        dispatch(app, "MarkerJob", tag="p")
+        for _ in range(8):  # paused: the job stays in the table, unreserved
+            assert [j["reserved_at"] for j in jobs_left(app)] == [None]
+            time.sleep(0.25)
+        m.cli("continue", "appq")
+        wait_for(lambda: not jobs_left(app), 60, interval=0.25, what="the job to run after continue")
+        assert [x["tag"] for x in app.read_markers() if "event" not in x] == ["p"]
+    finally:
+        assert m.stop(60) == 0
+
+
+def test_timeout_as_queue_work_does_it(master_factory, redis_server, version_app):
+    """TimeoutJob: $timeout = 1, $tries = 2, sleeps 10 s. The handler arms the
+    Worker's own SIGALRM handler: attempt 1 is killed and its job stays
+    reserved until retry_after (2 s here) expires; attempt 2 would exceed the
+    tries, so the Worker fails it before killing the handler (a failed_jobs
+    row, the failed() hook), as queue:work does. qpool starts a new handler
+    each time and goes on."""
+    app = version_app
+    use_database_queue(app, retry_after=2)
+    dispatch(app, "TimeoutJob", tag="t")
+    m = master_factory(redis_server)
+    m.write_config(pool(app, "timeout = 30;"))
+    m.start()
+    try:
+        wait_for(lambda: not jobs_left(app) and len(app.failed_jobs()) == 1, 90, interval=0.25,
+                 what="the timed-out job to fail on Laravel %s" % app.version.name)
+        runs = [x for x in app.read_markers() if "event" not in x]
+        assert [(x["job"], x["attempt"]) for x in runs] == [("TimeoutJob", 1), ("TimeoutJob", 2)]
+        assert len({x["pid"] for x in runs}) == 2  # each attempt's handler was killed
+        hooks = [x for x in app.read_markers() if x.get("event") == "failed_hook"]
+        assert [h["job"] for h in hooks] == ["TimeoutJob"]
+        dispatch(app, "MarkerJob", tag="after")  # the pool goes on with a fresh handler
+        wait_for(lambda: not jobs_left(app), 60, interval=0.25, what="a job after the timeouts")
+    finally:
+        assert m.stop(60) == 0
