@@ -147,3 +147,37 @@ def test_timeout_as_queue_work_does_it(master_factory, redis_server, version_app
         wait_for(lambda: not jobs_left(app), 60, interval=0.25, what="a job after the timeouts")
     finally:
         assert m.stop(60) == 0
+
+
+def laravel_pool(app):
+    """A pool that reads everything from the app (`laravel = APP`), whose
+    queue connection is `database`, as `laravel new` writes it."""
+    v = app.version
+    env = app.env_conf().replace("environment = {", 'environment = { QUEUE_CONNECTION = "database";', 1)
+    return ('{ name = "fresh"; laravel = "%s"; php = %s; php_adapter = "%s"; %s processes = 1; sleep = 0.2;\n'
+            '  %s }'
+            % (app.app_inner, argv_conf(v.prefix() + ["php"]), app.work_inner / "php" / "qpool-handler.php",
+               'php_root = "%s";' % v.root if v.root else "", env))
+
+
+def test_check_accepts_a_database_queue_read_from_the_app(master_factory, redis_server, version_app):
+    app = version_app
+    use_database_queue(app)
+    m = master_factory(redis_server)
+    m.write_config(laravel_pool(app), redis_conf="")
+    res = m.cli("check", check=False)
+    assert res.returncode == 0, res.stdout + res.stderr
+    line = [x for x in res.stdout.splitlines() if x.strip().startswith("#   app_driver ")]
+    assert len(line) == 1 and "runs through the app's driver" in line[0] and '"database"' in line[0], res.stdout
+    assert "app_driver = true;" in res.stdout
+
+    m.start()
+    try:
+        dispatch(app, "MarkerJob", tag="fresh")
+        wait_for(lambda: not jobs_left(app), 60, interval=0.25, what="the job of an app read with laravel =")
+        assert [x["tag"] for x in app.read_markers() if "event" not in x] == ["fresh"]
+        wait_for(lambda: m.pool("fresh")["jobs_done"] == 1, 30, what="qpool status to count the job")
+        res = m.cli("status")
+        assert "fresh" in res.stdout
+    finally:
+        assert m.stop(60) == 0
