@@ -24,13 +24,15 @@ create index if not exists jobs_queue_index on jobs (queue);
 CACHE_PREFIX = {"8": "laravel_cache:", "10": "laravel_cache:", "13": "laravel_cache"}
 
 
-def use_database_queue(app, retry_after=90):
+def use_database_queue(app, retry_after=90, name="database"):
     """The app's copy gets a `database` queue connection (as `laravel new`
-    writes it) and its jobs table in the test's own SQLite file."""
+    writes it; or one of another name) and its jobs table in the test's own
+    SQLite file."""
     conf = app.path / "config" / "queue.php"
     text = conf.read_text()
-    text = text.replace("'connections' => [", "'connections' => [\n        'database' => ['driver' => 'database', "
-                        "'table' => 'jobs', 'queue' => 'default', 'retry_after' => %d, 'after_commit' => false]," % retry_after, 1)
+    text = text.replace("'connections' => [", "'connections' => [\n        '%s' => ['driver' => 'database', "
+                        "'table' => 'jobs', 'queue' => 'default', 'retry_after' => %d, 'after_commit' => false],"
+                        % (name, retry_after), 1)
     conf.write_text(text)
     con = sqlite3.connect(str(app.db))
     try:
@@ -44,15 +46,15 @@ def jobs_left(app):
     return app.table("select id, attempts, reserved_at, available_at from jobs")
 
 
-def pool(app, extra=""):
+def pool(app, extra="", connection="database"):
     return ('{ name = "appq"; queues = ["default"]; processes = 1; cache_prefix = "%s"; %s\n'
-            '  queue_connection = "database"; app_driver = true; tries = 1; sleep = 0.2; job_log = true; %s\n'
+            '  queue_connection = "%s"; app_driver = true; tries = 1; sleep = 0.2; job_log = true; %s\n'
             '  handler = { type = "pipe"; command = %s; }; }'
-            % (CACHE_PREFIX[app.version.name], app.env_conf(), extra, argv_conf(app.adapter_argv())))
+            % (CACHE_PREFIX[app.version.name], app.env_conf(), connection, extra, argv_conf(app.adapter_argv())))
 
 
-def dispatch(app, job, count=1, tag=None):
-    args = ["fixture:dispatch", job, "--connection=database", "--count=%d" % count]
+def dispatch(app, job, count=1, tag=None, connection="database"):
+    args = ["fixture:dispatch", job, "--connection=" + connection, "--count=%d" % count]
     if tag:
         args.append("--tag=" + tag)
     app.artisan(*args)
@@ -181,3 +183,33 @@ def test_check_accepts_a_database_queue_read_from_the_app(master_factory, redis_
         assert "fresh" in res.stdout
     finally:
         assert m.stop(60) == 0
+
+
+def test_any_connection_name_and_max_jobs(master_factory, redis_server, version_app):
+    """A connection of any name the app registers (here "jobs-db", on the
+    database driver); max_jobs = 2 replaces the worker, and so its handler,
+    after two jobs. A connection the app does not define is logged, and the
+    worker keeps asking without a crash loop."""
+    app = version_app
+    use_database_queue(app, name="jobs-db")
+    dispatch(app, "MarkerJob", count=3, tag="n", connection="jobs-db")
+    m = master_factory(redis_server)
+    m.write_config(pool(app, "max_jobs = 2;", connection="jobs-db"))
+    m.start()
+    try:
+        wait_for(lambda: not jobs_left(app), 60, interval=0.25, what="the jobs of connection jobs-db")
+        runs = sorted((x for x in app.read_markers() if "event" not in x), key=lambda x: x["tag"])
+        assert [x["tag"] for x in runs] == ["n-1", "n-2", "n-3"]
+        assert runs[0]["pid"] == runs[1]["pid"] != runs[2]["pid"]
+    finally:
+        assert m.stop(60) == 0
+
+    m2 = master_factory(redis_server, "undefined")
+    m2.write_config(pool(app, connection="nope"))
+    m2.start()
+    try:
+        wait_for(lambda: len(re.findall("could not pop from queue connection nope", m2.log())) >= 2, 60,
+                 what="the undefined connection to be logged")
+        assert len(m2.pool("appq")["children"]) == 1 and m2.pool("appq")["crashes"] == 0
+    finally:
+        assert m2.stop(60) == 0
