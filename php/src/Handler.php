@@ -420,10 +420,11 @@ final class Handler
                     return $this->runFailed($request, $previous);
 
                 case 'pop':
-                    $this->resetScope();
-                    $this->appDriver = $this->appDriver ?? new AppDriver($this->app);
+                    $this->beforePop($request);
+                    $response = $this->appDriver->pop($request, $this->quit);
+                    $this->jobsProcessed += isset($response['job']) ? 1 : 0;
 
-                    return $this->appDriver->pop($request, $this->quit);
+                    return $response;
 
                 default:
                     Protocol::log('unknown request type '.json_encode($request['type'] ?? null));
@@ -525,6 +526,26 @@ final class Handler
         $this->ev->raise('JobPopping', ['connectionName' => $connection, 'queue' => $queue]);
         $this->ev->raise('JobPopped', ['connectionName' => $connection, 'job' => $job]);
         $this->jobsProcessed++;
+    }
+
+    /**
+     * What Worker::daemon() does before each getNextJob: WorkerStarting
+     * (once), Looping, resetScope. (getNextJob raises JobPopping and
+     * JobPopped itself on the versions that have them.)
+     */
+    private function beforePop(array $request): void
+    {
+        $connection = (string) ($request['connection'] ?? '');
+        $queue = implode(',', array_map('strval', (array) ($request['queues'] ?? [])));
+
+        if ($this->worker === null) {
+            $this->worker = ['connectionName' => $connection, 'queue' => $queue];
+            $this->ev->raise('WorkerStarting', $this->workerArgs());
+        }
+
+        $this->ev->until('Looping', ['connectionName' => $connection, 'queue' => $queue] + $this->workerArgs());
+        $this->resetScope();
+        $this->appDriver = $this->appDriver ?? new AppDriver($this->app);
     }
 
     /** @var \Illuminate\Queue\WorkerOptions|null the worker options the events carry (defaults; made once) */

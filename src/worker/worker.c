@@ -1028,7 +1028,7 @@ static void history_record(worker_t *w, const job_t *j, const hresult_t *res, in
     }
     if (outcome == OUTCOME_RELEASED && j->hj.reserved)
         jobhist_set_payload(r, j->hj.reserved, j->hj.reslen); /* the copy that runs again */
-    else if (outcome == OUTCOME_DONE && w->hist.payloads)
+    else if (outcome == OUTCOME_DONE && w->hist.payloads && j->pr.raw)
         jobhist_set_payload(r, j->pr.raw, j->pr.rawlen);
 }
 
@@ -1741,7 +1741,7 @@ static bool app_settle(worker_t *w, job_t *j, hresult_t *res)
         if (res->kind == HRES_EMPTY) wait_signals(w, (int64_t)(w->p->sleep * 1000));
         return false;
     }
-    if (!res->job && res->kind == HRES_EXCEPTION) {
+    if (!res->job && res->kind == HRES_EXCEPTION && !res->exiting) {
         log_warn("the handler could not pop from queue connection %s: %.*s", w->p->queue_connection, 1000,
                  res->exception ? res->exception : "?");
         wait_signals(w, 1000);

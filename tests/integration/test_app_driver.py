@@ -87,6 +87,9 @@ def test_database_queue_runs_through_the_apps_driver(master_factory, redis_serve
         row = app.failed_jobs()[0]
         assert row["connection"] == "database" and row["queue"] == "default"
         assert "RuntimeException: always fails" in row["exception"]
+        # the queue events queue:work raises, from Laravel's own Worker
+        events = {x["event"] for x in app.read_markers() if x.get("event") not in (None, "failed_hook")}
+        assert {"Looping", "JobProcessing", "JobProcessed", "JobExceptionOccurred", "JobFailed"} <= events, events
         # nothing went through Redis's queues
         assert not redis_server.client().keys("*queues:default*")
 
