@@ -51,10 +51,13 @@ final class AppDriver
         }
     }
 
+    /** @var array|null the job a `pop` answered with, until the `run` request: [job, connection, queues, options, poppedAt] */
+    private $held;
+
     /**
-     * Pop one job from the request's queues (in order) and run it. The
-     * response: {"status":"empty"}, or the outcome with a "job" object.
-     * $quit is set when the Worker says it should stop (a lost connection).
+     * `pop`: take the next job from the request's queues (in order) and hold
+     * it: {"status":"empty"}, or {"status":"popped","job":{...}}. $quit is
+     * set when the Worker says it should stop (a lost connection).
      */
     public function pop(array $request, bool &$quit): array
     {
@@ -66,42 +69,68 @@ final class AppDriver
         }
 
         $worker = $this->worker();
-        $options = self::options($request);
+        $this->held = null;
+        $job = $this->call('getNextJob', $this->app['queue']->connection($connection), $queues);
+        $quit = $quit || $worker->shouldQuit;
+
+        if ($job === null) {
+            return ['status' => 'empty'];
+        }
+
+        $poppedAt = microtime(true);
+        $this->held = [$job, $connection, $queues, self::options($request), $poppedAt];
+
+        if ($quit) { // told to stop meanwhile: run it now, as queue:work finishes the job it has
+            return $this->run($quit);
+        }
+
+        $timeout = (int) $this->call('timeoutForJob', $job, $this->held[3]);
+
+        return ['status' => 'popped', 'job' => self::describeJob($job, $poppedAt, null) + ['timeout' => max(0, $timeout)]];
+    }
+
+    /**
+     * `run`: run the job the last `pop` took, as Worker::runJob, with the
+     * Worker's timeout handler armed: its outcome and the "job" object.
+     */
+    public function run(bool &$quit): array
+    {
+        if ($this->held === null) {
+            throw new \LogicException('qpool-handler: a run request without a popped job');
+        }
+
+        [$job, $connection, $queues, $options, $poppedAt] = $this->held;
+        $this->held = null;
+        $worker = $this->worker();
         $this->thrown = $this->failedWith = null;
         $this->running = true;
+        $started = microtime(true);
 
         try {
-            $call = function (string $method, ...$args) {
-                return $this->$method(...$args);
-            };
-            $call = \Closure::bind($call, $worker, get_class($worker));
-
-            $job = $call('getNextJob', $this->app['queue']->connection($connection), $queues);
-
-            if ($job === null) {
-                $quit = $quit || $worker->shouldQuit;
-
-                return ['status' => 'empty'];
-            }
-
-            $poppedAt = microtime(true);
-            $this->armTimeout($call, $worker, $connection, $queues, $job, $options);
-
-            try {
-                $call('runJob', $job, $connection, $options);
-            } finally {
-                if (function_exists('pcntl_alarm')) {
-                    pcntl_alarm(0); // Worker::resetTimeoutHandler()
-                }
-            }
-
-            $runtime = (microtime(true) - $poppedAt) * 1000;
-            $quit = $quit || $worker->shouldQuit;
-
-            return $this->outcome($job) + ['job' => self::describeJob($job, $poppedAt, $runtime)];
+            $this->armTimeout($worker, $connection, $queues, $job, $options);
+            $this->call('runJob', $job, $connection, $options);
         } finally {
+            if (function_exists('pcntl_alarm')) {
+                pcntl_alarm(0); // Worker::resetTimeoutHandler()
+            }
+
             $this->running = false;
         }
+
+        $quit = $quit || $worker->shouldQuit;
+
+        return $this->outcome($job) + ['job' => self::describeJob($job, $poppedAt, (microtime(true) - $started) * 1000)];
+    }
+
+    /** Call one of the Worker's protected methods (the ones queue:work's loop calls). */
+    private function call(string $method, ...$args)
+    {
+        $worker = $this->worker();
+        $call = \Closure::bind(function (string $method, array $args) {
+            return $this->$method(...$args);
+        }, $worker, get_class($worker));
+
+        return $call($method, $args);
     }
 
     /**
@@ -111,7 +140,7 @@ final class AppDriver
      * failOnTimeout, raises JobTimedOut (10+), and kills this process.
      * 8.x-12.x take ($job, $options), 13.x ($connection, $queue, $job, $options).
      */
-    private function armTimeout(callable $call, $worker, string $connection, string $queues, $job, $options): void
+    private function armTimeout($worker, string $connection, string $queues, $job, $options): void
     {
         if (! function_exists('pcntl_alarm') || ! method_exists($worker, 'registerTimeoutHandler')) {
             return;
@@ -120,9 +149,9 @@ final class AppDriver
         $params = (new \ReflectionMethod($worker, 'registerTimeoutHandler'))->getNumberOfParameters();
 
         if ($params >= 4) {
-            $call('registerTimeoutHandler', $connection, $queues, $job, $options);
+            $this->call('registerTimeoutHandler', $connection, $queues, $job, $options);
         } else {
-            $call('registerTimeoutHandler', $job, $options);
+            $this->call('registerTimeoutHandler', $job, $options);
         }
     }
 
@@ -174,7 +203,7 @@ final class AppDriver
     }
 
     /** What qpool records for the attempt (docs/handler-protocol.md, "pop"). */
-    private static function describeJob($job, float $poppedAt, float $runtime): array
+    private static function describeJob($job, float $poppedAt, ?float $runtime): array
     {
         $payload = $job->payload();
 
@@ -185,7 +214,7 @@ final class AppDriver
             'uuid' => is_string($payload['uuid'] ?? null) ? $payload['uuid'] : null,
             'attempts' => (int) $job->attempts(),
             'wait_ms' => self::waitMs($job, $payload, $poppedAt),
-            'runtime_ms' => round($runtime, 3),
+            'runtime_ms' => $runtime === null ? -1 : round($runtime, 3),
         ];
     }
 

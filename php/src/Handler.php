@@ -426,6 +426,11 @@ final class Handler
 
                     return $response;
 
+                case 'run':
+                    $this->appDriver = $this->appDriver ?? new AppDriver($this->app);
+
+                    return $this->appDriver->run($this->quit);
+
                 default:
                     Protocol::log('unknown request type '.json_encode($request['type'] ?? null));
 

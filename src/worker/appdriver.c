@@ -59,6 +59,7 @@ int appdriver_read_job(const char *json, appd_job_t *out)
 {
     memset(out, 0, sizeof *out);
     out->wait_ms = out->runtime_ms = -1;
+    out->timeout_s = -1;
     cJSON *m = json ? cJSON_Parse(json) : NULL;
     int rv = cJSON_IsObject(m) ? 0 : -1;
     if (rv == 0) {
@@ -69,6 +70,7 @@ int appdriver_read_job(const char *json, appd_job_t *out)
         out->attempts = (long)num_of(m, "attempts", 0);
         out->wait_ms = num_of(m, "wait_ms", -1);
         out->runtime_ms = num_of(m, "runtime_ms", -1);
+        out->timeout_s = (long)num_of(m, "timeout", -1);
     }
     cJSON_Delete(m);
     if (!out->name) out->name = xstrdup("?");

@@ -505,7 +505,8 @@ static enum hres_kind response_kind(const char *s)
     if (!strcmp(s, "released")) return HRES_RELEASED;
     if (!strcmp(s, "failed")) return HRES_FAILED;
     if (!strcmp(s, "exception")) return HRES_EXCEPTION;
-    if (!strcmp(s, "empty")) return HRES_EMPTY; /* a pop request found no job */
+    if (!strcmp(s, "empty")) return HRES_EMPTY;   /* a pop request found no job */
+    if (!strcmp(s, "popped")) return HRES_POPPED; /* a pop request holds one: run it next */
     log_warn("pipe handler sent unknown status \"%.64s\"; treating it as an exception", s);
     return HRES_EXCEPTION;
 }
@@ -1016,7 +1017,7 @@ int handler_begin(handler_t *h, const hjob_t *j, hresult_t *res)
     return 0;
 }
 
-int handler_begin_pop(handler_t *h, const char *fields, hresult_t *res)
+int handler_begin_app(handler_t *h, const char *type, const char *fields, hresult_t *res)
 {
     memset(res, 0, sizeof *res);
     sbuf_reset(&h->tail);
@@ -1028,8 +1029,8 @@ int handler_begin_pop(handler_t *h, const char *fields, hresult_t *res)
     h->woff = 0;
     h->unread_known = false;
     h->seq++;
-    sbuf_printf(&h->w, "{\"type\":\"pop\",\"seq\":%" PRIu64 ",%s", h->seq, fields);
-    snprintf(h->job_id, sizeof h->job_id, "(pop)");
+    sbuf_printf(&h->w, "{\"type\":\"%s\",\"seq\":%" PRIu64 "%s%s", type, h->seq, *fields ? "," : "", fields);
+    snprintf(h->job_id, sizeof h->job_id, "(%s)", type);
     end_request(h);
     return 0;
 }

@@ -52,6 +52,7 @@ enum hres_kind {
     HRES_TIMEOUT,        /* killed by qpool at the job's timeout */
     HRES_NOT_STARTED,    /* the handler never read the request: give the job back, no attempt */
     HRES_EMPTY,          /* a pop request (app_driver) found no job */
+    HRES_POPPED,         /* a pop request took a job; a run request runs it */
 };
 
 typedef struct {
@@ -84,10 +85,12 @@ int64_t handler_retry_in_ms(const handler_t *h);
 
 /* Start a job. On -1 the handler could not even start it and *res is set. */
 int handler_begin(handler_t *h, const hjob_t *j, hresult_t *res);
-/* app_driver pools: send {"type":"pop","seq":N,FIELDS} (fields: JSON members,
- * no braces; appdriver_request). The handler pops and runs the next job
- * itself; the result comes as for a job (HRES_EMPTY: none). -1 as above. */
-int handler_begin_pop(handler_t *h, const char *fields, hresult_t *res);
+/* app_driver pools: send {"type":TYPE,"seq":N,FIELDS} (fields: JSON members,
+ * no braces, may be ""; appdriver_request). "pop": the handler takes the
+ * next job through the app's driver (HRES_POPPED, its fields in res->job;
+ * HRES_EMPTY: none); "run": it runs that job, and the result comes as for a
+ * job, with res->job. -1 as for handler_begin. */
+int handler_begin_app(handler_t *h, const char *type, const char *fields, hresult_t *res);
 /* fds to poll while the job runs (fills at most max, returns count). */
 int handler_fds(handler_t *h, struct pollfd *fds, int max);
 /* Process poll results; true when the job's result is in *res. */

@@ -1250,9 +1250,11 @@ static bool run_job(worker_t *w, job_t *j)
     }
     hresult_t res;
     fire(w, j, &res);
-    if (res.kind == HRES_EMPTY) { /* "empty" answers a pop request only: as any unknown status */
+    if (res.kind == HRES_EMPTY || res.kind == HRES_POPPED) { /* they answer a pop only: as any unknown status */
+        if (!res.exception)
+            res.exception = xasprintf("qpool\\HandlerFailed: the handler reported an exception (status \"%s\")",
+                                      res.kind == HRES_EMPTY ? "empty" : "popped");
         res.kind = HRES_EXCEPTION;
-        if (!res.exception) res.exception = xstrdup("qpool\\HandlerFailed: the handler reported an exception (status \"empty\")");
     }
     result_repair(&res);
     sb_handler(w);
@@ -1662,23 +1664,22 @@ static bool next_job(worker_t *w, job_t *job)
 
 /* ------------------------------------------------------------ app_driver pools */
 
-/* The pop request's answer, watching signals and the timeout. The handler
- * enforces the job's own timeout as queue:work does (its SIGALRM fails the
- * job when it should, then kills the handler); this deadline, the pool's
- * timeout plus APP_TIMEOUT_GRACE_S, is the backstop for a handler stuck
- * where no signal reaches PHP. A pop outstanding for 1 s shows as busy. */
+/* The answer to a pop or run request, watching signals and the timeout.
+ * The handler enforces the job's own timeout as queue:work does (the
+ * Worker's SIGALRM handler fails the job when it should, then kills the
+ * handler); this deadline, the pool's timeout plus APP_TIMEOUT_GRACE_S, is
+ * the backstop for a handler stuck where no signal reaches PHP. */
 #define APP_TIMEOUT_GRACE_S 10
-static void app_fire(worker_t *w, hresult_t *res)
+static void app_fire(worker_t *w, hresult_t *res, long timeout_s)
 {
     int64_t start = mono_ms();
-    int64_t deadline = w->p->timeout > 0 ? start + ((int64_t)w->p->timeout + APP_TIMEOUT_GRACE_S) * 1000 : 0;
-    bool busy = false;
+    if (timeout_s < 0) timeout_s = w->p->timeout;
+    int64_t deadline = timeout_s > 0 ? start + ((int64_t)timeout_s + APP_TIMEOUT_GRACE_S) * 1000 : 0;
     for (;;) {
         struct pollfd fds[8];
         fds[0] = (struct pollfd){w->sfd, POLLIN, 0};
         int n = 1 + handler_fds(w->h, fds + 1, 7);
-        int64_t now = mono_ms();
-        int64_t wait = deadline ? deadline - now : 1000;
+        int64_t wait = deadline ? deadline - mono_ms() : 1000;
         if (poll(fds, (nfds_t)n, (int)(wait < 0 ? 0 : wait > 1000 ? 1000 : wait)) < 0 && errno != EINTR) {
             log_error("poll: %s: killing the handler", strerror(errno));
             handler_abort(w->h);
@@ -1688,15 +1689,10 @@ static void app_fire(worker_t *w, hresult_t *res)
         }
         if (fds[0].revents & POLLIN) read_signals(w);
         if (handler_step(w->h, fds + 1, n - 1, res)) return;
-        now = mono_ms();
-        if (!busy && now - start >= 1000) {
-            sb_job(w, "", NULL, "?", w->qs.q[0].name); /* a job runs: which one, the handler says after */
-            busy = true;
-        }
-        if (deadline && now >= deadline) {
-            log_warn("the handler has not answered in %d s (timeout %d s + %d s): killing its process group; the job "
-                     "it runs stays reserved in the app's queue until its retry_after expires",
-                     w->p->timeout + APP_TIMEOUT_GRACE_S, w->p->timeout, APP_TIMEOUT_GRACE_S);
+        if (deadline && mono_ms() >= deadline) {
+            log_warn("the handler has not answered in %ld s (timeout %ld s + %d s): killing its process group; the "
+                     "job it runs stays reserved in the app's queue until its retry_after expires",
+                     timeout_s + APP_TIMEOUT_GRACE_S, timeout_s, APP_TIMEOUT_GRACE_S);
             handler_abort(w->h);
             memset(res, 0, sizeof *res);
             res->kind = HRES_TIMEOUT;
@@ -1705,19 +1701,34 @@ static void app_fire(worker_t *w, hresult_t *res)
     }
 }
 
-/* What the handler reported becomes the attempt's record (stats, history,
- * the job log); its runtime is the handler's when it says. */
-static void app_job_fill(worker_t *w, job_t *j, const hresult_t *res)
+/* One request to the handler and its answer (result_repair'ed); timeout_s
+ * as app_fire's. */
+static void app_request(worker_t *w, const char *type, const char *fields, hresult_t *res, long timeout_s)
 {
-    appdriver_read_job(res->job, &j->app);
+    if (handler_begin_app(w->h, type, fields, res) == 0) {
+        sb_handler(w);
+        app_fire(w, res, timeout_s);
+    }
+    result_repair(res);
+    sb_handler(w);
+}
+
+/* What the handler says of the job (json: its "job" object) becomes the
+ * attempt's record; a field it leaves out keeps what the pop said. */
+static void app_job_fill(worker_t *w, job_t *j, const char *json)
+{
+    appd_job_t a;
+    appdriver_read_job(json, &a);
+    if (!j->app_run || a.attempts > 0) {
+        appd_job_free(&j->app);
+        j->app = a;
+    } else {
+        j->app.runtime_ms = a.runtime_ms;
+        appd_job_free(&a);
+    }
     j->app_run = true;
     j->pr.qidx = appdriver_queue_index(w->p, j->app.queue);
     j->attempts = j->app.attempts;
-    j->failed = res->kind == HRES_FAILED;
-    if (j->app.runtime_ms >= 0) {
-        j->started_s = mono_s() - j->app.runtime_ms / 1000.0;
-        j->started_wall_ms = wall_ms() - (int64_t)j->app.runtime_ms;
-    }
     j->hj = (hjob_t){.queue = w->qs.q[j->pr.qidx].name, .connection = w->p->queue_connection, .id = j->app.id,
                      .uuid = j->app.uuid, .name = j->app.name, .attempts = j->attempts};
 }
@@ -1733,21 +1744,14 @@ static const char *app_what(enum hres_kind k)
     }
 }
 
-/* The answer to a pop: false when no job ran (none ready, or the request
- * failed before one was popped: wait a little). */
-static bool app_settle(worker_t *w, job_t *j, hresult_t *res)
+/* The run's outcome: the job log, the counters, the stats and history (the
+ * runtime is the handler's when it says). Release and failure happened in
+ * the handler, through the app's driver. */
+static void app_settle(worker_t *w, job_t *j, hresult_t *res)
 {
-    if (res->kind == HRES_EMPTY || res->kind == HRES_NOT_STARTED) {
-        if (res->kind == HRES_EMPTY) wait_signals(w, (int64_t)(w->p->sleep * 1000));
-        return false;
-    }
-    if (!res->job && res->kind == HRES_EXCEPTION && !res->exiting) {
-        log_warn("the handler could not pop from queue connection %s: %.*s", w->p->queue_connection, 1000,
-                 res->exception ? res->exception : "?");
-        wait_signals(w, 1000);
-        return false;
-    }
-    app_job_fill(w, j, res);
+    if (res->job) app_job_fill(w, j, res->job);
+    j->failed = res->kind == HRES_FAILED;
+    if (j->app.runtime_ms >= 0) j->started_s = mono_s() - j->app.runtime_ms / 1000.0;
     if (res->kind == HRES_FAILED) w->jobs_failed++;
     char extra[64];
     snprintf(extra, sizeof extra, " %.2f ms", ms_since(j->started_s));
@@ -1756,33 +1760,80 @@ static bool app_settle(worker_t *w, job_t *j, hresult_t *res)
         log_warn("job %s (%s) attempt %ld: %.*s", j->app.id ? j->app.id : "?", j->app.name, j->attempts, 1000,
                  res->exception);
     stats_record(w, j, res);
-    return true;
 }
 
-/* One pop request: the handler pops the next job through the app's own
- * queue connection and runs it as queue:work does. True when a job ran
- * (then after_job), false when none did. */
+/* A pop that brought no job to run: none ready (wait `sleep`), or the pop
+ * itself failed (logged; wait a second), or the handler went away (it is
+ * restarted with backoff before the next request). */
+static void app_no_job(worker_t *w, const hresult_t *res)
+{
+    if (res->kind == HRES_EMPTY) {
+        wait_signals(w, (int64_t)(w->p->sleep * 1000));
+    } else if (res->kind == HRES_EXCEPTION && !res->exiting) {
+        log_warn("the handler could not pop from queue connection %s: %.*s", w->p->queue_connection, 1000,
+                 res->exception ? res->exception : "?");
+        wait_signals(w, 1000);
+    }
+}
+
+/* Pop: 1 with the job in *job (popped, or already run when the handler was
+ * told to stop meanwhile: *res holds its outcome), 0 when none. */
+static int app_pop(worker_t *w, job_t *job, hresult_t *res)
+{
+    char *fields = appdriver_request(w->p, skip_mask(w));
+    if (!fields) { /* every queue of the pool is paused */
+        memset(res, 0, sizeof *res);
+        wait_signals(w, 1000);
+        return 0;
+    }
+    app_request(w, "pop", fields, res, -1);
+    free(fields);
+    if (!res->job) {
+        app_no_job(w, res);
+        return 0;
+    }
+    app_job_fill(w, job, res->job);
+    return 1;
+}
+
+/* The Worker's timeout handler kills the handler (SIGKILL) at the job's
+ * timeout: a handler that died without an answer after it is a timeout. */
+static void app_timed_out(const job_t *j, hresult_t *res)
+{
+    if (res->kind != HRES_CRASHED || j->app.timeout_s <= 0) return;
+    if (ms_since(j->started_s) < (double)j->app.timeout_s * 1000.0 - 50) return;
+    hresult_free(res);
+    res->kind = HRES_TIMEOUT;
+    res->exc_class = xstrdup("Illuminate\\Queue\\TimeoutExceededException");
+    res->message = xasprintf("%s has timed out.", j->app.name);
+}
+
+/* One job through the app's driver: a pop request (the handler takes the
+ * next job and says which), then a run request (it runs it as queue:work
+ * does). True when a job ran (then after_job), false when none did. */
 static bool app_cycle(worker_t *w, job_t *job)
 {
     memset(job, 0, sizeof *job);
-    char *fields = appdriver_request(w->p, skip_mask(w));
-    if (!fields) { /* every queue of the pool is paused */
-        stats_flush(w, false);
-        wait_signals(w, 1000);
-        return false;
-    }
     job->started_ms = mono_ms();
     job->started_s = mono_s();
     job->started_wall_ms = wall_ms();
     hresult_t res;
-    if (handler_begin_pop(w->h, fields, &res) == 0) {
-        sb_handler(w);
-        app_fire(w, &res);
+    bool ran = app_pop(w, job, &res) == 1;
+    if (ran && res.kind == HRES_POPPED) {
+        sb_job(w, job->app.id, job->app.uuid, job->app.name, w->qs.q[job->pr.qidx].name);
+        job_log(w, job, "Processing", NULL);
+        hresult_free(&res);
+        job->started_s = mono_s();
+        job->started_wall_ms = wall_ms();
+        app_request(w, "run", "", &res, job->app.timeout_s);
+        app_timed_out(job, &res);
+        if (res.kind == HRES_NOT_STARTED) {
+            log_warn("job %s (%s): the handler went away before it ran it; it stays reserved in the app's queue "
+                     "until its retry_after expires", job->app.id ? job->app.id : "?", job->app.name);
+            ran = false;
+        }
     }
-    free(fields);
-    result_repair(&res);
-    sb_handler(w);
-    bool ran = app_settle(w, job, &res);
+    if (ran) app_settle(w, job, &res);
     hresult_free(&res);
     if (!ran) {
         job_free(job);

@@ -148,6 +148,10 @@ def test_timeout_as_queue_work_does_it(master_factory, redis_server, version_app
         assert len({x["pid"] for x in runs}) == 2  # each attempt's handler was killed
         hooks = [x for x in app.read_markers() if x.get("event") == "failed_hook"]
         assert [h["job"] for h in hooks] == ["TimeoutJob"]
+        # qpool knew which job each killed handler held: both attempts are named timeouts
+        log = m.log()
+        assert len(re.findall(r"Processing\s+App\\Jobs\\TimeoutJob", log)) == 2, log[-4000:]
+        assert len(re.findall(r"TimedOut\s+App\\Jobs\\TimeoutJob", log)) == 2, log[-4000:]
         dispatch(app, "MarkerJob", tag="after")  # the pool goes on with a fresh handler
         wait_for(lambda: not jobs_left(app), 60, interval=0.25, what="a job after the timeouts")
     finally:

@@ -68,7 +68,7 @@ static void test_read_job_report(void **state)
     (void)state;
     appd_job_t j;
     assert_int_equal(appdriver_read_job("{\"name\":\"App\\\\Jobs\\\\Mail\",\"queue\":\"default\",\"id\":\"17\","
-                                        "\"uuid\":\"u-1\",\"attempts\":2,\"wait_ms\":1500.5,\"runtime_ms\":3.25}",
+                                        "\"uuid\":\"u-1\",\"attempts\":2,\"wait_ms\":1500.5,\"runtime_ms\":3.25,\"timeout\":60}",
                                         &j),
                      0);
     assert_string_equal(j.name, "App\\Jobs\\Mail");
@@ -78,6 +78,7 @@ static void test_read_job_report(void **state)
     assert_int_equal(j.attempts, 2);
     assert_true(j.wait_ms == 1500.5);
     assert_true(j.runtime_ms == 3.25);
+    assert_int_equal(j.timeout_s, 60);
     appd_job_free(&j);
 }
 
@@ -91,6 +92,7 @@ static void test_read_job_unknowns(void **state)
     assert_null(j.uuid);
     assert_int_equal(j.attempts, 0);
     assert_true(j.wait_ms < 0 && j.runtime_ms < 0);
+    assert_int_equal(j.timeout_s, -1);
     appd_job_free(&j);
     assert_int_equal(appdriver_read_job(NULL, &j), -1);
     assert_string_equal(j.name, "?");
