@@ -220,3 +220,39 @@ def test_any_connection_name_and_max_jobs(master_factory, redis_server, version_
         assert len(m2.pool("appq")["children"]) == 1 and m2.pool("appq")["crashes"] == 0
     finally:
         assert m2.stop(60) == 0
+
+
+def test_status_shows_the_running_job_and_stop_waits_for_it(master_factory, redis_server, version_app):
+    """LockWaitJob waits for a lock the test holds: meanwhile `qpool status`
+    shows the worker busy with it (the handler said which job it popped);
+    SIGTERM lets it finish once the lock is given up, then the master exits 0
+    and the job is gone from the table."""
+    import fcntl
+    import signal
+    app = version_app
+    use_database_queue(app)
+    lock = open(str(app.work / "data" / "lock"), "w")
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    m = master_factory(redis_server)
+    m.write_config(pool(app, "timeout = 0;"), qpool="  shutdown_timeout = 120;\n")
+    m.start()
+    try:
+        app.artisan("fixture:dispatch", "LockWaitJob", "--connection=database", "--tag=w",
+                    "--arg=%s" % (app.work_inner / "data" / "lock"))
+        wait_for(lambda: any(x.get("job") == "LockWaitJob" for x in app.read_markers()), 60,
+                 what="the job to start")
+
+        def busy():
+            c = m.pool("appq")["children"]
+            return [(x["state"], (x.get("job") or {}).get("name")) for x in c]
+        wait_for(lambda: busy() == [("busy", "App\\Jobs\\LockWaitJob")], 30, what="status to show the job")
+        m.proc.send_signal(signal.SIGTERM)
+        wait_for(lambda: "graceful stop" in m.log(), 30, what="the master to begin its graceful stop")
+        assert m.proc.poll() is None  # the job in hand holds it
+        fcntl.flock(lock, fcntl.LOCK_UN)
+        assert m.proc.wait(60) == 0
+        assert [x.get("phase") for x in app.read_markers() if x.get("job") == "LockWaitJob"] == [None, "after-lock"]
+        assert not jobs_left(app)
+    finally:
+        lock.close()
+        m.stop(60)
