@@ -1482,6 +1482,14 @@ static void test_app_driver_key(void **state)
     assert_true(c->pools[0].app_driver);
     assert_string_equal(c->pools[0].queue_connection, "database");
     config_free(c);
+    conf_errors_t e;
+    c = load_text("pools = ( { name = \"p\"; queues = [\"q\"]; app_driver = true; balance = \"auto\"; max_processes = 4;\n"
+                  "  handler = { type = \"pipe\"; command = [\"php\", \"h.php\"]; }; } );\n", &e, NULL);
+    assert_non_null(c);
+    assert_int_equal(e.nwarn, 1);
+    assert_non_null(strstr(e.warnings[0], "stays at min_processes"));
+    conf_errors_free(&e);
+    config_free(c);
     static const char t[] = "pools = ( {\n  name = \"p\";\n  queues = [\"q\"];\n  app_driver = true;\n"
                             "  command = [\"run\"];\n} );\n";
     expect_error(t, 1, "app_driver", "pipe handler", NULL);
