@@ -96,10 +96,11 @@ def test_database_queue_runs_through_the_apps_driver(master_factory, redis_serve
         # qpool saw every attempt: the workers' counters and the job log
         wait_for(lambda: m.pool("appq")["jobs_done"] >= 6, 30, what="qpool status to count the six attempts")
         assert m.pool("appq")["jobs_failed"] >= 1
-        log = m.log()
-        for what, n in (("Processed", 3), ("Released", 2), ("Failed", 1)):
-            found = re.findall(r"%s\s+App\\Jobs\\(?:MarkerJob|AlwaysFailsJob)" % what, log)
-            assert len(found) == n, (what, log[-4000:])
+        def logged():
+            log = m.log()
+            return [len(re.findall(r"%s\s+App\\Jobs\\(?:MarkerJob|AlwaysFailsJob)" % what, log))
+                    for what in ("Processed", "Released", "Failed")]
+        wait_for(lambda: logged() == [3, 2, 1], 30, what="the job log's lines")
     finally:
         assert m.stop(60) == 0
 
@@ -148,10 +149,11 @@ def test_timeout_as_queue_work_does_it(master_factory, redis_server, version_app
         assert len({x["pid"] for x in runs}) == 2  # each attempt's handler was killed
         hooks = [x for x in app.read_markers() if x.get("event") == "failed_hook"]
         assert [h["job"] for h in hooks] == ["TimeoutJob"]
-        # qpool knew which job each killed handler held: both attempts are named timeouts
-        log = m.log()
-        assert len(re.findall(r"Processing\s+App\\Jobs\\TimeoutJob", log)) == 2, log[-4000:]
-        assert len(re.findall(r"TimedOut\s+App\\Jobs\\TimeoutJob", log)) == 2, log[-4000:]
+        # qpool knew which job each killed handler held: both attempts are named
+        # timeouts (the second once its handler is gone: the row comes first)
+        wait_for(lambda: len(re.findall(r"TimedOut\s+App\\Jobs\\TimeoutJob", m.log())) == 2, 30,
+                 what="both attempts logged as timed out")
+        assert len(re.findall(r"Processing\s+App\\Jobs\\TimeoutJob", m.log())) == 2
         dispatch(app, "MarkerJob", tag="after")  # the pool goes on with a fresh handler
         wait_for(lambda: not jobs_left(app), 60, interval=0.25, what="a job after the timeouts")
     finally:
@@ -256,3 +258,48 @@ def test_status_shows_the_running_job_and_stop_waits_for_it(master_factory, redi
     finally:
         lock.close()
         m.stop(60)
+
+
+def outcome(app):
+    ms = app.read_markers()
+    runs = sorted((m["job"], m.get("tag"), m["attempt"]) for m in ms if "event" not in m)
+    hooks = sorted((m["job"], m.get("tag"), m["class"], m["message"]) for m in ms if m.get("event") == "failed_hook")
+    rows = sorted((f["connection"], f["queue"], f["exception"].split(" in /")[0].split("\n")[0])
+                  for f in app.failed_jobs())
+    return runs, hooks, rows
+
+
+def test_same_results_as_queue_work_on_the_database_driver(master_factory, redis_server, version_app):
+    """The same jobs, run once by `php artisan queue:work database` and once
+    by an app_driver pool, from the same SQLite snapshot: the same attempts,
+    failed() hooks and failed_jobs rows, and an empty jobs table."""
+    import shutil
+    app = version_app
+    use_database_queue(app)
+    dispatch(app, "MarkerJob", count=2, tag="p")
+    dispatch(app, "ManualFailJob", tag="manual")
+    dispatch(app, "MaxExceptionsJob", tag="maxexc")  # maxExceptions 2, counted in the app's cache
+    snapshot = app.db.with_suffix(".snapshot")
+    shutil.copyfile(str(app.db), str(snapshot))
+    work = app.version.prefix() + ["php", str(app.app_inner / "artisan"), "queue:work", "database",
+                                   "--queue=default", "--sleep=1", "--tries=1", "--timeout=60"]
+    results = []
+    for name, conf in (("php", '{ name = "appq"; queues = ["default"]; processes = 1; %s command = %s; }'
+                        % (app.env_conf(), argv_conf(work))), ("qpool", pool(app))):
+        shutil.copyfile(str(snapshot), str(app.db))
+        app.markers.write_text("")
+        redis_server.client().flushall()
+        m = master_factory(redis_server, name)
+        m.write_config(conf)
+        m.start()
+        try:
+            wait_for(lambda: not jobs_left(app) and len(app.failed_jobs()) == 2, 90, interval=0.25,
+                     what="%s to finish the jobs on Laravel %s" % (name, app.version.name))
+        finally:
+            assert m.stop(60) == 0
+        results.append(outcome(app))
+    assert results[0] == results[1]
+    runs, hooks, rows = results[1]
+    assert [r for r in runs if r[0] == "MaxExceptionsJob"] == [("MaxExceptionsJob", "maxexc", 1),
+                                                                ("MaxExceptionsJob", "maxexc", 2)]
+    assert len(hooks) == 2 and all(r[:2] == ("database", "default") for r in rows)
