@@ -212,18 +212,27 @@ final class Describe
             throw new \UnexpectedValueException('queue connection "'.$queueConnection.'" is not defined in config/queue.php');
         }
 
-        if (($q['driver'] ?? null) !== 'redis') {
-            throw new \UnexpectedValueException('queue connection "'.$queueConnection.'" uses the "'.($q['driver'] ?? '?').'" driver, not redis');
+        $driver = (string) ($q['driver'] ?? '');
+        $onRedis = $driver === 'redis';
+
+        if (! $onRedis && ! is_array($this->config('database.redis.default'))) {
+            throw new \UnexpectedValueException('queue connection "'.$queueConnection.'" uses the "'.$driver.'" driver,'
+                .' which qpool runs through the app (app_driver); qpool keeps its own state on the app\'s Redis'
+                .' connection "default", which config/database.php does not define: leave "laravel" out of this'
+                .' pool and give the connections in qpool.conf');
         }
 
+        // Another driver: the app's driver pops (app_driver); qpool's own state goes to its Redis "default".
         $values = [
             'queue_connection' => $this->value('queue', $queueConnection),
-            'connection' => $this->value('queue', $q['connection'] ?? 'default'),
-            'queue' => $this->value('queue', $q['queue'] ?? 'default'),
+            'queue_driver' => $this->value('queue', $driver, []),
+            'connection' => $onRedis ? $this->value('queue', $q['connection'] ?? 'default')
+                : ['value' => 'default', 'source' => 'qpool\'s own state: the app\'s Redis "default" connection'],
+            'queue' => $this->value('queue', (string) ($q['queue'] ?? 'default')),
             'retry_after' => $this->value('queue', (int) ($q['retry_after'] ?? 60), $q['retry_after'] ?? null),
             'block_for' => $this->value('queue', isset($q['block_for']) ? (int) $q['block_for'] : null, $q['block_for'] ?? null),
         ];
-        $redis = [(string) ($q['connection'] ?? 'default') => true];
+        $redis = [($onRedis ? (string) ($q['connection'] ?? 'default') : 'default') => true];
 
         $values += $this->cacheValues($redis);
         $values += $this->downValues($redis);

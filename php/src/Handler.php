@@ -12,6 +12,7 @@ use Throwable;
 require_once __DIR__.'/AppBoot.php';
 require_once __DIR__.'/Events.php';
 require_once __DIR__.'/Retries.php';
+require_once __DIR__.'/AppDriver.php';
 
 /**
  * The persistent PHP side of qpool's pipe handler for Laravel apps: boots
@@ -59,6 +60,9 @@ final class Handler
 
     /** @var WorkerLink|null a forked handler's tie to its worker, armed while a request runs */
     private $link;
+
+    /** @var AppDriver|null runs `pop` requests (app_driver pools), made at the first one */
+    private $appDriver;
 
     public function __construct(?Protocol $io = null)
     {
@@ -415,6 +419,18 @@ final class Handler
                 case 'failed':
                     return $this->runFailed($request, $previous);
 
+                case 'pop':
+                    $this->beforePop($request);
+                    $response = $this->appDriver->pop($request, $this->quit);
+                    $this->jobsProcessed += isset($response['job']) ? 1 : 0;
+
+                    return $response;
+
+                case 'run':
+                    $this->appDriver = $this->appDriver ?? new AppDriver($this->app);
+
+                    return $this->appDriver->run($this->quit);
+
                 default:
                     Protocol::log('unknown request type '.json_encode($request['type'] ?? null));
 
@@ -515,6 +531,26 @@ final class Handler
         $this->ev->raise('JobPopping', ['connectionName' => $connection, 'queue' => $queue]);
         $this->ev->raise('JobPopped', ['connectionName' => $connection, 'job' => $job]);
         $this->jobsProcessed++;
+    }
+
+    /**
+     * What Worker::daemon() does before each getNextJob: WorkerStarting
+     * (once), Looping, resetScope. (getNextJob raises JobPopping and
+     * JobPopped itself on the versions that have them.)
+     */
+    private function beforePop(array $request): void
+    {
+        $connection = (string) ($request['connection'] ?? '');
+        $queue = implode(',', array_map('strval', (array) ($request['queues'] ?? [])));
+
+        if ($this->worker === null) {
+            $this->worker = ['connectionName' => $connection, 'queue' => $queue];
+            $this->ev->raise('WorkerStarting', $this->workerArgs());
+        }
+
+        $this->ev->until('Looping', ['connectionName' => $connection, 'queue' => $queue] + $this->workerArgs());
+        $this->resetScope();
+        $this->appDriver = $this->appDriver ?? new AppDriver($this->app);
     }
 
     /** @var \Illuminate\Queue\WorkerOptions|null the worker options the events carry (defaults; made once) */

@@ -43,7 +43,7 @@ static const field_t TOP[] = {
     F(cache_connection, V_NAME, false), F(cache_prefix, V_TEXT, false),
     F(down_driver, V_DRIVER, false),    F(down_file, V_PATH, false),
     F(down_store, V_NAME, false),       F(down_connection, V_NAME, false),
-    F(down_prefix, V_TEXT, false),
+    F(down_prefix, V_TEXT, false),      F(queue_driver, V_DRIVER, true),
 };
 #undef F
 #define R(k, kind, nullable) {#k, offsetof(app_redis_t, k), kind, nullable}

@@ -41,6 +41,7 @@ typedef struct {
     char *app;          /* the resolved app path */
     char *laravel;      /* version, may be NULL */
     app_val_t queue_connection, connection, queue, retry_after, block_for;
+    app_val_t queue_driver;    /* the queue connection's driver; absent (older adapters): redis */
     app_val_t cache_store, cache_driver, cache_connection, cache_prefix;
     app_val_t down_driver, down_file, down_store, down_connection, down_prefix;
     app_redis_t redis[APPDESC_MAX_REDIS];

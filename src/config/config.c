@@ -596,6 +596,7 @@ static const conf_key_t POOL_KEYS[] = {
     PK(rest, K_NUM, 0, 3600),
     PK(migration_batch, K_INT, 1, 100000),
     PK(prefetch, K_INT, 1, QPOOL_MAX_PREFETCH),
+    PK(app_driver, K_BOOL, 0, 0),
     PK(job_log, K_BOOL, 0, 0),
     KEY_FN("handler", parse_handler),
     PK(command, K_STRV, 0, 0),
@@ -972,6 +973,24 @@ static bool check_pool_command(ctx_t *x, const config_setting_t *g, const pool_c
     return ok;
 }
 
+/* app_driver: the pool's pipe handler (the PHP adapter) pops and runs the jobs. */
+static bool check_pool_app_driver(ctx_t *x, const config_setting_t *g, const pool_conf_t *p)
+{
+    if (!p->app_driver) return true;
+    if (p->handler_type != HANDLER_PIPE) {
+        cerr(x, g, "pool %s: app_driver = true needs a pipe handler that runs the app (the PHP adapter: laravel = \"/srv/app\")",
+             p->name);
+        return false;
+    }
+    if (p->prefetch > 1)
+        cwarn(x, g, "pool %s: prefetch applies to Redis pools; with app_driver = true the app's driver pops one job at a time",
+              p->name);
+    if (p->balance != BALANCE_OFF)
+        cwarn(x, g, "pool %s: balance = \"auto\" sizes pools by their Redis queues; with app_driver = true the pool stays at min_processes (%d)",
+              p->name, p->min_processes);
+    return true;
+}
+
 /* user and group: they exist; the uid and gid the children take. */
 static bool resolve_pool_user(ctx_t *x, const config_setting_t *g, pool_conf_t *p)
 {
@@ -1020,6 +1039,7 @@ static bool finish_pool(ctx_t *x, const config_setting_t *g, pool_conf_t *p, con
     ok &= check_pool_size(x, g, p, pp);
     ok &= check_pool_connections(x, g, p, pp);
     ok &= check_pool_command(x, g, p);
+    ok &= check_pool_app_driver(x, g, p);
     ok &= resolve_pool_user(x, g, p);
     return ok;
 }
@@ -2146,6 +2166,7 @@ static void print_pool_queue(const pool_conf_t *p, FILE *f, const char *in)
     fprintf(f, "%smigration_batch = %d;\n", in, p->migration_batch);
     fprintf(f, "%sprefetch = %d;\n", in, p->prefetch);
     fprintf(f, "%sjob_log = %s;\n", in, yes_no(p->job_log));
+    if (p->app_driver) fprintf(f, "%sapp_driver = true;  # jobs popped and run by the app's own queue driver\n", in);
 }
 
 /* the children's user, directory, environment (secrets redacted) and nice */

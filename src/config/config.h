@@ -111,6 +111,7 @@ typedef struct {
     double rest;
     int migration_batch;
     int prefetch;               /* jobs popped per call (native workers); 1 = one at a time */
+    bool app_driver;            /* the app's own queue driver pops and runs jobs in the PHP handler (worker/appdriver.h) */
     bool job_log;
 
     /* what each child runs: exactly one of handler / command */

@@ -379,11 +379,25 @@ static void apply_connection(qconf_t *c, pool_conf_t *p, const app_desc_t *d, bo
     if (what) redis_origins(p, what, d, lv->value, *field, conf_wins);
 }
 
+/* A queue connection on another driver than redis runs through the app's
+ * own driver (app_driver); qpool.conf's app_driver = true stands anyway. */
+static void apply_driver(pool_conf_t *p, const app_desc_t *d)
+{
+    const char *drv = d->queue_driver.value;
+    if (drv && strcmp(drv, "redis")) p->app_driver = true;
+    if (!p->app_driver) return;
+    char *v = drv ? xasprintf("true (the \"%s\" driver): runs through the app's driver", drv)
+                  : xstrdup("true: runs through the app's driver");
+    origin(p, "app_driver", v, drv && strcmp(drv, "redis") ? d->queue_driver.source : "qpool.conf");
+    free(v);
+}
+
 static void apply_queue(qconf_t *c, pool_conf_t *p, unsigned ex, const app_desc_t *d)
 {
     if (!(ex & EXPLICIT_QUEUE_CONNECTION)) set_str(&p->queue_connection, d->queue_connection.value);
     origin_str(p, "queue_connection", p->queue_connection,
                ex & EXPLICIT_QUEUE_CONNECTION ? "qpool.conf" : d->queue_connection.source);
+    apply_driver(p, d);
     apply_connection(c, p, d, ex & EXPLICIT_CONNECTION, "connection", &p->connection, &d->connection, "redis");
     if (!p->queues) {
         p->queues = xcalloc(2, sizeof *p->queues);

@@ -105,7 +105,8 @@ bool pool_conf_same_except_size(const pool_conf_t *a, const pool_conf_t *b)
     if (a->tries != b->tries || a->timeout != b->timeout || a->retry_after != b->retry_after ||
         a->memory != b->memory || a->sleep != b->sleep || a->max_jobs != b->max_jobs ||
         a->max_time != b->max_time || a->rest != b->rest || a->migration_batch != b->migration_batch ||
-        a->prefetch != b->prefetch || a->job_log != b->job_log || a->nbackoff != b->nbackoff)
+        a->prefetch != b->prefetch || a->job_log != b->job_log || a->nbackoff != b->nbackoff ||
+        a->app_driver != b->app_driver)
         return false;
     if (memcmp(a->backoff, b->backoff, sizeof(int) * (size_t)a->nbackoff)) return false;
     if (a->handler_type != b->handler_type || !strv_eq(a->handler_command, b->handler_command) ||

@@ -219,6 +219,7 @@ void hresult_free(hresult_t *r)
     free(r->exception);
     free(r->exc_class);
     free(r->message);
+    free(r->job);
     memset(r, 0, sizeof *r);
 }
 
@@ -504,6 +505,8 @@ static enum hres_kind response_kind(const char *s)
     if (!strcmp(s, "released")) return HRES_RELEASED;
     if (!strcmp(s, "failed")) return HRES_FAILED;
     if (!strcmp(s, "exception")) return HRES_EXCEPTION;
+    if (!strcmp(s, "empty")) return HRES_EMPTY;   /* a pop request found no job */
+    if (!strcmp(s, "popped")) return HRES_POPPED; /* a pop request holds one: run it next */
     log_warn("pipe handler sent unknown status \"%.64s\"; treating it as an exception", s);
     return HRES_EXCEPTION;
 }
@@ -528,6 +531,8 @@ static void response_fields(const cJSON *m, const char *status, hresult_t *res)
         res->exception = xasprintf("qpool\\HandlerFailed: the handler reported an exception (status \"%.64s\")", status);
     res->hooks_done = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(m, "hooks_done"));
     res->exiting = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(m, "exiting"));
+    const cJSON *job = cJSON_GetObjectItemCaseSensitive(m, "job");
+    if (cJSON_IsObject(job)) res->job = cJSON_PrintUnformatted(job);
 }
 
 int handler_parse_line(const char *line, size_t len, int proto, uint64_t seq, hresult_t *res, char *why,
@@ -1008,6 +1013,24 @@ int handler_begin(handler_t *h, const hjob_t *j, hresult_t *res)
         return -1;
     }
     begin_request(h, "job", j);
+    end_request(h);
+    return 0;
+}
+
+int handler_begin_app(handler_t *h, const char *type, const char *fields, hresult_t *res)
+{
+    memset(res, 0, sizeof *res);
+    sbuf_reset(&h->tail);
+    if (h->type != HANDLER_PIPE || !h->ready || h->pid == 0 || h->exiting || check_idle(h) < 0) {
+        not_started(res, "qpool: the pipe handler is not ready");
+        return -1;
+    }
+    sbuf_reset(&h->w);
+    h->woff = 0;
+    h->unread_known = false;
+    h->seq++;
+    sbuf_printf(&h->w, "{\"type\":\"%s\",\"seq\":%" PRIu64 "%s%s", type, h->seq, *fields ? "," : "", fields);
+    snprintf(h->job_id, sizeof h->job_id, "(%s)", type);
     end_request(h);
     return 0;
 }

@@ -51,6 +51,8 @@ enum hres_kind {
     HRES_CRASHED,        /* the handler died mid-job */
     HRES_TIMEOUT,        /* killed by qpool at the job's timeout */
     HRES_NOT_STARTED,    /* the handler never read the request: give the job back, no attempt */
+    HRES_EMPTY,          /* a pop request (app_driver) found no job */
+    HRES_POPPED,         /* a pop request took a job; a run request runs it */
 };
 
 typedef struct {
@@ -62,6 +64,7 @@ typedef struct {
     char *message;
     bool hooks_done;     /* pipe: the handler already ran the failure path */
     bool exiting;        /* pipe: the handler said this is its last response */
+    char *job;           /* pop: the response's "job" object, as JSON (appdriver.h reads it) */
 } hresult_t;
 
 typedef struct handler handler_t;
@@ -82,6 +85,12 @@ int64_t handler_retry_in_ms(const handler_t *h);
 
 /* Start a job. On -1 the handler could not even start it and *res is set. */
 int handler_begin(handler_t *h, const hjob_t *j, hresult_t *res);
+/* app_driver pools: send {"type":TYPE,"seq":N,FIELDS} (fields: JSON members,
+ * no braces, may be ""; appdriver_request). "pop": the handler takes the
+ * next job through the app's driver (HRES_POPPED, its fields in res->job;
+ * HRES_EMPTY: none); "run": it runs that job, and the result comes as for a
+ * job, with res->job. -1 as for handler_begin. */
+int handler_begin_app(handler_t *h, const char *type, const char *fields, hresult_t *res);
 /* fds to poll while the job runs (fills at most max, returns count). */
 int handler_fds(handler_t *h, struct pollfd *fds, int max);
 /* Process poll results; true when the job's result is in *res. */

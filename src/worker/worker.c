@@ -23,6 +23,7 @@
  */
 #include "worker/worker.h"
 #include "worker/handler.h"
+#include "worker/appdriver.h"
 #include "observe/jobhist.h"
 #include "observe/jobstats.h"
 #include "redis/lease.h"
@@ -608,6 +609,8 @@ typedef struct {
     double started_s;
     int64_t started_wall_ms;
     bool failed;              /* went to the failed store */
+    bool app_run;             /* app_driver: popped and run by the app's driver (app_cycle) */
+    appd_job_t app;           /* ... and what the handler reported of it */
 } job_t;
 
 static void job_free(job_t *j)
@@ -615,6 +618,7 @@ static void job_free(job_t *j)
     pop_result_free(&j->pr);
     payload_free(&j->p);
     free(j->uuid);
+    appd_job_free(&j->app);
 }
 
 /* A fresh pending outcome, or NULL when there is no room even after a
@@ -980,6 +984,7 @@ static void fire(worker_t *w, job_t *j, hresult_t *res)
  * it says neither (see docs/api.md, "What the figures mean"). */
 static double job_wait_ms(const job_t *j)
 {
+    if (j->app_run) return j->app.wait_ms;
     if (!j->parsed) return -1;
     int64_t avail;
     if (j->p.has_available_at)
@@ -1028,7 +1033,7 @@ static void history_record(worker_t *w, const job_t *j, const hresult_t *res, in
     }
     if (outcome == OUTCOME_RELEASED && j->hj.reserved)
         jobhist_set_payload(r, j->hj.reserved, j->hj.reslen); /* the copy that runs again */
-    else if (outcome == OUTCOME_DONE && w->hist.payloads)
+    else if (outcome == OUTCOME_DONE && w->hist.payloads && j->pr.raw)
         jobhist_set_payload(r, j->pr.raw, j->pr.rawlen);
 }
 
@@ -1250,6 +1255,12 @@ static bool run_job(worker_t *w, job_t *j)
     }
     hresult_t res;
     fire(w, j, &res);
+    if (res.kind == HRES_EMPTY || res.kind == HRES_POPPED) { /* they answer a pop only: as any unknown status */
+        if (!res.exception)
+            res.exception = xasprintf("qpool\\HandlerFailed: the handler reported an exception (status \"%s\")",
+                                      res.kind == HRES_EMPTY ? "empty" : "popped");
+        res.kind = HRES_EXCEPTION;
+    }
     result_repair(&res);
     sb_handler(w);
     bool ran = res.kind != HRES_NOT_STARTED;
@@ -1630,7 +1641,7 @@ static int before_job(worker_t *w, int zygote_fd, int *code)
         wait_signals(w, 1000);
         return 0;
     }
-    if (!redis_ready(w)) {
+    if (!p->app_driver && !redis_ready(w)) {
         if (w->slot->c.state != SB_STARTING) sb_state(w, SB_IDLE);
         wait_signals(w, rconn_retry_in_ms(w->rc) + 1);
         return 0;
@@ -1674,6 +1685,187 @@ static bool next_job(worker_t *w, job_t *job)
     claim_held(w, &it, &job->pr);
     pop_ahead(w);
     return true;
+}
+
+/* ------------------------------------------------------------ app_driver pools */
+
+/* The answer to a pop or run request, watching signals and the timeout.
+ * The handler enforces the job's own timeout as queue:work does (the
+ * Worker's SIGALRM handler fails the job when it should, then kills the
+ * handler); this deadline, the pool's timeout plus APP_TIMEOUT_GRACE_S, is
+ * the backstop for a handler stuck where no signal reaches PHP. */
+#define APP_TIMEOUT_GRACE_S 10
+static void app_fire(worker_t *w, hresult_t *res, long timeout_s)
+{
+    int64_t start = mono_ms();
+    if (timeout_s < 0) timeout_s = w->p->timeout;
+    int64_t deadline = timeout_s > 0 ? start + ((int64_t)timeout_s + APP_TIMEOUT_GRACE_S) * 1000 : 0;
+    for (;;) {
+        struct pollfd fds[8];
+        fds[0] = (struct pollfd){w->sfd, POLLIN, 0};
+        int n = 1 + handler_fds(w->h, fds + 1, 7);
+        int64_t wait = deadline ? deadline - mono_ms() : 1000;
+        if (poll(fds, (nfds_t)n, (int)(wait < 0 ? 0 : wait > 1000 ? 1000 : wait)) < 0 && errno != EINTR) {
+            log_error("poll: %s: killing the handler", strerror(errno));
+            handler_abort(w->h);
+            memset(res, 0, sizeof *res);
+            res->kind = HRES_CRASHED;
+            return;
+        }
+        if (fds[0].revents & POLLIN) read_signals(w);
+        if (handler_step(w->h, fds + 1, n - 1, res)) return;
+        if (deadline && mono_ms() >= deadline) {
+            log_warn("the handler has not answered in %ld s (timeout %ld s + %d s): killing its process group; the "
+                     "job it runs stays reserved in the app's queue until its retry_after expires",
+                     timeout_s + APP_TIMEOUT_GRACE_S, timeout_s, APP_TIMEOUT_GRACE_S);
+            handler_abort(w->h);
+            memset(res, 0, sizeof *res);
+            res->kind = HRES_TIMEOUT;
+            return;
+        }
+    }
+}
+
+/* One request to the handler and its answer (result_repair'ed); timeout_s
+ * as app_fire's. */
+static void app_request(worker_t *w, const char *type, const char *fields, hresult_t *res, long timeout_s)
+{
+    if (handler_begin_app(w->h, type, fields, res) == 0) {
+        sb_handler(w);
+        app_fire(w, res, timeout_s);
+    }
+    result_repair(res);
+    sb_handler(w);
+}
+
+/* What the handler says of the job (json: its "job" object) becomes the
+ * attempt's record; a field it leaves out keeps what the pop said. */
+static void app_job_fill(worker_t *w, job_t *j, const char *json)
+{
+    appd_job_t a;
+    appdriver_read_job(json, &a);
+    if (!j->app_run || a.attempts > 0) {
+        appd_job_free(&j->app);
+        j->app = a;
+    } else {
+        j->app.runtime_ms = a.runtime_ms;
+        appd_job_free(&a);
+    }
+    j->app_run = true;
+    j->pr.qidx = appdriver_queue_index(w->p, j->app.queue);
+    j->attempts = j->app.attempts;
+    j->hj = (hjob_t){.queue = w->qs.q[j->pr.qidx].name, .connection = w->p->queue_connection, .id = j->app.id,
+                     .uuid = j->app.uuid, .name = j->app.name, .attempts = j->attempts};
+}
+
+static const char *app_what(enum hres_kind k)
+{
+    switch (k) {
+    case HRES_DONE: return "Processed";
+    case HRES_RELEASED: return "Released";
+    case HRES_FAILED: return "Failed";
+    case HRES_TIMEOUT: return "TimedOut";
+    default: return "Crashed";
+    }
+}
+
+/* The run's outcome: the job log, the counters, the stats and history (the
+ * runtime is the handler's when it says). Release and failure happened in
+ * the handler, through the app's driver. */
+static void app_settle(worker_t *w, job_t *j, hresult_t *res)
+{
+    if (res->job) app_job_fill(w, j, res->job);
+    j->failed = res->kind == HRES_FAILED;
+    if (j->app.runtime_ms >= 0) j->started_s = mono_s() - j->app.runtime_ms / 1000.0;
+    if (res->kind == HRES_FAILED) w->jobs_failed++;
+    char extra[64];
+    snprintf(extra, sizeof extra, " %.2f ms", ms_since(j->started_s));
+    job_log(w, j, app_what(res->kind), extra);
+    if (res->exception && res->kind != HRES_DONE)
+        log_warn("job %s (%s) attempt %ld: %.*s", j->app.id ? j->app.id : "?", j->app.name, j->attempts, 1000,
+                 res->exception);
+    stats_record(w, j, res);
+}
+
+/* A pop that brought no job to run: none ready (wait `sleep`), or the pop
+ * itself failed (logged; wait a second), or the handler went away (it is
+ * restarted with backoff before the next request). */
+static void app_no_job(worker_t *w, const hresult_t *res)
+{
+    if (res->kind == HRES_EMPTY) {
+        wait_signals(w, (int64_t)(w->p->sleep * 1000));
+    } else if (res->kind == HRES_EXCEPTION && !res->exiting) {
+        log_warn("the handler could not pop from queue connection %s: %.*s", w->p->queue_connection, 1000,
+                 res->exception ? res->exception : "?");
+        wait_signals(w, 1000);
+    }
+}
+
+/* Pop: 1 with the job in *job (popped, or already run when the handler was
+ * told to stop meanwhile: *res holds its outcome), 0 when none. */
+static int app_pop(worker_t *w, job_t *job, hresult_t *res)
+{
+    char *fields = appdriver_request(w->p, skip_mask(w));
+    if (!fields) { /* every queue of the pool is paused */
+        memset(res, 0, sizeof *res);
+        wait_signals(w, 1000);
+        return 0;
+    }
+    app_request(w, "pop", fields, res, -1);
+    free(fields);
+    if (!res->job) {
+        app_no_job(w, res);
+        return 0;
+    }
+    app_job_fill(w, job, res->job);
+    return 1;
+}
+
+/* The Worker's timeout handler kills the handler (SIGKILL) at the job's
+ * timeout: a handler that died without an answer after it is a timeout. */
+static void app_timed_out(const job_t *j, hresult_t *res)
+{
+    if (res->kind != HRES_CRASHED || j->app.timeout_s <= 0) return;
+    if (ms_since(j->started_s) < (double)j->app.timeout_s * 1000.0 - 50) return;
+    hresult_free(res);
+    res->kind = HRES_TIMEOUT;
+    res->exc_class = xstrdup("Illuminate\\Queue\\TimeoutExceededException");
+    res->message = xasprintf("%s has timed out.", j->app.name);
+}
+
+/* One job through the app's driver: a pop request (the handler takes the
+ * next job and says which), then a run request (it runs it as queue:work
+ * does). True when a job ran (then after_job), false when none did. */
+static bool app_cycle(worker_t *w, job_t *job)
+{
+    memset(job, 0, sizeof *job);
+    job->started_ms = mono_ms();
+    job->started_s = mono_s();
+    job->started_wall_ms = wall_ms();
+    hresult_t res;
+    bool ran = app_pop(w, job, &res) == 1;
+    if (ran && res.kind == HRES_POPPED) {
+        sb_job(w, job->app.id, job->app.uuid, job->app.name, w->qs.q[job->pr.qidx].name);
+        job_log(w, job, "Processing", NULL);
+        hresult_free(&res);
+        job->started_s = mono_s();
+        job->started_wall_ms = wall_ms();
+        app_request(w, "run", "", &res, job->app.timeout_s);
+        app_timed_out(job, &res);
+        if (res.kind == HRES_NOT_STARTED) {
+            log_warn("job %s (%s): the handler went away before it ran it; it stays reserved in the app's queue "
+                     "until its retry_after expires", job->app.id ? job->app.id : "?", job->app.name);
+            ran = false;
+        }
+    }
+    if (ran) app_settle(w, job, &res);
+    hresult_free(&res);
+    if (!ran) {
+        job_free(job);
+        if (w->slot->c.state == SB_BUSY) sb_state(w, SB_IDLE);
+        stats_flush(w, false);
+    }
+    return ran;
 }
 
 /* After a job that ran: counters, memory, max_jobs, rest. -1 to go on,
@@ -1726,9 +1918,14 @@ int worker_main(const pool_conf_t *p, const qconf_t *conf, sb_slot_t *slot, int 
         int r = before_job(w, zygote_fd, &code);
         if (r < 0) return code;
         job_t job;
-        if (!r || !next_job(w, &job)) continue;
-        bool ran = run_job(w, &job);
-        wlimits_end(&w->lim, w->rc);
+        bool ran = true;
+        if (r && p->app_driver) {
+            if (!app_cycle(w, &job)) continue;
+        } else {
+            if (!r || !next_job(w, &job)) continue;
+            ran = run_job(w, &job);
+            wlimits_end(&w->lim, w->rc);
+        }
         if (!ran) { /* given back untouched: the handler restarts first */
             job_free(&job);
             sb_state(w, SB_IDLE);

@@ -288,6 +288,44 @@ static void test_apply(void **state)
     config_free(c);
 }
 
+/* A queue connection on another driver (queue_driver): app_driver, said where it came from;
+ * an older adapter that does not say the driver: redis, as before. */
+static void test_apply_queue_driver(void **state)
+{
+    (void)state;
+    char *json = good_with("\"queue_connection\": " V("\"redis\"", "config/queue.php"),
+                           "\"queue_connection\": " V("\"database\"", "config/queue.php")
+                           ", \"queue_driver\": " V("\"database\"", "config/queue.php"));
+    app_desc_t d;
+    char err[256];
+    assert_int_equal(parse(json, &d, err), 0);
+    assert_string_equal(d.queue_driver.value, "database");
+    qconf_t *c = base_conf();
+    pool_conf_t p;
+    pool_init(&p);
+    char **w = NULL;
+    int nw = 0;
+    app_apply(c, &p, 0, &d, &w, &nw);
+    assert_true(p.app_driver);
+    assert_string_equal(p.queue_connection, "database");
+    assert_string_equal(origin_of(&p, "app_driver"), "config/queue.php");
+    appdesc_free(&d);
+    pool_conf_free(&p);
+
+    assert_int_equal(parse(GOOD, &d, err), 0); /* no queue_driver */
+    assert_null(d.queue_driver.value);
+    pool_init(&p);
+    app_apply(c, &p, 0, &d, &w, &nw);
+    assert_false(p.app_driver);
+    assert_null(origin_of(&p, "app_driver"));
+    appdesc_free(&d);
+    pool_conf_free(&p);
+    for (int i = 0; i < nw; i++) free(w[i]);
+    free(w);
+    config_free(c);
+    free(json);
+}
+
 static void test_apply_non_redis_cache(void **state)
 {
     (void)state;
@@ -348,6 +386,7 @@ int main(void)
         cmocka_unit_test(test_down_wanted),
         cmocka_unit_test(test_apply),
         cmocka_unit_test(test_apply_non_redis_cache),
+        cmocka_unit_test(test_apply_queue_driver),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

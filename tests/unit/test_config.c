@@ -1544,6 +1544,31 @@ static void test_limits_pools(void **state)
     conf_errors_free(&e);
 }
 
+/* app_driver: off by default; on, it needs a pipe handler (the PHP adapter). */
+static void test_app_driver_key(void **state)
+{
+    (void)state;
+    qconf_t *c = must_load(MINPOOL);
+    assert_false(c->pools[0].app_driver);
+    config_free(c);
+    c = must_load("pools = ( { name = \"p\"; queues = [\"q\"]; queue_connection = \"database\"; app_driver = true;\n"
+                  "  handler = { type = \"pipe\"; command = [\"php\", \"h.php\"]; }; } );\n");
+    assert_true(c->pools[0].app_driver);
+    assert_string_equal(c->pools[0].queue_connection, "database");
+    config_free(c);
+    conf_errors_t e;
+    c = load_text("pools = ( { name = \"p\"; queues = [\"q\"]; app_driver = true; balance = \"auto\"; max_processes = 4;\n"
+                  "  handler = { type = \"pipe\"; command = [\"php\", \"h.php\"]; }; } );\n", &e, NULL);
+    assert_non_null(c);
+    assert_int_equal(e.nwarn, 1);
+    assert_non_null(strstr(e.warnings[0], "stays at min_processes"));
+    conf_errors_free(&e);
+    config_free(c);
+    static const char t[] = "pools = ( {\n  name = \"p\";\n  queues = [\"q\"];\n  app_driver = true;\n"
+                            "  command = [\"run\"];\n} );\n";
+    expect_error(t, 1, "app_driver", "pipe handler", NULL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1593,6 +1618,7 @@ int main(void)
         cmocka_unit_test(test_limits_load),
         cmocka_unit_test(test_limits_errors),
         cmocka_unit_test(test_limits_pools),
+        cmocka_unit_test(test_app_driver_key),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
