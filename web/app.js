@@ -392,12 +392,14 @@
   var last = {}; /* url -> time fetched, for slow channels */
   function route() {
     var h = location.hash.replace(/^#\/?/, '');
+    var qi = h.indexOf('?'), query = new URLSearchParams(qi >= 0 ? h.slice(qi + 1) : '');
+    if (qi >= 0) h = h.slice(0, qi);
     var parts = h.split('/');
     var name = parts[0] || 'overview';
     var arg = parts.length > 1 ? decodeURIComponent(parts.slice(1).join('/')) : null;
     if (name === 'jobs' && arg) name = 'job';
     if (!pages[name]) name = 'overview';
-    return { name: name, arg: arg };
+    return { name: name, arg: arg, query: query };
   }
   function navigate() {
     var r = route();
@@ -411,7 +413,8 @@
       a.classList.toggle('active', on);
       if (on) a.setAttribute('aria-current', 'page'); else a.removeAttribute('aria-current');
     });
-    cur = { page: pages[r.name], arg: r.arg, state: {}, lastText: {} };
+    cur = { page: pages[r.name], arg: r.arg, query: r.query, state: {}, lastText: {} };
+    if (cur.page.fromQuery) cur.page.fromQuery(r.query);
     clear(main);
     cur.root = el('div', { id: 'page-' + r.name, class: 'page' });
     main.append(cur.root);
@@ -775,9 +778,20 @@
 
   /* ---------- Jobs ---------- */
   var OUTCOMES = ['', 'done', 'released', 'failed', 'timed_out', 'crashed'];
-  var jobFilter = { queue: '', pool: '', name: '', outcome: '', since: '', until: '', limit: '100' };
+  var JOB_FILTER_DEFAULT = { queue: '', pool: '', name: '', outcome: '', tag: '', host: '', uuid: '', attempt: '', q: '', since: '', until: '', limit: '100' };
+  var jobFilter = Object.assign({}, JOB_FILTER_DEFAULT);
+  /* The filter lives in the URL (#/jobs?tag=...): bookmarkable, and the back button goes to the previous one. */
+  function jobsHash(f) {
+    var q = new URLSearchParams();
+    Object.keys(JOB_FILTER_DEFAULT).forEach(k => { if (f[k] && f[k] !== JOB_FILTER_DEFAULT[k]) q.set(k, f[k]); });
+    var t = q.toString();
+    return '#/jobs' + (t ? '?' + t : '');
+  }
   pages.jobs = {
     title: 'Jobs',
+    fromQuery: query => {
+      Object.keys(JOB_FILTER_DEFAULT).forEach(k => { jobFilter[k] = query.get(k) || JOB_FILTER_DEFAULT[k]; });
+    },
     mount: (root, s) => {
       root.append(el('h1', { text: 'Recent jobs' }));
       var form = el('form', { class: 'toolbar', id: 'jobs-filter' });
@@ -794,18 +808,25 @@
       var sel = el('select');
       OUTCOMES.forEach(o => { sel.append(el('option', { value: o, text: o || 'any' })); });
       field('outcome', 'Outcome', sel);
+      field('tag', 'Tag', el('input', { type: 'search', size: 16, placeholder: 'App\\Models\\User:1' }));
+      field('q', 'Text', el('input', { type: 'search', size: 14, placeholder: 'in exception / payload' }));
+      field('host', 'Host', el('input', { type: 'search', size: 10 }));
+      field('uuid', 'UUID', el('input', { type: 'search', size: 12 }));
+      field('attempt', 'Attempt', el('input', { type: 'number', min: 1, step: 1, style: 'width:5em' }));
       field('since', 'Since', el('input', { type: 'datetime-local', step: 1 }));
       field('until', 'Until', el('input', { type: 'datetime-local', step: 1 }));
       var lim = el('select');
       ['100', '500', '1000'].forEach(o => { lim.append(el('option', { value: o, text: o })); });
       field('limit', 'Limit', lim);
-      form.append(el('button', { type: 'button', text: 'Clear', on: { click: () => { Object.keys(jobFilter).forEach(k => { if (k !== 'limit') jobFilter[k] = ''; }); navigate(); } } }));
+      form.append(el('button', { type: 'button', text: 'Clear', on: { click: () => { location.hash = jobsHash(JOB_FILTER_DEFAULT); } } }));
       s.live = el('input', { type: 'checkbox', checked: true, id: 'jobs-live' });
       form.append(el('label', null, s.live, 'live'));
       form.addEventListener('submit', ev => { ev.preventDefault(); apply(); });
       function apply() {
         Array.prototype.forEach.call(form.elements, i => { if (i.name) jobFilter[i.name] = i.value; });
-        refresh(true);
+        var h = jobsHash(jobFilter);
+        if (location.hash !== h) location.hash = h; /* a new history entry; hashchange remounts */
+        else refresh(true);
       }
       root.append(form);
       add(root, [s.dl.queue, s.dl.pool, s.dl.name]);
@@ -817,7 +838,7 @@
     },
     feeds: s => {
       var q = [];
-      ['queue', 'pool', 'name', 'outcome'].forEach(k => { if (jobFilter[k]) q.push(k + '=' + enc(jobFilter[k])); });
+      ['queue', 'pool', 'name', 'outcome', 'tag', 'q', 'host', 'uuid', 'attempt'].forEach(k => { if (jobFilter[k]) q.push(k + '=' + enc(jobFilter[k])); });
       ['since', 'until'].forEach(k => { if (jobFilter[k]) { var t = new Date(jobFilter[k]).getTime(); if (t === t) q.push(k + '=' + t); } });
       q.push('limit=' + enc(jobFilter.limit || '100'));
       var url = 'api/jobs/recent?' + q.join('&');
@@ -826,6 +847,15 @@
       return [{ url: url, key: 'jobs', then: d => { renderJobs(s, d.jobs || []); } }];
     }
   };
+  /* Each tag a link to the jobs with it (text only: a tag is never markup). */
+  function tagLinks(tags) {
+    var span = el('span', { class: 'tags' });
+    (tags || []).forEach((t, i) => {
+      if (i) span.append(' ');
+      span.append(el('a', { href: jobsHash(Object.assign({}, JOB_FILTER_DEFAULT, { tag: t })), class: 'tag', text: t }));
+    });
+    return span;
+  }
   function renderJobs(s, jobs) {
     ['queue', 'pool', 'name'].forEach(k => {
       jobs.forEach(j => {
@@ -833,12 +863,12 @@
       });
     });
     s.count.textContent = num(jobs.length) + ' attempt' + (jobs.length === 1 ? '' : 's') + ', newest first (by finish time)';
-    s.tableEl = table('Finished|Job|Outcome|Queue|Pool|Host|Worker|#Attempt|#Wait|#Runtime|Exception',
+    s.tableEl = table('Finished|Job|Outcome|Queue|Pool|Host|Worker|#Attempt|#Wait|#Runtime|Tags|Exception',
       jobs, j => {
         var tr = el('tr', { 'data-uuid': j.uuid || '', class: 'job' },
           td(when(j.finished_at)), td(jobLink(j.uuid, j.name || j.uuid || '?'), 'x'), td(pillEl(j.outcome)), td(j.queue), td(j.pool), td(j.host),
           td(j.worker ? j.worker + (j.pid ? ' (' + j.pid + ')' : '') : '–'), tdn(num(j.attempt)),
-          tdn(dur(j.wait_ms)), tdn(dur(j.runtime_ms)), td(j.exception || '', 'x', j.exception || null));
+          tdn(dur(j.wait_ms)), tdn(dur(j.runtime_ms)), td(tagLinks(j.tags)), td(j.exception || '', 'x', j.exception || null));
         return tr;
       }, { id: 'jobs-table', empty: 'No jobs match.', keepShown: shownIn(s.body) });
     put(s.body, s.tableEl);
@@ -874,6 +904,7 @@
     row('UUID', uuid);
     row('State', f ? pillEl('failed', 'in the failed store') : a0.outcome ? pillEl(a0.outcome, 'last attempt: ' + a0.outcome) : null);
     row('Queue', a0.queue || (f && f.queue));
+    if (a0.tags && a0.tags.length) row('Tags', tagLinks(a0.tags));
     row('Pool', a0.pool);
     row('Attempts', at.length ? num(a0.attempt || at.length) + (p && p.maxTries ? ' of ' + p.maxTries : '') : (p && p.attempts != null ? num(p.attempts) : null));
     row('Host / worker', a0.host ? a0.host + ' · ' + (a0.worker || '?') + (a0.pid ? ' (pid ' + a0.pid + ')' : '') : null);

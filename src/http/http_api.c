@@ -267,20 +267,36 @@ static void get_history(http_ctx_t *h, bool full, http_arg_fn arg, void *req, ht
     keep_reply(h, to - minutes + 1, to, out);
 }
 
+#define FILTER_STR_MAX 1024 /* bytes of a uuid, tag or q filter */
+
+/* uuid, tag and q: an empty one is no filter, a long one is refused */
+static bool filter_strings_ok(job_filter_t *f)
+{
+    const char **v[] = {&f->uuid, &f->tag, &f->text};
+    for (size_t i = 0; i < sizeof v / sizeof *v; i++) {
+        if (*v[i] && !**v[i]) *v[i] = NULL;
+        if (*v[i] && strlen(*v[i]) > FILTER_STR_MAX) return false;
+    }
+    return true;
+}
+
 static void get_recent_jobs(http_ctx_t *h, bool full, http_arg_fn arg, void *req, http_reply_t *out)
 {
     (void)full; /* private: only a full reader gets here */
     int keep = h->job_history_size > 0 ? h->job_history_size : 1000;
     job_filter_t f = {.queue = arg(req, "queue"), .pool = arg(req, "pool"), .name = arg(req, "name"),
-                      .outcome = arg(req, "outcome")};
+                      .outcome = arg(req, "outcome"), .host = arg(req, "host"), .tag = arg(req, "tag"),
+                      .uuid = arg(req, "uuid"), .text = arg(req, "q")};
     long long limit = num_arg(arg, req, "limit", 100, 1, keep > 0 ? keep : 1);
     long long since = num_arg(arg, req, "since", 0, 0, INT64_MAX / 2);
     long long until = num_arg(arg, req, "until", 0, 0, INT64_MAX / 2);
-    if (limit < 0 || since < 0 || until < 0) {
-        http_reply_error(out, 400, "limit must be 1..%d; since and until UNIX times in ms", keep);
+    long long attempt = num_arg(arg, req, "attempt", 0, 1, 1000000000);
+    if (limit < 0 || since < 0 || until < 0 || attempt < 0 || !filter_strings_ok(&f)) {
+        http_reply_error(out, 400, "limit must be 1..%d; since and until UNIX times in ms; attempt 1 or more; "
+                         "uuid, tag and q at most %d bytes", keep, FILTER_STR_MAX);
         return;
     }
-    f.limit = (int)limit, f.since_ms = since, f.until_ms = until;
+    f.limit = (int)limit, f.since_ms = since, f.until_ms = until, f.attempt = (long)attempt;
     pthread_mutex_lock(&h->lock);
     cJSON *jobs = history_jobs(h->rc, &f);
     pthread_mutex_unlock(&h->lock);

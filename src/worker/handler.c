@@ -219,6 +219,7 @@ void hresult_free(hresult_t *r)
     free(r->exception);
     free(r->exc_class);
     free(r->message);
+    cJSON_free(r->tags);
     memset(r, 0, sizeof *r);
 }
 
@@ -528,6 +529,8 @@ static void response_fields(const cJSON *m, const char *status, hresult_t *res)
         res->exception = xasprintf("qpool\\HandlerFailed: the handler reported an exception (status \"%.64s\")", status);
     res->hooks_done = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(m, "hooks_done"));
     res->exiting = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(m, "exiting"));
+    const cJSON *tags = cJSON_GetObjectItemCaseSensitive(m, "tags");
+    if (cJSON_IsArray(tags)) res->tags = cJSON_PrintUnformatted(tags); /* bounded when recorded (jobhist.h) */
 }
 
 int handler_parse_line(const char *line, size_t len, int proto, uint64_t seq, hresult_t *res, char *why,

@@ -62,6 +62,7 @@ typedef struct {
     char *message;
     bool hooks_done;     /* pipe: the handler already ran the failure path */
     bool exiting;        /* pipe: the handler said this is its last response */
+    char *tags;          /* pipe: the response's "tags" array as JSON text, or NULL */
 } hresult_t;
 
 typedef struct handler handler_t;

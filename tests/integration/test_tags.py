@@ -1,0 +1,85 @@
+"""Tags on job records (issue 31): pushed with the payload or reported by
+the handler, bounded, and the history filters of /api/jobs/recent."""
+import json
+import socket
+import urllib.parse
+
+from conftest import PYTHON, free_port, make_payload, push_many, wait_for
+from test_http import OPEN_READS, code, get, http_conf
+
+# A pipe handler that reports the tags a job's data asks for (as the PHP
+# adapter reports those it computes) and fails the jobs asked to.
+HANDLER = r'''
+import json, os
+req = os.fdopen(int(os.environ["QPOOL_REQUEST_FD"]), "r")
+res = os.fdopen(int(os.environ["QPOOL_RESPONSE_FD"]), "w")
+def send(m):
+    res.write(json.dumps(m) + "\n"); res.flush()
+send({"type": "ready", "protocol": 2})
+for line in req:
+    m = json.loads(line)
+    if m["type"] != "job":
+        send({"seq": m["seq"], "status": "ok"}); continue
+    data = json.loads(m["payload"]).get("data", {})
+    out = {"seq": m["seq"], "status": "done"}
+    if "report" in data:
+        out["tags"] = data["report"]
+    if data.get("action") == "fail":
+        out.update(status="exception", **{"class": "RuntimeException", "message": "needle in the haystack"})
+    send(out)
+'''
+
+
+def start(master, tmp_path, port):
+    script = tmp_path / "tags-handler.py"
+    script.write_text(HANDLER)
+    master.write_config('{ name = "t"; queues = ["default"]; processes = 2; tries = 1; timeout = 10;'
+                        ' handler = { type = "pipe"; command = ["%s", "%s"]; }; }' % (PYTHON, script),
+                        qpool=http_conf(port, OPEN_READS))
+    master.start()
+    wait_for(lambda: code(port, "/healthz") == 200, 20, what="the HTTP endpoint")
+
+
+def recent(port, **query):
+    status, _, body = get(port, "/api/jobs/recent?" + urllib.parse.urlencode(query))
+    assert status == 200, body
+    return json.loads(body)["jobs"]
+
+
+def test_tags_are_kept_bounded_and_filtered_on(master, r, tmp_path):
+    port = free_port()
+    start(master, tmp_path, port)
+    hostile = '<img src=x onerror=alert(1)>"\\'
+    pushed = make_payload("ok", tags=["App\\Models\\User:1", "vip"])                   # Horizon's, in the payload
+    reported = make_payload("ok", job="App\\Jobs\\Mail", report=None)
+    reported["data"]["report"] = ["App\\Models\\Order:7", hostile, "x" * 500] + ["t%d" % i for i in range(40)]
+    both = make_payload("fail", tags=["vip"])
+    both["data"]["report"] = ["vip", "App\\Models\\User:1", 5, None]                   # repeats and non-strings
+    plain = make_payload("ok")
+    push_many(r, "default", [pushed, reported, both, plain])
+    wait_for(lambda: len(recent(port)) == 4, 30, what="four records")
+
+    by = {j["uuid"]: j for j in recent(port)}
+    assert by[pushed["uuid"]]["tags"] == ["App\\Models\\User:1", "vip"]
+    assert by[both["uuid"]]["tags"] == ["vip", "App\\Models\\User:1"]
+    assert by[plain["uuid"]]["tags"] == []
+    tags = by[reported["uuid"]]["tags"]
+    assert len(tags) == 20 and tags[:2] == ["App\\Models\\Order:7", hostile] and tags[2] == "x" * 120
+
+    def uuids(**q):
+        return {j["uuid"] for j in recent(port, **q)}
+    assert uuids(tag="vip") == {pushed["uuid"], both["uuid"]}
+    assert uuids(tag="App\\Models\\User:1") == {pushed["uuid"], both["uuid"]}
+    assert uuids(tag=hostile) == {reported["uuid"]}
+    assert uuids(tag="vi") == set()                                            # whole tags only
+    assert uuids(tag="vip", outcome="failed") == {both["uuid"]}
+    assert uuids(q="NEEDLE IN") == {both["uuid"]}                              # the exception, case ignored
+    assert uuids(q="App\\Jobs\\Mail") == {reported["uuid"]}                    # the name
+    assert uuids(uuid=plain["uuid"]) == {plain["uuid"]}
+    assert uuids(attempt=1) == set(by) and uuids(attempt=2) == set()
+    assert uuids(host=socket.gethostname()) == set(by) and uuids(host="elsewhere") == set()
+    assert uuids(tag="") == set(by)                                            # empty: no filter
+    assert get(port, "/api/jobs/recent?attempt=0")[0] == 400
+    assert get(port, "/api/jobs/recent?q=" + "a" * 2000)[0] == 400
+    one = json.loads(get(port, "/api/jobs/" + pushed["uuid"])[2])
+    assert one["attempts"][0]["tags"] == ["App\\Models\\User:1", "vip"]
