@@ -12,6 +12,7 @@ use Throwable;
 require_once __DIR__.'/AppBoot.php';
 require_once __DIR__.'/Events.php';
 require_once __DIR__.'/Retries.php';
+require_once __DIR__.'/Tags.php';
 
 /**
  * The persistent PHP side of qpool's pipe handler for Laravel apps: boots
@@ -257,6 +258,7 @@ final class Handler
         }
 
         require_once __DIR__.'/PipeJob.php';
+        Tags::install($app);
 
         $this->app = $app;
         $this->events = $app['events'];
@@ -458,6 +460,7 @@ final class Handler
 
         $this->current = $job;
         $thrown = null;
+        Tags::$command = null;
 
         try {
             $this->events->dispatch(new JobProcessing($connection, $job));
@@ -482,7 +485,7 @@ final class Handler
             $this->stopIfLostConnection($thrown);
         }
 
-        $response = $this->outcome($job, $thrown);
+        $response = $this->outcome($job, $thrown) + $this->tags($job);
 
         $this->last = [
             'id' => $request['id'] ?? null,
@@ -492,6 +495,15 @@ final class Handler
         ];
 
         return $response;
+    }
+
+    /** The job's tags for its history record, unless its payload has its own (Horizon's). */
+    private function tags(PipeJob $job): array
+    {
+        $tags = Tags::take();
+        $payload = $job->payload();
+
+        return $tags && ! isset($payload['tags']) ? ['tags' => $tags] : [];
     }
 
     /**

@@ -83,3 +83,24 @@ def test_tags_are_kept_bounded_and_filtered_on(master, r, tmp_path):
     assert get(port, "/api/jobs/recent?q=" + "a" * 2000)[0] == 400
     one = json.loads(get(port, "/api/jobs/" + pushed["uuid"])[2])
     assert one["attempts"][0]["tags"] == ["App\\Models\\User:1", "vip"]
+
+
+def test_the_php_adapter_tags_models_and_calls_tags(master, r, laravel_app, tmp_path):
+    """Laravel 8 (the host's): Model:id for a model and each model of a
+    collection; a job's own tags() instead, as Horizon does."""
+    from test_laravel_adapter import adapter_pool
+    port = free_port()
+    master.write_config(adapter_pool(laravel_app), qpool=http_conf(port, OPEN_READS))
+    master.start()
+    wait_for(lambda: code(port, "/healthz") == 200, 20, what="the HTTP endpoint")
+    laravel_app.dispatch("ModelTagsJob", tag="models")
+    laravel_app.dispatch("TaggedJob", tag="own")
+    wait_for(lambda: len(recent(port, outcome="done")) == 2, 60, what="both jobs done")
+    by = {j["name"]: j["tags"] for j in recent(port)}
+    import sqlite3
+    con = sqlite3.connect(str(laravel_app.db))
+    ids = [row[0] for row in con.execute("select id from parity_items order by id")]
+    con.close()
+    assert by["App\\Jobs\\ModelTagsJob"] == ["App\\Models\\Item:%d" % i for i in ids[:3]]
+    assert by["App\\Jobs\\TaggedJob"] == ["tagged:own", "<img src=x onerror=alert(1)>", "7"]
+    assert [j["name"] for j in recent(port, tag="App\\Models\\Item:%d" % ids[1])] == ["App\\Jobs\\ModelTagsJob"]
