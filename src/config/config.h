@@ -194,6 +194,8 @@ typedef struct {
     int job_history_size;      /* recent job records kept in Redis per connection; 0: off */
     double job_history_sample; /* share of done/released attempts recorded (failures: all) */
     bool job_history_payloads; /* done jobs' payloads too */
+    int monitored_tag_retention; /* seconds a monitored tag's records are kept after its last one */
+    int monitored_tag_jobs;    /* records kept per monitored tag */
     double shutdown_timeout;
     enum log_level log_level;
     enum log_format log_format;

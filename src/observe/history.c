@@ -417,9 +417,8 @@ static cJSON *jobs_of_uuid(rconn_t *c, const job_filter_t *f)
 /* The newest records: LRANGE in pages from the head, until limit match,
  * the list ends, the records are older than since, or HISTORY_SCAN_MAX
  * were read (then "truncated": true). Never the whole list at once. */
-static cJSON *jobs_scan(rconn_t *c, const job_filter_t *f)
+static cJSON *jobs_scan(rconn_t *c, const char *key, const job_filter_t *f)
 {
-    char *key = jobs_key(c, "list");
     bool filtered = f->queue || f->pool || f->name || f->outcome || f->host || f->tag || f->text || f->attempt ||
                     f->since_ms || f->until_ms;
     long page = filtered ? HISTORY_SCAN_PAGE : (f->limit ? f->limit : HISTORY_SCAN_PAGE);
@@ -462,7 +461,6 @@ static cJSON *jobs_scan(rconn_t *c, const job_filter_t *f)
             break;
         }
     }
-    free(key);
     if (failed) {
         while (n) cJSON_Delete(v[--n]);
         free(v);
@@ -476,5 +474,14 @@ static cJSON *jobs_scan(rconn_t *c, const job_filter_t *f)
 cJSON *history_jobs(rconn_t *c, const job_filter_t *f)
 {
     if (rconn_ensure(c) < 0) return NULL;
-    return f->uuid ? jobs_of_uuid(c, f) : jobs_scan(c, f);
+    if (f->uuid) return jobs_of_uuid(c, f);
+    char *key = jobs_key(c, "list");
+    cJSON *out = jobs_scan(c, key, f);
+    free(key);
+    return out;
+}
+
+cJSON *history_jobs_in(rconn_t *c, const char *key, const job_filter_t *f)
+{
+    return rconn_ensure(c) < 0 ? NULL : jobs_scan(c, key, f);
 }

@@ -84,5 +84,8 @@ bool history_may_match(const char *rec, size_t len, const job_filter_t *f);
 /* Does this parsed record match every filter of f? Pure. */
 bool history_matches(const cJSON *rec, const job_filter_t *f);
 cJSON *history_jobs(rconn_t *c, const job_filter_t *f);
+/* The same over another list of records (a monitored tag's, monitored.h);
+ * f->uuid is a filter there, not an index read. */
+cJSON *history_jobs_in(rconn_t *c, const char *key, const job_filter_t *f);
 
 #endif

@@ -1,11 +1,12 @@
 """Tags on job records (issue 31): pushed with the payload or reported by
 the handler, bounded, and the history filters of /api/jobs/recent."""
+import http.client
 import json
 import socket
 import urllib.parse
 
-from conftest import PYTHON, free_port, make_payload, push_many, wait_for
-from test_http import OPEN_READS, code, get, http_conf
+from conftest import PREFIX, PYTHON, free_port, make_payload, push_many, wait_for
+from test_http import OPEN_READS, TOKEN, code, get, http_conf
 
 # A pipe handler that reports the tags a job's data asks for (as the PHP
 # adapter reports those it computes) and fails the jobs asked to.
@@ -104,3 +105,78 @@ def test_the_php_adapter_tags_models_and_calls_tags(master, r, laravel_app, tmp_
     assert by["App\\Jobs\\ModelTagsJob"] == ["App\\Models\\Item:%d" % i for i in ids[:3]]
     assert by["App\\Jobs\\TaggedJob"] == ["tagged:own", "<img src=x onerror=alert(1)>", "7"]
     assert [j["name"] for j in recent(port, tag="App\\Models\\Item:%d" % ids[1])] == ["App\\Jobs\\ModelTagsJob"]
+
+
+def send(port, method, path, token=None, body=None):
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    headers = {"Content-Type": "application/json"}
+    if token:
+        headers["Authorization"] = "Bearer " + token
+    c.request(method, path, body=json.dumps(body), headers=headers)
+    res = c.getresponse()
+    data = res.read().decode()
+    c.close()
+    return res.status, json.loads(data) if data else None
+
+
+def test_monitored_tags_keep_their_jobs_apart(master, r, tmp_path):
+    port = free_port()
+    script = tmp_path / "tags-handler.py"
+    script.write_text(HANDLER)
+    master.write_config('{ name = "t"; queues = ["default"]; processes = 1; tries = 1; timeout = 10;'
+                        ' handler = { type = "pipe"; command = ["%s", "%s"]; }; }' % (PYTHON, script),
+                        qpool=http_conf(port, 'token_env = "QPOOL_TEST_TOKEN"; ' + OPEN_READS)
+                        + " job_history_size = 3; monitored_tag_jobs = 2; job_history_payloads = true;")
+    master.start(env={"QPOOL_TEST_TOKEN": TOKEN})
+    wait_for(lambda: code(port, "/healthz") == 200, 20, what="the HTTP endpoint")
+    hostile = "<script>alert(1)</script>"
+
+    # watching takes the token; the CLI does the same in Redis
+    assert send(port, "POST", "/api/monitoring", body={"tag": "vip"})[0] == 401
+    assert send(port, "DELETE", "/api/monitoring", body={"tag": "vip"})[0] == 401
+    assert send(port, "POST", "/api/monitoring", TOKEN, {"tag": "vip"}) == (200, {"ok": True, "changed": True})
+    assert send(port, "POST", "/api/monitoring", TOKEN, {"tag": "vip"})[1]["changed"] is False
+    assert send(port, "POST", "/api/monitoring", TOKEN, {"tag": hostile})[0] == 200
+    assert send(port, "POST", "/api/monitoring", TOKEN, {"tag": "a\nb"})[0] == 400
+    assert send(port, "POST", "/api/monitoring", TOKEN, {"tag": "x" * 121})[0] == 400
+    assert "watching" in master.cli("monitor", "add", "App\\Models\\User:1").stdout
+    listed = json.loads(master.cli("monitor", "list", "--json").stdout)["tags"]
+    assert sorted(t["tag"] for t in listed) == sorted(["vip", hostile, "App\\Models\\User:1"])
+    assert master.cli("monitor", "add", "a\x01b", check=False).returncode == 64
+
+    vip = [make_payload("ok", tags=["vip"]) for _ in range(2)] + [make_payload("fail", tags=["vip", hostile])]
+    user = make_payload("ok", tags=["App\\Models\\User:1"])
+
+    def counts():
+        status, _, body = get(port, "/api/monitoring")
+        assert status == 200, body
+        return {t["tag"]: t["jobs"] for t in json.loads(body)["tags"]}
+    # (a master writes at most job_history_size records a pass: at most 3 at a time here)
+    push_many(r, "default", vip)
+    wait_for(lambda: counts()["vip"] == 2 and counts()[hostile] == 1, 30, what="the watched tags' jobs")
+    push_many(r, "default", [user])
+    wait_for(lambda: counts() == {"vip": 2, hostile: 1, "App\\Models\\User:1": 1}, 30, what="the watched tags' jobs")
+    # the recent list (job_history_size = 3) moves on; the watched tags' records stay
+    push_many(r, "default", [make_payload("ok", tags=["other"]) for _ in range(3)])  # trims all of the above
+    wait_for(lambda: [j["tags"] for j in recent(port)] == [["other"]] * 3, 30, what="the recent list trimmed")
+
+    def kept(tag, **q):
+        status, _, body = get(port, "/api/monitoring/jobs?" + urllib.parse.urlencode(dict(q, tag=tag)))
+        assert status == 200, body
+        return json.loads(body)["jobs"]
+    # kept after the recent list trimmed them, the newest monitored_tag_jobs, payloads left out
+    assert {j["uuid"] for j in kept("vip")} == {vip[1]["uuid"], vip[2]["uuid"]}
+    assert [j["uuid"] for j in kept("vip", outcome="failed")] == [vip[2]["uuid"]]
+    assert [j["uuid"] for j in kept(hostile)] == [vip[2]["uuid"]]
+    assert all("payload" not in j for j in kept("vip"))
+    assert kept("App\\Models\\User:1")[0]["uuid"] == user["uuid"]
+    assert get(port, "/api/monitoring/jobs?tag=")[0] == 400
+    key = PREFIX + "qpool:{qpool-jobs}:tag:vip"
+    assert 86400 * 1000 < r.pttl(key) <= 7 * 86400 * 1000
+    assert r.smembers(PREFIX + "qpool:{qpool-jobs}:monitored") == {b"vip", hostile.encode(), b"App\\Models\\User:1"}
+
+    # forgetting a tag deletes its records
+    assert send(port, "DELETE", "/api/monitoring", TOKEN, {"tag": "vip"}) == (200, {"ok": True, "changed": True})
+    assert not r.exists(key)
+    master.cli("monitor", "remove", "App\\Models\\User:1")
+    assert [t["tag"] for t in json.loads(master.cli("monitor", "list", "--json").stdout)["tags"]] == [hostile]
