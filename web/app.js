@@ -136,8 +136,8 @@
       });
     });
   }
-  function post(path, body) {
-    return fetch(path, { method: 'POST', headers: headers(true), body: JSON.stringify(body || {}), cache: 'no-store', credentials: 'same-origin' })
+  function post(path, body, method) {
+    return fetch(path, { method: method || 'POST', headers: headers(true), body: JSON.stringify(body || {}), cache: 'no-store', credentials: 'same-origin' })
       .then(r => {
         return r.text().then(t => {
           var j = null;
@@ -150,8 +150,8 @@
   }
   /* An action: POST, say what happened, refresh the page's data. */
   /* A bulk retry answers a page at a time: go on with its cursor until nothing is left. */
-  function postAll(path, body, done) {
-    return post(path, body).then(j => {
+  function postAll(path, body, done, method) {
+    return post(path, body, method).then(j => {
       var n = done + (j.retried || 0);
       if (j.remaining > 0 && j.cursor) return postAll(path, Object.assign({}, body, { cursor: j.cursor }), n);
       if (j.retried != null) j.retried = n;
@@ -159,10 +159,10 @@
     });
   }
 
-  function act(label, path, body, btn) {
+  function act(label, path, body, btn, method) {
     var run = () => {
       if (btn) btn.disabled = true;
-      return postAll(path, body, 0).then(j => {
+      return postAll(path, body, 0, method).then(j => {
         var extra = j.retried != null ? ' (' + num(j.retried) + ' retried)' : '';
         notice(label + ': done' + extra, true);
       }, e => {
@@ -812,7 +812,7 @@
       field('q', 'Text', el('input', { type: 'search', size: 14, placeholder: 'in exception / payload' }));
       field('host', 'Host', el('input', { type: 'search', size: 10 }));
       field('uuid', 'UUID', el('input', { type: 'search', size: 12 }));
-      field('attempt', 'Attempt', el('input', { type: 'number', min: 1, step: 1, style: 'width:5em' }));
+      field('attempt', 'Attempt', el('input', { type: 'search', inputmode: 'numeric', pattern: '[0-9]*', size: 4 }));
       field('since', 'Since', el('input', { type: 'datetime-local', step: 1 }));
       field('until', 'Until', el('input', { type: 'datetime-local', step: 1 }));
       var lim = el('select');
@@ -872,6 +872,56 @@
         return tr;
       }, { id: 'jobs-table', empty: 'No jobs match.', keepShown: shownIn(s.body) });
     put(s.body, s.tableEl);
+  }
+
+  /* ---------- monitored tags ---------- */
+  var monTag = '';
+  function monitoringHash(tag) { return '#/monitoring' + (tag ? '?' + new URLSearchParams({ tag: tag }).toString() : ''); }
+  function tagJobsTable(jobs, id) {
+    return table('Finished|Job|Outcome|Queue|Host|#Attempt|#Runtime|Tags|Exception', jobs, j => {
+      return el('tr', { 'data-uuid': j.uuid || '', class: 'job' }, td(when(j.finished_at)), td(jobLink(j.uuid, j.name || j.uuid || '?'), 'x'),
+        td(pillEl(j.outcome)), td(j.queue), td(j.host), tdn(num(j.attempt)), tdn(dur(j.runtime_ms)), td(tagLinks(j.tags)),
+        td(j.exception || '', 'x', j.exception || null));
+    }, { id: id, empty: 'No jobs kept for this tag yet.' });
+  }
+  pages.monitoring = {
+    title: 'Monitoring',
+    fromQuery: query => { monTag = query.get('tag') || ''; },
+    mount: (root, s) => {
+      root.append(el('h1', { text: 'Monitored tags' }));
+      var input = el('input', { type: 'search', id: 'monitor-tag', size: 30, placeholder: 'App\\Models\\User:42', maxlength: 120 });
+      var form = el('form', { class: 'toolbar', id: 'monitor-form' }, el('label', null, 'Tag', input),
+        el('button', { type: 'submit', 'data-action': 'monitor', text: 'Monitor' }));
+      form.addEventListener('submit', ev => {
+        ev.preventDefault();
+        var t = input.value.trim();
+        if (t) act('Monitor ' + t, 'api/monitoring', { tag: t }, null);
+      });
+      root.append(form);
+      root.append(el('p', { class: 'muted', text: 'A watched tag\'s jobs are kept apart from the recent jobs (monitored_tag_jobs per tag, for monitored_tag_retention).' }));
+      s.list = el('div', { id: 'monitoring' });
+      root.append(s.list);
+      if (monTag) {
+        s.recent = section(root, 'Recent jobs tagged ' + monTag, 'monitor-recent');
+        s.failed = section(root, 'Failed jobs tagged ' + monTag, 'monitor-failed');
+      }
+    },
+    feeds: s => {
+      var f = [{ url: 'api/monitoring', then: d => { renderMonitoring(s, d.tags || []); } }];
+      if (monTag) {
+        var q = 'api/monitoring/jobs?tag=' + enc(monTag) + '&limit=100';
+        f.push({ url: q, key: 'recent', then: d => { put(s.recent, tagJobsTable(d.jobs || [], 'monitor-recent-table')); } });
+        f.push({ url: q + '&outcome=failed', key: 'failed', then: d => { put(s.failed, tagJobsTable(d.jobs || [], 'monitor-failed-table')); } });
+      }
+      return f;
+    }
+  };
+  function renderMonitoring(s, tags) {
+    put(s.list, table('Tag|#Jobs kept|Actions', tags, t => {
+      return el('tr', { 'data-tag': t.tag, class: t.tag === monTag ? 'selected' : null },
+        td(el('a', { href: monitoringHash(t.tag), text: t.tag })), tdn(num(t.jobs)),
+        td(actBtn('unmonitor', 'Stop monitoring', b => { act('Stop monitoring ' + t.tag, 'api/monitoring', { tag: t.tag }, b, 'DELETE'); }, 'danger')));
+    }, { id: 'monitoring-table', empty: 'No tag is monitored.' }));
   }
 
   /* ---------- one job ---------- */

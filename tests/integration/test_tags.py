@@ -5,6 +5,8 @@ import json
 import socket
 import urllib.parse
 
+import pytest
+
 from conftest import PREFIX, PYTHON, free_port, make_payload, push_many, wait_for
 from test_http import OPEN_READS, TOKEN, code, get, http_conf
 
@@ -180,3 +182,55 @@ def test_monitored_tags_keep_their_jobs_apart(master, r, tmp_path):
     assert not r.exists(key)
     master.cli("monitor", "remove", "App\\Models\\User:1")
     assert [t["tag"] for t in json.loads(master.cli("monitor", "list", "--json").stdout)["tags"]] == [hostile]
+
+
+def test_the_jobs_filter_lives_in_the_url_and_monitoring_shows_tags(master, r, tmp_path):
+    """Chromium: the Jobs page's tag filter is in the URL (a link, the back
+    button), and the Monitoring page lists a watched tag's jobs; a hostile
+    tag stays text."""
+    webdriver = pytest.importorskip("selenium.webdriver")
+    from selenium.webdriver.chrome.service import Service as ChromeService
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+    port = free_port()
+    start(master, tmp_path, port)
+    hostile = "<img src=x onerror=alert(1)>"
+    tagged = make_payload("ok", tags=["vip", hostile])
+    others = [make_payload("ok") for _ in range(2)]
+    push_many(r, "default", [tagged] + others)
+    wait_for(lambda: len(recent(port)) == 3, 30, what="three records")
+    o = webdriver.ChromeOptions()
+    for a in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1280,1000",
+              "--no-first-run", "--disable-extensions", "--disable-background-networking", "--disable-sync"):
+        o.add_argument(a)
+    o.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    d = webdriver.Chrome(options=o, service=ChromeService(executable_path="/usr/bin/chromedriver"))
+    try:
+        d.set_page_load_timeout(30)
+        origin = "http://127.0.0.1:%d/" % port
+
+        def shown():
+            return {e.get_attribute("data-uuid") for e in d.find_elements(By.CSS_SELECTOR, "#jobs-table tr[data-uuid]")}
+        d.get(origin + "#/jobs")
+        wait_for(lambda: len(shown()) == 3, 20, what="every job on the page")
+        box = d.find_element(By.CSS_SELECTOR, '#jobs-filter input[name="tag"]')
+        box.send_keys("vip", Keys.ENTER)
+        wait_for(lambda: shown() == {tagged["uuid"]}, 20, what="the tagged job alone")
+        assert "tag=vip" in d.execute_script("return location.hash")
+        d.back()
+        wait_for(lambda: len(shown()) == 3, 20, what="every job again after back")
+        assert d.find_element(By.CSS_SELECTOR, '#jobs-filter input[name="tag"]').get_attribute("value") == ""
+        # a bookmarked filter, by a tag's link
+        d.get(origin + "#/jobs?" + urllib.parse.urlencode({"tag": hostile}))
+        wait_for(lambda: shown() == {tagged["uuid"]}, 20, what="the job of the hostile tag")
+        links = [a.text for a in d.find_elements(By.CSS_SELECTOR, "#jobs-table a.tag")]
+        assert links == ["vip", hostile] and not d.find_elements(By.CSS_SELECTOR, "#jobs-table img")
+        # monitoring: no token configured here, so only the list (reads are open on loopback)
+        r.sadd(PREFIX + "qpool:{qpool-jobs}:monitored", hostile)
+        d.get(origin + "#/monitoring?" + urllib.parse.urlencode({"tag": hostile}))
+        wait_for(lambda: [e.get_attribute("data-tag") for e in d.find_elements(By.CSS_SELECTOR, "#monitoring-table tr[data-tag]")]
+                 == [hostile], 20, what="the watched tag listed")
+        assert not d.find_elements(By.CSS_SELECTOR, "#main img")
+        assert [e for e in d.get_log("browser") if e["level"] == "SEVERE"] == []
+    finally:
+        d.quit()
