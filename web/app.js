@@ -778,7 +778,8 @@
 
   /* ---------- Jobs ---------- */
   var OUTCOMES = ['', 'done', 'released', 'failed', 'timed_out', 'crashed'];
-  var JOB_FILTER_DEFAULT = { queue: '', pool: '', name: '', outcome: '', tag: '', host: '', uuid: '', attempt: '', q: '', since: '', until: '', limit: '100' };
+  var JOB_FILTER_DEFAULT = { queue: '', pool: '', name: '', outcome: '', silenced: '', tag: '', host: '', uuid: '', attempt: '', q: '', since: '', until: '', limit: '100' };
+  var jobsHeading = 'Recent jobs';
   var jobFilter = Object.assign({}, JOB_FILTER_DEFAULT);
   /* The filter lives in the URL (#/jobs?tag=...): bookmarkable, and the back button goes to the previous one. */
   function jobsHash(f) {
@@ -790,10 +791,11 @@
   pages.jobs = {
     title: 'Jobs',
     fromQuery: query => {
+      jobsHeading = 'Recent jobs';
       Object.keys(JOB_FILTER_DEFAULT).forEach(k => { jobFilter[k] = query.get(k) || JOB_FILTER_DEFAULT[k]; });
     },
     mount: (root, s) => {
-      root.append(el('h1', { text: 'Recent jobs' }));
+      root.append(el('h1', { text: jobsHeading }));
       var form = el('form', { class: 'toolbar', id: 'jobs-filter' });
       function field(k, label, input) {
         input.name = k; input.value = jobFilter[k];
@@ -808,6 +810,9 @@
       var sel = el('select');
       OUTCOMES.forEach(o => { sel.append(el('option', { value: o, text: o || 'any' })); });
       field('outcome', 'Outcome', sel);
+      var sil = el('select');
+      [['', 'any'], ['false', 'hidden'], ['true', 'only']].forEach(o => { sil.append(el('option', { value: o[0], text: o[1] })); });
+      field('silenced', 'Silenced', sil);
       field('tag', 'Tag', el('input', { type: 'search', size: 16, placeholder: 'App\\Models\\User:1' }));
       field('q', 'Text', el('input', { type: 'search', size: 14, placeholder: 'in exception / payload' }));
       field('host', 'Host', el('input', { type: 'search', size: 10 }));
@@ -838,7 +843,7 @@
     },
     feeds: s => {
       var q = [];
-      ['queue', 'pool', 'name', 'outcome', 'tag', 'q', 'host', 'uuid', 'attempt'].forEach(k => { if (jobFilter[k]) q.push(k + '=' + enc(jobFilter[k])); });
+      ['queue', 'pool', 'name', 'outcome', 'silenced', 'tag', 'q', 'host', 'uuid', 'attempt'].forEach(k => { if (jobFilter[k]) q.push(k + '=' + enc(jobFilter[k])); });
       ['since', 'until'].forEach(k => { if (jobFilter[k]) { var t = new Date(jobFilter[k]).getTime(); if (t === t) q.push(k + '=' + t); } });
       q.push('limit=' + enc(jobFilter.limit || '100'));
       var url = 'api/jobs/recent?' + q.join('&');
@@ -847,6 +852,19 @@
       return [{ url: url, key: 'jobs', then: d => { renderJobs(s, d.jobs || []); } }];
     }
   };
+  /* Horizon's Completed and Silenced lists: the Jobs page with a filter of its own. */
+  function jobsPreset(title, preset) {
+    return Object.assign({}, pages.jobs, {
+      title: title,
+      fromQuery: query => {
+        pages.jobs.fromQuery(query);
+        Object.keys(preset).forEach(k => { if (!query.get(k)) jobFilter[k] = preset[k]; });
+        jobsHeading = title;
+      }
+    });
+  }
+  pages.completed = jobsPreset('Completed jobs', { outcome: 'done', silenced: 'false' });
+  pages.silenced = jobsPreset('Silenced jobs', { silenced: 'true' });
   /* Each tag a link to the jobs with it (text only: a tag is never markup). */
   function tagLinks(tags) {
     var span = el('span', { class: 'tags' });
@@ -866,7 +884,7 @@
     s.tableEl = table('Finished|Job|Outcome|Queue|Pool|Host|Worker|#Attempt|#Wait|#Runtime|Tags|Exception',
       jobs, j => {
         var tr = el('tr', { 'data-uuid': j.uuid || '', class: 'job' },
-          td(when(j.finished_at)), td(jobLink(j.uuid, j.name || j.uuid || '?'), 'x'), td(pillEl(j.outcome)), td(j.queue), td(j.pool), td(j.host),
+          td(when(j.finished_at)), td(jobLink(j.uuid, j.name || j.uuid || '?'), 'x'), td(j.silenced ? [pillEl(j.outcome), ' ', pillEl('silenced')] : pillEl(j.outcome)), td(j.queue), td(j.pool), td(j.host),
           td(j.worker ? j.worker + (j.pid ? ' (' + j.pid + ')' : '') : '–'), tdn(num(j.attempt)),
           tdn(dur(j.wait_ms)), tdn(dur(j.runtime_ms)), td(tagLinks(j.tags)), td(j.exception || '', 'x', j.exception || null));
         return tr;

@@ -497,13 +497,17 @@ final class Handler
         return $response;
     }
 
-    /** The job's tags for its history record, unless its payload has its own (Horizon's). */
+    /**
+     * The job's tags for its history record, unless its payload has its own
+     * (Horizon's), and whether it is silenced (Horizon's Silenced interface).
+     */
     private function tags(PipeJob $job): array
     {
+        $silenced = Tags::silenced() ? ['silenced' => true] : [];
         $tags = Tags::take();
         $payload = $job->payload();
 
-        return $tags && ! isset($payload['tags']) ? ['tags' => $tags] : [];
+        return ($tags && ! isset($payload['tags']) ? ['tags' => $tags] : []) + $silenced;
     }
 
     /**

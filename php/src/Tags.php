@@ -55,6 +55,14 @@ final class Tags
         }
     }
 
+    /** Does the command the last job ran implement Horizon's Silenced (by name: Horizon need not be installed)? */
+    public static function silenced(): bool
+    {
+        $implements = is_object(self::$command) ? class_implements(self::$command) : [];
+
+        return is_array($implements) && isset($implements['Laravel\Horizon\Contracts\Silenced']);
+    }
+
     /** The tags of the command the last job ran (forgotten after); [] on any error. */
     public static function take(): array
     {

@@ -611,6 +611,8 @@ static const conf_key_t POOL_KEYS[] = {
     PK(force, K_BOOL, 0, 0),
     PK(fleet_max_processes, K_INT, 0, QPOOL_FLEET_BUDGET_LIMIT),
     PK(preload, K_BOOL, 0, 0),
+    PK(silenced, K_STRV, 0, 0),
+    PK(silenced_tags, K_STRV, 0, 0),
     KEY_END,
 };
 
@@ -1949,6 +1951,8 @@ static void print_app(const pool_conf_t *p, FILE *f, const char *in)
     if (!p->laravel) return;
     print_str(f, in, "laravel", p->laravel);
     print_strv(f, in, "php", p->php);
+    if (p->silenced) print_strv(f, in, "silenced", p->silenced);
+    if (p->silenced_tags) print_strv(f, in, "silenced_tags", p->silenced_tags);
     if (p->php_adapter) print_str(f, in, "php_adapter", p->php_adapter);
     if (p->php_root) print_str(f, in, "php_root", p->php_root);
     fprintf(f, "%sforce = %s;\n", in, yes_no(p->force));

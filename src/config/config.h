@@ -130,6 +130,8 @@ typedef struct {
     char *laravel;             /* app path, NULL: none */
     char *laravel_where;       /* "FILE:LINE" of the laravel key */
     char **php;                /* argv prefix running PHP, default ["php"] */
+    char **silenced;           /* job classes whose done records are marked silenced (Horizon's), or NULL */
+    char **silenced_tags;      /* tags that do the same, or NULL */
     char *php_adapter;         /* qpool-handler.php as php sees it; NULL: the installed one */
     char *php_root;            /* the directory php sees as / (a chroot prefix), NULL: / */
     bool force;                /* take jobs while the app is down for maintenance */

@@ -294,12 +294,15 @@ static bool job_filter(http_ctx_t *h, http_arg_fn arg, void *req, job_filter_t *
     long long since = num_arg(arg, req, "since", 0, 0, INT64_MAX / 2);
     long long until = num_arg(arg, req, "until", 0, 0, INT64_MAX / 2);
     long long attempt = num_arg(arg, req, "attempt", 0, 1, 1000000000);
-    if (limit < 0 || since < 0 || until < 0 || attempt < 0 || !filter_strings_ok(f)) {
+    const char *sil = arg(req, "silenced");
+    bool sil_ok = !sil || !*sil || !strcmp(sil, "true") || !strcmp(sil, "false");
+    if (limit < 0 || since < 0 || until < 0 || attempt < 0 || !filter_strings_ok(f) || !sil_ok) {
         http_reply_error(out, 400, "limit must be 1..%d; since and until UNIX times in ms; attempt 1 or more; "
-                         "uuid, tag and q at most %d bytes", keep, FILTER_STR_MAX);
+                         "uuid, tag and q at most %d bytes; silenced true or false", keep, FILTER_STR_MAX);
         return false;
     }
     f->limit = (int)limit, f->since_ms = since, f->until_ms = until, f->attempt = (long)attempt;
+    if (sil && *sil) f->silenced = !strcmp(sil, "true") ? 1 : -1;
     return true;
 }
 

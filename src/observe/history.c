@@ -312,6 +312,7 @@ bool history_matches(const cJSON *rec, const job_filter_t *f)
     return field_is(rec, "queue", f->queue) && field_is(rec, "pool", f->pool) && field_is(rec, "name", f->name) &&
            field_is(rec, "outcome", f->outcome) && field_is(rec, "uuid", f->uuid) && field_is(rec, "host", f->host) &&
            (!f->tag || tagged(rec, f->tag)) && attempt_is(rec, f->attempt) &&
+           (!f->silenced || cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(rec, "silenced")) == (f->silenced > 0)) &&
            (!f->text || str_has(rec, "name", f->text) || str_has(rec, "exception", f->text) ||
             str_has(rec, "payload", f->text)) &&
            (!f->since_ms || at >= (double)f->since_ms) && (!f->until_ms || at <= (double)f->until_ms);
@@ -420,6 +421,7 @@ static cJSON *jobs_of_uuid(rconn_t *c, const job_filter_t *f)
 static cJSON *jobs_scan(rconn_t *c, const char *key, const job_filter_t *f)
 {
     bool filtered = f->queue || f->pool || f->name || f->outcome || f->host || f->tag || f->text || f->attempt ||
+                    f->silenced ||
                     f->since_ms || f->until_ms;
     long page = filtered ? HISTORY_SCAN_PAGE : (f->limit ? f->limit : HISTORY_SCAN_PAGE);
     cJSON **v = NULL;

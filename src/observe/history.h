@@ -75,6 +75,7 @@ typedef struct {
     const char *tag;              /* one of the record's tags, exactly */
     const char *text;             /* in its name, exception or payload (ASCII case ignored) */
     long attempt;                 /* 0: any */
+    int silenced;                 /* 1: silenced only, -1: not silenced, 0: any */
     int64_t since_ms, until_ms;   /* finished_at within; 0: unbounded */
     int limit;
 } job_filter_t;

@@ -122,6 +122,17 @@ int jobhist_add_tags(jobrec_t *r, const char *json, size_t len)
     return r->ntags - before;
 }
 
+bool jobhist_silenced(const jobrec_t *r, char *const *classes, char *const *tags, bool job_says)
+{
+    if (r->outcome != OUTCOME_DONE) return false;
+    if (job_says) return true;
+    for (char *const *c = classes; c && *c; c++)
+        if (!strcmp(*c, r->name)) return true;
+    for (char *const *t = tags; t && *t; t++)
+        if (has_tag(r, *t, strlen(*t))) return true;
+    return false;
+}
+
 static cJSON *tags_json(const jobrec_t *r)
 {
     cJSON *a = cJSON_CreateArray();
@@ -151,6 +162,7 @@ static cJSON *record_json(const jobrec_t *r)
     cJSON_AddNumberToObject(o, "f", (double)r->finished_at);
     cJSON_AddStringToObject(o, "e", r->exception);
     if (r->ntags) cJSON_AddItemToObject(o, "g", tags_json(r));
+    if (r->silenced) cJSON_AddTrueToObject(o, "z");
     if (r->payload) {
         cJSON_AddItemToObject(o, "p", cJSON_CreateString(r->payload));
         if (r->payload_truncated) cJSON_AddTrueToObject(o, "t");
@@ -285,6 +297,8 @@ static cJSON *decode_record(const cJSON *x, char *const *queues, int nqueues, co
     else
         cJSON_AddNullToObject(out, "exception");
     cJSON_AddItemToObject(out, "tags", tags);
+    cJSON_AddBoolToObject(out, "silenced", cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(x, "z")) &&
+                                               outcome_from_name(o) == OUTCOME_DONE);
     if (p) {
         cJSON_AddStringToObject(out, "payload", p);
         cJSON_AddBoolToObject(out, "payload_truncated", cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(x, "t")));

@@ -19,7 +19,7 @@
  * A record (the API's shape, docs/api.md):
  *   {"uuid","id","name","queue","pool","host","worker","pid","attempt",
  *    "outcome","wait_ms","runtime_ms","started_at","finished_at",
- *    "exception","tags","payload","payload_truncated"}
+ *    "exception","tags","silenced","payload","payload_truncated"}
  * tags: the payload's own "tags" array (an app with Horizon pushes it),
  * then those the handler reported (the PHP adapter computes Horizon's),
  * bounded by JOBHIST_TAGS_MAX and JOBHIST_TAG_MAX.
@@ -54,6 +54,7 @@ typedef struct {
     char *tags;                      /* owned, or NULL: '\n'-joined, each one line of valid UTF-8 */
     size_t tags_len;
     int ntags;
+    bool silenced;                   /* done, and silenced (jobhist_silenced) */
     long attempt;
     enum job_outcome outcome;
     double wait_ms;                  /* < 0: not known */
@@ -82,6 +83,10 @@ void jobhist_set_payload(jobrec_t *r, const char *p, size_t len);
  * JOBHIST_TAG_MAX bytes; empty and repeated ones skipped; at most
  * JOBHIST_TAGS_MAX in all. Returns how many were added. */
 int jobhist_add_tags(jobrec_t *r, const char *json, size_t len);
+/* Is a done record silenced, as Horizon's `silenced` and `silenced_tags`
+ * (NULL-terminated lists, or NULL) and its Silenced interface (the
+ * handler said so: job_says) have it? Only done records are. */
+bool jobhist_silenced(const jobrec_t *r, char *const *classes, char *const *tags, bool job_says);
 /* The next datagram of at most JOBHIST_PAGE records, oldest first,
  * removing them; NULL when the ring is empty. Caller frees. */
 char *jobhist_encode(jobhist_t *h, size_t *len);

@@ -531,6 +531,7 @@ static void response_fields(const cJSON *m, const char *status, hresult_t *res)
     res->exiting = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(m, "exiting"));
     const cJSON *tags = cJSON_GetObjectItemCaseSensitive(m, "tags");
     if (cJSON_IsArray(tags)) res->tags = cJSON_PrintUnformatted(tags); /* bounded when recorded (jobhist.h) */
+    res->silenced = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(m, "silenced"));
 }
 
 int handler_parse_line(const char *line, size_t len, int proto, uint64_t seq, hresult_t *res, char *why,

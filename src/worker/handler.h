@@ -63,6 +63,7 @@ typedef struct {
     bool hooks_done;     /* pipe: the handler already ran the failure path */
     bool exiting;        /* pipe: the handler said this is its last response */
     char *tags;          /* pipe: the response's "tags" array as JSON text, or NULL */
+    bool silenced;       /* pipe: the job is silenced (Horizon's Silenced interface) */
 } hresult_t;
 
 typedef struct handler handler_t;

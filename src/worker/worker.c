@@ -1032,6 +1032,7 @@ static void history_record(worker_t *w, const job_t *j, const hresult_t *res, in
         free(exc);
     }
     history_tags(r, j, res);
+    r->silenced = jobhist_silenced(r, w->p->silenced, w->p->silenced_tags, res && res->silenced);
     if (outcome == OUTCOME_RELEASED && j->hj.reserved)
         jobhist_set_payload(r, j->hj.reserved, j->hj.reslen); /* the copy that runs again */
     else if (outcome == OUTCOME_DONE && w->hist.payloads)

@@ -27,6 +27,8 @@ for line in req:
     out = {"seq": m["seq"], "status": "done"}
     if "report" in data:
         out["tags"] = data["report"]
+    if data.get("silenced"):
+        out["silenced"] = True
     if data.get("action") == "fail":
         out.update(status="exception", **{"class": "RuntimeException", "message": "needle in the haystack"})
     send(out)
@@ -90,7 +92,8 @@ def test_tags_are_kept_bounded_and_filtered_on(master, r, tmp_path):
 
 def test_the_php_adapter_tags_models_and_calls_tags(master, r, laravel_app, tmp_path):
     """Laravel 8 (the host's): Model:id for a model and each model of a
-    collection; a job's own tags() instead, as Horizon does."""
+    collection; a job's own tags() instead, as Horizon does; a job that
+    implements Horizon's Silenced is silenced."""
     from test_laravel_adapter import adapter_pool
     port = free_port()
     master.write_config(adapter_pool(laravel_app), qpool=http_conf(port, OPEN_READS))
@@ -98,7 +101,9 @@ def test_the_php_adapter_tags_models_and_calls_tags(master, r, laravel_app, tmp_
     wait_for(lambda: code(port, "/healthz") == 200, 20, what="the HTTP endpoint")
     laravel_app.dispatch("ModelTagsJob", tag="models")
     laravel_app.dispatch("TaggedJob", tag="own")
-    wait_for(lambda: len(recent(port, outcome="done")) == 2, 60, what="both jobs done")
+    laravel_app.dispatch("SilencedJob", tag="quiet")
+    wait_for(lambda: len(recent(port, outcome="done")) == 3, 60, what="the three jobs done")
+    assert [j["name"] for j in recent(port, silenced="true")] == ["App\\Jobs\\SilencedJob"]
     by = {j["name"]: j["tags"] for j in recent(port)}
     import sqlite3
     con = sqlite3.connect(str(laravel_app.db))
@@ -197,8 +202,10 @@ def test_the_jobs_filter_lives_in_the_url_and_monitoring_shows_tags(master, r, t
     hostile = "<img src=x onerror=alert(1)>"
     tagged = make_payload("ok", tags=["vip", hostile])
     others = [make_payload("ok") for _ in range(2)]
-    push_many(r, "default", [tagged] + others)
-    wait_for(lambda: len(recent(port)) == 3, 30, what="three records")
+    quiet = make_payload("ok")
+    quiet["data"]["silenced"] = True
+    push_many(r, "default", [tagged] + others + [quiet])
+    wait_for(lambda: len(recent(port)) == 4, 30, what="four records")
     o = webdriver.ChromeOptions()
     for a in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1280,1000",
               "--no-first-run", "--disable-extensions", "--disable-background-networking", "--disable-sync"):
@@ -211,14 +218,18 @@ def test_the_jobs_filter_lives_in_the_url_and_monitoring_shows_tags(master, r, t
 
         def shown():
             return {e.get_attribute("data-uuid") for e in d.find_elements(By.CSS_SELECTOR, "#jobs-table tr[data-uuid]")}
+        d.get(origin + "#/silenced")
+        wait_for(lambda: shown() == {quiet["uuid"]}, 20, what="the silenced job alone")
+        d.get(origin + "#/completed")
+        wait_for(lambda: len(shown()) == 3 and quiet["uuid"] not in shown(), 20, what="the completed jobs, not silenced")
         d.get(origin + "#/jobs")
-        wait_for(lambda: len(shown()) == 3, 20, what="every job on the page")
+        wait_for(lambda: len(shown()) == 4, 20, what="every job on the page")
         box = d.find_element(By.CSS_SELECTOR, '#jobs-filter input[name="tag"]')
         box.send_keys("vip", Keys.ENTER)
         wait_for(lambda: shown() == {tagged["uuid"]}, 20, what="the tagged job alone")
         assert "tag=vip" in d.execute_script("return location.hash")
         d.back()
-        wait_for(lambda: len(shown()) == 3, 20, what="every job again after back")
+        wait_for(lambda: len(shown()) == 4, 20, what="every job again after back")
         assert d.find_element(By.CSS_SELECTOR, '#jobs-filter input[name="tag"]').get_attribute("value") == ""
         # a bookmarked filter, by a tag's link
         d.get(origin + "#/jobs?" + urllib.parse.urlencode({"tag": hostile}))
@@ -234,3 +245,29 @@ def test_the_jobs_filter_lives_in_the_url_and_monitoring_shows_tags(master, r, t
         assert [e for e in d.get_log("browser") if e["level"] == "SEVERE"] == []
     finally:
         d.quit()
+
+
+def test_silenced_jobs_are_marked_and_filtered(master, r, tmp_path):
+    """Horizon's `silenced` (classes), `silenced_tags` and Silenced
+    interface (the handler says so): done records marked, failures never."""
+    port = free_port()
+    script = tmp_path / "tags-handler.py"
+    script.write_text(HANDLER)
+    master.write_config('{ name = "t"; queues = ["default"]; processes = 1; tries = 1; timeout = 10;'
+                        ' silenced = ["App\\\\Jobs\\\\Quiet"];'
+                        ' handler = { type = "pipe"; command = ["%s", "%s"]; }; }' % (PYTHON, script),
+                        defaults='silenced_tags = ["noisy"];', qpool=http_conf(port, OPEN_READS))
+    master.start()
+    wait_for(lambda: code(port, "/healthz") == 200, 20, what="the HTTP endpoint")
+    by_class = make_payload("ok", job="App\\Jobs\\Quiet")
+    by_tag = make_payload("ok", tags=["noisy"])
+    by_job = make_payload("ok")
+    by_job["data"]["silenced"] = True
+    failed = make_payload("fail", job="App\\Jobs\\Quiet")
+    loud = make_payload("ok", tags=["loud"])
+    push_many(r, "default", [by_class, by_tag, by_job, failed, loud])
+    wait_for(lambda: len(recent(port)) == 5, 30, what="five records")
+    assert {j["uuid"] for j in recent(port) if j["silenced"]} == {by_class["uuid"], by_tag["uuid"], by_job["uuid"]}
+    assert {j["uuid"] for j in recent(port, silenced="true")} == {by_class["uuid"], by_tag["uuid"], by_job["uuid"]}
+    assert {j["uuid"] for j in recent(port, outcome="done", silenced="false")} == {loud["uuid"]}  # Completed
+    assert get(port, "/api/jobs/recent?silenced=maybe")[0] == 400

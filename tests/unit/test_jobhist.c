@@ -295,6 +295,24 @@ static void test_tags_are_bounded_repaired_and_deduplicated(void **state)
     }
 }
 
+static void test_silenced_by_class_tag_or_the_job(void **state)
+{
+    (void)state;
+    jobhist_t h;
+    jobhist_init(&h, 4, 1, false);
+    char *classes[] = {"App\\Jobs\\Y", "App\\Jobs\\X", NULL}, *tags[] = {"noisy", NULL};
+    jobrec_t *r = add(&h, OUTCOME_DONE, "u-s"); /* App\Jobs\X */
+    assert_true(jobhist_silenced(r, classes, NULL, false));
+    assert_false(jobhist_silenced(r, NULL, tags, false));
+    assert_false(jobhist_silenced(r, NULL, NULL, false));
+    assert_true(jobhist_silenced(r, NULL, NULL, true));
+    jobhist_add_tags(r, "[\"noisy\"]", 9);
+    assert_true(jobhist_silenced(r, NULL, tags, false));
+    r->outcome = OUTCOME_FAILED; /* a failure is never silenced */
+    assert_false(jobhist_silenced(r, classes, tags, true));
+    jobhist_free(&h);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -307,6 +325,7 @@ int main(void)
         cmocka_unit_test(test_refuses_what_it_did_not_write),
         cmocka_unit_test(test_pending_keeps_the_newest_in_order),
         cmocka_unit_test(test_tags_are_bounded_repaired_and_deduplicated),
+        cmocka_unit_test(test_silenced_by_class_tag_or_the_job),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
