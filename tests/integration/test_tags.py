@@ -141,6 +141,7 @@ def test_monitored_tags_keep_their_jobs_apart(master, r, tmp_path):
     # watching takes the token; the CLI does the same in Redis
     assert send(port, "POST", "/api/monitoring", body={"tag": "vip"})[0] == 401
     assert send(port, "DELETE", "/api/monitoring", body={"tag": "vip"})[0] == 401
+    assert send(port, "DELETE", "/api/status", TOKEN, {})[0] == 405          # no other DELETE
     assert send(port, "POST", "/api/monitoring", TOKEN, {"tag": "vip"}) == (200, {"ok": True, "changed": True})
     assert send(port, "POST", "/api/monitoring", TOKEN, {"tag": "vip"})[1]["changed"] is False
     assert send(port, "POST", "/api/monitoring", TOKEN, {"tag": hostile})[0] == 200
