@@ -136,8 +136,8 @@
       });
     });
   }
-  function post(path, body) {
-    return fetch(path, { method: 'POST', headers: headers(true), body: JSON.stringify(body || {}), cache: 'no-store', credentials: 'same-origin' })
+  function post(path, body, method) {
+    return fetch(path, { method: method || 'POST', headers: headers(true), body: JSON.stringify(body || {}), cache: 'no-store', credentials: 'same-origin' })
       .then(r => {
         return r.text().then(t => {
           var j = null;
@@ -150,8 +150,8 @@
   }
   /* An action: POST, say what happened, refresh the page's data. */
   /* A bulk retry answers a page at a time: go on with its cursor until nothing is left. */
-  function postAll(path, body, done) {
-    return post(path, body).then(j => {
+  function postAll(path, body, done, method) {
+    return post(path, body, method).then(j => {
       var n = done + (j.retried || 0);
       if (j.remaining > 0 && j.cursor) return postAll(path, Object.assign({}, body, { cursor: j.cursor }), n);
       if (j.retried != null) j.retried = n;
@@ -159,10 +159,10 @@
     });
   }
 
-  function act(label, path, body, btn) {
+  function act(label, path, body, btn, method) {
     var run = () => {
       if (btn) btn.disabled = true;
-      return postAll(path, body, 0).then(j => {
+      return postAll(path, body, 0, method).then(j => {
         var extra = j.retried != null ? ' (' + num(j.retried) + ' retried)' : '';
         notice(label + ': done' + extra, true);
       }, e => {
@@ -392,12 +392,14 @@
   var last = {}; /* url -> time fetched, for slow channels */
   function route() {
     var h = location.hash.replace(/^#\/?/, '');
+    var qi = h.indexOf('?'), query = new URLSearchParams(qi >= 0 ? h.slice(qi + 1) : '');
+    if (qi >= 0) h = h.slice(0, qi);
     var parts = h.split('/');
     var name = parts[0] || 'overview';
     var arg = parts.length > 1 ? decodeURIComponent(parts.slice(1).join('/')) : null;
     if (name === 'jobs' && arg) name = 'job';
     if (!pages[name]) name = 'overview';
-    return { name: name, arg: arg };
+    return { name: name, arg: arg, query: query };
   }
   function navigate() {
     var r = route();
@@ -411,7 +413,8 @@
       a.classList.toggle('active', on);
       if (on) a.setAttribute('aria-current', 'page'); else a.removeAttribute('aria-current');
     });
-    cur = { page: pages[r.name], arg: r.arg, state: {}, lastText: {} };
+    cur = { page: pages[r.name], arg: r.arg, query: r.query, state: {}, lastText: {} };
+    if (cur.page.fromQuery) cur.page.fromQuery(r.query);
     clear(main);
     cur.root = el('div', { id: 'page-' + r.name, class: 'page' });
     main.append(cur.root);
@@ -775,11 +778,24 @@
 
   /* ---------- Jobs ---------- */
   var OUTCOMES = ['', 'done', 'released', 'failed', 'timed_out', 'crashed'];
-  var jobFilter = { queue: '', pool: '', name: '', outcome: '', since: '', until: '', limit: '100' };
+  var JOB_FILTER_DEFAULT = { queue: '', pool: '', name: '', outcome: '', silenced: '', tag: '', host: '', uuid: '', attempt: '', q: '', since: '', until: '', limit: '100' };
+  var jobsHeading = 'Recent jobs';
+  var jobFilter = Object.assign({}, JOB_FILTER_DEFAULT);
+  /* The filter lives in the URL (#/jobs?tag=...): bookmarkable, and the back button goes to the previous one. */
+  function jobsHash(f) {
+    var q = new URLSearchParams();
+    Object.keys(JOB_FILTER_DEFAULT).forEach(k => { if (f[k] && f[k] !== JOB_FILTER_DEFAULT[k]) q.set(k, f[k]); });
+    var t = q.toString();
+    return '#/jobs' + (t ? '?' + t : '');
+  }
   pages.jobs = {
     title: 'Jobs',
+    fromQuery: query => {
+      jobsHeading = 'Recent jobs';
+      Object.keys(JOB_FILTER_DEFAULT).forEach(k => { jobFilter[k] = query.get(k) || JOB_FILTER_DEFAULT[k]; });
+    },
     mount: (root, s) => {
-      root.append(el('h1', { text: 'Recent jobs' }));
+      root.append(el('h1', { text: jobsHeading }));
       var form = el('form', { class: 'toolbar', id: 'jobs-filter' });
       function field(k, label, input) {
         input.name = k; input.value = jobFilter[k];
@@ -794,18 +810,28 @@
       var sel = el('select');
       OUTCOMES.forEach(o => { sel.append(el('option', { value: o, text: o || 'any' })); });
       field('outcome', 'Outcome', sel);
+      var sil = el('select');
+      [['', 'any'], ['false', 'hidden'], ['true', 'only']].forEach(o => { sil.append(el('option', { value: o[0], text: o[1] })); });
+      field('silenced', 'Silenced', sil);
+      field('tag', 'Tag', el('input', { type: 'search', size: 16, placeholder: 'App\\Models\\User:1' }));
+      field('q', 'Text', el('input', { type: 'search', size: 14, placeholder: 'in exception / payload' }));
+      field('host', 'Host', el('input', { type: 'search', size: 10 }));
+      field('uuid', 'UUID', el('input', { type: 'search', size: 12 }));
+      field('attempt', 'Attempt', el('input', { type: 'search', inputmode: 'numeric', pattern: '[0-9]*', size: 4 }));
       field('since', 'Since', el('input', { type: 'datetime-local', step: 1 }));
       field('until', 'Until', el('input', { type: 'datetime-local', step: 1 }));
       var lim = el('select');
       ['100', '500', '1000'].forEach(o => { lim.append(el('option', { value: o, text: o })); });
       field('limit', 'Limit', lim);
-      form.append(el('button', { type: 'button', text: 'Clear', on: { click: () => { Object.keys(jobFilter).forEach(k => { if (k !== 'limit') jobFilter[k] = ''; }); navigate(); } } }));
+      form.append(el('button', { type: 'button', text: 'Clear', on: { click: () => { location.hash = jobsHash(JOB_FILTER_DEFAULT); } } }));
       s.live = el('input', { type: 'checkbox', checked: true, id: 'jobs-live' });
       form.append(el('label', null, s.live, 'live'));
       form.addEventListener('submit', ev => { ev.preventDefault(); apply(); });
       function apply() {
         Array.prototype.forEach.call(form.elements, i => { if (i.name) jobFilter[i.name] = i.value; });
-        refresh(true);
+        var h = jobsHash(jobFilter);
+        if (location.hash !== h) location.hash = h; /* a new history entry; hashchange remounts */
+        else refresh(true);
       }
       root.append(form);
       add(root, [s.dl.queue, s.dl.pool, s.dl.name]);
@@ -817,7 +843,7 @@
     },
     feeds: s => {
       var q = [];
-      ['queue', 'pool', 'name', 'outcome'].forEach(k => { if (jobFilter[k]) q.push(k + '=' + enc(jobFilter[k])); });
+      ['queue', 'pool', 'name', 'outcome', 'silenced', 'tag', 'q', 'host', 'uuid', 'attempt'].forEach(k => { if (jobFilter[k]) q.push(k + '=' + enc(jobFilter[k])); });
       ['since', 'until'].forEach(k => { if (jobFilter[k]) { var t = new Date(jobFilter[k]).getTime(); if (t === t) q.push(k + '=' + t); } });
       q.push('limit=' + enc(jobFilter.limit || '100'));
       var url = 'api/jobs/recent?' + q.join('&');
@@ -826,6 +852,28 @@
       return [{ url: url, key: 'jobs', then: d => { renderJobs(s, d.jobs || []); } }];
     }
   };
+  /* Horizon's Completed and Silenced lists: the Jobs page with a filter of its own. */
+  function jobsPreset(title, preset) {
+    return Object.assign({}, pages.jobs, {
+      title: title,
+      fromQuery: query => {
+        pages.jobs.fromQuery(query);
+        Object.keys(preset).forEach(k => { if (!query.get(k)) jobFilter[k] = preset[k]; });
+        jobsHeading = title;
+      }
+    });
+  }
+  pages.completed = jobsPreset('Completed jobs', { outcome: 'done', silenced: 'false' });
+  pages.silenced = jobsPreset('Silenced jobs', { silenced: 'true' });
+  /* Each tag a link to the jobs with it (text only: a tag is never markup). */
+  function tagLinks(tags) {
+    var span = el('span', { class: 'tags' });
+    (tags || []).forEach((t, i) => {
+      if (i) span.append(' ');
+      span.append(el('a', { href: jobsHash(Object.assign({}, JOB_FILTER_DEFAULT, { tag: t })), class: 'tag', text: t }));
+    });
+    return span;
+  }
   function renderJobs(s, jobs) {
     ['queue', 'pool', 'name'].forEach(k => {
       jobs.forEach(j => {
@@ -833,15 +881,65 @@
       });
     });
     s.count.textContent = num(jobs.length) + ' attempt' + (jobs.length === 1 ? '' : 's') + ', newest first (by finish time)';
-    s.tableEl = table('Finished|Job|Outcome|Queue|Pool|Host|Worker|#Attempt|#Wait|#Runtime|Exception',
+    s.tableEl = table('Finished|Job|Outcome|Queue|Pool|Host|Worker|#Attempt|#Wait|#Runtime|Tags|Exception',
       jobs, j => {
         var tr = el('tr', { 'data-uuid': j.uuid || '', class: 'job' },
-          td(when(j.finished_at)), td(jobLink(j.uuid, j.name || j.uuid || '?'), 'x'), td(pillEl(j.outcome)), td(j.queue), td(j.pool), td(j.host),
+          td(when(j.finished_at)), td(jobLink(j.uuid, j.name || j.uuid || '?'), 'x'), td(j.silenced ? [pillEl(j.outcome), ' ', pillEl('silenced')] : pillEl(j.outcome)), td(j.queue), td(j.pool), td(j.host),
           td(j.worker ? j.worker + (j.pid ? ' (' + j.pid + ')' : '') : '–'), tdn(num(j.attempt)),
-          tdn(dur(j.wait_ms)), tdn(dur(j.runtime_ms)), td(j.exception || '', 'x', j.exception || null));
+          tdn(dur(j.wait_ms)), tdn(dur(j.runtime_ms)), td(tagLinks(j.tags)), td(j.exception || '', 'x', j.exception || null));
         return tr;
       }, { id: 'jobs-table', empty: 'No jobs match.', keepShown: shownIn(s.body) });
     put(s.body, s.tableEl);
+  }
+
+  /* ---------- monitored tags ---------- */
+  var monTag = '';
+  function monitoringHash(tag) { return '#/monitoring' + (tag ? '?' + new URLSearchParams({ tag: tag }).toString() : ''); }
+  function tagJobsTable(jobs, id) {
+    return table('Finished|Job|Outcome|Queue|Host|#Attempt|#Runtime|Tags|Exception', jobs, j => {
+      return el('tr', { 'data-uuid': j.uuid || '', class: 'job' }, td(when(j.finished_at)), td(jobLink(j.uuid, j.name || j.uuid || '?'), 'x'),
+        td(pillEl(j.outcome)), td(j.queue), td(j.host), tdn(num(j.attempt)), tdn(dur(j.runtime_ms)), td(tagLinks(j.tags)),
+        td(j.exception || '', 'x', j.exception || null));
+    }, { id: id, empty: 'No jobs kept for this tag yet.' });
+  }
+  pages.monitoring = {
+    title: 'Monitoring',
+    fromQuery: query => { monTag = query.get('tag') || ''; },
+    mount: (root, s) => {
+      root.append(el('h1', { text: 'Monitored tags' }));
+      var input = el('input', { type: 'search', id: 'monitor-tag', size: 30, placeholder: 'App\\Models\\User:42', maxlength: 120 });
+      var form = el('form', { class: 'toolbar', id: 'monitor-form' }, el('label', null, 'Tag', input),
+        el('button', { type: 'submit', 'data-action': 'monitor', text: 'Monitor' }));
+      form.addEventListener('submit', ev => {
+        ev.preventDefault();
+        var t = input.value.trim();
+        if (t) act('Monitor ' + t, 'api/monitoring', { tag: t }, null);
+      });
+      root.append(form);
+      root.append(el('p', { class: 'muted', text: 'A watched tag\'s jobs are kept apart from the recent jobs (monitored_tag_jobs per tag, for monitored_tag_retention).' }));
+      s.list = el('div', { id: 'monitoring' });
+      root.append(s.list);
+      if (monTag) {
+        s.recent = section(root, 'Recent jobs tagged ' + monTag, 'monitor-recent');
+        s.failed = section(root, 'Failed jobs tagged ' + monTag, 'monitor-failed');
+      }
+    },
+    feeds: s => {
+      var f = [{ url: 'api/monitoring', then: d => { renderMonitoring(s, d.tags || []); } }];
+      if (monTag) {
+        var q = 'api/monitoring/jobs?tag=' + enc(monTag) + '&limit=100';
+        f.push({ url: q, key: 'recent', then: d => { put(s.recent, tagJobsTable(d.jobs || [], 'monitor-recent-table')); } });
+        f.push({ url: q + '&outcome=failed', key: 'failed', then: d => { put(s.failed, tagJobsTable(d.jobs || [], 'monitor-failed-table')); } });
+      }
+      return f;
+    }
+  };
+  function renderMonitoring(s, tags) {
+    put(s.list, table('Tag|#Jobs kept|Actions', tags, t => {
+      return el('tr', { 'data-tag': t.tag, class: t.tag === monTag ? 'selected' : null },
+        td(el('a', { href: monitoringHash(t.tag), text: t.tag })), tdn(num(t.jobs)),
+        td(actBtn('unmonitor', 'Stop monitoring', b => { act('Stop monitoring ' + t.tag, 'api/monitoring', { tag: t.tag }, b, 'DELETE'); }, 'danger')));
+    }, { id: 'monitoring-table', empty: 'No tag is monitored.' }));
   }
 
   /* ---------- one job ---------- */
@@ -874,6 +972,7 @@
     row('UUID', uuid);
     row('State', f ? pillEl('failed', 'in the failed store') : a0.outcome ? pillEl(a0.outcome, 'last attempt: ' + a0.outcome) : null);
     row('Queue', a0.queue || (f && f.queue));
+    if (a0.tags && a0.tags.length) row('Tags', tagLinks(a0.tags));
     row('Pool', a0.pool);
     row('Attempts', at.length ? num(a0.attempt || at.length) + (p && p.maxTries ? ' of ' + p.maxTries : '') : (p && p.attempts != null ? num(p.attempts) : null));
     row('Host / worker', a0.host ? a0.host + ' · ' + (a0.worker || '?') + (a0.pid ? ' (pid ' + a0.pid + ')' : '') : null);

@@ -379,6 +379,8 @@ final class Describe
                 'waits' => $h['waits'] ?? [],
                 'memory_limit' => $h['memory_limit'] ?? null,
                 'prefix' => $h['prefix'] ?? null,
+                'silenced' => $h['silenced'] ?? [],
+                'silenced_tags' => $h['silenced_tags'] ?? [],
             ],
         ];
     }

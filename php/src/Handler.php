@@ -13,6 +13,7 @@ require_once __DIR__.'/AppBoot.php';
 require_once __DIR__.'/Events.php';
 require_once __DIR__.'/Retries.php';
 require_once __DIR__.'/AppDriver.php';
+require_once __DIR__.'/Tags.php';
 
 /**
  * The persistent PHP side of qpool's pipe handler for Laravel apps: boots
@@ -261,6 +262,7 @@ final class Handler
         }
 
         require_once __DIR__.'/PipeJob.php';
+        Tags::install($app);
 
         $this->app = $app;
         $this->events = $app['events'];
@@ -474,6 +476,7 @@ final class Handler
 
         $this->current = $job;
         $thrown = null;
+        Tags::$command = null;
 
         try {
             $this->events->dispatch(new JobProcessing($connection, $job));
@@ -498,7 +501,7 @@ final class Handler
             $this->stopIfLostConnection($thrown);
         }
 
-        $response = $this->outcome($job, $thrown);
+        $response = $this->outcome($job, $thrown) + $this->tags($job);
 
         $this->last = [
             'id' => $request['id'] ?? null,
@@ -508,6 +511,19 @@ final class Handler
         ];
 
         return $response;
+    }
+
+    /**
+     * The job's tags for its history record, unless its payload has its own
+     * (Horizon's), and whether it is silenced (Horizon's Silenced interface).
+     */
+    private function tags(PipeJob $job): array
+    {
+        $silenced = Tags::silenced() ? ['silenced' => true] : [];
+        $tags = Tags::take();
+        $payload = $job->payload();
+
+        return ($tags && ! isset($payload['tags']) ? ['tags' => $tags] : []) + $silenced;
     }
 
     /**

@@ -210,6 +210,21 @@ static const cli_cmd_t COMMANDS[] = {
      "  --connection NAME   redis connection from the config (default: default)\n"
      "  -m, --minutes N     how far back (1..44640)\n"
      "  -j, --json          JSON output\n", cmd_metrics},
+    {"monitor", "list, watch or stop watching monitored tags",
+     "usage: qpool monitor list [--json]\n"
+     "       qpool monitor add TAG\n"
+     "       qpool monitor remove TAG\n"
+     "\n"
+     "A watched tag's job records (e.g. App\\Models\\User:42, see docs/laravel.md)\n"
+     "are kept apart from the recent jobs: monitored_tag_jobs records per tag, for\n"
+     "monitored_tag_retention after the last one (default 10000, 7 days), in\n"
+     "Redis under <prefix>qpool:{qpool-jobs}:monitored and :tag:<TAG>. `remove`\n"
+     "deletes the tag's records. The dashboard's Monitoring page and\n"
+     "/api/monitoring do the same (docs/api.md). At most 100 tags.\n"
+     "\n"
+     "  -c, --config FILE   config file (for the Redis connection)\n"
+     "  --connection NAME   redis connection from the config (default: default)\n"
+     "  -j, --json          JSON output\n", cmd_monitor},
     {"import", "a qpool.conf from an app's config/horizon.php",
      "usage: qpool import horizon APP [--env ENV] [--user USER] [--php \"CMD...\"] [--adapter PATH]\n"
      "\n"

@@ -612,6 +612,8 @@ static const conf_key_t POOL_KEYS[] = {
     PK(force, K_BOOL, 0, 0),
     PK(fleet_max_processes, K_INT, 0, QPOOL_FLEET_BUDGET_LIMIT),
     PK(preload, K_BOOL, 0, 0),
+    PK(silenced, K_STRV, 0, 0),
+    PK(silenced_tags, K_STRV, 0, 0),
     KEY_END,
 };
 
@@ -1329,6 +1331,8 @@ static const conf_key_t QPOOL_KEYS[] = {
     QK(job_history_size, K_INT, 0, 100000),
     QK(job_history_sample, K_NUM, 0, 1),
     QK(job_history_payloads, K_BOOL, 0, 0),
+    QK(monitored_tag_retention, K_INT, 60, 90 * 86400),
+    QK(monitored_tag_jobs, K_INT, 1, 100000),
     KEY_FN("http", parse_http_group),
     KEY_FN("alerts", parse_alerts_group),
     QK(fleet_lease_ttl, K_NUM, 1, 600),
@@ -1663,6 +1667,8 @@ static qconf_t *config_new(const char *path)
     c->metrics_retention = 86400;
     c->metrics = true;
     c->job_history_size = 1000;
+    c->monitored_tag_retention = 7 * 86400;
+    c->monitored_tag_jobs = 10000;
     c->job_history_sample = 1;
     c->shutdown_timeout = 120;
     c->log_level = LOG_INFO;
@@ -2055,6 +2061,8 @@ static void print_app(const pool_conf_t *p, FILE *f, const char *in)
     if (!p->laravel) return;
     print_str(f, in, "laravel", p->laravel);
     print_strv(f, in, "php", p->php);
+    if (p->silenced) print_strv(f, in, "silenced", p->silenced);
+    if (p->silenced_tags) print_strv(f, in, "silenced_tags", p->silenced_tags);
     if (p->php_adapter) print_str(f, in, "php_adapter", p->php_adapter);
     if (p->php_root) print_str(f, in, "php_root", p->php_root);
     fprintf(f, "%sforce = %s;\n", in, yes_no(p->force));
@@ -2076,6 +2084,8 @@ static void print_qpool(const qconf_t *c, FILE *f)
     fprintf(f, "  job_history_size = %d;\n", c->job_history_size);
     print_num(f, "  ", "job_history_sample", c->job_history_sample);
     fprintf(f, "  job_history_payloads = %s;\n", yes_no(c->job_history_payloads));
+    fprintf(f, "  monitored_tag_retention = %d;\n", c->monitored_tag_retention);
+    fprintf(f, "  monitored_tag_jobs = %d;\n", c->monitored_tag_jobs);
     print_num(f, "  ", "shutdown_timeout", c->shutdown_timeout);
     fprintf(f, "  log_level = \"%s\";\n", log_level_name(c->log_level));
     fprintf(f, "  log_format = \"%s\";\n", c->log_format == LOGFMT_JSON ? "json" : "text");

@@ -133,6 +133,8 @@ typedef struct {
     char *laravel;             /* app path, NULL: none */
     char *laravel_where;       /* "FILE:LINE" of the laravel key */
     char **php;                /* argv prefix running PHP, default ["php"] */
+    char **silenced;           /* job classes whose done records are marked silenced (Horizon's), or NULL */
+    char **silenced_tags;      /* tags that do the same, or NULL */
     char *php_adapter;         /* qpool-handler.php as php sees it; NULL: the installed one */
     char *php_root;            /* the directory php sees as / (a chroot prefix), NULL: / */
     bool force;                /* take jobs while the app is down for maintenance */
@@ -197,6 +199,8 @@ typedef struct {
     int job_history_size;      /* recent job records kept in Redis per connection; 0: off */
     double job_history_sample; /* share of done/released attempts recorded (failures: all) */
     bool job_history_payloads; /* done jobs' payloads too */
+    int monitored_tag_retention; /* seconds a monitored tag's records are kept after its last one */
+    int monitored_tag_jobs;    /* records kept per monitored tag */
     double shutdown_timeout;
     enum log_level log_level;
     enum log_format log_format;

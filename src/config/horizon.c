@@ -370,6 +370,26 @@ static const cJSON *find_env(const cJSON *envs, const char *env)
     return NULL;
 }
 
+/* Horizon's silenced (classes) and silenced_tags: the same keys, in defaults. */
+static void put_silenced(sbuf_t *out, const cJSON *h)
+{
+    static const char *const KEYS[] = {"silenced", "silenced_tags"};
+    for (size_t k = 0; k < sizeof KEYS / sizeof *KEYS; k++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(h, KEYS[k]), *e;
+        int n = 0;
+        if (!is_array_like(v)) continue;
+        cJSON_ArrayForEach(e, v) {
+            if (!cJSON_IsString(e) || !*e->valuestring) continue;
+            if (n++)
+                sbuf_printf(out, ", ");
+            else
+                sbuf_printf(out, "  %s = [", KEYS[k]);
+            put_str(out, e->valuestring);
+        }
+        if (n) sbuf_printf(out, "];\n");
+    }
+}
+
 int horizon_import(const cJSON *desc, const char *app, const char *env, sbuf_t *out, char *err, size_t errn)
 {
     const cJSON *h = cJSON_GetObjectItemCaseSensitive(desc, "horizon");
@@ -413,7 +433,9 @@ int horizon_import(const cJSON *desc, const char *app, const char *env, sbuf_t *
     sbuf_printf(out, ";\n");
     comment(out, "  ", "up to 8 jobs per pop, fewer as jobs get slower: 4.3x to 5.7x queue:work on short jobs, where one");
     comment(out, "  ", "at a time gives 2.0x to 3.6x (docs/configuration.md, Prefetch); 1 pops one at a time, as Horizon");
-    sbuf_printf(out, "  prefetch = 8;\n};\n\npools = (\n");
+    sbuf_printf(out, "  prefetch = 8;\n");
+    put_silenced(out, h);
+    sbuf_printf(out, "};\n\npools = (\n");
     const cJSON *sup, *last = NULL;
     cJSON_ArrayForEach(sup, plan) if (cJSON_IsObject(sup)) last = sup;
     cJSON_ArrayForEach(sup, plan)

@@ -19,7 +19,7 @@ static const size_t POOL_STRS[] = {
     F(user), F(group), F(working_directory), F(laravel), F(laravel_where), F(php_adapter), F(php_root),
     F(laravel_version), F(down_file), F(down_connection), F(down_key),
 };
-static const size_t POOL_STRVS[] = {F(queues), F(handler_command), F(command), F(php)};
+static const size_t POOL_STRVS[] = {F(queues), F(handler_command), F(command), F(php), F(silenced), F(silenced_tags)};
 #undef F
 
 #define FIELD(p, off, T) ((T *)(void *)((char *)(p) + (off)))
@@ -120,7 +120,8 @@ bool pool_conf_same_except_size(const pool_conf_t *a, const pool_conf_t *b)
     for (int i = 0; i < a->nenv; i++)
         if (!str_eq(a->env[i].name, b->env[i].name) || !str_eq(a->env[i].value, b->env[i].value))
             return false;
-    if (a->preload != b->preload) return false;
+    if (a->preload != b->preload || !strv_eq(a->silenced, b->silenced) || !strv_eq(a->silenced_tags, b->silenced_tags))
+        return false;
     if (!str_eq(a->laravel, b->laravel) || a->force != b->force || !str_eq(a->down_file, b->down_file) ||
         !str_eq(a->down_connection, b->down_connection) || !str_eq(a->down_key, b->down_key))
         return false;

@@ -7,6 +7,8 @@
  */
 #include "http/http_api.h"
 #include "redis/failed.h"
+#include "observe/jobhist.h"
+#include "observe/monitored.h"
 #include "core/log.h"
 #include "core/reply.h"
 
@@ -180,6 +182,51 @@ static void failed_retry_bulk(http_ctx_t *h, const struct action *a, const char 
     http_reply_json(out, 200, o);
 }
 
+/* ------------------------------------------------------------ monitored tags */
+
+/* POST (watch) or DELETE (stop watching, its records gone) /api/monitoring
+ * with {"tag": T}. */
+static void monitor_action(http_ctx_t *h, const char *unused, const cJSON *body, const char *who, bool add,
+                           http_reply_t *out)
+{
+    (void)unused;
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(body, "tag");
+    const char *tag = cJSON_IsString(t) ? t->valuestring : NULL;
+    if (!monitored_tag_ok(tag)) {
+        http_reply_error(out, 400, "takes {\"tag\": T}, T 1..%d bytes of UTF-8 text", JOBHIST_TAG_MAX);
+        return;
+    }
+    pthread_mutex_lock(&h->lock);
+    int rv = monitored_set(h->rc, tag, add);
+    pthread_mutex_unlock(&h->lock);
+    if (rv == -2) {
+        http_reply_error(out, 400, "at most %d tags are watched", MONITORED_MAX);
+        return;
+    }
+    if (rv < 0) {
+        http_reply_error(out, 503, "redis %s unavailable", h->rc->name);
+        return;
+    }
+    if (rv > 0) log_info("%s watching tag \"%s\" (by %s)", add ? "started" : "stopped", tag, who);
+    cJSON *o = reply_ok();
+    cJSON_AddBoolToObject(o, "changed", rv > 0);
+    http_reply_json(out, 200, o);
+}
+
+static void monitor_add(http_ctx_t *h, const struct action *a, const char *name, const cJSON *body, const char *who,
+                        http_reply_t *out)
+{
+    (void)a;
+    monitor_action(h, name, body, who, true, out);
+}
+
+static void monitor_remove(http_ctx_t *h, const struct action *a, const char *name, const cJSON *body,
+                           const char *who, http_reply_t *out)
+{
+    (void)a;
+    monitor_action(h, name, body, who, false, out);
+}
+
 /* ------------------------------------------------------------ routes */
 
 static const struct action ACTIONS[] = {
@@ -192,6 +239,8 @@ static const struct action ACTIONS[] = {
     {"/api/failed/retry", NULL, failed_retry_bulk, NULL, NULL},
     {"/api/failed/", "retry", failed_retry_one, NULL, NULL},
     {"/api/failed/", "forget", failed_forget_one, NULL, NULL},
+    {"/api/monitoring", NULL, monitor_add, NULL, NULL},
+    {HTTP_DELETE_PREFIX "/api/monitoring", NULL, monitor_remove, NULL, NULL},
 };
 
 /* The action for path; *name (the caller frees) gets the name in it. */

@@ -8,6 +8,8 @@
 #include "redis/failed.h"
 #include "observe/fleet.h"
 #include "observe/history.h"
+#include "observe/jobhist.h"
+#include "observe/monitored.h"
 #include "core/log.h"
 #include "observe/prom.h"
 #include "core/reply.h"
@@ -267,28 +269,87 @@ static void get_history(http_ctx_t *h, bool full, http_arg_fn arg, void *req, ht
     keep_reply(h, to - minutes + 1, to, out);
 }
 
-static void get_recent_jobs(http_ctx_t *h, bool full, http_arg_fn arg, void *req, http_reply_t *out)
+#define FILTER_STR_MAX 1024 /* bytes of a uuid, tag or q filter */
+
+/* uuid, tag and q: an empty one is no filter, a long one is refused */
+static bool filter_strings_ok(job_filter_t *f)
 {
-    (void)full; /* private: only a full reader gets here */
+    const char **v[] = {&f->uuid, &f->tag, &f->text};
+    for (size_t i = 0; i < sizeof v / sizeof *v; i++) {
+        if (*v[i] && !**v[i]) *v[i] = NULL;
+        if (*v[i] && strlen(*v[i]) > FILTER_STR_MAX) return false;
+    }
+    return true;
+}
+
+/* The filters of /api/jobs/recent (docs/api.md); false when one is
+ * malformed (out has the 400). */
+static bool job_filter(http_ctx_t *h, http_arg_fn arg, void *req, job_filter_t *f, http_reply_t *out)
+{
     int keep = h->job_history_size > 0 ? h->job_history_size : 1000;
-    job_filter_t f = {.queue = arg(req, "queue"), .pool = arg(req, "pool"), .name = arg(req, "name"),
-                      .outcome = arg(req, "outcome")};
+    *f = (job_filter_t){.queue = arg(req, "queue"), .pool = arg(req, "pool"), .name = arg(req, "name"),
+                        .outcome = arg(req, "outcome"), .host = arg(req, "host"), .tag = arg(req, "tag"),
+                        .uuid = arg(req, "uuid"), .text = arg(req, "q")};
     long long limit = num_arg(arg, req, "limit", 100, 1, keep > 0 ? keep : 1);
     long long since = num_arg(arg, req, "since", 0, 0, INT64_MAX / 2);
     long long until = num_arg(arg, req, "until", 0, 0, INT64_MAX / 2);
-    if (limit < 0 || since < 0 || until < 0) {
-        http_reply_error(out, 400, "limit must be 1..%d; since and until UNIX times in ms", keep);
-        return;
+    long long attempt = num_arg(arg, req, "attempt", 0, 1, 1000000000);
+    const char *sil = arg(req, "silenced");
+    bool sil_ok = !sil || !*sil || !strcmp(sil, "true") || !strcmp(sil, "false");
+    if (limit < 0 || since < 0 || until < 0 || attempt < 0 || !filter_strings_ok(f) || !sil_ok) {
+        http_reply_error(out, 400, "limit must be 1..%d; since and until UNIX times in ms; attempt 1 or more; "
+                         "uuid, tag and q at most %d bytes; silenced true or false", keep, FILTER_STR_MAX);
+        return false;
     }
-    f.limit = (int)limit, f.since_ms = since, f.until_ms = until;
+    f->limit = (int)limit, f->since_ms = since, f->until_ms = until, f->attempt = (long)attempt;
+    if (sil && *sil) f->silenced = !strcmp(sil, "true") ? 1 : -1;
+    return true;
+}
+
+static void reply_jobs(http_ctx_t *h, cJSON *jobs, http_reply_t *out)
+{
+    if (!jobs)
+        http_reply_error(out, 503, "redis %s unavailable", h->rc->name);
+    else
+        http_reply_json(out, 200, jobs);
+}
+
+static void get_recent_jobs(http_ctx_t *h, bool full, http_arg_fn arg, void *req, http_reply_t *out)
+{
+    (void)full; /* private: only a full reader gets here */
+    job_filter_t f;
+    if (!job_filter(h, arg, req, &f, out)) return;
     pthread_mutex_lock(&h->lock);
     cJSON *jobs = history_jobs(h->rc, &f);
     pthread_mutex_unlock(&h->lock);
-    if (!jobs) {
-        http_reply_error(out, 503, "redis %s unavailable", h->rc->name);
+    reply_jobs(h, jobs, out);
+}
+
+static void get_monitoring(http_ctx_t *h, bool full, http_arg_fn arg, void *req, http_reply_t *out)
+{
+    (void)full, (void)arg, (void)req;
+    pthread_mutex_lock(&h->lock);
+    cJSON *list = monitored_list(h->rc);
+    pthread_mutex_unlock(&h->lock);
+    reply_jobs(h, list, out);
+}
+
+/* A watched tag's kept records: tag=T and the filters of /api/jobs/recent. */
+static void get_monitored_jobs(http_ctx_t *h, bool full, http_arg_fn arg, void *req, http_reply_t *out)
+{
+    (void)full;
+    job_filter_t f;
+    if (!job_filter(h, arg, req, &f, out)) return;
+    const char *tag = f.tag;
+    if (!monitored_tag_ok(tag)) {
+        http_reply_error(out, 400, "tag must be 1..%d bytes of UTF-8 text", JOBHIST_TAG_MAX);
         return;
     }
-    http_reply_json(out, 200, jobs);
+    f.tag = NULL; /* every record of its list has it */
+    pthread_mutex_lock(&h->lock);
+    cJSON *jobs = monitored_jobs(h->rc, tag, &f);
+    pthread_mutex_unlock(&h->lock);
+    reply_jobs(h, jobs, out);
 }
 
 /* The payload to show: a released attempt's copy, a done one's (with
@@ -406,6 +467,8 @@ static const struct route {
     {"/api/metrics", HTTP_NEED_AGGREGATE, get_history, NULL},
     {"/api/jobs/recent", HTTP_NEED_PRIVATE, get_recent_jobs, NULL},
     {"/api/jobs/", HTTP_NEED_PRIVATE, NULL, get_one_job},
+    {"/api/monitoring", HTTP_NEED_PRIVATE, get_monitoring, NULL},
+    {"/api/monitoring/jobs", HTTP_NEED_PRIVATE, get_monitored_jobs, NULL},
     {"/api/failed", HTTP_NEED_PRIVATE, get_failed, NULL},
     {"/api/failed/", HTTP_NEED_PRIVATE, NULL, get_one_failed},
 };

@@ -78,6 +78,8 @@ bool http_static(const char *path, http_reply_t *out);
 /* Actions (http_actions.c): POST path with its JSON body (NULL: none),
  * asked by who (for the log). The token is the caller's to check. */
 bool http_action_exists(const char *path);
+/* A DELETE is routed as an action whose path is this prefix, then its own. */
+#define HTTP_DELETE_PREFIX "DELETE "
 void http_action(http_ctx_t *h, const char *path, const cJSON *body, const char *who, http_reply_t *out);
 
 void http_reply_json(http_reply_t *r, int code, cJSON *body);   /* takes body */

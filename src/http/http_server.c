@@ -468,6 +468,11 @@ static enum MHD_Result handle(server_t *s, struct MHD_Connection *c, const char 
     bool full = false;
     url = strip_base(s, url);
     if (!url) return redirect_to_base(s, c);
+    char del[512]; /* DELETE of an action that takes it: an action of its own path (http_actions.c) */
+    if (!strcmp(method, MHD_HTTP_METHOD_DELETE)) {
+        int n = snprintf(del, sizeof del, HTTP_DELETE_PREFIX "%s", url);
+        if (n > 0 && (size_t)n < sizeof del && http_action_exists(del)) url = del, method = MHD_HTTP_METHOD_POST;
+    }
     bool get = !strcmp(method, MHD_HTTP_METHOD_GET) || !strcmp(method, MHD_HTTP_METHOD_HEAD);
     if (!*state) {
         /* headers only so far: refuse what no endpoint takes before any

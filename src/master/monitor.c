@@ -11,6 +11,7 @@
 #include "redis/failed.h"
 #include "observe/fleet.h"
 #include "observe/history.h"
+#include "observe/monitored.h"
 #include "master/status.h"
 #include "core/log.h"
 #include "redis/payload.h"
@@ -544,6 +545,7 @@ static void write_jobs(master_t *m)
         rconn_t *c = mconn_get(m, p->conf.connection);
         int keep = m->conf->job_history_size ? m->conf->job_history_size : p->jobs.cap;
         int rv = c ? history_add_jobs(c, recs, n, keep, m->conf->metrics_retention) : -1;
+        if (rv == 0) monitored_add_jobs(c, recs, n, m->conf->monitored_tag_jobs, m->conf->monitored_tag_retention);
         if (rv != -1) jobhist_pending_clear(&p->jobs);
         free(recs);
     }

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 /* KEYS: the minute's hash. ARGV: ttl ms, then field, value pairs. A value
  * already there is added to, bucket by bucket. */
@@ -276,12 +277,62 @@ static bool field_is(const cJSON *rec, const char *k, const char *want)
 
 static double finished_at(const cJSON *rec);
 
-static bool matches(const cJSON *rec, const job_filter_t *f)
+/* needle in hay, ASCII letters' case ignored */
+static bool has_text(const char *hay, size_t n, const char *needle)
+{
+    size_t k = strlen(needle);
+    for (size_t i = 0; k <= n && i <= n - k; i++)
+        if (!strncasecmp(hay + i, needle, k)) return true;
+    return false;
+}
+
+static bool str_has(const cJSON *rec, const char *k, const char *needle)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(rec, k);
+    return cJSON_IsString(v) && has_text(v->valuestring, strlen(v->valuestring), needle);
+}
+
+static bool tagged(const cJSON *rec, const char *tag)
+{
+    const cJSON *t;
+    cJSON_ArrayForEach(t, cJSON_GetObjectItemCaseSensitive(rec, "tags"))
+        if (cJSON_IsString(t) && !strcmp(t->valuestring, tag)) return true;
+    return false;
+}
+
+static bool attempt_is(const cJSON *rec, long want)
+{
+    const cJSON *a = cJSON_GetObjectItemCaseSensitive(rec, "attempt");
+    return !want || (cJSON_IsNumber(a) && a->valuedouble == (double)want);
+}
+
+bool history_matches(const cJSON *rec, const job_filter_t *f)
 {
     double at = finished_at(rec);
     return field_is(rec, "queue", f->queue) && field_is(rec, "pool", f->pool) && field_is(rec, "name", f->name) &&
-           field_is(rec, "outcome", f->outcome) && field_is(rec, "uuid", f->uuid) &&
+           field_is(rec, "outcome", f->outcome) && field_is(rec, "uuid", f->uuid) && field_is(rec, "host", f->host) &&
+           (!f->tag || tagged(rec, f->tag)) && attempt_is(rec, f->attempt) &&
+           (!f->silenced || cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(rec, "silenced")) == (f->silenced > 0)) &&
+           (!f->text || str_has(rec, "name", f->text) || str_has(rec, "exception", f->text) ||
+            str_has(rec, "payload", f->text)) &&
            (!f->since_ms || at >= (double)f->since_ms) && (!f->until_ms || at <= (double)f->until_ms);
+}
+
+/* Is s written as it is inside a JSON string (no byte cJSON escapes)? */
+static bool json_verbatim(const char *s)
+{
+    for (const unsigned char *c = (const unsigned char *)s; *c; c++)
+        if (*c < 0x20 || *c == '"' || *c == '\\' || *c == 0x7f) return false;
+    return true;
+}
+
+bool history_may_match(const char *rec, size_t len, const job_filter_t *f)
+{
+    /* a payload is JSON inside a JSON string: its quotes and backslashes
+     * are escaped twice, so only plain needles are looked for in bytes */
+    if (f->tag && json_verbatim(f->tag) && !has_text(rec, len, f->tag)) return false;
+    if (f->text && json_verbatim(f->text) && !has_text(rec, len, f->text)) return false;
+    return true;
 }
 
 static double finished_at(const cJSON *rec)
@@ -309,7 +360,7 @@ static int newest_first(const void *a, const void *b)
 static void take(const redisReply *e, const job_filter_t *f, cJSON ***v, size_t *n, size_t *cap)
 {
     cJSON *rec = e->type == REDIS_REPLY_STRING ? cJSON_ParseWithLength(e->str, e->len) : NULL;
-    if (!rec || !cJSON_IsObject(rec) || !matches(rec, f)) {
+    if (!rec || !cJSON_IsObject(rec) || !history_matches(rec, f)) {
         cJSON_Delete(rec);
         return;
     }
@@ -367,10 +418,11 @@ static cJSON *jobs_of_uuid(rconn_t *c, const job_filter_t *f)
 /* The newest records: LRANGE in pages from the head, until limit match,
  * the list ends, the records are older than since, or HISTORY_SCAN_MAX
  * were read (then "truncated": true). Never the whole list at once. */
-static cJSON *jobs_scan(rconn_t *c, const job_filter_t *f)
+static cJSON *jobs_scan(rconn_t *c, const char *key, const job_filter_t *f)
 {
-    char *key = jobs_key(c, "list");
-    bool filtered = f->queue || f->pool || f->name || f->outcome || f->since_ms || f->until_ms;
+    bool filtered = f->queue || f->pool || f->name || f->outcome || f->host || f->tag || f->text || f->attempt ||
+                    f->silenced ||
+                    f->since_ms || f->until_ms;
     long page = filtered ? HISTORY_SCAN_PAGE : (f->limit ? f->limit : HISTORY_SCAN_PAGE);
     cJSON **v = NULL;
     size_t n = 0, cap = 0;
@@ -388,26 +440,29 @@ static cJSON *jobs_scan(rconn_t *c, const job_filter_t *f)
             break;
         }
         double newest = 0;
+        bool seen = false; /* a record of the page parsed: newest is known */
         for (size_t i = 0; i < r->elements; i++) {
+            const redisReply *e = r->element[i];
+            if (e->type == REDIS_REPLY_STRING && !history_may_match(e->str, e->len, f)) continue;
             size_t before = n;
-            take(r->element[i], &(job_filter_t){0}, &v, &n, &cap);
+            take(e, &(job_filter_t){0}, &v, &n, &cap);
             if (n == before) continue;
             double at = finished_at(v[n - 1]);
             if (at > newest) newest = at;
-            if (!matches(v[n - 1], f)) cJSON_Delete(v[--n]);
+            seen = true;
+            if (!history_matches(v[n - 1], f)) cJSON_Delete(v[--n]);
         }
         size_t got = r->elements;
         freeReplyObject(r);
         from += page;
         if (got < (size_t)page || (f->limit && n >= (size_t)f->limit) ||
-            (f->since_ms && got && newest < (double)f->since_ms))
+            (f->since_ms && seen && newest < (double)f->since_ms))
             break;
         if (from >= HISTORY_SCAN_MAX) {
             truncated = true;
             break;
         }
     }
-    free(key);
     if (failed) {
         while (n) cJSON_Delete(v[--n]);
         free(v);
@@ -421,5 +476,14 @@ static cJSON *jobs_scan(rconn_t *c, const job_filter_t *f)
 cJSON *history_jobs(rconn_t *c, const job_filter_t *f)
 {
     if (rconn_ensure(c) < 0) return NULL;
-    return f->uuid ? jobs_of_uuid(c, f) : jobs_scan(c, f);
+    if (f->uuid) return jobs_of_uuid(c, f);
+    char *key = jobs_key(c, "list");
+    cJSON *out = jobs_scan(c, key, f);
+    free(key);
+    return out;
+}
+
+cJSON *history_jobs_in(rconn_t *c, const char *key, const job_filter_t *f)
+{
+    return rconn_ensure(c) < 0 ? NULL : jobs_scan(c, key, f);
 }

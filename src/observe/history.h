@@ -71,10 +71,22 @@ int history_add_jobs(rconn_t *c, const char *const *recs, int n, int keep, int64
  * when Redis is unavailable. With uuid: that job's records, from the
  * index (one read, bounded). */
 typedef struct {
-    const char *queue, *pool, *name, *outcome, *uuid;
+    const char *queue, *pool, *name, *outcome, *uuid, *host;
+    const char *tag;              /* one of the record's tags, exactly */
+    const char *text;             /* in its name, exception or payload (ASCII case ignored) */
+    long attempt;                 /* 0: any */
+    int silenced;                 /* 1: silenced only, -1: not silenced, 0: any */
     int64_t since_ms, until_ms;   /* finished_at within; 0: unbounded */
     int limit;
 } job_filter_t;
+/* Could a stored record (its JSON text) match f's tag and text? A byte
+ * test before parsing: false only when it certainly cannot. Pure. */
+bool history_may_match(const char *rec, size_t len, const job_filter_t *f);
+/* Does this parsed record match every filter of f? Pure. */
+bool history_matches(const cJSON *rec, const job_filter_t *f);
 cJSON *history_jobs(rconn_t *c, const job_filter_t *f);
+/* The same over another list of records (a monitored tag's, monitored.h);
+ * f->uuid is a filter there, not an index read. */
+cJSON *history_jobs_in(rconn_t *c, const char *key, const job_filter_t *f);
 
 #endif

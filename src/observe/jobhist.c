@@ -27,7 +27,7 @@ void jobhist_init(jobhist_t *h, int cap, double sample, bool payloads)
 
 void jobhist_free(jobhist_t *h)
 {
-    for (int i = 0; i < h->cap; i++) free(h->v[i].payload);
+    for (int i = 0; i < h->cap; i++) free(h->v[i].payload), free(h->v[i].tags);
     free(h->v);
     memset(h, 0, sizeof *h);
 }
@@ -47,6 +47,7 @@ jobrec_t *jobhist_add(jobhist_t *h, int outcome)
     if (!h->cap || !sampled(h, outcome)) return NULL;
     jobrec_t *r = &h->v[h->next];
     free(r->payload);
+    free(r->tags);
     memset(r, 0, sizeof *r);
     r->outcome = outcome;
     r->wait_ms = -1;
@@ -83,6 +84,69 @@ void jobhist_set_payload(jobrec_t *r, const char *p, size_t len)
     r->payload = ok;
 }
 
+static bool has_tag(const jobrec_t *r, const char *t, size_t n)
+{
+    for (const char *p = r->tags; p && p < r->tags + r->tags_len;) {
+        const char *nl = memchr(p, '\n', (size_t)(r->tags + r->tags_len - p));
+        size_t len = nl ? (size_t)(nl - p) : (size_t)(r->tags + r->tags_len - p);
+        if (len == n && !memcmp(p, t, n)) return true;
+        p += len + 1;
+    }
+    return false;
+}
+
+static void add_tag(jobrec_t *r, const char *s)
+{
+    char t[JOBHIST_TAG_MAX + 1];
+    jobhist_set_str(t, sizeof t, s);
+    size_t n = strlen(t);
+    if (!n || has_tag(r, t, n)) return;
+    r->tags = xrealloc(r->tags, r->tags_len + n + 2);
+    if (r->ntags) r->tags[r->tags_len++] = '\n';
+    memcpy(r->tags + r->tags_len, t, n + 1);
+    r->tags_len += n;
+    r->ntags++;
+}
+
+int jobhist_add_tags(jobrec_t *r, const char *json, size_t len)
+{
+    cJSON *arr = json && len ? cJSON_ParseWithLength(json, len) : NULL;
+    int before = r->ntags;
+    const cJSON *t;
+    if (cJSON_IsArray(arr))
+        cJSON_ArrayForEach(t, arr) {
+            if (r->ntags >= JOBHIST_TAGS_MAX) break;
+            if (cJSON_IsString(t) && t->valuestring) add_tag(r, t->valuestring);
+        }
+    cJSON_Delete(arr);
+    return r->ntags - before;
+}
+
+bool jobhist_silenced(const jobrec_t *r, char *const *classes, char *const *tags, bool job_says)
+{
+    if (r->outcome != OUTCOME_DONE) return false;
+    if (job_says) return true;
+    for (char *const *c = classes; c && *c; c++)
+        if (!strcmp(*c, r->name)) return true;
+    for (char *const *t = tags; t && *t; t++)
+        if (has_tag(r, *t, strlen(*t))) return true;
+    return false;
+}
+
+static cJSON *tags_json(const jobrec_t *r)
+{
+    cJSON *a = cJSON_CreateArray();
+    for (const char *p = r->tags; p && p < r->tags + r->tags_len;) {
+        const char *nl = memchr(p, '\n', (size_t)(r->tags + r->tags_len - p));
+        size_t len = nl ? (size_t)(nl - p) : (size_t)(r->tags + r->tags_len - p);
+        char *one = xstrndup(p, len);
+        cJSON_AddItemToArray(a, cJSON_CreateString(one));
+        free(one);
+        p += len + 1;
+    }
+    return a;
+}
+
 static cJSON *record_json(const jobrec_t *r)
 {
     cJSON *o = cJSON_CreateObject();
@@ -97,6 +161,8 @@ static cJSON *record_json(const jobrec_t *r)
     cJSON_AddNumberToObject(o, "s", (double)r->started_at);
     cJSON_AddNumberToObject(o, "f", (double)r->finished_at);
     cJSON_AddStringToObject(o, "e", r->exception);
+    if (r->ntags) cJSON_AddItemToObject(o, "g", tags_json(r));
+    if (r->silenced) cJSON_AddTrueToObject(o, "z");
     if (r->payload) {
         cJSON_AddItemToObject(o, "p", cJSON_CreateString(r->payload));
         if (r->payload_truncated) cJSON_AddTrueToObject(o, "t");
@@ -114,12 +180,13 @@ char *jobhist_encode(jobhist_t *h, size_t *len)
         jobrec_t *r = &h->v[(h->next - h->n + h->cap) % h->cap];
         /* a datagram stays well under the socket's buffer (escaping may
          * double a payload) */
-        size_t need = 2 * r->payload_len + 2 * JOBHIST_EXC_MAX + 1024;
+        size_t need = 2 * r->payload_len + 2 * r->tags_len + 2 * JOBHIST_EXC_MAX + 1024;
         if (k && bytes + need > JOBHIST_DATAGRAM_MAX) break;
         bytes += need;
         cJSON_AddItemToArray(arr, record_json(r));
         free(r->payload);
-        r->payload = NULL;
+        free(r->tags);
+        r->payload = NULL, r->tags = NULL, r->tags_len = 0, r->ntags = 0;
         h->n--;
     }
     char *s = cJSON_PrintUnformatted(top);
@@ -164,6 +231,28 @@ static bool known_queue(const char *q, char *const *queues, int nqueues)
     return false;
 }
 
+/* A worker's tags ("g", optional): at most JOBHIST_TAGS_MAX non-empty
+ * one-line strings of valid UTF-8 of at most JOBHIST_TAG_MAX bytes, as
+ * jobhist_add_tags makes them; a new array (empty when absent), or NULL. */
+static cJSON *tags_of(const cJSON *x)
+{
+    const cJSON *g = cJSON_GetObjectItemCaseSensitive(x, "g"), *t;
+    if (g && (!cJSON_IsArray(g) || cJSON_GetArraySize(g) > JOBHIST_TAGS_MAX)) return NULL;
+    cJSON *out = cJSON_CreateArray();
+    cJSON_ArrayForEach(t, g) {
+        const char *s = cJSON_IsString(t) ? t->valuestring : NULL;
+        bool ok = s && *s && strlen(s) <= JOBHIST_TAG_MAX && utf8_valid(s, strlen(s));
+        for (const unsigned char *c = (const unsigned char *)s; ok && *c; c++)
+            if (*c < 0x20) ok = false;
+        if (!ok) {
+            cJSON_Delete(out);
+            return NULL;
+        }
+        cJSON_AddItemToArray(out, cJSON_CreateString(s));
+    }
+    return out;
+}
+
 typedef struct {
     const char *pool, *host, *worker;
     int pid;
@@ -183,6 +272,8 @@ static cJSON *decode_record(const cJSON *x, char *const *queues, int nqueues, co
         return NULL;
     const cJSON *pv = cJSON_GetObjectItemCaseSensitive(x, "p");
     if (pv && !(p = str_of(x, "p", JOBHIST_PAYLOAD_MAX, true))) return NULL;
+    cJSON *tags = tags_of(x);
+    if (!tags) return NULL;
     cJSON *out = cJSON_CreateObject();
     cJSON_AddStringToObject(out, "uuid", u);
     cJSON_AddStringToObject(out, "id", i);
@@ -205,6 +296,9 @@ static cJSON *decode_record(const cJSON *x, char *const *queues, int nqueues, co
         cJSON_AddStringToObject(out, "exception", e);
     else
         cJSON_AddNullToObject(out, "exception");
+    cJSON_AddItemToObject(out, "tags", tags);
+    cJSON_AddBoolToObject(out, "silenced", cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(x, "z")) &&
+                                               outcome_from_name(o) == OUTCOME_DONE);
     if (p) {
         cJSON_AddStringToObject(out, "payload", p);
         cJSON_AddBoolToObject(out, "payload_truncated", cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(x, "t")));

@@ -19,7 +19,10 @@
  * A record (the API's shape, docs/api.md):
  *   {"uuid","id","name","queue","pool","host","worker","pid","attempt",
  *    "outcome","wait_ms","runtime_ms","started_at","finished_at",
- *    "exception","payload","payload_truncated"}
+ *    "exception","tags","silenced","payload","payload_truncated"}
+ * tags: the payload's own "tags" array (an app with Horizon pushes it),
+ * then those the handler reported (the PHP adapter computes Horizon's),
+ * bounded by JOBHIST_TAGS_MAX and JOBHIST_TAG_MAX.
  * payload only for released jobs (the copy that waits to run again) and,
  * with job_history_payloads, done ones; a failed job's is in the failed
  * store under its uuid.
@@ -39,6 +42,8 @@
 #define JOBHIST_EXC_MAX 512          /* exception summary bytes */
 #define JOBHIST_PAGE 16              /* records per datagram */
 #define JOBHIST_DATAGRAM_MAX 98304   /* bytes, roughly: records past it go in the next */
+#define JOBHIST_TAGS_MAX 20          /* tags kept per record */
+#define JOBHIST_TAG_MAX 120          /* bytes per tag; longer ones are cut */
 
 typedef struct {
     char uuid[64], id[64], name[256], queue[64];
@@ -46,6 +51,10 @@ typedef struct {
     char *payload;                   /* owned, or NULL */
     size_t payload_len;
     bool payload_truncated;
+    char *tags;                      /* owned, or NULL: '\n'-joined, each one line of valid UTF-8 */
+    size_t tags_len;
+    int ntags;
+    bool silenced;                   /* done, and silenced (jobhist_silenced) */
     long attempt;
     enum job_outcome outcome;
     double wait_ms;                  /* < 0: not known */
@@ -69,6 +78,15 @@ void jobhist_free(jobhist_t *h);
 jobrec_t *jobhist_add(jobhist_t *h, int outcome);
 void jobhist_set_str(char *dst, size_t cap, const char *s);     /* one line, cut at a UTF-8 boundary */
 void jobhist_set_payload(jobrec_t *r, const char *p, size_t len);
+/* Add the strings of a JSON array (text of len bytes; anything else is
+ * ignored) to r's tags: each repaired to valid UTF-8, made one line, cut at
+ * JOBHIST_TAG_MAX bytes; empty and repeated ones skipped; at most
+ * JOBHIST_TAGS_MAX in all. Returns how many were added. */
+int jobhist_add_tags(jobrec_t *r, const char *json, size_t len);
+/* Is a done record silenced, as Horizon's `silenced` and `silenced_tags`
+ * (NULL-terminated lists, or NULL) and its Silenced interface (the
+ * handler said so: job_says) have it? Only done records are. */
+bool jobhist_silenced(const jobrec_t *r, char *const *classes, char *const *tags, bool job_says);
 /* The next datagram of at most JOBHIST_PAGE records, oldest first,
  * removing them; NULL when the ring is empty. Caller frees. */
 char *jobhist_encode(jobhist_t *h, size_t *len);

@@ -220,6 +220,7 @@ void hresult_free(hresult_t *r)
     free(r->exc_class);
     free(r->message);
     free(r->job);
+    cJSON_free(r->tags);
     memset(r, 0, sizeof *r);
 }
 
@@ -533,6 +534,9 @@ static void response_fields(const cJSON *m, const char *status, hresult_t *res)
     res->exiting = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(m, "exiting"));
     const cJSON *job = cJSON_GetObjectItemCaseSensitive(m, "job");
     if (cJSON_IsObject(job)) res->job = cJSON_PrintUnformatted(job);
+    const cJSON *tags = cJSON_GetObjectItemCaseSensitive(m, "tags");
+    if (cJSON_IsArray(tags)) res->tags = cJSON_PrintUnformatted(tags); /* bounded when recorded (jobhist.h) */
+    res->silenced = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(m, "silenced"));
 }
 
 int handler_parse_line(const char *line, size_t len, int proto, uint64_t seq, hresult_t *res, char *why,

@@ -65,6 +65,8 @@ typedef struct {
     bool hooks_done;     /* pipe: the handler already ran the failure path */
     bool exiting;        /* pipe: the handler said this is its last response */
     char *job;           /* pop: the response's "job" object, as JSON (appdriver.h reads it) */
+    char *tags;          /* pipe: the response's "tags" array as JSON text, or NULL */
+    bool silenced;       /* pipe: the job is silenced (Horizon's Silenced interface) */
 } hresult_t;
 
 typedef struct handler handler_t;

@@ -1009,6 +1009,16 @@ static int job_outcome(const job_t *j, const hresult_t *res)
     }
 }
 
+/* The job's tags: those pushed with it (an app with Horizon installed),
+ * then those its handler reported (jobhist.h bounds them). */
+static void history_tags(jobrec_t *r, const job_t *j, const hresult_t *res)
+{
+    size_t ts, te;
+    if (j->pr.raw && json_top_value(j->pr.raw, j->pr.rawlen, "tags", &ts, &te))
+        jobhist_add_tags(r, j->pr.raw + ts, te - ts);
+    if (res && res->tags) jobhist_add_tags(r, res->tags, strlen(res->tags));
+}
+
 /* The attempt in the ring of recent jobs (copies, nothing formatted). */
 static void history_record(worker_t *w, const job_t *j, const hresult_t *res, int outcome, double runtime)
 {
@@ -1031,6 +1041,8 @@ static void history_record(worker_t *w, const job_t *j, const hresult_t *res, in
         jobhist_set_str(r->exception, sizeof r->exception, exc);
         free(exc);
     }
+    history_tags(r, j, res);
+    r->silenced = jobhist_silenced(r, w->p->silenced, w->p->silenced_tags, res && res->silenced);
     if (outcome == OUTCOME_RELEASED && j->hj.reserved)
         jobhist_set_payload(r, j->hj.reserved, j->hj.reslen); /* the copy that runs again */
     else if (outcome == OUTCOME_DONE && w->hist.payloads && j->pr.raw)

@@ -195,6 +195,28 @@ def test_job_history_and_bulk_retry_on_a_cluster(cluster, master_factory, tmp_pa
     assert rc.llen(PREFIX + "queues:{emails}") == 1 and rc.zcard(PREFIX + "qpool:failed:{emails}") == 0
 
 
+def test_monitored_tags_on_a_cluster(cluster, master_factory, tmp_path):
+    """Issue 31: a watched tag's list shares the history's hash tag, so the
+    script that fills it runs on one node."""
+    rc = cluster.client()
+    port = free_port()
+    m = master_factory()
+    m.write_config(pool(tmp_path / "fixture.log", n=1), redis_conf=cluster_conf(cluster),
+                   qpool='http = { listen = "127.0.0.1:%d"; read_without_token = "all"; };' % port)
+    m.start()
+    assert "watching" in m.cli("monitor", "add", "vip").stdout
+    push_many(rc, "{emails}", [make_payload("ok", tags=["vip"]) for _ in range(2)] + [make_payload("ok")])
+
+    def get(path):
+        with urllib.request.urlopen("http://127.0.0.1:%d%s" % (port, path), timeout=10) as res:
+            return json.loads(res.read())
+    wait_for(lambda: get("/api/monitoring")["tags"] == [{"tag": "vip", "jobs": 2}], 60, interval=0.3,
+             what="the watched tag's two jobs")
+    assert len(get("/api/monitoring/jobs?tag=vip")["jobs"]) == 2
+    assert rc.llen(PREFIX + "qpool:{qpool-jobs}:tag:vip") == 2
+    assert json.loads(m.cli("monitor", "list", "--json").stdout)["tags"] == [{"tag": "vip", "jobs": 2}]
+
+
 def test_status_and_balancing_count_every_slot(cluster, master_factory, tmp_path):
     rc = cluster.client()
     log = tmp_path / "fixture.log"

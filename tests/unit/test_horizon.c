@@ -75,6 +75,7 @@ static char *import(const char *json, const char *env, int *rc, char *err)
 static const char DESC[] =
     "{\"qpool_describe\":1,\"environment\":\"production\",\"queue_default\":\"redis\",\"horizon\":{"
     "\"waits\":{\"redis:default\":90,\"redis:odd.name\":5,\"redis:x\":\"soon\"},"
+    "\"silenced\":[\"App\\\\Jobs\\\\Ping\",3],\"silenced_tags\":[\"health\",\"a\\\"b\"],"
     "\"defaults\":{\"s1\":{\"connection\":\"redis\",\"queue\":[\"high\",\"low\"],\"balance\":\"auto\","
     "\"minProcesses\":2,\"maxProcesses\":3,\"tries\":2,\"timeout\":\"45\",\"memory\":-5,\"nice\":5,"
     "\"backoff\":[1,\"x\",3],\"rest\":0.5}},"
@@ -118,6 +119,14 @@ static void test_import_maps_supervisors(void **state)
     int prefetch = 0; /* the adapter's speed: several jobs per pop (a new file; the key's default stays 1) */
     assert_true(config_lookup_int(&cfg, "defaults.prefetch", &prefetch));
     assert_int_equal(prefetch, 8);
+    /* silenced and silenced_tags carried over (non-strings left out) */
+    config_setting_t *sil = config_lookup(&cfg, "defaults.silenced"), *st = config_lookup(&cfg, "defaults.silenced_tags");
+    assert_non_null(sil);
+    assert_int_equal(config_setting_length(sil), 1);
+    assert_string_equal(config_setting_get_string_elem(sil, 0), "App\\Jobs\\Ping");
+    assert_non_null(st);
+    assert_int_equal(config_setting_length(st), 2);
+    assert_string_equal(config_setting_get_string_elem(st, 1), "a\"b");
     config_destroy(&cfg);
     free(out);
 }

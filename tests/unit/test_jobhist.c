@@ -248,6 +248,71 @@ static void test_records_are_valid_utf8(void **state)
     cJSON_Delete(out);
 }
 
+static void test_tags_are_bounded_repaired_and_deduplicated(void **state)
+{
+    (void)state;
+    jobhist_t h;
+    jobhist_init(&h, 4, 1, false);
+    jobrec_t *r = add(&h, OUTCOME_DONE, "u-t");
+    char long_tag[300];
+    memset(long_tag, 'x', sizeof long_tag - 1);
+    long_tag[sizeof long_tag - 1] = '\0';
+    char json[1024];
+    snprintf(json, sizeof json, "[\"App\\\\Models\\\\User:1\",\"a\\nb\",\"\",7,null,\"App\\\\Models\\\\User:1\",\"%s\",\"\xff\"]",
+             long_tag);
+    assert_int_equal(jobhist_add_tags(r, json, strlen(json)), 4); /* "", 7, null and the repeat skipped */
+    assert_int_equal(jobhist_add_tags(r, "not json", 8), 0);
+    assert_int_equal(jobhist_add_tags(r, "{\"a\":\"b\"}", 9), 0);
+    char many[4096] = "[";
+    for (int i = 0; i < 40; i++) snprintf(many + strlen(many), sizeof many - strlen(many), "%s\"t%d\"", i ? "," : "", i);
+    strcat(many, "]");
+    assert_int_equal(jobhist_add_tags(r, many, strlen(many)), JOBHIST_TAGS_MAX - 4);
+    cJSON *out = round_trip(&h);
+    const cJSON *tags = cJSON_GetObjectItem(cJSON_GetArrayItem(out, 0), "tags");
+    assert_int_equal(cJSON_GetArraySize(tags), JOBHIST_TAGS_MAX);
+    assert_string_equal(cJSON_GetArrayItem(tags, 0)->valuestring, "App\\Models\\User:1");
+    assert_string_equal(cJSON_GetArrayItem(tags, 1)->valuestring, "a b"); /* one line */
+    assert_int_equal(strlen(cJSON_GetArrayItem(tags, 2)->valuestring), JOBHIST_TAG_MAX);
+    assert_string_equal(cJSON_GetArrayItem(tags, 3)->valuestring, "\xef\xbf\xbd"); /* U+FFFD */
+    assert_string_equal(cJSON_GetArrayItem(tags, 4)->valuestring, "t0");
+    cJSON_Delete(out);
+    /* a record without tags has an empty list */
+    add(&h, OUTCOME_DONE, "u-n");
+    out = round_trip(&h);
+    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(cJSON_GetArrayItem(out, 0), "tags")), 0);
+    cJSON_Delete(out);
+    jobhist_free(&h);
+    /* the master refuses tags a worker would not send */
+    const char *bad[] = {"[\"a\\nb\"]", "[\"\"]", "[1]", "\"a\"", "[\"\xff\"]"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        char msg[512], err[128];
+        snprintf(msg, sizeof msg,
+                 "{\"h\":[{\"u\":\"\",\"i\":\"\",\"n\":\"\",\"q\":\"high\",\"a\":1,\"o\":\"done\",\"w\":-1,"
+                 "\"r\":0,\"s\":0,\"f\":0,\"e\":\"\",\"g\":%s}]}", bad[i]);
+        cJSON *o = cJSON_CreateArray();
+        assert_int_equal(jobhist_decode(msg, strlen(msg), QUEUES, 2, "w", "h", "w#1", 1, o, err, sizeof err), -1);
+        cJSON_Delete(o);
+    }
+}
+
+static void test_silenced_by_class_tag_or_the_job(void **state)
+{
+    (void)state;
+    jobhist_t h;
+    jobhist_init(&h, 4, 1, false);
+    char *classes[] = {"App\\Jobs\\Y", "App\\Jobs\\X", NULL}, *tags[] = {"noisy", NULL};
+    jobrec_t *r = add(&h, OUTCOME_DONE, "u-s"); /* App\Jobs\X */
+    assert_true(jobhist_silenced(r, classes, NULL, false));
+    assert_false(jobhist_silenced(r, NULL, tags, false));
+    assert_false(jobhist_silenced(r, NULL, NULL, false));
+    assert_true(jobhist_silenced(r, NULL, NULL, true));
+    jobhist_add_tags(r, "[\"noisy\"]", 9);
+    assert_true(jobhist_silenced(r, NULL, tags, false));
+    r->outcome = OUTCOME_FAILED; /* a failure is never silenced */
+    assert_false(jobhist_silenced(r, classes, tags, true));
+    jobhist_free(&h);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -259,6 +324,8 @@ int main(void)
         cmocka_unit_test(test_big_payloads_split_datagrams),
         cmocka_unit_test(test_refuses_what_it_did_not_write),
         cmocka_unit_test(test_pending_keeps_the_newest_in_order),
+        cmocka_unit_test(test_tags_are_bounded_repaired_and_deduplicated),
+        cmocka_unit_test(test_silenced_by_class_tag_or_the_job),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,205 @@
+<?php
+
+namespace Qpool\Laravel;
+
+use Throwable;
+
+/**
+ * A job's tags, by the rules Horizon documents (computed here, when the job
+ * runs, for apps without Horizon; a payload Horizon tagged keeps its own):
+ *
+ *  - the job's `tags()` method, when it has one and it returns tags;
+ *  - else `Model:id` for each Eloquent model, and each model of an Eloquent
+ *    collection, among the job's properties.
+ *
+ * A queued mailable, notification or broadcast event is tagged by the object
+ * it carries (the mailable, the notification, the event); a queued listener
+ * by the listener's `tags($event)` and by its event. qpool bounds what it
+ * keeps (20 tags of 120 bytes).
+ */
+final class Tags
+{
+    /** @var object|null the command the last CallQueuedHandler unserialized (TaggingCallQueuedHandler) */
+    public static $command = null;
+
+    private const MAX = 50; // more are never kept (qpool keeps 20)
+
+    /**
+     * Have CallQueuedHandler hand over the command it unserializes, when the
+     * app does not bind CallQueuedHandler itself and getCommand() is the one
+     * this adapter knows (Laravel 8 to 13). False: no computed tags.
+     */
+    public static function install($app): bool
+    {
+        $base = 'Illuminate\Queue\CallQueuedHandler';
+
+        try {
+            if (! class_exists($base) || $app->bound($base)) {
+                return false;
+            }
+
+            $m = new \ReflectionMethod($base, 'getCommand');
+
+            if (! $m->isProtected() || $m->getNumberOfParameters() !== 1 || $m->hasReturnType()) {
+                return false;
+            }
+
+            require_once __DIR__.'/TaggingCallQueuedHandler.php';
+            $app->bind($base, TaggingCallQueuedHandler::class);
+
+            return true;
+        } catch (Throwable $e) {
+            Protocol::log('job tags are not computed: '.$e->getMessage());
+
+            return false;
+        }
+    }
+
+    /** Does the command the last job ran implement Horizon's Silenced (by name: Horizon need not be installed)? */
+    public static function silenced(): bool
+    {
+        $implements = is_object(self::$command) ? class_implements(self::$command) : [];
+
+        return is_array($implements) && isset($implements['Laravel\Horizon\Contracts\Silenced']);
+    }
+
+    /** The tags of the command the last job ran (forgotten after); [] on any error. */
+    public static function take(): array
+    {
+        $command = self::$command;
+        self::$command = null;
+
+        if (! is_object($command)) {
+            return [];
+        }
+
+        try {
+            return self::bounded(self::of($command));
+        } catch (Throwable $e) {
+            return [];
+        }
+    }
+
+    public static function of($job): array
+    {
+        if (is_a($job, 'Illuminate\Events\CallQueuedListener')) {
+            return self::ofListener($job);
+        }
+
+        $targets = self::targets($job);
+        $explicit = self::explicit($targets);
+
+        return $explicit ?: self::models($targets);
+    }
+
+    private static function ofListener($job): array
+    {
+        $event = self::event($job);
+        $tags = [];
+
+        if (is_string($job->class ?? null) && method_exists($job->class, 'tags')) {
+            $listener = (new \ReflectionClass($job->class))->newInstanceWithoutConstructor();
+            $tags = self::strings($listener->tags($event));
+        }
+
+        return array_values(array_unique(array_merge($tags, self::of($event))));
+    }
+
+    /** What a queued wrapper carries, else the job itself. */
+    private static function targets($job): array
+    {
+        $carried = [
+            'Illuminate\Broadcasting\BroadcastEvent' => 'event',
+            'Illuminate\Mail\SendQueuedMailable' => 'mailable',
+            'Illuminate\Notifications\SendQueuedNotifications' => 'notification',
+        ];
+
+        foreach ($carried as $class => $property) {
+            if (is_a($job, $class)) {
+                return is_object($job->{$property} ?? null) ? [$job->{$property}] : [];
+            }
+        }
+
+        return [$job];
+    }
+
+    private static function event($listenerJob)
+    {
+        $data = $listenerJob->data ?? null;
+
+        return is_array($data) && isset($data[0]) && is_object($data[0]) ? $data[0] : new \stdClass();
+    }
+
+    private static function explicit(array $targets): array
+    {
+        $tags = [];
+
+        foreach ($targets as $t) {
+            if (method_exists($t, 'tags')) {
+                $tags = array_merge($tags, self::strings($t->tags()));
+            }
+        }
+
+        return array_values(array_unique($tags));
+    }
+
+    private static function models(array $targets): array
+    {
+        $tags = [];
+
+        foreach ($targets as $t) {
+            foreach ((new \ReflectionObject($t))->getProperties() as $p) {
+                if ($p->isStatic()) {
+                    continue;
+                }
+
+                if (PHP_VERSION_ID < 80100) {
+                    $p->setAccessible(true); // always so from 8.1; deprecated in 8.5
+                }
+
+                if (! $p->isInitialized($t)) {
+                    continue;
+                }
+
+                $value = $p->getValue($t);
+                $models = is_a($value, 'Illuminate\Database\Eloquent\Collection') ? $value->all() : [$value];
+
+                foreach ($models as $m) {
+                    if (is_a($m, 'Illuminate\Database\Eloquent\Model') && is_scalar($m->getKey())) {
+                        $tags[] = get_class($m).':'.$m->getKey();
+                    }
+                }
+
+                if (count($tags) >= self::MAX) {
+                    break 2;
+                }
+            }
+        }
+
+        return array_values(array_unique($tags));
+    }
+
+    private static function strings($tags): array
+    {
+        $out = [];
+
+        foreach (is_iterable($tags) ? $tags : [] as $t) {
+            if (is_scalar($t) || (is_object($t) && method_exists($t, '__toString'))) {
+                $out[] = (string) $t;
+            }
+
+            if (count($out) >= self::MAX) {
+                break;
+            }
+        }
+
+        return $out;
+    }
+
+    private static function bounded(array $tags): array
+    {
+        return array_slice(array_values(array_filter($tags, function ($t) {
+            return is_string($t) && $t !== '';
+        })), 0, self::MAX);
+    }
+}

@@ -1,0 +1,188 @@
+/*
+ * monitored.c - monitored tags in Redis (see monitored.h).
+ */
+#include "observe/monitored.h"
+#include "observe/jobhist.h"
+#include "core/util.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static char *mkey(const rconn_t *c, const char *what, const char *tag)
+{
+    return xasprintf("%sqpool:{qpool-jobs}:%s%s", c->conf.prefix, what, tag ? tag : "");
+}
+
+bool monitored_tag_ok(const char *tag)
+{
+    size_t n = tag ? strlen(tag) : 0;
+    if (!n || n > JOBHIST_TAG_MAX || !utf8_valid(tag, n)) return false;
+    for (const unsigned char *c = (const unsigned char *)tag; *c; c++)
+        if (*c < 0x20 || *c == 0x7f) return false;
+    return true;
+}
+
+/* KEYS: the set. ARGV: the tag lists' key prefix, max, ttl ms, then
+ * (tags '\n'-joined, record) pairs, oldest first. The lists are in the
+ * set's hash tag (the prefix holds it), so one node has them all. */
+static const char ADD_LUA[] =
+    "if redis.call('scard', KEYS[1]) == 0 then return 0 end\n"
+    "local pre, max, ttl, n = ARGV[1], tonumber(ARGV[2]), ARGV[3], 0\n"
+    "for i = 4, #ARGV, 2 do\n"
+    "  for t in string.gmatch(ARGV[i], '[^\\n]+') do\n"
+    "    if redis.call('sismember', KEYS[1], t) == 1 then\n"
+    "      local k = pre .. t\n"
+    "      redis.call('lpush', k, ARGV[i + 1])\n"
+    "      redis.call('ltrim', k, 0, max - 1)\n"
+    "      redis.call('pexpire', k, ttl)\n"
+    "      n = n + 1\n"
+    "    end\n"
+    "  end\n"
+    "end\n"
+    "return n\n";
+
+static rscript_t add_script;
+
+/* A record's tags '\n'-joined, and the record without its payload; false
+ * when it has no tags (the bytes say so before any parsing). */
+static bool tagged_record(const char *rec, char **tags, char **slim)
+{
+    if (strstr(rec, "\"tags\":[]") || !strstr(rec, "\"tags\":[")) return false;
+    cJSON *o = cJSON_Parse(rec);
+    const cJSON *t, *arr = cJSON_GetObjectItemCaseSensitive(o, "tags");
+    sbuf_t b;
+    sbuf_init(&b);
+    cJSON_ArrayForEach(t, arr) {
+        if (!cJSON_IsString(t) || strchr(t->valuestring, '\n')) continue;
+        if (b.len) sbuf_append(&b, "\n", 1);
+        sbuf_append(&b, t->valuestring, strlen(t->valuestring));
+    }
+    if (!b.len) {
+        sbuf_free(&b);
+        cJSON_Delete(o);
+        return false;
+    }
+    cJSON_DeleteItemFromObjectCaseSensitive(o, "payload");
+    cJSON_DeleteItemFromObjectCaseSensitive(o, "payload_truncated");
+    *tags = sbuf_steal(&b);
+    *slim = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    return true;
+}
+
+int monitored_add_jobs(rconn_t *c, const char *const *recs, int n, int max, int64_t retention_s)
+{
+    int argc = 5, k = 0;
+    char **argv = xcalloc((size_t)(5 + 2 * n), sizeof *argv);
+    argv[k++] = mkey(c, "monitored", NULL);
+    argv[k++] = mkey(c, "tag:", NULL);
+    argv[k++] = xasprintf("%d", max);
+    argv[k++] = xasprintf("%lld", (long long)retention_s * 1000);
+    for (int i = 0; i < n; i++)
+        if (tagged_record(recs[i], &argv[k], &argv[k + 1])) k += 2;
+    argc = k;
+    int rv = 0;
+    if (argc > 4) {
+        size_t *lens = xcalloc((size_t)argc, sizeof *lens);
+        for (int i = 0; i < argc; i++) lens[i] = strlen(argv[i]);
+        if (!add_script.body) rscript_init(&add_script, ADD_LUA);
+        redisReply *r = NULL;
+        rv = rconn_ensure(c) == 0 && rconn_script(c, &add_script, 1, argc, (const char **)argv, lens, -1, -1, &r) == RC_OK
+                 ? 0
+                 : -1;
+        if (r) freeReplyObject(r);
+        free(lens);
+    }
+    for (int i = 0; i < argc; i++) free(argv[i]);
+    free(argv);
+    return rv;
+}
+
+static int by_tag(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The set's members, sorted (caller frees each and the array); -1 when
+ * Redis is unavailable. */
+static int members(rconn_t *c, char ***out)
+{
+    char *key = mkey(c, "monitored", NULL);
+    const char *argv[] = {"SMEMBERS", key};
+    redisReply *r = rconn_ensure(c) == 0 ? rconn_call(c, 2, argv, NULL) : NULL;
+    free(key);
+    if (!r || r->type != REDIS_REPLY_ARRAY) {
+        if (r) freeReplyObject(r);
+        return -1;
+    }
+    int n = 0;
+    *out = xcalloc(r->elements + 1, sizeof **out);
+    for (size_t i = 0; i < r->elements && n < MONITORED_MAX; i++)
+        if (r->element[i]->type == REDIS_REPLY_STRING) (*out)[n++] = xstrndup(r->element[i]->str, r->element[i]->len);
+    freeReplyObject(r);
+    qsort(*out, (size_t)n, sizeof **out, by_tag);
+    return n;
+}
+
+cJSON *monitored_list(rconn_t *c)
+{
+    char **tags = NULL;
+    int n = members(c, &tags);
+    if (n < 0) return NULL;
+    cJSON *o = cJSON_CreateObject(), *arr = cJSON_AddArrayToObject(o, "tags");
+    for (int i = 0; i < n; i++) {
+        char *key = mkey(c, "tag:", tags[i]);
+        const char *argv[] = {"LLEN", key};
+        redisReply *r = rconn_call(c, 2, argv, NULL);
+        free(key);
+        cJSON *t = cJSON_CreateObject();
+        cJSON_AddStringToObject(t, "tag", tags[i]);
+        cJSON_AddNumberToObject(t, "jobs", r && r->type == REDIS_REPLY_INTEGER ? (double)r->integer : 0);
+        cJSON_AddItemToArray(arr, t);
+        if (r) freeReplyObject(r);
+        free(tags[i]);
+    }
+    free(tags);
+    return o;
+}
+
+static long long call_int(rconn_t *c, int argc, const char **argv)
+{
+    redisReply *r = rconn_call(c, argc, argv, NULL);
+    long long v = r && r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
+    if (r) freeReplyObject(r);
+    return v;
+}
+
+int monitored_set(rconn_t *c, const char *tag, bool add)
+{
+    if (rconn_ensure(c) < 0) return -1;
+    char *set = mkey(c, "monitored", NULL), *list = mkey(c, "tag:", tag);
+    const char *is[] = {"SISMEMBER", set, tag}, *card[] = {"SCARD", set};
+    long long member = call_int(c, 3, is), count = member < 0 ? -1 : call_int(c, 2, card);
+    int rv = -1;
+    if (member >= 0 && count >= 0) {
+        if (add && !member && count >= MONITORED_MAX)
+            rv = -2;
+        else if (add) {
+            const char *argv[] = {"SADD", set, tag};
+            rv = (int)call_int(c, 3, argv);
+        } else {
+            const char *argv[] = {"SREM", set, tag}, *del[] = {"DEL", list};
+            rv = (int)call_int(c, 3, argv);
+            if (rv >= 0 && call_int(c, 2, del) < 0) rv = -1;
+        }
+    }
+    free(set);
+    free(list);
+    return rv < 0 && rv != -2 ? -1 : rv;
+}
+
+cJSON *monitored_jobs(rconn_t *c, const char *tag, const job_filter_t *f)
+{
+    char *key = mkey(c, "tag:", tag);
+    cJSON *out = history_jobs_in(c, key, f);
+    free(key);
+    return out;
+}

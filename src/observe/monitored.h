@@ -1,0 +1,45 @@
+/*
+ * monitored.h - monitored tags (issue 31): a watched tag's job records are
+ * kept apart from the recent-jobs list, longer and bounded in count. Keys,
+ * on the history's connection and in its cluster hash tag (history.h):
+ *
+ *   <prefix>qpool:{qpool-jobs}:monitored   set of the watched tags (at most
+ *                                          MONITORED_MAX; no expiry)
+ *   <prefix>qpool:{qpool-jobs}:tag:<tag>   that tag's job records (JSON, as
+ *                                          the recent list's, without the
+ *                                          payload), newest first, trimmed
+ *                                          to monitored_tag_jobs, expiring
+ *                                          monitored_tag_retention after
+ *                                          its last write
+ *
+ * The master adds each record with tags to the lists of its watched tags
+ * (one script, only when a record has tags); forgetting a tag deletes its
+ * list.
+ */
+#ifndef QPOOL_MONITORED_H
+#define QPOOL_MONITORED_H
+
+#include <cjson/cJSON.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "observe/history.h"
+#include "redis/rconn.h"
+
+#define MONITORED_MAX 100              /* watched tags per connection */
+
+/* A tag one may watch: 1..JOBHIST_TAG_MAX bytes of valid UTF-8, no control byte. */
+bool monitored_tag_ok(const char *tag);
+/* Records (the recent list's JSON) into their watched tags' lists. 0, or
+ * -1 when Redis was not reached. */
+int monitored_add_jobs(rconn_t *c, const char *const *recs, int n, int max, int64_t retention_s);
+/* {"tags":[{"tag":T,"jobs":N}...]} by name, N the records its list holds;
+ * NULL when Redis is unavailable. */
+cJSON *monitored_list(rconn_t *c);
+/* Watch (add) or stop watching a tag (its list deleted). 1 done, 0 nothing
+ * to do (already so), -2 MONITORED_MAX reached, -1 Redis unavailable. */
+int monitored_set(rconn_t *c, const char *tag, bool add);
+/* A watched tag's records, newest first, filtered as history_jobs. */
+cJSON *monitored_jobs(rconn_t *c, const char *tag, const job_filter_t *f);
+
+#endif
