@@ -51,6 +51,8 @@ const char QLIMIT_PRE_LUA[] =
     "local function lim_match(job, qname)\n"
     "  local ok, d = pcall(cjson.decode, job)\n"
     "  if not ok or type(d) ~= 'table' or tonumber(d['attempts']) == nil then return {}, false end\n"
+    "  -- a job the pop below cannot encode again is moved aside as poison: no slot for it\n"
+    "  if not pcall(cjson.encode, d) then return {}, false end\n"
     "  local cls = d['displayName']\n"
     "  local hit = {}\n"
     "  for _, l in ipairs(lims) do\n"
