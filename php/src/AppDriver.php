@@ -106,6 +106,8 @@ final class AppDriver
         $this->running = true;
         $started = microtime(true);
 
+        Tags::$command = null; // the last job's, else
+
         try {
             $this->armTimeout($worker, $connection, $queues, $job, $options);
             $this->call('runJob', $job, $connection, $options);
@@ -119,7 +121,18 @@ final class AppDriver
 
         $quit = $quit || $worker->shouldQuit;
 
-        return $this->outcome($job) + ['job' => self::describeJob($job, $poppedAt, (microtime(true) - $started) * 1000)];
+        return $this->outcome($job) + ['job' => self::describeJob($job, $poppedAt, (microtime(true) - $started) * 1000)]
+            + self::tags($job);
+    }
+
+    /** The job's tags (its payload's, else the adapter's, as Horizon makes them) and whether it is silenced. */
+    private static function tags($job): array
+    {
+        $silenced = Tags::silenced() ? ['silenced' => true] : [];
+        $payload = $job->payload();
+        $tags = isset($payload['tags']) && is_array($payload['tags']) ? $payload['tags'] : Tags::take();
+
+        return ($tags ? ['tags' => array_values($tags)] : []) + $silenced;
     }
 
     /** Call one of the Worker's protected methods (the ones queue:work's loop calls). */

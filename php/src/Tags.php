@@ -24,6 +24,8 @@ final class Tags
 
     private const MAX = 50; // more are never kept (qpool keeps 20)
 
+    private const BYTES_MAX = 512; // of one tag (qpool keeps 120, cut where UTF-8 allows)
+
     /**
      * Have CallQueuedHandler hand over the command it unserializes, when the
      * app does not bind CallQueuedHandler itself and getCommand() is the one
@@ -185,7 +187,7 @@ final class Tags
 
         foreach (is_iterable($tags) ? $tags : [] as $t) {
             if (is_scalar($t) || (is_object($t) && method_exists($t, '__toString'))) {
-                $out[] = (string) $t;
+                $out[] = substr((string) $t, 0, self::BYTES_MAX); // a huge one never crosses the pipe
             }
 
             if (count($out) >= self::MAX) {
@@ -198,8 +200,10 @@ final class Tags
 
     private static function bounded(array $tags): array
     {
-        return array_slice(array_values(array_filter($tags, function ($t) {
+        return array_map(function ($t) {
+            return substr($t, 0, self::BYTES_MAX);
+        }, array_slice(array_values(array_filter($tags, function ($t) {
             return is_string($t) && $t !== '';
-        })), 0, self::MAX);
+        })), 0, self::MAX));
     }
 }

@@ -1833,6 +1833,9 @@ static void check_limited_pools(ctx_t *x, const config_setting_t *s)
                  p->name, p->connection);
         if (p->handler_type == HANDLER_NONE)
             cwarn(x, s, "limits: pool %s runs a command, which pops on its own: its jobs are not limited", p->name);
+        else if (p->app_driver)
+            cwarn(x, s, "limits: pool %s runs through the app's driver (app_driver), which pops on its own: its jobs "
+                        "are not limited", p->name);
         else if (p->prefetch > 1) {
             cwarn(x, s, "limits: pool %s: prefetch = %d is ignored: a pool under limits pops one job at a time",
                   p->name, p->prefetch);

@@ -277,13 +277,31 @@ static bool field_is(const cJSON *rec, const char *k, const char *want)
 
 static double finished_at(const cJSON *rec);
 
-/* needle in hay, ASCII letters' case ignored */
+static unsigned lc(char c)
+{
+    unsigned char u = (unsigned char)c;
+    return u >= 'A' && u <= 'Z' ? u + 32u : u;
+}
+
+/* needle in hay, ASCII letters' case ignored; a rolling hash keeps it
+ * linear whatever the two hold (a needle of "aaa...b" in "aaa...": a plain
+ * search did a comparison of the needle's length at every byte) */
 static bool has_text(const char *hay, size_t n, const char *needle)
 {
+    const uint64_t base = 1099511628211ULL;
     size_t k = strlen(needle);
-    for (size_t i = 0; k <= n && i <= n - k; i++)
-        if (!strncasecmp(hay + i, needle, k)) return true;
-    return false;
+    if (k > n) return false;
+    uint64_t hn = 0, hh = 0, top = 1;
+    for (size_t i = 0; i < k; i++) {
+        hn = hn * base + lc(needle[i]);
+        hh = hh * base + lc(hay[i]);
+        if (i) top *= base;
+    }
+    for (size_t i = 0;; i++) {
+        if (hh == hn && !strncasecmp(hay + i, needle, k)) return true;
+        if (i + k >= n) return false;
+        hh = (hh - top * lc(hay[i])) * base + lc(hay[i + k]);
+    }
 }
 
 static bool str_has(const cJSON *rec, const char *k, const char *needle)

@@ -1788,7 +1788,9 @@ static void app_settle(worker_t *w, job_t *j, hresult_t *res)
 {
     if (res->job) app_job_fill(w, j, res->job);
     j->failed = res->kind == HRES_FAILED;
-    if (j->app.runtime_ms >= 0) j->started_s = mono_s() - j->app.runtime_ms / 1000.0;
+    /* the handler's own figure, when it says one no longer than qpool measured */
+    if (j->app.runtime_ms >= 0 && j->app.runtime_ms <= ms_since(j->started_s))
+        j->started_s = mono_s() - j->app.runtime_ms / 1000.0;
     if (res->kind == HRES_FAILED) w->jobs_failed++;
     char extra[64];
     snprintf(extra, sizeof extra, " %.2f ms", ms_since(j->started_s));
@@ -1809,6 +1811,9 @@ static void app_no_job(worker_t *w, const hresult_t *res)
     } else if (res->kind == HRES_EXCEPTION && !res->exiting) {
         log_warn("the handler could not pop from queue connection %s: %.*s", w->p->queue_connection, 1000,
                  res->exception ? res->exception : "?");
+        wait_signals(w, 1000);
+    } else if (res->kind == HRES_POPPED) { /* not the wire: never ask again at once */
+        log_warn("the handler said it popped a job but did not say which: asking again in 1 s");
         wait_signals(w, 1000);
     }
 }
