@@ -150,12 +150,13 @@
   }
   /* An action: POST, say what happened, refresh the page's data. */
   /* A bulk retry answers a page at a time: go on with its cursor until nothing is left. */
+  /* One by filter answers a step at a time too, its cursor a text: the counts add up. */
   function postAll(path, body, done) {
     return post(path, body).then(j => {
-      var n = done + (j.retried || 0);
-      if (j.remaining > 0 && j.cursor) return postAll(path, Object.assign({}, body, { cursor: j.cursor }), n);
-      if (j.retried != null) j.retried = n;
-      return j;
+      var d = done || {};
+      ['retried', 'forgotten', 'matched'].forEach(k => { if (j[k] != null) d[k] = (d[k] || 0) + j[k]; });
+      if (j.cursor && (j.remaining > 0 || typeof j.cursor === 'string')) return postAll(path, Object.assign({}, body, { cursor: j.cursor }), d);
+      return Object.assign(j, d);
     });
   }
 
@@ -163,7 +164,7 @@
     var run = () => {
       if (btn) btn.disabled = true;
       return postAll(path, body, 0).then(j => {
-        var extra = j.retried != null ? ' (' + num(j.retried) + ' retried)' : '';
+        var extra = j.retried != null ? ' (' + num(j.retried) + ' retried)' : j.forgotten != null ? ' (' + num(j.forgotten) + ' forgotten)' : '';
         notice(label + ': done' + extra, true);
       }, e => {
         if (e.status === 401) {
@@ -392,12 +393,14 @@
   var last = {}; /* url -> time fetched, for slow channels */
   function route() {
     var h = location.hash.replace(/^#\/?/, '');
+    var qi = h.indexOf('?'), query = qi >= 0 ? h.slice(qi + 1) : '';
+    if (qi >= 0) h = h.slice(0, qi); /* a page's filters: #/failed?class=... */
     var parts = h.split('/');
     var name = parts[0] || 'overview';
     var arg = parts.length > 1 ? decodeURIComponent(parts.slice(1).join('/')) : null;
     if (name === 'jobs' && arg) name = 'job';
     if (!pages[name]) name = 'overview';
-    return { name: name, arg: arg };
+    return { name: name, arg: arg, params: new URLSearchParams(query) };
   }
   function navigate() {
     var r = route();
@@ -411,7 +414,7 @@
       a.classList.toggle('active', on);
       if (on) a.setAttribute('aria-current', 'page'); else a.removeAttribute('aria-current');
     });
-    cur = { page: pages[r.name], arg: r.arg, state: {}, lastText: {} };
+    cur = { page: pages[r.name], arg: r.arg, state: { params: r.params }, lastText: {} };
     clear(main);
     cur.root = el('div', { id: 'page-' + r.name, class: 'page' });
     main.append(cur.root);
@@ -1014,30 +1017,125 @@
   }
 
   /* ---------- Failed ---------- */
+  /* The search runs on the server (GET /api/failed?class=...&q=...); the
+   * URL keeps the filters (#/failed?...): bookmarkable, back works. */
+  var FFILTER = ['q', 'class', 'queue', 'since', 'until'], FMATCH = 100;
+  function localInput(sec) {
+    var d = new Date(sec * 1000), p = n => String(n).padStart(2, '0');
+    return d.getFullYear() + '-' + p(d.getMonth() + 1) + '-' + p(d.getDate()) + 'T' + p(d.getHours()) + ':' + p(d.getMinutes()) + ':' + p(d.getSeconds());
+  }
+  function failedFilter(params) {
+    var f = {};
+    FFILTER.forEach(k => { var v = params.get(k); if (v) f[k] = v; });
+    return f;
+  }
   pages.failed = {
     title: 'Failed jobs',
     mount: (root, s) => {
       root.append(el('h1', { text: 'Failed jobs' }));
+      s.filter = failedFilter(s.params);
+      var form = el('form', { class: 'toolbar', id: 'failed-filter' }), inputs = {};
+      function field(k, label, input) {
+        var v = s.filter[k] || '';
+        input.name = k;
+        input.value = (k === 'since' || k === 'until') ? (/^\d+$/.test(v) ? localInput(+v) : '') : v;
+        form.append(el('label', null, label, input));
+        inputs[k] = input;
+      }
+      s.search = el('input', { type: 'search', id: 'failed-search', placeholder: 'text in the payload or exception', size: 26 });
+      field('q', 'Search', s.search);
+      field('class', 'Class', el('input', { type: 'search', id: 'failed-class', list: 'dl-fname', size: 22, placeholder: 'App\\Jobs\\…' }));
+      field('queue', 'Queue', el('input', { type: 'search', id: 'failed-queue', list: 'dl-fqueue', size: 10 }));
+      field('since', 'Since', el('input', { type: 'datetime-local', step: 1, id: 'failed-since' }));
+      field('until', 'Until', el('input', { type: 'datetime-local', step: 1, id: 'failed-until' }));
+      function go(f) {
+        var qs = new URLSearchParams(f).toString(), h = '#/failed' + (qs ? '?' + qs : '');
+        if (location.hash === h) refresh(true); else location.hash = h;
+      }
+      form.addEventListener('submit', ev => {
+        ev.preventDefault();
+        var f = {};
+        FFILTER.forEach(k => {
+          var v = inputs[k].value.trim();
+          if (v && (k === 'since' || k === 'until')) { var t = new Date(v).getTime(); v = t === t ? String(Math.floor(t / 1000)) : ''; }
+          if (v) f[k] = v;
+        });
+        go(f);
+      });
+      form.append(el('button', { type: 'submit', id: 'failed-go', text: 'Search' }),
+        el('button', { type: 'button', text: 'Clear', on: { click: () => { go({}); } } }));
+      s.dl = { name: el('datalist', { id: 'dl-fname' }), queue: el('datalist', { id: 'dl-fqueue' }) };
+      root.append(form);
+      add(root, [s.dl.name, s.dl.queue]);
       var bar = el('div', { class: 'toolbar' });
-      s.search = el('input', { type: 'search', id: 'failed-search', placeholder: 'search uuid, class, queue, exception', size: 34 });
-      s.search.addEventListener('input', () => { if (s.list) renderFailed(s); });
-      bar.append(el('label', null, 'Search', s.search));
-      s.byName = el('select', { id: 'bulk-name' });
-      s.byQueue = el('select', { id: 'bulk-queue' });
-      bar.append(el('label', null, 'Retry all of class', s.byName, actBtn('retry-name', 'Retry class', b => {
-        if (s.byName.value) act('Retry all ' + s.byName.value, 'api/failed/retry', { name: s.byName.value }, b);
-      })));
-      bar.append(el('label', null, 'Retry all in queue', s.byQueue, actBtn('retry-queue', 'Retry queue', b => {
-        if (s.byQueue.value) act('Retry all in queue ' + s.byQueue.value, 'api/failed/retry', { queue: s.byQueue.value }, b);
-      })));
+      if (Object.keys(s.filter).length) {
+        bar.append(el('span', { class: 'muted', text: 'What this filter matches: ' }),
+          actBtn('retry-filter', 'Retry matching', b => { bulkFilter(s, 'retry', b); }),
+          actBtn('forget-filter', 'Forget matching', b => { bulkFilter(s, 'forget', b); }, 'danger'));
+        s.confirm = el('div', { id: 'failed-confirm', class: 'btns' });
+        bar.append(s.confirm);
+      } else {
+        s.byName = el('select', { id: 'bulk-name' });
+        s.byQueue = el('select', { id: 'bulk-queue' });
+        bar.append(el('label', null, 'Retry all of class', s.byName, actBtn('retry-name', 'Retry class', b => {
+          if (s.byName.value) act('Retry all ' + s.byName.value, 'api/failed/retry', { name: s.byName.value }, b);
+        })));
+        bar.append(el('label', null, 'Retry all in queue', s.byQueue, actBtn('retry-queue', 'Retry queue', b => {
+          if (s.byQueue.value) act('Retry all in queue ' + s.byQueue.value, 'api/failed/retry', { queue: s.byQueue.value }, b);
+        })));
+      }
       root.append(bar);
       s.count = el('p', { class: 'muted', id: 'failed-count' });
       root.append(s.count);
       s.body = el('div', { id: 'failed' });
       root.append(s.body);
     },
-    feeds: s => { return [{ url: 'api/failed?limit=1000', then: d => { s.list = d.failed || []; renderFailed(s); fillBulk(s); } }]; }
+    feeds: s => {
+      if (!Object.keys(s.filter).length)
+        return [{ url: 'api/failed?limit=1000', then: d => { s.list = d.failed || []; renderFailed(s); fillBulk(s); } }];
+      var url = 'api/failed?' + new URLSearchParams(Object.assign({}, s.filter, { limit: String(FMATCH) })).toString();
+      return [{ url: url, every: 15000, then: d => { searchOn(s, url, d, d.failed || [], d.scanned || 0, 1); } }];
+    }
   };
+  /* Go on with the cursor (each request looks at a bounded part of the
+   * store) until FMATCH matches, the end, or 60 steps. */
+  function searchOn(s, url, d, found, scanned, steps) {
+    if (cur.state !== s) return;
+    if (d.cursor && found.length < FMATCH && steps < 60) {
+      get(url + '&cursor=' + enc(d.cursor)).then(r => {
+        searchOn(s, url, r.data, found.concat(r.data.failed || []), scanned + (r.data.scanned || 0), steps + 1);
+      }, e => { notice('Search failed: ' + (e.message || String(e))); });
+      return;
+    }
+    s.list = found.slice(0, FMATCH);
+    s.more = !!d.cursor;
+    s.scanned = scanned;
+    renderFailed(s);
+    s.list.forEach(f => {
+      [['name', 'name'], ['queue', 'queue']].forEach(kv => {
+        var dl = s.dl[kv[0]], v = f[kv[1]];
+        if (v && !dl.querySelector('option[value="' + CSS.escape(v) + '"]') && dl.children.length < 500) dl.append(el('option', { value: v }));
+      });
+    });
+  }
+  /* Retry or forget what the filter matches: the count first (a dry run), then confirm. */
+  function bulkFilter(s, verb, btn) {
+    var path = 'api/failed/' + verb;
+    btn.disabled = true;
+    clear(s.confirm);
+    postAll(path, Object.assign({ dry_run: true }, s.filter)).then(j => {
+      var n = j.matched || 0;
+      s.confirm.append(el('span', { id: 'failed-confirm-count', 'data-count': String(n),
+        text: n ? num(n) + ' failed job' + (n === 1 ? '' : 's') + ' match. ' + (verb === 'retry' ? 'Retry' : 'Forget') + ' them? ' : 'No failed job matches.' }));
+      if (n) s.confirm.append(actBtn('confirm-' + verb, 'Confirm ' + verb, b => {
+        clear(s.confirm);
+        act((verb === 'retry' ? 'Retry ' : 'Forget ') + 'the failed jobs matching the filter', path, s.filter, b);
+      }, verb === 'forget' ? 'danger' : null), el('button', { type: 'button', text: 'Cancel', on: { click: () => { clear(s.confirm); } } }));
+    }, e => {
+      if (e.status === 401) askToken('Bulk actions need the API token.', false);
+      notice('Counting the matches failed' + (e.status ? ' (' + e.status + ')' : '') + ': ' + (e.message || String(e)));
+    }).then(() => { btn.disabled = false; });
+  }
   function fillBulk(s) {
     function fill(sel, key) {
       var counts = new Map();
@@ -1050,9 +1148,10 @@
     fill(s.byName, 'name'); fill(s.byQueue, 'queue');
   }
   function renderFailed(s) {
-    var q = s.search.value.trim().toLowerCase(), list = s.list;
-    if (q) list = list.filter(f => { return [f.uuid, f.name, f.queue, f.exception, f.connection].some(x => x && String(x).toLowerCase().indexOf(q) >= 0); });
-    s.count.textContent = num(list.length) + (q ? ' of ' + num(s.list.length) : '') + ' failed job' + (s.list.length === 1 ? '' : 's');
+    var list = s.list, q = Object.keys(s.filter).length > 0;
+    s.count.textContent = q ? num(list.length) + ' matching failed job' + (list.length === 1 ? '' : 's') + ', newest first' +
+      (s.more ? ' (the first ' + num(list.length) + '; more of the store is left: narrow the filter)' : '') + ' · ' + num(s.scanned) + ' records looked at'
+      : num(list.length) + ' failed job' + (list.length === 1 ? '' : 's');
     s.tableEl = table('Failed at|Job|Queue|Exception|UUID|Actions', list, f => {
       return el('tr', { 'data-uuid': f.uuid, class: 'failed' },
         td(when(f.failed_at * 1000)), td(jobLink(f.uuid, f.name)), td(f.queue), td((f.exception || '').split('\n')[0], 'wrap', f.exception || null), td(f.uuid, 'mono'),

@@ -1,0 +1,60 @@
+"""Issue 32 in a real browser: the Failed page sends its search to the
+server (the URL keeps the filters: bookmarkable, back works), and a bulk
+retry of a filter's matches shows the count first and asks to confirm."""
+import json
+import urllib.parse
+
+import pytest
+
+from conftest import PREFIX, free_port, wait_for
+from test_failed_search import INVOICE, MAIL, corpus, pool, seed
+from test_http import TOKEN, code
+
+webdriver = pytest.importorskip("selenium.webdriver")
+from selenium.webdriver.common.by import By  # noqa: E402
+from test_dashboard import browser, rows  # noqa: E402,F401  (browser: a fixture)
+
+
+def test_the_failed_page_searches_on_the_server_and_retries_a_filter_after_the_count(master, r, browser):  # noqa: F811
+    port = free_port()
+    master.write_config(pool(), qpool='http = { listen = "127.0.0.1:%d"; token_env = "QPOOL_TEST_TOKEN"; };' % port)
+    master.start(env={"QPOOL_TEST_TOKEN": TOKEN})
+    wait_for(lambda: code(port, "/healthz") == 200, 15, what="the HTTP endpoint")
+    data = corpus()
+    for q, recs in data.items():
+        seed(r, q, recs)
+    d = browser
+    origin = "http://127.0.0.1:%d" % port
+    d.get(origin + "/#/failed")
+    d.execute_script("sessionStorage.setItem('qpool.token', arguments[0]); location.reload();", TOKEN)
+    wait_for(lambda: rows(d, "#failed-table tr[data-uuid]"), 15, what="the failed list")
+    # a search by class and text: one among 4,600, found on the server (the page had loaded 1,000 at most)
+    target = [p for p, e, at in data["fs-billing"] if p["displayName"] == INVOICE and "INV-1234\n" in e][0]
+    d.find_element(By.ID, "failed-class").send_keys(INVOICE)
+    d.find_element(By.ID, "failed-search").send_keys("inv-1234")
+    d.find_element(By.ID, "failed-go").click()
+    wait_for(lambda: [e.get_attribute("data-uuid") for e in rows(d, "#failed-table tr[data-uuid]")] == [target["uuid"]],
+             20, what="the one match")
+    # the URL keeps the filter: a reload (a bookmark) shows the same
+    frag = urllib.parse.unquote(d.current_url.split("#", 1)[1])
+    assert frag.startswith("/failed?") and "inv-1234" in frag and INVOICE in frag
+    d.refresh()
+    wait_for(lambda: [e.get_attribute("data-uuid") for e in rows(d, "#failed-table tr[data-uuid]")] == [target["uuid"]],
+             20, what="the match after a reload")
+    assert d.find_element(By.ID, "failed-class").get_attribute("value") == INVOICE
+    # back: the unfiltered list again
+    d.back()
+    wait_for(lambda: len(rows(d, "#failed-table tr[data-uuid]")) > 1, 20, what="the unfiltered list after back")
+    # a bulk retry of a class in a queue: the count first, then confirm
+    d.get(origin + "/#/failed?" + urllib.parse.urlencode({"class": MAIL, "queue": "fs-mail", "q": "timeout 4"}))
+    want = {p["uuid"] for p, e, at in data["fs-mail"] if "timeout 4" in e}
+    wait_for(lambda: rows(d, 'button[data-action="retry-filter"]'), 15, what="the bulk buttons")
+    rows(d, 'button[data-action="retry-filter"]')[0].click()
+    wait_for(lambda: rows(d, "#failed-confirm-count"), 20, what="the count")
+    assert d.find_element(By.ID, "failed-confirm-count").get_attribute("data-count") == str(len(want))
+    assert r.llen(PREFIX + "queues:fs-mail") == 0  # nothing yet
+    rows(d, 'button[data-action="confirm-retry"]')[0].click()
+    wait_for(lambda: r.llen(PREFIX + "queues:fs-mail") == len(want), 30, what="the matches retried")
+    assert {json.loads(x)["uuid"] for x in r.lrange(PREFIX + "queues:fs-mail", 0, -1)} == want
+    assert r.zcard(PREFIX + "qpool:failed:fs-mail") == 2000 - len(want)
+    assert r.zcard(PREFIX + "qpool:failed:fs-billing") == 2600
