@@ -12,10 +12,13 @@ from test_http import TOKEN, code
 
 webdriver = pytest.importorskip("selenium.webdriver")
 from selenium.webdriver.common.by import By  # noqa: E402
-from test_dashboard import browser, rows  # noqa: E402,F401  (browser: a fixture)
+import test_dashboard  # noqa: E402
+
+browser = test_dashboard.browser  # the fixture
+rows = test_dashboard.rows
 
 
-def test_the_failed_page_searches_on_the_server_and_retries_a_filter_after_the_count(master, r, browser):  # noqa: F811
+def test_the_failed_page_searches_on_the_server_and_retries_a_filter_after_the_count(master, r, browser):
     port = free_port()
     master.write_config(pool(), qpool='http = { listen = "127.0.0.1:%d"; token_env = "QPOOL_TEST_TOKEN"; };' % port)
     master.start(env={"QPOOL_TEST_TOKEN": TOKEN})
