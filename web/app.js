@@ -102,6 +102,7 @@
   function ApiError(status, msg) { this.status = status; this.message = msg; }
   /* Why a read needs the token (the server serves aggregates without it, at most). */
   function whyToken(path) {
+    if (/^api\/jobs\/running/.test(path)) return 'Running jobs show job records: they need the API token.';
     if (/^api\/jobs\/recent/.test(path)) return 'Recent jobs show job records and exceptions: they need the API token.';
     if (/^api\/jobs\//.test(path)) return "A job's page shows its payload and exception: it needs the API token.";
     if (/^api\/failed/.test(path)) return 'Failed jobs show payloads and exceptions: they need the API token.';
@@ -1014,6 +1015,31 @@
       }
     }
     return li;
+  }
+
+  /* ---------- Running now ---------- */
+  pages.running = {
+    title: 'Running now',
+    mount: (root, s) => {
+      root.append(el('h1', { text: 'Running now' }));
+      root.append(el('p', { class: 'muted', text: "Every job running on every host writing to this Redis, oldest first, as of each master's last heartbeat. Stop ends a job of this host's master as its timeout would: it is released or failed by its tries." }));
+      s.count = el('p', { class: 'muted', id: 'running-count' });
+      root.append(s.count);
+      s.body = el('div', { id: 'running' });
+      root.append(s.body);
+    },
+    feeds: s => { return [{ url: 'api/jobs/running', then: d => { renderRunning(s, d.running || []); } }]; }
+  };
+  function renderRunning(s, list) {
+    var late = list.filter(j => { return j.past_timeout; }).length;
+    s.count.textContent = num(list.length) + ' running job' + (list.length === 1 ? '' : 's') + (late ? ', ' + num(late) + ' past its timeout' : '');
+    put(s.body, table('Host|Pool|#PID|Job|Queue|#Attempt|#Age|Timeout|Actions', list, j => {
+      return el('tr', { 'data-uuid': j.uuid, class: j.past_timeout ? 'past-timeout' : null },
+        td(j.host), td(j.pool), tdn(String(j.pid)), td(jobLink(j.uuid, j.name)), td(j.queue), tdn(j.attempt ? num(j.attempt) : '–'),
+        tdn(dur(j.age_ms)), td(j.timeout_s ? (j.past_timeout ? pillEl('bad', 'past ' + j.timeout_s + ' s') : j.timeout_s + ' s') : '–'),
+        td(j.own ? actBtn('stop-job', 'Stop', b => { act('Stop ' + j.uuid, 'api/jobs/' + enc(j.uuid) + '/stop', {}, b); }, 'danger')
+          : el('span', { class: 'muted', text: 'on ' + j.host, title: "an action reaches this host's master only: use that host's dashboard" })));
+    }, { id: 'running-table', empty: 'No job is running.', keepShown: shownIn(s.body) }));
   }
 
   /* ---------- Failed ---------- */

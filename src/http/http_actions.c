@@ -87,6 +87,18 @@ static void pool_restart(http_ctx_t *h, const struct action *a, const char *pool
     ctl_action(h, req, who, out);
 }
 
+/* An operator's "stop this job": the master's worker running it kills its
+ * handler as at a timeout (master_stop_job); only this host's master. */
+static void job_stop(http_ctx_t *h, const struct action *a, const char *uuid, const cJSON *body, const char *who,
+                     http_reply_t *out)
+{
+    (void)a, (void)body;
+    cJSON *req = cJSON_CreateObject();
+    cJSON_AddStringToObject(req, "cmd", "stop-job");
+    cJSON_AddStringToObject(req, "uuid", uuid);
+    ctl_action(h, req, who, out);
+}
+
 /* ------------------------------------------------------------ the failed store */
 
 static void failed_one(http_ctx_t *h, const char *uuid, bool retry, const char *who, http_reply_t *out)
@@ -305,6 +317,7 @@ static const struct action ACTIONS[] = {
     {"/api/failed/retry", NULL, failed_retry_bulk, NULL, NULL},
     {"/api/failed/forget", NULL, failed_forget_bulk, NULL, NULL},
     {"/api/failed/", "retry", failed_retry_one, NULL, NULL},
+    {"/api/jobs/", "stop", job_stop, NULL, NULL},
     {"/api/failed/", "forget", failed_forget_one, NULL, NULL},
 };
 

@@ -182,6 +182,38 @@ static void fleet_aggregates(cJSON *f)
             cJSON_DeleteItemFromObjectCaseSensitive((cJSON *)p, "children");
 }
 
+/* The id of the master this HTTP process belongs to (its parent), as its
+ * fleet record names it. */
+static void own_master_id(char *buf, size_t n)
+{
+    char host[256] = "?";
+    gethostname(host, sizeof host - 1);
+    host[sizeof host - 1] = '\0';
+    snprintf(buf, n, "%s:%d", host, (int)getppid());
+}
+
+/* Every job running on every host writing to the connection, oldest first
+ * (fleet_running), from the masters' fleet records. */
+static void get_running(http_ctx_t *h, bool full, http_arg_fn arg, void *req, http_reply_t *out)
+{
+    (void)full, (void)arg, (void)req; /* private: only a full reader gets here */
+    pthread_mutex_lock(&h->lock);
+    cJSON *f = fleet_list(h->rc);
+    pthread_mutex_unlock(&h->lock);
+    if (!f) {
+        http_reply_error(out, 503, "redis %s unavailable", h->rc->name);
+        return;
+    }
+    char own[300];
+    own_master_id(own, sizeof own);
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "now_ms", cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(f, "now_ms")));
+    cJSON_AddStringToObject(o, "master", own);
+    cJSON_AddItemToObject(o, "running", fleet_running(f, own));
+    cJSON_Delete(f);
+    http_reply_json(out, 200, o);
+}
+
 static void get_fleet(http_ctx_t *h, bool full, http_arg_fn arg, void *req, http_reply_t *out)
 {
     (void)arg, (void)req;
@@ -475,6 +507,7 @@ static const struct route {
     {"/api/fleet", HTTP_NEED_AGGREGATE, get_fleet, NULL},     /* likewise */
     {"/api/metrics", HTTP_NEED_AGGREGATE, get_history, NULL},
     {"/api/jobs/recent", HTTP_NEED_PRIVATE, get_recent_jobs, NULL},
+    {"/api/jobs/running", HTTP_NEED_PRIVATE, get_running, NULL},
     {"/api/jobs/", HTTP_NEED_PRIVATE, NULL, get_one_job},
     {"/api/failed", HTTP_NEED_PRIVATE, get_failed, NULL},
     {"/api/failed/", HTTP_NEED_PRIVATE, NULL, get_one_failed},

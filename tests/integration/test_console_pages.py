@@ -1,14 +1,16 @@
 """Issue 32 in a real browser: the Failed page sends its search to the
 server (the URL keeps the filters: bookmarkable, back works), and a bulk
-retry of a filter's matches shows the count first and asks to confirm."""
+retry of a filter's matches shows the count first and asks to confirm; the
+Running page lists the jobs of two masters and stops one of this host's."""
 import json
 import urllib.parse
 
 import pytest
 
-from conftest import PREFIX, free_port, wait_for
+from conftest import PREFIX, free_port, make_payload, push, wait_for
 from test_failed_search import INVOICE, MAIL, corpus, pool, seed
 from test_http import TOKEN, code
+from test_running import pool as running_pool
 
 webdriver = pytest.importorskip("selenium.webdriver")
 from selenium.webdriver.common.by import By  # noqa: E402
@@ -61,3 +63,32 @@ def test_the_failed_page_searches_on_the_server_and_retries_a_filter_after_the_c
     assert {json.loads(x)["uuid"] for x in r.lrange(PREFIX + "queues:fs-mail", 0, -1)} == want
     assert r.zcard(PREFIX + "qpool:failed:fs-mail") == 2000 - len(want)
     assert r.zcard(PREFIX + "qpool:failed:fs-billing") == 2600
+
+
+def test_the_running_page_shows_two_masters_jobs_and_stops_this_hosts(master_factory, redis_server, browser):
+    r = redis_server.client()
+    port = free_port()
+    quick = "shutdown_timeout = 2; balance_interval = 0.2;"
+    a = master_factory(redis_server, "a")
+    a.write_config(running_pool("crm", "rp-crm"),
+                   qpool=quick + 'http = { listen = "127.0.0.1:%d"; token_env = "QPOOL_TEST_TOKEN"; };' % port)
+    a.start(env={"QPOOL_TEST_TOKEN": TOKEN})
+    b = master_factory(redis_server, "b")
+    b.write_config(running_pool("other", "rp-other"), qpool=quick)
+    b.start()
+    wait_for(lambda: code(port, "/healthz", TOKEN) == 200, 15, what="the HTTP endpoint")
+    mine, theirs = make_payload("hang", job="App\\Jobs\\SyncCrm"), make_payload("hang", job="App\\Jobs\\Other")
+    push(r, "rp-crm", mine)
+    push(r, "rp-other", theirs)
+    d = browser
+    d.get("http://127.0.0.1:%d/#/running" % port)
+    d.execute_script("sessionStorage.setItem('qpool.token', arguments[0]); location.reload();", TOKEN)
+    row = '#running-table tr[data-uuid="%s"]'
+    wait_for(lambda: rows(d, row % mine["uuid"]) and rows(d, row % theirs["uuid"]), 20, what="both masters' jobs")
+    assert not rows(d, (row % theirs["uuid"]) + ' button[data-action="stop-job"]')  # another host's: no stop
+    rows(d, (row % mine["uuid"]) + ' button[data-action="stop-job"]')[0].click()
+    a.wait_log(r"job \S+ \(App\\Jobs\\SyncCrm\) stopped by an operator", 20)
+    # released as a timeout leaves it (tries = 2): it runs again, attempt 2
+    wait_for(lambda: [c.text for c in rows(d, (row % mine["uuid"]) + " td")][5:6] == ["2"], 30, what="attempt 2 shown")
+    b_log = b.log()
+    assert "stopped by an operator" not in b_log
