@@ -8,6 +8,7 @@
 #include "http/http_api.h"
 #include "redis/failed.h"
 #include "redis/failed_search.h"
+#include "redis/pending.h"
 #include "core/util.h"
 #include "core/log.h"
 #include "core/reply.h"
@@ -252,6 +253,46 @@ static void failed_bulk_filter(http_ctx_t *h, const cJSON *body, fwalk_act_t act
     fwalk_free(&w);
 }
 
+/* The pending jobs of a queue that match a filter (class, uuid, q; or
+ * "all": true), ready and delayed: deleted (or counted: "dry_run"), a
+ * bounded step per request (pending_delete_step). */
+static void queue_delete(http_ctx_t *h, const struct action *a, const char *queue, const cJSON *body,
+                         const char *who, http_reply_t *out)
+{
+    (void)a;
+    pending_del_t d = {.queue = queue, .dry_run = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(body, "dry_run")),
+                       .f = {.name = body_str(body, "class"), .uuid = body_str(body, "uuid"), .q = body_str(body, "q")}};
+    const cJSON *cur = cJSON_GetObjectItemCaseSensitive(body, "cursor");
+    if (!d.f.name && !d.f.uuid && !d.f.q && !cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(body, "all"))) {
+        http_reply_error(out, 400, "name a filter (class, uuid, q), or \"all\": true");
+        return;
+    }
+    if (cur && !cJSON_IsNull(cur) && (!cJSON_IsString(cur) || pcursor_parse(cur->valuestring, &d.cur) < 0)) {
+        http_reply_error(out, 400, "malformed cursor: pass the one an answer gave");
+        return;
+    }
+    char err[300], ftext[400];
+    pthread_mutex_lock(&h->lock);
+    int rv = pending_delete_step(h->rc, &d, err, sizeof err);
+    pthread_mutex_unlock(&h->lock);
+    filter_text(&d.f, ftext, sizeof ftext);
+    if (d.deleted) log_info("deleted %ld pending jobs of queue %s (filter:%s) by %s", d.deleted, queue, ftext, who);
+    if (rv < 0) {
+        http_reply_error(out, 503, "redis %s unavailable: %s (%ld deleted before)", h->rc->name, err, d.deleted);
+        return;
+    }
+    cJSON *o = reply_ok();
+    cJSON_AddBoolToObject(o, "dry_run", d.dry_run);
+    cJSON_AddNumberToObject(o, "matched", (double)d.matched);
+    cJSON_AddNumberToObject(o, "deleted", (double)d.deleted);
+    cJSON_AddNumberToObject(o, "scanned", (double)d.scanned);
+    char *next = pcursor_text(&d.cur);
+    if (next) cJSON_AddStringToObject(o, "cursor", next);
+    else cJSON_AddNullToObject(o, "cursor");
+    free(next);
+    http_reply_json(out, 200, o);
+}
+
 static void failed_forget_bulk(http_ctx_t *h, const struct action *a, const char *unused, const cJSON *body,
                                const char *who, http_reply_t *out)
 {
@@ -314,6 +355,7 @@ static const struct action ACTIONS[] = {
     {"/api/pools/", "restart", pool_restart, NULL, NULL},
     {"/api/queues/", "pause", scoped_action, "pause", "queues"},
     {"/api/queues/", "continue", scoped_action, "continue", "queues"},
+    {"/api/queues/", "delete", queue_delete, NULL, NULL},
     {"/api/failed/retry", NULL, failed_retry_bulk, NULL, NULL},
     {"/api/failed/forget", NULL, failed_forget_bulk, NULL, NULL},
     {"/api/failed/", "retry", failed_retry_one, NULL, NULL},

@@ -17,6 +17,7 @@
 #include "redis/failed_search.h"
 #include "observe/fleet.h"
 #include "master/control.h"
+#include "redis/pending.h"
 
 #define NOW 1795459626LL
 
@@ -149,6 +150,30 @@ static void test_stop_job_request(void **state)
     }
 }
 
+static void test_pending_cursor(void **state)
+{
+    (void)state;
+    pcursor_t c;
+    assert_int_equal(pcursor_parse(NULL, &c), 0);
+    assert_false(c.delayed);
+    assert_int_equal(c.at, 0);
+    assert_int_equal(pcursor_parse("ready:12", &c), 0);
+    assert_false(c.delayed);
+    assert_int_equal(c.at, 12);
+    char *s = pcursor_text(&c);
+    assert_string_equal(s, "ready:12");
+    free(s);
+    assert_int_equal(pcursor_parse("delayed:18446744073709551615", &c), 0);
+    assert_true(c.delayed);
+    s = pcursor_text(&c);
+    assert_string_equal(s, "delayed:18446744073709551615");
+    free(s);
+    c.done = true;
+    assert_null(pcursor_text(&c));
+    const char *bad[] = {"x", "ready:", "ready:-1", "ready:1x", "delayed:18446744073709551616", "later:1"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) assert_int_equal(pcursor_parse(bad[i], &c), -1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -157,6 +182,7 @@ int main(void)
         cmocka_unit_test(test_match),
         cmocka_unit_test(test_running),
         cmocka_unit_test(test_stop_job_request),
+        cmocka_unit_test(test_pending_cursor),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
