@@ -155,7 +155,7 @@
   function postAll(path, body, done) {
     return post(path, body).then(j => {
       var d = done || {};
-      ['retried', 'forgotten', 'matched'].forEach(k => { if (j[k] != null) d[k] = (d[k] || 0) + j[k]; });
+      ['retried', 'forgotten', 'deleted', 'matched'].forEach(k => { if (j[k] != null) d[k] = (d[k] || 0) + j[k]; });
       if (j.cursor && (j.remaining > 0 || typeof j.cursor === 'string')) return postAll(path, Object.assign({}, body, { cursor: j.cursor }), d);
       return Object.assign(j, d);
     });
@@ -165,7 +165,8 @@
     var run = () => {
       if (btn) btn.disabled = true;
       return postAll(path, body, 0).then(j => {
-        var extra = j.retried != null ? ' (' + num(j.retried) + ' retried)' : j.forgotten != null ? ' (' + num(j.forgotten) + ' forgotten)' : '';
+        var extra = j.retried != null ? ' (' + num(j.retried) + ' retried)' : j.forgotten != null ? ' (' + num(j.forgotten) + ' forgotten)'
+          : j.deleted != null ? ' (' + num(j.deleted) + ' deleted)' : '';
         notice(label + ': done' + extra, true);
       }, e => {
         if (e.status === 401) {
@@ -659,9 +660,54 @@
       s.body = el('div', { id: 'pools' });
       s.note = el('p', { class: 'muted' });
       root.append(s.body, s.note);
+      pendingForm(root, s);
     },
-    feeds: s => { return [statusFeed(st => { renderPools(s, st); })]; }
+    feeds: s => { return [statusFeed(st => { renderPools(s, st); fillQueues(s, st); })]; }
   };
+  /* Delete a queue's pending jobs that match a filter: the count first (a dry run), then confirm. */
+  function pendingForm(root, s) {
+    var b = section(root, 'Delete pending jobs', 'pending-delete');
+    var f = el('form', { class: 'toolbar', id: 'pending-filter' });
+    s.pq = el('select', { id: 'pending-queue' });
+    s.pclass = el('input', { type: 'search', id: 'pending-class', size: 22, placeholder: 'App\\Jobs\\…' });
+    s.ptext = el('input', { type: 'search', id: 'pending-text', size: 18, placeholder: 'text in the payload' });
+    f.append(el('label', null, 'Queue', s.pq), el('label', null, 'Class', s.pclass), el('label', null, 'Text', s.ptext),
+      el('button', { type: 'submit', id: 'pending-count', text: 'Count matching' }));
+    s.pconfirm = el('div', { id: 'pending-confirm', class: 'btns' });
+    f.addEventListener('submit', ev => {
+      ev.preventDefault();
+      var queue = s.pq.value, body = {};
+      if (s.pclass.value.trim()) body.class = s.pclass.value.trim();
+      if (s.ptext.value.trim()) body.q = s.ptext.value.trim();
+      clear(s.pconfirm);
+      if (!queue || !Object.keys(body).length) { notice('Delete pending jobs: pick a queue and a class or a text.'); return; }
+      var path = 'api/queues/' + enc(queue) + '/delete';
+      postAll(path, Object.assign({ dry_run: true }, body)).then(j => {
+        var n = j.matched || 0;
+        s.pconfirm.append(el('span', { id: 'pending-confirm-count', 'data-count': String(n),
+          text: n ? num(n) + ' pending job' + (n === 1 ? '' : 's') + ' of ' + queue + ' match. Delete them? ' : 'No pending job of ' + queue + ' matches.' }));
+        if (n) s.pconfirm.append(actBtn('confirm-delete', 'Confirm delete', bt => {
+          clear(s.pconfirm);
+          act('Delete the pending jobs of ' + queue + ' matching the filter', path, body, bt);
+        }, 'danger'), el('button', { type: 'button', text: 'Cancel', on: { click: () => { clear(s.pconfirm); } } }));
+      }, e => {
+        if (e.status === 401) askToken('Deleting pending jobs needs the API token.', false);
+        notice('Counting the matches failed' + (e.status ? ' (' + e.status + ')' : '') + ': ' + (e.message || String(e)));
+      });
+    });
+    b.append(f, s.pconfirm);
+  }
+  function fillQueues(s, st) {
+    var names = [];
+    (st.pools || []).forEach(p => { (p.queues || []).forEach(q => { if (names.indexOf(q.name) < 0) names.push(q.name); }); });
+    names.sort();
+    var have = Array.prototype.map.call(s.pq.options, o => { return o.value; });
+    if (have.join('\n') === names.join('\n')) return;
+    var keep = s.pq.value;
+    clear(s.pq);
+    names.forEach(n => { s.pq.append(el('option', { value: n, text: n })); });
+    if (names.indexOf(keep) >= 0) s.pq.value = keep;
+  }
   function actBtn(action, label, fn, cls) {
     return el('button', { type: 'button', 'data-action': action, class: cls, text: label, on: { click: ev => { fn(ev.currentTarget); } } });
   }
