@@ -261,8 +261,12 @@ static void take(fwalk_t *w, picked_t *p, frec_t *f)
     frec_free(f);
 }
 
+/* Has the step matched all it may? A list: its limit; a retry or forget:
+ * FAILED_ACTION_PAGE (so that a sparse filter still goes fast, and a dense
+ * one acts on a bounded number per request). */
 static bool full(const fwalk_t *w)
 {
+    if (w->act == FWALK_RETRY || w->act == FWALK_FORGET) return w->matched >= FAILED_ACTION_PAGE;
     return w->act == FWALK_LIST && w->limit > 0 && w->matched >= w->limit;
 }
 
@@ -374,7 +378,7 @@ int failed_walk(rconn_t *c, fwalk_t *w, char *err, size_t errn)
     int i = 0;
     while (qs[i] && w->cur.queue && strcmp(qs[i], w->cur.queue) < 0) i++;
     if (!qs[i] || !w->cur.queue || strcmp(qs[i], w->cur.queue)) cursor_top(&w->cur);
-    long budget = w->act == FWALK_LIST || w->act == FWALK_COUNT ? FAILED_SEARCH_PAGE : FAILED_ACTION_PAGE;
+    long budget = FAILED_SEARCH_PAGE;
     int rv = 0;
     while (qs[i] && budget > 0 && !full(w)) {
         long want = budget < CHUNK ? budget : CHUNK;

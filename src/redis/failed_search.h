@@ -46,8 +46,8 @@ char *fcursor_text(const fcursor_t *c);
 
 typedef enum { FWALK_LIST, FWALK_COUNT, FWALK_RETRY, FWALK_FORGET } fwalk_act_t;
 
-#define FAILED_SEARCH_PAGE 2000    /* records looked at per call: a search or count */
-#define FAILED_ACTION_PAGE 500     /* per call: a retry or forget */
+#define FAILED_SEARCH_PAGE 2000    /* records looked at per call */
+#define FAILED_ACTION_PAGE 500     /* matches a retry or forget acts on per call, at most */
 
 typedef struct {
     ffilter_t f;                   /* in */
