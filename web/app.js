@@ -102,6 +102,7 @@
   function ApiError(status, msg) { this.status = status; this.message = msg; }
   /* Why a read needs the token (the server serves aggregates without it, at most). */
   function whyToken(path) {
+    if (/^api\/jobs\/running/.test(path)) return 'Running jobs show job records: they need the API token.';
     if (/^api\/jobs\/recent/.test(path)) return 'Recent jobs show job records and exceptions: they need the API token.';
     if (/^api\/jobs\//.test(path)) return "A job's page shows its payload and exception: it needs the API token.";
     if (/^api\/failed/.test(path)) return 'Failed jobs show payloads and exceptions: they need the API token.';
@@ -150,12 +151,13 @@
   }
   /* An action: POST, say what happened, refresh the page's data. */
   /* A bulk retry answers a page at a time: go on with its cursor until nothing is left. */
+  /* One by filter answers a step at a time too, its cursor a text: the counts add up. */
   function postAll(path, body, done, method) {
     return post(path, body, method).then(j => {
-      var n = done + (j.retried || 0);
-      if (j.remaining > 0 && j.cursor) return postAll(path, Object.assign({}, body, { cursor: j.cursor }), n);
-      if (j.retried != null) j.retried = n;
-      return j;
+      var d = done || {};
+      ['retried', 'forgotten', 'deleted', 'matched'].forEach(k => { if (j[k] != null) d[k] = (d[k] || 0) + j[k]; });
+      if (j.cursor && (j.remaining > 0 || typeof j.cursor === 'string')) return postAll(path, Object.assign({}, body, { cursor: j.cursor }), d, method);
+      return Object.assign(j, d);
     });
   }
 
@@ -163,7 +165,8 @@
     var run = () => {
       if (btn) btn.disabled = true;
       return postAll(path, body, 0, method).then(j => {
-        var extra = j.retried != null ? ' (' + num(j.retried) + ' retried)' : '';
+        var extra = j.retried != null ? ' (' + num(j.retried) + ' retried)' : j.forgotten != null ? ' (' + num(j.forgotten) + ' forgotten)'
+          : j.deleted != null ? ' (' + num(j.deleted) + ' deleted)' : '';
         notice(label + ': done' + extra, true);
       }, e => {
         if (e.status === 401) {
@@ -392,14 +395,14 @@
   var last = {}; /* url -> time fetched, for slow channels */
   function route() {
     var h = location.hash.replace(/^#\/?/, '');
-    var qi = h.indexOf('?'), query = new URLSearchParams(qi >= 0 ? h.slice(qi + 1) : '');
-    if (qi >= 0) h = h.slice(0, qi);
+    var qi = h.indexOf('?'), qs = qi >= 0 ? h.slice(qi + 1) : '';
+    if (qi >= 0) h = h.slice(0, qi); /* a page's filters: #/failed?class=... */
     var parts = h.split('/');
     var name = parts[0] || 'overview';
     var arg = parts.length > 1 ? decodeURIComponent(parts.slice(1).join('/')) : null;
     if (name === 'jobs' && arg) name = 'job';
     if (!pages[name]) name = 'overview';
-    return { name: name, arg: arg, query: query };
+    return { name: name, arg: arg, query: new URLSearchParams(qs), params: new URLSearchParams(qs) };
   }
   function navigate() {
     var r = route();
@@ -413,7 +416,7 @@
       a.classList.toggle('active', on);
       if (on) a.setAttribute('aria-current', 'page'); else a.removeAttribute('aria-current');
     });
-    cur = { page: pages[r.name], arg: r.arg, query: r.query, state: {}, lastText: {} };
+    cur = { page: pages[r.name], arg: r.arg, query: r.query, state: { params: r.params }, lastText: {} };
     if (cur.page.fromQuery) cur.page.fromQuery(r.query);
     clear(main);
     cur.root = el('div', { id: 'page-' + r.name, class: 'page' });
@@ -658,9 +661,54 @@
       s.body = el('div', { id: 'pools' });
       s.note = el('p', { class: 'muted' });
       root.append(s.body, s.note);
+      pendingForm(root, s);
     },
-    feeds: s => { return [statusFeed(st => { renderPools(s, st); })]; }
+    feeds: s => { return [statusFeed(st => { renderPools(s, st); fillQueues(s, st); })]; }
   };
+  /* Delete a queue's pending jobs that match a filter: the count first (a dry run), then confirm. */
+  function pendingForm(root, s) {
+    var b = section(root, 'Delete pending jobs', 'pending-delete');
+    var f = el('form', { class: 'toolbar', id: 'pending-filter' });
+    s.pq = el('select', { id: 'pending-queue' });
+    s.pclass = el('input', { type: 'search', id: 'pending-class', size: 22, placeholder: 'App\\Jobs\\…' });
+    s.ptext = el('input', { type: 'search', id: 'pending-text', size: 18, placeholder: 'text in the payload' });
+    f.append(el('label', null, 'Queue', s.pq), el('label', null, 'Class', s.pclass), el('label', null, 'Text', s.ptext),
+      el('button', { type: 'submit', id: 'pending-count', text: 'Count matching' }));
+    s.pconfirm = el('div', { id: 'pending-confirm', class: 'btns' });
+    f.addEventListener('submit', ev => {
+      ev.preventDefault();
+      var queue = s.pq.value, body = {};
+      if (s.pclass.value.trim()) body.class = s.pclass.value.trim();
+      if (s.ptext.value.trim()) body.q = s.ptext.value.trim();
+      clear(s.pconfirm);
+      if (!queue || !Object.keys(body).length) { notice('Delete pending jobs: pick a queue and a class or a text.'); return; }
+      var path = 'api/queues/' + enc(queue) + '/delete';
+      postAll(path, Object.assign({ dry_run: true }, body)).then(j => {
+        var n = j.matched || 0;
+        s.pconfirm.append(el('span', { id: 'pending-confirm-count', 'data-count': String(n),
+          text: n ? num(n) + ' pending job' + (n === 1 ? '' : 's') + ' of ' + queue + ' match. Delete them? ' : 'No pending job of ' + queue + ' matches.' }));
+        if (n) s.pconfirm.append(actBtn('confirm-delete', 'Confirm delete', bt => {
+          clear(s.pconfirm);
+          act('Delete the pending jobs of ' + queue + ' matching the filter', path, body, bt);
+        }, 'danger'), el('button', { type: 'button', text: 'Cancel', on: { click: () => { clear(s.pconfirm); } } }));
+      }, e => {
+        if (e.status === 401) askToken('Deleting pending jobs needs the API token.', false);
+        notice('Counting the matches failed' + (e.status ? ' (' + e.status + ')' : '') + ': ' + (e.message || String(e)));
+      });
+    });
+    b.append(f, s.pconfirm);
+  }
+  function fillQueues(s, st) {
+    var names = [];
+    (st.pools || []).forEach(p => { (p.queues || []).forEach(q => { if (names.indexOf(q.name) < 0) names.push(q.name); }); });
+    names.sort();
+    var have = Array.prototype.map.call(s.pq.options, o => { return o.value; });
+    if (have.join('\n') === names.join('\n')) return;
+    var keep = s.pq.value;
+    clear(s.pq);
+    names.forEach(n => { s.pq.append(el('option', { value: n, text: n })); });
+    if (names.indexOf(keep) >= 0) s.pq.value = keep;
+  }
   function actBtn(action, label, fn, cls) {
     return el('button', { type: 'button', 'data-action': action, class: cls, text: label, on: { click: ev => { fn(ev.currentTarget); } } });
   }
@@ -1112,31 +1160,151 @@
     return li;
   }
 
+  /* ---------- Running now ---------- */
+  pages.running = {
+    title: 'Running now',
+    mount: (root, s) => {
+      root.append(el('h1', { text: 'Running now' }));
+      root.append(el('p', { class: 'muted', text: "Every job running on every host writing to this Redis, oldest first, as of each master's last heartbeat. Stop ends a job of this host's master as its timeout would: it is released or failed by its tries." }));
+      s.count = el('p', { class: 'muted', id: 'running-count' });
+      root.append(s.count);
+      s.body = el('div', { id: 'running' });
+      root.append(s.body);
+    },
+    feeds: s => { return [{ url: 'api/jobs/running', then: d => { renderRunning(s, d.running || []); } }]; }
+  };
+  function renderRunning(s, list) {
+    var late = list.filter(j => { return j.past_timeout; }).length;
+    s.count.textContent = num(list.length) + ' running job' + (list.length === 1 ? '' : 's') + (late ? ', ' + num(late) + ' past its timeout' : '');
+    put(s.body, table('Host|Pool|#PID|Job|Queue|#Attempt|#Age|Timeout|Actions', list, j => {
+      return el('tr', { 'data-uuid': j.uuid, class: j.past_timeout ? 'past-timeout' : null },
+        td(j.host), td(j.pool), tdn(String(j.pid)), td(jobLink(j.uuid, j.name)), td(j.queue), tdn(j.attempt ? num(j.attempt) : '–'),
+        tdn(dur(j.age_ms)), td(j.timeout_s ? (j.past_timeout ? pillEl('bad', 'past ' + j.timeout_s + ' s') : j.timeout_s + ' s') : '–'),
+        td(j.own ? actBtn('stop-job', 'Stop', b => { act('Stop ' + j.uuid, 'api/jobs/' + enc(j.uuid) + '/stop', {}, b); }, 'danger')
+          : el('span', { class: 'muted', text: 'on ' + j.host, title: "an action reaches this host's master only: use that host's dashboard" })));
+    }, { id: 'running-table', empty: 'No job is running.', keepShown: shownIn(s.body) }));
+  }
+
   /* ---------- Failed ---------- */
+  /* The search runs on the server (GET /api/failed?class=...&q=...); the
+   * URL keeps the filters (#/failed?...): bookmarkable, back works. */
+  var FFILTER = ['q', 'class', 'queue', 'since', 'until'], FMATCH = 100;
+  function localInput(sec) {
+    var d = new Date(sec * 1000), p = n => String(n).padStart(2, '0');
+    return d.getFullYear() + '-' + p(d.getMonth() + 1) + '-' + p(d.getDate()) + 'T' + p(d.getHours()) + ':' + p(d.getMinutes()) + ':' + p(d.getSeconds());
+  }
+  function failedFilter(params) {
+    var f = {};
+    FFILTER.forEach(k => { var v = params.get(k); if (v) f[k] = v; });
+    return f;
+  }
   pages.failed = {
     title: 'Failed jobs',
     mount: (root, s) => {
       root.append(el('h1', { text: 'Failed jobs' }));
+      s.filter = failedFilter(s.params);
+      var form = el('form', { class: 'toolbar', id: 'failed-filter' }), inputs = {};
+      function field(k, label, input) {
+        var v = s.filter[k] || '';
+        input.name = k;
+        input.value = (k === 'since' || k === 'until') ? (/^\d+$/.test(v) ? localInput(+v) : '') : v;
+        form.append(el('label', null, label, input));
+        inputs[k] = input;
+      }
+      s.search = el('input', { type: 'search', id: 'failed-search', placeholder: 'text in the payload or exception', size: 26 });
+      field('q', 'Search', s.search);
+      field('class', 'Class', el('input', { type: 'search', id: 'failed-class', list: 'dl-fname', size: 22, placeholder: 'App\\Jobs\\…' }));
+      field('queue', 'Queue', el('input', { type: 'search', id: 'failed-queue', list: 'dl-fqueue', size: 10 }));
+      field('since', 'Since', el('input', { type: 'datetime-local', step: 1, id: 'failed-since' }));
+      field('until', 'Until', el('input', { type: 'datetime-local', step: 1, id: 'failed-until' }));
+      function go(f) {
+        var qs = new URLSearchParams(f).toString(), h = '#/failed' + (qs ? '?' + qs : '');
+        if (location.hash === h) refresh(true); else location.hash = h;
+      }
+      form.addEventListener('submit', ev => {
+        ev.preventDefault();
+        var f = {};
+        FFILTER.forEach(k => {
+          var v = inputs[k].value.trim();
+          if (v && (k === 'since' || k === 'until')) { var t = new Date(v).getTime(); v = t === t ? String(Math.floor(t / 1000)) : ''; }
+          if (v) f[k] = v;
+        });
+        go(f);
+      });
+      form.append(el('button', { type: 'submit', id: 'failed-go', text: 'Search' }),
+        el('button', { type: 'button', text: 'Clear', on: { click: () => { go({}); } } }));
+      s.dl = { name: el('datalist', { id: 'dl-fname' }), queue: el('datalist', { id: 'dl-fqueue' }) };
+      root.append(form);
+      add(root, [s.dl.name, s.dl.queue]);
       var bar = el('div', { class: 'toolbar' });
-      s.search = el('input', { type: 'search', id: 'failed-search', placeholder: 'search uuid, class, queue, exception', size: 34 });
-      s.search.addEventListener('input', () => { if (s.list) renderFailed(s); });
-      bar.append(el('label', null, 'Search', s.search));
-      s.byName = el('select', { id: 'bulk-name' });
-      s.byQueue = el('select', { id: 'bulk-queue' });
-      bar.append(el('label', null, 'Retry all of class', s.byName, actBtn('retry-name', 'Retry class', b => {
-        if (s.byName.value) act('Retry all ' + s.byName.value, 'api/failed/retry', { name: s.byName.value }, b);
-      })));
-      bar.append(el('label', null, 'Retry all in queue', s.byQueue, actBtn('retry-queue', 'Retry queue', b => {
-        if (s.byQueue.value) act('Retry all in queue ' + s.byQueue.value, 'api/failed/retry', { queue: s.byQueue.value }, b);
-      })));
+      if (Object.keys(s.filter).length) {
+        bar.append(el('span', { class: 'muted', text: 'What this filter matches: ' }),
+          actBtn('retry-filter', 'Retry matching', b => { bulkFilter(s, 'retry', b); }),
+          actBtn('forget-filter', 'Forget matching', b => { bulkFilter(s, 'forget', b); }, 'danger'));
+        s.confirm = el('div', { id: 'failed-confirm', class: 'btns' });
+        bar.append(s.confirm);
+      } else {
+        s.byName = el('select', { id: 'bulk-name' });
+        s.byQueue = el('select', { id: 'bulk-queue' });
+        bar.append(el('label', null, 'Retry all of class', s.byName, actBtn('retry-name', 'Retry class', b => {
+          if (s.byName.value) act('Retry all ' + s.byName.value, 'api/failed/retry', { name: s.byName.value }, b);
+        })));
+        bar.append(el('label', null, 'Retry all in queue', s.byQueue, actBtn('retry-queue', 'Retry queue', b => {
+          if (s.byQueue.value) act('Retry all in queue ' + s.byQueue.value, 'api/failed/retry', { queue: s.byQueue.value }, b);
+        })));
+      }
       root.append(bar);
       s.count = el('p', { class: 'muted', id: 'failed-count' });
       root.append(s.count);
       s.body = el('div', { id: 'failed' });
       root.append(s.body);
     },
-    feeds: s => { return [{ url: 'api/failed?limit=1000', then: d => { s.list = d.failed || []; renderFailed(s); fillBulk(s); } }]; }
+    feeds: s => {
+      if (!Object.keys(s.filter).length)
+        return [{ url: 'api/failed?limit=1000', then: d => { s.list = d.failed || []; renderFailed(s); fillBulk(s); } }];
+      var url = 'api/failed?' + new URLSearchParams(Object.assign({}, s.filter, { limit: String(FMATCH) })).toString();
+      return [{ url: url, every: 15000, then: d => { searchOn(s, url, d, d.failed || [], d.scanned || 0, 1); } }];
+    }
   };
+  /* Go on with the cursor (each request looks at a bounded part of the
+   * store) until FMATCH matches, the end, or 60 steps. */
+  function searchOn(s, url, d, found, scanned, steps) {
+    if (cur.state !== s) return;
+    if (d.cursor && found.length < FMATCH && steps < 60) {
+      get(url + '&cursor=' + enc(d.cursor)).then(r => {
+        searchOn(s, url, r.data, found.concat(r.data.failed || []), scanned + (r.data.scanned || 0), steps + 1);
+      }, e => { notice('Search failed: ' + (e.message || String(e))); });
+      return;
+    }
+    s.list = found.slice(0, FMATCH);
+    s.more = !!d.cursor;
+    s.scanned = scanned;
+    renderFailed(s);
+    s.list.forEach(f => {
+      [['name', 'name'], ['queue', 'queue']].forEach(kv => {
+        var dl = s.dl[kv[0]], v = f[kv[1]];
+        if (v && !dl.querySelector('option[value="' + CSS.escape(v) + '"]') && dl.children.length < 500) dl.append(el('option', { value: v }));
+      });
+    });
+  }
+  /* Retry or forget what the filter matches: the count first (a dry run), then confirm. */
+  function bulkFilter(s, verb, btn) {
+    var path = 'api/failed/' + verb;
+    btn.disabled = true;
+    clear(s.confirm);
+    postAll(path, Object.assign({ dry_run: true }, s.filter)).then(j => {
+      var n = j.matched || 0;
+      s.confirm.append(el('span', { id: 'failed-confirm-count', 'data-count': String(n),
+        text: n ? num(n) + ' failed job' + (n === 1 ? '' : 's') + ' match. ' + (verb === 'retry' ? 'Retry' : 'Forget') + ' them? ' : 'No failed job matches.' }));
+      if (n) s.confirm.append(actBtn('confirm-' + verb, 'Confirm ' + verb, b => {
+        clear(s.confirm);
+        act((verb === 'retry' ? 'Retry ' : 'Forget ') + 'the failed jobs matching the filter', path, s.filter, b);
+      }, verb === 'forget' ? 'danger' : null), el('button', { type: 'button', text: 'Cancel', on: { click: () => { clear(s.confirm); } } }));
+    }, e => {
+      if (e.status === 401) askToken('Bulk actions need the API token.', false);
+      notice('Counting the matches failed' + (e.status ? ' (' + e.status + ')' : '') + ': ' + (e.message || String(e)));
+    }).then(() => { btn.disabled = false; });
+  }
   function fillBulk(s) {
     function fill(sel, key) {
       var counts = new Map();
@@ -1149,9 +1317,10 @@
     fill(s.byName, 'name'); fill(s.byQueue, 'queue');
   }
   function renderFailed(s) {
-    var q = s.search.value.trim().toLowerCase(), list = s.list;
-    if (q) list = list.filter(f => { return [f.uuid, f.name, f.queue, f.exception, f.connection].some(x => x && String(x).toLowerCase().indexOf(q) >= 0); });
-    s.count.textContent = num(list.length) + (q ? ' of ' + num(s.list.length) : '') + ' failed job' + (s.list.length === 1 ? '' : 's');
+    var list = s.list, q = Object.keys(s.filter).length > 0;
+    s.count.textContent = q ? num(list.length) + ' matching failed job' + (list.length === 1 ? '' : 's') + ', newest first' +
+      (s.more ? ' (the first ' + num(list.length) + '; more of the store is left: narrow the filter)' : '') + ' · ' + num(s.scanned) + ' records looked at'
+      : num(list.length) + ' failed job' + (list.length === 1 ? '' : 's');
     s.tableEl = table('Failed at|Job|Queue|Exception|UUID|Actions', list, f => {
       return el('tr', { 'data-uuid': f.uuid, class: 'failed' },
         td(when(f.failed_at * 1000)), td(jobLink(f.uuid, f.name)), td(f.queue), td((f.exception || '').split('\n')[0], 'wrap', f.exception || null), td(f.uuid, 'mono'),

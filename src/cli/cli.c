@@ -180,11 +180,15 @@ static const cli_cmd_t COMMANDS[] = {
      "  --count N           push N copies (each with its own uuid/id)\n"
      "  --print             print the payload(s) pushed\n", cmd_push},
     {"failed", "list, show, retry, forget or flush failed jobs",
-     "usage: qpool failed list [QUEUE] [--json] [--limit N]\n"
+     "usage: qpool failed list [QUEUE] [--json] [--limit N] [FILTER]\n"
      "       qpool failed show UUID [--json]\n"
-     "       qpool failed retry UUID... | --all [--queue QUEUE]\n"
-     "       qpool failed forget UUID...\n"
+     "       qpool failed retry UUID... | --all [--queue QUEUE] | FILTER [--yes]\n"
+     "       qpool failed forget UUID... | FILTER [--yes]\n"
      "       qpool failed flush [QUEUE]\n"
+     "FILTER: --class NAME, --queue QUEUE, --since T, --until T, --uuid UUID,\n"
+     "--text TEXT (or --q; in the payload or exception, case ignored); T: unix\n"
+     "seconds, YYYY-MM-DD[ HH:MM[:SS]] UTC, or an age (30m, 1h, 2d). retry and\n"
+     "forget by filter only print the count unless --yes is given.\n"
      "\n"
      "qpool's failed store lives in Redis under <prefix>qpool:failed:* (see\n"
      "docs/operations.md). `retry` pushes a job back onto its queue with attempts\n"
@@ -197,6 +201,17 @@ static const cli_cmd_t COMMANDS[] = {
      "\n"
      "  -c, --config FILE   config file\n"
      "  --connection NAME   redis connection from the config (default: default)\n", cmd_failed},
+    {"pending", "delete a queue's pending jobs that match a filter",
+     "usage: qpool pending delete QUEUE (--class NAME | --uuid UUID | --text TEXT | --all) [--yes]\n"
+     "\n"
+     "The pending jobs of QUEUE (ready and delayed; never those running) that\n"
+     "match every filter given: --class the job's displayName exactly, --uuid,\n"
+     "--text (or --q) text in the payload (case ignored). Without --yes only\n"
+     "counts them. Goes in bounded steps (500 jobs each). See docs/operations.md.\n"
+     "\n"
+     "  -c, --config FILE   config file\n"
+     "  --connection NAME   redis connection from the config (default: default)\n"
+     "  -y, --yes           delete (else: count only)\n", cmd_pending},
     {"metrics", "job history by minute, every host (from Redis)",
      "usage: qpool metrics [-c FILE] [--connection NAME] [--minutes N] [--json]\n"
      "\n"

@@ -26,6 +26,7 @@ int cli_main(int argc, char **argv);
 /* The subcommands, each given its row of the dispatcher's table. */
 int cmd_push(const cli_cmd_t *cmd, int argc, char **argv);
 int cmd_failed(const cli_cmd_t *cmd, int argc, char **argv);
+int cmd_pending(const cli_cmd_t *cmd, int argc, char **argv);
 int cmd_metrics(const cli_cmd_t *cmd, int argc, char **argv);
 int cmd_monitor(const cli_cmd_t *cmd, int argc, char **argv);
 int cmd_import(const cli_cmd_t *cmd, int argc, char **argv);

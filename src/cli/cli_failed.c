@@ -7,6 +7,7 @@
  */
 #include "cli/cli.h"
 #include "redis/failed.h"
+#include "redis/failed_search.h"
 #include "redis/payload.h"
 #include "redis/queue.h"
 #include "redis/rconn.h"
@@ -23,7 +24,8 @@
 /* The command line, parsed. */
 typedef struct {
     const char *cfg, *conn, *queue;
-    bool json, all;
+    const char *name, *uuid, *text, *since, *until; /* a filter (with queue) */
+    bool json, all, yes;
     long limit;
     int nargs; /* the operands after the subcommand */
     char **args;
@@ -35,6 +37,13 @@ static const cli_opt_t OPTS[] = {
     CLI_TRUE("json", 'j', F(json)),
     CLI_TRUE("all", 'a', F(all)),
     CLI_STR("queue", 'q', F(queue)),
+    CLI_STR("class", 1001, F(name)),
+    CLI_STR("uuid", 1002, F(uuid)),
+    CLI_STR("text", 1003, F(text)),
+    CLI_STR("q", 1003, F(text)),
+    CLI_STR("since", 1004, F(since)),
+    CLI_STR("until", 1005, F(until)),
+    CLI_TRUE("yes", 'y', F(yes)),
     CLI_LONG("limit", 'l', F(limit), 1, LONG_MAX, "--limit: expected a positive number"),
     CLI_OPTS_END,
 };
@@ -55,18 +64,24 @@ static char *tty(const char *s)
     return text_escape(s, s ? strlen(s) : 0, 0);
 }
 
-static void text_record_line(const frec_t *f)
+/* A row: f's uuid, queue, time and exception, and the job's name. */
+static void text_row(const frec_t *f, const char *job)
 {
     char when[32];
     fmt_time(f->failed_at, when, sizeof when);
+    const char *exc = f->exception ? f->exception : "";
+    char *e = text_escape(exc, strcspn(exc, "\n"), 0); /* its first line */
+    char *uuid = tty(f->uuid), *queue = tty(f->queue), *name = tty(job);
+    printf("%-36s  %-16s  %s  %-30s  %.*s\n", uuid, queue, when, name, (int)utf8_cut(e, strlen(e), 100), e);
+    FREE_ALL(e, uuid, queue, name);
+}
+
+static void text_record_line(const frec_t *f)
+{
     job_payload_t jp;
     char err[64];
     bool parsed = payload_parse(f->payload, f->payload_len, &jp, err, sizeof err) == 0;
-    const char *exc = f->exception ? f->exception : "";
-    char *e = text_escape(exc, strcspn(exc, "\n"), 0); /* its first line */
-    char *uuid = tty(f->uuid), *queue = tty(f->queue), *name = tty(parsed ? payload_name(&jp) : "(invalid payload)");
-    printf("%-36s  %-16s  %s  %-30s  %.*s\n", uuid, queue, when, name, (int)utf8_cut(e, strlen(e), 100), e);
-    FREE_ALL(e, uuid, queue, name);
+    text_row(f, parsed ? payload_name(&jp) : "(invalid payload)");
     if (parsed) payload_free(&jp);
 }
 
@@ -154,8 +169,107 @@ static void list_one(rconn_t *r, const char *uuid, void *arg)
     frec_free(&f);
 }
 
+/* A record of a search (failed_json without its payload) as a row. */
+static void list_json(listing_t *l, const cJSON *o)
+{
+    if (l->json) {
+        char *txt = cJSON_PrintUnformatted(o);
+        if (l->shown) sbuf_puts(&l->b, ",");
+        sbuf_utf8(&l->b, txt, strlen(txt));
+        free(txt);
+    } else {
+        const cJSON *at = cJSON_GetObjectItemCaseSensitive(o, "failed_at");
+        frec_t f = {.uuid = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(o, "uuid")),
+                    .queue = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(o, "queue")),
+                    .exception = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(o, "exception")),
+                    .failed_at = cJSON_IsNumber(at) ? (long long)at->valuedouble : 0};
+        text_row(&f, cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(o, "name")));
+    }
+    l->shown++;
+}
+
+/* ------------------------------------------------------------ by filter */
+
+static bool has_filter(const failed_args_t *a)
+{
+    return a->name || a->uuid || a->text || a->since || a->until;
+}
+
+/* The filter the options name into f; -1 (said why) when a time is
+ * malformed. */
+static int filter_of(const failed_args_t *a, ffilter_t *f)
+{
+    *f = (ffilter_t){.queue = a->queue, .name = a->name, .uuid = a->uuid, .q = a->text};
+    if (a->since && ffilter_time(a->since, wall_s(), &f->since) < 0) return -1;
+    if (a->until && ffilter_time(a->until, wall_s(), &f->until) < 0) return -1;
+    return 0;
+}
+
+/* Walk the store by filter with act, every step to the end (a list: until
+ * limit records, 0: all). The walk's totals in *sum; 0, or -1 (said why). */
+static int walk_all(rconn_t *r, const failed_args_t *a, fwalk_act_t act, fwalk_t *sum, listing_t *l)
+{
+    fwalk_t w = {.act = act};
+    if (filter_of(a, &w.f) < 0) {
+        fprintf(stderr, "qpool failed: --since, --until: unix seconds, YYYY-MM-DD[ HH:MM[:SS]] (UTC) or an age "
+                        "such as 30m, 1h, 2d\n");
+        return -1;
+    }
+    char err[300];
+    int rv = 0;
+    do {
+        w.limit = a->limit > 0 ? a->limit - sum->matched : 0;
+        if (failed_walk(r, &w, err, sizeof err) < 0) {
+            fprintf(stderr, "qpool failed: redis: %s\n", err);
+            rv = -1;
+            break;
+        }
+        sum->matched += w.matched, sum->acted += w.acted, sum->kept += w.kept;
+        for (int i = 0; l && i < cJSON_GetArraySize(w.list); i++) list_json(l, cJSON_GetArrayItem(w.list, i));
+        if (w.list) cJSON_Delete(w.list), w.list = NULL;
+    } while (w.cur.queue && !(a->limit > 0 && sum->matched >= a->limit));
+    fwalk_free(&w);
+    return rv;
+}
+
+/* retry or forget by filter: a dry run (the count) unless --yes or --all. */
+static int act_by_filter(rconn_t *r, const failed_args_t *a, fwalk_act_t act)
+{
+    bool dry = !a->yes && !a->all;
+    fwalk_t sum = {.act = act};
+    int rv = walk_all(r, a, dry ? FWALK_COUNT : act, &sum, NULL);
+    const char *verb = act == FWALK_RETRY ? "retry" : "forget";
+    if (rv == 0 && dry)
+        printf("%ld failed jobs match; run again with --yes to %s them\n", sum.matched, verb);
+    else if (rv == 0 || sum.acted)
+        printf("%s %ld failed jobs\n", act == FWALK_RETRY ? "retried" : "forgot", sum.acted);
+    if (sum.kept)
+        fprintf(stderr, "qpool failed: %d jobs kept their retryUntil: their payloads do not say when they were "
+                        "dispatched\n", sum.kept);
+    return rv;
+}
+
+/* list by filter: newest first, queue by queue; --limit N in all. */
+static int list_by_filter(rconn_t *r, const failed_args_t *a)
+{
+    listing_t l = {.json = a->json};
+    sbuf_init(&l.b);
+    sbuf_puts(&l.b, "[");
+    if (!a->json) printf("%-36s  %-16s  %-19s  %-30s  %s\n", "UUID", "QUEUE", "FAILED AT (UTC)", "JOB", "EXCEPTION");
+    fwalk_t sum = {.act = FWALK_LIST};
+    int rv = walk_all(r, a, FWALK_LIST, &sum, &l);
+    sbuf_puts(&l.b, "]");
+    if (a->json && rv == 0)
+        printf("%s\n", l.b.data);
+    else if (!l.shown && rv == 0)
+        printf("(no failed jobs match)\n");
+    sbuf_free(&l.b);
+    return rv;
+}
+
 static int do_list(rconn_t *r, const failed_args_t *a)
 {
+    if (has_filter(a)) return list_by_filter(r, a);
     fqueues_t q;
     if (queues_get(r, a->nargs ? a->args[0] : NULL, &q) < 0) return -1;
     listing_t l = {.json = a->json};
@@ -255,6 +369,7 @@ static int retry_all(rconn_t *r, const char *queue)
 
 static int do_retry(rconn_t *r, const failed_args_t *a)
 {
+    if (!a->nargs && (has_filter(a) || (a->queue && !a->all))) return act_by_filter(r, a, FWALK_RETRY);
     if (a->all) return retry_all(r, a->queue);
     int rv = 0;
     for (int i = 0; i < a->nargs; i++)
@@ -272,6 +387,7 @@ static int forget_one(rconn_t *r, const char *uuid, bool quiet)
 
 static int do_forget(rconn_t *r, const failed_args_t *a)
 {
+    if (!a->nargs && (has_filter(a) || a->queue)) return act_by_filter(r, a, FWALK_FORGET);
     int rv = 0;
     for (int i = 0; i < a->nargs; i++)
         if (forget_one(r, a->args[i], false) < 0) rv = -1;
@@ -304,8 +420,8 @@ typedef struct {
 static const failed_cmd_t SUBCOMMANDS[] = {
     {"list", 0, 1, "list takes at most one QUEUE", do_list},
     {"show", 1, 1, "show takes one UUID", do_show},
-    {"retry", 1, INT_MAX, "retry takes UUIDs, or --all [--queue QUEUE]", do_retry},
-    {"forget", 1, INT_MAX, "forget takes one or more UUIDs", do_forget},
+    {"retry", 1, INT_MAX, "retry takes UUIDs, or --all [--queue QUEUE], or a filter", do_retry},
+    {"forget", 1, INT_MAX, "forget takes one or more UUIDs, or a filter", do_forget},
     {"flush", 0, 1, "flush takes at most one QUEUE", do_flush},
 };
 
@@ -313,7 +429,7 @@ static const failed_cmd_t SUBCOMMANDS[] = {
  * stop with exit status *status. */
 static const failed_cmd_t *parse_failed(const cli_cmd_t *cmd, int argc, char **argv, failed_args_t *a, int *status)
 {
-    if (cli_parse(cmd, argc, argv, "c:jq:h", OPTS, a, "invalid option", status) < 0) return NULL;
+    if (cli_parse(cmd, argc, argv, "c:jq:hy", OPTS, a, "invalid option", status) < 0) return NULL;
     *status = EXIT_USAGE;
     if (optind >= argc) {
         cli_usage_error("failed", "expected a subcommand: list, show, retry, forget, flush");
@@ -329,8 +445,11 @@ static const failed_cmd_t *parse_failed(const cli_cmd_t *cmd, int argc, char **a
         cli_usage_error("failed", "unknown subcommand '%s'", sub);
         return NULL;
     }
-    bool none = f->run == do_retry && a->all;
-    if (none ? a->nargs != 0 : a->nargs < f->min || a->nargs > f->max) {
+    bool acts = f->run == do_retry || f->run == do_forget;
+    bool fits = a->nargs >= f->min && a->nargs <= f->max;
+    if (acts && !a->nargs && (has_filter(a) || a->queue)) fits = true; /* by filter */
+    if ((f->run == do_retry && a->all) || (acts && has_filter(a))) fits = !a->nargs;
+    if (!fits) {
         cli_usage_error("failed", "%s", f->misfit);
         return NULL;
     }

@@ -9,6 +9,9 @@
 #include "redis/failed.h"
 #include "observe/jobhist.h"
 #include "observe/monitored.h"
+#include "redis/failed_search.h"
+#include "redis/pending.h"
+#include "core/util.h"
 #include "core/log.h"
 #include "core/reply.h"
 
@@ -87,6 +90,18 @@ static void pool_restart(http_ctx_t *h, const struct action *a, const char *pool
     ctl_action(h, req, who, out);
 }
 
+/* An operator's "stop this job": the master's worker running it kills its
+ * handler as at a timeout (master_stop_job); only this host's master. */
+static void job_stop(http_ctx_t *h, const struct action *a, const char *uuid, const cJSON *body, const char *who,
+                     http_reply_t *out)
+{
+    (void)a, (void)body;
+    cJSON *req = cJSON_CreateObject();
+    cJSON_AddStringToObject(req, "cmd", "stop-job");
+    cJSON_AddStringToObject(req, "uuid", uuid);
+    ctl_action(h, req, who, out);
+}
+
 /* ------------------------------------------------------------ the failed store */
 
 static void failed_one(http_ctx_t *h, const char *uuid, bool retry, const char *who, http_reply_t *out)
@@ -140,6 +155,153 @@ static bool read_cursor(const cJSON *body, failed_page_t *pg)
     return true;
 }
 
+/* ------------------------------------------------------------ by filter */
+
+static const char *body_str(const cJSON *body, const char *key)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(body, key);
+    return cJSON_IsString(v) && *v->valuestring ? v->valuestring : NULL;
+}
+
+/* A time of a body: unix seconds, or text as ffilter_time reads it. */
+static bool body_time(const cJSON *body, const char *key, long long *out)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(body, key);
+    if (!v || cJSON_IsNull(v)) return true;
+    if (cJSON_IsNumber(v) && v->valuedouble >= 0 && v->valuedouble < 1e15) return *out = (long long)v->valuedouble, true;
+    return cJSON_IsString(v) && ffilter_time(v->valuestring, wall_s(), out) == 0;
+}
+
+/* Does the body name a filter (the bulk actions by filter), not only the
+ * queue or class of the first bulk retry? */
+static bool by_filter(const cJSON *body)
+{
+    const char *keys[] = {"class", "q", "since", "until", "uuid", "dry_run", "all"};
+    for (size_t i = 0; i < sizeof keys / sizeof *keys; i++)
+        if (cJSON_GetObjectItemCaseSensitive(body, keys[i])) return true;
+    return cJSON_IsString(cJSON_GetObjectItemCaseSensitive(body, "cursor"));
+}
+
+/* The walk a body asks for; false (and the 400) when it is malformed or
+ * names no filter (a bulk action on the whole store takes "all": true). */
+static bool body_walk(const cJSON *body, fwalk_t *w, http_reply_t *out)
+{
+    w->f = (ffilter_t){.queue = body_str(body, "queue"), .name = body_str(body, "class"),
+                       .uuid = body_str(body, "uuid"), .q = body_str(body, "q")};
+    if (!body_time(body, "since", &w->f.since) || !body_time(body, "until", &w->f.until)) {
+        http_reply_error(out, 400, "since, until: unix seconds, YYYY-MM-DD[ HH:MM[:SS]] (UTC) or an age such as 1h");
+        return false;
+    }
+    const ffilter_t *f = &w->f;
+    bool any = f->queue || f->name || f->uuid || f->q || f->since || f->until;
+    if (!any && !cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(body, "all"))) {
+        http_reply_error(out, 400, "name a filter (class, queue, since, until, uuid, q), or \"all\": true");
+        return false;
+    }
+    const cJSON *cur = cJSON_GetObjectItemCaseSensitive(body, "cursor");
+    if (cur && !cJSON_IsNull(cur) && (!cJSON_IsString(cur) || fcursor_parse(cur->valuestring, &w->cur) < 0)) {
+        http_reply_error(out, 400, "malformed cursor: pass the one an answer gave");
+        return false;
+    }
+    if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(body, "dry_run"))) w->act = FWALK_COUNT;
+    return true;
+}
+
+/* The filter, for the log: what an operator would type. */
+static void filter_text(const ffilter_t *f, char *buf, size_t n)
+{
+    snprintf(buf, n, "%s%s%s%s%s%s%s%s%s", f->name ? " class " : "", f->name ? f->name : "",
+             f->queue ? " queue " : "", f->queue ? f->queue : "", f->uuid ? " uuid " : "", f->uuid ? f->uuid : "",
+             f->q ? " text \"" : "", f->q ? f->q : "", f->q ? "\"" : "");
+}
+
+static void walk_reply(const fwalk_t *w, http_reply_t *out)
+{
+    cJSON *o = reply_ok();
+    cJSON_AddBoolToObject(o, "dry_run", w->act == FWALK_COUNT);
+    cJSON_AddNumberToObject(o, "matched", (double)w->matched);
+    cJSON_AddNumberToObject(o, w->act == FWALK_RETRY ? "retried" : "forgotten", (double)w->acted);
+    if (w->act == FWALK_RETRY) cJSON_AddNumberToObject(o, "retry_until_kept", w->kept);
+    cJSON_AddNumberToObject(o, "scanned", (double)w->scanned);
+    char *cur = fcursor_text(&w->cur);
+    if (cur) cJSON_AddStringToObject(o, "cursor", cur);
+    else cJSON_AddNullToObject(o, "cursor");
+    free(cur);
+    http_reply_json(out, 200, o);
+}
+
+/* Retry or forget the failed jobs a filter matches (or count them: a dry
+ * run), a bounded step per request (failed_walk). */
+static void failed_bulk_filter(http_ctx_t *h, const cJSON *body, fwalk_act_t act, const char *who,
+                               http_reply_t *out)
+{
+    fwalk_t w = {.act = act};
+    if (!body_walk(body, &w, out)) {
+        fwalk_free(&w);
+        return;
+    }
+    char err[300], ftext[400];
+    pthread_mutex_lock(&h->lock);
+    int rv = failed_walk(h->rc, &w, err, sizeof err);
+    pthread_mutex_unlock(&h->lock);
+    filter_text(&w.f, ftext, sizeof ftext);
+    if (w.acted)
+        log_info("%s %ld failed jobs (filter:%s%s) by %s", act == FWALK_RETRY ? "retried" : "forgot", w.acted,
+                 ftext, w.f.since || w.f.until ? " and a time range" : "", who);
+    if (rv < 0)
+        http_reply_error(out, 503, "redis %s unavailable: %s (%ld acted on before)", h->rc->name, err, w.acted);
+    else
+        walk_reply(&w, out);
+    fwalk_free(&w);
+}
+
+/* The pending jobs of a queue that match a filter (class, uuid, q; or
+ * "all": true), ready and delayed: deleted (or counted: "dry_run"), a
+ * bounded step per request (pending_delete_step). */
+static void queue_delete(http_ctx_t *h, const struct action *a, const char *queue, const cJSON *body,
+                         const char *who, http_reply_t *out)
+{
+    (void)a;
+    pending_del_t d = {.queue = queue, .dry_run = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(body, "dry_run")),
+                       .f = {.name = body_str(body, "class"), .uuid = body_str(body, "uuid"), .q = body_str(body, "q")}};
+    const cJSON *cur = cJSON_GetObjectItemCaseSensitive(body, "cursor");
+    if (!d.f.name && !d.f.uuid && !d.f.q && !cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(body, "all"))) {
+        http_reply_error(out, 400, "name a filter (class, uuid, q), or \"all\": true");
+        return;
+    }
+    if (cur && !cJSON_IsNull(cur) && (!cJSON_IsString(cur) || pcursor_parse(cur->valuestring, &d.cur) < 0)) {
+        http_reply_error(out, 400, "malformed cursor: pass the one an answer gave");
+        return;
+    }
+    char err[300], ftext[400];
+    pthread_mutex_lock(&h->lock);
+    int rv = pending_delete_step(h->rc, &d, err, sizeof err);
+    pthread_mutex_unlock(&h->lock);
+    filter_text(&d.f, ftext, sizeof ftext);
+    if (d.deleted) log_info("deleted %ld pending jobs of queue %s (filter:%s) by %s", d.deleted, queue, ftext, who);
+    if (rv < 0) {
+        http_reply_error(out, 503, "redis %s unavailable: %s (%ld deleted before)", h->rc->name, err, d.deleted);
+        return;
+    }
+    cJSON *o = reply_ok();
+    cJSON_AddBoolToObject(o, "dry_run", d.dry_run);
+    cJSON_AddNumberToObject(o, "matched", (double)d.matched);
+    cJSON_AddNumberToObject(o, "deleted", (double)d.deleted);
+    cJSON_AddNumberToObject(o, "scanned", (double)d.scanned);
+    char *next = pcursor_text(&d.cur);
+    if (next) cJSON_AddStringToObject(o, "cursor", next);
+    else cJSON_AddNullToObject(o, "cursor");
+    free(next);
+    http_reply_json(out, 200, o);
+}
+
+static void failed_forget_bulk(http_ctx_t *h, const struct action *a, const char *unused, const cJSON *body,
+                               const char *who, http_reply_t *out)
+{
+    (void)a, (void)unused;
+    failed_bulk_filter(h, body, FWALK_FORGET, who, out);
+}
+
 /* Failed jobs of a queue, or of a class: {"queue": q} or {"name": n}, a
  * bounded page per request (failed_retry_page); the answer says how many
  * are left to look at and the cursor to go on with. */
@@ -147,6 +309,10 @@ static void failed_retry_bulk(http_ctx_t *h, const struct action *a, const char 
                               const char *who, http_reply_t *out)
 {
     (void)a, (void)unused;
+    if (by_filter(body)) {
+        failed_bulk_filter(h, body, FWALK_RETRY, who, out);
+        return;
+    }
     const cJSON *q = cJSON_GetObjectItemCaseSensitive(body, "queue"), *n = cJSON_GetObjectItemCaseSensitive(body, "name");
     failed_page_t pg = {.queue = cJSON_IsString(q) ? q->valuestring : NULL,
                         .name = cJSON_IsString(n) ? n->valuestring : NULL};
@@ -236,8 +402,11 @@ static const struct action ACTIONS[] = {
     {"/api/pools/", "restart", pool_restart, NULL, NULL},
     {"/api/queues/", "pause", scoped_action, "pause", "queues"},
     {"/api/queues/", "continue", scoped_action, "continue", "queues"},
+    {"/api/queues/", "delete", queue_delete, NULL, NULL},
     {"/api/failed/retry", NULL, failed_retry_bulk, NULL, NULL},
+    {"/api/failed/forget", NULL, failed_forget_bulk, NULL, NULL},
     {"/api/failed/", "retry", failed_retry_one, NULL, NULL},
+    {"/api/jobs/", "stop", job_stop, NULL, NULL},
     {"/api/failed/", "forget", failed_forget_one, NULL, NULL},
     {"/api/monitoring", NULL, monitor_add, NULL, NULL},
     {HTTP_DELETE_PREFIX "/api/monitoring", NULL, monitor_remove, NULL, NULL},

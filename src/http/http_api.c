@@ -6,6 +6,7 @@
  */
 #include "http/http_api.h"
 #include "redis/failed.h"
+#include "redis/failed_search.h"
 #include "observe/fleet.h"
 #include "observe/history.h"
 #include "observe/jobhist.h"
@@ -181,6 +182,38 @@ static void fleet_aggregates(cJSON *f)
     cJSON_ArrayForEach(m, cJSON_GetObjectItemCaseSensitive(f, "masters"))
         cJSON_ArrayForEach(p, cJSON_GetObjectItemCaseSensitive(m, "pools"))
             cJSON_DeleteItemFromObjectCaseSensitive((cJSON *)p, "children");
+}
+
+/* The id of the master this HTTP process belongs to (its parent), as its
+ * fleet record names it. */
+static void own_master_id(char *buf, size_t n)
+{
+    char host[256] = "?";
+    gethostname(host, sizeof host - 1);
+    host[sizeof host - 1] = '\0';
+    snprintf(buf, n, "%s:%d", host, (int)getppid());
+}
+
+/* Every job running on every host writing to the connection, oldest first
+ * (fleet_running), from the masters' fleet records. */
+static void get_running(http_ctx_t *h, bool full, http_arg_fn arg, void *req, http_reply_t *out)
+{
+    (void)full, (void)arg, (void)req; /* private: only a full reader gets here */
+    pthread_mutex_lock(&h->lock);
+    cJSON *f = fleet_list(h->rc);
+    pthread_mutex_unlock(&h->lock);
+    if (!f) {
+        http_reply_error(out, 503, "redis %s unavailable", h->rc->name);
+        return;
+    }
+    char own[300];
+    own_master_id(own, sizeof own);
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "now_ms", cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(f, "now_ms")));
+    cJSON_AddStringToObject(o, "master", own);
+    cJSON_AddItemToObject(o, "running", fleet_running(f, own));
+    cJSON_Delete(f);
+    http_reply_json(out, 200, o);
 }
 
 static void get_fleet(http_ctx_t *h, bool full, http_arg_fn arg, void *req, http_reply_t *out)
@@ -407,9 +440,78 @@ static void get_one_job(http_ctx_t *h, const char *uuid, http_reply_t *out)
     http_reply_json(out, 200, o);
 }
 
+/* The filter of a search's query string (class, queue, uuid, q, since,
+ * until); false (and why) when a time is malformed. */
+static bool failed_filter(http_arg_fn arg, void *req, ffilter_t *f, http_reply_t *out)
+{
+    *f = (ffilter_t){.queue = arg(req, "queue"), .name = arg(req, "class"), .uuid = arg(req, "uuid"),
+                     .q = arg(req, "q")};
+    const char *names[] = {"since", "until"};
+    long long *dst[] = {&f->since, &f->until};
+    for (int i = 0; i < 2; i++) {
+        const char *v = arg(req, names[i]);
+        if (v && *v && ffilter_time(v, wall_s(), dst[i]) < 0) {
+            http_reply_error(out, 400, "%s: expected unix seconds, YYYY-MM-DD[ HH:MM[:SS]] (UTC) or an age "
+                                       "such as 30m, 1h, 2d", names[i]);
+            return false;
+        }
+    }
+    return true;
+}
+
+/* ?class=, ?q=, ?since=, ?until=, ?uuid= or ?cursor=: a search, a bounded
+ * step at a time (failed_walk). */
+static void search_failed(http_ctx_t *h, http_arg_fn arg, void *req, http_reply_t *out)
+{
+    fwalk_t w = {.act = FWALK_LIST};
+    long long limit = num_arg(arg, req, "limit", 100, 1, 1000);
+    if (limit < 0) {
+        http_reply_error(out, 400, "limit must be 1..1000");
+        return;
+    }
+    if (!failed_filter(arg, req, &w.f, out)) return;
+    if (fcursor_parse(arg(req, "cursor"), &w.cur) < 0) {
+        http_reply_error(out, 400, "malformed cursor: pass the one an answer gave");
+        return;
+    }
+    w.limit = (long)limit;
+    char err[300];
+    pthread_mutex_lock(&h->lock);
+    int rv = failed_walk(h->rc, &w, err, sizeof err);
+    pthread_mutex_unlock(&h->lock);
+    if (rv < 0) {
+        fwalk_free(&w);
+        http_reply_error(out, 503, "redis %s unavailable: %s", h->rc->name, err);
+        return;
+    }
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddItemToObject(o, "failed", w.list);
+    w.list = NULL;
+    cJSON_AddNumberToObject(o, "scanned", (double)w.scanned);
+    char *cur = fcursor_text(&w.cur);
+    if (cur) cJSON_AddStringToObject(o, "cursor", cur);
+    else cJSON_AddNullToObject(o, "cursor");
+    cJSON_AddBoolToObject(o, "truncated", cur != NULL);
+    free(cur);
+    fwalk_free(&w);
+    http_reply_json(out, 200, o);
+}
+
+static bool is_search(http_arg_fn arg, void *req)
+{
+    const char *keys[] = {"class", "q", "since", "until", "uuid", "cursor"};
+    for (size_t i = 0; i < sizeof keys / sizeof *keys; i++)
+        if (arg(req, keys[i])) return true;
+    return false;
+}
+
 static void get_failed(http_ctx_t *h, bool full, http_arg_fn arg, void *req, http_reply_t *out)
 {
     (void)full; /* private: only a full reader gets here */
+    if (is_search(arg, req)) {
+        search_failed(h, arg, req, out);
+        return;
+    }
     long long limit = num_arg(arg, req, "limit", 100, 1, 10000);
     if (limit < 0) {
         http_reply_error(out, 400, "limit must be 1..10000");
@@ -466,6 +568,7 @@ static const struct route {
     {"/api/fleet", HTTP_NEED_AGGREGATE, get_fleet, NULL},     /* likewise */
     {"/api/metrics", HTTP_NEED_AGGREGATE, get_history, NULL},
     {"/api/jobs/recent", HTTP_NEED_PRIVATE, get_recent_jobs, NULL},
+    {"/api/jobs/running", HTTP_NEED_PRIVATE, get_running, NULL},
     {"/api/jobs/", HTTP_NEED_PRIVATE, NULL, get_one_job},
     {"/api/monitoring", HTTP_NEED_PRIVATE, get_monitoring, NULL},
     {"/api/monitoring/jobs", HTTP_NEED_PRIVATE, get_monitored_jobs, NULL},

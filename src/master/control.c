@@ -75,7 +75,7 @@ struct control {
 
 static const char *const CMD_NAMES[CTL_NCMDS] = {
     [CTL_STATUS] = "status", [CTL_PAUSE] = "pause", [CTL_CONTINUE] = "continue", [CTL_SCALE] = "scale",
-    [CTL_RESTART] = "restart", [CTL_RELOAD] = "reload", [CTL_TERMINATE] = "terminate",
+    [CTL_RESTART] = "restart", [CTL_RELOAD] = "reload", [CTL_TERMINATE] = "terminate", [CTL_STOP_JOB] = "stop-job",
 };
 
 /* A JSON array of names (absent: none) as an owned NULL-terminated vector;
@@ -122,6 +122,21 @@ static int parse_scale(const cJSON *req, int max_workers, ctl_request_t *r, char
     return 0;
 }
 
+/* stop-job's uuid: a name of at most 127 bytes, no control bytes. */
+static int parse_uuid(const cJSON *req, ctl_request_t *r, char *err, size_t errn)
+{
+    const cJSON *u = cJSON_GetObjectItemCaseSensitive(req, "uuid");
+    size_t n = cJSON_IsString(u) ? strlen(u->valuestring) : 0;
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)u->valuestring[i] < 0x20 || u->valuestring[i] == 0x7f) n = 0;
+    if (!n || n > 127) {
+        snprintf(err, errn, "stop-job takes \"uuid\": the running job's uuid");
+        return -1;
+    }
+    r->uuid = xstrdup(u->valuestring);
+    return 0;
+}
+
 int ctl_parse_request(const char *line, size_t len, int max_workers, ctl_request_t *r, char *err, size_t errn)
 {
     memset(r, 0, sizeof *r);
@@ -157,6 +172,8 @@ int ctl_parse_request(const char *line, size_t len, int max_workers, ctl_request
         snprintf(err, errn, "pools and queues must be arrays of names");
     else if (r->cmd == CTL_SCALE && parse_scale(req, max_workers, r, err, errn) < 0)
         ;
+    else if (r->cmd == CTL_STOP_JOB && parse_uuid(req, r, err, errn) < 0)
+        ;
     else
         rv = 0;
     cJSON_Delete(req);
@@ -172,6 +189,7 @@ void ctl_request_free(ctl_request_t *r)
     free(r->queues);
     free(r->pool);
     free(r->by);
+    free(r->uuid);
     memset(r, 0, sizeof *r);
 }
 
@@ -424,10 +442,25 @@ static void cmd_terminate(master_t *m, ctl_client_t *c, const ctl_request_t *r)
     m->ctl->next_progress_ms = mono_ms() + 1000;
 }
 
+static void cmd_stop_job(master_t *m, ctl_client_t *c, const ctl_request_t *r)
+{
+    char err[256], pool[64] = "";
+    int pid = master_stop_job(m, r->uuid, r->by, pool, sizeof pool, err, sizeof err);
+    if (pid < 0) {
+        reply_verb_error(c, err);
+        return;
+    }
+    cJSON *o = reply_ok();
+    cJSON_AddStringToObject(o, "uuid", r->uuid);
+    cJSON_AddStringToObject(o, "pool", pool);
+    cJSON_AddNumberToObject(o, "pid", pid);
+    reply_json(c, o);
+}
+
 static const ctl_handler_fn HANDLERS[CTL_NCMDS] = {
     [CTL_STATUS] = cmd_status,   [CTL_PAUSE] = cmd_pause,   [CTL_CONTINUE] = cmd_continue,
     [CTL_SCALE] = cmd_scale,     [CTL_RESTART] = cmd_restart, [CTL_RELOAD] = cmd_reload,
-    [CTL_TERMINATE] = cmd_terminate,
+    [CTL_TERMINATE] = cmd_terminate, [CTL_STOP_JOB] = cmd_stop_job,
 };
 
 static void handle_line(master_t *m, ctl_client_t *c, const char *line, size_t len)

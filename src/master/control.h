@@ -19,7 +19,9 @@
 #include "master/master.h"
 
 /* A request, parsed and checked (pure: no master state needed). */
-enum ctl_cmd { CTL_STATUS = 0, CTL_PAUSE, CTL_CONTINUE, CTL_SCALE, CTL_RESTART, CTL_RELOAD, CTL_TERMINATE, CTL_NCMDS };
+enum ctl_cmd {
+    CTL_STATUS = 0, CTL_PAUSE, CTL_CONTINUE, CTL_SCALE, CTL_RESTART, CTL_RELOAD, CTL_TERMINATE, CTL_STOP_JOB, CTL_NCMDS
+};
 typedef struct {
     enum ctl_cmd cmd;
     bool verbose;              /* status */
@@ -30,6 +32,7 @@ typedef struct {
     char *pool;                /* scale (required), restart (NULL: every pool) */
     int n;                     /* scale: workers, -1 for auto */
     char *by;                  /* who asked (HTTP actions), for the log */
+    char *uuid;                /* stop-job (required): the running job's uuid */
 } ctl_request_t;
 
 /* 0 and r filled (free with ctl_request_free), or -1 with err filled for

@@ -90,6 +90,11 @@ int master_pause(master_t *m, const pause_scope_t *scope, enum pause_source sour
 int master_scale(master_t *m, const char *pool, int n, char *err, size_t errn);
 /* Rolling restart of one pool (NULL: every pool); returns how many. */
 int master_restart(master_t *m, const char *pool, char *err, size_t errn);
+/* An operator's "stop this job": the worker running the job uuid kills its
+ * handler as at a timeout (the job is then released or failed as a timeout
+ * leaves it). The worker's pid (its pool's name in pool), or -1 (err): no
+ * such job runs here. by: who asked, for the log (NULL: the control socket). */
+int master_stop_job(master_t *m, const char *uuid, const char *by, char *pool, size_t pn, char *err, size_t errn);
 pool_t *master_pool(master_t *m, const char *name);
 
 #endif

@@ -56,6 +56,8 @@ static cJSON *child_json(master_t *m, pool_t *p, child_t *c)
         cJSON_AddStringToObject(j, "name", s.job_name);
         cJSON_AddStringToObject(j, "queue", s.job_queue);
         cJSON_AddNumberToObject(j, "running_ms", (double)(wall_ms() - s.job_started_ms));
+        cJSON_AddNumberToObject(j, "attempt", s.job_attempt);
+        cJSON_AddNumberToObject(j, "timeout_s", s.job_timeout_s);
     } else
         cJSON_AddNullToObject(o, "job");
     return o;
@@ -345,6 +347,7 @@ cJSON *status_fleet_record(master_t *m, const char *id)
     cJSON_AddStringToObject(o, "config", m->conf->path);
     cJSON_AddNumberToObject(o, "started_at", (double)(m->started_wall_ms / 1000));
     cJSON_AddNumberToObject(o, "uptime_s", (double)((wall_ms() - m->started_wall_ms) / 1000));
+    cJSON_AddNumberToObject(o, "written_ms", (double)wall_ms()); /* what each job's running_ms is as of */
     int npools = 0, npaused = 0;
     pool_counts_t t = {0};
     cJSON *pools = cJSON_CreateArray();

@@ -209,3 +209,74 @@ void fleet_add_totals(cJSON *fleet)
     cJSON_AddNumberToObject(t, "busy", busy);
     add_budgets(fleet);
 }
+
+/* ------------------------------------------------------------ running now */
+
+static double num_of(const cJSON *o, const char *key)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    return cJSON_IsNumber(v) ? v->valuedouble : 0;
+}
+
+static const char *str_of(const cJSON *o, const char *key)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    return cJSON_IsString(v) ? v->valuestring : "";
+}
+
+/* A row of fleet_running: the job a child of a pool of a master runs. */
+static cJSON *running_row(const cJSON *master, const cJSON *pool, const cJSON *child, double since_ms, bool own)
+{
+    const cJSON *job = cJSON_GetObjectItemCaseSensitive(child, "job");
+    cJSON *r = cJSON_CreateObject();
+    cJSON_AddStringToObject(r, "host", str_of(master, "host"));
+    cJSON_AddStringToObject(r, "master", str_of(master, "id"));
+    cJSON_AddStringToObject(r, "pool", str_of(pool, "name"));
+    cJSON_AddNumberToObject(r, "pid", num_of(child, "pid"));
+    const char *keys[] = {"uuid", "id", "name", "queue"};
+    for (size_t i = 0; i < sizeof keys / sizeof *keys; i++) cJSON_AddStringToObject(r, keys[i], str_of(job, keys[i]));
+    cJSON_AddNumberToObject(r, "attempt", num_of(job, "attempt"));
+    double age = num_of(job, "running_ms") + since_ms, timeout = num_of(job, "timeout_s");
+    cJSON_AddNumberToObject(r, "age_ms", age);
+    cJSON_AddNumberToObject(r, "timeout_s", timeout);
+    cJSON_AddBoolToObject(r, "past_timeout", timeout > 0 && age > timeout * 1000);
+    cJSON_AddBoolToObject(r, "own", own);
+    return r;
+}
+
+static int oldest_first(const void *a, const void *b)
+{
+    double x = num_of(*(cJSON *const *)a, "age_ms"), y = num_of(*(cJSON *const *)b, "age_ms");
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+
+/* The rows of one master's record, into v (grown). */
+static void running_of(const cJSON *master, double now_ms, const char *own_id, cJSON ***v, size_t *n, size_t *cap)
+{
+    double since = now_ms - num_of(master, "written_ms");
+    if (since < 0 || !num_of(master, "written_ms")) since = 0;
+    if (since > 60000) since = 60000;
+    bool own = own_id && !strcmp(str_of(master, "id"), own_id);
+    const cJSON *pool, *child;
+    cJSON_ArrayForEach(pool, cJSON_GetObjectItemCaseSensitive(master, "pools")) {
+        cJSON_ArrayForEach(child, cJSON_GetObjectItemCaseSensitive(pool, "children")) {
+            if (!cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(child, "job"))) continue;
+            if (*n == *cap) *v = xrealloc(*v, (*cap = *cap * 2 + 8) * sizeof **v);
+            (*v)[(*n)++] = running_row(master, pool, child, since, own);
+        }
+    }
+}
+
+cJSON *fleet_running(const cJSON *fleet, const char *own_id)
+{
+    double now = num_of(fleet, "now_ms");
+    cJSON **v = NULL;
+    size_t n = 0, cap = 0;
+    const cJSON *m;
+    cJSON_ArrayForEach(m, cJSON_GetObjectItemCaseSensitive(fleet, "masters")) running_of(m, now, own_id, &v, &n, &cap);
+    if (n) qsort(v, n, sizeof *v, oldest_first);
+    cJSON *arr = cJSON_CreateArray();
+    for (size_t i = 0; i < n; i++) cJSON_AddItemToArray(arr, v[i]);
+    free(v);
+    return arr;
+}

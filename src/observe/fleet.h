@@ -36,5 +36,12 @@ cJSON *fleet_list(rconn_t *c);
  * and "budgets": each fleet-budgeted pool's budget, held, want, masters and
  * waiting masters over the records. */
 void fleet_add_totals(cJSON *fleet);
+/* Every job running in a fleet_list answer, oldest first (caller frees):
+ * [{"host","master","pool","pid","uuid","id","name","queue","attempt",
+ * "age_ms","timeout_s","past_timeout","own"}]. A job's age is its
+ * running_ms when its master wrote the record plus the time since (by
+ * now_ms, at most a minute: the hosts' clocks may differ); own: its master
+ * is own_id (the one an action here can reach). (pure) */
+cJSON *fleet_running(const cJSON *fleet, const char *own_id);
 
 #endif

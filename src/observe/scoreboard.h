@@ -67,6 +67,8 @@ typedef struct {
     char job_uuid[48];
     char job_name[96];
     char job_queue[64];
+    uint32_t job_attempt;      /* the attempt running (1: the first), 0: not known */
+    int32_t job_timeout_s;     /* its timeout (the payload's, else the pool's), 0: none */
 } sb_child_t;
 
 /* One slot per page: a child keeps only its own page mapped (sb_confine),
@@ -81,6 +83,8 @@ typedef struct {
     _Atomic uint32_t control;
     _Atomic uint32_t preload_off;  /* 1: the pool's zygote cannot preload: start handlers that boot */
     _Atomic int32_t zygote_pid;    /* the zygote of the child's generation (master-written), 0: none now */
+    _Atomic int64_t stop_job_ms;   /* master-written: stop the job that started at this wall ms (an operator's
+                                    * "stop this job"): its handler is killed as at a timeout; 0: none */
     /* master-written at spawn */
     int32_t pid;
     int64_t started_ms;        /* wall clock */

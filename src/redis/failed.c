@@ -80,6 +80,11 @@ int failed_note_queues(rconn_t *c, const char *const *queues, int n)
 /* The key of a record: where the queue's failures are on a cluster. */
 static char *job_key(rconn_t *c, const char *queue, const char *uuid)
 {
+    return failed_job_key(c, queue, uuid);
+}
+
+char *failed_job_key(rconn_t *c, const char *queue, const char *uuid)
+{
     if (!rconn_is_cluster(c)) return xasprintf("%sqpool:failed:job:%s", c->conf.prefix, uuid);
     return xasprintf("%sqpool:failed:%s:job:%s", c->conf.prefix, queue, uuid);
 }
@@ -607,5 +612,55 @@ int failed_retry_page(rconn_t *c, failed_page_t *pg, char *err, size_t errn)
         }
     }
     free_strv(qs);
+    return rv;
+}
+
+/* ------------------------------------------------------------ many at once */
+
+int failed_retry_many(rconn_t *c, const char *queue, const frec_t *recs, int n, int *kept, char *err, size_t errn)
+{
+    batch_t b = {.n = 0};
+    for (int i = 0; i < n && i < FAILED_RETRY_BATCH; i++) {
+        bool k = false;
+        b.uuid[b.n] = xstrdup(recs[i].uuid);
+        b.payload[b.n] = retry_payload(&recs[i], &k, &b.len[b.n]);
+        b.n++;
+        *kept += k;
+    }
+    return batch_run(c, queue, &b, err, errn);
+}
+
+/* KEYS: queue index, queue set, then the job hashes. ARGV: queue, then the
+ * uuids (one per job hash). */
+static const char BULK_FORGET_LUA[] =
+    "local n = 0\n"
+    "for i = 3, #KEYS do\n"
+    "  n = n + redis.call('del', KEYS[i])\n"
+    "  redis.call('zrem', KEYS[1], ARGV[i - 1])\n"
+    "end\n"
+    "if redis.call('zcard', KEYS[1]) == 0 then redis.call('srem', KEYS[2], ARGV[1]) end\n"
+    "return n";
+
+static rscript_t bulk_forget_script;
+
+int failed_forget_many(rconn_t *c, const char *queue, char *const *uuids, int n, char *err, size_t errn)
+{
+    if (n <= 0) return 0;
+    qkeys_t k;
+    qkeys_init(&k, c->conf.prefix, queue);
+    char *set = rconn_is_cluster(c) ? xstrdup(k.failed) : xasprintf("%sqpool:failed:queues", c->conf.prefix);
+    int nkeys = 2 + n, argc = nkeys + 1 + n, a = 0;
+    const char **av = xcalloc((size_t)argc, sizeof *av);
+    char **jobkeys = xcalloc((size_t)n, sizeof *jobkeys);
+    av[a++] = k.failed, av[a++] = set;
+    for (int i = 0; i < n; i++) av[a++] = jobkeys[i] = job_key(c, queue, uuids[i]);
+    av[a++] = queue;
+    for (int i = 0; i < n; i++) av[a++] = uuids[i];
+    int rv = run_script(c, &bulk_forget_script, BULK_FORGET_LUA, nkeys, argc, av, NULL, err, errn);
+    for (int i = 0; i < n; i++) free(jobkeys[i]);
+    free(jobkeys);
+    free(av);
+    free(set);
+    qkeys_free(&k);
     return rv;
 }

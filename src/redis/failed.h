@@ -68,6 +68,16 @@ typedef struct {
 /* 0, or -1 (err) when Redis failed; what was retried before stays retried. */
 int failed_retry_page(rconn_t *c, failed_page_t *pg, char *err, size_t errn);
 
+/* Retry, in one script, n (at most FAILED_RETRY_BATCH) records of queue
+ * as failed_retry does: the count retried (those still in the store), or
+ * -1 (err); *kept adds those whose retryUntil stayed. */
+int failed_retry_many(rconn_t *c, const char *queue, const frec_t *recs, int n, int *kept, char *err, size_t errn);
+/* Remove, in one script, n uuids of queue's failures: the count removed,
+ * or -1 (err). */
+int failed_forget_many(rconn_t *c, const char *queue, char *const *uuids, int n, char *err, size_t errn);
+/* The key of a record of queue (its slot on a cluster); caller frees. */
+char *failed_job_key(rconn_t *c, const char *queue, const char *uuid);
+
 /* Remove a failed job: 1 removed, 0 not there, -1 Redis error. */
 int failed_forget(rconn_t *c, const char *uuid);
 

@@ -173,11 +173,21 @@ static void sb_text(char *dst, size_t cap, const char *s)
     dst[n] = '\0';
 }
 
-static void sb_job(worker_t *w, const char *id, const char *uuid, const char *name, const char *queue)
+/* The job a worker starts: its names, attempt (0: not known) and timeout
+ * (0: none). */
+typedef struct {
+    const char *id, *uuid, *name, *queue;
+    long attempt, timeout;
+} sb_job_t;
+
+static void sb_job(worker_t *w, const sb_job_t *j)
 {
+    const char *id = j->id, *uuid = j->uuid, *name = j->name, *queue = j->queue;
     sb_write_begin(w->slot);
     w->slot->c.state = SB_BUSY;
     w->slot->c.job_started_ms = wall_ms();
+    w->slot->c.job_attempt = j->attempt > 0 && j->attempt < INT32_MAX ? (uint32_t)j->attempt : 0;
+    w->slot->c.job_timeout_s = j->timeout > 0 && j->timeout < INT32_MAX ? (int32_t)j->timeout : 0;
     sb_text(w->slot->c.job_id, sizeof w->slot->c.job_id, id);
     sb_text(w->slot->c.job_uuid, sizeof w->slot->c.job_uuid, uuid);
     sb_text(w->slot->c.job_name, sizeof w->slot->c.job_name, name);
@@ -915,6 +925,13 @@ static void orphan_release(worker_t *w)
     w->orphan_key = NULL;
 }
 
+/* Has an operator asked to stop the job running (master_stop_job)? */
+static bool stop_asked(worker_t *w)
+{
+    int64_t at = atomic_load(&w->slot->stop_job_ms);
+    return at && at == w->slot->c.job_started_ms;
+}
+
 /* Run the handler, watching signals, the timeout and the reservation. The
  * master's death does not cut the job short: as with SIGTERM it finishes. */
 static void fire(worker_t *w, job_t *j, hresult_t *res)
@@ -959,9 +976,14 @@ static void fire(worker_t *w, job_t *j, hresult_t *res)
         now = mono_ms();
         orphan_lease(w, now);
         wlimits_beat(&w->lim, w->rc, now, w->qs.q[j->pr.qidx].name, j->parsed ? j->p.display_name : NULL, j->hj.name);
-        if (deadline && now >= deadline) {
-            log_warn("job %s (%s) timed out after %ld s: killing the handler's process group",
-                     j->hj.id ? j->hj.id : "?", j->hj.name, timeout);
+        bool stop = stop_asked(w);
+        if ((deadline && now >= deadline) || stop) {
+            if (stop)
+                log_warn("job %s (%s) stopped by an operator: killing the handler's process group, as at a timeout",
+                         j->hj.id ? j->hj.id : "?", j->hj.name);
+            else
+                log_warn("job %s (%s) timed out after %ld s: killing the handler's process group",
+                         j->hj.id ? j->hj.id : "?", j->hj.name, timeout);
             handler_abort(w->h);
             memset(res, 0, sizeof *res);
             res->kind = HRES_TIMEOUT;
@@ -1259,7 +1281,9 @@ static bool run_job(worker_t *w, job_t *j)
         stats_record(w, j, NULL); /* a payload moved aside: failed */
         return true;
     }
-    sb_job(w, j->hj.id, j->hj.uuid, j->hj.name, w->qs.q[j->pr.qidx].name);
+    sb_job(w, &(sb_job_t){.id = j->hj.id, .uuid = j->hj.uuid, .name = j->hj.name, .queue = w->qs.q[j->pr.qidx].name,
+                          .attempt = j->parsed ? j->p.attempts + 1 : 0,
+                          .timeout = j->parsed && j->p.has_timeout ? j->p.timeout : w->p->timeout});
     job_log(w, j, "Processing", NULL);
     if (policy_already_exceeded(&j->p, w->p->tries, j->attempts, wall_s())) {
         job_fail_unrun(w, j);
@@ -1862,7 +1886,9 @@ static bool app_cycle(worker_t *w, job_t *job)
     hresult_t res;
     bool ran = app_pop(w, job, &res) == 1;
     if (ran && res.kind == HRES_POPPED) {
-        sb_job(w, job->app.id, job->app.uuid, job->app.name, w->qs.q[job->pr.qidx].name);
+        sb_job(w, &(sb_job_t){.id = job->app.id, .uuid = job->app.uuid, .name = job->app.name,
+                              .queue = w->qs.q[job->pr.qidx].name, .attempt = job->attempts,
+                              .timeout = job->app.timeout_s >= 0 ? job->app.timeout_s : w->p->timeout});
         job_log(w, job, "Processing", NULL);
         hresult_free(&res);
         job->started_s = mono_s();

@@ -1,0 +1,75 @@
+/*
+ * cli_pending.c - `qpool pending delete QUEUE FILTER [--yes]`: delete the
+ * pending jobs (ready and delayed) of a queue that match a filter, in
+ * bounded steps (redis/pending.h), as the HTTP API does; without --yes it
+ * only counts them.
+ */
+#include "cli/cli.h"
+#include "redis/pending.h"
+#include "core/util.h"
+
+#include <getopt.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    const char *cfg, *conn, *name, *uuid, *text;
+    bool yes, all;
+} pending_args_t;
+
+#define F(m) offsetof(pending_args_t, m)
+static const cli_opt_t OPTS[] = {
+    CLI_REDIS_OPTS(pending_args_t),
+    CLI_STR("class", 1001, F(name)),
+    CLI_STR("uuid", 1002, F(uuid)),
+    CLI_STR("text", 1003, F(text)),
+    CLI_STR("q", 1003, F(text)),
+    CLI_TRUE("yes", 'y', F(yes)),
+    CLI_TRUE("all", 'a', F(all)),
+    CLI_OPTS_END,
+};
+#undef F
+
+/* Every step to the end: the totals in *sum; 0, or -1 (said why). */
+static int delete_all(rconn_t *r, const char *queue, const pending_args_t *a, pending_del_t *sum)
+{
+    pending_del_t d = {.queue = queue, .dry_run = !a->yes, .f = {.name = a->name, .uuid = a->uuid, .q = a->text}};
+    char err[300];
+    do {
+        if (pending_delete_step(r, &d, err, sizeof err) < 0) {
+            fprintf(stderr, "qpool pending: redis: %s\n", err);
+            return -1;
+        }
+        sum->matched += d.matched, sum->deleted += d.deleted, sum->scanned += d.scanned;
+    } while (!d.cur.done);
+    return 0;
+}
+
+int cmd_pending(const cli_cmd_t *cmd, int argc, char **argv)
+{
+    pending_args_t a = {.conn = "default"};
+    int status;
+    if (cli_parse(cmd, argc, argv, "c:hya", OPTS, &a, "invalid option", &status) < 0) return status;
+    if (argc - optind != 2 || strcmp(argv[optind], "delete")) {
+        cli_usage_error("pending", "expected: delete QUEUE and a filter (--class, --uuid, --text) or --all");
+        return EXIT_USAGE;
+    }
+    if (!a.name && !a.uuid && !a.text && !a.all) {
+        cli_usage_error("pending", "name a filter (--class, --uuid, --text), or --all for every pending job");
+        return EXIT_USAGE;
+    }
+    const char *queue = argv[optind + 1];
+    cli_redis_t x;
+    if (cli_redis_open("pending", a.cfg, a.conn, &x, &status) < 0) return status;
+    pending_del_t sum = {0};
+    int rv = cli_redis_reach(&x, false) < 0 || delete_all(x.r, queue, &a, &sum) < 0 ? 1 : 0;
+    if (rv == 0 && !a.yes)
+        printf("%ld pending jobs of %s match (of %ld looked at); run again with --yes to delete them\n", sum.matched,
+               queue, sum.scanned);
+    else if (rv == 0)
+        printf("deleted %ld pending jobs of %s\n", sum.deleted, queue);
+    cli_redis_close(&x);
+    return rv;
+}
