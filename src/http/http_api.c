@@ -194,18 +194,23 @@ static void own_master_id(char *buf, size_t n)
     snprintf(buf, n, "%s:%d", host, (int)getppid());
 }
 
+/* The masters' fleet records (fleet_list), or NULL with out a 503. */
+static cJSON *fleet_read(http_ctx_t *h, http_reply_t *out)
+{
+    pthread_mutex_lock(&h->lock);
+    cJSON *f = fleet_list(h->rc);
+    pthread_mutex_unlock(&h->lock);
+    if (!f) http_reply_error(out, 503, "redis %s unavailable", h->rc->name);
+    return f;
+}
+
 /* Every job running on every host writing to the connection, oldest first
  * (fleet_running), from the masters' fleet records. */
 static void get_running(http_ctx_t *h, bool full, http_arg_fn arg, void *req, http_reply_t *out)
 {
     (void)full, (void)arg, (void)req; /* private: only a full reader gets here */
-    pthread_mutex_lock(&h->lock);
-    cJSON *f = fleet_list(h->rc);
-    pthread_mutex_unlock(&h->lock);
-    if (!f) {
-        http_reply_error(out, 503, "redis %s unavailable", h->rc->name);
-        return;
-    }
+    cJSON *f = fleet_read(h, out);
+    if (!f) return;
     char own[300];
     own_master_id(own, sizeof own);
     cJSON *o = cJSON_CreateObject();
@@ -219,13 +224,8 @@ static void get_running(http_ctx_t *h, bool full, http_arg_fn arg, void *req, ht
 static void get_fleet(http_ctx_t *h, bool full, http_arg_fn arg, void *req, http_reply_t *out)
 {
     (void)arg, (void)req;
-    pthread_mutex_lock(&h->lock);
-    cJSON *f = fleet_list(h->rc);
-    pthread_mutex_unlock(&h->lock);
-    if (!f) {
-        http_reply_error(out, 503, "redis %s unavailable", h->rc->name);
-        return;
-    }
+    cJSON *f = fleet_read(h, out);
+    if (!f) return;
     fleet_add_totals(f);
     if (!full) fleet_aggregates(f);
     mark_aggregates_only(f, full);

@@ -532,12 +532,11 @@ static int by_name(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* The queues in scope, in name order (NULL-terminated; caller frees). */
-static char **scope_queues(rconn_t *c, const failed_page_t *pg)
+char **failed_scope_queues(rconn_t *c, const char *only)
 {
-    if (pg->queue) {
+    if (only) {
         char **v = xcalloc(2, sizeof *v);
-        v[0] = xstrdup(pg->queue);
+        v[0] = xstrdup(only);
         return v;
     }
     redisReply *qs = failed_queues(c);
@@ -579,7 +578,7 @@ int failed_retry_page(rconn_t *c, failed_page_t *pg, char *err, size_t errn)
 {
     pg->retried = pg->kept = 0;
     pg->remaining = 0;
-    char **qs = scope_queues(c, pg);
+    char **qs = failed_scope_queues(c, pg->queue);
     if (!qs) {
         snprintf(err, errn, "%s", c->last_error[0] ? c->last_error : "unexpected reply");
         return -1;

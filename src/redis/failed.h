@@ -37,6 +37,10 @@ int failed_note_queues(rconn_t *c, const char *const *queues, int n);
 /* SMEMBERS of the queues with failed jobs (on a cluster: those noted, and
  * those configured here); NULL when Redis failed. */
 redisReply *failed_queues(rconn_t *c);
+/* The failed store's queues in name order, or only `only` when given
+ * (NULL-terminated, each and the array the caller's to free; NULL when
+ * Redis does not answer). */
+char **failed_scope_queues(rconn_t *c, const char *only);
 /* {"uuid","connection","queue","name","failed_at","failed_at_utc","exception"[,"payload"]} */
 cJSON *failed_json(const frec_t *f, bool with_payload);
 /* The newest records (of one queue, or all), at most limit per queue, as a

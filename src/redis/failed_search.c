@@ -317,33 +317,6 @@ static long walk_chunk(rconn_t *c, fwalk_t *w, const char *queue, long want, cha
     return (long)j;
 }
 
-static int by_name(const void *a, const void *b)
-{
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-/* The queues in scope, in name order (NULL-terminated; caller frees). */
-static char **scope_queues(rconn_t *c, const ffilter_t *f)
-{
-    if (f->queue) {
-        char **v = xcalloc(2, sizeof *v);
-        v[0] = xstrdup(f->queue);
-        return v;
-    }
-    redisReply *qs = failed_queues(c);
-    if (!qs || qs->type != REDIS_REPLY_ARRAY) {
-        if (qs) freeReplyObject(qs);
-        return NULL;
-    }
-    char **v = xcalloc(qs->elements + 1, sizeof *v);
-    size_t n = 0;
-    for (size_t i = 0; i < qs->elements; i++)
-        if (qs->element[i]->type == REDIS_REPLY_STRING) v[n++] = xstrdup(qs->element[i]->str);
-    freeReplyObject(qs);
-    qsort(v, n, sizeof *v, by_name);
-    return v;
-}
-
 /* A uuid asked for: its record alone (one look). */
 static int walk_uuid(rconn_t *c, fwalk_t *w, char *err, size_t errn)
 {
@@ -370,7 +343,7 @@ int failed_walk(rconn_t *c, fwalk_t *w, char *err, size_t errn)
     w->kept = 0;
     if (w->act == FWALK_LIST && !w->list) w->list = cJSON_CreateArray();
     if (w->f.uuid) return walk_uuid(c, w, err, errn);
-    char **qs = scope_queues(c, &w->f);
+    char **qs = failed_scope_queues(c, w->f.queue);
     if (!qs) {
         snprintf(err, errn, "%s", c->last_error[0] ? c->last_error : "unexpected reply");
         return -1;
