@@ -5,6 +5,8 @@ of jobs per request; the dashboard's Pending page shows it, text as text.
 Real redis-server, real processes."""
 import json
 import time
+import urllib.error
+import urllib.request
 
 import pytest
 
@@ -91,6 +93,11 @@ def test_pages_cover_every_waiting_job_once_newest_or_oldest_first(served, r):
     for bad in ({}, {"queue": ""}, {"queue": "pl-main", "order": "up"}, {"queue": "pl-main", "offset": "-1"},
                 {"queue": "pl-main", "state": "running"}, {"queue": "pl-main", "q": "x" * 1025}):
         assert get(port, "/api/jobs/pending", **bad)[0] == 400, bad
+    try:  # loopback without the token: job records are not aggregates
+        urllib.request.urlopen("http://127.0.0.1:%d/api/jobs/pending?queue=pl-main" % port, timeout=30)
+        assert False, "read without the token"
+    except urllib.error.HTTPError as e:
+        assert e.code == 401
     st, rep = get(port, "/api/jobs/pending", queue="pl-main", offset="5000")
     assert st == 200 and rep["jobs"] == [] and rep["next_offset"] is None
     # reading changed nothing

@@ -27,7 +27,7 @@ def shown(d):
         " a ? a.getAttribute('href') : null]; })")
 
 
-def test_the_pending_page_shows_a_queue_in_pages_with_hostile_text_as_text(master, r, browser):
+def test_the_pending_page_shows_a_queue_in_pages_with_hostile_text_as_text(master, r, browser, tmp_path):
     port = free_port()
     master.write_config(pool(), qpool='http = { listen = "127.0.0.1:%d"; token_env = "QPOOL_TEST_TOKEN"; };' % port)
     master.start(env={"QPOOL_TEST_TOKEN": TOKEN})
@@ -46,6 +46,7 @@ def test_the_pending_page_shows_a_queue_in_pages_with_hostile_text_as_text(maste
     assert [x[1] for x in first[1:]] == [p["uuid"] for p in ready[:99]]
     # the hostile name is text: no element was made of it, nothing ran
     assert not d.find_elements(By.CSS_SELECTOR, "#pending-list-table img") and d.title != "pwned"
+    d.save_screenshot(str(test_dashboard.shots_dir(tmp_path) / "pending.png"))
     # the next page: the URL keeps it; back goes to the first
     d.find_element(By.ID, "pending-list-next").click()
     wait_for(lambda: shown(d) and shown(d)[0][1] == ready[99]["uuid"], 20, what="the second page")
