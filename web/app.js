@@ -1189,7 +1189,7 @@
   /* What waits in a queue (GET /api/jobs/pending), a page at a time; the
    * URL keeps the queue, the filters and the page (#/pending?queue=...&offset=N):
    * bookmarkable, back goes to the previous page. */
-  var PFILTER = ['queue', 'class', 'q', 'order', 'state'], PPAGE = 100;
+  var PFILTER = ['queue', 'class', 'q', 'tag', 'order', 'state'], PPAGE = 100;
   function pendingHash(f) {
     var o = {};
     PFILTER.concat(['offset']).forEach(k => { if (f[k]) o[k] = String(f[k]); });
@@ -1207,6 +1207,7 @@
     field('queue', 'Queue', el('input', { type: 'search', id: 'pending-list-queue', list: 'dl-pqueue', size: 12, required: true }));
     field('class', 'Class', el('input', { type: 'search', id: 'pending-list-class', size: 22, placeholder: 'App\\Jobs\\…' }));
     field('q', 'Text', el('input', { type: 'search', id: 'pending-list-text', size: 18, placeholder: 'text in the payload' }));
+    field('tag', 'Tag', el('input', { type: 'search', id: 'pending-list-tag', size: 16, placeholder: 'App\\Models\\User:42' }));
     field('order', 'Order', el('select', { id: 'pending-list-order' },
       el('option', { value: 'newest', text: 'newest first' }), el('option', { value: 'oldest', text: 'oldest first (run order)' })));
     field('state', 'State', el('select', { id: 'pending-list-state' },
@@ -1255,8 +1256,17 @@
     }, { id: 'pending-queues-table', empty: 'No queue.' }));
     if (s.dlq.children.length !== qs.length) { clear(s.dlq); qs.forEach(q => { s.dlq.append(el('option', { value: q.name })); }); }
   }
+  /* A job's tags, each a link to this queue's jobs with that tag. */
+  function pendingTags(s, tags) {
+    var span = el('span', { class: 'tags' });
+    tags.forEach((t, i) => {
+      if (i) span.append(' ');
+      span.append(el('a', { href: pendingHash({ queue: s.filter.queue, tag: t, order: s.filter.order, state: s.filter.state }), class: 'tag', text: t }));
+    });
+    return span;
+  }
   function renderPending(s, d) {
-    var c = d.counts || {}, jobs = d.jobs || [], filtered = !!(s.filter.class || s.filter.q);
+    var c = d.counts || {}, jobs = d.jobs || [], filtered = !!(s.filter.class || s.filter.q || s.filter.tag);
     s.count.textContent = d.queue + ': ' + num(c.ready || 0) + ' ready, ' + num(c.delayed || 0) + ' delayed, ' + num(c.reserved || 0) + ' reserved · ' +
       (jobs.length ? (filtered ? num(jobs.length) + ' matching' : 'positions ' + num(jobs[0].position + 1) + '–' + num(jobs[jobs.length - 1].position + 1)) : 'none here') +
       ', ' + (d.order === 'oldest' ? 'oldest first (the order they run in)' : 'newest first') +
@@ -1265,7 +1275,7 @@
       return el('tr', { 'data-uuid': j.uuid || ('#' + j.position) },
         tdn(num(j.position + 1)), td(j.state), td(j.malformed ? el('span', { class: 'muted', text: '(not a job payload)' }) : jobLink(j.uuid, j.class)),
         tdn(j.attempts == null ? '–' : num(j.attempts)), td(j.pushed_at ? when(j.pushed_at * 1000) : '–'),
-        td(j.available_at ? when(j.available_at * 1000) : '–'), tdn(j.size < 1024 ? num(j.size) + ' B' : kb(j.size / 1024)), td(tagLinks(j.tags || [])), td(j.uuid || '–', 'mono'));
+        td(j.available_at ? when(j.available_at * 1000) : '–'), tdn(j.size < 1024 ? num(j.size) + ' B' : kb(j.size / 1024)), td(pendingTags(s, j.tags || [])), td(j.uuid || '–', 'mono'));
     }, { id: 'pending-list-table', limit: PPAGE, empty: filtered ? 'Nothing matches here.' : 'No job waits here.' }));
     clear(s.nav);
     if (s.offset > 0) s.nav.append(el('a', { href: pendingHash(s.filter), id: 'pending-list-first', text: '« first page' }));

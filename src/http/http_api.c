@@ -365,8 +365,9 @@ static bool pending_args(http_arg_fn arg, void *req, plist_t *p, http_reply_t *o
 {
     const char *order = arg(req, "order"), *state = arg(req, "state");
     *p = (plist_t){.queue = arg(req, "queue"), .f = {.name = arg(req, "class"), .uuid = arg(req, "uuid"),
-                                                      .q = arg(req, "q")}};
-    const char **v[] = {&p->f.name, &p->f.uuid, &p->f.q};
+                                                      .q = arg(req, "q")},
+                  .tag = arg(req, "tag")};
+    const char **v[] = {&p->f.name, &p->f.uuid, &p->f.q, &p->tag};
     bool ok = p->queue && *p->queue && strlen(p->queue) <= FILTER_STR_MAX;
     for (size_t i = 0; i < sizeof v / sizeof *v; i++) {
         if (*v[i] && !**v[i]) *v[i] = NULL;
@@ -383,7 +384,7 @@ static bool pending_args(http_arg_fn arg, void *req, plist_t *p, http_reply_t *o
                                                           : (ok = false, PSTATE_ALL);
     if (!ok)
         http_reply_error(out, 400, "queue is required; limit 1..%d; offset 0 or more; order newest or oldest; "
-                         "state all, ready or delayed; class, uuid and q at most %d bytes", PENDING_LIST_MAX,
+                         "state all, ready or delayed; class, uuid, q and tag at most %d bytes", PENDING_LIST_MAX,
                          FILTER_STR_MAX);
     return ok;
 }

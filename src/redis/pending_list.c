@@ -23,11 +23,25 @@ void pending_list_free(plist_t *p)
     p->jobs = NULL;
 }
 
-bool pending_list_match(const ffilter_t *f, const char *raw, size_t len)
+/* Is tag one of the payload's own top-level "tags"? */
+static bool has_tag(const char *raw, size_t len, const char *tag)
+{
+    size_t vs, ve;
+    if (!memmem(raw, len, "\"tags\"", 6) || !json_top_value(raw, len, "tags", &vs, &ve)) return false;
+    cJSON *a = cJSON_ParseWithLength(raw + vs, ve - vs);
+    const cJSON *t;
+    bool has = false;
+    cJSON_ArrayForEach(t, a) has = has || (cJSON_IsString(t) && !strcmp(t->valuestring, tag));
+    cJSON_Delete(a);
+    return has;
+}
+
+bool pending_list_match(const ffilter_t *f, const char *tag, const char *raw, size_t len)
 {
     frec_t r = {.payload = (char *)raw, .payload_len = len};
     ffilter_t flt = {.name = f->name, .q = f->q};
     if (!ffilter_match(&flt, &r)) return false;
+    if (tag && !has_tag(raw, len, tag)) return false;
     if (!f->uuid) return true;
     job_payload_t jp;
     char perr[64];
@@ -164,7 +178,7 @@ static bool walk_seg(plist_t *p, pwalk_t *w, const pseg_t *s, const redisReply *
         const redisReply *e = r->element[at];
         p->scanned++;
         w->pos++;
-        if (e->type != REDIS_REPLY_STRING || (w->filtered && !pending_list_match(&p->f, e->str, e->len)))
+        if (e->type != REDIS_REPLY_STRING || (w->filtered && !pending_list_match(&p->f, p->tag, e->str, e->len)))
             continue;
         double score = s->delayed && r->element[at + 1]->str ? strtod(r->element[at + 1]->str, NULL) : 0;
         cJSON_AddItemToArray(p->jobs, pending_entry(e->str, e->len, s->delayed, score, w->pos - 1));
@@ -211,7 +225,7 @@ int pending_list(rconn_t *c, plist_t *p, char *err, size_t errn)
     int rv = -1;
     if (p->ready >= 0 && p->delayed >= 0 && p->reserved >= 0) {
         long long nr = p->state == PSTATE_DELAYED ? 0 : p->ready, nd = p->state == PSTATE_READY ? 0 : p->delayed;
-        pwalk_t w = {.pos = p->offset, .filtered = p->f.name || p->f.uuid || p->f.q};
+        pwalk_t w = {.pos = p->offset, .filtered = p->f.name || p->f.uuid || p->f.q || p->tag};
         w.budget = w.filtered ? PENDING_LIST_SCAN : p->limit;
         rv = walk(c, p, &k, &w, nr, nd);
         p->next = rv == 1 || w.pos < nr + nd ? w.pos : -1;

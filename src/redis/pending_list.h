@@ -2,7 +2,7 @@
  * pending_list.h - read what waits in a queue, ready (the list) and delayed
  * (the sorted set), a bounded page at a time: LRANGE / ZRANGE of at most
  * PENDING_LIST_CHUNK jobs per read, never the whole queue. Optional
- * filters (class, uuid, text in the payload: ffilter_t) look at a bounded
+ * filters (class, uuid, text in the payload, a tag) look at a bounded
  * number of jobs per call. Reserved (running) jobs are only counted.
  * Shared by the HTTP API. Nothing here prints or changes anything.
  *
@@ -32,6 +32,7 @@ typedef enum { PSTATE_ALL, PSTATE_READY, PSTATE_DELAYED } pstate_t;
 typedef struct {
     const char *queue;             /* in */
     ffilter_t f;                   /* in: name, uuid, q (the rest is ignored) */
+    const char *tag;               /* in: one of the payload's own tags, exactly (NULL: any) */
     pstate_t state;                /* in: both, or only ready or delayed */
     bool newest;                   /* in: newest first (else oldest: run order) */
     long long offset;              /* in: the position to start at */
@@ -49,7 +50,7 @@ void pending_list_free(plist_t *p);
 /* One job's entry (pure): uuid, id, class, attempts, pushed_at, size,
  * tags, state, available_at (delayed: its score) and position. */
 cJSON *pending_entry(const char *raw, size_t len, bool delayed, double score, long long position);
-/* Does a pending job pass the filter (class, uuid, text)? (pure) */
-bool pending_list_match(const ffilter_t *f, const char *raw, size_t len);
+/* Does a pending job pass the filter (class, uuid, text, tag)? (pure) */
+bool pending_list_match(const ffilter_t *f, const char *tag, const char *raw, size_t len);
 
 #endif

@@ -127,6 +127,10 @@ def test_filters_look_at_a_bounded_number_of_jobs_per_request(served, r):
     st, rep = get(port, "/api/jobs/pending", queue="pl-filter", uuid=delayed[7]["uuid"], order="oldest",
                   offset="1000")
     assert [j["uuid"] for j in rep["jobs"]] == [delayed[7]["uuid"]]
+    # a tag: one of the payload's own tags, exactly
+    st, rep = get(port, "/api/jobs/pending", queue="pl-filter", tag="App\\Models\\User:42")
+    assert [j["uuid"] for j in rep["jobs"]] == [delayed[42]["uuid"]]
+    assert get(port, "/api/jobs/pending", queue="pl-filter", tag="App\\Models\\User:")[1]["jobs"] == []  # whole tags only
     both, _ = walk(port, queue="pl-filter", q="INV-01", **{"class": B})
     assert sorted(j["uuid"] for j in both) == sorted(
         p["uuid"] for p in ready if p["displayName"] == B and "INV-01" in p["data"]["invoice"])

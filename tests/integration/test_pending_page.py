@@ -61,3 +61,13 @@ def test_the_pending_page_shows_a_queue_in_pages_with_hostile_text_as_text(maste
     want = [p["uuid"] for p in ready if p["displayName"] == "App\\Jobs\\SyncCrm"]
     wait_for(lambda: [x[1] for x in shown(d)] == want[:100], 20, what="the class's jobs")
     assert "SyncCrm" in d.current_url
+    # a payload's tag links to this queue's jobs with that tag
+    tagged = make_payload("ok", job="App\\Jobs\\Tagged", tags=["<i>vip</i>"])
+    r.rpush(PREFIX + "queues:pp-web", json.dumps(tagged))
+    d.get(origin + "/#/pending?queue=pp-web")
+    wait_for(lambda: rows(d, "#pending-list-table a.tag"), 20, what="the tagged job")
+    link = rows(d, "#pending-list-table a.tag")[0]
+    assert link.text == "<i>vip</i>"
+    link.click()
+    wait_for(lambda: [x[1] for x in shown(d)] == [tagged["uuid"]], 20, what="the tag's jobs")
+    assert not rows(d, "#pending-list-table i")
