@@ -1242,11 +1242,26 @@
     feeds: s => {
       var feeds = [statusFeed(st => { renderPendingQueues(s, st); })];
       if (!s.filter.queue) return feeds;
-      var args = Object.assign({}, s.filter, { limit: String(PPAGE), offset: String(s.offset) });
-      feeds.push({ url: 'api/jobs/pending?' + new URLSearchParams(args).toString(), every: 5000, then: d => { renderPending(s, d); } });
+      var filtered = !!(s.filter.class || s.filter.q || s.filter.tag);
+      feeds.push({ url: pendingUrl(s, s.offset, PPAGE), every: filtered ? 15000 : 5000, then: d => { pendingOn(s, d, d.jobs || [], d.scanned || 0, 1); } });
       return feeds;
     }
   };
+  function pendingUrl(s, offset, limit) {
+    return 'api/jobs/pending?' + new URLSearchParams(Object.assign({}, s.filter, { limit: String(limit), offset: String(offset) })).toString();
+  }
+  /* A filter looks at a bounded number of jobs per request: go on from
+   * next_offset until a page of matches, the end, or 20 requests. */
+  function pendingOn(s, d, found, scanned, steps) {
+    if (cur.state !== s) return;
+    if (d.truncated && d.next_offset != null && found.length < PPAGE && steps < 20) {
+      get(pendingUrl(s, d.next_offset, PPAGE - found.length)).then(r => {
+        pendingOn(s, r.data, found.concat(r.data.jobs || []), scanned + (r.data.scanned || 0), steps + 1);
+      }, e => { notice('Could not load the pending jobs: ' + (e.message || String(e))); });
+      return;
+    }
+    renderPending(s, Object.assign({}, d, { jobs: found, scanned: scanned }));
+  }
   /* Every queue of this master's pools with its counts, each a link to its list. */
   function renderPendingQueues(s, st) {
     var qs = queueRows(st).sort((a, b) => { return a.name < b.name ? -1 : a.name > b.name ? 1 : 0; });

@@ -61,6 +61,10 @@ def test_the_pending_page_shows_a_queue_in_pages_with_hostile_text_as_text(maste
     want = [p["uuid"] for p in ready if p["displayName"] == "App\\Jobs\\SyncCrm"]
     wait_for(lambda: [x[1] for x in shown(d)] == want[:100], 20, what="the class's jobs")
     assert "SyncCrm" in d.current_url
+    # a text found past the first request's 1,000 jobs: the page goes on by itself
+    big, _ = seed(r, "pp-big", n_ready=1200, n_delayed=0)
+    d.get(origin + "/#/pending?queue=pp-big&q=inv-0005")
+    wait_for(lambda: [x[1] for x in shown(d)] == [big[5]["uuid"]], 20, what="the match past 1,000 jobs")
     # a payload's tag links to this queue's jobs with that tag
     tagged = make_payload("ok", job="App\\Jobs\\Tagged", tags=["<i>vip</i>"])
     r.rpush(PREFIX + "queues:pp-web", json.dumps(tagged))
