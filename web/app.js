@@ -1185,6 +1185,119 @@
     }, { id: 'running-table', empty: 'No job is running.', keepShown: shownIn(s.body) }));
   }
 
+  /* ---------- Pending ---------- */
+  /* What waits in a queue (GET /api/jobs/pending), a page at a time; the
+   * URL keeps the queue, the filters and the page (#/pending?queue=...&offset=N):
+   * bookmarkable, back goes to the previous page. */
+  var PFILTER = ['queue', 'class', 'q', 'tag', 'order', 'state'], PPAGE = 100;
+  function pendingHash(f) {
+    var o = {};
+    PFILTER.concat(['offset']).forEach(k => { if (f[k]) o[k] = String(f[k]); });
+    var qs = new URLSearchParams(o).toString();
+    return '#/pending' + (qs ? '?' + qs : '');
+  }
+  function pendingFilterForm(s) {
+    var form = el('form', { class: 'toolbar', id: 'pending-list-filter' }), inputs = {};
+    function field(k, label, input) {
+      input.name = k;
+      input.value = s.filter[k] || (input.nodeName === 'SELECT' ? input.options[0].value : '');
+      form.append(el('label', null, label, input));
+      inputs[k] = input;
+    }
+    field('queue', 'Queue', el('input', { type: 'search', id: 'pending-list-queue', list: 'dl-pqueue', size: 12, required: true }));
+    field('class', 'Class', el('input', { type: 'search', id: 'pending-list-class', size: 22, placeholder: 'App\\Jobs\\…' }));
+    field('q', 'Text', el('input', { type: 'search', id: 'pending-list-text', size: 18, placeholder: 'text in the payload' }));
+    field('tag', 'Tag', el('input', { type: 'search', id: 'pending-list-tag', size: 16, placeholder: 'App\\Models\\User:42' }));
+    field('order', 'Order', el('select', { id: 'pending-list-order' },
+      el('option', { value: 'newest', text: 'newest first' }), el('option', { value: 'oldest', text: 'oldest first (run order)' })));
+    field('state', 'State', el('select', { id: 'pending-list-state' },
+      el('option', { value: 'all', text: 'ready and delayed' }), el('option', { value: 'ready', text: 'ready' }),
+      el('option', { value: 'delayed', text: 'delayed' })));
+    form.addEventListener('submit', ev => {
+      ev.preventDefault();
+      var f = {};
+      PFILTER.forEach(k => { var v = inputs[k].value.trim(); if (v && !(k === 'order' && v === 'newest') && !(k === 'state' && v === 'all')) f[k] = v; });
+      var h = pendingHash(f);
+      if (location.hash === h) refresh(true); else location.hash = h;
+    });
+    form.append(el('button', { type: 'submit', id: 'pending-list-go', text: 'Show' }));
+    return form;
+  }
+  pages.pending = {
+    title: 'Pending jobs',
+    mount: (root, s) => {
+      root.append(el('h1', { text: 'Pending jobs' }));
+      s.filter = {};
+      PFILTER.forEach(k => { var v = s.params.get(k); if (v) s.filter[k] = v; });
+      s.offset = Math.max(0, parseInt(s.params.get('offset') || '0', 10) || 0);
+      s.dlq = el('datalist', { id: 'dl-pqueue' });
+      root.append(pendingFilterForm(s), s.dlq);
+      s.queues = section(root, 'Queues', 'pending-queues');
+      s.count = el('p', { class: 'muted', id: 'pending-list-count' });
+      s.nav = el('div', { class: 'btns', id: 'pending-list-nav' });
+      s.body = el('div', { id: 'pending-list' });
+      root.append(s.count, s.body, s.nav);
+      if (!s.filter.queue) s.count.textContent = 'Pick a queue to see what waits in it.';
+    },
+    feeds: s => {
+      var feeds = [statusFeed(st => { renderPendingQueues(s, st); })];
+      if (!s.filter.queue) return feeds;
+      var filtered = !!(s.filter.class || s.filter.q || s.filter.tag);
+      feeds.push({ url: pendingUrl(s, s.offset, PPAGE), every: filtered ? 15000 : 5000, then: d => { pendingOn(s, d, d.jobs || [], d.scanned || 0, 1); } });
+      return feeds;
+    }
+  };
+  function pendingUrl(s, offset, limit) {
+    return 'api/jobs/pending?' + new URLSearchParams(Object.assign({}, s.filter, { limit: String(limit), offset: String(offset) })).toString();
+  }
+  /* A filter looks at a bounded number of jobs per request: go on from
+   * next_offset until a page of matches, the end, or 20 requests. */
+  function pendingOn(s, d, found, scanned, steps) {
+    if (cur.state !== s) return;
+    if (d.truncated && d.next_offset != null && found.length < PPAGE && steps < 20) {
+      get(pendingUrl(s, d.next_offset, PPAGE - found.length)).then(r => {
+        pendingOn(s, r.data, found.concat(r.data.jobs || []), scanned + (r.data.scanned || 0), steps + 1);
+      }, e => { notice('Could not load the pending jobs: ' + (e.message || String(e))); });
+      return;
+    }
+    renderPending(s, Object.assign({}, d, { jobs: found, scanned: scanned }));
+  }
+  /* Every queue of this master's pools with its counts, each a link to its list. */
+  function renderPendingQueues(s, st) {
+    var qs = queueRows(st).sort((a, b) => { return a.name < b.name ? -1 : a.name > b.name ? 1 : 0; });
+    put(s.queues, table('Queue|#Ready|#Delayed|#Reserved', qs, q => {
+      return el('tr', { 'data-queue': q.name, class: q.name === s.filter.queue ? 'active' : null },
+        td(el('a', { href: pendingHash({ queue: q.name }), text: q.name })), tdn(num(q.ready || 0)), tdn(num(q.delayed || 0)), tdn(num(q.reserved || 0)));
+    }, { id: 'pending-queues-table', empty: 'No queue.' }));
+    if (s.dlq.children.length !== qs.length) { clear(s.dlq); qs.forEach(q => { s.dlq.append(el('option', { value: q.name })); }); }
+  }
+  /* A job's tags, each a link to this queue's jobs with that tag. */
+  function pendingTags(s, tags) {
+    var span = el('span', { class: 'tags' });
+    tags.forEach((t, i) => {
+      if (i) span.append(' ');
+      span.append(el('a', { href: pendingHash({ queue: s.filter.queue, tag: t, order: s.filter.order, state: s.filter.state }), class: 'tag', text: t }));
+    });
+    return span;
+  }
+  function renderPending(s, d) {
+    var c = d.counts || {}, jobs = d.jobs || [], filtered = !!(s.filter.class || s.filter.q || s.filter.tag);
+    s.count.textContent = d.queue + ': ' + num(c.ready || 0) + ' ready, ' + num(c.delayed || 0) + ' delayed, ' + num(c.reserved || 0) + ' reserved · ' +
+      (jobs.length ? (filtered ? num(jobs.length) + ' matching' : 'positions ' + num(jobs[0].position + 1) + '–' + num(jobs[jobs.length - 1].position + 1)) : 'none here') +
+      ', ' + (d.order === 'oldest' ? 'oldest first (the order they run in)' : 'newest first') +
+      (d.truncated ? ' · ' + num(d.scanned) + ' jobs looked at, more are left' : '');
+    put(s.body, table('#|State|Job|#Attempts|Pushed at|Available at|#Size|Tags|UUID', jobs, j => {
+      return el('tr', { 'data-uuid': j.uuid || ('#' + j.position) },
+        tdn(num(j.position + 1)), td(j.state), td(j.malformed ? el('span', { class: 'muted', text: '(not a job payload)' }) : jobLink(j.uuid, j.class)),
+        tdn(j.attempts == null ? '–' : num(j.attempts)), td(j.pushed_at ? when(j.pushed_at * 1000) : '–'),
+        td(j.available_at ? when(j.available_at * 1000) : '–'), tdn(j.size < 1024 ? num(j.size) + ' B' : kb(j.size / 1024)), td(pendingTags(s, j.tags || [])), td(j.uuid || '–', 'mono'));
+    }, { id: 'pending-list-table', limit: PPAGE, empty: filtered ? 'Nothing matches here.' : 'No job waits here.' }));
+    clear(s.nav);
+    if (s.offset > 0) s.nav.append(el('a', { href: pendingHash(s.filter), id: 'pending-list-first', text: '« first page' }));
+    if (d.next_offset != null) s.nav.append(el('a', { href: pendingHash(Object.assign({}, s.filter, { offset: d.next_offset })),
+      id: 'pending-list-next', text: d.truncated && !jobs.length ? 'look further →' : 'next page →' }));
+  }
+
   /* ---------- Failed ---------- */
   /* The search runs on the server (GET /api/failed?class=...&q=...); the
    * URL keeps the filters (#/failed?...): bookmarkable, back works. */

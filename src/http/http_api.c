@@ -7,6 +7,7 @@
 #include "http/http_api.h"
 #include "redis/failed.h"
 #include "redis/failed_search.h"
+#include "redis/pending_list.h"
 #include "observe/fleet.h"
 #include "observe/history.h"
 #include "observe/jobhist.h"
@@ -358,6 +359,68 @@ static void get_recent_jobs(http_ctx_t *h, bool full, http_arg_fn arg, void *req
     reply_jobs(h, jobs, out);
 }
 
+/* The arguments of /api/jobs/pending (docs/api.md); false when one is
+ * malformed (out has the 400). */
+static bool pending_args(http_arg_fn arg, void *req, plist_t *p, http_reply_t *out)
+{
+    const char *order = arg(req, "order"), *state = arg(req, "state");
+    *p = (plist_t){.queue = arg(req, "queue"), .f = {.name = arg(req, "class"), .uuid = arg(req, "uuid"),
+                                                      .q = arg(req, "q")},
+                  .tag = arg(req, "tag")};
+    const char **v[] = {&p->f.name, &p->f.uuid, &p->f.q, &p->tag};
+    bool ok = p->queue && *p->queue && strlen(p->queue) <= FILTER_STR_MAX;
+    for (size_t i = 0; i < sizeof v / sizeof *v; i++) {
+        if (*v[i] && !**v[i]) *v[i] = NULL;
+        ok = ok && (!*v[i] || strlen(*v[i]) <= FILTER_STR_MAX);
+    }
+    long long limit = num_arg(arg, req, "limit", 50, 1, PENDING_LIST_MAX);
+    p->offset = num_arg(arg, req, "offset", 0, 0, INT64_MAX / 2);
+    p->limit = (long)limit;
+    p->newest = !order || !*order || !strcmp(order, "newest");
+    ok = ok && limit > 0 && p->offset >= 0 && (p->newest || !strcmp(order, "oldest"));
+    p->state = !state || !*state || !strcmp(state, "all") ? PSTATE_ALL
+             : !strcmp(state, "ready")                    ? PSTATE_READY
+             : !strcmp(state, "delayed")                  ? PSTATE_DELAYED
+                                                          : (ok = false, PSTATE_ALL);
+    if (!ok)
+        http_reply_error(out, 400, "queue is required; limit 1..%d; offset 0 or more; order newest or oldest; "
+                         "state all, ready or delayed; class, uuid, q and tag at most %d bytes", PENDING_LIST_MAX,
+                         FILTER_STR_MAX);
+    return ok;
+}
+
+/* What waits in a queue, a bounded page (pending_list). */
+static void get_pending(http_ctx_t *h, bool full, http_arg_fn arg, void *req, http_reply_t *out)
+{
+    (void)full; /* private: only a full reader gets here */
+    plist_t p;
+    if (!pending_args(arg, req, &p, out)) return;
+    char err[300];
+    pthread_mutex_lock(&h->lock);
+    int rv = pending_list(h->rc, &p, err, sizeof err);
+    pthread_mutex_unlock(&h->lock);
+    if (rv < 0) {
+        pending_list_free(&p);
+        http_reply_error(out, 503, "redis %s unavailable: %s", h->rc->name, err);
+        return;
+    }
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "queue", p.queue);
+    cJSON *counts = cJSON_AddObjectToObject(o, "counts");
+    cJSON_AddNumberToObject(counts, "ready", (double)p.ready);
+    cJSON_AddNumberToObject(counts, "delayed", (double)p.delayed);
+    cJSON_AddNumberToObject(counts, "reserved", (double)p.reserved);
+    cJSON_AddStringToObject(o, "order", p.newest ? "newest" : "oldest");
+    cJSON_AddNumberToObject(o, "offset", (double)p.offset);
+    cJSON_AddItemToObject(o, "jobs", p.jobs);
+    p.jobs = NULL;
+    cJSON_AddNumberToObject(o, "scanned", (double)p.scanned);
+    if (p.next >= 0) cJSON_AddNumberToObject(o, "next_offset", (double)p.next);
+    else cJSON_AddNullToObject(o, "next_offset");
+    cJSON_AddBoolToObject(o, "truncated", p.truncated);
+    http_reply_json(out, 200, o);
+}
+
 static void get_monitoring(http_ctx_t *h, bool full, http_arg_fn arg, void *req, http_reply_t *out)
 {
     (void)full, (void)arg, (void)req;
@@ -569,6 +632,7 @@ static const struct route {
     {"/api/metrics", HTTP_NEED_AGGREGATE, get_history, NULL},
     {"/api/jobs/recent", HTTP_NEED_PRIVATE, get_recent_jobs, NULL},
     {"/api/jobs/running", HTTP_NEED_PRIVATE, get_running, NULL},
+    {"/api/jobs/pending", HTTP_NEED_PRIVATE, get_pending, NULL},
     {"/api/jobs/", HTTP_NEED_PRIVATE, NULL, get_one_job},
     {"/api/monitoring", HTTP_NEED_PRIVATE, get_monitoring, NULL},
     {"/api/monitoring/jobs", HTTP_NEED_PRIVATE, get_monitored_jobs, NULL},
