@@ -91,6 +91,7 @@ def test_an_agent_error_keeps_the_pool_at_its_size(master_factory, redis_server,
     try:
         wait_for(lambda: ready(m) == 30, 90, what="the 30 delayed jobs in the queue's size")
         wait_for(lambda: m.pool("appq")["target"] == 4, 60, what="the pool at max_processes")
+        logged = m.count_log(r"no queue sizes from its app agent")
         con = sqlite3.connect(str(app.db))
         try:
             con.execute("delete from jobs")
@@ -104,7 +105,7 @@ def test_an_agent_error_keeps_the_pool_at_its_size(master_factory, redis_server,
         wait_for(lambda: replies(m) >= after + 6, 60, what="six more answers of the agent")
         p = m.pool("appq")
         assert p["target"] == 4 and not p["counts_fresh"], p
-        assert m.count_log(r"no queue sizes from its app agent") == 1
+        assert m.count_log(r"no queue sizes from its app agent") == logged + 1  # once
         assert m.count_log(r"pool appq: target 4 ->") == 0
         con = sqlite3.connect(str(app.db))
         try:
