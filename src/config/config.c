@@ -987,8 +987,8 @@ static bool check_pool_app_driver(ctx_t *x, const config_setting_t *g, const poo
     if (p->prefetch > 1)
         cwarn(x, g, "pool %s: prefetch applies to Redis pools; with app_driver = true the app's driver pops one job at a time",
               p->name);
-    if (p->balance != BALANCE_OFF)
-        cwarn(x, g, "pool %s: balance = \"auto\" sizes pools by their Redis queues; with app_driver = true the pool stays at min_processes (%d)",
+    if (p->balance != BALANCE_OFF && !pool_preloads(p))
+        cwarn(x, g, "pool %s: balance = \"auto\" with app_driver = true reads the queue sizes through the app agent, which needs preload: without it the pool keeps its size (min_processes, %d)",
               p->name, p->min_processes);
     return true;
 }

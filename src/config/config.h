@@ -259,6 +259,9 @@ int config_pool_index(const qconf_t *c, const char *name);
 bool pool_runs_adapter(const pool_conf_t *p);
 /* Does it preload: the adapter, preload on, protocol 2 (pure). */
 bool pool_preloads(const pool_conf_t *p);
+/* An app_driver pool that preloads: its queue sizes come from its app agent
+ * (master/agent.h), not from Redis. */
+bool pool_agent_sizes(const pool_conf_t *p);
 
 /* Expand a pool's command template; returns a NULL-terminated argv. */
 char **config_expand_command(const pool_conf_t *p);

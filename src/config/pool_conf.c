@@ -144,3 +144,8 @@ bool pool_preloads(const pool_conf_t *p)
 {
     return p->preload && pool_runs_adapter(p) && p->handler_protocol != HANDLER_PROTO_1;
 }
+
+bool pool_agent_sizes(const pool_conf_t *p)
+{
+    return p->app_driver && pool_preloads(p);
+}

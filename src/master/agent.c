@@ -35,6 +35,7 @@ void agent_close(agent_t *a)
     a->fd = -1;
     a->pid = 0;
     a->pending_id = 0;
+    a->todo = 0;
     free(a->buf);
     a->buf = NULL;
     a->len = 0;

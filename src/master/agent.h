@@ -3,7 +3,8 @@
  *
  * A pool that preloads the PHP app and needs what only the app can read
  * (pool_conf_t.agent_signals: Laravel's signals in a cache store that is not
- * Redis) has one agent: a long-lived process forked by the pool's zygote
+ * Redis; pool_agent_sizes: the sizes of an app_driver pool's queues) has one
+ * agent: a long-lived process forked by the pool's zygote
  * (php/src/Agent.php) that holds the booted app. The master asks for it by a
  * datagram "agent 1 MASTERPID" on the zygote's socket carrying one end of a
  * stream socket pair; it keeps the other end, non-blocking, in its epoll
@@ -43,7 +44,12 @@ typedef struct {
     unsigned restarts;            /* agents lost and asked for again */
     uint64_t replies;             /* replies taken, from every agent of the pool */
     bool warned;                  /* its last reply was an error, logged (monitor.c) */
+    unsigned todo;                /* AGENT_WANT_* still to ask this pass, one at a time (monitor.c) */
+    bool sizes_warned;            /* no queue sizes from it (down, or an error), logged once (monitor.c) */
 } agent_t;
+
+#define AGENT_WANT_SIGNALS 1u     /* agent_t.todo: its pool's Laravel signals */
+#define AGENT_WANT_SIZES 2u       /* agent_t.todo: its pool's queue sizes (app_driver) */
 
 void agent_init(agent_t *a);
 /* Once a pass: drop an agent of an older generation or one whose request

@@ -149,6 +149,7 @@ int agent_wire_parse(const char *line, size_t len, enum agent_op op, int nqueues
                      size_t errlen)
 {
     memset(out, 0, sizeof *out);
+    out->op = op;
     if (len >= AGENT_LINE_MAX) return fail(err, errlen, "the line is too long");
     if (memchr(line, '\0', len) || !utf8_valid(line, len)) return fail(err, errlen, "not valid UTF-8 text");
     const char *end = NULL;

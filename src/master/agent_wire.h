@@ -40,6 +40,7 @@ enum agent_op {
 
 typedef struct {
     uint64_t id;
+    enum agent_op op;               /* the op it answers (the op asked of agent_wire_parse) */
     bool ok;
     char error[256];                /* !ok: what the agent said (repaired, cut) */
     /* AGENT_OP_HELLO */

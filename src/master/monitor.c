@@ -135,11 +135,18 @@ static bool connection_used(const master_t *m, const char *name)
     return false;
 }
 
+/* Are pool p's queue counts on Redis connection cname? An app_driver
+ * pool's queues are elsewhere: its app agent says their sizes. */
+static bool counts_on(const pool_t *p, const char *cname)
+{
+    return !p->conf.app_driver && !strcmp(p->conf.connection, cname);
+}
+
 /* The counts of the pools on connection cname are not known this pass. */
 static void counts_unknown(master_t *m, const char *cname)
 {
     for (int i = 0; i < m->pools.n; i++)
-        if (!strcmp(m->pools.v[i]->conf.connection, cname)) m->pools.v[i]->have_counts = false;
+        if (counts_on(m->pools.v[i], cname)) m->pools.v[i]->have_counts = false;
 }
 
 /* Append the counts of every queue of the pools on c (cname) and, when
@@ -148,7 +155,7 @@ static void ask_counts(master_t *m, rconn_t *c, const char *cname, bool heads)
 {
     for (int i = 0; i < m->pools.n; i++) {
         pool_t *p = m->pools.v[i];
-        if (strcmp(p->conf.connection, cname)) continue;
+        if (!counts_on(p, cname)) continue;
         for (int q = 0; q < p->conf.nqueues; q++) {
             qkeys_t k;
             qkeys_init(&k, c->conf.prefix, p->conf.queues[q]);
@@ -191,7 +198,7 @@ static void read_counts(master_t *m, rconn_t *c, const char *cname, bool heads)
     counts_unknown(m, cname);
     for (int i = 0; i < m->pools.n && ok; i++) {
         pool_t *p = m->pools.v[i];
-        if (strcmp(p->conf.connection, cname)) continue;
+        if (!counts_on(p, cname)) continue;
         for (int q = 0; q < p->conf.nqueues && ok; q++) ok = read_queue_counts(c, &p->q[q], heads) == 0;
         p->have_counts = ok;
     }
@@ -604,6 +611,18 @@ static bool agent_polls(const pool_t *p)
            (p->conf.restart_key[0] || p->conf.laravel_pause);
 }
 
+/* Does it read its queue sizes (an app_driver pool that preloads)? */
+static bool agent_sizes(const pool_t *p)
+{
+    return !p->removed && pool_agent_sizes(&p->conf);
+}
+
+/* What the pool wants of its agent each pass (AGENT_WANT_*; 0: no agent). */
+static unsigned agent_wants(const pool_t *p)
+{
+    return (agent_polls(p) ? AGENT_WANT_SIGNALS : 0) | (agent_sizes(p) ? AGENT_WANT_SIZES : 0);
+}
+
 /* A request unanswered this long drops the agent: two passes, at least 5 s. */
 static int64_t agent_timeout_ms(const master_t *m)
 {
@@ -622,18 +641,71 @@ static void ask_signals(pool_t *p, int64_t now)
     for (int q = 0; q < nq; q++) free(names[q]);
 }
 
-/* Each pass: every agent kept up, and asked for its pool's signals. */
+/* The next request of this pass's (agent_t.todo), when none is in
+ * flight: the signals, then the sizes; each reply asks the next. */
+static void ask_next(pool_t *p, int64_t now)
+{
+    agent_t *a = &p->agent;
+    if (a->fd < 0 || !a->pid || a->pending_id) return;
+    if (a->todo & AGENT_WANT_SIGNALS) {
+        a->todo &= ~AGENT_WANT_SIGNALS;
+        ask_signals(p, now);
+    } else if (a->todo & AGENT_WANT_SIZES) {
+        a->todo &= ~AGENT_WANT_SIZES;
+        agent_ask(a, p->conf.name, AGENT_OP_SIZES, p->conf.queue_connection, (const char *const *)p->conf.queues,
+                  p->conf.nqueues, now);
+    }
+}
+
+/* An app_driver pool's sizes are not known: it keeps its size (fill_bal
+ * holds it still). why (NULL: quiet, e.g. an agent still starting) is
+ * logged once until sizes come again. */
+static void sizes_missing(pool_t *p, const char *why)
+{
+    p->have_counts = false;
+    if (!why || p->agent.sizes_warned) return;
+    log_warn("pool %s: no queue sizes from its app agent (%s): the pool keeps its size (%d) until they come",
+             p->conf.name, why, p->target);
+    p->agent.sizes_warned = true;
+}
+
+/* The sizes an agent read, for the balancer, status and /metrics. */
+static void sizes_seen(pool_t *p, const agent_reply_t *r)
+{
+    if (!r->ok) {
+        char why[300];
+        snprintf(why, sizeof why, "it says: %s", r->error);
+        sizes_missing(p, why);
+        return;
+    }
+    for (int q = 0; q < r->nsizes && q < p->conf.nqueues; q++) {
+        p->q[q].ready = r->ready[q];
+        p->q[q].delayed = r->delayed[q] > 0 ? r->delayed[q] : 0;
+        p->q[q].reserved = r->reserved[q] > 0 ? r->reserved[q] : 0;
+    }
+    p->have_counts = r->nsizes == p->conf.nqueues;
+    if (p->agent.sizes_warned) log_info("pool %s: queue sizes from its app agent again", p->conf.name);
+    p->agent.sizes_warned = false;
+}
+
+/* Each pass: every agent kept up, and asked for its pool's signals and
+ * sizes; an app_driver pool whose agent is not up has no sizes. */
 static void ask_agents(master_t *m, int64_t now)
 {
     for (int i = 0; i < m->pools.n; i++) {
         pool_t *p = m->pools.v[i];
-        if (!agent_polls(p)) {
+        unsigned wants = agent_wants(p);
+        if (!wants) {
             agent_close(&p->agent);
             continue;
         }
         int zfd = zygote_off(&p->zygotes, p->gen) ? -1 : zygote_worker_fd(&p->zygotes, p->gen);
         agent_maintain(&p->agent, p->conf.name, zfd, p->gen, m->epfd, now, agent_timeout_ms(m));
-        ask_signals(p, now);
+        p->agent.todo = wants;
+        /* down, starting, or last pass's request still unanswered: no sizes */
+        if ((wants & AGENT_WANT_SIZES) && (p->agent.fd < 0 || !p->agent.pid || p->agent.pending_id))
+            sizes_missing(p, p->agent.fd < 0 && p->agent.restarts ? "it is down" : NULL);
+        ask_next(p, now);
     }
 }
 
@@ -675,9 +747,12 @@ bool monitor_agent_event(master_t *m, int fd)
         int64_t now = mono_ms();
         bool hello = !p->agent.pid;
         int n = agent_read(&p->agent, p->conf.name, r, 4, now);
-        for (int k = 0; k < n; k++)
-            if (agent_polls(p)) agent_signals_seen(m, p, &r[k]);
-        if (hello && p->agent.pid && agent_polls(p)) ask_signals(p, now); /* a new agent: asked at once */
+        for (int k = 0; k < n; k++) {
+            if (r[k].op == AGENT_OP_SIGNALS && agent_polls(p)) agent_signals_seen(m, p, &r[k]);
+            if (r[k].op == AGENT_OP_SIZES && agent_sizes(p)) sizes_seen(p, &r[k]);
+        }
+        if (hello && p->agent.pid) p->agent.todo = agent_wants(p); /* a new agent: asked at once */
+        ask_next(p, now);
         return true;
     }
     return false;

@@ -93,7 +93,7 @@ typedef struct pool {
     uint32_t queue_paused;   /* bit i: queue i paused by qpool pause --queue */
     int roll_child_pid;      /* surge child of the current rolling step, 0 if none */
     zygotes_t zygotes;       /* preload: the app booted once, handlers forked (zygote.h) */
-    agent_t agent;           /* conf.agent_signals: the app agent its zygote forks (agent.h; monitor.c) */
+    agent_t agent;           /* conf.agent_signals, pool_agent_sizes: the app agent its zygote forks (agent.h; monitor.c) */
     /* fleet budget (budgeting.c, pool_set_fleet) */
     unsigned lease_tag;      /* the lease its new children count under, 0 none */
     int fleet_cap;           /* its children, stopping ones included, never more; INT_MAX without a budget */

@@ -90,14 +90,18 @@ static void zygote_json(cJSON *po, const pool_t *p)
  * it said in its hello (0: none up now). */
 static void agent_json(cJSON *po, const pool_t *p)
 {
-    if (!p->conf.agent_signals) return;
+    bool sizes = pool_agent_sizes(&p->conf);
+    if (!p->conf.agent_signals && !sizes) return;
     cJSON *o = cJSON_AddObjectToObject(po, "agent");
     const agent_t *a = &p->agent;
     cJSON_AddStringToObject(o, "state", a->fd < 0 ? "down" : a->pid > 0 ? "running" : "starting");
     cJSON_AddNumberToObject(o, "pid", a->fd >= 0 ? a->pid : 0);
     cJSON_AddNumberToObject(o, "restarts", a->restarts);
     cJSON_AddNumberToObject(o, "replies", (double)a->replies);
-    cJSON_AddStringToObject(o, "reads", "signals");
+    cJSON_AddStringToObject(o, "reads",
+                            !sizes                    ? "signals"
+                            : p->conf.agent_signals ? "signals and queue sizes"
+                                                    : "queue sizes");
 }
 
 /* The pool's jobs since the master started, by queue, class and outcome. */
@@ -262,6 +266,8 @@ static cJSON *pool_json(master_t *m, pool_t *p, unsigned flags)
     add_size(m, p, &c, po);
     add_work(po, p, &c);
     cJSON_AddBoolToObject(po, "counts_fresh", p->have_counts);
+    cJSON_AddStringToObject(po, "counts_from",
+                            !p->conf.app_driver ? "redis" : pool_agent_sizes(&p->conf) ? "app agent" : "none");
     zygote_json(po, p);
     agent_json(po, p);
     cJSON_AddItemToObject(po, "job_stats", job_stats_json(p, flags & STATUS_RAW));

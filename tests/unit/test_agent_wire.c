@@ -160,6 +160,7 @@ static void test_sizes(void **state)
     free(line);
     assert_int_equal(parse("{\"id\":3,\"ok\":true,\"sizes\":[{\"ready\":12,\"delayed\":3,\"reserved\":1},"
                            "{\"ready\":9007199254740991,\"delayed\":null}]}", AGENT_OP_SIZES, 2, &r), 0);
+    assert_int_equal(r.op, AGENT_OP_SIZES);
     assert_int_equal(r.nsizes, 2);
     assert_int_equal(r.ready[0], 12);
     assert_int_equal(r.delayed[0], 3);
@@ -233,6 +234,60 @@ static void test_reply_to_another_request(void **state)
     agent_close(&a);
 }
 
+/* The master asks an agent for the signals, then the sizes, one at a time
+ * (monitor.c ask_next): each reply says which op it answers, an error reply
+ * too, and a sizes-shaped reply to a signals request drops the agent. */
+static void test_signals_then_sizes(void **state)
+{
+    (void)state;
+    agent_t a;
+    agent_init(&a);
+    int sv[2];
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    a.fd = sv[0];
+    a.pid = 123;
+    const char *qs[] = {"default"};
+    char buf[512];
+    agent_reply_t out[2];
+    assert_int_equal(agent_ask(&a, "p", AGENT_OP_SIGNALS, "illuminate:queue:restart", qs, 0, 0), 0);
+    assert_int_equal(agent_ask(&a, "p", AGENT_OP_SIZES, "database", qs, 1, 0), -1); /* one in flight */
+    assert_true(read(sv[1], buf, sizeof buf) > 0);
+    const char *sig = "{\"id\":1,\"ok\":true,\"restart\":null,\"paused_all\":false,\"paused\":[]}\n";
+    assert_int_equal(write(sv[1], sig, strlen(sig)), (ssize_t)strlen(sig));
+    assert_int_equal(agent_read(&a, "p", out, 2, 0), 1);
+    assert_int_equal(out[0].op, AGENT_OP_SIGNALS);
+    assert_int_equal(agent_ask(&a, "p", AGENT_OP_SIZES, "database", qs, 1, 0), 0);
+    ssize_t n = read(sv[1], buf, sizeof buf - 1);
+    assert_true(n > 0);
+    buf[n] = '\0';
+    assert_string_equal(buf, "{\"id\":2,\"op\":\"sizes\",\"connection\":\"database\",\"queues\":[\"default\"]}\n");
+    const char *siz = "{\"id\":2,\"ok\":true,\"sizes\":[{\"ready\":30,\"delayed\":null,\"reserved\":null}]}\n";
+    assert_int_equal(write(sv[1], siz, strlen(siz)), (ssize_t)strlen(siz));
+    assert_int_equal(agent_read(&a, "p", out, 2, 0), 1);
+    assert_int_equal(out[0].op, AGENT_OP_SIZES);
+    assert_true(out[0].ok);
+    assert_int_equal(out[0].ready[0], 30);
+    assert_int_equal(out[0].delayed[0], -1);
+    assert_int_equal(agent_ask(&a, "p", AGENT_OP_SIZES, "database", qs, 1, 0), 0);
+    assert_true(read(sv[1], buf, sizeof buf) > 0);
+    const char *err = "{\"id\":3,\"ok\":false,\"error\":\"no such table: jobs\"}\n";
+    assert_int_equal(write(sv[1], err, strlen(err)), (ssize_t)strlen(err));
+    assert_int_equal(agent_read(&a, "p", out, 2, 0), 1);
+    assert_int_equal(out[0].op, AGENT_OP_SIZES);
+    assert_false(out[0].ok);
+    assert_string_equal(out[0].error, "no such table: jobs");
+    assert_int_equal(a.fd, sv[0]); /* an error reply keeps the agent */
+    assert_int_equal(agent_ask(&a, "p", AGENT_OP_SIGNALS, "illuminate:queue:restart", qs, 0, 0), 0);
+    assert_true(read(sv[1], buf, sizeof buf) > 0);
+    const char *wrong = "{\"id\":4,\"ok\":true,\"sizes\":[]}\n";
+    assert_int_equal(write(sv[1], wrong, strlen(wrong)), (ssize_t)strlen(wrong));
+    char *log = logged(read_agent, &a);
+    assert_int_equal(a.fd, -1);
+    assert_non_null(strstr(log, "sent a reply qpool does not take"));
+    close(sv[1]);
+    agent_close(&a);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -242,6 +297,7 @@ int main(void)
         cmocka_unit_test(test_bounds),
         cmocka_unit_test(test_sizes),
         cmocka_unit_test(test_reply_to_another_request),
+        cmocka_unit_test(test_signals_then_sizes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1561,7 +1561,16 @@ static void test_app_driver_key(void **state)
                   "  handler = { type = \"pipe\"; command = [\"php\", \"h.php\"]; }; } );\n", &e, NULL);
     assert_non_null(c);
     assert_int_equal(e.nwarn, 1);
-    assert_non_null(strstr(e.warnings[0], "stays at min_processes"));
+    assert_non_null(strstr(e.warnings[0], "which needs preload: without it the pool keeps its size"));
+    conf_errors_free(&e);
+    config_free(c);
+    /* the PHP adapter preloads: its app agent says the queue sizes, no warning */
+    c = load_text("pools = ( { name = \"p\"; queues = [\"q\"]; app_driver = true; balance = \"auto\"; max_processes = 4;\n"
+                  "  handler = { type = \"pipe\"; command = [\"php\", \"/srv/qpool/php/qpool-handler.php\", \"/srv/app\"]; }; } );\n",
+                  &e, NULL);
+    assert_non_null(c);
+    assert_int_equal(e.nwarn, 0);
+    assert_true(pool_agent_sizes(&c->pools[0]));
     conf_errors_free(&e);
     config_free(c);
     static const char t[] = "pools = ( {\n  name = \"p\";\n  queues = [\"q\"];\n  app_driver = true;\n"
