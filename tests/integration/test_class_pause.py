@@ -6,8 +6,10 @@ survives a master's restart; `qpool continue --class X` lets them run.
 Each job runs an exec handler that appends "S class uuid attempts" to a
 log; the checks read that log and Redis, never the clock."""
 import json
+import urllib.error
+import urllib.request
 
-from conftest import PREFIX, make_payload, push_many, wait_for
+from conftest import PREFIX, free_port, make_payload, push_many, wait_for
 
 A, B = "App\\Jobs\\SyncCrm", "App\\Jobs\\Other"
 PAUSED_KEY = PREFIX + "qpool:paused-classes"
@@ -27,11 +29,28 @@ def handler(tmp):
     return path, log
 
 
-def start(master_factory, redis_server, name, path):
+TOKEN = "class-pause-token-0123456789abcdef"
+
+
+def start(master_factory, redis_server, name, path, qpool="", env=None):
     m = master_factory(redis_server, name)
     m.write_config('{ name = "work"; queues = ["work"]; processes = 2; retry_after = 300;'
-                   ' handler = { type = "exec"; command = ["/bin/sh", "%s"]; }; }' % path)
-    return m.start()
+                   ' handler = { type = "exec"; command = ["/bin/sh", "%s"]; }; }' % path, qpool=qpool)
+    return m.start(env=env)
+
+
+def http(port, method, path, token=None):
+    """(status, body) of a request to the master's HTTP endpoint."""
+    req = urllib.request.Request("http://127.0.0.1:%d%s" % (port, path), method=method,
+                                 data=b"{}" if method == "POST" else None)
+    req.add_header("Content-Type", "application/json")
+    if token:
+        req.add_header("Authorization", "Bearer " + token)
+    try:
+        with urllib.request.urlopen(req, timeout=30) as res:
+            return res.status, res.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
 
 
 def started(log):
@@ -106,3 +125,35 @@ def test_pause_class_bad_requests(master_factory, redis_server, tmp_path):
     assert res.returncode != 0
     assert not redis_server.client().exists(PAUSED_KEY)
     assert a.status()["state"] == "running"  # nothing else was paused
+
+
+def test_pause_class_over_http_and_metrics(master_factory, redis_server, tmp_path):
+    path, log = handler(tmp_path)
+    rc = redis_server.client()
+    port = free_port()
+    a = start(master_factory, redis_server, "a", path,
+              qpool='http = { listen = "127.0.0.1:%d"; token_env = "QPOOL_TEST_TOKEN"; };' % port,
+              env={"QPOOL_TEST_TOKEN": TOKEN})
+    wait_for(lambda: http(port, "GET", "/healthz")[0] == 200, 30, what="the HTTP endpoint")
+    url = "/api/classes/App%5CJobs%5CSyncCrm/pause"
+    assert http(port, "POST", url)[0] == 401  # behind the token
+    assert not rc.exists(PAUSED_KEY)
+    st, body = http(port, "POST", url, TOKEN)
+    assert st == 200, body
+    assert rc.hexists(PAUSED_KEY, A)
+    assert "HTTP by" in json.loads(rc.hget(PAUSED_KEY, A))["by"]
+    assert http(port, "POST", "/api/classes/bad%zz/pause", TOKEN)[0] == 400
+    st, body = http(port, "GET", "/api/status", TOKEN)
+    assert st == 200 and [c["class"] for c in json.loads(body)["paused_classes"]] == [A]
+    held_everywhere([a], 1)
+    push_many(rc, "work", [make_payload(job=A), make_payload(job=B)])
+    wait_for(lambda: [s for s in started(log) if s[0] == B], 60, what="B's job to run")
+    wait_for(lambda: 'qpool_class_paused{class="App\\\\Jobs\\\\SyncCrm"} 1' in http(port, "GET", "/metrics", TOKEN)[1],
+             30, what="the paused class in /metrics")
+    assert not [s for s in started(log) if s[0] == A]
+    st, body = http(port, "POST", "/api/classes/App%5CJobs%5CSyncCrm/continue", TOKEN)
+    assert st == 200, body
+    assert not rc.exists(PAUSED_KEY)
+    wait_for(lambda: [s for s in started(log) if s[0] == A], 60, what="A's job to run after continue")
+    wait_for(lambda: "qpool_class_paused{" not in http(port, "GET", "/metrics", TOKEN)[1], 30,
+             what="no paused class in /metrics")
