@@ -163,6 +163,31 @@ static void add_entry(struct classpause *g, rconn_t *c, const char *cls, const c
     cJSON_Delete(o);
 }
 
+/* The hash's entries: HKEYS, then HMGET when there are some (no HGETALL:
+ * the common case, none paused, reads an empty key). NULL on an error. */
+static redisReply *read_entries(rconn_t *c, const char *key, redisReply **vals)
+{
+    *vals = NULL;
+    const char *argv[] = {"HKEYS", key};
+    redisReply *keys = rconn_call(c, 2, argv, NULL);
+    bool ok = keys && keys->type == REDIS_REPLY_ARRAY;
+    for (size_t i = 0; ok && i < keys->elements; i++) ok = keys->element[i]->type == REDIS_REPLY_STRING;
+    if (ok && keys->elements) {
+        const char **hv = xcalloc(keys->elements + 2, sizeof *hv);
+        hv[0] = "HMGET";
+        hv[1] = key;
+        for (size_t i = 0; i < keys->elements; i++) hv[i + 2] = keys->element[i]->str;
+        *vals = rconn_call(c, (int)keys->elements + 2, hv, NULL);
+        free(hv);
+        ok = *vals && (*vals)->type == REDIS_REPLY_ARRAY && (*vals)->elements == keys->elements;
+    }
+    if (ok) return keys;
+    if (keys) freeReplyObject(keys);
+    if (*vals) freeReplyObject(*vals);
+    *vals = NULL;
+    return NULL;
+}
+
 void classpause_poll(master_t *m)
 {
     bool more = true;
@@ -170,19 +195,16 @@ void classpause_poll(master_t *m)
     for (int k = 0; more && !c; k++) c = nth_redis(m, k, &more);
     if (!c) return; /* the last state stays */
     char *key = xasprintf("%s%s", c->conf.prefix, QLIMIT_PAUSED_HASH);
-    const char *argv[] = {"HGETALL", key};
-    redisReply *r = rconn_call(c, 2, argv, NULL);
+    redisReply *vals, *keys = read_entries(c, key, &vals);
     free(key);
-    if (!r || r->type != REDIS_REPLY_ARRAY) {
-        if (r) freeReplyObject(r);
-        return;
-    }
+    if (!keys) return;
     if (!m->classpause) m->classpause = xcalloc(1, sizeof *m->classpause);
     clear(m->classpause);
-    for (size_t i = 0; i + 1 < r->elements; i += 2)
-        if (r->element[i]->type == REDIS_REPLY_STRING && r->element[i + 1]->type == REDIS_REPLY_STRING)
-            add_entry(m->classpause, c, r->element[i]->str, r->element[i + 1]->str);
-    freeReplyObject(r);
+    for (size_t i = 0; i < keys->elements; i++)
+        add_entry(m->classpause, c, keys->element[i]->str,
+                  vals->element[i]->type == REDIS_REPLY_STRING ? vals->element[i]->str : "{}");
+    freeReplyObject(keys);
+    if (vals) freeReplyObject(vals);
 }
 
 cJSON *classpause_json(const master_t *m)
