@@ -52,8 +52,9 @@ int wlimits_poll_paused(wlimits_t *wl, rconn_t *c, int64_t now_ms)
     bool ok = r->type == REDIS_REPLY_ARRAY;
     for (size_t i = 0; ok && i < r->elements; i++) ok = r->element[i]->type == REDIS_REPLY_STRING;
     if (!ok || same_paused(wl, r)) {
+        if (!ok) log_warn("%s is not a hash of class names: the paused classes stay as they were", wl->paused_key);
         freeReplyObject(r);
-        return ok ? 0 : -1;
+        return 0;
     }
     bool was = wl->ls.n > wl->nconf;
     qlimits_truncate(&wl->ls, wl->nconf); /* paused classes hold no slots: a running job's are unchanged */

@@ -117,14 +117,22 @@ def test_pause_class_fleet_wide_survives_restart(master_factory, redis_server, t
 
 
 def test_pause_class_bad_requests(master_factory, redis_server, tmp_path):
-    path, _ = handler(tmp_path)
+    path, log = handler(tmp_path)
     a = start(master_factory, redis_server, "a", path)
     res = a.cli("pause", "--class", "App\\Jobs\\X", "work", check=False)
     assert res.returncode != 0 and "no pool or queue" in (res.stdout + res.stderr)
     res = a.cli("pause", "--class", "bad\x01name", check=False)
     assert res.returncode != 0
-    assert not redis_server.client().exists(PAUSED_KEY)
+    rc = redis_server.client()
+    assert not rc.exists(PAUSED_KEY)
     assert a.status()["state"] == "running"  # nothing else was paused
+    # a key of another type where the paused classes live: jobs still run
+    rc.set(PAUSED_KEY, "not a hash")
+    push_many(rc, "work", [make_payload(job=B)])
+    wait_for(lambda: started(log), 60, what="a job to run beside a broken paused-classes key")
+    assert a.cli("pause", "--class", A, check=False).returncode != 0
+    a.wait_log(r"is not a hash of class names")
+    assert a.status()["paused_classes"] == []
 
 
 def test_pause_class_over_http_and_metrics(master_factory, redis_server, tmp_path):
