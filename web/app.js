@@ -513,6 +513,7 @@
       (p.queues || []).forEach(q => { if (q.laravel_paused) deg.push('queue ' + q.name + ' paused by Laravel (queue:pause)'); });
     });
     (st.paused_queues || []).forEach(q => { deg.push('queue ' + q + ' paused'); });
+    (st.paused_classes || []).forEach(c => { deg.push('class ' + c.class + ' paused on every host'); });
     statusInfo = { degraded: deg };
     renderPill();
   }
@@ -662,9 +663,33 @@
       s.note = el('p', { class: 'muted' });
       root.append(s.body, s.note);
       pendingForm(root, s);
+      classPauseForm(root, s);
     },
-    feeds: s => { return [statusFeed(st => { renderPools(s, st); fillQueues(s, st); })]; }
+    feeds: s => { return [statusFeed(st => { renderPools(s, st); fillQueues(s, st); renderClassPauses(s, st); })]; }
   };
+  /* Pause a job class across the fleet (POST api/classes/<class>/pause), and the paused ones with Continue. */
+  function classPauseForm(root, s) {
+    var b = section(root, 'Paused job classes (every host)', 'class-pauses');
+    var f = el('form', { class: 'toolbar', id: 'class-pause-form' });
+    s.cpclass = el('input', { type: 'search', id: 'class-pause-class', size: 28, placeholder: 'App\\Jobs\\SyncCrm' });
+    f.append(el('label', null, 'Class', s.cpclass), el('button', { type: 'submit', id: 'class-pause', text: 'Pause class' }));
+    f.addEventListener('submit', ev => {
+      ev.preventDefault();
+      var c = s.cpclass.value.trim();
+      if (!c) { notice('Pause class: enter a job class (the payload\'s displayName).'); return; }
+      act('Pause class ' + c, 'api/classes/' + enc(c) + '/pause', {}, ev.submitter || null).then(() => { s.cpclass.value = ''; });
+    });
+    s.cplist = el('div', { id: 'class-pause-list' });
+    b.append(f, s.cplist);
+  }
+  function renderClassPauses(s, st) {
+    if (!s.cplist) return;
+    put(s.cplist, table('Class|Since|By|Host|#Held back|Actions', st.paused_classes || [], c => {
+      return el('tr', { 'data-paused-class': c.class },
+        td(c.class), td(c.since ? new Date(c.since * 1000).toLocaleString() : '–'), td(c.by || '–'), td(c.host || '–'), tdn(num(c.waiting)),
+        td(actBtn('continue', 'Continue', bt => { act('Continue class ' + c.class, 'api/classes/' + enc(c.class) + '/continue', {}, bt); })));
+    }, { id: 'class-pause-table', empty: 'No job class is paused.' }));
+  }
   /* Delete a queue's pending jobs that match a filter: the count first (a dry run), then confirm. */
   function pendingForm(root, s) {
     var b = section(root, 'Delete pending jobs', 'pending-delete');

@@ -103,22 +103,30 @@ static const cli_cmd_t COMMANDS[] = {
      "                      2 when there is none\n"
      "\n"
      "Exit status (as horizon:status): 0 running, 1 paused, 2 not running.\n", run_status},
-    {"pause", "pause everything, some pools, or some queues",
+    {"pause", "pause everything, some pools, some queues, or job classes fleet-wide",
      "usage: qpool pause [-c FILE] [POOL...] [--queue QUEUE]...\n"
+     "       qpool pause [-c FILE] --class CLASS...\n"
      "\n"
      "Stop taking new jobs: everything when no POOL or --queue is given, else the\n"
      "named pools, or the named queues in every pool that works them. Running jobs\n"
      "finish. The pause survives reloads and respawns; `qpool continue` ends it.\n"
      "\n"
      "  -q, --queue QUEUE   pause this queue (repeatable)\n"
+     "  --class CLASS       pause this job class (the payload's displayName) on\n"
+     "                      every master on the same Redis: its jobs stay in their\n"
+     "                      queues, attempts unchanged, other classes run; kept in\n"
+     "                      Redis until `qpool continue --class` (repeatable)\n"
      "  -s, --socket PATH   control socket (overrides the config)\n"
      "  -j, --json          JSON reply\n", cmd_control},
     {"continue", "resume what pause stopped",
      "usage: qpool continue [-c FILE] [POOL...] [--queue QUEUE]...\n"
+     "       qpool continue [-c FILE] --class CLASS...\n"
      "\n"
-     "Resume everything, the named pools, or the named queues.\n"
+     "Resume everything, the named pools, or the named queues; with --class, the\n"
+     "named job classes on every master (only --class ends a class pause).\n"
      "\n"
      "  -q, --queue QUEUE   resume this queue (repeatable)\n"
+     "  --class CLASS       let this job class run again, fleet-wide (repeatable)\n"
      "  -s, --socket PATH   control socket (overrides the config)\n"
      "  -j, --json          JSON reply\n", cmd_control},
     {"scale", "pin a pool's size, or hand it back to the balancer",

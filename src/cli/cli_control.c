@@ -20,6 +20,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #define EXIT_NOT_RUNNING 2
@@ -174,6 +175,20 @@ static void print_limits(const cJSON *limits)
     }
 }
 
+/* The classes paused across the fleet: since when, by whom, jobs held back. */
+static void print_paused_classes(const cJSON *pc)
+{
+    const cJSON *e;
+    cJSON_ArrayForEach(e, pc) {
+        char since[32] = "?";
+        time_t t = (time_t)num(e, "since");
+        struct tm tm;
+        if (t > 0 && localtime_r(&t, &tm)) strftime(since, sizeof since, "%Y-%m-%d %H:%M:%S", &tm);
+        printf("paused class %s since %s by %s on %s, %.0f jobs held back\n", str(e, "class"), since, str(e, "by"),
+               str(e, "host"), num(e, "waiting"));
+    }
+}
+
 static void print_status(const cJSON *s, bool verbose)
 {
     printf("qpool %s (pid %d): %s, %d workers (max %d), config %s\n", str(s, "version"), (int)num(s, "pid"),
@@ -185,6 +200,7 @@ static void print_status(const cJSON *s, bool verbose)
         cJSON_ArrayForEach(e, pq) printf(" %s", e->valuestring);
         printf("\n");
     }
+    print_paused_classes(cJSON_GetObjectItemCaseSensitive(s, "paused_classes"));
     printf("\n%-16s %-8s %7s %4s %4s %5s %4s %6s %7s %8s %8s %8s %8s %7s\n", "POOL", "STATE", "WORKERS", "BUSY",
            "IDLE", "START", "STOP", "TARGET", "MIN-MAX", "JOBS/MIN", "FAIL/MIN", "RUNTIME", "RECYCLES", "CRASHES");
     const cJSON *p;
@@ -228,6 +244,7 @@ typedef struct {
     bool json, verbose, wait;
     double watch, timeout;
     cJSON *queues; /* --queue, until the request takes them */
+    cJSON *classes; /* --class, likewise */
     int npos;      /* the operands */
     char **pos;
 } ctl_args_t;
@@ -269,6 +286,10 @@ static int req_pools(ctl_args_t *a, cJSON *req)
     for (int i = 0; i < a->npos; i++) cJSON_AddItemToArray(pools, cJSON_CreateString(a->pos[i]));
     cJSON_AddItemToObject(req, "queues", a->queues);
     a->queues = NULL;
+    if (cJSON_GetArraySize(a->classes) > 0) {
+        cJSON_AddItemToObject(req, "classes", a->classes);
+        a->classes = NULL;
+    }
     return 0;
 }
 
@@ -401,6 +422,10 @@ static int set_option(const control_t *ctl, ctl_args_t *a, int o, const char *ar
         if (!(ctl->opts & CTL_OPT_QUEUE)) return -1;
         cJSON_AddItemToArray(a->queues, cJSON_CreateString(arg));
         return 0;
+    case 'K':
+        if (!(ctl->opts & CTL_OPT_QUEUE)) return -1;
+        cJSON_AddItemToArray(a->classes, cJSON_CreateString(arg));
+        return 0;
     case 't': return (ctl->opts & CTL_OPT_WAIT) && parse_double(arg, &a->timeout) && a->timeout > 0 ? 0 : -1;
     default: return -1;
     }
@@ -416,6 +441,7 @@ static int parse_args(const control_t *ctl, const cli_cmd_t *cmd, int argc, char
                                          {"watch", optional_argument, 0, 'w'},
                                          {"wait", no_argument, 0, 'W'},
                                          {"queue", required_argument, 0, 'q'},
+                                         {"class", required_argument, 0, 'K'},
                                          {"timeout", required_argument, 0, 't'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
@@ -517,10 +543,11 @@ int cmd_control(const cli_cmd_t *cmd, int argc, char **argv)
     for (size_t i = 0; i < ARRAY_LEN(CONTROL) && !ctl; i++)
         if (!strcmp(CONTROL[i].name, cmd->name)) ctl = &CONTROL[i];
     if (!ctl) return EXIT_USAGE; /* the dispatcher sends only these */
-    ctl_args_t a = {.cmd = cmd->name, .queues = cJSON_CreateArray()};
+    ctl_args_t a = {.cmd = cmd->name, .queues = cJSON_CreateArray(), .classes = cJSON_CreateArray()};
     int status = EXIT_USAGE;
     char *line = parse_args(ctl, cmd, argc, argv, &a, &status) < 0 ? NULL : request_line(ctl, &a);
     cJSON_Delete(a.queues);
+    cJSON_Delete(a.classes);
     if (!line) return status;
     char *path = a.sock ? xstrdup(a.sock) : config_control_socket(config_path(a.cfg));
     int rv;

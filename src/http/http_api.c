@@ -163,6 +163,17 @@ static void mark_aggregates_only(cJSON *o, bool full)
     cJSON_AddBoolToObject(o, "aggregates_only", !full);
 }
 
+/* Without the token, a paused class says neither who asked (an address, a
+ * uid) nor from where. */
+static void paused_classes_anonymous(cJSON *st)
+{
+    cJSON *e;
+    cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(st, "paused_classes")) {
+        cJSON_DeleteItemFromObjectCaseSensitive(e, "by");
+        cJSON_DeleteItemFromObjectCaseSensitive(e, "host");
+    }
+}
+
 static void get_status(http_ctx_t *h, bool full, http_arg_fn arg, void *req, http_reply_t *out)
 {
     (void)arg, (void)req;
@@ -173,6 +184,7 @@ static void get_status(http_ctx_t *h, bool full, http_arg_fn arg, void *req, htt
         return;
     }
     mark_aggregates_only(st, full);
+    if (!full) paused_classes_anonymous(st);
     http_reply_json(out, 200, st);
 }
 

@@ -12,6 +12,7 @@
  * places at most (no_place), and only whole requests renew a place.
  */
 #include "master/control.h"
+#include "master/classpause.h"
 #include "master/budgeting.h"
 #include "core/log.h"
 #include "core/safefile.h"
@@ -168,8 +169,11 @@ int ctl_parse_request(const char *line, size_t len, int max_workers, ctl_request
         snprintf(err, errn, *name ? "unknown command \"%.64s\"" : "missing \"cmd\"", name);
     else if ((r->cmd == CTL_PAUSE || r->cmd == CTL_CONTINUE) &&
              (name_array(cJSON_GetObjectItemCaseSensitive(req, "pools"), &r->pools, &r->npools) < 0 ||
-              name_array(cJSON_GetObjectItemCaseSensitive(req, "queues"), &r->queues, &r->nqueues) < 0))
-        snprintf(err, errn, "pools and queues must be arrays of names");
+              name_array(cJSON_GetObjectItemCaseSensitive(req, "queues"), &r->queues, &r->nqueues) < 0 ||
+              name_array(cJSON_GetObjectItemCaseSensitive(req, "classes"), &r->classes, &r->nclasses) < 0))
+        snprintf(err, errn, "pools, queues and classes must be arrays of names");
+    else if (r->nclasses && (r->npools || r->nqueues))
+        snprintf(err, errn, "classes are paused across the fleet: name no pool or queue with them");
     else if (r->cmd == CTL_SCALE && parse_scale(req, max_workers, r, err, errn) < 0)
         ;
     else if (r->cmd == CTL_STOP_JOB && parse_uuid(req, r, err, errn) < 0)
@@ -185,6 +189,8 @@ void ctl_request_free(ctl_request_t *r)
 {
     for (int i = 0; i < r->npools; i++) free(r->pools[i]);
     for (int i = 0; i < r->nqueues; i++) free(r->queues[i]);
+    for (int i = 0; i < r->nclasses; i++) free(r->classes[i]);
+    free(r->classes);
     free(r->pools);
     free(r->queues);
     free(r->pool);
@@ -350,8 +356,26 @@ static void cmd_status(master_t *m, ctl_client_t *c, const ctl_request_t *r)
     reply_json(c, status_json(m, (r->verbose ? STATUS_VERBOSE : 0) | (r->raw ? STATUS_RAW : 0)));
 }
 
+/* pause --class, continue --class: across the fleet, in Redis. */
+static void run_class_pause(master_t *m, ctl_client_t *c, const ctl_request_t *r, bool on)
+{
+    char who[300], err[256];
+    if (c->adopted)
+        snprintf(who, sizeof who, "HTTP by %s", r->by ? r->by : "?");
+    else
+        snprintf(who, sizeof who, "the control socket, uid %d", (int)c->uid);
+    if (classpause_set(m, r->classes, r->nclasses, on, who, err, sizeof err) < 0)
+        reply_verb_error(c, err);
+    else
+        reply_json(c, status_json(m, 0));
+}
+
 static void run_pause(master_t *m, ctl_client_t *c, const ctl_request_t *r, bool on)
 {
+    if (r->nclasses) {
+        run_class_pause(m, c, r, on);
+        return;
+    }
     pause_scope_t scope = {.pools = r->pools, .npools = r->npools, .queues = r->queues, .nqueues = r->nqueues};
     char err[256];
     enum pause_source from = c->adopted ? PAUSE_FROM_HTTP : PAUSE_FROM_CONTROL; /* the HTTP process's channel */

@@ -29,6 +29,8 @@ typedef struct {
     bool wait;                 /* terminate */
     char **pools, **queues;    /* pause, continue: none means everything */
     int npools, nqueues;
+    char **classes;            /* pause, continue: job classes, across the fleet (alone) */
+    int nclasses;
     char *pool;                /* scale (required), restart (NULL: every pool) */
     int n;                     /* scale: workers, -1 for auto */
     char *by;                  /* who asked (HTTP actions), for the log */

@@ -19,6 +19,7 @@
 #include "master/alerting.h"
 #include "master/budgeting.h"
 #include "master/limiting.h"
+#include "master/classpause.h"
 #include "master/http_endpoint.h"
 #include "master/mconn.h"
 #include "core/log.h"
@@ -377,6 +378,7 @@ static void master_exit(master_t *m)
     monitor_free(m);
     budgeting_free(m);
     limiting_free(m);
+    classpause_free(m);
     alerting_free(m);
     safefile_pidfile_remove(m->conf->pid_file, m->pid_fd);
     for (int i = 0; i < m->pools.n; i++) pool_free(m->pools.v[i]);

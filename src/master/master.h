@@ -40,6 +40,7 @@ typedef struct {
     struct alerting *alerting; /* open alert episodes and running commands (alerting.c) */
     struct budgeting *budgeting; /* fleet budget leases (budgeting.c) */
     struct limiting *limiting; /* the limits' state in Redis, for status (limiting.c) */
+    struct classpause *classpause; /* the paused classes read from Redis, for status (classpause.c) */
 
     /* queues paused by `qpool pause --queue`, by name: survives reloads */
     char **paused_queues;

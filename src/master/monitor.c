@@ -7,6 +7,7 @@
 #include "master/balancer.h"
 #include "master/budgeting.h"
 #include "master/limiting.h"
+#include "master/classpause.h"
 #include "master/mconn.h"
 #include "redis/failed.h"
 #include "observe/fleet.h"
@@ -763,6 +764,7 @@ void monitor_tick(master_t *m, int64_t now)
     m->next_balance_ms = now + (int64_t)(m->conf->balance_interval * 1000);
     fetch_counts(m);
     limiting_poll(m);
+    classpause_poll(m);
     heartbeat(m);
     write_history(m);
     poll_laravel_keys(m);

@@ -4,6 +4,7 @@
  * Read-only: nothing here changes the master.
  */
 #include "master/limiting.h"
+#include "master/classpause.h"
 #include "master/status.h"
 #include "master/budgeting.h"
 #include "master/mconn.h"
@@ -293,6 +294,7 @@ cJSON *status_json(master_t *m, unsigned flags)
     for (int i = 0; i < m->pools.n; i++) cJSON_AddItemToArray(arr, pool_json(m, m->pools.v[i], flags));
     cJSON_AddNumberToObject(o, "redis_reconnects", (double)redis_reconnects(m));
     if (m->conf->nlimits) cJSON_AddItemToObject(o, "limits", limiting_json(m));
+    cJSON_AddItemToObject(o, "paused_classes", classpause_json(m));
     return o;
 }
 

@@ -453,6 +453,27 @@ static void render_limits(const cJSON *status, sbuf_t *out)
     }
 }
 
+/* The classes paused across the fleet (qpool pause --class), by class. */
+static void render_paused_classes(const cJSON *status, sbuf_t *out)
+{
+    const cJSON *pc = member(status, "paused_classes");
+    if (!cJSON_IsArray(pc)) return;
+    family_t f = {out, "qpool_class_paused", "1 for a job class paused across the fleet (qpool pause --class).",
+                  "gauge", false};
+    family_t w = {out, "qpool_class_paused_waiting",
+                  "Jobs of a paused class the last pops held back (among those they looked at).", "gauge", false};
+    family_t *fams[] = {&f, &w};
+    for (size_t i = 0; i < ARRAY_LEN(fams); i++) { /* a family's samples together */
+        const cJSON *e;
+        cJSON_ArrayForEach(e, pc) {
+            const cJSON *cls = member(e, "class");
+            if (!cJSON_IsString(cls)) continue;
+            label_t lb[] = {{"class", cls->valuestring}};
+            sample(fams[i], "", lb, 1, i ? num_member(e, "waiting") : 1);
+        }
+    }
+}
+
 int prom_render(const cJSON *status, sbuf_t *out)
 {
     const cJSON *pools = member(status, "pools");
@@ -467,5 +488,6 @@ int prom_render(const cJSON *status, sbuf_t *out)
     render_paused(pools, out);
     render_budgets(pools, out);
     render_limits(status, out);
+    render_paused_classes(status, out);
     return 0;
 }

@@ -46,6 +46,7 @@ const char QLIMIT_PRE_LUA[] =
     "  return l.tok\n"
     "end\n"
     "local function lim_full(l)\n"
+    "  if l.conc < 0 then return true end -- a paused class: never room\n"
     "  return (l.conc > 0 and lim_used(l) >= l.conc) or (l.rate > 0 and lim_tokens(l) < 1)\n"
     "end\n"
     "local function lim_match(job, qname)\n"
@@ -183,6 +184,21 @@ void qlimits_add(qlimits_t *ls, const char *prefix, const char *id, const char *
     snprintf(l->burst, sizeof l->burst, "%d", burst > 0 ? burst : 1);
     snprintf(ls->ttl, sizeof ls->ttl, "%d", QLIMIT_SLOT_TTL_MS);
     snprintf(ls->look, sizeof ls->look, "%d", QLIMIT_LOOKAHEAD);
+    snprintf(ls->count, sizeof ls->count, "%d", ls->n);
+}
+
+void qlimits_add_paused(qlimits_t *ls, const char *prefix, const char *class_name)
+{
+    char *id = xasprintf("paused:%s", class_name);
+    qlimits_add(ls, prefix, id, class_name, "", QLIMIT_PAUSED, 0, 1);
+    free(id);
+}
+
+void qlimits_truncate(qlimits_t *ls, int n)
+{
+    if (n < 0 || n >= ls->n) return;
+    for (int i = n; i < ls->n; i++) FREE_ALL(ls->v[i].key, ls->v[i].run, ls->v[i].class_name, ls->v[i].queue);
+    ls->n = n;
     snprintf(ls->count, sizeof ls->count, "%d", ls->n);
 }
 

@@ -44,6 +44,15 @@ typedef struct {
 /* Add a limit (rate_per_s 0: none; burst used with a rate). */
 void qlimits_add(qlimits_t *ls, const char *prefix, const char *id, const char *class_name, const char *queue,
                  int concurrency, double rate_per_s, int burst);
+/* A paused class (qpool pause --class): held like a limit that never has
+ * room, on every queue; key <prefix>qpool:limit:paused:<class> (its :wait
+ * record says how many jobs the last pop held back for it). */
+#define QLIMIT_PAUSED (-1)
+#define QLIMIT_PAUSED_HASH "qpool:paused-classes" /* after the prefix: class -> {"by","host","at"} */
+#define QLIMIT_PAUSED_POLL_MS 1000 /* a worker reads the paused classes this often */
+void qlimits_add_paused(qlimits_t *ls, const char *prefix, const char *class_name);
+/* Keep the first n limits only. */
+void qlimits_truncate(qlimits_t *ls, int n);
 void qlimits_free(qlimits_t *ls);
 /* Arguments the limited pop takes after the plain pop's (slot token first). */
 int qlimits_argc(const qlimits_t *ls);

@@ -19,11 +19,50 @@ void wlimits_init(wlimits_t *wl, const qconf_t *conf, const pool_conf_t *p, cons
                     l->burst);
         free(id);
     }
+    wl->nconf = wl->ls.n;
+    wl->prefix = xstrdup(prefix);
+    wl->paused_key = xasprintf("%s%s", prefix, QLIMIT_PAUSED_HASH);
 }
 
 void wlimits_free(wlimits_t *wl)
 {
     qlimits_free(&wl->ls);
+    FREE_ALL(wl->prefix, wl->paused_key);
+}
+
+/* Whether the paused classes held now are exactly the reply's. */
+static bool same_paused(const wlimits_t *wl, const redisReply *r)
+{
+    if ((int)r->elements != wl->ls.n - wl->nconf) return false;
+    for (size_t i = 0; i < r->elements; i++) {
+        bool found = false;
+        for (int k = wl->nconf; k < wl->ls.n && !found; k++) found = !strcmp(wl->ls.v[k].class_name, r->element[i]->str);
+        if (!found) return false;
+    }
+    return true;
+}
+
+int wlimits_poll_paused(wlimits_t *wl, rconn_t *c, int64_t now_ms)
+{
+    if (now_ms < wl->next_paused_ms || rconn_is_cluster(c)) return 0;
+    wl->next_paused_ms = now_ms + QLIMIT_PAUSED_POLL_MS;
+    const char *argv[] = {"HKEYS", wl->paused_key};
+    redisReply *r = rconn_call(c, 2, argv, NULL);
+    if (!r) return -1;
+    bool ok = r->type == REDIS_REPLY_ARRAY;
+    for (size_t i = 0; ok && i < r->elements; i++) ok = r->element[i]->type == REDIS_REPLY_STRING;
+    if (!ok || same_paused(wl, r)) {
+        if (!ok) log_warn("%s is not a hash of class names: the paused classes stay as they were", wl->paused_key);
+        freeReplyObject(r);
+        return 0;
+    }
+    bool was = wl->ls.n > wl->nconf;
+    qlimits_truncate(&wl->ls, wl->nconf); /* paused classes hold no slots: a running job's are unchanged */
+    for (size_t i = 0; i < r->elements; i++) qlimits_add_paused(&wl->ls, wl->prefix, r->element[i]->str);
+    size_t n = r->elements;
+    freeReplyObject(r);
+    log_info("paused classes now: %zu (their jobs stay in their queues)", n);
+    return !was && wl->ls.n > wl->nconf ? 1 : 0;
 }
 
 const qlimits_t *wlimits_for_pop(wlimits_t *wl, const char **token)

@@ -19,11 +19,20 @@ typedef struct {
     char token[37];      /* the member of the last pop's slots */
     bool held;           /* the current job holds slots under token */
     int64_t next_beat_ms;
+    int nconf;           /* ls.v[0..nconf) are the config's; the paused classes follow */
+    char *prefix, *paused_key;
+    int64_t next_paused_ms;
 } wlimits_t;
 
 /* The config's limits that apply to pool p, with keys under prefix. */
 void wlimits_init(wlimits_t *wl, const qconf_t *conf, const pool_conf_t *p, const char *prefix);
 void wlimits_free(wlimits_t *wl);
+/* Read the paused classes (<prefix>qpool:paused-classes) when
+ * QLIMIT_PAUSED_POLL_MS have passed, and hold their jobs from the next pop:
+ * 1 when the set became non-empty (load the limited pop), 0 else (a reply
+ * that is no list of names keeps the last set), -1 when the connection was
+ * lost. Not on a Redis Cluster. */
+int wlimits_poll_paused(wlimits_t *wl, rconn_t *c, int64_t now_ms);
 /* The limits for pop_args_t (NULL: none apply), and a fresh slot token. */
 const qlimits_t *wlimits_for_pop(wlimits_t *wl, const char **token);
 /* The pop took a job: it holds its slots from now. */

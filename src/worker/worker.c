@@ -1503,6 +1503,8 @@ static void limit_wait(worker_t *w, job_t *job)
 static bool pop_next(worker_t *w, uint32_t skip, job_t *job)
 {
     int64_t now_ms = mono_ms();
+    int paused = w->p->app_driver ? 0 : wlimits_poll_paused(&w->lim, w->rc, now_ms);
+    if (paused < 0 || (paused > 0 && queue_load_limited(w->rc) < 0)) return false; /* reconnect first */
     pop_args_t a = pop_args(w, skip, want_jobs(w, 0), now_ms);
     if (!send_pop(w, skip, &a) || !read_pop(w, &a, job)) return false;
     pop_bookkeeping(w, &a, now_ms, &job->pr);

@@ -1,0 +1,31 @@
+/*
+ * classpause.h - pause by job class, across the fleet (issue 32 item 4):
+ * `qpool pause --class X` writes X into <prefix>qpool:paused-classes (a
+ * hash class -> {"by","host","at"}) on every Redis connection a native pool
+ * uses; every worker on that Redis reads the hash each
+ * QLIMIT_PAUSED_POLL_MS and holds X's jobs in their queues like a limit
+ * with no room (redis/qlimit.h, worker/wlimits.h). The master reads the
+ * hash each balance pass for `qpool status`, the API and /metrics.
+ */
+#ifndef QPOOL_CLASSPAUSE_H
+#define QPOOL_CLASSPAUSE_H
+
+#include <stdbool.h>
+
+#include <cjson/cJSON.h>
+
+#include "master/master.h"
+
+/* Pause (on) or continue the classes; who says who asked (for the log and
+ * the hash). Returns how many changed, or -1 with err (a bad name, or no
+ * Redis took it). */
+int classpause_set(master_t *m, char *const *classes, int n, bool on, const char *who, char *err, size_t errn);
+/* Read the paused classes (and the jobs each held back) from Redis. */
+void classpause_poll(master_t *m);
+/* The "paused_classes" array of the status. */
+cJSON *classpause_json(const master_t *m);
+void classpause_free(master_t *m);
+/* A class name pause takes: 1..255 bytes, no control bytes. */
+bool classpause_name_ok(const char *s);
+
+#endif
