@@ -683,6 +683,7 @@ static void sizes_seen(pool_t *p, const agent_reply_t *r)
         p->q[q].ready = r->ready[q];
         p->q[q].delayed = r->delayed[q] > 0 ? r->delayed[q] : 0;
         p->q[q].reserved = r->reserved[q] > 0 ? r->reserved[q] : 0;
+        p->q[q].oldest_ready_s = -1; /* not said */
     }
     p->have_counts = r->nsizes == p->conf.nqueues;
     if (p->agent.sizes_warned) log_info("pool %s: queue sizes from its app agent again", p->conf.name);
@@ -702,9 +703,12 @@ static void ask_agents(master_t *m, int64_t now)
         }
         int zfd = zygote_off(&p->zygotes, p->gen) ? -1 : zygote_worker_fd(&p->zygotes, p->gen);
         agent_maintain(&p->agent, p->conf.name, zfd, p->gen, m->epfd, now, agent_timeout_ms(m));
-        p->agent.todo = wants;
-        /* down, starting, or last pass's request still unanswered: no sizes */
-        if ((wants & AGENT_WANT_SIZES) && (p->agent.fd < 0 || !p->agent.pid || p->agent.pending_id))
+        /* A request still in flight: the last sizes stand, and this pass
+         * asks nothing more (an agent silent past agent_timeout_ms is
+         * dropped by agent_maintain, and then it is down). */
+        if (!p->agent.pending_id) p->agent.todo = wants;
+        /* down or starting: no sizes */
+        if ((wants & AGENT_WANT_SIZES) && (p->agent.fd < 0 || !p->agent.pid))
             sizes_missing(p, p->agent.fd < 0 && p->agent.restarts ? "it is down" : NULL);
         ask_next(p, now);
     }

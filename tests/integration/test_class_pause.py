@@ -93,10 +93,10 @@ def test_pause_class_fleet_wide_survives_restart(master_factory, redis_server, t
     assert all(j["attempts"] == 0 for j in held)
 
     # both masters list it (b read it from Redis: no config change)
-    for m in (a, b):
-        st = m.status()
-        assert [c["class"] for c in st["paused_classes"]] == [A]
-        assert "paused class %s" % A in m.cli("status").stdout
+    for m in (a, b):  # each reads it back on its own balance pass
+        wait_for(lambda: [c["class"] for c in m.status().get("paused_classes") or []] == [A], 30,
+                 what="the paused class in the status")
+        wait_for(lambda: "paused class %s" % A in m.cli("status").stdout, 30, what="the paused class in qpool status")
 
     # a master restarts: it still holds the class
     a.stop()
