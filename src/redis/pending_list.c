@@ -165,6 +165,7 @@ typedef struct {
     long long pos;                 /* the position of the next job looked at */
     long found, budget;
     bool filtered;
+    size_t bytes;                  /* payload bytes read so far (PENDING_LIST_BYTES) */
 } pwalk_t;
 
 /* Look at a segment's jobs in order; false when the page is full or the
@@ -173,11 +174,12 @@ static bool walk_seg(plist_t *p, pwalk_t *w, const pseg_t *s, const redisReply *
 {
     size_t stride = s->delayed ? 2 : 1, n = r->elements / stride;
     for (size_t j = 0; j < n; j++) {
-        if (w->found >= p->limit || p->scanned >= w->budget) return false;
+        if (w->found >= p->limit || p->scanned >= w->budget || w->bytes >= PENDING_LIST_BYTES) return false;
         size_t at = (s->reverse ? n - 1 - j : j) * stride;
         const redisReply *e = r->element[at];
         p->scanned++;
         w->pos++;
+        w->bytes += e->type == REDIS_REPLY_STRING ? e->len : 0;
         if (e->type != REDIS_REPLY_STRING || (w->filtered && !pending_list_match(&p->f, p->tag, e->str, e->len)))
             continue;
         double score = s->delayed && r->element[at + 1]->str ? strtod(r->element[at + 1]->str, NULL) : 0;
@@ -187,15 +189,26 @@ static bool walk_seg(plist_t *p, pwalk_t *w, const pseg_t *s, const redisReply *
     return true;
 }
 
+/* Jobs to read next: 10 first, then as many as the bytes left allow at the
+ * size seen so far (1 to PENDING_LIST_CHUNK), so that large payloads are
+ * never read by the hundred. */
+static long long chunk_for(const plist_t *p, const pwalk_t *w)
+{
+    if (!p->scanned) return 10;
+    size_t avg = w->bytes / (size_t)p->scanned + 1, left = PENDING_LIST_BYTES - w->bytes;
+    size_t n = left / avg;
+    return n < 1 ? 1 : n > PENDING_LIST_CHUNK ? PENDING_LIST_CHUNK : (long long)n;
+}
+
 /* Read from w->pos until the page is full, the budget spent or total
  * reached. 0, 1 when a read came back short (the queue moved: stop here),
  * or -1. */
 static int walk(rconn_t *c, plist_t *p, const qkeys_t *k, pwalk_t *w, long long nr, long long nd)
 {
     long long total = nr + nd;
-    while (w->pos < total && w->found < p->limit && p->scanned < w->budget) {
+    while (w->pos < total && w->found < p->limit && p->scanned < w->budget && w->bytes < PENDING_LIST_BYTES) {
         long long n = total - w->pos, left = w->budget - p->scanned;
-        if (n > PENDING_LIST_CHUNK) n = PENDING_LIST_CHUNK;
+        if (n > chunk_for(p, w)) n = chunk_for(p, w);
         if (n > left) n = left;
         pseg_t s[2];
         int ns = segments(p, nr, nd, w->pos, n, s);

@@ -23,7 +23,8 @@
 
 #define PENDING_LIST_MAX 500       /* jobs a page holds at most (limit) */
 #define PENDING_LIST_SCAN 1000     /* jobs a filtered call looks at, at most */
-#define PENDING_LIST_CHUNK 100     /* jobs per LRANGE / ZRANGE */
+#define PENDING_LIST_CHUNK 100     /* jobs per LRANGE / ZRANGE, at most */
+#define PENDING_LIST_BYTES (8 << 20) /* payload bytes a call reads, about (then next_offset goes on) */
 #define PENDING_TAGS_MAX 20        /* a payload's tags shown, at most */
 #define PENDING_TAG_BYTES 120      /* bytes of a tag shown, at most */
 

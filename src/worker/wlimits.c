@@ -51,8 +51,10 @@ int wlimits_poll_paused(wlimits_t *wl, rconn_t *c, int64_t now_ms)
     if (!r) return -1;
     bool ok = r->type == REDIS_REPLY_ARRAY;
     for (size_t i = 0; ok && i < r->elements; i++) ok = r->element[i]->type == REDIS_REPLY_STRING;
+    if (!ok && !wl->paused_key_bad)
+        log_warn("%s is not a hash of class names: the paused classes stay as they were", wl->paused_key);
+    wl->paused_key_bad = !ok; /* said once, again only after it was right */
     if (!ok || same_paused(wl, r)) {
-        if (!ok) log_warn("%s is not a hash of class names: the paused classes stay as they were", wl->paused_key);
         freeReplyObject(r);
         return 0;
     }

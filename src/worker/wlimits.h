@@ -22,6 +22,7 @@ typedef struct {
     int nconf;           /* ls.v[0..nconf) are the config's; the paused classes follow */
     char *prefix, *paused_key;
     int64_t next_paused_ms;
+    bool paused_key_bad;  /* its paused-classes key is no hash: said once */
 } wlimits_t;
 
 /* The config's limits that apply to pool p, with keys under prefix. */

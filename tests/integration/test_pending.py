@@ -151,3 +151,16 @@ def test_hostile_and_malformed_payloads_are_text(served, r):
     assert h["class"] == HOSTILE and h["tags"] == ["<b>tag</b>", "x" * 120]
     assert junk["malformed"] is True and junk["uuid"] is None and junk["class"] is None and junk["size"] == 10
     assert bad["size"] == len(raw_bad) and "\ufffd" in bad["class"]
+
+
+def test_large_payloads_are_read_a_few_at_a_time(served, r):
+    """Five payloads of 3 MB: a request stops after about 8 MB of them (the
+    page holds 3, and next_offset goes on), never 100 of them in one read
+    (review of 2026-11-29: the page bounded jobs, not bytes)."""
+    big = [make_payload("ok", job=A, data={"blob": "x" * (3 << 20)}) for _ in range(5)]
+    push_many(r, "pending-big", big)
+    st, rep = get(served, "/api/jobs/pending", queue="pending-big", limit="50", order="oldest")
+    assert st == 200, rep
+    assert len(rep["jobs"]) == 3 and rep["next_offset"] == 3, (len(rep["jobs"]), rep["next_offset"])
+    jobs, _ = walk(served, queue="pending-big", limit="50", order="oldest")
+    assert [j["uuid"] for j in jobs] == [p["uuid"] for p in big]
