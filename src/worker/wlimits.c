@@ -113,10 +113,11 @@ void wlimits_beat(wlimits_t *wl, rconn_t *c, int64_t now_ms, const char *queue, 
                  QLIMIT_SLOT_TTL_MS / 1000);
 }
 
-void wlimits_end(wlimits_t *wl, rconn_t *c)
+void wlimits_end(wlimits_t *wl, rconn_t *c, const char *queue, const char *cls)
 {
     if (!wl->held) return;
     wl->held = false;
+    if (cls && !slots_of(wl, queue, cls)) return;
     if (qlimit_end(c, &wl->ls, wl->token) < 0)
         log_warn("could not give back a concurrency slot: it lapses within %d s", QLIMIT_SLOT_TTL_MS / 1000);
 }

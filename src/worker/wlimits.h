@@ -43,7 +43,9 @@ int64_t wlimits_next_beat(const wlimits_t *wl);
 /* Renew the job's slots when due; queue and cls (NULL: none) say which
  * slots it should hold, job names it in a warning when one lapsed. */
 void wlimits_beat(wlimits_t *wl, rconn_t *c, int64_t now_ms, const char *queue, const char *cls, const char *job);
-/* The job ended (or was given back): give its slots back. */
-void wlimits_end(wlimits_t *wl, rconn_t *c);
+/* The job of class cls on queue ended (or was given back): give its slots
+ * back. No round trip when it holds none (a rate or a paused class only);
+ * cls NULL (the payload was not read): given back whatever it holds. */
+void wlimits_end(wlimits_t *wl, rconn_t *c, const char *queue, const char *cls);
 
 #endif

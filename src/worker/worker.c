@@ -1969,7 +1969,7 @@ int worker_main(const pool_conf_t *p, const qconf_t *conf, sb_slot_t *slot, int 
         } else {
             if (!r || !next_job(w, &job)) continue;
             ran = run_job(w, &job);
-            wlimits_end(&w->lim, w->rc);
+            wlimits_end(&w->lim, w->rc, w->qs.q[job.pr.qidx].name, job.parsed ? job.p.display_name : NULL);
         }
         if (!ran) { /* given back untouched: the handler restarts first */
             job_free(&job);
