@@ -137,14 +137,20 @@ def test_pause_class_bad_requests(master_factory, redis_server, tmp_path):
     assert a.status()["paused_classes"] == []
 
 
-def test_pause_class_over_http_and_metrics(master_factory, redis_server, tmp_path):
-    path, log = handler(tmp_path)
-    rc = redis_server.client()
+def start_with_http(master_factory, redis_server, path):
+    """Master "a" with an HTTP endpoint behind TOKEN, answering: (master, port)."""
     port = free_port()
     a = start(master_factory, redis_server, "a", path,
               qpool='http = { listen = "127.0.0.1:%d"; token_env = "QPOOL_TEST_TOKEN"; };' % port,
               env={"QPOOL_TEST_TOKEN": TOKEN})
     wait_for(lambda: http(port, "GET", "/healthz")[0] == 200, 30, what="the HTTP endpoint")
+    return a, port
+
+
+def test_pause_class_over_http_and_metrics(master_factory, redis_server, tmp_path):
+    path, log = handler(tmp_path)
+    rc = redis_server.client()
+    a, port = start_with_http(master_factory, redis_server, path)
     url = "/api/classes/App%5CJobs%5CSyncCrm/pause"
     assert http(port, "POST", url)[0] == 401  # behind the token
     assert not rc.exists(PAUSED_KEY)

@@ -3,8 +3,9 @@ headless Chromium: a paused class waits in its queue, attempts unchanged,
 while the queue's other jobs run; Continue lets it run."""
 import pytest
 
-from conftest import free_port, make_payload, push_many, wait_for
-from test_class_pause import A, B, PAUSED_KEY, TOKEN, handler, held_everywhere, http, start, started, waiting
+from conftest import make_payload, push_many, wait_for
+from test_class_pause import (A, B, PAUSED_KEY, TOKEN, handler, held_everywhere, start_with_http, started,
+                              waiting)
 
 webdriver = pytest.importorskip("selenium.webdriver")
 from test_dashboard import browser, rows  # noqa: E402,F401  (the fixture)
@@ -13,11 +14,7 @@ from test_dashboard import browser, rows  # noqa: E402,F401  (the fixture)
 def test_pause_and_continue_a_class_from_the_pools_page(master_factory, redis_server, browser, tmp_path):  # noqa: F811
     path, log = handler(tmp_path)
     rc = redis_server.client()
-    port = free_port()
-    a = start(master_factory, redis_server, "a", path,
-              qpool='http = { listen = "127.0.0.1:%d"; token_env = "QPOOL_TEST_TOKEN"; };' % port,
-              env={"QPOOL_TEST_TOKEN": TOKEN})
-    wait_for(lambda: http(port, "GET", "/healthz")[0] == 200, 30, what="the HTTP endpoint")
+    a, port = start_with_http(master_factory, redis_server, path)
     d = browser
     d.get("http://127.0.0.1:%d/#/pools" % port)
     d.execute_script("sessionStorage.setItem('qpool.token', arguments[0]); location.reload();", TOKEN)
