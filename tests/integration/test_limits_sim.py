@@ -62,8 +62,6 @@ def assert_invariants(rc, fig, err):
     # it exercised what it checks (events from the seed; how much runs from the machine's speed)
     assert fig["jobs"] > 1500 and fig["pops_job"] >= fig["jobs"], fig
     assert fig["kills"] >= 1 and fig["partitions"] >= 5, fig
-    assert fig["rate_at_bound"] >= 1, fig   # some bucket ran dry: the rate check bit
-    assert fig["pops_blocked"] >= 100, fig  # jobs were held by full limits
     # the invariants
     assert fig["over_limit"] == 0, err
     assert fig["redis_over"] == 0, err
@@ -84,6 +82,8 @@ def test_two_hundred_hosts_fifty_classes_kills_partitions(redis_server):
     figs = run_sims(redis_server.port, [1, 2])
     for rc, fig, err in figs:
         assert_invariants(rc, fig, err)
+        assert fig["rate_at_bound"] >= 1, fig   # some bucket ran dry: the rate check bit
+        assert fig["pops_blocked"] >= 100, fig  # jobs were held by full limits
     # the documented excuse was exercised: a partition outlasted a running job's slot
     assert sum(f["excused_cut"] for _, f, _ in figs) >= 1, [f for _, f, _ in figs]
 

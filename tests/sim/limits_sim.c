@@ -19,7 +19,9 @@
  * from a real worker's: --ttl-ms instead of 15 s (the script takes it as an
  * argument), renewals every TTL/3 instead of every 5 s, so that lapses
  * happen within seconds. A worker polls again 100..300 ms after a pop that
- * found nothing to run, as worker.c's limit_wait does.
+ * found nothing to run, as worker.c's limit_wait does. It does not extend
+ * its job's reservation (a real worker does, while connected): retry_after
+ * (8 s) outlasts the longest job and partition together (3 s + 3 s).
  *
  * Classes: App\Jobs\C00 .. C49, class k on queue q(k mod 5). Limits: k 0-19
  * concurrency 1..8; k 20-31 rate 5..30/s with a burst of 1..5; k 32-35 both;
@@ -832,7 +834,9 @@ static void report(void)
 {
     double secs = (double)st.run_ms / 1000.0;
     long ops = st.pushes + st.pops + st.acks + st.ends + st.beats + st.reads;
-    printf("{\"seed\":%d,\"hosts\":%d,\"classes\":%d,\"limits\":%d,\"seconds\":%d,\"ttl_ms\":%d,\"retry_after\":%d,"
+    int workers = 0;
+    for (int i = 0; i < opt.hosts; i++) workers += hosts[i].nw;
+    printf("{\"seed\":%d,\"hosts\":%d,\"workers\":%d,\"classes\":%d,\"limits\":%d,\"seconds\":%d,\"ttl_ms\":%d,\"retry_after\":%d,"
            "\"run_ms\":%lld,\"last_first_done_ms\":%lld,\"ticks\":%ld,\"jobs\":%ld,\"pops\":%ld,\"pops_job\":%ld,\"pops_blocked\":%ld,\"pops_empty\":%ld,"
            "\"pops_per_s\":%.0f,\"jobs_per_s\":%.0f,\"acks\":%ld,\"ends\":%ld,\"beats\":%ld,\"redis_ops\":%ld,\"redis_ops_per_s\":%.0f,"
            "\"kills\":%ld,\"killed_runs\":%ld,\"killed_owed\":%ld,\"partitions\":%ld,\"beat_lost\":%ld,\"ack_lost\":%ld,"
@@ -841,7 +845,7 @@ static void report(void)
            "\"over_limit\":%ld,\"redis_over\":%ld,\"rate_over\":%ld,\"attempts_bad\":%ld,\"order_bad\":%ld,"
            "\"starve_failed\":%ld,\"dup_unexplained\":%ld,\"incomplete\":%ld,\"leftover\":%ld,\"reuse_failed\":%ld,"
            "\"errors\":%ld,\"failed\":%ld}\n",
-           opt.seed, opt.hosts, opt.classes, nlims, opt.seconds, opt.ttl, opt.retry_after, (long long)st.run_ms, (long long)st.last_first_done_ms, st.ticks,
+           opt.seed, opt.hosts, workers, opt.classes, nlims, opt.seconds, opt.ttl, opt.retry_after, (long long)st.run_ms, (long long)st.last_first_done_ms, st.ticks,
            st.jobs, st.pops, st.pops_job, st.pops_blocked, st.pops_empty, secs > 0 ? (double)st.pops / secs : 0,
            secs > 0 ? (double)st.pops_job / secs : 0, st.acks, st.ends, st.beats, ops, secs > 0 ? (double)ops / secs : 0,
            st.kills, st.killed_runs, st.killed_owed, st.partitions, st.beat_lost, st.ack_lost, st.excused_cut,
@@ -896,7 +900,7 @@ static void setup(void)
 
 static void tick(int64_t now, int64_t phase_end, int64_t *next_pass, int64_t *next_scan, int *order)
 {
-    if (now < phase_end && now >= *next_pass) events(now), *next_pass += PASS_MS;
+    while (*next_pass < phase_end && now >= *next_pass) events(now), *next_pass += PASS_MS; /* as many on a slow machine */
     if (now >= phase_end)
         for (int i = 0; i < opt.hosts; i++) hosts[i].part_until = 0; /* the drain: every host back */
     for (int i = opt.hosts - 1; i > 0; i--) { /* a new order each tick */
@@ -924,7 +928,7 @@ int main(int argc, char **argv)
     int *order = xcalloc((size_t)opt.hosts, sizeof *order);
     for (int i = 0; i < opt.hosts; i++) order[i] = i;
     int64_t start = run_start = mono_ms(), phase_end = start + opt.seconds * 1000LL;
-    int64_t drain_end = phase_end + opt.retry_after * 1000LL + 2LL * opt.ttl + 5000;
+    int64_t drain_end = phase_end + 60000; /* ends when every job has run: retry_after and a few s here */
     int64_t next_pass = start, next_scan = start, last = start;
     /* a backlog of 2 s of pushes to start with, and 1.5 s of its rate more
      * for each rate-limited class: its bucket runs dry */
