@@ -30,12 +30,15 @@
  * of concurrency-limited classes run 2 to 3 s (longer than the TTL, so that
  * a partition can outlast a running job's slot), the others 30 to 600 ms.
  *
- * Events, one pass every 500 ms during --seconds, from the seed alone: a
- * host is killed with probability 0.3 (its workers vanish with their jobs:
- * no END, no ack; it stays dead); 1 or 2 hosts are partitioned for 1 to 3 s
- * (no pop, no renewal, no ack or END: a job that ends meanwhile owes them
- * until it is back). Then a drain: no pushes, kills or partitions, until
- * every job has run (the killed ones come back after retry_after).
+ * Events, one pass every 500 ms during --seconds (as many passes on a slow
+ * machine, late), drawn from the seed: a host is killed with probability
+ * 0.3 (its workers vanish with their jobs: no END, no ack; it stays dead);
+ * 1 or 2 hosts are partitioned for 1 to 3 s (no pop, no renewal, no ack or
+ * END: a job that ends meanwhile owes them until it is back), one of them,
+ * when there is one, a host whose job holds a slot and runs longer than the
+ * TTL yet (which host that is depends on what runs: it exercises the
+ * excuse below). Then a drain: no pushes, kills or partitions, until every
+ * job has run (the killed ones come back after retry_after; 60 s at most).
  *
  * Invariants, from the simulation's own records of what runs:
  *   concurrency  at every pop and every tick, per concurrency limit, the
@@ -73,7 +76,13 @@
  *                worker polls within 300 ms. So no class may wait longer
  *                than max(long job, TTL) + 0.2 s + 0.3 s + 1 s of scan and
  *                tick slack -- and, on a slow machine, for more than 10
- *                ticks: both must be exceeded for a failure;
+ *                ticks: both must be exceeded for a failure. Tighter: that
+ *                first job is never held while every limit of its class has
+ *                room (qlimit_read: a slot free and a token) for 750 ms and
+ *                10 ticks: any pop of its queue in between either takes it
+ *                or a job ahead of it (which moves it up), and idle workers
+ *                poll every 100..300 ms; each scan resets it when a limit
+ *                was full;
  *   once         a job popped again while an earlier run of it is active or
  *                done is a failure, unless that run's reservation had
  *                expired (retry_after, Laravel's rule: counted apart); a
