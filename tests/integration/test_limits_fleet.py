@@ -61,13 +61,15 @@ def test_three_masters_concurrency_5_beside_an_unlimited_class(master_factory, r
     log = tmp_path / "jobs.log"
     log.touch()
     rc = redis_server.client()
+    limits = limit_conf('{ class = "App\\\\Jobs\\\\A"; concurrency = 5; }')
+    masters = [start(master_factory, redis_server, n, log, limits) for n in ("a", "b", "c")]
+    for m in masters:  # all three wait on the queue before the jobs come
+        wait_for(lambda: m.pool("work")["idle"] == 4, 60, what="4 idle workers on master %s" % m.tmp.name)
     jobs = []
     for _ in range(2000):
         jobs += [make_payload(job=A, data={"ms": 5}), make_payload(job=B, data={})]
-    push_many(rc, "work", jobs)
-    limits = limit_conf('{ class = "App\\\\Jobs\\\\A"; concurrency = 5; }')
     t0 = time.monotonic()
-    masters = [start(master_factory, redis_server, n, log, limits) for n in ("a", "b", "c")]
+    push_many(rc, "work", jobs)
 
     def all_ended():
         recs = records(log)
