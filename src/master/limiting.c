@@ -150,6 +150,7 @@ static cJSON *limit_json(const limit_conf_t *l, const qlimit_stat_t *st)
     cJSON *o = cJSON_CreateObject();
     add_opt_str(o, "class", l->class_name);
     add_opt_str(o, "queue", l->queue);
+    add_opt_str(o, "tag_prefix", l->tag_prefix); /* per key: concurrency and rate hold per key */
     cJSON_AddNumberToObject(o, "concurrency", l->concurrency);
     add_opt_str(o, "rate", l->rate);
     cJSON_AddNumberToObject(o, "rate_per_s", l->rate ? l->rate_per_s : 0);
@@ -160,7 +161,7 @@ static cJSON *limit_json(const limit_conf_t *l, const qlimit_stat_t *st)
         return o;
     }
     cJSON_AddNumberToObject(o, "in_use", (double)st->in_use);
-    if (st->tokens >= 0)
+    if (st->tokens >= 0 && !l->tag_prefix) /* per key: each key has its own bucket */
         cJSON_AddNumberToObject(o, "tokens", st->tokens);
     else
         cJSON_AddNullToObject(o, "tokens");
