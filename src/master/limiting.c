@@ -174,8 +174,15 @@ cJSON *limiting_json(const master_t *m)
 {
     cJSON *a = cJSON_CreateArray();
     const struct limiting *g = m->limiting;
-    for (int i = 0; i < m->conf->nlimits; i++)
-        cJSON_AddItemToArray(a, limit_json(&m->conf->limits[i], g && i < g->n ? &g->st[i] : NULL));
+    for (int i = 0; i < m->conf->nlimits; i++) {
+        const limit_conf_t *l = &m->conf->limits[i];
+        cJSON *o = limit_json(l, g && i < g->n ? &g->st[i] : NULL);
+        char *id = limit_key_id(l);
+        cJSON_AddNumberToObject(o, "alert_after", l->alert_after);
+        cJSON_AddBoolToObject(o, "alerting", g && find_open(g, id) >= 0); /* its limit_wait alert is firing */
+        free(id);
+        cJSON_AddItemToArray(a, o);
+    }
     return a;
 }
 
