@@ -514,6 +514,7 @@
     });
     (st.paused_queues || []).forEach(q => { deg.push('queue ' + q + ' paused'); });
     (st.paused_classes || []).forEach(c => { deg.push('class ' + c.class + ' paused on every host'); });
+    (st.limits || []).forEach(l => { if (l.alerting) deg.push('limit on ' + limitName(l) + ' holding jobs back (alert)'); });
     statusInfo = { degraded: deg };
     renderPill();
   }

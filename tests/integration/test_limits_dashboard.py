@@ -44,4 +44,7 @@ def test_limits_page_shows_a_slot_in_use_and_a_waiting_job(master_factory, redis
     hostile = rows(d, 'tr.limit[data-key="limit-1"]')[0]
     assert HOSTILE in hostile.text and "<b>C:" in hostile.text and "5/s per key" in hostile.text
     assert not rows(d, "#limits img") and not rows(d, "#limits b") and d.title != "1"
+    d.get("http://127.0.0.1:%d/#/overview" % port)  # the overview's status: the alert degrades the pill
+    wait_for(lambda: "App\\Jobs\\Long holding jobs back" in (rows(d, "#status-pill")[0].get_attribute("title") or ""),
+             30, what="the pill to say the limit's alert")
     assert not console_errors(d)
