@@ -1810,10 +1810,6 @@ static bool parse_limit(ctx_t *x, const config_setting_t *g, limit_conf_t *l)
         cerr(x, g, "limits: %s", err);
         return false;
     }
-    if (l->tag_prefix) {
-        cerr(x, g, "limits: tag_prefix: per-key limits are not supported by this version yet");
-        return false;
-    }
     return true;
 }
 

@@ -188,6 +188,24 @@ static void get_status(http_ctx_t *h, bool full, http_arg_fn arg, void *req, htt
     http_reply_json(out, 200, st);
 }
 
+/* The fleet-wide limits alone (the status's "limits"): what the dashboard's
+ * Limits view polls. */
+static void get_limits(http_ctx_t *h, bool full, http_arg_fn arg, void *req, http_reply_t *out)
+{
+    (void)full, (void)arg, (void)req;
+    cJSON *st = http_ctl_call(h, "{\"cmd\":\"status\"}", HTTP_CTL_TIMEOUT_MS);
+    if (!st) {
+        http_reply_error(out, 503, "the master did not answer");
+        return;
+    }
+    cJSON *l = cJSON_DetachItemFromObjectCaseSensitive(st, "limits");
+    cJSON_Delete(st);
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddItemToObject(o, "limits", cJSON_IsArray(l) ? l : cJSON_CreateArray());
+    if (!cJSON_IsArray(l)) cJSON_Delete(l);
+    http_reply_json(out, 200, o);
+}
+
 /* Each master's workers (and the jobs they run) out of a fleet list. */
 static void fleet_aggregates(cJSON *f)
 {
@@ -641,6 +659,7 @@ static const struct route {
     {"/metrics", HTTP_NEED_AGGREGATE, get_metrics, NULL},
     {"/api/status", HTTP_NEED_AGGREGATE, get_status, NULL},   /* each worker's job: full readers only */
     {"/api/fleet", HTTP_NEED_AGGREGATE, get_fleet, NULL},     /* likewise */
+    {"/api/limits", HTTP_NEED_AGGREGATE, get_limits, NULL},
     {"/api/metrics", HTTP_NEED_AGGREGATE, get_history, NULL},
     {"/api/jobs/recent", HTTP_NEED_PRIVATE, get_recent_jobs, NULL},
     {"/api/jobs/running", HTTP_NEED_PRIVATE, get_running, NULL},

@@ -4,7 +4,8 @@
  * while a limited job runs.
  *
  * Keys (one Redis, not a Cluster: the limited pop names them from its
- * arguments), per limit, <key> = <prefix>qpool:limit:<queue>|<class>:
+ * arguments), per limit, <key> = <prefix>qpool:limit:<id> (limit_key_id:
+ * <queue>|<class> for most):
  *   <key>:run     sorted set: one member per running job holding a
  *                 concurrency slot (a token fresh per pop), scored by the
  *                 Redis-time ms at which it lapses unless renewed (beat)
@@ -12,6 +13,7 @@
  *                 missing means full
  *   <key>:wait    hash n, since: the jobs the last limited pop held back for
  *                 this limit and since when it has (lapses 2 s after)
+ *   <key>:k:<kid>:run, :bucket  a per-key limit's (tag_prefix) per key
  * The pop (queue.c's POP_LUA with QLIMIT_PRE_LUA in front of its loop)
  * looks at the first `lookahead` ready jobs of each queue in order, takes
  * the first whose limits all have room, moves it to the head of its list
@@ -33,6 +35,7 @@ typedef struct {
     char *class_name, *queue;  /* "" for any */
     char conc[16], rate[32], burst[16]; /* as the script reads them: rate in jobs per ms */
     int concurrency;
+    char *tag_prefix;          /* per key (QLIMIT_TAGS_LUA in qlimit.c); NULL: one limit */
 } qlimit_t;
 
 typedef struct {
@@ -51,6 +54,9 @@ void qlimits_add(qlimits_t *ls, const char *prefix, const char *id, const char *
 #define QLIMIT_PAUSED_HASH "qpool:paused-classes" /* after the prefix: class -> {"by","host","at"} */
 #define QLIMIT_PAUSED_POLL_MS 1000 /* a worker reads the paused classes this often */
 void qlimits_add_paused(qlimits_t *ls, const char *prefix, const char *class_name);
+/* The limit added last applies per key: the job's tags that start with
+ * tag_prefix (NULL or "": one limit for all). */
+void qlimits_set_tag_prefix(qlimits_t *ls, const char *tag_prefix);
 /* Keep the first n limits only. */
 void qlimits_truncate(qlimits_t *ls, int n);
 void qlimits_free(qlimits_t *ls);
@@ -64,9 +70,11 @@ extern const char QLIMIT_PRE_LUA[];
 extern rscript_t SCRIPT_LIMIT_BEAT, SCRIPT_LIMIT_END, SCRIPT_LIMIT_READ;
 void qlimit_scripts_init(void);
 /* Renew (beat) or give back (end) the concurrency slots of token: one
- * script, run now. Returns the number of slots renewed / given back, or -1. */
-int qlimit_beat(rconn_t *c, const qlimits_t *ls, const char *token);
-int qlimit_end(rconn_t *c, const qlimits_t *ls, const char *token);
+ * script, run now, over the limits' :run sets (a per-key limit's: xkeys,
+ * those the pop named). Returns the number of slots renewed / given back,
+ * or -1. */
+int qlimit_beat(rconn_t *c, const qlimits_t *ls, const char *token, char *const *xkeys, int nx);
+int qlimit_end(rconn_t *c, const qlimits_t *ls, const char *token, char *const *xkeys, int nx);
 
 /* A limit as `qpool status` shows it (qlimit_read: one read-only script). */
 typedef struct {
