@@ -289,7 +289,7 @@ static const char MAXEXC_LUA[] =
     "return {n, 0}";
 
 rscript_t SCRIPT_POP, SCRIPT_RELEASE, SCRIPT_FAIL, SCRIPT_PUSH, SCRIPT_MAXEXC, SCRIPT_UNPOP, SCRIPT_EXTEND,
-    SCRIPT_CLAIM, SCRIPT_POP_LIMITED;
+    SCRIPT_CLAIM, SCRIPT_POP_LIMITED, SCRIPT_POP_PICK;
 
 /* s with the one occurrence of from replaced by to (aborts when from is
  * not there once: the limited pop is made from POP_LUA's text). */
@@ -321,6 +321,24 @@ static const char *limited_pop_lua(void)
                         "lim_blocked and 1 or 0}");
 }
 
+/* The pick pop (a Redis Cluster with limits, pop_args_t.pick): POP_LUA as
+ * it is, told one job and no more (no hold): the payload ARGV[12 + nq] is
+ * taken out of the one queue it is given and put at its head, so that the
+ * loop pops exactly it; gone: {0, 0, false, false, full, false, 2}, nothing
+ * else done after the migration. "" pops nothing (want 0). */
+static const char *pick_pop_lua(void)
+{
+    static const char hold[] = "local hold = ARGV[11 + nq] == '1'\n";
+    char *s = xstrdup(POP_LUA);
+    return replace_once(s, hold,
+                        "local hold = false\n"
+                        "want = 1\n"
+                        "local pick = ARGV[12 + nq]\n"
+                        "if pick == '' then want = 0\n"
+                        "elseif redis.call('lrem', KEYS[1], 1, pick) == 0 then return {0, 0, false, false, full, false, 2}\n"
+                        "else redis.call('lpush', KEYS[1], pick) end\n");
+}
+
 void queue_scripts_init(void)
 {
     static bool done;
@@ -334,6 +352,7 @@ void queue_scripts_init(void)
     rscript_init(&SCRIPT_EXTEND, EXTEND_LUA);
     rscript_init(&SCRIPT_CLAIM, CLAIM_LUA);
     rscript_init(&SCRIPT_POP_LIMITED, limited_pop_lua()); /* lives as long as the process */
+    rscript_init(&SCRIPT_POP_PICK, pick_pop_lua());       /* the same */
     done = true;
 }
 
@@ -371,6 +390,7 @@ int queue_load_scripts(rconn_t *c)
 int queue_load_limited(rconn_t *c)
 {
     queue_scripts_init();
+    if (rconn_is_cluster(c)) return 0; /* rconn_cluster loads every registered script on each node */
     const rscript_t *const all[] = {&SCRIPT_POP_LIMITED};
     return load_scripts(c, all, ARRAY_LEN(all));
 }
@@ -420,9 +440,9 @@ static bool append_pop_masked(rconn_t *c, const queue_set_t *qs, const pop_args_
         if (!(skip & (1u << i))) idx[n++] = i;
     if (n == 0) return false;
     bool cl = rconn_is_cluster(c);
-    bool lim = a->limits && a->limits->n > 0 && !cl;
+    bool lim = a->limits && a->limits->n > 0 && !cl, pick = cl && a->pick;
     int nkeys = 5 * n + 1;
-    int argc = nkeys + 9 + n + 2 + (lim ? qlimits_argc(a->limits) : 0);
+    int argc = nkeys + 9 + n + 2 + (lim ? qlimits_argc(a->limits) : 0) + (pick ? 1 : 0);
     const char **argv = xcalloc((size_t)argc, sizeof *argv);
     int o = 0;
     for (int j = 0; j < n; j++) {
@@ -457,8 +477,15 @@ static bool append_pop_masked(rconn_t *c, const queue_set_t *qs, const pop_args_
     argv[o++] = want;
     argv[o++] = a->hold ? "1" : "0";
     if (lim) qlimits_fill_argv(a->limits, a->slot_token, argv + o);
-    rconn_append_script(c, lim ? &SCRIPT_POP_LIMITED : &SCRIPT_POP, nkeys, argc, argv, NULL);
-    free(argv);
+    size_t *lens = NULL;
+    if (pick) { /* the payload is binary-safe: every length given */
+        argv[o] = a->pick;
+        lens = xcalloc((size_t)argc, sizeof *lens);
+        for (int i = 0; i < argc - 1; i++) lens[i] = strlen(argv[i]);
+        lens[argc - 1] = a->picklen;
+    }
+    rconn_append_script(c, lim ? &SCRIPT_POP_LIMITED : pick ? &SCRIPT_POP_PICK : &SCRIPT_POP, nkeys, argc, argv, lens);
+    FREE_ALL(argv, lens);
     return true;
 }
 
@@ -624,6 +651,8 @@ bool queue_parse_pop(const queue_set_t *qs, const pop_args_t *a, redisReply *r, 
             out->next_due = strtoll(r->element[5]->str, NULL, 10);
         }
         out->limit_blocked = r->elements >= 7 && r->element[6]->type == REDIS_REPLY_INTEGER && r->element[6]->integer;
+        out->pick_gone = out->limit_blocked && r->element[6]->integer == 2;
+        if (out->pick_gone) out->limit_blocked = false;
     }
     return true;
 }

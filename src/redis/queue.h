@@ -53,7 +53,7 @@ extern rscript_t SCRIPT_POP_LIMITED;
 /* Load the limited pop too (a worker with limits, after queue_load_scripts). */
 int queue_load_limited(rconn_t *c);
 extern rscript_t SCRIPT_POP, SCRIPT_RELEASE, SCRIPT_FAIL, SCRIPT_PUSH, SCRIPT_MAXEXC, SCRIPT_UNPOP, SCRIPT_EXTEND,
-    SCRIPT_CLAIM;
+    SCRIPT_CLAIM, SCRIPT_POP_PICK;
 void queue_scripts_init(void);
 
 enum pop_kind { POP_EMPTY = 0, POP_JOB = 1, POP_POISON = 2 };
@@ -83,6 +83,7 @@ typedef struct {
     size_t runlen;
     int nextra;
     bool limit_blocked;        /* POP_EMPTY of the limited pop: ready jobs wait on a full limit */
+    bool pick_gone;            /* POP_EMPTY of a pick pop: the payload picked was no longer ready */
 } pop_result_t;
 
 typedef struct {
@@ -98,6 +99,12 @@ typedef struct {
     bool hold;                 /* none starts now (a pop ahead): hold the first job too */
     const qlimits_t *limits;   /* non-NULL with limits: the limited pop (one job, no hold; not on a Cluster) */
     const char *slot_token;    /* with limits: the concurrency slots' member for the job it pops */
+    /* On a Redis Cluster with limits (wlcluster.c): the pick pop, over the
+     * one queue not skipped, pops exactly this payload (its first copy in
+     * the list) as the plain pop would the head, or says it is gone; ""
+     * pops nothing (a migration, and the next due time). NULL: not used. */
+    const char *pick;
+    size_t picklen;
 } pop_args_t;
 
 /* Append a pop call (no reply read). Returns false if every queue is skipped. */
