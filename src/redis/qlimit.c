@@ -227,7 +227,9 @@ void qlimit_scripts_init(void)
 
 char *qlimit_key(const char *prefix, const char *id, bool cluster)
 {
-    return cluster ? xasprintf("%sqpool:limit:{%s}", prefix, id) : xasprintf("%sqpool:limit:%s", prefix, id);
+    if (!cluster) return xasprintf("%sqpool:limit:%s", prefix, id);
+    /* an id starting with '}' would make an empty tag (the whole key hashed) */
+    return xasprintf("%sqpool:limit:{%s%s}", prefix, *id == '}' ? "_" : "", id);
 }
 
 char *qlimit_paused_key(const char *prefix, bool cluster)

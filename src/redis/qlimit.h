@@ -3,8 +3,9 @@
  * pop script is told about each limit, and the slot scripts a worker runs
  * while a limited job runs.
  *
- * Keys (one Redis, not a Cluster: the limited pop names them from its
- * arguments), per limit, <key> = <prefix>qpool:limit:<queue>|<class>:
+ * Keys per limit, <key> = <prefix>qpool:limit:<queue>|<class> (on a Redis
+ * Cluster <prefix>qpool:limit:{<queue>|<class>}: one slot per limit, see
+ * qlimit_key and worker/wlcluster.h):
  *   <key>:run     sorted set: one member per running job holding a
  *                 concurrency slot (a token fresh per pop), scored by the
  *                 Redis-time ms at which it lapses unless renewed (beat)
