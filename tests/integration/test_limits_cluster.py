@@ -152,12 +152,14 @@ def test_slot_renewed_then_freed_by_a_kill_on_a_cluster(cluster, master_factory,
     path, log = handler(tmp_path)
     rc = cluster.client()
     limits = 'limits = (\n  { class = "App\\\\Jobs\\\\Long"; concurrency = 1; }\n);\n'
-    for n in ("a", "b"):
-        start(cluster, master_factory, n, path, queue, limits, processes=2)
+    m = [start(cluster, master_factory, n, path, queue, limits, processes=2) for n in ("a", "b")][0]
     push_many(rc, queue, [make_payload(job=cls) for _ in range(2)])
     first = wait_for(lambda: [r for r in records(log).values() if r["S"]], 60, what="a Long job to start")
     assert len(first) == 1
     assert rc.zcard(run_key) == 1
+    # seen: the status reads the limit's hash-tagged keys (the slot in use, the job held back)
+    wait_for(lambda: (lambda l: l.get("in_use") == 1 and l.get("waiting") == 1)((m.status().get("limits") or [{}])[0]),
+             30, what="status to show the slot in use and the job waiting")
     end = time.monotonic() + 18  # past the slot's 15 s: only a renewal keeps it
     while time.monotonic() < end:
         assert len(records(log)) == 1, "a second job started while the first held the only slot"
