@@ -234,3 +234,25 @@ def test_paused_class_on_a_cluster(cluster, master_factory, tmp_path):
     assert not rc.hexists(PREFIX + "qpool:{paused-classes}", A)
     wait_for(lambda: len(records(log)) == 10, 60, what="A's jobs to run after continue")
     assert all(len(r["S"]) == 1 and r["S"][0][1] == 1 for r in records(log).values())
+
+
+def test_a_poison_job_gives_its_lease_back_on_a_cluster(cluster, master_factory, tmp_path):
+    """A job of a limited class that the pop moves aside (it decodes but
+    cannot be encoded again: a number out of range) was leased a slot before
+    the pop saw it: the slot is given back at once, and the next job of the
+    class runs (concurrency 1, so a slot kept would hold it for 15 s)."""
+    run_key = PREFIX + "qpool:limit:{|%s}:run" % A
+    queue = queue_away_from(cluster, run_key)
+    path, log = handler(tmp_path)
+    rc = cluster.client()
+    poison = '{"uuid":"poison-1","displayName":"App\\\\Jobs\\\\A","job":"x","data":{},"attempts":0,"x":1e400}'
+    rc.rpush(PREFIX + "queues:" + queue, poison)
+    rc.rpush(PREFIX + "queues:" + queue + ":notify", 1)
+    good = make_payload(job=A)
+    push_many(rc, queue, [good])
+    limits = 'limits = (\n  { class = "App\\\\Jobs\\\\A"; concurrency = 1; }\n);\n'
+    start(cluster, master_factory, "a", path, queue, limits, processes=1)
+    wait_for(lambda: rc.zcard(PREFIX + "qpool:failed:" + queue) == 1, 30, what="the poison job to be moved aside")
+    wait_for(lambda: good["uuid"] in records(log), 12, what="the next job of the class to start")
+    assert list(records(log)) == [good["uuid"]]
+    wait_for(lambda: rc.zcard(run_key) == 0, 30, what="the slot to be given back")
