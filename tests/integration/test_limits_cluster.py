@@ -132,7 +132,7 @@ def test_concurrency_three_masters_on_a_cluster(cluster, master_factory, tmp_pat
     # all started before A's last job did (A's last 100 need 4 s at least)
     last_a = max(r["S"][0][3] for r in recs.values() if r["S"][0][0] == A)
     assert all(recs[j["uuid"]]["S"][0][3] < last_a for j in b_jobs[:100])
-    wait_for(lambda: rc.zcard(run_key) == 0, 30, what="the slots to be given back")
+    wait_for(lambda: rc.zcard(run_key) == 0, 10, what="the slots to be given back")
     assert rc.llen(PREFIX + "queues:" + queue) == 0 and rc.zcard(PREFIX + "queues:" + queue + ":reserved") == 0
     for m in masters:
         assert m.proc.poll() is None
