@@ -382,6 +382,15 @@ bool qlimit_applies(const qlimit_t *l, const char *queue, const char *cls)
     return (!*l->queue || !strcmp(l->queue, queue)) && (!*l->class_name || (cls && !strcmp(l->class_name, cls)));
 }
 
+bool qlimit_same_limits(const qlimits_t *ls, const char *queue, const char *a, bool aplain, const char *b,
+                        bool bplain)
+{
+    for (int i = 0; i < ls->n; i++)
+        if ((!aplain && qlimit_applies(&ls->v[i], queue, a)) != (!bplain && qlimit_applies(&ls->v[i], queue, b)))
+            return false;
+    return true;
+}
+
 int qlimit_first_full(const qlimits_t *ls, const char *queue, const char *cls, const bool *full)
 {
     for (int i = 0; i < ls->n; i++)

@@ -87,6 +87,11 @@ int qlimit_end(rconn_t *c, const qlimits_t *ls, const char *token);
 /* Whether limit l applies to a job of class cls (NULL: the payload has no
  * displayName) on queue: as the single-Redis pop's lim_match decides. */
 bool qlimit_applies(const qlimit_t *l, const char *queue, const char *cls);
+/* Whether two jobs on queue fall under exactly the same limits (class
+ * NULL: no displayName; plain: a payload no limit applies to): the leases
+ * taken for one serve the other. */
+bool qlimit_same_limits(const qlimits_t *ls, const char *queue, const char *a, bool aplain, const char *b,
+                        bool bplain);
 /* The first limit applying to such a job that full[] marks full (found full
  * earlier in this pop): its index, or -1 (the job may be tried). */
 int qlimit_first_full(const qlimits_t *ls, const char *queue, const char *cls, const bool *full);

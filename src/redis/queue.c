@@ -322,10 +322,13 @@ static const char *limited_pop_lua(void)
 }
 
 /* The pick pop (a Redis Cluster with limits, pop_args_t.pick): POP_LUA as
- * it is, told one job and no more (no hold): the payload ARGV[12 + nq] is
- * taken out of the one queue it is given and put at its head, so that the
- * loop pops exactly it; gone: {0, 0, false, false, full, false, 2}, nothing
- * else done after the migration. "" pops nothing (want 0). */
+ * it is, told one job and no more (no hold). ARGV[12 + nq] is how far to
+ * look (ready jobs from the head), the candidate payloads follow, in queue
+ * order: the first of them still among the first `look` jobs of the one
+ * queue it is given goes to the head (LREM of its first copy, LPUSH), so
+ * that the loop pops exactly it. None there: {0, 0, false, false, full,
+ * false, 2} (gone), nothing else done after the migration. No candidates:
+ * nothing popped (want 0: the migration and the next due time). */
 static const char *pick_pop_lua(void)
 {
     static const char hold[] = "local hold = ARGV[11 + nq] == '1'\n";
@@ -333,10 +336,22 @@ static const char *pick_pop_lua(void)
     return replace_once(s, hold,
                         "local hold = false\n"
                         "want = 1\n"
-                        "local pick = ARGV[12 + nq]\n"
-                        "if pick == '' then want = 0\n"
-                        "elseif redis.call('lrem', KEYS[1], 1, pick) == 0 then return {0, 0, false, false, full, false, 2}\n"
-                        "else redis.call('lpush', KEYS[1], pick) end\n");
+                        "local look, first = tonumber(ARGV[12 + nq]), ARGV[13 + nq]\n"
+                        "if not look or not first then want = 0\n"
+                        "elseif redis.call('lindex', KEYS[1], 0) ~= first then\n"
+                        "  local at, pick = {}, nil\n"
+                        "  for i, v in ipairs(redis.call('lrange', KEYS[1], 0, look - 1)) do\n"
+                        "    if not at[v] then at[v] = i end\n"
+                        "  end\n"
+                        "  for k = 13 + nq, #ARGV do\n"
+                        "    if at[ARGV[k]] then pick = ARGV[k]; break end\n"
+                        "  end\n"
+                        "  if not pick then return {0, 0, false, false, full, false, 2} end\n"
+                        "  if at[pick] > 1 then\n"
+                        "    redis.call('lrem', KEYS[1], 1, pick)\n"
+                        "    redis.call('lpush', KEYS[1], pick)\n"
+                        "  end\n"
+                        "end\n");
 }
 
 void queue_scripts_init(void)
@@ -442,7 +457,8 @@ static bool append_pop_masked(rconn_t *c, const queue_set_t *qs, const pop_args_
     bool cl = rconn_is_cluster(c);
     bool lim = a->limits && a->limits->n > 0 && !cl, pick = cl && a->pick;
     int nkeys = 5 * n + 1;
-    int argc = nkeys + 9 + n + 2 + (lim ? qlimits_argc(a->limits) : 0) + (pick ? 1 : 0);
+    int npick = pick && a->npicks > 0 ? 1 + a->npicks : 0;
+    int argc = nkeys + 9 + n + 2 + (lim ? qlimits_argc(a->limits) : 0) + npick;
     const char **argv = xcalloc((size_t)argc, sizeof *argv);
     int o = 0;
     for (int j = 0; j < n; j++) {
@@ -478,11 +494,16 @@ static bool append_pop_masked(rconn_t *c, const queue_set_t *qs, const pop_args_
     argv[o++] = a->hold ? "1" : "0";
     if (lim) qlimits_fill_argv(a->limits, a->slot_token, argv + o);
     size_t *lens = NULL;
-    if (pick) { /* the payload is binary-safe: every length given */
-        argv[o] = a->pick;
+    char look[16];
+    if (npick) { /* the payloads are binary-safe: every length given */
+        snprintf(look, sizeof look, "%d", QLIMIT_LOOKAHEAD);
+        argv[o++] = look;
         lens = xcalloc((size_t)argc, sizeof *lens);
-        for (int i = 0; i < argc - 1; i++) lens[i] = strlen(argv[i]);
-        lens[argc - 1] = a->picklen;
+        for (int i = 0; i < o; i++) lens[i] = strlen(argv[i]);
+        for (int i = 0; i < a->npicks; i++) {
+            argv[o + i] = a->picks[i];
+            lens[o + i] = a->picklens[i];
+        }
     }
     rconn_append_script(c, lim ? &SCRIPT_POP_LIMITED : pick ? &SCRIPT_POP_PICK : &SCRIPT_POP, nkeys, argc, argv, lens);
     FREE_ALL(argv, lens);

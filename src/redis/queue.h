@@ -83,7 +83,7 @@ typedef struct {
     size_t runlen;
     int nextra;
     bool limit_blocked;        /* POP_EMPTY of the limited pop: ready jobs wait on a full limit */
-    bool pick_gone;            /* POP_EMPTY of a pick pop: the payload picked was no longer ready */
+    bool pick_gone;            /* POP_EMPTY of a pick pop: none of its candidates was still ready */
 } pop_result_t;
 
 typedef struct {
@@ -99,12 +99,15 @@ typedef struct {
     bool hold;                 /* none starts now (a pop ahead): hold the first job too */
     const qlimits_t *limits;   /* non-NULL with limits: the limited pop (one job, no hold; not on a Cluster) */
     const char *slot_token;    /* with limits: the concurrency slots' member for the job it pops */
-    /* On a Redis Cluster with limits (wlcluster.c): the pick pop, over the
-     * one queue not skipped, pops exactly this payload (its first copy in
-     * the list) as the plain pop would the head, or says it is gone; ""
-     * pops nothing (a migration, and the next due time). NULL: not used. */
-    const char *pick;
-    size_t picklen;
+    /* On a Redis Cluster with limits (wlcluster.c): the pick pop. Over the
+     * one queue not skipped it pops the first of the npicks candidate
+     * payloads still among the first QLIMIT_LOOKAHEAD ready jobs, as the
+     * plain pop would the head, or says they are gone (pick_gone); with no
+     * candidates it pops nothing (a migration, and the next due time). */
+    bool pick;
+    int npicks;
+    const char *const *picks;
+    const size_t *picklens;
 } pop_args_t;
 
 /* Append a pop call (no reply read). Returns false if every queue is skipped. */

@@ -9,7 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define WLC_PASSES 3 /* passes that may find their job gone before this pop reports "held" */
+#define WLC_PASSES 3 /* passes that may find their jobs gone before this pop reports "held" */
+#define WLC_PICK_BYTES 65536 /* candidates sent with a pick pop: payload bytes at most (one at least) */
 
 typedef struct {
     const char *raw;
@@ -74,14 +75,16 @@ static int lease_all(rconn_t *c, const qlimits_t *ls, const char *queue, const p
     return 1;
 }
 
-/* The pick pop of queue q (payload pick; "" with q < 0: every queue not
- * skipped, nothing popped). 1, 0 or -1 as wlcluster_pop. */
-static int pick_pop(rconn_t *c, const queue_set_t *qs, const pop_args_t *a, int q, const char *pick, size_t len,
-                    pop_result_t *out)
+/* The pick pop of queue q over the candidates (none, with q < 0: every
+ * queue not skipped, nothing popped). 1, 0 or -1 as wlcluster_pop. */
+static int pick_pop(rconn_t *c, const queue_set_t *qs, const pop_args_t *a, int q, const char *const *picks,
+                    const size_t *lens, int npicks, pop_result_t *out)
 {
     pop_args_t b = *a;
-    b.pick = pick;
-    b.picklen = len;
+    b.pick = true;
+    b.picks = picks;
+    b.picklens = lens;
+    b.npicks = npicks;
     if (q >= 0) b.skip_mask = ~(1u << q);
     if (!queue_append_pop(c, qs, &b)) return 0;
     redisReply *r = NULL;
@@ -90,6 +93,25 @@ static int pick_pop(rconn_t *c, const queue_set_t *qs, const pop_args_t *a, int 
     if (!ok) rconn_drop(c, r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply to the pick pop");
     freeReplyObject(r);
     return ok ? 1 : 0;
+}
+
+/* Pick pop v[j] or, should another worker have taken it, the next job
+ * peeked that falls under the same limits (the leases taken serve it). */
+static int pick_from(rconn_t *c, const queue_set_t *qs, const pop_args_t *a, int q, const peeked_t *v, int n, int j,
+                     pop_result_t *out)
+{
+    const char **picks = xcalloc((size_t)(n - j), sizeof *picks);
+    size_t *lens = xcalloc((size_t)(n - j), sizeof *lens), bytes = 0;
+    int k = 0;
+    for (int i = j; i < n && (!k || bytes + v[i].len <= WLC_PICK_BYTES); i++)
+        if (i == j || qlimit_same_limits(a->limits, qs->q[q].name, v[j].cls, v[j].plain, v[i].cls, v[i].plain)) {
+            picks[k] = v[i].raw;
+            lens[k++] = v[i].len;
+            bytes += v[i].len;
+        }
+    int rv = pick_pop(c, qs, a, q, picks, lens, k, out);
+    FREE_ALL(picks, lens);
+    return rv;
 }
 
 /* Try the jobs peeked on queue q in order. 1: out holds what was popped;
@@ -107,7 +129,7 @@ static int try_queue(rconn_t *c, const queue_set_t *qs, const pop_args_t *a, int
         int r = lease_all(c, ls, queue, v, n, j, a->slot_token, full, taken);
         if (r < 0) rv = -1;
         if (r <= 0) continue;
-        rv = pick_pop(c, qs, a, q, v[j].raw, v[j].len, out);
+        rv = pick_from(c, qs, a, q, v, n, j, out);
         if (rv == 1 && out->kind == POP_JOB) break;
         unlease_all(c, ls, taken, a->slot_token); /* a lost connection: the slots lapse */
         if (rv == 1 && out->pick_gone) {
@@ -168,7 +190,7 @@ int wlcluster_pop(rconn_t *c, const queue_set_t *qs, const pop_args_t *a, pop_re
     if (rv != 2 && rv != 3) return rv;
     if (rv == 2 && blocked < 0) blocked = 0; /* lost the race every pass: try again soon */
     /* no job now: the migration and the next due time, as the plain pop's empty reply */
-    rv = pick_pop(c, qs, a, -1, "", 0, out);
+    rv = pick_pop(c, qs, a, -1, NULL, NULL, 0, out);
     if (rv != 1) return rv;
     out->limit_blocked = blocked >= 0;
     if (blocked >= 0 && a->token_taken) { /* the caller's BLPOP took a token of a job that waits: back */

@@ -5,11 +5,14 @@
  * pass here is: peek the head of each queue (LRANGE 0 look-1, in priority
  * order), take the first job none of whose limits is full, lease each of
  * its limits in the limit's own slot (qlimit_lease: the slot and the rate
- * token, atomically there), then pop exactly that payload in the queue's
- * slot (queue.c's pick pop: LREM of those bytes, then the plain pop's
- * reserve: attempts + 1, :reserved). A payload gone meanwhile (another
- * worker took it) gives the leases back and the pass starts again.
- * Round trips per job: 1 peek + 1 per limit of the job + 1 pop.
+ * token, atomically there), then pop that payload in the queue's slot
+ * (queue.c's pick pop: LREM of those bytes, then the plain pop's reserve:
+ * attempts + 1, :reserved), or, if another worker took it meanwhile, the
+ * next payload peeked that falls under the same limits (the leases serve
+ * any job under them). All of them gone: the leases are given back and the
+ * pass starts again.
+ * Round trips per job: 1 peek + 1 per limit of the job + 1 pop (the
+ * outcomes are written before, not with, the pop).
  */
 #ifndef QPOOL_WLCLUSTER_H
 #define QPOOL_WLCLUSTER_H

@@ -220,6 +220,15 @@ static void test_limit_matching(void **state)
     full[0] = true;
     assert_int_equal(qlimit_first_full(&ls, "work", "A", full), 0);
     assert_int_equal(qlimit_first_full(&ls, "work", "B", full), -1);
+    /* the leases of one job serve another exactly when the same limits apply */
+    assert_true(qlimit_same_limits(&ls, "work", "A", false, "A", false));
+    assert_false(qlimit_same_limits(&ls, "work", "A", false, "B", false));
+    assert_true(qlimit_same_limits(&ls, "work", "B", false, "C", false)); /* none applies to either */
+    assert_true(qlimit_same_limits(&ls, "work", "B", false, NULL, false));
+    assert_true(qlimit_same_limits(&ls, "work", "B", false, "A", true));  /* a plain payload: no limit */
+    assert_false(qlimit_same_limits(&ls, "mail", "B", false, "C", false)); /* mail|B applies to B only */
+    assert_true(qlimit_same_limits(&ls, "mail", "C", false, NULL, false)); /* the queue's rate to both */
+    assert_false(qlimit_same_limits(&ls, "mail", "C", false, "C", true));
     qlimits_free(&ls);
 }
 
