@@ -37,7 +37,7 @@ static void read_one(master_t *m, const limit_conf_t *l, qlimit_stat_t *st)
     const char *cname = limit_connection(m, l);
     rconn_t *c = cname ? mconn_get(m, cname) : NULL;
     if (!c || rconn_ensure(c) < 0) return;
-    qlimits_t one = {0};
+    qlimits_t one = {.cluster = rconn_is_cluster(c)};
     char *id = limit_key_id(l);
     qlimits_add(&one, c->conf.prefix, id, l->class_name, l->queue, l->concurrency, l->rate ? l->rate_per_s : 0,
                 l->burst);

@@ -259,7 +259,62 @@ static const char READ_LUA[] =
     "local since = tonumber(w[2])\n"
     "return {used, tok, tonumber(w[1]) or 0, since and math.max(0, now - since) or 0}";
 
-rscript_t SCRIPT_LIMIT_BEAT, SCRIPT_LIMIT_END, SCRIPT_LIMIT_READ;
+/* The cluster pop's lease (one limit, its own slot). KEYS: run, bucket,
+ * wait. ARGV: token, ttl ms, concurrency (-1: a paused class), rate (jobs
+ * per ms), burst, jobs held when full. 1: the slot and the token are
+ * taken; 0: full (the :wait record says so, as the single-Redis pop's). */
+static const char LEASE_LUA[] =
+    "local t = redis.call('time')\n"
+    "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
+    "local ttl, conc, rate, burst = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])\n"
+    "local full, tok = conc < 0, nil\n"
+    "if not full and conc > 0 then\n"
+    "  redis.call('zremrangebyscore', KEYS[1], '-inf', string.format('%.0f', now))\n"
+    "  full = redis.call('zcard', KEYS[1]) >= conc\n"
+    "end\n"
+    "if not full and rate > 0 then\n"
+    "  local h = redis.call('hmget', KEYS[2], 'tokens', 'ts')\n"
+    "  local tk, ts = tonumber(h[1]), tonumber(h[2])\n"
+    "  if not tk or not ts then tk, ts = burst, now end\n"
+    "  if ts > now then ts = now end\n"
+    "  tok = math.min(burst, tk + (now - ts) * rate)\n"
+    "  full = tok < 1\n"
+    "end\n"
+    "if full then\n"
+    "  redis.call('hset', KEYS[3], 'n', ARGV[6])\n"
+    "  redis.call('hsetnx', KEYS[3], 'since', string.format('%.0f', now))\n"
+    "  redis.call('pexpire', KEYS[3], 2000)\n"
+    "  return 0\n"
+    "end\n"
+    "if conc > 0 then\n"
+    "  redis.call('zadd', KEYS[1], string.format('%.0f', now + ttl), ARGV[1])\n"
+    "  redis.call('pexpire', KEYS[1], ttl * 2)\n"
+    "end\n"
+    "if rate > 0 then\n"
+    "  redis.call('hset', KEYS[2], 'tokens', tostring(tok - 1), 'ts', string.format('%.0f', now))\n"
+    "  redis.call('pexpire', KEYS[2], math.ceil(burst / rate) + 1000)\n"
+    "end\n"
+    "return 1";
+
+/* Give a lease back. KEYS: run, bucket. ARGV: token, concurrency, rate,
+ * burst. The token is refunded as the bucket stands now, up to the burst. */
+static const char UNLEASE_LUA[] =
+    "if tonumber(ARGV[2]) > 0 then redis.call('zrem', KEYS[1], ARGV[1]) end\n"
+    "local rate, burst = tonumber(ARGV[3]), tonumber(ARGV[4])\n"
+    "if rate > 0 then\n"
+    "  local t = redis.call('time')\n"
+    "  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
+    "  local h = redis.call('hmget', KEYS[2], 'tokens', 'ts')\n"
+    "  local tk, ts = tonumber(h[1]), tonumber(h[2])\n"
+    "  if tk and ts then\n"
+    "    if ts > now then ts = now end\n"
+    "    tk = math.min(burst, tk + (now - ts) * rate + 1)\n"
+    "    redis.call('hset', KEYS[2], 'tokens', tostring(tk), 'ts', string.format('%.0f', now))\n"
+    "  end\n"
+    "end\n"
+    "return 1";
+
+rscript_t SCRIPT_LIMIT_BEAT, SCRIPT_LIMIT_END, SCRIPT_LIMIT_READ, SCRIPT_LIMIT_LEASE, SCRIPT_LIMIT_UNLEASE;
 
 void qlimit_scripts_init(void)
 {
@@ -268,7 +323,21 @@ void qlimit_scripts_init(void)
     rscript_init(&SCRIPT_LIMIT_BEAT, BEAT_LUA);
     rscript_init(&SCRIPT_LIMIT_END, END_LUA);
     rscript_init(&SCRIPT_LIMIT_READ, READ_LUA);
+    rscript_init(&SCRIPT_LIMIT_LEASE, LEASE_LUA);
+    rscript_init(&SCRIPT_LIMIT_UNLEASE, UNLEASE_LUA);
     done = true;
+}
+
+char *qlimit_key(const char *prefix, const char *id, bool cluster)
+{
+    if (!cluster) return xasprintf("%sqpool:limit:%s", prefix, id);
+    /* an id starting with '}' would make an empty tag (the whole key hashed) */
+    return xasprintf("%sqpool:limit:{%s%s}", prefix, *id == '}' ? "_" : "", id);
+}
+
+char *qlimit_paused_key(const char *prefix, bool cluster)
+{
+    return xasprintf("%s%s", prefix, cluster ? QLIMIT_PAUSED_HASH_CLUSTER : QLIMIT_PAUSED_HASH);
 }
 
 void qlimits_add(qlimits_t *ls, const char *prefix, const char *id, const char *class_name, const char *queue,
@@ -277,7 +346,7 @@ void qlimits_add(qlimits_t *ls, const char *prefix, const char *id, const char *
     ls->v = xrealloc(ls->v, sizeof *ls->v * (size_t)(ls->n + 1));
     qlimit_t *l = &ls->v[ls->n++];
     memset(l, 0, sizeof *l);
-    l->key = xasprintf("%sqpool:limit:%s", prefix, id);
+    l->key = qlimit_key(prefix, id, ls->cluster);
     l->run = xasprintf("%s:run", l->key);
     l->class_name = xstrdup(class_name ? class_name : "");
     l->queue = xstrdup(queue ? queue : "");
@@ -345,11 +414,31 @@ void qlimits_fill_argv(const qlimits_t *ls, const char *token, const char **argv
     for (int i = 0; i < ls->n; i++) argv[o++] = ls->v[i].tag_prefix ? ls->v[i].tag_prefix : "";
 }
 
+/* On a Redis Cluster: the slot script once per limit with a concurrency
+ * (its :run set has a slot of its own), the counts summed; -1 if any failed.
+ * (Per-key limits are refused on a Cluster: no xkeys here.) */
+static int slot_script_each(rconn_t *c, const rscript_t *s, const qlimits_t *ls, const char *token)
+{
+    int sum = 0;
+    for (int i = 0; i < ls->n; i++) {
+        if (ls->v[i].concurrency <= 0 || ls->v[i].tag_prefix) continue;
+        const char *argv[] = {ls->v[i].run, token, ls->ttl};
+        redisReply *r = NULL;
+        int rv = rconn_script(c, s, 1, s == &SCRIPT_LIMIT_BEAT ? 3 : 2, argv, NULL, -1, -1, &r);
+        bool ok = rv == RC_OK && r && r->type == REDIS_REPLY_INTEGER;
+        if (ok && sum >= 0) sum += (int)r->integer;
+        if (!ok) sum = -1;
+        if (r) freeReplyObject(r);
+    }
+    return sum;
+}
+
 /* One slot script over the limits with a concurrency (a per-key limit's
  * slots: those the pop named, xkeys). */
 static int slot_script(rconn_t *c, const rscript_t *s, const qlimits_t *ls, const char *token, char *const *xkeys,
                        int nx)
 {
+    if (rconn_is_cluster(c)) return slot_script_each(c, s, ls, token);
     const char **argv = xcalloc((size_t)ls->n + (size_t)nx + 2, sizeof *argv);
     int k = 0;
     for (int i = 0; i < ls->n; i++)
@@ -401,4 +490,63 @@ int qlimit_read(rconn_t *c, const qlimit_t *l, qlimit_stat_t *out)
     }
     if (r) freeReplyObject(r);
     return ok ? 0 : -1;
+}
+
+/* ------------------------------------------------------------ cluster */
+
+bool qlimit_applies(const qlimit_t *l, const char *queue, const char *cls)
+{
+    return (!*l->queue || !strcmp(l->queue, queue)) && (!*l->class_name || (cls && !strcmp(l->class_name, cls)));
+}
+
+bool qlimit_same_limits(const qlimits_t *ls, const char *queue, const char *a, bool aplain, const char *b,
+                        bool bplain)
+{
+    for (int i = 0; i < ls->n; i++)
+        if ((!aplain && qlimit_applies(&ls->v[i], queue, a)) != (!bplain && qlimit_applies(&ls->v[i], queue, b)))
+            return false;
+    return true;
+}
+
+int qlimit_first_full(const qlimits_t *ls, const char *queue, const char *cls, const bool *full)
+{
+    for (int i = 0; i < ls->n; i++)
+        if (full[i] && qlimit_applies(&ls->v[i], queue, cls)) return i;
+    return -1;
+}
+
+/* The limit's key for this job. A per-key limit (tag_prefix) would add its
+ * key's suffix here; today every job of a limit shares its keys. */
+static char *lease_key(const qlimit_t *l, const char *suffix)
+{
+    return xasprintf("%s%s", l->key, suffix);
+}
+
+int qlimit_lease(rconn_t *c, const qlimit_t *l, const char *ttl, const char *token, long held)
+{
+    qlimit_scripts_init();
+    char *run = lease_key(l, ":run"), *bucket = lease_key(l, ":bucket"), *wait = lease_key(l, ":wait");
+    char nheld[24];
+    snprintf(nheld, sizeof nheld, "%ld", held > 0 ? held : 1);
+    const char *argv[] = {run, bucket, wait, token, ttl, l->conc, l->rate, l->burst, nheld};
+    redisReply *r = NULL;
+    int rv = rconn_script(c, &SCRIPT_LIMIT_LEASE, 3, 9, argv, NULL, -1, -1, &r);
+    FREE_ALL(run, bucket, wait);
+    int out = rv == RC_OK && r && r->type == REDIS_REPLY_INTEGER ? (r->integer ? 1 : 0) : -1;
+    if (out < 0 && rv == RC_OK && r && r->type == REDIS_REPLY_ERROR) rconn_drop(c, r->str);
+    if (r) freeReplyObject(r);
+    return out;
+}
+
+int qlimit_unlease(rconn_t *c, const qlimit_t *l, const char *token)
+{
+    qlimit_scripts_init();
+    char *run = lease_key(l, ":run"), *bucket = lease_key(l, ":bucket");
+    const char *argv[] = {run, bucket, token, l->conc, l->rate, l->burst};
+    redisReply *r = NULL;
+    int rv = rconn_script(c, &SCRIPT_LIMIT_UNLEASE, 2, 6, argv, NULL, -1, -1, &r);
+    FREE_ALL(run, bucket);
+    int out = rv == RC_OK && r && r->type == REDIS_REPLY_INTEGER ? 0 : -1;
+    if (r) freeReplyObject(r);
+    return out;
 }

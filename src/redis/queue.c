@@ -289,7 +289,7 @@ static const char MAXEXC_LUA[] =
     "return {n, 0}";
 
 rscript_t SCRIPT_POP, SCRIPT_RELEASE, SCRIPT_FAIL, SCRIPT_PUSH, SCRIPT_MAXEXC, SCRIPT_UNPOP, SCRIPT_EXTEND,
-    SCRIPT_CLAIM, SCRIPT_POP_LIMITED;
+    SCRIPT_CLAIM, SCRIPT_POP_LIMITED, SCRIPT_POP_PICK;
 
 /* s with the one occurrence of from replaced by to (aborts when from is
  * not there once: the limited pop is made from POP_LUA's text). */
@@ -323,6 +323,39 @@ static const char *limited_pop_lua(void)
                         "lim_blocked and 1 or 0}");
 }
 
+/* The pick pop (a Redis Cluster with limits, pop_args_t.pick): POP_LUA as
+ * it is, told one job and no more (no hold). ARGV[12 + nq] is how far to
+ * look (ready jobs from the head), the candidate payloads follow, in queue
+ * order: the first of them still among the first `look` jobs of the one
+ * queue it is given goes to the head (LREM of its first copy, LPUSH), so
+ * that the loop pops exactly it. None there: {0, 0, false, false, full,
+ * false, 2} (gone), nothing else done after the migration. No candidates:
+ * nothing popped (want 0: the migration and the next due time). */
+static const char *pick_pop_lua(void)
+{
+    static const char hold[] = "local hold = ARGV[11 + nq] == '1'\n";
+    char *s = xstrdup(POP_LUA);
+    return replace_once(s, hold,
+                        "local hold = false\n"
+                        "want = 1\n"
+                        "local look, first = tonumber(ARGV[12 + nq]), ARGV[13 + nq]\n"
+                        "if not look or not first then want = 0\n"
+                        "elseif redis.call('lindex', KEYS[1], 0) ~= first then\n"
+                        "  local at, pick = {}, nil\n"
+                        "  for i, v in ipairs(redis.call('lrange', KEYS[1], 0, look - 1)) do\n"
+                        "    if not at[v] then at[v] = i end\n"
+                        "  end\n"
+                        "  for k = 13 + nq, #ARGV do\n"
+                        "    if at[ARGV[k]] then pick = ARGV[k]; break end\n"
+                        "  end\n"
+                        "  if not pick then return {0, 0, false, false, full, false, 2} end\n"
+                        "  if at[pick] > 1 then\n"
+                        "    redis.call('lrem', KEYS[1], 1, pick)\n"
+                        "    redis.call('lpush', KEYS[1], pick)\n"
+                        "  end\n"
+                        "end\n");
+}
+
 void queue_scripts_init(void)
 {
     static bool done;
@@ -336,6 +369,7 @@ void queue_scripts_init(void)
     rscript_init(&SCRIPT_EXTEND, EXTEND_LUA);
     rscript_init(&SCRIPT_CLAIM, CLAIM_LUA);
     rscript_init(&SCRIPT_POP_LIMITED, limited_pop_lua()); /* lives as long as the process */
+    rscript_init(&SCRIPT_POP_PICK, pick_pop_lua());       /* the same */
     done = true;
 }
 
@@ -373,6 +407,7 @@ int queue_load_scripts(rconn_t *c)
 int queue_load_limited(rconn_t *c)
 {
     queue_scripts_init();
+    if (rconn_is_cluster(c)) return 0; /* rconn_cluster loads every registered script on each node */
     const rscript_t *const all[] = {&SCRIPT_POP_LIMITED};
     return load_scripts(c, all, ARRAY_LEN(all));
 }
@@ -422,9 +457,10 @@ static bool append_pop_masked(rconn_t *c, const queue_set_t *qs, const pop_args_
         if (!(skip & (1u << i))) idx[n++] = i;
     if (n == 0) return false;
     bool cl = rconn_is_cluster(c);
-    bool lim = a->limits && a->limits->n > 0 && !cl;
+    bool lim = a->limits && a->limits->n > 0 && !cl, pick = cl && a->pick;
     int nkeys = 5 * n + 1;
-    int argc = nkeys + 9 + n + 2 + (lim ? qlimits_argc(a->limits) : 0);
+    int npick = pick && a->npicks > 0 ? 1 + a->npicks : 0;
+    int argc = nkeys + 9 + n + 2 + (lim ? qlimits_argc(a->limits) : 0) + npick;
     const char **argv = xcalloc((size_t)argc, sizeof *argv);
     int o = 0;
     for (int j = 0; j < n; j++) {
@@ -459,8 +495,20 @@ static bool append_pop_masked(rconn_t *c, const queue_set_t *qs, const pop_args_
     argv[o++] = want;
     argv[o++] = a->hold ? "1" : "0";
     if (lim) qlimits_fill_argv(a->limits, a->slot_token, argv + o);
-    rconn_append_script(c, lim ? &SCRIPT_POP_LIMITED : &SCRIPT_POP, nkeys, argc, argv, NULL);
-    free(argv);
+    size_t *lens = NULL;
+    char look[16];
+    if (npick) { /* the payloads are binary-safe: every length given */
+        snprintf(look, sizeof look, "%d", QLIMIT_LOOKAHEAD);
+        argv[o++] = look;
+        lens = xcalloc((size_t)argc, sizeof *lens);
+        for (int i = 0; i < o; i++) lens[i] = strlen(argv[i]);
+        for (int i = 0; i < a->npicks; i++) {
+            argv[o + i] = a->picks[i];
+            lens[o + i] = a->picklens[i];
+        }
+    }
+    rconn_append_script(c, lim ? &SCRIPT_POP_LIMITED : pick ? &SCRIPT_POP_PICK : &SCRIPT_POP, nkeys, argc, argv, lens);
+    FREE_ALL(argv, lens);
     return true;
 }
 
@@ -637,6 +685,8 @@ bool queue_parse_pop(const queue_set_t *qs, const pop_args_t *a, redisReply *r, 
             out->next_due = strtoll(r->element[5]->str, NULL, 10);
         }
         out->limit_blocked = r->elements >= 7 && r->element[6]->type == REDIS_REPLY_INTEGER && r->element[6]->integer;
+        out->pick_gone = out->limit_blocked && r->element[6]->integer == 2;
+        if (out->pick_gone) out->limit_blocked = false;
     }
     return true;
 }

@@ -8,9 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-void wlimits_init(wlimits_t *wl, const qconf_t *conf, const pool_conf_t *p, const char *prefix)
+void wlimits_init(wlimits_t *wl, const qconf_t *conf, const pool_conf_t *p, const char *prefix, bool cluster)
 {
     memset(wl, 0, sizeof *wl);
+    wl->ls.cluster = cluster;
     for (int i = 0; i < conf->nlimits; i++) {
         const limit_conf_t *l = &conf->limits[i];
         if (!limit_applies_to(l, p->queues, p->nqueues)) continue;
@@ -22,7 +23,7 @@ void wlimits_init(wlimits_t *wl, const qconf_t *conf, const pool_conf_t *p, cons
     }
     wl->nconf = wl->ls.n;
     wl->prefix = xstrdup(prefix);
-    wl->paused_key = xasprintf("%s%s", prefix, QLIMIT_PAUSED_HASH);
+    wl->paused_key = qlimit_paused_key(prefix, cluster);
 }
 
 /* Forget the per-key slots the last job took. */
@@ -55,7 +56,7 @@ static bool same_paused(const wlimits_t *wl, const redisReply *r)
 
 int wlimits_poll_paused(wlimits_t *wl, rconn_t *c, int64_t now_ms)
 {
-    if (now_ms < wl->next_paused_ms || rconn_is_cluster(c)) return 0;
+    if (now_ms < wl->next_paused_ms) return 0;
     wl->next_paused_ms = now_ms + QLIMIT_PAUSED_POLL_MS;
     const char *argv[] = {"HKEYS", wl->paused_key};
     redisReply *r = rconn_call(c, 2, argv, NULL);

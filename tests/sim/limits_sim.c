@@ -323,7 +323,7 @@ static void setup_hosts(void)
         h->nw = 2 + rnd(MAXW - 1);
         for (int j = 0; j < h->nw; j++) {
             vworker_t *w = &h->w[j];
-            wlimits_init(&w->wl, &conf, &pools[h->pool].pc, prefix);
+            wlimits_init(&w->wl, &conf, &pools[h->pool].pc, prefix, false);
             snprintf(w->wl.ls.ttl, sizeof w->wl.ls.ttl, "%d", opt.ttl); /* the only change: a short TTL */
             w->pool = h->pool;
             w->job = -1;
@@ -614,7 +614,7 @@ static void worker_beat(vworker_t *w, int64_t now)
     int want = cls[jobs[w->job].cls].nconc;
     if (!want) return;
     int64_t sent = mono_ms();
-    int n = qlimit_beat(c, &w->wl.ls, w->wl.token);
+    int n = qlimit_beat(c, &w->wl.ls, w->wl.token, w->wl.xkeys, w->wl.nx);
     st.beats++;
     if (n == want) w->renew_sent = sent, w->cut = false;
     else if (n >= 0) w->lost = true, st.beat_lost++;
