@@ -9,13 +9,18 @@ its Debian root, laravel_roots.py), qpool and the browser run on the host.
 - a silenced class (and a job implementing Horizon's Silenced) is in
   Silenced and not in Completed.
 
+Then hostile text (no Laravel): tags and class names with markup, quotes,
+invalid UTF-8 and 100 KB, reported by a handler, pushed in a payload and
+waiting in a queue, and watched tags: every answer of the API decodes as
+strict UTF-8 and the pages show them as text (no element made of them).
+
 No timing is asserted: every wait is generous and only bounds a hang."""
 import json
 import urllib.parse
 
 import pytest
 
-from conftest import FIXTURE_HANDLER, PREFIX, free_port, make_payload, push_many, wait_for
+from conftest import FIXTURE_HANDLER, PREFIX, free_port, make_payload, push, push_many, wait_for
 from laravel_roots import VERSIONS, Version, VersionApp, argv_conf, build_root
 from test_http import OPEN_READS, TOKEN, code, get, post
 
@@ -185,4 +190,173 @@ def test_horizon_pages_on_a_laravel_app(master, r, app, browser):
     assert not rows(d, "#pending-list-next")
     d.back()
     wait_for(lambda: pending_rows(d) and pending_rows(d)[0][0] == "301", 30, what="page 4 after back")
+    assert test_dashboard.console_errors(d) == []
+
+
+# ---------------------------------------------------------------- hostile text
+
+PWN = "<img src=x onerror=\"document.title='pwned'\">"
+SCRIPT = "</script><script>document.title='pwned'</script>"
+QUOTES = "'\"\\`${x}"
+# (raw bytes the handler reports or the payload carries, what the API shows)
+HOSTILE_TAGS = [
+    (PWN.encode(), PWN),
+    (SCRIPT.encode(), SCRIPT),
+    (QUOTES.encode(), QUOTES),
+    (b"bad\xff\xfe(\xc3", "bad\ufffd\ufffd(\ufffd"),                 # invalid UTF-8
+    (b"\xed\xa0\x80surrogate", "\ufffd\ufffd\ufffdsurrogate"),          # CESU-8, not UTF-8
+    (b"z" * 100000, "z" * 120),                                         # cut to 120 bytes
+    ("\u00e9".encode() * 61, "\u00e9" * 60),                            # cut on a character's edge
+    ("rtl\u202eevil".encode(), "rtl\u202eevil"),
+]
+CLASS = PWN.encode() + b"\xff" + b"C" * 5000  # a class name: markup, an invalid byte, very long
+
+# A pipe handler that reports, for a job whose data asks, the hostile tags
+# above as raw bytes in its JSON reply (as a buggy or hostile handler could).
+RAW_HANDLER = r'''
+import json, os, sys
+sys.path.insert(0, os.environ["HP_DIR"])
+from hp_tags import TAGS
+req = os.fdopen(int(os.environ["QPOOL_REQUEST_FD"]), "rb")
+res = os.fdopen(int(os.environ["QPOOL_RESPONSE_FD"]), "wb")
+def send(b):
+    res.write(b + b"\n"); res.flush()
+send(b'{"type":"ready","protocol":2}')
+for line in req:
+    m = json.loads(line.decode("utf-8", "surrogateescape"))
+    if m["type"] != "job":
+        send(json.dumps({"seq": m["seq"], "status": "ok"}).encode()); continue
+    out = b'{"seq":%d,"status":"done"' % m["seq"]
+    if "report-hostile" in m["payload"]:
+        out += b',"tags":[' + b",".join(b'"' + t.replace(b"\\", b"\\\\").replace(b'"', b'\\"') + b'"' for t in TAGS) + b"]"
+    send(out + b"}")
+'''
+
+
+def raw_job(uuid, cls, tags, data=b'{"action":"ok"}'):
+    """A Laravel-shaped payload's bytes, with raw (maybe invalid) bytes in its class and tags."""
+    def s(b):
+        return b'"' + b.replace(b"\\", b"\\\\").replace(b'"', b'\\"') + b'"'
+    return (b'{"uuid":' + s(uuid.encode()) + b',"displayName":' + s(cls)
+            + b',"job":"Illuminate\\\\Queue\\\\CallQueuedHandler@call","maxTries":null,"maxExceptions":null,'
+            b'"failOnTimeout":false,"backoff":null,"timeout":null,"retryUntil":null,"data":' + data
+            + b',"tags":[' + b",".join(s(t) for t in tags) + b'],"id":"x","attempts":0}')
+
+
+def strict(port, path):
+    """GET path: the body decoded as strict UTF-8 (raises on any invalid byte), then JSON."""
+    status, body = raw_get(port, path)
+    assert status == 200, (path, body[:300])
+    return json.loads(body.decode("utf-8"))
+
+
+def raw_get(port, path):
+    import urllib.request
+    req = urllib.request.Request("http://127.0.0.1:%d%s" % (port, path))
+    req.add_header("Authorization", "Bearer " + TOKEN)
+    try:
+        with urllib.request.urlopen(req, timeout=10) as res:
+            return res.status, res.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read()
+
+
+def no_element_injected(d):
+    """Nothing of the hostile text became an element or ran."""
+    bad = d.execute_script("return Array.from(document.querySelectorAll('#main img, #main script, #main b, #main iframe'))"
+                           ".map(function (e) { return e.outerHTML; })")
+    assert bad == [] and d.title != "pwned", bad
+
+
+def test_hostile_tags_and_class_names_stay_text_and_valid_utf8(master, r, browser, tmp_path):
+    import uuid as uuidlib
+    port = free_port()
+    (tmp_path / "hp_tags.py").write_text("TAGS = %r\n" % [raw for raw, _ in HOSTILE_TAGS])
+    script = tmp_path / "raw-handler.py"
+    script.write_text(RAW_HANDLER)
+    master.write_config('{ name = "hx"; queues = ["hx-work"]; processes = 1; tries = 1; timeout = 10;'
+                        ' environment = { HP_DIR = "%s"; };'
+                        ' handler = { type = "pipe"; command = ["/usr/bin/python3", "%s"]; }; }' % (tmp_path, script),
+                        qpool='http = { listen = "127.0.0.1:%d"; token_env = "QPOOL_TEST_TOKEN"; };'
+                        ' job_history_payloads = true;' % port)
+    master.start(env={"QPOOL_TEST_TOKEN": TOKEN})
+    wait_for(lambda: code(port, "/healthz", TOKEN) == 200, 20, what="the HTTP endpoint")
+    shown = [want for _, want in HOSTILE_TAGS]
+
+    # watched: markup and quotes through the API; invalid bytes and a long tag refused
+    for t in (PWN, QUOTES, SCRIPT):
+        assert post(port, "/api/monitoring", TOKEN, {"tag": t})[0] == 200
+    assert post(port, "/api/monitoring", TOKEN, b'{"tag":"bad\xff"}')[0] == 400
+    assert post(port, "/api/monitoring", TOKEN, {"tag": "z" * 121})[0] == 400
+    r.sadd(PREFIX + "qpool:{qpool-jobs}:monitored", b"raw\xff\xfe in redis")  # written by anyone else
+
+    reported = "hx-" + uuidlib.uuid4().hex  # the handler's tags
+    pushed = "hx-" + uuidlib.uuid4().hex    # the payload's (Horizon's) tags and class
+    push(r, "hx-work", raw_job(reported, b"App\\Jobs\\Plain", [], b'{"action":"report-hostile"}'))
+    push(r, "hx-work", raw_job(pushed, CLASS, [raw for raw, _ in HOSTILE_TAGS]))
+    waiting = "hx-" + uuidlib.uuid4().hex   # one that waits in a queue no pool takes
+    r.rpush(PREFIX + "queues:hx-wait", raw_job(waiting, CLASS, [raw for raw, _ in HOSTILE_TAGS]))
+    wait_for(lambda: len(strict(port, "/api/jobs/recent")["jobs"]) == 2, 30, what="both jobs recorded")
+
+    by = {j["uuid"]: j for j in strict(port, "/api/jobs/recent")["jobs"]}
+    assert by[reported]["tags"] == shown and by[pushed]["tags"] == shown
+    name = by[pushed]["name"]
+    assert name.startswith(PWN + "\ufffd") and len(name.encode()) < 5000
+    for t in (PWN, QUOTES, "bad\ufffd\ufffd(\ufffd"):
+        assert {j["uuid"] for j in strict(port, "/api/jobs/recent?" + urllib.parse.urlencode({"tag": t}))["jobs"]} \
+            == {reported, pushed}
+    one = strict(port, "/api/jobs/" + pushed)
+    assert one["attempts"][0]["tags"] == shown
+    assert one["payload"].startswith('{"uuid":"%s","displayName":"<img' % pushed)  # cut (100 KB of tags), repaired
+    listed = strict(port, "/api/monitoring")["tags"]
+    assert {t["tag"]: t["jobs"] for t in listed if t["tag"] in (PWN, QUOTES, SCRIPT)} == {PWN: 2, QUOTES: 2, SCRIPT: 2}
+    assert {j["uuid"] for j in strict(port, "/api/monitoring/jobs?" + urllib.parse.urlencode({"tag": PWN}))["jobs"]} \
+        == {reported, pushed}
+    pend = strict(port, "/api/jobs/pending?queue=hx-wait")["jobs"]
+    assert [j["uuid"] for j in pend] == [waiting]
+    assert pend[0]["class"].startswith(PWN + "\ufffd")
+    for path in ("/api/status?verbose=1", "/api/jobs/recent?q=%FF%FE", "/api/jobs/recent?tag=%FF",
+                 "/api/monitoring/jobs?tag=%FF%3Cimg", "/api/jobs/pending?queue=hx-wait&tag=%FF",
+                 "/api/jobs/pending?queue=hx-wait&class=%3Cimg"):
+        status, body = raw_get(port, path)
+        body.decode("utf-8")
+        assert status in (200, 400), (path, status)
+
+    d = browser
+    origin = "http://127.0.0.1:%d/" % port
+    d.get(origin + "#/jobs")
+    d.execute_script("sessionStorage.setItem('qpool.token', arguments[0]); location.reload();", TOKEN)
+    wait_for(lambda: len(table_uuids(d, "#jobs-table tr[data-uuid]")) == 2, 30, what="both jobs on the Jobs page")
+    d.get_log("browser")  # (the first load asked without the token: a 401)
+
+    def tag_texts(css):
+        return d.execute_script("return Array.from(document.querySelectorAll(arguments[0])).map(function (a) {"
+                                " return a.textContent; })", css)
+    for uuid in (reported, pushed):
+        assert tag_texts('#jobs-table tr[data-uuid="%s"] a.tag' % uuid) == shown
+    assert d.execute_script("return document.querySelector(arguments[0]).textContent",
+                            '#jobs-table tr[data-uuid="%s"] a[href^="#/jobs/"]' % pushed) == name
+    no_element_injected(d)
+    # a tag's link finds both jobs (the link carries the tag whole, quotes and all)
+    d.execute_script("document.querySelectorAll('#jobs-table tr[data-uuid=\"%s\"] a.tag')[2].click()" % pushed)
+    wait_for(lambda: "tag=" in d.current_url and sorted(table_uuids(d, "#jobs-table tr[data-uuid]")) == sorted([reported, pushed]),
+             30, what="the jobs of the quotes tag, by its link")
+    assert d.find_element(By.CSS_SELECTOR, '#jobs-filter input[name="tag"]').get_attribute("value") == QUOTES
+    # the job's page
+    d.get(origin + "#/jobs/" + pushed)
+    wait_for(lambda: d.find_element(By.ID, "job-name").text.startswith(PWN), 30, what="the job's page")
+    assert tag_texts("#job-summary a.tag") == shown
+    no_element_injected(d)
+    # monitoring: the watched tags listed as text (the raw one from Redis repaired), a hostile tag's jobs
+    d.get(origin + "#/monitoring?" + urllib.parse.urlencode({"tag": SCRIPT}))
+    wait_for(lambda: sorted(table_uuids(d, "#monitor-recent-table tr[data-uuid]")) == sorted([reported, pushed]), 30,
+             what="the hostile watched tag's jobs")
+    listed = [e.get_attribute("data-tag") for e in rows(d, "#monitoring-table tr[data-tag]")]
+    assert set(listed) >= {PWN, QUOTES, SCRIPT}
+    no_element_injected(d)
+    # pending: the waiting job's class and tags as text
+    d.get(origin + "#/pending?queue=hx-wait")
+    wait_for(lambda: table_uuids(d, "#pending-list-table tbody tr[data-uuid]") == [waiting], 30, what="the waiting job")
+    assert tag_texts("#pending-list-table a.tag") == shown
+    no_element_injected(d)
     assert test_dashboard.console_errors(d) == []
