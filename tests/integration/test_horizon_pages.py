@@ -30,7 +30,6 @@ from selenium.webdriver.common.keys import Keys  # noqa: E402
 import test_dashboard  # noqa: E402
 
 browser = test_dashboard.browser  # the fixture
-rows = test_dashboard.rows
 
 HOSTILE = "<img src=x onerror=alert(1)>"  # one of TaggedJob's own tags()
 WATCHED = "tagged:watch"
@@ -77,11 +76,28 @@ def table_uuids(d, css):
                             ".map(function (r) { return r.getAttribute('data-uuid'); })", css)
 
 
+def texts(d, css):
+    """The textContent of the elements css matches, read in one step."""
+    return d.execute_script("return Array.from(document.querySelectorAll(arguments[0]))"
+                            ".map(function (e) { return e.textContent; })", css)
+
+
+def attrs(d, css, name):
+    return d.execute_script("var n = arguments[1]; return Array.from(document.querySelectorAll(arguments[0]))"
+                            ".map(function (e) { return e.getAttribute(n); })", css, name)
+
+
 def pending_rows(d):
     """(position shown, uuid) of the Pending table's rows, in one step."""
     return d.execute_script(
         "return Array.from(document.querySelectorAll('#pending-list-table tbody tr[data-uuid]'))"
         ".map(function (r) { return [r.cells[0].textContent, r.getAttribute('data-uuid')]; })")
+
+
+def page_from(d, first):
+    """The Pending table's 100 rows when they start at position first (read once: it is drawn anew as it polls)."""
+    shown = pending_rows(d)
+    return shown if len(shown) == 100 and shown[0][0] == str(first) else None
 
 
 def no_markup(d):
@@ -143,8 +159,7 @@ def test_horizon_pages_on_a_laravel_app(master, r, app, browser):
     d.get(origin + "#/jobs?" + urllib.parse.urlencode({"tag": HOSTILE}))
     wait_for(lambda: table_uuids(d, "#jobs-table tr[data-uuid]") == [uuid["TaggedJob"]], 30,
              what="the job with tags(), by its hostile tag")
-    links = [a.text for a in rows(d, "#jobs-table a.tag")]
-    assert links == [WATCHED, HOSTILE, "7"]
+    assert texts(d, "#jobs-table a.tag") == [WATCHED, HOSTILE, "7"]
     no_markup(d)
     d.execute_script("document.querySelector('#jobs-table a.tag').click()")
     wait_for(lambda: table_uuids(d, "#jobs-table tr[data-uuid]") == [uuid["TaggedJob"]]
@@ -157,7 +172,7 @@ def test_horizon_pages_on_a_laravel_app(master, r, app, browser):
     d.get(origin + "#/completed")
     done = sorted(uuid[k] for k in ("ModelTagsJob", "TaggedJob", "NoopJob"))
     wait_for(lambda: sorted(table_uuids(d, "#jobs-table tr[data-uuid]")) == done, 30, what="the completed jobs")
-    assert QUIET not in d.find_element(By.ID, "jobs-table").text
+    assert QUIET not in texts(d, "#jobs-table")[0]
 
     # the watched tag's jobs, then again after the recent list has moved on
     monitored = "#monitor-recent-table tr[data-uuid]"
@@ -170,7 +185,7 @@ def test_horizon_pages_on_a_laravel_app(master, r, app, browser):
     assert recent(port, tag=WATCHED) == []
     d.refresh()
     wait_for(lambda: table_uuids(d, monitored) == [uuid["TaggedJob"]], 30, what="the watched tag's job, kept")
-    assert [e.get_attribute("data-tag") for e in rows(d, "#monitoring-table tr[data-tag]")] == [WATCHED]
+    assert attrs(d, "#monitoring-table tr[data-tag]", "data-tag") == [WATCHED]
     no_markup(d)
 
     # Pending: 500 jobs the app dispatched to a queue no pool takes, in pages of 100
@@ -180,16 +195,15 @@ def test_horizon_pages_on_a_laravel_app(master, r, app, browser):
     d.get(origin + "#/pending?queue=hp-wait&order=oldest")
     seen = []
     for page in range(5):
-        wait_for(lambda: len(pending_rows(d)) == 100 and pending_rows(d)[0][0] == str(page * 100 + 1), 30,
-                 what="pending page %d" % (page + 1))
-        seen += [u for _, u in pending_rows(d)]
+        shown = wait_for(lambda: page_from(d, page * 100 + 1), 30, what="pending page %d" % (page + 1))
+        seen += [u for _, u in shown]
         assert "500 ready" in d.find_element(By.ID, "pending-list-count").text
         if page < 4:
-            d.find_element(By.ID, "pending-list-next").click()
+            d.execute_script("document.getElementById('pending-list-next').click()")
     assert seen == want  # every job once, oldest first
-    assert not rows(d, "#pending-list-next")
+    assert not texts(d, "#pending-list-next")
     d.back()
-    wait_for(lambda: pending_rows(d) and pending_rows(d)[0][0] == "301", 30, what="page 4 after back")
+    wait_for(lambda: page_from(d, 301), 30, what="page 4 after back")
     assert test_dashboard.console_errors(d) == []
 
 
@@ -330,8 +344,7 @@ def test_hostile_tags_and_class_names_stay_text_and_valid_utf8(master, r, browse
     d.get_log("browser")  # (the first load asked without the token: a 401)
 
     def tag_texts(css):
-        return d.execute_script("return Array.from(document.querySelectorAll(arguments[0])).map(function (a) {"
-                                " return a.textContent; })", css)
+        return texts(d, css)
     for uuid in (reported, pushed):
         assert tag_texts('#jobs-table tr[data-uuid="%s"] a.tag' % uuid) == shown
     assert d.execute_script("return document.querySelector(arguments[0]).textContent",
@@ -344,14 +357,14 @@ def test_hostile_tags_and_class_names_stay_text_and_valid_utf8(master, r, browse
     assert d.find_element(By.CSS_SELECTOR, '#jobs-filter input[name="tag"]').get_attribute("value") == QUOTES
     # the job's page
     d.get(origin + "#/jobs/" + pushed)
-    wait_for(lambda: d.find_element(By.ID, "job-name").text.startswith(PWN), 30, what="the job's page")
+    wait_for(lambda: texts(d, "#job-name")[0].startswith(PWN), 30, what="the job's page")
     assert tag_texts("#job-summary a.tag") == shown
     no_element_injected(d)
     # monitoring: the watched tags listed as text (the raw one from Redis repaired), a hostile tag's jobs
     d.get(origin + "#/monitoring?" + urllib.parse.urlencode({"tag": SCRIPT}))
     wait_for(lambda: sorted(table_uuids(d, "#monitor-recent-table tr[data-uuid]")) == sorted([reported, pushed]), 30,
              what="the hostile watched tag's jobs")
-    listed = [e.get_attribute("data-tag") for e in rows(d, "#monitoring-table tr[data-tag]")]
+    listed = attrs(d, "#monitoring-table tr[data-tag]", "data-tag")
     assert set(listed) >= {PWN, QUOTES, SCRIPT}
     no_element_injected(d)
     # pending: the waiting job's class and tags as text
