@@ -33,6 +33,14 @@ loopback), started here and stopped at the end:
   tls        no-op jobs/s over TLS (a test CA made with the openssl CLI, the
              same redis-server's --tls-port) next to plain TCP, 1 and 2
              workers, job logs off, alternated, best of 3
+  tags       Redis memory of the job records, the tag index and monitored
+             tags (issue 31) while 1,000,000 no-op jobs (--tag-jobs) run
+             through 2 native workers, half of them tagged (Horizon's
+             payload tags: models, a watched "vip" on a fifth, 30 tags of
+             300 bytes on a tenth), 3 tags watched: MEMORY USAGE of each
+             key and INFO memory sampled along the run (at most
+             --tag-seconds, default 600: the jobs that fit); then again
+             with monitored_tag_jobs = 1000
   cluster    no-op jobs/s on a 3-primary Redis Cluster (tests/integration/
              cluster_util.py, no AOF) to the queue {bench}, next to plain TCP
              (one redis-server), 1 and 2 workers, job logs off, alternated,
@@ -800,6 +808,96 @@ def run_limits(env, template, rounds=3):
     return out
 
 
+TAG_WATCHED = ("vip", "App\\Models\\User:7", "App\\Models\\Team:9")
+
+
+def tag_mix(i):
+    """Job i's payload tags: none on half; a model and the watched "vip" on a
+    fifth; one order on a tenth; 30 tags of 300 bytes on a tenth (cut to 20
+    of 120 bytes); a team (one in 50 the watched Team:9), or the watched
+    User:7 on one job in 100."""
+    k = i % 10
+    if k < 5:
+        return None
+    if k < 7:
+        return ["App\\Models\\User:%d" % (i % 5000), "vip"]
+    if k == 7:
+        return ["App\\Models\\Order:%d" % i]
+    if k == 8:
+        return ["big-%02d-" % t + "x" * 300 for t in range(30)]
+    return ["App\\Models\\User:7"] if i % 100 == 9 else ["App\\Models\\Team:%d" % (i % 50)]
+
+
+def push_tagged(env, template, first, n, queue="bench"):
+    pipe = env.r.pipeline(transaction=False)
+    for i in range(first, first + n):
+        p = dict(template)
+        p["uuid"] = str(uuid.uuid4())
+        p["id"] = uuid.uuid4().hex
+        tags = tag_mix(i)
+        if tags:
+            p["tags"] = tags
+        pipe.rpush(PREFIX + "queues:" + queue, json.dumps(p, separators=(",", ":")))
+        if i % 5000 == 4999:
+            pipe.execute()
+    pipe.rpush(PREFIX + "queues:" + queue + ":notify", 1)
+    pipe.execute()
+
+
+def tag_memory(env, done):
+    """Bytes (MEMORY USAGE, every element counted) and lengths of the job
+    records' keys and the monitored tags' keys; Redis's used_memory."""
+    pre = PREFIX + "qpool:{qpool-jobs}:"
+    out = {"jobs_done": done, "used_memory": env.r.info("memory")["used_memory"]}
+    for name, key, length in (("list", pre + "list", env.r.llen), ("uuid_index", pre + "uuid", env.r.hlen),
+                              ("monitored_set", pre + "monitored", env.r.scard)):
+        out[name] = {"bytes": env.r.memory_usage(key, samples=0) or 0, "entries": length(key)}
+    for t in TAG_WATCHED:
+        key = pre + "tag:" + t
+        out["tag:" + t] = {"bytes": env.r.memory_usage(key, samples=0) or 0, "entries": env.r.llen(key)}
+    out["tags_and_records_bytes"] = sum(v["bytes"] for v in out.values() if isinstance(v, dict))
+    return out
+
+
+def run_tags(env, template, jobs, budget_s=600, chunk=20000, samples=10, qpool=""):
+    """Issue 31's bounded memory: jobs through 2 native workers at the
+    defaults (job_history_size 1000, monitored_tag_jobs 10000), 3 tags
+    watched; the queue is fed chunk by chunk (at most 2 chunks wait), and
+    the keys are measured every jobs/samples jobs and at the end."""
+    env.flush()
+    p, log = env.master(native_pool(env, 2, [env.handler], False), "tags", qpool)
+    wait_idle_workers(env, "tags", 2)
+    conf = str(env.tmp / "tags.conf")
+    for t in TAG_WATCHED:
+        subprocess.run([env.qpool, "monitor", "add", t, "-c", conf], check=True, capture_output=True)
+    q = PREFIX + "queues:bench"
+    pushed, every, series = 0, max(jobs // samples, 1), []
+    t0 = time.monotonic()
+    while True:
+        feeding = pushed < jobs and time.monotonic() - t0 < budget_s
+        if not feeding and env.drained():
+            break
+        if feeding and env.r.llen(q) < chunk:
+            n = min(chunk, jobs - pushed)
+            push_tagged(env, template, pushed, n)
+            pushed += n
+        else:
+            time.sleep(0.05)
+        done = pushed - env.r.llen(q)
+        if done >= every * (len(series) + 1):
+            series.append(dict(tag_memory(env, done), seconds=round(time.monotonic() - t0, 1)))
+            print("tags", series[-1]["jobs_done"], series[-1]["tags_and_records_bytes"], flush=True)
+    dt = time.monotonic() - t0
+    time.sleep(2.5)  # two balance passes: every record reported is written
+    final = tag_memory(env, pushed)
+    stop(p)
+    tagged = sum(1 for i in range(pushed) if tag_mix(i))
+    return {"jobs": pushed, "tagged_jobs": tagged, "seconds": round(dt, 1), "jobs_per_s": round(pushed / dt),
+            "final": final, "series": series,
+            "bytes_per_record_in_list": round(final["list"]["bytes"] / max(final["list"]["entries"], 1)),
+            "bytes_per_monitored_record": round(final["tag:vip"]["bytes"] / max(final["tag:vip"]["entries"], 1))}
+
+
 def browser():
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
@@ -891,6 +989,8 @@ def main():
     ap.add_argument("--build", default=str(ROOT / "build"))
     ap.add_argument("--jobs", type=int, default=50000)
     ap.add_argument("--only", nargs="*")
+    ap.add_argument("--tag-jobs", type=int, default=1000000)
+    ap.add_argument("--tag-seconds", type=float, default=600)
     args = ap.parse_args()
     want = lambda name: not args.only or name in args.only
     env = Env(args.build, tls=want("tls"))
@@ -954,6 +1054,14 @@ def main():
         if want("tls"):
             results["tls"] = run_tls(env, template, args.jobs)
             print("tls", results["tls"], flush=True)
+        if want("tags"):
+            results["tags"] = run_tags(env, template, args.tag_jobs, args.tag_seconds)
+            print("tags", json.dumps({k: v for k, v in results["tags"].items() if k != "series"}), flush=True)
+            # the same with a smaller cap per watched tag: it is reached within the run, and stays
+            results["tags_cap_1000"] = run_tags(env, template, args.tag_jobs, args.tag_seconds,
+                                                qpool="monitored_tag_jobs = 1000;")
+            print("tags_cap_1000", json.dumps({k: v for k, v in results["tags_cap_1000"].items() if k != "series"}),
+                  flush=True)
         if want("cluster"):
             results["cluster"] = run_cluster(env, template, args.jobs)
             print("cluster", results["cluster"], flush=True)

@@ -354,15 +354,17 @@ static bool job_filter(http_ctx_t *h, http_arg_fn arg, void *req, job_filter_t *
     *f = (job_filter_t){.queue = arg(req, "queue"), .pool = arg(req, "pool"), .name = arg(req, "name"),
                         .outcome = arg(req, "outcome"), .host = arg(req, "host"), .tag = arg(req, "tag"),
                         .uuid = arg(req, "uuid"), .text = arg(req, "q")};
-    long long limit = num_arg(arg, req, "limit", 100, 1, keep > 0 ? keep : 1);
+    /* more than the history holds reads all of it (the dashboard asks 100 of a smaller history) */
+    long long limit = num_arg(arg, req, "limit", 100, 1, INT32_MAX);
+    if (limit > keep) limit = keep;
     long long since = num_arg(arg, req, "since", 0, 0, INT64_MAX / 2);
     long long until = num_arg(arg, req, "until", 0, 0, INT64_MAX / 2);
     long long attempt = num_arg(arg, req, "attempt", 0, 1, 1000000000);
     const char *sil = arg(req, "silenced");
     bool sil_ok = !sil || !*sil || !strcmp(sil, "true") || !strcmp(sil, "false");
     if (limit < 0 || since < 0 || until < 0 || attempt < 0 || !filter_strings_ok(f) || !sil_ok) {
-        http_reply_error(out, 400, "limit must be 1..%d; since and until UNIX times in ms; attempt 1 or more; "
-                         "uuid, tag and q at most %d bytes; silenced true or false", keep, FILTER_STR_MAX);
+        http_reply_error(out, 400, "limit must be 1 or more (at most %d are kept); since and until UNIX times in ms; "
+                         "attempt 1 or more; uuid, tag and q at most %d bytes; silenced true or false", keep, FILTER_STR_MAX);
         return false;
     }
     f->limit = (int)limit, f->since_ms = since, f->until_ms = until, f->attempt = (long)attempt;
