@@ -3,9 +3,9 @@
  * pop script is told about each limit, and the slot scripts a worker runs
  * while a limited job runs.
  *
- * Keys per limit, <key> = <prefix>qpool:limit:<queue>|<class> (on a Redis
- * Cluster <prefix>qpool:limit:{<queue>|<class>}: one slot per limit, see
- * qlimit_key and worker/wlcluster.h):
+ * Keys per limit, <key> = <prefix>qpool:limit:<id> (limit_key_id:
+ * <queue>|<class> for most; on a Redis Cluster <prefix>qpool:limit:{<id>}:
+ * one slot per limit, see qlimit_key and worker/wlcluster.h):
  *   <key>:run     sorted set: one member per running job holding a
  *                 concurrency slot (a token fresh per pop), scored by the
  *                 Redis-time ms at which it lapses unless renewed (beat)
@@ -13,6 +13,7 @@
  *                 missing means full
  *   <key>:wait    hash n, since: the jobs the last limited pop held back for
  *                 this limit and since when it has (lapses 2 s after)
+ *   <key>:k:<kid>:run, :bucket  a per-key limit's (tag_prefix) per key
  * The pop (queue.c's POP_LUA with QLIMIT_PRE_LUA in front of its loop)
  * looks at the first `lookahead` ready jobs of each queue in order, takes
  * the first whose limits all have room, moves it to the head of its list
@@ -34,6 +35,7 @@ typedef struct {
     char *class_name, *queue;  /* "" for any */
     char conc[16], rate[32], burst[16]; /* as the script reads them: rate in jobs per ms */
     int concurrency;
+    char *tag_prefix;          /* per key (QLIMIT_TAGS_LUA in qlimit.c); NULL: one limit */
 } qlimit_t;
 
 typedef struct {
@@ -61,6 +63,9 @@ void qlimits_add(qlimits_t *ls, const char *prefix, const char *id, const char *
 char *qlimit_paused_key(const char *prefix, bool cluster);
 #define QLIMIT_PAUSED_POLL_MS 1000 /* a worker reads the paused classes this often */
 void qlimits_add_paused(qlimits_t *ls, const char *prefix, const char *class_name);
+/* The limit added last applies per key: the job's tags that start with
+ * tag_prefix (NULL or "": one limit for all). */
+void qlimits_set_tag_prefix(qlimits_t *ls, const char *tag_prefix);
 /* Keep the first n limits only. */
 void qlimits_truncate(qlimits_t *ls, int n);
 void qlimits_free(qlimits_t *ls);
@@ -74,10 +79,12 @@ extern const char QLIMIT_PRE_LUA[];
 extern rscript_t SCRIPT_LIMIT_BEAT, SCRIPT_LIMIT_END, SCRIPT_LIMIT_READ, SCRIPT_LIMIT_LEASE, SCRIPT_LIMIT_UNLEASE;
 void qlimit_scripts_init(void);
 /* Renew (beat) or give back (end) the concurrency slots of token: one
- * script, run now (on a Redis Cluster one per slot: each limit's keys
- * have a hash slot of their own). Returns the number of slots renewed / given back, or -1. */
-int qlimit_beat(rconn_t *c, const qlimits_t *ls, const char *token);
-int qlimit_end(rconn_t *c, const qlimits_t *ls, const char *token);
+ * script, run now, over the limits' :run sets (a per-key limit's: xkeys,
+ * those the pop named; on a Redis Cluster one script per limit: each
+ * limit's keys have a hash slot of their own, and per-key limits are
+ * refused there). Returns the number of slots renewed / given back, or -1. */
+int qlimit_beat(rconn_t *c, const qlimits_t *ls, const char *token, char *const *xkeys, int nx);
+int qlimit_end(rconn_t *c, const qlimits_t *ls, const char *token, char *const *xkeys, int nx);
 
 /* ---- the limited pop on a Redis Cluster (wlcluster.c drives it): a
  * lease per limit in the limit's own slot, then an exact pop in the

@@ -315,6 +315,8 @@ static const char *limited_pop_lua(void)
     s = replace_once(s, hold, pre);
     free(pre);
     s = replace_once(s, "  while took < want do\n", "  while took < want and not lim_skip[q] do\n");
+    s = replace_once(s, "if first then return {1, first[1], first[2], first[3], full, false, extra, first[4]} end\n",
+                     "if first then return {1, first[1], first[2], first[3], full, false, extra, first[4], lim_keys} end\n");
     return replace_once(s, empty,
                         "if lim_blocked and ARGV[9] == '0' then redis.call('rpush', KEYS[(lim_blocked - 1)*5+4], 1) end\n"
                         "return {0, 0, false, false, full, due and string.format('%.0f', due) or false, "
@@ -627,6 +629,16 @@ static int map_queue(const queue_set_t *qs, const pop_args_t *a, long long n)
     return -1;
 }
 
+/* The limited pop's per-key :run sets the job took (qlimit.c, lim_keys). */
+static void parse_lim_keys(const redisReply *x, pop_result_t *out)
+{
+    if (x->type != REDIS_REPLY_ARRAY || !x->elements) return;
+    size_t n = x->elements < POP_LIM_KEYS_MAX ? x->elements : POP_LIM_KEYS_MAX;
+    out->lim_keys = xcalloc(n, sizeof *out->lim_keys);
+    for (size_t i = 0; i < n; i++)
+        if (x->element[i]->type == REDIS_REPLY_STRING) out->lim_keys[out->nlim_keys++] = elem_dup(x->element[i], NULL);
+}
+
 bool queue_parse_pop(const queue_set_t *qs, const pop_args_t *a, redisReply *r, pop_result_t *out)
 {
     memset(out, 0, sizeof *out);
@@ -647,6 +659,7 @@ bool queue_parse_pop(const queue_set_t *qs, const pop_args_t *a, redisReply *r, 
             pop_result_free(out);
             return false;
         }
+        if (r->elements >= 9) parse_lim_keys(r->element[8], out);
         if (r->elements >= 7 && r->element[6]->type == REDIS_REPLY_ARRAY &&
             r->element[6]->elements >= POP_EXTRA_FIELDS) {
             const redisReply *x = r->element[6];
@@ -692,7 +705,8 @@ void pop_item_free(pop_item_t *it)
 void pop_result_free(pop_result_t *r)
 {
     for (int i = 0; i < r->nextra; i++) pop_item_free(&r->extra[i]);
-    FREE_ALL(r->extra, r->raw, r->reserved, r->run, r->uuid, r->reason);
+    for (int i = 0; i < r->nlim_keys; i++) free(r->lim_keys[i]);
+    FREE_ALL(r->extra, r->raw, r->reserved, r->run, r->uuid, r->reason, r->lim_keys);
     memset(r, 0, sizeof *r);
 }
 

@@ -83,8 +83,11 @@ typedef struct {
     size_t runlen;
     int nextra;
     bool limit_blocked;        /* POP_EMPTY of the limited pop: ready jobs wait on a full limit */
+    char **lim_keys;           /* POP_JOB of the limited pop: the per-key limits' :run sets it took */
+    int nlim_keys;
     bool pick_gone;            /* POP_EMPTY of a pick pop: none of its candidates was still ready */
 } pop_result_t;
+#define POP_LIM_KEYS_MAX 64
 
 typedef struct {
     int64_t now;

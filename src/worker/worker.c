@@ -1543,6 +1543,7 @@ static bool pop_next(worker_t *w, uint32_t skip, job_t *job)
         return false;
     }
     wlimits_taken(&w->lim, now_ms);
+    wlimits_taken_keys(&w->lim, job->pr.lim_keys, job->pr.nlim_keys);
     w->held_since_ms = now_ms; /* everything held before went out with this pop */
     /* prefetched jobs wait in w->local */
     for (int i = 0; i < job->pr.nextra; i++) local_add(w, &job->pr.extra[i]);
