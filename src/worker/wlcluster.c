@@ -10,7 +10,8 @@
 #include <string.h>
 
 #define WLC_PASSES 3 /* passes that may find their jobs gone before this pop reports "held" */
-#define WLC_PICK_BYTES 65536 /* candidates sent with a pick pop: payload bytes at most (one at least) */
+#define WLC_PICK_MAX 8        /* candidates sent with a pick pop, at most */
+#define WLC_PICK_BYTES 16384 /* and their payload bytes at most (one is always sent) */
 
 typedef struct {
     const char *raw;
@@ -103,7 +104,7 @@ static int pick_from(rconn_t *c, const queue_set_t *qs, const pop_args_t *a, int
     const char **picks = xcalloc((size_t)(n - j), sizeof *picks);
     size_t *lens = xcalloc((size_t)(n - j), sizeof *lens), bytes = 0;
     int k = 0;
-    for (int i = j; i < n && (!k || bytes + v[i].len <= WLC_PICK_BYTES); i++)
+    for (int i = j; i < n && k < WLC_PICK_MAX && (!k || bytes + v[i].len <= WLC_PICK_BYTES); i++)
         if (i == j || qlimit_same_limits(a->limits, qs->q[q].name, v[j].cls, v[j].plain, v[i].cls, v[i].plain)) {
             picks[k] = v[i].raw;
             lens[k++] = v[i].len;
