@@ -332,8 +332,10 @@ void qlimit_scripts_init(void)
 char *qlimit_key(const char *prefix, const char *id, bool cluster)
 {
     if (!cluster) return xasprintf("%sqpool:limit:%s", prefix, id);
-    /* an id starting with '}' would make an empty tag (the whole key hashed) */
-    return xasprintf("%sqpool:limit:{%s%s}", prefix, *id == '}' ? "_" : "", id);
+    /* an id starting with '}' would make an empty tag (the whole key hashed):
+     * it gets a '_' in front, and so does one starting with '_', so that no
+     * two ids share keys ("}x|A" and "_}x|A" did: review of 2026-11-29) */
+    return xasprintf("%sqpool:limit:{%s%s}", prefix, *id == '}' || *id == '_' ? "_" : "", id);
 }
 
 char *qlimit_paused_key(const char *prefix, bool cluster)
