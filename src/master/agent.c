@@ -193,7 +193,10 @@ static int take_lines(agent_t *a, const char *pool, agent_reply_t *out, int max,
         agent_reply_t r;
         int rv = take_line(a, pool, a->buf, len, &r, now);
         if (rv < 0) return -1;
-        if (rv == 1 && *got < max) out[(*got)++] = r;
+        if (rv == 1 && *got < max)
+            out[(*got)++] = r;
+        else if (rv == 1)
+            agent_reply_free(&r);
         memmove(a->buf, nl + 1, a->len - len - 1);
         a->len -= len + 1;
     }

@@ -82,6 +82,9 @@ void pool_free(pool_t *p)
     if (!p) return;
     zygotes_free(&p->zygotes);
     agent_close(&p->agent);
+    free(p->batches.json);
+    free(p->batches.retry);
+    free(p->batches.last_retry);
     pool_conf_free(&p->conf);
     jobstats_free(&p->stats);
     jobstats_free(&p->recent);
