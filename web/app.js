@@ -1573,8 +1573,10 @@
     }, { id: 'batches-table', empty: 'No job batches.' }));
   }
   function renderBatch(s, id, d) {
-    var b = d.batch || {};
+    var b = d.batch || {}, key = JSON.stringify([b, (d.pools || []).map(p => [p.pool, p.state, p.error, p.last_retry])]);
     s.id = id;
+    if (s.shown === key) return; /* the same batch: no redraw (read_at alone moves) */
+    s.shown = key;
     document.getElementById('batch-title').textContent = b.name ? 'Batch ' + b.name : 'Batch ' + id;
     renderBatchPools(s, d, b.pool);
     var body = clear(s.body), kv = el('dl', { class: 'kv', id: 'batch-summary' });

@@ -32,13 +32,15 @@ use Throwable;
  *            The newest batches in the app's own Illuminate\Bus\BatchRepository
  *            (job_batches by default; Laravel 8+), at most 50, their failed
  *            job ids at most 100 each.
- *   batch-retry {"id":N,"op":"batch-retry","batch":"..."}
+ *   batch-failed {"id":N,"op":"batch-failed","batch":"..."}
+ *            -> {"id":N,"ok":true,"batch":"...","held":["uuid"],"missing":["uuid"]}
+ *            The batch's failed jobs the app's failer holds, and those it
+ *            does not (the master retries them from qpool's failed store).
+ *   batch-retry {"id":N,"op":"batch-retry","batch":"...","jobs":["uuid"]}
  *            -> {"id":N,"ok":true,"batch":"...","retried":["uuid"],"missing":["uuid"]}
- *            What queue:retry-batch does: each failed job of the batch that
- *            the app's failer holds pushed back as its queue:retry does
- *            (retried; batchRetry says how the order differs); the ids it
- *            does not hold are said (missing) for the master to retry from
- *            qpool's failed store.
+ *            What queue:retry-batch does, for the jobs asked: each pushed
+ *            back as the app's queue:retry does (batchRetry says how the
+ *            order differs).
  * An op it does not know, or one that throws: {"id":N,"ok":false,"error":"..."}.
  *
  * It exits on the end of its socket, when its zygote goes (the parent-death
@@ -156,6 +158,8 @@ final class Agent
                     return ['id' => $id, 'ok' => true] + $this->sizes($req);
                 case 'batches':
                     return ['id' => $id, 'ok' => true] + $this->batches($req);
+                case 'batch-failed':
+                    return ['id' => $id, 'ok' => true] + $this->batchFailed($req);
                 case 'batch-retry':
                     return ['id' => $id, 'ok' => true] + $this->batchRetry($req);
                 default:
@@ -235,16 +239,8 @@ final class Agent
         return ['batches' => $out];
     }
 
-    /**
-     * queue:retry-batch: each failed job of the batch that the app's failer
-     * holds is pushed back as the app's own queue:retry pushes it
-     * (RetryCommand::retryJob: attempts 0, retryUntil anew; JobRetryRequested
-     * raised). Unlike queue:retry, every row is forgotten before the first
-     * push: a pushed job may run (and fail again, with the same uuid) at
-     * once, and must not meet its old row, nor wait on our writes. A job the
-     * failer lacks, or whose push throws, is said missing.
-     */
-    private function batchRetry(array $req): array
+    /** The batch of a request, and its failed job ids (at most 100). */
+    private function batchOf(array $req): array
     {
         $id = $req['batch'] ?? null;
 
@@ -264,10 +260,45 @@ final class Agent
             throw new \RuntimeException('the batch has no failed jobs');
         }
 
+        return [$batch, $ids];
+    }
+
+    /** Which failed jobs of the batch the app's failer holds (nothing changes). */
+    private function batchFailed(array $req): array
+    {
+        [$batch, $ids] = $this->batchOf($req);
+        $failer = $this->app['queue.failer'];
+        $held = $missing = [];
+
+        foreach ($ids as $jobId) {
+            if ($failer->find($jobId) === null) {
+                $missing[] = $jobId;
+            } else {
+                $held[] = $jobId;
+            }
+        }
+
+        return ['batch' => (string) $batch->id, 'held' => $held, 'missing' => $missing];
+    }
+
+    /**
+     * queue:retry-batch for the jobs asked (those of the batch's failed jobs
+     * the failer holds): each pushed back as the app's own queue:retry
+     * pushes it (RetryCommand::retryJob: attempts 0, retryUntil anew;
+     * JobRetryRequested raised). Unlike queue:retry, every row is forgotten
+     * before the first push: a pushed job may run (and fail again, with the
+     * same uuid) at once, and must neither meet its old row nor wait on our
+     * writes. A job whose push throws is logged to the failer again and said
+     * missing.
+     */
+    private function batchRetry(array $req): array
+    {
+        [$batch, $ids] = $this->batchOf($req);
+        $asked = is_array($req['jobs'] ?? null) ? $req['jobs'] : $ids;
         $failer = $this->app['queue.failer'];
         $found = $missing = $retried = [];
 
-        foreach ($ids as $jobId) {
+        foreach (array_values(array_intersect($ids, $asked)) as $jobId) {
             $job = $failer->find($jobId);
 
             if ($job === null) {
@@ -293,6 +324,7 @@ final class Agent
                 $retried[] = $jobId;
             } catch (Throwable $e) {
                 Protocol::log('agent: batch retry of job '.$jobId.' failed: '.$e->getMessage());
+                $failer->log($job->connection, $job->queue, $job->payload, $e);
                 $missing[] = $jobId;
             }
         }

@@ -26,6 +26,16 @@ void agent_init(agent_t *a)
     a->next_id = 1;
 }
 
+void agent_batches_free(agent_batches_t *b)
+{
+    for (int i = 0; i < b->nretry_jobs; i++) free(b->retry_jobs[i]);
+    free(b->retry_jobs);
+    free(b->json);
+    free(b->retry);
+    free(b->last_retry);
+    memset(b, 0, sizeof *b);
+}
+
 void agent_close(agent_t *a)
 {
     if (a->fd >= 0) {

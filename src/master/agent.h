@@ -56,10 +56,16 @@ typedef struct {
     int skipped;                  /* batches left out of it (ids that are not ids) */
     char error[256];              /* the agent's last error for it ("": none) */
     int64_t wanted_until_ms;      /* someone looked: read them until then */
-    char *retry;                  /* a batch-retry to send (batch id), NULL: none */
-    int64_t retry_sent_unix;      /* when the last one was sent (wall s) */
+    char *retry;                  /* the batch being retried, NULL: none */
+    int retry_step;               /* 1: ask batch-failed, 2: ask batch-retry, 0: waiting for a reply */
+    char **retry_jobs;            /* step 2: the job ids the app's failer holds (heap) */
+    int nretry_jobs;
+    int forgotten, from_store, not_found; /* the retry's counts so far (qpool's failed store) */
+    int64_t retry_sent_unix;      /* when it was asked (wall s) */
     char *last_retry;             /* the last retry's outcome (JSON object), NULL: none */
 } agent_batches_t;
+/* Free what it holds (the pool is freed). */
+void agent_batches_free(agent_batches_t *b);
 
 #define AGENT_WANT_SIGNALS 1u     /* agent_t.todo: its pool's Laravel signals */
 #define AGENT_WANT_SIZES 2u       /* agent_t.todo: its pool's queue sizes (app_driver) */

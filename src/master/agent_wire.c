@@ -10,7 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const op_names[AGENT_NOPS] = {"hello", "signals", "sizes", "batches", "batch-retry"};
+static const char *const op_names[AGENT_NOPS] = {"hello", "signals", "sizes", "batches", "batch-retry",
+                                                         "batch-failed"};
 
 char *agent_wire_request(uint64_t id, enum agent_op op, const char *restart_key, const char *const *queues,
                          int nqueues)
@@ -25,8 +26,11 @@ char *agent_wire_request(uint64_t id, enum agent_op op, const char *restart_key,
         for (int i = 0; i < nqueues && i < AGENT_QUEUES_MAX; i++) cJSON_AddItemToArray(a, cJSON_CreateString(queues[i]));
     } else if (op == AGENT_OP_BATCHES) {
         cJSON_AddNumberToObject(o, "limit", nqueues < 1 ? 1 : nqueues > AGENT_BATCHES_MAX ? AGENT_BATCHES_MAX : nqueues);
-    } else if (op == AGENT_OP_BATCH_RETRY) {
+    } else if (op == AGENT_OP_BATCH_RETRY || op == AGENT_OP_BATCH_FAILED) {
         cJSON_AddStringToObject(o, "batch", restart_key ? restart_key : "");
+        cJSON *a = op == AGENT_OP_BATCH_RETRY ? cJSON_AddArrayToObject(o, "jobs") : NULL;
+        for (int i = 0; a && i < nqueues && i < AGENT_BATCH_FAILED_MAX; i++)
+            cJSON_AddItemToArray(a, cJSON_CreateString(queues[i]));
     }
     char *js = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
@@ -262,14 +266,15 @@ static bool ids_in(const cJSON *o, const char *key, char ***v, int *n)
     return true;
 }
 
-static int parse_retry(const cJSON *o, agent_reply_t *out, char *err, size_t errlen)
+/* batch-retry ("retried") and batch-failed ("held"): the batch and two lists of job ids. */
+static int parse_retry(const cJSON *o, const char *key, agent_reply_t *out, char *err, size_t errlen)
 {
     const cJSON *b = cJSON_GetObjectItemCaseSensitive(o, "batch");
     if (!cJSON_IsString(b) || !b->valuestring || !agent_batch_id_ok(b->valuestring))
-        return fail(err, errlen, "batch-retry: no valid \"batch\"");
+        return fail(err, errlen, "batch retry: no valid \"batch\"");
     snprintf(out->batch, sizeof out->batch, "%s", b->valuestring);
-    if (!ids_in(o, "retried", &out->retried, &out->nretried) || !ids_in(o, "missing", &out->missing, &out->nmissing))
-        return fail(err, errlen, "batch-retry: \"retried\" or \"missing\" is not an array of job ids");
+    if (!ids_in(o, key, &out->retried, &out->nretried) || !ids_in(o, "missing", &out->missing, &out->nmissing))
+        return fail(err, errlen, "batch retry: a list of job ids that is not one");
     return 0;
 }
 
@@ -278,7 +283,8 @@ static int parse_op(const cJSON *o, enum agent_op op, int nqueues, agent_reply_t
     switch (op) {
     case AGENT_OP_SIZES: return parse_sizes(o, nqueues, out, err, errlen);
     case AGENT_OP_BATCHES: return parse_batches(o, out, err, errlen);
-    case AGENT_OP_BATCH_RETRY: return parse_retry(o, out, err, errlen);
+    case AGENT_OP_BATCH_RETRY: return parse_retry(o, "retried", out, err, errlen);
+    case AGENT_OP_BATCH_FAILED: return parse_retry(o, "held", out, err, errlen);
     default: return parse_signals(o, nqueues, out, err, errlen);
     }
 }

@@ -16,8 +16,10 @@
  *   agent -> master  {"id":9,"ok":true,"batches":[{"id":"9a1c...","name":"import","total":10,"pending":2,
  *                     "failed":2,"created_at":1764380000,"finished_at":null,"cancelled_at":null,
  *                     "failed_ids":["uuid",...]}]}
- *   master -> agent  {"id":10,"op":"batch-retry","batch":"9a1c..."}
- *   agent -> master  {"id":10,"ok":true,"batch":"9a1c...","retried":["uuid",...],"missing":["uuid",...]}
+ *   master -> agent  {"id":10,"op":"batch-failed","batch":"9a1c..."}
+ *   agent -> master  {"id":10,"ok":true,"batch":"9a1c...","held":["uuid",...],"missing":["uuid",...]}
+ *   master -> agent  {"id":11,"op":"batch-retry","batch":"9a1c...","jobs":["uuid",...]}
+ *   agent -> master  {"id":11,"ok":true,"batch":"9a1c...","retried":["uuid",...],"missing":["uuid",...]}
  *   agent, unasked   {"id":0,"ok":true,"op":"hello","pid":123,"laravel":"8.83.27"}
  *
  * Every reply is checked here before the master uses it: a bounded line,
@@ -43,9 +45,10 @@ enum agent_op {
     AGENT_OP_SIGNALS,               /* queue:restart and the queue:pause keys through the app's cache store */
     AGENT_OP_SIZES,                 /* each queue's size through the app's queue connection */
     AGENT_OP_BATCHES,               /* the newest job batches in the app's BatchRepository */
-    AGENT_OP_BATCH_RETRY,           /* queue:retry-batch: a batch's failed jobs back onto their queues */
+    AGENT_OP_BATCH_RETRY,           /* queue:retry-batch: failed jobs of a batch back onto their queues */
+    AGENT_OP_BATCH_FAILED,          /* which failed jobs of a batch the app's failer holds (before a retry) */
 };
-#define AGENT_NOPS 5
+#define AGENT_NOPS 6
 
 #define AGENT_BATCHES_MAX 50        /* batches in one reply, at most */
 #define AGENT_BATCH_ID_MAX 64       /* a batch id or a failed job's uuid: [A-Za-z0-9._:-], 1..64 bytes */
@@ -78,9 +81,11 @@ typedef struct {
      * Batch does; a batch whose id is not an id is left out (skipped). */
     char *batches;
     int nbatches, skipped;
-    /* AGENT_OP_BATCH_RETRY (ok): the batch, the failed jobs the app's
-     * failer had and queue:retry pushed back (retried), and those it did not
-     * have (missing: qpool's failed store may); heap, agent_reply_free. */
+    /* AGENT_OP_BATCH_RETRY (ok): the batch, the failed jobs asked that the
+     * app pushed back (retried) and those it did not (missing). Of
+     * AGENT_OP_BATCH_FAILED: the batch's failed jobs the app's failer holds
+     * (in retried, from "held") and those it does not (missing: qpool's
+     * failed store may). Heap, agent_reply_free. */
     char batch[AGENT_BATCH_ID_MAX + 1];
     char **retried, **missing;
     int nretried, nmissing;
@@ -90,7 +95,9 @@ typedef struct {
  * not fit AGENT_LINE_MAX. signals: restart_key ("" or NULL: none asked) and
  * queues, "connection:queue" names (the pause keys asked). sizes: key is
  * the Laravel queue connection, queues its queue names. batches: nqueues
- * is the limit (1..AGENT_BATCHES_MAX). batch-retry: key is the batch id. */
+ * is the limit (1..AGENT_BATCHES_MAX). batch-failed: key is the batch id.
+ * batch-retry: key is the batch id, queues the job ids to retry (at most
+ * AGENT_BATCH_FAILED_MAX). */
 char *agent_wire_request(uint64_t id, enum agent_op op, const char *restart_key, const char *const *queues,
                          int nqueues);
 

@@ -11,14 +11,12 @@
  * old, one request in flight as every agent request. Nobody looking: no
  * request, and an agent that was up only for batches is closed.
  *
- * A retry (batch-retry ID) goes to the pool whose list holds the batch: its
- * agent runs the app's own queue:retry for each failed job id the app's
- * failer has (pushed back and forgotten there, as queue:retry-batch does),
- * and says which it did not have; when the reply comes the master takes the
- * same jobs out of qpool's failed store (those the app retried: their
- * record, older than the retry, is forgotten; those the app's failer did
- * not have: retried from qpool's store as `qpool failed retry` does). The
- * outcome is kept (last_retry) and the list read again at once.
+ * A retry (batch-retry ID) goes to the pool whose list holds the batch, in
+ * two agent requests (docs/architecture.md, "Batches from it"):
+ * batch-failed says which failed jobs the app's failer holds; the master
+ * forgets those in qpool's failed store and retries the others from it;
+ * then batch-retry has the app push the held ones back as its queue:retry
+ * does. The outcome is kept (last_retry) and the list read again at once.
  */
 #ifndef QPOOL_MBATCHES_H
 #define QPOOL_MBATCHES_H

@@ -760,7 +760,7 @@ bool monitor_agent_event(master_t *m, int fd)
         for (int k = 0; k < n; k++) {
             if (r[k].op == AGENT_OP_SIGNALS && agent_polls(p)) agent_signals_seen(m, p, &r[k]);
             if (r[k].op == AGENT_OP_SIZES && agent_sizes(p)) sizes_seen(p, &r[k]);
-            if (r[k].op == AGENT_OP_BATCHES || r[k].op == AGENT_OP_BATCH_RETRY) mbatches_reply(m, p, &r[k]);
+            if (r[k].op >= AGENT_OP_BATCHES) mbatches_reply(m, p, &r[k]); /* batches, batch-failed, batch-retry */
             agent_reply_free(&r[k]);
         }
         if (hello && p->agent.pid) p->agent.todo = agent_wants(p, now); /* a new agent: asked at once */

@@ -82,9 +82,7 @@ void pool_free(pool_t *p)
     if (!p) return;
     zygotes_free(&p->zygotes);
     agent_close(&p->agent);
-    free(p->batches.json);
-    free(p->batches.retry);
-    free(p->batches.last_retry);
+    agent_batches_free(&p->batches);
     pool_conf_free(&p->conf);
     jobstats_free(&p->stats);
     jobstats_free(&p->recent);

@@ -34,7 +34,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (!r.batches || r.nbatches > AGENT_BATCHES_MAX) abort();
         if (!utf8_valid(r.batches, strlen(r.batches))) abort(); /* shown as it is */
     }
-    if (r.ok && op == AGENT_OP_BATCH_RETRY) {
+    if (r.ok && (op == AGENT_OP_BATCH_RETRY || op == AGENT_OP_BATCH_FAILED)) {
         if (!agent_batch_id_ok(r.batch)) abort();
         for (int i = 0; i < r.nretried; i++)
             if (!agent_batch_id_ok(r.retried[i])) abort();

@@ -23,19 +23,23 @@ def batch_pool(app, name="app", processes=1):
             % (name, processes, LARAVEL_APP, env, ADAPTER, LARAVEL_APP))
 
 
-def start(master, app, tmp_path, port, pools=None):
-    """One worker: the fixture's SQLite takes one writer at a time (a busy
-    timeout makes the others wait); WAL lets the agent read beside it."""
+def start(master, app, tmp_path, port, *batches):
+    """Dispatch the batches (fixture:batch arguments), then start qpool: the
+    fixture's SQLite takes one writer at a time, and a job must not run while
+    its batch is still being written (Laravel pushes the jobs inside that
+    transaction). One worker; WAL lets the agent and the test read beside
+    it. The batch ids, in order."""
     con = sqlite3.connect(str(app.db))
     con.execute("pragma journal_mode=wal")
     con.close()
     app.env["FAIL_ONCE_DIR"] = str(tmp_path / "fail-once")
     app.env["DB_BUSY_TIMEOUT"] = "20"  # the agent's queue:retry and the worker write at once
     (tmp_path / "fail-once").mkdir(exist_ok=True)
-    master.write_config(pools or batch_pool(app),
-                        qpool=http_conf(port, 'token_env = "QPOOL_TEST_TOKEN"; ' + OPEN_READS))
+    ids = [dispatch_batch(app, *b) for b in batches]
+    master.write_config(batch_pool(app), qpool=http_conf(port, 'token_env = "QPOOL_TEST_TOKEN"; ' + OPEN_READS))
     master.start(env={"QPOOL_TEST_TOKEN": TOKEN})
     wait_for(lambda: code(port, "/healthz") == 200, 20, what="the HTTP endpoint")
+    return ids
 
 
 def dispatch_batch(app, *args):
@@ -66,8 +70,8 @@ def test_a_batch_with_failures_is_shown_and_retried_until_it_finishes(master, la
     80 % processed and 2 failed; "retry failed" reruns those 2 (out of the
     app's failed_jobs and qpool's failed store), and the batch finishes."""
     port = free_port()
-    start(master, laravel_app, tmp_path, port)
-    bid = dispatch_batch(laravel_app, "--count=10", "--fail=2", "--name=import <b>", "--allow-failures")
+    (bid,) = start(master, laravel_app, tmp_path, port,
+                   ["--count=10", "--fail=2", "--name=import <b>", "--allow-failures"])
     wait_for(lambda: row(laravel_app, bid)[0] == 2 and row(laravel_app, bid)[1] == 2, 90,
              what="8 jobs done and 2 failed in job_batches")
     b = wait_for(lambda: (lambda x: x if x and x["failed"] == 2 else None)(batch(port, bid)), 30,
@@ -106,9 +110,8 @@ def test_hostile_batch_names_and_unknown_batches(master, laravel_app, tmp_path):
     never markup; an unknown batch is a 404, a retry of it an error; a retry of
     a batch without failures says so."""
     port = free_port()
-    start(master, laravel_app, tmp_path, port)
-    markup = dispatch_batch(laravel_app, "--count=1", "--name=<img src=x onerror=alert(1)>")
-    bad = dispatch_batch(laravel_app, "--count=1", "--name-hex=41ff42c3" + "e282ac" * 100)
+    markup, bad = start(master, laravel_app, tmp_path, port, ["--count=1", "--name=<img src=x onerror=alert(1)>"],
+                        ["--count=1", "--name-hex=41ff42c3" + "e282ac" * 100])
     status, _, raw = get(port, "/api/batches", timeout=30)
     assert status == 200
     lst = json.loads(raw.decode("utf-8") if isinstance(raw, bytes) else raw)  # valid UTF-8, or it raises

@@ -192,8 +192,12 @@ static void test_batches(void **state)
     char *line = agent_wire_request(4, AGENT_OP_BATCHES, NULL, NULL, 500);
     assert_string_equal(line, "{\"id\":4,\"op\":\"batches\",\"limit\":50}\n");
     free(line);
-    line = agent_wire_request(5, AGENT_OP_BATCH_RETRY, "9a1c-\"x", NULL, 0);
-    assert_string_equal(line, "{\"id\":5,\"op\":\"batch-retry\",\"batch\":\"9a1c-\\\"x\"}\n");
+    line = agent_wire_request(5, AGENT_OP_BATCH_FAILED, "9a1c-\"x", NULL, 0);
+    assert_string_equal(line, "{\"id\":5,\"op\":\"batch-failed\",\"batch\":\"9a1c-\\\"x\"}\n");
+    free(line);
+    const char *jobs[] = {"u-1", "u-2"};
+    line = agent_wire_request(6, AGENT_OP_BATCH_RETRY, "9a1c", jobs, 2);
+    assert_string_equal(line, "{\"id\":6,\"op\":\"batch-retry\",\"batch\":\"9a1c\",\"jobs\":[\"u-1\",\"u-2\"]}\n");
     free(line);
     /* 10 jobs, 2 pending after failures: 8 processed, 80 %, as Batch::progress() */
     assert_int_equal(parse("{\"id\":4,\"ok\":true,\"batches\":[{\"id\":\"9a1c-01\",\"name\":\"<b>import</b>\","
@@ -225,6 +229,12 @@ static void test_batches(void **state)
     assert_int_equal(r.nmissing, 2);
     assert_string_equal(r.missing[1], "u-3");
     agent_reply_free(&r);
+    assert_int_equal(parse("{\"id\":5,\"ok\":true,\"batch\":\"9a1c-01\",\"held\":[\"u-1\",\"u-2\"],\"missing\":[]}",
+                           AGENT_OP_BATCH_FAILED, 0, &r), 0);
+    assert_int_equal(r.nretried, 2);
+    assert_int_equal(r.nmissing, 0);
+    agent_reply_free(&r);
+    assert_int_equal(parse("{\"id\":5,\"ok\":true,\"batch\":\"9a1c-01\",\"held\":[\"u 1\"]}", AGENT_OP_BATCH_FAILED, 0, &r), -1);
     assert_int_equal(parse("{\"id\":5,\"ok\":false,\"error\":\"no batch x\"}", AGENT_OP_BATCH_RETRY, 0, &r), 0);
     assert_false(r.ok);
     static const char *const bad[] = {
