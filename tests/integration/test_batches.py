@@ -7,7 +7,10 @@ import sqlite3
 import subprocess
 import urllib.parse
 
+import pytest
+
 from conftest import LARAVEL_APP, PYTHON, free_port, wait_for
+from laravel_roots import argv_conf, laravel_version, version_app  # noqa: F401 (fixtures)
 from test_http import OPEN_READS, TOKEN, code, get, http_conf
 from test_laravel_adapter import ADAPTER
 from test_tags import send
@@ -18,6 +21,9 @@ ENV_KEYS = ["REDIS_HOST", "REDIS_PORT", "REDIS_PREFIX", "APP_STORAGE", "DB_CONNE
 
 def batch_pool(app, name="app", processes=1):
     env = " ".join('%s = "%s";' % (k, app.env[k]) for k in ENV_KEYS if k in app.env)
+    if hasattr(app, "adapter_argv"):  # a version's app in its Debian root
+        return ('{ name = "%s"; queues = ["default"]; processes = %d; tries = 1; environment = { %s };\n'
+                '  handler = { type = "pipe"; command = %s; }; }' % (name, processes, env, argv_conf(app.adapter_argv())))
     return ('{ name = "%s"; queues = ["default"]; processes = %d; tries = 1; working_directory = "%s";'
             ' environment = { %s };\n  handler = { type = "pipe"; command = ["php", "%s", "%s"]; }; }'
             % (name, processes, LARAVEL_APP, env, ADAPTER, LARAVEL_APP))
@@ -32,9 +38,13 @@ def start(master, app, tmp_path, port, *batches):
     con = sqlite3.connect(str(app.db))
     con.execute("pragma journal_mode=wal")
     con.close()
-    app.env["FAIL_ONCE_DIR"] = str(tmp_path / "fail-once")
-    app.env["DB_BUSY_TIMEOUT"] = "20"  # the agent's queue:retry and the worker write at once
-    (tmp_path / "fail-once").mkdir(exist_ok=True)
+    if hasattr(app, "work_inner"):  # a version's app: the path as its root sees it
+        (app.work / "data" / "fail-once").mkdir(exist_ok=True)
+        app.env["FAIL_ONCE_DIR"] = str(app.work_inner / "data" / "fail-once")
+    else:
+        (tmp_path / "fail-once").mkdir(exist_ok=True)
+        app.env["FAIL_ONCE_DIR"] = str(tmp_path / "fail-once")
+    app.env["DB_BUSY_TIMEOUT"] = "20"
     ids = [dispatch_batch(app, *b) for b in batches]
     master.write_config(batch_pool(app), qpool=http_conf(port, 'token_env = "QPOOL_TEST_TOKEN"; ' + OPEN_READS))
     master.start(env={"QPOOL_TEST_TOKEN": TOKEN})
@@ -69,6 +79,17 @@ def test_a_batch_with_failures_is_shown_and_retried_until_it_finishes(master, la
     """The issue's acceptance, by the API: a batch of 10 with 2 failures shows
     80 % processed and 2 failed; "retry failed" reruns those 2 (out of the
     app's failed_jobs and qpool's failed store), and the batch finishes."""
+    retried_until_finished(master, laravel_app, tmp_path)
+
+
+@pytest.mark.parametrize("laravel_version", ["13"], indirect=True)
+def test_the_same_on_laravel_13(master, version_app, tmp_path):
+    """The acceptance on Laravel 13 (Debian sid's, in its root): its
+    BatchRepository, failer and RetryCommand."""
+    retried_until_finished(master, version_app, tmp_path)
+
+
+def retried_until_finished(master, laravel_app, tmp_path):
     port = free_port()
     (bid,) = start(master, laravel_app, tmp_path, port,
                    ["--count=10", "--fail=2", "--name=import <b>", "--allow-failures"])
