@@ -144,6 +144,18 @@ static void job_stop(http_ctx_t *h, const struct action *a, const char *uuid, co
     ctl_action(h, req, who, out);
 }
 
+/* queue:retry-batch through the app agent of the pool that lists it
+ * (mbatches.h): queued, the list says how it went. */
+static void batch_retry(http_ctx_t *h, const struct action *a, const char *id, const cJSON *body, const char *who,
+                        http_reply_t *out)
+{
+    (void)a, (void)body;
+    cJSON *req = cJSON_CreateObject();
+    cJSON_AddStringToObject(req, "cmd", "batch-retry");
+    cJSON_AddStringToObject(req, "batch", id);
+    ctl_action(h, req, who, out);
+}
+
 /* ------------------------------------------------------------ the failed store */
 
 static void failed_one(http_ctx_t *h, const char *uuid, bool retry, const char *who, http_reply_t *out)
@@ -453,6 +465,7 @@ static const struct action ACTIONS[] = {
     {"/api/jobs/", "stop", job_stop, NULL, NULL},
     {"/api/failed/", "forget", failed_forget_one, NULL, NULL},
     {"/api/monitoring", NULL, monitor_add, NULL, NULL},
+    {"/api/batches/", "retry", batch_retry, NULL, NULL},
     {HTTP_DELETE_PREFIX "/api/monitoring", NULL, monitor_remove, NULL, NULL},
 };
 
