@@ -59,7 +59,7 @@ cJSON *history_read(rconn_t *c, int64_t from, int64_t to);
 #define HISTORY_ATTEMPTS_MAX 50    /* a job's newest attempts the index keeps */
 #define HISTORY_TRIM_BUDGET 1000   /* records trimmed per write past those added */
 #define HISTORY_SCAN_PAGE 500      /* records per LRANGE of a filtered list */
-#define HISTORY_SCAN_MAX 10000     /* records a filtered list reads, at most */
+#define HISTORY_SCAN_MAX 100000    /* records a filtered list reads, at most (job_history_size's bound) */
 
 /* Push a pool's pending job records (oldest first) onto the list and the
  * index, trimmed to keep, expiring retention_s after this write: one
