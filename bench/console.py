@@ -259,10 +259,11 @@ def _pause_class(env, name, cls, on):
                    check=True, capture_output=True)
 
 
-def _classpause_drain(env, template, native_pool, jobs, held, paused, workers=1):
-    """jobs/s of `jobs` no-op jobs of the template's class through one
-    native worker, with `held` jobs of App\\Jobs\\Paused ahead of them in the
-    queue, that class paused or not."""
+def _classpause_drain(env, template, native_pool, jobs, held, paused, data=None, workers=1):
+    """(jobs/s, Redis us per job) of `jobs` jobs of the template's class
+    (no-op, or data's action) through one native worker, with `held` jobs
+    of App\\Jobs\\Paused ahead of them in the queue, that class paused or
+    not."""
     env.flush()
     name = "cpause"
     p, _ = env.master(native_pool(env, workers, [env.handler], False), name)
@@ -280,32 +281,43 @@ def _classpause_drain(env, template, native_pool, jobs, held, paused, workers=1)
             other = dict(template)
             other["displayName"] = "App\\Jobs\\Paused"
             env.push_copies(other, held)
-        env.push_copies(template, jobs)
+        env.push_copies(template, jobs, data=data)
         time.sleep(1.5)  # the workers read the paused classes each second
         k = PREFIX + "queues:bench"
+        env.r.config_resetstat()
         t0 = time.monotonic()
         subprocess.run([env.qpool, "continue", "-c", conf], check=True, capture_output=True)
         while env.r.llen(k) > held or env.r.zcard(k + ":reserved"):
             time.sleep(0.01)
         dt = time.monotonic() - t0
+        stats = env.r.info("commandstats")
     finally:
         env_stop(p)
-    return round(jobs / dt)
+    # Redis's own time per job (every command), which the machine's noise
+    # moves far less than jobs/s
+    return round(jobs / dt), round(sum(v["usec"] for v in stats.values()) / jobs, 1)
 
 
 def run_classpause(env, template, native_pool, jobs=20000, rounds=3):
     """The other jobs of a queue while a class is paused: the variants
     alternated, `rounds` each, best and all runs given (the machine is
-    shared)."""
+    shared), and Redis's time per job; no-op jobs, then jobs of 2 ms (the
+    fixture's sleep:2)."""
     variants = {"none_paused": (0, False), "paused_none_queued": (0, True), "paused_10_held_at_head": (10, True),
                 "paused_49_held_at_head": (49, True)}
-    runs = {k: [] for k in variants}
-    for _ in range(rounds):
-        for k, (held, paused) in variants.items():
-            runs[k].append(_classpause_drain(env, template, native_pool, jobs, held, paused))
-            print("classpause", k, runs[k][-1], flush=True)
-    base = max(runs["none_paused"])
-    out = {k: {"jobs_per_s_best": max(v), "runs": v, "loss_percent_best_vs_best": round(100 * (1 - max(v) / base), 1)}
-           for k, v in runs.items()}
-    print("classpause", out, flush=True)
+    out = {}
+    sleep = dict(template.get("data") or {}, action="sleep:2")  # the same payload, its size too
+    for kind, n, data in (("noop", jobs, None), ("2ms", jobs // 10, sleep)):
+        runs, redis_us = {k: [] for k in variants}, {k: [] for k in variants}
+        for _ in range(rounds):
+            for k, (held, paused) in variants.items():
+                rate, us = _classpause_drain(env, template, native_pool, n, held, paused, data)
+                runs[k].append(rate)
+                redis_us[k].append(us)
+                print("classpause", kind, k, rate, "jobs/s", us, "Redis us/job", flush=True)
+        base = max(runs["none_paused"])
+        out[kind] = {k: {"jobs_per_s_best": max(v), "runs": v,
+                         "loss_percent_best_vs_best": round(100 * (1 - max(v) / base), 1),
+                         "redis_us_per_job_median": statistics.median(redis_us[k])} for k, v in runs.items()}
+        print("classpause", kind, out[kind], flush=True)
     return out
