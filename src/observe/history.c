@@ -496,7 +496,8 @@ static bool list_longer(rconn_t *c, const char *key, long n)
 
 /* The newest records: LRANGE in pages from the head, until limit match,
  * the list ends, the records are older than since, or HISTORY_SCAN_MAX
- * were read (then "truncated": true). Never the whole list at once. */
+ * records or HISTORY_SCAN_BYTES were read (then "truncated": true when
+ * the list holds more). Never the whole list at once. */
 static cJSON *jobs_scan(rconn_t *c, const char *key, const job_filter_t *f)
 {
     bool filtered = f->queue || f->pool || f->name || f->outcome || f->host || f->tag || f->text || f->attempt ||
@@ -506,6 +507,7 @@ static cJSON *jobs_scan(rconn_t *c, const char *key, const job_filter_t *f)
     cJSON **v = NULL;
     size_t n = 0, cap = 0;
     long from = 0;
+    size_t bytes = 0;
     bool failed = false, truncated = false;
     for (;;) {
         char a[24], b[24];
@@ -532,12 +534,13 @@ static cJSON *jobs_scan(rconn_t *c, const char *key, const job_filter_t *f)
             if (!history_matches(v[n - 1], f)) cJSON_Delete(v[--n]);
         }
         size_t got = r->elements;
+        for (size_t i = 0; i < got; i++) bytes += r->element[i]->len;
         freeReplyObject(r);
         from += page;
         if (got < (size_t)page || (f->limit && n >= (size_t)f->limit) ||
             (f->since_ms && seen && newest < (double)f->since_ms))
             break;
-        if (from >= HISTORY_SCAN_MAX) {
+        if (from >= HISTORY_SCAN_MAX || bytes >= HISTORY_SCAN_BYTES) {
             truncated = list_longer(c, key, from);
             break;
         }

@@ -55,3 +55,29 @@ def test_a_search_covers_the_whole_history(master, r):
     assert sorted(j["uuid"] for j in o["jobs"]) == sorted("u-%d" % i for i in range(77, N, 5000))
     assert search(port, tag="App\\Models\\Customer:7", name=CLASSES[0], limit=1000)["jobs"] == []  # 7 % 4 == 3
     assert search(port, q="no such text").get("truncated") is None
+
+
+def test_a_search_stops_after_64_mb_of_records(master, r):
+    # records that keep payloads (job_history_payloads) are up to 64 KB: a
+    # search reads 64 MB of them at most, and says the answer is cut
+    port = free_port()
+    pool = '{ name = "w"; queues = ["hs-idle"]; processes = 1; handler = { type = "pipe"; command = ["%s"]; }; }'
+    master.write_config(pool % FIXTURE_HANDLER,
+                        qpool=http_conf(port, 'token_env = "QPOOL_TEST_TOKEN";') + "job_history_size = 100000;")
+    key = PREFIX + "qpool:{qpool-jobs}:list"
+    blob = "x" * 16000
+    t0 = int(time.time() * 1000)
+    pipe = r.pipeline(transaction=False)
+    for i in range(4600):  # 4,600 x 16 KB: about 74 MB, the oldest first
+        rec = {"uuid": "p-%d" % i, "name": CLASSES[0], "queue": "default", "outcome": "done",
+               "finished_at": t0 - (4600 - i), "payload": blob, "tags": ["oldest"] if i == 0 else []}
+        pipe.lpush(key, json.dumps(rec, separators=(",", ":")))
+        if i % 500 == 499:
+            pipe.execute()
+    pipe.execute()
+    master.start(env={"QPOOL_TEST_TOKEN": TOKEN})
+    wait_for(lambda: code(port, "/healthz") == 200, 10, what="the HTTP endpoint")
+    o = search(port, tag="oldest")
+    assert o["jobs"] == [] and o["truncated"] is True  # the oldest lies past the first 64 MB
+    o = search(port, name=CLASSES[0], limit=5)  # found among the newest: not cut
+    assert [j["uuid"] for j in o["jobs"]] == ["p-%d" % i for i in range(4599, 4594, -1)] and not o.get("truncated")
