@@ -483,6 +483,34 @@ static cJSON *jobs_of_uuid(rconn_t *c, const job_filter_t *f)
     return jobs_json(v, n, f->limit);
 }
 
+/* A page of records (LRANGE's reply r) into v: those that match f. True
+ * when *newest (the latest finished_at of the page) is known: from the
+ * records parsed, or, when the byte test let none through and f has
+ * since, from the page's first record alone (else a since search whose
+ * text is nowhere would read the whole list). */
+static bool scan_page(const redisReply *r, const job_filter_t *f, cJSON ***v, size_t *n, size_t *cap,
+                      double *newest)
+{
+    bool seen = false;
+    for (size_t i = 0; i < r->elements; i++) {
+        const redisReply *e = r->element[i];
+        if (e->type == REDIS_REPLY_STRING && !history_may_match(e->str, e->len, f)) continue;
+        size_t before = *n;
+        take(e, &(job_filter_t){0}, v, n, cap);
+        if (*n == before) continue;
+        double at = finished_at((*v)[*n - 1]);
+        if (at > *newest) *newest = at;
+        seen = true;
+        if (!history_matches((*v)[*n - 1], f)) cJSON_Delete((*v)[--*n]);
+    }
+    const redisReply *head = r->elements ? r->element[0] : NULL;
+    cJSON *rec = !seen && f->since_ms && head && head->type == REDIS_REPLY_STRING
+                     ? cJSON_ParseWithLength(head->str, head->len) : NULL;
+    if (rec) *newest = finished_at(rec), seen = true;
+    cJSON_Delete(rec);
+    return seen;
+}
+
 /* Does the list hold more than n records? (Yes when LLEN fails: the
  * answer then says it may be cut.) */
 static bool list_longer(rconn_t *c, const char *key, long n)
@@ -521,18 +549,7 @@ static cJSON *jobs_scan(rconn_t *c, const char *key, const job_filter_t *f)
             break;
         }
         double newest = 0;
-        bool seen = false; /* a record of the page parsed: newest is known */
-        for (size_t i = 0; i < r->elements; i++) {
-            const redisReply *e = r->element[i];
-            if (e->type == REDIS_REPLY_STRING && !history_may_match(e->str, e->len, f)) continue;
-            size_t before = n;
-            take(e, &(job_filter_t){0}, &v, &n, &cap);
-            if (n == before) continue;
-            double at = finished_at(v[n - 1]);
-            if (at > newest) newest = at;
-            seen = true;
-            if (!history_matches(v[n - 1], f)) cJSON_Delete(v[--n]);
-        }
+        bool seen = scan_page(r, f, &v, &n, &cap, &newest);
         size_t got = r->elements;
         for (size_t i = 0; i < got; i++) bytes += r->element[i]->len;
         freeReplyObject(r);
