@@ -33,11 +33,27 @@ loopback), started here and stopped at the end:
   tls        no-op jobs/s over TLS (a test CA made with the openssl CLI, the
              same redis-server's --tls-port) next to plain TCP, 1 and 2
              workers, job logs off, alternated, best of 3
+  tags       Redis memory of the job records, the tag index and monitored
+             tags (issue 31) while 1,000,000 no-op jobs (--tag-jobs) run
+             through 2 native workers, half of them tagged (Horizon's
+             payload tags: models, a watched "vip" on a fifth, 30 tags of
+             300 bytes on a tenth), 3 tags watched: MEMORY USAGE of each
+             key and INFO memory sampled along the run (at most
+             --tag-seconds, default 600: the jobs that fit); then again
+             with monitored_tag_jobs = 1000
   cluster    no-op jobs/s on a 3-primary Redis Cluster (tests/integration/
              cluster_util.py, no AOF) to the queue {bench}, next to plain TCP
              (one redis-server), 1 and 2 workers, job logs off, alternated,
              best of 3; then 1 worker with an empty queue of another node
              listed before {bench}
+  limits     fleet-wide limits (issue 33): 3 masters x 4 workers, 2,000 no-op
+             B jobs alone, beside 2,000 A jobs of 5 ms unlimited, and beside
+             them under { class = A; concurrency = 5; } (B's jobs/s from the
+             handlers' records, Redis us and round trips per job; alternated,
+             best of 3); rate = "50/s", burst 10 on 2 masters x 3 workers and
+             on 1 worker: the long-run average and the fullest 1 s window on
+             Redis's clock; the cost of a limit check (INFO commandstats of
+             the EVALSHA, round trips) with no limit, a concurrency, a rate
   search     GET /api/jobs/recent over 100,000 job history records: class +
              tag + text (one match), text, tag, class, nothing (issue 32)
   bulkretry  POST /api/failed/retry of one class's 3,000 failures among
@@ -163,7 +179,7 @@ class Env:
         k = PREFIX + "queues:" + queue
         return self.r.llen(k) == 0 and self.r.zcard(k + ":reserved") == 0
 
-    def config(self, pool, name="bench", qpool="", tls=False):
+    def config(self, pool, name="bench", qpool="", tls=False, top=""):
         path = self.tmp / (name + ".conf")
         port, t = self.port, ""
         if tls:
@@ -171,11 +187,11 @@ class Env:
         path.write_text(
             'qpool = { pid_file = "%s/%s.pid"; control_socket = "%s/%s.sock"; log_level = "info"; %s };\n'
             'redis = { default = { port = %d; %s }; cache = { port = %d; db = 1; %s }; };\n'
-            'pools = ( %s );\n' % (self.tmp, name, self.tmp, name, qpool, port, t, port, t, pool))
+            'pools = ( %s );\n%s' % (self.tmp, name, self.tmp, name, qpool, port, t, port, t, pool, top))
         return path
 
-    def master(self, pool, name="bench", qpool="", tls=False):
-        conf = self.config(pool, name, qpool, tls)
+    def master(self, pool, name="bench", qpool="", tls=False, top=""):
+        conf = self.config(pool, name, qpool, tls, top)
         log = open(self.tmp / (name + ".log"), "w")
         p = subprocess.Popen([self.qpool, "run", "-c", str(conf)], stdout=log, stderr=subprocess.STDOUT,
                              start_new_session=True)
@@ -618,6 +634,281 @@ def run_redis_footprint(env, template, seconds=70, rate=1000):
             "steady_state_keys": 1440 + 1, "steady_state_bytes": round(1440 * per_minute + jobs_list)}
 
 
+LIMIT_HANDLER = str(ROOT / "tests" / "fixtures" / "limit-handler.py")
+LIMIT_A = '\nlimits = ( { class = "App\\\\Jobs\\\\A"; concurrency = %d; } );\n'
+
+
+def push_classes(env, template, classes, queue="bench"):
+    """One copy of template per entry of classes: (displayName, extra data or None)."""
+    pipe = env.r.pipeline(transaction=False)
+    for i, (cls, data) in enumerate(classes):
+        p = dict(template, uuid=str(uuid.uuid4()), id=uuid.uuid4().hex, displayName=cls)
+        if data:
+            p["data"] = dict(template["data"], **data)
+        pipe.rpush(PREFIX + "queues:" + queue, json.dumps(p, separators=(",", ":")))
+        pipe.rpush(PREFIX + "queues:" + queue + ":notify", 1)
+        if i % 5000 == 4999:
+            pipe.execute()
+    pipe.execute()
+
+
+def continue_all(env, names):
+    """qpool continue on every master at once."""
+    ps = [subprocess.Popen([env.qpool, "continue", "-c", str(env.tmp / (n + ".conf"))], stdout=subprocess.DEVNULL)
+          for n in names]
+    for p in ps:
+        p.wait()
+
+
+def redis_cost(env):
+    """Redis's own CPU since the last CONFIG RESETSTAT: EVALSHA calls and
+    their usec, and the usec of every command."""
+    stats = env.r.info("commandstats")
+    ev = stats.get("cmdstat_evalsha", {"calls": 0, "usec": 0})
+    return ev["calls"], ev["usec"], sum(v["usec"] for v in stats.values())
+
+
+def handler_records(log):
+    """[(kind, class, ns)] of tests/fixtures/limit-handler.py's log."""
+    out = []
+    for line in log.read_text().splitlines():
+        f = line.split()
+        if len(f) == 6:
+            out.append((f[0], f[1], int(f[5])))
+    return out
+
+
+def run_limits_fleet(env, template, mode, n_each=2000, masters=3, workers=4, a_ms=5):
+    """3 masters x 4 workers (the recording pipe handler) drain 2,000 B
+    (no-op) jobs, alone (mode "b_only") or interleaved with 2,000 A jobs of
+    a_ms each in the same queue, unlimited ("a_free") or under concurrency
+    = 5 ("a_limited"); or A on a queue of its own listed first, under the
+    limit ("a_own_queue"). B's throughput: B jobs / (last B end - first
+    start), from the handlers' records."""
+    env.flush()
+    log = env.tmp / "limits-jobs.log"
+    log.write_text("")
+    pool = ('{ name = "w"; queues = ["bench"]; processes = %d; job_log = false; handler = { type = "pipe"; '
+            'command = %s; }; }' % (workers, json.dumps(["/usr/bin/python3", LIMIT_HANDLER, str(log)])))
+    if mode == "a_own_queue":
+        pool = pool.replace('queues = ["bench"]', 'queues = ["a", "bench"]')
+    top = LIMIT_A % 5 if mode in ("a_limited", "a_own_queue") else ""
+    names = ["lim%d" % i for i in range(masters)]
+    procs = [env.master(pool, n, top=top) for n in names]
+    for n in names:
+        wait_idle_workers(env, n, workers)
+        subprocess.run([env.qpool, "pause", "-c", str(env.tmp / (n + ".conf"))], check=True, capture_output=True)
+    jobs = []
+    for _ in range(n_each):
+        if mode != "b_only":
+            jobs.append(("App\\Jobs\\A", {"ms": a_ms}))
+        jobs.append(("App\\Jobs\\B", None))
+    if mode == "a_own_queue":
+        push_classes(env, template, jobs[0::2], "a")
+        push_classes(env, template, jobs[1::2])
+    else:
+        push_classes(env, template, jobs)
+    env.r.config_resetstat()
+    continue_all(env, names)
+    while (not env.drained() or not env.drained("a")
+           or sum(1 for r in handler_records(log) if r[0] == "E") < len(jobs)):
+        time.sleep(0.02)
+    calls, ev_usec, usec = redis_cost(env)
+    for p, _ in procs:
+        stop(p)
+    recs = handler_records(log)
+    t0 = min(ns for k, _, ns in recs if k == "S")
+    b_end = max(ns for k, c, ns in recs if k == "E" and c.endswith("\\B"))
+    end = max(ns for k, _, ns in recs if k == "E")
+    text = "".join((env.tmp / (n + ".log")).read_text() for n in names)
+    trips = sum(int(x) for x in re.findall(r"exiting: \d+ jobs \(\d+ failed\), (\d+) Redis round trips", text))
+    return {"jobs": len(jobs), "b_jobs_per_s": round(n_each / ((b_end - t0) / 1e9)),
+            "all_jobs_per_s": round(len(jobs) / ((end - t0) / 1e9)), "evalsha_calls": calls,
+            "us_per_evalsha": round(ev_usec / max(calls, 1), 1),
+            "redis_us_per_job": round(usec / len(jobs), 1), "round_trips_per_job": round(trips / len(jobs), 2)}
+
+
+def run_limits_rate(env, template, masters, workers, rate=50, burst=10, seconds=30):
+    """rate = "R/s" with a burst on queue bench: R x seconds + burst no-op jobs
+    (the fixture handler); pops counted on Redis's clock (TIME and LLEN in
+    one MULTI, every 10 ms). The long-run average runs from 2 s after the
+    first pop (the burst spent) to the last pop; the fullest 1 s window is
+    over every pair of samples at most 1 s apart."""
+    env.flush()
+    total = rate * seconds + burst
+    top = '\nlimits = ( { queue = "bench"; rate = "%d/s"; burst = %d; } );\n' % (rate, burst)
+    names = ["rate%d" % i for i in range(masters)]
+    procs = [env.master(native_pool(env, workers, [env.handler], job_log=False), n, top=top) for n in names]
+    for n in names:
+        wait_idle_workers(env, n, workers)
+        subprocess.run([env.qpool, "pause", "-c", str(env.tmp / (n + ".conf"))], check=True, capture_output=True)
+    env.push_copies(template, total)
+    key = PREFIX + "queues:bench"
+
+    def sample():
+        p = env.r.pipeline(transaction=True)
+        p.time()
+        p.llen(key)
+        (sec, usec), left = p.execute()
+        return sec + usec / 1e6, total - left
+
+    continue_all(env, names)
+    samples = [sample()]
+    while samples[-1][1] < total:
+        time.sleep(0.01)
+        samples.append(sample())
+    for p, _ in procs:
+        stop(p)
+    first = next(t for t, n in samples if n > 0)
+    s2 = next(s for s in samples if s[0] >= first + 2)
+    worst, i = 0, 0
+    for j in range(len(samples)):
+        while samples[j][0] - samples[i][0] > 1.0:
+            i += 1
+        worst = max(worst, samples[j][1] - samples[i][1])
+    avg = (total - s2[1]) / (samples[-1][0] - s2[0])
+    return {"masters": masters, "workers_each": workers, "jobs": total, "long_run_per_s": round(avg, 2),
+            "off_by_percent": round(100.0 * (avg - rate) / rate, 1), "fullest_1s_window": worst,
+            "bound": rate + burst}
+
+
+def run_limit_check_cost(env, template, top, jobs=3000):
+    """One master, 4 native workers (fixture handler), jobs half A half B:
+    Redis's CPU (INFO commandstats) and round trips per job."""
+    env.flush()
+    p, log = env.master(native_pool(env, 4, [env.handler], job_log=False), "cost", top=top)
+    wait_idle_workers(env, "cost", 4)
+    conf = str(env.tmp / "cost.conf")
+    subprocess.run([env.qpool, "pause", "-c", conf], check=True, capture_output=True)
+    push_classes(env, template, [("App\\Jobs\\A" if i % 2 else "App\\Jobs\\B", None) for i in range(jobs)])
+    env.r.config_resetstat()
+    subprocess.run([env.qpool, "continue", "-c", conf], check=True, capture_output=True)
+    while not env.drained():
+        time.sleep(0.01)
+    calls, ev_usec, usec = redis_cost(env)
+    stop(p)
+    trips = drain_figures(log, jobs, 1, 4, 0)["round_trips_per_job"]
+    return {"evalsha_calls": calls, "us_per_evalsha": round(ev_usec / max(calls, 1), 1),
+            "redis_us_per_job": round(usec / jobs, 1), "round_trips_per_job": trips}
+
+
+def run_limits(env, template, rounds=3):
+    """Issue 33's figures: B's throughput beside a limited A on 3 masters
+    (rounds alternated, best of each), a rate's long-run average, the cost
+    of a limit check."""
+    out = {}
+    for r in range(rounds):
+        for mode in ("b_only", "a_free", "a_limited", "a_own_queue"):
+            res = run_limits_fleet(env, template, mode)
+            if mode not in out or res["b_jobs_per_s"] > out[mode]["b_jobs_per_s"]:
+                out[mode] = res
+            print("limits", mode, "round", r + 1, res, flush=True)
+    for masters, workers in ((2, 3), (1, 1)):
+        key = "rate_50_%dx%d" % (masters, workers)
+        out[key] = run_limits_rate(env, template, masters, workers)
+        print("limits", key, out[key], flush=True)
+    for key, top in (("check_none", ""), ("check_concurrency", LIMIT_A % 100),
+                     ("check_rate", '\nlimits = ( { class = "App\\\\Jobs\\\\A"; rate = "100000/s"; burst = 1000; } );\n')):
+        best = None
+        for r in range(rounds):
+            res = run_limit_check_cost(env, template, top)
+            if best is None or res["redis_us_per_job"] < best["redis_us_per_job"]:
+                best = res
+        out[key] = best
+        print("limits", key, best, flush=True)
+    return out
+
+
+TAG_WATCHED = ("vip", "App\\Models\\User:7", "App\\Models\\Team:9")
+
+
+def tag_mix(i):
+    """Job i's payload tags: none on half; a model and the watched "vip" on a
+    fifth; one order on a tenth; 30 tags of 300 bytes on a tenth (cut to 20
+    of 120 bytes); a team (one in 50 the watched Team:9), or the watched
+    User:7 on one job in 100."""
+    k = i % 10
+    if k < 5:
+        return None
+    if k < 7:
+        return ["App\\Models\\User:%d" % (i % 5000), "vip"]
+    if k == 7:
+        return ["App\\Models\\Order:%d" % i]
+    if k == 8:
+        return ["big-%02d-" % t + "x" * 300 for t in range(30)]
+    return ["App\\Models\\User:7"] if i % 100 == 9 else ["App\\Models\\Team:%d" % (i % 50)]
+
+
+def push_tagged(env, template, first, n, queue="bench"):
+    pipe = env.r.pipeline(transaction=False)
+    for i in range(first, first + n):
+        p = dict(template)
+        p["uuid"] = str(uuid.uuid4())
+        p["id"] = uuid.uuid4().hex
+        tags = tag_mix(i)
+        if tags:
+            p["tags"] = tags
+        pipe.rpush(PREFIX + "queues:" + queue, json.dumps(p, separators=(",", ":")))
+        if i % 5000 == 4999:
+            pipe.execute()
+    pipe.rpush(PREFIX + "queues:" + queue + ":notify", 1)
+    pipe.execute()
+
+
+def tag_memory(env, done):
+    """Bytes (MEMORY USAGE, every element counted) and lengths of the job
+    records' keys and the monitored tags' keys; Redis's used_memory."""
+    pre = PREFIX + "qpool:{qpool-jobs}:"
+    out = {"jobs_done": done, "used_memory": env.r.info("memory")["used_memory"]}
+    for name, key, length in (("list", pre + "list", env.r.llen), ("uuid_index", pre + "uuid", env.r.hlen),
+                              ("monitored_set", pre + "monitored", env.r.scard)):
+        out[name] = {"bytes": env.r.memory_usage(key, samples=0) or 0, "entries": length(key)}
+    for t in TAG_WATCHED:
+        key = pre + "tag:" + t
+        out["tag:" + t] = {"bytes": env.r.memory_usage(key, samples=0) or 0, "entries": env.r.llen(key)}
+    out["tags_and_records_bytes"] = sum(v["bytes"] for v in out.values() if isinstance(v, dict))
+    return out
+
+
+def run_tags(env, template, jobs, budget_s=600, chunk=20000, samples=10, qpool=""):
+    """Issue 31's bounded memory: jobs through 2 native workers at the
+    defaults (job_history_size 1000, monitored_tag_jobs 10000), 3 tags
+    watched; the queue is fed chunk by chunk (at most 2 chunks wait), and
+    the keys are measured every jobs/samples jobs and at the end."""
+    env.flush()
+    p, log = env.master(native_pool(env, 2, [env.handler], False), "tags", qpool)
+    wait_idle_workers(env, "tags", 2)
+    conf = str(env.tmp / "tags.conf")
+    for t in TAG_WATCHED:
+        subprocess.run([env.qpool, "monitor", "add", t, "-c", conf], check=True, capture_output=True)
+    q = PREFIX + "queues:bench"
+    pushed, every, series = 0, max(jobs // samples, 1), []
+    t0 = time.monotonic()
+    while True:
+        feeding = pushed < jobs and time.monotonic() - t0 < budget_s
+        if not feeding and env.drained():
+            break
+        if feeding and env.r.llen(q) < chunk:
+            n = min(chunk, jobs - pushed)
+            push_tagged(env, template, pushed, n)
+            pushed += n
+        else:
+            time.sleep(0.05)
+        done = pushed - env.r.llen(q)
+        if done >= every * (len(series) + 1):
+            series.append(dict(tag_memory(env, done), seconds=round(time.monotonic() - t0, 1)))
+            print("tags", series[-1]["jobs_done"], series[-1]["tags_and_records_bytes"], flush=True)
+    dt = time.monotonic() - t0
+    time.sleep(2.5)  # two balance passes: every record reported is written
+    final = tag_memory(env, pushed)
+    stop(p)
+    tagged = sum(1 for i in range(pushed) if tag_mix(i))
+    return {"jobs": pushed, "tagged_jobs": tagged, "seconds": round(dt, 1), "jobs_per_s": round(pushed / dt),
+            "final": final, "series": series,
+            "bytes_per_record_in_list": round(final["list"]["bytes"] / max(final["list"]["entries"], 1)),
+            "bytes_per_monitored_record": round(final["tag:vip"]["bytes"] / max(final["tag:vip"]["entries"], 1))}
+
+
 def browser():
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
@@ -709,6 +1000,8 @@ def main():
     ap.add_argument("--build", default=str(ROOT / "build"))
     ap.add_argument("--jobs", type=int, default=50000)
     ap.add_argument("--only", nargs="*")
+    ap.add_argument("--tag-jobs", type=int, default=1000000)
+    ap.add_argument("--tag-seconds", type=float, default=600)
     args = ap.parse_args()
     want = lambda name: not args.only or name in args.only
     env = Env(args.build, tls=want("tls"))
@@ -772,9 +1065,20 @@ def main():
         if want("tls"):
             results["tls"] = run_tls(env, template, args.jobs)
             print("tls", results["tls"], flush=True)
+        if want("tags"):
+            results["tags"] = run_tags(env, template, args.tag_jobs, args.tag_seconds)
+            print("tags", json.dumps({k: v for k, v in results["tags"].items() if k != "series"}), flush=True)
+            # the same with a smaller cap per watched tag: it is reached within the run, and stays
+            results["tags_cap_1000"] = run_tags(env, template, args.tag_jobs, args.tag_seconds,
+                                                qpool="monitored_tag_jobs = 1000;")
+            print("tags_cap_1000", json.dumps({k: v for k, v in results["tags_cap_1000"].items() if k != "series"}),
+                  flush=True)
         if want("cluster"):
             results["cluster"] = run_cluster(env, template, args.jobs)
             print("cluster", results["cluster"], flush=True)
+        if want("limits"):
+            results["limits"] = run_limits(env, template)
+            print("limits", results["limits"], flush=True)
         if want("search"):
             results["search"] = console.run_search(env)
         if want("bulkretry"):

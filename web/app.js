@@ -514,6 +514,7 @@
     });
     (st.paused_queues || []).forEach(q => { deg.push('queue ' + q + ' paused'); });
     (st.paused_classes || []).forEach(c => { deg.push('class ' + c.class + ' paused on every host'); });
+    (st.limits || []).forEach(l => { if (l.alerting) deg.push('limit on ' + limitName(l) + ' holding jobs back (alert)'); });
     statusInfo = { degraded: deg };
     renderPill();
   }
@@ -1553,6 +1554,36 @@
           td((m.pools || []).map(p => p.name + ' ' + p.workers + '/' + p.target + (p.paused ? ' (paused)' : '') +
             (p.fleet_budget ? ' (' + budgetText(p.fleet_budget) + ')' : '')).join(', '), 'wrap'));
       }, { id: 'hosts-table', empty: 'No live masters.' }));
+  }
+
+  /* ---------- Limits (the top-level limits, issue 33) ---------- */
+  pages.limits = {
+    title: 'Limits',
+    mount: (root, s) => {
+      root.append(el('h1', { text: 'Fleet-wide limits' }));
+      root.append(el('p', { class: 'muted', text: 'Each limit of the config, read from Redis each balance pass: jobs held back wait in their queues with their attempts unchanged.' }));
+      s.body = el('div', { id: 'limits' });
+      root.append(s.body);
+    },
+    feeds: s => { return [{ url: 'api/limits', then: d => { renderLimits(s, d); } }]; }
+  };
+  function limitName(l) {
+    var t = (l.class || 'any class') + (l.queue ? ' on ' + l.queue : '');
+    return l.tag_prefix ? t + ' per ' + l.tag_prefix + '…' : t;
+  }
+  function limitRate(l) {
+    if (!l.rate) return '–';
+    if (l.tag_prefix) return l.rate + ' per key';
+    return l.rate + (l.tokens == null ? '' : ' (' + num(l.tokens, 1) + ' tokens)');
+  }
+  function renderLimits(s, d) {
+    put(s.body, table('Limit|#In use|Rate|#Waiting|#Waited|Alert', d.limits || [], (l, i) => {
+      var use = l.concurrency ? num(l.in_use) + ' / ' + num(l.concurrency) + (l.tag_prefix ? ' per key' : '') : '–';
+      var alert = l.alerting ? pillEl('degraded', 'alerting') : l.alert_after ? 'after ' + dur(l.alert_after * 1000) : '–';
+      return el('tr', { 'data-key': 'limit-' + i, class: 'limit' + (l.waiting ? ' held' : '') },
+        td(limitName(l), 'wrap'), tdn(use), td(limitRate(l)), tdn(num(l.waiting)),
+        tdn(l.waited_s ? dur(l.waited_s * 1000) : l.waited_s == null ? '–' : '0'), td(alert));
+    }, { id: 'limits-table', empty: 'No limits in the config (the top-level limits list).' }));
   }
 
   /* ---------- start ---------- */

@@ -159,11 +159,16 @@ static void print_limits(const cJSON *limits)
         const char *c = str(l, "class"), *q = str(l, "queue"), *rate = str(l, "rate");
         bool known = cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(l, "in_use"));
         char run[32] = "-", rt[48] = "-", wait[24] = "?", waited[24] = "?";
-        if (num(l, "concurrency") > 0 && known)
+        bool per_key = *str(l, "tag_prefix") != 0;
+        if (num(l, "concurrency") > 0 && known && per_key)
+            snprintf(run, sizeof run, "%d (%d/key)", (int)num(l, "in_use"), (int)num(l, "concurrency"));
+        else if (num(l, "concurrency") > 0 && known)
             snprintf(run, sizeof run, "%d/%d", (int)num(l, "in_use"), (int)num(l, "concurrency"));
         else if (num(l, "concurrency") > 0)
             snprintf(run, sizeof run, "?/%d", (int)num(l, "concurrency"));
-        if (rate && *rate && known)
+        if (rate && *rate && per_key)
+            snprintf(rt, sizeof rt, "%s per key", rate);
+        else if (rate && *rate && known)
             snprintf(rt, sizeof rt, "%s (%.1f)", rate, num(l, "tokens"));
         else if (rate && *rate)
             snprintf(rt, sizeof rt, "%s (?)", rate);

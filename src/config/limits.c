@@ -2,6 +2,7 @@
  * limits.c - see limits.h. Pure: no I/O, no libconfig.
  */
 #include "config/limits.h"
+#include "core/util.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -103,6 +104,14 @@ bool limit_same_target(const limit_conf_t *a, const limit_conf_t *b)
 
 void limit_describe(const limit_conf_t *l, char *buf, size_t n)
 {
+    if (l->tag_prefix) {
+        limit_conf_t plain = *l;
+        plain.tag_prefix = NULL;
+        char d[2 * LIMIT_NAME_MAX + 40];
+        limit_describe(&plain, d, sizeof d);
+        snprintf(buf, n, "%s per tag \"%s...\"", d, l->tag_prefix);
+        return;
+    }
     if (l->class_name && l->queue)
         snprintf(buf, n, "class \"%s\" on queue \"%s\"", l->class_name, l->queue);
     else if (l->class_name)
@@ -111,13 +120,34 @@ void limit_describe(const limit_conf_t *l, char *buf, size_t n)
         snprintf(buf, n, "queue \"%s\"", l->queue ? l->queue : "");
 }
 
+/* s with '%' and '|' escaped (%25, %7C) appended at out; returns the end. */
+static char *put_escaped(char *out, const char *s)
+{
+    for (; *s; s++) {
+        if (*s == '%' || *s == '|') out += sprintf(out, "%%%02X", (unsigned char)*s);
+        else *out++ = *s;
+    }
+    *out = 0;
+    return out;
+}
+
 char *limit_key_id(const limit_conf_t *l)
 {
     const char *q = l->queue ? l->queue : "", *c = l->class_name ? l->class_name : "";
-    size_t n = strlen(q) + strlen(c) + 2;
-    char *id = malloc(n);
-    if (!id) abort();
-    snprintf(id, n, "%s|%s", q, c);
+    const char *t = l->tag_prefix;
+    /* names without '|' and no tag prefix: "<queue>|<class>" as in 1.x (one
+     * '|'); any other: each name escaped, "|<queue>|<class>" (two '|') or
+     * "|<queue>|<class>|<tag prefix>" (three): no two limits share an id */
+    if (!t && !strchr(q, '|') && !strchr(c, '|')) return xasprintf("%s|%s", q, c);
+    char *id = xmalloc(3 * (strlen(q) + strlen(c) + (t ? strlen(t) : 0)) + 4), *o = id;
+    *o++ = '|';
+    o = put_escaped(o, q);
+    *o++ = '|';
+    o = put_escaped(o, c);
+    if (t) {
+        *o++ = '|';
+        put_escaped(o, t);
+    }
     return id;
 }
 

@@ -188,6 +188,24 @@ static void get_status(http_ctx_t *h, bool full, http_arg_fn arg, void *req, htt
     http_reply_json(out, 200, st);
 }
 
+/* The fleet-wide limits alone (the status's "limits"): what the dashboard's
+ * Limits view polls. */
+static void get_limits(http_ctx_t *h, bool full, http_arg_fn arg, void *req, http_reply_t *out)
+{
+    (void)full, (void)arg, (void)req;
+    cJSON *st = http_ctl_call(h, "{\"cmd\":\"status\"}", HTTP_CTL_TIMEOUT_MS);
+    if (!st) {
+        http_reply_error(out, 503, "the master did not answer");
+        return;
+    }
+    cJSON *l = cJSON_DetachItemFromObjectCaseSensitive(st, "limits");
+    cJSON_Delete(st);
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddItemToObject(o, "limits", cJSON_IsArray(l) ? l : cJSON_CreateArray());
+    if (!cJSON_IsArray(l)) cJSON_Delete(l);
+    http_reply_json(out, 200, o);
+}
+
 /* Each master's workers (and the jobs they run) out of a fleet list. */
 static void fleet_aggregates(cJSON *f)
 {
@@ -336,15 +354,17 @@ static bool job_filter(http_ctx_t *h, http_arg_fn arg, void *req, job_filter_t *
     *f = (job_filter_t){.queue = arg(req, "queue"), .pool = arg(req, "pool"), .name = arg(req, "name"),
                         .outcome = arg(req, "outcome"), .host = arg(req, "host"), .tag = arg(req, "tag"),
                         .uuid = arg(req, "uuid"), .text = arg(req, "q")};
-    long long limit = num_arg(arg, req, "limit", 100, 1, keep > 0 ? keep : 1);
+    /* more than the history holds reads all of it (the dashboard asks 100 of a smaller history) */
+    long long limit = num_arg(arg, req, "limit", 100, 1, INT32_MAX);
+    if (limit > keep) limit = keep;
     long long since = num_arg(arg, req, "since", 0, 0, INT64_MAX / 2);
     long long until = num_arg(arg, req, "until", 0, 0, INT64_MAX / 2);
     long long attempt = num_arg(arg, req, "attempt", 0, 1, 1000000000);
     const char *sil = arg(req, "silenced");
     bool sil_ok = !sil || !*sil || !strcmp(sil, "true") || !strcmp(sil, "false");
     if (limit < 0 || since < 0 || until < 0 || attempt < 0 || !filter_strings_ok(f) || !sil_ok) {
-        http_reply_error(out, 400, "limit must be 1..%d; since and until UNIX times in ms; attempt 1 or more; "
-                         "uuid, tag and q at most %d bytes; silenced true or false", keep, FILTER_STR_MAX);
+        http_reply_error(out, 400, "limit must be 1 or more (at most %d are kept); since and until UNIX times in ms; "
+                         "attempt 1 or more; uuid, tag and q at most %d bytes; silenced true or false", keep, FILTER_STR_MAX);
         return false;
     }
     f->limit = (int)limit, f->since_ms = since, f->until_ms = until, f->attempt = (long)attempt;
@@ -641,6 +661,7 @@ static const struct route {
     {"/metrics", HTTP_NEED_AGGREGATE, get_metrics, NULL},
     {"/api/status", HTTP_NEED_AGGREGATE, get_status, NULL},   /* each worker's job: full readers only */
     {"/api/fleet", HTTP_NEED_AGGREGATE, get_fleet, NULL},     /* likewise */
+    {"/api/limits", HTTP_NEED_AGGREGATE, get_limits, NULL},
     {"/api/metrics", HTTP_NEED_AGGREGATE, get_history, NULL},
     {"/api/jobs/recent", HTTP_NEED_PRIVATE, get_recent_jobs, NULL},
     {"/api/jobs/running", HTTP_NEED_PRIVATE, get_running, NULL},

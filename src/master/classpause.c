@@ -33,8 +33,8 @@ bool classpause_name_ok(const char *s)
     return true;
 }
 
-/* The i-th distinct connection name of the native pools (not on a
- * Cluster); NULL past the last. */
+/* The i-th distinct connection name of the native pools; NULL past the
+ * last. */
 static const char *nth_connection(master_t *m, int want)
 {
     int seen = 0;
@@ -58,13 +58,13 @@ static rconn_t *nth_redis(master_t *m, int i, bool *more)
     const char *name = nth_connection(m, i);
     *more = name != NULL;
     rconn_t *c = name ? mconn_get(m, name) : NULL;
-    if (!c || rconn_is_cluster(c) || rconn_ensure(c) < 0) return NULL;
+    if (!c || rconn_ensure(c) < 0) return NULL;
     return c;
 }
 
 static int write_one(rconn_t *c, const char *cls, bool on, const char *val)
 {
-    char *key = xasprintf("%s%s", c->conf.prefix, QLIMIT_PAUSED_HASH);
+    char *key = qlimit_paused_key(c->conf.prefix, rconn_is_cluster(c));
     const char *argv[] = {on ? "HSET" : "HDEL", key, cls, val};
     redisReply *r = rconn_call(c, on ? 4 : 3, argv, NULL);
     free(key);
@@ -116,7 +116,7 @@ static bool over_cap(master_t *m, char *const *classes, int n, char *err, size_t
     rconn_t *c = NULL;
     for (int k = 0; more && !c; k++) c = nth_redis(m, k, &more);
     if (!c) return false;
-    char *key = xasprintf("%s%s", c->conf.prefix, QLIMIT_PAUSED_HASH);
+    char *key = qlimit_paused_key(c->conf.prefix, rconn_is_cluster(c));
     long long after = paused_after(c, key, classes, n);
     free(key);
     if (after <= CLASSPAUSE_MAX) return false;
@@ -151,7 +151,7 @@ int classpause_set(master_t *m, char *const *classes, int n, bool on, const char
     }
     cJSON_free(val);
     if (!wrote) {
-        snprintf(err, errn, "no Redis took it (no native pool on a reachable Redis, not a Cluster)");
+        snprintf(err, errn, "no Redis took it (no native pool on a reachable Redis)");
         return -1;
     }
     classpause_poll(m);
@@ -180,10 +180,11 @@ static char *jstr(const cJSON *o, const char *k)
 /* The jobs the last pops held back for cls (the :wait record). */
 static long long held_back(rconn_t *c, const char *cls)
 {
-    char *key = xasprintf("%sqpool:limit:paused:%s:wait", c->conf.prefix, cls);
+    char *id = xasprintf("paused:%s", cls), *lim = qlimit_key(c->conf.prefix, id, rconn_is_cluster(c));
+    char *key = xasprintf("%s:wait", lim);
     const char *argv[] = {"HGET", key, "n"};
     redisReply *r = rconn_call(c, 3, argv, NULL);
-    free(key);
+    FREE_ALL(id, lim, key);
     long long n = r && r->type == REDIS_REPLY_STRING ? atoll(r->str) : 0;
     if (r) freeReplyObject(r);
     return n;
@@ -234,7 +235,7 @@ void classpause_poll(master_t *m)
     rconn_t *c = NULL;
     for (int k = 0; more && !c; k++) c = nth_redis(m, k, &more);
     if (!c) return; /* the last state stays */
-    char *key = xasprintf("%s%s", c->conf.prefix, QLIMIT_PAUSED_HASH);
+    char *key = qlimit_paused_key(c->conf.prefix, rconn_is_cluster(c));
     redisReply *vals, *keys = read_entries(c, key, &vals);
     free(key);
     if (!keys) return;

@@ -37,7 +37,7 @@ static void read_one(master_t *m, const limit_conf_t *l, qlimit_stat_t *st)
     const char *cname = limit_connection(m, l);
     rconn_t *c = cname ? mconn_get(m, cname) : NULL;
     if (!c || rconn_ensure(c) < 0) return;
-    qlimits_t one = {0};
+    qlimits_t one = {.cluster = rconn_is_cluster(c)};
     char *id = limit_key_id(l);
     qlimits_add(&one, c->conf.prefix, id, l->class_name, l->queue, l->concurrency, l->rate ? l->rate_per_s : 0,
                 l->burst);
@@ -150,6 +150,7 @@ static cJSON *limit_json(const limit_conf_t *l, const qlimit_stat_t *st)
     cJSON *o = cJSON_CreateObject();
     add_opt_str(o, "class", l->class_name);
     add_opt_str(o, "queue", l->queue);
+    add_opt_str(o, "tag_prefix", l->tag_prefix); /* per key: concurrency and rate hold per key */
     cJSON_AddNumberToObject(o, "concurrency", l->concurrency);
     add_opt_str(o, "rate", l->rate);
     cJSON_AddNumberToObject(o, "rate_per_s", l->rate ? l->rate_per_s : 0);
@@ -160,7 +161,7 @@ static cJSON *limit_json(const limit_conf_t *l, const qlimit_stat_t *st)
         return o;
     }
     cJSON_AddNumberToObject(o, "in_use", (double)st->in_use);
-    if (st->tokens >= 0)
+    if (st->tokens >= 0 && !l->tag_prefix) /* per key: each key has its own bucket */
         cJSON_AddNumberToObject(o, "tokens", st->tokens);
     else
         cJSON_AddNullToObject(o, "tokens");
@@ -173,8 +174,15 @@ cJSON *limiting_json(const master_t *m)
 {
     cJSON *a = cJSON_CreateArray();
     const struct limiting *g = m->limiting;
-    for (int i = 0; i < m->conf->nlimits; i++)
-        cJSON_AddItemToArray(a, limit_json(&m->conf->limits[i], g && i < g->n ? &g->st[i] : NULL));
+    for (int i = 0; i < m->conf->nlimits; i++) {
+        const limit_conf_t *l = &m->conf->limits[i];
+        cJSON *o = limit_json(l, g && i < g->n ? &g->st[i] : NULL);
+        char *id = limit_key_id(l);
+        cJSON_AddNumberToObject(o, "alert_after", l->alert_after);
+        cJSON_AddBoolToObject(o, "alerting", g && find_open(g, id) >= 0); /* its limit_wait alert is firing */
+        free(id);
+        cJSON_AddItemToArray(a, o);
+    }
     return a;
 }
 

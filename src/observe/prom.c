@@ -426,7 +426,8 @@ static void render_budgets(const cJSON *pools, sbuf_t *out)
 }
 
 /* The fleet-wide limits (issue 33), labelled by class and queue ("" for
- * any); a member not read this pass (null) gives no sample. */
+ * any), and a per-key limit by its tag_prefix too; a member not read this
+ * pass (null) gives no sample. */
 static void render_limits(const cJSON *status, sbuf_t *out)
 {
     static const struct { const char *name, *help, *key; } F[] = {
@@ -444,11 +445,12 @@ static void render_limits(const cJSON *status, sbuf_t *out)
         family_t f = {out, F[i].name, F[i].help, "gauge", false};
         const cJSON *l;
         cJSON_ArrayForEach(l, limits) {
-            const cJSON *cls = member(l, "class"), *q = member(l, "queue");
+            const cJSON *cls = member(l, "class"), *q = member(l, "queue"), *tp = member(l, "tag_prefix");
             if (!cJSON_IsNumber(member(l, F[i].key))) continue;
             label_t lb[] = {{"class", cJSON_IsString(cls) ? cls->valuestring : ""},
-                            {"queue", cJSON_IsString(q) ? q->valuestring : ""}};
-            sample(&f, "", lb, 2, num_member(l, F[i].key));
+                            {"queue", cJSON_IsString(q) ? q->valuestring : ""},
+                            {"tag_prefix", cJSON_IsString(tp) ? tp->valuestring : ""}};
+            sample(&f, "", lb, cJSON_IsString(tp) ? 3 : 2, num_member(l, F[i].key)); /* a per-key limit's own series */
         }
     }
 }

@@ -8,6 +8,103 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Per-key limits (a limit with a tag_prefix): the keys a job falls under
+ * are its tags that start with the prefix, less the prefix. The tags come
+ * from the payload: its "tags" array (Horizon's, at dispatch) when it has
+ * one, else Horizon's model tags (Class:id) of the ModelIdentifiers in the
+ * serialized command (data.command). Bounded: the first LIM_TAGS tags, the
+ * first 8 models, LIM_KEYS keys per limit and job; a key longer than
+ * LIM_KEY_LEN bytes or with a byte outside [A-Za-z0-9_.@-] is
+ * "h:<sha1 of it>". A key's own state is <key>:k:<kid>:run / :bucket,
+ * lapsing as the limit's; a job holding a key's slot also holds one in the
+ * limit's own :run (what status counts as in use). lim_keys: every :run set
+ * the pop took a slot in (its reply names them: the worker renews and gives
+ * back exactly those, never a guess of its own from the class it reads). */
+#define QLIMIT_TAGS_LUA \
+    "local LIM_TAGS, LIM_KEYS, LIM_KEY_LEN = 50, 4, 64\n" \
+    "local lim_keys = {}\n" \
+    "local function lim_pstr(s, at) -- PHP's s:N:\"...\"; at an 's'\n" \
+    "  local n, q = string.match(s, '^s:(%d+):\"()', at)\n" \
+    "  n = tonumber(n)\n" \
+    "  if not n or n > 4096 or string.sub(s, q + n, q + n + 1) ~= '\";' then return nil end\n" \
+    "  return string.sub(s, q, q + n - 1), q + n + 2\n" \
+    "end\n" \
+    "local function lim_pscalar(s, at) -- an int or a string\n" \
+    "  local i, e = string.match(s, '^i:(%-?%d+);()', at)\n" \
+    "  if i then return i, e end\n" \
+    "  return lim_pstr(s, at)\n" \
+    "end\n" \
+    "local function lim_pids(s, at, cls, out) -- an id, or an array of them (a collection)\n" \
+    "  local id = lim_pscalar(s, at)\n" \
+    "  if id then out[#out + 1] = cls .. ':' .. id; return end\n" \
+    "  local n, p = string.match(s, '^a:(%d+):{()', at)\n" \
+    "  for _ = 1, math.min(tonumber(n) or 0, LIM_TAGS) do\n" \
+    "    local _, p2 = lim_pscalar(s, p)\n" \
+    "    if not p2 then return end\n" \
+    "    id, p = lim_pscalar(s, p2)\n" \
+    "    if not id or #out >= LIM_TAGS then return end\n" \
+    "    out[#out + 1] = cls .. ':' .. id\n" \
+    "  end\n" \
+    "end\n" \
+    "local function lim_models(cmd, out)\n" \
+    "  local mark, from = '\"Illuminate\\\\Contracts\\\\Database\\\\ModelIdentifier\":', 1\n" \
+    "  for _ = 1, 8 do\n" \
+    "    local a, b = string.find(cmd, mark, from, true)\n" \
+    "    if not a then return end\n" \
+    "    from = b + 1\n" \
+    "    local p = string.match(cmd, '^%d+:{()', from)\n" \
+    "    if p and string.sub(cmd, p, p + 11) == 's:5:\"class\";' then\n" \
+    "      local cls, p2 = lim_pstr(cmd, p + 12)\n" \
+    "      if cls and string.sub(cmd, p2, p2 + 8) == 's:2:\"id\";' then lim_pids(cmd, p2 + 9, cls, out) end\n" \
+    "    end\n" \
+    "  end\n" \
+    "end\n" \
+    "local function lim_job_tags(d)\n" \
+    "  local out = {}\n" \
+    "  if type(d['tags']) == 'table' and #d['tags'] > 0 then\n" \
+    "    for i = 1, math.min(#d['tags'], LIM_TAGS) do\n" \
+    "      if type(d['tags'][i]) == 'string' then out[#out + 1] = d['tags'][i] end\n" \
+    "    end\n" \
+    "  elseif type(d['data']) == 'table' and type(d['data']['command']) == 'string' then\n" \
+    "    lim_models(d['data']['command'], out)\n" \
+    "  end\n" \
+    "  return out\n" \
+    "end\n" \
+    "local function lim_kid(tag, tp)\n" \
+    "  if #tag <= #tp or string.sub(tag, 1, #tp) ~= tp then return nil end\n" \
+    "  local k = string.sub(tag, #tp + 1)\n" \
+    "  if #k > LIM_KEY_LEN or string.find(k, '[^%w_.@-]') then k = 'h:' .. redis.sha1hex(k) end\n" \
+    "  return k\n" \
+    "end\n" \
+    "local lim_tags_of, lim_tags = nil, nil\n" \
+    "-- a per-key limit l on the job d: true when one of its keys is full, else\n" \
+    "-- the keys (and the limit's own count) join hit; no key: not limited by l\n" \
+    "local function lim_tagged(l, d, hit)\n" \
+    "  if lim_tags_of ~= d then\n" \
+    "    local ok, t = pcall(lim_job_tags, d) -- hostile bytes never fail the pop\n" \
+    "    lim_tags_of, lim_tags = d, ok and t or {}\n" \
+    "  end\n" \
+    "  l.subs = l.subs or {}\n" \
+    "  local mine, seen = {}, {}\n" \
+    "  for _, t in ipairs(lim_tags) do\n" \
+    "    local k = #mine < LIM_KEYS and lim_kid(t, l.tp)\n" \
+    "    if k and not seen[k] then\n" \
+    "      seen[k] = true\n" \
+    "      l.subs[k] = l.subs[k] or {key = l.key .. ':k:' .. k, conc = l.conc, rate = l.rate, burst = l.burst, tagged = true}\n" \
+    "      if lim_full(l.subs[k]) then return true end\n" \
+    "      mine[#mine + 1] = l.subs[k]\n" \
+    "    end\n" \
+    "  end\n" \
+    "  if #mine == 0 then return false end\n" \
+    "  if l.conc > 0 then\n" \
+    "    l.all = l.all or {key = l.key, conc = l.conc, rate = 0, burst = 1, tagged = true}\n" \
+    "    lim_used(l.all) -- drops lapsed members\n" \
+    "    mine[#mine + 1] = l.all\n" \
+    "  end\n" \
+    "  for _, m in ipairs(mine) do hit[#hit + 1] = m end\n" \
+    "  return false\n" \
+    "end\n"
+
 /* Runs in the pop script after `want` and `hold` are read, before the loop:
  * ARGV after the plain pop's (11 + nq of them): slot token, slot ttl ms,
  * look-ahead, number of limits, then per limit: key, class, queue,
@@ -26,6 +123,7 @@ const char QLIMIT_PRE_LUA[] =
     "  lims[i] = {key = ARGV[b], class = ARGV[b + 1], queue = ARGV[b + 2], conc = tonumber(ARGV[b + 3]),\n"
     "             rate = tonumber(ARGV[b + 4]), burst = tonumber(ARGV[b + 5])}\n"
     "end\n"
+    "for i, l in ipairs(lims) do l.tp = ARGV[L0 + 3 + #lims * 6 + i] or '' end -- tag prefixes follow\n"
     "local lt = redis.call('time')\n"
     "local lnow = tonumber(lt[1]) * 1000 + math.floor(tonumber(lt[2]) / 1000)\n"
     "local function lim_used(l)\n"
@@ -49,6 +147,7 @@ const char QLIMIT_PRE_LUA[] =
     "  if l.conc < 0 then return true end -- a paused class: never room\n"
     "  return (l.conc > 0 and lim_used(l) >= l.conc) or (l.rate > 0 and lim_tokens(l) < 1)\n"
     "end\n"
+    QLIMIT_TAGS_LUA
     "local function lim_match(job, qname)\n"
     "  local ok, d = pcall(cjson.decode, job)\n"
     "  if not ok or type(d) ~= 'table' or tonumber(d['attempts']) == nil then return {}, false end\n"
@@ -58,8 +157,12 @@ const char QLIMIT_PRE_LUA[] =
     "  local hit = {}\n"
     "  for _, l in ipairs(lims) do\n"
     "    if (l.queue == '' or l.queue == qname) and (l.class == '' or l.class == cls) then\n"
-    "      if lim_full(l) then return hit, l end\n"
-    "      hit[#hit + 1] = l\n"
+    "      if l.tp ~= '' then\n"
+    "        if lim_tagged(l, d, hit) then return hit, l end\n"
+    "      else\n"
+    "        if lim_full(l) then return hit, l end\n"
+    "        hit[#hit + 1] = l\n"
+    "      end\n"
     "    end\n"
     "  end\n"
     "  return hit, false\n"
@@ -69,6 +172,7 @@ const char QLIMIT_PRE_LUA[] =
     "    if l.conc > 0 then\n"
     "      redis.call('zadd', l.key .. ':run', string.format('%.0f', lnow + lim_ttl), lim_token)\n"
     "      redis.call('pexpire', l.key .. ':run', lim_ttl * 2)\n"
+    "      lim_keys[#lim_keys + 1] = l.key .. ':run' -- the reply names every slot taken\n"
     "    end\n"
     "    if l.rate > 0 then\n"
     "      redis.call('hset', l.key .. ':bucket', 'tokens', tostring(l.tok - 1), 'ts', string.format('%.0f', lnow))\n"
@@ -156,7 +260,62 @@ static const char READ_LUA[] =
     "local since = tonumber(w[2])\n"
     "return {used, tok, tonumber(w[1]) or 0, since and math.max(0, now - since) or 0}";
 
-rscript_t SCRIPT_LIMIT_BEAT, SCRIPT_LIMIT_END, SCRIPT_LIMIT_READ;
+/* The cluster pop's lease (one limit, its own slot). KEYS: run, bucket,
+ * wait. ARGV: token, ttl ms, concurrency (-1: a paused class), rate (jobs
+ * per ms), burst, jobs held when full. 1: the slot and the token are
+ * taken; 0: full (the :wait record says so, as the single-Redis pop's). */
+static const char LEASE_LUA[] =
+    "local t = redis.call('time')\n"
+    "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
+    "local ttl, conc, rate, burst = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])\n"
+    "local full, tok = conc < 0, nil\n"
+    "if not full and conc > 0 then\n"
+    "  redis.call('zremrangebyscore', KEYS[1], '-inf', string.format('%.0f', now))\n"
+    "  full = redis.call('zcard', KEYS[1]) >= conc\n"
+    "end\n"
+    "if not full and rate > 0 then\n"
+    "  local h = redis.call('hmget', KEYS[2], 'tokens', 'ts')\n"
+    "  local tk, ts = tonumber(h[1]), tonumber(h[2])\n"
+    "  if not tk or not ts then tk, ts = burst, now end\n"
+    "  if ts > now then ts = now end\n"
+    "  tok = math.min(burst, tk + (now - ts) * rate)\n"
+    "  full = tok < 1\n"
+    "end\n"
+    "if full then\n"
+    "  redis.call('hset', KEYS[3], 'n', ARGV[6])\n"
+    "  redis.call('hsetnx', KEYS[3], 'since', string.format('%.0f', now))\n"
+    "  redis.call('pexpire', KEYS[3], 2000)\n"
+    "  return 0\n"
+    "end\n"
+    "if conc > 0 then\n"
+    "  redis.call('zadd', KEYS[1], string.format('%.0f', now + ttl), ARGV[1])\n"
+    "  redis.call('pexpire', KEYS[1], ttl * 2)\n"
+    "end\n"
+    "if rate > 0 then\n"
+    "  redis.call('hset', KEYS[2], 'tokens', tostring(tok - 1), 'ts', string.format('%.0f', now))\n"
+    "  redis.call('pexpire', KEYS[2], math.ceil(burst / rate) + 1000)\n"
+    "end\n"
+    "return 1";
+
+/* Give a lease back. KEYS: run, bucket. ARGV: token, concurrency, rate,
+ * burst. The token is refunded as the bucket stands now, up to the burst. */
+static const char UNLEASE_LUA[] =
+    "if tonumber(ARGV[2]) > 0 then redis.call('zrem', KEYS[1], ARGV[1]) end\n"
+    "local rate, burst = tonumber(ARGV[3]), tonumber(ARGV[4])\n"
+    "if rate > 0 then\n"
+    "  local t = redis.call('time')\n"
+    "  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
+    "  local h = redis.call('hmget', KEYS[2], 'tokens', 'ts')\n"
+    "  local tk, ts = tonumber(h[1]), tonumber(h[2])\n"
+    "  if tk and ts then\n"
+    "    if ts > now then ts = now end\n"
+    "    tk = math.min(burst, tk + (now - ts) * rate + 1)\n"
+    "    redis.call('hset', KEYS[2], 'tokens', tostring(tk), 'ts', string.format('%.0f', now))\n"
+    "  end\n"
+    "end\n"
+    "return 1";
+
+rscript_t SCRIPT_LIMIT_BEAT, SCRIPT_LIMIT_END, SCRIPT_LIMIT_READ, SCRIPT_LIMIT_LEASE, SCRIPT_LIMIT_UNLEASE;
 
 void qlimit_scripts_init(void)
 {
@@ -165,7 +324,21 @@ void qlimit_scripts_init(void)
     rscript_init(&SCRIPT_LIMIT_BEAT, BEAT_LUA);
     rscript_init(&SCRIPT_LIMIT_END, END_LUA);
     rscript_init(&SCRIPT_LIMIT_READ, READ_LUA);
+    rscript_init(&SCRIPT_LIMIT_LEASE, LEASE_LUA);
+    rscript_init(&SCRIPT_LIMIT_UNLEASE, UNLEASE_LUA);
     done = true;
+}
+
+char *qlimit_key(const char *prefix, const char *id, bool cluster)
+{
+    if (!cluster) return xasprintf("%sqpool:limit:%s", prefix, id);
+    /* an id starting with '}' would make an empty tag (the whole key hashed) */
+    return xasprintf("%sqpool:limit:{%s%s}", prefix, *id == '}' ? "_" : "", id);
+}
+
+char *qlimit_paused_key(const char *prefix, bool cluster)
+{
+    return xasprintf("%s%s", prefix, cluster ? QLIMIT_PAUSED_HASH_CLUSTER : QLIMIT_PAUSED_HASH);
 }
 
 void qlimits_add(qlimits_t *ls, const char *prefix, const char *id, const char *class_name, const char *queue,
@@ -174,7 +347,7 @@ void qlimits_add(qlimits_t *ls, const char *prefix, const char *id, const char *
     ls->v = xrealloc(ls->v, sizeof *ls->v * (size_t)(ls->n + 1));
     qlimit_t *l = &ls->v[ls->n++];
     memset(l, 0, sizeof *l);
-    l->key = xasprintf("%sqpool:limit:%s", prefix, id);
+    l->key = qlimit_key(prefix, id, ls->cluster);
     l->run = xasprintf("%s:run", l->key);
     l->class_name = xstrdup(class_name ? class_name : "");
     l->queue = xstrdup(queue ? queue : "");
@@ -197,21 +370,30 @@ void qlimits_add_paused(qlimits_t *ls, const char *prefix, const char *class_nam
 void qlimits_truncate(qlimits_t *ls, int n)
 {
     if (n < 0 || n >= ls->n) return;
-    for (int i = n; i < ls->n; i++) FREE_ALL(ls->v[i].key, ls->v[i].run, ls->v[i].class_name, ls->v[i].queue);
+    for (int i = n; i < ls->n; i++)
+        FREE_ALL(ls->v[i].key, ls->v[i].run, ls->v[i].class_name, ls->v[i].queue, ls->v[i].tag_prefix);
     ls->n = n;
     snprintf(ls->count, sizeof ls->count, "%d", ls->n);
 }
 
 void qlimits_free(qlimits_t *ls)
 {
-    for (int i = 0; i < ls->n; i++) FREE_ALL(ls->v[i].key, ls->v[i].run, ls->v[i].class_name, ls->v[i].queue);
+    for (int i = 0; i < ls->n; i++)
+        FREE_ALL(ls->v[i].key, ls->v[i].run, ls->v[i].class_name, ls->v[i].queue, ls->v[i].tag_prefix);
     free(ls->v);
     memset(ls, 0, sizeof *ls);
 }
 
+void qlimits_set_tag_prefix(qlimits_t *ls, const char *tag_prefix)
+{
+    if (!ls->n) return;
+    free(ls->v[ls->n - 1].tag_prefix);
+    ls->v[ls->n - 1].tag_prefix = tag_prefix && *tag_prefix ? xstrdup(tag_prefix) : NULL;
+}
+
 int qlimits_argc(const qlimits_t *ls)
 {
-    return 4 + 6 * ls->n;
+    return 4 + 7 * ls->n;
 }
 
 void qlimits_fill_argv(const qlimits_t *ls, const char *token, const char **argv)
@@ -230,15 +412,38 @@ void qlimits_fill_argv(const qlimits_t *ls, const char *token, const char **argv
         argv[o++] = l->rate;
         argv[o++] = l->burst;
     }
+    for (int i = 0; i < ls->n; i++) argv[o++] = ls->v[i].tag_prefix ? ls->v[i].tag_prefix : "";
 }
 
-/* One slot script over the limits with a concurrency. */
-static int slot_script(rconn_t *c, const rscript_t *s, const qlimits_t *ls, const char *token)
+/* On a Redis Cluster: the slot script once per limit with a concurrency
+ * (its :run set has a slot of its own), the counts summed; -1 if any failed.
+ * (Per-key limits are refused on a Cluster: no xkeys here.) */
+static int slot_script_each(rconn_t *c, const rscript_t *s, const qlimits_t *ls, const char *token)
 {
-    const char **argv = xcalloc((size_t)ls->n + 2, sizeof *argv);
+    int sum = 0;
+    for (int i = 0; i < ls->n; i++) {
+        if (ls->v[i].concurrency <= 0 || ls->v[i].tag_prefix) continue;
+        const char *argv[] = {ls->v[i].run, token, ls->ttl};
+        redisReply *r = NULL;
+        int rv = rconn_script(c, s, 1, s == &SCRIPT_LIMIT_BEAT ? 3 : 2, argv, NULL, -1, -1, &r);
+        bool ok = rv == RC_OK && r && r->type == REDIS_REPLY_INTEGER;
+        if (ok && sum >= 0) sum += (int)r->integer;
+        if (!ok) sum = -1;
+        if (r) freeReplyObject(r);
+    }
+    return sum;
+}
+
+/* One slot script over the :run sets the pop named (xkeys: on one Redis
+ * the pop decides the class, so only its reply says which slots a job
+ * holds); on a Cluster over the limits with a concurrency. */
+static int slot_script(rconn_t *c, const rscript_t *s, const qlimits_t *ls, const char *token, char *const *xkeys,
+                       int nx)
+{
+    if (rconn_is_cluster(c)) return slot_script_each(c, s, ls, token);
+    const char **argv = xcalloc((size_t)nx + 2, sizeof *argv);
     int k = 0;
-    for (int i = 0; i < ls->n; i++)
-        if (ls->v[i].concurrency > 0) argv[k++] = ls->v[i].run;
+    for (int i = 0; i < nx; i++) argv[k++] = xkeys[i];
     if (!k) {
         free(argv);
         return 0;
@@ -253,16 +458,16 @@ static int slot_script(rconn_t *c, const rscript_t *s, const qlimits_t *ls, cons
     return n;
 }
 
-int qlimit_beat(rconn_t *c, const qlimits_t *ls, const char *token)
+int qlimit_beat(rconn_t *c, const qlimits_t *ls, const char *token, char *const *xkeys, int nx)
 {
     qlimit_scripts_init();
-    return slot_script(c, &SCRIPT_LIMIT_BEAT, ls, token);
+    return slot_script(c, &SCRIPT_LIMIT_BEAT, ls, token, xkeys, nx);
 }
 
-int qlimit_end(rconn_t *c, const qlimits_t *ls, const char *token)
+int qlimit_end(rconn_t *c, const qlimits_t *ls, const char *token, char *const *xkeys, int nx)
 {
     qlimit_scripts_init();
-    return slot_script(c, &SCRIPT_LIMIT_END, ls, token);
+    return slot_script(c, &SCRIPT_LIMIT_END, ls, token, xkeys, nx);
 }
 
 int qlimit_read(rconn_t *c, const qlimit_t *l, qlimit_stat_t *out)
@@ -285,4 +490,63 @@ int qlimit_read(rconn_t *c, const qlimit_t *l, qlimit_stat_t *out)
     }
     if (r) freeReplyObject(r);
     return ok ? 0 : -1;
+}
+
+/* ------------------------------------------------------------ cluster */
+
+bool qlimit_applies(const qlimit_t *l, const char *queue, const char *cls)
+{
+    return (!*l->queue || !strcmp(l->queue, queue)) && (!*l->class_name || (cls && !strcmp(l->class_name, cls)));
+}
+
+bool qlimit_same_limits(const qlimits_t *ls, const char *queue, const char *a, bool aplain, const char *b,
+                        bool bplain)
+{
+    for (int i = 0; i < ls->n; i++)
+        if ((!aplain && qlimit_applies(&ls->v[i], queue, a)) != (!bplain && qlimit_applies(&ls->v[i], queue, b)))
+            return false;
+    return true;
+}
+
+int qlimit_first_full(const qlimits_t *ls, const char *queue, const char *cls, const bool *full)
+{
+    for (int i = 0; i < ls->n; i++)
+        if (full[i] && qlimit_applies(&ls->v[i], queue, cls)) return i;
+    return -1;
+}
+
+/* The limit's key for this job. A per-key limit (tag_prefix) would add its
+ * key's suffix here; today every job of a limit shares its keys. */
+static char *lease_key(const qlimit_t *l, const char *suffix)
+{
+    return xasprintf("%s%s", l->key, suffix);
+}
+
+int qlimit_lease(rconn_t *c, const qlimit_t *l, const char *ttl, const char *token, long held)
+{
+    qlimit_scripts_init();
+    char *run = lease_key(l, ":run"), *bucket = lease_key(l, ":bucket"), *wait = lease_key(l, ":wait");
+    char nheld[24];
+    snprintf(nheld, sizeof nheld, "%ld", held > 0 ? held : 1);
+    const char *argv[] = {run, bucket, wait, token, ttl, l->conc, l->rate, l->burst, nheld};
+    redisReply *r = NULL;
+    int rv = rconn_script(c, &SCRIPT_LIMIT_LEASE, 3, 9, argv, NULL, -1, -1, &r);
+    FREE_ALL(run, bucket, wait);
+    int out = rv == RC_OK && r && r->type == REDIS_REPLY_INTEGER ? (r->integer ? 1 : 0) : -1;
+    if (out < 0 && rv == RC_OK && r && r->type == REDIS_REPLY_ERROR) rconn_drop(c, r->str);
+    if (r) freeReplyObject(r);
+    return out;
+}
+
+int qlimit_unlease(rconn_t *c, const qlimit_t *l, const char *token)
+{
+    qlimit_scripts_init();
+    char *run = lease_key(l, ":run"), *bucket = lease_key(l, ":bucket");
+    const char *argv[] = {run, bucket, token, l->conc, l->rate, l->burst};
+    redisReply *r = NULL;
+    int rv = rconn_script(c, &SCRIPT_LIMIT_UNLEASE, 2, 6, argv, NULL, -1, -1, &r);
+    FREE_ALL(run, bucket);
+    int out = rv == RC_OK && r && r->type == REDIS_REPLY_INTEGER ? 0 : -1;
+    if (r) freeReplyObject(r);
+    return out;
 }

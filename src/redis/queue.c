@@ -289,7 +289,7 @@ static const char MAXEXC_LUA[] =
     "return {n, 0}";
 
 rscript_t SCRIPT_POP, SCRIPT_RELEASE, SCRIPT_FAIL, SCRIPT_PUSH, SCRIPT_MAXEXC, SCRIPT_UNPOP, SCRIPT_EXTEND,
-    SCRIPT_CLAIM, SCRIPT_POP_LIMITED;
+    SCRIPT_CLAIM, SCRIPT_POP_LIMITED, SCRIPT_POP_PICK;
 
 /* s with the one occurrence of from replaced by to (aborts when from is
  * not there once: the limited pop is made from POP_LUA's text). */
@@ -315,10 +315,50 @@ static const char *limited_pop_lua(void)
     s = replace_once(s, hold, pre);
     free(pre);
     s = replace_once(s, "  while took < want do\n", "  while took < want and not lim_skip[q] do\n");
+    s = replace_once(s, "if first then return {1, first[1], first[2], first[3], full, false, extra, first[4]} end\n",
+                     "if first then return {1, first[1], first[2], first[3], full, false, extra, first[4], lim_keys} end\n");
     return replace_once(s, empty,
                         "if lim_blocked and ARGV[9] == '0' then redis.call('rpush', KEYS[(lim_blocked - 1)*5+4], 1) end\n"
                         "return {0, 0, false, false, full, due and string.format('%.0f', due) or false, "
                         "lim_blocked and 1 or 0}");
+}
+
+/* The pick pop (a Redis Cluster with limits, pop_args_t.pick): POP_LUA as
+ * it is, told one job and no more (no hold). ARGV[12 + nq] is how far to
+ * look (ready jobs from the head), the candidate payloads follow, in queue
+ * order: the first of them still among the first `look` jobs of the one
+ * queue it is given goes to the head (LREM of its first copy, LPUSH), so
+ * that the loop pops exactly it. None there: {0, 0, false, false, full,
+ * false, 2} (gone), nothing else done after the migration. No candidates:
+ * nothing popped (want 0: the migration and the next due time). */
+static const char *pick_pop_lua(void)
+{
+    static const char hold[] = "local hold = ARGV[11 + nq] == '1'\n";
+    char *s = xstrdup(POP_LUA);
+    return replace_once(s, hold,
+                        "local hold = false\n"
+                        "want = 1\n"
+                        "local look, first = tonumber(ARGV[12 + nq]), ARGV[13 + nq]\n"
+                        "if not look or not first then want = 0\n"
+                        "else\n"
+                        "  local head, at, pick = redis.call('lindex', KEYS[1], 0), {}, nil\n"
+                        "  for k = 13 + nq, #ARGV do\n"
+                        "    if ARGV[k] == head then at[head] = 1; pick = head; break end\n"
+                        "  end\n"
+                        "  if not pick then\n"
+                        "    for i, v in ipairs(redis.call('lrange', KEYS[1], 0, look - 1)) do\n"
+                        "      if not at[v] then at[v] = i end\n"
+                        "    end\n"
+                        "    for k = 13 + nq, #ARGV do\n"
+                        "      if at[ARGV[k]] then pick = ARGV[k]; break end\n"
+                        "    end\n"
+                        "  end\n"
+                        "  if not pick then return {0, 0, false, false, full, false, 2} end\n"
+                        "  if at[pick] > 1 then\n"
+                        "    redis.call('lrem', KEYS[1], 1, pick)\n"
+                        "    redis.call('lpush', KEYS[1], pick)\n"
+                        "  end\n"
+                        "end\n");
 }
 
 void queue_scripts_init(void)
@@ -334,6 +374,7 @@ void queue_scripts_init(void)
     rscript_init(&SCRIPT_EXTEND, EXTEND_LUA);
     rscript_init(&SCRIPT_CLAIM, CLAIM_LUA);
     rscript_init(&SCRIPT_POP_LIMITED, limited_pop_lua()); /* lives as long as the process */
+    rscript_init(&SCRIPT_POP_PICK, pick_pop_lua());       /* the same */
     done = true;
 }
 
@@ -371,6 +412,7 @@ int queue_load_scripts(rconn_t *c)
 int queue_load_limited(rconn_t *c)
 {
     queue_scripts_init();
+    if (rconn_is_cluster(c)) return 0; /* rconn_cluster loads every registered script on each node */
     const rscript_t *const all[] = {&SCRIPT_POP_LIMITED};
     return load_scripts(c, all, ARRAY_LEN(all));
 }
@@ -420,9 +462,10 @@ static bool append_pop_masked(rconn_t *c, const queue_set_t *qs, const pop_args_
         if (!(skip & (1u << i))) idx[n++] = i;
     if (n == 0) return false;
     bool cl = rconn_is_cluster(c);
-    bool lim = a->limits && a->limits->n > 0 && !cl;
+    bool lim = a->limits && a->limits->n > 0 && !cl, pick = cl && a->pick;
     int nkeys = 5 * n + 1;
-    int argc = nkeys + 9 + n + 2 + (lim ? qlimits_argc(a->limits) : 0);
+    int npick = pick && a->npicks > 0 ? 1 + a->npicks : 0;
+    int argc = nkeys + 9 + n + 2 + (lim ? qlimits_argc(a->limits) : 0) + npick;
     const char **argv = xcalloc((size_t)argc, sizeof *argv);
     int o = 0;
     for (int j = 0; j < n; j++) {
@@ -457,8 +500,20 @@ static bool append_pop_masked(rconn_t *c, const queue_set_t *qs, const pop_args_
     argv[o++] = want;
     argv[o++] = a->hold ? "1" : "0";
     if (lim) qlimits_fill_argv(a->limits, a->slot_token, argv + o);
-    rconn_append_script(c, lim ? &SCRIPT_POP_LIMITED : &SCRIPT_POP, nkeys, argc, argv, NULL);
-    free(argv);
+    size_t *lens = NULL;
+    char look[16];
+    if (npick) { /* the payloads are binary-safe: every length given */
+        snprintf(look, sizeof look, "%d", QLIMIT_LOOKAHEAD);
+        argv[o++] = look;
+        lens = xcalloc((size_t)argc, sizeof *lens);
+        for (int i = 0; i < o; i++) lens[i] = strlen(argv[i]);
+        for (int i = 0; i < a->npicks; i++) {
+            argv[o + i] = a->picks[i];
+            lens[o + i] = a->picklens[i];
+        }
+    }
+    rconn_append_script(c, lim ? &SCRIPT_POP_LIMITED : pick ? &SCRIPT_POP_PICK : &SCRIPT_POP, nkeys, argc, argv, lens);
+    FREE_ALL(argv, lens);
     return true;
 }
 
@@ -574,6 +629,16 @@ static int map_queue(const queue_set_t *qs, const pop_args_t *a, long long n)
     return -1;
 }
 
+/* The limited pop's per-key :run sets the job took (qlimit.c, lim_keys). */
+static void parse_lim_keys(const redisReply *x, pop_result_t *out)
+{
+    if (x->type != REDIS_REPLY_ARRAY || !x->elements) return;
+    size_t n = x->elements < POP_LIM_KEYS_MAX ? x->elements : POP_LIM_KEYS_MAX;
+    out->lim_keys = xcalloc(n, sizeof *out->lim_keys);
+    for (size_t i = 0; i < n; i++)
+        if (x->element[i]->type == REDIS_REPLY_STRING) out->lim_keys[out->nlim_keys++] = elem_dup(x->element[i], NULL);
+}
+
 bool queue_parse_pop(const queue_set_t *qs, const pop_args_t *a, redisReply *r, pop_result_t *out)
 {
     memset(out, 0, sizeof *out);
@@ -594,6 +659,7 @@ bool queue_parse_pop(const queue_set_t *qs, const pop_args_t *a, redisReply *r, 
             pop_result_free(out);
             return false;
         }
+        if (r->elements >= 9) parse_lim_keys(r->element[8], out);
         if (r->elements >= 7 && r->element[6]->type == REDIS_REPLY_ARRAY &&
             r->element[6]->elements >= POP_EXTRA_FIELDS) {
             const redisReply *x = r->element[6];
@@ -624,6 +690,8 @@ bool queue_parse_pop(const queue_set_t *qs, const pop_args_t *a, redisReply *r, 
             out->next_due = strtoll(r->element[5]->str, NULL, 10);
         }
         out->limit_blocked = r->elements >= 7 && r->element[6]->type == REDIS_REPLY_INTEGER && r->element[6]->integer;
+        out->pick_gone = out->limit_blocked && r->element[6]->integer == 2;
+        if (out->pick_gone) out->limit_blocked = false;
     }
     return true;
 }
@@ -637,7 +705,8 @@ void pop_item_free(pop_item_t *it)
 void pop_result_free(pop_result_t *r)
 {
     for (int i = 0; i < r->nextra; i++) pop_item_free(&r->extra[i]);
-    FREE_ALL(r->extra, r->raw, r->reserved, r->run, r->uuid, r->reason);
+    for (int i = 0; i < r->nlim_keys; i++) free(r->lim_keys[i]);
+    FREE_ALL(r->extra, r->raw, r->reserved, r->run, r->uuid, r->reason, r->lim_keys);
     memset(r, 0, sizeof *r);
 }
 

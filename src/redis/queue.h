@@ -53,7 +53,7 @@ extern rscript_t SCRIPT_POP_LIMITED;
 /* Load the limited pop too (a worker with limits, after queue_load_scripts). */
 int queue_load_limited(rconn_t *c);
 extern rscript_t SCRIPT_POP, SCRIPT_RELEASE, SCRIPT_FAIL, SCRIPT_PUSH, SCRIPT_MAXEXC, SCRIPT_UNPOP, SCRIPT_EXTEND,
-    SCRIPT_CLAIM;
+    SCRIPT_CLAIM, SCRIPT_POP_PICK;
 void queue_scripts_init(void);
 
 enum pop_kind { POP_EMPTY = 0, POP_JOB = 1, POP_POISON = 2 };
@@ -83,7 +83,11 @@ typedef struct {
     size_t runlen;
     int nextra;
     bool limit_blocked;        /* POP_EMPTY of the limited pop: ready jobs wait on a full limit */
+    char **lim_keys;           /* POP_JOB of the limited pop: every :run set it took a slot in */
+    int nlim_keys;
+    bool pick_gone;            /* POP_EMPTY of a pick pop: none of its candidates was still ready */
 } pop_result_t;
+#define POP_LIM_KEYS_MAX 2048   /* above 256 limits x (4 keys + the limit's own set) */
 
 typedef struct {
     int64_t now;
@@ -98,6 +102,15 @@ typedef struct {
     bool hold;                 /* none starts now (a pop ahead): hold the first job too */
     const qlimits_t *limits;   /* non-NULL with limits: the limited pop (one job, no hold; not on a Cluster) */
     const char *slot_token;    /* with limits: the concurrency slots' member for the job it pops */
+    /* On a Redis Cluster with limits (wlcluster.c): the pick pop. Over the
+     * one queue not skipped it pops the first of the npicks candidate
+     * payloads still among the first QLIMIT_LOOKAHEAD ready jobs, as the
+     * plain pop would the head, or says they are gone (pick_gone); with no
+     * candidates it pops nothing (a migration, and the next due time). */
+    bool pick;
+    int npicks;
+    const char *const *picks;
+    const size_t *picklens;
 } pop_args_t;
 
 /* Append a pop call (no reply read). Returns false if every queue is skipped. */

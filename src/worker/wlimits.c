@@ -8,24 +8,36 @@
 #include <stdlib.h>
 #include <string.h>
 
-void wlimits_init(wlimits_t *wl, const qconf_t *conf, const pool_conf_t *p, const char *prefix)
+void wlimits_init(wlimits_t *wl, const qconf_t *conf, const pool_conf_t *p, const char *prefix, bool cluster)
 {
     memset(wl, 0, sizeof *wl);
+    wl->ls.cluster = cluster;
     for (int i = 0; i < conf->nlimits; i++) {
         const limit_conf_t *l = &conf->limits[i];
         if (!limit_applies_to(l, p->queues, p->nqueues)) continue;
         char *id = limit_key_id(l);
         qlimits_add(&wl->ls, prefix, id, l->class_name, l->queue, l->concurrency, l->rate ? l->rate_per_s : 0,
                     l->burst);
+        qlimits_set_tag_prefix(&wl->ls, l->tag_prefix);
         free(id);
     }
     wl->nconf = wl->ls.n;
     wl->prefix = xstrdup(prefix);
-    wl->paused_key = xasprintf("%s%s", prefix, QLIMIT_PAUSED_HASH);
+    wl->paused_key = qlimit_paused_key(prefix, cluster);
+}
+
+/* Forget the per-key slots the last job took. */
+static void drop_keys(wlimits_t *wl)
+{
+    for (int i = 0; i < wl->nx; i++) free(wl->xkeys[i]);
+    free(wl->xkeys);
+    wl->xkeys = NULL;
+    wl->nx = 0;
 }
 
 void wlimits_free(wlimits_t *wl)
 {
+    drop_keys(wl);
     qlimits_free(&wl->ls);
     FREE_ALL(wl->prefix, wl->paused_key);
 }
@@ -44,7 +56,7 @@ static bool same_paused(const wlimits_t *wl, const redisReply *r)
 
 int wlimits_poll_paused(wlimits_t *wl, rconn_t *c, int64_t now_ms)
 {
-    if (now_ms < wl->next_paused_ms || rconn_is_cluster(c)) return 0;
+    if (now_ms < wl->next_paused_ms) return 0;
     wl->next_paused_ms = now_ms + QLIMIT_PAUSED_POLL_MS;
     const char *argv[] = {"HKEYS", wl->paused_key};
     redisReply *r = rconn_call(c, 2, argv, NULL);
@@ -83,22 +95,35 @@ void wlimits_taken(wlimits_t *wl, int64_t now_ms)
     wl->next_beat_ms = now_ms + QLIMIT_BEAT_MS;
 }
 
+void wlimits_taken_keys(wlimits_t *wl, char *const *keys, int n)
+{
+    drop_keys(wl);
+    if (!wl->held || n <= 0) return;
+    wl->xkeys = xcalloc((size_t)n, sizeof *wl->xkeys);
+    for (int i = 0; i < n; i++) wl->xkeys[i] = xstrdup(keys[i]);
+    wl->nx = n;
+}
+
 int64_t wlimits_next_beat(const wlimits_t *wl)
 {
     return wl->held ? wl->next_beat_ms : INT64_MAX;
 }
 
-/* How many concurrency slots a job of class cls on queue holds (as the
- * limited pop decides: exact names, "" for any). */
+/* How many concurrency slots a job of class cls on queue holds. On one
+ * Redis: those the limited pop named (it decided the class with its own
+ * JSON reader, which may read a payload with duplicate keys otherwise than
+ * cJSON does); on a Cluster C decided it for the lease: exact names, "" for
+ * any. */
 static int slots_of(const wlimits_t *wl, const char *queue, const char *cls)
 {
+    if (!wl->ls.cluster) return wl->nx;
     int n = 0;
     for (int i = 0; i < wl->ls.n; i++) {
         const qlimit_t *l = &wl->ls.v[i];
-        n += l->concurrency > 0 && (!*l->queue || !strcmp(l->queue, queue)) &&
+        n += l->concurrency > 0 && !l->tag_prefix && (!*l->queue || !strcmp(l->queue, queue)) &&
              (!*l->class_name || (cls && !strcmp(l->class_name, cls)));
     }
-    return n;
+    return n + wl->nx; /* a per-key limit's: as the pop named them */
 }
 
 void wlimits_beat(wlimits_t *wl, rconn_t *c, int64_t now_ms, const char *queue, const char *cls, const char *job)
@@ -107,7 +132,7 @@ void wlimits_beat(wlimits_t *wl, rconn_t *c, int64_t now_ms, const char *queue, 
     wl->next_beat_ms = now_ms + QLIMIT_BEAT_MS;
     int want = slots_of(wl, queue, cls);
     if (!want) return;
-    int n = qlimit_beat(c, &wl->ls, wl->token);
+    int n = qlimit_beat(c, &wl->ls, wl->token, wl->xkeys, wl->nx);
     if (n >= 0 && n < want)
         log_warn("job %s: its concurrency slot lapsed (not renewed for %d s): its limit may be exceeded", job,
                  QLIMIT_SLOT_TTL_MS / 1000);
@@ -117,7 +142,11 @@ void wlimits_end(wlimits_t *wl, rconn_t *c, const char *queue, const char *cls)
 {
     if (!wl->held) return;
     wl->held = false;
-    if (cls && !slots_of(wl, queue, cls)) return;
-    if (qlimit_end(c, &wl->ls, wl->token) < 0)
+    if ((cls || !wl->ls.cluster) && !slots_of(wl, queue, cls)) { /* unread on a Cluster: give back all */
+        drop_keys(wl);
+        return;
+    }
+    if (qlimit_end(c, &wl->ls, wl->token, wl->xkeys, wl->nx) < 0)
         log_warn("could not give back a concurrency slot: it lapses within %d s", QLIMIT_SLOT_TTL_MS / 1000);
+    drop_keys(wl);
 }

@@ -23,21 +23,27 @@ typedef struct {
     char *prefix, *paused_key;
     int64_t next_paused_ms;
     bool paused_key_bad;  /* its paused-classes key is no hash: said once */
+    char **xkeys;         /* the per-key limits' :run sets the current job holds a slot in */
+    int nx;
 } wlimits_t;
 
-/* The config's limits that apply to pool p, with keys under prefix. */
-void wlimits_init(wlimits_t *wl, const qconf_t *conf, const pool_conf_t *p, const char *prefix);
+/* The config's limits that apply to pool p, with keys under prefix (on a
+ * Redis Cluster: hash-tagged, qlimit_key). */
+void wlimits_init(wlimits_t *wl, const qconf_t *conf, const pool_conf_t *p, const char *prefix, bool cluster);
 void wlimits_free(wlimits_t *wl);
-/* Read the paused classes (<prefix>qpool:paused-classes) when
+/* Read the paused classes (<prefix>qpool:paused-classes; on a Redis
+ * Cluster <prefix>qpool:{paused-classes}) when
  * QLIMIT_PAUSED_POLL_MS have passed, and hold their jobs from the next pop:
  * 1 when the set became non-empty (load the limited pop), 0 else (a reply
  * that is no list of names keeps the last set), -1 when the connection was
- * lost. Not on a Redis Cluster. */
+ * lost. */
 int wlimits_poll_paused(wlimits_t *wl, rconn_t *c, int64_t now_ms);
 /* The limits for pop_args_t (NULL: none apply), and a fresh slot token. */
 const qlimits_t *wlimits_for_pop(wlimits_t *wl, const char **token);
 /* The pop took a job: it holds its slots from now. */
 void wlimits_taken(wlimits_t *wl, int64_t now_ms);
+/* ... and the per-key limits' slots the pop named (pop_result_t lim_keys). */
+void wlimits_taken_keys(wlimits_t *wl, char *const *keys, int n);
 /* When the next beat is due (INT64_MAX: none). */
 int64_t wlimits_next_beat(const wlimits_t *wl);
 /* Renew the job's slots when due; queue and cls (NULL: none) say which

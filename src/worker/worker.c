@@ -30,6 +30,7 @@
 #include "core/log.h"
 #include "redis/payload.h"
 #include "worker/policy.h"
+#include "worker/wlcluster.h"
 #include "worker/wlimits.h"
 #include "os/proc.h"
 #include "redis/queue.h"
@@ -1468,6 +1469,26 @@ static bool read_pop(worker_t *w, const pop_args_t *a, job_t *job)
     return true;
 }
 
+/* The limited pop on a Redis Cluster (wlcluster.h): the outcomes written
+ * first (its calls go to several nodes), then the lease-and-pick pass. */
+static bool pop_cluster_limited(worker_t *w, const pop_args_t *a, job_t *job)
+{
+    if (write_pending_now(w) < 0 || !redis_ready(w)) return false;
+    int rv = wlcluster_pop(w->rc, &w->qs, a, &job->pr);
+    if (rv == 0 && w->rc->ctx) { /* every queue skipped */
+        sb_state(w, SB_IDLE);
+        wait_signals(w, 1000);
+    }
+    return rv > 0;
+}
+
+/* Send the pop and read its reply into job->pr: false if there is none to use. */
+static bool pop_call(worker_t *w, uint32_t skip, const pop_args_t *a, job_t *job)
+{
+    if (a->limits && rconn_is_cluster(w->rc)) return pop_cluster_limited(w, a, job);
+    return send_pop(w, skip, a) && read_pop(w, a, job);
+}
+
 /* Nothing to pop: wait (sleep, or until a delayed job is due). */
 static void wait_after_empty(worker_t *w, job_t *job, const pop_args_t *a)
 {
@@ -1506,7 +1527,7 @@ static bool pop_next(worker_t *w, uint32_t skip, job_t *job)
     int paused = w->p->app_driver ? 0 : wlimits_poll_paused(&w->lim, w->rc, now_ms);
     if (paused < 0 || (paused > 0 && queue_load_limited(w->rc) < 0)) return false; /* reconnect first */
     pop_args_t a = pop_args(w, skip, want_jobs(w, 0), now_ms);
-    if (!send_pop(w, skip, &a) || !read_pop(w, &a, job)) return false;
+    if (!pop_call(w, skip, &a, job)) return false;
     pop_bookkeeping(w, &a, now_ms, &job->pr);
     if (job->pr.kind == POP_POISON) {
         sb_counters(w, rss_read(&w->rss_self, w->pid));
@@ -1522,6 +1543,7 @@ static bool pop_next(worker_t *w, uint32_t skip, job_t *job)
         return false;
     }
     wlimits_taken(&w->lim, now_ms);
+    wlimits_taken_keys(&w->lim, job->pr.lim_keys, job->pr.nlim_keys);
     w->held_since_ms = now_ms; /* everything held before went out with this pop */
     /* prefetched jobs wait in w->local */
     for (int i = 0; i < job->pr.nextra; i++) local_add(w, &job->pr.extra[i]);
@@ -1563,6 +1585,7 @@ static void claim_held(worker_t *w, pop_item_t *it, pop_result_t *pr)
 static void pop_ahead(worker_t *w)
 {
     if (w->ahead.on || w->pending_stuck || w->p->prefetch <= 1) return;
+    if (w->lim.ls.n && rconn_is_cluster(w->rc)) return; /* the cluster's limited pop is not sent ahead */
     int left = w->nlocal - w->local_head;
     int want = want_jobs(w, left + 1);
     if (want <= 1 || left > want / 2) return;
@@ -1643,7 +1666,7 @@ static int worker_init(worker_t *w, const pool_conf_t *p, const qconf_t *conf, s
     w->rc = rconn_new(rcf);
     w->cache = rconn_new(ccf ? ccf : rcf);
     queue_set_init(&w->qs, rcf->prefix, p->queues, p->nqueues);
-    wlimits_init(&w->lim, conf, p, rcf->prefix);
+    wlimits_init(&w->lim, conf, p, rcf->prefix, rcf->cluster != NULL);
     w->h = handler_new(p, w->tag);
     handler_on_group(w->h, slot_handler_group, w);
     w->rss_self.fd = w->rss_handler.fd = -1;

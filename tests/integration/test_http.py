@@ -684,7 +684,7 @@ def a_failed_secret(r, port):
 
 
 PRIVATE = ("/api/failed", "/api/failed/{u}", "/api/jobs/recent", "/api/jobs/{u}", "/api/jobs/recent?outcome=failed")
-AGGREGATES = ("/metrics", "/api/status", "/api/fleet", "/api/metrics")
+AGGREGATES = ("/metrics", "/api/status", "/api/fleet", "/api/metrics", "/api/limits")
 OPEN = ("/healthz", "/", "/assets/app.js")
 PROXIED = ({"X-Forwarded-For": "203.0.113.5"}, {"Forwarded": "for=203.0.113.5"}, {"X-Real-IP": "203.0.113.5"},
            {"x-forwarded-for": "203.0.113.5"})

@@ -1492,6 +1492,12 @@ static void test_limits_load(void **state)
     assert_int_equal(c->limits[2].line, 5);
     assert_true(c->limits[2].alert_after == 30.0 && c->limits[0].alert_after == 0);
     config_free(c);
+    /* per key: beside a plain limit of the same class (its own keys) */
+    c = must_load(MINPOOL "limits = (\n  { class = \"I\"; concurrency = 5; },\n"
+                          "  { class = \"I\"; tag_prefix = \"App\\\\Models\\\\Customer:\"; concurrency = 1; }\n);\n");
+    assert_int_equal(c->nlimits, 2);
+    assert_string_equal(c->limits[1].tag_prefix, "App\\Models\\Customer:");
+    config_free(c);
     c = must_load(MINPOOL);
     assert_int_equal(c->nlimits, 0);
     config_free(c);
@@ -1516,11 +1522,16 @@ static void test_limits_errors(void **state)
     expect_error(t6, 2, "limits: expected a list", NULL);
     static const char t7[] = MINPOOL "limits = (\n  { queue = \"q\"; concurrency = 2; burst = 3; }\n);\n";
     expect_error(t7, 3, "burst: applies to a rate", NULL);
-    static const char t8[] = MINPOOL "limits = (\n  { class = \"A\"; tag_prefix = \"C:\"; concurrency = 1; }\n);\n";
-    expect_error(t8, 3, "tag_prefix", "not supported", NULL);
-    static const char t9[] = "redis = { default = { cluster = [\"a:1\"]; }; };\n" MINPOOL
-                             "limits = (\n  { queue = \"q\"; concurrency = 1; }\n);\n";
-    expect_error(t9, 3, "pool p", "Redis Cluster", NULL);
+    static const char t8[] = MINPOOL "limits = (\n  { class = \"A\"; tag_prefix = \"\"; concurrency = 1; }\n);\n";
+    expect_error(t8, 3, "tag_prefix", "1-255 characters", NULL);
+    static const char t9[] = "redis = { default = { cluster = [\"a:1\"]; prefix = \"{app}:\"; }; };\n" MINPOOL
+                             "limits = (\n  { class = \"A\"; tag_prefix = \"C:\"; concurrency = 1; }\n);\n";
+    expect_error(t9, 3, "pool p", "tag_prefix", "Redis Cluster", NULL);
+    /* limits on a Redis Cluster connection: accepted (issue 33; they were refused before) */
+    qconf_t *c = must_load("redis = { default = { cluster = [\"a:1\"]; prefix = \"{app}:\"; }; };\n" MINPOOL
+                           "limits = (\n  { queue = \"q\"; concurrency = 1; }\n);\n");
+    assert_int_equal(c->nlimits, 1);
+    config_free(c);
 }
 
 /* A pool under a limit pops one job at a time; a command pool is warned of. */

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "config/limits.h"
+#include "core/util.h"
 
 static void test_rate_syntax(void **state)
 {
@@ -99,6 +100,24 @@ static void test_key_id_and_applies(void **state)
     id = limit_key_id(&b);
     assert_string_equal(id, "|App\\X");
     free(id);
+    /* a '|' in a name: two limits never share keys (they did: "a|b" + "c"
+     * and "a" + "b|c" were both "a|b|c"); ids without one stay as they were */
+    char *x = limit_key_id(&(limit_conf_t){.queue = "a|b", .class_name = "c"});
+    char *y = limit_key_id(&(limit_conf_t){.queue = "a", .class_name = "b|c"});
+    assert_string_not_equal(x, y);
+    assert_string_equal(x, "|a%7Cb|c");
+    assert_string_equal(y, "|a|b%7Cc");
+    FREE_ALL(x, y);
+    x = limit_key_id(&(limit_conf_t){.queue = "a%7Cb", .class_name = "c"}); /* no '|': as in 1.x */
+    assert_string_equal(x, "a%7Cb|c");
+    free(x);
+    /* a tag prefix: its own keys, never a plain limit's of the same class */
+    x = limit_key_id(&(limit_conf_t){.class_name = "App\\I", .tag_prefix = "C:"});
+    assert_string_equal(x, "||App\\I|C:");
+    free(x);
+    x = limit_key_id(&(limit_conf_t){.class_name = "p|q", .tag_prefix = "%|"});
+    assert_string_equal(x, "||p%7Cq|%25%7C");
+    free(x);
     char *qs[] = {"default", "mail"};
     assert_true(limit_applies_to(&a, qs, 2));
     assert_false(limit_applies_to(&a, qs, 1));

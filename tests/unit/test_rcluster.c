@@ -9,9 +9,11 @@
 
 #include <cmocka.h>
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "redis/qlimit.h"
 #include "redis/rcluster.h"
 
 static int slot(const char *k)
@@ -153,12 +155,90 @@ static void test_group_runs(void **state)
     assert_int_equal(rcluster_group_runs(slots, 0, g), 0);
 }
 
+static int slot_of(const char *key, const char *suffix)
+{
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s%s", key, suffix);
+    return rcluster_key_slot(buf, strlen(buf));
+}
+
+/* issue 33 on a Cluster: a limit's keys share one slot; on one Redis the
+ * names are as they were */
+static void test_limit_keys(void **state)
+{
+    (void)state;
+    char *k = qlimit_key("app:", "|App\\Jobs\\A", false);
+    assert_string_equal(k, "app:qpool:limit:|App\\Jobs\\A");
+    free(k);
+    const char *ids[] = {"|App\\Jobs\\A", "mail|", "{emails}|App\\Jobs\\B", "paused:App\\Jobs\\C", "}odd|x", NULL};
+    for (int i = 0; ids[i]; i++) {
+        k = qlimit_key("app:", ids[i], true);
+        assert_true(rcluster_has_tag(k, strlen(k)));
+        int s = slot_of(k, ":run");
+        assert_int_equal(slot_of(k, ":bucket"), s);
+        assert_int_equal(slot_of(k, ":wait"), s);
+        free(k);
+    }
+    k = qlimit_key("app:", "|App\\Jobs\\A", true);
+    assert_string_equal(k, "app:qpool:limit:{|App\\Jobs\\A}");
+    free(k);
+    k = qlimit_paused_key("app:", false);
+    assert_string_equal(k, "app:qpool:paused-classes");
+    free(k);
+    k = qlimit_paused_key("app:", true);
+    assert_string_equal(k, "app:qpool:{paused-classes}");
+    free(k);
+    qlimits_t ls = {.cluster = true};
+    qlimits_add(&ls, "p:", "q|", "", "q", 2, 0, 1);
+    qlimits_add_paused(&ls, "p:", "App\\Jobs\\P");
+    assert_string_equal(ls.v[0].run, "p:qpool:limit:{q|}:run");
+    assert_string_equal(ls.v[1].key, "p:qpool:limit:{paused:App\\Jobs\\P}");
+    qlimits_free(&ls);
+}
+
+/* the cluster pop's matching: as the single-Redis pop's lim_match */
+static void test_limit_matching(void **state)
+{
+    (void)state;
+    qlimits_t ls = {.cluster = true};
+    qlimits_add(&ls, "", "|A", "A", "", 5, 0, 1);  /* class A, any queue */
+    qlimits_add(&ls, "", "mail|", "", "mail", 0, 10, 2); /* queue mail, any class */
+    qlimits_add(&ls, "", "mail|B", "B", "mail", 1, 0, 1);
+    assert_true(qlimit_applies(&ls.v[0], "work", "A"));
+    assert_false(qlimit_applies(&ls.v[0], "work", "B"));
+    assert_false(qlimit_applies(&ls.v[0], "work", NULL)); /* no displayName: no class limit */
+    assert_true(qlimit_applies(&ls.v[1], "mail", NULL));
+    assert_false(qlimit_applies(&ls.v[1], "work", "A"));
+    assert_true(qlimit_applies(&ls.v[2], "mail", "B"));
+    assert_false(qlimit_applies(&ls.v[2], "work", "B"));
+    bool full[3] = {false, false, false};
+    assert_int_equal(qlimit_first_full(&ls, "mail", "B", full), -1);
+    full[1] = true; /* the queue's rate is out of tokens: every job of mail waits */
+    assert_int_equal(qlimit_first_full(&ls, "mail", "B", full), 1);
+    assert_int_equal(qlimit_first_full(&ls, "mail", "A", full), 1);
+    assert_int_equal(qlimit_first_full(&ls, "work", "A", full), -1);
+    full[0] = true;
+    assert_int_equal(qlimit_first_full(&ls, "work", "A", full), 0);
+    assert_int_equal(qlimit_first_full(&ls, "work", "B", full), -1);
+    /* the leases of one job serve another exactly when the same limits apply */
+    assert_true(qlimit_same_limits(&ls, "work", "A", false, "A", false));
+    assert_false(qlimit_same_limits(&ls, "work", "A", false, "B", false));
+    assert_true(qlimit_same_limits(&ls, "work", "B", false, "C", false)); /* none applies to either */
+    assert_true(qlimit_same_limits(&ls, "work", "B", false, NULL, false));
+    assert_true(qlimit_same_limits(&ls, "work", "B", false, "A", true));  /* a plain payload: no limit */
+    assert_false(qlimit_same_limits(&ls, "mail", "B", false, "C", false)); /* mail|B applies to B only */
+    assert_true(qlimit_same_limits(&ls, "mail", "C", false, NULL, false)); /* the queue's rate to both */
+    assert_false(qlimit_same_limits(&ls, "mail", "C", false, "C", true));
+    qlimits_free(&ls);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_crc16_and_slots), cmocka_unit_test(test_command_key),
         cmocka_unit_test(test_parse_slots),     cmocka_unit_test(test_redirect),
-        cmocka_unit_test(test_group_runs),
+        cmocka_unit_test(test_group_runs),      cmocka_unit_test(test_limit_keys),
+        cmocka_unit_test(test_limit_matching),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

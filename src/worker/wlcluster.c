@@ -1,0 +1,203 @@
+/*
+ * wlcluster.c - see wlcluster.h.
+ */
+#include "worker/wlcluster.h"
+#include "core/util.h"
+
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define WLC_PASSES 3 /* passes that may find their jobs gone before this pop reports "held" */
+#define WLC_PICK_MAX 8        /* candidates sent with a pick pop, at most */
+#define WLC_PICK_BYTES 16384 /* and their payload bytes at most (one is always sent) */
+
+typedef struct {
+    const char *raw;
+    size_t len;
+    char *cls;  /* displayName (NULL: none) */
+    bool plain; /* no limit applies: not a job the pop would start (poison) */
+} peeked_t;
+
+/* A peeked payload as the single-Redis pop's lim_match reads it: a JSON
+ * object with a numeric attempts, else plain (the pop moves it aside). */
+static void peek_parse(peeked_t *p, const char *raw, size_t len)
+{
+    memset(p, 0, sizeof *p);
+    p->raw = raw;
+    p->len = len;
+    cJSON *d = cJSON_ParseWithLength(raw, len);
+    const cJSON *at = cJSON_IsObject(d) ? cJSON_GetObjectItemCaseSensitive(d, "attempts") : NULL;
+    char *end = NULL;
+    bool num = cJSON_IsNumber(at);
+    if (cJSON_IsString(at)) { /* Lua's tonumber takes "3" too */
+        strtod(at->valuestring, &end);
+        num = end != at->valuestring && !*end;
+    }
+    p->plain = !num;
+    const cJSON *dn = num ? cJSON_GetObjectItemCaseSensitive(d, "displayName") : NULL;
+    if (cJSON_IsString(dn)) p->cls = xstrdup(dn->valuestring);
+    cJSON_Delete(d);
+}
+
+/* How many of the peeked jobs limit i holds back once it is full. */
+static long held_by(const qlimits_t *ls, int i, const char *queue, const peeked_t *v, int n)
+{
+    long k = 0;
+    for (int j = 0; j < n; j++) k += !v[j].plain && qlimit_applies(&ls->v[i], queue, v[j].cls);
+    return k;
+}
+
+static void unlease_all(rconn_t *c, const qlimits_t *ls, const bool *taken, const char *token)
+{
+    for (int i = 0; i < ls->n; i++)
+        if (taken[i]) qlimit_unlease(c, &ls->v[i], token);
+}
+
+/* Lease every limit job v[j] falls under: 1 all taken (taken[] says which),
+ * 0 one was full (marked in full[], the others given back), -1 error. */
+static int lease_all(rconn_t *c, const qlimits_t *ls, const char *queue, const peeked_t *v, int n, int j,
+                     const char *token, bool *full, bool *taken)
+{
+    memset(taken, 0, sizeof *taken * (size_t)ls->n);
+    if (v[j].plain) return 1;
+    for (int i = 0; i < ls->n; i++) {
+        if (!qlimit_applies(&ls->v[i], queue, v[j].cls)) continue;
+        int r = qlimit_lease(c, &ls->v[i], ls->ttl, token, held_by(ls, i, queue, v, n));
+        if (r == 1) {
+            taken[i] = true;
+            continue;
+        }
+        if (r == 0) full[i] = true;
+        unlease_all(c, ls, taken, token);
+        return r;
+    }
+    return 1;
+}
+
+/* The pick pop of queue q over the candidates (none, with q < 0: every
+ * queue not skipped, nothing popped). 1, 0 or -1 as wlcluster_pop. */
+static int pick_pop(rconn_t *c, const queue_set_t *qs, const pop_args_t *a, int q, const char *const *picks,
+                    const size_t *lens, int npicks, pop_result_t *out)
+{
+    pop_args_t b = *a;
+    b.pick = true;
+    b.picks = picks;
+    b.picklens = lens;
+    b.npicks = npicks;
+    if (q >= 0) b.skip_mask = ~(1u << q);
+    if (!queue_append_pop(c, qs, &b)) return 0;
+    redisReply *r = NULL;
+    if (queue_read_pop(c, qs, &b, &r) != RC_OK) return -1;
+    bool ok = queue_parse_pop(qs, &b, r, out);
+    if (!ok) rconn_drop(c, r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply to the pick pop");
+    freeReplyObject(r);
+    return ok ? 1 : 0;
+}
+
+/* Pick pop v[j] or, should another worker have taken it, the next job
+ * peeked that falls under the same limits (the leases taken serve it). */
+static int pick_from(rconn_t *c, const queue_set_t *qs, const pop_args_t *a, int q, const peeked_t *v, int n, int j,
+                     pop_result_t *out)
+{
+    const char **picks = xcalloc((size_t)(n - j), sizeof *picks);
+    size_t *lens = xcalloc((size_t)(n - j), sizeof *lens), bytes = 0;
+    int k = 0;
+    for (int i = j; i < n && k < WLC_PICK_MAX && (!k || bytes + v[i].len <= WLC_PICK_BYTES); i++)
+        if (i == j || qlimit_same_limits(a->limits, qs->q[q].name, v[j].cls, v[j].plain, v[i].cls, v[i].plain)) {
+            picks[k] = v[i].raw;
+            lens[k++] = v[i].len;
+            bytes += v[i].len;
+        }
+    int rv = pick_pop(c, qs, a, q, picks, lens, k, out);
+    FREE_ALL(picks, lens);
+    return rv;
+}
+
+/* Try the jobs peeked on queue q in order. 1: out holds what was popped;
+ * 2: the job picked was gone (leases given back); 3: every job is held;
+ * 0 / -1 as wlcluster_pop. */
+static int try_queue(rconn_t *c, const queue_set_t *qs, const pop_args_t *a, int q, const peeked_t *v, int n,
+                     bool *full, pop_result_t *out)
+{
+    const qlimits_t *ls = a->limits;
+    const char *queue = qs->q[q].name;
+    bool *taken = xcalloc((size_t)ls->n + 1, sizeof *taken);
+    int rv = 3;
+    for (int j = 0; j < n && rv == 3; j++) {
+        if (!v[j].plain && qlimit_first_full(ls, queue, v[j].cls, full) >= 0) continue;
+        int r = lease_all(c, ls, queue, v, n, j, a->slot_token, full, taken);
+        if (r < 0) rv = -1;
+        if (r <= 0) continue;
+        rv = pick_from(c, qs, a, q, v, n, j, out);
+        if (rv == 1 && out->kind == POP_JOB) break;
+        unlease_all(c, ls, taken, a->slot_token); /* a lost connection: the slots lapse */
+        if (rv == 1 && out->pick_gone) {
+            pop_result_free(out);
+            rv = 2;
+        }
+    }
+    free(taken);
+    return rv;
+}
+
+/* LRANGE of queue q's ready list: the reply (NULL: the connection went). */
+static redisReply *peek(rconn_t *c, const qkeys_t *k, const qlimits_t *ls)
+{
+    const char *argv[] = {"LRANGE", k->ready, "0", "-1"};
+    char last[16];
+    snprintf(last, sizeof last, "%d", atoi(ls->look) - 1);
+    argv[3] = last;
+    return rconn_call(c, 4, argv, NULL);
+}
+
+/* One pass over the queues: 1 / 2 / 3 as try_queue (3 also when every
+ * queue is empty: *blocked says whether any held a job), 0 / -1. */
+static int pass(rconn_t *c, const queue_set_t *qs, const pop_args_t *a, pop_result_t *out, int *blocked)
+{
+    bool *full = xcalloc((size_t)a->limits->n + 1, sizeof *full);
+    int rv = 3;
+    for (int q = 0; q < qs->nq && rv == 3; q++) {
+        if (a->skip_mask & (1u << q)) continue;
+        redisReply *r = peek(c, &qs->q[q], a->limits);
+        if (!r) rv = -1;
+        if (r && r->type == REDIS_REPLY_ERROR) {
+            rconn_drop(c, r->str); /* CLUSTERDOWN, a failover: reconnect first */
+            rv = 0;
+        }
+        if (!r || r->type != REDIS_REPLY_ARRAY || !r->elements) {
+            if (r) freeReplyObject(r);
+            continue;
+        }
+        int n = (int)r->elements;
+        peeked_t *v = xcalloc((size_t)n, sizeof *v);
+        for (int j = 0; j < n; j++) peek_parse(&v[j], r->element[j]->str, r->element[j]->len);
+        rv = try_queue(c, qs, a, q, v, n, full, out);
+        if (rv == 3 && *blocked < 0) *blocked = q;
+        for (int j = 0; j < n; j++) free(v[j].cls);
+        free(v);
+        freeReplyObject(r);
+    }
+    free(full);
+    return rv;
+}
+
+int wlcluster_pop(rconn_t *c, const queue_set_t *qs, const pop_args_t *a, pop_result_t *out)
+{
+    memset(out, 0, sizeof *out);
+    int blocked = -1, rv = 2;
+    for (int k = 0; k < WLC_PASSES && rv == 2; k++) rv = pass(c, qs, a, out, &blocked);
+    if (rv != 2 && rv != 3) return rv;
+    if (rv == 2 && blocked < 0) blocked = 0; /* lost the race every pass: try again soon */
+    /* no job now: the migration and the next due time, as the plain pop's empty reply */
+    rv = pick_pop(c, qs, a, -1, NULL, NULL, 0, out);
+    if (rv != 1) return rv;
+    out->limit_blocked = blocked >= 0;
+    if (blocked >= 0 && a->token_taken) { /* the caller's BLPOP took a token of a job that waits: back */
+        const char *argv[] = {"RPUSH", qs->q[blocked].notify, "1"};
+        redisReply *r = rconn_call(c, 3, argv, NULL);
+        if (r) freeReplyObject(r);
+    }
+    return 1;
+}
