@@ -115,7 +115,8 @@ static const cli_cmd_t COMMANDS[] = {
      "  --class CLASS       pause this job class (the payload's displayName) on\n"
      "                      every master on the same Redis: its jobs stay in their\n"
      "                      queues, attempts unchanged, other classes run; kept in\n"
-     "                      Redis until `qpool continue --class` (repeatable)\n"
+     "                      Redis until `qpool continue --class` (repeatable; at\n"
+     "                      most 100 classes paused at once)\n"
      "  -s, --socket PATH   control socket (overrides the config)\n"
      "  -j, --json          JSON reply\n", cmd_control},
     {"continue", "resume what pause stopped",
