@@ -485,9 +485,8 @@ static cJSON *jobs_of_uuid(rconn_t *c, const job_filter_t *f)
 
 /* A page of records (LRANGE's reply r) into v: those that match f. True
  * when *newest (the latest finished_at of the page) is known: from the
- * records parsed, or, when the byte test let none through and f has
- * since, from the page's first record alone (else a since search whose
- * text is nowhere would read the whole list). */
+ * records parsed and, when f has since, the page's first and last records
+ * (else a since search whose text is nowhere would read the whole list). */
 static bool scan_page(const redisReply *r, const job_filter_t *f, cJSON ***v, size_t *n, size_t *cap,
                       double *newest)
 {
@@ -503,12 +502,16 @@ static bool scan_page(const redisReply *r, const job_filter_t *f, cJSON ***v, si
         seen = true;
         if (!history_matches((*v)[*n - 1], f)) cJSON_Delete((*v)[--*n]);
     }
-    const redisReply *head = r->elements ? r->element[0] : NULL;
-    cJSON *rec = !seen && f->since_ms && head && head->type == REDIS_REPLY_STRING
-                     ? cJSON_ParseWithLength(head->str, head->len) : NULL;
-    if (rec) *newest = finished_at(rec), seen = true;
-    cJSON_Delete(rec);
-    return seen;
+    /* with since, the page's first and last records count too (one host's
+     * clock behind, or a backlog pushed late, can put an old record among
+     * those the byte test let through, or at one end; review of 2026-11-29) */
+    for (size_t k = 0; f->since_ms && k < 2 && r->elements; k++) {
+        const redisReply *e = r->element[k ? r->elements - 1 : 0];
+        cJSON *rec = e->type == REDIS_REPLY_STRING ? cJSON_ParseWithLength(e->str, e->len) : NULL;
+        if (rec && finished_at(rec) > *newest) *newest = finished_at(rec);
+        cJSON_Delete(rec);
+    }
+    return seen || *newest > 0;
 }
 
 /* Does the list hold more than n records? (Yes when LLEN fails: the

@@ -86,3 +86,29 @@ def test_a_search_stops_after_64_mb_of_records(master, r):
     assert o["jobs"] == [] and not o.get("truncated")
     o = search(port, name=CLASSES[0], limit=5)  # found among the newest: not cut
     assert [j["uuid"] for j in o["jobs"]] == ["p-%d" % i for i in range(4599, 4594, -1)] and not o.get("truncated")
+
+
+def test_a_since_search_reads_past_a_page_headed_by_a_late_clock(master, r):
+    """A record whose host's clock is 10 minutes behind (or a backlog pushed
+    late) heads a page where the byte test lets nothing through: the search
+    with since reads on to the next page, where the match is, instead of
+    taking the page's age from that one record (review of 2026-11-29)."""
+    port = free_port()
+    pool = '{ name = "w"; queues = ["hs-idle"]; processes = 1; handler = { type = "pipe"; command = ["%s"]; }; }'
+    master.write_config(pool % FIXTURE_HANDLER,
+                        qpool=http_conf(port, 'token_env = "QPOOL_TEST_TOKEN";') + "job_history_size = 100000;")
+    key = PREFIX + "qpool:{qpool-jobs}:list"
+    now = int(time.time() * 1000)
+    pipe = r.pipeline(transaction=False)
+    for i in range(1500):  # the oldest first: index 0 of the list is the last pushed
+        late = i == 1499
+        rec = {"uuid": "s-%d" % i, "name": CLASSES[0], "queue": "default", "outcome": "done",
+               "host": "app2" if late else "app1",
+               "finished_at": now - 600000 if late else now - 60000 + i,
+               "exception": "RuntimeException: INV-4711" if i == 500 else ""}
+        pipe.lpush(key, json.dumps(rec, separators=(",", ":")))
+    pipe.execute()
+    master.start(env={"QPOOL_TEST_TOKEN": TOKEN})
+    wait_for(lambda: code(port, "/healthz") == 200, 10, what="the HTTP endpoint")
+    o = search(port, q="INV-4711", since=now - 300000)
+    assert [j["uuid"] for j in o["jobs"]] == ["s-500"], o
