@@ -194,22 +194,17 @@
     "  end\n" \
     "  return w\n" \
     "end\n" \
-    "-- after a pick at p (from 0) inside an old record's prefix: the rest of\n" \
-    "-- it is still held if its limits are full again after the take\n" \
-    "local function lim_after_pick(rec, p, hit, keys)\n" \
-    "  if not rec or rec.ok or not rec.head_ok or p >= rec.n then return p end\n" \
-    "  for _, l in ipairs(hit) do l.used, l.tok = nil, nil end\n" \
-    "  if not lim_all_full(rec.keys) then return p end\n" \
-    "  -- every key stays (one with its count at 1 may hold the rest yet): the\n" \
-    "  -- count of the first above 1 loses the job taken, counts being figures\n" \
-    "  local gone = false\n" \
+    "-- a look from the head inside the old prefix: its keys stay the record's\n" \
+    "-- (every job of it still falls under one of them: which limits apply to a\n" \
+    "-- job never changes); the first count above 1 loses the job taken, if\n" \
+    "-- one was (counts are figures; a key at 1 may hold the rest)\n" \
+    "local function lim_rec_keys(rec, taken)\n" \
+    "  local keys = {}\n" \
     "  for k, e in pairs(rec.keys) do\n" \
-    "    local c = e.c\n" \
-    "    if not gone and c > 1 then c = c - 1; gone = true end\n" \
-    "    keys[k] = keys[k] or {o = e.o, p = e.p, c = 0}\n" \
-    "    keys[k].c = keys[k].c + c\n" \
+    "    keys[k] = {o = e.o, p = e.p, c = e.c}\n" \
+    "    if taken and e.c > 1 then keys[k].c = e.c - 1; taken = false end\n" \
     "  end\n" \
-    "  return rec.n - 1\n" \
+    "  return keys\n" \
     "end\n" \
     "local function lim_scan(q)\n" \
     "  local qk, qname = KEYS[q*5+1], ARGV[10 + q]\n" \
@@ -221,12 +216,13 @@
     "  local hk = string.sub(qk, 1, #qk - #qname - 7) .. 'qpool:held:' .. qname\n" \
     "  local rec = lim_held_get(hk, head)\n" \
     "  local start, keys, jobs = 0, {}, {head}\n" \
+    "  local known = rec and rec.head_ok and rec.n or 0 -- what it says holds, full or not\n" \
     "  if rec and rec.ok then\n" \
     "    start = rec.n\n" \
     "    for _, e in pairs(rec.keys) do lim_count(keys, e.o, e.p, e.c) end\n" \
-    "    jobs = redis.call('lrange', qk, start, start + lim_n - 1)\n" \
+    "    jobs = redis.call('lrange', qk, start, start + math.min(lim_n, 8) - 1) -- the rest if need be\n" \
     "  end\n" \
-    "  local pick, hit, i = nil, nil, 1\n" \
+    "  local pick, hit, i, more = nil, nil, 1, true\n" \
     "  while i <= #jobs do\n" \
     "    local h, full = nil, lim_quick(jobs[i], qname)\n" \
     "    local o = full\n" \
@@ -236,9 +232,10 @@
     "    end\n" \
     "    if not full then pick, hit = i, h; break end\n" \
     "    lim_count(keys, o, full, 1)\n" \
-    "    -- the head is held: look further (only then: a payload copied costs)\n" \
-    "    if i == 1 and start == 0 and lim_n > 1 then\n" \
-    "      for _, j in ipairs(redis.call('lrange', qk, 1, lim_n - 1)) do jobs[#jobs + 1] = j end\n" \
+    "    -- all held so far: look further (only then: a payload copied costs)\n" \
+    "    if i == #jobs and more then\n" \
+    "      more = false\n" \
+    "      for _, j in ipairs(redis.call('lrange', qk, start + i, start + lim_n - 1)) do jobs[#jobs + 1] = j end\n" \
     "    end\n" \
     "    i = i + 1\n" \
     "  end\n" \
@@ -249,12 +246,15 @@
     "      redis.call('lpush', qk, jobs[pick])\n" \
     "    else head = redis.call('lindex', qk, 1) end -- the head goes: the next one will be\n" \
     "    lim_take(hit)\n" \
-    "    lim_held_put(hk, head, lim_after_pick(rec, p, hit, keys), keys, rec ~= nil)\n" \
+    "    local n = p\n" \
+    "    if p < known then n, keys = known - 1, lim_rec_keys(rec, true) end -- a rescan inside it\n" \
+    "    lim_held_put(hk, head, n, keys, rec ~= nil)\n" \
     "    return 'pick'\n" \
     "  end\n" \
     "  local n = start + #jobs\n" \
+    "  if n < known then n, keys = known, lim_rec_keys(rec, false) end\n" \
     "  if not (rec and rec.ok and n == rec.n) then lim_held_put(hk, head, n, keys, rec ~= nil) end\n" \
-    "  if #jobs == lim_n and lim_n > 1 and redis.call('llen', qk) > n then lim_wake = 0 end\n" \
+    "  if #jobs == lim_n and lim_n > 1 and n > known and redis.call('llen', qk) > n then lim_wake = 0 end\n" \
     "  return 'held'\n" \
     "end\n"
 

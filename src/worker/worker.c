@@ -1511,14 +1511,14 @@ static void wait_after_empty(worker_t *w, job_t *job, const pop_args_t *a)
 
 /* How long to wait before popping again when ready jobs all wait on full
  * limits: what the pop said (0: more held jobs to look past, at once; else
- * the ms until a held rate's next token, plus up to a quarter of it and
+ * the ms until a held rate's next token, plus up to an eighth of it and
  * 1 ms so a fleet does not all ask in the same millisecond), at most
  * LIMIT_POLL_MS; 100..300 ms when it could not say (a concurrency). */
 static int64_t limit_wait_ms(bool known, int64_t wake, long rnd)
 {
     if (!known || wake >= LIMIT_POLL_MS) return LIMIT_POLL_MS / 2 + rnd % LIMIT_POLL_MS;
     if (wake <= 0) return 0;
-    int64_t ms = wake + rnd % (wake / 4 + 2);
+    int64_t ms = wake + rnd % (wake / 8 + 2);
     return ms < LIMIT_POLL_MS ? ms : LIMIT_POLL_MS;
 }
 
