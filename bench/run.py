@@ -54,6 +54,15 @@ loopback), started here and stopped at the end:
              on 1 worker: the long-run average and the fullest 1 s window on
              Redis's clock; the cost of a limit check (INFO commandstats of
              the EVALSHA, round trips) with no limit, a concurrency, a rate
+  search     GET /api/jobs/recent over 100,000 job history records: class +
+             tag + text (one match), text, tag, class, nothing (issue 32)
+  bulkretry  POST /api/failed/retry of one class's 3,000 failures among
+             100,000 in 5 queues, following the cursor, counted first (a dry
+             run); /healthz probed every 10 ms meanwhile (issue 32)
+  classpause the other jobs of a queue while a class is paused: jobs/s of
+             one native worker with no class paused, with one paused (none of
+             its jobs queued), and with its jobs held at the queue's head
+             (issue 32)
 
 Payloads are the real NoopJob payload of the fixture app (about 560 bytes),
 cloned with fresh uuid/id.
@@ -74,6 +83,8 @@ import time
 import uuid
 
 import redis
+
+import console  # bench/console.py: the console scenarios (issue 32)
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 APP = ROOT / "tests" / "laravel-app"
@@ -1068,6 +1079,12 @@ def main():
         if want("limits"):
             results["limits"] = run_limits(env, template)
             print("limits", results["limits"], flush=True)
+        if want("search"):
+            results["search"] = console.run_search(env)
+        if want("bulkretry"):
+            results["bulkretry"] = console.run_bulkretry(env)
+        if want("classpause"):
+            results["classpause"] = console.run_classpause(env, template, native_pool)
     finally:
         env.close()
     print(json.dumps(results, indent=2))

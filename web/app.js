@@ -1530,6 +1530,79 @@
     add(s.charts, charts(g, xs, label, ['t', 'r', 'f']));
   }
 
+  /* ---------- Batches (Laravel's Bus::batch, read by the pools' app agents) ---------- */
+  /* #/batches lists the newest; #/batches/<id> is one batch with its failed jobs and "Retry failed jobs". */
+  function batchState(b) { return b.cancelled_at ? 'cancelled' : b.finished_at ? 'finished' : b.failed > 0 ? 'failures' : 'running'; }
+  function batchBar(b) {
+    return el('span', { class: 'batch-progress' }, el('progress', { max: 100, value: b.progress || 0, 'aria-label': 'processed' }), ' ' + num(b.progress || 0) + ' %');
+  }
+  function batchWhen(sec) { return sec ? when(sec * 1000) : '–'; }
+  pages.batches = {
+    title: 'Batches',
+    mount: (root, s, id) => {
+      if (id) root.append(el('p', null, el('a', { href: '#/batches', text: '← batches' })));
+      root.append(el('h1', null, id ? el('span', { id: 'batch-title', text: 'Batch ' + id }) : 'Job batches'));
+      s.pools = el('div', { id: 'batch-pools' });
+      s.body = el('div', { id: id ? 'batch' : 'batches' }, el('p', { class: 'muted', text: 'loading…' }));
+      root.append(s.pools, s.body);
+    },
+    feeds: (s, id) => {
+      return [{ url: id ? 'api/batches/' + enc(id) : 'api/batches', then: d => { if (id) renderBatch(s, id, d); else renderBatches(s, d); },
+        fail: e => { if (e.status === 404) { clear(s.pools); clear(s.body).append(el('p', { class: 'empty', text: 'No batch ' + id + ' among the newest 50.' })); } } }];
+    }
+  };
+  /* What the pools say: starting agents, errors, no pool that reads batches, the last retry. */
+  function renderBatchPools(s, d, only) {
+    var box = clear(s.pools);
+    if (d.note) box.append(el('p', { class: 'muted', id: 'batches-note', text: d.note }));
+    (d.pools || []).forEach(p => {
+      if (only && p.pool !== only) return;
+      if (p.state !== 'ok') box.append(el('p', { class: 'muted', 'data-pool': p.pool }, 'pool ' + p.pool + ': ', pillEl(p.state), p.error ? ' ' + p.error : ''));
+      var r = p.last_retry;
+      if (r && (!only || !s.id || r.batch === s.id)) box.append(el('p', { class: 'muted batch-retry', 'data-pool': p.pool },
+        'Last retry (pool ' + p.pool + ', ' + batchWhen(r.at) + '): ' + (r.ok ? num(r.retried) + ' job(s) pushed back' +
+          (r.not_found ? ', ' + num(r.not_found) + ' not found' : '') + (r.batch ? ' for batch ' + r.batch : '') : 'failed: ' + r.error)));
+    });
+  }
+  function renderBatches(s, d) {
+    renderBatchPools(s, d, null);
+    put(s.body, table('Name|Progress|#Total|#Pending|#Processed|#Failed|State|Created|Finished|Pool', d.batches || [], b => {
+      return el('tr', { 'data-batch': b.id, class: 'batch' },
+        td(el('a', { href: '#/batches/' + enc(b.id), text: b.name || b.id, title: b.id })), td(batchBar(b)),
+        tdn(num(b.total)), tdn(num(b.pending)), tdn(num(b.processed)), tdn(num(b.failed)),
+        td(pillEl(batchState(b))), td(batchWhen(b.created_at)), td(batchWhen(b.finished_at || b.cancelled_at)), td(b.pool));
+    }, { id: 'batches-table', empty: 'No job batches.' }));
+  }
+  function renderBatch(s, id, d) {
+    var b = d.batch || {}, key = JSON.stringify([b, (d.pools || []).map(p => [p.pool, p.state, p.error, p.last_retry])]);
+    s.id = id;
+    if (s.shown === key) return; /* the same batch: no redraw (read_at alone moves) */
+    s.shown = key;
+    document.getElementById('batch-title').textContent = b.name ? 'Batch ' + b.name : 'Batch ' + id;
+    renderBatchPools(s, d, b.pool);
+    var body = clear(s.body), kv = el('dl', { class: 'kv', id: 'batch-summary' });
+    function row(k, v, key) { kv.append(el('dt', { text: k }), el('dd', { 'data-k': key }, v)); }
+    row('ID', b.id, 'id');
+    row('Name', b.name || '–', 'name');
+    row('Progress', batchBar(b), 'progress');
+    row('State', pillEl(batchState(b)), 'state');
+    row('Total', num(b.total), 'total');
+    row('Pending', num(b.pending), 'pending');
+    row('Processed', num(b.processed), 'processed');
+    row('Failed', num(b.failed), 'failed');
+    row('Created', batchWhen(b.created_at), 'created');
+    row('Finished', batchWhen(b.finished_at), 'finished');
+    row('Cancelled', batchWhen(b.cancelled_at), 'cancelled');
+    row('Pool', b.pool, 'pool');
+    body.append(kv);
+    var ids = b.failed_ids || [];
+    var btn = actBtn('retry-batch', 'Retry failed jobs', x => { act('Retry the failed jobs of batch ' + (b.name || id), 'api/batches/' + enc(id) + '/retry', {}, x); });
+    if (!ids.length) btn.disabled = true;
+    body.append(el('div', { class: 'toolbar' }, btn));
+    body.append(el('h2', { text: 'Failed jobs' }));
+    body.append(table('Job', ids, u => { return el('tr', { 'data-uuid': u }, td(jobLink(u))); }, { id: 'batch-failed', empty: 'No failed jobs.' }));
+  }
+
   /* ---------- Hosts ---------- */
   pages.hosts = {
     title: 'Hosts',

@@ -26,6 +26,21 @@ use Throwable;
  *            delayed and reserved where the driver says them apart
  *            (pendingSize / delayedSize / reservedSize, Laravel 11+), else
  *            ready is its size() and the others null.
+ *   batches  {"id":N,"op":"batches","limit":50}
+ *            -> {"id":N,"ok":true,"batches":[{"id":"...","name":"...","total":10,"pending":2,"failed":2,
+ *                "created_at":1764380000,"finished_at":null,"cancelled_at":null,"failed_ids":["uuid"]}]}
+ *            The newest batches in the app's own Illuminate\Bus\BatchRepository
+ *            (job_batches by default; Laravel 8+), at most 50, their failed
+ *            job ids at most 100 each.
+ *   batch-failed {"id":N,"op":"batch-failed","batch":"..."}
+ *            -> {"id":N,"ok":true,"batch":"...","held":["uuid"],"missing":["uuid"]}
+ *            The batch's failed jobs the app's failer holds, and those it
+ *            does not (the master retries them from qpool's failed store).
+ *   batch-retry {"id":N,"op":"batch-retry","batch":"...","jobs":["uuid"]}
+ *            -> {"id":N,"ok":true,"batch":"...","retried":["uuid"],"missing":["uuid"]}
+ *            What queue:retry-batch does, for the jobs asked: each pushed
+ *            back as the app's queue:retry does (batchRetry says how the
+ *            order differs).
  * An op it does not know, or one that throws: {"id":N,"ok":false,"error":"..."}.
  *
  * It exits on the end of its socket, when its zygote goes (the parent-death
@@ -141,6 +156,12 @@ final class Agent
                     return ['id' => $id, 'ok' => true] + $this->signals($req);
                 case 'sizes':
                     return ['id' => $id, 'ok' => true] + $this->sizes($req);
+                case 'batches':
+                    return ['id' => $id, 'ok' => true] + $this->batches($req);
+                case 'batch-failed':
+                    return ['id' => $id, 'ok' => true] + $this->batchFailed($req);
+                case 'batch-retry':
+                    return ['id' => $id, 'ok' => true] + $this->batchRetry($req);
                 default:
                     return ['id' => $id, 'ok' => false, 'error' => 'unknown op'];
             }
@@ -187,6 +208,173 @@ final class Agent
         }
 
         return ['sizes' => $sizes];
+    }
+
+    /** The app's batch repository; an app without one (before Laravel 8) says so. */
+    private function batchRepository()
+    {
+        $contract = 'Illuminate\\Bus\\BatchRepository';
+
+        if (! interface_exists($contract) || ! $this->app->bound($contract)) {
+            throw new \RuntimeException('this app has no job batches (Laravel 8 or later keeps them)');
+        }
+
+        return $this->app->make($contract);
+    }
+
+    /** The newest batches, newest first. */
+    private function batches(array $req): array
+    {
+        $limit = is_int($req['limit'] ?? null) ? max(1, min(50, $req['limit'])) : 50;
+        $out = [];
+
+        foreach ($this->batchRepository()->get($limit, null) as $batch) {
+            $out[] = ['id' => (string) $batch->id, 'name' => self::text((string) $batch->name, 200),
+                'total' => max(0, (int) $batch->totalJobs), 'pending' => max(0, (int) $batch->pendingJobs),
+                'failed' => max(0, (int) $batch->failedJobs), 'created_at' => self::time($batch->createdAt),
+                'finished_at' => self::time($batch->finishedAt), 'cancelled_at' => self::time($batch->cancelledAt),
+                'failed_ids' => array_values(array_map('strval', array_slice((array) $batch->failedJobIds, 0, 100)))];
+        }
+
+        return ['batches' => $out];
+    }
+
+    /** The batch of a request, and its failed job ids (at most 100). */
+    private function batchOf(array $req): array
+    {
+        $id = $req['batch'] ?? null;
+
+        if (! is_string($id) || $id === '') {
+            throw new \InvalidArgumentException('no batch id');
+        }
+
+        $batch = $this->batchRepository()->find($id);
+
+        if (! $batch) {
+            throw new \RuntimeException('no batch '.self::text($id, 64));
+        }
+
+        $ids = array_slice(array_values(array_map('strval', (array) $batch->failedJobIds)), 0, 100);
+
+        if ($ids === []) {
+            throw new \RuntimeException('the batch has no failed jobs');
+        }
+
+        return [$batch, $ids];
+    }
+
+    /** Which failed jobs of the batch the app's failer holds (nothing changes). */
+    private function batchFailed(array $req): array
+    {
+        [$batch, $ids] = $this->batchOf($req);
+        $failer = $this->app['queue.failer'];
+        $held = $missing = [];
+
+        foreach ($ids as $jobId) {
+            if ($failer->find($jobId) === null) {
+                $missing[] = $jobId;
+            } else {
+                $held[] = $jobId;
+            }
+        }
+
+        return ['batch' => (string) $batch->id, 'held' => $held, 'missing' => $missing];
+    }
+
+    /**
+     * queue:retry-batch for the jobs asked (those of the batch's failed jobs
+     * the failer holds): each pushed back as the app's own queue:retry
+     * pushes it (RetryCommand::retryJob: attempts 0, retryUntil anew;
+     * JobRetryRequested raised). Unlike queue:retry, every row is forgotten
+     * before the first push: a pushed job may run (and fail again, with the
+     * same uuid) at once, and must neither meet its old row nor wait on our
+     * writes. A job whose push throws is logged to the failer again and said
+     * missing.
+     */
+    private function batchRetry(array $req): array
+    {
+        [$batch, $ids] = $this->batchOf($req);
+        $asked = is_array($req['jobs'] ?? null) ? $req['jobs'] : $ids;
+        $failer = $this->app['queue.failer'];
+        $found = $missing = $retried = [];
+
+        foreach (array_values(array_intersect($ids, $asked)) as $jobId) {
+            $job = $failer->find($jobId);
+
+            if ($job === null) {
+                $missing[] = $jobId;
+            } else {
+                $found[$jobId] = $job;
+            }
+        }
+
+        foreach (array_keys($found) as $jobId) {
+            $failer->forget($jobId);
+        }
+
+        $command = $this->retryCommand();
+
+        foreach ($found as $jobId => $job) {
+            try {
+                if (class_exists('Illuminate\\Queue\\Events\\JobRetryRequested')) {
+                    $this->app['events']->dispatch(new \Illuminate\Queue\Events\JobRetryRequested($job));
+                }
+
+                $command->pushBack($job);
+                $retried[] = $jobId;
+            } catch (Throwable $e) {
+                Protocol::log('agent: batch retry of job '.$jobId.' failed: '.$e->getMessage());
+                $failer->log($job->connection, $job->queue, $job->payload, $e);
+                $missing[] = $jobId;
+            }
+        }
+
+        return ['batch' => (string) $batch->id, 'retried' => $retried, 'missing' => $missing];
+    }
+
+    /** The app's own queue:retry, to push a failed job back as it does. */
+    private function retryCommand()
+    {
+        $command = new class extends \Illuminate\Queue\Console\RetryCommand {
+            public function pushBack($job): void
+            {
+                $this->retryJob($job);
+            }
+        };
+        $command->setLaravel($this->app);
+
+        return $command;
+    }
+
+    /** A time as whole seconds since the epoch, or null. */
+    private static function time($t): ?int
+    {
+        if ($t instanceof \DateTimeInterface) {
+            return $t->getTimestamp();
+        }
+
+        return is_numeric($t) ? (int) $t : null;
+    }
+
+    /** Text cut to $max bytes at a character, invalid UTF-8 replaced. */
+    private static function text(string $s, int $max): string
+    {
+        if (! preg_match('//u', $s)) {
+            $s = function_exists('mb_convert_encoding') ? mb_convert_encoding($s, 'UTF-8', 'UTF-8')
+                : (string) preg_replace('/[\x80-\xff]/', '?', $s);
+        }
+
+        if (strlen($s) <= $max) {
+            return $s;
+        }
+
+        $s = substr($s, 0, $max);
+
+        while ($s !== '' && ! preg_match('//u', $s)) {
+            $s = substr($s, 0, -1);
+        }
+
+        return $s;
     }
 
     /** A restart value as a short string (queue:restart stores a timestamp), or null when not set. */

@@ -115,7 +115,8 @@ static const cli_cmd_t COMMANDS[] = {
      "  --class CLASS       pause this job class (the payload's displayName) on\n"
      "                      every master on the same Redis: its jobs stay in their\n"
      "                      queues, attempts unchanged, other classes run; kept in\n"
-     "                      Redis until `qpool continue --class` (repeatable)\n"
+     "                      Redis until `qpool continue --class` (repeatable; at\n"
+     "                      most 100 classes paused at once)\n"
      "  -s, --socket PATH   control socket (overrides the config)\n"
      "  -j, --json          JSON reply\n", cmd_control},
     {"continue", "resume what pause stopped",
@@ -168,6 +169,21 @@ static const cli_cmd_t COMMANDS[] = {
      "\n"
      "  -w, --wait          wait for the last child to exit\n"
      "  -t, --timeout S     with --wait: give up waiting after S seconds (exit 1)\n"
+     "  -s, --socket PATH   control socket (overrides the config)\n"
+     "  -j, --json          JSON reply\n", cmd_control},
+    {"batches", "list Laravel job batches, or retry a batch's failed jobs",
+     "usage: qpool batches [-c FILE] [--json]\n"
+     "       qpool batches retry ID\n"
+     "\n"
+     "The newest 50 job batches (Bus::batch) of the apps that pools preload, read\n"
+     "through each pool's app agent from the app's own BatchRepository (the\n"
+     "job_batches table; Laravel 8+): progress, pending, processed and failed\n"
+     "counts, finished or cancelled. A look keeps them read for 60 s; the first\n"
+     "may wait for an agent to start. `retry ID` does what `php artisan\n"
+     "queue:retry-batch ID` does, through the app (and takes the same jobs out of\n"
+     "qpool's failed store); it runs in the background: list again to follow it.\n"
+     "See docs/operations.md#job-batches.\n"
+     "\n"
      "  -s, --socket PATH   control socket (overrides the config)\n"
      "  -j, --json          JSON reply\n", cmd_control},
     {"push", "push a job (Laravel-shaped payload)",

@@ -393,6 +393,75 @@ static int reply_terminate(const ctl_args_t *a, const cJSON *rep, ctl_conn_t *c)
     return 0;
 }
 
+/* batches [retry ID] */
+static int req_batches(ctl_args_t *a, cJSON *req)
+{
+    if (a->npos == 0) return 0;
+    if (a->npos == 2 && !strcmp(a->pos[0], "retry")) {
+        cJSON_ReplaceItemInObjectCaseSensitive(req, "cmd", cJSON_CreateString("batch-retry"));
+        cJSON_AddStringToObject(req, "batch", a->pos[1]);
+        return 0;
+    }
+    cli_usage_error(a->cmd, "expected no operand, or retry ID");
+    return -1;
+}
+
+/* Some pool that reads batches has no list yet (its agent is starting). */
+static bool batches_loading(const cJSON *rep)
+{
+    const cJSON *p;
+    cJSON_ArrayForEach(p, cJSON_GetObjectItemCaseSensitive(rep, "pools"))
+        if (!strcmp(str(p, "state"), "loading")) return true;
+    return false;
+}
+
+static const char *batch_state(const cJSON *b)
+{
+    if (!cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(b, "cancelled_at"))) return "cancelled";
+    if (!cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(b, "finished_at"))) return "finished";
+    return num(b, "failed") > 0 ? "failures" : "running";
+}
+
+static void print_batches(cJSON *rep)
+{
+    cli_json_text(rep);
+    const cJSON *b, *p;
+    printf("%-36s  %-24s %5s %7s %9s %6s  %-9s %s\n", "ID", "NAME", "DONE", "PENDING", "PROCESSED", "FAILED", "STATE",
+           "POOL");
+    cJSON_ArrayForEach(b, cJSON_GetObjectItemCaseSensitive(rep, "batches"))
+        printf("%-36s  %-24.24s %4.0f%% %7.0f %9.0f %6.0f  %-9s %s\n", str(b, "id"), str(b, "name"), num(b, "progress"),
+               num(b, "pending"), num(b, "processed"), num(b, "failed"), batch_state(b), str(b, "pool"));
+    cJSON_ArrayForEach(p, cJSON_GetObjectItemCaseSensitive(rep, "pools"))
+        if (strcmp(str(p, "state"), "ok"))
+            printf("pool %s: %s%s%s\n", str(p, "pool"), str(p, "state"), *str(p, "error") ? ": " : "", str(p, "error"));
+    if (*str(rep, "note")) printf("%s\n", str(rep, "note"));
+}
+
+/* The list: asked again (up to 20 s) while an agent starts, then printed
+ * (--json: the first reply, printed as it came, states and all). */
+static int reply_batches(const ctl_args_t *a, const cJSON *rep, ctl_conn_t *c)
+{
+    if (a->json) return 0;
+    if (!cJSON_GetObjectItemCaseSensitive(rep, "batches")) { /* batch-retry */
+        printf("retrying the failed jobs of batch %s (pool %s)\n", str(rep, "batch"), str(rep, "pool"));
+        return 0;
+    }
+    cJSON *last = cJSON_Duplicate(rep, true);
+    for (int64_t until = mono_ms() + 20000; last && batches_loading(last) && mono_ms() < until;) {
+        usleep(250000);
+        if (write_all(c->fd, "{\"cmd\":\"batches\"}\n", 18) < 0) break;
+        char *raw = NULL;
+        cJSON *next = read_reply(c->fd, &c->in, 10000, &raw);
+        free(raw);
+        if (!next) break;
+        cJSON_Delete(last);
+        last = next;
+    }
+    if (last) print_batches(last);
+    cJSON_Delete(last);
+    return 0;
+}
+
 static const control_t CONTROL[] = {
     {"status", CTL_OPT_VERBOSE | CTL_OPT_WATCH, req_plain, reply_status, NULL},
     {"pause", CTL_OPT_QUEUE, req_pools, NULL, "paused"},
@@ -401,6 +470,7 @@ static const control_t CONTROL[] = {
     {"restart", 0, req_restart, NULL, "rolling restart started"},
     {"reload", 0, req_plain, reply_reload, NULL},
     {"terminate", CTL_OPT_WAIT, req_plain, reply_terminate, NULL},
+    {"batches", 0, req_batches, reply_batches, NULL},
 };
 
 /* One option o (getopt's code) with argument arg, if ctl takes it: 0, else -1. */

@@ -64,46 +64,22 @@ static void scoped_action(http_ctx_t *h, const struct action *a, const char *nam
     ctl_action(h, scoped(a->cmd, a->scope, name), who, out);
 }
 
-static int hex_digit(char c)
-{
-    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
-}
-
-/* name with its %XX decoded (a class's backslashes come as %5C); NULL when
- * a % is not followed by two hex digits or decodes to a NUL. */
-static char *pct_decode(const char *name)
-{
-    char *out = xstrdup(name), *o = out;
-    for (const char *s = name; *s; s++) {
-        if (*s != '%') {
-            *o++ = *s;
-            continue;
-        }
-        int hi = hex_digit(s[1]), lo = hi < 0 ? -1 : hex_digit(s[2]);
-        if (lo < 0 || (hi | lo) == 0) {
-            free(out);
-            return NULL;
-        }
-        *o++ = (char)(hi * 16 + lo);
-        s += 2;
-    }
-    *o = 0;
-    return out;
-}
-
 /* pause / continue of one job class across the fleet (the master writes
- * it into Redis): {"cmd":a->cmd, "classes":[class]} */
+ * it into Redis): {"cmd":a->cmd, "classes":[class]}. libmicrohttpd has
+ * decoded the path's %XX already (a class's backslashes come as %5C), so
+ * the name is not decoded again: it was, and App%255CJobs%255CX paused
+ * App\Jobs\X. A % left in it is refused: no PHP class has one, and what
+ * a bad escape (%zz) stood for cannot be told. */
 static void class_action(http_ctx_t *h, const struct action *a, const char *name, const cJSON *body, const char *who,
                          http_reply_t *out)
 {
     (void)body;
-    char *cls = pct_decode(name);
-    if (!cls) {
-        http_reply_error(out, 400, "a class name in the path is percent-encoded (App%%5CJobs%%5CSyncCrm)");
+    if (strchr(name, '%')) {
+        http_reply_error(out, 400, "a class name in the path is percent-encoded once (App%%5CJobs%%5CSyncCrm), "
+                                   "and a class has no %%");
         return;
     }
-    ctl_action(h, scoped(a->cmd, "classes", cls), who, out);
-    free(cls);
+    ctl_action(h, scoped(a->cmd, "classes", name), who, out);
 }
 
 static void pool_scale(http_ctx_t *h, const struct action *a, const char *pool, const cJSON *body, const char *who,
@@ -141,6 +117,18 @@ static void job_stop(http_ctx_t *h, const struct action *a, const char *uuid, co
     cJSON *req = cJSON_CreateObject();
     cJSON_AddStringToObject(req, "cmd", "stop-job");
     cJSON_AddStringToObject(req, "uuid", uuid);
+    ctl_action(h, req, who, out);
+}
+
+/* queue:retry-batch through the app agent of the pool that lists it
+ * (mbatches.h): queued, the list says how it went. */
+static void batch_retry(http_ctx_t *h, const struct action *a, const char *id, const cJSON *body, const char *who,
+                        http_reply_t *out)
+{
+    (void)a, (void)body;
+    cJSON *req = cJSON_CreateObject();
+    cJSON_AddStringToObject(req, "cmd", "batch-retry");
+    cJSON_AddStringToObject(req, "batch", id);
     ctl_action(h, req, who, out);
 }
 
@@ -453,6 +441,7 @@ static const struct action ACTIONS[] = {
     {"/api/jobs/", "stop", job_stop, NULL, NULL},
     {"/api/failed/", "forget", failed_forget_one, NULL, NULL},
     {"/api/monitoring", NULL, monitor_add, NULL, NULL},
+    {"/api/batches/", "retry", batch_retry, NULL, NULL},
     {HTTP_DELETE_PREFIX "/api/monitoring", NULL, monitor_remove, NULL, NULL},
 };
 

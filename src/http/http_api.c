@@ -642,6 +642,65 @@ static void get_one_failed(http_ctx_t *h, const char *uuid, http_reply_t *out)
     frec_free(&f);
 }
 
+/* ------------------------------------------------------------ job batches */
+
+/* The master's batches (mbatches.h); a first look waits up to 3 s for the
+ * pools' agents to read them. NULL: the master did not answer. */
+static cJSON *batches_call(http_ctx_t *h)
+{
+    cJSON *rep = NULL;
+    for (int tries = 0; tries < 12; tries++) {
+        if (tries) usleep(250000);
+        cJSON_Delete(rep);
+        rep = http_ctl_call(h, "{\"cmd\":\"batches\"}", HTTP_CTL_TIMEOUT_MS);
+        bool loading = false;
+        const cJSON *p, *pools = rep ? cJSON_GetObjectItemCaseSensitive(rep, "pools") : NULL;
+        cJSON_ArrayForEach(p, pools) {
+            const cJSON *st = cJSON_GetObjectItemCaseSensitive(p, "state");
+            if (cJSON_IsString(st) && !strcmp(st->valuestring, "loading")) loading = true;
+        }
+        if (!rep || !loading) break;
+    }
+    return rep;
+}
+
+static void get_batches(http_ctx_t *h, bool full, http_arg_fn arg, void *req, http_reply_t *out)
+{
+    (void)full, (void)arg, (void)req;
+    cJSON *rep = batches_call(h);
+    if (!rep) {
+        http_reply_error(out, 503, "the master did not answer");
+        return;
+    }
+    cJSON_DeleteItemFromObjectCaseSensitive(rep, "ok");
+    http_reply_json(out, 200, rep);
+}
+
+/* One batch of the list, with the pools' states. */
+static void get_one_batch(http_ctx_t *h, const char *id, http_reply_t *out)
+{
+    cJSON *rep = batches_call(h);
+    if (!rep) {
+        http_reply_error(out, 503, "the master did not answer");
+        return;
+    }
+    cJSON *list = cJSON_GetObjectItemCaseSensitive(rep, "batches"), *b, *found = NULL;
+    cJSON_ArrayForEach(b, list) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(b, "id");
+        if (!found && cJSON_IsString(v) && !strcmp(v->valuestring, id)) found = b;
+    }
+    if (!found) {
+        cJSON_Delete(rep);
+        http_reply_error(out, 404, "no batch %s among the newest batches", id);
+        return;
+    }
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddItemToObject(o, "batch", cJSON_DetachItemViaPointer(list, found));
+    cJSON_AddItemToObject(o, "pools", cJSON_DetachItemFromObjectCaseSensitive(rep, "pools"));
+    cJSON_Delete(rep);
+    http_reply_json(out, 200, o);
+}
+
 /* A uuid (or id) in a path: what a producer may choose, but no slash,
  * bounded. */
 static bool uuid_ok(const char *s)
@@ -671,6 +730,8 @@ static const struct route {
     {"/api/monitoring/jobs", HTTP_NEED_PRIVATE, get_monitored_jobs, NULL},
     {"/api/failed", HTTP_NEED_PRIVATE, get_failed, NULL},
     {"/api/failed/", HTTP_NEED_PRIVATE, NULL, get_one_failed},
+    {"/api/batches", HTTP_NEED_PRIVATE, get_batches, NULL},
+    {"/api/batches/", HTTP_NEED_PRIVATE, NULL, get_one_batch},
 };
 
 static const struct route *find(const char *path)

@@ -26,6 +26,16 @@ void agent_init(agent_t *a)
     a->next_id = 1;
 }
 
+void agent_batches_free(agent_batches_t *b)
+{
+    for (int i = 0; i < b->nretry_jobs; i++) free(b->retry_jobs[i]);
+    free(b->retry_jobs);
+    free(b->json);
+    free(b->retry);
+    free(b->last_retry);
+    memset(b, 0, sizeof *b);
+}
+
 void agent_close(agent_t *a)
 {
     if (a->fd >= 0) {
@@ -193,7 +203,10 @@ static int take_lines(agent_t *a, const char *pool, agent_reply_t *out, int max,
         agent_reply_t r;
         int rv = take_line(a, pool, a->buf, len, &r, now);
         if (rv < 0) return -1;
-        if (rv == 1 && *got < max) out[(*got)++] = r;
+        if (rv == 1 && *got < max)
+            out[(*got)++] = r;
+        else if (rv == 1)
+            agent_reply_free(&r);
         memmove(a->buf, nl + 1, a->len - len - 1);
         a->len -= len + 1;
     }

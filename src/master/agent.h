@@ -48,8 +48,28 @@ typedef struct {
     bool sizes_warned;            /* no queue sizes from it (down, or an error), logged once (monitor.c) */
 } agent_t;
 
+/* A pool's job batches as its agent last read them (mbatches.c); kept in
+ * pool_t, apart from the agent's life (an agent closed or lost keeps them). */
+typedef struct {
+    char *json;                   /* the batches array (agent_reply_t.batches), NULL: none yet */
+    int64_t at_ms, at_unix;       /* when it came (monotonic ms, wall s) */
+    int skipped;                  /* batches left out of it (ids that are not ids) */
+    char error[256];              /* the agent's last error for it ("": none) */
+    int64_t wanted_until_ms;      /* someone looked: read them until then */
+    char *retry;                  /* the batch being retried, NULL: none */
+    int retry_step;               /* 1: ask batch-failed, 2: ask batch-retry, 0: waiting for a reply */
+    char **retry_jobs;            /* step 2: the job ids the app's failer holds (heap) */
+    int nretry_jobs;
+    int forgotten, from_store, not_found; /* the retry's counts so far (qpool's failed store) */
+    int64_t retry_sent_unix;      /* when it was asked (wall s) */
+    char *last_retry;             /* the last retry's outcome (JSON object), NULL: none */
+} agent_batches_t;
+/* Free what it holds (the pool is freed). */
+void agent_batches_free(agent_batches_t *b);
+
 #define AGENT_WANT_SIGNALS 1u     /* agent_t.todo: its pool's Laravel signals */
 #define AGENT_WANT_SIZES 2u       /* agent_t.todo: its pool's queue sizes (app_driver) */
+#define AGENT_WANT_BATCHES 4u     /* agent_t.todo: its app's job batches, or a batch-retry (mbatches.c) */
 
 void agent_init(agent_t *a);
 /* Once a pass: drop an agent of an older generation or one whose request
@@ -63,7 +83,7 @@ int agent_ask(agent_t *a, const char *pool, enum agent_op op, const char *restar
 /* fd is its socket? */
 bool agent_owns(const agent_t *a, int fd);
 /* Its socket is readable: the replies to our requests into out (at most
- * max; the hello is taken here). Returns their count; on an end, an error
+ * max; the hello is taken here; the caller agent_reply_free()s each). Returns their count; on an end, an error
  * or a bad reply the agent is dropped (logged) and what came before counts. */
 int agent_read(agent_t *a, const char *pool, agent_reply_t *out, int max, int64_t now);
 /* Drop it (pool freed, or no longer wanted). */

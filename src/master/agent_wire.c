@@ -10,7 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const op_names[] = {"hello", "signals", "sizes"};
+static const char *const op_names[AGENT_NOPS] = {"hello", "signals", "sizes", "batches", "batch-retry",
+                                                         "batch-failed"};
 
 char *agent_wire_request(uint64_t id, enum agent_op op, const char *restart_key, const char *const *queues,
                          int nqueues)
@@ -23,6 +24,13 @@ char *agent_wire_request(uint64_t id, enum agent_op op, const char *restart_key,
             cJSON_AddStringToObject(o, op == AGENT_OP_SIGNALS ? "restart_key" : "connection", restart_key);
         cJSON *a = cJSON_AddArrayToObject(o, "queues");
         for (int i = 0; i < nqueues && i < AGENT_QUEUES_MAX; i++) cJSON_AddItemToArray(a, cJSON_CreateString(queues[i]));
+    } else if (op == AGENT_OP_BATCHES) {
+        cJSON_AddNumberToObject(o, "limit", nqueues < 1 ? 1 : nqueues > AGENT_BATCHES_MAX ? AGENT_BATCHES_MAX : nqueues);
+    } else if (op == AGENT_OP_BATCH_RETRY || op == AGENT_OP_BATCH_FAILED) {
+        cJSON_AddStringToObject(o, "batch", restart_key ? restart_key : "");
+        cJSON *a = op == AGENT_OP_BATCH_RETRY ? cJSON_AddArrayToObject(o, "jobs") : NULL;
+        for (int i = 0; a && i < nqueues && i < AGENT_BATCH_FAILED_MAX; i++)
+            cJSON_AddItemToArray(a, cJSON_CreateString(queues[i]));
     }
     char *js = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
@@ -125,6 +133,162 @@ static int parse_sizes(const cJSON *o, int nqueues, agent_reply_t *out, char *er
     return 0;
 }
 
+bool agent_batch_id_ok(const char *s)
+{
+    size_t n = strlen(s);
+    if (!n || n > AGENT_BATCH_ID_MAX) return false;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' ||
+              c == ':' || c == '-'))
+            return false;
+    }
+    return true;
+}
+
+void agent_reply_free(agent_reply_t *r)
+{
+    free(r->batches);
+    r->batches = NULL;
+    for (int i = 0; i < r->nretried; i++) free(r->retried[i]);
+    for (int i = 0; i < r->nmissing; i++) free(r->missing[i]);
+    free(r->retried);
+    free(r->missing);
+    r->retried = r->missing = NULL;
+    r->nretried = r->nmissing = 0;
+}
+
+/* A time: whole seconds since the epoch, or null / absent (JSON null out). */
+static bool time_in(const cJSON *o, const char *key, cJSON *to)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    double d;
+    if (!v || cJSON_IsNull(v)) {
+        cJSON_AddNullToObject(to, key);
+        return true;
+    }
+    if (!int_in(v, 0, 1e11, &d)) return false;
+    cJSON_AddNumberToObject(to, key, d);
+    return true;
+}
+
+/* A batch's name: null, or a string cut at a character to AGENT_BATCH_NAME_MAX bytes. */
+static bool name_in(const cJSON *v, cJSON *to)
+{
+    if (!v || cJSON_IsNull(v)) {
+        cJSON_AddStringToObject(to, "name", "");
+        return true;
+    }
+    if (!cJSON_IsString(v) || !v->valuestring) return false;
+    size_t n = utf8_cut(v->valuestring, strlen(v->valuestring), AGENT_BATCH_NAME_MAX);
+    char *name = xstrndup(v->valuestring, n);
+    cJSON_AddStringToObject(to, "name", name);
+    free(name);
+    return true;
+}
+
+/* Its failed job ids: an array of ids (others left out), the first
+ * AGENT_BATCH_FAILED_MAX kept. */
+static bool failed_ids_in(const cJSON *v, cJSON *to)
+{
+    cJSON *a = cJSON_AddArrayToObject(to, "failed_ids");
+    if (!v || cJSON_IsNull(v)) return true;
+    if (!cJSON_IsArray(v)) return false;
+    int kept = 0;
+    for (const cJSON *e = v->child; e && kept < AGENT_BATCH_FAILED_MAX; e = e->next) {
+        if (!cJSON_IsString(e) || !e->valuestring) return false;
+        if (!agent_batch_id_ok(e->valuestring)) continue;
+        cJSON_AddItemToArray(a, cJSON_CreateString(e->valuestring));
+        kept++;
+    }
+    return true;
+}
+
+/* One batch, checked and normalized into to; false: not a batch. */
+static bool batch_in(const cJSON *b, cJSON *to)
+{
+    int64_t total, pending, failed;
+    if (!cJSON_IsObject(b) || !count_in(b, "total", true, &total) || !count_in(b, "pending", true, &pending) ||
+        !count_in(b, "failed", true, &failed))
+        return false;
+    const cJSON *id = cJSON_GetObjectItemCaseSensitive(b, "id");
+    if (!cJSON_IsString(id) || !id->valuestring) return false;
+    cJSON_AddStringToObject(to, "id", id->valuestring);
+    if (!name_in(cJSON_GetObjectItemCaseSensitive(b, "name"), to)) return false;
+    int64_t processed = total > pending ? total - pending : 0;
+    cJSON_AddNumberToObject(to, "total", (double)total);
+    cJSON_AddNumberToObject(to, "pending", (double)pending);
+    cJSON_AddNumberToObject(to, "processed", (double)processed);
+    cJSON_AddNumberToObject(to, "failed", (double)failed);
+    /* Batch::progress(): round(processed / total * 100), 0 with no jobs */
+    cJSON_AddNumberToObject(to, "progress", total > 0 ? round((double)processed * 100.0 / (double)total) : 0);
+    return time_in(b, "created_at", to) && time_in(b, "finished_at", to) && time_in(b, "cancelled_at", to) &&
+           failed_ids_in(cJSON_GetObjectItemCaseSensitive(b, "failed_ids"), to);
+}
+
+static int parse_batches(const cJSON *o, agent_reply_t *out, char *err, size_t errlen)
+{
+    const cJSON *a = cJSON_GetObjectItemCaseSensitive(o, "batches");
+    if (!cJSON_IsArray(a) || cJSON_GetArraySize(a) > AGENT_BATCHES_MAX)
+        return fail(err, errlen, "batches: \"batches\" is not an array of at most 50 batches");
+    cJSON *list = cJSON_CreateArray();
+    for (const cJSON *b = a->child; b; b = b->next) {
+        cJSON *one = cJSON_CreateObject();
+        if (!batch_in(b, one)) {
+            cJSON_Delete(one);
+            cJSON_Delete(list);
+            return fail(err, errlen, "batches: a batch without its counts, times or ids");
+        }
+        if (!agent_batch_id_ok(cJSON_GetObjectItemCaseSensitive(one, "id")->valuestring)) {
+            cJSON_Delete(one);
+            out->skipped++;
+            continue;
+        }
+        cJSON_AddItemToArray(list, one);
+        out->nbatches++;
+    }
+    out->batches = cJSON_PrintUnformatted(list);
+    cJSON_Delete(list);
+    return out->batches ? 0 : fail(err, errlen, "batches: out of memory");
+}
+
+/* An array of ids (absent: none) into *v (heap); false when it is not one. */
+static bool ids_in(const cJSON *o, const char *key, char ***v, int *n)
+{
+    const cJSON *a = cJSON_GetObjectItemCaseSensitive(o, key);
+    if (!a) return true;
+    if (!cJSON_IsArray(a) || cJSON_GetArraySize(a) > AGENT_BATCH_FAILED_MAX) return false;
+    *v = xcalloc((size_t)cJSON_GetArraySize(a) + 1, sizeof **v);
+    for (const cJSON *e = a->child; e; e = e->next) {
+        if (!cJSON_IsString(e) || !e->valuestring || !agent_batch_id_ok(e->valuestring)) return false;
+        (*v)[(*n)++] = xstrdup(e->valuestring);
+    }
+    return true;
+}
+
+/* batch-retry ("retried") and batch-failed ("held"): the batch and two lists of job ids. */
+static int parse_retry(const cJSON *o, const char *key, agent_reply_t *out, char *err, size_t errlen)
+{
+    const cJSON *b = cJSON_GetObjectItemCaseSensitive(o, "batch");
+    if (!cJSON_IsString(b) || !b->valuestring || !agent_batch_id_ok(b->valuestring))
+        return fail(err, errlen, "batch retry: no valid \"batch\"");
+    snprintf(out->batch, sizeof out->batch, "%s", b->valuestring);
+    if (!ids_in(o, key, &out->retried, &out->nretried) || !ids_in(o, "missing", &out->missing, &out->nmissing))
+        return fail(err, errlen, "batch retry: a list of job ids that is not one");
+    return 0;
+}
+
+static int parse_op(const cJSON *o, enum agent_op op, int nqueues, agent_reply_t *out, char *err, size_t errlen)
+{
+    switch (op) {
+    case AGENT_OP_SIZES: return parse_sizes(o, nqueues, out, err, errlen);
+    case AGENT_OP_BATCHES: return parse_batches(o, out, err, errlen);
+    case AGENT_OP_BATCH_RETRY: return parse_retry(o, "retried", out, err, errlen);
+    case AGENT_OP_BATCH_FAILED: return parse_retry(o, "held", out, err, errlen);
+    default: return parse_signals(o, nqueues, out, err, errlen);
+    }
+}
+
 /* The reply's id and ok, and (not ok) its error; 1 when it is an error reply. */
 static int parse_head(const cJSON *o, enum agent_op op, agent_reply_t *out, char *err, size_t errlen)
 {
@@ -163,9 +327,10 @@ int agent_wire_parse(const char *line, size_t len, enum agent_op op, int nqueues
     if (rv == 0 && op == AGENT_OP_HELLO)
         rv = parse_hello(o, out, err, errlen);
     else if (rv == 0)
-        rv = op == AGENT_OP_SIZES ? parse_sizes(o, nqueues, out, err, errlen) : parse_signals(o, nqueues, out, err, errlen);
+        rv = parse_op(o, op, nqueues, out, err, errlen);
     else if (rv == 1)
         rv = 0;
     cJSON_Delete(o);
+    if (rv < 0) agent_reply_free(out);
     return rv;
 }

@@ -86,6 +86,45 @@ static char *entry_json(const char *who)
     return s;
 }
 
+/* How many of classes[0..n) the hash at key lacks (each counted once),
+ * plus the hash's length: what a pause of them would leave paused; -1 when
+ * Redis failed. */
+static long long paused_after(rconn_t *c, const char *key, char *const *classes, int n)
+{
+    const char *hl[] = {"HLEN", key};
+    redisReply *r = rconn_call(c, 2, hl, NULL);
+    long long total = r && r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
+    if (r) freeReplyObject(r);
+    for (int i = 0; total >= 0 && i < n; i++) {
+        bool dup = false;
+        for (int k = 0; k < i && !dup; k++) dup = !strcmp(classes[k], classes[i]);
+        const char *he[] = {"HEXISTS", key, classes[i]};
+        r = dup ? NULL : rconn_call(c, 3, he, NULL);
+        if (!dup && (!r || r->type != REDIS_REPLY_INTEGER)) total = -1;
+        else if (!dup && !r->integer) total++;
+        if (r) freeReplyObject(r);
+    }
+    return total;
+}
+
+/* Would a pause of these classes leave more than CLASSPAUSE_MAX paused (on
+ * the first Redis, which the status reads)? Then err says so. A Redis that
+ * does not answer refuses nothing here (the write then fails alone). */
+static bool over_cap(master_t *m, char *const *classes, int n, char *err, size_t errn)
+{
+    bool more = true;
+    rconn_t *c = NULL;
+    for (int k = 0; more && !c; k++) c = nth_redis(m, k, &more);
+    if (!c) return false;
+    char *key = qlimit_paused_key(c->conf.prefix, rconn_is_cluster(c));
+    long long after = paused_after(c, key, classes, n);
+    free(key);
+    if (after <= CLASSPAUSE_MAX) return false;
+    snprintf(err, errn, "at most %d classes can be paused at once (this would make %lld): continue some first",
+             CLASSPAUSE_MAX, after);
+    return true;
+}
+
 int classpause_set(master_t *m, char *const *classes, int n, bool on, const char *who, char *err, size_t errn)
 {
     for (int i = 0; i < n; i++)
@@ -93,6 +132,7 @@ int classpause_set(master_t *m, char *const *classes, int n, bool on, const char
             snprintf(err, errn, "a class name is 1 to 255 bytes, without control bytes");
             return -1;
         }
+    if (on && over_cap(m, classes, n, err, errn)) return -1;
     char *val = entry_json(who);
     int changed = 0, wrote = 0;
     bool more = true;
@@ -201,7 +241,7 @@ void classpause_poll(master_t *m)
     if (!keys) return;
     if (!m->classpause) m->classpause = xcalloc(1, sizeof *m->classpause);
     clear(m->classpause);
-    for (size_t i = 0; i < keys->elements; i++)
+    for (size_t i = 0; i < keys->elements && i < CLASSPAUSE_MAX; i++) /* more: written by hand */
         add_entry(m->classpause, c, keys->element[i]->str,
                   vals->element[i]->type == REDIS_REPLY_STRING ? vals->element[i]->str : "{}");
     freeReplyObject(keys);

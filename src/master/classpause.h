@@ -16,9 +16,15 @@
 
 #include "master/master.h"
 
+/* Classes paused at once, at most: every worker on the Redis reads them
+ * each second and its pop looks at each for every job it considers, and
+ * the master reads each one's held-back count each balance pass. A pause
+ * that would pass it is refused; the status lists this many at most. */
+#define CLASSPAUSE_MAX 100
+
 /* Pause (on) or continue the classes; who says who asked (for the log and
- * the hash). Returns how many changed, or -1 with err (a bad name, or no
- * Redis took it). */
+ * the hash). Returns how many changed, or -1 with err (a bad name, more
+ * than CLASSPAUSE_MAX paused, or no Redis took it). */
 int classpause_set(master_t *m, char *const *classes, int n, bool on, const char *who, char *err, size_t errn);
 /* Read the paused classes (and the jobs each held back) from Redis. */
 void classpause_poll(master_t *m);

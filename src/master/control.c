@@ -14,6 +14,7 @@
 #include "master/control.h"
 #include "master/classpause.h"
 #include "master/budgeting.h"
+#include "master/mbatches.h"
 #include "core/log.h"
 #include "core/safefile.h"
 #include "master/status.h"
@@ -77,6 +78,7 @@ struct control {
 static const char *const CMD_NAMES[CTL_NCMDS] = {
     [CTL_STATUS] = "status", [CTL_PAUSE] = "pause", [CTL_CONTINUE] = "continue", [CTL_SCALE] = "scale",
     [CTL_RESTART] = "restart", [CTL_RELOAD] = "reload", [CTL_TERMINATE] = "terminate", [CTL_STOP_JOB] = "stop-job",
+    [CTL_BATCHES] = "batches", [CTL_BATCH_RETRY] = "batch-retry",
 };
 
 /* A JSON array of names (absent: none) as an owned NULL-terminated vector;
@@ -138,6 +140,18 @@ static int parse_uuid(const cJSON *req, ctl_request_t *r, char *err, size_t errn
     return 0;
 }
 
+/* batch-retry's "batch": an id as agent_batch_id_ok says. */
+static int parse_batch(const cJSON *req, ctl_request_t *r, char *err, size_t errn)
+{
+    const cJSON *b = cJSON_GetObjectItemCaseSensitive(req, "batch");
+    if (!cJSON_IsString(b) || !agent_batch_id_ok(b->valuestring)) {
+        snprintf(err, errn, "batch-retry takes \"batch\": a batch id (1..%d of A-Z a-z 0-9 . _ : -)", AGENT_BATCH_ID_MAX);
+        return -1;
+    }
+    r->uuid = xstrdup(b->valuestring);
+    return 0;
+}
+
 int ctl_parse_request(const char *line, size_t len, int max_workers, ctl_request_t *r, char *err, size_t errn)
 {
     memset(r, 0, sizeof *r);
@@ -177,6 +191,8 @@ int ctl_parse_request(const char *line, size_t len, int max_workers, ctl_request
     else if (r->cmd == CTL_SCALE && parse_scale(req, max_workers, r, err, errn) < 0)
         ;
     else if (r->cmd == CTL_STOP_JOB && parse_uuid(req, r, err, errn) < 0)
+        ;
+    else if (r->cmd == CTL_BATCH_RETRY && parse_batch(req, r, err, errn) < 0)
         ;
     else
         rv = 0;
@@ -481,10 +497,33 @@ static void cmd_stop_job(master_t *m, ctl_client_t *c, const ctl_request_t *r)
     reply_json(c, o);
 }
 
+/* The job batches the pools' app agents read (mbatches.h); a look keeps
+ * them read for a while. */
+static void cmd_batches(master_t *m, ctl_client_t *c, const ctl_request_t *r)
+{
+    (void)r;
+    reply_json(c, mbatches_look(m, mono_ms()));
+}
+
+static void cmd_batch_retry(master_t *m, ctl_client_t *c, const ctl_request_t *r)
+{
+    char err[256], pool[64] = "";
+    if (mbatches_retry(m, r->uuid, mono_ms(), pool, sizeof pool, err, sizeof err) < 0) {
+        reply_verb_error(c, err);
+        return;
+    }
+    cJSON *o = reply_ok();
+    cJSON_AddStringToObject(o, "batch", r->uuid);
+    cJSON_AddStringToObject(o, "pool", pool);
+    cJSON_AddTrueToObject(o, "queued");
+    reply_json(c, o);
+}
+
 static const ctl_handler_fn HANDLERS[CTL_NCMDS] = {
     [CTL_STATUS] = cmd_status,   [CTL_PAUSE] = cmd_pause,   [CTL_CONTINUE] = cmd_continue,
     [CTL_SCALE] = cmd_scale,     [CTL_RESTART] = cmd_restart, [CTL_RELOAD] = cmd_reload,
     [CTL_TERMINATE] = cmd_terminate, [CTL_STOP_JOB] = cmd_stop_job,
+    [CTL_BATCHES] = cmd_batches, [CTL_BATCH_RETRY] = cmd_batch_retry,
 };
 
 static void handle_line(master_t *m, ctl_client_t *c, const char *line, size_t len)
@@ -503,7 +542,7 @@ static void handle_line(master_t *m, ctl_client_t *c, const char *line, size_t l
         ctl_request_free(&r);
         return;
     }
-    if (c->adopted && r.cmd != CTL_STATUS)
+    if (c->adopted && r.cmd != CTL_STATUS && r.cmd != CTL_BATCHES)
         log_info("control: %s%s%s%s%s over HTTP by %s", ctl_cmd_name(r.cmd), r.pool || r.npools ? " pool " : "",
                  r.pool ? r.pool : r.npools ? r.pools[0] : "", r.nqueues ? " queue " : "", r.nqueues ? r.queues[0] : "",
                  r.by ? r.by : "?");

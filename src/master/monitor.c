@@ -3,6 +3,7 @@
  */
 #include "master/monitor.h"
 #include "master/agent.h"
+#include "master/mbatches.h"
 #include "master/alerting.h"
 #include "master/balancer.h"
 #include "master/budgeting.h"
@@ -619,9 +620,10 @@ static bool agent_sizes(const pool_t *p)
 }
 
 /* What the pool wants of its agent each pass (AGENT_WANT_*; 0: no agent). */
-static unsigned agent_wants(const pool_t *p)
+static unsigned agent_wants(const pool_t *p, int64_t now)
 {
-    return (agent_polls(p) ? AGENT_WANT_SIGNALS : 0) | (agent_sizes(p) ? AGENT_WANT_SIZES : 0);
+    return (agent_polls(p) ? AGENT_WANT_SIGNALS : 0) | (agent_sizes(p) ? AGENT_WANT_SIZES : 0) |
+           (mbatches_wanted(p, now) ? AGENT_WANT_BATCHES : 0);
 }
 
 /* A request unanswered this long drops the agent: two passes, at least 5 s. */
@@ -655,6 +657,9 @@ static void ask_next(pool_t *p, int64_t now)
         a->todo &= ~AGENT_WANT_SIZES;
         agent_ask(a, p->conf.name, AGENT_OP_SIZES, p->conf.queue_connection, (const char *const *)p->conf.queues,
                   p->conf.nqueues, now);
+    } else if (a->todo & AGENT_WANT_BATCHES) {
+        a->todo &= ~AGENT_WANT_BATCHES;
+        if (mbatches_wanted(p, now)) mbatches_ask(p, now);
     }
 }
 
@@ -696,7 +701,7 @@ static void ask_agents(master_t *m, int64_t now)
 {
     for (int i = 0; i < m->pools.n; i++) {
         pool_t *p = m->pools.v[i];
-        unsigned wants = agent_wants(p);
+        unsigned wants = agent_wants(p, now);
         if (!wants) {
             agent_close(&p->agent);
             continue;
@@ -755,8 +760,10 @@ bool monitor_agent_event(master_t *m, int fd)
         for (int k = 0; k < n; k++) {
             if (r[k].op == AGENT_OP_SIGNALS && agent_polls(p)) agent_signals_seen(m, p, &r[k]);
             if (r[k].op == AGENT_OP_SIZES && agent_sizes(p)) sizes_seen(p, &r[k]);
+            if (r[k].op >= AGENT_OP_BATCHES) mbatches_reply(m, p, &r[k]); /* batches, batch-failed, batch-retry */
+            agent_reply_free(&r[k]);
         }
-        if (hello && p->agent.pid) p->agent.todo = agent_wants(p); /* a new agent: asked at once */
+        if (hello && p->agent.pid) p->agent.todo = agent_wants(p, now); /* a new agent: asked at once */
         ask_next(p, now);
         return true;
     }

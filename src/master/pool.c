@@ -82,6 +82,7 @@ void pool_free(pool_t *p)
     if (!p) return;
     zygotes_free(&p->zygotes);
     agent_close(&p->agent);
+    agent_batches_free(&p->batches);
     pool_conf_free(&p->conf);
     jobstats_free(&p->stats);
     jobstats_free(&p->recent);

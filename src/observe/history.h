@@ -59,7 +59,8 @@ cJSON *history_read(rconn_t *c, int64_t from, int64_t to);
 #define HISTORY_ATTEMPTS_MAX 50    /* a job's newest attempts the index keeps */
 #define HISTORY_TRIM_BUDGET 1000   /* records trimmed per write past those added */
 #define HISTORY_SCAN_PAGE 500      /* records per LRANGE of a filtered list */
-#define HISTORY_SCAN_MAX 10000     /* records a filtered list reads, at most */
+#define HISTORY_SCAN_MAX 100000    /* records a filtered list reads, at most (job_history_size's bound) */
+#define HISTORY_SCAN_BYTES (64 << 20) /* bytes a filtered list reads, at most (records with payloads) */
 
 /* Push a pool's pending job records (oldest first) onto the list and the
  * index, trimmed to keep, expiring retention_s after this write: one
@@ -67,7 +68,8 @@ cJSON *history_read(rconn_t *c, int64_t from, int64_t to);
 int history_add_jobs(rconn_t *c, const char *const *recs, int n, int keep, int64_t retention_s);
 /* The newest records, newest first, that match every filter given (NULL:
  * any), at most limit: {"jobs":[...]} (caller frees), with "truncated":
- * true when a filtered search stopped after HISTORY_SCAN_MAX records; NULL
+ * true when a filtered search stopped after HISTORY_SCAN_MAX records or
+ * HISTORY_SCAN_BYTES with more in the list; NULL
  * when Redis is unavailable. With uuid: that job's records, from the
  * index (one read, bounded). */
 typedef struct {

@@ -17,8 +17,9 @@
  * LIM_KEY_LEN bytes or with a byte outside [A-Za-z0-9_.@-] is
  * "h:<sha1 of it>". A key's own state is <key>:k:<kid>:run / :bucket,
  * lapsing as the limit's; a job holding a key's slot also holds one in the
- * limit's own :run (what status counts as in use). lim_keys: the :run sets
- * the pop took for per-key limits (its reply names them for beat and end). */
+ * limit's own :run (what status counts as in use). lim_keys: every :run set
+ * the pop took a slot in (its reply names them: the worker renews and gives
+ * back exactly those, never a guess of its own from the class it reads). */
 #define QLIMIT_TAGS_LUA \
     "local LIM_TAGS, LIM_KEYS, LIM_KEY_LEN = 50, 4, 64\n" \
     "local lim_keys = {}\n" \
@@ -325,7 +326,7 @@ const char QLIMIT_PRE_LUA[] =
     "    if l.conc > 0 then\n"
     "      redis.call('zadd', l.key .. ':run', string.format('%.0f', lnow + lim_ttl), lim_token)\n"
     "      redis.call('pexpire', l.key .. ':run', lim_ttl * 2)\n"
-    "      if l.tagged then lim_keys[#lim_keys + 1] = l.key .. ':run' end -- the reply names them\n"
+    "      lim_keys[#lim_keys + 1] = l.key .. ':run' -- the reply names every slot taken\n"
     "    end\n"
     "    if l.rate > 0 then\n"
     "      redis.call('hset', l.key .. ':bucket', 'tokens', tostring(l.tok - 1), 'ts', string.format('%.0f', lnow))\n"
@@ -465,8 +466,10 @@ void qlimit_scripts_init(void)
 char *qlimit_key(const char *prefix, const char *id, bool cluster)
 {
     if (!cluster) return xasprintf("%sqpool:limit:%s", prefix, id);
-    /* an id starting with '}' would make an empty tag (the whole key hashed) */
-    return xasprintf("%sqpool:limit:{%s%s}", prefix, *id == '}' ? "_" : "", id);
+    /* an id starting with '}' would make an empty tag (the whole key hashed):
+     * it gets a '_' in front, and so does one starting with '_', so that no
+     * two ids share keys ("}x|A" and "_}x|A" did: review of 2026-11-29) */
+    return xasprintf("%sqpool:limit:{%s%s}", prefix, *id == '}' || *id == '_' ? "_" : "", id);
 }
 
 char *qlimit_paused_key(const char *prefix, bool cluster)
@@ -567,16 +570,15 @@ static int slot_script_each(rconn_t *c, const rscript_t *s, const qlimits_t *ls,
     return sum;
 }
 
-/* One slot script over the limits with a concurrency (a per-key limit's
- * slots: those the pop named, xkeys). */
+/* One slot script over the :run sets the pop named (xkeys: on one Redis
+ * the pop decides the class, so only its reply says which slots a job
+ * holds); on a Cluster over the limits with a concurrency. */
 static int slot_script(rconn_t *c, const rscript_t *s, const qlimits_t *ls, const char *token, char *const *xkeys,
                        int nx)
 {
     if (rconn_is_cluster(c)) return slot_script_each(c, s, ls, token);
-    const char **argv = xcalloc((size_t)ls->n + (size_t)nx + 2, sizeof *argv);
+    const char **argv = xcalloc((size_t)nx + 2, sizeof *argv);
     int k = 0;
-    for (int i = 0; i < ls->n; i++)
-        if (ls->v[i].concurrency > 0 && !ls->v[i].tag_prefix) argv[k++] = ls->v[i].run;
     for (int i = 0; i < nx; i++) argv[k++] = xkeys[i];
     if (!k) {
         free(argv);

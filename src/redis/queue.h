@@ -85,11 +85,11 @@ typedef struct {
     bool limit_blocked;        /* POP_EMPTY of the limited pop: ready jobs wait on a full limit */
     bool has_limit_wake;       /* limit_blocked: the pop said when to look again (limit_wake_ms) */
     int64_t limit_wake_ms;     /* 0: now (more held jobs to look past), else ms until a held rate's next token */
-    char **lim_keys;           /* POP_JOB of the limited pop: the per-key limits' :run sets it took */
+    char **lim_keys;           /* POP_JOB of the limited pop: every :run set it took a slot in */
     int nlim_keys;
     bool pick_gone;            /* POP_EMPTY of a pick pop: none of its candidates was still ready */
 } pop_result_t;
-#define POP_LIM_KEYS_MAX 64
+#define POP_LIM_KEYS_MAX 2048   /* above 256 limits x (4 keys + the limit's own set) */
 
 typedef struct {
     int64_t now;

@@ -10,7 +10,8 @@
 #include <string.h>
 
 #define WLC_PASSES 3 /* passes that may find their jobs gone before this pop reports "held" */
-#define WLC_PICK_BYTES 65536 /* candidates sent with a pick pop: payload bytes at most (one at least) */
+#define WLC_PICK_MAX 8        /* candidates sent with a pick pop, at most */
+#define WLC_PICK_BYTES 16384 /* and their payload bytes at most (one is always sent) */
 
 typedef struct {
     const char *raw;
@@ -55,13 +56,18 @@ static void unlease_all(rconn_t *c, const qlimits_t *ls, const bool *taken, cons
 }
 
 /* Lease every limit job v[j] falls under: 1 all taken (taken[] says which),
- * 0 one was full (marked in full[], the others given back), -1 error. */
+ * 0 one was full (marked in full[], the others given back), -1 error. A
+ * paused class (always full, holding nothing) is asked first: its jobs
+ * never take a real slot or token, even for a moment (review of
+ * 2026-11-29: another host's lease could be refused meanwhile). */
 static int lease_all(rconn_t *c, const qlimits_t *ls, const char *queue, const peeked_t *v, int n, int j,
                      const char *token, bool *full, bool *taken)
 {
     memset(taken, 0, sizeof *taken * (size_t)ls->n);
     if (v[j].plain) return 1;
-    for (int i = 0; i < ls->n; i++) {
+    for (int k = 0; k < 2 * ls->n; k++) {
+        int i = k % ls->n;
+        if ((k < ls->n) != (ls->v[i].concurrency == QLIMIT_PAUSED)) continue; /* paused ones, then the rest */
         if (!qlimit_applies(&ls->v[i], queue, v[j].cls)) continue;
         int r = qlimit_lease(c, &ls->v[i], ls->ttl, token, held_by(ls, i, queue, v, n));
         if (r == 1) {
@@ -103,7 +109,7 @@ static int pick_from(rconn_t *c, const queue_set_t *qs, const pop_args_t *a, int
     const char **picks = xcalloc((size_t)(n - j), sizeof *picks);
     size_t *lens = xcalloc((size_t)(n - j), sizeof *lens), bytes = 0;
     int k = 0;
-    for (int i = j; i < n && (!k || bytes + v[i].len <= WLC_PICK_BYTES); i++)
+    for (int i = j; i < n && k < WLC_PICK_MAX && (!k || bytes + v[i].len <= WLC_PICK_BYTES); i++)
         if (i == j || qlimit_same_limits(a->limits, qs->q[q].name, v[j].cls, v[j].plain, v[i].cls, v[i].plain)) {
             picks[k] = v[i].raw;
             lens[k++] = v[i].len;
@@ -141,42 +147,57 @@ static int try_queue(rconn_t *c, const queue_set_t *qs, const pop_args_t *a, int
     return rv;
 }
 
-/* LRANGE of queue q's ready list: the reply (NULL: the connection went). */
-static redisReply *peek(rconn_t *c, const qkeys_t *k, const qlimits_t *ls)
+/* LRANGE 0..last of queue q's ready list: the reply (NULL: the connection went). */
+static redisReply *peek(rconn_t *c, const qkeys_t *k, int last)
 {
-    const char *argv[] = {"LRANGE", k->ready, "0", "-1"};
-    char last[16];
-    snprintf(last, sizeof last, "%d", atoi(ls->look) - 1);
-    argv[3] = last;
+    char end[16];
+    snprintf(end, sizeof end, "%d", last);
+    const char *argv[] = {"LRANGE", k->ready, "0", end};
     return rconn_call(c, 4, argv, NULL);
 }
 
+#define WLC_EMPTY 4 /* peek_and_try: the queue has no ready job */
+
+/* Peek the first last+1 ready jobs of queue q and try them in order:
+ * try_queue's 1 / 2 / 3, WLC_EMPTY, or 0 / -1. */
+static int peek_and_try(rconn_t *c, const queue_set_t *qs, const pop_args_t *a, int q, int last, bool *full,
+                        pop_result_t *out)
+{
+    redisReply *r = peek(c, &qs->q[q], last);
+    if (!r) return -1;
+    if (r->type == REDIS_REPLY_ERROR) {
+        rconn_drop(c, r->str); /* CLUSTERDOWN, a failover: reconnect first */
+        freeReplyObject(r);
+        return 0;
+    }
+    if (r->type != REDIS_REPLY_ARRAY || !r->elements) {
+        freeReplyObject(r);
+        return WLC_EMPTY;
+    }
+    int n = (int)r->elements;
+    peeked_t *v = xcalloc((size_t)n, sizeof *v);
+    for (int j = 0; j < n; j++) peek_parse(&v[j], r->element[j]->str, r->element[j]->len);
+    int rv = try_queue(c, qs, a, q, v, n, full, out);
+    for (int j = 0; j < n; j++) free(v[j].cls);
+    free(v);
+    freeReplyObject(r);
+    return rv;
+}
+
 /* One pass over the queues: 1 / 2 / 3 as try_queue (3 also when every
- * queue is empty: *blocked says whether any held a job), 0 / -1. */
+ * queue is empty: *blocked says whether any held a job), 0 / -1. Each
+ * queue's head alone first; the look-ahead's payloads are copied only when
+ * the head is held (as the single-Redis pop: review of 2026-11-29). */
 static int pass(rconn_t *c, const queue_set_t *qs, const pop_args_t *a, pop_result_t *out, int *blocked)
 {
     bool *full = xcalloc((size_t)a->limits->n + 1, sizeof *full);
-    int rv = 3;
+    int rv = 3, look = atoi(a->limits->look);
     for (int q = 0; q < qs->nq && rv == 3; q++) {
         if (a->skip_mask & (1u << q)) continue;
-        redisReply *r = peek(c, &qs->q[q], a->limits);
-        if (!r) rv = -1;
-        if (r && r->type == REDIS_REPLY_ERROR) {
-            rconn_drop(c, r->str); /* CLUSTERDOWN, a failover: reconnect first */
-            rv = 0;
-        }
-        if (!r || r->type != REDIS_REPLY_ARRAY || !r->elements) {
-            if (r) freeReplyObject(r);
-            continue;
-        }
-        int n = (int)r->elements;
-        peeked_t *v = xcalloc((size_t)n, sizeof *v);
-        for (int j = 0; j < n; j++) peek_parse(&v[j], r->element[j]->str, r->element[j]->len);
-        rv = try_queue(c, qs, a, q, v, n, full, out);
-        if (rv == 3 && *blocked < 0) *blocked = q;
-        for (int j = 0; j < n; j++) free(v[j].cls);
-        free(v);
-        freeReplyObject(r);
+        rv = peek_and_try(c, qs, a, q, 0, full, out);
+        if (rv == 3 && look > 1) rv = peek_and_try(c, qs, a, q, look - 1, full, out);
+        if (rv == WLC_EMPTY) rv = 3;
+        else if (rv == 3 && *blocked < 0) *blocked = q;
     }
     free(full);
     return rv;

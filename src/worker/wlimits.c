@@ -109,10 +109,14 @@ int64_t wlimits_next_beat(const wlimits_t *wl)
     return wl->held ? wl->next_beat_ms : INT64_MAX;
 }
 
-/* How many concurrency slots a job of class cls on queue holds (as the
- * limited pop decides: exact names, "" for any). */
+/* How many concurrency slots a job of class cls on queue holds. On one
+ * Redis: those the limited pop named (it decided the class with its own
+ * JSON reader, which may read a payload with duplicate keys otherwise than
+ * cJSON does); on a Cluster C decided it for the lease: exact names, "" for
+ * any. */
 static int slots_of(const wlimits_t *wl, const char *queue, const char *cls)
 {
+    if (!wl->ls.cluster) return wl->nx;
     int n = 0;
     for (int i = 0; i < wl->ls.n; i++) {
         const qlimit_t *l = &wl->ls.v[i];
@@ -138,7 +142,10 @@ void wlimits_end(wlimits_t *wl, rconn_t *c, const char *queue, const char *cls)
 {
     if (!wl->held) return;
     wl->held = false;
-    if (cls && !slots_of(wl, queue, cls)) return;
+    if ((cls || !wl->ls.cluster) && !slots_of(wl, queue, cls)) { /* unread on a Cluster: give back all */
+        drop_keys(wl);
+        return;
+    }
     if (qlimit_end(c, &wl->ls, wl->token, wl->xkeys, wl->nx) < 0)
         log_warn("could not give back a concurrency slot: it lapses within %d s", QLIMIT_SLOT_TTL_MS / 1000);
     drop_keys(wl);

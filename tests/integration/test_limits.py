@@ -206,3 +206,25 @@ def test_rate_with_burst(master_factory, redis_server, tmp_path):
     assert rc.llen(key) == 0, "the 15 jobs were not all popped in 60 s"
     assert redis_s() - t0 >= (15 - 2) / 5 - 0.1, "15 jobs popped in %.2f s" % (redis_s() - t0)
     wait_for(lambda: len(records(log)) == 15, 60, interval=0.1, what="15 jobs to start")
+
+
+def test_slot_given_back_when_the_payload_names_two_classes(master_factory, redis_server, tmp_path):
+    """A payload with displayName twice: the limited pop (Lua's cjson: the
+    last wins) takes a slot of class A, the worker (cJSON: the first wins)
+    runs it as Quick. The worker gives back the slots the pop named, not a
+    guess of its own from the class it read: the slot is free as soon as the
+    job ends, not 15 s later when it lapses (review of 2026-11-29; a job of
+    A running past the lapse would have let A run over its limit)."""
+    path, log = handler(tmp_path)
+    rc = redis_server.client()
+    dup = ('{"uuid":"dup-1","displayName":"App\\\\Jobs\\\\Quick","displayName":"App\\\\Jobs\\\\A",'
+           '"job":"Illuminate\\\\Queue\\\\CallQueuedHandler@call","maxTries":null,"timeout":null,'
+           '"data":{"commandName":"App\\\\Jobs\\\\A","command":"x"},"attempts":0}')
+    rc.rpush(PREFIX + "queues:work", dup)
+    rc.rpush(PREFIX + "queues:work:notify", 1)
+    run = PREFIX + "qpool:limit:|App\\Jobs\\A:run"
+    start(master_factory, redis_server, "a", path, LIMIT_A.replace("concurrency = 2", "concurrency = 1"), processes=1)
+    wait_for(lambda: records(log).get("dup-1", {}).get("E"), 30, what="the job to run and end")
+    assert records(log)["dup-1"]["S"][0][0] == "App\\Jobs\\Quick"  # run under the first name
+    # no other job exists: only the worker's END can empty the set before the 15 s lapse
+    wait_for(lambda: rc.zcard(run) == 0, 10, what="the slot the pop took to be given back at the job's end")

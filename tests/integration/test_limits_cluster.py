@@ -61,9 +61,11 @@ def queue_away_from(c, key, stem="work"):
 
 
 def start(c, master_factory, name, path, queue, limits, processes=4):
+    """queue: a name, or a list of names (in priority order)."""
+    queues = ", ".join('"%s"' % q for q in ([queue] if isinstance(queue, str) else queue))
     m = master_factory(None, name)
-    m.write_config('{ name = "work"; queues = ["%s"]; processes = %d; retry_after = 300;'
-                   ' handler = { type = "exec"; command = ["/bin/sh", "%s"]; }; }' % (queue, processes, path),
+    m.write_config('{ name = "work"; queues = [%s]; processes = %d; retry_after = 300;'
+                   ' handler = { type = "exec"; command = ["/bin/sh", "%s"]; }; }' % (queues, processes, path),
                    redis_conf='default = { cluster = [%s]; prefix = "%s"; timeout = 3; };' % (c.addrs(), PREFIX))
     m.conf.write_text(m.conf.read_text() + limits)
     return m.start()
@@ -212,19 +214,23 @@ def test_rate_with_burst_on_a_cluster(cluster, master_factory, tmp_path):
 
 def test_paused_class_on_a_cluster(cluster, master_factory, tmp_path):
     """`qpool pause --class` on a Cluster: the paused-classes hash has a
-    hash-tagged key; A's jobs wait in order, attempts 0, while B's run;
+    hash-tagged key; A's jobs wait in order, attempts 0, while B's run, on
+    the same queue and on a second queue of the pool on another node;
     `qpool continue --class` lets them run, each once."""
     path, log = handler(tmp_path)
     rc = cluster.client()
     queue = "{work}"
-    m = start(cluster, master_factory, "a", path, queue, "", processes=2)
+    other = queue_away_from(cluster, PREFIX + "queues:" + queue, stem="other")
+    m = start(cluster, master_factory, "a", path, [queue, other], "", processes=2)
     m.cli("pause", "--class", A)
     assert rc.hexists(PREFIX + "qpool:{paused-classes}", A)
     m.wait_log(r"paused classes now: 1", timeout=60, count=2)
     a_jobs = [make_payload(job=A) for _ in range(5)]
     b_jobs = [make_payload(job=B) for _ in range(5)]
+    b_other = [make_payload(job=B) for _ in range(3)]
     push_many(rc, queue, a_jobs + b_jobs)
-    wait_for(lambda: sum(1 for r in records(log).values() if r["S"][0][0] == B) == 5, 60, what="B's jobs to run")
+    push_many(rc, other, b_other)
+    wait_for(lambda: sum(1 for r in records(log).values() if r["S"][0][0] == B) == 8, 60, what="B's jobs to run")
     assert not [r for r in records(log).values() if r["S"][0][0] == A], "a paused class's job started"
     held = ready(rc, queue)
     assert [j["uuid"] for j in held] == [p["uuid"] for p in a_jobs] and all(j["attempts"] == 0 for j in held)
@@ -232,7 +238,7 @@ def test_paused_class_on_a_cluster(cluster, master_factory, tmp_path):
              what="the paused class in the status")
     m.cli("continue", "--class", A)
     assert not rc.hexists(PREFIX + "qpool:{paused-classes}", A)
-    wait_for(lambda: len(records(log)) == 10, 60, what="A's jobs to run after continue")
+    wait_for(lambda: len(records(log)) == 13, 60, what="A's jobs to run after continue")
     assert all(len(r["S"]) == 1 and r["S"][0][1] == 1 for r in records(log).values())
 
 

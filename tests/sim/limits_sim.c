@@ -543,6 +543,7 @@ static void worker_started(vhost_t *h, vworker_t *w, pop_result_t *pr, int64_t s
     w->next_beat = now + beat_ms;
     w->lost = w->cut = false;
     wlimits_taken(&w->wl, now);
+    wlimits_taken_keys(&w->wl, pr->lim_keys, pr->nlim_keys); /* as worker.c: the slots the pop named */
     read_rate_times(j->cls);
     for (int i = 0; i < cls[j->cls].nlims; i++)
         if (lims[cls[j->cls].lims[i]].conf.concurrency) check_limit(cls[j->cls].lims[i], mono_ms(), "pop");

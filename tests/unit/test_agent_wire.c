@@ -185,6 +185,91 @@ static void test_sizes(void **state)
         if (parse(bad[i], AGENT_OP_SIZES, 2, &r) != -1) fail_msg("accepted: %s", bad[i]);
 }
 
+static void test_batches(void **state)
+{
+    (void)state;
+    agent_reply_t r;
+    char *line = agent_wire_request(4, AGENT_OP_BATCHES, NULL, NULL, 500);
+    assert_string_equal(line, "{\"id\":4,\"op\":\"batches\",\"limit\":50}\n");
+    free(line);
+    line = agent_wire_request(5, AGENT_OP_BATCH_FAILED, "9a1c-\"x", NULL, 0);
+    assert_string_equal(line, "{\"id\":5,\"op\":\"batch-failed\",\"batch\":\"9a1c-\\\"x\"}\n");
+    free(line);
+    const char *jobs[] = {"u-1", "u-2"};
+    line = agent_wire_request(6, AGENT_OP_BATCH_RETRY, "9a1c", jobs, 2);
+    assert_string_equal(line, "{\"id\":6,\"op\":\"batch-retry\",\"batch\":\"9a1c\",\"jobs\":[\"u-1\",\"u-2\"]}\n");
+    free(line);
+    /* 10 jobs, 2 pending after failures: 8 processed, 80 %, as Batch::progress() */
+    assert_int_equal(parse("{\"id\":4,\"ok\":true,\"batches\":[{\"id\":\"9a1c-01\",\"name\":\"<b>import</b>\","
+                           "\"total\":10,\"pending\":2,\"failed\":2,\"created_at\":1764380000,\"finished_at\":null,"
+                           "\"failed_ids\":[\"u-1\",\"bad id\",\"u-2\"],\"later\":1},"
+                           "{\"id\":\"has space\",\"total\":1,\"pending\":0,\"failed\":0}]}", AGENT_OP_BATCHES, 0, &r), 0);
+    assert_int_equal(r.nbatches, 1);
+    assert_int_equal(r.skipped, 1);
+    assert_string_equal(r.batches, "[{\"id\":\"9a1c-01\",\"name\":\"<b>import</b>\",\"total\":10,\"pending\":2,"
+                                   "\"processed\":8,\"failed\":2,\"progress\":80,\"created_at\":1764380000,"
+                                   "\"finished_at\":null,\"cancelled_at\":null,\"failed_ids\":[\"u-1\",\"u-2\"]}]");
+    agent_reply_free(&r);
+    agent_reply_free(&r); /* twice: nothing */
+    /* a long name is cut at a character, never inside one */
+    char big[1024] = "{\"id\":4,\"ok\":true,\"batches\":[{\"id\":\"b\",\"total\":0,\"pending\":0,\"failed\":0,\"name\":\"x";
+    for (int i = 0; i < 100; i++) strcat(big, "\xe2\x82\xac");
+    strcat(big, "\"}]}");
+    assert_int_equal(parse(big, AGENT_OP_BATCHES, 0, &r), 0);
+    assert_non_null(strstr(r.batches, "\"progress\":0"));
+    const char *name = strstr(r.batches, "\"name\":\"") + 8;
+    size_t n = (size_t)(strchr(name, '"') - name);
+    assert_true(n <= AGENT_BATCH_NAME_MAX && n == 1 + 3 * 66);
+    agent_reply_free(&r);
+    /* a retry's outcome */
+    assert_int_equal(parse("{\"id\":5,\"ok\":true,\"batch\":\"9a1c-01\",\"retried\":[\"u-1\"],\"missing\":[\"u-2\",\"u-3\"]}",
+                           AGENT_OP_BATCH_RETRY, 0, &r), 0);
+    assert_string_equal(r.batch, "9a1c-01");
+    assert_int_equal(r.nretried, 1);
+    assert_int_equal(r.nmissing, 2);
+    assert_string_equal(r.missing[1], "u-3");
+    agent_reply_free(&r);
+    assert_int_equal(parse("{\"id\":5,\"ok\":true,\"batch\":\"9a1c-01\",\"held\":[\"u-1\",\"u-2\"],\"missing\":[]}",
+                           AGENT_OP_BATCH_FAILED, 0, &r), 0);
+    assert_int_equal(r.nretried, 2);
+    assert_int_equal(r.nmissing, 0);
+    agent_reply_free(&r);
+    assert_int_equal(parse("{\"id\":5,\"ok\":true,\"batch\":\"9a1c-01\",\"held\":[\"u 1\"]}", AGENT_OP_BATCH_FAILED, 0, &r), -1);
+    assert_int_equal(parse("{\"id\":5,\"ok\":false,\"error\":\"no batch x\"}", AGENT_OP_BATCH_RETRY, 0, &r), 0);
+    assert_false(r.ok);
+    static const char *const bad[] = {
+        "{\"id\":4,\"ok\":true}",
+        "{\"id\":4,\"ok\":true,\"batches\":{}}",
+        "{\"id\":4,\"ok\":true,\"batches\":[{\"id\":\"a\",\"total\":1,\"pending\":0}]}",          /* no failed */
+        "{\"id\":4,\"ok\":true,\"batches\":[{\"id\":\"a\",\"total\":-1,\"pending\":0,\"failed\":0}]}",
+        "{\"id\":4,\"ok\":true,\"batches\":[{\"id\":7,\"total\":1,\"pending\":0,\"failed\":0}]}",
+        "{\"id\":4,\"ok\":true,\"batches\":[{\"id\":\"a\",\"name\":[],\"total\":1,\"pending\":0,\"failed\":0}]}",
+        "{\"id\":4,\"ok\":true,\"batches\":[{\"id\":\"a\",\"total\":1,\"pending\":0,\"failed\":0,\"created_at\":\"x\"}]}",
+        "{\"id\":4,\"ok\":true,\"batches\":[{\"id\":\"a\",\"total\":1,\"pending\":0,\"failed\":0,\"failed_ids\":[1]}]}",
+        "{\"id\":4,\"ok\":true,\"batches\":[{\"id\":\"a\",\"total\":1,\"pending\":0,\"failed\":0},[]]}",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+        if (parse(bad[i], AGENT_OP_BATCHES, 0, &r) != -1) fail_msg("accepted: %s", bad[i]);
+    /* more batches than a reply holds */
+    char many[8192] = "{\"id\":4,\"ok\":true,\"batches\":[";
+    for (int i = 0; i <= AGENT_BATCHES_MAX; i++)
+        strcat(many, i ? ",{\"id\":\"a\",\"total\":0,\"pending\":0,\"failed\":0}" : "{\"id\":\"a\",\"total\":0,\"pending\":0,\"failed\":0}");
+    strcat(many, "]}");
+    assert_int_equal(parse(many, AGENT_OP_BATCHES, 0, &r), -1);
+    static const char *const bad_retry[] = {
+        "{\"id\":5,\"ok\":true}",
+        "{\"id\":5,\"ok\":true,\"batch\":\"a b\"}",
+        "{\"id\":5,\"ok\":true,\"batch\":\"a\",\"retried\":[\"ok\",\"not ok\"]}",
+        "{\"id\":5,\"ok\":true,\"batch\":\"a\",\"missing\":\"u-1\"}",
+    };
+    for (size_t i = 0; i < sizeof bad_retry / sizeof *bad_retry; i++)
+        if (parse(bad_retry[i], AGENT_OP_BATCH_RETRY, 0, &r) != -1) fail_msg("accepted: %s", bad_retry[i]);
+    assert_true(agent_batch_id_ok("9a1c4e2b-0f3d-4c5e-8f70-1a2b3c4d5e6f"));
+    assert_false(agent_batch_id_ok(""));
+    assert_false(agent_batch_id_ok("a/b"));
+    assert_false(agent_batch_id_ok("<script>"));
+}
+
 /* What the master logs, read back from a file put on stderr while fn runs. */
 static char *logged(void (*fn)(void *), void *arg)
 {
@@ -296,6 +381,7 @@ int main(void)
         cmocka_unit_test(test_hostile_replies),
         cmocka_unit_test(test_bounds),
         cmocka_unit_test(test_sizes),
+        cmocka_unit_test(test_batches),
         cmocka_unit_test(test_reply_to_another_request),
         cmocka_unit_test(test_signals_then_sizes),
     };

@@ -182,6 +182,14 @@ static void test_limit_keys(void **state)
     k = qlimit_key("app:", "|App\\Jobs\\A", true);
     assert_string_equal(k, "app:qpool:limit:{|App\\Jobs\\A}");
     free(k);
+    /* two limits never share keys: ids starting with '}' or '_' */
+    static const char *const pairs[][2] = {{"}x|A", "_}x|A"}, {"_x|A", "x|A"}, {"__x|A", "_x|A"}};
+    for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++) {
+        char *a = qlimit_key("app:", pairs[i][0], true), *b = qlimit_key("app:", pairs[i][1], true);
+        assert_string_not_equal(a, b);
+        free(a);
+        free(b);
+    }
     k = qlimit_paused_key("app:", false);
     assert_string_equal(k, "app:qpool:paused-classes");
     free(k);

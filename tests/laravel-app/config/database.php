@@ -15,6 +15,8 @@ return [
             'database' => env('DB_DATABASE', database_path('database.sqlite')),
             'prefix' => '',
             'foreign_key_constraints' => env('DB_FOREIGN_KEYS', true),
+            // DB_BUSY_TIMEOUT=S: a writer waits S s for another (PDO's sqlite busy timeout); unset: none
+            'options' => env('DB_BUSY_TIMEOUT') ? [PDO::ATTR_TIMEOUT => (int) env('DB_BUSY_TIMEOUT')] : [],
         ],
 
     ],

@@ -13,6 +13,7 @@ class Kernel extends ConsoleKernel
      * @var array
      */
     protected $commands = [
+        Commands\FixtureBatchCommand::class,
         Commands\FixtureDispatchCommand::class,
         Commands\FixtureParityCommand::class,
         Commands\QueuePauseCommand::class,

@@ -10,7 +10,10 @@ use Illuminate\Queue\InteractsWithQueue;
 use Illuminate\Queue\SerializesModels;
 use Illuminate\Bus\Batchable;
 
-/** One job of a batch (Bus::batch); with $fail = true it throws (tries 1). */
+/**
+ * One job of a batch (Bus::batch); with $fail = true it throws (tries 1),
+ * only once when FAIL_ONCE_DIR is set (a retried job then succeeds).
+ */
 class BatchJob implements ShouldQueue
 {
     use Batchable, Dispatchable, InteractsWithQueue, Queueable, SerializesModels, WritesMarkers;
@@ -32,7 +35,16 @@ class BatchJob implements ShouldQueue
         $this->marker(['batch' => $this->batchId !== null]);
 
         if ($this->fail) {
-            throw new \RuntimeException('batch job fails');
+            $dir = getenv('FAIL_ONCE_DIR');
+            $mark = $dir ? $dir.'/'.md5((string) $this->tag.'|'.$this->batchId) : null;
+
+            if ($mark === null || ! file_exists($mark)) {
+                if ($mark !== null) {
+                    touch($mark);
+                }
+
+                throw new \RuntimeException('batch job fails');
+            }
         }
     }
 

@@ -1,0 +1,1 @@
+../../../../laravel-app/app/Console/Commands/FixtureBatchCommand.php
