@@ -133,6 +133,9 @@ def test_hostile_batch_names_and_unknown_batches(master, laravel_app, tmp_path):
     port = free_port()
     markup, bad = start(master, laravel_app, tmp_path, port, ["--count=1", "--name=<img src=x onerror=alert(1)>"],
                         ["--count=1", "--name-hex=41ff42c3" + "e282ac" * 100])
+    # the agent starts with the first look: wait until its list holds both
+    wait_for(lambda: {markup, bad} <= {b["id"] for b in api(port, "/api/batches")[1]["batches"]}, 60,
+             interval=0.5, what="both batches in /api/batches")
     status, _, raw = get(port, "/api/batches", timeout=30)
     assert status == 200
     lst = json.loads(raw.decode("utf-8") if isinstance(raw, bytes) else raw)  # valid UTF-8, or it raises
