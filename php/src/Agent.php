@@ -31,7 +31,8 @@ use Throwable;
  *                "created_at":1764380000,"finished_at":null,"cancelled_at":null,"failed_ids":["uuid"]}]}
  *            The newest batches in the app's own Illuminate\Bus\BatchRepository
  *            (job_batches by default; Laravel 8+), at most 50, their failed
- *            job ids at most 100 each.
+ *            job ids at most 100 each; cut to fit one reply line (fewer
+ *            failed ids each, then fewer batches: fit()).
  *   batch-failed {"id":N,"op":"batch-failed","batch":"..."}
  *            -> {"id":N,"ok":true,"batch":"...","held":["uuid"],"missing":["uuid"]}
  *            The batch's failed jobs the app's failer holds, and those it
@@ -56,6 +57,11 @@ final class Agent
     private const REQUEST_TIMEOUT = 5;
 
     private const VALUE_MAX = 256;
+
+    /** A batches list at most this long, so that its reply line fits LINE_MAX. */
+    private const LIST_MAX = 60000;
+
+    private const JSON_FLAGS = JSON_UNESCAPED_SLASHES | JSON_INVALID_UTF8_SUBSTITUTE;
 
     /** @var object the booted application */
     private $app;
@@ -122,7 +128,7 @@ final class Agent
     /** One line to the master; false when it cannot be written (the master has gone). */
     private function reply(array $reply): bool
     {
-        $json = json_encode($reply, JSON_UNESCAPED_SLASHES | JSON_INVALID_UTF8_SUBSTITUTE);
+        $json = json_encode($reply, self::JSON_FLAGS);
 
         if ($json === false) {
             $json = json_encode(['id' => $reply['id'] ?? 0, 'ok' => false, 'error' => 'the reply cannot be encoded']);
@@ -236,7 +242,31 @@ final class Agent
                 'failed_ids' => array_values(array_map('strval', array_slice((array) $batch->failedJobIds, 0, 100)))];
         }
 
-        return ['batches' => $out];
+        return ['batches' => self::fit($out)];
+    }
+
+    /**
+     * The list cut to fit one reply line (the master takes LINE_MAX bytes at
+     * most, and drops an agent that sends more): fewer failed job ids per
+     * batch first (their "failed" count still says all), then the oldest
+     * batches left out.
+     */
+    private static function fit(array $out): array
+    {
+        for ($cap = 100; strlen((string) json_encode($out, self::JSON_FLAGS)) > self::LIST_MAX;) {
+            if ($cap === 0) {
+                array_pop($out);
+                continue;
+            }
+
+            $cap = intdiv($cap, 2);
+
+            foreach ($out as $i => $batch) {
+                $out[$i]['failed_ids'] = array_slice($batch['failed_ids'], 0, $cap);
+            }
+        }
+
+        return $out;
     }
 
     /** The batch of a request, and its failed job ids (at most 100). */

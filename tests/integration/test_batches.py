@@ -155,6 +155,28 @@ def test_hostile_batch_names_and_unknown_batches(master, laravel_app, tmp_path):
     assert res.returncode == 1 and "batch id" in res.stderr
 
 
+def test_many_batches_with_many_failures_fit_one_reply(master, laravel_app, tmp_path):
+    """20 batches with 100 failed job ids each (about 80 KB of JSON): the agent
+    cuts its reply to fit the master's 64 KiB line (fewer failed ids shown,
+    the counts whole), so the list is read and the agent is not dropped over
+    and over (review of batches, item 2)."""
+    port = free_port()
+    start(master, laravel_app, tmp_path, port)
+    con = sqlite3.connect(str(laravel_app.db))
+    for b in range(20):
+        ids = ["%08d-0000-4000-8000-%012d" % (b, j) for j in range(100)]
+        con.execute("insert into job_batches (id, name, total_jobs, pending_jobs, failed_jobs, failed_job_ids,"
+                    " options, created_at) values (?, ?, 100, 100, 100, ?, 'a:0:{}', ?)",
+                    ("batch-%02d-%s" % (b, "f" * 40), "many failures %d" % b, json.dumps(ids), 1764380000 + b))
+    con.commit()
+    con.close()
+    lst = wait_for(lambda: (lambda x: x if len(x["batches"]) == 20 else None)(api(port, "/api/batches")[1]), 60,
+                   interval=0.5, what="the 20 batches listed")
+    assert lst["pools"][0]["state"] == "ok", lst["pools"]
+    assert all(b["failed"] == 100 and 0 < len(b["failed_ids"]) < 100 for b in lst["batches"]), lst["batches"][0]
+    assert "longer than qpool takes" not in master.log()
+
+
 def test_a_pool_without_an_agent_says_so(master, tmp_path):
     """No pool preloads a Laravel app: no batches, not an error."""
     port = free_port()
