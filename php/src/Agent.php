@@ -315,51 +315,62 @@ final class Agent
      * queue:retry-batch for the jobs asked (those of the batch's failed jobs
      * the failer holds): each pushed back as the app's own queue:retry
      * pushes it (RetryCommand::retryJob: attempts 0, retryUntil anew;
-     * JobRetryRequested raised). Unlike queue:retry, every row is forgotten
-     * before the first push: a pushed job may run (and fail again, with the
-     * same uuid) at once, and must neither meet its old row nor wait on our
-     * writes. A job whose push throws is logged to the failer again and said
-     * missing.
+     * JobRetryRequested raised). Each row is forgotten just before its own
+     * push (queue:retry forgets it just after): the pushed job may run (and
+     * fail again, with the same uuid) at once and must not meet its old
+     * row; and an agent killed on the way (its alarm, a reload) leaves
+     * every job not pushed yet in the failer (and the master keeps qpool's
+     * record of a job until it is said retried). A job whose push throws
+     * is logged to the failer again and said missing.
      */
     private function batchRetry(array $req): array
     {
         [$batch, $ids] = $this->batchOf($req);
         $asked = is_array($req['jobs'] ?? null) ? $req['jobs'] : $ids;
         $failer = $this->app['queue.failer'];
-        $found = $missing = $retried = [];
+        $command = $this->retryCommand();
+        $missing = $retried = [];
 
         foreach (array_values(array_intersect($ids, $asked)) as $jobId) {
             $job = $failer->find($jobId);
 
             if ($job === null) {
                 $missing[] = $jobId;
-            } else {
-                $found[$jobId] = $job;
-            }
-        }
-
-        foreach (array_keys($found) as $jobId) {
-            $failer->forget($jobId);
-        }
-
-        $command = $this->retryCommand();
-
-        foreach ($found as $jobId => $job) {
-            try {
-                if (class_exists('Illuminate\\Queue\\Events\\JobRetryRequested')) {
-                    $this->app['events']->dispatch(new \Illuminate\Queue\Events\JobRetryRequested($job));
-                }
-
-                $command->pushBack($job);
+            } elseif ($this->retryOne($failer, $command, $jobId, $job)) {
                 $retried[] = $jobId;
-            } catch (Throwable $e) {
-                Protocol::log('agent: batch retry of job '.$jobId.' failed: '.$e->getMessage());
-                $failer->log($job->connection, $job->queue, $job->payload, $e);
+            } else {
                 $missing[] = $jobId;
             }
         }
 
         return ['batch' => (string) $batch->id, 'retried' => $retried, 'missing' => $missing];
+    }
+
+    /** One failed job: its row forgotten, then pushed back; false when it was not pushed. */
+    private function retryOne($failer, $command, string $jobId, $job): bool
+    {
+        try {
+            if (class_exists('Illuminate\\Queue\\Events\\JobRetryRequested')) {
+                $this->app['events']->dispatch(new \Illuminate\Queue\Events\JobRetryRequested($job));
+            }
+
+            $failer->forget($jobId);
+        } catch (Throwable $e) {
+            Protocol::log('agent: batch retry of job '.$jobId.' failed: '.$e->getMessage());
+
+            return false; // its row stays
+        }
+
+        try {
+            $command->pushBack($job);
+
+            return true;
+        } catch (Throwable $e) {
+            Protocol::log('agent: batch retry of job '.$jobId.' failed: '.$e->getMessage());
+            $failer->log($job->connection, $job->queue, $job->payload, $e);
+
+            return false;
+        }
     }
 
     /** The app's own queue:retry, to push a failed job back as it does. */

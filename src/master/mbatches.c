@@ -104,17 +104,34 @@ static void retry_done(pool_t *p, const char *error, int by_app)
     p->agent.todo |= AGENT_WANT_BATCHES;
 }
 
-/* Step 1's answer: the jobs the app's failer holds lose their record in
- * qpool's failed store now, before the app pushes them back (a pushed job
- * that fails again at once writes a new one); those it does not hold are
- * retried from qpool's store as `qpool failed retry` does. */
+/* The pool's Redis, for qpool's failed store (NULL: none, or not up). */
+static rconn_t *store_of(master_t *m, const pool_t *p)
+{
+    rconn_t *c = p->conf.connection ? mconn_get(m, p->conf.connection) : NULL;
+    return c && rconn_ensure(c) == 0 ? c : NULL;
+}
+
+/* qpool's record of a job the retry dealt with, forgotten when it failed
+ * no later than the retry was asked (a newer one is the failure of the job
+ * pushed back: kept). 1 forgotten, 0 not, -1 Redis error. */
+static int forget_old(rconn_t *c, const char *uuid, int64_t asked_unix)
+{
+    frec_t f;
+    if (failed_get(c, uuid, &f) < 0) return 0;
+    bool old = f.failed_at <= asked_unix;
+    frec_free(&f);
+    return old ? failed_forget(c, uuid) : 0;
+}
+
+/* Step 1's answer: the jobs the app's failer does not hold are retried
+ * from qpool's store as `qpool failed retry` does; those it holds keep
+ * their record in qpool's store until the app says it pushed them back
+ * (pushed_seen): an agent that dies half way leaves each job in one store
+ * at least. */
 static void failed_seen(master_t *m, pool_t *p, const agent_reply_t *r)
 {
     agent_batches_t *b = &p->batches;
-    rconn_t *c = p->conf.connection ? mconn_get(m, p->conf.connection) : NULL;
-    if (c && rconn_ensure(c) < 0) c = NULL;
-    for (int i = 0; c && i < r->nretried; i++)
-        if (failed_forget(c, r->retried[i]) == 1) b->forgotten++;
+    rconn_t *c = store_of(m, p);
     for (int i = 0; i < r->nmissing; i++) {
         char queue[256], err[256];
         bool kept;
@@ -133,6 +150,30 @@ static void failed_seen(master_t *m, pool_t *p, const agent_reply_t *r)
     p->agent.todo |= AGENT_WANT_BATCHES;
 }
 
+/* Was id among the jobs step 2 asked the app to push back? */
+static bool asked(const agent_batches_t *b, const char *id)
+{
+    for (int i = 0; i < b->nretry_jobs; i++)
+        if (!strcmp(b->retry_jobs[i], id)) return true;
+    return false;
+}
+
+/* Step 2's answer: the jobs the app pushed back lose their record in
+ * qpool's store now (the adapter wrote each failure in both). */
+static void pushed_seen(master_t *m, pool_t *p, const agent_reply_t *r)
+{
+    agent_batches_t *b = &p->batches;
+    rconn_t *c = store_of(m, p);
+    int pushed = 0;
+    for (int i = 0; i < r->nretried; i++) {
+        if (!asked(b, r->retried[i])) continue; /* not asked: nothing done for it */
+        pushed++;
+        if (c && forget_old(c, r->retried[i], b->retry_sent_unix) == 1) b->forgotten++;
+    }
+    b->not_found += r->nmissing; /* back in the app's failer (the agent logged them again) */
+    retry_done(p, NULL, pushed);
+}
+
 static void retry_seen(master_t *m, pool_t *p, const agent_reply_t *r)
 {
     agent_batches_t *b = &p->batches;
@@ -141,12 +182,10 @@ static void retry_seen(master_t *m, pool_t *p, const agent_reply_t *r)
         retry_done(p, r->error, 0);
         return;
     }
-    if (r->op == AGENT_OP_BATCH_FAILED) {
+    if (r->op == AGENT_OP_BATCH_FAILED)
         failed_seen(m, p, r);
-        return;
-    }
-    b->not_found += r->nmissing; /* back in the app's failer (the agent logged them again) */
-    retry_done(p, NULL, r->nretried);
+    else
+        pushed_seen(m, p, r);
 }
 
 void mbatches_reply(master_t *m, pool_t *p, const agent_reply_t *r)

@@ -14,9 +14,10 @@
  * A retry (batch-retry ID) goes to the pool whose list holds the batch, in
  * two agent requests (docs/architecture.md, "Batches from it"):
  * batch-failed says which failed jobs the app's failer holds; the master
- * forgets those in qpool's failed store and retries the others from it;
- * then batch-retry has the app push the held ones back as its queue:retry
- * does. The outcome is kept (last_retry) and the list read again at once.
+ * retries the others from qpool's failed store; then batch-retry has the
+ * app push the held ones back as its queue:retry does, and the master
+ * forgets qpool's records of those the app says it pushed. The outcome is
+ * kept (last_retry) and the list read again at once.
  */
 #ifndef QPOOL_MBATCHES_H
 #define QPOOL_MBATCHES_H

@@ -126,6 +126,45 @@ def retried_until_finished(master, laravel_app, tmp_path):
     assert rep["batches"][0]["id"] == bid
 
 
+def failed_somewhere(port, app, uuids):
+    """The uuids each in the app's failed_jobs or in qpool's failed store."""
+    held = {r["uuid"] for r in app.failed_jobs()}
+    status, failed = api(port, "/api/failed")
+    assert status == 200, failed
+    return set(uuids) <= held | {f["uuid"] for f in failed["failed"]}
+
+
+def test_an_agent_killed_during_a_retry_loses_no_job(master, laravel_app, tmp_path):
+    """The agent's alarm kills it half way through a batch retry (here: a
+    JobRetryRequested listener that hangs): every failed job is still in the
+    app's failer or qpool's failed store, and a retry after finishes the
+    batch. It lost them: the master forgot qpool's records before the app
+    pushed, and the agent every row before its first push (review of
+    batches, item 1)."""
+    port = free_port()
+    (bid,) = start(master, laravel_app, tmp_path, port, ["--count=3", "--fail=2", "--allow-failures"])
+    wait_for(lambda: row(laravel_app, bid)[:2] == (2, 2), 90, interval=0.2, what="2 jobs failed in job_batches")
+    b = wait_for(lambda: (lambda x: x if x and x["failed"] == 2 else None)(batch(port, bid)), 60,
+                 interval=0.5, what="the batch in /api/batches")
+    uuids = b["failed_ids"]
+    assert len(uuids) == 2 and failed_somewhere(port, laravel_app, uuids)
+    stall = tmp_path / "fail-once" / "stall-retry"
+    stall.touch()
+    status, rep = send(port, "POST", "/api/batches/%s/retry" % bid, token=TOKEN, body={})
+    assert status == 200, rep
+    lr = wait_for(lambda: api(port, "/api/batches")[1]["pools"][0].get("last_retry"), 90, interval=0.5,
+                  what="the retry's outcome")
+    assert not lr["ok"] and "went away" in lr["error"], lr
+    assert failed_somewhere(port, laravel_app, uuids), (laravel_app.failed_jobs(), api(port, "/api/failed"))
+    stall.unlink()
+    wait_for(lambda: send(port, "POST", "/api/batches/%s/retry" % bid, token=TOKEN, body={})[0] == 200, 60,
+             interval=0.5, what="a second retry queued")
+    done = wait_for(lambda: (lambda x: x if x and x["pending"] == 0 else None)(batch(port, bid)), 90,
+                    interval=0.5, what="the retried jobs done")
+    assert done["failed_ids"] == [] and laravel_app.failed_jobs() == []
+    assert api(port, "/api/failed")[1]["failed"] == []
+
+
 def test_hostile_batch_names_and_unknown_batches(master, laravel_app, tmp_path):
     """Names with markup and invalid UTF-8 come out as valid UTF-8 JSON text,
     never markup; an unknown batch is a 404, a retry of it an error; a retry of
