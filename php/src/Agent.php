@@ -34,9 +34,12 @@ use Throwable;
  *            job ids at most 100 each; cut to fit one reply line (fewer
  *            failed ids each, then fewer batches: fit()).
  *   batch-failed {"id":N,"op":"batch-failed","batch":"..."}
- *            -> {"id":N,"ok":true,"batch":"...","held":["uuid"],"missing":["uuid"]}
+ *            -> {"id":N,"ok":true,"batch":"...","held":["uuid"],"missing":["uuid"],"failer_uuids":true}
  *            The batch's failed jobs the app's failer holds, and those it
- *            does not (the master retries them from qpool's failed store).
+ *            does not; failer_uuids: the failer keeps jobs by uuid, so a
+ *            missing one was retried or forgotten in the app (the master
+ *            forgets qpool's stale record), else the master retries the
+ *            missing ones from qpool's failed store.
  *   batch-retry {"id":N,"op":"batch-retry","batch":"...","jobs":["uuid"]}
  *            -> {"id":N,"ok":true,"batch":"...","retried":["uuid"],"missing":["uuid"]}
  *            What queue:retry-batch does, for the jobs asked: each pushed
@@ -308,7 +311,26 @@ final class Agent
             }
         }
 
-        return ['batch' => (string) $batch->id, 'held' => $held, 'missing' => $missing];
+        return ['batch' => (string) $batch->id, 'held' => $held, 'missing' => $missing,
+            'failer_uuids' => self::byUuid($failer)];
+    }
+
+    /**
+     * Does the failer keep failed jobs by their uuid, so that a job it does
+     * not find is one the app retried or forgot (queue:retry, queue:forget)?
+     * Not the null failer, nor the plain database one (ids, not uuids), nor
+     * one this agent does not know: there the master retries what the app
+     * does not hold from qpool's own failed store.
+     */
+    private static function byUuid($failer): bool
+    {
+        foreach (['DatabaseUuidFailedJobProvider', 'DynamoDbFailedJobProvider', 'FileFailedJobProvider'] as $class) {
+            if (get_class($failer) === 'Illuminate\\Queue\\Failed\\'.$class) {
+                return true;
+            }
+        }
+
+        return false;
     }
 
     /**

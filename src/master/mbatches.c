@@ -123,23 +123,35 @@ static int forget_old(rconn_t *c, const char *uuid, int64_t asked_unix)
     return old ? failed_forget(c, uuid) : 0;
 }
 
-/* Step 1's answer: the jobs the app's failer does not hold are retried
- * from qpool's store as `qpool failed retry` does; those it holds keep
- * their record in qpool's store until the app says it pushed them back
- * (pushed_seen): an agent that dies half way leaves each job in one store
- * at least. */
+/* A failed job of the batch that the app's failer does not hold. A failer
+ * keyed by uuid no longer holds it because the app retried or forgot it
+ * (queue:retry, queue:forget): qpool's record is stale and forgotten, not
+ * pushed a second time. Other failers (null; the plain database one, whose
+ * ids are not uuids) cannot say: it is retried from qpool's store as
+ * `qpool failed retry` does. */
+static void missing_one(rconn_t *c, agent_batches_t *b, const char *id, bool failer_uuids)
+{
+    char queue[256], err[256];
+    bool kept;
+    if (c && failer_uuids) {
+        if (forget_old(c, id, b->retry_sent_unix) == 1) b->forgotten++;
+        b->not_found++;
+    } else if (c && failed_retry(c, id, queue, sizeof queue, &kept, err, sizeof err) == 1) {
+        b->from_store++;
+    } else {
+        b->not_found++;
+    }
+}
+
+/* Step 1's answer: the jobs the app's failer does not hold, by
+ * missing_one; those it holds keep their record in qpool's store until
+ * the app says it pushed them back (pushed_seen): an agent that dies half
+ * way leaves each job in one store at least. */
 static void failed_seen(master_t *m, pool_t *p, const agent_reply_t *r)
 {
     agent_batches_t *b = &p->batches;
     rconn_t *c = store_of(m, p);
-    for (int i = 0; i < r->nmissing; i++) {
-        char queue[256], err[256];
-        bool kept;
-        if (c && failed_retry(c, r->missing[i], queue, sizeof queue, &kept, err, sizeof err) == 1)
-            b->from_store++;
-        else
-            b->not_found++;
-    }
+    for (int i = 0; i < r->nmissing; i++) missing_one(c, b, r->missing[i], r->failer_uuids);
     if (!r->nretried) {
         retry_done(p, NULL, 0);
         return;

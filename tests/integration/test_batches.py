@@ -165,6 +165,37 @@ def test_an_agent_killed_during_a_retry_loses_no_job(master, laravel_app, tmp_pa
     assert api(port, "/api/failed")[1]["failed"] == []
 
 
+def test_a_job_the_app_retried_is_not_pushed_again(master, laravel_app, tmp_path):
+    """A failed job of the batch that the app's failer (database-uuids) no
+    longer holds, as after `php artisan queue:retry <uuid>` while the job
+    has not run yet, but qpool's store still does: a batch retry forgets
+    qpool's stale record and does not push the job a second time; the other
+    one is pushed back by the app (review of batches, item 3)."""
+    port = free_port()
+    (bid,) = start(master, laravel_app, tmp_path, port, ["--count=3", "--fail=2", "--allow-failures"])
+    wait_for(lambda: row(laravel_app, bid)[:2] == (2, 2), 90, interval=0.2, what="2 jobs failed in job_batches")
+    b = wait_for(lambda: (lambda x: x if x and x["failed"] == 2 else None)(batch(port, bid)), 60,
+                 interval=0.5, what="the batch in /api/batches")
+    gone, kept = b["failed_ids"]
+    wait_for(lambda: {gone, kept} <= {f["uuid"] for f in api(port, "/api/failed")[1]["failed"]}, 30,
+             interval=0.5, what="both in qpool's failed store")
+    con = sqlite3.connect(str(laravel_app.db))
+    con.execute("delete from failed_jobs where uuid = ?", (gone,))
+    con.commit()
+    con.close()
+    status, rep = send(port, "POST", "/api/batches/%s/retry" % bid, token=TOKEN, body={})
+    assert status == 200, rep
+    lr = wait_for(lambda: api(port, "/api/batches")[1]["pools"][0].get("last_retry"), 60, interval=0.5,
+                  what="the retry's outcome")
+    assert lr["ok"] and lr["retried_by_app"] == 1 and lr["retried_from_qpool"] == 0, lr
+    assert lr["not_found"] == 1 and lr["qpool_records_forgotten"] == 2, lr
+    assert api(port, "/api/failed")[1]["failed"] == []
+    # the job the app retried is not run again by the batch retry: it stays pending
+    done = wait_for(lambda: (lambda x: x if x and x["failed_ids"] == [gone] else None)(batch(port, bid)), 60,
+                    interval=0.5, what="the other job done")
+    assert done["pending"] == 1, done
+
+
 def test_hostile_batch_names_and_unknown_batches(master, laravel_app, tmp_path):
     """Names with markup and invalid UTF-8 come out as valid UTF-8 JSON text,
     never markup; an unknown batch is a 404, a retry of it an error; a retry of

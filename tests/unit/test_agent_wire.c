@@ -264,6 +264,17 @@ static void test_batches(void **state)
     };
     for (size_t i = 0; i < sizeof bad_retry / sizeof *bad_retry; i++)
         if (parse(bad_retry[i], AGENT_OP_BATCH_RETRY, 0, &r) != -1) fail_msg("accepted: %s", bad_retry[i]);
+    /* batch-failed: whether the failer keeps jobs by uuid (absent: no) */
+    assert_int_equal(parse("{\"id\":5,\"ok\":true,\"batch\":\"a\",\"held\":[],\"missing\":[\"u-1\"],"
+                           "\"failer_uuids\":true}", AGENT_OP_BATCH_FAILED, 0, &r), 0);
+    assert_true(r.failer_uuids);
+    assert_int_equal(r.nmissing, 1);
+    agent_reply_free(&r);
+    assert_int_equal(parse("{\"id\":5,\"ok\":true,\"batch\":\"a\",\"missing\":[\"u-1\"]}", AGENT_OP_BATCH_FAILED, 0, &r), 0);
+    assert_false(r.failer_uuids);
+    agent_reply_free(&r);
+    assert_int_equal(parse("{\"id\":5,\"ok\":true,\"batch\":\"a\",\"failer_uuids\":1}", AGENT_OP_BATCH_FAILED, 0, &r),
+                     -1);
     assert_true(agent_batch_id_ok("9a1c4e2b-0f3d-4c5e-8f70-1a2b3c4d5e6f"));
     assert_false(agent_batch_id_ok(""));
     assert_false(agent_batch_id_ok("a/b"));
