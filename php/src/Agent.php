@@ -337,62 +337,73 @@ final class Agent
      * queue:retry-batch for the jobs asked (those of the batch's failed jobs
      * the failer holds): each pushed back as the app's own queue:retry
      * pushes it (RetryCommand::retryJob: attempts 0, retryUntil anew;
-     * JobRetryRequested raised). Each row is forgotten just before its own
-     * push (queue:retry forgets it just after): the pushed job may run (and
-     * fail again, with the same uuid) at once and must not meet its old
-     * row; and an agent killed on the way (its alarm, a reload) leaves
-     * every job not pushed yet in the failer (and the master keeps qpool's
-     * record of a job until it is said retried). A job whose push throws
-     * is logged to the failer again and said missing.
+     * JobRetryRequested raised). In three passes: the events (a listener
+     * that throws or hangs changes nothing), then every row forgotten,
+     * then the pushes, with no write to the app's database after the first
+     * push: a pushed job may run at once, and on SQLite its batch update
+     * fails ("database is locked") when the agent writes meanwhile; nor
+     * must it meet its old row if it fails again (the same uuid). An agent
+     * killed after the forgets (its alarm on a slow database, a reload)
+     * leaves the jobs it had not pushed in qpool's failed store: the master
+     * forgets qpool's record of a job only once it is said retried. A job
+     * whose push throws is logged to the failer again and said missing.
      */
     private function batchRetry(array $req): array
     {
         [$batch, $ids] = $this->batchOf($req);
         $asked = is_array($req['jobs'] ?? null) ? $req['jobs'] : $ids;
         $failer = $this->app['queue.failer'];
-        $command = $this->retryCommand();
-        $missing = $retried = [];
+        $found = $missing = [];
 
         foreach (array_values(array_intersect($ids, $asked)) as $jobId) {
             $job = $failer->find($jobId);
 
             if ($job === null) {
                 $missing[] = $jobId;
-            } elseif ($this->retryOne($failer, $command, $jobId, $job)) {
-                $retried[] = $jobId;
             } else {
+                $found[$jobId] = $job;
+            }
+        }
+
+        foreach ($found as $job) {
+            if (class_exists('Illuminate\\Queue\\Events\\JobRetryRequested')) {
+                $this->app['events']->dispatch(new \Illuminate\Queue\Events\JobRetryRequested($job));
+            }
+        }
+
+        foreach (array_keys($found) as $jobId) {
+            try {
+                $failer->forget($jobId);
+            } catch (Throwable $e) {
+                Protocol::log('agent: batch retry of job '.$jobId.' failed: '.$e->getMessage());
+                unset($found[$jobId]); // its row stays
                 $missing[] = $jobId;
             }
         }
 
+        $retried = $this->pushAll($failer, $found, $missing);
+
         return ['batch' => (string) $batch->id, 'retried' => $retried, 'missing' => $missing];
     }
 
-    /** One failed job: its row forgotten, then pushed back; false when it was not pushed. */
-    private function retryOne($failer, $command, string $jobId, $job): bool
+    /** The jobs pushed back; one whose push throws is logged to the failer again, and missing. */
+    private function pushAll($failer, array $found, array &$missing): array
     {
-        try {
-            if (class_exists('Illuminate\\Queue\\Events\\JobRetryRequested')) {
-                $this->app['events']->dispatch(new \Illuminate\Queue\Events\JobRetryRequested($job));
+        $command = $this->retryCommand();
+        $retried = [];
+
+        foreach ($found as $jobId => $job) {
+            try {
+                $command->pushBack($job);
+                $retried[] = $jobId;
+            } catch (Throwable $e) {
+                Protocol::log('agent: batch retry of job '.$jobId.' failed: '.$e->getMessage());
+                $failer->log($job->connection, $job->queue, $job->payload, $e);
+                $missing[] = $jobId;
             }
-
-            $failer->forget($jobId);
-        } catch (Throwable $e) {
-            Protocol::log('agent: batch retry of job '.$jobId.' failed: '.$e->getMessage());
-
-            return false; // its row stays
         }
 
-        try {
-            $command->pushBack($job);
-
-            return true;
-        } catch (Throwable $e) {
-            Protocol::log('agent: batch retry of job '.$jobId.' failed: '.$e->getMessage());
-            $failer->log($job->connection, $job->queue, $job->payload, $e);
-
-            return false;
-        }
+        return $retried;
     }
 
     /** The app's own queue:retry, to push a failed job back as it does. */

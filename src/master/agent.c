@@ -30,6 +30,8 @@ void agent_batches_free(agent_batches_t *b)
 {
     for (int i = 0; i < b->nretry_jobs; i++) free(b->retry_jobs[i]);
     free(b->retry_jobs);
+    for (int i = 0; i < b->nretry_known; i++) free(b->retry_known[i]);
+    free(b->retry_known);
     free(b->json);
     free(b->retry);
     free(b->last_retry);

@@ -29,9 +29,18 @@ static bool retry_in_flight(const agent_t *a)
     return a->fd >= 0 && a->pending_id && (a->pending_op == AGENT_OP_BATCH_FAILED || a->pending_op == AGENT_OP_BATCH_RETRY);
 }
 
+/* A retry past its deadline (its agent never came up, or never answered)
+ * ends with an error: the pool can be asked again. */
+static void retry_expire(pool_t *p, int64_t now)
+{
+    if (p->batches.retry && now >= p->batches.retry_until_ms)
+        retry_done(p, "no answer from the app agent within 60 s: list the batch to see where it stands", 0);
+}
+
 void mbatches_ask(pool_t *p, int64_t now)
 {
     agent_batches_t *b = &p->batches;
+    retry_expire(p, now);
     if (b->retry && b->retry_step) {
         bool failed = b->retry_step == 1;
         if (agent_ask(&p->agent, p->conf.name, failed ? AGENT_OP_BATCH_FAILED : AGENT_OP_BATCH_RETRY, b->retry,
@@ -64,12 +73,26 @@ static void list_seen(pool_t *p, const agent_reply_t *r)
     b->error[0] = '\0';
 }
 
+static void ids_free(char ***v, int *n)
+{
+    for (int i = 0; i < *n; i++) free((*v)[i]);
+    free(*v);
+    *v = NULL;
+    *n = 0;
+}
+
 static void retry_jobs_free(agent_batches_t *b)
 {
-    for (int i = 0; i < b->nretry_jobs; i++) free(b->retry_jobs[i]);
-    free(b->retry_jobs);
-    b->retry_jobs = NULL;
-    b->nretry_jobs = 0;
+    ids_free(&b->retry_jobs, &b->nretry_jobs);
+    ids_free(&b->retry_known, &b->nretry_known);
+}
+
+/* Is id one of v's n? */
+static bool among(char *const *v, int n, const char *id)
+{
+    for (int i = 0; i < n; i++)
+        if (!strcmp(v[i], id)) return true;
+    return false;
 }
 
 /* The retry is over: its outcome kept (error NULL: it went through), and
@@ -125,22 +148,19 @@ static int forget_old(rconn_t *c, const char *uuid, int64_t asked_unix)
 
 /* A failed job of the batch that the app's failer does not hold. A failer
  * keyed by uuid no longer holds it because the app retried or forgot it
- * (queue:retry, queue:forget): qpool's record is stale and forgotten, not
- * pushed a second time. Other failers (null; the plain database one, whose
- * ids are not uuids) cannot say: it is retried from qpool's store as
- * `qpool failed retry` does. */
+ * (queue:retry, queue:forget), or because an agent stopped half way
+ * through an earlier retry forgot its row: it is not pushed a second time,
+ * and its record stays in qpool's store (`qpool failed` shows it). Other
+ * failers (null; the plain database one, whose ids are not uuids) cannot
+ * say: it is retried from qpool's store as `qpool failed retry` does. */
 static void missing_one(rconn_t *c, agent_batches_t *b, const char *id, bool failer_uuids)
 {
     char queue[256], err[256];
     bool kept;
-    if (c && failer_uuids) {
-        if (forget_old(c, id, b->retry_sent_unix) == 1) b->forgotten++;
-        b->not_found++;
-    } else if (c && failed_retry(c, id, queue, sizeof queue, &kept, err, sizeof err) == 1) {
+    if (c && !failer_uuids && failed_retry(c, id, queue, sizeof queue, &kept, err, sizeof err) == 1)
         b->from_store++;
-    } else {
+    else
         b->not_found++;
-    }
 }
 
 /* Step 1's answer: the jobs the app's failer does not hold, by
@@ -151,23 +171,23 @@ static void failed_seen(master_t *m, pool_t *p, const agent_reply_t *r)
 {
     agent_batches_t *b = &p->batches;
     rconn_t *c = store_of(m, p);
-    for (int i = 0; i < r->nmissing; i++) missing_one(c, b, r->missing[i], r->failer_uuids);
-    if (!r->nretried) {
+    for (int i = 0; i < r->nmissing; i++)
+        if (among(b->retry_known, b->nretry_known, r->missing[i]))
+            missing_one(c, b, r->missing[i], r->failer_uuids);
+        else
+            b->not_found++; /* not a failed job of the batch as the master listed it: left alone */
+    b->retry_jobs = xcalloc((size_t)r->nretried + 1, sizeof *b->retry_jobs);
+    for (int i = 0; i < r->nretried; i++)
+        if (among(b->retry_known, b->nretry_known, r->retried[i]))
+            b->retry_jobs[b->nretry_jobs++] = xstrdup(r->retried[i]);
+        else
+            b->not_found++;
+    if (!b->nretry_jobs) {
         retry_done(p, NULL, 0);
         return;
     }
-    b->retry_jobs = xcalloc((size_t)r->nretried, sizeof *b->retry_jobs);
-    for (int i = 0; i < r->nretried; i++) b->retry_jobs[b->nretry_jobs++] = xstrdup(r->retried[i]);
     b->retry_step = 2;
     p->agent.todo |= AGENT_WANT_BATCHES;
-}
-
-/* Was id among the jobs step 2 asked the app to push back? */
-static bool asked(const agent_batches_t *b, const char *id)
-{
-    for (int i = 0; i < b->nretry_jobs; i++)
-        if (!strcmp(b->retry_jobs[i], id)) return true;
-    return false;
 }
 
 /* Step 2's answer: the jobs the app pushed back lose their record in
@@ -178,7 +198,7 @@ static void pushed_seen(master_t *m, pool_t *p, const agent_reply_t *r)
     rconn_t *c = store_of(m, p);
     int pushed = 0;
     for (int i = 0; i < r->nretried; i++) {
-        if (!asked(b, r->retried[i])) continue; /* not asked: nothing done for it */
+        if (!among(b->retry_jobs, b->nretry_jobs, r->retried[i])) continue; /* not asked: nothing done for it */
         pushed++;
         if (c && forget_old(c, r->retried[i], b->retry_sent_unix) == 1) b->forgotten++;
     }
@@ -190,6 +210,7 @@ static void retry_seen(master_t *m, pool_t *p, const agent_reply_t *r)
 {
     agent_batches_t *b = &p->batches;
     if (!b->retry || strcmp(b->retry, r->batch[0] ? r->batch : b->retry)) return; /* not the one waited for */
+    if (b->retry_step) return; /* this retry has not asked yet: the reply of an earlier one */
     if (!r->ok) {
         retry_done(p, r->error, 0);
         return;
@@ -261,6 +282,7 @@ cJSON *mbatches_look(master_t *m, int64_t now)
     for (int i = 0; i < m->pools.n; i++) {
         pool_t *p = m->pools.v[i];
         if (!mbatches_can(p)) continue;
+        retry_expire(p, now);
         p->batches.wanted_until_ms = now + MBATCHES_LOOK_MS;
         add_batches(all, p);
         cJSON_AddItemToArray(pools, pool_state(p));
@@ -289,6 +311,38 @@ static pool_t *pool_of(master_t *m, const char *id, bool *loading, bool *any)
     return NULL;
 }
 
+/* The failed job ids of batch id in the pool's list (heap, *n of them). */
+static char **listed_ids(const pool_t *p, const char *id, int *n)
+{
+    cJSON *list = p->batches.json ? cJSON_Parse(p->batches.json) : NULL;
+    const cJSON *e, *ids = NULL;
+    cJSON_ArrayForEach(e, list) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(e, "id");
+        if (cJSON_IsString(v) && !strcmp(v->valuestring, id)) ids = cJSON_GetObjectItemCaseSensitive(e, "failed_ids");
+    }
+    char **v = xcalloc((size_t)cJSON_GetArraySize(ids) + 1, sizeof *v);
+    *n = 0;
+    cJSON_ArrayForEach(e, ids) {
+        if (cJSON_IsString(e)) v[(*n)++] = xstrdup(e->valuestring);
+    }
+    cJSON_Delete(list);
+    return v;
+}
+
+/* A pool that holds up a retry of batch id by p: p retrying any batch, or
+ * any pool retrying this one (pools of one app list the same batches);
+ * retries past their deadline end first. NULL: none. */
+static const pool_t *retrying(master_t *m, pool_t *p, const char *id, int64_t now)
+{
+    for (int i = 0; i < m->pools.n; i++) retry_expire(m->pools.v[i], now);
+    if (p->batches.retry) return p;
+    for (int i = 0; i < m->pools.n; i++) {
+        const pool_t *q = m->pools.v[i];
+        if (q->batches.retry && !strcmp(q->batches.retry, id)) return q;
+    }
+    return NULL;
+}
+
 int mbatches_retry(master_t *m, const char *id, int64_t now, char *pool, size_t pn, char *err, size_t errn)
 {
     if (!id || !agent_batch_id_ok(id)) {
@@ -306,16 +360,19 @@ int mbatches_retry(master_t *m, const char *id, int64_t now, char *pool, size_t 
                                     : "no batch %s among the newest batches", id);
         return -1;
     }
-    if (p->batches.retry) {
-        snprintf(err, errn, "pool %s is retrying batch %s already: try again when it is done", p->conf.name,
-                 p->batches.retry);
+    const pool_t *busy = retrying(m, p, id, now);
+    if (busy) {
+        snprintf(err, errn, "pool %s is retrying batch %s already: try again when it is done", busy->conf.name,
+                 busy->batches.retry);
         return -1;
     }
     agent_batches_t *b = &p->batches;
     b->retry = xstrdup(id);
+    b->retry_known = listed_ids(p, id, &b->nretry_known);
     b->retry_step = 1;
     b->forgotten = b->from_store = b->not_found = 0;
     b->retry_sent_unix = wall_s();
+    b->retry_until_ms = now + MBATCHES_RETRY_MS;
     b->wanted_until_ms = now + MBATCHES_LOOK_MS;
     p->agent.todo |= AGENT_WANT_BATCHES;
     mbatches_ask(p, now); /* at once when its agent is idle; else after its reply */

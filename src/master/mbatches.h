@@ -32,6 +32,7 @@
 #define MBATCHES_LOOK_MS 60000      /* a look keeps the lists read this long */
 #define MBATCHES_REFRESH_MS 2000    /* a list this old is read again (while wanted) */
 #define MBATCHES_LIMIT 50           /* batches read, newest first */
+#define MBATCHES_RETRY_MS 60000     /* a retry not over by then ends with an error */
 
 /* Can the pool read batches (a preloading Laravel pool, not removed)? */
 bool mbatches_can(const pool_t *p);
