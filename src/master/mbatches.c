@@ -127,11 +127,13 @@ static void retry_done(pool_t *p, const char *error, int by_app)
     p->agent.todo |= AGENT_WANT_BATCHES;
 }
 
-/* The pool's Redis, for qpool's failed store (NULL: none, or not up). */
-static rconn_t *store_of(master_t *m, const pool_t *p)
+/* The pool's Redis, for qpool's failed store; NULL: none, or (*down)
+ * one that cannot be reached now. */
+static rconn_t *store_of(master_t *m, const pool_t *p, bool *down)
 {
     rconn_t *c = p->conf.connection ? mconn_get(m, p->conf.connection) : NULL;
-    return c && rconn_ensure(c) == 0 ? c : NULL;
+    *down = c && rconn_ensure(c) < 0;
+    return *down ? NULL : c;
 }
 
 /* qpool's record of a job the retry dealt with, forgotten when it failed
@@ -153,14 +155,16 @@ static int forget_old(rconn_t *c, const char *uuid, int64_t asked_unix)
  * and its record stays in qpool's store (`qpool failed` shows it). Other
  * failers (null; the plain database one, whose ids are not uuids) cannot
  * say: it is retried from qpool's store as `qpool failed retry` does. */
-static void missing_one(rconn_t *c, agent_batches_t *b, const char *id, bool failer_uuids)
+static int missing_one(rconn_t *c, agent_batches_t *b, const char *id, bool failer_uuids, char *err, size_t errn)
 {
-    char queue[256], err[256];
+    char queue[256];
     bool kept;
-    if (c && !failer_uuids && failed_retry(c, id, queue, sizeof queue, &kept, err, sizeof err) == 1)
+    int rv = c && !failer_uuids ? failed_retry(c, id, queue, sizeof queue, &kept, err, errn) : 0;
+    if (rv == 1)
         b->from_store++;
-    else
+    else if (rv == 0)
         b->not_found++;
+    return rv < 0 ? -1 : 0;
 }
 
 /* Step 1's answer: the jobs the app's failer does not hold, by
@@ -170,12 +174,23 @@ static void missing_one(rconn_t *c, agent_batches_t *b, const char *id, bool fai
 static void failed_seen(master_t *m, pool_t *p, const agent_reply_t *r)
 {
     agent_batches_t *b = &p->batches;
-    rconn_t *c = store_of(m, p);
-    for (int i = 0; i < r->nmissing; i++)
-        if (among(b->retry_known, b->nretry_known, r->missing[i]))
-            missing_one(c, b, r->missing[i], r->failer_uuids);
-        else
+    bool down;
+    rconn_t *c = store_of(m, p, &down);
+    if (down) { /* before anything changes: qpool's records could not follow */
+        retry_done(p, "qpool's Redis cannot be reached: nothing was retried", 0);
+        return;
+    }
+    for (int i = 0; i < r->nmissing; i++) {
+        char err[256] = "";
+        if (!among(b->retry_known, b->nretry_known, r->missing[i])) {
             b->not_found++; /* not a failed job of the batch as the master listed it: left alone */
+        } else if (missing_one(c, b, r->missing[i], r->failer_uuids, err, sizeof err) < 0) {
+            char why[400];
+            snprintf(why, sizeof why, "qpool's Redis: %.250s (the jobs retried so far stay retried)", err);
+            retry_done(p, why, 0);
+            return;
+        }
+    }
     b->retry_jobs = xcalloc((size_t)r->nretried + 1, sizeof *b->retry_jobs);
     for (int i = 0; i < r->nretried; i++)
         if (among(b->retry_known, b->nretry_known, r->retried[i]))
@@ -195,7 +210,11 @@ static void failed_seen(master_t *m, pool_t *p, const agent_reply_t *r)
 static void pushed_seen(master_t *m, pool_t *p, const agent_reply_t *r)
 {
     agent_batches_t *b = &p->batches;
-    rconn_t *c = store_of(m, p);
+    bool down;
+    rconn_t *c = store_of(m, p, &down);
+    if (down)
+        log_warn("pool %s: batch %s: qpool's Redis cannot be reached: the records of the jobs the app pushed back "
+                 "stay in qpool's failed store", p->conf.name, b->retry);
     int pushed = 0;
     for (int i = 0; i < r->nretried; i++) {
         if (!among(b->retry_jobs, b->nretry_jobs, r->retried[i])) continue; /* not asked: nothing done for it */
