@@ -282,8 +282,11 @@ static cJSON *pool_state(const pool_t *p)
     const agent_batches_t *b = &p->batches;
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "pool", p->conf.name);
-    cJSON_AddStringToObject(o, "state", b->error[0] ? "error" : b->json ? "ok" : "loading");
-    if (b->error[0]) cJSON_AddStringToObject(o, "error", b->error);
+    /* no list, and its agent lost (the backoff runs): an error, not "loading" for ever */
+    const char *lost = !b->json && !b->error[0] && p->agent.fd < 0 && p->agent.restarts
+                           ? "its app agent went away: asking its zygote for a new one" : NULL;
+    cJSON_AddStringToObject(o, "state", b->error[0] || lost ? "error" : b->json ? "ok" : "loading");
+    if (b->error[0] || lost) cJSON_AddStringToObject(o, "error", lost ? lost : b->error);
     if (b->json) cJSON_AddNumberToObject(o, "read_at", (double)b->at_unix);
     if (b->skipped) cJSON_AddNumberToObject(o, "skipped", b->skipped);
     cJSON_AddBoolToObject(o, "agent", p->agent.fd >= 0 && p->agent.pid > 0);

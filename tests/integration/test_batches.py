@@ -237,6 +237,10 @@ def test_many_batches_with_many_failures_fit_one_reply(master, laravel_app, tmp_
     and over (review of batches, item 2)."""
     port = free_port()
     start(master, laravel_app, tmp_path, port)
+    # the first look answers at once, before the agent has read anything (it
+    # held the HTTP process's API thread up to 3 s: review of batches, item 6)
+    status, first = api(port, "/api/batches")
+    assert status == 200 and first["pools"][0]["state"] == "loading", first
     con = sqlite3.connect(str(laravel_app.db))
     for b in range(20):
         ids = ["%08d-0000-4000-8000-%012d" % (b, j) for j in range(100)]
