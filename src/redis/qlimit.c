@@ -19,7 +19,8 @@
  * lapsing as the limit's; a job holding a key's slot also holds one in the
  * limit's own :run (what status counts as in use). lim_keys: every :run set
  * the pop took a slot in (its reply names them: the worker renews and gives
- * back exactly those, never a guess of its own from the class it reads). */
+ * back exactly those, never a guess of its own from the class it reads).
+ * The same rules in C: qlimit_tags.c (a change here is a change there). */
 #define QLIMIT_TAGS_LUA \
     "local LIM_TAGS, LIM_KEYS, LIM_KEY_LEN = 50, 4, 64\n" \
     "local lim_keys = {}\n" \

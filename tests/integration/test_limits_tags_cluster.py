@@ -1,0 +1,102 @@
+"""Per-key limits (tag_prefix) and the C that reads a job's keys for them
+(src/redis/qlimit_tags.c: on a Redis Cluster C decides a job's limits
+before it leases them, so it must read the same keys as the limited pop's
+Lua, QLIMIT_TAGS_LUA).
+
+The same payloads, normal and hostile, go to the Lua (EVAL on a real
+redis-server, as test_limits_tags.py does) and to the C (the limit-tags
+binary of the build): the tags and keys must be identical, byte for byte."""
+import json
+import random
+import subprocess
+
+import pytest
+
+from conftest import BUILD, make_payload
+from test_limits_tags import CUSTOMER, PROBE, command_with, tags_lua
+
+LIMIT_TAGS = BUILD / "limit-tags"
+MARK = 'O:45:"Illuminate\\Contracts\\Database\\ModelIdentifier":4:{'
+
+
+def by_lua(rc, raw, tp):
+    tags, keys = rc.eval(PROBE % tags_lua(), 0, raw, tp)
+    return [bytes(t) for t in tags], [bytes(k)[len(b"K:k:"):] for k in keys if k != b"K"]
+
+
+def by_c(raw, tp):
+    out = subprocess.run([str(LIMIT_TAGS), tp], input=raw, capture_output=True, timeout=30, check=True).stdout
+    tags, keys = [], []
+    for line in out.decode().splitlines():
+        kind, _, hx = line.partition(" ")
+        (tags if kind == "T" else keys).append(bytes.fromhex(hx))
+    return tags, keys
+
+
+def php_str(b):
+    return b's:%d:"%s";' % (len(b), b)
+
+
+def model(cls, ident):
+    return MARK.encode() + php_str(b"class") + php_str(cls) + php_str(b"id") + ident + b"}"
+
+
+def hostile_commands():
+    """PHP-serialized commands: well formed, cut short, lying about lengths,
+    NUL bytes (protected properties), odd ids, collections, too many models."""
+    cust = b"App\\Models\\Customer"
+    yield b'O:1:"J":1:{' + php_str(b"\0*\0c") + model(cust, b"i:12;") + b"}"
+    yield model(cust, b"i:-5;") + model(cust, b's:3:"a b";') + model(cust, b"i:007;")
+    yield model(cust, b'a:3:{i:0;i:3;i:1;s:1:"4";i:2;s:2:"\x00\xff";}')
+    yield model(cust, b'a:99999999999999999999:{i:0;i:1;}') + model(cust, b"i:2;")
+    yield model(cust, b'a:60:{' + b"".join(b"i:%d;i:%d;" % (i, i) for i in range(60)) + b"}")
+    yield b"".join(model(cust, b"i:%d;" % i) for i in range(12))
+    yield model(cust, b's:99:"short";') + model(cust, b"i:;") + model(cust, b"i:1")
+    yield MARK.encode() + b's:5:"class";s:4096:"' + b"x" * 4096 + b'";s:2:"id";i:1;}'
+    yield MARK.encode() + b's:5:"class";s:4097:"' + b"x" * 4097 + b'";s:2:"id";i:1;}'
+    yield MARK.encode()[:-3] + b"9:{" + model(cust, b"i:8;")
+    yield model(b"App\\Models\\Customer\x00", b"i:1;") + model(cust, b's:70:"' + b"9" * 70 + b'";')
+    yield b"O:45:" + MARK.encode() * 3
+
+
+def payloads():
+    """Raw payloads (bytes): the JSON as a queue would hold it."""
+    dump = lambda p: json.dumps(p).encode()
+    yield dump(make_payload(tags=[CUSTOMER + "7", "other", CUSTOMER + "7", CUSTOMER + "8"]))
+    yield dump(make_payload(tags=[CUSTOMER + str(i) for i in range(60)]))
+    yield dump(make_payload(tags=[CUSTOMER + "x" * 64, CUSTOMER + "y" * 65, CUSTOMER + "a:b", CUSTOMER]))
+    yield dump(make_payload(tags=[CUSTOMER + "\u00e9", CUSTOMER + "\u0000", CUSTOMER + "\U0001f600", 5, None]))
+    yield dump(make_payload(tags=[1] * 50 + [CUSTOMER + "late"]))
+    yield dump(make_payload(tags=[], data={"command": command_with({"c": ("App\\Models\\Customer", 3)})}))
+    yield dump(make_payload(tags={"a": CUSTOMER + "1"}, data={"command": command_with({"c": ("App\\Models\\Customer", "q")})}))
+    yield dump(make_payload(data=[1, 2]))
+    yield dump(make_payload(data={"command": 5}))
+    # repeated names: the last counts (Lua's cjson)
+    yield (b'{"tags":["' + CUSTOMER.replace("\\", "\\\\").encode() + b'1"],"attempts":0,"t\\u0061gs":["'
+           + CUSTOMER.replace("\\", "\\\\").encode() + b'2"]}')
+    yield (b'{"data":{"command":"x"},"data":'
+           + json.dumps({"command": model(b"App\\Models\\Customer", b"i:4;").decode()}).encode() + b'}')
+    # raw bytes that are not UTF-8 inside a string
+    yield b'{"tags":["App\\\\Models\\\\Customer:\xff\xfe"],"attempts":0}'
+    for cmd in hostile_commands():
+        yield dump(make_payload(data={"command": cmd.decode("latin-1")}))
+    rnd = random.Random(33)
+    alphabet = ["a", "Z", "9", "_", ".", "@", "-", ":", " ", "\\", "\u0000", "\u00ff", "\"", "{"]
+    for _ in range(40):
+        tags = []
+        for _ in range(rnd.randint(0, 8)):
+            body = "".join(rnd.choice(alphabet) for _ in range(rnd.choice([0, 1, 5, 63, 64, 65, 80])))
+            tags.append(rnd.choice([CUSTOMER, "App\\Models\\User:", CUSTOMER[:-1], ""]) + body)
+        yield dump(make_payload(tags=tags))
+
+
+@pytest.mark.skipif(not LIMIT_TAGS.exists(), reason="no limit-tags in the build")
+def test_c_reads_the_keys_the_lua_reads(redis_server):
+    rc = redis_server.client()
+    n = 0
+    for raw in payloads():
+        for tp in (CUSTOMER, "App\\Models\\", "A"):
+            lua = by_lua(rc, raw, tp)
+            assert by_c(raw, tp) == lua, (raw[:300], tp)
+            n += 1
+    assert n > 150
