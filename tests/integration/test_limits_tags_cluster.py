@@ -5,15 +5,23 @@ Lua, QLIMIT_TAGS_LUA).
 
 The same payloads, normal and hostile, go to the Lua (EVAL on a real
 redis-server, as test_limits_tags.py does) and to the C (the limit-tags
-binary of the build): the tags and keys must be identical, byte for byte."""
+binary of the build): the tags and keys must be identical, byte for byte.
+
+Then a per-key limit on a 3-node Redis Cluster, where the pop leases each
+of a job's keys (and the limit's own :run) in the limit's slot, then pops
+the job in its queue's slot. Jobs run test_limits_tags.py's gated handler:
+what runs at once is decided by the test, never by timing."""
 import json
 import random
 import subprocess
 
 import pytest
 
-from conftest import BUILD, make_payload
-from test_limits_tags import CUSTOMER, PROBE, command_with, tags_lua
+from cluster_util import Cluster, cluster_ports
+from conftest import BUILD, PREFIX, make_payload, push_many, wait_for
+from test_limits import max_overlap, records
+from test_limits_cluster import queue_away_from, ready, start
+from test_limits_tags import BASE, CUSTOMER, INVOICE, LIMIT, PROBE, command_with, handler, invoice, started, tags_lua
 
 LIMIT_TAGS = BUILD / "limit-tags"
 MARK = 'O:45:"Illuminate\\Contracts\\Database\\ModelIdentifier":4:{'
@@ -100,3 +108,56 @@ def test_c_reads_the_keys_the_lua_reads(redis_server):
             assert by_c(raw, tp) == lua, (raw[:300], tp)
             n += 1
     assert n > 150
+
+
+# ------------------------------------------------------------ on a Cluster
+
+# the limit's keys on a Cluster: its id in one hash tag (qlimit_key)
+CBASE = PREFIX + "qpool:limit:{%s}" % BASE[len(PREFIX + "qpool:limit:"):]
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    c = Cluster(tmp_path / "cluster", cluster_ports(3))
+    try:
+        c.start()
+        yield c
+    finally:
+        c.stop()
+
+
+def test_one_per_customer_on_a_cluster(cluster, master_factory, tmp_path):
+    """concurrency = 1 per customer on a 3-node Cluster, the queue in
+    another node's slot than the limit: customer 1's and customer 2's first
+    jobs (tags; models in the command) run at once, each customer's second
+    waits (attempts 0) while its first holds the key's slot (renewed), a job
+    with no customer tag is not held; every job runs once, every slot is
+    given back."""
+    path, log, gate = handler(tmp_path)
+    queue = queue_away_from(cluster, CBASE + ":run")
+    rc = cluster.client()
+    c1 = [invoice(1), invoice(1, via="command")]
+    c2 = [invoice(2, via="command"), invoice(2)]
+    free = make_payload(job=INVOICE, tags=["App\\Models\\User:1"])
+    push_many(rc, queue, [c1[0], c1[1], c2[0], c2[1], free])
+    start(cluster, master_factory, "a", path, queue, LIMIT % "", processes=4)
+    want = {c1[0]["uuid"], c2[0]["uuid"], free["uuid"]}
+    wait_for(lambda: want <= started(log), 90, what="both customers' first jobs and the untagged one to start")
+    assert {c1[1]["uuid"], c2[1]["uuid"]}.isdisjoint(started(log))
+    assert [j["attempts"] for j in ready(rc, queue)] == [0, 0]
+    runs = [CBASE + ":k:1:run", CBASE + ":k:2:run", CBASE + ":run"]
+    assert [rc.zcard(k) for k in runs] == [1, 1, 2]
+    s0 = rc.zrange(runs[0], 0, 0, withscores=True)[0][1]
+    wait_for(lambda: (rc.zrange(runs[0], 0, 0, withscores=True) or [(0, 0)])[0][1] > s0, 30,
+             what="the key's slot to be renewed")
+    assert {c1[1]["uuid"], c2[1]["uuid"]}.isdisjoint(started(log))
+    assert [j["attempts"] for j in ready(rc, queue)] == [0, 0]
+    gate.touch()
+    wait_for(lambda: len(records(log)) == 5 and all(r["E"] for r in records(log).values()), 90,
+             what="all 5 jobs to run")
+    recs = records(log)
+    for u, r in recs.items():
+        assert len(r["S"]) == 1 and r["S"][0][1] == 1, (u, r)
+    for jobs in (c1, c2):
+        assert max_overlap({j["uuid"]: recs[j["uuid"]] for j in jobs}, INVOICE) == 1
+    wait_for(lambda: [rc.zcard(k) for k in runs] == [0, 0, 0], 30, what="every slot to be given back")
