@@ -91,9 +91,9 @@ static size_t utf8(long c, char *o)
 static int jstr(js_t *j, qtags_t *out)
 {
     if (j->p >= j->end || *j->p != '"') return -1;
-    const char *s = ++j->p;
-    char *buf = out ? xmalloc((size_t)(j->end - s) + 1) : NULL;
-    size_t n = 0;
+    j->p++;
+    size_t n = 0, cap = 64;
+    char *buf = out ? xmalloc(cap) : NULL;
     while (j->p < j->end && *j->p != '"') {
         char c = *j->p++, u[4];
         size_t k = 1;
@@ -110,6 +110,7 @@ static int jstr(js_t *j, qtags_t *out)
                 u[0] = "\"\\/\b\f\n\r\t"[m - "\"\\/bfnrt"];
             } else break;
         }
+        if (buf && n + k > cap) buf = xrealloc(buf, cap *= 2); /* never the payload's size for a name */
         if (buf) memcpy(buf + n, u, k);
         n += k;
     }

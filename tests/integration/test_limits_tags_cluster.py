@@ -84,6 +84,12 @@ def payloads():
            + CUSTOMER.replace("\\", "\\\\").encode() + b'2"]}')
     yield (b'{"data":{"command":"x"},"data":'
            + json.dumps({"command": model(b"App\\Models\\Customer", b"i:4;").decode()}).encode() + b'}')
+    # deep nesting and a long member before the tags; escaped member names
+    deep = "[" * 900 + "]" * 900
+    yield (b'{"x":' + deep.encode() + b',"pad":"' + b"\\u0041" * 20000 + b'","tags":["'
+           + CUSTOMER.replace("\\", "\\\\").encode() + b'9"],"attempts":0}')
+    yield (b'{"d\\u0061ta":{"comm\\u0061nd":'
+           + json.dumps(model(b"App\\Models\\Customer", b"i:6;").decode()).encode() + b'},"attempts":0}')
     # raw bytes that are not UTF-8 inside a string
     yield b'{"tags":["App\\\\Models\\\\Customer:\xff\xfe"],"attempts":0}'
     for cmd in hostile_commands():
