@@ -167,3 +167,29 @@ def test_one_per_customer_on_a_cluster(cluster, master_factory, tmp_path):
     for jobs in (c1, c2):
         assert max_overlap({j["uuid"]: recs[j["uuid"]] for j in jobs}, INVOICE) == 1
     wait_for(lambda: [rc.zcard(k) for k in runs] == [0, 0, 0], 30, what="every slot to be given back")
+
+
+def test_rate_per_customer_on_a_cluster(cluster, master_factory, tmp_path):
+    """rate = 1/m per customer on a Cluster: each customer's first job
+    starts (its key's token taken), customer 1's second waits with attempts
+    0, held by its key's empty bucket (the limit's :wait record says a pop
+    held it), never by the other customer's."""
+    path, log, _gate = handler(tmp_path)
+    base = PREFIX + "qpool:limit:{||App\\Jobs\\Invoice|%s}" % CUSTOMER
+    queue = queue_away_from(cluster, base + ":run")
+    rc = cluster.client()
+    c1 = [make_payload(job="App\\Jobs\\Invoice", tags=[CUSTOMER + "1"]) for _ in range(2)]
+    c2 = make_payload(job="App\\Jobs\\Invoice", tags=[CUSTOMER + "2"])
+    push_many(rc, queue, [c1[0], c1[1], c2])
+    limits = ('limits = (\n  { class = "App\\\\Jobs\\\\Invoice"; tag_prefix = "App\\\\Models\\\\Customer:";'
+              ' rate = "1/m"; }\n);\n')
+    start(cluster, master_factory, "a", path, queue, limits, processes=2)
+    done = {c1[0]["uuid"], c2["uuid"]}
+    wait_for(lambda: done <= {u for u, r in records(log).items() if r["E"]}, 90, what="one job per customer to run")
+    rc.delete(base + ":wait")
+    wait_for(lambda: rc.exists(base + ":wait"), 30, what="a pop to hold customer 1's second job")
+    assert c1[1]["uuid"] not in records(log)
+    assert [j["attempts"] for j in ready(rc, queue)] == [0]
+    for k in ("1", "2"):
+        assert float(rc.hget(base + ":k:%s:bucket" % k, "tokens")) < 1
+    assert rc.zcard(base + ":run") == 0  # a rate alone holds no slot
