@@ -32,13 +32,22 @@ def by_lua(rc, raw, tp):
     return [bytes(t) for t in tags], [bytes(k)[len(b"K:k:"):] for k in keys if k != b"K"]
 
 
-def by_c(raw, tp):
-    out = subprocess.run([str(LIMIT_TAGS), tp], input=raw, capture_output=True, timeout=30, check=True).stdout
-    tags, keys = [], []
+def by_c(raws, tps):
+    """[(tags, [keys of each prefix]) for each payload], one limit-tags run."""
+    data = b"".join(b"%d\n%s" % (len(r), r) for r in raws)
+    out = subprocess.run([str(LIMIT_TAGS)] + list(tps), input=data, capture_output=True, timeout=60,
+                         check=True).stdout
+    res, tags, keys = [], [], [[] for _ in tps]
     for line in out.decode().splitlines():
-        kind, _, hx = line.partition(" ")
-        (tags if kind == "T" else keys).append(bytes.fromhex(hx))
-    return tags, keys
+        f = line.split(" ")
+        if f[0] == ".":
+            res.append((tags, keys))
+            tags, keys = [], [[] for _ in tps]
+        elif f[0] == "T":
+            tags.append(bytes.fromhex(f[1]))
+        else:
+            keys[int(f[1])].append(bytes.fromhex(f[2]) if len(f) > 2 else b"")
+    return res
 
 
 def php_str(b):
@@ -107,11 +116,10 @@ def payloads():
 @pytest.mark.skipif(not LIMIT_TAGS.exists(), reason="no limit-tags in the build")
 def test_c_reads_the_keys_the_lua_reads(redis_server):
     rc = redis_server.client()
-    n = 0
-    for raw in payloads():
-        for tp in (CUSTOMER, "App\\Models\\", "A"):
-            lua = by_lua(rc, raw, tp)
-            assert by_c(raw, tp) == lua, (raw[:300], tp)
+    raws, tps, n = list(payloads()), (CUSTOMER, "App\\Models\\", "A"), 0
+    for raw, (tags, keys) in zip(raws, by_c(raws, tps), strict=True):
+        for i, tp in enumerate(tps):
+            assert (tags, keys[i]) == by_lua(rc, raw, tp), (raw[:300], tp)
             n += 1
     assert n > 150
 
