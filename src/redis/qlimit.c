@@ -2,6 +2,7 @@
  * qlimit.c - see qlimit.h.
  */
 #include "redis/qlimit.h"
+#include "redis/qlimit_tags.h"
 #include "core/util.h"
 
 #include <stdio.h>
@@ -19,7 +20,8 @@
  * lapsing as the limit's; a job holding a key's slot also holds one in the
  * limit's own :run (what status counts as in use). lim_keys: every :run set
  * the pop took a slot in (its reply names them: the worker renews and gives
- * back exactly those, never a guess of its own from the class it reads). */
+ * back exactly those, never a guess of its own from the class it reads).
+ * The same rules in C: qlimit_tags.c (a change here is a change there). */
 #define QLIMIT_TAGS_LUA \
     "local LIM_TAGS, LIM_KEYS, LIM_KEY_LEN = 50, 4, 64\n" \
     "local lim_keys = {}\n" \
@@ -449,7 +451,59 @@ static const char UNLEASE_LUA[] =
     "end\n"
     "return 1";
 
+/* The cluster pop's lease for a per-key limit (tag_prefix), every key of
+ * one job at once in the limit's slot (its keys keep the limit's hash tag).
+ * KEYS: the limit's wait and own run, then per key: run, bucket. ARGV:
+ * token, ttl ms, concurrency, rate (jobs per ms), burst, jobs held when
+ * full. As the single-Redis pop's lim_tagged: any key full holds the job
+ * (the :wait record says so); else each key takes its slot and token and
+ * the limit's own :run a slot (what status counts as in use). 1 / 0. */
+static const char LEASE_KEYS_LUA[] =
+    "local t = redis.call('time')\n"
+    "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
+    "local ttl, conc, rate, burst = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])\n"
+    "local snow, toks = string.format('%.0f', now), {}\n"
+    "for i = 3, #KEYS - 1, 2 do\n"
+    "  local full = false\n"
+    "  if conc > 0 then\n"
+    "    redis.call('zremrangebyscore', KEYS[i], '-inf', snow)\n"
+    "    full = redis.call('zcard', KEYS[i]) >= conc\n"
+    "  end\n"
+    "  if not full and rate > 0 then\n"
+    "    local h = redis.call('hmget', KEYS[i + 1], 'tokens', 'ts')\n"
+    "    local tk, ts = tonumber(h[1]), tonumber(h[2])\n"
+    "    if not tk or not ts then tk, ts = burst, now end\n"
+    "    if ts > now then ts = now end\n"
+    "    toks[i] = math.min(burst, tk + (now - ts) * rate)\n"
+    "    full = toks[i] < 1\n"
+    "  end\n"
+    "  if full then\n"
+    "    redis.call('hset', KEYS[1], 'n', ARGV[6])\n"
+    "    redis.call('hsetnx', KEYS[1], 'since', snow)\n"
+    "    redis.call('pexpire', KEYS[1], 2000)\n"
+    "    return 0\n"
+    "  end\n"
+    "end\n"
+    "local exp = string.format('%.0f', now + ttl)\n"
+    "for i = 3, #KEYS - 1, 2 do\n"
+    "  if conc > 0 then\n"
+    "    redis.call('zadd', KEYS[i], exp, ARGV[1])\n"
+    "    redis.call('pexpire', KEYS[i], ttl * 2)\n"
+    "  end\n"
+    "  if rate > 0 then\n"
+    "    redis.call('hset', KEYS[i + 1], 'tokens', tostring(toks[i] - 1), 'ts', snow)\n"
+    "    redis.call('pexpire', KEYS[i + 1], math.ceil(burst / rate) + 1000)\n"
+    "  end\n"
+    "end\n"
+    "if conc > 0 then\n"
+    "  redis.call('zremrangebyscore', KEYS[2], '-inf', snow)\n"
+    "  redis.call('zadd', KEYS[2], exp, ARGV[1])\n"
+    "  redis.call('pexpire', KEYS[2], ttl * 2)\n"
+    "end\n"
+    "return 1";
+
 rscript_t SCRIPT_LIMIT_BEAT, SCRIPT_LIMIT_END, SCRIPT_LIMIT_READ, SCRIPT_LIMIT_LEASE, SCRIPT_LIMIT_UNLEASE;
+static rscript_t SCRIPT_LIMIT_LEASE_KEYS;
 
 void qlimit_scripts_init(void)
 {
@@ -460,6 +514,7 @@ void qlimit_scripts_init(void)
     rscript_init(&SCRIPT_LIMIT_READ, READ_LUA);
     rscript_init(&SCRIPT_LIMIT_LEASE, LEASE_LUA);
     rscript_init(&SCRIPT_LIMIT_UNLEASE, UNLEASE_LUA);
+    rscript_init(&SCRIPT_LIMIT_LEASE_KEYS, LEASE_KEYS_LUA);
     done = true;
 }
 
@@ -553,7 +608,7 @@ void qlimits_fill_argv(const qlimits_t *ls, const char *token, const char **argv
 
 /* On a Redis Cluster: the slot script once per limit with a concurrency
  * (its :run set has a slot of its own), the counts summed; -1 if any failed.
- * (Per-key limits are refused on a Cluster: no xkeys here.) */
+ * (A per-key limit's sets: slot_script_xkeys.) */
 static int slot_script_each(rconn_t *c, const rscript_t *s, const qlimits_t *ls, const char *token)
 {
     int sum = 0;
@@ -570,13 +625,35 @@ static int slot_script_each(rconn_t *c, const rscript_t *s, const qlimits_t *ls,
     return sum;
 }
 
+/* On a Redis Cluster: the slot script once per :run set a per-key limit's
+ * lease took (wlcluster.c names them as the pop does on one Redis); each
+ * key's sets share their limit's slot, but two limits' do not. */
+static int slot_script_xkeys(rconn_t *c, const rscript_t *s, const qlimits_t *ls, const char *token,
+                             char *const *xkeys, int nx)
+{
+    int sum = 0;
+    for (int i = 0; i < nx; i++) {
+        const char *argv[] = {xkeys[i], token, ls->ttl};
+        redisReply *r = NULL;
+        int rv = rconn_script(c, s, 1, s == &SCRIPT_LIMIT_BEAT ? 3 : 2, argv, NULL, -1, -1, &r);
+        bool ok = rv == RC_OK && r && r->type == REDIS_REPLY_INTEGER;
+        if (ok && sum >= 0) sum += (int)r->integer;
+        if (!ok) sum = -1;
+        if (r) freeReplyObject(r);
+    }
+    return sum;
+}
+
 /* One slot script over the :run sets the pop named (xkeys: on one Redis
  * the pop decides the class, so only its reply says which slots a job
  * holds); on a Cluster over the limits with a concurrency. */
 static int slot_script(rconn_t *c, const rscript_t *s, const qlimits_t *ls, const char *token, char *const *xkeys,
                        int nx)
 {
-    if (rconn_is_cluster(c)) return slot_script_each(c, s, ls, token);
+    if (rconn_is_cluster(c)) {
+        int a = slot_script_each(c, s, ls, token), b = slot_script_xkeys(c, s, ls, token, xkeys, nx);
+        return a < 0 || b < 0 ? -1 : a + b;
+    }
     const char **argv = xcalloc((size_t)nx + 2, sizeof *argv);
     int k = 0;
     for (int i = 0; i < nx; i++) argv[k++] = xkeys[i];
@@ -651,8 +728,7 @@ int qlimit_first_full(const qlimits_t *ls, const char *queue, const char *cls, c
     return -1;
 }
 
-/* The limit's key for this job. A per-key limit (tag_prefix) would add its
- * key's suffix here; today every job of a limit shares its keys. */
+/* The limit's key for this job (a per-key limit's: qlimit_lease_keys). */
 static char *lease_key(const qlimit_t *l, const char *suffix)
 {
     return xasprintf("%s%s", l->key, suffix);
@@ -685,4 +761,72 @@ int qlimit_unlease(rconn_t *c, const qlimit_t *l, const char *token)
     int out = rv == RC_OK && r && r->type == REDIS_REPLY_INTEGER ? 0 : -1;
     if (r) freeReplyObject(r);
     return out;
+}
+
+/* A per-key limit's key: <key>:k:<kid><suffix> (the limit's hash tag kept). */
+static char *kid_key(const qlimit_t *l, const qtag_t *kid, const char *suffix)
+{
+    return xasprintf("%s:k:%s%s", l->key, kid->s, suffix);
+}
+
+int qlimit_lease_keys(rconn_t *c, const qlimit_t *l, const qtags_t *kids, const char *ttl, const char *token,
+                      long held)
+{
+    qlimit_scripts_init();
+    int nk = 2 + 2 * kids->n, na = nk + 6;
+    const char **argv = xcalloc((size_t)na, sizeof *argv);
+    char *wait = lease_key(l, ":wait"), nheld[24];
+    argv[0] = wait;
+    argv[1] = l->run;
+    for (int i = 0; i < kids->n; i++) {
+        argv[2 + 2 * i] = kid_key(l, &kids->v[i], ":run");
+        argv[3 + 2 * i] = kid_key(l, &kids->v[i], ":bucket");
+    }
+    snprintf(nheld, sizeof nheld, "%ld", held > 0 ? held : 1);
+    const char *rest[] = {token, ttl, l->conc, l->rate, l->burst, nheld};
+    memcpy(argv + nk, rest, sizeof rest);
+    redisReply *r = NULL;
+    int rv = rconn_script(c, &SCRIPT_LIMIT_LEASE_KEYS, nk, na, argv, NULL, -1, -1, &r);
+    for (int i = 2; i < nk; i++) free((char *)argv[i]);
+    FREE_ALL(argv, wait);
+    int out = rv == RC_OK && r && r->type == REDIS_REPLY_INTEGER ? (r->integer ? 1 : 0) : -1;
+    if (out < 0 && rv == RC_OK && r && r->type == REDIS_REPLY_ERROR) rconn_drop(c, r->str);
+    if (r) freeReplyObject(r);
+    return out;
+}
+
+/* UNLEASE_LUA on one run and bucket. */
+static int unlease_one(rconn_t *c, const char *run, const char *bucket, const char *token, const char *conc,
+                       const char *rate, const char *burst)
+{
+    const char *argv[] = {run, bucket, token, conc, rate, burst};
+    redisReply *r = NULL;
+    int rv = rconn_script(c, &SCRIPT_LIMIT_UNLEASE, 2, 6, argv, NULL, -1, -1, &r);
+    int out = rv == RC_OK && r && r->type == REDIS_REPLY_INTEGER ? 0 : -1;
+    if (r) freeReplyObject(r);
+    return out;
+}
+
+int qlimit_unlease_keys(rconn_t *c, const qlimit_t *l, const qtags_t *kids, const char *token)
+{
+    qlimit_scripts_init();
+    int out = 0;
+    for (int i = 0; i < kids->n; i++) {
+        char *run = kid_key(l, &kids->v[i], ":run"), *bucket = kid_key(l, &kids->v[i], ":bucket");
+        if (unlease_one(c, run, bucket, token, l->conc, l->rate, l->burst) < 0) out = -1;
+        FREE_ALL(run, bucket);
+    }
+    char *bucket = lease_key(l, ":bucket");
+    if (l->concurrency > 0 && unlease_one(c, l->run, bucket, token, l->conc, "0", l->burst) < 0) out = -1;
+    free(bucket);
+    return out;
+}
+
+int qlimit_keys_runs(const qlimit_t *l, const qtags_t *kids, char ***runs, int n)
+{
+    if (l->concurrency <= 0) return n;
+    *runs = xrealloc(*runs, sizeof **runs * (size_t)(n + kids->n + 1));
+    for (int i = 0; i < kids->n; i++) (*runs)[n++] = kid_key(l, &kids->v[i], ":run");
+    (*runs)[n++] = xstrdup(l->run);
+    return n;
 }
