@@ -171,6 +171,8 @@
     "local function lim_quick(job, qname)\n" \
     "  local a, _, s = string.find(job, '\"displayName\":\"([^\"]*)\"')\n" \
     "  if not a then return nil end\n" \
+    "  -- twice: Lua's cjson keeps the last, so not sure which class it is\n" \
+    "  if string.find(job, '\"displayName\":', a + 1, true) then return nil end\n" \
     "  local o = string.find(job, '{', 2, true)\n" \
     "  if o and o < a then return nil end -- not at the top level, or not sure\n" \
     "  if string.find((string.gsub(s, '\\\\[\\\\/]', '')), '\\\\', 1, true) then return nil end\n" \
@@ -254,10 +256,13 @@
     "    lim_held_put(hk, head, n, keys, rec ~= nil)\n" \
     "    return 'pick'\n" \
     "  end\n" \
+    "  -- only what this pop verified: an old record kept past a limit that got\n" \
+    "  -- room would be written back on every pop and never lapse (review of\n" \
+    "  -- 2026-11-29: the jobs past the first 50 then never ran)\n" \
     "  local n = start + #jobs\n" \
-    "  if n < known then n, keys = known, lim_rec_keys(rec, false) end\n" \
     "  if not (rec and rec.ok and n == rec.n) then lim_held_put(hk, head, n, keys, rec ~= nil) end\n" \
-    "  if #jobs == lim_n and lim_n > 1 and n > known and redis.call('llen', qk) > n then lim_wake = 0 end\n" \
+    "  if #jobs == lim_n and lim_n > 1 and n > known and (not rec or rec.ok)\n" \
+    "     and redis.call('llen', qk) > n then lim_wake = 0 end\n" \
     "  return 'held'\n" \
     "end\n"
 
@@ -464,7 +469,7 @@ static const char LEASE_KEYS_LUA[] =
     "local ttl, conc, rate, burst = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])\n"
     "local snow, toks = string.format('%.0f', now), {}\n"
     "for i = 3, #KEYS - 1, 2 do\n"
-    "  local full = false\n"
+    "  local full = conc < 0 -- a paused class: never room\n"
     "  if conc > 0 then\n"
     "    redis.call('zremrangebyscore', KEYS[i], '-inf', snow)\n"
     "    full = redis.call('zcard', KEYS[i]) >= conc\n"
