@@ -1601,6 +1601,13 @@
     body.append(el('div', { class: 'toolbar' }, btn));
     body.append(el('h2', { text: 'Failed jobs' }));
     body.append(table('Job', ids, u => { return el('tr', { 'data-uuid': u }, td(jobLink(u))); }, { id: 'batch-failed', empty: 'No failed jobs.' }));
+    body.append(batchJobsLink(b));
+  }
+  /* Every job of the batch that the history keeps a payload of (its serialized command holds the batch id). */
+  function batchJobsLink(b) {
+    return el('p', { class: 'muted', id: 'batch-jobs' },
+      el('a', { href: jobsHash({ q: b.id }), 'data-action': 'batch-jobs', text: 'All of this batch\'s jobs in the history' }),
+      ' (those whose payload it keeps: released attempts, and done ones with job_history_payloads = true; the failed ones are above).');
   }
 
   /* ---------- Hosts ---------- */
