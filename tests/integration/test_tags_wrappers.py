@@ -3,7 +3,8 @@ broadcast events and listeners as Horizon does (php/src/Tags.php): a
 wrapper is tagged by what it carries (the mailable, the notification (not
 its notifiables), the event), explicit tags() first, else the Eloquent
 models (and the models of an Eloquent collection) among its properties; a
-queued listener by its own tags($event) and by its event's. Laravel's own
+queued listener by its own tags($event) and by its event's; and such a job
+is silenced when what it carries implements Horizon's Silenced. Laravel's own
 wrapper classes: the host's Laravel and Laravel 13 in its Debian root
 (laravel_roots.py); no database."""
 import json
@@ -36,6 +37,13 @@ class Audit { public function handle($event) {} }
 class Import { public $rows; protected $owner; private $skipped = 3;
     public function __construct($rows, $owner) { $this->rows = $rows; $this->owner = $owner; } }
 
+eval('namespace Laravel\\Horizon\\Contracts; interface Silenced {}'); // Horizon's, by name
+class QuietInvoice extends Invoice implements Laravel\Horizon\Contracts\Silenced {}
+class QuietPaid extends Paid implements Laravel\Horizon\Contracts\Silenced {}
+class QuietShipped extends Shipped implements Laravel\Horizon\Contracts\Silenced {}
+class QuietAudit extends Audit implements Laravel\Horizon\Contracts\Silenced {}
+class QuietImport extends Import implements Laravel\Horizon\Contracts\Silenced {}
+
 $both = new Collection([customer(1), customer(2)]);
 $out = [
   'mailable' => Tags::of(new Illuminate\Mail\SendQueuedMailable(new Invoice(customer(7)))),
@@ -49,6 +57,22 @@ $out = [
   'listener_no_event' => Tags::of(new Illuminate\Events\CallQueuedListener(Audit::class, 'handle', ['a string'])),
   'job' => Tags::of(new Import(new Collection([customer(3), customer(3), customer(4)]), customer(5))),
 ];
+$silenced = function ($job) { Tags::$command = $job; return Tags::silenced(); }; // as the handler asks
+$out['silenced'] = array_map($silenced, [
+  new Illuminate\Mail\SendQueuedMailable(new QuietInvoice(customer(7))),
+  new Illuminate\Notifications\SendQueuedNotifications(new Collection([customer(40)]), new QuietPaid(customer(8)), ['mail']),
+  new Illuminate\Broadcasting\BroadcastEvent(new QuietShipped($both)),
+  new Illuminate\Events\CallQueuedListener(QuietAudit::class, 'handle', [new Shipped($both)]),
+  new QuietImport($both, customer(5)),
+]);
+$out['loud'] = array_map($silenced, [
+  new Illuminate\Mail\SendQueuedMailable(new Invoice(customer(7))),
+  new Illuminate\Notifications\SendQueuedNotifications(new Collection([customer(40)]), new Paid(customer(8)), ['mail']),
+  new Illuminate\Broadcasting\BroadcastEvent(new Shipped($both)),
+  new Illuminate\Events\CallQueuedListener(Audit::class, 'handle', [new QuietShipped($both)]),
+  new Illuminate\Events\CallQueuedListener('No\\Such\\Listener', 'handle', []),
+  new Import($both, customer(5)), null, 'a string',
+]);
 echo json_encode($out), "\n";
 """
 
@@ -79,3 +103,6 @@ def check(argv):
     assert got["listener"] == ["Customer:1", "Customer:2"], got  # no tags(): the event's
     assert got["listener_no_event"] == [], got
     assert got["job"] == ["Customer:3", "Customer:4", "Customer:5"], got  # any visibility, once each
+    # Horizon's Silenced on what the wrapper carries (a listener: its class, not its event)
+    assert got["silenced"] == [True] * 5, got
+    assert got["loud"] == [False] * 8, got
