@@ -1601,6 +1601,13 @@
     body.append(el('div', { class: 'toolbar' }, btn));
     body.append(el('h2', { text: 'Failed jobs' }));
     body.append(table('Job', ids, u => { return el('tr', { 'data-uuid': u }, td(jobLink(u))); }, { id: 'batch-failed', empty: 'No failed jobs.' }));
+    body.append(batchJobsLink(b));
+  }
+  /* Every job of the batch that the history keeps a payload of (its serialized command holds the batch id). */
+  function batchJobsLink(b) {
+    return el('p', { class: 'muted', id: 'batch-jobs' },
+      el('a', { href: jobsHash({ q: b.id }), 'data-action': 'batch-jobs', text: 'All of this batch\'s jobs in the history' }),
+      ' (those whose payload it keeps: released attempts, and done ones with job_history_payloads = true; the failed ones are above).');
   }
 
   /* ---------- Hosts ---------- */
@@ -1659,7 +1666,36 @@
     }, { id: 'limits-table', empty: 'No limits in the config (the top-level limits list).' }));
   }
 
+  /* ---------- the theme: the system's (prefers-color-scheme) unless the toggle chose one ---------- */
+  var THEME_KEY = 'qpool.theme';
+  function themeStored() { try { return localStorage.getItem(THEME_KEY); } catch (e) { return null; } }
+  function themeStore(v) { try { if (v) localStorage.setItem(THEME_KEY, v); else localStorage.removeItem(THEME_KEY); } catch (e) { /* private mode */ } }
+  function systemDark() { return !!(window.matchMedia && matchMedia('(prefers-color-scheme: dark)').matches); }
+  function themeShown() { var t = themeStored(); return t === 'dark' || t === 'light' ? t : systemDark() ? 'dark' : 'light'; }
+  function themeApply() {
+    var t = themeStored(), shown = themeShown(), b = document.getElementById('theme-button');
+    if (t === 'dark' || t === 'light') document.documentElement.setAttribute('data-theme', t);
+    else document.documentElement.removeAttribute('data-theme');
+    if (!b) return;
+    b.textContent = shown === 'dark' ? 'Light' : 'Dark';
+    b.setAttribute('aria-pressed', String(shown === 'dark'));
+    b.title = 'switch to the ' + (shown === 'dark' ? 'light' : 'dark') + ' theme (now ' + (t ? 'chosen here' : 'the system\'s') + ')';
+  }
+  function themeToggle() { /* back to following the system when the choice matches it */
+    var next = themeShown() === 'dark' ? 'light' : 'dark';
+    themeStore(next === (systemDark() ? 'dark' : 'light') ? null : next);
+    themeApply();
+  }
+  function themeInit() {
+    themeApply();
+    var b = document.getElementById('theme-button');
+    if (b) b.addEventListener('click', themeToggle);
+    if (window.matchMedia) matchMedia('(prefers-color-scheme: dark)').addEventListener('change', themeApply);
+    window.addEventListener('storage', (e) => { if (e.key === THEME_KEY) themeApply(); });
+  }
+
   /* ---------- start ---------- */
+  themeInit();
   if (!location.hash) history.replaceState(null, '', '#/overview');
   navigate();
 })();

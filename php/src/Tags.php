@@ -15,7 +15,8 @@ use Throwable;
  * A queued mailable, notification or broadcast event is tagged by the object
  * it carries (the mailable, the notification, the event); a queued listener
  * by the listener's `tags($event)` and by its event. qpool bounds what it
- * keeps (20 tags of 120 bytes).
+ * keeps (20 tags of 120 bytes). Such a job is silenced when what it carries
+ * (the listener: its class) implements Horizon's Silenced, as Horizon does.
  */
 final class Tags
 {
@@ -60,9 +61,39 @@ final class Tags
     /** Does the command the last job ran implement Horizon's Silenced (by name: Horizon need not be installed)? */
     public static function silenced(): bool
     {
-        $implements = is_object(self::$command) ? class_implements(self::$command) : [];
+        return self::isSilenced(self::$command);
+    }
 
-        return is_array($implements) && isset($implements['Laravel\Horizon\Contracts\Silenced']);
+    /**
+     * Horizon's rule: what a queued wrapper carries (the mailable, the
+     * notification, the broadcast event, the listener's class), else the job
+     * itself, implements Silenced.
+     */
+    public static function isSilenced($command): bool
+    {
+        try {
+            $underlying = self::underlying($command);
+            $implements = is_object($underlying) || (is_string($underlying) && class_exists($underlying))
+                ? class_implements($underlying) : [];
+
+            return is_array($implements) && isset($implements['Laravel\Horizon\Contracts\Silenced']);
+        } catch (Throwable $e) {
+            return false;
+        }
+    }
+
+    /** @return object|string|null */
+    private static function underlying($job)
+    {
+        if (! is_object($job)) {
+            return null;
+        }
+
+        if (is_a($job, 'Illuminate\Events\CallQueuedListener')) {
+            return is_string($job->class ?? null) ? $job->class : null;
+        }
+
+        return self::targets($job)[0] ?? null;
     }
 
     /** The tags of the command the last job ran (forgotten after); [] on any error. */
