@@ -1,0 +1,93 @@
+"""Issue 32 item 1: the list endpoints take the same filter names. The job
+history (/api/jobs/recent, /api/monitoring/jobs) takes `class` and `status`
+beside its own `name` and `outcome`, and `since`/`until` as an age or a date
+beside UNIX ms; /api/jobs/pending takes `status` for `state`; the running
+list (/api/jobs/running) takes host, pool, queue, class, uuid and
+status=past_timeout. Real redis-server, real master and workers."""
+import json
+import time
+import urllib.parse
+
+from conftest import FIXTURE_HANDLER, PREFIX, free_port, make_payload, push, wait_for
+from test_http import TOKEN, code, get, http_conf
+
+A, B = "App\\Jobs\\SendInvoice", "App\\Jobs\\SyncCrm"
+
+
+def api(port, path, **q):
+    st, _, body = get(port, path + "?" + urllib.parse.urlencode(q), TOKEN, timeout=30)
+    return st, json.loads(body)
+
+
+def ok(port, path, **q):
+    st, o = api(port, path, **q)
+    assert st == 200, o
+    return o
+
+
+def uuids(o, key="jobs"):
+    return sorted(j["uuid"] for j in o[key])
+
+
+def seed_history(r):
+    """40 records: A done and B failed alternately, the newest 20 within the
+    last minutes, the oldest 20 three hours ago."""
+    key = PREFIX + "qpool:{qpool-jobs}:list"
+    now = int(time.time() * 1000)
+    for i in range(40):
+        at = now - (3 * 3600 * 1000 if i < 20 else 0) - (40 - i) * 1000
+        rec = {"uuid": "lf-%d" % i, "name": A if i % 2 else B, "queue": "q", "pool": "w", "host": "app1",
+               "attempt": 1, "outcome": "done" if i % 2 else "failed", "finished_at": at, "exception": "",
+               "tags": []}
+        r.lpush(key, json.dumps(rec, separators=(",", ":")))
+
+
+def pool(name, queue):
+    return ('{ name = "%s"; queues = ["%s"]; processes = 1; tries = 1; timeout = 600;'
+            ' handler = { type = "pipe"; command = ["%s"]; }; }' % (name, queue, FIXTURE_HANDLER))
+
+
+def test_every_list_takes_the_same_filter_names(master, r):
+    port = free_port()
+    seed_history(r)
+    master.write_config(pool("lf-a", "lf-qa") + ", " + pool("lf-b", "lf-qb"),
+                        qpool="balance_interval = 0.2; " + http_conf(port, 'token_env = "QPOOL_TEST_TOKEN";'))
+    master.start(env={"QPOOL_TEST_TOKEN": TOKEN})
+    wait_for(lambda: code(port, "/healthz") == 200, 15, what="the HTTP endpoint")
+
+    # the job history: class = name, status = outcome, since/until as an age or a date
+    done_a = ["lf-%d" % i for i in range(1, 40, 2)]
+    assert uuids(ok(port, "/api/jobs/recent", **{"class": A})) == sorted(done_a)
+    assert uuids(ok(port, "/api/jobs/recent", status="done")) == sorted(done_a)
+    assert ok(port, "/api/jobs/recent", name=A) == ok(port, "/api/jobs/recent", **{"class": A})
+    assert uuids(ok(port, "/api/jobs/recent", status="failed", since="1h")) == sorted(
+        "lf-%d" % i for i in range(20, 40, 2))
+    assert uuids(ok(port, "/api/jobs/recent", **{"class": A, "until": "1h"})) == sorted(
+        "lf-%d" % i for i in range(1, 20, 2))
+    assert ok(port, "/api/jobs/recent", since="2999-01-01")["jobs"] == []
+    ms = int(time.time() * 1000) - 3600 * 1000  # UNIX ms as before
+    assert len(ok(port, "/api/jobs/recent", since=str(ms))["jobs"]) == 20
+    for bad in ("yesterday", "-5", "1y"):
+        assert api(port, "/api/jobs/recent", since=bad)[0] == 400
+
+    # pending: status = state
+    push(r, "lf-idle", make_payload("ok", job=A))
+    later = make_payload("ok", job=B)
+    r.zadd(PREFIX + "queues:lf-idle:delayed", {json.dumps(later, separators=(",", ":")): time.time() + 3600})
+    assert uuids(ok(port, "/api/jobs/pending", queue="lf-idle", status="delayed")) == [later["uuid"]]
+    assert len(ok(port, "/api/jobs/pending", queue="lf-idle")["jobs"]) == 2
+
+    # running: host, pool, queue, class, uuid, status=past_timeout
+    ja, jb = make_payload("hang", job=A), make_payload("hang", job=B)
+    push(r, "lf-qa", ja)
+    push(r, "lf-qb", jb)
+    wait_for(lambda: len(ok(port, "/api/jobs/running")["running"]) == 2, 30, what="both jobs running")
+    host = ok(port, "/api/jobs/running")["running"][0]["host"]
+    assert uuids(ok(port, "/api/jobs/running", **{"class": A}), "running") == [ja["uuid"]]
+    assert uuids(ok(port, "/api/jobs/running", pool="lf-b"), "running") == [jb["uuid"]]
+    assert uuids(ok(port, "/api/jobs/running", queue="lf-qa", host=host), "running") == [ja["uuid"]]
+    assert uuids(ok(port, "/api/jobs/running", uuid=jb["uuid"]), "running") == [jb["uuid"]]
+    assert ok(port, "/api/jobs/running", host="no-such-host")["running"] == []
+    assert ok(port, "/api/jobs/running", status="past_timeout")["running"] == []  # 600 s: none yet
+    assert len(ok(port, "/api/jobs/running", pool="")["running"]) == 2  # empty: no filter
+    assert api(port, "/api/jobs/running", status="bogus")[0] == 400
