@@ -91,3 +91,39 @@ def test_every_list_takes_the_same_filter_names(master, r):
     assert ok(port, "/api/jobs/running", status="past_timeout")["running"] == []  # 600 s: none yet
     assert len(ok(port, "/api/jobs/running", pool="")["running"]) == 2  # empty: no filter
     assert api(port, "/api/jobs/running", status="bogus")[0] == 400
+
+
+def test_the_failed_store_takes_a_tag_filter(master, r):
+    # the payload's own tags (Horizon's): search, bulk retry by filter, and the CLI
+    from test_failed_search import payload, post, seed
+    from test_failed_search import TOKEN as FTOKEN
+    port = free_port()
+    master.write_config(pool("lf-a", "lf-qa"), qpool=http_conf(port, 'token_env = "QPOOL_TEST_TOKEN";'))
+    master.start(env={"QPOOL_TEST_TOKEN": FTOKEN})
+    wait_for(lambda: code(port, "/healthz") == 200, 15, what="the HTTP endpoint")
+    now = int(time.time())
+    recs = []
+    for i in range(60):
+        p = payload(A, i)
+        p["tags"] = ["App\\Models\\Customer:%d" % (i % 6), "invoices"]
+        recs.append((p, "RuntimeException: no", now - 60 + i))
+    recs.append((dict(payload(A, 99), data={"command": "App\\\\Models\\\\Customer:4"}), "x", now))  # text only
+    seed(r, "lf-failed", recs)
+    want = sorted(p["uuid"] for p, _, _ in recs[:60] if p["tags"][0].endswith(":4"))
+    assert len(want) == 10
+
+    st, _, body = get(port, "/api/failed?" + urllib.parse.urlencode({"tag": "App\\Models\\Customer:4"}), FTOKEN)
+    assert st == 200, body
+    assert sorted(x["uuid"] for x in json.loads(body)["failed"]) == want
+    st, rep = post(port, "/api/failed/retry", {"tag": "App\\Models\\Customer:4", "dry_run": True})
+    assert st == 200 and rep["matched"] == 10 and r.llen(PREFIX + "queues:lf-failed") == 0, rep
+    rows = json.loads(master.cli("failed", "list", "--tag", "App\\Models\\Customer:4", "--json").stdout)
+    assert sorted(x["uuid"] for x in rows) == want
+    out = master.cli("failed", "retry", "--tag", "App\\Models\\Customer:4", "--queue", "lf-failed", "--yes")
+    assert "retried 10 failed jobs" in out.stdout
+    assert sorted(json.loads(x)["uuid"] for x in r.lrange(PREFIX + "queues:lf-failed", 0, -1)) == want
+    st, rep = post(port, "/api/failed/retry", {"tag": "App\\Models\\Customer:4"})  # again: none left
+    assert st == 200 and rep["matched"] == 0 and r.llen(PREFIX + "queues:lf-failed") == 10, rep
+    st, rep = post(port, "/api/failed/retry", {"tag": "App\\Models\\Customer:5"})
+    assert st == 200 and rep["retried"] == 10 and r.llen(PREFIX + "queues:lf-failed") == 20, rep
+    master.wait_log(r"retried 10 failed jobs \(filter: tag App\\Models\\Customer:5\) by 127\.0\.0\.1")
