@@ -1192,13 +1192,51 @@
     mount: (root, s) => {
       root.append(el('h1', { text: 'Running now' }));
       root.append(el('p', { class: 'muted', text: "Every job running on every host writing to this Redis, oldest first, as of each master's last heartbeat. Stop ends a job of this host's master as its timeout would: it is released or failed by its tries." }));
+      s.filter = runningFilterOf(s.params);
+      root.append(runningFilterForm(s));
       s.count = el('p', { class: 'muted', id: 'running-count' });
       root.append(s.count);
       s.body = el('div', { id: 'running' });
       root.append(s.body);
     },
-    feeds: s => { return [{ url: 'api/jobs/running', then: d => { renderRunning(s, d.running || []); } }]; }
+    feeds: s => { return [{ url: runningUrl(s.filter), then: d => { renderRunning(s, d.running || []); } }]; }
   };
+  /* The Running page's filters (GET /api/jobs/running takes them), kept in
+   * the URL (#/running?class=...&status=past_timeout): bookmarkable, back works. */
+  var RFILTER = ['class', 'queue', 'pool', 'host', 'status'];
+  function runningFilterOf(params) {
+    var f = {};
+    RFILTER.forEach(k => { var v = params.get(k); if (v) f[k] = v; });
+    return f;
+  }
+  function runningUrl(f) {
+    var qs = new URLSearchParams(f).toString();
+    return 'api/jobs/running' + (qs ? '?' + qs : '');
+  }
+  function runningFilterForm(s) {
+    var form = el('form', { class: 'toolbar', id: 'running-filter' }), inputs = {};
+    function field(k, label, input) {
+      input.name = k;
+      input.value = s.filter[k] || '';
+      form.append(el('label', null, label, input));
+      inputs[k] = input;
+    }
+    field('class', 'Class', el('input', { type: 'search', id: 'running-class', size: 22, placeholder: 'App\\Jobs\\…' }));
+    field('queue', 'Queue', el('input', { type: 'search', id: 'running-queue', size: 12 }));
+    field('pool', 'Pool', el('input', { type: 'search', id: 'running-pool', size: 12 }));
+    field('host', 'Host', el('input', { type: 'search', id: 'running-host', size: 12 }));
+    field('status', 'Status', el('select', { id: 'running-status' },
+      el('option', { value: '', text: 'all' }), el('option', { value: 'past_timeout', text: 'past their timeout' })));
+    form.addEventListener('submit', ev => {
+      ev.preventDefault();
+      var f = {};
+      RFILTER.forEach(k => { var v = inputs[k].value.trim(); if (v) f[k] = v; });
+      var qs = new URLSearchParams(f).toString(), h = '#/running' + (qs ? '?' + qs : '');
+      if (location.hash === h) refresh(true); else location.hash = h;
+    });
+    form.append(el('button', { type: 'submit', id: 'running-go', text: 'Show' }));
+    return form;
+  }
   function renderRunning(s, list) {
     var late = list.filter(j => { return j.past_timeout; }).length;
     s.count.textContent = num(list.length) + ' running job' + (list.length === 1 ? '' : 's') + (late ? ', ' + num(late) + ' past its timeout' : '');
