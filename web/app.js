@@ -1203,7 +1203,13 @@
   };
   /* The Running page's filters (GET /api/jobs/running takes them), kept in
    * the URL (#/running?class=...&status=past_timeout): bookmarkable, back works. */
-  var RFILTER = ['class', 'queue', 'pool', 'host', 'status'];
+  var RFILTER = ['class', 'queue', 'pool', 'host', 'tag', 'status'];
+  /* A running job's tags, each a link to the running jobs with that tag. */
+  function runningTags(tags) {
+    var span = el('span', { class: 'tags' });
+    (tags || []).forEach(t => { span.append(el('a', { href: '#/running?' + new URLSearchParams({ tag: t }).toString(), text: t }), ' '); });
+    return span;
+  }
   function runningFilterOf(params) {
     var f = {};
     RFILTER.forEach(k => { var v = params.get(k); if (v) f[k] = v; });
@@ -1225,6 +1231,7 @@
     field('queue', 'Queue', el('input', { type: 'search', id: 'running-queue', size: 12 }));
     field('pool', 'Pool', el('input', { type: 'search', id: 'running-pool', size: 12 }));
     field('host', 'Host', el('input', { type: 'search', id: 'running-host', size: 12 }));
+    field('tag', 'Tag', el('input', { type: 'search', id: 'running-tag', size: 16, placeholder: 'App\\Models\\User:42' }));
     field('status', 'Status', el('select', { id: 'running-status' },
       el('option', { value: '', text: 'all' }), el('option', { value: 'past_timeout', text: 'past their timeout' })));
     form.addEventListener('submit', ev => {
@@ -1240,12 +1247,13 @@
   function renderRunning(s, list) {
     var late = list.filter(j => { return j.past_timeout; }).length;
     s.count.textContent = num(list.length) + ' running job' + (list.length === 1 ? '' : 's') + (late ? ', ' + num(late) + ' past its timeout' : '');
-    put(s.body, table('Host|Pool|#PID|Job|Queue|#Attempt|#Age|Timeout|Actions', list, j => {
+    put(s.body, table('Host|Pool|#PID|Job|Queue|#Attempt|#Age|Timeout|Actions|Tags', list, j => {
       return el('tr', { 'data-uuid': j.uuid, class: j.past_timeout ? 'past-timeout' : null },
         td(j.host), td(j.pool), tdn(String(j.pid)), td(jobLink(j.uuid, j.name)), td(j.queue), tdn(j.attempt ? num(j.attempt) : '–'),
         tdn(dur(j.age_ms)), td(j.timeout_s ? (j.past_timeout ? pillEl('bad', 'past ' + j.timeout_s + ' s') : j.timeout_s + ' s') : '–'),
         td(j.own ? actBtn('stop-job', 'Stop', b => { act('Stop ' + j.uuid, 'api/jobs/' + enc(j.uuid) + '/stop', {}, b); }, 'danger')
-          : el('span', { class: 'muted', text: 'on ' + j.host, title: "an action reaches this host's master only: use that host's dashboard" })));
+          : el('span', { class: 'muted', text: 'on ' + j.host, title: "an action reaches this host's master only: use that host's dashboard" })),
+        td(runningTags(j.tags), 'wrap'));
     }, { id: 'running-table', empty: 'No job is running.', keepShown: shownIn(s.body) }));
   }
 

@@ -243,8 +243,18 @@ static const char *arg_either(http_arg_fn arg, void *req, const char *a, const c
     return v && *v ? v : arg(req, b);
 }
 
+/* Is tag (NULL or "": no filter) one of row r's tags? (pure) */
+static bool row_has_tag(const cJSON *r, const char *tag)
+{
+    if (!tag || !*tag) return true;
+    const cJSON *t;
+    cJSON_ArrayForEach(t, cJSON_GetObjectItemCaseSensitive(r, "tags"))
+        if (cJSON_IsString(t) && !strcmp(t->valuestring, tag)) return true;
+    return false;
+}
+
 /* The rows of the running list that pass its filters (host, pool, queue,
- * class, uuid: each exact; status=past_timeout), in their order. (pure) */
+ * class, uuid, tag: each exact; status=past_timeout), in their order. (pure) */
 static cJSON *running_filter(cJSON *rows, http_arg_fn arg, void *req)
 {
     const char *want[] = {arg(req, "host"), arg(req, "pool"), arg(req, "queue"),
@@ -253,7 +263,8 @@ static cJSON *running_filter(cJSON *rows, http_arg_fn arg, void *req)
     const char *st = arg(req, "status");
     for (int i = cJSON_GetArraySize(rows) - 1; i >= 0; i--) {
         const cJSON *r = cJSON_GetArrayItem(rows, i);
-        bool keep = !st || !*st || cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r, "past_timeout"));
+        bool keep = (!st || !*st || cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r, "past_timeout"))) &&
+                    row_has_tag(r, arg(req, "tag"));
         for (size_t k = 0; keep && k < sizeof key / sizeof *key; k++) {
             const cJSON *v = cJSON_GetObjectItemCaseSensitive(r, key[k]);
             keep = !want[k] || !*want[k] || (cJSON_IsString(v) && !strcmp(v->valuestring, want[k]));

@@ -2,8 +2,8 @@
 history (/api/jobs/recent, /api/monitoring/jobs) takes `class` and `status`
 beside its own `name` and `outcome`, and `since`/`until` as an age or a date
 beside UNIX ms; /api/jobs/pending takes `status` for `state`; the running
-list (/api/jobs/running) takes host, pool, queue, class, uuid and
-status=past_timeout. Real redis-server, real master and workers."""
+list (/api/jobs/running) shows each job's tags and takes host, pool, queue,
+class, uuid, tag and status=past_timeout. Real redis-server, real master and workers."""
 import json
 import time
 import urllib.parse
@@ -78,7 +78,8 @@ def test_every_list_takes_the_same_filter_names(master, r):
     assert len(ok(port, "/api/jobs/pending", queue="lf-idle")["jobs"]) == 2
 
     # running: host, pool, queue, class, uuid, status=past_timeout
-    ja, jb = make_payload("hang", job=A), make_payload("hang", job=B)
+    ja = make_payload("hang", job=A, tags=["App\\Models\\Customer:42", "invoices", 7, "x\ny"])
+    jb = make_payload("hang", job=B)
     push(r, "lf-qa", ja)
     push(r, "lf-qb", jb)
     wait_for(lambda: len(ok(port, "/api/jobs/running")["running"]) == 2, 30, what="both jobs running")
@@ -91,6 +92,11 @@ def test_every_list_takes_the_same_filter_names(master, r):
     assert ok(port, "/api/jobs/running", status="past_timeout")["running"] == []  # 600 s: none yet
     assert len(ok(port, "/api/jobs/running", pool="")["running"]) == 2  # empty: no filter
     assert api(port, "/api/jobs/running", status="bogus")[0] == 400
+    # each job's tags (the payload's own, made one line), and a tag filter
+    rows = {x["uuid"]: x for x in ok(port, "/api/jobs/running")["running"]}
+    assert rows[ja["uuid"]]["tags"] == ["App\\Models\\Customer:42", "invoices", "x y"] and rows[jb["uuid"]]["tags"] == []
+    assert uuids(ok(port, "/api/jobs/running", tag="App\\Models\\Customer:42"), "running") == [ja["uuid"]]
+    assert ok(port, "/api/jobs/running", tag="App\\Models\\Customer:4")["running"] == []
 
 
 def test_the_failed_store_takes_a_tag_filter(master, r):

@@ -1,5 +1,6 @@
 """Issue 32 item 1 in a real browser: the Running page filters on the
-server (class, queue, pool, host, past their timeout) and its URL keeps
+server (class, queue, pool, host, tag, past their timeout), shows each
+job's tags (each a link to the jobs with it) and its URL keeps
 the filter (a reload shows the same, back goes to the whole list)."""
 import urllib.parse
 
@@ -27,7 +28,7 @@ def test_the_running_page_filters_on_the_server_and_keeps_it_in_the_url(master, 
                         qpool="balance_interval = 0.2; " + http_conf(port, 'token_env = "QPOOL_TEST_TOKEN";'))
     master.start(env={"QPOOL_TEST_TOKEN": TOKEN})
     wait_for(lambda: code(port, "/healthz") == 200, 15, what="the HTTP endpoint")
-    ja, jb = make_payload("hang", job=A), make_payload("hang", job=B)
+    ja, jb = make_payload("hang", job=A, tags=["App\\Models\\Customer:42"]), make_payload("hang", job=B)
     push(r, "rf-qa", ja)
     push(r, "rf-qb", jb)
     d = browser
@@ -45,6 +46,13 @@ def test_the_running_page_filters_on_the_server_and_keeps_it_in_the_url(master, 
     assert d.find_element(By.ID, "running-class").get_attribute("value") == B
     d.back()
     wait_for(lambda: shown(d) == both, 20, what="the whole list after back")
+    # a job's tag links to the running jobs with that tag
+    tag_link = '#running-table tr[data-uuid="%s"] .tags a' % ja["uuid"]
+    wait_for(lambda: d.execute_script("var a = document.querySelector(arguments[0]); return a && a.textContent", tag_link)
+             == "App\\Models\\Customer:42", 20, what="the tag shown")
+    d.execute_script("document.querySelector(arguments[0]).click()", tag_link)
+    wait_for(lambda: shown(d) == [ja["uuid"]], 20, what="the tag's job only")
+    assert d.find_element(By.ID, "running-tag").get_attribute("value") == "App\\Models\\Customer:42"
     d.get("http://127.0.0.1:%d/#/running?status=past_timeout" % port)
     wait_for(lambda: "No job is running" in d.find_element(By.ID, "running").text, 20, what="none past its timeout")
     assert shown(d) == [] and d.find_element(By.ID, "running-status").get_attribute("value") == "past_timeout"
