@@ -513,7 +513,7 @@
       (p.queues || []).forEach(q => { if (q.laravel_paused) deg.push('queue ' + q.name + ' paused by Laravel (queue:pause)'); });
     });
     (st.paused_queues || []).forEach(q => { deg.push('queue ' + q + ' paused'); });
-    (st.paused_classes || []).forEach(c => { deg.push('class ' + c.class + ' paused on every host'); });
+    (st.paused_classes || []).forEach(c => { deg.push('class ' + c.class + ' paused ' + (c.pool ? 'in pool ' + c.pool + ' ' : '') + 'on every host'); });
     (st.limits || []).forEach(l => { if (l.alerting) deg.push('limit on ' + limitName(l) + ' holding jobs back (alert)'); });
     statusInfo = { degraded: deg };
     renderPill();
@@ -673,23 +673,38 @@
     var b = section(root, 'Paused job classes (every host)', 'class-pauses');
     var f = el('form', { class: 'toolbar', id: 'class-pause-form' });
     s.cpclass = el('input', { type: 'search', id: 'class-pause-class', size: 28, placeholder: 'App\\Jobs\\SyncCrm' });
-    f.append(el('label', null, 'Class', s.cpclass), el('button', { type: 'submit', id: 'class-pause', text: 'Pause class' }));
+    s.cppool = el('select', { id: 'class-pause-pool' }, el('option', { value: '', text: 'every pool (the fleet)' }));
+    f.append(el('label', null, 'Class', s.cpclass), el('label', null, 'In', s.cppool),
+      el('button', { type: 'submit', id: 'class-pause', text: 'Pause class' }));
     f.addEventListener('submit', ev => {
       ev.preventDefault();
-      var c = s.cpclass.value.trim();
+      var c = s.cpclass.value.trim(), pool = s.cppool.value;
       if (!c) { notice('Pause class: enter a job class (the payload\'s displayName).'); return; }
-      act('Pause class ' + c, 'api/classes/' + enc(c) + '/pause', {}, ev.submitter || null).then(() => { s.cpclass.value = ''; });
+      act('Pause class ' + c + (pool ? ' in pool ' + pool : ''), 'api/classes/' + enc(c) + '/pause', pool ? { pool: pool } : {},
+        ev.submitter || null).then(() => { s.cpclass.value = ''; });
     });
     s.cplist = el('div', { id: 'class-pause-list' });
     b.append(f, s.cplist);
   }
   function renderClassPauses(s, st) {
     if (!s.cplist) return;
-    put(s.cplist, table('Class|Since|By|Host|#Held back|Actions', st.paused_classes || [], c => {
-      return el('tr', { 'data-paused-class': c.class },
-        td(c.class), td(c.since ? new Date(c.since * 1000).toLocaleString() : '–'), td(c.by || '–'), td(c.host || '–'), tdn(num(c.waiting)),
-        td(actBtn('continue', 'Continue', bt => { act('Continue class ' + c.class, 'api/classes/' + enc(c.class) + '/continue', {}, bt); })));
+    classPausePools(s, st);
+    put(s.cplist, table('Class|Pool|Since|By|Host|#Held back|Actions', st.paused_classes || [], c => {
+      return el('tr', { 'data-paused-class': c.class, 'data-paused-pool': c.pool || null },
+        td(c.class), td(c.pool || 'every pool'), td(c.since ? new Date(c.since * 1000).toLocaleString() : '–'), td(c.by || '–'), td(c.host || '–'), tdn(num(c.waiting)),
+        td(actBtn('continue', 'Continue', bt => {
+          act('Continue class ' + c.class + (c.pool ? ' in pool ' + c.pool : ''), 'api/classes/' + enc(c.class) + '/continue', c.pool ? { pool: c.pool } : {}, bt);
+        })));
     }, { id: 'class-pause-table', empty: 'No job class is paused.' }));
+  }
+  /* The pool choices of the class pause form: this host's pools (kept while one is picked). */
+  function classPausePools(s, st) {
+    var names = (st.pools || []).map(p => { return p.name; }), have = Array.from(s.cppool.options).slice(1).map(o => { return o.value; });
+    if (names.join('\n') === have.join('\n')) return;
+    var picked = s.cppool.value;
+    while (s.cppool.options.length > 1) s.cppool.remove(1);
+    names.forEach(n => { s.cppool.append(el('option', { value: n, text: 'pool ' + n })); });
+    s.cppool.value = names.indexOf(picked) >= 0 ? picked : '';
   }
   /* Delete a queue's pending jobs that match a filter: the count first (a dry run), then confirm. */
   function pendingForm(root, s) {

@@ -105,7 +105,7 @@ static const cli_cmd_t COMMANDS[] = {
      "Exit status (as horizon:status): 0 running, 1 paused, 2 not running.\n", run_status},
     {"pause", "pause everything, some pools, some queues, or job classes fleet-wide",
      "usage: qpool pause [-c FILE] [POOL...] [--queue QUEUE]...\n"
-     "       qpool pause [-c FILE] --class CLASS...\n"
+     "       qpool pause [-c FILE] [POOL...] --class CLASS...\n"
      "\n"
      "Stop taking new jobs: everything when no POOL or --queue is given, else the\n"
      "named pools, or the named queues in every pool that works them. Running jobs\n"
@@ -116,15 +116,17 @@ static const cli_cmd_t COMMANDS[] = {
      "                      every master on the same Redis: its jobs stay in their\n"
      "                      queues, attempts unchanged, other classes run; kept in\n"
      "                      Redis until `qpool continue --class` (repeatable; at\n"
-     "                      most 100 classes paused at once)\n"
+     "                      most 100 classes paused at once); with POOL, in the\n"
+     "                      pools of that name only, on every host\n"
      "  -s, --socket PATH   control socket (overrides the config)\n"
      "  -j, --json          JSON reply\n", cmd_control},
     {"continue", "resume what pause stopped",
      "usage: qpool continue [-c FILE] [POOL...] [--queue QUEUE]...\n"
-     "       qpool continue [-c FILE] --class CLASS...\n"
+     "       qpool continue [-c FILE] [POOL...] --class CLASS...\n"
      "\n"
      "Resume everything, the named pools, or the named queues; with --class, the\n"
-     "named job classes on every master (only --class ends a class pause).\n"
+     "named job classes on every master (only --class ends a class pause; with\n"
+     "POOL, the pause of those pools, as it was given).\n"
      "\n"
      "  -q, --queue QUEUE   resume this queue (repeatable)\n"
      "  --class CLASS       let this job class run again, fleet-wide (repeatable)\n"

@@ -73,13 +73,19 @@ static void scoped_action(http_ctx_t *h, const struct action *a, const char *nam
 static void class_action(http_ctx_t *h, const struct action *a, const char *name, const cJSON *body, const char *who,
                          http_reply_t *out)
 {
-    (void)body;
     if (strchr(name, '%')) {
         http_reply_error(out, 400, "a class name in the path is percent-encoded once (App%%5CJobs%%5CSyncCrm), "
                                    "and a class has no %%");
         return;
     }
-    ctl_action(h, scoped(a->cmd, "classes", name), who, out);
+    const cJSON *pool = cJSON_GetObjectItemCaseSensitive(body, "pool"); /* {"pool": P}: in that pool only */
+    if (pool && !cJSON_IsNull(pool) && !(cJSON_IsString(pool) && *pool->valuestring)) {
+        http_reply_error(out, 400, "pool: a pool's name (or none: across the fleet)");
+        return;
+    }
+    cJSON *req = scoped(a->cmd, "classes", name);
+    if (cJSON_IsString(pool)) cJSON_AddItemToArray(cJSON_AddArrayToObject(req, "pools"), cJSON_CreateString(pool->valuestring));
+    ctl_action(h, req, who, out);
 }
 
 static void pool_scale(http_ctx_t *h, const struct action *a, const char *pool, const cJSON *body, const char *who,
