@@ -689,12 +689,12 @@
   function renderClassPauses(s, st) {
     if (!s.cplist) return;
     classPausePools(s, st);
-    put(s.cplist, table('Class|Pool|Since|By|Host|#Held back|Actions', st.paused_classes || [], c => {
+    put(s.cplist, table('Class|Since|By|Host|#Held back|Actions|Pool', st.paused_classes || [], c => {
       return el('tr', { 'data-paused-class': c.class, 'data-paused-pool': c.pool || null },
-        td(c.class), td(c.pool || 'every pool'), td(c.since ? new Date(c.since * 1000).toLocaleString() : '–'), td(c.by || '–'), td(c.host || '–'), tdn(num(c.waiting)),
+        td(c.class), td(c.since ? new Date(c.since * 1000).toLocaleString() : '–'), td(c.by || '–'), td(c.host || '–'), tdn(num(c.waiting)),
         td(actBtn('continue', 'Continue', bt => {
           act('Continue class ' + c.class + (c.pool ? ' in pool ' + c.pool : ''), 'api/classes/' + enc(c.class) + '/continue', c.pool ? { pool: c.pool } : {}, bt);
-        })));
+        })), td(c.pool || 'every pool'));
     }, { id: 'class-pause-table', empty: 'No job class is paused.' }));
   }
   /* The pool choices of the class pause form: this host's pools (kept while one is picked). */
