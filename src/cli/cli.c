@@ -229,11 +229,12 @@ static const cli_cmd_t COMMANDS[] = {
      "  -c, --config FILE   config file\n"
      "  --connection NAME   redis connection from the config (default: default)\n", cmd_failed},
     {"pending", "delete a queue's pending jobs that match a filter",
-     "usage: qpool pending delete QUEUE (--class NAME | --uuid UUID | --text TEXT | --all) [--yes]\n"
+     "usage: qpool pending delete QUEUE (--class NAME | --uuid UUID | --text TEXT | --tag TAG | --all) [--yes]\n"
      "\n"
      "The pending jobs of QUEUE (ready and delayed; never those running) that\n"
      "match every filter given: --class the job's displayName exactly, --uuid,\n"
-     "--text (or --q) text in the payload (case ignored). Without --yes only\n"
+     "--text (or --q) text in the payload (case ignored), --tag one of the\n"
+     "payload's own tags (exact). Without --yes only\n"
      "counts them. Goes in bounded steps (500 jobs each). See docs/operations.md.\n"
      "\n"
      "  -c, --config FILE   config file\n"

@@ -299,10 +299,11 @@ static void queue_delete(http_ctx_t *h, const struct action *a, const char *queu
 {
     (void)a;
     pending_del_t d = {.queue = queue, .dry_run = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(body, "dry_run")),
-                       .f = {.name = body_str(body, "class"), .uuid = body_str(body, "uuid"), .q = body_str(body, "q")}};
+                       .f = {.name = body_str(body, "class"), .uuid = body_str(body, "uuid"), .q = body_str(body, "q"),
+                             .tag = body_str(body, "tag")}};
     const cJSON *cur = cJSON_GetObjectItemCaseSensitive(body, "cursor");
-    if (!d.f.name && !d.f.uuid && !d.f.q && !cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(body, "all"))) {
-        http_reply_error(out, 400, "name a filter (class, uuid, q), or \"all\": true");
+    if (!d.f.name && !d.f.uuid && !d.f.q && !d.f.tag && !cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(body, "all"))) {
+        http_reply_error(out, 400, "name a filter (class, uuid, q, tag), or \"all\": true");
         return;
     }
     if (cur && !cJSON_IsNull(cur) && (!cJSON_IsString(cur) || pcursor_parse(cur->valuestring, &d.cur) < 0)) {

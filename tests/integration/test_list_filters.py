@@ -133,3 +133,39 @@ def test_the_failed_store_takes_a_tag_filter(master, r):
     st, rep = post(port, "/api/failed/retry", {"tag": "App\\Models\\Customer:5"})
     assert st == 200 and rep["retried"] == 10 and r.llen(PREFIX + "queues:lf-failed") == 20, rep
     master.wait_log(r"retried 10 failed jobs \(filter: tag App\\Models\\Customer:5\) by 127\.0\.0\.1")
+
+
+def test_pending_delete_takes_a_tag_filter(master, r):
+    # ready and delayed jobs with the tag go (counted first), the others stay
+    from test_failed_search import post
+    from test_failed_search import TOKEN as FTOKEN
+    port = free_port()
+    master.write_config(pool("lf-a", "lf-qa"), qpool=http_conf(port, 'token_env = "QPOOL_TEST_TOKEN";'))
+    master.start(env={"QPOOL_TEST_TOKEN": FTOKEN})
+    wait_for(lambda: code(port, "/healthz") == 200, 15, what="the HTTP endpoint")
+    tagged = [make_payload("ok", job=A, tags=["App\\Models\\Customer:%d" % (i % 2)]) for i in range(6)]
+    for p in tagged[:4]:
+        push(r, "lf-pd", p)
+    for i, p in enumerate(tagged[4:]):
+        r.zadd(PREFIX + "queues:lf-pd:delayed", {json.dumps(p, separators=(",", ":")): time.time() + 3600 + i})
+    gone = {p["uuid"] for p in tagged if p["tags"] == ["App\\Models\\Customer:0"]}
+    def walk(body):
+        """Every step, to the end: (matched, deleted)."""
+        matched = deleted = 0
+        cursor = None
+        for _ in range(20):
+            st, rep = post(port, "/api/queues/lf-pd/delete", dict(body, cursor=cursor))
+            assert st == 200, rep
+            matched, deleted, cursor = matched + rep["matched"], deleted + rep["deleted"], rep["cursor"]
+            if cursor is None:
+                return matched, deleted
+        assert False, "no end"
+
+    assert walk({"tag": "App\\Models\\Customer:0", "dry_run": True}) == (3, 0)
+    out = master.cli("pending", "delete", "lf-pd", "--tag", "App\\Models\\Customer:0", "--yes")
+    assert "3" in out.stdout
+    left = [json.loads(x)["uuid"] for x in r.lrange(PREFIX + "queues:lf-pd", 0, -1)]
+    left += [json.loads(x)["uuid"] for x in r.zrange(PREFIX + "queues:lf-pd:delayed", 0, -1)]
+    assert sorted(left) == sorted(p["uuid"] for p in tagged if p["uuid"] not in gone)
+    assert walk({"tag": "App\\Models\\Customer:1"})[1] == 3
+    master.wait_log(r"deleted \d pending jobs of queue lf-pd \(filter: tag App\\Models\\Customer:1\) by 127\.0\.0\.1")
