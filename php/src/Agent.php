@@ -31,11 +31,15 @@ use Throwable;
  *                "created_at":1764380000,"finished_at":null,"cancelled_at":null,"failed_ids":["uuid"]}]}
  *            The newest batches in the app's own Illuminate\Bus\BatchRepository
  *            (job_batches by default; Laravel 8+), at most 50, their failed
- *            job ids at most 100 each.
+ *            job ids at most 100 each; cut to fit one reply line (fewer
+ *            failed ids each, then fewer batches: fit()).
  *   batch-failed {"id":N,"op":"batch-failed","batch":"..."}
- *            -> {"id":N,"ok":true,"batch":"...","held":["uuid"],"missing":["uuid"]}
+ *            -> {"id":N,"ok":true,"batch":"...","held":["uuid"],"missing":["uuid"],"failer_uuids":true}
  *            The batch's failed jobs the app's failer holds, and those it
- *            does not (the master retries them from qpool's failed store).
+ *            does not; failer_uuids: the failer keeps jobs by uuid, so a
+ *            missing one was retried or forgotten in the app (the master
+ *            forgets qpool's stale record), else the master retries the
+ *            missing ones from qpool's failed store.
  *   batch-retry {"id":N,"op":"batch-retry","batch":"...","jobs":["uuid"]}
  *            -> {"id":N,"ok":true,"batch":"...","retried":["uuid"],"missing":["uuid"]}
  *            What queue:retry-batch does, for the jobs asked: each pushed
@@ -56,6 +60,11 @@ final class Agent
     private const REQUEST_TIMEOUT = 5;
 
     private const VALUE_MAX = 256;
+
+    /** A batches list at most this long, so that its reply line fits LINE_MAX. */
+    private const LIST_MAX = 60000;
+
+    private const JSON_FLAGS = JSON_UNESCAPED_SLASHES | JSON_INVALID_UTF8_SUBSTITUTE;
 
     /** @var object the booted application */
     private $app;
@@ -122,7 +131,7 @@ final class Agent
     /** One line to the master; false when it cannot be written (the master has gone). */
     private function reply(array $reply): bool
     {
-        $json = json_encode($reply, JSON_UNESCAPED_SLASHES | JSON_INVALID_UTF8_SUBSTITUTE);
+        $json = json_encode($reply, self::JSON_FLAGS);
 
         if ($json === false) {
             $json = json_encode(['id' => $reply['id'] ?? 0, 'ok' => false, 'error' => 'the reply cannot be encoded']);
@@ -236,7 +245,31 @@ final class Agent
                 'failed_ids' => array_values(array_map('strval', array_slice((array) $batch->failedJobIds, 0, 100)))];
         }
 
-        return ['batches' => $out];
+        return ['batches' => self::fit($out)];
+    }
+
+    /**
+     * The list cut to fit one reply line (the master takes LINE_MAX bytes at
+     * most, and drops an agent that sends more): fewer failed job ids per
+     * batch first (their "failed" count still says all), then the oldest
+     * batches left out.
+     */
+    private static function fit(array $out): array
+    {
+        for ($cap = 100; strlen((string) json_encode($out, self::JSON_FLAGS)) > self::LIST_MAX;) {
+            if ($cap === 0) {
+                array_pop($out);
+                continue;
+            }
+
+            $cap = intdiv($cap, 2);
+
+            foreach ($out as $i => $batch) {
+                $out[$i]['failed_ids'] = array_slice($batch['failed_ids'], 0, $cap);
+            }
+        }
+
+        return $out;
     }
 
     /** The batch of a request, and its failed job ids (at most 100). */
@@ -278,25 +311,49 @@ final class Agent
             }
         }
 
-        return ['batch' => (string) $batch->id, 'held' => $held, 'missing' => $missing];
+        return ['batch' => (string) $batch->id, 'held' => $held, 'missing' => $missing,
+            'failer_uuids' => self::byUuid($failer)];
+    }
+
+    /**
+     * Does the failer keep failed jobs by their uuid, so that a job it does
+     * not find is one the app retried or forgot (queue:retry, queue:forget)?
+     * Not the null failer, nor the plain database one (ids, not uuids), nor
+     * one this agent does not know: there the master retries what the app
+     * does not hold from qpool's own failed store.
+     */
+    private static function byUuid($failer): bool
+    {
+        foreach (['DatabaseUuidFailedJobProvider', 'DynamoDbFailedJobProvider', 'FileFailedJobProvider'] as $class) {
+            if (get_class($failer) === 'Illuminate\\Queue\\Failed\\'.$class) {
+                return true;
+            }
+        }
+
+        return false;
     }
 
     /**
      * queue:retry-batch for the jobs asked (those of the batch's failed jobs
      * the failer holds): each pushed back as the app's own queue:retry
      * pushes it (RetryCommand::retryJob: attempts 0, retryUntil anew;
-     * JobRetryRequested raised). Unlike queue:retry, every row is forgotten
-     * before the first push: a pushed job may run (and fail again, with the
-     * same uuid) at once, and must neither meet its old row nor wait on our
-     * writes. A job whose push throws is logged to the failer again and said
-     * missing.
+     * JobRetryRequested raised). In three passes: the events (a listener
+     * that throws or hangs changes nothing), then every row forgotten,
+     * then the pushes, with no write to the app's database after the first
+     * push: a pushed job may run at once, and on SQLite its batch update
+     * fails ("database is locked") when the agent writes meanwhile; nor
+     * must it meet its old row if it fails again (the same uuid). An agent
+     * killed after the forgets (its alarm on a slow database, a reload)
+     * leaves the jobs it had not pushed in qpool's failed store: the master
+     * forgets qpool's record of a job only once it is said retried. A job
+     * whose push throws is logged to the failer again and said missing.
      */
     private function batchRetry(array $req): array
     {
         [$batch, $ids] = $this->batchOf($req);
         $asked = is_array($req['jobs'] ?? null) ? $req['jobs'] : $ids;
         $failer = $this->app['queue.failer'];
-        $found = $missing = $retried = [];
+        $found = $missing = [];
 
         foreach (array_values(array_intersect($ids, $asked)) as $jobId) {
             $job = $failer->find($jobId);
@@ -308,18 +365,35 @@ final class Agent
             }
         }
 
-        foreach (array_keys($found) as $jobId) {
-            $failer->forget($jobId);
+        foreach ($found as $job) {
+            if (class_exists('Illuminate\\Queue\\Events\\JobRetryRequested')) {
+                $this->app['events']->dispatch(new \Illuminate\Queue\Events\JobRetryRequested($job));
+            }
         }
 
+        foreach (array_keys($found) as $jobId) {
+            try {
+                $failer->forget($jobId);
+            } catch (Throwable $e) {
+                Protocol::log('agent: batch retry of job '.$jobId.' failed: '.$e->getMessage());
+                unset($found[$jobId]); // its row stays
+                $missing[] = $jobId;
+            }
+        }
+
+        $retried = $this->pushAll($failer, $found, $missing);
+
+        return ['batch' => (string) $batch->id, 'retried' => $retried, 'missing' => $missing];
+    }
+
+    /** The jobs pushed back; one whose push throws is logged to the failer again, and missing. */
+    private function pushAll($failer, array $found, array &$missing): array
+    {
         $command = $this->retryCommand();
+        $retried = [];
 
         foreach ($found as $jobId => $job) {
             try {
-                if (class_exists('Illuminate\\Queue\\Events\\JobRetryRequested')) {
-                    $this->app['events']->dispatch(new \Illuminate\Queue\Events\JobRetryRequested($job));
-                }
-
                 $command->pushBack($job);
                 $retried[] = $jobId;
             } catch (Throwable $e) {
@@ -329,7 +403,7 @@ final class Agent
             }
         }
 
-        return ['batch' => (string) $batch->id, 'retried' => $retried, 'missing' => $missing];
+        return $retried;
     }
 
     /** The app's own queue:retry, to push a failed job back as it does. */

@@ -430,9 +430,12 @@ static void print_batches(cJSON *rep)
     const cJSON *b, *p;
     printf("%-36s  %-24s %5s %7s %9s %6s  %-9s %s\n", "ID", "NAME", "DONE", "PENDING", "PROCESSED", "FAILED", "STATE",
            "POOL");
-    cJSON_ArrayForEach(b, cJSON_GetObjectItemCaseSensitive(rep, "batches"))
-        printf("%-36s  %-24.24s %4.0f%% %7.0f %9.0f %6.0f  %-9s %s\n", str(b, "id"), str(b, "name"), num(b, "progress"),
+    cJSON_ArrayForEach(b, cJSON_GetObjectItemCaseSensitive(rep, "batches")) {
+        const char *name = str(b, "name"); /* escaped above; cut at a character, not inside one */
+        int cut = (int)utf8_cut(name, strlen(name), 24);
+        printf("%-36s  %-24.*s %4.0f%% %7.0f %9.0f %6.0f  %-9s %s\n", str(b, "id"), cut, name, num(b, "progress"),
                num(b, "pending"), num(b, "processed"), num(b, "failed"), batch_state(b), str(b, "pool"));
+    }
     cJSON_ArrayForEach(p, cJSON_GetObjectItemCaseSensitive(rep, "pools"))
         if (strcmp(str(p, "state"), "ok"))
             printf("pool %s: %s%s%s\n", str(p, "pool"), str(p, "state"), *str(p, "error") ? ": " : "", str(p, "error"));

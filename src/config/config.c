@@ -1820,17 +1820,9 @@ static void check_limited_pools(ctx_t *x, const config_setting_t *s)
     qconf_t *c = x->c;
     for (int i = 0; i < c->npools; i++) {
         pool_conf_t *p = &c->pools[i];
-        bool limited = false, keyed = false;
-        for (int j = 0; j < c->nlimits; j++) {
-            bool applies = limit_applies_to(&c->limits[j], p->queues, p->nqueues);
-            limited |= applies;
-            keyed |= applies && c->limits[j].tag_prefix;
-        }
+        bool limited = false;
+        for (int j = 0; j < c->nlimits; j++) limited |= limit_applies_to(&c->limits[j], p->queues, p->nqueues);
         if (!limited) continue;
-        const redis_conf_t *r = config_redis(c, p->connection);
-        if (keyed && r && r->cluster)
-            cerr(x, s, "limits: pool %s: tag_prefix (per-key limits) is not supported on a Redis Cluster "
-                       "connection (%s) yet", p->name, p->connection);
         if (p->handler_type == HANDLER_NONE)
             cwarn(x, s, "limits: pool %s runs a command, which pops on its own: its jobs are not limited", p->name);
         else if (p->app_driver)

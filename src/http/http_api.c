@@ -701,24 +701,23 @@ static void get_one_failed(http_ctx_t *h, const char *uuid, http_reply_t *out)
 
 /* ------------------------------------------------------------ job batches */
 
-/* The master's batches (mbatches.h); a first look waits up to 3 s for the
- * pools' agents to read them. NULL: the master did not answer. */
+/* The master's batches (mbatches.h), at once: a pool whose agent is still
+ * reading says "loading", and the client asks again (the API's one worker
+ * thread never sleeps on it). NULL: the master did not answer. */
 static cJSON *batches_call(http_ctx_t *h)
 {
-    cJSON *rep = NULL;
-    for (int tries = 0; tries < 12; tries++) {
-        if (tries) usleep(250000);
-        cJSON_Delete(rep);
-        rep = http_ctl_call(h, "{\"cmd\":\"batches\"}", HTTP_CTL_TIMEOUT_MS);
-        bool loading = false;
-        const cJSON *p, *pools = rep ? cJSON_GetObjectItemCaseSensitive(rep, "pools") : NULL;
-        cJSON_ArrayForEach(p, pools) {
-            const cJSON *st = cJSON_GetObjectItemCaseSensitive(p, "state");
-            if (cJSON_IsString(st) && !strcmp(st->valuestring, "loading")) loading = true;
-        }
-        if (!rep || !loading) break;
+    return http_ctl_call(h, "{\"cmd\":\"batches\"}", HTTP_CTL_TIMEOUT_MS);
+}
+
+/* Is some pool's list still being read? */
+static bool batches_loading(const cJSON *rep)
+{
+    const cJSON *p;
+    cJSON_ArrayForEach(p, cJSON_GetObjectItemCaseSensitive(rep, "pools")) {
+        const cJSON *st = cJSON_GetObjectItemCaseSensitive(p, "state");
+        if (cJSON_IsString(st) && !strcmp(st->valuestring, "loading")) return true;
     }
-    return rep;
+    return false;
 }
 
 static void get_batches(http_ctx_t *h, bool full, http_arg_fn arg, void *req, http_reply_t *out)
@@ -747,8 +746,10 @@ static void get_one_batch(http_ctx_t *h, const char *id, http_reply_t *out)
         if (!found && cJSON_IsString(v) && !strcmp(v->valuestring, id)) found = b;
     }
     if (!found) {
+        bool loading = batches_loading(rep);
         cJSON_Delete(rep);
-        http_reply_error(out, 404, "no batch %s among the newest batches", id);
+        http_reply_error(out, 404, loading ? "no batch %s in the lists read so far (an app agent is still reading "
+                                             "them: ask again)" : "no batch %s among the newest batches", id);
         return;
     }
     cJSON *o = cJSON_CreateObject();

@@ -30,6 +30,8 @@ void agent_batches_free(agent_batches_t *b)
 {
     for (int i = 0; i < b->nretry_jobs; i++) free(b->retry_jobs[i]);
     free(b->retry_jobs);
+    for (int i = 0; i < b->nretry_known; i++) free(b->retry_known[i]);
+    free(b->retry_known);
     free(b->json);
     free(b->retry);
     free(b->last_retry);
@@ -158,9 +160,11 @@ static void reply_fault(const agent_t *a, const char *line, size_t len, agent_re
         if (!err[0]) snprintf(err, errlen, "malformed");
         return;
     }
-    if (out->id != a->pending_id)
+    if (out->id != a->pending_id) {
         snprintf(err, errlen, "the reply to request %llu, not %llu", (unsigned long long)out->id,
                  (unsigned long long)a->pending_id);
+        agent_reply_free(out); /* parsed: its lists are on the heap */
+    }
 }
 
 /* One complete line: the hello, or the reply to the request in flight.

@@ -60,8 +60,11 @@ typedef struct {
     int retry_step;               /* 1: ask batch-failed, 2: ask batch-retry, 0: waiting for a reply */
     char **retry_jobs;            /* step 2: the job ids the app's failer holds (heap) */
     int nretry_jobs;
+    char **retry_known;           /* the batch's failed job ids in the list when it was asked: */
+    int nretry_known;             /* nothing else the agent names is acted on (heap) */
     int forgotten, from_store, not_found; /* the retry's counts so far (qpool's failed store) */
     int64_t retry_sent_unix;      /* when it was asked (wall s) */
+    int64_t retry_until_ms;       /* not over by then (monotonic ms): it ends with an error */
     char *last_retry;             /* the last retry's outcome (JSON object), NULL: none */
 } agent_batches_t;
 /* Free what it holds (the pool is freed). */

@@ -275,6 +275,9 @@ static int parse_retry(const cJSON *o, const char *key, agent_reply_t *out, char
     snprintf(out->batch, sizeof out->batch, "%s", b->valuestring);
     if (!ids_in(o, key, &out->retried, &out->nretried) || !ids_in(o, "missing", &out->missing, &out->nmissing))
         return fail(err, errlen, "batch retry: a list of job ids that is not one");
+    const cJSON *u = cJSON_GetObjectItemCaseSensitive(o, "failer_uuids");
+    if (u && !cJSON_IsBool(u)) return fail(err, errlen, "batch retry: \"failer_uuids\" is not a boolean");
+    out->failer_uuids = cJSON_IsTrue(u);
     return 0;
 }
 

@@ -17,7 +17,8 @@
  *                     "failed":2,"created_at":1764380000,"finished_at":null,"cancelled_at":null,
  *                     "failed_ids":["uuid",...]}]}
  *   master -> agent  {"id":10,"op":"batch-failed","batch":"9a1c..."}
- *   agent -> master  {"id":10,"ok":true,"batch":"9a1c...","held":["uuid",...],"missing":["uuid",...]}
+ *   agent -> master  {"id":10,"ok":true,"batch":"9a1c...","held":["uuid",...],"missing":["uuid",...],
+ *                     "failer_uuids":true}
  *   master -> agent  {"id":11,"op":"batch-retry","batch":"9a1c...","jobs":["uuid",...]}
  *   agent -> master  {"id":11,"ok":true,"batch":"9a1c...","retried":["uuid",...],"missing":["uuid",...]}
  *   agent, unasked   {"id":0,"ok":true,"op":"hello","pid":123,"laravel":"8.83.27"}
@@ -89,6 +90,10 @@ typedef struct {
     char batch[AGENT_BATCH_ID_MAX + 1];
     char **retried, **missing;
     int nretried, nmissing;
+    /* AGENT_OP_BATCH_FAILED: the app's failer keeps jobs by uuid, so a
+     * missing job was retried or forgotten in the app ("failer_uuids";
+     * absent: false) */
+    bool failer_uuids;
 } agent_reply_t;
 
 /* One request line (with its newline; caller frees), or NULL when it would

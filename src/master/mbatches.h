@@ -14,9 +14,10 @@
  * A retry (batch-retry ID) goes to the pool whose list holds the batch, in
  * two agent requests (docs/architecture.md, "Batches from it"):
  * batch-failed says which failed jobs the app's failer holds; the master
- * forgets those in qpool's failed store and retries the others from it;
- * then batch-retry has the app push the held ones back as its queue:retry
- * does. The outcome is kept (last_retry) and the list read again at once.
+ * retries the others from qpool's failed store; then batch-retry has the
+ * app push the held ones back as its queue:retry does, and the master
+ * forgets qpool's records of those the app says it pushed. The outcome is
+ * kept (last_retry) and the list read again at once.
  */
 #ifndef QPOOL_MBATCHES_H
 #define QPOOL_MBATCHES_H
@@ -31,6 +32,7 @@
 #define MBATCHES_LOOK_MS 60000      /* a look keeps the lists read this long */
 #define MBATCHES_REFRESH_MS 2000    /* a list this old is read again (while wanted) */
 #define MBATCHES_LIMIT 50           /* batches read, newest first */
+#define MBATCHES_RETRY_MS 60000     /* a retry not over by then ends with an error */
 
 /* Can the pool read batches (a preloading Laravel pool, not removed)? */
 bool mbatches_can(const pool_t *p);

@@ -2,6 +2,7 @@
  * qlimit.c - see qlimit.h.
  */
 #include "redis/qlimit.h"
+#include "redis/qlimit_tags.h"
 #include "core/util.h"
 
 #include <stdio.h>
@@ -19,7 +20,8 @@
  * lapsing as the limit's; a job holding a key's slot also holds one in the
  * limit's own :run (what status counts as in use). lim_keys: every :run set
  * the pop took a slot in (its reply names them: the worker renews and gives
- * back exactly those, never a guess of its own from the class it reads). */
+ * back exactly those, never a guess of its own from the class it reads).
+ * The same rules in C: qlimit_tags.c (a change here is a change there). */
 #define QLIMIT_TAGS_LUA \
     "local LIM_TAGS, LIM_KEYS, LIM_KEY_LEN = 50, 4, 64\n" \
     "local lim_keys = {}\n" \
@@ -91,7 +93,7 @@
     "    if k and not seen[k] then\n" \
     "      seen[k] = true\n" \
     "      l.subs[k] = l.subs[k] or {key = l.key .. ':k:' .. k, conc = l.conc, rate = l.rate, burst = l.burst, tagged = true}\n" \
-    "      if lim_full(l.subs[k]) then return true end\n" \
+    "      if lim_full(l.subs[k]) then l.last_full = l.subs[k]; return true end\n" \
     "      mine[#mine + 1] = l.subs[k]\n" \
     "    end\n" \
     "  end\n" \
@@ -103,6 +105,160 @@
     "  end\n" \
     "  for _, m in ipairs(mine) do hit[#hit + 1] = m end\n" \
     "  return false\n" \
+    "end\n"
+
+/* The held-prefix record of a queue (issue 33: B behind more held A jobs
+ * than the look-ahead): <prefix>qpool:held:<queue>, a hash of the head
+ * payload's sha1 (h), how many jobs from the head are known held (n), and
+ * per limit (or per-key sub) that held some, L:<its key> = how many. Only
+ * pops change a queue's head (pushes and migrations append at the tail; a
+ * pick moves a job from after the prefix to the head and pops it at once),
+ * so while the head is the recorded one and every recorded limit is still
+ * full, every job of the prefix is still held: the look-ahead starts after
+ * it and extends it. Any doubt (another head, a recorded limit with room,
+ * a limit this pop does not know) means a scan from the head. A job
+ * removed from inside the prefix by someone else costs order (one job
+ * looked at later), never a limit: a job is started only after its own
+ * check. The record lapses LIM_HELD_TTL ms after its last change.
+ * lim_quick: a job's class read without decoding it (the top-level
+ * "displayName", exact or nothing) when a plain limit on it is full.
+ * lim_wake: for an empty reply, 0 when the prefix grew by a whole
+ * look-ahead and more jobs follow (pop again now), else the ms until the
+ * first held rate limit has a token (lim_rate_wake), else nil. */
+#define QLIMIT_HELD_LUA \
+    "local LIM_HELD_TTL = 10000\n" \
+    "local lim_wake, lim_seen = nil, {}\n" \
+    "local function lim_by_key(k) -- a limit, or a per-key limit's sub, by its key\n" \
+    "  for _, l in ipairs(lims) do if l.key == k then return l, l end end\n" \
+    "  for _, l in ipairs(lims) do\n" \
+    "    if l.tp ~= '' and string.sub(k, 1, #l.key + 3) == l.key .. ':k:' then\n" \
+    "      local sk = string.sub(k, #l.key + 4)\n" \
+    "      l.subs = l.subs or {}\n" \
+    "      l.subs[sk] = l.subs[sk] or {key = k, conc = l.conc, rate = l.rate, burst = l.burst, tagged = true}\n" \
+    "      return l.subs[sk], l\n" \
+    "    end\n" \
+    "  end\n" \
+    "end\n" \
+    "local function lim_all_full(keys)\n" \
+    "  if next(keys) == nil then return false end\n" \
+    "  for _, e in pairs(keys) do if not lim_full(e.o) then return false end end\n" \
+    "  return true\n" \
+    "end\n" \
+    "local function lim_held_get(hk, head)\n" \
+    "  local f = redis.call('hgetall', hk)\n" \
+    "  if #f == 0 then return nil end\n" \
+    "  local rec, h, bad = {keys = {}, n = 0}, nil, false\n" \
+    "  for i = 1, #f - 1, 2 do\n" \
+    "    if f[i] == 'h' then h = f[i + 1]\n" \
+    "    elseif f[i] == 'n' then rec.n = tonumber(f[i + 1]) or 0\n" \
+    "    elseif string.sub(f[i], 1, 2) == 'L:' then\n" \
+    "      local o, p = lim_by_key(string.sub(f[i], 3))\n" \
+    "      if o then rec.keys[o.key] = {o = o, p = p, c = tonumber(f[i + 1]) or 0} else bad = true end\n" \
+    "    end\n" \
+    "  end\n" \
+    "  rec.head_ok = not bad and rec.n > 0 and h == redis.sha1hex(head)\n" \
+    "  rec.ok = rec.head_ok and lim_all_full(rec.keys)\n" \
+    "  return rec\n" \
+    "end\n" \
+    "local function lim_held_put(hk, head, n, keys, had)\n" \
+    "  if had then redis.call('del', hk) end\n" \
+    "  if n <= 0 or not head then return end\n" \
+    "  local a = {'h', redis.sha1hex(head), 'n', n}\n" \
+    "  for k, e in pairs(keys) do a[#a + 1] = 'L:' .. k; a[#a + 1] = e.c end\n" \
+    "  redis.call('hset', hk, unpack(a))\n" \
+    "  redis.call('pexpire', hk, LIM_HELD_TTL)\n" \
+    "end\n" \
+    "local function lim_quick(job, qname)\n" \
+    "  local a, _, s = string.find(job, '\"displayName\":\"([^\"]*)\"')\n" \
+    "  if not a then return nil end\n" \
+    "  local o = string.find(job, '{', 2, true)\n" \
+    "  if o and o < a then return nil end -- not at the top level, or not sure\n" \
+    "  if string.find((string.gsub(s, '\\\\[\\\\/]', '')), '\\\\', 1, true) then return nil end\n" \
+    "  local cls = string.gsub(s, '\\\\([\\\\/])', '%1')\n" \
+    "  for _, l in ipairs(lims) do\n" \
+    "    if l.tp == '' and (l.queue == '' or l.queue == qname) and (l.class == '' or l.class == cls)\n" \
+    "       and lim_full(l) then return l end\n" \
+    "  end\n" \
+    "end\n" \
+    "local function lim_count(keys, o, p, c)\n" \
+    "  local e = keys[o.key] or {o = o, p = p, c = 0}\n" \
+    "  e.c = e.c + c\n" \
+    "  keys[o.key] = e\n" \
+    "  p.held = (p.held or 0) + c\n" \
+    "  lim_seen[#lim_seen + 1] = o\n" \
+    "end\n" \
+    "local function lim_rate_wake()\n" \
+    "  local w = nil\n" \
+    "  for _, o in ipairs(lim_seen) do\n" \
+    "    if o.rate > 0 and o.conc >= 0 and o.tok and o.tok < 1 then\n" \
+    "      local ms = math.ceil((1 - o.tok) / o.rate)\n" \
+    "      if not w or ms < w then w = ms end\n" \
+    "    end\n" \
+    "  end\n" \
+    "  return w\n" \
+    "end\n" \
+    "-- a look from the head inside the old prefix: its keys stay the record's\n" \
+    "-- (every job of it still falls under one of them: which limits apply to a\n" \
+    "-- job never changes); the first count above 1 loses the job taken, if\n" \
+    "-- one was (counts are figures; a key at 1 may hold the rest)\n" \
+    "local function lim_rec_keys(rec, taken)\n" \
+    "  local keys = {}\n" \
+    "  for k, e in pairs(rec.keys) do\n" \
+    "    keys[k] = {o = e.o, p = e.p, c = e.c}\n" \
+    "    if taken and e.c > 1 then keys[k].c = e.c - 1; taken = false end\n" \
+    "  end\n" \
+    "  return keys\n" \
+    "end\n" \
+    "local function lim_scan(q)\n" \
+    "  local qk, qname = KEYS[q*5+1], ARGV[10 + q]\n" \
+    "  local applies = false\n" \
+    "  for _, l in ipairs(lims) do if l.queue == '' or l.queue == qname then applies = true end end\n" \
+    "  local head = redis.call('lindex', qk, 0)\n" \
+    "  if not head then return 'none' end\n" \
+    "  if not applies then return 'plain' end\n" \
+    "  local hk = string.sub(qk, 1, #qk - #qname - 7) .. 'qpool:held:' .. qname\n" \
+    "  local rec = lim_held_get(hk, head)\n" \
+    "  local start, keys, jobs = 0, {}, {head}\n" \
+    "  local known = rec and rec.head_ok and rec.n or 0 -- what it says holds, full or not\n" \
+    "  if rec and rec.ok then\n" \
+    "    start = rec.n\n" \
+    "    for _, e in pairs(rec.keys) do lim_count(keys, e.o, e.p, e.c) end\n" \
+    "    jobs = redis.call('lrange', qk, start, start + math.min(lim_n, 8) - 1) -- the rest if need be\n" \
+    "  end\n" \
+    "  local pick, hit, i, more = nil, nil, 1, true\n" \
+    "  while i <= #jobs do\n" \
+    "    local h, full = nil, lim_quick(jobs[i], qname)\n" \
+    "    local o = full\n" \
+    "    if not full then\n" \
+    "      h, full = lim_match(jobs[i], qname)\n" \
+    "      o = full and (full.tp ~= '' and full.last_full or full)\n" \
+    "    end\n" \
+    "    if not full then pick, hit = i, h; break end\n" \
+    "    lim_count(keys, o, full, 1)\n" \
+    "    -- all held so far: look further (only then: a payload copied costs)\n" \
+    "    if i == #jobs and more then\n" \
+    "      more = false\n" \
+    "      for _, j in ipairs(redis.call('lrange', qk, start + i, start + lim_n - 1)) do jobs[#jobs + 1] = j end\n" \
+    "    end\n" \
+    "    i = i + 1\n" \
+    "  end\n" \
+    "  if pick then\n" \
+    "    local p = start + pick - 1\n" \
+    "    if p > 0 then\n" \
+    "      redis.call('lrem', qk, 1, jobs[pick])\n" \
+    "      redis.call('lpush', qk, jobs[pick])\n" \
+    "    else head = redis.call('lindex', qk, 1) end -- the head goes: the next one will be\n" \
+    "    lim_take(hit)\n" \
+    "    local n = p\n" \
+    "    if p < known then n, keys = known - 1, lim_rec_keys(rec, true) end -- a rescan inside it\n" \
+    "    lim_held_put(hk, head, n, keys, rec ~= nil)\n" \
+    "    return 'pick'\n" \
+    "  end\n" \
+    "  local n = start + #jobs\n" \
+    "  if n < known then n, keys = known, lim_rec_keys(rec, false) end\n" \
+    "  if not (rec and rec.ok and n == rec.n) then lim_held_put(hk, head, n, keys, rec ~= nil) end\n" \
+    "  if #jobs == lim_n and lim_n > 1 and n > known and redis.call('llen', qk) > n then lim_wake = 0 end\n" \
+    "  return 'held'\n" \
     "end\n"
 
 /* Runs in the pop script after `want` and `hold` are read, before the loop:
@@ -180,37 +336,17 @@ const char QLIMIT_PRE_LUA[] =
     "    end\n"
     "  end\n"
     "end\n"
+    QLIMIT_HELD_LUA
     "local lim_skip, lim_blocked = {}, false\n"
     "for q = 0, nq - 1 do\n"
-    "  local applies = false\n"
-    "  for _, l in ipairs(lims) do if l.queue == '' or l.queue == ARGV[10 + q] then applies = true end end\n"
-    "  local jobs = redis.call('lrange', KEYS[q*5+1], 0, 0)\n"
-    "  if #jobs > 0 then\n"
-    "    if not applies then break end\n"
-    "    local pick, hit = nil, nil\n"
-    "    local i = 1\n"
-    "    while i <= #jobs do\n"
-    "      local h, full = lim_match(jobs[i], ARGV[10 + q])\n"
-    "      if not full then pick, hit = i, h; break end\n"
-    "      full.held = (full.held or 0) + 1\n"
-    "      -- the head is held: look further (only then: a payload copied costs)\n"
-    "      if i == 1 and lim_n > 1 then\n"
-    "        for _, j in ipairs(redis.call('lrange', KEYS[q*5+1], 1, lim_n - 1)) do jobs[#jobs + 1] = j end\n"
-    "      end\n"
-    "      i = i + 1\n"
-    "    end\n"
-    "    if pick then\n"
-    "      if pick > 1 then\n"
-    "        redis.call('lrem', KEYS[q*5+1], 1, jobs[pick])\n"
-    "        redis.call('lpush', KEYS[q*5+1], jobs[pick])\n"
-    "      end\n"
-    "      lim_take(hit)\n"
-    "      break\n"
-    "    end\n"
+    "  local r = lim_scan(q)\n"
+    "  if r == 'plain' or r == 'pick' then break end\n"
+    "  if r == 'held' then\n"
     "    lim_skip[q] = true\n"
     "    if not lim_blocked then lim_blocked = q + 1 end\n"
     "  end\n"
     "end\n"
+    "lim_wake = lim_wake or lim_rate_wake()\n"
     "-- what `qpool status` shows: the jobs each limit held back in this pop, and\n"
     "-- since when it has held some (the record lapses 2 s after the last)\n"
     "for _, l in ipairs(lims) do\n"
@@ -315,7 +451,59 @@ static const char UNLEASE_LUA[] =
     "end\n"
     "return 1";
 
+/* The cluster pop's lease for a per-key limit (tag_prefix), every key of
+ * one job at once in the limit's slot (its keys keep the limit's hash tag).
+ * KEYS: the limit's wait and own run, then per key: run, bucket. ARGV:
+ * token, ttl ms, concurrency, rate (jobs per ms), burst, jobs held when
+ * full. As the single-Redis pop's lim_tagged: any key full holds the job
+ * (the :wait record says so); else each key takes its slot and token and
+ * the limit's own :run a slot (what status counts as in use). 1 / 0. */
+static const char LEASE_KEYS_LUA[] =
+    "local t = redis.call('time')\n"
+    "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
+    "local ttl, conc, rate, burst = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])\n"
+    "local snow, toks = string.format('%.0f', now), {}\n"
+    "for i = 3, #KEYS - 1, 2 do\n"
+    "  local full = false\n"
+    "  if conc > 0 then\n"
+    "    redis.call('zremrangebyscore', KEYS[i], '-inf', snow)\n"
+    "    full = redis.call('zcard', KEYS[i]) >= conc\n"
+    "  end\n"
+    "  if not full and rate > 0 then\n"
+    "    local h = redis.call('hmget', KEYS[i + 1], 'tokens', 'ts')\n"
+    "    local tk, ts = tonumber(h[1]), tonumber(h[2])\n"
+    "    if not tk or not ts then tk, ts = burst, now end\n"
+    "    if ts > now then ts = now end\n"
+    "    toks[i] = math.min(burst, tk + (now - ts) * rate)\n"
+    "    full = toks[i] < 1\n"
+    "  end\n"
+    "  if full then\n"
+    "    redis.call('hset', KEYS[1], 'n', ARGV[6])\n"
+    "    redis.call('hsetnx', KEYS[1], 'since', snow)\n"
+    "    redis.call('pexpire', KEYS[1], 2000)\n"
+    "    return 0\n"
+    "  end\n"
+    "end\n"
+    "local exp = string.format('%.0f', now + ttl)\n"
+    "for i = 3, #KEYS - 1, 2 do\n"
+    "  if conc > 0 then\n"
+    "    redis.call('zadd', KEYS[i], exp, ARGV[1])\n"
+    "    redis.call('pexpire', KEYS[i], ttl * 2)\n"
+    "  end\n"
+    "  if rate > 0 then\n"
+    "    redis.call('hset', KEYS[i + 1], 'tokens', tostring(toks[i] - 1), 'ts', snow)\n"
+    "    redis.call('pexpire', KEYS[i + 1], math.ceil(burst / rate) + 1000)\n"
+    "  end\n"
+    "end\n"
+    "if conc > 0 then\n"
+    "  redis.call('zremrangebyscore', KEYS[2], '-inf', snow)\n"
+    "  redis.call('zadd', KEYS[2], exp, ARGV[1])\n"
+    "  redis.call('pexpire', KEYS[2], ttl * 2)\n"
+    "end\n"
+    "return 1";
+
 rscript_t SCRIPT_LIMIT_BEAT, SCRIPT_LIMIT_END, SCRIPT_LIMIT_READ, SCRIPT_LIMIT_LEASE, SCRIPT_LIMIT_UNLEASE;
+static rscript_t SCRIPT_LIMIT_LEASE_KEYS;
 
 void qlimit_scripts_init(void)
 {
@@ -326,6 +514,7 @@ void qlimit_scripts_init(void)
     rscript_init(&SCRIPT_LIMIT_READ, READ_LUA);
     rscript_init(&SCRIPT_LIMIT_LEASE, LEASE_LUA);
     rscript_init(&SCRIPT_LIMIT_UNLEASE, UNLEASE_LUA);
+    rscript_init(&SCRIPT_LIMIT_LEASE_KEYS, LEASE_KEYS_LUA);
     done = true;
 }
 
@@ -419,7 +608,7 @@ void qlimits_fill_argv(const qlimits_t *ls, const char *token, const char **argv
 
 /* On a Redis Cluster: the slot script once per limit with a concurrency
  * (its :run set has a slot of its own), the counts summed; -1 if any failed.
- * (Per-key limits are refused on a Cluster: no xkeys here.) */
+ * (A per-key limit's sets: slot_script_xkeys.) */
 static int slot_script_each(rconn_t *c, const rscript_t *s, const qlimits_t *ls, const char *token)
 {
     int sum = 0;
@@ -436,13 +625,35 @@ static int slot_script_each(rconn_t *c, const rscript_t *s, const qlimits_t *ls,
     return sum;
 }
 
+/* On a Redis Cluster: the slot script once per :run set a per-key limit's
+ * lease took (wlcluster.c names them as the pop does on one Redis); each
+ * key's sets share their limit's slot, but two limits' do not. */
+static int slot_script_xkeys(rconn_t *c, const rscript_t *s, const qlimits_t *ls, const char *token,
+                             char *const *xkeys, int nx)
+{
+    int sum = 0;
+    for (int i = 0; i < nx; i++) {
+        const char *argv[] = {xkeys[i], token, ls->ttl};
+        redisReply *r = NULL;
+        int rv = rconn_script(c, s, 1, s == &SCRIPT_LIMIT_BEAT ? 3 : 2, argv, NULL, -1, -1, &r);
+        bool ok = rv == RC_OK && r && r->type == REDIS_REPLY_INTEGER;
+        if (ok && sum >= 0) sum += (int)r->integer;
+        if (!ok) sum = -1;
+        if (r) freeReplyObject(r);
+    }
+    return sum;
+}
+
 /* One slot script over the :run sets the pop named (xkeys: on one Redis
  * the pop decides the class, so only its reply says which slots a job
  * holds); on a Cluster over the limits with a concurrency. */
 static int slot_script(rconn_t *c, const rscript_t *s, const qlimits_t *ls, const char *token, char *const *xkeys,
                        int nx)
 {
-    if (rconn_is_cluster(c)) return slot_script_each(c, s, ls, token);
+    if (rconn_is_cluster(c)) {
+        int a = slot_script_each(c, s, ls, token), b = slot_script_xkeys(c, s, ls, token, xkeys, nx);
+        return a < 0 || b < 0 ? -1 : a + b;
+    }
     const char **argv = xcalloc((size_t)nx + 2, sizeof *argv);
     int k = 0;
     for (int i = 0; i < nx; i++) argv[k++] = xkeys[i];
@@ -517,8 +728,7 @@ int qlimit_first_full(const qlimits_t *ls, const char *queue, const char *cls, c
     return -1;
 }
 
-/* The limit's key for this job. A per-key limit (tag_prefix) would add its
- * key's suffix here; today every job of a limit shares its keys. */
+/* The limit's key for this job (a per-key limit's: qlimit_lease_keys). */
 static char *lease_key(const qlimit_t *l, const char *suffix)
 {
     return xasprintf("%s%s", l->key, suffix);
@@ -551,4 +761,72 @@ int qlimit_unlease(rconn_t *c, const qlimit_t *l, const char *token)
     int out = rv == RC_OK && r && r->type == REDIS_REPLY_INTEGER ? 0 : -1;
     if (r) freeReplyObject(r);
     return out;
+}
+
+/* A per-key limit's key: <key>:k:<kid><suffix> (the limit's hash tag kept). */
+static char *kid_key(const qlimit_t *l, const qtag_t *kid, const char *suffix)
+{
+    return xasprintf("%s:k:%s%s", l->key, kid->s, suffix);
+}
+
+int qlimit_lease_keys(rconn_t *c, const qlimit_t *l, const qtags_t *kids, const char *ttl, const char *token,
+                      long held)
+{
+    qlimit_scripts_init();
+    int nk = 2 + 2 * kids->n, na = nk + 6;
+    const char **argv = xcalloc((size_t)na, sizeof *argv);
+    char *wait = lease_key(l, ":wait"), nheld[24];
+    argv[0] = wait;
+    argv[1] = l->run;
+    for (int i = 0; i < kids->n; i++) {
+        argv[2 + 2 * i] = kid_key(l, &kids->v[i], ":run");
+        argv[3 + 2 * i] = kid_key(l, &kids->v[i], ":bucket");
+    }
+    snprintf(nheld, sizeof nheld, "%ld", held > 0 ? held : 1);
+    const char *rest[] = {token, ttl, l->conc, l->rate, l->burst, nheld};
+    memcpy(argv + nk, rest, sizeof rest);
+    redisReply *r = NULL;
+    int rv = rconn_script(c, &SCRIPT_LIMIT_LEASE_KEYS, nk, na, argv, NULL, -1, -1, &r);
+    for (int i = 2; i < nk; i++) free((char *)argv[i]);
+    FREE_ALL(argv, wait);
+    int out = rv == RC_OK && r && r->type == REDIS_REPLY_INTEGER ? (r->integer ? 1 : 0) : -1;
+    if (out < 0 && rv == RC_OK && r && r->type == REDIS_REPLY_ERROR) rconn_drop(c, r->str);
+    if (r) freeReplyObject(r);
+    return out;
+}
+
+/* UNLEASE_LUA on one run and bucket. */
+static int unlease_one(rconn_t *c, const char *run, const char *bucket, const char *token, const char *conc,
+                       const char *rate, const char *burst)
+{
+    const char *argv[] = {run, bucket, token, conc, rate, burst};
+    redisReply *r = NULL;
+    int rv = rconn_script(c, &SCRIPT_LIMIT_UNLEASE, 2, 6, argv, NULL, -1, -1, &r);
+    int out = rv == RC_OK && r && r->type == REDIS_REPLY_INTEGER ? 0 : -1;
+    if (r) freeReplyObject(r);
+    return out;
+}
+
+int qlimit_unlease_keys(rconn_t *c, const qlimit_t *l, const qtags_t *kids, const char *token)
+{
+    qlimit_scripts_init();
+    int out = 0;
+    for (int i = 0; i < kids->n; i++) {
+        char *run = kid_key(l, &kids->v[i], ":run"), *bucket = kid_key(l, &kids->v[i], ":bucket");
+        if (unlease_one(c, run, bucket, token, l->conc, l->rate, l->burst) < 0) out = -1;
+        FREE_ALL(run, bucket);
+    }
+    char *bucket = lease_key(l, ":bucket");
+    if (l->concurrency > 0 && unlease_one(c, l->run, bucket, token, l->conc, "0", l->burst) < 0) out = -1;
+    free(bucket);
+    return out;
+}
+
+int qlimit_keys_runs(const qlimit_t *l, const qtags_t *kids, char ***runs, int n)
+{
+    if (l->concurrency <= 0) return n;
+    *runs = xrealloc(*runs, sizeof **runs * (size_t)(n + kids->n + 1));
+    for (int i = 0; i < kids->n; i++) (*runs)[n++] = kid_key(l, &kids->v[i], ":run");
+    (*runs)[n++] = xstrdup(l->run);
+    return n;
 }

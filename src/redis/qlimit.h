@@ -23,6 +23,7 @@
 #ifndef QPOOL_QLIMIT_H
 #define QPOOL_QLIMIT_H
 
+#include "redis/qlimit_tags.h"
 #include "redis/rconn.h"
 
 #define QLIMIT_LOOKAHEAD 50     /* ready jobs per queue a limited pop looks at */
@@ -112,6 +113,16 @@ int qlimit_lease(rconn_t *c, const qlimit_t *l, const char *ttl, const char *tok
  * to the burst): 0, or -1 (a slot not given back lapses within the slot
  * ttl; a token not refunded is a job's share of the rate lost). */
 int qlimit_unlease(rconn_t *c, const qlimit_t *l, const char *token);
+/* A per-key limit (tag_prefix) on a Cluster: lease every key of the job
+ * (kids, from qtags_keys; at least one) and a slot in the limit's own :run
+ * at once, in the limit's slot: 1 taken, 0 a key was full, -1 error. */
+int qlimit_lease_keys(rconn_t *c, const qlimit_t *l, const qtags_t *kids, const char *ttl, const char *token,
+                      long held);
+/* Give back what qlimit_lease_keys took: 0, -1. */
+int qlimit_unlease_keys(rconn_t *c, const qlimit_t *l, const qtags_t *kids, const char *token);
+/* Append to *runs (n names so far) the :run sets qlimit_lease_keys took a
+ * slot in, as the single-Redis pop's reply names them: the new count. */
+int qlimit_keys_runs(const qlimit_t *l, const qtags_t *kids, char ***runs, int n);
 
 /* A limit as `qpool status` shows it (qlimit_read: one read-only script). */
 typedef struct {

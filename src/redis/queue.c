@@ -320,7 +320,7 @@ static const char *limited_pop_lua(void)
     return replace_once(s, empty,
                         "if lim_blocked and ARGV[9] == '0' then redis.call('rpush', KEYS[(lim_blocked - 1)*5+4], 1) end\n"
                         "return {0, 0, false, false, full, due and string.format('%.0f', due) or false, "
-                        "lim_blocked and 1 or 0}");
+                        "lim_blocked and 1 or 0, lim_blocked and lim_wake or -1}");
 }
 
 /* The pick pop (a Redis Cluster with limits, pop_args_t.pick): POP_LUA as
@@ -690,6 +690,9 @@ bool queue_parse_pop(const queue_set_t *qs, const pop_args_t *a, redisReply *r, 
             out->next_due = strtoll(r->element[5]->str, NULL, 10);
         }
         out->limit_blocked = r->elements >= 7 && r->element[6]->type == REDIS_REPLY_INTEGER && r->element[6]->integer;
+        out->has_limit_wake = out->limit_blocked && r->elements >= 8 && r->element[7]->type == REDIS_REPLY_INTEGER &&
+                              r->element[7]->integer >= 0;
+        if (out->has_limit_wake) out->limit_wake_ms = r->element[7]->integer;
         out->pick_gone = out->limit_blocked && r->element[6]->integer == 2;
         if (out->pick_gone) out->limit_blocked = false;
     }

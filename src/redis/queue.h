@@ -83,6 +83,8 @@ typedef struct {
     size_t runlen;
     int nextra;
     bool limit_blocked;        /* POP_EMPTY of the limited pop: ready jobs wait on a full limit */
+    bool has_limit_wake;       /* limit_blocked: the pop said when to look again (limit_wake_ms) */
+    int64_t limit_wake_ms;     /* 0: now (more held jobs to look past), else ms until a held rate's next token */
     char **lim_keys;           /* POP_JOB of the limited pop: every :run set it took a slot in */
     int nlim_keys;
     bool pick_gone;            /* POP_EMPTY of a pick pop: none of its candidates was still ready */

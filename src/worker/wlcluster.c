@@ -18,7 +18,15 @@ typedef struct {
     size_t len;
     char *cls;  /* displayName (NULL: none) */
     bool plain; /* no limit applies: not a job the pop would start (poison) */
+    bool keyed; /* a per-key limit (tag_prefix) applies to its class: its leases serve it alone */
 } peeked_t;
+
+/* The leases lease_all took for one job: which limits, and a per-key
+ * limit's keys (kids[i]). */
+typedef struct {
+    bool *taken;
+    qtags_t *kids;
+} leased_t;
 
 /* A peeked payload as the single-Redis pop's lim_match reads it: a JSON
  * object with a numeric attempts, else plain (the pop moves it aside). */
@@ -49,10 +57,34 @@ static long held_by(const qlimits_t *ls, int i, const char *queue, const peeked_
     return k;
 }
 
-static void unlease_all(rconn_t *c, const qlimits_t *ls, const bool *taken, const char *token)
+static void leased_reset(const qlimits_t *ls, leased_t *t)
 {
-    for (int i = 0; i < ls->n; i++)
-        if (taken[i]) qlimit_unlease(c, &ls->v[i], token);
+    memset(t->taken, 0, sizeof *t->taken * (size_t)ls->n);
+    for (int i = 0; i < ls->n; i++) qtags_free(&t->kids[i]);
+}
+
+static void unlease_all(rconn_t *c, const qlimits_t *ls, const leased_t *t, const char *token)
+{
+    for (int i = 0; i < ls->n; i++) {
+        if (!t->taken[i]) continue;
+        if (ls->v[i].tag_prefix) qlimit_unlease_keys(c, &ls->v[i], &t->kids[i], token);
+        else qlimit_unlease(c, &ls->v[i], token);
+    }
+}
+
+/* Lease limit i for job p: 1, 0 (full), -1; 2: a per-key limit the job has
+ * no key of (not limited by it, as the single-Redis pop's lim_tagged). */
+static int lease_one(rconn_t *c, const qlimits_t *ls, int i, const peeked_t *p, long held, const char *token,
+                     leased_t *t)
+{
+    const qlimit_t *l = &ls->v[i];
+    if (!l->tag_prefix) return qlimit_lease(c, l, ls->ttl, token, held);
+    qtags_t tags;
+    qtags_of_job(p->raw, p->len, &tags);
+    qtags_keys(&tags, l->tag_prefix, &t->kids[i]);
+    qtags_free(&tags);
+    if (!t->kids[i].n) return 2;
+    return qlimit_lease_keys(c, l, &t->kids[i], ls->ttl, token, held);
 }
 
 /* Lease every limit job v[j] falls under: 1 all taken (taken[] says which),
@@ -61,24 +93,39 @@ static void unlease_all(rconn_t *c, const qlimits_t *ls, const bool *taken, cons
  * never take a real slot or token, even for a moment (review of
  * 2026-11-29: another host's lease could be refused meanwhile). */
 static int lease_all(rconn_t *c, const qlimits_t *ls, const char *queue, const peeked_t *v, int n, int j,
-                     const char *token, bool *full, bool *taken)
+                     const char *token, bool *full, leased_t *t)
 {
-    memset(taken, 0, sizeof *taken * (size_t)ls->n);
+    leased_reset(ls, t);
     if (v[j].plain) return 1;
     for (int k = 0; k < 2 * ls->n; k++) {
         int i = k % ls->n;
         if ((k < ls->n) != (ls->v[i].concurrency == QLIMIT_PAUSED)) continue; /* paused ones, then the rest */
         if (!qlimit_applies(&ls->v[i], queue, v[j].cls)) continue;
-        int r = qlimit_lease(c, &ls->v[i], ls->ttl, token, held_by(ls, i, queue, v, n));
-        if (r == 1) {
-            taken[i] = true;
+        int r = lease_one(c, ls, i, &v[j], held_by(ls, i, queue, v, n), token, t);
+        if (r >= 1) {
+            t->taken[i] = r == 1;
             continue;
         }
-        if (r == 0) full[i] = true;
-        unlease_all(c, ls, taken, token);
+        if (r == 0 && !ls->v[i].tag_prefix) full[i] = true; /* a key full: other keys' jobs may go */
+        unlease_all(c, ls, t, token);
         return r;
     }
     return 1;
+}
+
+/* The pop's lim_keys for a job popped under the leases t: every per-key
+ * limit's :run set taken (the worker renews and gives back those). */
+static void name_keys(const qlimits_t *ls, const leased_t *t, pop_result_t *out)
+{
+    char **runs = NULL;
+    int n = 0;
+    for (int i = 0; i < ls->n; i++)
+        if (t->taken[i] && ls->v[i].tag_prefix) n = qlimit_keys_runs(&ls->v[i], &t->kids[i], &runs, n);
+    if (!n) return;
+    for (int i = 0; i < out->nlim_keys; i++) free(out->lim_keys[i]);
+    free(out->lim_keys);
+    out->lim_keys = runs;
+    out->nlim_keys = n;
 }
 
 /* The pick pop of queue q over the candidates (none, with q < 0: every
@@ -110,7 +157,8 @@ static int pick_from(rconn_t *c, const queue_set_t *qs, const pop_args_t *a, int
     size_t *lens = xcalloc((size_t)(n - j), sizeof *lens), bytes = 0;
     int k = 0;
     for (int i = j; i < n && k < WLC_PICK_MAX && (!k || bytes + v[i].len <= WLC_PICK_BYTES); i++)
-        if (i == j || qlimit_same_limits(a->limits, qs->q[q].name, v[j].cls, v[j].plain, v[i].cls, v[i].plain)) {
+        if (i == j || (!v[j].keyed && !v[i].keyed &&
+                       qlimit_same_limits(a->limits, qs->q[q].name, v[j].cls, v[j].plain, v[i].cls, v[i].plain))) {
             picks[k] = v[i].raw;
             lens[k++] = v[i].len;
             bytes += v[i].len;
@@ -128,22 +176,26 @@ static int try_queue(rconn_t *c, const queue_set_t *qs, const pop_args_t *a, int
 {
     const qlimits_t *ls = a->limits;
     const char *queue = qs->q[q].name;
-    bool *taken = xcalloc((size_t)ls->n + 1, sizeof *taken);
+    leased_t t = {xcalloc((size_t)ls->n + 1, sizeof *t.taken), xcalloc((size_t)ls->n + 1, sizeof *t.kids)};
     int rv = 3;
     for (int j = 0; j < n && rv == 3; j++) {
         if (!v[j].plain && qlimit_first_full(ls, queue, v[j].cls, full) >= 0) continue;
-        int r = lease_all(c, ls, queue, v, n, j, a->slot_token, full, taken);
+        int r = lease_all(c, ls, queue, v, n, j, a->slot_token, full, &t);
         if (r < 0) rv = -1;
         if (r <= 0) continue;
         rv = pick_from(c, qs, a, q, v, n, j, out);
-        if (rv == 1 && out->kind == POP_JOB) break;
-        unlease_all(c, ls, taken, a->slot_token); /* a lost connection: the slots lapse */
+        if (rv == 1 && out->kind == POP_JOB) {
+            name_keys(ls, &t, out);
+            break;
+        }
+        unlease_all(c, ls, &t, a->slot_token); /* a lost connection: the slots lapse */
         if (rv == 1 && out->pick_gone) {
             pop_result_free(out);
             rv = 2;
         }
     }
-    free(taken);
+    leased_reset(ls, &t);
+    FREE_ALL(t.taken, t.kids);
     return rv;
 }
 
@@ -176,7 +228,11 @@ static int peek_and_try(rconn_t *c, const queue_set_t *qs, const pop_args_t *a, 
     }
     int n = (int)r->elements;
     peeked_t *v = xcalloc((size_t)n, sizeof *v);
-    for (int j = 0; j < n; j++) peek_parse(&v[j], r->element[j]->str, r->element[j]->len);
+    for (int j = 0; j < n; j++) {
+        peek_parse(&v[j], r->element[j]->str, r->element[j]->len);
+        for (int i = 0; i < a->limits->n; i++)
+            v[j].keyed |= a->limits->v[i].tag_prefix && qlimit_applies(&a->limits->v[i], qs->q[q].name, v[j].cls);
+    }
     int rv = try_queue(c, qs, a, q, v, n, full, out);
     for (int j = 0; j < n; j++) free(v[j].cls);
     free(v);

@@ -1539,13 +1539,27 @@ static void wait_after_empty(worker_t *w, job_t *job, const pop_args_t *a)
     idle_wait(w, secs, a->skip_mask);
 }
 
+/* How long to wait before popping again when ready jobs all wait on full
+ * limits: what the pop said (0: more held jobs to look past, at once; else
+ * the ms until a held rate's next token, plus up to an eighth of it and
+ * 1 ms so a fleet does not all ask in the same millisecond), at most
+ * LIMIT_POLL_MS; 100..300 ms when it could not say (a concurrency). */
+static int64_t limit_wait_ms(bool known, int64_t wake, long rnd)
+{
+    if (!known || wake >= LIMIT_POLL_MS) return LIMIT_POLL_MS / 2 + rnd % LIMIT_POLL_MS;
+    if (wake <= 0) return 0;
+    int64_t ms = wake + rnd % (wake / 8 + 2);
+    return ms < LIMIT_POLL_MS ? ms : LIMIT_POLL_MS;
+}
+
 /* Ready jobs wait on a full limit: poll again soon (not BLPOP: their notify
  * tokens would wake this worker at once, over and over). */
 static void limit_wait(worker_t *w, job_t *job)
 {
+    int64_t ms = limit_wait_ms(job->pr.has_limit_wake, job->pr.limit_wake_ms, random());
     sb_state(w, SB_IDLE);
     job_free(job);
-    wait_signals(w, LIMIT_POLL_MS / 2 + (int64_t)(random() % LIMIT_POLL_MS));
+    if (ms > 0) wait_signals(w, ms);
 }
 
 /* Pop the next job (and up to prefetch - 1 more into w->local), pipelined

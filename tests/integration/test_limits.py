@@ -1,10 +1,10 @@
 """Fleet-wide concurrency and rate limits (issue 33): the limited pop
 decides in one script, before the job starts, with no attempt burned.
 
-Every job here runs an exec handler (a shell script) that appends a start
-line ("S class uuid attempts worker-pid ns") and an end line ("E ... ns")
-to a log; the invariants are read from those records, never from timing:
-the [start, end] of a job lies inside the time it holds its slot."""
+Every job here runs limit_records.py's exec handler, which records each
+job's start and end; the invariants are read from those records, never
+from timing: the [start, end] of a job lies inside the time it holds its
+slot."""
 import json
 import os
 import shutil
@@ -15,29 +15,9 @@ import time
 import urllib.request
 
 from conftest import PREFIX, free_port, make_payload, push_many, wait_for
+from limit_records import handler, max_overlap, records  # noqa: F401 (test_limits_fleet imports them from here)
 
 LIMIT_A = 'limits = (\n  { class = "App\\\\Jobs\\\\A"; concurrency = 2; }\n);\n'
-
-HANDLER = """#!/bin/sh
-cat > /dev/null
-echo "S $QPOOL_JOB_NAME $QPOOL_JOB_UUID $QPOOL_ATTEMPTS $PPID $(date +%%s%%N)" >> %(log)s
-case "$QPOOL_JOB_NAME" in
-  *Long) sleep 120 ;;
-  *Quick) ;;
-  *) sleep 0.3 ;;
-esac
-echo "E $QPOOL_JOB_NAME $QPOOL_JOB_UUID $QPOOL_ATTEMPTS $PPID $(date +%%s%%N)" >> %(log)s
-"""
-
-
-def handler(tmp):
-    log = tmp / "jobs.log"
-    log.touch()
-    path = tmp / "handler.sh"
-    path.write_text(HANDLER % {"log": log})
-    path.chmod(0o755)
-    return path, log
-
 
 def pool(path, processes=4, queue="work"):
     return ('{ name = "work"; queues = ["%s"]; processes = %d; retry_after = 300;'
@@ -49,30 +29,6 @@ def start(master_factory, redis_server, name, path, limits, processes=4, queue="
     m.write_config(pool(path, processes, queue), qpool=qpool)
     m.conf.write_text(m.conf.read_text() + limits)
     return m.start()
-
-
-def records(log):
-    """{uuid: {"S": [...], "E": [...]}} with (class, attempts, pid, ns) each."""
-    out = {}
-    for line in log.read_text().splitlines():
-        f = line.split()
-        if len(f) != 6:
-            continue
-        out.setdefault(f[2], {"S": [], "E": []})[f[0]].append((f[1], int(f[3]), int(f[4]), int(f[5])))
-    return out
-
-
-def max_overlap(recs, cls):
-    events = []
-    for r in recs.values():
-        for (c, _, _, s), (_, _, _, e) in zip(r["S"], r["E"]):
-            if c == cls:
-                events += [(s, 1), (e, -1)]
-    n = best = 0
-    for _, d in sorted(events, key=lambda x: (x[0], x[1])):  # an end before a start at the same ns
-        n += d
-        best = max(best, n)
-    return best
 
 
 def ready_attempts(rc, queue="work"):

@@ -16,19 +16,13 @@ import pytest
 
 from cluster_util import Cluster, cluster_ports
 from conftest import PREFIX, make_payload, push_many, wait_for
+from limit_records import handler as limit_handler, max_overlap, records
 
 A, B = "App\\Jobs\\A", "App\\Jobs\\BQuick"
 
-HANDLER = """#!/bin/sh
-cat > /dev/null
-echo "S $QPOOL_JOB_NAME $QPOOL_JOB_UUID $QPOOL_ATTEMPTS $PPID $(date +%%s%%N)" >> %(log)s
-case "$QPOOL_JOB_NAME" in
-  *Quick) ;;
-  *Long) sleep 120 ;;
-  *) sleep 0.2 ;;
-esac
-echo "E $QPOOL_JOB_NAME $QPOOL_JOB_UUID $QPOOL_ATTEMPTS $PPID $(date +%%s%%N)" >> %(log)s
-"""
+CASES = """  *"Quick "*) ;;
+  *"Long "*) sleep 120 ;;
+  *) sleep 0.2 ;;"""
 
 
 @pytest.fixture
@@ -39,15 +33,6 @@ def cluster(tmp_path):
         yield c
     finally:
         c.stop()
-
-
-def handler(tmp):
-    log = tmp / "jobs.log"
-    log.touch()
-    path = tmp / "handler.sh"
-    path.write_text(HANDLER % {"log": log})
-    path.chmod(0o755)
-    return path, log
 
 
 def queue_away_from(c, key, stem="work"):
@@ -71,30 +56,6 @@ def start(c, master_factory, name, path, queue, limits, processes=4):
     return m.start()
 
 
-def records(log):
-    """{uuid: {"S": [...], "E": [...]}} with (class, attempts, pid, ns) each."""
-    out = {}
-    for line in log.read_text().splitlines():
-        f = line.split()
-        if len(f) != 6:
-            continue
-        out.setdefault(f[2], {"S": [], "E": []})[f[0]].append((f[1], int(f[3]), int(f[4]), int(f[5])))
-    return out
-
-
-def max_overlap(recs, cls):
-    events = []
-    for r in recs.values():
-        for (c, _, _, s), (_, _, _, e) in zip(r["S"], r["E"]):
-            if c == cls:
-                events += [(s, 1), (e, -1)]
-    n = best = 0
-    for _, d in sorted(events, key=lambda x: (x[0], x[1])):  # an end before a start at the same ns
-        n += d
-        best = max(best, n)
-    return best
-
-
 def ready(rc, queue):
     return [json.loads(p) for p in rc.lrange(PREFIX + "queues:" + queue, 0, -1)]
 
@@ -105,7 +66,7 @@ def test_concurrency_three_masters_on_a_cluster(cluster, master_factory, tmp_pat
     keep attempts 0; B runs beside it; every job runs once, attempts 1."""
     run_key = PREFIX + "qpool:limit:{|%s}:run" % A
     queue = queue_away_from(cluster, run_key)
-    path, log = handler(tmp_path)
+    path, log = limit_handler(tmp_path, CASES)
     rc = cluster.client()
     a_jobs = [make_payload(job=A) for _ in range(200)]
     b_jobs = [make_payload(job=B) for _ in range(200)]
@@ -151,7 +112,7 @@ def test_slot_renewed_then_freed_by_a_kill_on_a_cluster(cluster, master_factory,
     cls = "App\\Jobs\\Long"
     run_key = PREFIX + "qpool:limit:{|%s}:run" % cls
     queue = queue_away_from(cluster, run_key)
-    path, log = handler(tmp_path)
+    path, log = limit_handler(tmp_path, CASES)
     rc = cluster.client()
     limits = 'limits = (\n  { class = "App\\\\Jobs\\\\Long"; concurrency = 1; }\n);\n'
     m = [start(cluster, master_factory, n, path, queue, limits, processes=2) for n in ("a", "b")][0]
@@ -187,7 +148,7 @@ def test_rate_with_burst_on_a_cluster(cluster, master_factory, tmp_path):
             queue = q
             break
     assert queue
-    path, log = handler(tmp_path)
+    path, log = limit_handler(tmp_path, CASES)
     rc = cluster.client()
     limits = 'limits = (\n  { queue = "%s"; rate = "5/s"; burst = 2; }\n);\n' % queue
     push_many(rc, queue, [make_payload(job="App\\Jobs\\Quick") for _ in range(15)])
@@ -217,7 +178,7 @@ def test_paused_class_on_a_cluster(cluster, master_factory, tmp_path):
     hash-tagged key; A's jobs wait in order, attempts 0, while B's run, on
     the same queue and on a second queue of the pool on another node;
     `qpool continue --class` lets them run, each once."""
-    path, log = handler(tmp_path)
+    path, log = limit_handler(tmp_path, CASES)
     rc = cluster.client()
     queue = "{work}"
     other = queue_away_from(cluster, PREFIX + "queues:" + queue, stem="other")
@@ -249,7 +210,7 @@ def test_a_poison_job_gives_its_lease_back_on_a_cluster(cluster, master_factory,
     class runs (concurrency 1, so a slot kept would hold it for 15 s)."""
     run_key = PREFIX + "qpool:limit:{|%s}:run" % A
     queue = queue_away_from(cluster, run_key)
-    path, log = handler(tmp_path)
+    path, log = limit_handler(tmp_path, CASES)
     rc = cluster.client()
     poison = '{"uuid":"poison-1","displayName":"App\\\\Jobs\\\\A","job":"x","data":{},"attempts":0,"x":1e400}'
     rc.rpush(PREFIX + "queues:" + queue, poison)

@@ -13,6 +13,7 @@ import json
 import time
 
 from conftest import PREFIX, make_payload, push_many, queue_state, wait_for
+from limit_records import handler as limit_handler
 from test_fleet_budget_ha import demoted, force_failover, primary_named
 from test_redis_tls import TlsRedis, secret_file, tls_conn
 from test_sentinel import conf_for, safe, start_set
@@ -21,25 +22,9 @@ A = "App\\Jobs\\A"
 LIMITS = 'limits = (\n  { class = "App\\\\Jobs\\\\A"; concurrency = 2; }%s\n);\n'
 RATE = ',\n  { queue = "r"; rate = "5/s"; burst = 2; }'
 
-HANDLER = """#!/bin/sh
-cat > /dev/null
-echo "S $QPOOL_JOB_NAME $QPOOL_JOB_UUID $QPOOL_ATTEMPTS $PPID $(date +%%s%%N)" >> %(log)s
-case "$QPOOL_JOB_NAME $QPOOL_JOB_UUID" in
-  *Quick*) ;;
+CASES = """  *Quick*) ;;
   *" long-"*) sleep 20 ;;
-  *) sleep 0.5 ;;
-esac
-echo "E $QPOOL_JOB_NAME $QPOOL_JOB_UUID $QPOOL_ATTEMPTS $PPID $(date +%%s%%N)" >> %(log)s
-"""
-
-
-def handler(tmp):
-    log = tmp / "jobs.log"
-    log.touch()
-    path = tmp / "handler.sh"
-    path.write_text(HANDLER % {"log": log})
-    path.chmod(0o755)
-    return path, log
+  *) sleep 0.5 ;;"""
 
 
 def start_masters(master_factory, redis_conf, path, limits, queues=("work",), processes=3):
@@ -115,7 +100,7 @@ def test_limits_over_tls(master_factory, tmp_path):
         rc = srv.client()
         auth = 'password_file = "%s";' % secret_file(tmp_path)
         conf = tls_conn(srv, auth=auth) + "\n  " + tls_conn(srv, name="cache", auth=auth, db=1)
-        path, log = handler(tmp_path)
+        path, log = limit_handler(tmp_path, CASES)
         a_jobs = [make_payload(job=A) for _ in range(12)]
         r_jobs = [make_payload(job="App\\Jobs\\Quick") for _ in range(15)]
         push_many(rc, "work", a_jobs)
@@ -168,7 +153,7 @@ def test_limits_across_a_sentinel_failover(master_factory, tmp_path):
     gen = start_set(tmp_path)
     primary, replica, sentinels = next(gen)
     try:
-        path, log = handler(tmp_path)
+        path, log = limit_handler(tmp_path, CASES)
         first = [make_payload(job=A) for _ in range(50)]
         push_many(primary.client(), "work", first)
         wait_for(lambda: safe(lambda: replica.client().llen(PREFIX + "queues:work") == len(first)), 20,

@@ -1524,12 +1524,14 @@ static void test_limits_errors(void **state)
     expect_error(t7, 3, "burst: applies to a rate", NULL);
     static const char t8[] = MINPOOL "limits = (\n  { class = \"A\"; tag_prefix = \"\"; concurrency = 1; }\n);\n";
     expect_error(t8, 3, "tag_prefix", "1-255 characters", NULL);
-    static const char t9[] = "redis = { default = { cluster = [\"a:1\"]; prefix = \"{app}:\"; }; };\n" MINPOOL
-                             "limits = (\n  { class = \"A\"; tag_prefix = \"C:\"; concurrency = 1; }\n);\n";
-    expect_error(t9, 3, "pool p", "tag_prefix", "Redis Cluster", NULL);
     /* limits on a Redis Cluster connection: accepted (issue 33; they were refused before) */
     qconf_t *c = must_load("redis = { default = { cluster = [\"a:1\"]; prefix = \"{app}:\"; }; };\n" MINPOOL
                            "limits = (\n  { queue = \"q\"; concurrency = 1; }\n);\n");
+    assert_int_equal(c->nlimits, 1);
+    config_free(c);
+    /* and per key (tag_prefix) there too (refused before the cluster pop leased per key) */
+    c = must_load("redis = { default = { cluster = [\"a:1\"]; prefix = \"{app}:\"; }; };\n" MINPOOL
+                  "limits = (\n  { class = \"A\"; tag_prefix = \"C:\"; concurrency = 1; }\n);\n");
     assert_int_equal(c->nlimits, 1);
     config_free(c);
 }

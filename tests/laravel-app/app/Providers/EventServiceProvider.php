@@ -26,6 +26,18 @@ class EventServiceProvider extends ServiceProvider
     public function boot()
     {
         \App\Support\QueueEvents::listenToTheRest($this->app['events']);
+
+        // test_batches.py: with FAIL_ONCE_DIR/stall-retry, a retry hangs here
+        // (the app agent's alarm then kills it half way through a batch retry)
+        if (class_exists('Illuminate\Queue\Events\JobRetryRequested')) {
+            $this->app['events']->listen('Illuminate\Queue\Events\JobRetryRequested', function () {
+                $dir = getenv('FAIL_ONCE_DIR');
+
+                if ($dir && file_exists($dir.'/stall-retry')) {
+                    sleep(30);
+                }
+            });
+        }
     }
 
     public function shouldDiscoverEvents()
