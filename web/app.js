@@ -513,7 +513,7 @@
       (p.queues || []).forEach(q => { if (q.laravel_paused) deg.push('queue ' + q.name + ' paused by Laravel (queue:pause)'); });
     });
     (st.paused_queues || []).forEach(q => { deg.push('queue ' + q + ' paused'); });
-    (st.paused_classes || []).forEach(c => { deg.push('class ' + c.class + ' paused on every host'); });
+    (st.paused_classes || []).forEach(c => { deg.push('class ' + c.class + ' paused ' + (c.pool ? 'in pool ' + c.pool + ' ' : '') + 'on every host'); });
     (st.limits || []).forEach(l => { if (l.alerting) deg.push('limit on ' + limitName(l) + ' holding jobs back (alert)'); });
     statusInfo = { degraded: deg };
     renderPill();
@@ -673,23 +673,38 @@
     var b = section(root, 'Paused job classes (every host)', 'class-pauses');
     var f = el('form', { class: 'toolbar', id: 'class-pause-form' });
     s.cpclass = el('input', { type: 'search', id: 'class-pause-class', size: 28, placeholder: 'App\\Jobs\\SyncCrm' });
-    f.append(el('label', null, 'Class', s.cpclass), el('button', { type: 'submit', id: 'class-pause', text: 'Pause class' }));
+    s.cppool = el('select', { id: 'class-pause-pool' }, el('option', { value: '', text: 'every pool (the fleet)' }));
+    f.append(el('label', null, 'Class', s.cpclass), el('label', null, 'In', s.cppool),
+      el('button', { type: 'submit', id: 'class-pause', text: 'Pause class' }));
     f.addEventListener('submit', ev => {
       ev.preventDefault();
-      var c = s.cpclass.value.trim();
+      var c = s.cpclass.value.trim(), pool = s.cppool.value;
       if (!c) { notice('Pause class: enter a job class (the payload\'s displayName).'); return; }
-      act('Pause class ' + c, 'api/classes/' + enc(c) + '/pause', {}, ev.submitter || null).then(() => { s.cpclass.value = ''; });
+      act('Pause class ' + c + (pool ? ' in pool ' + pool : ''), 'api/classes/' + enc(c) + '/pause', pool ? { pool: pool } : {},
+        ev.submitter || null).then(() => { s.cpclass.value = ''; });
     });
     s.cplist = el('div', { id: 'class-pause-list' });
     b.append(f, s.cplist);
   }
   function renderClassPauses(s, st) {
     if (!s.cplist) return;
-    put(s.cplist, table('Class|Since|By|Host|#Held back|Actions', st.paused_classes || [], c => {
-      return el('tr', { 'data-paused-class': c.class },
+    classPausePools(s, st);
+    put(s.cplist, table('Class|Since|By|Host|#Held back|Actions|Pool', st.paused_classes || [], c => {
+      return el('tr', { 'data-paused-class': c.class, 'data-paused-pool': c.pool || null },
         td(c.class), td(c.since ? new Date(c.since * 1000).toLocaleString() : '–'), td(c.by || '–'), td(c.host || '–'), tdn(num(c.waiting)),
-        td(actBtn('continue', 'Continue', bt => { act('Continue class ' + c.class, 'api/classes/' + enc(c.class) + '/continue', {}, bt); })));
+        td(actBtn('continue', 'Continue', bt => {
+          act('Continue class ' + c.class + (c.pool ? ' in pool ' + c.pool : ''), 'api/classes/' + enc(c.class) + '/continue', c.pool ? { pool: c.pool } : {}, bt);
+        })), td(c.pool || 'every pool'));
     }, { id: 'class-pause-table', empty: 'No job class is paused.' }));
+  }
+  /* The pool choices of the class pause form: this host's pools (kept while one is picked). */
+  function classPausePools(s, st) {
+    var names = (st.pools || []).map(p => { return p.name; }), have = Array.from(s.cppool.options).slice(1).map(o => { return o.value; });
+    if (names.join('\n') === have.join('\n')) return;
+    var picked = s.cppool.value;
+    while (s.cppool.options.length > 1) s.cppool.remove(1);
+    names.forEach(n => { s.cppool.append(el('option', { value: n, text: 'pool ' + n })); });
+    s.cppool.value = names.indexOf(picked) >= 0 ? picked : '';
   }
   /* Delete a queue's pending jobs that match a filter: the count first (a dry run), then confirm. */
   function pendingForm(root, s) {
@@ -1192,22 +1207,68 @@
     mount: (root, s) => {
       root.append(el('h1', { text: 'Running now' }));
       root.append(el('p', { class: 'muted', text: "Every job running on every host writing to this Redis, oldest first, as of each master's last heartbeat. Stop ends a job of this host's master as its timeout would: it is released or failed by its tries." }));
+      s.filter = runningFilterOf(s.params);
+      root.append(runningFilterForm(s));
       s.count = el('p', { class: 'muted', id: 'running-count' });
       root.append(s.count);
       s.body = el('div', { id: 'running' });
       root.append(s.body);
     },
-    feeds: s => { return [{ url: 'api/jobs/running', then: d => { renderRunning(s, d.running || []); } }]; }
+    feeds: s => { return [{ url: runningUrl(s.filter), then: d => { renderRunning(s, d.running || []); } }]; }
   };
+  /* The Running page's filters (GET /api/jobs/running takes them), kept in
+   * the URL (#/running?class=...&status=past_timeout): bookmarkable, back works. */
+  var RFILTER = ['class', 'queue', 'pool', 'host', 'tag', 'status'];
+  /* A running job's tags, each a link to the running jobs with that tag. */
+  function runningTags(tags) {
+    var span = el('span', { class: 'tags' });
+    (tags || []).forEach(t => { span.append(el('a', { href: '#/running?' + new URLSearchParams({ tag: t }).toString(), text: t }), ' '); });
+    return span;
+  }
+  function runningFilterOf(params) {
+    var f = {};
+    RFILTER.forEach(k => { var v = params.get(k); if (v) f[k] = v; });
+    return f;
+  }
+  function runningUrl(f) {
+    var qs = new URLSearchParams(f).toString();
+    return 'api/jobs/running' + (qs ? '?' + qs : '');
+  }
+  function runningFilterForm(s) {
+    var form = el('form', { class: 'toolbar', id: 'running-filter' }), inputs = {};
+    function field(k, label, input) {
+      input.name = k;
+      input.value = s.filter[k] || '';
+      form.append(el('label', null, label, input));
+      inputs[k] = input;
+    }
+    field('class', 'Class', el('input', { type: 'search', id: 'running-class', size: 22, placeholder: 'App\\Jobs\\…' }));
+    field('queue', 'Queue', el('input', { type: 'search', id: 'running-queue', size: 12 }));
+    field('pool', 'Pool', el('input', { type: 'search', id: 'running-pool', size: 12 }));
+    field('host', 'Host', el('input', { type: 'search', id: 'running-host', size: 12 }));
+    field('tag', 'Tag', el('input', { type: 'search', id: 'running-tag', size: 16, placeholder: 'App\\Models\\User:42' }));
+    field('status', 'Status', el('select', { id: 'running-status' },
+      el('option', { value: '', text: 'all' }), el('option', { value: 'past_timeout', text: 'past their timeout' })));
+    form.addEventListener('submit', ev => {
+      ev.preventDefault();
+      var f = {};
+      RFILTER.forEach(k => { var v = inputs[k].value.trim(); if (v) f[k] = v; });
+      var qs = new URLSearchParams(f).toString(), h = '#/running' + (qs ? '?' + qs : '');
+      if (location.hash === h) refresh(true); else location.hash = h;
+    });
+    form.append(el('button', { type: 'submit', id: 'running-go', text: 'Show' }));
+    return form;
+  }
   function renderRunning(s, list) {
     var late = list.filter(j => { return j.past_timeout; }).length;
     s.count.textContent = num(list.length) + ' running job' + (list.length === 1 ? '' : 's') + (late ? ', ' + num(late) + ' past its timeout' : '');
-    put(s.body, table('Host|Pool|#PID|Job|Queue|#Attempt|#Age|Timeout|Actions', list, j => {
+    put(s.body, table('Host|Pool|#PID|Job|Queue|#Attempt|#Age|Timeout|Actions|Tags', list, j => {
       return el('tr', { 'data-uuid': j.uuid, class: j.past_timeout ? 'past-timeout' : null },
         td(j.host), td(j.pool), tdn(String(j.pid)), td(jobLink(j.uuid, j.name)), td(j.queue), tdn(j.attempt ? num(j.attempt) : '–'),
         tdn(dur(j.age_ms)), td(j.timeout_s ? (j.past_timeout ? pillEl('bad', 'past ' + j.timeout_s + ' s') : j.timeout_s + ' s') : '–'),
         td(j.own ? actBtn('stop-job', 'Stop', b => { act('Stop ' + j.uuid, 'api/jobs/' + enc(j.uuid) + '/stop', {}, b); }, 'danger')
-          : el('span', { class: 'muted', text: 'on ' + j.host, title: "an action reaches this host's master only: use that host's dashboard" })));
+          : el('span', { class: 'muted', text: 'on ' + j.host, title: "an action reaches this host's master only: use that host's dashboard" })),
+        td(runningTags(j.tags), 'wrap'));
     }, { id: 'running-table', empty: 'No job is running.', keepShown: shownIn(s.body) }));
   }
 

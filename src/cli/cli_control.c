@@ -189,8 +189,10 @@ static void print_paused_classes(const cJSON *pc)
         time_t t = (time_t)num(e, "since");
         struct tm tm;
         if (t > 0 && localtime_r(&t, &tm)) strftime(since, sizeof since, "%Y-%m-%d %H:%M:%S", &tm);
-        printf("paused class %s since %s by %s on %s, %.0f jobs held back\n", str(e, "class"), since, str(e, "by"),
-               str(e, "host"), num(e, "waiting"));
+        const cJSON *pool = cJSON_GetObjectItemCaseSensitive(e, "pool");
+        printf("paused class %s%s%s since %s by %s on %s, %.0f jobs held back\n", str(e, "class"),
+               cJSON_IsString(pool) ? " in pool " : "", cJSON_IsString(pool) ? pool->valuestring : "", since,
+               str(e, "by"), str(e, "host"), num(e, "waiting"));
     }
 }
 

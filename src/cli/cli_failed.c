@@ -24,7 +24,7 @@
 /* The command line, parsed. */
 typedef struct {
     const char *cfg, *conn, *queue;
-    const char *name, *uuid, *text, *since, *until; /* a filter (with queue) */
+    const char *name, *uuid, *text, *since, *until, *tag; /* a filter (with queue) */
     bool json, all, yes;
     long limit;
     int nargs; /* the operands after the subcommand */
@@ -43,6 +43,7 @@ static const cli_opt_t OPTS[] = {
     CLI_STR("q", 1003, F(text)),
     CLI_STR("since", 1004, F(since)),
     CLI_STR("until", 1005, F(until)),
+    CLI_STR("tag", 1006, F(tag)),
     CLI_TRUE("yes", 'y', F(yes)),
     CLI_LONG("limit", 'l', F(limit), 1, LONG_MAX, "--limit: expected a positive number"),
     CLI_OPTS_END,
@@ -192,14 +193,14 @@ static void list_json(listing_t *l, const cJSON *o)
 
 static bool has_filter(const failed_args_t *a)
 {
-    return a->name || a->uuid || a->text || a->since || a->until;
+    return a->name || a->uuid || a->text || a->since || a->until || a->tag;
 }
 
 /* The filter the options name into f; -1 (said why) when a time is
  * malformed. */
 static int filter_of(const failed_args_t *a, ffilter_t *f)
 {
-    *f = (ffilter_t){.queue = a->queue, .name = a->name, .uuid = a->uuid, .q = a->text};
+    *f = (ffilter_t){.queue = a->queue, .name = a->name, .uuid = a->uuid, .q = a->text, .tag = a->tag};
     if (a->since && ffilter_time(a->since, wall_s(), &f->since) < 0) return -1;
     if (a->until && ffilter_time(a->until, wall_s(), &f->until) < 0) return -1;
     return 0;

@@ -15,7 +15,7 @@
 #include <string.h>
 
 typedef struct {
-    const char *cfg, *conn, *name, *uuid, *text;
+    const char *cfg, *conn, *name, *uuid, *text, *tag;
     bool yes, all;
 } pending_args_t;
 
@@ -26,6 +26,7 @@ static const cli_opt_t OPTS[] = {
     CLI_STR("uuid", 1002, F(uuid)),
     CLI_STR("text", 1003, F(text)),
     CLI_STR("q", 1003, F(text)),
+    CLI_STR("tag", 1004, F(tag)),
     CLI_TRUE("yes", 'y', F(yes)),
     CLI_TRUE("all", 'a', F(all)),
     CLI_OPTS_END,
@@ -35,7 +36,7 @@ static const cli_opt_t OPTS[] = {
 /* Every step to the end: the totals in *sum; 0, or -1 (said why). */
 static int delete_all(rconn_t *r, const char *queue, const pending_args_t *a, pending_del_t *sum)
 {
-    pending_del_t d = {.queue = queue, .dry_run = !a->yes, .f = {.name = a->name, .uuid = a->uuid, .q = a->text}};
+    pending_del_t d = {.queue = queue, .dry_run = !a->yes, .f = {.name = a->name, .uuid = a->uuid, .q = a->text, .tag = a->tag}};
     char err[300];
     do {
         if (pending_delete_step(r, &d, err, sizeof err) < 0) {
@@ -53,11 +54,11 @@ int cmd_pending(const cli_cmd_t *cmd, int argc, char **argv)
     int status;
     if (cli_parse(cmd, argc, argv, "c:hya", OPTS, &a, "invalid option", &status) < 0) return status;
     if (argc - optind != 2 || strcmp(argv[optind], "delete")) {
-        cli_usage_error("pending", "expected: delete QUEUE and a filter (--class, --uuid, --text) or --all");
+        cli_usage_error("pending", "expected: delete QUEUE and a filter (--class, --uuid, --text, --tag) or --all");
         return EXIT_USAGE;
     }
-    if (!a.name && !a.uuid && !a.text && !a.all) {
-        cli_usage_error("pending", "name a filter (--class, --uuid, --text), or --all for every pending job");
+    if (!a.name && !a.uuid && !a.text && !a.tag && !a.all) {
+        cli_usage_error("pending", "name a filter (--class, --uuid, --text, --tag), or --all for every pending job");
         return EXIT_USAGE;
     }
     const char *queue = argv[optind + 1];

@@ -73,13 +73,19 @@ static void scoped_action(http_ctx_t *h, const struct action *a, const char *nam
 static void class_action(http_ctx_t *h, const struct action *a, const char *name, const cJSON *body, const char *who,
                          http_reply_t *out)
 {
-    (void)body;
     if (strchr(name, '%')) {
         http_reply_error(out, 400, "a class name in the path is percent-encoded once (App%%5CJobs%%5CSyncCrm), "
                                    "and a class has no %%");
         return;
     }
-    ctl_action(h, scoped(a->cmd, "classes", name), who, out);
+    const cJSON *pool = cJSON_GetObjectItemCaseSensitive(body, "pool"); /* {"pool": P}: in that pool only */
+    if (pool && !cJSON_IsNull(pool) && !(cJSON_IsString(pool) && *pool->valuestring)) {
+        http_reply_error(out, 400, "pool: a pool's name (or none: across the fleet)");
+        return;
+    }
+    cJSON *req = scoped(a->cmd, "classes", name);
+    if (cJSON_IsString(pool)) cJSON_AddItemToArray(cJSON_AddArrayToObject(req, "pools"), cJSON_CreateString(pool->valuestring));
+    ctl_action(h, req, who, out);
 }
 
 static void pool_scale(http_ctx_t *h, const struct action *a, const char *pool, const cJSON *body, const char *who,
@@ -206,7 +212,7 @@ static bool body_time(const cJSON *body, const char *key, long long *out)
  * queue or class of the first bulk retry? */
 static bool by_filter(const cJSON *body)
 {
-    const char *keys[] = {"class", "q", "since", "until", "uuid", "dry_run", "all"};
+    const char *keys[] = {"class", "q", "since", "until", "uuid", "dry_run", "all", "tag"};
     for (size_t i = 0; i < sizeof keys / sizeof *keys; i++)
         if (cJSON_GetObjectItemCaseSensitive(body, keys[i])) return true;
     return cJSON_IsString(cJSON_GetObjectItemCaseSensitive(body, "cursor"));
@@ -217,15 +223,15 @@ static bool by_filter(const cJSON *body)
 static bool body_walk(const cJSON *body, fwalk_t *w, http_reply_t *out)
 {
     w->f = (ffilter_t){.queue = body_str(body, "queue"), .name = body_str(body, "class"),
-                       .uuid = body_str(body, "uuid"), .q = body_str(body, "q")};
+                       .uuid = body_str(body, "uuid"), .q = body_str(body, "q"), .tag = body_str(body, "tag")};
     if (!body_time(body, "since", &w->f.since) || !body_time(body, "until", &w->f.until)) {
         http_reply_error(out, 400, "since, until: unix seconds, YYYY-MM-DD[ HH:MM[:SS]] (UTC) or an age such as 1h");
         return false;
     }
     const ffilter_t *f = &w->f;
-    bool any = f->queue || f->name || f->uuid || f->q || f->since || f->until;
+    bool any = f->queue || f->name || f->uuid || f->q || f->since || f->until || f->tag;
     if (!any && !cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(body, "all"))) {
-        http_reply_error(out, 400, "name a filter (class, queue, since, until, uuid, q), or \"all\": true");
+        http_reply_error(out, 400, "name a filter (class, queue, since, until, uuid, q, tag), or \"all\": true");
         return false;
     }
     const cJSON *cur = cJSON_GetObjectItemCaseSensitive(body, "cursor");
@@ -240,9 +246,9 @@ static bool body_walk(const cJSON *body, fwalk_t *w, http_reply_t *out)
 /* The filter, for the log: what an operator would type. */
 static void filter_text(const ffilter_t *f, char *buf, size_t n)
 {
-    snprintf(buf, n, "%s%s%s%s%s%s%s%s%s", f->name ? " class " : "", f->name ? f->name : "",
+    snprintf(buf, n, "%s%s%s%s%s%s%s%s%s%s%s", f->name ? " class " : "", f->name ? f->name : "",
              f->queue ? " queue " : "", f->queue ? f->queue : "", f->uuid ? " uuid " : "", f->uuid ? f->uuid : "",
-             f->q ? " text \"" : "", f->q ? f->q : "", f->q ? "\"" : "");
+             f->q ? " text \"" : "", f->q ? f->q : "", f->q ? "\"" : "", f->tag ? " tag " : "", f->tag ? f->tag : "");
 }
 
 static void walk_reply(const fwalk_t *w, http_reply_t *out)
@@ -293,10 +299,11 @@ static void queue_delete(http_ctx_t *h, const struct action *a, const char *queu
 {
     (void)a;
     pending_del_t d = {.queue = queue, .dry_run = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(body, "dry_run")),
-                       .f = {.name = body_str(body, "class"), .uuid = body_str(body, "uuid"), .q = body_str(body, "q")}};
+                       .f = {.name = body_str(body, "class"), .uuid = body_str(body, "uuid"), .q = body_str(body, "q"),
+                             .tag = body_str(body, "tag")}};
     const cJSON *cur = cJSON_GetObjectItemCaseSensitive(body, "cursor");
-    if (!d.f.name && !d.f.uuid && !d.f.q && !cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(body, "all"))) {
-        http_reply_error(out, 400, "name a filter (class, uuid, q), or \"all\": true");
+    if (!d.f.name && !d.f.uuid && !d.f.q && !d.f.tag && !cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(body, "all"))) {
+        http_reply_error(out, 400, "name a filter (class, uuid, q, tag), or \"all\": true");
         return;
     }
     if (cur && !cJSON_IsNull(cur) && (!cJSON_IsString(cur) || pcursor_parse(cur->valuestring, &d.cur) < 0)) {

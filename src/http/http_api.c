@@ -235,11 +235,55 @@ static cJSON *fleet_read(http_ctx_t *h, http_reply_t *out)
     return f;
 }
 
+/* The first of two names a list takes for one filter (`class` as the
+ * lists say it, `name` as the job history always did). */
+static const char *arg_either(http_arg_fn arg, void *req, const char *a, const char *b)
+{
+    const char *v = arg(req, a);
+    return v && *v ? v : arg(req, b);
+}
+
+/* Is tag (NULL or "": no filter) one of row r's tags? (pure) */
+static bool row_has_tag(const cJSON *r, const char *tag)
+{
+    if (!tag || !*tag) return true;
+    const cJSON *t;
+    cJSON_ArrayForEach(t, cJSON_GetObjectItemCaseSensitive(r, "tags"))
+        if (cJSON_IsString(t) && !strcmp(t->valuestring, tag)) return true;
+    return false;
+}
+
+/* The rows of the running list that pass its filters (host, pool, queue,
+ * class, uuid, tag: each exact; status=past_timeout), in their order. (pure) */
+static cJSON *running_filter(cJSON *rows, http_arg_fn arg, void *req)
+{
+    const char *want[] = {arg(req, "host"), arg(req, "pool"), arg(req, "queue"),
+                          arg_either(arg, req, "class", "name"), arg(req, "uuid")};
+    const char *key[] = {"host", "pool", "queue", "name", "uuid"};
+    const char *st = arg(req, "status");
+    for (int i = cJSON_GetArraySize(rows) - 1; i >= 0; i--) {
+        const cJSON *r = cJSON_GetArrayItem(rows, i);
+        bool keep = (!st || !*st || cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r, "past_timeout"))) &&
+                    row_has_tag(r, arg(req, "tag"));
+        for (size_t k = 0; keep && k < sizeof key / sizeof *key; k++) {
+            const cJSON *v = cJSON_GetObjectItemCaseSensitive(r, key[k]);
+            keep = !want[k] || !*want[k] || (cJSON_IsString(v) && !strcmp(v->valuestring, want[k]));
+        }
+        if (!keep) cJSON_DeleteItemFromArray(rows, i);
+    }
+    return rows;
+}
+
 /* Every job running on every host writing to the connection, oldest first
  * (fleet_running), from the masters' fleet records. */
 static void get_running(http_ctx_t *h, bool full, http_arg_fn arg, void *req, http_reply_t *out)
 {
-    (void)full, (void)arg, (void)req; /* private: only a full reader gets here */
+    (void)full; /* private: only a full reader gets here */
+    const char *st = arg(req, "status");
+    if (st && *st && strcmp(st, "past_timeout")) {
+        http_reply_error(out, 400, "status: only past_timeout (the jobs running past their timeout)");
+        return;
+    }
     cJSON *f = fleet_read(h, out);
     if (!f) return;
     char own[300];
@@ -247,7 +291,7 @@ static void get_running(http_ctx_t *h, bool full, http_arg_fn arg, void *req, ht
     cJSON *o = cJSON_CreateObject();
     cJSON_AddNumberToObject(o, "now_ms", cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(f, "now_ms")));
     cJSON_AddStringToObject(o, "master", own);
-    cJSON_AddItemToObject(o, "running", fleet_running(f, own));
+    cJSON_AddItemToObject(o, "running", running_filter(fleet_running(f, own), arg, req));
     cJSON_Delete(f);
     http_reply_json(out, 200, o);
 }
@@ -346,24 +390,37 @@ static bool filter_strings_ok(job_filter_t *f)
     return true;
 }
 
+/* since/until of the job history: UNIX ms as always, or what the failed
+ * store's search takes (UNIX seconds would read as ms, so not those: a
+ * date "YYYY-MM-DD[ HH:MM[:SS]]" UTC or an age such as 1h), in ms. */
+static long long ms_arg(http_arg_fn arg, void *req, const char *name)
+{
+    long long n = num_arg(arg, req, name, 0, 0, INT64_MAX / 2), s;
+    const char *v = arg(req, name);
+    if (n >= 0 || !v || !*v || (v[0] >= '0' && v[0] <= '9' && !v[strspn(v, "0123456789")])) return n;
+    return ffilter_time(v, wall_s(), &s) < 0 || s < 0 ? -1 : s * 1000;
+}
+
 /* The filters of /api/jobs/recent (docs/api.md); false when one is
  * malformed (out has the 400). */
 static bool job_filter(http_ctx_t *h, http_arg_fn arg, void *req, job_filter_t *f, http_reply_t *out)
 {
     int keep = h->job_history_size > 0 ? h->job_history_size : 1000;
-    *f = (job_filter_t){.queue = arg(req, "queue"), .pool = arg(req, "pool"), .name = arg(req, "name"),
-                        .outcome = arg(req, "outcome"), .host = arg(req, "host"), .tag = arg(req, "tag"),
-                        .uuid = arg(req, "uuid"), .text = arg(req, "q")};
+    *f = (job_filter_t){.queue = arg(req, "queue"), .pool = arg(req, "pool"),
+                        .name = arg_either(arg, req, "name", "class"),
+                        .outcome = arg_either(arg, req, "outcome", "status"), .host = arg(req, "host"),
+                        .tag = arg(req, "tag"), .uuid = arg(req, "uuid"), .text = arg(req, "q")};
     /* more than the history holds reads all of it (the dashboard asks 100 of a smaller history) */
     long long limit = num_arg(arg, req, "limit", 100, 1, INT32_MAX);
     if (limit > keep) limit = keep;
-    long long since = num_arg(arg, req, "since", 0, 0, INT64_MAX / 2);
-    long long until = num_arg(arg, req, "until", 0, 0, INT64_MAX / 2);
+    long long since = ms_arg(arg, req, "since");
+    long long until = ms_arg(arg, req, "until");
     long long attempt = num_arg(arg, req, "attempt", 0, 1, 1000000000);
     const char *sil = arg(req, "silenced");
     bool sil_ok = !sil || !*sil || !strcmp(sil, "true") || !strcmp(sil, "false");
     if (limit < 0 || since < 0 || until < 0 || attempt < 0 || !filter_strings_ok(f) || !sil_ok) {
-        http_reply_error(out, 400, "limit must be 1 or more (at most %d are kept); since and until UNIX times in ms; "
+        http_reply_error(out, 400, "limit must be 1 or more (at most %d are kept); since and until UNIX times in ms, "
+                         "YYYY-MM-DD[ HH:MM[:SS]] (UTC) or an age such as 30m, 1h, 2d; "
                          "attempt 1 or more; uuid, tag and q at most %d bytes; silenced true or false", keep, FILTER_STR_MAX);
         return false;
     }
@@ -395,7 +452,7 @@ static void get_recent_jobs(http_ctx_t *h, bool full, http_arg_fn arg, void *req
  * malformed (out has the 400). */
 static bool pending_args(http_arg_fn arg, void *req, plist_t *p, http_reply_t *out)
 {
-    const char *order = arg(req, "order"), *state = arg(req, "state");
+    const char *order = arg(req, "order"), *state = arg_either(arg, req, "state", "status");
     *p = (plist_t){.queue = arg(req, "queue"), .f = {.name = arg(req, "class"), .uuid = arg(req, "uuid"),
                                                       .q = arg(req, "q")},
                   .tag = arg(req, "tag")};
@@ -540,7 +597,7 @@ static void get_one_job(http_ctx_t *h, const char *uuid, http_reply_t *out)
 static bool failed_filter(http_arg_fn arg, void *req, ffilter_t *f, http_reply_t *out)
 {
     *f = (ffilter_t){.queue = arg(req, "queue"), .name = arg(req, "class"), .uuid = arg(req, "uuid"),
-                     .q = arg(req, "q")};
+                     .q = arg(req, "q"), .tag = arg(req, "tag")};
     const char *names[] = {"since", "until"};
     long long *dst[] = {&f->since, &f->until};
     for (int i = 0; i < 2; i++) {
@@ -594,7 +651,7 @@ static void search_failed(http_ctx_t *h, http_arg_fn arg, void *req, http_reply_
 
 static bool is_search(http_arg_fn arg, void *req)
 {
-    const char *keys[] = {"class", "q", "since", "until", "uuid", "cursor"};
+    const char *keys[] = {"class", "q", "since", "until", "uuid", "cursor", "tag"};
     for (size_t i = 0; i < sizeof keys / sizeof *keys; i++)
         if (arg(req, keys[i])) return true;
     return false;

@@ -29,8 +29,17 @@ bool classpause_name_ok(const char *s)
     size_t n = strlen(s);
     if (!n || n > 255) return false;
     for (; *s; s++)
-        if ((unsigned char)*s < 0x20 || *s == 0x7f) return false;
+        if ((unsigned char)*s < 0x20 || *s == 0x7f || *s == '@') return false;
     return true;
+}
+
+/* A hash field changed, logged: "class X: paused across the fleet (who)"
+ * or "class X: paused in pool P (who)". */
+static void log_field(const char *field, bool on, const char *who)
+{
+    const char *at = strchr(field, '@');
+    log_info("class %.*s: %s %s%s (%s)", at ? (int)(at - field) : (int)strlen(field), field,
+             on ? "paused" : "continued", at ? "in pool " : "across the fleet", at ? at + 1 : "", who);
 }
 
 /* The i-th distinct connection name of the native pools; NULL past the
@@ -125,13 +134,9 @@ static bool over_cap(master_t *m, char *const *classes, int n, char *err, size_t
     return true;
 }
 
-int classpause_set(master_t *m, char *const *classes, int n, bool on, const char *who, char *err, size_t errn)
+/* Write the hash's fields (classes, or "<class>@<pool>") on every Redis. */
+static int set_fields(master_t *m, char *const *classes, int n, bool on, const char *who, char *err, size_t errn)
 {
-    for (int i = 0; i < n; i++)
-        if (!classpause_name_ok(classes[i])) {
-            snprintf(err, errn, "a class name is 1 to 255 bytes, without control bytes");
-            return -1;
-        }
     if (on && over_cap(m, classes, n, err, errn)) return -1;
     char *val = entry_json(who);
     int changed = 0, wrote = 0;
@@ -145,7 +150,7 @@ int classpause_set(master_t *m, char *const *classes, int n, bool on, const char
             wrote++;
             if (rv > 0 && !k) {
                 changed++;
-                log_info("class %s: %s across the fleet (%s)", classes[i], on ? "paused" : "continued", who);
+                log_field(classes[i], on, who);
             }
         }
     }
@@ -156,6 +161,40 @@ int classpause_set(master_t *m, char *const *classes, int n, bool on, const char
     }
     classpause_poll(m);
     return changed;
+}
+
+static bool names_ok(char *const *classes, int n, char *err, size_t errn)
+{
+    for (int i = 0; i < n; i++)
+        if (!classpause_name_ok(classes[i])) {
+            snprintf(err, errn, "a class name is 1 to 255 bytes, without control bytes or '@'");
+            return false;
+        }
+    return true;
+}
+
+int classpause_set(master_t *m, char *const *classes, int n, bool on, const char *who, char *err, size_t errn)
+{
+    return names_ok(classes, n, err, errn) ? set_fields(m, classes, n, on, who, err, errn) : -1;
+}
+
+int classpause_set_in(master_t *m, char *const *classes, int n, char *const *pools, int np, bool on, const char *who,
+                      char *err, size_t errn)
+{
+    if (!np) return classpause_set(m, classes, n, on, who, err, errn);
+    if (!names_ok(classes, n, err, errn)) return -1;
+    for (int k = 0; k < np; k++)
+        if (!master_pool(m, pools[k])) {
+            snprintf(err, errn, "no pool %.100s here", pools[k]);
+            return -1;
+        }
+    char **fields = xcalloc((size_t)(n * np), sizeof *fields);
+    for (int i = 0; i < n; i++)
+        for (int k = 0; k < np; k++) fields[i * np + k] = xasprintf("%s@%s", classes[i], pools[k]);
+    int rv = set_fields(m, fields, n * np, on, who, err, errn);
+    for (int i = 0; i < n * np; i++) free(fields[i]);
+    free(fields);
+    return rv;
 }
 
 static void entry_free(paused_class_t *e)
@@ -254,7 +293,12 @@ cJSON *classpause_json(const master_t *m)
     const struct classpause *g = m->classpause;
     for (int i = 0; g && i < g->n; i++) {
         cJSON *o = cJSON_CreateObject();
-        cJSON_AddStringToObject(o, "class", g->v[i].class_name);
+        const char *f = g->v[i].class_name, *at = strchr(f, '@');
+        char *cls = xstrndup(f, at ? (size_t)(at - f) : strlen(f));
+        cJSON_AddStringToObject(o, "class", cls);
+        free(cls);
+        if (at) cJSON_AddStringToObject(o, "pool", at + 1);
+        else cJSON_AddNullToObject(o, "pool");
         cJSON_AddStringToObject(o, "by", g->v[i].by);
         cJSON_AddStringToObject(o, "host", g->v[i].host);
         cJSON_AddNumberToObject(o, "since", g->v[i].at);

@@ -26,12 +26,17 @@
  * the hash). Returns how many changed, or -1 with err (a bad name, more
  * than CLASSPAUSE_MAX paused, or no Redis took it). */
 int classpause_set(master_t *m, char *const *classes, int n, bool on, const char *who, char *err, size_t errn);
+/* The same in the named pools only (n x np entries "<class>@<pool>"), each
+ * pool one of this master's; np 0: across the fleet (classpause_set). */
+int classpause_set_in(master_t *m, char *const *classes, int n, char *const *pools, int np, bool on, const char *who,
+                      char *err, size_t errn);
 /* Read the paused classes (and the jobs each held back) from Redis. */
 void classpause_poll(master_t *m);
 /* The "paused_classes" array of the status. */
 cJSON *classpause_json(const master_t *m);
 void classpause_free(master_t *m);
-/* A class name pause takes: 1..255 bytes, no control bytes. */
+/* A class name pause takes: 1..255 bytes, no control bytes, no '@' (it
+ * names a pool in the hash: "<class>@<pool>"). */
 bool classpause_name_ok(const char *s);
 
 #endif

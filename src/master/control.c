@@ -186,8 +186,8 @@ int ctl_parse_request(const char *line, size_t len, int max_workers, ctl_request
               name_array(cJSON_GetObjectItemCaseSensitive(req, "queues"), &r->queues, &r->nqueues) < 0 ||
               name_array(cJSON_GetObjectItemCaseSensitive(req, "classes"), &r->classes, &r->nclasses) < 0))
         snprintf(err, errn, "pools, queues and classes must be arrays of names");
-    else if (r->nclasses && (r->npools || r->nqueues))
-        snprintf(err, errn, "classes are paused across the fleet: name no pool or queue with them");
+    else if (r->nclasses && r->nqueues)
+        snprintf(err, errn, "classes are paused across the fleet or in pools: name no queue with them");
     else if (r->cmd == CTL_SCALE && parse_scale(req, max_workers, r, err, errn) < 0)
         ;
     else if (r->cmd == CTL_STOP_JOB && parse_uuid(req, r, err, errn) < 0)
@@ -372,7 +372,8 @@ static void cmd_status(master_t *m, ctl_client_t *c, const ctl_request_t *r)
     reply_json(c, status_json(m, (r->verbose ? STATUS_VERBOSE : 0) | (r->raw ? STATUS_RAW : 0)));
 }
 
-/* pause --class, continue --class: across the fleet, in Redis. */
+/* pause --class, continue --class: across the fleet (or in the named
+ * pools, on every host), in Redis. */
 static void run_class_pause(master_t *m, ctl_client_t *c, const ctl_request_t *r, bool on)
 {
     char who[300], err[256];
@@ -380,7 +381,7 @@ static void run_class_pause(master_t *m, ctl_client_t *c, const ctl_request_t *r
         snprintf(who, sizeof who, "HTTP by %s", r->by ? r->by : "?");
     else
         snprintf(who, sizeof who, "the control socket, uid %d", (int)c->uid);
-    if (classpause_set(m, r->classes, r->nclasses, on, who, err, sizeof err) < 0)
+    if (classpause_set_in(m, r->classes, r->nclasses, r->pools, r->npools, on, who, err, sizeof err) < 0)
         reply_verb_error(c, err);
     else
         reply_json(c, status_json(m, 0));

@@ -14,6 +14,8 @@
 #include "version.h"
 
 #include <math.h>
+#include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 static const char *pool_state(master_t *m, pool_t *p)
@@ -23,6 +25,20 @@ static const char *pool_state(master_t *m, pool_t *p)
     if (p->paused) return "paused";
     if (p->down) return "down";
     return "running";
+}
+
+/* A running job's tags from its slot ('\n'-joined): an array. */
+static cJSON *sb_tags_json(const char *tags)
+{
+    cJSON *a = cJSON_CreateArray();
+    for (const char *t = tags; *t;) {
+        size_t n = strcspn(t, "\n");
+        char *one = xstrndup(t, n);
+        cJSON_AddItemToArray(a, cJSON_CreateString(one));
+        free(one);
+        t += n + (t[n] == '\n');
+    }
+    return a;
 }
 
 static cJSON *child_json(master_t *m, pool_t *p, child_t *c)
@@ -59,6 +75,7 @@ static cJSON *child_json(master_t *m, pool_t *p, child_t *c)
         cJSON_AddNumberToObject(j, "running_ms", (double)(wall_ms() - s.job_started_ms));
         cJSON_AddNumberToObject(j, "attempt", s.job_attempt);
         cJSON_AddNumberToObject(j, "timeout_s", s.job_timeout_s);
+        cJSON_AddItemToObject(j, "tags", sb_tags_json(s.job_tags));
     } else
         cJSON_AddNullToObject(o, "job");
     return o;

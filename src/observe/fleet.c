@@ -241,6 +241,8 @@ static cJSON *running_row(const cJSON *master, const cJSON *pool, const cJSON *c
     cJSON_AddNumberToObject(r, "timeout_s", timeout);
     cJSON_AddBoolToObject(r, "past_timeout", timeout > 0 && age > timeout * 1000);
     cJSON_AddBoolToObject(r, "own", own);
+    const cJSON *tags = cJSON_GetObjectItemCaseSensitive(job, "tags");
+    cJSON_AddItemToObject(r, "tags", cJSON_IsArray(tags) ? cJSON_Duplicate(tags, true) : cJSON_CreateArray());
     return r;
 }
 

@@ -470,8 +470,9 @@ static void render_paused_classes(const cJSON *status, sbuf_t *out)
         cJSON_ArrayForEach(e, pc) {
             const cJSON *cls = member(e, "class");
             if (!cJSON_IsString(cls)) continue;
-            label_t lb[] = {{"class", cls->valuestring}};
-            sample(fams[i], "", lb, 1, i ? num_member(e, "waiting") : 1);
+            const cJSON *pool = member(e, "pool"); /* paused in one pool only: its name too */
+            label_t lb[] = {{"class", cls->valuestring}, {"pool", cJSON_IsString(pool) ? pool->valuestring : ""}};
+            sample(fams[i], "", lb, cJSON_IsString(pool) ? 2 : 1, i ? num_member(e, "waiting") : 1);
         }
     }
 }

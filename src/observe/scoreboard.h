@@ -50,6 +50,8 @@ enum sb_exit_reason {
 #define SB_CTL_RETIRE (1u << 30)           /* exit instead of taking another job */
 #define SB_CTL_QUEUE_MASK 0x3fffffffu      /* bit i: queue i of the pool is paused */
 
+#define SB_JOB_TAGS_MAX 512        /* bytes of a running job's tags in its slot */
+
 typedef struct {
     /* child-written, seqlock protected */
     uint8_t state;
@@ -69,6 +71,7 @@ typedef struct {
     char job_queue[64];
     uint32_t job_attempt;      /* the attempt running (1: the first), 0: not known */
     int32_t job_timeout_s;     /* its timeout (the payload's, else the pool's), 0: none */
+    char job_tags[SB_JOB_TAGS_MAX]; /* the payload's own tags, '\n'-joined, whole ones that fit; "": none */
 } sb_child_t;
 
 /* One slot per page: a child keeps only its own page mapped (sb_confine),

@@ -36,7 +36,7 @@ char *pcursor_text(const pcursor_t *c)
 static bool pending_match(const pending_del_t *d, const char *payload, size_t len)
 {
     frec_t f = {.uuid = NULL, .queue = (char *)d->queue, .payload = (char *)payload, .payload_len = len};
-    ffilter_t flt = {.name = d->f.name, .q = d->f.q};
+    ffilter_t flt = {.name = d->f.name, .q = d->f.q, .tag = d->f.tag};
     if (!ffilter_match(&flt, &f)) return false;
     if (!d->f.uuid) return true;
     /* the uuid: as the payload says it ("uuid":"..."), after the class and text */

@@ -24,6 +24,7 @@ void wlimits_init(wlimits_t *wl, const qconf_t *conf, const pool_conf_t *p, cons
     wl->nconf = wl->ls.n;
     wl->prefix = xstrdup(prefix);
     wl->paused_key = qlimit_paused_key(prefix, cluster);
+    wl->pool = xstrdup(p->name ? p->name : "");
 }
 
 /* Forget the per-key slots the last job took. */
@@ -39,19 +40,46 @@ void wlimits_free(wlimits_t *wl)
 {
     drop_keys(wl);
     qlimits_free(&wl->ls);
-    FREE_ALL(wl->prefix, wl->paused_key);
+    FREE_ALL(wl->prefix, wl->paused_key, wl->pool);
 }
 
-/* Whether the paused classes held now are exactly the reply's. */
+/* Does a field of the paused classes' hash hold this pool's jobs? "<class>"
+ * holds every pool's, "<class>@<pool>" that pool's only (a class has no
+ * '@'). (pure) */
+static bool paused_here(const wlimits_t *wl, const char *field)
+{
+    const char *at = strchr(field, '@');
+    return !at || !strcmp(at + 1, wl->pool);
+}
+
+/* Whether the paused classes held now are exactly the reply's that hold
+ * here (each held under its own key, paused:<field>). */
 static bool same_paused(const wlimits_t *wl, const redisReply *r)
 {
-    if ((int)r->elements != wl->ls.n - wl->nconf) return false;
+    int want = 0;
     for (size_t i = 0; i < r->elements; i++) {
+        if (!paused_here(wl, r->element[i]->str)) continue;
+        want++;
+        char *id = xasprintf("paused:%s", r->element[i]->str), *key = qlimit_key(wl->prefix, id, wl->ls.cluster);
         bool found = false;
-        for (int k = wl->nconf; k < wl->ls.n && !found; k++) found = !strcmp(wl->ls.v[k].class_name, r->element[i]->str);
+        for (int k = wl->nconf; k < wl->ls.n && !found; k++) found = !strcmp(wl->ls.v[k].key, key);
+        FREE_ALL(id, key);
         if (!found) return false;
     }
-    return true;
+    return want == wl->ls.n - wl->nconf;
+}
+
+/* A field that holds here, as a limit that never has room. */
+static void add_paused(wlimits_t *wl, const char *field)
+{
+    const char *at = strchr(field, '@');
+    if (!at) {
+        qlimits_add_paused(&wl->ls, wl->prefix, field);
+        return;
+    }
+    char *id = xasprintf("paused:%s", field), *cls = xstrndup(field, (size_t)(at - field));
+    qlimits_add(&wl->ls, wl->prefix, id, cls, "", QLIMIT_PAUSED, 0, 1);
+    FREE_ALL(id, cls);
 }
 
 int wlimits_poll_paused(wlimits_t *wl, rconn_t *c, int64_t now_ms)
@@ -72,8 +100,9 @@ int wlimits_poll_paused(wlimits_t *wl, rconn_t *c, int64_t now_ms)
     }
     bool was = wl->ls.n > wl->nconf;
     qlimits_truncate(&wl->ls, wl->nconf); /* paused classes hold no slots: a running job's are unchanged */
-    for (size_t i = 0; i < r->elements; i++) qlimits_add_paused(&wl->ls, wl->prefix, r->element[i]->str);
-    size_t n = r->elements;
+    for (size_t i = 0; i < r->elements; i++)
+        if (paused_here(wl, r->element[i]->str)) add_paused(wl, r->element[i]->str);
+    size_t n = (size_t)(wl->ls.n - wl->nconf);
     freeReplyObject(r);
     log_info("paused classes now: %zu (their jobs stay in their queues)", n);
     return !was && wl->ls.n > wl->nconf ? 1 : 0;

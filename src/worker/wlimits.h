@@ -21,6 +21,7 @@ typedef struct {
     int64_t next_beat_ms;
     int nconf;           /* ls.v[0..nconf) are the config's; the paused classes follow */
     char *prefix, *paused_key;
+    char *pool;           /* its pool's name: a class paused in one pool ("<class>@<pool>") holds here only */
     int64_t next_paused_ms;
     bool paused_key_bad;  /* its paused-classes key is no hash: said once */
     char **xkeys;         /* the per-key limits' :run sets the current job holds a slot in */

@@ -179,7 +179,35 @@ static void sb_text(char *dst, size_t cap, const char *s)
 typedef struct {
     const char *id, *uuid, *name, *queue;
     long attempt, timeout;
+    const char *raw;    /* the payload, for its own "tags" (NULL: none) */
+    size_t rawlen;
 } sb_job_t;
+
+/* The payload's own tags into dst, '\n'-joined: each made one line of
+ * valid UTF-8 (jobhist_set_str), the whole ones that fit. */
+static void sb_tags(char *dst, size_t cap, const char *raw, size_t rawlen)
+{
+    size_t ts, te, n = 0;
+    dst[0] = '\0';
+    if (!raw || !json_top_value(raw, rawlen, "tags", &ts, &te)) return;
+    cJSON *arr = cJSON_ParseWithLength(raw + ts, te - ts);
+    const cJSON *t;
+    if (!cJSON_IsArray(arr)) {
+        cJSON_Delete(arr);
+        return;
+    }
+    cJSON_ArrayForEach(t, arr) {
+        char one[JOBHIST_TAG_MAX + 1];
+        if (!cJSON_IsString(t)) continue;
+        jobhist_set_str(one, sizeof one, t->valuestring);
+        size_t len = strlen(one);
+        if (!len || n + len + 2 > cap) continue;
+        if (n) dst[n++] = '\n';
+        memcpy(dst + n, one, len + 1);
+        n += len;
+    }
+    cJSON_Delete(arr);
+}
 
 static void sb_job(worker_t *w, const sb_job_t *j)
 {
@@ -193,6 +221,7 @@ static void sb_job(worker_t *w, const sb_job_t *j)
     sb_text(w->slot->c.job_uuid, sizeof w->slot->c.job_uuid, uuid);
     sb_text(w->slot->c.job_name, sizeof w->slot->c.job_name, name);
     sb_text(w->slot->c.job_queue, sizeof w->slot->c.job_queue, queue);
+    sb_tags(w->slot->c.job_tags, sizeof w->slot->c.job_tags, j->raw, j->rawlen);
     sb_write_end(w->slot);
 }
 
@@ -1284,7 +1313,8 @@ static bool run_job(worker_t *w, job_t *j)
     }
     sb_job(w, &(sb_job_t){.id = j->hj.id, .uuid = j->hj.uuid, .name = j->hj.name, .queue = w->qs.q[j->pr.qidx].name,
                           .attempt = j->parsed ? j->p.attempts + 1 : 0,
-                          .timeout = j->parsed && j->p.has_timeout ? j->p.timeout : w->p->timeout});
+                          .timeout = j->parsed && j->p.has_timeout ? j->p.timeout : w->p->timeout,
+                          .raw = j->pr.raw, .rawlen = j->pr.rawlen});
     job_log(w, j, "Processing", NULL);
     if (policy_already_exceeded(&j->p, w->p->tries, j->attempts, wall_s())) {
         job_fail_unrun(w, j);

@@ -121,8 +121,11 @@ def test_pause_class_fleet_wide_survives_restart(master_factory, redis_server, t
 def test_pause_class_bad_requests(master_factory, redis_server, tmp_path):
     path, log = handler(tmp_path)
     a = start(master_factory, redis_server, "a", path)
-    res = a.cli("pause", "--class", "App\\Jobs\\X", "work", check=False)
-    assert res.returncode != 0 and "no pool or queue" in (res.stdout + res.stderr)
+    res = a.cli("pause", "--class", "App\\Jobs\\X", "--queue", "work", check=False)
+    assert res.returncode != 0 and "no queue" in (res.stdout + res.stderr)
+    res = a.cli("pause", "--class", "App\\Jobs\\X", "no-such-pool", check=False)  # a pool: one of this host's
+    assert res.returncode != 0 and "no pool no-such-pool" in (res.stdout + res.stderr)
+    assert a.cli("pause", "--class", "App\\Jobs\\X@work", check=False).returncode != 0  # '@' names a pool
     res = a.cli("pause", "--class", "bad\x01name", check=False)
     assert res.returncode != 0
     rc = redis_server.client()

@@ -135,3 +135,32 @@ def test_memory_recycles_and_crashes_are_in_the_minute_history(master, r, tmp_pa
     assert e["pool"] == "w" and e["queue"] == "-" and e["job"] == "-"
     text = master.cli("metrics").stdout.splitlines()
     assert "recycled" in text[0] and "w.crashes" in text[0]
+
+
+def test_metrics_takes_the_filters_of_the_other_lists(master, r, tmp_path):
+    # issue 32: `qpool metrics` takes class, queue, pool, host, status (outcome), since and until
+    master.write_config(pool(tmp_path / "fixture.log"))
+    master.start()
+    push_many(r, "high", [make_payload("ok", job="App\\Jobs\\A") for _ in range(4)])
+    push_many(r, "default", [make_payload("ok", job="App\\Jobs\\B") for _ in range(3)])
+    push_many(r, "default", [make_payload("fail", job="App\\Jobs\\B") for _ in range(2)])
+    wait_for(lambda: history_count(master) == 4 + 3 + 2 * 2, 30, what="every attempt in the minute history")
+
+    def entries(*args):
+        out = json.loads(master.cli("metrics", "--json", "--minutes", "5", *args).stdout)
+        assert all("all" not in m for m in out["minutes"])  # every job's summary, not the filter's
+        return [e for m in out["minutes"] for e in m["series"]]
+
+    a = entries("--class", "App\\Jobs\\A")
+    assert a and {e["job"] for e in a} == {"App\\Jobs\\A"} and sum(e["count"] for e in a) == 4
+    b = entries("--queue", "default", "--status", "failed")
+    assert b and sum(e["count"] for e in b) == 2 and {(e["queue"], e["outcome"]) for e in b} == {("default", "failed")}
+    host = b[0]["host"]
+    assert sum(e["count"] for e in entries("--pool", "w", "--host", host, "--outcome", "done")) == 4 + 3
+    assert entries("--host", "no-such-host") == [] and entries("--pool", "nope") == []
+    assert sum(e["count"] for e in entries("--class", "App\\Jobs\\B", "--since", "10m")) == 3 + 2 * 2
+    assert entries("--class", "App\\Jobs\\B", "--until", "2001-01-01") == []
+    text = master.cli("metrics", "--class", "App\\Jobs\\A", "--since", "1h").stdout.splitlines()
+    assert text[0].startswith("MINUTE") and sum(int(line.split()[2]) for line in text[1:]) == 4  # the done column
+    bad = master.cli("metrics", "--since", "yesterday", check=False)
+    assert bad.returncode == 64 and "--since" in bad.stderr
