@@ -1751,7 +1751,9 @@
     themeApply();
     var b = document.getElementById('theme-button');
     if (b) b.addEventListener('click', themeToggle);
-    if (window.matchMedia) matchMedia('(prefers-color-scheme: dark)').addEventListener('change', themeApply);
+    var mq = window.matchMedia && matchMedia('(prefers-color-scheme: dark)');
+    if (mq && mq.addEventListener) mq.addEventListener('change', themeApply);
+    else if (mq && mq.addListener) mq.addListener(themeApply); /* Safari before 14 */
     window.addEventListener('storage', (e) => { if (e.key === THEME_KEY) themeApply(); });
   }
 

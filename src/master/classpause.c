@@ -183,7 +183,7 @@ int classpause_set_in(master_t *m, char *const *classes, int n, char *const *poo
 {
     if (!np) return classpause_set(m, classes, n, on, who, err, errn);
     if (!names_ok(classes, n, err, errn)) return -1;
-    for (int k = 0; k < np; k++)
+    for (int k = 0; on && k < np; k++) /* a continue may name a pool of another host, or one gone */
         if (!master_pool(m, pools[k])) {
             snprintf(err, errn, "no pool %.100s here", pools[k]);
             return -1;

@@ -92,6 +92,7 @@ static void sb_terminate(sb_child_t *out)
     utf8_scrub(out->job_uuid, sizeof out->job_uuid);
     utf8_scrub(out->job_name, sizeof out->job_name);
     utf8_scrub(out->job_queue, sizeof out->job_queue);
+    utf8_scrub(out->job_tags, sizeof out->job_tags); /* keeps its '\n's */
 }
 
 void sb_read(const sb_slot_t *s, sb_child_t *out)

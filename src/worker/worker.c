@@ -196,8 +196,10 @@ static void sb_tags(char *dst, size_t cap, const char *raw, size_t rawlen)
         cJSON_Delete(arr);
         return;
     }
+    int seen = 0;
     cJSON_ArrayForEach(t, arr) {
         char one[JOBHIST_TAG_MAX + 1];
+        if (++seen > JOBHIST_TAGS_MAX || n + 2 >= cap) break; /* as the history keeps them; or full */
         if (!cJSON_IsString(t)) continue;
         jobhist_set_str(one, sizeof one, t->valuestring);
         size_t len = strlen(one);
@@ -212,6 +214,8 @@ static void sb_tags(char *dst, size_t cap, const char *raw, size_t rawlen)
 static void sb_job(worker_t *w, const sb_job_t *j)
 {
     const char *id = j->id, *uuid = j->uuid, *name = j->name, *queue = j->queue;
+    char tags[sizeof w->slot->c.job_tags];
+    sb_tags(tags, sizeof tags, j->raw, j->rawlen); /* parsed before the write: the master's reads never wait on it */
     sb_write_begin(w->slot);
     w->slot->c.state = SB_BUSY;
     w->slot->c.job_started_ms = wall_ms();
@@ -221,7 +225,7 @@ static void sb_job(worker_t *w, const sb_job_t *j)
     sb_text(w->slot->c.job_uuid, sizeof w->slot->c.job_uuid, uuid);
     sb_text(w->slot->c.job_name, sizeof w->slot->c.job_name, name);
     sb_text(w->slot->c.job_queue, sizeof w->slot->c.job_queue, queue);
-    sb_tags(w->slot->c.job_tags, sizeof w->slot->c.job_tags, j->raw, j->rawlen);
+    memcpy(w->slot->c.job_tags, tags, sizeof tags);
     sb_write_end(w->slot);
 }
 

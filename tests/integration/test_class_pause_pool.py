@@ -74,3 +74,20 @@ def test_pause_class_in_one_pool(master, r, tmp_path):
     except urllib.error.HTTPError as e:
         assert e.code == 400
 
+
+
+def test_a_pool_pause_can_be_continued_where_the_pool_is_not(master, r, tmp_path):
+    """A pool's pause lives in the fleet's hash: it is listed on every host,
+    and its pool may be another host's, or gone from the config. Its
+    continue is taken anywhere (a pause still needs a pool of this host):
+    before, `X@gone` could only be removed with redis-cli (review of
+    2026-11-29)."""
+    path, _ = handler(tmp_path)
+    master.write_config(pools(path))
+    master.start()
+    r.hset(PAUSED_KEY, A + "@gone", json.dumps({"since": 1, "by": "an older config"}))
+    res = master.cli("continue", "gone", "--class", A, check=False)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert not r.hexists(PAUSED_KEY, A + "@gone")
+    res = master.cli("pause", "gone", "--class", A, check=False)
+    assert res.returncode != 0 and not r.exists(PAUSED_KEY), res.stdout + res.stderr
