@@ -611,54 +611,42 @@ void qlimits_fill_argv(const qlimits_t *ls, const char *token, const char **argv
     for (int i = 0; i < ls->n; i++) argv[o++] = ls->v[i].tag_prefix ? ls->v[i].tag_prefix : "";
 }
 
-/* On a Redis Cluster: the slot script once per limit with a concurrency
- * (its :run set has a slot of its own), the counts summed; -1 if any failed.
- * (A per-key limit's sets: slot_script_xkeys.) */
-static int slot_script_each(rconn_t *c, const rscript_t *s, const qlimits_t *ls, const char *token)
+/* The slot script s over one :run set: the slots renewed / given back, or -1. */
+static int slot_script_one(rconn_t *c, const rscript_t *s, const char *run, const char *token, const char *ttl)
 {
-    int sum = 0;
-    for (int i = 0; i < ls->n; i++) {
-        if (ls->v[i].concurrency <= 0 || ls->v[i].tag_prefix) continue;
-        const char *argv[] = {ls->v[i].run, token, ls->ttl};
-        redisReply *r = NULL;
-        int rv = rconn_script(c, s, 1, s == &SCRIPT_LIMIT_BEAT ? 3 : 2, argv, NULL, -1, -1, &r);
-        bool ok = rv == RC_OK && r && r->type == REDIS_REPLY_INTEGER;
-        if (ok && sum >= 0) sum += (int)r->integer;
-        if (!ok) sum = -1;
-        if (r) freeReplyObject(r);
-    }
-    return sum;
+    const char *argv[] = {run, token, ttl};
+    redisReply *r = NULL;
+    int rv = rconn_script(c, s, 1, s == &SCRIPT_LIMIT_BEAT ? 3 : 2, argv, NULL, -1, -1, &r);
+    int n = rv == RC_OK && r && r->type == REDIS_REPLY_INTEGER ? (int)r->integer : -1;
+    if (r) freeReplyObject(r);
+    return n;
 }
 
-/* On a Redis Cluster: the slot script once per :run set a per-key limit's
- * lease took (wlcluster.c names them as the pop does on one Redis); each
- * key's sets share their limit's slot, but two limits' do not. */
-static int slot_script_xkeys(rconn_t *c, const rscript_t *s, const qlimits_t *ls, const char *token,
-                             char *const *xkeys, int nx)
+/* On a Redis Cluster: the slot script once per limit with a concurrency
+ * (its :run set has a slot of its own), then once per :run set a per-key
+ * limit's lease took (wlcluster.c names them as the pop does on one Redis;
+ * each key's sets share their limit's slot, but two limits' do not): the
+ * counts summed; -1 if any failed. */
+static int slot_script_each(rconn_t *c, const rscript_t *s, const qlimits_t *ls, const char *token,
+                            char *const *xkeys, int nx)
 {
     int sum = 0;
-    for (int i = 0; i < nx; i++) {
-        const char *argv[] = {xkeys[i], token, ls->ttl};
-        redisReply *r = NULL;
-        int rv = rconn_script(c, s, 1, s == &SCRIPT_LIMIT_BEAT ? 3 : 2, argv, NULL, -1, -1, &r);
-        bool ok = rv == RC_OK && r && r->type == REDIS_REPLY_INTEGER;
-        if (ok && sum >= 0) sum += (int)r->integer;
-        if (!ok) sum = -1;
-        if (r) freeReplyObject(r);
+    for (int i = 0; i < ls->n + nx; i++) {
+        const char *run = i < ls->n ? ls->v[i].run : xkeys[i - ls->n];
+        if (i < ls->n && (ls->v[i].concurrency <= 0 || ls->v[i].tag_prefix)) continue;
+        int n = slot_script_one(c, s, run, token, ls->ttl);
+        sum = n < 0 || sum < 0 ? -1 : sum + n;
     }
     return sum;
 }
 
 /* One slot script over the :run sets the pop named (xkeys: on one Redis
  * the pop decides the class, so only its reply says which slots a job
- * holds); on a Cluster over the limits with a concurrency. */
+ * holds); on a Cluster one per set (slot_script_each). */
 static int slot_script(rconn_t *c, const rscript_t *s, const qlimits_t *ls, const char *token, char *const *xkeys,
                        int nx)
 {
-    if (rconn_is_cluster(c)) {
-        int a = slot_script_each(c, s, ls, token), b = slot_script_xkeys(c, s, ls, token, xkeys, nx);
-        return a < 0 || b < 0 ? -1 : a + b;
-    }
+    if (rconn_is_cluster(c)) return slot_script_each(c, s, ls, token, xkeys, nx);
     const char **argv = xcalloc((size_t)nx + 2, sizeof *argv);
     int k = 0;
     for (int i = 0; i < nx; i++) argv[k++] = xkeys[i];

@@ -9,6 +9,7 @@ import random
 import subprocess
 import time
 
+import pytest
 import redis
 from redis.cluster import ClusterNode, RedisCluster
 
@@ -149,3 +150,14 @@ class Cluster:
     def stop(self):
         for n in self.nodes + self.replicas:
             n.stop()
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    """A 3-node Cluster of its own for one test (import it by name)."""
+    c = Cluster(tmp_path / "cluster", cluster_ports(3))
+    try:
+        c.start()
+        yield c
+    finally:
+        c.stop()

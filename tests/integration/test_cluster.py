@@ -16,21 +16,11 @@ import urllib.request
 
 import pytest
 
-from cluster_util import Cluster, cluster_ports
+from cluster_util import Cluster, cluster, cluster_ports  # noqa: F401 (cluster: a fixture)
 from conftest import (FIXTURE_HANDLER, PREFIX, QPOOL, free_port, make_payload, push, push_many, queue_state,
                       read_fixture_log, wait_for)
 
 QUEUES = ["{emails}", "{sms}", "{reports}"]
-
-
-@pytest.fixture
-def cluster(tmp_path):
-    c = Cluster(tmp_path / "cluster", cluster_ports(3))
-    try:
-        c.start()
-        yield c
-    finally:
-        c.stop()
 
 
 def cluster_conf(c, extra="", seeds=None, timeout=3):

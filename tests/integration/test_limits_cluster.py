@@ -12,9 +12,8 @@ import os
 import signal
 import time
 
-import pytest
 
-from cluster_util import Cluster, cluster_ports
+from cluster_util import cluster  # noqa: F401 (a fixture)
 from conftest import PREFIX, make_payload, push_many, wait_for
 from limit_records import handler as limit_handler, max_overlap, records
 
@@ -23,16 +22,6 @@ A, B = "App\\Jobs\\A", "App\\Jobs\\BQuick"
 CASES = """  *"Quick "*) ;;
   *"Long "*) sleep 120 ;;
   *) sleep 0.2 ;;"""
-
-
-@pytest.fixture
-def cluster(tmp_path):
-    c = Cluster(tmp_path / "cluster", cluster_ports(3))
-    try:
-        c.start()
-        yield c
-    finally:
-        c.stop()
 
 
 def queue_away_from(c, key, stem="work"):

@@ -17,7 +17,7 @@ import subprocess
 
 import pytest
 
-from cluster_util import Cluster, cluster_ports
+from cluster_util import cluster  # noqa: F401 (a fixture)
 from conftest import BUILD, PREFIX, make_payload, push_many, wait_for
 from test_limits import max_overlap, records
 from test_limits_cluster import queue_away_from, ready, start
@@ -128,16 +128,6 @@ def test_c_reads_the_keys_the_lua_reads(redis_server):
 
 # the limit's keys on a Cluster: its id in one hash tag (qlimit_key)
 CBASE = PREFIX + "qpool:limit:{%s}" % BASE[len(PREFIX + "qpool:limit:"):]
-
-
-@pytest.fixture
-def cluster(tmp_path):
-    c = Cluster(tmp_path / "cluster", cluster_ports(3))
-    try:
-        c.start()
-        yield c
-    finally:
-        c.stop()
 
 
 def test_one_per_customer_on_a_cluster(cluster, master_factory, tmp_path):
