@@ -5,6 +5,7 @@
  * only counts them.
  */
 #include "cli/cli.h"
+#include "cli/cli_audit.h"
 #include "redis/pending.h"
 #include "core/util.h"
 
@@ -48,6 +49,24 @@ static int delete_all(rconn_t *r, const char *queue, const pending_args_t *a, pe
     return 0;
 }
 
+/* The record of a delete (cli_audit.h): the queue and the filter as typed. */
+static void audit(const char *queue, const pending_args_t *a, long deleted, bool failed)
+{
+    sbuf_t f;
+    sbuf_init(&f);
+    sbuf_puts(&f, "");
+    cli_audit_arg(&f, "queue", queue);
+    cli_audit_arg(&f, "--class", a->name);
+    cli_audit_arg(&f, "--uuid", a->uuid);
+    cli_audit_arg(&f, "--text", a->text);
+    cli_audit_arg(&f, "--tag", a->tag);
+    if (a->all) sbuf_puts(&f, " --all");
+    char what[96];
+    snprintf(what, sizeof what, "deleted %ld pending jobs%s", deleted, failed ? " (stopped by an error)" : "");
+    cli_audit("pending", what, f.data);
+    sbuf_free(&f);
+}
+
 int cmd_pending(const cli_cmd_t *cmd, int argc, char **argv)
 {
     pending_args_t a = {.conn = "default"};
@@ -71,6 +90,7 @@ int cmd_pending(const cli_cmd_t *cmd, int argc, char **argv)
                queue, sum.scanned);
     else if (rv == 0)
         printf("deleted %ld pending jobs of %s\n", sum.deleted, queue);
+    if (a.yes) audit(queue, &a, sum.deleted, rv != 0);
     cli_redis_close(&x);
     return rv;
 }
