@@ -231,12 +231,15 @@ static const cli_cmd_t COMMANDS[] = {
      "  -c, --config FILE   config file\n"
      "  --connection NAME   redis connection from the config (default: default)\n", cmd_failed},
     {"pending", "delete a queue's pending jobs that match a filter",
-     "usage: qpool pending delete QUEUE (--class NAME | --uuid UUID | --text TEXT | --tag TAG | --all) [--yes]\n"
+     "usage: qpool pending delete QUEUE (--class NAME | --uuid UUID | --text TEXT | --tag TAG |\n"
+     "                                  --since T | --until T | --all) [--yes]\n"
      "\n"
      "The pending jobs of QUEUE (ready and delayed; never those running) that\n"
      "match every filter given: --class the job's displayName exactly, --uuid,\n"
      "--text (or --q) text in the payload (case ignored), --tag one of the\n"
-     "payload's own tags (exact). Without --yes only\n"
+     "payload's own tags (exact), --since/--until T on when it was pushed\n"
+     "(Horizon's pushedAt, else createdAt; T: unix seconds, YYYY-MM-DD[ HH:MM[:SS]]\n"
+     "UTC, or an age such as 30m, 1h, 2d). Without --yes only\n"
      "counts them. Goes in bounded steps (500 jobs each). A delete is recorded\n"
      "with the user's uid, the filter and the count on stderr and to syslog\n"
      "(LOG_NOTICE, ident qpool). See docs/operations.md.\n"

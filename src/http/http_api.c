@@ -448,6 +448,20 @@ static void get_recent_jobs(http_ctx_t *h, bool full, http_arg_fn arg, void *req
     reply_jobs(h, jobs, out);
 }
 
+/* ?since= and ?until= as the failed search takes them (ffilter_time: UNIX
+ * seconds, a UTC date, an age), into *since and *until (0: not given);
+ * false when one is malformed. */
+static bool seconds_args(http_arg_fn arg, void *req, long long *since, long long *until)
+{
+    const char *v[] = {arg(req, "since"), arg(req, "until")};
+    long long *dst[] = {since, until};
+    for (int i = 0; i < 2; i++) {
+        *dst[i] = 0;
+        if (v[i] && *v[i] && ffilter_time(v[i], wall_s(), dst[i]) < 0) return false;
+    }
+    return true;
+}
+
 /* The arguments of /api/jobs/pending (docs/api.md); false when one is
  * malformed (out has the 400). */
 static bool pending_args(http_arg_fn arg, void *req, plist_t *p, http_reply_t *out)
@@ -467,13 +481,15 @@ static bool pending_args(http_arg_fn arg, void *req, plist_t *p, http_reply_t *o
     p->limit = (long)limit;
     p->newest = !order || !*order || !strcmp(order, "newest");
     ok = ok && limit > 0 && p->offset >= 0 && (p->newest || !strcmp(order, "oldest"));
+    ok = seconds_args(arg, req, &p->f.since, &p->f.until) && ok;
     p->state = !state || !*state || !strcmp(state, "all") ? PSTATE_ALL
              : !strcmp(state, "ready")                    ? PSTATE_READY
              : !strcmp(state, "delayed")                  ? PSTATE_DELAYED
                                                           : (ok = false, PSTATE_ALL);
     if (!ok)
         http_reply_error(out, 400, "queue is required; limit 1..%d; offset 0 or more; order newest or oldest; "
-                         "state all, ready or delayed; class, uuid, q and tag at most %d bytes", PENDING_LIST_MAX,
+                         "state all, ready or delayed; class, uuid, q and tag at most %d bytes; since and until "
+                         "unix seconds, YYYY-MM-DD[ HH:MM[:SS]] (UTC) or an age such as 30m", PENDING_LIST_MAX,
                          FILTER_STR_MAX);
     return ok;
 }
