@@ -8,6 +8,7 @@
 #include "redis/failed.h"
 #include "redis/failed_search.h"
 #include "redis/pending_list.h"
+#include "http/batch_filter.h"
 #include "observe/fleet.h"
 #include "observe/history.h"
 #include "observe/jobhist.h"
@@ -736,15 +737,37 @@ static bool batches_loading(const cJSON *rep)
     return false;
 }
 
+/* ?q=, ?status=, ?since=, ?until= (batch_filter.h); false when one is
+ * malformed (out has the 400). */
+static bool batch_args(http_arg_fn arg, void *req, bfilter_t *f, http_reply_t *out)
+{
+    const char *q = arg(req, "q");
+    int st = bfilter_status(arg_either(arg, req, "status", "state"));
+    *f = (bfilter_t){.q = q && *q ? q : NULL, .status = st < 0 ? BSTATUS_ANY : (bstatus_t)st};
+    bool ok = st >= 0 && (!q || strlen(q) <= FILTER_STR_MAX) && seconds_args(arg, req, &f->since, &f->until);
+    if (!ok)
+        http_reply_error(out, 400, "status pending, finished, failed or cancelled; q at most %d bytes; since and "
+                         "until unix seconds, YYYY-MM-DD[ HH:MM[:SS]] (UTC) or an age such as 30m", FILTER_STR_MAX);
+    return ok;
+}
+
 static void get_batches(http_ctx_t *h, bool full, http_arg_fn arg, void *req, http_reply_t *out)
 {
-    (void)full, (void)arg, (void)req;
+    (void)full;
+    bfilter_t f;
+    if (!batch_args(arg, req, &f, out)) return;
     cJSON *rep = batches_call(h);
     if (!rep) {
         http_reply_error(out, 503, "the master did not answer");
         return;
     }
     cJSON_DeleteItemFromObjectCaseSensitive(rep, "ok");
+    cJSON *list = cJSON_GetObjectItemCaseSensitive(rep, "batches");
+    if (cJSON_IsArray(list) && (f.q || f.status || f.since || f.until)) {
+        int of = cJSON_GetArraySize(list);
+        bfilter_apply(&f, list);
+        cJSON_AddNumberToObject(rep, "unfiltered", of);
+    }
     http_reply_json(out, 200, rep);
 }
 
