@@ -9,12 +9,10 @@ import time
 from conftest import PREFIX, free_port, make_payload, push_many, wait_for
 from test_failed_search import TOKEN, get, pool, post
 
-NOW = int(time.time())
-
-
 def seed(r, queue):
     """60 ready jobs pushed 3h..1h ago (createdAt), 20 delayed pushed 10 min
-    ago (pushedAt), 5 with no time; {uuid: pushed_at or None}."""
+    ago (pushedAt), 5 with no time; ({uuid: pushed_at or None}, now)."""
+    NOW = int(time.time())  # now, not at import: a run may collect long before it runs a test
     ready = [make_payload("ok", createdAt=NOW - 3 * 3600 + i * 120) for i in range(60)]
     untimed = [make_payload("ok") for _ in range(5)]
     push_many(r, queue, ready + untimed)
@@ -26,7 +24,7 @@ def seed(r, queue):
     out = {p["uuid"]: p["createdAt"] for p in ready}
     out.update({p["uuid"]: float(p["pushedAt"]) for p in delayed})
     out.update({p["uuid"]: None for p in untimed})
-    return out
+    return out, NOW
 
 
 def listed(port, queue, **args):
@@ -48,7 +46,7 @@ def test_pending_lists_and_deletes_by_time_range(master, r):
     master.write_config(pool(), qpool='http = { listen = "127.0.0.1:%d"; token_env = "QPOOL_TEST_TOKEN"; };' % port)
     master.start(env={"QPOOL_TEST_TOKEN": TOKEN})
     wait_for(lambda: get(port, "/healthz")[0] == 200, 15, what="the HTTP endpoint")
-    jobs = seed(r, "pt-q")
+    jobs, NOW = seed(r, "pt-q")
     assert listed(port, "pt-q", since="30m") == expect(jobs, lo=NOW - 1800)
     assert len(expect(jobs, lo=NOW - 1800)) == 20
     mid = NOW - 2 * 3600

@@ -5,7 +5,7 @@ import pytest
 
 from conftest import free_port, wait_for
 from test_failed_search import TOKEN, get, pool
-from test_pending_time import NOW, seed
+from test_pending_time import seed
 
 webdriver = pytest.importorskip("selenium.webdriver")
 from selenium.webdriver.common.by import By  # noqa: E402
@@ -20,7 +20,7 @@ def test_the_pending_page_filters_by_when_jobs_were_pushed(master, r, browser):
     master.write_config(pool(), qpool='http = { listen = "127.0.0.1:%d"; token_env = "QPOOL_TEST_TOKEN"; };' % port)
     master.start(env={"QPOOL_TEST_TOKEN": TOKEN})
     wait_for(lambda: get(port, "/healthz")[0] == 200, 15, what="the HTTP endpoint")
-    jobs = seed(r, "ptp-q")
+    jobs, NOW = seed(r, "ptp-q")
     recent = {u for u, at in jobs.items() if at is not None and at >= NOW - 1800}
     d = browser
     origin = "http://127.0.0.1:%d" % port
