@@ -1276,7 +1276,7 @@
   /* What waits in a queue (GET /api/jobs/pending), a page at a time; the
    * URL keeps the queue, the filters and the page (#/pending?queue=...&offset=N):
    * bookmarkable, back goes to the previous page. */
-  var PFILTER = ['queue', 'class', 'q', 'tag', 'order', 'state'], PPAGE = 100;
+  var PFILTER = ['queue', 'class', 'q', 'tag', 'since', 'until', 'order', 'state'], PPAGE = 100;
   function pendingHash(f) {
     var o = {};
     PFILTER.concat(['offset']).forEach(k => { if (f[k]) o[k] = String(f[k]); });
@@ -1295,6 +1295,8 @@
     field('class', 'Class', el('input', { type: 'search', id: 'pending-list-class', size: 22, placeholder: 'App\\Jobs\\…' }));
     field('q', 'Text', el('input', { type: 'search', id: 'pending-list-text', size: 18, placeholder: 'text in the payload' }));
     field('tag', 'Tag', el('input', { type: 'search', id: 'pending-list-tag', size: 16, placeholder: 'App\\Models\\User:42' }));
+    field('since', 'Pushed since', el('input', { type: 'search', id: 'pending-list-since', size: 10, placeholder: '1h, 2026-11-29' }));
+    field('until', 'until', el('input', { type: 'search', id: 'pending-list-until', size: 10 }));
     field('order', 'Order', el('select', { id: 'pending-list-order' },
       el('option', { value: 'newest', text: 'newest first' }), el('option', { value: 'oldest', text: 'oldest first (run order)' })));
     field('state', 'State', el('select', { id: 'pending-list-state' },
@@ -1329,7 +1331,7 @@
     feeds: s => {
       var feeds = [statusFeed(st => { renderPendingQueues(s, st); })];
       if (!s.filter.queue) return feeds;
-      var filtered = !!(s.filter.class || s.filter.q || s.filter.tag);
+      var filtered = !!(s.filter.class || s.filter.q || s.filter.tag || s.filter.since || s.filter.until);
       feeds.push({ url: pendingUrl(s, s.offset, PPAGE), every: filtered ? 15000 : 5000, then: d => { pendingOn(s, d, d.jobs || [], d.scanned || 0, 1); } });
       return feeds;
     }
@@ -1598,17 +1600,54 @@
     return el('span', { class: 'batch-progress' }, el('progress', { max: 100, value: b.progress || 0, 'aria-label': 'processed' }), ' ' + num(b.progress || 0) + ' %');
   }
   function batchWhen(sec) { return sec ? when(sec * 1000) : '–'; }
+  /* The list's filters (GET /api/batches?q=&status=&since=&until=) live in the URL: #/batches?status=failed. */
+  var BFILTER = ['q', 'status', 'since', 'until'];
+  function batchesHash(f) {
+    var o = {};
+    BFILTER.forEach(k => { if (f[k]) o[k] = String(f[k]); });
+    var qs = new URLSearchParams(o).toString();
+    return '#/batches' + (qs ? '?' + qs : '');
+  }
+  function batchesFilterForm(s) {
+    var form = el('form', { class: 'toolbar', id: 'batches-filter' }), inputs = {};
+    function field(k, label, input) {
+      input.name = k; input.value = s.filter[k] || '';
+      form.append(el('label', null, label, input));
+      inputs[k] = input;
+    }
+    field('q', 'Name', el('input', { type: 'search', id: 'batches-q', size: 18, placeholder: 'text in the name or id' }));
+    field('status', 'Status', el('select', { id: 'batches-status' }, el('option', { value: '', text: 'any' }),
+      el('option', { value: 'pending', text: 'pending' }), el('option', { value: 'finished', text: 'finished' }),
+      el('option', { value: 'failed', text: 'with failures' }), el('option', { value: 'cancelled', text: 'cancelled' })));
+    field('since', 'Since', el('input', { type: 'search', id: 'batches-since', size: 10, placeholder: '1h, 2026-11-29' }));
+    field('until', 'Until', el('input', { type: 'search', id: 'batches-until', size: 10 }));
+    form.addEventListener('submit', ev => {
+      ev.preventDefault();
+      var f = {};
+      BFILTER.forEach(k => { var v = inputs[k].value.trim(); if (v) f[k] = v; });
+      var h = batchesHash(f);
+      if (location.hash === h) refresh(true); else location.hash = h;
+    });
+    form.append(el('button', { type: 'submit', id: 'batches-go', text: 'Show' }));
+    return form;
+  }
+  function batchesUrl(s) {
+    var qs = new URLSearchParams(s.filter || {}).toString();
+    return 'api/batches' + (qs ? '?' + qs : '');
+  }
   pages.batches = {
     title: 'Batches',
     mount: (root, s, id) => {
       if (id) root.append(el('p', null, el('a', { href: '#/batches', text: '← batches' })));
       root.append(el('h1', null, id ? el('span', { id: 'batch-title', text: 'Batch ' + id }) : 'Job batches'));
+      s.filter = {};
+      if (!id) { BFILTER.forEach(k => { var v = s.params.get(k); if (v) s.filter[k] = v; }); root.append(batchesFilterForm(s)); }
       s.pools = el('div', { id: 'batch-pools' });
       s.body = el('div', { id: id ? 'batch' : 'batches' }, el('p', { class: 'muted', text: 'loading…' }));
       root.append(s.pools, s.body);
     },
     feeds: (s, id) => {
-      return [{ url: id ? 'api/batches/' + enc(id) : 'api/batches', then: d => { if (id) renderBatch(s, id, d); else renderBatches(s, d); },
+      return [{ url: id ? 'api/batches/' + enc(id) : batchesUrl(s), then: d => { if (id) renderBatch(s, id, d); else renderBatches(s, d); },
         fail: e => { if (e.status === 404) { clear(s.pools); clear(s.body).append(el('p', { class: 'empty', text: 'No batch ' + id + ' among the newest 50.' })); } } }];
     }
   };
@@ -1632,7 +1671,7 @@
         td(el('a', { href: '#/batches/' + enc(b.id), text: b.name || b.id, title: b.id })), td(batchBar(b)),
         tdn(num(b.total)), tdn(num(b.pending)), tdn(num(b.processed)), tdn(num(b.failed)),
         td(pillEl(batchState(b))), td(batchWhen(b.created_at)), td(batchWhen(b.finished_at || b.cancelled_at)), td(b.pool));
-    }, { id: 'batches-table', empty: 'No job batches.' }));
+    }, { id: 'batches-table', empty: Object.keys(s.filter || {}).length ? 'No batch matches the filter.' : 'No job batches.' }));
   }
   function renderBatch(s, id, d) {
     var b = d.batch || {}, key = JSON.stringify([b, (d.pools || []).map(p => [p.pool, p.state, p.error, p.last_retry])]);

@@ -6,6 +6,7 @@
  * and what runs it.
  */
 #include "cli/cli.h"
+#include "cli/cli_audit.h"
 #include "redis/failed.h"
 #include "redis/failed_search.h"
 #include "redis/payload.h"
@@ -233,6 +234,24 @@ static int walk_all(rconn_t *r, const failed_args_t *a, fwalk_act_t act, fwalk_t
     return rv;
 }
 
+/* The record of a bulk action (cli_audit.h): the filter's options as typed. */
+static void audit(const failed_args_t *a, const char *what)
+{
+    sbuf_t f;
+    sbuf_init(&f);
+    sbuf_puts(&f, "");
+    cli_audit_arg(&f, "--queue", a->queue);
+    cli_audit_arg(&f, "--class", a->name);
+    cli_audit_arg(&f, "--uuid", a->uuid);
+    cli_audit_arg(&f, "--text", a->text);
+    cli_audit_arg(&f, "--tag", a->tag);
+    cli_audit_arg(&f, "--since", a->since);
+    cli_audit_arg(&f, "--until", a->until);
+    if (a->all && !has_filter(a)) sbuf_puts(&f, " --all");
+    cli_audit("failed", what, f.data);
+    sbuf_free(&f);
+}
+
 /* retry or forget by filter: a dry run (the count) unless --yes or --all. */
 static int act_by_filter(rconn_t *r, const failed_args_t *a, fwalk_act_t act)
 {
@@ -244,6 +263,12 @@ static int act_by_filter(rconn_t *r, const failed_args_t *a, fwalk_act_t act)
         printf("%ld failed jobs match; run again with --yes to %s them\n", sum.matched, verb);
     else if (rv == 0 || sum.acted)
         printf("%s %ld failed jobs\n", act == FWALK_RETRY ? "retried" : "forgot", sum.acted);
+    if (!dry) {
+        char what[96];
+        snprintf(what, sizeof what, "%s %ld failed jobs%s", act == FWALK_RETRY ? "retried" : "forgot", sum.acted,
+                 rv < 0 ? " (stopped by an error)" : "");
+        audit(a, what);
+    }
     if (sum.kept)
         fprintf(stderr, "qpool failed: %d jobs kept their retryUntil: their payloads do not say when they were "
                         "dispatched\n", sum.kept);
@@ -346,8 +371,9 @@ static int retry_one(rconn_t *r, const char *uuid)
 
 /* Every failed job (of a queue), a page (one script per batch) at a time,
  * as the HTTP API does it. */
-static int retry_all(rconn_t *r, const char *queue)
+static int retry_all(rconn_t *r, const failed_args_t *a)
 {
+    const char *queue = a->queue;
     failed_page_t pg = {.queue = queue};
     char err[300];
     int n = 0, kept = 0, rv = 0;
@@ -365,13 +391,16 @@ static int retry_all(rconn_t *r, const char *queue)
         fprintf(stderr, "qpool failed: %d jobs kept their retryUntil: their payloads do not say when they were "
                         "dispatched\n", kept);
     printf("retried %d failed jobs\n", n);
+    char what[96];
+    snprintf(what, sizeof what, "retried %d failed jobs%s", n, rv < 0 ? " (stopped by an error)" : "");
+    audit(a, what);
     return rv;
 }
 
 static int do_retry(rconn_t *r, const failed_args_t *a)
 {
     if (!a->nargs && (has_filter(a) || (a->queue && !a->all))) return act_by_filter(r, a, FWALK_RETRY);
-    if (a->all) return retry_all(r, a->queue);
+    if (a->all) return retry_all(r, a);
     int rv = 0;
     for (int i = 0; i < a->nargs; i++)
         if (retry_one(r, a->args[i]) < 0) rv = -1;
@@ -407,6 +436,10 @@ static int do_flush(rconn_t *r, const failed_args_t *a)
     int n = 0;
     int rv = each_failed(r, &q, 0, flush_one, &n);
     printf("flushed %d failed jobs\n", n);
+    char what[64];
+    snprintf(what, sizeof what, "flushed %d failed jobs%s", n, rv < 0 ? " (stopped by an error)" : "");
+    failed_args_t of = {.queue = a->nargs ? a->args[0] : NULL};
+    audit(&of, what);
     queues_free(&q);
     return rv;
 }

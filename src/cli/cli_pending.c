@@ -5,6 +5,7 @@
  * only counts them.
  */
 #include "cli/cli.h"
+#include "cli/cli_audit.h"
 #include "redis/pending.h"
 #include "core/util.h"
 
@@ -15,7 +16,7 @@
 #include <string.h>
 
 typedef struct {
-    const char *cfg, *conn, *name, *uuid, *text, *tag;
+    const char *cfg, *conn, *name, *uuid, *text, *tag, *since, *until;
     bool yes, all;
 } pending_args_t;
 
@@ -27,6 +28,8 @@ static const cli_opt_t OPTS[] = {
     CLI_STR("text", 1003, F(text)),
     CLI_STR("q", 1003, F(text)),
     CLI_STR("tag", 1004, F(tag)),
+    CLI_STR("since", 1005, F(since)),
+    CLI_STR("until", 1006, F(until)),
     CLI_TRUE("yes", 'y', F(yes)),
     CLI_TRUE("all", 'a', F(all)),
     CLI_OPTS_END,
@@ -38,6 +41,12 @@ static int delete_all(rconn_t *r, const char *queue, const pending_args_t *a, pe
 {
     pending_del_t d = {.queue = queue, .dry_run = !a->yes, .f = {.name = a->name, .uuid = a->uuid, .q = a->text, .tag = a->tag}};
     char err[300];
+    if ((a->since && ffilter_time(a->since, wall_s(), &d.f.since) < 0) ||
+        (a->until && ffilter_time(a->until, wall_s(), &d.f.until) < 0)) {
+        fprintf(stderr, "qpool pending: --since, --until: unix seconds, YYYY-MM-DD[ HH:MM[:SS]] (UTC) or an age "
+                        "such as 30m, 1h, 2d\n");
+        return -1;
+    }
     do {
         if (pending_delete_step(r, &d, err, sizeof err) < 0) {
             fprintf(stderr, "qpool pending: redis: %s\n", err);
@@ -48,17 +57,38 @@ static int delete_all(rconn_t *r, const char *queue, const pending_args_t *a, pe
     return 0;
 }
 
+/* The record of a delete (cli_audit.h): the queue and the filter as typed. */
+static void audit(const char *queue, const pending_args_t *a, long deleted, bool failed)
+{
+    sbuf_t f;
+    sbuf_init(&f);
+    sbuf_puts(&f, "");
+    cli_audit_arg(&f, "queue", queue);
+    cli_audit_arg(&f, "--class", a->name);
+    cli_audit_arg(&f, "--uuid", a->uuid);
+    cli_audit_arg(&f, "--text", a->text);
+    cli_audit_arg(&f, "--tag", a->tag);
+    cli_audit_arg(&f, "--since", a->since);
+    cli_audit_arg(&f, "--until", a->until);
+    if (a->all) sbuf_puts(&f, " --all");
+    char what[96];
+    snprintf(what, sizeof what, "deleted %ld pending jobs%s", deleted, failed ? " (stopped by an error)" : "");
+    cli_audit("pending", what, f.data);
+    sbuf_free(&f);
+}
+
 int cmd_pending(const cli_cmd_t *cmd, int argc, char **argv)
 {
     pending_args_t a = {.conn = "default"};
     int status;
     if (cli_parse(cmd, argc, argv, "c:hya", OPTS, &a, "invalid option", &status) < 0) return status;
     if (argc - optind != 2 || strcmp(argv[optind], "delete")) {
-        cli_usage_error("pending", "expected: delete QUEUE and a filter (--class, --uuid, --text, --tag) or --all");
+        cli_usage_error("pending", "expected: delete QUEUE and a filter (--class, --uuid, --text, --tag, --since, --until) or --all");
         return EXIT_USAGE;
     }
-    if (!a.name && !a.uuid && !a.text && !a.tag && !a.all) {
-        cli_usage_error("pending", "name a filter (--class, --uuid, --text, --tag), or --all for every pending job");
+    if (!a.name && !a.uuid && !a.text && !a.tag && !a.since && !a.until && !a.all) {
+        cli_usage_error("pending", "name a filter (--class, --uuid, --text, --tag, --since, --until), or --all for "
+                                   "every pending job");
         return EXIT_USAGE;
     }
     const char *queue = argv[optind + 1];
@@ -71,6 +101,7 @@ int cmd_pending(const cli_cmd_t *cmd, int argc, char **argv)
                queue, sum.scanned);
     else if (rv == 0)
         printf("deleted %ld pending jobs of %s\n", sum.deleted, queue);
+    if (a.yes) audit(queue, &a, sum.deleted, rv != 0);
     cli_redis_close(&x);
     return rv;
 }

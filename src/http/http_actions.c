@@ -291,6 +291,24 @@ static void failed_bulk_filter(http_ctx_t *h, const cJSON *body, fwalk_act_t act
     fwalk_free(&w);
 }
 
+/* A body's "since" and "until" (strings or numbers, as ffilter_time takes
+ * them) into *since and *until (0: not given); false when one is
+ * malformed. */
+static bool body_seconds(const cJSON *body, long long *since, long long *until)
+{
+    const char *k[] = {"since", "until"};
+    long long *dst[] = {since, until};
+    for (int i = 0; i < 2; i++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(body, k[i]);
+        *dst[i] = 0;
+        if (cJSON_IsNumber(v) && v->valuedouble > 0) *dst[i] = (long long)v->valuedouble;
+        else if (cJSON_IsString(v) && *v->valuestring && ffilter_time(v->valuestring, wall_s(), dst[i]) < 0)
+            return false;
+        else if (v && !cJSON_IsNull(v) && !cJSON_IsString(v) && !cJSON_IsNumber(v)) return false;
+    }
+    return true;
+}
+
 /* The pending jobs of a queue that match a filter (class, uuid, q; or
  * "all": true), ready and delayed: deleted (or counted: "dry_run"), a
  * bounded step per request (pending_delete_step). */
@@ -302,8 +320,13 @@ static void queue_delete(http_ctx_t *h, const struct action *a, const char *queu
                        .f = {.name = body_str(body, "class"), .uuid = body_str(body, "uuid"), .q = body_str(body, "q"),
                              .tag = body_str(body, "tag")}};
     const cJSON *cur = cJSON_GetObjectItemCaseSensitive(body, "cursor");
-    if (!d.f.name && !d.f.uuid && !d.f.q && !d.f.tag && !cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(body, "all"))) {
-        http_reply_error(out, 400, "name a filter (class, uuid, q, tag), or \"all\": true");
+    if (!body_seconds(body, &d.f.since, &d.f.until)) {
+        http_reply_error(out, 400, "since, until: unix seconds, YYYY-MM-DD[ HH:MM[:SS]] (UTC) or an age such as 30m");
+        return;
+    }
+    if (!d.f.name && !d.f.uuid && !d.f.q && !d.f.tag && !d.f.since && !d.f.until &&
+        !cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(body, "all"))) {
+        http_reply_error(out, 400, "name a filter (class, uuid, q, tag, since, until), or \"all\": true");
         return;
     }
     if (cur && !cJSON_IsNull(cur) && (!cJSON_IsString(cur) || pcursor_parse(cur->valuestring, &d.cur) < 0)) {
@@ -315,7 +338,9 @@ static void queue_delete(http_ctx_t *h, const struct action *a, const char *queu
     int rv = pending_delete_step(h->rc, &d, err, sizeof err);
     pthread_mutex_unlock(&h->lock);
     filter_text(&d.f, ftext, sizeof ftext);
-    if (d.deleted) log_info("deleted %ld pending jobs of queue %s (filter:%s) by %s", d.deleted, queue, ftext, who);
+    if (d.deleted)
+        log_info("deleted %ld pending jobs of queue %s (filter:%s%s) by %s", d.deleted, queue, ftext,
+                 d.f.since || d.f.until ? " and a time range" : "", who);
     if (rv < 0) {
         http_reply_error(out, 503, "redis %s unavailable: %s (%ld deleted before)", h->rc->name, err, d.deleted);
         return;

@@ -8,6 +8,7 @@
 #include "redis/failed.h"
 #include "redis/failed_search.h"
 #include "redis/pending_list.h"
+#include "http/batch_filter.h"
 #include "observe/fleet.h"
 #include "observe/history.h"
 #include "observe/jobhist.h"
@@ -448,6 +449,20 @@ static void get_recent_jobs(http_ctx_t *h, bool full, http_arg_fn arg, void *req
     reply_jobs(h, jobs, out);
 }
 
+/* ?since= and ?until= as the failed search takes them (ffilter_time: UNIX
+ * seconds, a UTC date, an age), into *since and *until (0: not given);
+ * false when one is malformed. */
+static bool seconds_args(http_arg_fn arg, void *req, long long *since, long long *until)
+{
+    const char *v[] = {arg(req, "since"), arg(req, "until")};
+    long long *dst[] = {since, until};
+    for (int i = 0; i < 2; i++) {
+        *dst[i] = 0;
+        if (v[i] && *v[i] && ffilter_time(v[i], wall_s(), dst[i]) < 0) return false;
+    }
+    return true;
+}
+
 /* The arguments of /api/jobs/pending (docs/api.md); false when one is
  * malformed (out has the 400). */
 static bool pending_args(http_arg_fn arg, void *req, plist_t *p, http_reply_t *out)
@@ -467,13 +482,15 @@ static bool pending_args(http_arg_fn arg, void *req, plist_t *p, http_reply_t *o
     p->limit = (long)limit;
     p->newest = !order || !*order || !strcmp(order, "newest");
     ok = ok && limit > 0 && p->offset >= 0 && (p->newest || !strcmp(order, "oldest"));
+    ok = seconds_args(arg, req, &p->f.since, &p->f.until) && ok;
     p->state = !state || !*state || !strcmp(state, "all") ? PSTATE_ALL
              : !strcmp(state, "ready")                    ? PSTATE_READY
              : !strcmp(state, "delayed")                  ? PSTATE_DELAYED
                                                           : (ok = false, PSTATE_ALL);
     if (!ok)
         http_reply_error(out, 400, "queue is required; limit 1..%d; offset 0 or more; order newest or oldest; "
-                         "state all, ready or delayed; class, uuid, q and tag at most %d bytes", PENDING_LIST_MAX,
+                         "state all, ready or delayed; class, uuid, q and tag at most %d bytes; since and until "
+                         "unix seconds, YYYY-MM-DD[ HH:MM[:SS]] (UTC) or an age such as 30m", PENDING_LIST_MAX,
                          FILTER_STR_MAX);
     return ok;
 }
@@ -720,15 +737,37 @@ static bool batches_loading(const cJSON *rep)
     return false;
 }
 
+/* ?q=, ?status=, ?since=, ?until= (batch_filter.h); false when one is
+ * malformed (out has the 400). */
+static bool batch_args(http_arg_fn arg, void *req, bfilter_t *f, http_reply_t *out)
+{
+    const char *q = arg(req, "q");
+    int st = bfilter_status(arg_either(arg, req, "status", "state"));
+    *f = (bfilter_t){.q = q && *q ? q : NULL, .status = st < 0 ? BSTATUS_ANY : (bstatus_t)st};
+    bool ok = st >= 0 && (!q || strlen(q) <= FILTER_STR_MAX) && seconds_args(arg, req, &f->since, &f->until);
+    if (!ok)
+        http_reply_error(out, 400, "status pending, finished, failed or cancelled; q at most %d bytes; since and "
+                         "until unix seconds, YYYY-MM-DD[ HH:MM[:SS]] (UTC) or an age such as 30m", FILTER_STR_MAX);
+    return ok;
+}
+
 static void get_batches(http_ctx_t *h, bool full, http_arg_fn arg, void *req, http_reply_t *out)
 {
-    (void)full, (void)arg, (void)req;
+    (void)full;
+    bfilter_t f;
+    if (!batch_args(arg, req, &f, out)) return;
     cJSON *rep = batches_call(h);
     if (!rep) {
         http_reply_error(out, 503, "the master did not answer");
         return;
     }
     cJSON_DeleteItemFromObjectCaseSensitive(rep, "ok");
+    cJSON *list = cJSON_GetObjectItemCaseSensitive(rep, "batches");
+    if (cJSON_IsArray(list) && (f.q || f.status || f.since || f.until)) {
+        int of = cJSON_GetArraySize(list);
+        bfilter_apply(&f, list);
+        cJSON_AddNumberToObject(rep, "unfiltered", of);
+    }
     http_reply_json(out, 200, rep);
 }
 

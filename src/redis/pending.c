@@ -3,6 +3,7 @@
  * a time (see pending.h).
  */
 #include "redis/pending.h"
+#include "redis/pending_list.h"
 #include "redis/queue.h"
 #include "core/util.h"
 
@@ -38,6 +39,7 @@ static bool pending_match(const pending_del_t *d, const char *payload, size_t le
     frec_t f = {.uuid = NULL, .queue = (char *)d->queue, .payload = (char *)payload, .payload_len = len};
     ffilter_t flt = {.name = d->f.name, .q = d->f.q, .tag = d->f.tag};
     if (!ffilter_match(&flt, &f)) return false;
+    if (!pending_in_range(&d->f, payload, len)) return false;
     if (!d->f.uuid) return true;
     /* the uuid: as the payload says it ("uuid":"..."), after the class and text */
     char *needle = xasprintf("\"uuid\":\"%s\"", d->f.uuid);

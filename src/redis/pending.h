@@ -31,7 +31,7 @@ char *pcursor_text(const pcursor_t *c);
 
 typedef struct {
     const char *queue;             /* in */
-    ffilter_t f;                   /* in: name, uuid, q, tag (the rest is ignored) */
+    ffilter_t f;                   /* in: name, uuid, q, tag, since, until on pushed_at (pending_in_range) */
     bool dry_run;                  /* in: count only */
     pcursor_t cur;                 /* in/out */
     long scanned, matched, deleted; /* out */

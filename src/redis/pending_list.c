@@ -42,6 +42,7 @@ bool pending_list_match(const ffilter_t *f, const char *tag, const char *raw, si
     ffilter_t flt = {.name = f->name, .q = f->q};
     if (!ffilter_match(&flt, &r)) return false;
     if (tag && !has_tag(raw, len, tag)) return false;
+    if (!pending_in_range(f, raw, len)) return false;
     if (!f->uuid) return true;
     job_payload_t jp;
     char perr[64];
@@ -51,12 +52,11 @@ bool pending_list_match(const ffilter_t *f, const char *tag, const char *raw, si
     return same;
 }
 
-/* Horizon's pushedAt (a string of microtime), else createdAt (12.11+), in
- * UNIX seconds; < 0: the payload does not say. */
-static double pushed_at(const char *raw, size_t len, const job_payload_t *jp)
+/* A top-level number (or a string of one) > 0; -1 when absent. */
+static double top_number(const char *raw, size_t len, const char *key)
 {
     size_t vs, ve;
-    if (json_top_value(raw, len, "pushedAt", &vs, &ve) && ve - vs > 2 && ve - vs < 40) {
+    if (json_top_value(raw, len, key, &vs, &ve) && ve - vs > 0 && ve - vs < 40) {
         char buf[48];
         size_t n = ve - vs;
         memcpy(buf, raw + vs, n);
@@ -65,7 +65,30 @@ static double pushed_at(const char *raw, size_t len, const job_payload_t *jp)
         double v = strtod(s, &end);
         if (end != s && v > 0) return v;
     }
+    return -1;
+}
+
+/* Horizon's pushedAt (a string of microtime), else createdAt (12.11+), in
+ * UNIX seconds; < 0: the payload does not say. */
+static double pushed_at(const char *raw, size_t len, const job_payload_t *jp)
+{
+    double v = top_number(raw, len, "pushedAt");
+    if (v > 0) return v;
     return jp->has_created_at ? (double)jp->created_at : -1;
+}
+
+double pending_pushed_at(const char *raw, size_t len)
+{
+    double v = top_number(raw, len, "pushedAt");
+    return v > 0 ? v : top_number(raw, len, "createdAt");
+}
+
+bool pending_in_range(const ffilter_t *f, const char *raw, size_t len)
+{
+    if (!f->since && !f->until) return true;
+    double at = pending_pushed_at(raw, len);
+    if (at < 0) return false;
+    return (!f->since || at >= (double)f->since) && (!f->until || at < (double)f->until + 1);
 }
 
 /* The payload's own top-level "tags" (Horizon's), bounded. */
@@ -238,7 +261,7 @@ int pending_list(rconn_t *c, plist_t *p, char *err, size_t errn)
     int rv = -1;
     if (p->ready >= 0 && p->delayed >= 0 && p->reserved >= 0) {
         long long nr = p->state == PSTATE_DELAYED ? 0 : p->ready, nd = p->state == PSTATE_READY ? 0 : p->delayed;
-        pwalk_t w = {.pos = p->offset, .filtered = p->f.name || p->f.uuid || p->f.q || p->tag};
+        pwalk_t w = {.pos = p->offset, .filtered = p->f.name || p->f.uuid || p->f.q || p->tag || p->f.since || p->f.until};
         w.budget = w.filtered ? PENDING_LIST_SCAN : p->limit;
         rv = walk(c, p, &k, &w, nr, nd);
         p->next = rv == 1 || w.pos < nr + nd ? w.pos : -1;

@@ -32,7 +32,7 @@ typedef enum { PSTATE_ALL, PSTATE_READY, PSTATE_DELAYED } pstate_t;
 
 typedef struct {
     const char *queue;             /* in */
-    ffilter_t f;                   /* in: name, uuid, q (the rest is ignored) */
+    ffilter_t f;                   /* in: name, uuid, q, since, until on pushed_at (the rest is ignored) */
     const char *tag;               /* in: one of the payload's own tags, exactly (NULL: any) */
     pstate_t state;                /* in: both, or only ready or delayed */
     bool newest;                   /* in: newest first (else oldest: run order) */
@@ -51,7 +51,14 @@ void pending_list_free(plist_t *p);
 /* One job's entry (pure): uuid, id, class, attempts, pushed_at, size,
  * tags, state, available_at (delayed: its score) and position. */
 cJSON *pending_entry(const char *raw, size_t len, bool delayed, double score, long long position);
-/* Does a pending job pass the filter (class, uuid, text, tag)? (pure) */
+/* Does a pending job pass the filter (class, uuid, text, tag, since and
+ * until)? (pure) */
 bool pending_list_match(const ffilter_t *f, const char *tag, const char *raw, size_t len);
+/* When a job was pushed: Horizon's pushedAt, else Laravel's createdAt
+ * (12.11+), UNIX seconds; -1 when the payload says neither. (pure) */
+double pending_pushed_at(const char *raw, size_t len);
+/* Is that time in f's [since, until] (whole seconds, until inclusive)? No
+ * since nor until: true; a payload that does not say: false. (pure) */
+bool pending_in_range(const ffilter_t *f, const char *raw, size_t len);
 
 #endif

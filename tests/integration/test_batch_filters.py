@@ -1,0 +1,36 @@
+"""Issue 32: GET /api/batches takes the list filters where they apply: q
+(text in the name or id), status (pending, finished, failed, cancelled),
+since/until on created_at; filtered over the master's bounded snapshot.
+The fixture Laravel app, real Redis and processes. No timing is
+asserted."""
+from conftest import free_port, wait_for
+from test_batches import api, batch, row, start
+
+
+def ids(port, **args):
+    path = "/api/batches?" + "&".join("%s=%s" % kv for kv in args.items())
+    status, rep = api(port, path)
+    assert status == 200, rep
+    return {b["id"] for b in rep["batches"]}
+
+
+def test_the_batches_list_is_filtered_on_the_server(master, laravel_app, tmp_path):
+    port = free_port()
+    bad, fine = start(master, laravel_app, tmp_path, port, ["--count=3", "--fail=1", "--name=cancel me"],
+                      ["--count=1", "--name=Fine Export"])
+    wait_for(lambda: (lambda x: x and x["cancelled_at"])(batch(port, bad)), 90, what="the batch cancelled")
+    wait_for(lambda: row(laravel_app, fine)[0] == 0, 90, what="the other batch done")
+    wait_for(lambda: (lambda x: x and x["finished_at"])(batch(port, fine)), 90, what="the other finished")
+    assert ids(port) == {bad, fine}
+    assert ids(port, status="cancelled") == {bad}
+    assert ids(port, status="failed") == {bad}
+    assert ids(port, status="finished") == {fine}
+    assert ids(port, status="pending") == set()
+    assert ids(port, q="export") == {fine}
+    assert ids(port, q="CANCEL", status="cancelled") == {bad}
+    assert ids(port, since="1h") == {bad, fine}
+    assert ids(port, until="2001-01-01") == set()
+    status, rep = api(port, "/api/batches?q=export")
+    assert rep["unfiltered"] == 2
+    assert api(port, "/api/batches?status=running")[0] == 400
+    assert api(port, "/api/batches?since=soon")[0] == 400
