@@ -50,7 +50,7 @@ static void to_syslog(const char *msg)
     localtime_r(&now, &tm);
     strftime(when, sizeof when, "%b %e %H:%M:%S", &tm);
     int len = snprintf(line, sizeof line, "<%d>%s qpool[%d]: %s", FACILITY_USER_NOTICE, when, (int)getpid(), msg);
-    if (len > 0) (void)sendto(fd, line, (size_t)len < sizeof line ? (size_t)len : sizeof line - 1, MSG_NOSIGNAL,
+    if (len > 0) (void)sendto(fd, line, (size_t)len < sizeof line ? (size_t)len : sizeof line - 1, MSG_NOSIGNAL | MSG_DONTWAIT,
                               (struct sockaddr *)&sa, sizeof sa);
     close(fd);
 }
