@@ -45,7 +45,7 @@ void jobhist_keep_tagged(jobhist_t *h, int cap)
 
 bool jobhist_filling(const jobhist_t *h)
 {
-    return h->tcap && h->tn >= h->tcap / 2;
+    return h->tcap && h->tn >= (h->tcap + 63) / 64; /* 36 of 2,304: small bursts the master drains */
 }
 
 /* The full ring's oldest record r is let go: one with tags moves (its

@@ -81,7 +81,7 @@ void jobhist_free(jobhist_t *h);
  * the ring is full, its oldest record goes there instead of away if it
  * has tags; when that is full too, its oldest goes. */
 void jobhist_keep_tagged(jobhist_t *h, int cap);
-/* Is the tagged overflow half full (send now, before the flush's time)? */
+/* Do records wait in the tagged overflow (a 64th of it: send now, before the flush's time)? */
 bool jobhist_filling(const jobhist_t *h);
 /* Take (or, by the sample, skip) one settled attempt; returns the record
  * to fill, with its strings cleared, or NULL when it is skipped. The
