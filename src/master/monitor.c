@@ -542,38 +542,21 @@ static void heartbeat(master_t *m)
     free(js);
 }
 
-/* The records with tags go to the lists of their watched tags, every one
- * (bounded by JOBHIST_TAGGED_PENDING a pass), a chunk a script call;
- * kept for the next pass if Redis does not take them. */
-static void write_tagged(master_t *m, pool_t *p, rconn_t *c)
-{
-    const char **recs = xcalloc((size_t)p->tagged.n, sizeof *recs);
-    int n = jobhist_pending_list(&p->tagged, recs, p->tagged.n), rv = 0;
-    for (int at = 0; at < n && rv == 0; at += JOBHIST_TAGGED_CHUNK)
-        rv = monitored_add_jobs(c, recs + at, n - at < JOBHIST_TAGGED_CHUNK ? n - at : JOBHIST_TAGGED_CHUNK,
-                                m->conf->monitored_tag_jobs, m->conf->monitored_tag_retention);
-    if (rv == 0) jobhist_pending_clear(&p->tagged);
-    free(recs);
-}
-
 /* The job records each pool's workers sent since the last pass go onto the
- * connection's recent-jobs list (the newest job_history_size: a sample)
- * in one pipelined round trip per pool, and those with tags onto their
- * watched tags' lists (every one). */
+ * connection's recent-jobs list: one pipelined round trip per pool. */
 static void write_jobs(master_t *m)
 {
     for (int i = 0; i < m->pools.n; i++) {
         pool_t *p = m->pools.v[i];
-        rconn_t *c = p->jobs.n || p->tagged.n ? mconn_get(m, p->conf.connection) : NULL;
-        if (!c) continue;
-        if (p->jobs.n) {
-            const char **recs = xcalloc((size_t)p->jobs.n, sizeof *recs);
-            int n = jobhist_pending_list(&p->jobs, recs, p->jobs.n);
-            int keep = m->conf->job_history_size ? m->conf->job_history_size : p->jobs.cap;
-            if (history_add_jobs(c, recs, n, keep, m->conf->metrics_retention) != -1) jobhist_pending_clear(&p->jobs);
-            free(recs);
-        }
-        if (p->tagged.n) write_tagged(m, p, c);
+        if (!p->jobs.n) continue;
+        const char **recs = xcalloc((size_t)p->jobs.n, sizeof *recs);
+        int n = jobhist_pending_list(&p->jobs, recs, p->jobs.n);
+        rconn_t *c = mconn_get(m, p->conf.connection);
+        int keep = m->conf->job_history_size ? m->conf->job_history_size : p->jobs.cap;
+        int rv = c ? history_add_jobs(c, recs, n, keep, m->conf->metrics_retention) : -1;
+        if (rv == 0) monitored_add_jobs(c, recs, n, m->conf->monitored_tag_jobs, m->conf->monitored_tag_retention);
+        if (rv != -1) jobhist_pending_clear(&p->jobs);
+        free(recs);
     }
 }
 

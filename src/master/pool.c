@@ -45,7 +45,6 @@ pool_t *pool_new(const pool_conf_t *conf, int class_cap, int jobs_cap)
     jobstats_init(&p->stats, class_cap);
     jobstats_init(&p->recent, class_cap);
     jobhist_pending_init(&p->jobs, jobs_cap);
-    jobhist_pending_init(&p->tagged, JOBHIST_TAGGED_PENDING);
     p->gen = 1;
     p->pinned = -1;
     zygotes_init(&p->zygotes);
@@ -88,7 +87,6 @@ void pool_free(pool_t *p)
     jobstats_free(&p->stats);
     jobstats_free(&p->recent);
     jobhist_pending_free(&p->jobs);
-    jobhist_pending_free(&p->tagged);
     free(p->restart_key_full);
     free(p->restart_pending);
     free(p->children);
@@ -651,15 +649,7 @@ static void history_datagram(pools_t *ps, pool_t *p, child_t *c, const char *buf
                        err, sizeof err) < 0)
         bad_datagram(p, c, "job records", err);
     cJSON *rec;
-    cJSON_ArrayForEach(rec, got) {
-        jobhist_pending_add(&p->jobs, cJSON_PrintUnformatted(rec));
-        if (!p->jobs.cap || !cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(rec, "tags"))) continue;
-        /* every record with tags goes to the watched tags' lists, not a
-         * sample; without its payload (the lists have none) */
-        cJSON_DeleteItemFromObjectCaseSensitive(rec, "payload");
-        cJSON_DeleteItemFromObjectCaseSensitive(rec, "payload_truncated");
-        jobhist_pending_add(&p->tagged, cJSON_PrintUnformatted(rec));
-    }
+    cJSON_ArrayForEach(rec, got) jobhist_pending_add(&p->jobs, cJSON_PrintUnformatted(rec));
     cJSON_Delete(got);
 }
 

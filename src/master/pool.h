@@ -112,7 +112,6 @@ typedef struct pool {
     jobstats_t stats;        /* jobs by queue, class and outcome, from the workers */
     jobstats_t recent;       /* the same, since it was last written to the history (history.h) */
     jobhist_pending_t jobs;  /* recent job records not yet written to Redis (jobhist.h) */
-    jobhist_pending_t tagged; /* those with tags, every one, for the watched tags' lists */
     minute_t minute[QPOOL_MAX_QUEUES]; /* per queue: the last minute's waits and attempts (alerts) */
     uint64_t spawned, crashes, memory_recycles;
     uint64_t exits[EXIT_KINDS];

@@ -28,38 +28,8 @@ void jobhist_init(jobhist_t *h, int cap, double sample, bool payloads)
 void jobhist_free(jobhist_t *h)
 {
     for (int i = 0; i < h->cap; i++) free(h->v[i].payload), free(h->v[i].tags);
-    for (int i = 0; i < h->tcap; i++) free(h->tv[i].payload), free(h->tv[i].tags);
     free(h->v);
-    free(h->tv);
     memset(h, 0, sizeof *h);
-}
-
-void jobhist_keep_tagged(jobhist_t *h, int cap)
-{
-    for (int i = 0; i < h->tcap; i++) free(h->tv[i].payload), free(h->tv[i].tags);
-    free(h->tv);
-    h->tcap = cap > 0 ? cap : 0;
-    h->tv = h->tcap ? xcalloc((size_t)h->tcap, sizeof *h->tv) : NULL;
-    h->tn = h->tnext = 0;
-}
-
-bool jobhist_filling(const jobhist_t *h)
-{
-    return h->tcap && h->tn >= (h->tcap + 63) / 64; /* 36 of 2,304: small bursts the master drains */
-}
-
-/* The full ring's oldest record r is let go: one with tags moves (its
- * strings with it) to the tagged overflow, whose oldest goes when full. */
-static void let_go(jobhist_t *h, jobrec_t *r)
-{
-    if (!r->ntags || !h->tcap) return;
-    jobrec_t *t = &h->tv[h->tnext];
-    free(t->payload);
-    free(t->tags);
-    *t = *r;
-    r->payload = NULL, r->tags = NULL;
-    h->tnext = (h->tnext + 1) % h->tcap;
-    if (h->tn < h->tcap) h->tn++;
 }
 
 static bool sampled(jobhist_t *h, int outcome)
@@ -76,7 +46,6 @@ jobrec_t *jobhist_add(jobhist_t *h, int outcome)
 {
     if (!h->cap || !sampled(h, outcome)) return NULL;
     jobrec_t *r = &h->v[h->next];
-    if (h->n == h->cap) let_go(h, r);
     free(r->payload);
     free(r->tags);
     memset(r, 0, sizeof *r);
@@ -201,22 +170,14 @@ static cJSON *record_json(const jobrec_t *r)
     return o;
 }
 
-/* The oldest record to send: the tagged overflow's (older than the
- * ring's), then the ring's; NULL when both are empty. */
-static jobrec_t *oldest_out(jobhist_t *h)
-{
-    if (h->tn) return &h->tv[(h->tnext - h->tn + h->tcap) % h->tcap];
-    return h->n ? &h->v[(h->next - h->n + h->cap) % h->cap] : NULL;
-}
-
 char *jobhist_encode(jobhist_t *h, size_t *len)
 {
-    if (!h->n && !h->tn) return NULL;
+    if (!h->n) return NULL;
     cJSON *top = cJSON_CreateObject();
     cJSON *arr = cJSON_AddArrayToObject(top, "h");
     size_t bytes = 0;
-    jobrec_t *r;
-    for (int k = 0; k < JOBHIST_PAGE && (r = oldest_out(h)); k++) {
+    for (int k = 0; k < JOBHIST_PAGE && h->n; k++) {
+        jobrec_t *r = &h->v[(h->next - h->n + h->cap) % h->cap];
         /* a datagram stays well under the socket's buffer (escaping may
          * double a payload) */
         size_t need = 2 * r->payload_len + 2 * r->tags_len + 2 * JOBHIST_EXC_MAX + 1024;
@@ -226,10 +187,7 @@ char *jobhist_encode(jobhist_t *h, size_t *len)
         free(r->payload);
         free(r->tags);
         r->payload = NULL, r->tags = NULL, r->tags_len = 0, r->ntags = 0;
-        if (h->tn)
-            h->tn--;
-        else
-            h->n--;
+        h->n--;
     }
     char *s = cJSON_PrintUnformatted(top);
     cJSON_Delete(top);

@@ -7,10 +7,8 @@
  * second, as datagrams {"h":[...]}. The master decodes them strictly (its
  * own pool's queues, bounded strings, finite numbers), adds what it knows
  * for certain (pool, host, worker, pid: never the worker's word), and keeps
- * the newest job_history_size for its next write to Redis (and every one
- * with tags, up to JOBHIST_TAGGED_PENDING, for the watched tags' lists:
- * monitored.h), where one list per connection holds the newest
- * job_history_size records of every host:
+ * the newest job_history_size for its next write to Redis, where one list
+ * per connection holds the newest job_history_size records of every host:
  *
  *   <prefix>qpool:{qpool-jobs}:list  JSON records, newest first, trimmed
  *                                    to job_history_size, and its index by
@@ -40,7 +38,6 @@
 #include "observe/metrics.h"
 
 #define JOBHIST_WORKER_KEEP 256      /* a worker sends at most this many per flush (the newest) */
-#define JOBHIST_WORKER_TAGGED 2304   /* and at most this many more, records with tags the ring let go */
 #define JOBHIST_PAYLOAD_MAX 16384    /* payload bytes kept per record; longer ones are cut */
 #define JOBHIST_EXC_MAX 512          /* exception summary bytes */
 #define JOBHIST_PAGE 16              /* records per datagram */
@@ -71,18 +68,10 @@ typedef struct {
     int cap, n, next;                /* n records, the oldest at (next - n) mod cap */
     double sample, acc;              /* done/released jobs kept: sample (0..1); failures always */
     bool payloads;                   /* done jobs' payloads too */
-    jobrec_t *tv;                    /* records with tags the full ring let go (a watched tag */
-    int tcap, tn, tnext;             /* keeps every job, monitored.h): sent first, oldest first */
 } jobhist_t;
 
 void jobhist_init(jobhist_t *h, int cap, double sample, bool payloads);
 void jobhist_free(jobhist_t *h);
-/* Keep up to cap records with tags past the ring's own cap (0: off): when
- * the ring is full, its oldest record goes there instead of away if it
- * has tags; when that is full too, its oldest goes. */
-void jobhist_keep_tagged(jobhist_t *h, int cap);
-/* Do records wait in the tagged overflow (a 64th of it: send now, before the flush's time)? */
-bool jobhist_filling(const jobhist_t *h);
 /* Take (or, by the sample, skip) one settled attempt; returns the record
  * to fill, with its strings cleared, or NULL when it is skipped. The
  * caller sets the fields (jobhist_set_str, jobhist_set_payload). */
@@ -122,11 +111,6 @@ typedef struct {
 #define JOBHIST_PENDING_BYTES (16 << 20) /* what the master holds for Redis, at most */
 
 #define JOBHIST_PENDING_MAX 100000   /* job_history_size's upper bound */
-/* The master's records with tags for the monitored lists, per pool and
- * pass: every one, past job_history_size, up to this many (and
- * JOBHIST_PENDING_BYTES); Redis takes them JOBHIST_TAGGED_CHUNK a call. */
-#define JOBHIST_TAGGED_PENDING 25600
-#define JOBHIST_TAGGED_CHUNK 512
 void jobhist_pending_init(jobhist_pending_t *p, int cap);
 void jobhist_pending_free(jobhist_pending_t *p);
 void jobhist_pending_add(jobhist_pending_t *p, char *json);     /* takes json; drops the oldest when full */

@@ -142,8 +142,6 @@ typedef struct {
     int stats_fd;
     jobstats_t stats;
     jobhist_t hist;          /* recent attempts, for the master's job history (jobhist.h) */
-    char *hist_unsent;       /* a datagram of it the master could not take yet, sent first */
-    size_t hist_unsent_len;
     wlimits_t lim;           /* fleet-wide limits on this pool's queues (wlimits.h) */
     int64_t stats_sent_ms;
     /* fleet budget: its own lease record while it finishes a job after its
@@ -1107,8 +1105,6 @@ static void history_record(worker_t *w, const job_t *j, const hresult_t *res, in
         jobhist_set_payload(r, j->pr.raw, j->pr.rawlen);
 }
 
-static void history_flush(worker_t *w);
-
 static void stats_record(worker_t *w, const job_t *j, const hresult_t *res)
 {
     if (w->stats_fd < 0) return;
@@ -1117,33 +1113,23 @@ static void stats_record(worker_t *w, const job_t *j, const hresult_t *res)
     int outcome = job_outcome(j, res);
     jobstats_record(&w->stats, queue, j->hj.name, outcome, runtime, job_wait_ms(j));
     history_record(w, j, res, outcome, runtime);
-    if (jobhist_filling(&w->hist)) history_flush(w); /* records with tags go early, not away */
 }
 
-/* One datagram of job records to the master: 1 sent (or dropped: too
- * big for the channel), 0 the master cannot take it now, -1 channel gone. */
-static int history_send(worker_t *w, const char *msg, size_t len)
-{
-    ssize_t n = send(w->stats_fd, msg, len, MSG_DONTWAIT | MSG_NOSIGNAL);
-    if (n >= 0 || errno == EMSGSIZE) return 1;
-    if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
-    w->stats_fd = -1;
-    return -1;
-}
-
-/* The recent jobs, in datagrams of a few records; one the master cannot
- * take now is kept and sent first next time (the ring meanwhile
- * overwrites its oldest, keeping those with tags, jobhist.h). */
+/* The recent jobs, in datagrams of a few records; what the master cannot
+ * take now waits in the ring (the oldest are overwritten). */
 static void history_flush(worker_t *w)
 {
     for (;;) {
-        if (!w->hist_unsent) w->hist_unsent = jobhist_encode(&w->hist, &w->hist_unsent_len);
-        if (!w->hist_unsent) return;
-        int rv = history_send(w, w->hist_unsent, w->hist_unsent_len);
-        if (rv == 0) return;
-        free(w->hist_unsent);
-        w->hist_unsent = NULL;
-        if (rv < 0) return;
+        size_t len;
+        char *msg = jobhist_encode(&w->hist, &len);
+        if (!msg) return;
+        ssize_t n = send(w->stats_fd, msg, len, MSG_DONTWAIT | MSG_NOSIGNAL);
+        free(msg);
+        if (n < 0 && errno == EMSGSIZE) continue; /* too big for the channel: those records are dropped */
+        if (n < 0) {
+            if (errno != EAGAIN && errno != EWOULDBLOCK) w->stats_fd = -1;
+            return; /* those records are lost: the history is a sample, the counts are not */
+        }
     }
 }
 
@@ -1155,13 +1141,10 @@ static void history_flush(worker_t *w)
 static void stats_flush(worker_t *w, bool force)
 {
     int64_t now = mono_ms();
-    bool records = w->hist_unsent || w->hist.n || w->hist.tn; /* job records left: they go even with no stats */
-    if (w->stats_fd < 0 || (jobstats_empty(&w->stats) && !records) ||
-        (!force && now - w->stats_sent_ms < STATS_EVERY_MS))
-        return;
+    if (w->stats_fd < 0 || jobstats_empty(&w->stats) || (!force && now - w->stats_sent_ms < STATS_EVERY_MS)) return;
     w->stats_sent_ms = now;
     history_flush(w);
-    if (w->stats_fd < 0 || jobstats_empty(&w->stats)) return;
+    if (w->stats_fd < 0) return;
     int from = 0;
     do {
         int first = from;
@@ -1679,8 +1662,6 @@ static int finish(worker_t *w, int code, int reason)
     stats_flush(w, true);
     jobstats_free(&w->stats);
     jobhist_free(&w->hist);
-    free(w->hist_unsent);
-    w->hist_unsent = NULL;
     log_info("exiting: %llu jobs (%llu failed), %llu Redis round trips", (unsigned long long)w->jobs_done,
              (unsigned long long)w->jobs_failed, (unsigned long long)w->rc->round_trips);
     rss_close(&w->rss_self);
@@ -1715,7 +1696,6 @@ static int worker_init(worker_t *w, const pool_conf_t *p, const qconf_t *conf, s
     jobstats_init(&w->stats, conf->metrics_job_classes);
     jobhist_init(&w->hist, conf->job_history_size ? JOBHIST_WORKER_KEEP : 0, conf->job_history_sample,
                  conf->job_history_payloads);
-    jobhist_keep_tagged(&w->hist, conf->job_history_size ? JOBHIST_WORKER_TAGGED : 0);
     w->p = p;
     w->conf = conf;
     w->slot = slot;

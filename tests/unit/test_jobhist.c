@@ -99,41 +99,6 @@ static void test_the_ring_keeps_the_newest(void **state)
     jobhist_free(&h);
 }
 
-/* A full ring lets its oldest go, but those with tags wait in the tagged
- * overflow (a watched tag keeps every job) and are sent first, in order. */
-static void test_the_ring_keeps_records_with_tags(void **state)
-{
-    (void)state;
-    jobhist_t h;
-    jobhist_init(&h, 4, 1, false);
-    jobhist_keep_tagged(&h, 4);
-    char u[16];
-    for (int i = 0; i < 12; i++) {
-        snprintf(u, sizeof u, "u-%d", i);
-        jobrec_t *r = add(&h, OUTCOME_DONE, u);
-        if (i % 2 == 0) assert_int_equal(jobhist_add_tags(r, "[\"vip\"]", 7), 1);
-    }
-    /* the ring: u-8..u-11; u-0..u-6 let go, the tagged of them kept (u-0, 2, 4, 6) */
-    assert_true(jobhist_filling(&h));
-    cJSON *out = round_trip(&h);
-    const char *want[] = {"u-0", "u-2", "u-4", "u-6", "u-8", "u-9", "u-10", "u-11"};
-    assert_int_equal(cJSON_GetArraySize(out), 8);
-    for (int i = 0; i < 8; i++) assert_string_equal(str(cJSON_GetArrayItem(out, i), "uuid"), want[i]);
-    assert_false(jobhist_filling(&h));
-    cJSON_Delete(out);
-    /* a full overflow lets its own oldest go */
-    for (int i = 0; i < 20; i++) {
-        snprintf(u, sizeof u, "t-%d", i);
-        jobhist_add_tags(add(&h, OUTCOME_DONE, u), "[\"vip\"]", 7);
-    }
-    out = round_trip(&h);
-    assert_int_equal(cJSON_GetArraySize(out), 8);
-    assert_string_equal(str(cJSON_GetArrayItem(out, 0), "uuid"), "t-12");
-    assert_string_equal(str(cJSON_GetArrayItem(out, 7), "uuid"), "t-19");
-    cJSON_Delete(out);
-    jobhist_free(&h);
-}
-
 static void test_sampling_keeps_every_failure(void **state)
 {
     (void)state;
@@ -354,7 +319,6 @@ int main(void)
         cmocka_unit_test(test_round_trip_adds_what_the_master_knows),
         cmocka_unit_test(test_records_are_valid_utf8),
         cmocka_unit_test(test_the_ring_keeps_the_newest),
-        cmocka_unit_test(test_the_ring_keeps_records_with_tags),
         cmocka_unit_test(test_sampling_keeps_every_failure),
         cmocka_unit_test(test_strings_and_payloads_are_cut_safely),
         cmocka_unit_test(test_big_payloads_split_datagrams),
