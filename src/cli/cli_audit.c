@@ -22,7 +22,13 @@ void cli_audit_arg(sbuf_t *b, const char *name, const char *value)
     size_t n = strlen(value), cut = utf8_valid(value, n) ? utf8_cut(value, n, CLI_AUDIT_VALUE_MAX) : 0;
     if (cut == 0 && n) cut = n < CLI_AUDIT_VALUE_MAX ? n : CLI_AUDIT_VALUE_MAX; /* invalid: bytes, escaped */
     sbuf_printf(b, " %s \"", name);
-    sbuf_text(b, value, cut, 0);
+    for (size_t at = 0; at < cut;) { /* '"' and '\\' escaped too: user text cannot forge the line's fields */
+        size_t run = strcspn(value + at, "\"\\");
+        if (run > cut - at) run = cut - at;
+        sbuf_text(b, value + at, run, 0);
+        at += run;
+        if (at < cut) sbuf_printf(b, "\\%c", value[at++]); /* \" and \\, as in C */
+    }
     sbuf_puts(b, cut < n ? "...\"" : "\"");
 }
 

@@ -301,6 +301,7 @@ static bool body_seconds(const cJSON *body, long long *since, long long *until)
     for (int i = 0; i < 2; i++) {
         const cJSON *v = cJSON_GetObjectItemCaseSensitive(body, k[i]);
         *dst[i] = 0;
+        if (cJSON_IsNumber(v) && v->valuedouble > 1e15) return false; /* no cast past long long's range */
         if (cJSON_IsNumber(v) && v->valuedouble > 0) *dst[i] = (long long)v->valuedouble;
         else if (cJSON_IsString(v) && *v->valuestring && ffilter_time(v->valuestring, wall_s(), dst[i]) < 0)
             return false;
