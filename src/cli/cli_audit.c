@@ -32,6 +32,17 @@ void cli_audit_arg(sbuf_t *b, const char *name, const char *value)
     sbuf_puts(b, cut < n ? "...\"" : "\"");
 }
 
+void cli_audit_filter(sbuf_t *b, const char *cls, const char *uuid, const char *text, const char *tag,
+                      const char *since, const char *until)
+{
+    cli_audit_arg(b, "--class", cls);
+    cli_audit_arg(b, "--uuid", uuid);
+    cli_audit_arg(b, "--text", text);
+    cli_audit_arg(b, "--tag", tag);
+    cli_audit_arg(b, "--since", since);
+    cli_audit_arg(b, "--until", until);
+}
+
 /* The source: "cli uid N (name)". */
 static void source_of(char *buf, size_t n)
 {

@@ -18,6 +18,10 @@
  * CLI_AUDIT_VALUE_MAX bytes (a whole character), controls escaped,
  * quoted. */
 void cli_audit_arg(sbuf_t *b, const char *name, const char *value);
+/* The filter options `qpool failed` and `qpool pending` share, as typed:
+ * --class --uuid --text --tag --since --until (each when set). */
+void cli_audit_filter(sbuf_t *b, const char *cls, const char *uuid, const char *text, const char *tag,
+                      const char *since, const char *until);
 
 /* "qpool CMD: <what> (filter:<filter>) by cli uid N (user)": one line on
  * stderr and one datagram to the syslog socket (/dev/log, or

@@ -241,12 +241,7 @@ static void audit(const failed_args_t *a, const char *what)
     sbuf_init(&f);
     sbuf_puts(&f, "");
     cli_audit_arg(&f, "--queue", a->queue);
-    cli_audit_arg(&f, "--class", a->name);
-    cli_audit_arg(&f, "--uuid", a->uuid);
-    cli_audit_arg(&f, "--text", a->text);
-    cli_audit_arg(&f, "--tag", a->tag);
-    cli_audit_arg(&f, "--since", a->since);
-    cli_audit_arg(&f, "--until", a->until);
+    cli_audit_filter(&f, a->name, a->uuid, a->text, a->tag, a->since, a->until);
     if (a->all && !has_filter(a)) sbuf_puts(&f, " --all");
     cli_audit("failed", what, f.data);
     sbuf_free(&f);

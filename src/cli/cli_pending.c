@@ -64,12 +64,7 @@ static void audit(const char *queue, const pending_args_t *a, long deleted, bool
     sbuf_init(&f);
     sbuf_puts(&f, "");
     cli_audit_arg(&f, "queue", queue);
-    cli_audit_arg(&f, "--class", a->name);
-    cli_audit_arg(&f, "--uuid", a->uuid);
-    cli_audit_arg(&f, "--text", a->text);
-    cli_audit_arg(&f, "--tag", a->tag);
-    cli_audit_arg(&f, "--since", a->since);
-    cli_audit_arg(&f, "--until", a->until);
+    cli_audit_filter(&f, a->name, a->uuid, a->text, a->tag, a->since, a->until);
     if (a->all) sbuf_puts(&f, " --all");
     char what[96];
     snprintf(what, sizeof what, "deleted %ld pending jobs%s", deleted, failed ? " (stopped by an error)" : "");

@@ -46,19 +46,6 @@ static bool class_is(const frec_t *f, const char *name)
     return same;
 }
 
-/* Is tag one of the payload's own top-level "tags" (Horizon's)? */
-static bool has_tag(const frec_t *f, const char *tag)
-{
-    if (!f->payload || !memmem(f->payload, f->payload_len, "tags", 4)) return false;
-    cJSON *p = cJSON_ParseWithLength(f->payload, f->payload_len);
-    const cJSON *t;
-    bool found = false;
-    cJSON_ArrayForEach(t, cJSON_GetObjectItemCaseSensitive(p, "tags"))
-        if (cJSON_IsString(t) && !strcmp(t->valuestring, tag)) found = true;
-    cJSON_Delete(p);
-    return found;
-}
-
 bool ffilter_match(const ffilter_t *flt, const frec_t *f)
 {
     if (flt->queue && (!f->queue || strcmp(flt->queue, f->queue))) return false;
@@ -68,7 +55,7 @@ bool ffilter_match(const ffilter_t *flt, const frec_t *f)
     if (flt->q && *flt->q && !ci_contains(f->payload, f->payload_len, flt->q) &&
         !ci_contains(f->exception, f->exception ? strlen(f->exception) : 0, flt->q))
         return false;
-    if (flt->tag && *flt->tag && !has_tag(f, flt->tag)) return false;
+    if (flt->tag && *flt->tag && !payload_has_tag(f->payload, f->payload_len, flt->tag)) return false;
     return !flt->name || class_is(f, flt->name);
 }
 

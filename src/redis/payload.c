@@ -400,3 +400,15 @@ char *payload_build(const payload_spec_t *s)
     sbuf_printf(&b, ",\"id\":\"%s\",\"attempts\":0}", id);
     return sbuf_steal(&b);
 }
+
+bool payload_has_tag(const char *raw, size_t len, const char *tag)
+{
+    size_t vs, ve;
+    if (!raw || !memmem(raw, len, "\"tags\"", 6) || !json_top_value(raw, len, "tags", &vs, &ve)) return false;
+    cJSON *a = cJSON_ParseWithLength(raw + vs, ve - vs);
+    const cJSON *t;
+    bool has = false;
+    cJSON_ArrayForEach(t, a) has = has || (cJSON_IsString(t) && !strcmp(t->valuestring, tag));
+    cJSON_Delete(a);
+    return has;
+}

@@ -57,6 +57,9 @@ const char *payload_name(const job_payload_t *p);
 
 /* Span [*vs, *ve) of the value of a top-level key; false if absent/invalid. */
 bool json_top_value(const char *raw, size_t len, const char *key, size_t *vs, size_t *ve);
+/* Is tag one of the payload's own top-level "tags" (Horizon's, pushed at
+ * dispatch)? Only that array is parsed. */
+bool payload_has_tag(const char *raw, size_t len, const char *tag);
 
 /* Copy of raw with top-level "attempts" set to n (added if missing).
  * NULL if raw is not a JSON object. */

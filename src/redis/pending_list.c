@@ -23,25 +23,12 @@ void pending_list_free(plist_t *p)
     p->jobs = NULL;
 }
 
-/* Is tag one of the payload's own top-level "tags"? */
-static bool has_tag(const char *raw, size_t len, const char *tag)
-{
-    size_t vs, ve;
-    if (!memmem(raw, len, "\"tags\"", 6) || !json_top_value(raw, len, "tags", &vs, &ve)) return false;
-    cJSON *a = cJSON_ParseWithLength(raw + vs, ve - vs);
-    const cJSON *t;
-    bool has = false;
-    cJSON_ArrayForEach(t, a) has = has || (cJSON_IsString(t) && !strcmp(t->valuestring, tag));
-    cJSON_Delete(a);
-    return has;
-}
-
 bool pending_list_match(const ffilter_t *f, const char *tag, const char *raw, size_t len)
 {
     frec_t r = {.payload = (char *)raw, .payload_len = len};
     ffilter_t flt = {.name = f->name, .q = f->q};
     if (!ffilter_match(&flt, &r)) return false;
-    if (tag && !has_tag(raw, len, tag)) return false;
+    if (tag && !payload_has_tag(raw, len, tag)) return false;
     if (!pending_in_range(f, raw, len)) return false;
     if (!f->uuid) return true;
     job_payload_t jp;

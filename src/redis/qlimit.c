@@ -622,27 +622,23 @@ static int slot_script_one(rconn_t *c, const rscript_t *s, const char *run, cons
     return n;
 }
 
-/* On a Redis Cluster: the slot script once per limit with a concurrency
- * (its :run set has a slot of its own), then once per :run set a per-key
- * limit's lease took (wlcluster.c names them as the pop does on one Redis;
- * each key's sets share their limit's slot, but two limits' do not): the
- * counts summed; -1 if any failed. */
+/* On a Redis Cluster: the slot script once per :run set the pop named
+ * (two limits' sets are in two slots; a per-key limit's keys share their
+ * limit's): the counts summed; -1 if any failed. */
 static int slot_script_each(rconn_t *c, const rscript_t *s, const qlimits_t *ls, const char *token,
                             char *const *xkeys, int nx)
 {
     int sum = 0;
-    for (int i = 0; i < ls->n + nx; i++) {
-        const char *run = i < ls->n ? ls->v[i].run : xkeys[i - ls->n];
-        if (i < ls->n && (ls->v[i].concurrency <= 0 || ls->v[i].tag_prefix)) continue;
-        int n = slot_script_one(c, s, run, token, ls->ttl);
+    for (int i = 0; i < nx; i++) {
+        int n = slot_script_one(c, s, xkeys[i], token, ls->ttl);
         sum = n < 0 || sum < 0 ? -1 : sum + n;
     }
     return sum;
 }
 
-/* One slot script over the :run sets the pop named (xkeys: on one Redis
- * the pop decides the class, so only its reply says which slots a job
- * holds); on a Cluster one per set (slot_script_each). */
+/* The slot script over the :run sets the pop named (xkeys: only the pop
+ * knows which slots a job holds; on one Redis it decides the class with
+ * Lua's JSON reader): one call, or on a Cluster one per set. */
 static int slot_script(rconn_t *c, const rscript_t *s, const qlimits_t *ls, const char *token, char *const *xkeys,
                        int nx)
 {

@@ -113,14 +113,22 @@ static int lease_all(rconn_t *c, const qlimits_t *ls, const char *queue, const p
     return 1;
 }
 
-/* The pop's lim_keys for a job popped under the leases t: every per-key
- * limit's :run set taken (the worker renews and gives back those). */
+/* The pop's lim_keys for a job popped under the leases t: every :run set a
+ * lease took a slot in (the worker renews and gives back exactly those, as
+ * after the single-Redis pop, which names them in its reply). */
 static void name_keys(const qlimits_t *ls, const leased_t *t, pop_result_t *out)
 {
     char **runs = NULL;
     int n = 0;
-    for (int i = 0; i < ls->n; i++)
-        if (t->taken[i] && ls->v[i].tag_prefix) n = qlimit_keys_runs(&ls->v[i], &t->kids[i], &runs, n);
+    for (int i = 0; i < ls->n; i++) {
+        if (!t->taken[i] || ls->v[i].concurrency <= 0) continue;
+        if (ls->v[i].tag_prefix) {
+            n = qlimit_keys_runs(&ls->v[i], &t->kids[i], &runs, n);
+            continue;
+        }
+        runs = xrealloc(runs, sizeof *runs * (size_t)(n + 1));
+        runs[n++] = xstrdup(ls->v[i].run);
+    }
     if (!n) return;
     for (int i = 0; i < out->nlim_keys; i++) free(out->lim_keys[i]);
     free(out->lim_keys);

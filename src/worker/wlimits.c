@@ -138,28 +138,11 @@ int64_t wlimits_next_beat(const wlimits_t *wl)
     return wl->held ? wl->next_beat_ms : INT64_MAX;
 }
 
-/* How many concurrency slots a job of class cls on queue holds. On one
- * Redis: those the limited pop named (it decided the class with its own
- * JSON reader, which may read a payload with duplicate keys otherwise than
- * cJSON does); on a Cluster C decided it for the lease: exact names, "" for
- * any. */
-static int slots_of(const wlimits_t *wl, const char *queue, const char *cls)
-{
-    if (!wl->ls.cluster) return wl->nx;
-    int n = 0;
-    for (int i = 0; i < wl->ls.n; i++) {
-        const qlimit_t *l = &wl->ls.v[i];
-        n += l->concurrency > 0 && !l->tag_prefix && (!*l->queue || !strcmp(l->queue, queue)) &&
-             (!*l->class_name || (cls && !strcmp(l->class_name, cls)));
-    }
-    return n + wl->nx; /* a per-key limit's: as the pop named them */
-}
-
-void wlimits_beat(wlimits_t *wl, rconn_t *c, int64_t now_ms, const char *queue, const char *cls, const char *job)
+void wlimits_beat(wlimits_t *wl, rconn_t *c, int64_t now_ms, const char *job)
 {
     if (!wl->held || now_ms < wl->next_beat_ms) return;
     wl->next_beat_ms = now_ms + QLIMIT_BEAT_MS;
-    int want = slots_of(wl, queue, cls);
+    int want = wl->nx;
     if (!want) return;
     int n = qlimit_beat(c, &wl->ls, wl->token, wl->xkeys, wl->nx);
     if (n >= 0 && n < want)
@@ -167,14 +150,11 @@ void wlimits_beat(wlimits_t *wl, rconn_t *c, int64_t now_ms, const char *queue, 
                  QLIMIT_SLOT_TTL_MS / 1000);
 }
 
-void wlimits_end(wlimits_t *wl, rconn_t *c, const char *queue, const char *cls)
+void wlimits_end(wlimits_t *wl, rconn_t *c)
 {
     if (!wl->held) return;
     wl->held = false;
-    if ((cls || !wl->ls.cluster) && !slots_of(wl, queue, cls)) { /* unread on a Cluster: give back all */
-        drop_keys(wl);
-        return;
-    }
+    if (!wl->nx) return; /* a rate or a paused class only: nothing to give back */
     if (qlimit_end(c, &wl->ls, wl->token, wl->xkeys, wl->nx) < 0)
         log_warn("could not give back a concurrency slot: it lapses within %d s", QLIMIT_SLOT_TTL_MS / 1000);
     drop_keys(wl);

@@ -43,16 +43,15 @@ int wlimits_poll_paused(wlimits_t *wl, rconn_t *c, int64_t now_ms);
 const qlimits_t *wlimits_for_pop(wlimits_t *wl, const char **token);
 /* The pop took a job: it holds its slots from now. */
 void wlimits_taken(wlimits_t *wl, int64_t now_ms);
-/* ... and the per-key limits' slots the pop named (pop_result_t lim_keys). */
+/* ... and the :run sets the pop named, every slot it took (pop_result_t
+ * lim_keys): what the worker renews and gives back, never a guess of its own. */
 void wlimits_taken_keys(wlimits_t *wl, char *const *keys, int n);
 /* When the next beat is due (INT64_MAX: none). */
 int64_t wlimits_next_beat(const wlimits_t *wl);
-/* Renew the job's slots when due; queue and cls (NULL: none) say which
- * slots it should hold, job names it in a warning when one lapsed. */
-void wlimits_beat(wlimits_t *wl, rconn_t *c, int64_t now_ms, const char *queue, const char *cls, const char *job);
-/* The job of class cls on queue ended (or was given back): give its slots
- * back. No round trip when it holds none (a rate or a paused class only);
- * cls NULL (the payload was not read): given back whatever it holds. */
-void wlimits_end(wlimits_t *wl, rconn_t *c, const char *queue, const char *cls);
+/* Renew the job's slots when due; job names it in a warning when one lapsed. */
+void wlimits_beat(wlimits_t *wl, rconn_t *c, int64_t now_ms, const char *job);
+/* The job ended (or was given back): give its slots back. No round trip
+ * when it holds none (a rate or a paused class only). */
+void wlimits_end(wlimits_t *wl, rconn_t *c);
 
 #endif

@@ -1009,7 +1009,7 @@ static void fire(worker_t *w, job_t *j, hresult_t *res)
         if (handler_step(w->h, fds + 1, n - 1, res)) return;
         now = mono_ms();
         orphan_lease(w, now);
-        wlimits_beat(&w->lim, w->rc, now, w->qs.q[j->pr.qidx].name, j->parsed ? j->p.display_name : NULL, j->hj.name);
+        wlimits_beat(&w->lim, w->rc, now, j->hj.name);
         bool stop = stop_asked(w);
         if ((deadline && now >= deadline) || stop) {
             if (stop)
@@ -2040,7 +2040,7 @@ int worker_main(const pool_conf_t *p, const qconf_t *conf, sb_slot_t *slot, int 
         } else {
             if (!r || !next_job(w, &job)) continue;
             ran = run_job(w, &job);
-            wlimits_end(&w->lim, w->rc, w->qs.q[job.pr.qidx].name, job.parsed ? job.p.display_name : NULL);
+            wlimits_end(&w->lim, w->rc);
         }
         if (!ran) { /* given back untouched: the handler restarts first */
             job_free(&job);

@@ -13,7 +13,7 @@
  * queue_read_pop / queue_parse_pop with pop_args_t.limits and a fresh slot
  * token from wlimits_for_pop (the limited pop script and argv qpool builds),
  * a running job's slots are renewed with qlimit_beat (the BEAT script) and
- * given back with wlimits_end (END, skipped when its class holds no slot),
+ * given back with wlimits_end (END, skipped when the pop named no slot),
  * the job acked with queue_append_ack. Jobs are Laravel-shaped payloads
  * (payload_build) pushed with queue_append_push. Only the slot TTL differs
  * from a real worker's: --ttl-ms instead of 15 s (the script takes it as an
@@ -589,7 +589,7 @@ static void worker_ack(vworker_t *w, int k)
     else if (r->integer != 1) st.ack_lost++; /* its reservation had expired */
     if (r) freeReplyObject(r);
     if (cls[k].nconc) st.ends++;
-    wlimits_end(&w->wl, c, q->name, cls[k].name);
+    wlimits_end(&w->wl, c);
     free(w->reserved);
     w->reserved = NULL;
     w->owed = false;
