@@ -32,7 +32,9 @@
  *
  * Events, one pass every 500 ms during --seconds (as many passes on a slow
  * machine, late), drawn from the seed: a host is killed with probability
- * 0.3 (its workers vanish with their jobs: no END, no ack; it stays dead);
+ * 0.3, and at the first pass until one is (how many draws come before a
+ * pass's depends on the machine's speed: a run with none had nothing to
+ * check; its workers vanish with their jobs: no END, no ack; it stays dead);
  * 1 or 2 hosts are partitioned for 1 to 3 s (no pop, no renewal, no ack or
  * END: a job that ends meanwhile owes them until it is back), one of them,
  * when there is one, a host whose job holds a slot and runs longer than the
@@ -698,7 +700,7 @@ static void events(int64_t now)
 {
     for (int i = 0; i < opt.hosts; i++)
         if (hosts[i].part_until && now >= hosts[i].part_until) hosts[i].part_until = 0;
-    if (rnd(10) < 3) {
+    if (!st.kills || rnd(10) < 3) { /* the first pass always kills one: every run has a kill to check */
         vhost_t *h = &hosts[rnd(opt.hosts)];
         if (connected(h)) kill_host(h);
     }
