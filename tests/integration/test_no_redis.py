@@ -2,8 +2,9 @@
 `redis` section whose pools all run through the app's driver (app_driver)
 names no Redis, so qpool's own state that lives in Redis (job history, the
 minute history, the fleet view, fleet budgets) is off and the master never
-connects to one. The app here is the host's fixture app (Laravel 8 on
-Debian 12) with QUEUE_CONNECTION=database on SQLite and its cache in files;
+connects to one. The app is each version's fixture app (Laravel 8 on the
+host, 10 and 13 in their Debian roots: laravel_roots.py) with
+QUEUE_CONNECTION=database on SQLite and its cache in files;
 its Redis settings point at a port the test listens on and counts
 connections to, which must stay at 0: no redis-server is started. No timing
 is asserted: each wait is for a state."""
@@ -17,11 +18,8 @@ import urllib.request
 import pytest
 
 from conftest import free_port, wait_for
-from laravel_roots import VERSIONS, Version, VersionApp
+from laravel_roots import VersionApp, argv_conf, laravel_version  # noqa: F401 (fixture)
 from test_app_driver import dispatch, jobs_left, use_database_queue
-
-HOST = [v for v, (dist, _) in VERSIONS.items() if dist is None]
-
 
 class Trap:
     """A TCP listener standing where a Redis would be: counts connections."""
@@ -61,10 +59,10 @@ def trap():
 
 
 @pytest.fixture
-def app(trap, tmp_path):
-    """The host's fixture app on a database queue, its cache in files, its
-    Redis settings at the trap."""
-    a = VersionApp(Version(HOST[0], None), trap.port, tmp_path)
+def app(laravel_version, trap, tmp_path):
+    """The version's fixture app on a database queue, its cache in files,
+    its Redis settings at the trap."""
+    a = VersionApp(laravel_version, trap.port, tmp_path)
     a.env.update({"CACHE_DRIVER": "file", "CACHE_STORE": "file", "QUEUE_CONNECTION": "database"})
     try:
         a.artisan("migrate", "--force")
@@ -81,8 +79,11 @@ def conf_text(m, app, http_port, redis=""):
     env = " ".join('%s = "%s";' % (k, app.env[k]) for k in
                    ("REDIS_HOST", "REDIS_PORT", "APP_STORAGE", "DB_CONNECTION", "DB_DATABASE", "MARKER_FILE",
                     "LOG_CHANNEL", "CACHE_DRIVER", "CACHE_STORE", "QUEUE_CONNECTION"))
-    pool = ('{ name = "appq"; laravel = "%s"; php_adapter = "%s"; processes = 1; sleep = 0.2; job_log = true;\n'
-            '  environment = { %s }; }' % (app.app_inner, app.work_inner / "php" / "qpool-handler.php", env))
+    v = app.version
+    pool = ('{ name = "appq"; laravel = "%s"; php = %s; php_adapter = "%s"; %s processes = 1; sleep = 0.2;\n'
+            '  job_log = true; environment = { %s }; }'
+            % (app.app_inner, argv_conf(v.prefix() + ["php"]), app.work_inner / "php" / "qpool-handler.php",
+               'php_root = "%s";' % v.root if v.root else "", env))
     return ('qpool = {\n  pid_file = "%s";\n  control_socket = "%s";\n  shutdown_timeout = 10;\n'
             '  balance_interval = 0.5;\n  http = { listen = "127.0.0.1:%d"; token_env = "QPOOL_NR_TOKEN"; };\n};\n%s'
             'pools = (\n%s\n);\n' % (m.pid_file, m.socket, http_port, redis, pool))
