@@ -465,10 +465,14 @@
         if (!authNeeded && noticeEl.dataset.kind === 'fetch') { hideNotice(); delete noticeEl.dataset.kind; }
       }, e => {
         if (!e || e.name === 'AbortError' || c !== cur) return;
-        last[f.url] = 0;
+        /* no Redis at all (qpool.conf names none): asked again at its own pace, said once */
+        var noRedis = e.status === 503 && /needs a Redis/.test(e.message || '');
+        if (!noRedis) last[f.url] = 0;
         if (f.fail) f.fail(e);
         if (e.status === 401) needsToken(c.root, e.message);
-        else { notice('Could not load ' + f.url + ': ' + (e.message || e)); noticeEl.dataset.kind = 'fetch'; }
+        else if (noRedis) {
+          if (noticeEl.dataset.kind !== 'noredis') { notice('No Redis: ' + e.message); noticeEl.dataset.kind = 'noredis'; }
+        } else { notice('Could not load ' + f.url + ': ' + (e.message || e)); noticeEl.dataset.kind = 'fetch'; }
       }));
     });
     Promise.all(jobs).then(() => {

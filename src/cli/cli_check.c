@@ -108,6 +108,10 @@ int cli_check_connect(const qconf_t *c, FILE *out)
 {
     int failed = 0;
     signal(SIGPIPE, SIG_IGN); /* a server that hangs up mid-write is a FAILED line, not a death */
+    if (c->no_redis) {
+        fprintf(out, "redis: none (no Redis at all): nothing to connect to\n");
+        return 0;
+    }
     for (int i = 0; i < c->nredis; i++)
         if (check_one(&c->redis[i], out) < 0) failed++;
     failed += check_budgets(c, out);

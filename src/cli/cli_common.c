@@ -117,6 +117,14 @@ int cli_redis_open(const char *cmd, const char *cfg, const char *conn, cli_redis
     x->conf = cli_load_config(cfg, status);
     if (!x->conf) return -1;
     x->rc = config_redis(x->conf, conn);
+    if (x->conf->no_redis) {
+        fprintf(stderr, "qpool %s: this needs a Redis, and %s names none (set redis = { default = { host = ...; }; })\n",
+                cmd, x->conf->path);
+        config_free(x->conf);
+        x->conf = NULL;
+        *status = 1;
+        return -1;
+    }
     if (!x->rc) {
         fprintf(stderr, "qpool %s: no redis connection named '%s' in %s\n", cmd, conn, x->conf->path);
         config_free(x->conf);

@@ -994,6 +994,27 @@ static bool check_pool_app_driver(ctx_t *x, const config_setting_t *g, const poo
 }
 
 /* user and group: they exist; the uid and gid the children take. */
+const char *pool_needs_redis(const pool_conf_t *p)
+{
+    if (!p->app_driver) return "its queues are on Redis (it does not run through the app's driver: app_driver)";
+    if (p->fleet_max_processes) return "fleet_max_processes shares its budget through Redis";
+    if (!p->agent_signals && (p->restart_key[0] || p->laravel_pause))
+        return "it reads queue:restart and queue:pause from a Redis cache (set restart_key = \"\" and "
+               "laravel_pause = false, or let laravel = APP with preload read them through the app's store)";
+    if (p->down_connection) return "it reads the app's maintenance mode from a Redis cache store";
+    return NULL;
+}
+
+/* `redis = false;`: every pool must run without one. */
+static bool check_pool_no_redis(ctx_t *x, const config_setting_t *g, const pool_conf_t *p)
+{
+    const char *why = x->c->redis_off ? pool_needs_redis(p) : NULL;
+    if (why)
+        cerr(x, g, "pool %s: %s, but qpool.conf says redis = false (name one: redis = { default = { host = ...; }; })",
+             p->name, why);
+    return !why;
+}
+
 static bool resolve_pool_user(ctx_t *x, const config_setting_t *g, pool_conf_t *p)
 {
     bool ok = true;
@@ -1042,6 +1063,7 @@ static bool finish_pool(ctx_t *x, const config_setting_t *g, pool_conf_t *p, con
     ok &= check_pool_connections(x, g, p, pp);
     ok &= check_pool_command(x, g, p);
     ok &= check_pool_app_driver(x, g, p);
+    ok &= check_pool_no_redis(x, g, p);
     ok &= resolve_pool_user(x, g, p);
     return ok;
 }
@@ -1742,6 +1764,15 @@ static void add_stock_redis(qconf_t *c)
     c->redis[c->nredis++].kind = REDIS_STOCK;
 }
 
+/* No Redis at all: qpool.conf names none (no `redis` group, or redis =
+ * false) and no pool needs one. A config that names none but has a pool
+ * that needs one keeps Laravel's stock connection (1.x). */
+static void decide_no_redis(qconf_t *c, bool named)
+{
+    c->no_redis = !named && c->npools > 0;
+    for (int i = 0; i < c->npools && c->no_redis; i++) c->no_redis = !pool_needs_redis(&c->pools[i]);
+}
+
 /* What the pools together must respect: max_workers covers their floors,
  * and a fleet budget's lease outlives two balancer passes. */
 static void check_pool_totals(ctx_t *x, const config_setting_t *where)
@@ -1876,11 +1907,17 @@ qconf_t *config_load(const char *path, conf_errors_t *errs)
     if (read_config_file(&x, &cfg, path)) {
         top_groups_t t = find_top_groups(&x, config_root_setting(&cfg));
         if (t.qpool) parse_qpool_group(&x, t.qpool);
-        if (t.redis) parse_redis_group(&x, t.redis);
+        if (t.redis && config_setting_type(t.redis) == CONFIG_TYPE_BOOL && !config_setting_get_bool(t.redis))
+            c->redis_off = true;
+        else if (t.redis)
+            parse_redis_group(&x, t.redis);
         add_stock_redis(c);
-        if (c->http.connection && !config_redis(c, c->http.connection))
+        if (c->http.connection && c->redis_off)
+            cerr(&x, t.qpool, "http.connection: qpool.conf says redis = false");
+        else if (c->http.connection && !config_redis(c, c->http.connection))
             cerr(&x, t.qpool, "http.connection: no redis connection named \"%s\"", c->http.connection);
         parse_pools(&x, &t);
+        decide_no_redis(c, t.redis && !c->redis_off);
         if (t.limits) parse_limits(&x, t.limits);
     }
     config_destroy(&cfg);
@@ -2223,13 +2260,39 @@ static void print_limits(const qconf_t *c, FILE *f)
     fprintf(f, ");\n");
 }
 
+/* What is off without a Redis, and where each would read it (docs/laravel.md). */
+static const char *const NO_REDIS_OFF[][2] = {
+    {"job history", "/api/jobs/recent, a job's page"},
+    {"minute history", "/api/metrics, the dashboard's charts, qpool metrics"},
+    {"fleet view", "/api/fleet, qpool fleet"},
+    {"fleet budget", "fleet_max_processes"},
+    {"failed-jobs store", "qpool failed, /api/failed; the app's failer keeps its failed_jobs"},
+    {"pending jobs, monitored tags, batches, pause by class, limits", "their pages and commands"},
+};
+
+static void print_no_redis(FILE *f)
+{
+    fprintf(f, "\n# no Redis: qpool.conf names none and every pool runs through its app's driver;\n"
+               "# status, the control socket, pause/continue, /metrics, /healthz and the dashboard's\n"
+               "# live pages work from the master's own state. What qpool keeps in Redis is off:\n");
+    for (size_t i = 0; i < sizeof NO_REDIS_OFF / sizeof *NO_REDIS_OFF; i++)
+        fprintf(f, "#   %s: off, needs a Redis (set redis = { default = { host = ...; }; }) [%s]\n",
+                NO_REDIS_OFF[i][0], NO_REDIS_OFF[i][1]);
+    fprintf(f, "redis = false;\n");
+}
+
 void config_print(const qconf_t *c, FILE *f)
 {
     fprintf(f, "# effective configuration of %s (defaults filled in)\n", c->path);
     print_qpool(c, f);
-    fprintf(f, "\nredis = {\n");
-    for (int i = 0; i < c->nredis; i++) print_redis(&c->redis[i], f);
-    fprintf(f, "};\n\npools = (\n");
+    if (c->no_redis)
+        print_no_redis(f);
+    else {
+        fprintf(f, "\nredis = {\n");
+        for (int i = 0; i < c->nredis; i++) print_redis(&c->redis[i], f);
+        fprintf(f, "};\n");
+    }
+    fprintf(f, "\npools = (\n");
     for (int i = 0; i < c->npools; i++) print_pool(&c->pools[i], f, i + 1 == c->npools);
     fprintf(f, ");\n");
     print_limits(c, f);

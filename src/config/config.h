@@ -214,6 +214,9 @@ typedef struct {
 
     redis_conf_t *redis;
     int nredis;
+    bool redis_off;            /* `redis = false;`: qpool.conf says it names no Redis */
+    bool no_redis;             /* no Redis at all (config_load): qpool's own state kept in Redis (job and
+                                * minute history, the fleet view) is off and the master connects to none */
     pool_conf_t *pools;
     int npools;
     limit_conf_t *limits;      /* the top-level `limits` list (config/limits.h) */
@@ -262,6 +265,10 @@ bool pool_preloads(const pool_conf_t *p);
 /* An app_driver pool that preloads: its queue sizes come from its app agent
  * (master/agent.h), not from Redis. */
 bool pool_agent_sizes(const pool_conf_t *p);
+
+/* Why the pool needs a Redis (a sentence), or NULL when it runs without
+ * one: its app's driver pops, its signals come through its app agent. */
+const char *pool_needs_redis(const pool_conf_t *p);
 
 /* Expand a pool's command template; returns a NULL-terminated argv. */
 char **config_expand_command(const pool_conf_t *p);

@@ -106,6 +106,7 @@ static const wfield_t ROOT_FIELDS[] = {
     F(http_wire_t, "queues", W_STRV, queues, 0, HTTP_WIRE_LIST_MAX, false),
     F(http_wire_t, "metrics_retention", W_INT, metrics_retention, 0, 31 * 86400, false),
     F(http_wire_t, "job_history_size", W_INT, job_history_size, 0, 100000, false),
+    F(http_wire_t, "no_redis", W_BOOL, no_redis, 0, 0, true), /* absent: false */
     F(http_wire_t, "token", W_STR, token, 1, 4096, true),
 };
 
@@ -194,6 +195,7 @@ int http_wire_from_config(http_wire_t *w, const qconf_t *c, const char *token)
     w->queues = config_connection_queues(c, rc->name);
     w->metrics_retention = c->metrics_retention;
     w->job_history_size = c->job_history_size;
+    w->no_redis = c->no_redis;
     w->log_level = c->log_level;
     w->log_format = c->log_format;
     w->token = token ? xstrdup(token) : NULL;

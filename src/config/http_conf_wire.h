@@ -64,6 +64,7 @@ typedef struct {
     char **queues;             /* of the pools on that connection, NULL-terminated */
     int metrics_retention;
     int job_history_size;
+    bool no_redis;             /* qconf_t.no_redis: no Redis connection at all (redis stays unused) */
     char *token;               /* NULL: none */
 } http_wire_t;
 /* The tables of http_conf_wire.c read these as ints (W_INT). */

@@ -28,6 +28,7 @@ struct action {
     const char *verb;
     action_fn fn;
     const char *cmd, *scope;   /* scoped_action: the control command and what it names */
+    bool redis;                /* acts on Redis: 503 without one (http_ctx_t.rc NULL) */
 };
 
 /* ------------------------------------------------------------ the master's verbs */
@@ -459,23 +460,23 @@ static void monitor_remove(http_ctx_t *h, const struct action *a, const char *na
 /* ------------------------------------------------------------ routes */
 
 static const struct action ACTIONS[] = {
-    {"/api/pools/", "pause", scoped_action, "pause", "pools"},
-    {"/api/pools/", "continue", scoped_action, "continue", "pools"},
-    {"/api/pools/", "scale", pool_scale, NULL, NULL},
-    {"/api/pools/", "restart", pool_restart, NULL, NULL},
-    {"/api/queues/", "pause", scoped_action, "pause", "queues"},
-    {"/api/queues/", "continue", scoped_action, "continue", "queues"},
-    {"/api/queues/", "delete", queue_delete, NULL, NULL},
-    {"/api/classes/", "pause", class_action, "pause", NULL},
-    {"/api/classes/", "continue", class_action, "continue", NULL},
-    {"/api/failed/retry", NULL, failed_retry_bulk, NULL, NULL},
-    {"/api/failed/forget", NULL, failed_forget_bulk, NULL, NULL},
-    {"/api/failed/", "retry", failed_retry_one, NULL, NULL},
-    {"/api/jobs/", "stop", job_stop, NULL, NULL},
-    {"/api/failed/", "forget", failed_forget_one, NULL, NULL},
-    {"/api/monitoring", NULL, monitor_add, NULL, NULL},
-    {"/api/batches/", "retry", batch_retry, NULL, NULL},
-    {HTTP_DELETE_PREFIX "/api/monitoring", NULL, monitor_remove, NULL, NULL},
+    {"/api/pools/", "pause", scoped_action, "pause", "pools", false},
+    {"/api/pools/", "continue", scoped_action, "continue", "pools", false},
+    {"/api/pools/", "scale", pool_scale, NULL, NULL, false},
+    {"/api/pools/", "restart", pool_restart, NULL, NULL, false},
+    {"/api/queues/", "pause", scoped_action, "pause", "queues", false},
+    {"/api/queues/", "continue", scoped_action, "continue", "queues", false},
+    {"/api/queues/", "delete", queue_delete, NULL, NULL, true},
+    {"/api/classes/", "pause", class_action, "pause", NULL, true},
+    {"/api/classes/", "continue", class_action, "continue", NULL, true},
+    {"/api/failed/retry", NULL, failed_retry_bulk, NULL, NULL, true},
+    {"/api/failed/forget", NULL, failed_forget_bulk, NULL, NULL, true},
+    {"/api/failed/", "retry", failed_retry_one, NULL, NULL, true},
+    {"/api/jobs/", "stop", job_stop, NULL, NULL, false},
+    {"/api/failed/", "forget", failed_forget_one, NULL, NULL, true},
+    {"/api/monitoring", NULL, monitor_add, NULL, NULL, true},
+    {"/api/batches/", "retry", batch_retry, NULL, NULL, true},
+    {HTTP_DELETE_PREFIX "/api/monitoring", NULL, monitor_remove, NULL, NULL, true},
 };
 
 /* The action for path; *name (the caller frees) gets the name in it. */
@@ -512,6 +513,8 @@ void http_action(http_ctx_t *h, const char *path, const cJSON *body, const char 
     const struct action *a = find_action(path, &name);
     if (!a)
         http_reply_error(out, 404, "no such action");
+    else if (a->redis && !h->rc)
+        http_reply_error(out, 503, HTTP_NO_REDIS);
     else
         a->fn(h, a, name, body, who, out);
     free(name);

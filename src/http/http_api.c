@@ -813,22 +813,23 @@ static const struct route {
     http_need_t need;          /* what reading it takes */
     get_fn get;                /* exact path */
     one_fn one;                /* path is a prefix; the rest is a uuid */
+    bool redis;                /* reads Redis: 503 without one (h->rc NULL) */
 } ROUTES[] = {
-    {"/metrics", HTTP_NEED_AGGREGATE, get_metrics, NULL},
-    {"/api/status", HTTP_NEED_AGGREGATE, get_status, NULL},   /* each worker's job: full readers only */
-    {"/api/fleet", HTTP_NEED_AGGREGATE, get_fleet, NULL},     /* likewise */
-    {"/api/limits", HTTP_NEED_AGGREGATE, get_limits, NULL},
-    {"/api/metrics", HTTP_NEED_AGGREGATE, get_history, NULL},
-    {"/api/jobs/recent", HTTP_NEED_PRIVATE, get_recent_jobs, NULL},
-    {"/api/jobs/running", HTTP_NEED_PRIVATE, get_running, NULL},
-    {"/api/jobs/pending", HTTP_NEED_PRIVATE, get_pending, NULL},
-    {"/api/jobs/", HTTP_NEED_PRIVATE, NULL, get_one_job},
-    {"/api/monitoring", HTTP_NEED_PRIVATE, get_monitoring, NULL},
-    {"/api/monitoring/jobs", HTTP_NEED_PRIVATE, get_monitored_jobs, NULL},
-    {"/api/failed", HTTP_NEED_PRIVATE, get_failed, NULL},
-    {"/api/failed/", HTTP_NEED_PRIVATE, NULL, get_one_failed},
-    {"/api/batches", HTTP_NEED_PRIVATE, get_batches, NULL},
-    {"/api/batches/", HTTP_NEED_PRIVATE, NULL, get_one_batch},
+    {"/metrics", HTTP_NEED_AGGREGATE, get_metrics, NULL, false},
+    {"/api/status", HTTP_NEED_AGGREGATE, get_status, NULL, false},   /* each worker's job: full readers only */
+    {"/api/fleet", HTTP_NEED_AGGREGATE, get_fleet, NULL, true},     /* likewise */
+    {"/api/limits", HTTP_NEED_AGGREGATE, get_limits, NULL, false},
+    {"/api/metrics", HTTP_NEED_AGGREGATE, get_history, NULL, true},
+    {"/api/jobs/recent", HTTP_NEED_PRIVATE, get_recent_jobs, NULL, true},
+    {"/api/jobs/running", HTTP_NEED_PRIVATE, get_running, NULL, false},
+    {"/api/jobs/pending", HTTP_NEED_PRIVATE, get_pending, NULL, true},
+    {"/api/jobs/", HTTP_NEED_PRIVATE, NULL, get_one_job, true},
+    {"/api/monitoring", HTTP_NEED_PRIVATE, get_monitoring, NULL, true},
+    {"/api/monitoring/jobs", HTTP_NEED_PRIVATE, get_monitored_jobs, NULL, true},
+    {"/api/failed", HTTP_NEED_PRIVATE, get_failed, NULL, true},
+    {"/api/failed/", HTTP_NEED_PRIVATE, NULL, get_one_failed, true},
+    {"/api/batches", HTTP_NEED_PRIVATE, get_batches, NULL, true},
+    {"/api/batches/", HTTP_NEED_PRIVATE, NULL, get_one_batch, true},
 };
 
 static const struct route *find(const char *path)
@@ -877,7 +878,9 @@ bool http_api_get(http_ctx_t *h, const char *path, bool full, http_arg_fn arg, v
 {
     const struct route *r = find(path);
     if (!r) return false;
-    if (r->get)
+    if (r->redis && !h->rc)
+        http_reply_error(out, 503, HTTP_NO_REDIS);
+    else if (r->get)
         r->get(h, full, arg, req, out);
     else
         r->one(h, path + strlen(r->path), out);

@@ -39,7 +39,7 @@ typedef struct {
     sbuf_t ctl_in;
     int ctl_owed;              /* replies still to come for requests that timed out */
     pthread_mutex_t ctl_lock;  /* the channel: the worker's requests and the health check's */
-    rconn_t *rc;               /* http.connection */
+    rconn_t *rc;               /* http.connection; NULL: no Redis at all (HTTP_NO_REDIS) */
     pthread_mutex_t lock;      /* rc */
     http_history_kept_t kept[HTTP_HISTORY_CACHE_N];
 } http_ctx_t;
@@ -83,6 +83,10 @@ bool http_action_exists(const char *path);
 void http_action(http_ctx_t *h, const char *path, const cJSON *body, const char *who, http_reply_t *out);
 
 void http_reply_json(http_reply_t *r, int code, cJSON *body);   /* takes body */
+/* What an endpoint that reads or writes Redis answers (503) when the config
+ * names no Redis at all (qconf_t.no_redis; http_ctx_t.rc is then NULL). */
+#define HTTP_NO_REDIS "this needs a Redis, and qpool.conf names none (set redis = { default = { host = ...; }; })"
+
 void http_reply_error(http_reply_t *r, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 #endif

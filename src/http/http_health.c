@@ -14,6 +14,7 @@ static bool redis_pings(http_health_t *hh, char *why, size_t n)
 {
     rconn_t *rc = hh->rc;
     bool ok = false;
+    if (!rc) return true; /* no Redis at all: the master's state alone */
     if (rconn_ensure(rc) == 0) {
         const char *argv[] = {"PING"};
         size_t lens[] = {4};
@@ -73,10 +74,10 @@ int http_health_start(http_health_t *hh, http_ctx_t *api, const redis_conf_t *re
     pthread_condattr_destroy(&ca);
     pthread_mutex_init(&hh->lock, NULL);
     hh->api = api;
-    hh->rc = rconn_new(redis);
+    hh->rc = redis ? rconn_new(redis) : NULL;
     /* a hung Redis holds a check 3 s at most; a PING slowed by a busy
      * machine (1 to 3 s) is not an outage */
-    if (hh->rc->conf.timeout > 3) hh->rc->conf.timeout = 3;
+    if (hh->rc && hh->rc->conf.timeout > 3) hh->rc->conf.timeout = 3;
     check(hh);
     int err = pthread_create(&hh->thread, NULL, health_loop, hh);
     hh->running = err == 0;
@@ -113,6 +114,7 @@ void http_health_reply(http_health_t *hh, int64_t now, http_reply_t *out)
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "state", hh->state);
     cJSON_AddBoolToObject(o, "ok", hh->redis_ok);
+    if (!hh->rc) cJSON_AddStringToObject(o, "redis", "none");
     if (!hh->redis_ok) cJSON_AddStringToObject(o, "reason", hh->reason);
     bool ok = hh->redis_ok;
     pthread_mutex_unlock(&hh->lock);

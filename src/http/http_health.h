@@ -36,13 +36,14 @@ typedef struct {
     bool redis_ok;
     char reason[300];          /* why Redis is not ok */
     http_ctx_t *api;           /* its channel to the master */
-    rconn_t *rc;               /* its own connection: never the requests' */
+    rconn_t *rc;               /* its own connection: never the requests'; NULL: no Redis */
     pthread_t thread;
     bool running;
 } http_health_t;
 
 /* Check once, then every HTTP_HEALTH_EVERY_MS in a thread: 0, or -1 (no
- * thread: /healthz then says the check is late). */
+ * thread: /healthz then says the check is late). redis NULL: no Redis at
+ * all, only the master is asked. */
 int http_health_start(http_health_t *hh, http_ctx_t *api, const redis_conf_t *redis);
 void http_health_stop(http_health_t *hh);
 

@@ -587,10 +587,10 @@ static void start_api(server_t *s, const http_wire_t *w, int ctl_fd)
     sbuf_init(&s->api.ctl_in);
     pthread_mutex_init(&s->api.ctl_lock, NULL);
     pthread_mutex_init(&s->api.lock, NULL);
-    s->api.rc = rconn_new(&w->redis);
+    s->api.rc = w->no_redis ? NULL : rconn_new(&w->redis); /* none: HTTP_NO_REDIS */
     failed_use_queues(w->queues);
-    if (s->api.rc->conf.timeout > 1) s->api.rc->conf.timeout = 1; /* a hung Redis holds a request 1 s at most */
-    http_health_start(&s->health, &s->api, &w->redis);
+    if (s->api.rc && s->api.rc->conf.timeout > 1) s->api.rc->conf.timeout = 1; /* a hung Redis holds a request 1 s at most */
+    http_health_start(&s->health, &s->api, w->no_redis ? NULL : &w->redis);
     /* a quarter of an address's share of the connections may wait for the worker */
     int share = hc->is_unix ? hc->max_connections : hc->max_connections / 4;
     http_work_start(&s->work, &s->api, share / 4);

@@ -137,6 +137,10 @@ static bool over_cap(master_t *m, char *const *classes, int n, char *err, size_t
 /* Write the hash's fields (classes, or "<class>@<pool>") on every Redis. */
 static int set_fields(master_t *m, char *const *classes, int n, bool on, const char *who, char *err, size_t errn)
 {
+    if (m->conf->no_redis) {
+        snprintf(err, errn, "pause by class needs a Redis, and qpool.conf names none (set redis = { default = { host = ...; }; })");
+        return -1;
+    }
     if (on && over_cap(m, classes, n, err, errn)) return -1;
     char *val = entry_json(who);
     int changed = 0, wrote = 0;

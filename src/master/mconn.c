@@ -30,6 +30,7 @@ static struct mconn *find(struct mconns *s, const char *name)
 
 rconn_t *mconn_get(master_t *m, const char *name)
 {
+    if (m->conf->no_redis) return NULL; /* no Redis at all: nothing to open, nothing to log */
     if (!m->conns) m->conns = xcalloc(1, sizeof *m->conns);
     struct mconns *s = m->conns;
     struct mconn *e = find(s, name);

@@ -20,7 +20,8 @@
 #define MCONN_TIMEOUT_S 0.5
 
 /* The master's connection of that name, opened (not connected) on first
- * use; NULL: the config has no connection of that name. */
+ * use; NULL: the config has no connection of that name, or no Redis at all
+ * (qconf_t.no_redis). */
 rconn_t *mconn_get(master_t *m, const char *name);
 /* Close every connection (after a reload), keeping their reconnect count. */
 void mconn_drop_all(master_t *m);

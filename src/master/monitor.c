@@ -553,7 +553,8 @@ static void write_jobs(master_t *m)
         int n = jobhist_pending_list(&p->jobs, recs, p->jobs.n);
         rconn_t *c = mconn_get(m, p->conf.connection);
         int keep = m->conf->job_history_size ? m->conf->job_history_size : p->jobs.cap;
-        int rv = c ? history_add_jobs(c, recs, n, keep, m->conf->metrics_retention) : -1;
+        /* no Redis at all (qconf_t.no_redis): the records are dropped, as if refused */
+        int rv = c ? history_add_jobs(c, recs, n, keep, m->conf->metrics_retention) : m->conf->no_redis ? -2 : -1;
         if (rv == 0) monitored_add_jobs(c, recs, n, m->conf->monitored_tag_jobs, m->conf->monitored_tag_retention);
         if (rv != -1) jobhist_pending_clear(&p->jobs);
         free(recs);
@@ -584,7 +585,8 @@ static void write_history(master_t *m)
         if (jobstats_empty(&p->recent) && !exited) continue;
         history_exits_t ex = {kinds, delta, EXIT_KINDS};
         rconn_t *c = mconn_get(m, p->conf.connection);
-        int rv = c ? history_add(c, minute, m->mon->host, p->conf.name, &p->recent, &ex, m->conf->metrics_retention) : -1;
+        int rv = c ? history_add(c, minute, m->mon->host, p->conf.name, &p->recent, &ex, m->conf->metrics_retention)
+                   : m->conf->no_redis ? 0 : -1; /* no Redis at all: nothing to keep it for */
         if (rv == -2) log_warn("pool %s: Redis refused this pass's metrics history; dropping it", p->conf.name);
         if (rv == -1) continue;
         jobstats_clear(&p->recent);

@@ -1591,6 +1591,52 @@ static void test_app_driver_key(void **state)
     expect_error(t, 1, "app_driver", "pipe handler", NULL);
 }
 
+/* No Redis at all (issue 30 item 4): a config that names none (no `redis`
+ * group, or redis = false) whose pools all run through their app's driver
+ * and read no signal from Redis; any other config without a `redis` group
+ * keeps Laravel's stock connection (1.x); redis = false with a pool that
+ * needs one is an error at the pool's line. */
+#define APPPOOL(extra) "pools = ( {\n  name = \"p\";\n  queues = [\"q\"];\n  app_driver = true;\n" extra \
+    "  handler = { type = \"pipe\"; command = [\"php\", \"h.php\"]; };\n} );\n"
+#define NOSIGNALS "  restart_key = \"\";\n  laravel_pause = false;\n"
+
+static void test_no_redis(void **state)
+{
+    (void)state;
+    qconf_t *c = must_load(APPPOOL(NOSIGNALS));
+    assert_true(c->no_redis);
+    assert_false(c->redis_off);
+    assert_null(pool_needs_redis(&c->pools[0]));
+    config_free(c);
+    c = must_load("redis = false;\n" APPPOOL(NOSIGNALS));
+    assert_true(c->no_redis && c->redis_off);
+    config_free(c);
+    /* a Redis named: qpool's own state uses it */
+    c = must_load("redis = { default = { port = 6380; }; };\n" APPPOOL(NOSIGNALS));
+    assert_false(c->no_redis);
+    config_free(c);
+    /* a Redis pool, the stock connection (1.x) */
+    c = must_load(MINPOOL);
+    assert_false(c->no_redis);
+    assert_non_null(pool_needs_redis(&c->pools[0]));
+    assert_int_equal(config_redis(c, "default")->port, 6379);
+    config_free(c);
+    /* an app_driver pool polling Laravel's keys in a Redis cache, or with a fleet budget */
+    c = must_load(APPPOOL(""));
+    assert_false(c->no_redis);
+    config_free(c);
+    c = must_load(APPPOOL(NOSIGNALS "  balance = \"auto\";\n  max_processes = 2;\n  fleet_max_processes = 4;\n"));
+    assert_false(c->no_redis);
+    config_free(c);
+    /* redis = false: a pool that needs a Redis is an error at its line */
+    expect_error("redis = false;\npools = (\n  { name = \"p\"; queues = [\"q\"]; command = [\"run\"]; }\n);\n", 3, "pool p",
+                 "queues are on Redis", "redis = false", NULL);
+    expect_error("redis = false;\n" APPPOOL(""), 2, "queue:restart", "redis = false", NULL);
+    expect_error("qpool = { http = { listen = \"127.0.0.1:9178\"; connection = \"default\"; }; };\nredis = false;\n"
+                 APPPOOL(NOSIGNALS), 1, "http.connection", "redis = false", NULL);
+    expect_error("redis = true;\n" MINPOOL, 1, "redis", NULL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1641,6 +1687,7 @@ int main(void)
         cmocka_unit_test(test_limits_errors),
         cmocka_unit_test(test_limits_pools),
         cmocka_unit_test(test_app_driver_key),
+        cmocka_unit_test(test_no_redis),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -254,6 +254,7 @@ static void test_round_trip(void **state)
     (void)state;
     http_wire_t w, d;
     full(&w);
+    w.no_redis = true;
     size_t len;
     char *t = http_wire_encode(&w, &len);
     assert_non_null(t);
@@ -290,6 +291,7 @@ static void test_round_trip(void **state)
     assert_int_equal(strv_len(d.queues), 2);
     assert_string_equal(d.queues[0], "{a}x");
     assert_int_equal(d.metrics_retention, 31 * 86400);
+    assert_true(d.no_redis);
     assert_string_equal(d.token, "0123456789abcdef");
     /* the same text again */
     size_t len2;

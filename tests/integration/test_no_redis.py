@@ -1,0 +1,162 @@
+"""An app with no Redis at all (issue 30, item 4): a qpool.conf without a
+`redis` section whose pools all run through the app's driver (app_driver)
+names no Redis, so qpool's own state that lives in Redis (job history, the
+minute history, the fleet view, fleet budgets) is off and the master never
+connects to one. The app is each version's fixture app (Laravel 8 on the
+host, 10 and 13 in their Debian roots: laravel_roots.py) with
+QUEUE_CONNECTION=database on SQLite and its cache in files;
+its Redis settings point at a port the test listens on and counts
+connections to, which must stay at 0: no redis-server is started. No timing
+is asserted: each wait is for a state."""
+import json
+import socket
+import threading
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+
+from conftest import free_port, wait_for
+from laravel_roots import VersionApp, argv_conf, laravel_version  # noqa: F401 (fixture)
+from test_app_driver import dispatch, jobs_left, use_database_queue
+
+class Trap:
+    """A TCP listener standing where a Redis would be: counts connections."""
+
+    def __init__(self):
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.port = self.sock.getsockname()[1]
+        self.accepted = 0
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self):
+        while True:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                return
+            self.accepted += 1
+            c.close()
+
+    def close(self):
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self.sock.close()
+
+
+@pytest.fixture
+def trap():
+    t = Trap()
+    yield t
+    t.close()
+
+
+@pytest.fixture
+def app(laravel_version, trap, tmp_path):
+    """The version's fixture app on a database queue, its cache in files,
+    its Redis settings at the trap."""
+    a = VersionApp(laravel_version, trap.port, tmp_path)
+    a.env.update({"CACHE_DRIVER": "file", "CACHE_STORE": "file", "QUEUE_CONNECTION": "database"})
+    try:
+        a.artisan("migrate", "--force")
+        use_database_queue(a)
+        yield a
+    finally:
+        a.remove()
+
+
+TOKEN = "no-redis-test-token"
+
+
+def conf_text(m, app, http_port, redis=""):
+    env = " ".join('%s = "%s";' % (k, app.env[k]) for k in
+                   ("REDIS_HOST", "REDIS_PORT", "APP_STORAGE", "DB_CONNECTION", "DB_DATABASE", "MARKER_FILE",
+                    "LOG_CHANNEL", "CACHE_DRIVER", "CACHE_STORE", "QUEUE_CONNECTION"))
+    v = app.version
+    pool = ('{ name = "appq"; laravel = "%s"; php = %s; php_adapter = "%s"; %s processes = 1; sleep = 0.2;\n'
+            '  job_log = true; environment = { %s }; }'
+            % (app.app_inner, argv_conf(v.prefix() + ["php"]), app.work_inner / "php" / "qpool-handler.php",
+               'php_root = "%s";' % v.root if v.root else "", env))
+    return ('qpool = {\n  pid_file = "%s";\n  control_socket = "%s";\n  shutdown_timeout = 10;\n'
+            '  balance_interval = 0.5;\n  http = { listen = "127.0.0.1:%d"; token_env = "QPOOL_NR_TOKEN"; };\n};\n%s'
+            'pools = (\n%s\n);\n' % (m.pid_file, m.socket, http_port, redis, pool))
+
+
+def get(port, path, token=None):
+    req = urllib.request.Request("http://127.0.0.1:%d%s" % (port, path))
+    if token:
+        req.add_header("Authorization", "Bearer " + token)
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
+def markers(app, prefix):
+    return sorted(x["tag"] for x in app.read_markers() if "event" not in x and x["tag"].startswith(prefix))
+
+
+def test_an_app_with_no_redis_runs(master_factory, app, trap):
+    m = master_factory()
+    port = free_port()
+    m.conf.write_text(conf_text(m, app, port))
+
+    # qpool check: valid, and it says what is off for want of a Redis
+    res = m.cli("check", check=False)
+    assert res.returncode == 0, res.stdout + res.stderr
+    for what in ("job history", "minute history", "fleet view", "fleet budget"):
+        assert "#   %s: off, needs a Redis (set redis = " % what in res.stdout, res.stdout
+    assert "\nredis = false;\n" in res.stdout
+    res = m.cli("check", "--connect", check=False)
+    assert res.returncode == 0 and "nothing to connect to" in res.stdout, res.stdout + res.stderr
+
+    dispatch(app, "MarkerJob", count=3, tag="m")
+    m.start(env={"QPOOL_NR_TOKEN": TOKEN})
+    try:
+        wait_for(lambda: not jobs_left(app), 90, interval=0.25, what="the database queue to drain")
+        assert markers(app, "m") == ["m-1", "m-2", "m-3"]
+        wait_for(lambda: m.pool("appq")["jobs_done"] >= 3, 30, what="qpool status to count the jobs")
+
+        # pause and continue, through the control socket
+        m.cli("pause", "appq")
+        wait_for(lambda: all(w.get("state") == "paused" for w in m.pool("appq")["children"]), 30,
+                 what="the worker to pause")
+        dispatch(app, "MarkerJob", tag="p")
+        for _ in range(8):  # paused: the job stays in the table, unreserved
+            assert [j["reserved_at"] for j in jobs_left(app)] == [None]
+            time.sleep(0.25)
+        m.cli("continue", "appq")
+        wait_for(lambda: not jobs_left(app), 60, interval=0.25, what="the job to run after continue")
+        assert markers(app, "p") == ["p"]
+
+        # the master's own state: /metrics, /healthz, the dashboard and the status API
+        code, body = get(port, "/metrics")
+        assert code == 200 and "qpool_" in body, body[:500]
+        code, body = wait_for(lambda: (lambda r: r if r[0] == 200 else None)(get(port, "/healthz")), 30,
+                              what="/healthz to answer 200")
+        assert json.loads(body)["redis"] == "none", body
+        assert get(port, "/")[0] == 200
+        code, body = get(port, "/api/status", TOKEN)
+        assert code == 200 and [p["name"] for p in json.loads(body)["pools"]] == ["appq"], body[:500]
+        # what needs a Redis says so at once, in JSON
+        for path in ("/api/jobs/recent", "/api/metrics", "/api/fleet", "/api/failed"):
+            code, body = get(port, path, TOKEN)
+            assert code == 503 and "needs a Redis" in json.loads(body)["error"], (path, code, body)
+        res = m.cli("failed", "list", check=False)
+        assert res.returncode == 1 and "needs a Redis" in res.stderr, res.stdout + res.stderr
+        res = m.cli("pause", "--class", "App\\Jobs\\MarkerJob", check=False)
+        assert res.returncode != 0 and "needs a Redis" in res.stdout + res.stderr, res.stdout + res.stderr
+    finally:
+        assert m.stop(60) == 0
+    # no Redis was ever asked for: not by the master, its HTTP process, the
+    # workers or the app (its REDIS_PORT is the trap's)
+    assert trap.accepted == 0
+    assert "redis default" not in m.log() and "reconnect" not in m.log(), m.log()[-3000:]
