@@ -553,9 +553,13 @@ static void forward_watched(master_t *m, pool_t *p)
     uuid4(token);
     int n = jobwatch_queue_batch(&p->watched, JOBWATCH_STEP, token, tags, recs);
     rconn_t *c = mconn_get(m, p->conf.connection);
-    if (c && monitored_forward(c, tags, recs, n, m->conf->monitored_tag_jobs, m->conf->monitored_tag_retention,
-                               p->watched.token) == 0)
-        jobwatch_queue_done(&p->watched);
+    int rv = c ? monitored_forward(c, tags, recs, n, m->conf->monitored_tag_jobs, m->conf->monitored_tag_retention,
+                                   p->watched.token)
+               : -1;
+    if (rv == -2 && ++p->watched.refused >= JOBWATCH_TRIES)
+        log_warn("pool %s: %d records of watched tags dropped (Redis refused them %d times)", p->conf.name, n,
+                 JOBWATCH_TRIES);
+    if (rv == 0 || (rv == -2 && p->watched.refused >= JOBWATCH_TRIES)) jobwatch_queue_done(&p->watched);
     free(tags);
     free(recs);
 }

@@ -102,7 +102,12 @@ int jobwatch_queue_batch(jobwatch_queue_t *q, int max, const char *new_token, co
         /* a new batch; the one before was taken whole, and nothing leaves
          * the head but by jobwatch_queue_done (a full queue refuses the
          * newest), so a batch once formed never changes */
-        q->batch = q->n < max ? q->n : max;
+        size_t bytes = 0;
+        q->batch = 0;
+        while (q->batch < q->n && q->batch < max && (!q->batch || bytes < JOBWATCH_STEP_BYTES)) {
+            int at = (q->head + q->batch++) % q->cap;
+            bytes += strlen(q->tags[at]) + strlen(q->recs[at]);
+        }
         if (!q->batch) return 0;
         snprintf(q->token, sizeof q->token, "%s", new_token);
     }
@@ -124,6 +129,6 @@ void jobwatch_queue_done(jobwatch_queue_t *q)
     }
     q->head = (q->head + q->batch) % q->cap;
     q->n -= q->batch;
-    q->batch = 0;
+    q->batch = q->refused = 0;
     q->token[0] = '\0';
 }

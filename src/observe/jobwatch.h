@@ -11,8 +11,9 @@
  *    removes them only once sent (what the master cannot take yet waits);
  *  - the master keeps them per pool in a queue (jobwatch_queue_t) of at
  *    most JOBWATCH_QUEUE_MAX records and JOBWATCH_QUEUE_BYTES, and each
- *    pass forwards the oldest JOBWATCH_STEP of them in one script call to
- *    the watched tags' lists; the rest wait for the next pass. A batch
+ *    pass forwards the oldest JOBWATCH_STEP of them (JOBWATCH_STEP_BYTES at
+ *    most) in one script call to the watched tags' lists; the rest wait for
+ *    the next pass. A batch
  *    keeps its token until Redis answered it, and the script runs a token
  *    once: a reply lost after the write does not write the batch twice;
  *  - the ring's copy of such a record says so ("k"), and the master's
@@ -33,6 +34,8 @@
 #define JOBWATCH_QUEUE_MAX 20000       /* a pool's watched records the master holds, at most */
 #define JOBWATCH_QUEUE_BYTES (8 << 20) /* and their bytes */
 #define JOBWATCH_STEP 1000             /* a pool's records forwarded a pass (one script call) */
+#define JOBWATCH_STEP_BYTES (2 << 20)  /* and their bytes, at most (one record at least) */
+#define JOBWATCH_TRIES 3               /* a batch Redis refuses (an error) goes this often, then is dropped */
 #define JOBWATCH_SEND_AT 64            /* a worker sends as soon as this many wait */
 
 /* The watched tags a worker knows, sorted. */
@@ -57,6 +60,7 @@ typedef struct {
     uint64_t dropped;                  /* refused: the queue was full */
     char token[37];                    /* the batch at the head has this token; "": none yet */
     int batch;                         /* its size */
+    int refused;                       /* times Redis refused it */
 } jobwatch_queue_t;
 
 void jobwatch_queue_init(jobwatch_queue_t *q, int cap);

@@ -3,6 +3,7 @@
  */
 #include "observe/monitored.h"
 #include "observe/jobhist.h"
+#include "core/log.h"
 #include "core/util.h"
 
 #include <stdio.h>
@@ -118,6 +119,10 @@ static int run_add(rconn_t *c, rscript_t *s, const char *body, int nkeys, int ar
     int rv = rconn_ensure(c) == 0 && rconn_script(c, s, nkeys, argc, (const char **)argv, lens, -1, -1, &r) == RC_OK
                  ? 0
                  : -1;
+    if (rv == 0 && r && r->type == REDIS_REPLY_ERROR) {
+        log_warn("Redis refused the watched tags' records: %s", r->str);
+        rv = -2;
+    }
     if (r) freeReplyObject(r);
     free(lens);
     return rv;

@@ -40,7 +40,8 @@ int monitored_add_jobs(rconn_t *c, const char *const *recs, int n, int max, int6
 /* A batch of the watched queue (jobwatch.h): tags[i] ('\n'-joined) and
  * recs[i] (without payload) into their watched tags' lists, in one script
  * call run once per token (a retry after a lost reply writes nothing). 0,
- * or -1 when Redis was not reached (retry with the same token). */
+ * -1 when Redis was not reached (retry with the same token), -2 when it
+ * answered with an error (logged). */
 int monitored_forward(rconn_t *c, const char *const *tags, const char *const *recs, int n, int max,
                       int64_t retention_s, const char *token);
 /* The watched set's key on c (caller frees). */
