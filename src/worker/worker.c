@@ -1126,10 +1126,12 @@ static void history_record(worker_t *w, const job_t *j, const hresult_t *res, in
 }
 
 /* The watched tags (jobwatch.h), every JOBWATCH_POLL_MS, with job history
- * on; the last ones stay when Redis does not answer (-1). */
+ * on; the last ones stay when Redis does not answer (-1). Only on a
+ * connection whose scripts are loaded: never a reconnect of its own, after
+ * which a pop would go before the scripts. */
 static int watch_poll(worker_t *w, int64_t now_ms)
 {
-    if (!w->wq.cap || now_ms < w->watch_next_ms) return 0;
+    if (!w->wq.cap || now_ms < w->watch_next_ms || !w->rc->ctx || w->scripts_gen != w->rc->connects) return 0;
     w->watch_next_ms = now_ms + JOBWATCH_POLL_MS;
     if (!w->watch_key) w->watch_key = monitored_set_key(w->rc);
     const char *argv[] = {"SMEMBERS", w->watch_key};
