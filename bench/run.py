@@ -33,6 +33,10 @@ loopback), started here and stopped at the end:
   tls        no-op jobs/s over TLS (a test CA made with the openssl CLI, the
              same redis-server's --tls-port) next to plain TCP, 1 and 2
              workers, job logs off, alternated, best of 3
+  watched    a watched tag keeps every job (issue 31): 1,000 "vip" jobs
+             among 5,000 and 15,000, 20,000 among 40,000, and 60,000 of 60,000
+             (past the bound: what is dropped is logged), pushed at once
+             through 2 native workers: how many its list keeps, each once
   tags       Redis memory of the job records, the tag index and monitored
              tags (issue 31) while 1,000,000 no-op jobs (--tag-jobs) run
              through 2 native workers, half of them tagged (Horizon's
@@ -909,6 +913,46 @@ def run_tags(env, template, jobs, budget_s=600, chunk=20000, samples=10, qpool="
             "bytes_per_monitored_record": round(final["tag:vip"]["bytes"] / max(final["tag:vip"]["entries"], 1))}
 
 
+def run_watched(env, template, total, watched=1000):
+    """Issue 31: does a watched tag keep every job? total jobs pushed at
+    once (as fast as 2 native workers run them), watched of them tagged
+    "vip" (watched) spread evenly, the rest "plain"; how many of the vip
+    jobs its list holds once the queue drained and two passes went, and
+    how many records (each once)."""
+    env.flush()
+    p, log = env.master(native_pool(env, 2, [env.handler], False), "watched",
+                        "job_history_size = 100; monitored_tag_jobs = 100000;")
+    wait_idle_workers(env, "watched", 2)
+    conf = str(env.tmp / "watched.conf")
+    subprocess.run([env.qpool, "monitor", "add", "vip", "-c", conf], check=True, capture_output=True)
+    time.sleep(2.5)  # the workers read the watched set each second
+    pipe, want = env.r.pipeline(transaction=False), set()
+    every = total // watched
+    for i in range(total):
+        pl = dict(template, uuid=str(uuid.uuid4()), id=uuid.uuid4().hex)
+        pl["tags"] = ["vip", "vip-%d" % i] if i % every == 0 and len(want) < watched else ["plain"]
+        if "vip" in pl["tags"]:
+            want.add(pl["uuid"])
+        pipe.rpush(PREFIX + "queues:bench", json.dumps(pl, separators=(",", ":")))
+    pipe.rpush(PREFIX + "queues:bench:notify", 1)
+    t0 = time.monotonic()
+    pipe.execute()
+    while not env.drained():
+        time.sleep(0.05)
+    dt = time.monotonic() - t0
+    key = PREFIX + "qpool:{qpool-jobs}:tag:vip"
+    for _ in range(60):  # the master forwards 1,000 a pass
+        time.sleep(1)
+        got = [r.split(b'"uuid":"', 1)[1].split(b'"', 1)[0].decode() for r in env.r.lrange(key, 0, -1)]
+        if len(set(got) & want) == len(want):
+            break
+    stop(p)
+    dropped = [line for line in open(log, errors="replace") if "records of watched tags dropped" in line]
+    return {"jobs": total, "watched_jobs": len(want), "dropped_logged": dropped[-1].strip() if dropped else None, "jobs_per_s": round(total / dt), "kept": len(set(got) & want),
+            "records": len(got), "distinct": len(set(got)), "recent_list": env.r.llen(PREFIX + "qpool:{qpool-jobs}:list"),
+            "list_bytes": env.r.memory_usage(key, samples=0) or 0}
+
+
 def browser():
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
@@ -1073,6 +1117,11 @@ def main():
                                                 qpool="monitored_tag_jobs = 1000;")
             print("tags_cap_1000", json.dumps({k: v for k, v in results["tags_cap_1000"].items() if k != "series"}),
                   flush=True)
+        if want("watched"):
+            for total, watched in ((5000, 1000), (15000, 1000), (40000, 20000), (60000, 60000)):
+                key = "watched_%d_of_%d" % (watched, total)
+                results[key] = run_watched(env, template, total, watched)
+                print(key, json.dumps(results[key]), flush=True)
         if want("cluster"):
             results["cluster"] = run_cluster(env, template, args.jobs)
             print("cluster", results["cluster"], flush=True)

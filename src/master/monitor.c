@@ -542,12 +542,36 @@ static void heartbeat(master_t *m)
     free(js);
 }
 
+/* The oldest records of a pool's watched queue (at most JOBWATCH_STEP, one
+ * script call) into their tags' lists; the rest next pass. A batch Redis
+ * did not answer goes again with its token, which runs once. */
+static void forward_watched(master_t *m, pool_t *p)
+{
+    if (!p->watched.n) return;
+    const char **tags = xcalloc(JOBWATCH_STEP, sizeof *tags), **recs = xcalloc(JOBWATCH_STEP, sizeof *recs);
+    char token[37];
+    uuid4(token);
+    int n = jobwatch_queue_batch(&p->watched, JOBWATCH_STEP, token, tags, recs);
+    rconn_t *c = mconn_get(m, p->conf.connection);
+    int rv = c ? monitored_forward(c, tags, recs, n, m->conf->monitored_tag_jobs, m->conf->monitored_tag_retention,
+                                   p->watched.token)
+               : -1;
+    if (rv == -2 && ++p->watched.refused >= JOBWATCH_TRIES)
+        log_warn("pool %s: %d records of watched tags dropped (Redis refused them %d times)", p->conf.name, n,
+                 JOBWATCH_TRIES);
+    if (rv == 0 || (rv == -2 && p->watched.refused >= JOBWATCH_TRIES)) jobwatch_queue_done(&p->watched);
+    free(tags);
+    free(recs);
+}
+
 /* The job records each pool's workers sent since the last pass go onto the
- * connection's recent-jobs list: one pipelined round trip per pool. */
+ * connection's recent-jobs list: one pipelined round trip per pool; those
+ * of watched tags onto their lists (forward_watched). */
 static void write_jobs(master_t *m)
 {
     for (int i = 0; i < m->pools.n; i++) {
         pool_t *p = m->pools.v[i];
+        forward_watched(m, p);
         if (!p->jobs.n) continue;
         const char **recs = xcalloc((size_t)p->jobs.n, sizeof *recs);
         int n = jobhist_pending_list(&p->jobs, recs, p->jobs.n);
@@ -555,7 +579,10 @@ static void write_jobs(master_t *m)
         int keep = m->conf->job_history_size ? m->conf->job_history_size : p->jobs.cap;
         /* no Redis at all (qconf_t.no_redis): the records are dropped, as if refused */
         int rv = c ? history_add_jobs(c, recs, n, keep, m->conf->metrics_retention) : m->conf->no_redis ? -2 : -1;
-        if (rv == 0) monitored_add_jobs(c, recs, n, m->conf->monitored_tag_jobs, m->conf->monitored_tag_retention);
+        if (rv == 0) {
+            n = jobhist_pending_list_near(&p->jobs, recs, p->jobs.n); /* not those sent apart */
+            monitored_add_jobs(c, recs, n, m->conf->monitored_tag_jobs, m->conf->monitored_tag_retention);
+        }
         if (rv != -1) jobhist_pending_clear(&p->jobs);
         free(recs);
     }

@@ -45,6 +45,7 @@ pool_t *pool_new(const pool_conf_t *conf, int class_cap, int jobs_cap)
     jobstats_init(&p->stats, class_cap);
     jobstats_init(&p->recent, class_cap);
     jobhist_pending_init(&p->jobs, jobs_cap);
+    jobwatch_queue_init(&p->watched, JOBWATCH_QUEUE_MAX);
     p->gen = 1;
     p->pinned = -1;
     zygotes_init(&p->zygotes);
@@ -87,6 +88,7 @@ void pool_free(pool_t *p)
     jobstats_free(&p->stats);
     jobstats_free(&p->recent);
     jobhist_pending_free(&p->jobs);
+    jobwatch_queue_free(&p->watched);
     free(p->restart_key_full);
     free(p->restart_pending);
     free(p->children);
@@ -638,18 +640,48 @@ static void bad_datagram(pool_t *p, child_t *c, const char *what, const char *er
     c->stats_warned = true;
 }
 
+/* A watched record into the pool's watched queue: its tags '\n'-joined
+ * (decoded, so one line each) and its JSON. */
+static void watched_add(pool_t *p, const cJSON *rec)
+{
+    sbuf_t b;
+    sbuf_init(&b);
+    const cJSON *t;
+    cJSON_ArrayForEach(t, cJSON_GetObjectItemCaseSensitive(rec, "tags")) {
+        if (b.len) sbuf_append(&b, "\n", 1);
+        sbuf_append(&b, t->valuestring, strlen(t->valuestring));
+    }
+    if (!b.len) {
+        sbuf_free(&b);
+        return;
+    }
+    if (!jobwatch_queue_add(&p->watched, sbuf_steal(&b), cJSON_PrintUnformatted(rec)) &&
+        (p->watched.dropped & (p->watched.dropped - 1)) == 0) /* 1, 2, 4, ...: said, not flooded */
+        log_warn("pool %s: %llu records of watched tags dropped (the master holds %d at most)", p->conf.name,
+                 (unsigned long long)p->watched.dropped, JOBWATCH_QUEUE_MAX);
+}
+
 /* Job records from a child: the pool, host, worker and pid are the
- * master's to say, never the child's. */
+ * master's to say, never the child's. Watched records ({"m"}) go to the
+ * watched queue only; the ring's copies of them are kept apart there. */
 static void history_datagram(pools_t *ps, pool_t *p, child_t *c, const char *buf, size_t n)
 {
     char err[128] = "", worker[80];
+    bool apart[JOBHIST_PAGE] = {false}, watched = jobhist_is_watched(buf, n);
     snprintf(worker, sizeof worker, "%s#%d", p->conf.name, c->slot_no);
     cJSON *got = cJSON_CreateArray();
-    if (jobhist_decode(buf, n, p->conf.queues, p->conf.nqueues, p->conf.name, ps->host, worker, (int)c->pid, got,
-                       err, sizeof err) < 0)
+    if (jobhist_decode_ex(buf, n, p->conf.queues, p->conf.nqueues, p->conf.name, ps->host, worker, (int)c->pid, got,
+                          apart, err, sizeof err) < 0)
         bad_datagram(p, c, "job records", err);
     cJSON *rec;
-    cJSON_ArrayForEach(rec, got) jobhist_pending_add(&p->jobs, cJSON_PrintUnformatted(rec));
+    int k = 0;
+    cJSON_ArrayForEach(rec, got) {
+        if (watched)
+            watched_add(p, rec);
+        else
+            jobhist_pending_add_apart(&p->jobs, cJSON_PrintUnformatted(rec), apart[k]);
+        k++;
+    }
     cJSON_Delete(got);
 }
 

@@ -18,6 +18,7 @@
 
 #include "config/config.h"
 #include "observe/jobhist.h"
+#include "observe/jobwatch.h"
 #include "observe/jobstats.h"
 #include "observe/minute.h"
 #include "master/respawn.h"
@@ -112,6 +113,7 @@ typedef struct pool {
     jobstats_t stats;        /* jobs by queue, class and outcome, from the workers */
     jobstats_t recent;       /* the same, since it was last written to the history (history.h) */
     jobhist_pending_t jobs;  /* recent job records not yet written to Redis (jobhist.h) */
+    jobwatch_queue_t watched; /* records of watched tags not yet in their lists (jobwatch.h) */
     minute_t minute[QPOOL_MAX_QUEUES]; /* per queue: the last minute's waits and attempts (alerts) */
     uint64_t spawned, crashes, memory_recycles;
     uint64_t exits[EXIT_KINDS];

@@ -163,6 +163,7 @@ static cJSON *record_json(const jobrec_t *r)
     cJSON_AddStringToObject(o, "e", r->exception);
     if (r->ntags) cJSON_AddItemToObject(o, "g", tags_json(r));
     if (r->silenced) cJSON_AddTrueToObject(o, "z");
+    if (r->apart) cJSON_AddTrueToObject(o, "k");
     if (r->payload) {
         cJSON_AddItemToObject(o, "p", cJSON_CreateString(r->payload));
         if (r->payload_truncated) cJSON_AddTrueToObject(o, "t");
@@ -170,24 +171,22 @@ static cJSON *record_json(const jobrec_t *r)
     return o;
 }
 
-char *jobhist_encode(jobhist_t *h, size_t *len)
+char *jobhist_encode_keep(const jobhist_t *h, const char *key, size_t *len, int *taken)
 {
+    *taken = 0;
     if (!h->n) return NULL;
     cJSON *top = cJSON_CreateObject();
-    cJSON *arr = cJSON_AddArrayToObject(top, "h");
+    cJSON *arr = cJSON_AddArrayToObject(top, key);
     size_t bytes = 0;
-    for (int k = 0; k < JOBHIST_PAGE && h->n; k++) {
-        jobrec_t *r = &h->v[(h->next - h->n + h->cap) % h->cap];
+    for (int k = 0; k < JOBHIST_PAGE && k < h->n; k++) {
+        const jobrec_t *r = &h->v[(h->next - h->n + k + h->cap) % h->cap];
         /* a datagram stays well under the socket's buffer (escaping may
          * double a payload) */
         size_t need = 2 * r->payload_len + 2 * r->tags_len + 2 * JOBHIST_EXC_MAX + 1024;
         if (k && bytes + need > JOBHIST_DATAGRAM_MAX) break;
         bytes += need;
         cJSON_AddItemToArray(arr, record_json(r));
-        free(r->payload);
-        free(r->tags);
-        r->payload = NULL, r->tags = NULL, r->tags_len = 0, r->ntags = 0;
-        h->n--;
+        (*taken)++;
     }
     char *s = cJSON_PrintUnformatted(top);
     cJSON_Delete(top);
@@ -195,11 +194,49 @@ char *jobhist_encode(jobhist_t *h, size_t *len)
     return s;
 }
 
+void jobhist_drop(jobhist_t *h, int n)
+{
+    for (; n > 0 && h->n; n--) {
+        jobrec_t *r = &h->v[(h->next - h->n + h->cap) % h->cap];
+        free(r->payload);
+        free(r->tags);
+        r->payload = NULL, r->tags = NULL, r->tags_len = 0, r->ntags = 0;
+        h->n--;
+    }
+}
+
+char *jobhist_encode(jobhist_t *h, size_t *len)
+{
+    int taken;
+    char *s = jobhist_encode_keep(h, "h", len, &taken);
+    jobhist_drop(h, taken);
+    return s;
+}
+
+void jobhist_add_copy(jobhist_t *h, const jobrec_t *r)
+{
+    if (!h->cap) return;
+    if (h->n == h->cap) h->lost++;
+    jobrec_t *c = &h->v[h->next];
+    free(c->payload);
+    free(c->tags);
+    *c = *r;
+    c->payload = NULL, c->payload_len = 0, c->payload_truncated = false, c->apart = false;
+    c->tags = r->tags ? xstrndup(r->tags, r->tags_len) : NULL;
+    h->next = (h->next + 1) % h->cap;
+    if (h->n < h->cap) h->n++;
+}
+
 /* ------------------------------------------------------------ the master */
+
+bool jobhist_is_watched(const char *buf, size_t len)
+{
+    return len >= 5 && !memcmp(buf, "{\"m\":", 5);
+}
 
 bool jobhist_is_history(const char *buf, size_t len)
 {
-    return len >= 5 && !memcmp(buf, "{\"h\":", 5);
+    return (len >= 5 && !memcmp(buf, "{\"h\":", 5)) || jobhist_is_watched(buf, len);
 }
 
 /* A string of at most max bytes of valid UTF-8 with no control byte: what a worker
@@ -306,11 +343,12 @@ static cJSON *decode_record(const cJSON *x, char *const *queues, int nqueues, co
     return out;
 }
 
-int jobhist_decode(const char *buf, size_t len, char *const *queues, int nqueues, const char *pool,
-                   const char *host, const char *worker, int pid, cJSON *out, char *err, size_t errn)
+int jobhist_decode_ex(const char *buf, size_t len, char *const *queues, int nqueues, const char *pool,
+                      const char *host, const char *worker, int pid, cJSON *out, bool *apart, char *err,
+                      size_t errn)
 {
     cJSON *top = cJSON_ParseWithLength(buf, len);
-    const cJSON *arr = cJSON_GetObjectItemCaseSensitive(top, "h");
+    const cJSON *arr = cJSON_GetObjectItemCaseSensitive(top, jobhist_is_watched(buf, len) ? "m" : "h");
     if (!cJSON_IsObject(top) || cJSON_GetArraySize(top) != 1 || !cJSON_IsArray(arr) ||
         cJSON_GetArraySize(arr) > JOBHIST_PAGE) {
         snprintf(err, errn, "not {\"h\":[at most %d records]}", JOBHIST_PAGE);
@@ -320,6 +358,7 @@ int jobhist_decode(const char *buf, size_t len, char *const *queues, int nqueues
     origin_t from = {pool, host, worker, pid};
     cJSON *got = cJSON_CreateArray();
     const cJSON *x;
+    int k = 0;
     cJSON_ArrayForEach(x, arr) {
         cJSON *rec = decode_record(x, queues, nqueues, &from);
         if (!rec) {
@@ -328,6 +367,8 @@ int jobhist_decode(const char *buf, size_t len, char *const *queues, int nqueues
             cJSON_Delete(top);
             return -1;
         }
+        if (apart) apart[k] = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(x, "k"));
+        k++;
         cJSON_AddItemToArray(got, rec);
     }
     int n = cJSON_GetArraySize(got);
@@ -337,11 +378,18 @@ int jobhist_decode(const char *buf, size_t len, char *const *queues, int nqueues
     return n;
 }
 
+int jobhist_decode(const char *buf, size_t len, char *const *queues, int nqueues, const char *pool,
+                   const char *host, const char *worker, int pid, cJSON *out, char *err, size_t errn)
+{
+    return jobhist_decode_ex(buf, len, queues, nqueues, pool, host, worker, pid, out, NULL, err, errn);
+}
+
 void jobhist_pending_init(jobhist_pending_t *p, int cap)
 {
     memset(p, 0, sizeof *p);
     p->cap = cap;
     p->v = cap ? xcalloc((size_t)cap, sizeof *p->v) : NULL;
+    p->apart = cap ? xcalloc((size_t)cap, sizeof *p->apart) : NULL;
 }
 
 void jobhist_pending_clear(jobhist_pending_t *p)
@@ -358,10 +406,16 @@ void jobhist_pending_free(jobhist_pending_t *p)
 {
     jobhist_pending_clear(p);
     free(p->v);
+    free(p->apart);
     memset(p, 0, sizeof *p);
 }
 
 void jobhist_pending_add(jobhist_pending_t *p, char *json)
+{
+    jobhist_pending_add_apart(p, json, false);
+}
+
+void jobhist_pending_add_apart(jobhist_pending_t *p, char *json, bool apart)
 {
     size_t len = strlen(json);
     if (!p->cap || len > JOBHIST_RECORD_MAX) {
@@ -377,6 +431,7 @@ void jobhist_pending_add(jobhist_pending_t *p, char *json)
         p->n--;
     }
     p->v[p->next] = json;
+    p->apart[p->next] = apart;
     p->bytes += len;
     p->next = (p->next + 1) % p->cap;
     p->n++;
@@ -386,5 +441,15 @@ int jobhist_pending_list(const jobhist_pending_t *p, const char **out, int max)
 {
     int k = 0;
     for (int i = 0; i < p->n && k < max; i++) out[k++] = p->v[(p->next - p->n + i + p->cap) % p->cap];
+    return k;
+}
+
+int jobhist_pending_list_near(const jobhist_pending_t *p, const char **out, int max)
+{
+    int k = 0;
+    for (int i = 0; i < p->n && k < max; i++) {
+        int at = (p->next - p->n + i + p->cap) % p->cap;
+        if (!p->apart[at]) out[k++] = p->v[at];
+    }
     return k;
 }

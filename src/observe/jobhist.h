@@ -55,6 +55,7 @@ typedef struct {
     size_t tags_len;
     int ntags;
     bool silenced;                   /* done, and silenced (jobhist_silenced) */
+    bool apart;                      /* a copy went to the watched queue (jobwatch.h): "k" */
     long attempt;
     enum job_outcome outcome;
     double wait_ms;                  /* < 0: not known */
@@ -68,6 +69,7 @@ typedef struct {
     int cap, n, next;                /* n records, the oldest at (next - n) mod cap */
     double sample, acc;              /* done/released jobs kept: sample (0..1); failures always */
     bool payloads;                   /* done jobs' payloads too */
+    uint64_t lost;                   /* records overwritten before they were sent (jobhist_add_copy) */
 } jobhist_t;
 
 void jobhist_init(jobhist_t *h, int cap, double sample, bool payloads);
@@ -90,19 +92,35 @@ bool jobhist_silenced(const jobrec_t *r, char *const *classes, char *const *tags
 /* The next datagram of at most JOBHIST_PAGE records, oldest first,
  * removing them; NULL when the ring is empty. Caller frees. */
 char *jobhist_encode(jobhist_t *h, size_t *len);
+/* The same as {"<key>":[...]} without removing them: *taken says how many
+ * it holds, for jobhist_drop once the datagram went. */
+char *jobhist_encode_keep(const jobhist_t *h, const char *key, size_t *len, int *taken);
+void jobhist_drop(jobhist_t *h, int n);                         /* remove the oldest n */
+/* A copy of r (its tags, not its payload) into h, the oldest overwritten
+ * when h is full (counted in h->lost). */
+void jobhist_add_copy(jobhist_t *h, const jobrec_t *r);
 
 /* Master side: a datagram into API records (pool, host, worker, pid
  * added), appended to out (a cJSON array). The count added, or -1 (err
  * filled) and nothing added. */
 int jobhist_decode(const char *buf, size_t len, char *const *queues, int nqueues, const char *pool,
                    const char *host, const char *worker, int pid, cJSON *out, char *err, size_t errn);
-/* Is this datagram job history (not job stats)? */
+/* The same, for {"h":[...]} (the ring) or {"m":[...]} (watched records,
+ * jobwatch.h); apart, when not NULL (JOBHIST_PAGE entries), says which
+ * records a worker also sent as watched ("k"). */
+int jobhist_decode_ex(const char *buf, size_t len, char *const *queues, int nqueues, const char *pool,
+                      const char *host, const char *worker, int pid, cJSON *out, bool *apart, char *err,
+                      size_t errn);
+/* Is this datagram job history (not job stats)? Either kind. */
 bool jobhist_is_history(const char *buf, size_t len);
+/* Is it a worker's watched records ({"m":...})? */
+bool jobhist_is_watched(const char *buf, size_t len);
 
 /* The master's pending records: the newest cap JSON strings not yet
  * written to Redis. */
 typedef struct {
     char **v;
+    bool *apart;                     /* per slot: its monitored copy goes by the watched queue */
     int cap, n, next;
     size_t bytes;
 } jobhist_pending_t;
@@ -114,8 +132,11 @@ typedef struct {
 void jobhist_pending_init(jobhist_pending_t *p, int cap);
 void jobhist_pending_free(jobhist_pending_t *p);
 void jobhist_pending_add(jobhist_pending_t *p, char *json);     /* takes json; drops the oldest when full */
+void jobhist_pending_add_apart(jobhist_pending_t *p, char *json, bool apart);
 /* The records, oldest first (n of them); the caller clears after a write. */
 int jobhist_pending_list(const jobhist_pending_t *p, const char **out, int max);
+/* Those of them not marked apart (for the monitored lists). */
+int jobhist_pending_list_near(const jobhist_pending_t *p, const char **out, int max);
 void jobhist_pending_clear(jobhist_pending_t *p);
 
 #endif

@@ -3,6 +3,7 @@
  */
 #include "observe/monitored.h"
 #include "observe/jobhist.h"
+#include "core/log.h"
 #include "core/util.h"
 
 #include <stdio.h>
@@ -43,6 +44,15 @@ static const char ADD_LUA[] =
     "return n\n";
 
 static rscript_t add_script;
+
+/* The same for a batch of the watched queue (jobwatch.h), run once per
+ * token: KEYS[2] is the token's key, set for JOBWATCH_TOKEN_MS by the
+ * first run; a second run of the token (its reply was lost) writes
+ * nothing. */
+static const char FORWARD_LUA[] =
+    "if not redis.call('set', KEYS[2], '1', 'NX', 'PX', 600000) then return -1 end\n";
+
+static rscript_t forward_script;
 
 /* A record's tags '\n'-joined, and the record without its payload; false
  * when it has no tags (the bytes say so before any parsing). */
@@ -97,6 +107,52 @@ int monitored_add_jobs(rconn_t *c, const char *const *recs, int n, int max, int6
     for (int i = 0; i < argc; i++) free(argv[i]);
     free(argv);
     return rv;
+}
+
+/* argv (argc strings) through s, one call; 0 or -1. */
+static int run_add(rconn_t *c, rscript_t *s, const char *body, int nkeys, int argc, char **argv)
+{
+    size_t *lens = xcalloc((size_t)argc, sizeof *lens);
+    for (int i = 0; i < argc; i++) lens[i] = strlen(argv[i]);
+    if (!s->body) rscript_init(s, body);
+    redisReply *r = NULL;
+    int rv = rconn_ensure(c) == 0 && rconn_script(c, s, nkeys, argc, (const char **)argv, lens, -1, -1, &r) == RC_OK
+                 ? 0
+                 : -1;
+    if (rv == 0 && r && r->type == REDIS_REPLY_ERROR) {
+        log_warn("Redis refused the watched tags' records: %s", r->str);
+        rv = -2;
+    }
+    if (r) freeReplyObject(r);
+    free(lens);
+    return rv;
+}
+
+int monitored_forward(rconn_t *c, const char *const *tags, const char *const *recs, int n, int max,
+                      int64_t retention_s, const char *token)
+{
+    static char *body;
+    if (!body) body = xasprintf("%s%s", FORWARD_LUA, ADD_LUA);
+    int k = 0;
+    char **argv = xcalloc((size_t)(6 + 2 * n), sizeof *argv);
+    argv[k++] = mkey(c, "monitored", NULL);
+    argv[k++] = mkey(c, "mtoken:", token);
+    argv[k++] = mkey(c, "tag:", NULL);
+    argv[k++] = xasprintf("%d", max);
+    argv[k++] = xasprintf("%lld", (long long)retention_s * 1000);
+    for (int i = 0; i < n; i++) {
+        argv[k++] = xstrdup(tags[i]);
+        argv[k++] = xstrdup(recs[i]);
+    }
+    int rv = n ? run_add(c, &forward_script, body, 2, k, argv) : 0;
+    for (int i = 0; i < k; i++) free(argv[i]);
+    free(argv);
+    return rv;
+}
+
+char *monitored_set_key(const rconn_t *c)
+{
+    return mkey(c, "monitored", NULL);
 }
 
 static int by_tag(const void *a, const void *b)

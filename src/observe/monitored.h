@@ -12,9 +12,13 @@
  *                                          monitored_tag_retention after
  *                                          its last write
  *
- * The master adds each record with tags to the lists of its watched tags
- * (one script, only when a record has tags); forgetting a tag deletes its
- * list.
+ *   <prefix>qpool:{qpool-jobs}:mtoken:<t>  a forwarded batch's token (10 min)
+ *
+ * Workers read the set and send each record of a watched tag apart; the
+ * master forwards those in bounded batches (jobwatch.h). Other records
+ * with tags (a tag watched before the workers read it) still go with the
+ * recent list's write, as the master has it (one script, only when a
+ * record has tags); forgetting a tag deletes its list.
  */
 #ifndef QPOOL_MONITORED_H
 #define QPOOL_MONITORED_H
@@ -33,6 +37,15 @@ bool monitored_tag_ok(const char *tag);
 /* Records (the recent list's JSON) into their watched tags' lists. 0, or
  * -1 when Redis was not reached. */
 int monitored_add_jobs(rconn_t *c, const char *const *recs, int n, int max, int64_t retention_s);
+/* A batch of the watched queue (jobwatch.h): tags[i] ('\n'-joined) and
+ * recs[i] (without payload) into their watched tags' lists, in one script
+ * call run once per token (a retry after a lost reply writes nothing). 0,
+ * -1 when Redis was not reached (retry with the same token), -2 when it
+ * answered with an error (logged). */
+int monitored_forward(rconn_t *c, const char *const *tags, const char *const *recs, int n, int max,
+                      int64_t retention_s, const char *token);
+/* The watched set's key on c (caller frees). */
+char *monitored_set_key(const rconn_t *c);
 /* {"tags":[{"tag":T,"jobs":N}...]} by name, N the records its list holds;
  * NULL when Redis is unavailable. */
 cJSON *monitored_list(rconn_t *c);

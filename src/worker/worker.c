@@ -25,6 +25,8 @@
 #include "worker/handler.h"
 #include "worker/appdriver.h"
 #include "observe/jobhist.h"
+#include "observe/jobwatch.h"
+#include "observe/monitored.h"
 #include "observe/jobstats.h"
 #include "redis/lease.h"
 #include "core/log.h"
@@ -142,6 +144,10 @@ typedef struct {
     int stats_fd;
     jobstats_t stats;
     jobhist_t hist;          /* recent attempts, for the master's job history (jobhist.h) */
+    jobhist_t wq;            /* records of a watched tag not yet sent (jobwatch.h) */
+    jobwatch_set_t watch;    /* the watched tags, read every JOBWATCH_POLL_MS */
+    char *watch_key;
+    int64_t watch_next_ms, wq_sent_ms;
     wlimits_t lim;           /* fleet-wide limits on this pool's queues (wlimits.h) */
     int64_t stats_sent_ms;
     /* fleet budget: its own lease record while it finishes a job after its
@@ -1075,11 +1081,17 @@ static void history_tags(jobrec_t *r, const job_t *j, const hresult_t *res)
     if (res && res->tags) jobhist_add_tags(r, res->tags, strlen(res->tags));
 }
 
-/* The attempt in the ring of recent jobs (copies, nothing formatted). */
+/* The attempt in the ring of recent jobs (copies, nothing formatted); a
+ * copy of it in the watched queue when its tags meet the watched set,
+ * whether or not the ring's sample took it. */
 static void history_record(worker_t *w, const job_t *j, const hresult_t *res, int outcome, double runtime)
 {
-    jobrec_t *r = jobhist_add(&w->hist, outcome);
-    if (!r) return;
+    jobrec_t scratch, *r = jobhist_add(&w->hist, outcome);
+    if (!r && !w->watch.n) return;
+    if (!r) {
+        memset(&scratch, 0, sizeof scratch);
+        r = &scratch, r->outcome = outcome, r->wait_ms = -1;
+    }
     jobhist_set_str(r->uuid, sizeof r->uuid, j->hj.uuid);
     jobhist_set_str(r->id, sizeof r->id, j->hj.id);
     jobhist_set_str(r->name, sizeof r->name, j->hj.name);
@@ -1099,10 +1111,41 @@ static void history_record(worker_t *w, const job_t *j, const hresult_t *res, in
     }
     history_tags(r, j, res);
     r->silenced = jobhist_silenced(r, w->p->silenced, w->p->silenced_tags, res && res->silenced);
+    if (jobwatch_meets(&w->watch, r->tags, r->tags_len)) {
+        jobhist_add_copy(&w->wq, r);
+        r->apart = true;
+    }
+    if (r == &scratch) {
+        free(scratch.tags);
+        return;
+    }
     if (outcome == OUTCOME_RELEASED && j->hj.reserved)
         jobhist_set_payload(r, j->hj.reserved, j->hj.reslen); /* the copy that runs again */
     else if (outcome == OUTCOME_DONE && w->hist.payloads && j->pr.raw)
         jobhist_set_payload(r, j->pr.raw, j->pr.rawlen);
+}
+
+/* The watched tags (jobwatch.h), every JOBWATCH_POLL_MS, with job history
+ * on; the last ones stay when Redis does not answer (-1). Only on a
+ * connection whose scripts are loaded: never a reconnect of its own, after
+ * which a pop would go before the scripts. */
+static int watch_poll(worker_t *w, int64_t now_ms)
+{
+    if (!w->wq.cap || now_ms < w->watch_next_ms || !w->rc->ctx || w->scripts_gen != w->rc->connects) return 0;
+    w->watch_next_ms = now_ms + JOBWATCH_POLL_MS;
+    if (!w->watch_key) w->watch_key = monitored_set_key(w->rc);
+    const char *argv[] = {"SMEMBERS", w->watch_key};
+    redisReply *r = rconn_call(w->rc, 2, argv, NULL);
+    if (!r) return -1;
+    if (r->type == REDIS_REPLY_ARRAY) {
+        int n = 0;
+        char **tags = xcalloc(r->elements + 1, sizeof *tags);
+        for (size_t i = 0; i < r->elements && n < MONITORED_MAX; i++)
+            if (r->element[i]->type == REDIS_REPLY_STRING) tags[n++] = xstrndup(r->element[i]->str, r->element[i]->len);
+        if (jobwatch_set_take(&w->watch, tags, n)) log_info("watched tags now: %d (each of their jobs kept)", n);
+    }
+    freeReplyObject(r);
+    return 0;
 }
 
 static void stats_record(worker_t *w, const job_t *j, const hresult_t *res)
@@ -1133,6 +1176,30 @@ static void history_flush(worker_t *w)
     }
 }
 
+/* The watched records (jobwatch.h): sent soon, each removed only once it
+ * went; what the master cannot take now waits for the next try. */
+#define WATCHED_EVERY_MS 200
+static void watched_flush(worker_t *w, bool force)
+{
+    int64_t now = mono_ms();
+    if (!w->wq.n || w->stats_fd < 0) return;
+    if (!force && w->wq.n < JOBWATCH_SEND_AT && now - w->wq_sent_ms < WATCHED_EVERY_MS) return;
+    w->wq_sent_ms = now;
+    while (w->wq.n) {
+        size_t len;
+        int taken;
+        char *msg = jobhist_encode_keep(&w->wq, "m", &len, &taken);
+        ssize_t n = send(w->stats_fd, msg, len, MSG_DONTWAIT | MSG_NOSIGNAL);
+        free(msg);
+        if (n < 0 && errno != EMSGSIZE) {
+            if (errno != EAGAIN && errno != EWOULDBLOCK) w->stats_fd = -1;
+            return;
+        }
+        if (n < 0) w->wq.lost += (uint64_t)taken; /* too big for the channel: dropped */
+        jobhist_drop(&w->wq, taken);
+    }
+}
+
 /* Send the master what was recorded, about once a second (force: now).
  * Pages of at most STATS_PAGE entries, each one datagram; what the master
  * cannot take yet stays and goes with the next try. */
@@ -1140,6 +1207,7 @@ static void history_flush(worker_t *w)
 #define STATS_PAGE 200
 static void stats_flush(worker_t *w, bool force)
 {
+    watched_flush(w, force);
     int64_t now = mono_ms();
     if (w->stats_fd < 0 || jobstats_empty(&w->stats) || (!force && now - w->stats_sent_ms < STATS_EVERY_MS)) return;
     w->stats_sent_ms = now;
@@ -1573,6 +1641,7 @@ static bool pop_next(worker_t *w, uint32_t skip, job_t *job)
 {
     int64_t now_ms = mono_ms();
     int paused = w->p->app_driver ? 0 : wlimits_poll_paused(&w->lim, w->rc, now_ms);
+    if (!w->p->app_driver && paused >= 0 && watch_poll(w, now_ms) < 0) return false; /* reconnect first */
     if (paused < 0 || (paused > 0 && queue_load_limited(w->rc) < 0)) return false; /* reconnect first */
     pop_args_t a = pop_args(w, skip, want_jobs(w, 0), now_ms);
     if (!pop_call(w, skip, &a, job)) return false;
@@ -1662,6 +1731,11 @@ static int finish(worker_t *w, int code, int reason)
     stats_flush(w, true);
     jobstats_free(&w->stats);
     jobhist_free(&w->hist);
+    if (w->wq.lost) log_warn("%llu records of watched tags dropped (past the worker's %d)",
+                             (unsigned long long)w->wq.lost, JOBWATCH_WORKER_KEEP);
+    jobhist_free(&w->wq);
+    jobwatch_set_free(&w->watch);
+    free(w->watch_key);
     log_info("exiting: %llu jobs (%llu failed), %llu Redis round trips", (unsigned long long)w->jobs_done,
              (unsigned long long)w->jobs_failed, (unsigned long long)w->rc->round_trips);
     rss_close(&w->rss_self);
@@ -1696,6 +1770,7 @@ static int worker_init(worker_t *w, const pool_conf_t *p, const qconf_t *conf, s
     jobstats_init(&w->stats, conf->metrics_job_classes);
     jobhist_init(&w->hist, conf->job_history_size ? JOBHIST_WORKER_KEEP : 0, conf->job_history_sample,
                  conf->job_history_payloads);
+    jobhist_init(&w->wq, conf->job_history_size ? JOBWATCH_WORKER_KEEP : 0, 1, false);
     w->p = p;
     w->conf = conf;
     w->slot = slot;

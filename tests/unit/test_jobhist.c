@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "observe/jobhist.h"
+#include "observe/jobwatch.h"
 #include "core/util.h"
 #include "observe/metrics.h"
 
@@ -313,6 +314,103 @@ static void test_silenced_by_class_tag_or_the_job(void **state)
     jobhist_free(&h);
 }
 
+/* Watched records (jobwatch.h): a copy without payload, sent as {"m"},
+ * removed only by jobhist_drop; the ring's copy says "k". */
+static void test_watched_copies_go_apart_and_stay_until_dropped(void **state)
+{
+    (void)state;
+    jobhist_t h, wq;
+    jobhist_init(&h, 8, 1, false);
+    jobhist_init(&wq, 4, 1, false);
+    jobrec_t *r = add(&h, OUTCOME_DONE, "u-1");
+    jobhist_add_tags(r, "[\"vip\",\"x\"]", 11);
+    jobhist_set_payload(r, "{\"uuid\":\"u-1\"}", 14);
+    char **set = xcalloc(2, sizeof *set);
+    set[0] = xstrdup("vip"), set[1] = xstrdup("a");
+    jobwatch_set_t ws = {0};
+    assert_true(jobwatch_set_take(&ws, set, 2));
+    assert_true(jobwatch_meets(&ws, r->tags, r->tags_len));
+    assert_false(jobwatch_meets(&ws, "vi\nvipp\nx", 10));
+    jobhist_add_copy(&wq, r);
+    r->apart = true;
+    size_t len;
+    int taken;
+    char *msg = jobhist_encode_keep(&wq, "m", &len, &taken);
+    assert_int_equal(taken, 1);
+    assert_int_equal(wq.n, 1); /* kept until sent */
+    assert_true(jobhist_is_history(msg, len) && jobhist_is_watched(msg, len));
+    assert_null(strstr(msg, "\"p\":")); /* no payload */
+    cJSON *out = cJSON_CreateArray();
+    bool apart[JOBHIST_PAGE];
+    char err[128];
+    assert_int_equal(jobhist_decode_ex(msg, len, QUEUES, 2, "w", "h", "w#1", 1, out, apart, err, sizeof err), 1);
+    free(msg);
+    assert_false(apart[0]);
+    jobhist_drop(&wq, taken);
+    assert_int_equal(wq.n, 0);
+    msg = jobhist_encode(&h, &len);
+    assert_false(jobhist_is_watched(msg, len));
+    assert_int_equal(jobhist_decode_ex(msg, len, QUEUES, 2, "w", "h", "w#1", 1, out, apart, err, sizeof err), 1);
+    assert_true(apart[0]); /* "k": the ring's copy */
+    free(msg);
+    cJSON_Delete(out);
+    jobwatch_set_free(&ws);
+    jobhist_free(&h);
+    jobhist_free(&wq);
+}
+
+/* The master's queue: a batch keeps its records and token until done, a
+ * full queue refuses the newest, the pending list leaves apart ones out of
+ * the monitored pass. */
+static void test_watched_queue_batches_are_stable_and_bounded(void **state)
+{
+    (void)state;
+    jobwatch_queue_t q;
+    jobwatch_queue_init(&q, 3);
+    const char *tags[3], *recs[3];
+    assert_int_equal(jobwatch_queue_batch(&q, 2, "t0", tags, recs), 0);
+    for (int i = 0; i < 4; i++) jobwatch_queue_add(&q, xstrdup("vip"), xasprintf("r%d", i));
+    assert_int_equal(q.n, 3);
+    assert_int_equal((int)q.dropped, 1); /* r3 refused, r0..r2 kept */
+    assert_int_equal(jobwatch_queue_batch(&q, 2, "t1", tags, recs), 2);
+    assert_string_equal(recs[0], "r0");
+    /* not taken (Redis did not answer): the same batch and token again */
+    assert_int_equal(jobwatch_queue_batch(&q, 2, "t2", tags, recs), 2);
+    assert_string_equal(q.token, "t1");
+    assert_string_equal(recs[1], "r1");
+    jobwatch_queue_done(&q);
+    assert_int_equal(q.n, 1);
+    assert_true(jobwatch_queue_add(&q, xstrdup("vip"), xstrdup("r4")));
+    assert_int_equal(jobwatch_queue_batch(&q, 5, "t3", tags, recs), 2);
+    assert_string_equal(q.token, "t3");
+    assert_string_equal(recs[0], "r2");
+    assert_string_equal(recs[1], "r4");
+    jobwatch_queue_done(&q);
+    assert_int_equal(q.n, 0);
+    assert_int_equal((int)q.bytes, 0);
+    /* a batch is bounded in bytes too: JOBWATCH_STEP_BYTES, one record at least */
+    for (int i = 0; i < 3; i++) {
+        char *big = xcalloc(1, 1500001);
+        memset(big, 'x', 1500000);
+        assert_true(jobwatch_queue_add(&q, xstrdup("vip"), big));
+    }
+    assert_int_equal(jobwatch_queue_batch(&q, 3, "t4", tags, recs), 2);
+    jobwatch_queue_done(&q);
+    assert_int_equal(jobwatch_queue_batch(&q, 3, "t5", tags, recs), 1);
+    jobwatch_queue_free(&q);
+
+    jobhist_pending_t p;
+    jobhist_pending_init(&p, 4);
+    jobhist_pending_add(&p, xstrdup("a"));
+    jobhist_pending_add_apart(&p, xstrdup("b"), true);
+    jobhist_pending_add(&p, xstrdup("c"));
+    const char *out[4];
+    assert_int_equal(jobhist_pending_list(&p, out, 4), 3);
+    assert_int_equal(jobhist_pending_list_near(&p, out, 4), 2);
+    assert_string_equal(out[1], "c");
+    jobhist_pending_free(&p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -326,6 +424,8 @@ int main(void)
         cmocka_unit_test(test_pending_keeps_the_newest_in_order),
         cmocka_unit_test(test_tags_are_bounded_repaired_and_deduplicated),
         cmocka_unit_test(test_silenced_by_class_tag_or_the_job),
+        cmocka_unit_test(test_watched_copies_go_apart_and_stay_until_dropped),
+        cmocka_unit_test(test_watched_queue_batches_are_stable_and_bounded),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

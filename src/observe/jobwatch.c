@@ -1,0 +1,134 @@
+/*
+ * jobwatch.c - every job of a watched tag (see jobwatch.h). Pure.
+ */
+#include "observe/jobwatch.h"
+#include "core/util.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void jobwatch_set_free(jobwatch_set_t *s)
+{
+    for (int i = 0; i < s->n; i++) free(s->v[i]);
+    free(s->v);
+    memset(s, 0, sizeof *s);
+}
+
+static int by_name(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+bool jobwatch_set_take(jobwatch_set_t *s, char **tags, int n)
+{
+    qsort(tags, (size_t)n, sizeof *tags, by_name);
+    bool same = n == s->n;
+    for (int i = 0; same && i < n; i++) same = !strcmp(tags[i], s->v[i]);
+    jobwatch_set_free(s);
+    s->v = tags;
+    s->n = n;
+    return !same;
+}
+
+static bool has(const jobwatch_set_t *s, const char *t, size_t n)
+{
+    int lo = 0, hi = s->n - 1;
+    while (lo <= hi) {
+        int mid = (lo + hi) / 2;
+        int c = strncmp(s->v[mid], t, n);
+        if (!c) c = s->v[mid][n] ? 1 : 0;
+        if (!c) return true;
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid - 1;
+    }
+    return false;
+}
+
+bool jobwatch_meets(const jobwatch_set_t *s, const char *tags, size_t len)
+{
+    if (!s->n || !tags) return false;
+    for (const char *p = tags; p < tags + len;) {
+        const char *nl = memchr(p, '\n', (size_t)(tags + len - p));
+        size_t n = nl ? (size_t)(nl - p) : (size_t)(tags + len - p);
+        if (n && has(s, p, n)) return true;
+        p += n + 1;
+    }
+    return false;
+}
+
+void jobwatch_queue_init(jobwatch_queue_t *q, int cap)
+{
+    memset(q, 0, sizeof *q);
+    q->cap = cap;
+    q->tags = xcalloc((size_t)cap, sizeof *q->tags);
+    q->recs = xcalloc((size_t)cap, sizeof *q->recs);
+}
+
+void jobwatch_queue_free(jobwatch_queue_t *q)
+{
+    for (int i = 0; i < q->n; i++) {
+        int at = (q->head + i) % q->cap;
+        free(q->tags[at]);
+        free(q->recs[at]);
+    }
+    free(q->tags);
+    free(q->recs);
+    memset(q, 0, sizeof *q);
+}
+
+bool jobwatch_queue_add(jobwatch_queue_t *q, char *tags, char *rec)
+{
+    size_t len = strlen(tags) + strlen(rec);
+    if (q->n == q->cap || q->bytes + len > JOBWATCH_QUEUE_BYTES) {
+        free(tags);
+        free(rec);
+        q->dropped++;
+        return false;
+    }
+    int at = (q->head + q->n) % q->cap;
+    q->tags[at] = tags;
+    q->recs[at] = rec;
+    q->bytes += len;
+    q->n++;
+    return true;
+}
+
+int jobwatch_queue_batch(jobwatch_queue_t *q, int max, const char *new_token, const char **tags, const char **recs)
+{
+    if (!q->token[0]) {
+        /* a new batch; the one before was taken whole, and nothing leaves
+         * the head but by jobwatch_queue_done (a full queue refuses the
+         * newest), so a batch once formed never changes */
+        size_t bytes = 0;
+        q->batch = 0;
+        while (q->batch < q->n && q->batch < max && (!q->batch || bytes < JOBWATCH_STEP_BYTES)) {
+            int at = (q->head + q->batch++) % q->cap;
+            bytes += strlen(q->tags[at]) + strlen(q->recs[at]);
+        }
+        if (!q->batch) return 0;
+        snprintf(q->token, sizeof q->token, "%s", new_token);
+    }
+    for (int i = 0; i < q->batch; i++) {
+        tags[i] = q->tags[(q->head + i) % q->cap];
+        recs[i] = q->recs[(q->head + i) % q->cap];
+    }
+    return q->batch;
+}
+
+void jobwatch_queue_done(jobwatch_queue_t *q)
+{
+    for (int i = 0; i < q->batch; i++) {
+        int at = (q->head + i) % q->cap;
+        q->bytes -= strlen(q->tags[at]) + strlen(q->recs[at]);
+        free(q->tags[at]);
+        free(q->recs[at]);
+        q->tags[at] = q->recs[at] = NULL;
+    }
+    q->head = (q->head + q->batch) % q->cap;
+    q->n -= q->batch;
+    q->batch = q->refused = 0;
+    q->token[0] = '\0';
+}

@@ -1,0 +1,77 @@
+/*
+ * jobwatch.h - every job of a watched tag, not a sample (issue 31; pure: no
+ * I/O, no clock). The recent-jobs list is a sample under load (a worker
+ * sends its newest JOBHIST_WORKER_KEEP records a flush, the master keeps
+ * job_history_size a pass); a watched tag's list is not:
+ *
+ *  - each worker reads the watched set (monitored.h, at most MONITORED_MAX
+ *    tags) every JOBWATCH_POLL_MS, and keeps a copy of each record whose
+ *    tags meet it (no payload) in a queue of its own, JOBWATCH_WORKER_KEEP
+ *    records past its ring; it sends them as {"m":[...]} datagrams and
+ *    removes them only once sent (what the master cannot take yet waits);
+ *  - the master keeps them per pool in a queue (jobwatch_queue_t) of at
+ *    most JOBWATCH_QUEUE_MAX records and JOBWATCH_QUEUE_BYTES, and each
+ *    pass forwards the oldest JOBWATCH_STEP of them (JOBWATCH_STEP_BYTES at
+ *    most) in one script call to the watched tags' lists; the rest wait for
+ *    the next pass. A batch
+ *    keeps its token until Redis answered it, and the script runs a token
+ *    once: a reply lost after the write does not write the batch twice;
+ *  - the ring's copy of such a record says so ("k"), and the master's
+ *    recent-jobs pass leaves it out of the monitored lists.
+ *
+ * Past these bounds records are dropped (counted), never the master's
+ * pass made longer.
+ */
+#ifndef QPOOL_JOBWATCH_H
+#define QPOOL_JOBWATCH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define JOBWATCH_POLL_MS 1000          /* a worker reads the watched set this often */
+#define JOBWATCH_WORKER_KEEP 2048      /* a worker's watched records not yet sent, at most */
+#define JOBWATCH_QUEUE_MAX 20000       /* a pool's watched records the master holds, at most */
+#define JOBWATCH_QUEUE_BYTES (8 << 20) /* and their bytes */
+#define JOBWATCH_STEP 1000             /* a pool's records forwarded a pass (one script call) */
+#define JOBWATCH_STEP_BYTES (2 << 20)  /* and their bytes, at most (one record at least) */
+#define JOBWATCH_TRIES 3               /* a batch Redis refuses (an error) goes this often, then is dropped */
+#define JOBWATCH_SEND_AT 64            /* a worker sends as soon as this many wait */
+
+/* The watched tags a worker knows, sorted. */
+typedef struct {
+    char **v;
+    int n;
+} jobwatch_set_t;
+
+void jobwatch_set_free(jobwatch_set_t *s);
+/* Take tags (n strings and the array, the caller's no more) as the set;
+ * true when it differs from the last. */
+bool jobwatch_set_take(jobwatch_set_t *s, char **tags, int n);
+/* Does one of the '\n'-joined tags (len bytes) meet the set? */
+bool jobwatch_meets(const jobwatch_set_t *s, const char *tags, size_t len);
+
+/* The master's queue of one pool's watched records: (tags '\n'-joined,
+ * record JSON) pairs, oldest first. */
+typedef struct {
+    char **tags, **recs;
+    int cap, head, n;
+    size_t bytes;
+    uint64_t dropped;                  /* refused: the queue was full */
+    char token[37];                    /* the batch at the head has this token; "": none yet */
+    int batch;                         /* its size */
+    int refused;                       /* times Redis refused it */
+} jobwatch_queue_t;
+
+void jobwatch_queue_init(jobwatch_queue_t *q, int cap);
+void jobwatch_queue_free(jobwatch_queue_t *q);
+/* Takes tags and rec; false (both freed, counted) when full. */
+bool jobwatch_queue_add(jobwatch_queue_t *q, char *tags, char *rec);
+/* The head batch: the same records (at most max) and token until
+ * jobwatch_queue_done; fills tags/recs, returns the count. new_token
+ * is used when a new batch begins. */
+int jobwatch_queue_batch(jobwatch_queue_t *q, int max, const char *new_token, const char **tags, const char **recs);
+/* Redis took the head batch: remove it. */
+void jobwatch_queue_done(jobwatch_queue_t *q);
+
+#endif
