@@ -1,0 +1,158 @@
+"""app_driver pools on `beanstalkd` (issue 30): a real beanstalkd (Debian's
+package, beanstalk.py) and the app's own driver, Laravel 8's
+BeanstalkdQueue over Debian's php-pda-pheanstalk 4.0.4, on the host's
+Laravel (the version that package fits). The same jobs run once under
+`php artisan queue:work beanstalkd` and once in an app_driver pool, with
+the same results; the pool's app agent reads ready, delayed and reserved
+from the tube's stats, and `balance = "auto"` grows the pool on a backlog;
+pause and continue stop and resume the pops. No timing is asserted but the
+backoff's lower bounds, which are the semantics under test."""
+import re
+import sqlite3
+import time
+
+import pytest
+
+from beanstalk import beanstalkd  # noqa: F401 (fixture)
+from conftest import wait_for
+from laravel_roots import VERSIONS, Version, argv_conf, version_app  # noqa: F401 (fixtures)
+from test_app_driver import CACHE_PREFIX
+
+HOST = [v for v, (dist, _) in VERSIONS.items() if dist is None]
+
+
+@pytest.fixture(scope="module", params=HOST, ids=lambda v: "laravel" + v)
+def laravel_version(request):
+    """Only the host's Laravel (8 on Debian 12): php-pda-pheanstalk 4 is
+    the client Laravel 8 wants (9+ want pheanstalk 4 as well, but Debian's
+    roots here have no package for it)."""
+    return Version(request.param, None)
+
+
+PHEANSTALK = """
+if (! class_exists('Pheanstalk\\\\Pheanstalk')) {
+    foreach (['Pda/Pheanstalk/autoload.php', 'Pheanstalk/autoload.php'] as $f) {
+        if (stream_resolve_include_path($f)) {
+            require_once $f;
+            break;
+        }
+    }
+}
+"""
+
+
+def use_beanstalkd_queue(app, srv, retry_after=90):
+    """The app's copy gets a `beanstalkd` connection as Laravel's skeleton
+    writes it, on the test's server; and loads Debian's pheanstalk, as
+    Composer's autoloader would once the app requires pda/pheanstalk
+    (Debian's Illuminate autoloader looks for it under Pda/Pheanstalk/, but
+    php-pda-pheanstalk installs Pheanstalk/)."""
+    conf = app.path / "config" / "queue.php"
+    text = conf.read_text()
+    text = text.replace("'connections' => [", "'connections' => [\n        'beanstalkd' => ['driver' => 'beanstalkd', "
+                        "'host' => '127.0.0.1', 'port' => %d, 'queue' => 'default', 'retry_after' => %d, "
+                        "'block_for' => 0, 'after_commit' => false]," % (srv.port, retry_after), 1)
+    conf.write_text(text)
+    autoload = app.path / "vendor" / "autoload.php"  # the fixture's stand-in for Composer's
+    if not autoload.exists():
+        autoload = app.path / "bootstrap" / "autoload.php"
+    autoload.write_text(autoload.read_text() + PHEANSTALK)
+
+
+def pool(app, extra=""):
+    return ('{ name = "appq"; queues = ["default"]; processes = 1; cache_prefix = "%s"; %s\n'
+            '  queue_connection = "beanstalkd"; app_driver = true; tries = 1; sleep = 0.2; job_log = true; %s\n'
+            '  handler = { type = "pipe"; command = %s; }; }'
+            % (CACHE_PREFIX[app.version.name], app.env_conf(), extra, argv_conf(app.adapter_argv())))
+
+
+def dispatch(app, job, count=1, tag=None, delay=0, args=()):
+    cmd = ["fixture:dispatch", job, "--connection=beanstalkd", "--count=%d" % count, "--delay=%d" % delay]
+    if tag:
+        cmd.append("--tag=" + tag)
+    app.artisan(*cmd, *["--arg=%s" % a for a in args])
+
+
+def clear_failed(app):
+    con = sqlite3.connect(str(app.db))
+    try:
+        con.execute("delete from failed_jobs")
+        con.commit()
+    finally:
+        con.close()
+
+
+def empty(srv):
+    return srv.counts() == (0, 0, 0, 0)
+
+
+def outcome(app):
+    ms = app.read_markers()
+    runs = sorted((m["job"], m.get("tag"), m["attempt"]) for m in ms if "event" not in m)
+    hooks = sorted((m["job"], m.get("tag"), m["class"], m["message"]) for m in ms if m.get("event") == "failed_hook")
+    events = sorted((m["event"], m["job"], m["attempts"] or 0, m.get("exception")) for m in ms
+                    if m.get("event") not in (None, "failed_hook") and m.get("job"))
+    rows = sorted((f["connection"], f["queue"], f["exception"].split(" in /")[0].split("\n")[0])
+                  for f in app.failed_jobs())
+    return runs, hooks, events, rows
+
+
+def logged(m):
+    """The job log's lines per outcome."""
+    log = m.log()
+    return {what: len(re.findall(r"%s\s+App\\Jobs\\" % what, log))
+            for what in ("Processing", "Processed", "Released", "Failed", "Crashed")}
+
+
+def qpool_saw_every_attempt(m):
+    """The pool's records of the parity jobs: eight attempts, each with its
+    outcome; none "crashed" (the driver's job is gone once deleted: its
+    attempts were asked of beanstalkd after the run, which said NOT_FOUND)."""
+    want = {"Processing": 8, "Processed": 2, "Released": 3, "Failed": 3, "Crashed": 0}
+    wait_for(lambda: logged(m) == want, 30, what="the job log's lines (%r)" % want)
+    wait_for(lambda: m.pool("appq")["jobs_done"] == 8, 30, what="qpool status to count the eight attempts")
+    assert m.pool("appq")["jobs_failed"] == 3
+
+
+def test_same_results_as_queue_work_on_beanstalkd(master_factory, redis_server, beanstalkd, version_app):
+    """The same jobs, dispatched by the app onto the tube before each run,
+    run once by `php artisan queue:work beanstalkd` and once by an
+    app_driver pool: the same attempts, failed() hooks, queue events and
+    failed_jobs rows, the backoff held, and an empty tube at the end."""
+    app = version_app
+    use_beanstalkd_queue(app, beanstalkd)
+    work = app.version.prefix() + ["php", str(app.app_inner / "artisan"), "queue:work", "beanstalkd",
+                                   "--queue=default", "--sleep=1", "--tries=1", "--timeout=60"]
+    results = []
+    for name, conf in (("php", '{ name = "appq"; queues = ["default"]; processes = 1; %s command = %s; }'
+                        % (app.env_conf(), argv_conf(work))), ("qpool", pool(app))):
+        app.markers.write_text("")
+        clear_failed(app)
+        redis_server.client().flushall()
+        dispatch(app, "MarkerJob", count=2, tag="p")
+        dispatch(app, "ManualFailJob", tag="manual")
+        dispatch(app, "MaxExceptionsJob", tag="maxexc")  # maxExceptions 2, counted in the app's cache
+        dispatch(app, "AlwaysFailsJob", tag="always")  # tries 3, backoff [1, 2]: released twice, then failed
+        assert beanstalkd.counts()[0] == 5
+        m = master_factory(redis_server, name)
+        m.write_config(conf)
+        m.start()
+        try:
+            wait_for(lambda: empty(beanstalkd) and len(app.failed_jobs()) == 3, 90, interval=0.25,
+                     what="%s to finish the jobs on beanstalkd" % name)
+            if name == "qpool":
+                qpool_saw_every_attempt(m)
+        finally:
+            assert m.stop(60) == 0
+        results.append(outcome(app))
+        fails = sorted((x for x in app.read_markers() if x.get("job") == "AlwaysFailsJob" and "event" not in x),
+                       key=lambda x: x["attempt"])
+        assert [x["attempt"] for x in fails] == [1, 2, 3]
+        assert fails[1]["time"] >= fails[0]["time"] + 1 - 0.01  # beanstalkd's delay: whole seconds
+        assert fails[2]["time"] >= fails[1]["time"] + 2 - 0.01
+    assert results[0] == results[1]
+    runs, hooks, events, rows = results[1]
+    assert [r for r in runs if r[0] == "MaxExceptionsJob"] == [("MaxExceptionsJob", "maxexc", 1),
+                                                                ("MaxExceptionsJob", "maxexc", 2)]
+    assert len(hooks) == 3 and all(r[:2] == ("beanstalkd", "default") for r in rows)
+    assert beanstalkd.counts() == (0, 0, 0, 0)
