@@ -48,6 +48,19 @@ class Beanstalkd:
                 return None
             return f.read(int(head[1]) + 2)[:-2].decode()
 
+    def reserve(self, tube="default"):
+        """Reserve one ready job of the tube on a connection of its own, which
+        holds it (reserved) until it is closed: the socket, or None when the
+        tube had no ready job."""
+        s = socket.create_connection(("127.0.0.1", self.port), timeout=5)
+        s.sendall(b"watch " + tube.encode() + b"\r\nreserve-with-timeout 0\r\n")
+        f = s.makefile("rb")
+        f.readline()  # WATCHING n
+        if not f.readline().startswith(b"RESERVED "):
+            s.close()
+            return None
+        return s
+
     def stats_tube(self, tube="default"):
         """The tube's stats as a dict of ints (str where not a number), or {}
         when the tube does not exist (beanstalkd drops an unused empty tube)."""

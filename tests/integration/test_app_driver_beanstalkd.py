@@ -7,14 +7,17 @@ the same results; the pool's app agent reads ready, delayed and reserved
 from the tube's stats, and `balance = "auto"` grows the pool on a backlog;
 pause and continue stop and resume the pops. No timing is asserted but the
 backoff's lower bounds, which are the semantics under test."""
+import json
 import re
+import socket
 import sqlite3
+import subprocess
 import time
 
 import pytest
 
 from beanstalk import beanstalkd  # noqa: F401 (fixture)
-from conftest import wait_for
+from conftest import ROOT, wait_for
 from laravel_roots import VERSIONS, Version, argv_conf, version_app  # noqa: F401 (fixtures)
 from test_app_driver import CACHE_PREFIX
 
@@ -59,11 +62,11 @@ def use_beanstalkd_queue(app, srv, retry_after=90):
     autoload.write_text(autoload.read_text() + PHEANSTALK)
 
 
-def pool(app, extra=""):
-    return ('{ name = "appq"; queues = ["default"]; processes = 1; cache_prefix = "%s"; %s\n'
+def pool(app, extra="", size="processes = 1;"):
+    return ('{ name = "appq"; queues = ["default"]; %s cache_prefix = "%s"; %s\n'
             '  queue_connection = "beanstalkd"; app_driver = true; tries = 1; sleep = 0.2; job_log = true; %s\n'
             '  handler = { type = "pipe"; command = %s; }; }'
-            % (CACHE_PREFIX[app.version.name], app.env_conf(), extra, argv_conf(app.adapter_argv())))
+            % (size, CACHE_PREFIX[app.version.name], app.env_conf(), extra, argv_conf(app.adapter_argv())))
 
 
 def dispatch(app, job, count=1, tag=None, delay=0, args=()):
@@ -156,3 +159,100 @@ def test_same_results_as_queue_work_on_beanstalkd(master_factory, redis_server, 
                                                                 ("MaxExceptionsJob", "maxexc", 2)]
     assert len(hooks) == 3 and all(r[:2] == ("beanstalkd", "default") for r in rows)
     assert beanstalkd.counts() == (0, 0, 0, 0)
+
+
+def agent_sizes(app, queues):
+    """One `sizes` request to the app agent (php/src/Agent.php, without a
+    zygote: tests/fixtures/agent-harness.php) for the beanstalkd connection."""
+    ours, theirs = socket.socketpair()
+    proc = subprocess.Popen(app.version.prefix() + ["php", str(ROOT / "tests" / "fixtures" / "agent-harness.php"),
+                                                    str(ROOT), str(app.path), str(theirs.fileno())],
+                            pass_fds=(theirs.fileno(),), env=app.env, cwd=str(app.path), stderr=subprocess.PIPE)
+    theirs.close()
+    ours.settimeout(60)
+    lines = ours.makefile("rb")
+    try:
+        assert json.loads(lines.readline())["op"] == "hello"
+        ours.sendall((json.dumps({"id": 1, "op": "sizes", "connection": "beanstalkd", "queues": queues}) + "\n").encode())
+        return json.loads(lines.readline())
+    finally:
+        lines.close()
+        ours.close()  # the agent exits at the end of its socket
+        if proc.wait(30) != 0:
+            raise AssertionError("the agent exited with %d: %s" % (proc.returncode, proc.stderr.read()))
+
+
+def test_the_agent_reads_ready_delayed_and_reserved_from_the_tube(beanstalkd, version_app):
+    """Laravel's BeanstalkdQueue::size() (before 11) is the ready count only,
+    and fails on a tube beanstalkd does not have; the agent reads the tube's
+    stats through the connection's own Pheanstalk: 3 ready, 2 delayed, 1
+    reserved, and 0s for a tube nobody has used."""
+    app = version_app
+    use_beanstalkd_queue(app, beanstalkd)
+    dispatch(app, "MarkerJob", count=4, tag="r")
+    dispatch(app, "MarkerJob", count=2, tag="d", delay=3600)
+    held = beanstalkd.reserve()
+    try:
+        assert beanstalkd.counts() == (3, 2, 1, 0)
+        r = agent_sizes(app, ["default", "never-used"])
+        assert r["ok"], r
+        assert r["sizes"] == [{"ready": 3, "delayed": 2, "reserved": 1}, {"ready": 0, "delayed": 0, "reserved": 0}]
+    finally:
+        held.close()
+
+
+def test_a_backlog_grows_an_auto_pool_and_status_shows_the_tube(master_factory, redis_server, beanstalkd,
+                                                               version_app):
+    """balance = "auto" from 1 toward 4 on a backlog in the tube; the
+    sizes, read by the pool's app agent from the tube's stats, show the
+    delayed jobs apart (they hold no worker) and the reserved ones."""
+    app = version_app
+    use_beanstalkd_queue(app, beanstalkd)
+    dispatch(app, "MarkerJob", count=3, tag="later", delay=3600)
+    dispatch(app, "SleepJob", count=40, tag="s", args=[300])
+    m = master_factory(redis_server)
+    m.write_config(pool(app, size='balance = "auto"; min_processes = 1; max_processes = 4; auto_strategy = "size";'),
+                   qpool="  balance_interval = 0.5;")
+    m.start()
+    try:
+        def queue():
+            p = m.pool("appq")
+            return [q for q in p["queues"] if q["name"] == "default"][0] if p["counts_fresh"] else None
+        seen = wait_for(lambda: (lambda q: q if q and q["ready"] > 0 else None)(queue()), 60,
+                        what="the tube's size from the agent")
+        assert seen["delayed"] == 3 and seen["ready"] <= 40, seen
+        assert m.pool("appq")["counts_from"] == "app agent"
+        wait_for(lambda: m.pool("appq")["target"] > 1, 60, what="the pool to grow above min_processes")
+        wait_for(lambda: (lambda q: q and q["reserved"] > 0)(queue()), 60, what="reserved jobs in the sizes")
+        wait_for(lambda: beanstalkd.counts()[0] == 0 and beanstalkd.counts()[2] == 0, 120, interval=0.25,
+                 what="the 40 jobs to run")
+        wait_for(lambda: (lambda q: q and (q["ready"], q["delayed"], q["reserved"]) == (0, 3, 0))(queue()), 30,
+                 what="status to show the delayed jobs alone")
+        assert "no queue sizes" not in m.log()
+        assert len([x for x in app.read_markers() if x.get("job") == "SleepJob" and "event" not in x]) == 40
+    finally:
+        assert m.stop(60) == 0
+
+
+def test_pause_stops_the_pops_and_continue_resumes(master_factory, redis_server, beanstalkd, version_app):
+    app = version_app
+    use_beanstalkd_queue(app, beanstalkd)
+    m = master_factory(redis_server)
+    m.write_config(pool(app))
+    m.start()
+    try:
+        wait_for(lambda: any(w.get("state") == "idle" for w in m.pool("appq")["children"]), 60,
+                 what="the worker to be idle")
+        m.cli("pause", "appq")
+        wait_for(lambda: all(w.get("state") == "paused" for w in m.pool("appq")["children"]), 30,
+                 what="the worker to pause")
+        dispatch(app, "MarkerJob", tag="p")
+        for _ in range(8):  # paused: the job stays ready in the tube, nobody reserves it
+            assert beanstalkd.counts() == (1, 0, 0, 0)
+            time.sleep(0.25)
+        m.cli("continue", "appq")
+        wait_for(lambda: empty(beanstalkd), 60, interval=0.25, what="the job to run after continue")
+        wait_for(lambda: [x["tag"] for x in app.read_markers() if "event" not in x] == ["p"], 30,
+                 what="the job's marker")
+    finally:
+        assert m.stop(60) == 0
