@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from beanstalk import beanstalkd  # noqa: F401 (fixture)
+from beanstalk import Beanstalkd, beanstalkd  # noqa: F401 (fixture)
 from conftest import ROOT, wait_for
 from laravel_roots import VERSIONS, Version, argv_conf, version_app  # noqa: F401 (fixtures)
 from test_app_driver import CACHE_PREFIX
@@ -256,3 +256,38 @@ def test_pause_stops_the_pops_and_continue_resumes(master_factory, redis_server,
                  what="the job's marker")
     finally:
         assert m.stop(60) == 0
+
+
+def test_a_beanstalkd_restart_keeps_the_jobs_and_the_pool_goes_on(master_factory, redis_server, tmp_path,
+                                                                  version_app):
+    """beanstalkd with its binlog in the test's directory goes down with a
+    delayed job in it and comes back on its port: Pheanstalk reconnects (or
+    the Worker, seeing a lost connection, has its handler replaced, as
+    queue:work would exit), and the pool runs the job it kept and a new one.
+    The app agent answers errors meanwhile (logged once) and reads the
+    tube's sizes again once it is back."""
+    app = version_app
+    srv = Beanstalkd(tmp_path, binlog=True)
+    try:
+        use_beanstalkd_queue(app, srv)
+        m = master_factory(redis_server)
+        m.write_config(pool(app))
+        m.start()
+        try:
+            dispatch(app, "MarkerJob", tag="before")
+            wait_for(lambda: empty(srv), 60, interval=0.25, what="the first job to run")
+            dispatch(app, "MarkerJob", tag="kept", delay=2)
+            assert srv.counts()[1] == 1
+            srv.stop()
+            m.wait_log(r"pool appq: no queue sizes from its app agent \(it says: .*Connection refused", 30)
+            srv.start()
+            dispatch(app, "MarkerJob", tag="after")
+            wait_for(lambda: sorted(x["tag"] for x in app.read_markers() if "event" not in x)
+                     == ["after", "before", "kept"], 90, interval=0.25, what="the kept and the new job to run")
+            wait_for(lambda: empty(srv), 30, interval=0.25, what="the tube to be empty")
+            m.wait_log(r"pool appq: queue sizes from its app agent again", 30)
+            assert m.pool("appq")["children"], "the pool has its worker"
+        finally:
+            assert m.stop(60) == 0
+    finally:
+        srv.stop()
