@@ -104,16 +104,16 @@ def logged(m):
     """The job log's lines per outcome."""
     log = m.log()
     return {what: len(re.findall(r"%s\s+App\\Jobs\\" % what, log))
-            for what in ("Processing", "Processed", "Released", "Failed", "Crashed")}
+            for what in ("Processing", "Processed", "Released", "Failed", "Crashed", "TimedOut")}
 
 
 def qpool_saw_every_attempt(m):
-    """The pool's records of the parity jobs: eight attempts, each with its
+    """The pool's records of the parity jobs: ten attempts, each with its
     outcome; none "crashed" (the driver's job is gone once deleted: its
     attempts were asked of beanstalkd after the run, which said NOT_FOUND)."""
-    want = {"Processing": 8, "Processed": 2, "Released": 3, "Failed": 3, "Crashed": 0}
+    want = {"Processing": 10, "Processed": 2, "Released": 3, "Failed": 3, "Crashed": 0, "TimedOut": 2}
     wait_for(lambda: logged(m) == want, 30, what="the job log's lines (%r)" % want)
-    wait_for(lambda: m.pool("appq")["jobs_done"] == 8, 30, what="qpool status to count the eight attempts")
+    wait_for(lambda: m.pool("appq")["jobs_done"] == 10, 30, what="qpool status to count the ten attempts")
     assert m.pool("appq")["jobs_failed"] == 3
 
 
@@ -121,7 +121,8 @@ def test_same_results_as_queue_work_on_beanstalkd(master_factory, redis_server, 
     """The same jobs, dispatched by the app onto the tube before each run,
     run once by `php artisan queue:work beanstalkd` and once by an
     app_driver pool: the same attempts, failed() hooks, queue events and
-    failed_jobs rows, the backoff held, and an empty tube at the end."""
+    failed_jobs rows (a timeout included: killed, then failed as queue:work
+    fails it), the backoff held, and an empty tube at the end."""
     app = version_app
     use_beanstalkd_queue(app, beanstalkd)
     work = app.version.prefix() + ["php", str(app.app_inner / "artisan"), "queue:work", "beanstalkd",
@@ -136,12 +137,13 @@ def test_same_results_as_queue_work_on_beanstalkd(master_factory, redis_server, 
         dispatch(app, "ManualFailJob", tag="manual")
         dispatch(app, "MaxExceptionsJob", tag="maxexc")  # maxExceptions 2, counted in the app's cache
         dispatch(app, "AlwaysFailsJob", tag="always")  # tries 3, backoff [1, 2]: released twice, then failed
-        assert beanstalkd.counts()[0] == 5
+        dispatch(app, "TimeoutJob", tag="t")  # timeout 1, tries 2: killed, then failed and killed
+        assert beanstalkd.counts()[0] == 6
         m = master_factory(redis_server, name)
         m.write_config(conf)
         m.start()
         try:
-            wait_for(lambda: empty(beanstalkd) and len(app.failed_jobs()) == 3, 90, interval=0.25,
+            wait_for(lambda: empty(beanstalkd) and len(app.failed_jobs()) == 4, 90, interval=0.25,
                      what="%s to finish the jobs on beanstalkd" % name)
             if name == "qpool":
                 qpool_saw_every_attempt(m)
@@ -157,7 +159,7 @@ def test_same_results_as_queue_work_on_beanstalkd(master_factory, redis_server, 
     runs, hooks, events, rows = results[1]
     assert [r for r in runs if r[0] == "MaxExceptionsJob"] == [("MaxExceptionsJob", "maxexc", 1),
                                                                 ("MaxExceptionsJob", "maxexc", 2)]
-    assert len(hooks) == 3 and all(r[:2] == ("beanstalkd", "default") for r in rows)
+    assert len(hooks) == 4 and all(r[:2] == ("beanstalkd", "default") for r in rows)
     assert beanstalkd.counts() == (0, 0, 0, 0)
 
 
