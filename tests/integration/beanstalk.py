@@ -24,7 +24,8 @@ class Beanstalkd:
         argv = ["beanstalkd", "-l", "127.0.0.1", "-p", str(self.port)]
         if self.binlog:
             argv += ["-b", str(self.dir)]
-        self.proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=open(str(self.dir / "log"), "ab"))
+        with open(str(self.dir / "log"), "ab") as log:
+            self.proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=log)
         wait_for(self._answers, 10, what="beanstalkd to answer")
 
     def stop(self):

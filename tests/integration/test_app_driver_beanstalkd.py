@@ -1,12 +1,13 @@
 """app_driver pools on `beanstalkd` (issue 30): a real beanstalkd (Debian's
-package, beanstalk.py) and the app's own driver, Laravel 8's
-BeanstalkdQueue over Debian's php-pda-pheanstalk 4.0.4, on the host's
-Laravel (the version that package fits). The same jobs run once under
+package, beanstalk.py) and the app's own driver, Laravel's BeanstalkdQueue
+over Debian's php-pda-pheanstalk 4.0.x, on the host's Laravel (the version
+that package fits: 8 on Debian 12, 10 on 13). The same jobs run once under
 `php artisan queue:work beanstalkd` and once in an app_driver pool, with
 the same results; the pool's app agent reads ready, delayed and reserved
 from the tube's stats, and `balance = "auto"` grows the pool on a backlog;
-pause and continue stop and resume the pops. No timing is asserted but the
-backoff's lower bounds, which are the semantics under test."""
+pause and continue stop and resume the pops; a restart keeps the jobs. No
+timing is asserted but the backoff's lower bounds, which are the semantics
+under test."""
 import json
 import re
 import socket
@@ -26,9 +27,9 @@ HOST = [v for v, (dist, _) in VERSIONS.items() if dist is None]
 
 @pytest.fixture(scope="module", params=HOST, ids=lambda v: "laravel" + v)
 def laravel_version(request):
-    """Only the host's Laravel (8 on Debian 12): php-pda-pheanstalk 4 is
-    the client Laravel 8 wants (9+ want pheanstalk 4 as well, but Debian's
-    roots here have no package for it)."""
+    """Only the host's Laravel (8 on Debian 12, 10 on Debian 13), whose
+    release's php-pda-pheanstalk (4.0.x) is the client it wants; the roots
+    of the version matrix do not install it."""
     return Version(request.param, None)
 
 
@@ -180,8 +181,9 @@ def agent_sizes(app, queues):
     finally:
         lines.close()
         ours.close()  # the agent exits at the end of its socket
-        if proc.wait(30) != 0:
-            raise AssertionError("the agent exited with %d: %s" % (proc.returncode, proc.stderr.read()))
+        with proc.stderr:
+            if proc.wait(30) != 0:
+                raise AssertionError("the agent exited with %d: %s" % (proc.returncode, proc.stderr.read()))
 
 
 def test_the_agent_reads_ready_delayed_and_reserved_from_the_tube(beanstalkd, version_app):
@@ -230,7 +232,6 @@ def test_a_backlog_grows_an_auto_pool_and_status_shows_the_tube(master_factory, 
                  what="the 40 jobs to run")
         wait_for(lambda: (lambda q: q and (q["ready"], q["delayed"], q["reserved"]) == (0, 3, 0))(queue()), 30,
                  what="status to show the delayed jobs alone")
-        assert "no queue sizes" not in m.log()
         assert len([x for x in app.read_markers() if x.get("job") == "SleepJob" and "event" not in x]) == 40
     finally:
         assert m.stop(60) == 0
