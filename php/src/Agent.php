@@ -24,8 +24,9 @@ use Throwable;
  *            -> {"id":N,"ok":true,"sizes":[{"ready":12,"delayed":3,"reserved":1}]}
  *            Each queue's size through the app's queue connection: ready,
  *            delayed and reserved where the driver says them apart
- *            (pendingSize / delayedSize / reservedSize, Laravel 11+), else
- *            ready is its size() and the others null.
+ *            (pendingSize / delayedSize / reservedSize, Laravel 11+; a
+ *            beanstalkd connection's tube stats before), else ready is its
+ *            size() and the others null.
  *   batches  {"id":N,"op":"batches","limit":50}
  *            -> {"id":N,"ok":true,"batches":[{"id":"...","name":"...","total":10,"pending":2,"failed":2,
  *                "created_at":1764380000,"finished_at":null,"cancelled_at":null,"failed_ids":["uuid"]}]}
@@ -211,12 +212,37 @@ final class Agent
             if (method_exists($queue, 'pendingSize')) {
                 $sizes[] = ['ready' => max(0, (int) $queue->pendingSize($q)),
                     'delayed' => max(0, (int) $queue->delayedSize($q)), 'reserved' => max(0, (int) $queue->reservedSize($q))];
+            } elseif ($queue instanceof \Illuminate\Queue\BeanstalkdQueue) {
+                $sizes[] = self::tubeSizes($queue->getPheanstalk(), (string) $queue->getQueue($q !== '' ? $q : null));
             } else {
                 $sizes[] = ['ready' => max(0, (int) $queue->size($q)), 'delayed' => null, 'reserved' => null];
             }
         }
 
         return ['sizes' => $sizes];
+    }
+
+    /**
+     * A beanstalkd tube's sizes from its stats (stats-tube), through the
+     * connection's own Pheanstalk: its size() (before Laravel 11) is the
+     * ready count alone, and fails for a tube beanstalkd does not have (it
+     * drops an empty one nobody uses), which holds no jobs.
+     */
+    private static function tubeSizes($pheanstalk, string $tube): array
+    {
+        try {
+            $stats = $pheanstalk->statsTube($tube);
+        } catch (\Pheanstalk\Exception\ServerException $e) {
+            if (strpos($e->getMessage(), 'NOT_FOUND') === false) {
+                throw $e;
+            }
+
+            return ['ready' => 0, 'delayed' => 0, 'reserved' => 0];
+        }
+
+        return ['ready' => max(0, (int) $stats['current-jobs-ready']),
+            'delayed' => max(0, (int) $stats['current-jobs-delayed']),
+            'reserved' => max(0, (int) $stats['current-jobs-reserved'])];
     }
 
     /** The app's batch repository; an app without one (before Laravel 8) says so. */

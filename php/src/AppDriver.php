@@ -51,7 +51,7 @@ final class AppDriver
         }
     }
 
-    /** @var array|null the job a `pop` answered with, until the `run` request: [job, connection, queues, options, poppedAt] */
+    /** @var array|null the job a `pop` answered with, until the `run` request: [job, connection, queues, options, poppedAt, attempts] */
     private $held;
 
     /**
@@ -78,7 +78,9 @@ final class AppDriver
         }
 
         $poppedAt = microtime(true);
-        $this->held = [$job, $connection, $queues, self::options($request), $poppedAt];
+        // read while the job is held: a beanstalkd job asks the server (stats-job), which forgets it once deleted
+        $attempts = (int) $job->attempts();
+        $this->held = [$job, $connection, $queues, self::options($request), $poppedAt, $attempts];
 
         if ($quit) { // told to stop meanwhile: run it now, as queue:work finishes the job it has
             return $this->run($quit);
@@ -86,7 +88,7 @@ final class AppDriver
 
         $timeout = (int) $this->call('timeoutForJob', $job, $this->held[3]);
 
-        return ['status' => 'popped', 'job' => self::describeJob($job, $poppedAt, null) + ['timeout' => max(0, $timeout)]];
+        return ['status' => 'popped', 'job' => self::describeJob($job, $poppedAt, null, $attempts) + ['timeout' => max(0, $timeout)]];
     }
 
     /**
@@ -99,7 +101,7 @@ final class AppDriver
             throw new \LogicException('qpool-handler: a run request without a popped job');
         }
 
-        [$job, $connection, $queues, $options, $poppedAt] = $this->held;
+        [$job, $connection, $queues, $options, $poppedAt, $attempts] = $this->held;
         $this->held = null;
         $worker = $this->worker();
         $this->thrown = $this->failedWith = null;
@@ -121,7 +123,7 @@ final class AppDriver
 
         $quit = $quit || $worker->shouldQuit;
 
-        return $this->outcome($job) + ['job' => self::describeJob($job, $poppedAt, (microtime(true) - $started) * 1000)]
+        return $this->outcome($job) + ['job' => self::describeJob($job, $poppedAt, (microtime(true) - $started) * 1000, $attempts)]
             + self::tags($job);
     }
 
@@ -215,8 +217,11 @@ final class AppDriver
         return ['status' => 'done'];
     }
 
-    /** What qpool records for the attempt (docs/handler-protocol.md, "pop"). */
-    private static function describeJob($job, float $poppedAt, ?float $runtime): array
+    /**
+     * What qpool records for the attempt (docs/handler-protocol.md, "pop").
+     * $attempts: the job's, read at the pop (the job may be gone by now).
+     */
+    private static function describeJob($job, float $poppedAt, ?float $runtime, int $attempts): array
     {
         $payload = $job->payload();
 
@@ -225,21 +230,21 @@ final class AppDriver
             'queue' => (string) $job->getQueue(),
             'id' => Texts::utf8((string) $job->getJobId()),
             'uuid' => is_string($payload['uuid'] ?? null) ? $payload['uuid'] : null,
-            'attempts' => (int) $job->attempts(),
-            'wait_ms' => self::waitMs($job, $payload, $poppedAt),
+            'attempts' => $attempts,
+            'wait_ms' => self::waitMs($job, $payload, $poppedAt, $attempts),
             'runtime_ms' => $runtime === null ? -1 : round($runtime, 3),
         ];
     }
 
     /** When it became available, if the driver or the payload says (-1: unknown). */
-    private static function waitMs($job, array $payload, float $poppedAt): float
+    private static function waitMs($job, array $payload, float $poppedAt, int $attempts): float
     {
         $available = null;
 
         if (method_exists($job, 'getJobRecord')) {
             $record = $job->getJobRecord();
             $available = isset($record->available_at) ? (float) $record->available_at : null;
-        } elseif (isset($payload['createdAt']) && (int) $job->attempts() === 1) {
+        } elseif (isset($payload['createdAt']) && $attempts === 1) {
             $available = (float) $payload['createdAt'] + (float) ($payload['delay'] ?? 0);
         }
 

@@ -30,7 +30,7 @@ class RecordQueueEvent
             'event' => class_basename($event),
             'job' => $job ? $job->resolveName() : $command,
             'uuid' => $job ? $job->uuid() : null,
-            'attempts' => $job ? $job->attempts() : null,
+            'attempts' => $job ? self::attempts($job) : null,
             'queue' => $job ? $job->getQueue() : null,
             'connection' => $event->connectionName ?? null,
         ];
@@ -44,5 +44,19 @@ class RecordQueueEvent
         $record['time'] = microtime(true);
 
         Marker::write($record);
+    }
+
+    /**
+     * The job's attempts; null where the driver cannot say any more: a
+     * beanstalkd job asks the server (stats-job), which has forgotten it
+     * once it was deleted (JobProcessed, JobFailed).
+     */
+    private static function attempts(QueueJob $job): ?int
+    {
+        try {
+            return $job->attempts();
+        } catch (\Throwable $e) {
+            return null;
+        }
     }
 }
