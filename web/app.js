@@ -1394,7 +1394,7 @@
   /* ---------- Failed ---------- */
   /* The search runs on the server (GET /api/failed?class=...&q=...); the
    * URL keeps the filters (#/failed?...): bookmarkable, back works. */
-  var FFILTER = ['q', 'class', 'queue', 'since', 'until'], FMATCH = 100;
+  var FFILTER = ['q', 'class', 'queue', 'pool', 'host', 'since', 'until'], FMATCH = 100;
   function localInput(sec) {
     var d = new Date(sec * 1000), p = n => String(n).padStart(2, '0');
     return d.getFullYear() + '-' + p(d.getMonth() + 1) + '-' + p(d.getDate()) + 'T' + p(d.getHours()) + ':' + p(d.getMinutes()) + ':' + p(d.getSeconds());
@@ -1421,6 +1421,8 @@
       field('q', 'Search', s.search);
       field('class', 'Class', el('input', { type: 'search', id: 'failed-class', list: 'dl-fname', size: 22, placeholder: 'App\\Jobs\\…' }));
       field('queue', 'Queue', el('input', { type: 'search', id: 'failed-queue', list: 'dl-fqueue', size: 10 }));
+      field('pool', 'Pool', el('input', { type: 'search', id: 'failed-pool', size: 8 }));
+      field('host', 'Host', el('input', { type: 'search', id: 'failed-host', size: 10 }));
       field('since', 'Since', el('input', { type: 'datetime-local', step: 1, id: 'failed-since' }));
       field('until', 'Until', el('input', { type: 'datetime-local', step: 1, id: 'failed-until' }));
       function go(f) {

@@ -389,6 +389,14 @@ static void outcome_clear(outcome_t *o)
     memset(o, 0, sizeof *o);
 }
 
+/* This host's name as the failed store records it (once per process). */
+static const char *worker_host(void)
+{
+    static char host[256];
+    if (!host[0] && gethostname(host, sizeof host - 1) < 0) snprintf(host, sizeof host, "?");
+    return host;
+}
+
 static void append_outcome(worker_t *w, const outcome_t *o)
 {
     const qkeys_t *k = &w->qs.q[o->qidx];
@@ -416,7 +424,9 @@ static void append_outcome(worker_t *w, const outcome_t *o)
                            .payload_len = o->payload_len,
                            .exception = o->exception,
                            .failed_at = o->failed_at,
-                           .limit = w->conf->failed_limit};
+                           .limit = w->conf->failed_limit,
+                           .pool = w->p->name,
+                           .host = worker_host()};
         queue_append_fail(w->rc, &w->qs, k, o->reserved, o->reslen, &f);
         break;
     }
