@@ -174,7 +174,7 @@ static const cli_cmd_t COMMANDS[] = {
      "  -s, --socket PATH   control socket (overrides the config)\n"
      "  -j, --json          JSON reply\n", cmd_control},
     {"batches", "list Laravel job batches, or retry a batch's failed jobs",
-     "usage: qpool batches [-c FILE] [--json]\n"
+     "usage: qpool batches [-c FILE] [--json] [--q TEXT] [--status S] [--since T] [--until T]\n"
      "       qpool batches retry ID\n"
      "\n"
      "The newest 50 job batches (Bus::batch) of the apps that pools preload, read\n"
@@ -184,6 +184,10 @@ static const cli_cmd_t COMMANDS[] = {
      "may wait for an agent to start. `retry ID` does what `php artisan\n"
      "queue:retry-batch ID` does, through the app (and takes the same jobs out of\n"
      "qpool's failed store); it runs in the background: list again to follow it.\n"
+     "The filters are GET /api/batches's: --q (or --text) text in the name or id\n"
+     "(case ignored), --status pending|finished|failed|cancelled, --since and\n"
+     "--until on created_at (unix seconds, YYYY-MM-DD[ HH:MM[:SS]] UTC, or an age\n"
+     "such as 30m, 1h, 2d).\n"
      "See docs/operations.md#job-batches.\n"
      "\n"
      "  -s, --socket PATH   control socket (overrides the config)\n"
