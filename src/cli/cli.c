@@ -173,6 +173,20 @@ static const cli_cmd_t COMMANDS[] = {
      "  -t, --timeout S     with --wait: give up waiting after S seconds (exit 1)\n"
      "  -s, --socket PATH   control socket (overrides the config)\n"
      "  -j, --json          JSON reply\n", cmd_control},
+    {"stop-job", "stop a job this master runs, as at its timeout",
+     "usage: qpool stop-job [-c FILE] UUID\n"
+     "\n"
+     "Stop the running job UUID (the Running page's \"Stop\", POST\n"
+     "/api/jobs/<uuid>/stop) on this host: its handler ends as at the job's\n"
+     "timeout, so the job is released or failed as its timeout would leave it\n"
+     "(by its tries and failOnTimeout). On a pool with app_driver = true the\n"
+     "handler gets SIGALRM, the signal of Laravel's own timeout handler (the job\n"
+     "is failed if it will exceed its tries or has failOnTimeout, else it stays\n"
+     "reserved in the app's queue until retry_after). Exit status 1 when no worker\n"
+     "of this master runs it.\n"
+     "\n"
+     "  -s, --socket PATH   control socket (overrides the config)\n"
+     "  -j, --json          JSON reply\n", cmd_control},
     {"batches", "list Laravel job batches, or retry a batch's failed jobs",
      "usage: qpool batches [-c FILE] [--json] [--q TEXT] [--status S] [--since T] [--until T]\n"
      "       qpool batches retry ID\n"

@@ -336,6 +336,26 @@ static int req_restart(ctl_args_t *a, cJSON *req)
     return 0;
 }
 
+/* stop-job UUID */
+static int req_stop_job(ctl_args_t *a, cJSON *req)
+{
+    if (a->npos != 1) {
+        cli_usage_error(a->cmd, "expected the running job's UUID");
+        return -1;
+    }
+    cJSON_AddStringToObject(req, "uuid", a->pos[0]);
+    return 0;
+}
+
+static int reply_stop_job(const ctl_args_t *a, const cJSON *rep, ctl_conn_t *c)
+{
+    (void)c;
+    if (!a->json)
+        printf("stopping job %s (pool %s, worker %.0f): its handler ends as at the job's timeout\n", str(rep, "uuid"),
+               str(rep, "pool"), num(rep, "pid"));
+    return 0;
+}
+
 static int reply_status(const ctl_args_t *a, const cJSON *rep, ctl_conn_t *c)
 {
     (void)c;
@@ -501,6 +521,7 @@ static const control_t CONTROL[] = {
     {"reload", 0, req_plain, reply_reload, NULL},
     {"terminate", CTL_OPT_WAIT, req_plain, reply_terminate, NULL},
     {"batches", CTL_OPT_BFILTER, req_batches, reply_batches, NULL},
+    {"stop-job", 0, req_stop_job, reply_stop_job, NULL},
 };
 
 /* A batches filter option (1101 --q, 1102 --status, 1103 --since, 1104
