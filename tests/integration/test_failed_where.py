@@ -104,3 +104,4 @@ def failed_list_all(port):
     st, rep = get(port, "/api/failed", limit=100)
     assert st == 200
     return rep["failed"]
+
