@@ -323,8 +323,10 @@ static void show_text(const frec_t *f)
     char *exc = text_escape(f->exception, f->exception ? strlen(f->exception) : 0, TEXT_KEEP_NEWLINES);
     char *payload = text_escape(f->payload, f->payload_len, TEXT_KEEP_NEWLINES);
     printf("uuid:       %s\nconnection: %s\nqueue:      %s\nfailed at:  %s UTC\n", id, conn, queue, when);
+    char *pool = tty(f->pool ? f->pool : "?"), *host = tty(f->host ? f->host : "?"); /* ?: not recorded */
+    printf("pool:       %s\nhost:       %s\n", pool, host);
     printf("exception:\n%s\npayload (%zu bytes):\n%s\n", exc, f->payload_len, payload);
-    FREE_ALL(id, conn, queue, exc, payload);
+    FREE_ALL(id, conn, queue, exc, payload, pool, host);
 }
 
 static int do_show(rconn_t *r, const failed_args_t *a)

@@ -89,6 +89,9 @@ def test_failed_records_say_pool_and_host_and_filter_on_them(failed, master, r):
     # the CLI
     out = master.cli("failed", "list", "--pool", "fw-b", "--json").stdout
     assert {f["uuid"] for f in json.loads(out)} == set(jobs["fw-b"])
+    shown = master.cli("failed", "show", jobs["fw-a"][1]).stdout
+    assert "\npool:       fw-a\nhost:       %s\n" % HOST in shown
+    assert "\npool:       ?\nhost:       ?\n" in master.cli("failed", "show", old).stdout  # not recorded
     out = master.cli("failed", "list", "--host", HOST, "--json").stdout
     assert {f["uuid"] for f in json.loads(out)} == set(jobs["fw-a"]) | set(jobs["fw-b"])
     # a bulk action by pool: counted, then forgets exactly those
