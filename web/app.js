@@ -987,7 +987,42 @@
 
   /* ---------- monitored tags ---------- */
   var monTag = '';
-  function monitoringHash(tag) { return '#/monitoring' + (tag ? '?' + new URLSearchParams({ tag: tag }).toString() : ''); }
+  /* A tag's lists take the Jobs page's filters (GET /api/monitoring/jobs), kept in the URL. */
+  var MFILTER = ['class', 'queue', 'pool', 'host', 'status', 'q', 'since', 'until'], monFilter = {};
+  function monitoringHash(tag, f) { return '#/monitoring' + (tag ? '?' + new URLSearchParams(Object.assign({ tag: tag }, f || {})).toString() : ''); }
+  function monitorQuery(skip) {
+    var q = ['tag=' + enc(monTag)];
+    MFILTER.forEach(k => {
+      var v = monFilter[k];
+      if (!v || k === skip) return;
+      if (k === 'since' || k === 'until') { var t = new Date(v).getTime(); if (t === t) q.push(k + '=' + t); } else q.push(k + '=' + enc(v));
+    });
+    return 'api/monitoring/jobs?' + q.join('&') + '&limit=100';
+  }
+  function monitorFilterForm() {
+    var form = el('form', { class: 'toolbar', id: 'monitor-filter' }), inputs = {};
+    function field(k, label, input) { input.name = k; input.value = monFilter[k] || ''; form.append(el('label', null, label, input)); inputs[k] = input; }
+    field('class', 'Class', el('input', { type: 'search', id: 'monitor-class', size: 22, placeholder: 'App\\Jobs\\…' }));
+    field('queue', 'Queue', el('input', { type: 'search', id: 'monitor-queue', size: 10 }));
+    field('pool', 'Pool', el('input', { type: 'search', id: 'monitor-pool', size: 10 }));
+    field('host', 'Host', el('input', { type: 'search', id: 'monitor-host', size: 10 }));
+    var sel = el('select', { id: 'monitor-status' });
+    OUTCOMES.forEach(o => { sel.append(el('option', { value: o, text: o || 'any' })); });
+    field('status', 'Outcome', sel);
+    field('q', 'Text', el('input', { type: 'search', id: 'monitor-q', size: 14, placeholder: 'in exception / payload' }));
+    field('since', 'Since', el('input', { type: 'datetime-local', step: 1, id: 'monitor-since' }));
+    field('until', 'Until', el('input', { type: 'datetime-local', step: 1, id: 'monitor-until' }));
+    form.addEventListener('submit', ev => {
+      ev.preventDefault();
+      var f = {};
+      MFILTER.forEach(k => { var v = inputs[k].value.trim(); if (v) f[k] = v; });
+      var h = monitoringHash(monTag, f);
+      if (location.hash === h) refresh(true); else location.hash = h;
+    });
+    form.append(el('button', { type: 'submit', id: 'monitor-go', text: 'Filter' }),
+      el('button', { type: 'button', text: 'Clear', on: { click: () => { location.hash = monitoringHash(monTag); } } }));
+    return form;
+  }
   function tagJobsTable(jobs, id) {
     return table('Finished|Job|Outcome|Queue|Host|#Attempt|#Runtime|Tags|Exception', jobs, j => {
       return el('tr', { 'data-uuid': j.uuid || '', class: 'job' }, td(when(j.finished_at)), td(jobLink(j.uuid, j.name || j.uuid || '?'), 'x'),
@@ -997,7 +1032,11 @@
   }
   pages.monitoring = {
     title: 'Monitoring',
-    fromQuery: query => { monTag = query.get('tag') || ''; },
+    fromQuery: query => {
+      monTag = query.get('tag') || '';
+      monFilter = {};
+      MFILTER.forEach(k => { var v = query.get(k); if (v) monFilter[k] = v; });
+    },
     mount: (root, s) => {
       root.append(el('h1', { text: 'Monitored tags' }));
       var input = el('input', { type: 'search', id: 'monitor-tag', size: 30, placeholder: 'App\\Models\\User:42', maxlength: 120 });
@@ -1013,6 +1052,7 @@
       s.list = el('div', { id: 'monitoring' });
       root.append(s.list);
       if (monTag) {
+        root.append(monitorFilterForm());
         s.recent = section(root, 'Recent jobs tagged ' + monTag, 'monitor-recent');
         s.failed = section(root, 'Failed jobs tagged ' + monTag, 'monitor-failed');
       }
@@ -1020,9 +1060,8 @@
     feeds: s => {
       var f = [{ url: 'api/monitoring', then: d => { renderMonitoring(s, d.tags || []); } }];
       if (monTag) {
-        var q = 'api/monitoring/jobs?tag=' + enc(monTag) + '&limit=100';
-        f.push({ url: q, key: 'recent', then: d => { put(s.recent, tagJobsTable(d.jobs || [], 'monitor-recent-table')); } });
-        f.push({ url: q + '&outcome=failed', key: 'failed', then: d => { put(s.failed, tagJobsTable(d.jobs || [], 'monitor-failed-table')); } });
+        f.push({ url: monitorQuery(), key: 'recent', then: d => { put(s.recent, tagJobsTable(d.jobs || [], 'monitor-recent-table')); } });
+        f.push({ url: monitorQuery('status') + '&outcome=failed', key: 'failed', then: d => { put(s.failed, tagJobsTable(d.jobs || [], 'monitor-failed-table')); } });
       }
       return f;
     }
@@ -1394,7 +1433,7 @@
   /* ---------- Failed ---------- */
   /* The search runs on the server (GET /api/failed?class=...&q=...); the
    * URL keeps the filters (#/failed?...): bookmarkable, back works. */
-  var FFILTER = ['q', 'class', 'queue', 'since', 'until'], FMATCH = 100;
+  var FFILTER = ['q', 'class', 'queue', 'pool', 'host', 'since', 'until'], FMATCH = 100;
   function localInput(sec) {
     var d = new Date(sec * 1000), p = n => String(n).padStart(2, '0');
     return d.getFullYear() + '-' + p(d.getMonth() + 1) + '-' + p(d.getDate()) + 'T' + p(d.getHours()) + ':' + p(d.getMinutes()) + ':' + p(d.getSeconds());
@@ -1421,6 +1460,8 @@
       field('q', 'Search', s.search);
       field('class', 'Class', el('input', { type: 'search', id: 'failed-class', list: 'dl-fname', size: 22, placeholder: 'App\\Jobs\\…' }));
       field('queue', 'Queue', el('input', { type: 'search', id: 'failed-queue', list: 'dl-fqueue', size: 10 }));
+      field('pool', 'Pool', el('input', { type: 'search', id: 'failed-pool', size: 8 }));
+      field('host', 'Host', el('input', { type: 'search', id: 'failed-host', size: 10 }));
       field('since', 'Since', el('input', { type: 'datetime-local', step: 1, id: 'failed-since' }));
       field('until', 'Until', el('input', { type: 'datetime-local', step: 1, id: 'failed-until' }));
       function go(f) {

@@ -116,6 +116,9 @@ final class AppDriver
         } finally {
             if (function_exists('pcntl_alarm')) {
                 pcntl_alarm(0); // Worker::resetTimeoutHandler()
+                // and no SIGALRM reaches the handler of a job that is over: qpool sends one
+                // to stop the running job ("stop this job"), which may cross its end
+                pcntl_signal(SIGALRM, SIG_IGN);
             }
 
             $this->running = false;

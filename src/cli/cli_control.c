@@ -10,6 +10,8 @@
  */
 #include "cli/cli.h"
 #include "core/util.h"
+#include "http/batch_filter.h"
+#include "redis/failed_search.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -242,6 +244,7 @@ enum ctl_opt {
     CTL_OPT_WATCH = 1 << 1,   /* -w/--watch [S]: status */
     CTL_OPT_WAIT = 1 << 2,    /* -w/--wait, -t/--timeout S: terminate */
     CTL_OPT_QUEUE = 1 << 3,   /* -q/--queue QUEUE: pause, continue */
+    CTL_OPT_BFILTER = 1 << 4, /* --q, --status, --since, --until: batches (as GET /api/batches) */
 };
 
 /* A command line, parsed. */
@@ -252,6 +255,8 @@ typedef struct {
     double watch, timeout;
     cJSON *queues; /* --queue, until the request takes them */
     cJSON *classes; /* --class, likewise */
+    bfilter_t bf;   /* batches: the list's filter */
+    bool filtered;  /* bf names one */
     int npos;      /* the operands */
     char **pos;
 } ctl_args_t;
@@ -328,6 +333,26 @@ static int req_restart(ctl_args_t *a, cJSON *req)
         return -1;
     }
     if (a->npos == 1) cJSON_AddStringToObject(req, "pool", a->pos[0]);
+    return 0;
+}
+
+/* stop-job UUID */
+static int req_stop_job(ctl_args_t *a, cJSON *req)
+{
+    if (a->npos != 1) {
+        cli_usage_error(a->cmd, "expected the running job's UUID");
+        return -1;
+    }
+    cJSON_AddStringToObject(req, "uuid", a->pos[0]);
+    return 0;
+}
+
+static int reply_stop_job(const ctl_args_t *a, const cJSON *rep, ctl_conn_t *c)
+{
+    (void)c;
+    if (!a->json)
+        printf("stopping job %s (pool %s, worker %.0f): its handler ends as at the job's timeout\n", str(rep, "uuid"),
+               str(rep, "pool"), num(rep, "pid"));
     return 0;
 }
 
@@ -424,6 +449,17 @@ static const char *batch_state(const cJSON *b)
     return num(b, "failed") > 0 ? "failures" : "running";
 }
 
+/* The batches bf passes, the others dropped (with "unfiltered": how many
+ * there were, as GET /api/batches says). */
+static void filter_batches(const ctl_args_t *a, cJSON *rep)
+{
+    cJSON *list = cJSON_GetObjectItemCaseSensitive(rep, "batches");
+    if (!a->filtered || !cJSON_IsArray(list)) return;
+    int of = cJSON_GetArraySize(list);
+    bfilter_apply(&a->bf, list);
+    cJSON_AddNumberToObject(rep, "unfiltered", of);
+}
+
 static void print_batches(cJSON *rep)
 {
     cli_json_text(rep);
@@ -446,6 +482,14 @@ static void print_batches(cJSON *rep)
  * (--json: the first reply, printed as it came, states and all). */
 static int reply_batches(const ctl_args_t *a, const cJSON *rep, ctl_conn_t *c)
 {
+    if (a->json && a->filtered) { /* take_reply left it to us */
+        cJSON *out = cJSON_Duplicate(rep, true);
+        filter_batches(a, out);
+        char *txt = cJSON_PrintUnformatted(out);
+        printf("%s\n", txt);
+        free(txt);
+        cJSON_Delete(out);
+    }
     if (a->json) return 0;
     if (!cJSON_GetObjectItemCaseSensitive(rep, "batches")) { /* batch-retry */
         printf("retrying the failed jobs of batch %s (pool %s)\n", str(rep, "batch"), str(rep, "pool"));
@@ -462,6 +506,7 @@ static int reply_batches(const ctl_args_t *a, const cJSON *rep, ctl_conn_t *c)
         cJSON_Delete(last);
         last = next;
     }
+    if (last) filter_batches(a, last);
     if (last) print_batches(last);
     cJSON_Delete(last);
     return 0;
@@ -475,10 +520,28 @@ static const control_t CONTROL[] = {
     {"restart", 0, req_restart, NULL, "rolling restart started"},
     {"reload", 0, req_plain, reply_reload, NULL},
     {"terminate", CTL_OPT_WAIT, req_plain, reply_terminate, NULL},
-    {"batches", 0, req_batches, reply_batches, NULL},
+    {"batches", CTL_OPT_BFILTER, req_batches, reply_batches, NULL},
+    {"stop-job", 0, req_stop_job, reply_stop_job, NULL},
 };
 
-/* One option o (getopt's code) with argument arg, if ctl takes it: 0, else -1. */
+/* A batches filter option (1101 --q, 1102 --status, 1103 --since, 1104
+ * --until): 0, or -2 when malformed. */
+static int set_bfilter(ctl_args_t *a, int o, const char *arg)
+{
+    a->filtered = true;
+    if (o == 1101) return a->bf.q = arg, 0;
+    if (o == 1102) {
+        int st = bfilter_status(arg);
+        return st < 0 ? -2 : (a->bf.status = (bstatus_t)st, 0);
+    }
+    long long t;
+    if (ffilter_time(arg, wall_s(), &t) < 0) return -2;
+    *(o == 1103 ? &a->bf.since : &a->bf.until) = t;
+    return 0;
+}
+
+/* One option o (getopt's code) with argument arg, if ctl takes it: 0, else
+ * -1 (-2: a filter's value is malformed). */
 static int set_option(const control_t *ctl, ctl_args_t *a, int o, const char *arg)
 {
     switch (o) {
@@ -507,6 +570,7 @@ static int set_option(const control_t *ctl, ctl_args_t *a, int o, const char *ar
         cJSON_AddItemToArray(a->classes, cJSON_CreateString(arg));
         return 0;
     case 't': return (ctl->opts & CTL_OPT_WAIT) && parse_double(arg, &a->timeout) && a->timeout > 0 ? 0 : -1;
+    case 1101: case 1102: case 1103: case 1104: return (ctl->opts & CTL_OPT_BFILTER) ? set_bfilter(a, o, arg) : -1;
     default: return -1;
     }
 }
@@ -523,6 +587,11 @@ static int parse_args(const control_t *ctl, const cli_cmd_t *cmd, int argc, char
                                          {"queue", required_argument, 0, 'q'},
                                          {"class", required_argument, 0, 'K'},
                                          {"timeout", required_argument, 0, 't'},
+                                         {"q", required_argument, 0, 1101},
+                                         {"text", required_argument, 0, 1101},
+                                         {"status", required_argument, 0, 1102},
+                                         {"since", required_argument, 0, 1103},
+                                         {"until", required_argument, 0, 1104},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     int o;
@@ -534,7 +603,13 @@ static int parse_args(const control_t *ctl, const cli_cmd_t *cmd, int argc, char
             *status = 0;
             return -1;
         }
-        if (set_option(ctl, a, o, optarg) < 0) goto bad;
+        int set = set_option(ctl, a, o, optarg);
+        if (set == -2) {
+            cli_usage_error(a->cmd, "--status: pending, finished, failed or cancelled; --since, --until: unix "
+                                    "seconds, YYYY-MM-DD[ HH:MM[:SS]] (UTC) or an age such as 30m");
+            return -1;
+        }
+        if (set < 0) goto bad;
     }
     if (a->watch > 0 && optind < argc && parse_double(argv[optind], &a->watch)) optind++;
     if (a->verbose && !(ctl->opts & CTL_OPT_VERBOSE)) goto bad;
@@ -579,7 +654,7 @@ static int not_connected(const ctl_args_t *a, const char *path)
 static int take_reply(const control_t *ctl, const ctl_args_t *a, const cJSON *rep, const char *raw, ctl_conn_t *c)
 {
     bool ok = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(rep, "ok"));
-    if (a->json)
+    if (a->json && !(ok && a->filtered && ctl->reply))
         printf("%s\n", raw);
     else if (!ok)
         fprintf(stderr, "qpool %s: %s\n", a->cmd, str(rep, "error"));

@@ -25,7 +25,7 @@
 /* The command line, parsed. */
 typedef struct {
     const char *cfg, *conn, *queue;
-    const char *name, *uuid, *text, *since, *until, *tag; /* a filter (with queue) */
+    const char *name, *uuid, *text, *since, *until, *tag, *pool, *host; /* a filter (with queue) */
     bool json, all, yes;
     long limit;
     int nargs; /* the operands after the subcommand */
@@ -45,6 +45,8 @@ static const cli_opt_t OPTS[] = {
     CLI_STR("since", 1004, F(since)),
     CLI_STR("until", 1005, F(until)),
     CLI_STR("tag", 1006, F(tag)),
+    CLI_STR("pool", 1007, F(pool)),
+    CLI_STR("host", 1008, F(host)),
     CLI_TRUE("yes", 'y', F(yes)),
     CLI_LONG("limit", 'l', F(limit), 1, LONG_MAX, "--limit: expected a positive number"),
     CLI_OPTS_END,
@@ -194,14 +196,15 @@ static void list_json(listing_t *l, const cJSON *o)
 
 static bool has_filter(const failed_args_t *a)
 {
-    return a->name || a->uuid || a->text || a->since || a->until || a->tag;
+    return a->name || a->uuid || a->text || a->since || a->until || a->tag || a->pool || a->host;
 }
 
 /* The filter the options name into f; -1 (said why) when a time is
  * malformed. */
 static int filter_of(const failed_args_t *a, ffilter_t *f)
 {
-    *f = (ffilter_t){.queue = a->queue, .name = a->name, .uuid = a->uuid, .q = a->text, .tag = a->tag};
+    *f = (ffilter_t){.queue = a->queue, .name = a->name, .uuid = a->uuid, .q = a->text, .tag = a->tag,
+                     .pool = a->pool, .host = a->host};
     if (a->since && ffilter_time(a->since, wall_s(), &f->since) < 0) return -1;
     if (a->until && ffilter_time(a->until, wall_s(), &f->until) < 0) return -1;
     return 0;
@@ -241,6 +244,8 @@ static void audit(const failed_args_t *a, const char *what)
     sbuf_init(&f);
     sbuf_puts(&f, "");
     cli_audit_arg(&f, "--queue", a->queue);
+    cli_audit_arg(&f, "--pool", a->pool);
+    cli_audit_arg(&f, "--host", a->host);
     cli_audit_filter(&f, a->name, a->uuid, a->text, a->tag, a->since, a->until);
     if (a->all && !has_filter(a)) sbuf_puts(&f, " --all");
     cli_audit("failed", what, f.data);
@@ -318,8 +323,10 @@ static void show_text(const frec_t *f)
     char *exc = text_escape(f->exception, f->exception ? strlen(f->exception) : 0, TEXT_KEEP_NEWLINES);
     char *payload = text_escape(f->payload, f->payload_len, TEXT_KEEP_NEWLINES);
     printf("uuid:       %s\nconnection: %s\nqueue:      %s\nfailed at:  %s UTC\n", id, conn, queue, when);
+    char *pool = tty(f->pool ? f->pool : "?"), *host = tty(f->host ? f->host : "?"); /* ?: not recorded */
+    printf("pool:       %s\nhost:       %s\n", pool, host);
     printf("exception:\n%s\npayload (%zu bytes):\n%s\n", exc, f->payload_len, payload);
-    FREE_ALL(id, conn, queue, exc, payload);
+    FREE_ALL(id, conn, queue, exc, payload, pool, host);
 }
 
 static int do_show(rconn_t *r, const failed_args_t *a)

@@ -213,7 +213,7 @@ static bool body_time(const cJSON *body, const char *key, long long *out)
  * queue or class of the first bulk retry? */
 static bool by_filter(const cJSON *body)
 {
-    const char *keys[] = {"class", "q", "since", "until", "uuid", "dry_run", "all", "tag"};
+    const char *keys[] = {"class", "q", "since", "until", "uuid", "dry_run", "all", "tag", "pool", "host"};
     for (size_t i = 0; i < sizeof keys / sizeof *keys; i++)
         if (cJSON_GetObjectItemCaseSensitive(body, keys[i])) return true;
     return cJSON_IsString(cJSON_GetObjectItemCaseSensitive(body, "cursor"));
@@ -224,15 +224,16 @@ static bool by_filter(const cJSON *body)
 static bool body_walk(const cJSON *body, fwalk_t *w, http_reply_t *out)
 {
     w->f = (ffilter_t){.queue = body_str(body, "queue"), .name = body_str(body, "class"),
-                       .uuid = body_str(body, "uuid"), .q = body_str(body, "q"), .tag = body_str(body, "tag")};
+                       .uuid = body_str(body, "uuid"), .q = body_str(body, "q"), .tag = body_str(body, "tag"),
+                       .pool = body_str(body, "pool"), .host = body_str(body, "host")};
     if (!body_time(body, "since", &w->f.since) || !body_time(body, "until", &w->f.until)) {
         http_reply_error(out, 400, "since, until: unix seconds, YYYY-MM-DD[ HH:MM[:SS]] (UTC) or an age such as 1h");
         return false;
     }
     const ffilter_t *f = &w->f;
-    bool any = f->queue || f->name || f->uuid || f->q || f->since || f->until || f->tag;
+    bool any = f->queue || f->name || f->uuid || f->q || f->since || f->until || f->tag || f->pool || f->host;
     if (!any && !cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(body, "all"))) {
-        http_reply_error(out, 400, "name a filter (class, queue, since, until, uuid, q, tag), or \"all\": true");
+        http_reply_error(out, 400, "name a filter (class, queue, pool, host, since, until, uuid, q, tag), or \"all\": true");
         return false;
     }
     const cJSON *cur = cJSON_GetObjectItemCaseSensitive(body, "cursor");
@@ -247,9 +248,10 @@ static bool body_walk(const cJSON *body, fwalk_t *w, http_reply_t *out)
 /* The filter, for the log: what an operator would type. */
 static void filter_text(const ffilter_t *f, char *buf, size_t n)
 {
-    snprintf(buf, n, "%s%s%s%s%s%s%s%s%s%s%s", f->name ? " class " : "", f->name ? f->name : "",
+    snprintf(buf, n, "%s%s%s%s%s%s%s%s%s%s%s%s%s%s%s", f->name ? " class " : "", f->name ? f->name : "",
              f->queue ? " queue " : "", f->queue ? f->queue : "", f->uuid ? " uuid " : "", f->uuid ? f->uuid : "",
-             f->q ? " text \"" : "", f->q ? f->q : "", f->q ? "\"" : "", f->tag ? " tag " : "", f->tag ? f->tag : "");
+             f->q ? " text \"" : "", f->q ? f->q : "", f->q ? "\"" : "", f->tag ? " tag " : "", f->tag ? f->tag : "",
+             f->pool ? " pool " : "", f->pool ? f->pool : "", f->host ? " host " : "", f->host ? f->host : "");
 }
 
 static void walk_reply(const fwalk_t *w, http_reply_t *out)

@@ -614,7 +614,7 @@ static void get_one_job(http_ctx_t *h, const char *uuid, http_reply_t *out)
 static bool failed_filter(http_arg_fn arg, void *req, ffilter_t *f, http_reply_t *out)
 {
     *f = (ffilter_t){.queue = arg(req, "queue"), .name = arg(req, "class"), .uuid = arg(req, "uuid"),
-                     .q = arg(req, "q"), .tag = arg(req, "tag")};
+                     .q = arg(req, "q"), .tag = arg(req, "tag"), .pool = arg(req, "pool"), .host = arg(req, "host")};
     const char *names[] = {"since", "until"};
     long long *dst[] = {&f->since, &f->until};
     for (int i = 0; i < 2; i++) {
@@ -668,7 +668,7 @@ static void search_failed(http_ctx_t *h, http_arg_fn arg, void *req, http_reply_
 
 static bool is_search(http_arg_fn arg, void *req)
 {
-    const char *keys[] = {"class", "q", "since", "until", "uuid", "cursor", "tag"};
+    const char *keys[] = {"class", "q", "since", "until", "uuid", "cursor", "tag", "pool", "host"};
     for (size_t i = 0; i < sizeof keys / sizeof *keys; i++)
         if (arg(req, keys[i])) return true;
     return false;

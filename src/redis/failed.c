@@ -14,7 +14,7 @@
 
 void frec_free(frec_t *f)
 {
-    FREE_ALL(f->uuid, f->connection, f->queue, f->payload, f->exception);
+    FREE_ALL(f->uuid, f->connection, f->queue, f->payload, f->exception, f->pool, f->host);
     memset(f, 0, sizeof *f);
 }
 
@@ -32,6 +32,8 @@ static bool frec_from(const redisReply *r, frec_t *f)
         else if (!strcmp(k, "queue")) free(f->queue), f->queue = s;
         else if (!strcmp(k, "payload")) free(f->payload), f->payload = s, f->payload_len = v->len;
         else if (!strcmp(k, "exception")) free(f->exception), f->exception = s;
+        else if (!strcmp(k, "pool")) free(f->pool), f->pool = s;
+        else if (!strcmp(k, "host")) free(f->host), f->host = s;
         else if (!strcmp(k, "failed_at")) f->failed_at = atoll(s), free(s);
         else free(s);
     }
@@ -228,6 +230,8 @@ cJSON *failed_json(const frec_t *f, bool with_payload)
     cJSON_AddNumberToObject(o, "failed_at", (double)f->failed_at);
     cJSON_AddStringToObject(o, "failed_at_utc", when);
     cJSON_AddStringToObject(o, "exception", f->exception ? f->exception : "");
+    cJSON_AddStringToObject(o, "pool", f->pool ? f->pool : "");
+    cJSON_AddStringToObject(o, "host", f->host ? f->host : "");
     if (with_payload) add_payload(o, f);
     if (parsed) payload_free(&jp);
     return o;

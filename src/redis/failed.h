@@ -16,6 +16,7 @@
 
 typedef struct {
     char *uuid, *connection, *queue, *payload, *exception;
+    char *pool, *host;         /* where it failed; NULL: not recorded (a record from before 1.x's pool/host) */
     size_t payload_len;
     long long failed_at;
 } frec_t;
@@ -41,7 +42,8 @@ redisReply *failed_queues(rconn_t *c);
  * (NULL-terminated, each and the array the caller's to free; NULL when
  * Redis does not answer). */
 char **failed_scope_queues(rconn_t *c, const char *only);
-/* {"uuid","connection","queue","name","failed_at","failed_at_utc","exception"[,"payload"]} */
+/* {"uuid","connection","queue","name","failed_at","failed_at_utc","exception","pool","host"[,"payload"]}
+ * (pool and host "" when the record does not say) */
 cJSON *failed_json(const frec_t *f, bool with_payload);
 /* The newest records (of one queue, or all), at most limit per queue, as a
  * JSON array (caller frees); NULL when Redis failed. */

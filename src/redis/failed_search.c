@@ -50,6 +50,8 @@ bool ffilter_match(const ffilter_t *flt, const frec_t *f)
 {
     if (flt->queue && (!f->queue || strcmp(flt->queue, f->queue))) return false;
     if (flt->uuid && (!f->uuid || strcmp(flt->uuid, f->uuid))) return false;
+    if (flt->pool && *flt->pool && (!f->pool || strcmp(flt->pool, f->pool))) return false;
+    if (flt->host && *flt->host && (!f->host || strcmp(flt->host, f->host))) return false;
     if (flt->since && f->failed_at < flt->since) return false;
     if (flt->until && f->failed_at > flt->until) return false;
     if (flt->q && *flt->q && !ci_contains(f->payload, f->payload_len, flt->q) &&
@@ -131,8 +133,10 @@ static void cursor_pass(fcursor_t *c, const char *score, bool removed)
 /* ------------------------------------------------------------ Redis */
 
 /* KEYS: job hashes. ARGV: text (lower case) or "", a class's last name
- * segment or "". Returns, for each record whose bytes may match: its
- * index (1-based), uuid, connection, queue, payload, exception, failed_at.
+ * segment or "", (3: below), pool or "", host or "". Returns, for each
+ * record whose bytes may match: its index (1-based), uuid, connection,
+ * queue, payload, exception, failed_at, pool, host (pool and host "" when
+ * the record does not say). A pool or host asked for is looked at first.
  * ARGV[3]: a run of the text with no ASCII letter ("" if none is long
  * enough), which case cannot change: a field without it is passed over
  * without being lower-cased (string.lower was most of a text search's
@@ -142,13 +146,18 @@ static void cursor_pass(fcursor_t *c, const char *score, bool removed)
  * copying fields of records that did not). */
 static const char PREFILTER_LUA[] =
     "local out = {}\n"
-    "local q, cls, anc = ARGV[1], ARGV[2], ARGV[3]\n"
+    "local q, cls, anc, pl, hs = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]\n"
     "local function has(s)\n"
     "  if anc ~= '' and not string.find(s, anc, 1, true) then return false end\n"
     "  return string.find(string.lower(s), q, 1, true)\n"
     "end\n"
     "for i = 1, #KEYS do\n"
-    "  local p = redis.call('hget', KEYS[i], 'payload')\n"
+    "  local p = false\n"
+    "  if pl ~= '' or hs ~= '' then\n"
+    "    local where = redis.call('hmget', KEYS[i], 'pool', 'host')\n"
+    "    if (pl == '' or where[1] == pl) and (hs == '' or where[2] == hs) then p = true end\n"
+    "  else p = true end\n"
+    "  if p then p = redis.call('hget', KEYS[i], 'payload') end\n"
     "  local ok = p\n"
     "  if ok and cls ~= '' then ok = string.find(p, cls, 1, true) end\n"
     "  if ok and q ~= '' and not has(p) then\n"
@@ -156,11 +165,12 @@ static const char PREFILTER_LUA[] =
     "    ok = e and has(e)\n"
     "  end\n"
     "  if ok then\n"
-    "    local v = redis.call('hmget', KEYS[i], 'uuid', 'connection', 'queue', 'exception', 'failed_at')\n"
+    "    local v = redis.call('hmget', KEYS[i], 'uuid', 'connection', 'queue', 'exception', 'failed_at', 'pool', 'host')\n"
     "    if v[1] and v[3] then\n"
     "      out[#out + 1] = i\n"
     "      out[#out + 1] = v[1]; out[#out + 1] = v[2] or ''; out[#out + 1] = v[3]\n"
     "      out[#out + 1] = p; out[#out + 1] = v[4] or ''; out[#out + 1] = v[5] or ''\n"
+    "      out[#out + 1] = v[6] or ''; out[#out + 1] = v[7] or ''\n"
     "    end\n"
     "  end\n"
     "end\n"
@@ -232,7 +242,7 @@ static redisReply *range(rconn_t *c, const fwalk_t *w, const char *queue, long w
 static redisReply *prefilter(rconn_t *c, const fwalk_t *w, const char *queue, const redisReply *u)
 {
     size_t n = u->elements / 2;
-    const char **av = xcalloc(n + 3, sizeof *av);
+    const char **av = xcalloc(n + 5, sizeof *av);
     char **keys = xcalloc(n, sizeof *keys);
     for (size_t i = 0; i < n; i++) {
         const char *id = u->element[2 * i]->str;
@@ -242,9 +252,11 @@ static redisReply *prefilter(rconn_t *c, const fwalk_t *w, const char *queue, co
     av[n] = q;
     av[n + 1] = class_needle(w->f.name);
     av[n + 2] = anchor;
+    av[n + 3] = w->f.pool ? w->f.pool : "";
+    av[n + 4] = w->f.host ? w->f.host : "";
     if (!prefilter_script.body) rscript_init(&prefilter_script, PREFILTER_LUA);
     redisReply *r = NULL;
-    if (rconn_script(c, &prefilter_script, (int)n, (int)n + 3, av, NULL, -1, -1, &r) != RC_OK) r = NULL;
+    if (rconn_script(c, &prefilter_script, (int)n, (int)n + 5, av, NULL, -1, -1, &r) != RC_OK) r = NULL;
     if (r && r->type != REDIS_REPLY_ARRAY) {
         freeReplyObject(r);
         r = NULL;
@@ -266,6 +278,11 @@ static void rec_at(const redisReply *m, size_t g, frec_t *f)
     }
     const redisReply *t = m->element[g + 5];
     f->failed_at = t->type == REDIS_REPLY_STRING ? atoll(t->str) : 0;
+    char **where[] = {&f->pool, &f->host};
+    for (size_t i = 0; i < 2; i++) {
+        const redisReply *e = m->element[g + 6 + i];
+        if (e->type == REDIS_REPLY_STRING && e->len) *where[i] = xstrndup(e->str, e->len);
+    }
 }
 
 /* The records of one chunk to act on. */
@@ -332,11 +349,11 @@ static long walk_chunk(rconn_t *c, fwalk_t *w, const char *queue, long want, cha
     size_t g = 0, j = 0;
     for (; j < n && !full(w); j++) {
         bool hit = false;
-        if (m && g + 7 <= m->elements && m->element[g]->type == REDIS_REPLY_INTEGER &&
+        if (m && g + 9 <= m->elements && m->element[g]->type == REDIS_REPLY_INTEGER &&
             m->element[g]->integer == (long long)j + 1) {
             frec_t f;
             rec_at(m, g + 1, &f);
-            g += 7;
+            g += 9;
             hit = ffilter_match(&w->f, &f);
             if (hit) take(w, &p, &f);
             else frec_free(&f);

@@ -21,6 +21,7 @@ typedef struct {
     const char *queue, *name, *uuid;
     const char *q;                 /* text in the payload or the exception (ASCII case ignored) */
     const char *tag;               /* one of the payload's own "tags", exact */
+    const char *pool, *host;       /* where it failed, exact (a record that does not say matches neither) */
     long long since, until;        /* failed_at in [since, until], unix seconds */
 } ffilter_t;
 

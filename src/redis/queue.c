@@ -253,13 +253,16 @@ static const char EXTEND_LUA[] =
 
 /* KEYS: reserved, failed index, failed queue set. ARGV: reserved member (may
  * be empty), uuid, connection, queue, payload, exception, failed_at, limit,
- * job key prefix. Returns 1 if the reservation was removed. */
+ * job key prefix, pool, host (each left out of the record when empty).
+ * Returns 1 if the reservation was removed. */
 static const char FAIL_LUA[] =
     "local removed = 0\n"
     "local jobkey = ARGV[9] ~= '' and ARGV[9] or (KEYS[2] .. ':job:')\n"
     "if ARGV[1] ~= '' then removed = redis.call('zrem', KEYS[1], ARGV[1]) end\n"
     "redis.call('hset', jobkey .. ARGV[2], 'uuid', ARGV[2], 'connection', ARGV[3], 'queue', ARGV[4],\n"
     "  'payload', ARGV[5], 'exception', ARGV[6], 'failed_at', ARGV[7])\n"
+    "if ARGV[10] and ARGV[10] ~= '' then redis.call('hset', jobkey .. ARGV[2], 'pool', ARGV[10]) end\n"
+    "if ARGV[11] and ARGV[11] ~= '' then redis.call('hset', jobkey .. ARGV[2], 'host', ARGV[11]) end\n"
     "redis.call('zadd', KEYS[2], ARGV[7], ARGV[2])\n"
     "if ARGV[9] ~= '' then redis.call('sadd', KEYS[3], ARGV[4]) end\n"
     "local n = redis.call('zcard', KEYS[2])\n"
@@ -772,12 +775,12 @@ void queue_append_fail(rconn_t *c, const queue_set_t *qs, const qkeys_t *k, cons
     bool cl = rconn_is_cluster(c);
     const char *argv[] = {k->reserved, k->failed, cl ? k->failed : qs->failed_queues, reserved ? reserved : "",
                           f->uuid, f->connection, k->name, f->payload, f->exception, at, limit,
-                          cl ? "" : qs->failed_job_prefix};
-    size_t lens[12];
-    for (int i = 0; i < 12; i++) lens[i] = strlen(argv[i]);
+                          cl ? "" : qs->failed_job_prefix, f->pool ? f->pool : "", f->host ? f->host : ""};
+    size_t lens[14];
+    for (int i = 0; i < 14; i++) lens[i] = strlen(argv[i]);
     lens[3] = reserved ? reslen : 0;
     lens[7] = f->payload_len;
-    rconn_append_script(c, &SCRIPT_FAIL, 3, 12, argv, lens);
+    rconn_append_script(c, &SCRIPT_FAIL, 3, 14, argv, lens);
 }
 
 /* ------------------------------------------------------------ producer */

@@ -162,6 +162,7 @@ typedef struct {
     const char *exception;
     int64_t failed_at;
     int limit;
+    const char *pool, *host;   /* where it failed (NULL: not recorded) */
 } fail_record_t;
 
 /* reserved may be NULL (nothing to remove, e.g. `qpool failed` tooling). */

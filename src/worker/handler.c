@@ -1149,6 +1149,16 @@ bool handler_step(handler_t *h, const struct pollfd *fds, int n, hresult_t *res)
     return false;
 }
 
+int handler_signal(handler_t *h, int sig)
+{
+    if (h->pid <= 0 || h->exited) return -1;
+    if (h->forked) {
+        if (!forked_alive(h)) return -1;
+        if (h->pidfd >= 0) return syscall(SYS_pidfd_send_signal, h->pidfd, sig, NULL, 0) == 0 ? 0 : -1;
+    }
+    return kill(h->pid, sig) == 0 ? 0 : -1;
+}
+
 void handler_abort(handler_t *h)
 {
     if (h->pid > 0) log_warn("killing handler process group %d", (int)h->pid);

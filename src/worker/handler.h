@@ -101,6 +101,9 @@ bool handler_step(handler_t *h, const struct pollfd *fds, int n, hresult_t *res)
 void handler_reap(handler_t *h);
 /* Kill the running job's process group (timeout / parent death). */
 void handler_abort(handler_t *h);
+/* Send sig to the handler's process (its leader only; a forked one through
+ * its pidfd): 0, or -1 when none runs. */
+int handler_signal(handler_t *h, int sig);
 
 /* Pipe handlers: run the job's failure path (failed() hook, failer). Waits
  * at most timeout_ms; best effort. */

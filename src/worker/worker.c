@@ -156,6 +156,7 @@ typedef struct {
     char orphan_id[BUDGET_ID_MAX + 1];
     int64_t orphan_next_ms;
     bool orphan_logged;
+    bool app_stopped;        /* app_driver: an operator stopped the job the handler runs (app_stop) */
 } worker_t;
 
 /* ------------------------------------------------------------ scoreboard */
@@ -395,6 +396,14 @@ static void outcome_clear(outcome_t *o)
     memset(o, 0, sizeof *o);
 }
 
+/* This host's name as the failed store records it (once per process). */
+static const char *worker_host(void)
+{
+    static char host[256];
+    if (!host[0] && gethostname(host, sizeof host - 1) < 0) snprintf(host, sizeof host, "?");
+    return host;
+}
+
 static void append_outcome(worker_t *w, const outcome_t *o)
 {
     const qkeys_t *k = &w->qs.q[o->qidx];
@@ -422,7 +431,9 @@ static void append_outcome(worker_t *w, const outcome_t *o)
                            .payload_len = o->payload_len,
                            .exception = o->exception,
                            .failed_at = o->failed_at,
-                           .limit = w->conf->failed_limit};
+                           .limit = w->conf->failed_limit,
+                           .pool = w->p->name,
+                           .host = worker_host()};
         queue_append_fail(w->rc, &w->qs, k, o->reserved, o->reslen, &f);
         break;
     }
@@ -1879,11 +1890,31 @@ static bool next_job(worker_t *w, job_t *job)
  * handler); this deadline, the pool's timeout plus APP_TIMEOUT_GRACE_S, is
  * the backstop for a handler stuck where no signal reaches PHP. */
 #define APP_TIMEOUT_GRACE_S 10
-static void app_fire(worker_t *w, hresult_t *res, long timeout_s)
+
+/* "Stop this job" (master_stop_job) while the handler runs one: SIGALRM to
+ * the handler, the signal of the Worker's timeout handler that AppDriver
+ * armed (it marks the job failed if it will exceed its tries or has
+ * failOnTimeout, then kills the handler): the job ends as its timeout would
+ * end it under Laravel's rules. A handler that is still there
+ * APP_TIMEOUT_GRACE_S later is killed (the backstop below). The new
+ * deadline, or the old one when nothing was asked. */
+static int64_t app_stop(worker_t *w, int64_t deadline)
+{
+    if (w->app_stopped || !stop_asked(w)) return deadline;
+    w->app_stopped = true;
+    log_warn("job %s (%s) stopped by an operator: SIGALRM to its handler, as at its timeout", w->slot->c.job_id,
+             w->slot->c.job_name);
+    int64_t grace = mono_ms() + (int64_t)APP_TIMEOUT_GRACE_S * 1000;
+    if (handler_signal(w->h, SIGALRM) < 0) return mono_ms();
+    return deadline && deadline < grace ? deadline : grace;
+}
+
+static void app_fire(worker_t *w, hresult_t *res, long timeout_s, bool run)
 {
     int64_t start = mono_ms();
     if (timeout_s < 0) timeout_s = w->p->timeout;
     int64_t deadline = timeout_s > 0 ? start + ((int64_t)timeout_s + APP_TIMEOUT_GRACE_S) * 1000 : 0;
+    w->app_stopped = false;
     for (;;) {
         struct pollfd fds[8];
         fds[0] = (struct pollfd){w->sfd, POLLIN, 0};
@@ -1898,6 +1929,7 @@ static void app_fire(worker_t *w, hresult_t *res, long timeout_s)
         }
         if (fds[0].revents & POLLIN) read_signals(w);
         if (handler_step(w->h, fds + 1, n - 1, res)) return;
+        if (run) deadline = app_stop(w, deadline);
         if (deadline && mono_ms() >= deadline) {
             log_warn("the handler has not answered in %ld s (timeout %ld s + %d s): killing its process group; the "
                      "job it runs stays reserved in the app's queue until its retry_after expires",
@@ -1916,7 +1948,7 @@ static void app_request(worker_t *w, const char *type, const char *fields, hresu
 {
     if (handler_begin_app(w->h, type, fields, res) == 0) {
         sb_handler(w);
-        app_fire(w, res, timeout_s);
+        app_fire(w, res, timeout_s, !strcmp(type, "run"));
     }
     result_repair(res);
     sb_handler(w);
@@ -2011,15 +2043,18 @@ static int app_pop(worker_t *w, job_t *job, hresult_t *res)
 }
 
 /* The Worker's timeout handler kills the handler (SIGKILL) at the job's
- * timeout: a handler that died without an answer after it is a timeout. */
-static void app_timed_out(const job_t *j, hresult_t *res)
+ * timeout: a handler that died without an answer after it is a timeout,
+ * and so is one an operator stopped (app_stop). */
+static void app_timed_out(const worker_t *w, const job_t *j, hresult_t *res)
 {
-    if (res->kind != HRES_CRASHED || j->app.timeout_s <= 0) return;
-    if (ms_since(j->started_s) < (double)j->app.timeout_s * 1000.0 - 50) return;
+    if (res->kind != HRES_CRASHED && !(w->app_stopped && res->kind == HRES_TIMEOUT)) return;
+    bool late = j->app.timeout_s > 0 && ms_since(j->started_s) >= (double)j->app.timeout_s * 1000.0 - 50;
+    if (!late && !w->app_stopped) return;
     hresult_free(res);
     res->kind = HRES_TIMEOUT;
     res->exc_class = xstrdup("Illuminate\\Queue\\TimeoutExceededException");
-    res->message = xasprintf("%s has timed out.", j->app.name);
+    res->message = late ? xasprintf("%s has timed out.", j->app.name)
+                        : xasprintf("%s was stopped by an operator, as at its timeout.", j->app.name);
 }
 
 /* One job through the app's driver: a pop request (the handler takes the
@@ -2042,7 +2077,7 @@ static bool app_cycle(worker_t *w, job_t *job)
         job->started_s = mono_s();
         job->started_wall_ms = wall_ms();
         app_request(w, "run", "", &res, job->app.timeout_s);
-        app_timed_out(job, &res);
+        app_timed_out(w, job, &res);
         if (res.kind == HRES_NOT_STARTED) {
             log_warn("job %s (%s): the handler went away before it ran it; it stays reserved in the app's queue "
                      "until its retry_after expires", job->app.id ? job->app.id : "?", job->app.name);

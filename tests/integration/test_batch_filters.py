@@ -3,6 +3,8 @@
 since/until on created_at; filtered over the master's bounded snapshot.
 The fixture Laravel app, real Redis and processes. No timing is
 asserted."""
+import json
+
 from conftest import free_port, wait_for
 from test_batches import api, batch, row, start
 
@@ -34,3 +36,16 @@ def test_the_batches_list_is_filtered_on_the_server(master, laravel_app, tmp_pat
     assert rep["unfiltered"] == 2
     assert api(port, "/api/batches?status=running")[0] == 400
     assert api(port, "/api/batches?since=soon")[0] == 400
+    # `qpool batches` takes the same filters (text and --json)
+    def cli_ids(*args):
+        rep = json.loads(master.cli("batches", "--json", *args).stdout)
+        return {b["id"] for b in rep["batches"]}
+    assert cli_ids() == {bad, fine}
+    assert cli_ids("--status", "cancelled") == {bad}
+    assert cli_ids("--q", "export") == {fine}
+    assert cli_ids("--q", "CANCEL", "--status", "failed", "--since", "1h") == {bad}
+    assert cli_ids("--until", "2001-01-01") == set()
+    text = master.cli("batches", "--status", "finished").stdout
+    assert fine in text and bad not in text
+    res = master.cli("batches", "--status", "running", check=False)
+    assert res.returncode == 64 and "--status" in res.stderr
