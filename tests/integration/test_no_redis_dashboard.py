@@ -54,5 +54,6 @@ def test_the_dashboards_live_pages_work_without_redis(master_factory, app, trap,
         assert pids & {c["pid"] for c in m.pool("appq")["children"]}
         assert not d.find_element(By.ID, "token-form").is_displayed()
     finally:
-        assert m.stop(60) == 0
+        rc = m.stop(60)
+    assert rc == 0
     assert trap.accepted == 0
