@@ -248,3 +248,33 @@ def test_an_app_with_no_redis_runs(master_factory, app, trap):
     # workers or the app (its REDIS_PORT is the trap's)
     assert trap.accepted == 0
     assert "redis default" not in m.log() and "reconnect" not in m.log(), m.log()[-3000:]
+
+
+def test_an_app_that_defines_no_redis_runs_under_laravel_app(master_factory, app, trap):
+    """An app whose config/database.php has no `redis` group at all: under
+    `laravel = APP` its database queue runs, and `qpool check` neither
+    refuses it nor lists Redis settings of the app. (Laravel 11 and later
+    merge the framework's own config/database.php under the app's, so their
+    apps always define redis.default.)"""
+    if int(app.version.name.split(".")[0]) >= 11:
+        pytest.skip("Laravel %s merges the framework's redis defaults" % app.version.name)
+    conf = app.work / "app" / "config" / "database.php"
+    kept = app.work / "app" / "database-with-redis.php"
+    conf.rename(kept)
+    conf.write_text("<?php\n$c = require __DIR__.'/../database-with-redis.php';\nunset($c['redis']);\nreturn $c;\n")
+    m = master_factory()
+    port = free_port()
+    m.conf.write_text(conf_text(m, app, port))
+    res = m.cli("check", check=False)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "the app defines no Redis" in res.stdout and "redis.port" not in res.stdout, res.stdout
+    assert "\nredis = false;\n" in res.stdout
+    dispatch(app, "MarkerJob", count=2, tag="n")
+    m.start(env={"QPOOL_NR_TOKEN": TOKEN})
+    try:
+        wait_for(lambda: not jobs_left(app), 90, interval=0.25, what="the database queue to drain")
+        assert markers(app, "n") == ["n-1", "n-2"]
+    finally:
+        rc = m.stop(60)
+    assert rc == 0
+    assert trap.accepted == 0
