@@ -1249,7 +1249,7 @@
     title: 'Running now',
     mount: (root, s) => {
       root.append(el('h1', { text: 'Running now' }));
-      root.append(el('p', { class: 'muted', text: "Every job running on every host writing to this Redis, oldest first, as of each master's last heartbeat. Stop ends a job of this host's master as its timeout would: it is released or failed by its tries." }));
+      root.append(el('p', { class: 'muted', text: "Every job running on every host writing to this Redis (with no Redis: this host's alone), oldest first, as of each master's last heartbeat. Stop ends a job of this host's master as its timeout would: it is released or failed by its tries." }));
       s.filter = runningFilterOf(s.params);
       root.append(runningFilterForm(s));
       s.count = el('p', { class: 'muted', id: 'running-count' });

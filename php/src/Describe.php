@@ -215,24 +215,26 @@ final class Describe
         $driver = (string) ($q['driver'] ?? '');
         $onRedis = $driver === 'redis';
 
-        if (! $onRedis && ! is_array($this->config('database.redis.default'))) {
-            throw new \UnexpectedValueException('queue connection "'.$queueConnection.'" uses the "'.$driver.'" driver,'
-                .' which qpool runs through the app (app_driver); qpool keeps its own state on the app\'s Redis'
-                .' connection "default", which config/database.php does not define: leave "laravel" out of this'
-                .' pool and give the connections in qpool.conf');
-        }
-
-        // Another driver: the app's driver pops (app_driver); qpool's own state goes to its Redis "default".
+        // Another driver: the app's driver pops (app_driver); qpool's own state goes to the app's Redis
+        // "default" when qpool.conf names a Redis. An app that defines none describes no connection.
+        $appRedis = $onRedis || is_array($this->config('database.redis.default'));
         $values = [
             'queue_connection' => $this->value('queue', $queueConnection),
             'queue_driver' => $this->value('queue', $driver, []),
-            'connection' => $onRedis ? $this->value('queue', $q['connection'] ?? 'default')
-                : ['value' => 'default', 'source' => 'qpool\'s own state: the app\'s Redis "default" connection'],
+        ];
+
+        if ($appRedis) {
+            $values['connection'] = $onRedis ? $this->value('queue', $q['connection'] ?? 'default')
+                : ['value' => 'default', 'source' => 'qpool\'s own state, only when qpool.conf names a Redis: the'
+                    .' app\'s Redis "default" connection'];
+        }
+
+        $values += [
             'queue' => $this->value('queue', (string) ($q['queue'] ?? 'default')),
             'retry_after' => $this->value('queue', (int) ($q['retry_after'] ?? 60), $q['retry_after'] ?? null),
             'block_for' => $this->value('queue', isset($q['block_for']) ? (int) $q['block_for'] : null, $q['block_for'] ?? null),
         ];
-        $redis = [($onRedis ? (string) ($q['connection'] ?? 'default') : 'default') => true];
+        $redis = $appRedis ? [($onRedis ? (string) ($q['connection'] ?? 'default') : 'default') => true] : [];
 
         $values += $this->cacheValues($redis);
         $values += $this->downValues($redis);
@@ -249,7 +251,7 @@ final class Describe
             'laravel' => method_exists($this->app, 'version') ? $this->app->version() : null,
             'config_cached' => $this->cached,
             'values' => $values,
-            'redis' => $connections,
+            'redis' => (object) $connections, // {} when the app defines no Redis
         ];
     }
 

@@ -175,8 +175,10 @@ static int check_refs(app_desc_t *d, char *err, size_t errn)
             snprintf(err, errn, "redis connection %s is named but not described", need[i]->value);
             return -1;
         }
-    if (!d->queue_connection.value || !d->connection.value || !d->retry_after.value || !d->queue.value ||
-        !d->cache_store.value) {
+    /* a queue on another driver may come without one: the app defines no Redis */
+    bool other_driver = d->queue_driver.value && strcmp(d->queue_driver.value, "redis");
+    if (!d->queue_connection.value || (!d->connection.value && !other_driver) || !d->retry_after.value ||
+        !d->queue.value || !d->cache_store.value) {
         snprintf(err, errn, "the queue connection, its redis connection, queue, retry_after or cache store is missing");
         return -1;
     }

@@ -1764,8 +1764,8 @@ static void add_stock_redis(qconf_t *c)
     c->redis[c->nredis++].kind = REDIS_STOCK;
 }
 
-/* No Redis at all: qpool.conf names none (no `redis` group, or redis =
- * false) and no pool needs one. A config that names none but has a pool
+/* No Redis at all: qpool.conf names none (no `redis` group and no
+ * http.connection, or redis = false) and no pool needs one. A config that names none but has a pool
  * that needs one keeps Laravel's stock connection (1.x). */
 static void decide_no_redis(qconf_t *c, bool named)
 {
@@ -1917,7 +1917,7 @@ qconf_t *config_load(const char *path, conf_errors_t *errs)
         else if (c->http.connection && !config_redis(c, c->http.connection))
             cerr(&x, t.qpool, "http.connection: no redis connection named \"%s\"", c->http.connection);
         parse_pools(&x, &t);
-        decide_no_redis(c, t.redis && !c->redis_off);
+        decide_no_redis(c, (t.redis || c->http.connection) && !c->redis_off); /* http.connection names one */
         if (t.limits) parse_limits(&x, t.limits);
     }
     config_destroy(&cfg);
@@ -2264,10 +2264,10 @@ static void print_limits(const qconf_t *c, FILE *f)
 static const char *const NO_REDIS_OFF[][2] = {
     {"job history", "/api/jobs/recent, a job's page"},
     {"minute history", "/api/metrics, the dashboard's charts, qpool metrics"},
-    {"fleet view", "/api/fleet, qpool fleet"},
+    {"fleet view", "/api/fleet, qpool status --fleet"},
     {"fleet budget", "fleet_max_processes"},
     {"failed-jobs store", "qpool failed, /api/failed; the app's failer keeps its failed_jobs"},
-    {"pending jobs, monitored tags, batches, pause by class, limits", "their pages and commands"},
+    {"pending jobs, monitored tags, pause by class, limits", "their pages and commands"},
 };
 
 static void print_no_redis(FILE *f)

@@ -398,7 +398,10 @@ static void apply_queue(qconf_t *c, pool_conf_t *p, unsigned ex, const app_desc_
     origin_str(p, "queue_connection", p->queue_connection,
                ex & EXPLICIT_QUEUE_CONNECTION ? "qpool.conf" : d->queue_connection.source);
     apply_driver(p, d);
-    apply_connection(c, p, d, ex & EXPLICIT_CONNECTION, "connection", &p->connection, &d->connection, "redis");
+    if (d->connection.value || (ex & EXPLICIT_CONNECTION))
+        apply_connection(c, p, d, ex & EXPLICIT_CONNECTION, "connection", &p->connection, &d->connection, "redis");
+    else /* the app defines no Redis: the stock connection, used only when qpool.conf names a Redis */
+        origin_str(p, "connection", p->connection, "qpool.conf's stock connection (the app defines no Redis)");
     if (!p->queues) {
         p->queues = xcalloc(2, sizeof *p->queues);
         p->queues[0] = xstrdup(d->queue.value);
@@ -421,7 +424,7 @@ static void apply_cache(qconf_t *c, pool_conf_t *p, unsigned ex, const app_desc_
     if (d->cache_connection.value) {
         bool ex_cache = ex & EXPLICIT_CACHE_CONNECTION;
         /* the queue's connection: its settings are listed already */
-        bool listed = ex_cache || !strcmp(d->cache_connection.value, d->connection.value);
+        bool listed = ex_cache || (d->connection.value && !strcmp(d->cache_connection.value, d->connection.value));
         apply_connection(c, p, d, ex_cache, "cache_connection", &p->cache_connection, &d->cache_connection,
                          listed ? NULL : "cache_redis");
         if (!(ex & EXPLICIT_CACHE_PREFIX)) set_str(&p->cache_prefix, d->cache_prefix.value);

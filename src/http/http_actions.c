@@ -143,6 +143,7 @@ static void batch_retry(http_ctx_t *h, const struct action *a, const char *id, c
 
 static void failed_one(http_ctx_t *h, const char *uuid, bool retry, const char *who, http_reply_t *out)
 {
+    if (http_no_redis(h, out)) return;
     char queue[256] = "", err[300] = "";
     bool kept = false;
     pthread_mutex_lock(&h->lock);
@@ -274,6 +275,7 @@ static void walk_reply(const fwalk_t *w, http_reply_t *out)
 static void failed_bulk_filter(http_ctx_t *h, const cJSON *body, fwalk_act_t act, const char *who,
                                http_reply_t *out)
 {
+    if (http_no_redis(h, out)) return;
     fwalk_t w = {.act = act};
     if (!body_walk(body, &w, out)) {
         fwalk_free(&w);
@@ -319,6 +321,7 @@ static bool body_seconds(const cJSON *body, long long *since, long long *until)
 static void queue_delete(http_ctx_t *h, const struct action *a, const char *queue, const cJSON *body,
                          const char *who, http_reply_t *out)
 {
+    if (http_no_redis(h, out)) return;
     (void)a;
     pending_del_t d = {.queue = queue, .dry_run = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(body, "dry_run")),
                        .f = {.name = body_str(body, "class"), .uuid = body_str(body, "uuid"), .q = body_str(body, "q"),
@@ -374,6 +377,7 @@ static void failed_forget_bulk(http_ctx_t *h, const struct action *a, const char
 static void failed_retry_bulk(http_ctx_t *h, const struct action *a, const char *unused, const cJSON *body,
                               const char *who, http_reply_t *out)
 {
+    if (http_no_redis(h, out)) return;
     (void)a, (void)unused;
     if (by_filter(body)) {
         failed_bulk_filter(h, body, FWALK_RETRY, who, out);
@@ -421,6 +425,7 @@ static void failed_retry_bulk(http_ctx_t *h, const struct action *a, const char 
 static void monitor_action(http_ctx_t *h, const char *unused, const cJSON *body, const char *who, bool add,
                            http_reply_t *out)
 {
+    if (http_no_redis(h, out)) return;
     (void)unused;
     const cJSON *t = cJSON_GetObjectItemCaseSensitive(body, "tag");
     const char *tag = cJSON_IsString(t) ? t->valuestring : NULL;
@@ -477,7 +482,7 @@ static const struct action ACTIONS[] = {
     {"/api/jobs/", "stop", job_stop, NULL, NULL, false},
     {"/api/failed/", "forget", failed_forget_one, NULL, NULL, true},
     {"/api/monitoring", NULL, monitor_add, NULL, NULL, true},
-    {"/api/batches/", "retry", batch_retry, NULL, NULL, true},
+    {"/api/batches/", "retry", batch_retry, NULL, NULL, false},
     {HTTP_DELETE_PREFIX "/api/monitoring", NULL, monitor_remove, NULL, NULL, true},
 };
 
@@ -515,9 +520,7 @@ void http_action(http_ctx_t *h, const char *path, const cJSON *body, const char 
     const struct action *a = find_action(path, &name);
     if (!a)
         http_reply_error(out, 404, "no such action");
-    else if (a->redis && !h->rc)
-        http_reply_error(out, 503, HTTP_NO_REDIS);
-    else
+    else if (!a->redis || !http_no_redis(h, out))
         a->fn(h, a, name, body, who, out);
     free(name);
 }

@@ -216,19 +216,53 @@ static void fleet_aggregates(cJSON *f)
             cJSON_DeleteItemFromObjectCaseSensitive((cJSON *)p, "children");
 }
 
+static void own_host(char *host, size_t n)
+{
+    snprintf(host, n, "?");
+    gethostname(host, n - 1);
+    host[n - 1] = '\0';
+}
+
 /* The id of the master this HTTP process belongs to (its parent), as its
  * fleet record names it. */
 static void own_master_id(char *buf, size_t n)
 {
-    char host[256] = "?";
-    gethostname(host, sizeof host - 1);
-    host[sizeof host - 1] = '\0';
+    char host[256];
+    own_host(host, sizeof host);
     snprintf(buf, n, "%s:%d", host, (int)getppid());
+}
+
+/* This master alone, in fleet_list's shape, from its verbose status (each
+ * child and its job): the running list when there is no Redis to hold the
+ * fleet records. NULL with out a 503. */
+static cJSON *own_fleet(http_ctx_t *h, const char *own, http_reply_t *out)
+{
+    cJSON *st = http_ctl_call(h, "{\"cmd\":\"status\",\"verbose\":true}", HTTP_CTL_TIMEOUT_MS);
+    if (!st) {
+        http_reply_error(out, 503, "the master did not answer");
+        return NULL;
+    }
+    char host[256];
+    own_host(host, sizeof host);
+    double now = (double)wall_ms();
+    cJSON *m = cJSON_CreateObject();
+    cJSON_AddStringToObject(m, "id", own);
+    cJSON_AddStringToObject(m, "host", host);
+    cJSON_AddNumberToObject(m, "written_ms", now); /* each job's running_ms is as of now */
+    cJSON *pools = cJSON_DetachItemFromObjectCaseSensitive(st, "pools");
+    cJSON_AddItemToObject(m, "pools", cJSON_IsArray(pools) ? pools : cJSON_CreateArray());
+    if (!cJSON_IsArray(pools)) cJSON_Delete(pools);
+    cJSON_Delete(st);
+    cJSON *f = cJSON_CreateObject();
+    cJSON_AddNumberToObject(f, "now_ms", now);
+    cJSON_AddItemToArray(cJSON_AddArrayToObject(f, "masters"), m);
+    return f;
 }
 
 /* The masters' fleet records (fleet_list), or NULL with out a 503. */
 static cJSON *fleet_read(http_ctx_t *h, http_reply_t *out)
 {
+    if (http_no_redis(h, out)) return NULL;
     pthread_mutex_lock(&h->lock);
     cJSON *f = fleet_list(h->rc);
     pthread_mutex_unlock(&h->lock);
@@ -276,7 +310,8 @@ static cJSON *running_filter(cJSON *rows, http_arg_fn arg, void *req)
 }
 
 /* Every job running on every host writing to the connection, oldest first
- * (fleet_running), from the masters' fleet records. */
+ * (fleet_running), from the masters' fleet records; with no Redis, this
+ * master's own jobs, from its status. */
 static void get_running(http_ctx_t *h, bool full, http_arg_fn arg, void *req, http_reply_t *out)
 {
     (void)full; /* private: only a full reader gets here */
@@ -285,10 +320,10 @@ static void get_running(http_ctx_t *h, bool full, http_arg_fn arg, void *req, ht
         http_reply_error(out, 400, "status: only past_timeout (the jobs running past their timeout)");
         return;
     }
-    cJSON *f = fleet_read(h, out);
-    if (!f) return;
     char own[300];
     own_master_id(own, sizeof own);
+    cJSON *f = h->rc ? fleet_read(h, out) : own_fleet(h, own, out);
+    if (!f) return;
     cJSON *o = cJSON_CreateObject();
     cJSON_AddNumberToObject(o, "now_ms", cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(f, "now_ms")));
     cJSON_AddStringToObject(o, "master", own);
@@ -357,6 +392,7 @@ void http_api_forget(http_ctx_t *h)
 
 static void get_history(http_ctx_t *h, bool full, http_arg_fn arg, void *req, http_reply_t *out)
 {
+    if (http_no_redis(h, out)) return;
     (void)full;
     int64_t now = wall_ms() / 60000;
     long long span = h->metrics_retention / 60;
@@ -440,6 +476,7 @@ static void reply_jobs(http_ctx_t *h, cJSON *jobs, http_reply_t *out)
 
 static void get_recent_jobs(http_ctx_t *h, bool full, http_arg_fn arg, void *req, http_reply_t *out)
 {
+    if (http_no_redis(h, out)) return;
     (void)full; /* private: only a full reader gets here */
     job_filter_t f;
     if (!job_filter(h, arg, req, &f, out)) return;
@@ -498,6 +535,7 @@ static bool pending_args(http_arg_fn arg, void *req, plist_t *p, http_reply_t *o
 /* What waits in a queue, a bounded page (pending_list). */
 static void get_pending(http_ctx_t *h, bool full, http_arg_fn arg, void *req, http_reply_t *out)
 {
+    if (http_no_redis(h, out)) return;
     (void)full; /* private: only a full reader gets here */
     plist_t p;
     if (!pending_args(arg, req, &p, out)) return;
@@ -529,6 +567,7 @@ static void get_pending(http_ctx_t *h, bool full, http_arg_fn arg, void *req, ht
 
 static void get_monitoring(http_ctx_t *h, bool full, http_arg_fn arg, void *req, http_reply_t *out)
 {
+    if (http_no_redis(h, out)) return;
     (void)full, (void)arg, (void)req;
     pthread_mutex_lock(&h->lock);
     cJSON *list = monitored_list(h->rc);
@@ -539,6 +578,7 @@ static void get_monitoring(http_ctx_t *h, bool full, http_arg_fn arg, void *req,
 /* A watched tag's kept records: tag=T and the filters of /api/jobs/recent. */
 static void get_monitored_jobs(http_ctx_t *h, bool full, http_arg_fn arg, void *req, http_reply_t *out)
 {
+    if (http_no_redis(h, out)) return;
     (void)full;
     job_filter_t f;
     if (!job_filter(h, arg, req, &f, out)) return;
@@ -579,6 +619,7 @@ static void add_payload(cJSON *o, cJSON *attempts, const cJSON *failed)
 
 static void get_one_job(http_ctx_t *h, const char *uuid, http_reply_t *out)
 {
+    if (http_no_redis(h, out)) return;
     job_filter_t f = {.uuid = uuid};
     pthread_mutex_lock(&h->lock);
     cJSON *jobs = history_jobs(h->rc, &f);
@@ -632,6 +673,7 @@ static bool failed_filter(http_arg_fn arg, void *req, ffilter_t *f, http_reply_t
  * step at a time (failed_walk). */
 static void search_failed(http_ctx_t *h, http_arg_fn arg, void *req, http_reply_t *out)
 {
+    if (http_no_redis(h, out)) return;
     fwalk_t w = {.act = FWALK_LIST};
     long long limit = num_arg(arg, req, "limit", 100, 1, 1000);
     if (limit < 0) {
@@ -676,6 +718,7 @@ static bool is_search(http_arg_fn arg, void *req)
 
 static void get_failed(http_ctx_t *h, bool full, http_arg_fn arg, void *req, http_reply_t *out)
 {
+    if (http_no_redis(h, out)) return;
     (void)full; /* private: only a full reader gets here */
     if (is_search(arg, req)) {
         search_failed(h, arg, req, out);
@@ -700,6 +743,7 @@ static void get_failed(http_ctx_t *h, bool full, http_arg_fn arg, void *req, htt
 
 static void get_one_failed(http_ctx_t *h, const char *uuid, http_reply_t *out)
 {
+    if (http_no_redis(h, out)) return;
     frec_t f;
     pthread_mutex_lock(&h->lock);
     int rv = failed_get(h->rc, uuid, &f);
@@ -821,15 +865,15 @@ static const struct route {
     {"/api/limits", HTTP_NEED_AGGREGATE, get_limits, NULL, false},
     {"/api/metrics", HTTP_NEED_AGGREGATE, get_history, NULL, true},
     {"/api/jobs/recent", HTTP_NEED_PRIVATE, get_recent_jobs, NULL, true},
-    {"/api/jobs/running", HTTP_NEED_PRIVATE, get_running, NULL, false},
+    {"/api/jobs/running", HTTP_NEED_PRIVATE, get_running, NULL, false}, /* no Redis: this master's own */
     {"/api/jobs/pending", HTTP_NEED_PRIVATE, get_pending, NULL, true},
     {"/api/jobs/", HTTP_NEED_PRIVATE, NULL, get_one_job, true},
     {"/api/monitoring", HTTP_NEED_PRIVATE, get_monitoring, NULL, true},
     {"/api/monitoring/jobs", HTTP_NEED_PRIVATE, get_monitored_jobs, NULL, true},
     {"/api/failed", HTTP_NEED_PRIVATE, get_failed, NULL, true},
     {"/api/failed/", HTTP_NEED_PRIVATE, NULL, get_one_failed, true},
-    {"/api/batches", HTTP_NEED_PRIVATE, get_batches, NULL, true},
-    {"/api/batches/", HTTP_NEED_PRIVATE, NULL, get_one_batch, true},
+    {"/api/batches", HTTP_NEED_PRIVATE, get_batches, NULL, false},
+    {"/api/batches/", HTTP_NEED_PRIVATE, NULL, get_one_batch, false},
 };
 
 static const struct route *find(const char *path)
@@ -867,6 +911,13 @@ bool http_api_exists(const char *path)
     return find(path) != NULL;
 }
 
+bool http_no_redis(http_ctx_t *h, http_reply_t *out)
+{
+    if (h->rc) return false;
+    http_reply_error(out, 503, HTTP_NO_REDIS);
+    return true;
+}
+
 http_need_t http_api_need(const char *path)
 {
     if (static_asset(path) || !strcmp(path, "/healthz")) return HTTP_NEED_OPEN;
@@ -878,9 +929,8 @@ bool http_api_get(http_ctx_t *h, const char *path, bool full, http_arg_fn arg, v
 {
     const struct route *r = find(path);
     if (!r) return false;
-    if (r->redis && !h->rc)
-        http_reply_error(out, 503, HTTP_NO_REDIS);
-    else if (r->get)
+    if (r->redis && http_no_redis(h, out)) return true;
+    if (r->get)
         r->get(h, full, arg, req, out);
     else
         r->one(h, path + strlen(r->path), out);

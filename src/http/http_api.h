@@ -86,6 +86,9 @@ void http_reply_json(http_reply_t *r, int code, cJSON *body);   /* takes body */
 /* What an endpoint that reads or writes Redis answers (503) when the config
  * names no Redis at all (qconf_t.no_redis; http_ctx_t.rc is then NULL). */
 #define HTTP_NO_REDIS "this needs a Redis, and qpool.conf names none (set redis = { default = { host = ...; }; })"
+/* True, with out that 503, when h has no Redis (h->rc NULL). Every handler
+ * that touches h->rc asks first, so no route can reach a NULL connection. */
+bool http_no_redis(http_ctx_t *h, http_reply_t *out);
 
 void http_reply_error(http_reply_t *r, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 

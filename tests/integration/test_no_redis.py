@@ -8,8 +8,11 @@ QUEUE_CONNECTION=database on SQLite and its cache in files;
 its Redis settings point at a port the test listens on and counts
 connections to, which must stay at 0: no redis-server is started. No timing
 is asserted: each wait is for a state."""
+import fcntl
+import http.client
 import json
 import socket
+import subprocess
 import threading
 import time
 import urllib.error
@@ -100,6 +103,84 @@ def get(port, path, token=None):
         return e.code, e.read().decode()
 
 
+def send(port, method, path, token, body=None):
+    """(status, JSON reply) of a request; a dropped connection raises."""
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    headers = {"Authorization": "Bearer " + token}
+    if body is not None:
+        headers["Content-Type"] = "application/json"
+    try:
+        c.request(method, path, body=None if body is None else json.dumps(body), headers=headers)
+        res = c.getresponse()
+        return res.status, json.loads(res.read().decode() or "null")
+    finally:
+        c.close()
+
+
+U = "00000000-0000-4000-8000-000000000000"
+# what needs a Redis: every such route the dashboard asks, GET and action
+NEEDS_REDIS = [("GET", p, None) for p in (
+    "/api/fleet", "/api/metrics?minutes=60", "/api/jobs/recent?limit=50", "/api/jobs/pending?queue=default",
+    "/api/jobs/" + U, "/api/monitoring", "/api/monitoring/jobs?tag=t&limit=100", "/api/failed?limit=1000",
+    "/api/failed?class=X&limit=100", "/api/failed/" + U)] + [
+    ("POST", "/api/queues/default/delete", {}), ("POST", "/api/classes/App%5CJobs%5CX/pause", {}),
+    ("POST", "/api/classes/App%5CJobs%5CX/continue", {}), ("POST", "/api/failed/retry", {"queue": "default"}),
+    ("POST", "/api/failed/forget", {"queue": "default"}), ("POST", "/api/failed/%s/retry" % U, {}),
+    ("POST", "/api/failed/%s/forget" % U, {}), ("POST", "/api/monitoring", {"tag": "t"}),
+    ("DELETE", "/api/monitoring", {"tag": "t"})]
+# what works from the master's own state (and the app's agent): code expected
+OWN_STATE = [("GET", "/api/status", None, 200), ("GET", "/api/limits", None, 200),
+             ("GET", "/api/batches", None, 200), ("GET", "/api/batches?status=failed", None, 200),
+             ("GET", "/api/batches/" + U, None, 404), ("POST", "/api/batches/%s/retry" % U, {}, None),
+             ("POST", "/api/jobs/%s/stop" % U, {}, None),
+             ("POST", "/api/queues/default/pause", {}, 200), ("POST", "/api/queues/default/continue", {}, 200),
+             ("POST", "/api/pools/appq/pause", {}, 200), ("POST", "/api/pools/appq/continue", {}, 200),
+             ("POST", "/api/pools/appq/scale", {"n": 1}, 200), ("POST", "/api/pools/appq/restart", {}, 200)]
+
+
+def http_pid(m):
+    """The master's HTTP process (its child)."""
+    out = subprocess.run(["pgrep", "-P", str(m.proc.pid), "-f", "^qpool: http"], capture_output=True, text=True)
+    return [int(p) for p in out.stdout.split()]
+
+
+def walk_the_api(m, port):
+    """Every API route the dashboard uses: each answers (JSON), the HTTP
+    process never dies."""
+    for method, path, body in NEEDS_REDIS:
+        code, rep = send(port, method, path, TOKEN, body)
+        assert code == 503 and "needs a Redis" in rep["error"], (method, path, code, rep)
+    for method, path, body, want in OWN_STATE:
+        code, rep = send(port, method, path, TOKEN, body)
+        assert (code == want) if want else 200 <= code < 500, (method, path, code, rep)
+    code, rep = send(port, "GET", "/api/batches", TOKEN)
+    assert isinstance(rep["batches"], list), rep
+
+
+def running_job(app, m, port):
+    """LockWaitJob holds a worker while the test holds its lock: the Running
+    page's list (GET /api/jobs/running) shows it, from the master's own
+    status."""
+    lock = open(str(app.work / "data" / "lock"), "w")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        app.artisan("fixture:dispatch", "LockWaitJob", "--connection=database", "--tag=w",
+                    "--arg=%s" % (app.work_inner / "data" / "lock"))
+
+        def rows():
+            code, rep = send(port, "GET", "/api/jobs/running?pool=appq", TOKEN)
+            assert code == 200, (code, rep)
+            return rep["running"]
+        r = wait_for(rows, 60, what="the running list to show the job")
+        assert [(x["pool"], x["name"], x["own"]) for x in r] == [("appq", "App\\Jobs\\LockWaitJob", True)], r
+        assert r[0]["uuid"] and r[0]["pid"] in {c["pid"] for c in m.pool("appq")["children"]}, r
+        code, rep = send(port, "GET", "/api/jobs/running?status=past_timeout", TOKEN)
+        assert code == 200 and rep["running"] == [], rep
+    finally:
+        lock.close()
+    wait_for(lambda: not jobs_left(app), 60, interval=0.25, what="the job to finish once the lock is free")
+
+
 def markers(app, prefix):
     return sorted(x["tag"] for x in app.read_markers() if "event" not in x and x["tag"].startswith(prefix))
 
@@ -114,6 +195,9 @@ def test_an_app_with_no_redis_runs(master_factory, app, trap):
     assert res.returncode == 0, res.stdout + res.stderr
     for what in ("job history", "minute history", "fleet view", "fleet budget"):
         assert "#   %s: off, needs a Redis (set redis = " % what in res.stdout, res.stdout
+    assert "[/api/fleet, qpool status --fleet]" in res.stdout, res.stdout
+    off = [line for line in res.stdout.splitlines() if ": off, needs a Redis" in line]
+    assert not [line for line in off if "batches" in line], off  # the app agent reads job_batches
     assert "\nredis = false;\n" in res.stdout
     res = m.cli("check", "--connect", check=False)
     assert res.returncode == 0 and "nothing to connect to" in res.stdout, res.stdout + res.stderr
@@ -146,17 +230,51 @@ def test_an_app_with_no_redis_runs(master_factory, app, trap):
         assert get(port, "/")[0] == 200
         code, body = get(port, "/api/status", TOKEN)
         assert code == 200 and [p["name"] for p in json.loads(body)["pools"]] == ["appq"], body[:500]
-        # what needs a Redis says so at once, in JSON
-        for path in ("/api/jobs/recent", "/api/metrics", "/api/fleet", "/api/failed"):
-            code, body = get(port, path, TOKEN)
-            assert code == 503 and "needs a Redis" in json.loads(body)["error"], (path, code, body)
+        # the Running page from the master's own state; every route the
+        # dashboard uses answers, what needs a Redis says so at once in JSON
+        http_before = http_pid(m)
+        assert len(http_before) == 1, http_before
+        running_job(app, m, port)
+        walk_the_api(m, port)
+        assert http_pid(m) == http_before and "killed by signal" not in m.log(), m.log()[-3000:]
         res = m.cli("failed", "list", check=False)
         assert res.returncode == 1 and "needs a Redis" in res.stderr, res.stdout + res.stderr
         res = m.cli("pause", "--class", "App\\Jobs\\MarkerJob", check=False)
         assert res.returncode != 0 and "needs a Redis" in res.stdout + res.stderr, res.stdout + res.stderr
     finally:
-        assert m.stop(60) == 0
+        rc = m.stop(60)
+    assert rc == 0
     # no Redis was ever asked for: not by the master, its HTTP process, the
     # workers or the app (its REDIS_PORT is the trap's)
     assert trap.accepted == 0
     assert "redis default" not in m.log() and "reconnect" not in m.log(), m.log()[-3000:]
+
+
+def test_an_app_that_defines_no_redis_runs_under_laravel_app(master_factory, app, trap):
+    """An app whose config/database.php has no `redis` group at all: under
+    `laravel = APP` its database queue runs, and `qpool check` neither
+    refuses it nor lists Redis settings of the app. (Laravel 11 and later
+    merge the framework's own config/database.php under the app's, so their
+    apps always define redis.default.)"""
+    if int(app.version.name.split(".")[0]) >= 11:
+        pytest.skip("Laravel %s merges the framework's redis defaults" % app.version.name)
+    conf = app.work / "app" / "config" / "database.php"
+    kept = app.work / "app" / "database-with-redis.php"
+    conf.rename(kept)
+    conf.write_text("<?php\n$c = require __DIR__.'/../database-with-redis.php';\nunset($c['redis']);\nreturn $c;\n")
+    m = master_factory()
+    port = free_port()
+    m.conf.write_text(conf_text(m, app, port))
+    res = m.cli("check", check=False)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "the app defines no Redis" in res.stdout and "redis.port" not in res.stdout, res.stdout
+    assert "\nredis = false;\n" in res.stdout
+    dispatch(app, "MarkerJob", count=2, tag="n")
+    m.start(env={"QPOOL_NR_TOKEN": TOKEN})
+    try:
+        wait_for(lambda: not jobs_left(app), 90, interval=0.25, what="the database queue to drain")
+        assert markers(app, "n") == ["n-1", "n-2"]
+    finally:
+        rc = m.stop(60)
+    assert rc == 0
+    assert trap.accepted == 0

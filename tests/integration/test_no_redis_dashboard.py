@@ -53,6 +53,19 @@ def test_the_dashboards_live_pages_work_without_redis(master_factory, app, trap,
         pids = {int(e.get_attribute("data-pid")) for e in rows(d, "tr[data-pid]")}
         assert pids & {c["pid"] for c in m.pool("appq")["children"]}
         assert not d.find_element(By.ID, "token-form").is_displayed()
+        # the Running page (this master's own jobs) and the batches (the app
+        # agent's) load; the hosts (the fleet) say no Redis; the HTTP process
+        # never restarts
+        d.find_element(By.CSS_SELECTOR, 'a[data-page="running"]').click()
+        wait_for(lambda: "running job" in d.find_element(By.ID, "running-count").text, 20, what="the Running page")
+        d.find_element(By.CSS_SELECTOR, 'a[data-page="batches"]').click()
+        wait_for(lambda: rows(d, "#batches-table") or "No job batches." in d.find_element(By.ID, "batches").text, 20,
+                 what="the Batches page")
+        d.find_element(By.CSS_SELECTOR, 'a[data-page="hosts"]').click()
+        wait_for(lambda: notice.is_displayed() and "No Redis:" in notice.text, 20, what="the Hosts page's notice")
+        assert get(port, "/healthz")[0] == 200
+        assert "killed by signal" not in m.log(), m.log()[-3000:]
     finally:
-        assert m.stop(60) == 0
+        rc = m.stop(60)
+    assert rc == 0
     assert trap.accepted == 0

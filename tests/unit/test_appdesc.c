@@ -326,6 +326,50 @@ static void test_apply_queue_driver(void **state)
     free(json);
 }
 
+/* An app that defines no Redis at all, its queue on another driver: no
+ * connection described; the pool keeps the stock one, adds no app Redis. A
+ * redis queue must name its connection. */
+#define NO_REDIS_APP(driver)                                                                                   \
+    "{\"qpool_describe\": 1, \"app\": \"/srv/app\", \"laravel\": \"8.83.26\", \"config_cached\": false,"     \
+    " \"values\": {"                                                                                           \
+    " \"queue_connection\": " V("\"database\"", "config/queue.php") ","                                        \
+    " \"queue_driver\": " V("\"" driver "\"", "config/queue.php") ","                                          \
+    " \"queue\": " V("\"default\"", "config/queue.php") ","                                                    \
+    " \"retry_after\": " V("90", "config/queue.php") ","                                                       \
+    " \"block_for\": " V("null", "config/queue.php") ","                                                       \
+    " \"cache_store\": " V("\"file\"", "config/cache.php") ","                                                 \
+    " \"cache_driver\": " V("\"file\"", "config/cache.php") ","                                                \
+    " \"down_driver\": " V("\"file\"", "framework") ","                                                        \
+    " \"down_file\": " V("\"/srv/app/storage/framework/down\"", "storage path") " }, \"redis\": {}}"
+
+static void test_apply_app_without_redis(void **state)
+{
+    (void)state;
+    app_desc_t d;
+    char err[256];
+    assert_int_equal(parse(NO_REDIS_APP("database"), &d, err), 0);
+    assert_null(d.connection.value);
+    qconf_t *c = base_conf();
+    int nredis = c->nredis;
+    pool_conf_t p;
+    pool_init(&p);
+    char **w = NULL;
+    int nw = 0;
+    app_apply(c, &p, 0, &d, &w, &nw);
+    assert_true(p.app_driver);
+    assert_string_equal(p.connection, "default");
+    assert_non_null(strstr(origin_of(&p, "connection"), "the app defines no Redis"));
+    assert_null(origin_of(&p, "redis.host"));
+    assert_int_equal(c->nredis, nredis);
+    appdesc_free(&d);
+    pool_conf_free(&p);
+    for (int i = 0; i < nw; i++) free(w[i]);
+    free(w);
+    config_free(c);
+    assert_int_equal(parse(NO_REDIS_APP("redis"), &d, err), -1);
+    assert_non_null(strstr(err, "missing"));
+}
+
 static void test_apply_non_redis_cache(void **state)
 {
     (void)state;
@@ -387,6 +431,7 @@ int main(void)
         cmocka_unit_test(test_apply),
         cmocka_unit_test(test_apply_non_redis_cache),
         cmocka_unit_test(test_apply_queue_driver),
+        cmocka_unit_test(test_apply_app_without_redis),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1635,6 +1635,14 @@ static void test_no_redis(void **state)
     expect_error("qpool = { http = { listen = \"127.0.0.1:9178\"; connection = \"default\"; }; };\nredis = false;\n"
                  APPPOOL(NOSIGNALS), 1, "http.connection", "redis = false", NULL);
     expect_error("redis = true;\n" MINPOOL, 1, "redis", NULL);
+    /* http.connection names a Redis: what qpool check prints loads again */
+    const char *named = "qpool = { http = { listen = \"127.0.0.1:9178\"; connection = \"default\"; }; };\n"
+                        APPPOOL(NOSIGNALS);
+    c = must_load(named);
+    assert_false(c->no_redis);
+    config_free(c);
+    round_trip(named);
+    round_trip(APPPOOL(NOSIGNALS));
 }
 
 int main(void)
