@@ -1932,7 +1932,8 @@ static void app_fire(worker_t *w, hresult_t *res, long timeout_s, bool run)
         if (run) deadline = app_stop(w, deadline);
         if (deadline && mono_ms() >= deadline) {
             log_warn("the handler has not answered in %ld s (timeout %ld s + %d s): killing its process group; the "
-                     "job it runs stays reserved in the app's queue until its retry_after expires",
+                     "job it runs comes back as its queue driver returns a lost job (database, redis: after "
+                     "retry_after; beanstalkd: at once)",
                      timeout_s + APP_TIMEOUT_GRACE_S, timeout_s, APP_TIMEOUT_GRACE_S);
             handler_abort(w->h);
             memset(res, 0, sizeof *res);
@@ -2079,8 +2080,8 @@ static bool app_cycle(worker_t *w, job_t *job)
         app_request(w, "run", "", &res, job->app.timeout_s);
         app_timed_out(w, job, &res);
         if (res.kind == HRES_NOT_STARTED) {
-            log_warn("job %s (%s): the handler went away before it ran it; it stays reserved in the app's queue "
-                     "until its retry_after expires", job->app.id ? job->app.id : "?", job->app.name);
+            log_warn("job %s (%s): the handler went away before it ran it; it comes back as its "
+                     "queue driver returns a lost job (after retry_after; on beanstalkd at once)", job->app.id ? job->app.id : "?", job->app.name);
             ran = false;
         }
     }

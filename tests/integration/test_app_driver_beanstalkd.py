@@ -279,7 +279,7 @@ def test_a_beanstalkd_restart_keeps_the_jobs_and_the_pool_goes_on(master_factory
         try:
             dispatch(app, "MarkerJob", tag="before")
             wait_for(lambda: empty(srv), 60, interval=0.25, what="the first job to run")
-            dispatch(app, "MarkerJob", tag="kept", delay=2)
+            dispatch(app, "MarkerJob", tag="kept", delay=8)
             assert srv.counts()[1] == 1
             srv.stop()
             m.wait_log(r"pool appq: no queue sizes from its app agent \(it says: .*Connection refused", 30)
