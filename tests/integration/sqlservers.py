@@ -50,7 +50,10 @@ class ServerMissing(RuntimeError):
 
 
 def _port_free(port):
+    """Whether a server can bind port now (servers set SO_REUSEADDR, so a
+    connection of the last run in TIME_WAIT does not hold it)."""
     with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind(("127.0.0.1", port))
             return True
