@@ -160,9 +160,11 @@ class SqlServer:
         _group_gone(pgid, 10)
         self.proc = None
 
-    def restart(self, kill=False):
-        """Stop (or kill) the server and start it again on the same data and port."""
+    def restart(self, kill=False, down=0.0):
+        """Stop (or kill) the server and start it again on the same data and
+        port, after down seconds without it."""
         self.stop(kill=kill)
+        time.sleep(down)
         deadline = time.monotonic() + 30
         while not _port_free(self.port) and time.monotonic() < deadline:
             time.sleep(0.1)
@@ -391,7 +393,8 @@ def stop_server(srv):
         srv.remove()
 
 
-def _fixture(kind, tmp_path):
+def server_fixture(kind, tmp_path):
+    """A fixture's body: the started server, stopped after the test."""
     import pytest
     try:
         srv = start_server(kind, tmp_path)
@@ -410,15 +413,15 @@ try:
 
     @_pytest.fixture
     def mariadb_server(tmp_path):
-        yield from _fixture("mariadb", tmp_path)
+        yield from server_fixture("mariadb", tmp_path)
 
     @_pytest.fixture
     def postgres_server(tmp_path):
-        yield from _fixture("postgres", tmp_path)
+        yield from server_fixture("postgres", tmp_path)
 
     @_pytest.fixture(params=["mariadb", "postgres"])
     def sql_server(request, tmp_path):
         """Each of the two servers in turn."""
-        yield from _fixture(request.param, tmp_path)
+        yield from server_fixture(request.param, tmp_path)
 except ImportError:  # bench/run.py without pytest
     pass
