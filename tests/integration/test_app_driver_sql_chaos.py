@@ -12,7 +12,8 @@ jobs have run), not at times, so a loaded machine sees the same chaos.
 
 Env: QPOOL_SQL_CHAOS_JOBS (default 300), QPOOL_SQL_CHAOS_SEED (default
 random, printed and named in every failure), QPOOL_SQL_CHAOS_SERVER
-(mariadb or postgres; default: the seed's)."""
+(mariadb or postgres; default: the seed's), QPOOL_SQL_CHAOS_LARAVEL (8, 10
+or 13; default: the host's own Laravel, no root)."""
 import os
 import random
 import re
@@ -22,7 +23,7 @@ import time
 import pytest
 
 from conftest import proc_alive, wait_for
-from laravel_roots import Version, argv_conf
+from laravel_roots import VERSIONS, Version, argv_conf, build_root
 from sqlapps import HOST_VERSION, make_sql_app
 from sqlservers import server_fixture
 from test_app_driver import CACHE_PREFIX
@@ -31,6 +32,7 @@ JOBS = int(os.environ.get("QPOOL_SQL_CHAOS_JOBS", "300"))
 FAILING = 3
 SEED = int(os.environ.get("QPOOL_SQL_CHAOS_SEED") or random.SystemRandom().randrange(1 << 32))
 KIND = os.environ.get("QPOOL_SQL_CHAOS_SERVER") or ("mariadb", "postgres")[SEED % 2]
+LARAVEL = os.environ.get("QPOOL_SQL_CHAOS_LARAVEL") or HOST_VERSION
 DOWN = 3.0  # seconds the database is away: handlers' pops fail meanwhile
 # the events, spread over the run's progress: the database restart once
 EVENTS = ["handler"] * 8 + ["worker"] * 3 + ["zygote"] * 2 + ["database"]
@@ -72,7 +74,15 @@ def test_no_job_lost_when_handlers_zygote_workers_and_the_database_die(master_fa
     rng = random.Random(SEED)
     why = "seed %d (QPOOL_SQL_CHAOS_SEED), %s, %d jobs" % (SEED, KIND, JOBS)
     print(why)
-    version = Version(HOST_VERSION, None)
+    version = Version(LARAVEL, build_root(VERSIONS[LARAVEL][0]) if VERSIONS[LARAVEL][0] else None)
+    version.mount_proc()
+    try:
+        run_chaos(master_factory, redis_server, chaos_server, tmp_path, version, rng, why)
+    finally:
+        version.umount_proc()
+
+
+def run_chaos(master_factory, redis_server, chaos_server, tmp_path, version, rng, why):
     app = make_sql_app(version, redis_server, tmp_path, chaos_server, retry_after=4)
     app.artisan("fixture:dispatch", "SleepJob", "--connection=database", "--count=%d" % JOBS, "--tag=c",
                 "--arg=100", timeout=300)
