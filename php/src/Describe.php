@@ -305,6 +305,11 @@ final class Describe
         return $out;
     }
 
+    private static function shortText(string $s): bool
+    {
+        return $s !== '' && strlen($s) <= 100 && preg_match('//u', $s) === 1;
+    }
+
     /** The prefix the store puts before its keys, as the store itself applies it. */
     private function storePrefix(string $store): string
     {
@@ -391,6 +396,23 @@ final class Describe
 
     // ------------------------------------------------------------ horizon
 
+    /** Each queue connection's driver ("redis", "database", ...): the import runs the others through the app. */
+    private function queueDrivers(): array
+    {
+        $out = [];
+
+        foreach ((array) $this->config('queue.connections', []) as $name => $c) {
+            $driver = is_array($c) ? ($c['driver'] ?? null) : null;
+
+            if (is_string($name) && is_string($driver) && self::shortText($name) && self::shortText($driver)
+                && count($out) < 100) {
+                $out[$name] = $driver;
+            }
+        }
+
+        return $out;
+    }
+
     public function horizon(): array
     {
         $h = $this->config('horizon');
@@ -404,6 +426,7 @@ final class Describe
             'app' => $this->base,
             'environment' => (string) $this->config('app.env', 'production'),
             'queue_default' => (string) $this->config('queue.default'),
+            'queue_drivers' => $this->queueDrivers(),
             'horizon' => [
                 'defaults' => $h['defaults'] ?? [],
                 'environments' => $h['environments'] ?? [],

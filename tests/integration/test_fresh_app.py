@@ -16,7 +16,7 @@ import uuid
 
 import pytest
 
-from conftest import HOST_DIST, ROOT, wait_for
+from conftest import HOST_DIST, QPOOL, ROOT, wait_for
 from laravel_roots import RELEASES, Version, argv_conf, build_root
 
 FIXTURE = ROOT / "tests" / "laravel-app-13-fresh"
@@ -162,3 +162,63 @@ def test_check_and_run_a_fresh_app(master_factory, redis_server, fresh_app):
     finally:
         assert m.stop(60) == 0
     assert app.code() == before  # qpool wrote nothing into the app
+
+
+HORIZON = """<?php
+// config/horizon.php as `horizon:install` publishes it, its connection set to the app's queue connection
+return [
+    'prefix' => 'laravel_horizon:',
+    'waits' => ['database:default' => 60],
+    'defaults' => [
+        'supervisor-1' => ['connection' => 'database', 'queue' => ['default'], 'balance' => 'auto',
+            'autoScalingStrategy' => 'time', 'maxProcesses' => 1, 'maxTime' => 0, 'maxJobs' => 0,
+            'memory' => 128, 'tries' => 1, 'timeout' => 60, 'nice' => 0],
+    ],
+    'environments' => [
+        'production' => ['supervisor-1' => ['maxProcesses' => 10]],
+        'local' => ['supervisor-1' => ['maxProcesses' => 3]],
+    ],
+];
+"""
+
+
+def test_import_horizon_of_a_database_connection(master_factory, redis_server, fresh_app):
+    """qpool import horizon on a fresh app whose config/horizon.php names the
+    database connection: a pool that runs through the app's driver, one job
+    a pop (the defaults' prefetch would only draw a warning), which passes
+    qpool check without a warning and runs the app's jobs."""
+    app = fresh_app
+    (app.path / "config").mkdir()
+    (app.path / "config" / "horizon.php").write_text(HORIZON)
+    v = app.version
+    res = subprocess.run([QPOOL, "import", "horizon", str(app.app_inner),
+                          "--user", "root", "--php", " ".join(v.prefix() + ["php"]),
+                          "--adapter", str(app.work_inner / "php" / "qpool-handler.php")],
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stdout + res.stderr
+    imported = res.stdout
+    assert 'queue_connection = "database";' in imported and "prefetch = 1;" in imported, imported
+    assert 'uses the "database" driver' in imported
+
+    m = master_factory(redis_server)
+    m.write_config("")
+    conf = m.conf.read_text()
+    paths = 'php = %s; php_adapter = "%s"; %s' % (argv_conf(v.prefix() + ["php"]),
+                                                  app.work_inner / "php" / "qpool-handler.php",
+                                                  'php_root = "%s";' % v.root if v.root else "")
+    body = imported.replace("defaults = {\n", "defaults = {\n  %s\n" % paths, 1)
+    body = body.replace("qpool = {\n", "qpool = {\n  pid_file = \"%s\"; control_socket = \"%s\";\n"
+                        % (m.pid_file, m.socket), 1)
+    m.conf.write_text(body + conf[conf.index("redis = {"):conf.index("defaults = {")])
+    res = m.cli("check", check=False)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "warning" not in res.stderr + res.stdout, res.stderr
+    assert "app_driver = true;" in res.stdout and "max_processes = 3;" in res.stdout
+
+    app.artisan("visits:record", "horizon")
+    m.start()
+    try:
+        wait_for(lambda: not app.table("select id from jobs"), 60, interval=0.25, what="the imported pool's job")
+        assert [x.split()[0] for x in app.visits() if x] == ["horizon-1"]
+    finally:
+        assert m.stop(60) == 0
