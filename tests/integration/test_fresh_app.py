@@ -139,6 +139,8 @@ def test_check_and_run_a_fresh_app(master_factory, redis_server, fresh_app):
     assert "runs through the app's driver" in origins["app_driver"], res.stdout
     assert origins["retry_after"].startswith("90") and "framework's config/queue.php" in origins["retry_after"]
     assert "app agent" in origins["signals"], res.stdout  # queue:restart read through the database cache
+    assert "maxExceptions counters in that store" in origins["signals"]
+    assert "the app's driver pops" in origins["block_for"], res.stdout
     assert "app_driver = true;" in res.stdout and 'queue_connection = "database";' in res.stdout
 
     m.start()
