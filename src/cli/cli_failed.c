@@ -495,6 +495,16 @@ static const failed_cmd_t *parse_failed(const cli_cmd_t *cmd, int argc, char **a
     return f;
 }
 
+/* list: the pools whose failures are in their app's failer, not here (on
+ * stderr: the table on stdout stays as it was). */
+static void app_hint(const qconf_t *c)
+{
+    for (int i = 0; i < c->npools; i++)
+        if (c->pools[i].app_driver)
+            fprintf(stderr, "pool %s runs through its app's driver: its failures are in the app's failer: "
+                            "qpool failed list --app %s\n", c->pools[i].name, c->pools[i].name);
+}
+
 /* --app POOL: list, show, retry and forget in the app's failer. */
 static int app_failed(int argc, char **argv, const failed_args_t *a)
 {
@@ -532,6 +542,7 @@ int cmd_failed(const cli_cmd_t *cmd, int argc, char **argv)
     failed_use_queues(queues);
     free_strv(queues);
     int rv = cli_redis_reach(&x, false) < 0 || f->run(x.r, &a) < 0 ? 1 : 0;
+    if (f->run == do_list && !a.json) app_hint(x.conf);
     cli_redis_close(&x);
     return rv;
 }

@@ -103,7 +103,8 @@ def test_failed_jobs_of_the_apps_failer(master_factory, redis_server, app):
         assert other not in {r["uuid"] for r in app.failed_jobs()} and len(app.failed_jobs()) == 2
 
         # qpool's own store has none of them; flush and filters stay with it
-        assert "(no failed jobs)" in m.cli("failed", "list").stdout
+        res = m.cli("failed", "list")
+        assert "(no failed jobs)" in res.stdout and "qpool failed list --app appq" in res.stderr
         assert failed_cli(m, "flush", check=False).returncode == 64
         assert failed_cli(m, "retry", "--class", "X", check=False).returncode == 64
         res = subprocess.run([QPOOL, "failed", "list", "--app", "nope", "-c", str(m.conf)], capture_output=True,
