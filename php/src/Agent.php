@@ -46,6 +46,8 @@ use Throwable;
  *            What queue:retry-batch does, for the jobs asked: each pushed
  *            back as the app's queue:retry does (batchRetry says how the
  *            order differs).
+ *   failed, failed-show, failed-retry, failed-forget: the app's failer, as
+ *            queue:failed, queue:retry and queue:forget (AgentFailed.php).
  * An op it does not know, or one that throws: {"id":N,"ok":false,"error":"..."}.
  *
  * It exits on the end of its socket, when its zygote goes (the parent-death
@@ -65,7 +67,7 @@ final class Agent
     /** A batches list at most this long, so that its reply line fits LINE_MAX. */
     private const LIST_MAX = 60000;
 
-    private const JSON_FLAGS = JSON_UNESCAPED_SLASHES | JSON_INVALID_UTF8_SUBSTITUTE;
+    public const JSON_FLAGS = JSON_UNESCAPED_SLASHES | JSON_INVALID_UTF8_SUBSTITUTE;
 
     /** @var object the booted application */
     private $app;
@@ -172,6 +174,14 @@ final class Agent
                     return ['id' => $id, 'ok' => true] + $this->batchFailed($req);
                 case 'batch-retry':
                     return ['id' => $id, 'ok' => true] + $this->batchRetry($req);
+                case 'failed':
+                    return ['id' => $id, 'ok' => true] + (new AgentFailed($this->app))->list($req);
+                case 'failed-show':
+                    return ['id' => $id, 'ok' => true] + (new AgentFailed($this->app))->show($req);
+                case 'failed-retry':
+                    return ['id' => $id, 'ok' => true] + $this->failedRetry($req);
+                case 'failed-forget':
+                    return ['id' => $id, 'ok' => true] + (new AgentFailed($this->app))->forget($req);
                 default:
                     return ['id' => $id, 'ok' => false, 'error' => 'unknown op'];
             }
@@ -378,10 +388,30 @@ final class Agent
     {
         [$batch, $ids] = $this->batchOf($req);
         $asked = is_array($req['jobs'] ?? null) ? $req['jobs'] : $ids;
+        [$retried, $missing] = $this->retryJobs(array_values(array_intersect($ids, $asked)));
+
+        return ['batch' => (string) $batch->id, 'retried' => $retried, 'missing' => $missing];
+    }
+
+    /**
+     * queue:retry for the failed jobs asked (`qpool failed retry --app`):
+     * each pushed back as the app's own queue:retry pushes it, in the order
+     * batchRetry explains (the events, the forgets, then the pushes).
+     */
+    private function failedRetry(array $req): array
+    {
+        [$retried, $missing] = $this->retryJobs(AgentFailed::ids($req));
+
+        return ['retried' => $retried, 'missing' => $missing];
+    }
+
+    /** The failed jobs of these ids pushed back, in batchRetry's three passes: [retried, missing]. */
+    private function retryJobs(array $jobIds): array
+    {
         $failer = $this->app['queue.failer'];
         $found = $missing = [];
 
-        foreach (array_values(array_intersect($ids, $asked)) as $jobId) {
+        foreach ($jobIds as $jobId) {
             $job = $failer->find($jobId);
 
             if ($job === null) {
@@ -401,15 +431,13 @@ final class Agent
             try {
                 $failer->forget($jobId);
             } catch (Throwable $e) {
-                Protocol::log('agent: batch retry of job '.$jobId.' failed: '.$e->getMessage());
+                Protocol::log('agent: retry of failed job '.$jobId.' failed: '.$e->getMessage());
                 unset($found[$jobId]); // its row stays
                 $missing[] = $jobId;
             }
         }
 
-        $retried = $this->pushAll($failer, $found, $missing);
-
-        return ['batch' => (string) $batch->id, 'retried' => $retried, 'missing' => $missing];
+        return [$this->pushAll($failer, $found, $missing), $missing];
     }
 
     /** The jobs pushed back; one whose push throws is logged to the failer again, and missing. */
@@ -423,7 +451,7 @@ final class Agent
                 $command->pushBack($job);
                 $retried[] = $jobId;
             } catch (Throwable $e) {
-                Protocol::log('agent: batch retry of job '.$jobId.' failed: '.$e->getMessage());
+                Protocol::log('agent: retry of failed job '.$jobId.' failed: '.$e->getMessage());
                 $failer->log($job->connection, $job->queue, $job->payload, $e);
                 $missing[] = $jobId;
             }
@@ -457,7 +485,7 @@ final class Agent
     }
 
     /** Text cut to $max bytes at a character, invalid UTF-8 replaced. */
-    private static function text(string $s, int $max): string
+    public static function text(string $s, int $max): string
     {
         if (! preg_match('//u', $s)) {
             $s = function_exists('mb_convert_encoding') ? mb_convert_encoding($s, 'UTF-8', 'UTF-8')

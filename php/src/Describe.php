@@ -154,12 +154,41 @@ final class Describe
     private function keysOf(string $file): array
     {
         if (! isset($this->fileKeys[$file])) {
+            // 11+: the app's file is merged over the framework's own, whose env() keys count too
             $text = @file_get_contents($this->base.'/config/'.$file.'.php');
+            $base = self::frameworkConfig();
+            $text .= $base !== null ? (string) @file_get_contents($base.'/'.$file.'.php') : '';
             preg_match_all('/env\(\s*[\'"]([A-Za-z0-9_]+)[\'"]/', (string) $text, $m);
             $this->fileKeys[$file] = array_values(array_unique($m[1] ?? []));
         }
 
         return $this->fileKeys[$file];
+    }
+
+    /**
+     * The framework's own config directory, which Laravel 11+ loads under the
+     * app's files (LoadConfiguration::getBaseConfiguration()); null before 11.
+     */
+    private static function frameworkConfig(): ?string
+    {
+        $class = \Illuminate\Foundation\Bootstrap\LoadConfiguration::class;
+
+        if (! class_exists($class) || ! method_exists($class, 'getBaseConfiguration')) {
+            return null;
+        }
+
+        $dir = realpath(dirname((string) (new \ReflectionClass($class))->getFileName(), 5).'/config');
+
+        return $dir !== false && is_dir($dir) ? $dir : null;
+    }
+
+    /** "config/FILE.php", or the framework's file when the app has none (11+). */
+    private function fileOf(string $file): string
+    {
+        $base = self::frameworkConfig();
+
+        return $base !== null && ! is_file($this->base.'/config/'.$file.'.php') && is_file($base.'/'.$file.'.php')
+            ? 'the framework\'s config/'.$file.'.php' : 'config/'.$file.'.php';
     }
 
     /** The source of a value read from config/FILE.php. */
@@ -184,7 +213,7 @@ final class Describe
             }
         }
 
-        return 'config/'.$file.'.php';
+        return $this->fileOf($file);
     }
 
     private function value(string $file, $value, $raw = null): array
@@ -276,6 +305,11 @@ final class Describe
         return $out;
     }
 
+    private static function shortText(string $s): bool
+    {
+        return $s !== '' && strlen($s) <= 100 && preg_match('//u', $s) === 1;
+    }
+
     /** The prefix the store puts before its keys, as the store itself applies it. */
     private function storePrefix(string $store): string
     {
@@ -362,6 +396,23 @@ final class Describe
 
     // ------------------------------------------------------------ horizon
 
+    /** Each queue connection's driver ("redis", "database", ...): the import runs the others through the app. */
+    private function queueDrivers(): array
+    {
+        $out = [];
+
+        foreach ((array) $this->config('queue.connections', []) as $name => $c) {
+            $driver = is_array($c) ? ($c['driver'] ?? null) : null;
+
+            if (is_string($name) && is_string($driver) && self::shortText($name) && self::shortText($driver)
+                && count($out) < 100) {
+                $out[$name] = $driver;
+            }
+        }
+
+        return $out;
+    }
+
     public function horizon(): array
     {
         $h = $this->config('horizon');
@@ -375,6 +426,7 @@ final class Describe
             'app' => $this->base,
             'environment' => (string) $this->config('app.env', 'production'),
             'queue_default' => (string) $this->config('queue.default'),
+            'queue_drivers' => $this->queueDrivers(),
             'horizon' => [
                 'defaults' => $h['defaults'] ?? [],
                 'environments' => $h['environments'] ?? [],

@@ -8,6 +8,7 @@ require_once __DIR__.'/Handler.php';
 require_once __DIR__.'/Connections.php';
 require_once __DIR__.'/WorkerLink.php';
 require_once __DIR__.'/Agent.php';
+require_once __DIR__.'/AgentFailed.php';
 
 /**
  * The zygote (`php qpool-handler.php --zygote APP`, started by qpool's

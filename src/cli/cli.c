@@ -229,6 +229,7 @@ static const cli_cmd_t COMMANDS[] = {
      "       qpool failed retry UUID... | --all [--queue QUEUE] | FILTER [--yes]\n"
      "       qpool failed forget UUID... | FILTER [--yes]\n"
      "       qpool failed flush [QUEUE]\n"
+     "       qpool failed list|show|retry|forget ... --app POOL [--offset N]\n"
      "FILTER: --class NAME, --queue QUEUE, --since T, --until T, --uuid UUID,\n"
      "--text TEXT (or --q; in the payload or exception, case ignored), --tag TAG\n"
      "(one of the payload's own tags, exact), --pool NAME, --host NAME (where it\n"
@@ -247,8 +248,16 @@ static const cli_cmd_t COMMANDS[] = {
      "name, exception, queue: a newline, ESC) and invalid UTF-8 as \\xHH; `show`\n"
      "keeps the exception's and payload's lines. --json gives the exact text.\n"
      "\n"
+     "--app POOL: the app's own failer (failed_jobs), where the failures of a\n"
+     "pool with app_driver = true go, through the running master and the pool's\n"
+     "app agent, as `php artisan queue:failed` sees it: list (newest first, 50\n"
+     "at most a page; --offset N for the next; the filters above), show ID,\n"
+     "retry ID... and forget ID... (1 to 100 of the failer's ids, as\n"
+     "`queue:retry` and `queue:forget` take them, and act as they do).\n"
+     "\n"
      "  -c, --config FILE   config file\n"
-     "  --connection NAME   redis connection from the config (default: default)\n", cmd_failed},
+     "  --connection NAME   redis connection from the config (default: default)\n"
+     "  --app POOL          the app's failer, through POOL's app agent\n", cmd_failed},
     {"pending", "delete a queue's pending jobs that match a filter",
      "usage: qpool pending delete QUEUE (--class NAME | --uuid UUID | --text TEXT | --tag TAG |\n"
      "                                  --since T | --until T | --all) [--yes]\n"

@@ -692,6 +692,32 @@ static int exchange(const control_t *ctl, const ctl_args_t *a, const char *path,
     return rv;
 }
 
+int cli_ctl_call(const char *cfg, const char *line, int timeout_ms, cJSON **rep, char **raw)
+{
+    char *path = config_control_socket(config_path(cfg));
+    ctl_conn_t c = {.fd = connect_socket(path)};
+    *rep = NULL;
+    *raw = NULL;
+    if (c.fd < 0) {
+        bool down = errno == ENOENT || errno == ECONNREFUSED;
+        fprintf(stderr, "qpool: %s (cannot connect to %s: %s)\n", down ? "qpool is not running" : "no master",
+                path, strerror(errno));
+        free(path);
+        return down ? EXIT_NOT_RUNNING : 1;
+    }
+    free(path);
+    sbuf_init(&c.in);
+    sbuf_puts(&c.in, line);
+    sbuf_putc(&c.in, '\n');
+    (void)write_all(c.fd, c.in.data, c.in.len);
+    sbuf_reset(&c.in);
+    *rep = read_reply(c.fd, &c.in, timeout_ms, raw);
+    sbuf_free(&c.in);
+    close(c.fd);
+    if (!*rep) fprintf(stderr, "qpool: no reply from the master\n");
+    return *rep ? 0 : 1;
+}
+
 int cmd_control(const cli_cmd_t *cmd, int argc, char **argv)
 {
     const control_t *ctl = NULL;

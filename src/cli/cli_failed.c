@@ -26,8 +26,9 @@
 typedef struct {
     const char *cfg, *conn, *queue;
     const char *name, *uuid, *text, *since, *until, *tag, *pool, *host; /* a filter (with queue) */
+    const char *app; /* --app POOL: the app's failer, through the master (cli_appfailed.c) */
     bool json, all, yes;
-    long limit;
+    long limit, offset;
     int nargs; /* the operands after the subcommand */
     char **args;
 } failed_args_t;
@@ -49,6 +50,8 @@ static const cli_opt_t OPTS[] = {
     CLI_STR("host", 1008, F(host)),
     CLI_TRUE("yes", 'y', F(yes)),
     CLI_LONG("limit", 'l', F(limit), 1, LONG_MAX, "--limit: expected a positive number"),
+    CLI_STR("app", 1009, F(app)),
+    CLI_LONG("offset", 1010, F(offset), 0, LONG_MAX, "--offset: expected a number, 0 or more"),
     CLI_OPTS_END,
 };
 #undef F
@@ -492,18 +495,54 @@ static const failed_cmd_t *parse_failed(const cli_cmd_t *cmd, int argc, char **a
     return f;
 }
 
+/* list: the pools whose failures are in their app's failer, not here (on
+ * stderr: the table on stdout stays as it was). */
+static void app_hint(const qconf_t *c)
+{
+    for (int i = 0; i < c->npools; i++)
+        if (c->pools[i].app_driver)
+            fprintf(stderr, "pool %s runs through its app's driver: its failures are in the app's failer: "
+                            "qpool failed list --app %s\n", c->pools[i].name, c->pools[i].name);
+}
+
+/* --app POOL: list, show, retry and forget in the app's failer. */
+static int app_failed(int argc, char **argv, const failed_args_t *a)
+{
+    const char *sub = argc > 0 ? argv[0] : "";
+    if (a->all || a->yes || a->pool || a->host || !strcmp(sub, "flush")) {
+        cli_usage_error("failed", "with --app: list, show, retry ID..., forget ID... (no --all, --yes, --pool, --host "
+                                  "or flush: `php artisan queue:flush` empties the app's failer)");
+        return EXIT_USAGE;
+    }
+    if ((!strcmp(sub, "retry") || !strcmp(sub, "forget")) && (has_filter(a) || a->queue)) {
+        cli_usage_error("failed", "with --app, retry and forget take job ids: `qpool failed list --app %s` shows them",
+                        a->app);
+        return EXIT_USAGE;
+    }
+    app_failed_args_t x = {.cfg = a->cfg, .pool = a->app, .queue = a->queue, .name = a->name, .uuid = a->uuid,
+                           .text = a->text, .since = a->since, .until = a->until, .tag = a->tag, .json = a->json,
+                           .limit = a->limit, .offset = a->offset, .nargs = argc - 1, .args = argv + 1};
+    return cli_app_failed(sub, &x);
+}
+
 int cmd_failed(const cli_cmd_t *cmd, int argc, char **argv)
 {
     failed_args_t a = {.conn = "default"};
     int status;
     const failed_cmd_t *f = parse_failed(cmd, argc, argv, &a, &status);
     if (!f) return status;
+    if (a.app) return app_failed(argc - optind + 1, argv + optind - 1, &a);
+    if (a.offset) {
+        cli_usage_error("failed", "--offset goes with --app");
+        return EXIT_USAGE;
+    }
     cli_redis_t x;
     if (cli_redis_open("failed", a.cfg, a.conn, &x, &status) < 0) return status;
     char **queues = config_connection_queues(x.conf, a.conn);
     failed_use_queues(queues);
     free_strv(queues);
     int rv = cli_redis_reach(&x, false) < 0 || f->run(x.r, &a) < 0 ? 1 : 0;
+    if (f->run == do_list && !a.json) app_hint(x.conf);
     cli_redis_close(&x);
     return rv;
 }

@@ -412,7 +412,9 @@ static void apply_queue(qconf_t *c, pool_conf_t *p, unsigned ex, const app_desc_
     char ra[32];
     snprintf(ra, sizeof ra, "%d", p->retry_after);
     origin(p, "retry_after", ra, ex & EXPLICIT_RETRY_AFTER ? "qpool.conf" : d->retry_after.source);
-    char *bf = xasprintf("%s (qpool workers wait on Redis up to sleep)", d->block_for.value ? d->block_for.value : "null");
+    char *bf = xasprintf(p->app_driver ? "%s (the app's driver pops; after an empty pop the worker waits sleep)"
+                                       : "%s (qpool workers wait on Redis up to sleep)",
+                         d->block_for.value ? d->block_for.value : "null");
     origin(p, "block_for", bf, d->block_for.source);
     free(bf);
 }
@@ -445,8 +447,10 @@ static void apply_signals(pool_conf_t *p, unsigned ex, const app_desc_t *d, char
     const char *drv = d->cache_driver.value ? d->cache_driver.value : "?";
     if (pool_preloads(p) && !(ex & EXPLICIT_CACHE_CONNECTION)) {
         char *v = xasprintf("queue:restart and queue:pause read by the pool's app agent through the cache store "
-                            "\"%s\" (driver %s); maxExceptions counters stay on the queue's connection",
-                            d->cache_store.value, drv);
+                            "\"%s\" (driver %s); maxExceptions counters %s",
+                            d->cache_store.value, drv,
+                            p->app_driver ? "in that store, as Laravel's Worker keeps them"
+                                          : "stay on the queue's connection");
         origin(p, "signals", v, d->cache_store.source);
         free(v);
         return;

@@ -283,8 +283,22 @@ static void put_pool_end(sbuf_t *o, bool last)
     sbuf_printf(o, "  }%s\n", last ? "" : ",");
 }
 
+/* A connection on another driver than redis (the describer's queue_drivers,
+ * NULL: not known): the app's driver runs its jobs (app_driver), one popped
+ * at a time as queue:work does, so the pool takes no prefetch. */
+static void put_driver(sbuf_t *o, const cJSON *drivers, const char *conn)
+{
+    const cJSON *d = cJSON_IsObject(drivers) ? cJSON_GetObjectItemCaseSensitive(drivers, conn) : NULL;
+    if (!cJSON_IsString(d) || !strcmp(d->valuestring, "redis")) return;
+    comment(o, "    ", "connection \"%.100s\" uses the \"%.100s\" driver: the app's own driver pops and runs its jobs",
+            conn, d->valuestring);
+    comment(o, "    ", "(app_driver, docs/laravel.md), one at a time as queue:work: no prefetch");
+    sbuf_printf(o, "    prefetch = 1;\n");
+}
+
 /* One supervisor: one pool, or with balance = "simple" one pool per queue. */
-static int put_supervisor(sbuf_t *o, const char *sup_name, const cJSON *sup, const char *dflt_conn, bool last)
+static int put_supervisor(sbuf_t *o, const char *sup_name, const cJSON *sup, const char *dflt_conn,
+                          const cJSON *drivers, bool last)
 {
     const cJSON *c = cJSON_GetObjectItemCaseSensitive(sup, "connection");
     const char *conn = cJSON_IsString(c) && *c->valuestring ? c->valuestring : dflt_conn;
@@ -303,6 +317,7 @@ static int put_supervisor(sbuf_t *o, const char *sup_name, const cJSON *sup, con
                     maxp, nq);
             sbuf_printf(o, "    balance = \"off\";\n    processes = %d;\n", each);
             put_options(o, sup);
+            put_driver(o, drivers, conn);
             put_pool_end(o, last && i == nq - 1);
         }
     } else {
@@ -316,6 +331,7 @@ static int put_supervisor(sbuf_t *o, const char *sup_name, const cJSON *sup, con
             sbuf_printf(o, "    balance = \"off\";\n    processes = %d;\n", p);
         }
         put_options(o, sup);
+        put_driver(o, drivers, conn);
         put_pool_end(o, last);
     }
     for (int i = 0; i < nq; i++) free(queues[i]);
@@ -444,7 +460,8 @@ int horizon_import(const cJSON *desc, const char *app, const char *env, sbuf_t *
             comment(out, "  ", "Horizon supervisor \"%.100s\" is not a map of options: left out", sup->string);
             continue;
         }
-        put_supervisor(out, sup->string, sup, cJSON_IsString(qd) ? qd->valuestring : "redis", sup == last);
+        put_supervisor(out, sup->string, sup, cJSON_IsString(qd) ? qd->valuestring : "redis",
+                       cJSON_GetObjectItemCaseSensitive(desc, "queue_drivers"), sup == last);
     }
     sbuf_printf(out, ");\n");
     cJSON_Delete(plan);

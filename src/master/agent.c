@@ -123,11 +123,9 @@ void agent_maintain(agent_t *a, const char *pool, int zfd, uint64_t gen, int epf
     if (a->fd < 0 && zfd >= 0 && now >= a->not_before_ms) start(a, pool, zfd, gen, epfd, now);
 }
 
-int agent_ask(agent_t *a, const char *pool, enum agent_op op, const char *restart_key, const char *const *queues,
-              int nq, int64_t now)
+/* Send a request line (freed here) of op; -1 when it could not go. */
+static int send_line(agent_t *a, const char *pool, char *line, enum agent_op op, int nq, int64_t now)
 {
-    if (a->fd < 0 || !a->pid || a->pending_id) return -1; /* none, no hello yet, or one in flight */
-    char *line = agent_wire_request(a->next_id, op, restart_key, queues, nq);
     if (!line) return -1;
     size_t n = strlen(line);
     ssize_t w = send(a->fd, line, n, MSG_DONTWAIT | MSG_NOSIGNAL);
@@ -141,6 +139,19 @@ int agent_ask(agent_t *a, const char *pool, enum agent_op op, const char *restar
     a->pending_nq = nq;
     a->sent_ms = now;
     return 0;
+}
+
+int agent_ask(agent_t *a, const char *pool, enum agent_op op, const char *restart_key, const char *const *queues,
+              int nq, int64_t now)
+{
+    if (a->fd < 0 || !a->pid || a->pending_id) return -1; /* none, no hello yet, or one in flight */
+    return send_line(a, pool, agent_wire_request(a->next_id, op, restart_key, queues, nq), op, nq, now);
+}
+
+int agent_ask_app(agent_t *a, const char *pool, const char *req, int64_t now)
+{
+    if (a->fd < 0 || !a->pid || a->pending_id) return -1;
+    return send_line(a, pool, agent_wire_app_request(a->next_id, req), AGENT_OP_APP, 0, now);
 }
 
 bool agent_owns(const agent_t *a, int fd)

@@ -70,9 +70,23 @@ typedef struct {
 /* Free what it holds (the pool is freed). */
 void agent_batches_free(agent_batches_t *b);
 
+#define MAPP_QUEUE_MAX 8          /* control clients' requests waiting on one pool's agent (mapp.h) */
+typedef struct {
+    uint64_t client;              /* the control client to answer (control_reply_to) */
+    char *req;                    /* the request object (JSON text, heap) */
+    int64_t until_ms;             /* unanswered then: an error */
+    uint64_t sent_id;             /* the agent request carrying it, 0: not sent yet */
+    char *answer;                 /* done: the client's reply line (JSON text, heap), for control.c to send */
+} agent_app_req_t;
+typedef struct {
+    agent_app_req_t v[MAPP_QUEUE_MAX];
+    int n;
+} agent_app_t;
+
 #define AGENT_WANT_SIGNALS 1u     /* agent_t.todo: its pool's Laravel signals */
 #define AGENT_WANT_SIZES 2u       /* agent_t.todo: its pool's queue sizes (app_driver) */
 #define AGENT_WANT_BATCHES 4u     /* agent_t.todo: its app's job batches, or a batch-retry (mbatches.c) */
+#define AGENT_WANT_APP 8u         /* agent_t.todo: a control client's request on the app's failer (mapp.c) */
 
 void agent_init(agent_t *a);
 /* Once a pass: drop an agent of an older generation or one whose request
@@ -83,6 +97,9 @@ void agent_maintain(agent_t *a, const char *pool, int zfd, uint64_t gen, int epf
  * a request is in flight. */
 int agent_ask(agent_t *a, const char *pool, enum agent_op op, const char *restart_key, const char *const *queues,
               int nq, int64_t now);
+/* Send a passed-through request (a JSON object, agent_wire_app_request);
+ * -1 as agent_ask. */
+int agent_ask_app(agent_t *a, const char *pool, const char *req, int64_t now);
 /* fd is its socket? */
 bool agent_owns(const agent_t *a, int fd);
 /* Its socket is readable: the replies to our requests into out (at most

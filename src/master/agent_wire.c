@@ -11,7 +11,9 @@
 #include <string.h>
 
 static const char *const op_names[AGENT_NOPS] = {"hello", "signals", "sizes", "batches", "batch-retry",
-                                                         "batch-failed"};
+                                                         "batch-failed", "app"};
+
+static char *line_of(cJSON *o);
 
 char *agent_wire_request(uint64_t id, enum agent_op op, const char *restart_key, const char *const *queues,
                          int nqueues)
@@ -32,8 +34,15 @@ char *agent_wire_request(uint64_t id, enum agent_op op, const char *restart_key,
         for (int i = 0; a && i < nqueues && i < AGENT_BATCH_FAILED_MAX; i++)
             cJSON_AddItemToArray(a, cJSON_CreateString(queues[i]));
     }
-    char *js = cJSON_PrintUnformatted(o);
+    char *line = line_of(o);
     cJSON_Delete(o);
+    return line;
+}
+
+/* A line of o (with its newline; caller frees), or NULL when it would not fit. */
+static char *line_of(cJSON *o)
+{
+    char *js = cJSON_PrintUnformatted(o);
     if (!js) return NULL;
     size_t n = strlen(js);
     if (n + 1 >= AGENT_LINE_MAX) {
@@ -42,6 +51,20 @@ char *agent_wire_request(uint64_t id, enum agent_op op, const char *restart_key,
     }
     char *line = xasprintf("%s\n", js);
     free(js);
+    return line;
+}
+
+char *agent_wire_app_request(uint64_t id, const char *req)
+{
+    cJSON *o = req ? cJSON_Parse(req) : NULL;
+    if (!cJSON_IsObject(o)) {
+        cJSON_Delete(o);
+        return NULL;
+    }
+    cJSON_DeleteItemFromObjectCaseSensitive(o, "id");
+    cJSON_AddNumberToObject(o, "id", (double)id);
+    char *line = line_of(o);
+    cJSON_Delete(o);
     return line;
 }
 
@@ -150,6 +173,8 @@ void agent_reply_free(agent_reply_t *r)
 {
     free(r->batches);
     r->batches = NULL;
+    free(r->app);
+    r->app = NULL;
     for (int i = 0; i < r->nretried; i++) free(r->retried[i]);
     for (int i = 0; i < r->nmissing; i++) free(r->missing[i]);
     free(r->retried);
@@ -281,9 +306,20 @@ static int parse_retry(const cJSON *o, const char *key, agent_reply_t *out, char
     return 0;
 }
 
+/* A passed-through reply: kept whole but its id, for the client. */
+static int parse_app(const cJSON *o, agent_reply_t *out, char *err, size_t errlen)
+{
+    cJSON *c = cJSON_Duplicate(o, true);
+    cJSON_DeleteItemFromObjectCaseSensitive(c, "id");
+    out->app = c ? cJSON_PrintUnformatted(c) : NULL;
+    cJSON_Delete(c);
+    return out->app ? 0 : fail(err, errlen, "app: out of memory");
+}
+
 static int parse_op(const cJSON *o, enum agent_op op, int nqueues, agent_reply_t *out, char *err, size_t errlen)
 {
     switch (op) {
+    case AGENT_OP_APP: return parse_app(o, out, err, errlen);
     case AGENT_OP_SIZES: return parse_sizes(o, nqueues, out, err, errlen);
     case AGENT_OP_BATCHES: return parse_batches(o, out, err, errlen);
     case AGENT_OP_BATCH_RETRY: return parse_retry(o, "retried", out, err, errlen);

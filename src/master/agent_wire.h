@@ -21,6 +21,9 @@
  *                     "failer_uuids":true}
  *   master -> agent  {"id":11,"op":"batch-retry","batch":"9a1c...","jobs":["uuid",...]}
  *   agent -> master  {"id":11,"ok":true,"batch":"9a1c...","retried":["uuid",...],"missing":["uuid",...]}
+ *   master -> agent  {"id":12,"op":"failed","limit":20,...}  (failed, failed-show, failed-retry,
+ *                    failed-forget: a control client's request passed through, mapp.h)
+ *   agent -> master  {"id":12,"ok":true,"failed":[...],"total":3}  (passed back to the client as it is)
  *   agent, unasked   {"id":0,"ok":true,"op":"hello","pid":123,"laravel":"8.83.27"}
  *
  * Every reply is checked here before the master uses it: a bounded line,
@@ -48,8 +51,9 @@ enum agent_op {
     AGENT_OP_BATCHES,               /* the newest job batches in the app's BatchRepository */
     AGENT_OP_BATCH_RETRY,           /* queue:retry-batch: failed jobs of a batch back onto their queues */
     AGENT_OP_BATCH_FAILED,          /* which failed jobs of a batch the app's failer holds (before a retry) */
+    AGENT_OP_APP,                   /* a control client's request on the app's failer, passed through (mapp.h) */
 };
-#define AGENT_NOPS 6
+#define AGENT_NOPS 7
 
 #define AGENT_BATCHES_MAX 50        /* batches in one reply, at most */
 #define AGENT_BATCH_ID_MAX 64       /* a batch id or a failed job's uuid: [A-Za-z0-9._:-], 1..64 bytes */
@@ -94,6 +98,9 @@ typedef struct {
      * missing job was retried or forgotten in the app ("failer_uuids";
      * absent: false) */
     bool failer_uuids;
+    /* AGENT_OP_APP (ok): the reply object without its id, as JSON text
+     * (heap; agent_reply_free): for the client, which checks what it uses */
+    char *app;
 } agent_reply_t;
 
 /* One request line (with its newline; caller frees), or NULL when it would
@@ -105,6 +112,11 @@ typedef struct {
  * AGENT_BATCH_FAILED_MAX). */
 char *agent_wire_request(uint64_t id, enum agent_op op, const char *restart_key, const char *const *queues,
                          int nqueues);
+
+/* The request line of a passed-through op (AGENT_OP_APP): the JSON object
+ * req (its "op" one of the failer's) with "id" set; NULL when req is not an
+ * object or the line would not fit. */
+char *agent_wire_app_request(uint64_t id, const char *req);
 
 /* Parse one reply line (without its newline) to a request of op `op` (or
  * the hello, id 0). 0 and *out filled; -1 with a reason in err. */

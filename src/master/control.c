@@ -15,6 +15,7 @@
 #include "master/classpause.h"
 #include "master/budgeting.h"
 #include "master/mbatches.h"
+#include "master/mapp.h"
 #include "core/log.h"
 #include "core/safefile.h"
 #include "master/status.h"
@@ -57,6 +58,7 @@ typedef struct ctl_client {
     bool closing;           /* close once out is flushed; read nothing more */
     bool refused;           /* not allowed: told so, then closed */
     bool adopted;           /* the HTTP process's channel (control_adopt) */
+    uint64_t serial;        /* its number, never reused: what a deferred reply names (mapp.h) */
     int64_t last_active_ms;  /* its last request handled, or reply bytes it read */
     int64_t line_started_ms; /* a request line's first byte, while it is incomplete (0: none) */
     int64_t heard_ms;        /* when it last sent a byte (0: never) */
@@ -71,6 +73,7 @@ struct control {
     int nclients;
     int nrefused;           /* of nclients */
     int64_t next_progress_ms;
+    uint64_t next_serial;
 };
 
 /* ------------------------------------------------------------ requests */
@@ -78,7 +81,7 @@ struct control {
 static const char *const CMD_NAMES[CTL_NCMDS] = {
     [CTL_STATUS] = "status", [CTL_PAUSE] = "pause", [CTL_CONTINUE] = "continue", [CTL_SCALE] = "scale",
     [CTL_RESTART] = "restart", [CTL_RELOAD] = "reload", [CTL_TERMINATE] = "terminate", [CTL_STOP_JOB] = "stop-job",
-    [CTL_BATCHES] = "batches", [CTL_BATCH_RETRY] = "batch-retry",
+    [CTL_BATCHES] = "batches", [CTL_BATCH_RETRY] = "batch-retry", [CTL_APP] = "app",
 };
 
 /* A JSON array of names (absent: none) as an owned NULL-terminated vector;
@@ -152,6 +155,17 @@ static int parse_batch(const cJSON *req, ctl_request_t *r, char *err, size_t err
     return 0;
 }
 
+/* app's "pool" and "request": the request rebuilt from the keys its op takes. */
+static int parse_app(const cJSON *req, ctl_request_t *r, char *err, size_t errn)
+{
+    if (!r->pool) {
+        snprintf(err, errn, "app takes \"pool\": the pool whose app agent to ask");
+        return -1;
+    }
+    r->request = mapp_request(cJSON_GetObjectItemCaseSensitive(req, "request"), err, errn);
+    return r->request ? 0 : -1;
+}
+
 int ctl_parse_request(const char *line, size_t len, int max_workers, ctl_request_t *r, char *err, size_t errn)
 {
     memset(r, 0, sizeof *r);
@@ -194,6 +208,8 @@ int ctl_parse_request(const char *line, size_t len, int max_workers, ctl_request
         ;
     else if (r->cmd == CTL_BATCH_RETRY && parse_batch(req, r, err, errn) < 0)
         ;
+    else if (r->cmd == CTL_APP && parse_app(req, r, err, errn) < 0)
+        ;
     else
         rv = 0;
     cJSON_Delete(req);
@@ -212,6 +228,7 @@ void ctl_request_free(ctl_request_t *r)
     free(r->pool);
     free(r->by);
     free(r->uuid);
+    free(r->request);
     memset(r, 0, sizeof *r);
 }
 
@@ -520,11 +537,23 @@ static void cmd_batch_retry(master_t *m, ctl_client_t *c, const ctl_request_t *r
     reply_json(c, o);
 }
 
+/* A request on a pool's app failer: answered when its agent has (mapp.h;
+ * control_tick sends it). */
+static void cmd_app(master_t *m, ctl_client_t *c, const ctl_request_t *r)
+{
+    char err[300];
+    if (c->adopted) {
+        reply_error(c, "app requests are not served over HTTP yet");
+        return;
+    }
+    if (mapp_ask(m, c->serial, r->pool, xstrdup(r->request), mono_ms(), err, sizeof err) < 0) reply_verb_error(c, err);
+}
+
 static const ctl_handler_fn HANDLERS[CTL_NCMDS] = {
     [CTL_STATUS] = cmd_status,   [CTL_PAUSE] = cmd_pause,   [CTL_CONTINUE] = cmd_continue,
     [CTL_SCALE] = cmd_scale,     [CTL_RESTART] = cmd_restart, [CTL_RELOAD] = cmd_reload,
     [CTL_TERMINATE] = cmd_terminate, [CTL_STOP_JOB] = cmd_stop_job,
-    [CTL_BATCHES] = cmd_batches, [CTL_BATCH_RETRY] = cmd_batch_retry,
+    [CTL_BATCHES] = cmd_batches, [CTL_BATCH_RETRY] = cmd_batch_retry, [CTL_APP] = cmd_app,
 };
 
 static void handle_line(master_t *m, ctl_client_t *c, const char *line, size_t len)
@@ -638,6 +667,7 @@ static void accept_one(master_t *m, int fd)
         return;
     }
     ctl->clients = xrealloc(ctl->clients, sizeof *ctl->clients * (size_t)(ctl->nclients + 1));
+    c->serial = ++ctl->next_serial;
     ctl->clients[ctl->nclients++] = c;
     struct epoll_event ev = {.events = EPOLLIN, .data.fd = fd};
     epoll_ctl(ctl->epfd, EPOLL_CTL_ADD, fd, &ev);
@@ -654,6 +684,7 @@ int control_adopt(master_t *m, int fd)
     ctl_client_t *c = new_client(fd, &cr);
     c->adopted = true;
     ctl->clients = xrealloc(ctl->clients, sizeof *ctl->clients * (size_t)(ctl->nclients + 1));
+    c->serial = ++ctl->next_serial;
     ctl->clients[ctl->nclients++] = c;
     return 0;
 }
@@ -756,10 +787,30 @@ static bool expired(const ctl_client_t *c, int64_t now)
     return now - c->last_active_ms > CTL_IDLE_MS;
 }
 
+/* The answered requests on the pools' app failers, to their clients (a
+ * client gone by now: dropped). */
+static void send_app_answers(master_t *m, control_t *ctl)
+{
+    uint64_t serial;
+    for (int i = 0; i < m->pools.n; i++) {
+        for (char *s; (s = mapp_done(m->pools.v[i], &serial)); free(s)) {
+            for (int k = 0; k < ctl->nclients; k++) {
+                ctl_client_t *c = ctl->clients[k];
+                if (c->serial != serial || c->closing) continue;
+                sbuf_puts(&c->out, s);
+                sbuf_putc(&c->out, '\n');
+                c->last_active_ms = mono_ms();
+                client_flush(ctl, c);
+            }
+        }
+    }
+}
+
 void control_tick(master_t *m, int64_t now)
 {
     control_t *ctl = m->ctl;
     if (!ctl) return;
+    send_app_answers(m, ctl);
     for (int i = 0; i < ctl->nclients;) {
         if (expired(ctl->clients[i], now))
             client_free(ctl, i);

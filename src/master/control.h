@@ -21,7 +21,7 @@
 /* A request, parsed and checked (pure: no master state needed). */
 enum ctl_cmd {
     CTL_STATUS = 0, CTL_PAUSE, CTL_CONTINUE, CTL_SCALE, CTL_RESTART, CTL_RELOAD, CTL_TERMINATE, CTL_STOP_JOB,
-    CTL_BATCHES, CTL_BATCH_RETRY, CTL_NCMDS
+    CTL_BATCHES, CTL_BATCH_RETRY, CTL_APP, CTL_NCMDS
 };
 typedef struct {
     enum ctl_cmd cmd;
@@ -36,6 +36,7 @@ typedef struct {
     int n;                     /* scale: workers, -1 for auto */
     char *by;                  /* who asked (HTTP actions), for the log */
     char *uuid;                /* stop-job (required): the running job's uuid; batch-retry (required): the batch id */
+    char *request;             /* app (required, with pool): the request on the app's failer, rebuilt (mapp_request) */
 } ctl_request_t;
 
 /* 0 and r filled (free with ctl_request_free), or -1 with err filled for

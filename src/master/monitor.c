@@ -4,6 +4,7 @@
 #include "master/monitor.h"
 #include "master/agent.h"
 #include "master/mbatches.h"
+#include "master/mapp.h"
 #include "master/alerting.h"
 #include "master/balancer.h"
 #include "master/budgeting.h"
@@ -652,7 +653,7 @@ static bool agent_sizes(const pool_t *p)
 static unsigned agent_wants(const pool_t *p, int64_t now)
 {
     return (agent_polls(p) ? AGENT_WANT_SIGNALS : 0) | (agent_sizes(p) ? AGENT_WANT_SIZES : 0) |
-           (mbatches_wanted(p, now) ? AGENT_WANT_BATCHES : 0);
+           (mbatches_wanted(p, now) ? AGENT_WANT_BATCHES : 0) | (!p->removed && mapp_wanted(p) ? AGENT_WANT_APP : 0);
 }
 
 /* A request unanswered this long drops the agent: two passes, at least 5 s. */
@@ -679,6 +680,10 @@ static void ask_next(pool_t *p, int64_t now)
 {
     agent_t *a = &p->agent;
     if (a->fd < 0 || !a->pid || a->pending_id) return;
+    if (mapp_wanted(p)) { /* someone waits for it: first */
+        mapp_send(p, now);
+        if (a->pending_id) return;
+    }
     if (a->todo & AGENT_WANT_SIGNALS) {
         a->todo &= ~AGENT_WANT_SIGNALS;
         ask_signals(p, now);
@@ -730,6 +735,7 @@ static void ask_agents(master_t *m, int64_t now)
 {
     for (int i = 0; i < m->pools.n; i++) {
         pool_t *p = m->pools.v[i];
+        mapp_tick(m, p, now);
         unsigned wants = agent_wants(p, now);
         if (!wants) {
             agent_close(&p->agent);
@@ -789,7 +795,10 @@ bool monitor_agent_event(master_t *m, int fd)
         for (int k = 0; k < n; k++) {
             if (r[k].op == AGENT_OP_SIGNALS && agent_polls(p)) agent_signals_seen(m, p, &r[k]);
             if (r[k].op == AGENT_OP_SIZES && agent_sizes(p)) sizes_seen(p, &r[k]);
-            if (r[k].op >= AGENT_OP_BATCHES) mbatches_reply(m, p, &r[k]); /* batches, batch-failed, batch-retry */
+            if (r[k].op == AGENT_OP_APP)
+                mapp_reply(m, p, &r[k]);
+            else if (r[k].op >= AGENT_OP_BATCHES)
+                mbatches_reply(m, p, &r[k]); /* batches, batch-failed, batch-retry */
             agent_reply_free(&r[k]);
         }
         if (hello && p->agent.pid) p->agent.todo = agent_wants(p, now); /* a new agent: asked at once */

@@ -16,6 +16,7 @@
  * There is no give-up state: a crashing pool retries every 60 s forever.
  */
 #include "master/pool.h"
+#include "master/mapp.h"
 #include "master/respawn.h"
 #include "worker/worker.h"
 #include "core/log.h"
@@ -84,6 +85,7 @@ void pool_free(pool_t *p)
     zygotes_free(&p->zygotes);
     agent_close(&p->agent);
     agent_batches_free(&p->batches);
+    mapp_free(&p->app_reqs);
     pool_conf_free(&p->conf);
     jobstats_free(&p->stats);
     jobstats_free(&p->recent);

@@ -18,6 +18,8 @@
 
 #include "master/agent.h"
 #include "master/agent_wire.h"
+#include "master/mapp.h"
+#include "core/util.h"
 
 static int parse(const char *line, enum agent_op op, int nq, agent_reply_t *r)
 {
@@ -408,6 +410,52 @@ static void test_signals_then_sizes(void **state)
     agent_close(&a);
 }
 
+/* A control client's request on the app's failer (mapp.h): rebuilt from
+ * the keys its op takes, others dropped, bad values refused; the agent's
+ * reply passed back whole but its id. */
+static void test_app_requests(void **state)
+{
+    (void)state;
+    char err[256];
+    cJSON *req = cJSON_Parse("{\"op\":\"failed\",\"limit\":5,\"queue\":\"default\",\"evil\":\"x\",\"text\":\"a\\nb\"}");
+    char *s = mapp_request(req, err, sizeof err);
+    assert_string_equal(s, "{\"op\":\"failed\",\"limit\":5,\"queue\":\"default\",\"text\":\"a\\nb\"}");
+    char *line = agent_wire_app_request(9, s);
+    assert_string_equal(line, "{\"op\":\"failed\",\"limit\":5,\"queue\":\"default\",\"text\":\"a\\nb\",\"id\":9}\n");
+    FREE_ALL(s, line);
+    cJSON_Delete(req);
+    static const char *const bad[] = {
+        "{\"op\":\"flush\"}", "{\"op\":\"failed\",\"limit\":-1}", "{\"op\":\"failed\",\"limit\":1.5}",
+        "{\"op\":\"failed\",\"queue\":\"\"}", "{\"op\":\"failed-show\"}", "{\"op\":\"failed-show\",\"job\":\"a b\"}",
+        "{\"op\":\"failed-retry\",\"jobs\":[]}", "{\"op\":\"failed-retry\",\"jobs\":[\"ok\",\"no/pe\"]}",
+        "{\"op\":\"failed-forget\",\"jobs\":\"x\"}", "[]", "{\"op\":1}",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        req = cJSON_Parse(bad[i]);
+        err[0] = '\0';
+        assert_null(mapp_request(req, err, sizeof err));
+        assert_true(err[0] != '\0');
+        cJSON_Delete(req);
+    }
+    req = cJSON_Parse("{\"op\":\"failed-retry\",\"jobs\":[\"5cb57608-1d5f\",\"12\"]}");
+    s = mapp_request(req, err, sizeof err);
+    assert_string_equal(s, "{\"op\":\"failed-retry\",\"jobs\":[\"5cb57608-1d5f\",\"12\"]}");
+    free(s);
+    cJSON_Delete(req);
+
+    agent_reply_t r;
+    assert_int_equal(parse("{\"id\":9,\"ok\":true,\"failed\":[{\"id\":\"x\"}],\"total\":1}", AGENT_OP_APP, 0, &r), 0);
+    assert_true(r.ok);
+    assert_string_equal(r.app, "{\"ok\":true,\"failed\":[{\"id\":\"x\"}],\"total\":1}");
+    agent_reply_free(&r);
+    assert_int_equal(parse("{\"id\":9,\"ok\":false,\"error\":\"no table\"}", AGENT_OP_APP, 0, &r), 0);
+    assert_false(r.ok);
+    assert_null(r.app);
+    assert_string_equal(r.error, "no table");
+    agent_reply_free(&r);
+    assert_int_equal(parse("{\"id\":9,\"ok\":true} x", AGENT_OP_APP, 0, &r), -1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -420,6 +468,7 @@ int main(void)
         cmocka_unit_test(test_reply_to_another_request),
         cmocka_unit_test(test_wrong_id_with_lists),
         cmocka_unit_test(test_signals_then_sizes),
+        cmocka_unit_test(test_app_requests),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -190,6 +190,37 @@ static void test_import_simple_splits_queues(void **state)
     free(out);
 }
 
+/* A supervisor on a connection whose driver is not redis (a fresh app's
+ * "database"): its pool pops one job at a time through the app (prefetch = 1,
+ * said why); a redis one keeps the defaults' prefetch; an unknown driver
+ * (an older adapter) says nothing. */
+static void test_import_database_connection(void **state)
+{
+    (void)state;
+    static const char desc[] =
+        "{\"environment\":\"local\",\"queue_default\":\"database\",\"queue_drivers\":{\"database\":\"database\","
+        "\"redis\":\"redis\"},\"horizon\":{\"defaults\":{\"db\":{\"queue\":[\"default\"],\"maxProcesses\":2},"
+        "\"r\":{\"connection\":\"redis\",\"queue\":\"emails\"},\"x\":{\"connection\":\"other\"}},"
+        "\"environments\":{\"local\":{}}}}";
+    int rc;
+    char err[256] = "";
+    char *out = import(desc, NULL, &rc, err);
+    assert_int_equal(rc, 0);
+    config_t cfg;
+    const config_setting_t *pools = parse_pools(&cfg, out, 3);
+    const char *conn = NULL;
+    int prefetch = 0;
+    assert_true(config_setting_lookup_string(config_setting_get_elem(pools, 0), "queue_connection", &conn));
+    assert_string_equal(conn, "database"); /* queue.default */
+    assert_true(config_setting_lookup_int(config_setting_get_elem(pools, 0), "prefetch", &prefetch));
+    assert_int_equal(prefetch, 1);
+    assert_non_null(strstr(out, "connection \"database\" uses the \"database\" driver"));
+    assert_false(config_setting_lookup_int(config_setting_get_elem(pools, 1), "prefetch", &prefetch));
+    assert_false(config_setting_lookup_int(config_setting_get_elem(pools, 2), "prefetch", &prefetch));
+    config_destroy(&cfg);
+    free(out);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -198,6 +229,7 @@ int main(void)
         cmocka_unit_test(test_import_errors),
         cmocka_unit_test(test_import_simple_splits_queues),
         cmocka_unit_test(test_an_environment_name_cannot_write_config),
+        cmocka_unit_test(test_import_database_connection),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

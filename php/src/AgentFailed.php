@@ -1,0 +1,221 @@
+<?php
+
+namespace Qpool\Laravel;
+
+use Throwable;
+
+/**
+ * The app agent's ops on the app's own failer (`queue.failer`: failed_jobs,
+ * or whatever the app configures), for `qpool failed --app POOL`: what
+ * `queue:failed`, `queue:retry` and `queue:forget` do, over the agent's wire
+ * (Agent.php; the master passes them through from the control socket):
+ *
+ *   failed        {"op":"failed","limit":20,"offset":0,"queue":"..","class":"..","text":"..","uuid":"..",
+ *                  "tag":"..","since":1764380000,"until":1764390000}
+ *                 -> {"failed":[{"id":"..","uuid":"..","connection":"..","queue":"..","class":"..",
+ *                     "exception":"first line","failed_at":1764380000,"attempts":3}],"total":12,"offset":0}
+ *                 Newest first, as queue:failed lists them; every filter is
+ *                 optional (class and queue exact, text case-insensitive in
+ *                 the payload or the exception, tag one of the payload's tags).
+ *   failed-show   {"op":"failed-show","job":"ID"} -> {"job":{... "payload":"..","exception":".."}}
+ *   failed-retry  {"op":"failed-retry","jobs":["ID"]} -> {"retried":["ID"],"missing":["ID"]}
+ *   failed-forget {"op":"failed-forget","jobs":["ID"]} -> {"forgotten":["ID"],"missing":["ID"]}
+ *
+ * IDs are the failer's own (queue:retry's): a uuid for the default
+ * database-uuids failer, a row id for the plain database one.
+ */
+final class AgentFailed
+{
+    private const PAGE_MAX = 50;
+
+    private const IDS_MAX = 100;
+
+    private const EXCEPTION_LINE = 300;
+
+    /** A reply line's budget (Agent::LINE_MAX less room for the rest). */
+    private const REPLY_MAX = 60000;
+
+    /** @var object the booted application */
+    private $app;
+
+    public function __construct($app)
+    {
+        $this->app = $app;
+    }
+
+    public function failer()
+    {
+        return $this->app['queue.failer'];
+    }
+
+    /** One page of the failer's jobs that match the filters. */
+    public function list(array $req): array
+    {
+        $limit = min(max(is_int($req['limit'] ?? null) ? $req['limit'] : 20, 1), self::PAGE_MAX);
+        $offset = max(is_int($req['offset'] ?? null) ? $req['offset'] : 0, 0);
+        $rows = [];
+        $total = 0;
+
+        foreach ((array) $this->failer()->all() as $row) {
+            $row = self::record($row);
+
+            if (! $this->matches($row, $req)) {
+                continue;
+            }
+
+            if ($total++ >= $offset && count($rows) < $limit) {
+                $rows[] = $this->summary($row);
+            }
+        }
+
+        while ($rows !== [] && strlen((string) json_encode($rows, Agent::JSON_FLAGS)) > self::REPLY_MAX) {
+            array_pop($rows);
+        }
+
+        return ['failed' => $rows, 'total' => $total, 'offset' => $offset];
+    }
+
+    /** One job with its payload and exception, cut to fit a reply line. */
+    public function show(array $req): array
+    {
+        $id = self::id($req['job'] ?? null);
+        $row = $id === null ? null : $this->failer()->find($id);
+
+        if ($row === null) {
+            throw new \RuntimeException('no failed job '.($id ?? '(no id)').' in the app\'s failer');
+        }
+
+        $row = self::record($row);
+        $job = $this->summary($row);
+
+        foreach ([24000, 8000, 2000, 200] as $max) {
+            $job['payload'] = Agent::text((string) ($row['payload'] ?? ''), $max);
+            $job['exception'] = Agent::text((string) ($row['exception'] ?? ''), $max);
+
+            if (strlen((string) json_encode($job, Agent::JSON_FLAGS)) <= self::REPLY_MAX) {
+                break;
+            }
+        }
+
+        return ['job' => $job];
+    }
+
+    /** queue:forget for each id asked. */
+    public function forget(array $req): array
+    {
+        $forgotten = $missing = [];
+
+        foreach (self::ids($req) as $id) {
+            if ($this->failer()->forget($id)) {
+                $forgotten[] = $id;
+            } else {
+                $missing[] = $id;
+            }
+        }
+
+        return ['forgotten' => $forgotten, 'missing' => $missing];
+    }
+
+    /** The ids asked (strings of the failer's ids, at most IDS_MAX). */
+    public static function ids(array $req): array
+    {
+        $out = [];
+
+        foreach (array_slice(is_array($req['jobs'] ?? null) ? $req['jobs'] : [], 0, self::IDS_MAX) as $id) {
+            $id = self::id($id);
+
+            if ($id !== null) {
+                $out[] = $id;
+            }
+        }
+
+        return array_values(array_unique($out));
+    }
+
+    private static function id($id): ?string
+    {
+        return is_string($id) && $id !== '' && strlen($id) <= 64 && preg_match('/^[A-Za-z0-9._:-]+$/', $id) ? $id : null;
+    }
+
+    /** A failer's row (an object or an array) as an array. */
+    private static function record($row): array
+    {
+        return is_array($row) ? $row : (array) $row;
+    }
+
+    private static function payload(array $row): array
+    {
+        $p = json_decode((string) ($row['payload'] ?? ''), true);
+
+        return is_array($p) ? $p : [];
+    }
+
+    private static function failedAt(array $row): ?int
+    {
+        $t = $row['failed_at'] ?? null;
+
+        if (is_numeric($t)) {
+            return (int) $t;
+        }
+
+        try {
+            return is_string($t) && $t !== '' ? (new \DateTimeImmutable($t))->getTimestamp() : null;
+        } catch (Throwable $e) {
+            return null;
+        }
+    }
+
+    private function summary(array $row): array
+    {
+        $p = self::payload($row);
+        $exception = (string) ($row['exception'] ?? '');
+        $nl = strpos($exception, "\n");
+
+        return [
+            'id' => Agent::text((string) ($row['id'] ?? ''), 64),
+            'uuid' => Agent::text((string) ($p['uuid'] ?? ($row['uuid'] ?? '')), 64),
+            'connection' => Agent::text((string) ($row['connection'] ?? ''), 100),
+            'queue' => Agent::text((string) ($row['queue'] ?? ''), 200),
+            'class' => Agent::text((string) ($p['displayName'] ?? ($p['job'] ?? '')), 200),
+            'exception' => Agent::text($nl === false ? $exception : substr($exception, 0, $nl), self::EXCEPTION_LINE),
+            'failed_at' => self::failedAt($row),
+            'attempts' => is_int($p['attempts'] ?? null) ? $p['attempts'] : null,
+        ];
+    }
+
+    private function matches(array $row, array $req): bool
+    {
+        $p = self::payload($row);
+        $want = function (string $key) use ($req): ?string {
+            return is_string($req[$key] ?? null) && $req[$key] !== '' ? $req[$key] : null;
+        };
+        $at = self::failedAt($row);
+
+        if (($q = $want('queue')) !== null && (string) ($row['queue'] ?? '') !== $q) {
+            return false;
+        }
+
+        if (($c = $want('class')) !== null && (string) ($p['displayName'] ?? '') !== $c) {
+            return false;
+        }
+
+        if (($u = $want('uuid')) !== null && (string) ($p['uuid'] ?? '') !== $u && (string) ($row['id'] ?? '') !== $u) {
+            return false;
+        }
+
+        if (($t = $want('tag')) !== null && ! in_array($t, (array) ($p['tags'] ?? []), true)) {
+            return false;
+        }
+
+        if (($x = $want('text')) !== null && stripos((string) ($row['payload'] ?? ''), $x) === false
+            && stripos((string) ($row['exception'] ?? ''), $x) === false) {
+            return false;
+        }
+
+        if (is_int($req['since'] ?? null) && ($at === null || $at < $req['since'])) {
+            return false;
+        }
+
+        return ! (is_int($req['until'] ?? null) && ($at === null || $at > $req['until']));
+    }
+}

@@ -1,0 +1,212 @@
+/*
+ * mapp.c - see mapp.h.
+ */
+#include "master/mapp.h"
+#include "core/log.h"
+#include "core/util.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The keys each op takes, and of what kind. */
+enum mapp_kind { MAPP_INT, MAPP_TEXT, MAPP_ID, MAPP_IDS };
+typedef struct {
+    const char *key;
+    enum mapp_kind kind;
+} mapp_key_t;
+
+static const mapp_key_t LIST_KEYS[] = {{"limit", MAPP_INT}, {"offset", MAPP_INT}, {"since", MAPP_INT},
+                                       {"until", MAPP_INT}, {"queue", MAPP_TEXT}, {"class", MAPP_TEXT},
+                                       {"text", MAPP_TEXT}, {"uuid", MAPP_TEXT}, {"tag", MAPP_TEXT},
+                                       {NULL, MAPP_INT}};
+static const mapp_key_t SHOW_KEYS[] = {{"job", MAPP_ID}, {NULL, MAPP_INT}};
+static const mapp_key_t IDS_KEYS[] = {{"jobs", MAPP_IDS}, {NULL, MAPP_INT}};
+
+static const struct {
+    const char *op;
+    const mapp_key_t *keys;
+} OPS[] = {{"failed", LIST_KEYS}, {"failed-show", SHOW_KEYS}, {"failed-retry", IDS_KEYS}, {"failed-forget", IDS_KEYS}};
+
+/* One key's value v (present) copied into out when it is of its kind. */
+static bool take(cJSON *out, const mapp_key_t *k, const cJSON *v)
+{
+    if (k->kind == MAPP_INT) {
+        if (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble > 1e12 || v->valuedouble != (double)(int64_t)v->valuedouble)
+            return false;
+        cJSON_AddNumberToObject(out, k->key, v->valuedouble);
+        return true;
+    }
+    if (k->kind == MAPP_IDS) {
+        if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) < 1 || cJSON_GetArraySize(v) > AGENT_BATCH_FAILED_MAX) return false;
+        cJSON *a = cJSON_AddArrayToObject(out, k->key);
+        const cJSON *e;
+        cJSON_ArrayForEach(e, v) {
+            if (!cJSON_IsString(e) || !agent_batch_id_ok(e->valuestring)) return false;
+            cJSON_AddItemToArray(a, cJSON_CreateString(e->valuestring));
+        }
+        return true;
+    }
+    if (!cJSON_IsString(v) || !v->valuestring[0] || strlen(v->valuestring) > MAPP_FIELD_MAX) return false;
+    if (k->kind == MAPP_ID && !agent_batch_id_ok(v->valuestring)) return false;
+    if (!utf8_valid(v->valuestring, strlen(v->valuestring))) return false;
+    cJSON_AddStringToObject(out, k->key, v->valuestring);
+    return true;
+}
+
+char *mapp_request(const cJSON *req, char *err, size_t errn)
+{
+    const cJSON *op = cJSON_GetObjectItemCaseSensitive(req, "op");
+    const mapp_key_t *keys = NULL;
+    for (size_t i = 0; i < ARRAY_LEN(OPS) && cJSON_IsString(op); i++)
+        if (!strcmp(op->valuestring, OPS[i].op)) keys = OPS[i].keys;
+    if (!cJSON_IsObject(req) || !keys) {
+        snprintf(err, errn, "app takes \"request\": {\"op\": failed, failed-show, failed-retry or failed-forget, ...}");
+        return NULL;
+    }
+    cJSON *out = cJSON_CreateObject();
+    cJSON_AddStringToObject(out, "op", op->valuestring);
+    for (const mapp_key_t *k = keys; k->key; k++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(req, k->key);
+        bool needed = k->kind == MAPP_ID || k->kind == MAPP_IDS;
+        if ((!v && needed) || (v && !take(out, k, v))) {
+            snprintf(err, errn, "%s: \"%s\" is missing or not %s", op->valuestring, k->key,
+                     k->kind == MAPP_INT ? "a whole number" : k->kind == MAPP_IDS ? "a list of 1 to 100 job ids"
+                                                          : k->kind == MAPP_ID ? "a job id" : "a short text");
+            cJSON_Delete(out);
+            return NULL;
+        }
+    }
+    char *s = cJSON_PrintUnformatted(out);
+    cJSON_Delete(out);
+    return s;
+}
+
+static pool_t *find_pool(master_t *m, const char *name)
+{
+    for (int i = 0; i < m->pools.n; i++)
+        if (!m->pools.v[i]->removed && name && !strcmp(m->pools.v[i]->conf.name, name)) return m->pools.v[i];
+    return NULL;
+}
+
+int mapp_ask(master_t *m, uint64_t client, const char *pool, char *req, int64_t now, char *err, size_t errn)
+{
+    pool_t *p = find_pool(m, pool);
+    if (!p)
+        snprintf(err, errn, "no pool %s", pool ? pool : "(none named)");
+    else if (!pool_preloads(&p->conf))
+        snprintf(err, errn, "pool %s does not preload a Laravel app: it has no app agent to ask", p->conf.name);
+    else if (p->app_reqs.n >= MAPP_QUEUE_MAX)
+        snprintf(err, errn, "pool %s has %d requests waiting on its app agent: try again", p->conf.name,
+                 p->app_reqs.n);
+    else {
+        p->app_reqs.v[p->app_reqs.n++] = (agent_app_req_t){.client = client, .req = req, .until_ms = now + MAPP_WAIT_MS};
+        p->agent.todo |= AGENT_WANT_APP;
+        mapp_send(p, now);
+        return 0;
+    }
+    free(req);
+    return -1;
+}
+
+bool mapp_wanted(const pool_t *p)
+{
+    for (int i = 0; i < p->app_reqs.n; i++)
+        if (!p->app_reqs.v[i].answer) return true;
+    return false;
+}
+
+/* The first request not answered yet, or NULL. */
+static agent_app_req_t *first_open(pool_t *p)
+{
+    for (int i = 0; i < p->app_reqs.n; i++)
+        if (!p->app_reqs.v[i].answer) return &p->app_reqs.v[i];
+    return NULL;
+}
+
+void mapp_send(pool_t *p, int64_t now)
+{
+    agent_app_req_t *q = first_open(p);
+    if (!q || q->sent_id) return;
+    if (agent_ask_app(&p->agent, p->conf.name, q->req, now) == 0) q->sent_id = p->agent.pending_id;
+}
+
+/* q is over: its client's reply line. */
+static void answer(agent_app_req_t *q, cJSON *o)
+{
+    q->answer = cJSON_PrintUnformatted(o);
+    if (!q->answer) q->answer = xstrdup("{\"ok\":false,\"error\":\"out of memory\"}");
+    cJSON_Delete(o);
+}
+
+static void answer_error(const pool_t *p, agent_app_req_t *q, const char *why)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddFalseToObject(o, "ok");
+    char *e = xasprintf("pool %s: %s", p->conf.name, why);
+    cJSON_AddStringToObject(o, "error", e);
+    free(e);
+    cJSON_AddStringToObject(o, "pool", p->conf.name);
+    answer(q, o);
+}
+
+void mapp_reply(master_t *m, pool_t *p, const agent_reply_t *r)
+{
+    (void)m;
+    agent_app_req_t *q = first_open(p);
+    if (!q || !q->sent_id || q->sent_id != r->id) return;
+    if (!r->ok) {
+        char why[400];
+        snprintf(why, sizeof why, "the app agent says: %s", r->error);
+        answer_error(p, q, why);
+        return;
+    }
+    cJSON *o = r->app ? cJSON_Parse(r->app) : NULL;
+    if (!cJSON_IsObject(o)) {
+        cJSON_Delete(o);
+        answer_error(p, q, "the app agent's reply is not an object");
+        return;
+    }
+    cJSON_DeleteItemFromObjectCaseSensitive(o, "pool");
+    cJSON_AddStringToObject(o, "pool", p->conf.name);
+    answer(q, o);
+}
+
+void mapp_tick(master_t *m, pool_t *p, int64_t now)
+{
+    (void)m;
+    for (agent_app_req_t *q; (q = first_open(p));) {
+        if (q->sent_id && p->agent.pending_id == q->sent_id && p->agent.fd >= 0 && now < q->until_ms) break;
+        if (q->sent_id && (p->agent.fd < 0 || p->agent.pending_id != q->sent_id))
+            answer_error(p, q, "its app agent went away before it answered");
+        else if (now >= q->until_ms)
+            answer_error(p, q, "no answer from its app agent within 30 s (is the app booting?)");
+        else
+            break; /* waiting for a free agent */
+        log_warn("pool %s: a request on the app's failer ended without an answer", p->conf.name);
+    }
+}
+
+char *mapp_done(pool_t *p, uint64_t *client)
+{
+    agent_app_t *a = &p->app_reqs;
+    for (int i = 0; i < a->n; i++) {
+        if (!a->v[i].answer) continue;
+        char *s = a->v[i].answer;
+        *client = a->v[i].client;
+        free(a->v[i].req);
+        memmove(&a->v[i], &a->v[i + 1], sizeof a->v[0] * (size_t)(a->n - i - 1));
+        a->n--;
+        return s;
+    }
+    return NULL;
+}
+
+void mapp_free(agent_app_t *q)
+{
+    for (int i = 0; i < q->n; i++) {
+        free(q->v[i].req);
+        free(q->v[i].answer);
+    }
+    q->n = 0;
+}

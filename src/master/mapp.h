@@ -1,0 +1,51 @@
+/*
+ * mapp.h - a control client's requests on a pool's app failer, passed
+ * through its app agent (agent.h): `qpool failed list|show|retry|forget
+ * --app POOL` for the failures of app_driver pools, which the app's own
+ * failer keeps (failed_jobs), as queue:failed, queue:retry and queue:forget
+ * see them (php/src/AgentFailed.php).
+ *
+ * The control socket's "app" command names the pool and the request; the
+ * request is rebuilt here from the keys each op takes (nothing else reaches
+ * the app), queued on the pool (at most MAPP_QUEUE_MAX waiting), and sent
+ * when its agent has none in flight (one is asked of the zygote when the
+ * pool has none). The client waits: the agent's reply, or an error when the
+ * agent went away or nothing answered within MAPP_WAIT_MS, is its one reply
+ * line, which control.c takes with mapp_done (this file never calls the
+ * control socket's code). Over HTTP: not yet (the dashboard's channel is one request at a
+ * time, answered at once).
+ */
+#ifndef QPOOL_MAPP_H
+#define QPOOL_MAPP_H
+
+#include <cjson/cJSON.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "master/master.h"
+
+#define MAPP_WAIT_MS 30000
+#define MAPP_FIELD_MAX 1000 /* a filter's text, at most */
+
+/* Pure: the request the agent gets for a control client's "request"
+ * object (JSON text, caller frees), or NULL with the reason in err. */
+char *mapp_request(const cJSON *req, char *err, size_t errn);
+/* Queue req (mapp_request's) on the pool for control client `client`
+ * (control_reply_to); 0, or -1 with err (the client is told then). */
+int mapp_ask(master_t *m, uint64_t client, const char *pool, char *req, int64_t now, char *err, size_t errn);
+/* Has the pool requests waiting (its agent is kept up)? */
+bool mapp_wanted(const pool_t *p);
+/* Send the first waiting request when the agent is free. */
+void mapp_send(pool_t *p, int64_t now);
+/* The agent's reply to a passed-through request: to its client. */
+void mapp_reply(master_t *m, pool_t *p, const agent_reply_t *r);
+/* Each pass: requests whose agent went away, or past MAPP_WAIT_MS, end with an error. */
+void mapp_tick(master_t *m, pool_t *p, int64_t now);
+/* The first answered request's reply (heap; caller frees) and its client,
+ * taken off the queue; NULL when none is answered. */
+char *mapp_done(pool_t *p, uint64_t *client);
+/* Free what the pool's queue holds (the pool is freed). */
+void mapp_free(agent_app_t *q);
+
+#endif

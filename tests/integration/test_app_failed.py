@@ -1,0 +1,116 @@
+"""`qpool failed ... --app POOL` (issue 30, item 5): an app_driver pool's
+failures are in the app's own failer (failed_jobs), and qpool lists, shows,
+retries and forgets them through the pool's app agent as `queue:failed`,
+`queue:retry` and `queue:forget` do. Laravel 8 on the host (Debian 12; a
+Debian 12 root elsewhere) and 13 in the sid root (laravel_roots.py), the
+`database` driver on SQLite."""
+import json
+import subprocess
+
+import pytest
+
+from conftest import QPOOL, wait_for
+from laravel_roots import VERSIONS, Version, VersionApp, build_root
+from test_app_driver import dispatch, jobs_left, pool, use_database_queue
+
+
+@pytest.fixture(scope="module", params=["8", "13"], ids=lambda v: "laravel" + v)
+def version8_13(request):
+    dist = VERSIONS[request.param][0]
+    v = Version(request.param, build_root(dist) if dist else None)
+    v.mount_proc()
+    try:
+        yield v
+    finally:
+        v.umount_proc()
+
+
+@pytest.fixture
+def app(version8_13, redis_server, tmp_path):
+    a = VersionApp(version8_13, redis_server.port, tmp_path)
+    try:
+        a.artisan("migrate", "--force")
+        yield a
+    finally:
+        a.remove()
+
+
+def failed_cli(m, *args, check=True):
+    res = subprocess.run([QPOOL, "failed"] + list(args) + ["--app", "appq", "-c", str(m.conf)],
+                         capture_output=True, text=True, timeout=120)
+    if check:
+        assert res.returncode == 0, (args, res.stdout, res.stderr)
+    return res
+
+
+def listed(m, *args):
+    return json.loads(failed_cli(m, "list", "--json", *args).stdout)
+
+
+def test_failed_jobs_of_the_apps_failer(master_factory, redis_server, app):
+    use_database_queue(app)
+    dispatch(app, "ManualFailJob", count=3, tag="f")
+    dispatch(app, "MarkerJob", tag="ok")
+    m = master_factory(redis_server)
+    m.write_config(pool(app))
+    m.start()
+    try:
+        wait_for(lambda: not jobs_left(app) and len(app.failed_jobs()) == 3, 90, interval=0.25,
+                 what="three failures in failed_jobs on Laravel %s" % app.version.name)
+        rows = {r["uuid"]: r for r in app.failed_jobs()}
+
+        # list: newest first, every row of the failer, as queue:failed has them
+        rep = listed(m)
+        assert rep["ok"] and rep["pool"] == "appq" and rep["total"] == 3
+        assert {f["id"] for f in rep["failed"]} == set(rows)
+        assert all(f["class"] == "App\\Jobs\\ManualFailJob" and f["queue"] == "default" and
+                   f["connection"] == "database" and "manual failure" in f["exception"] for f in rep["failed"])
+        assert [f["failed_at"] for f in rep["failed"]] == sorted((f["failed_at"] for f in rep["failed"]), reverse=True)
+        # pages and filters
+        first = listed(m, "--limit", "2")
+        assert len(first["failed"]) == 2 and first["total"] == 3
+        rest = listed(m, "--limit", "2", "--offset", "2")
+        assert len(rest["failed"]) == 1
+        assert {f["id"] for f in first["failed"] + rest["failed"]} == set(rows)
+        assert listed(m, "--class", "App\\Jobs\\MarkerJob")["total"] == 0
+        assert listed(m, "--text", "MANUAL FAILURE", "--queue", "default")["total"] == 3
+        assert listed(m, "default", "--since", "1h")["total"] == 3
+        text = failed_cli(m, "list", "--limit", "2").stdout
+        assert "2 of 3 failed jobs in the app's failer (pool appq); more: --offset 2" in text, text
+
+        # show: the exception's lines and the payload
+        one = rep["failed"][-1]["id"]
+        shown = failed_cli(m, "show", one).stdout
+        assert "id:         %s" % one in shown and "RuntimeException: manual failure" in shown
+        assert "\n#0 " in shown and "ManualFailJob" in shown.split("payload:", 1)[1]
+
+        # retry: pushed back as queue:retry does; it runs (and fails) again
+        command = json.loads(rows[one]["payload"])["data"]["command"]
+        tag = [t for t in ("f-1", "f-2", "f-3") if '"%s"' % t in command]
+        res = failed_cli(m, "retry", one)
+        assert "pushed back %s" % one in res.stdout
+        runs = lambda: [x for x in app.read_markers() if "event" not in x and x["job"] == "ManualFailJob"]
+        wait_for(lambda: len(runs()) == 4 and len(app.failed_jobs()) == 3, 60, interval=0.25,
+                 what="the retried job to run and fail again")
+        # that job ran once more, from attempt 1 (attempts reset, as queue:retry)
+        assert len(tag) == 1 and [x["attempt"] for x in runs() if x["tag"] == tag[0]] == [1, 1]
+
+        # forget: as queue:forget; an id the failer does not hold says so
+        other = rep["failed"][0]["id"]
+        res = failed_cli(m, "forget", other, "no-such-job", check=False)
+        assert res.returncode == 1 and "forgot %s" % other in res.stdout
+        assert "no failed job no-such-job in the app's failer" in res.stderr
+        assert other not in {r["uuid"] for r in app.failed_jobs()} and len(app.failed_jobs()) == 2
+
+        # qpool's own store has none of them; flush and filters stay with it
+        res = m.cli("failed", "list")
+        assert "(no failed jobs)" in res.stdout and "qpool failed list --app appq" in res.stderr
+        assert failed_cli(m, "flush", check=False).returncode == 64
+        assert failed_cli(m, "retry", "--class", "X", check=False).returncode == 64
+        res = subprocess.run([QPOOL, "failed", "list", "--app", "nope", "-c", str(m.conf)], capture_output=True,
+                             text=True, timeout=60)
+        assert res.returncode == 1 and "no pool nope" in res.stderr
+    finally:
+        assert m.stop(60) == 0
+    res = failed_cli(m, "list", check=False)  # the master is gone
+    assert res.returncode == 2 and "not running" in res.stderr

@@ -1,0 +1,1 @@
+../../laravel-app-10/vendor/autoload.php
