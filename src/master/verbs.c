@@ -217,7 +217,7 @@ int master_stop_job(master_t *m, const char *uuid, const char *who, char *pool, 
             sb_child_t s;
             sb_read(slot, &s);
             if (s.state != SB_BUSY || !s.job_started_ms || strcmp(s.job_uuid, uuid)) continue;
-            atomic_store(&slot->stop_job_ms, s.job_started_ms); /* the worker acts on it, for that job only */
+            sb_stop_ask(slot, s.job_started_ms); /* the worker acts on it, for that job only */
             snprintf(pool, pn, "%s", p->conf.name);
             log_info("stop job %s (%s) of pool %s on worker %d, asked %s %s: its handler is killed as at a timeout",
                      uuid, s.job_name, p->conf.name, (int)p->children[j].pid, strncmp(who, "HTTP", 4) ? "on" : "over",

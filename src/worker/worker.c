@@ -225,7 +225,7 @@ static void sb_job(worker_t *w, const sb_job_t *j)
     sb_tags(tags, sizeof tags, j->raw, j->rawlen); /* parsed before the write: the master's reads never wait on it */
     sb_write_begin(w->slot);
     w->slot->c.state = SB_BUSY;
-    w->slot->c.job_started_ms = wall_ms();
+    sb_job_started(w->slot, wall_ms());
     w->slot->c.job_attempt = j->attempt > 0 && j->attempt < INT32_MAX ? (uint32_t)j->attempt : 0;
     w->slot->c.job_timeout_s = j->timeout > 0 && j->timeout < INT32_MAX ? (int32_t)j->timeout : 0;
     sb_text(w->slot->c.job_id, sizeof w->slot->c.job_id, id);
@@ -979,8 +979,7 @@ static void orphan_release(worker_t *w)
 /* Has an operator asked to stop the job running (master_stop_job)? */
 static bool stop_asked(worker_t *w)
 {
-    int64_t at = atomic_load(&w->slot->stop_job_ms);
-    return at && at == w->slot->c.job_started_ms;
+    return sb_stop_asked(w->slot);
 }
 
 /* Run the handler, watching signals, the timeout and the reservation. The
