@@ -117,6 +117,7 @@ final class AppDriver
 
         try {
             $this->armTimeout($worker, $connection, $queues, $job, $options);
+            $this->guardTimeout($job);
             $this->stopIfPending();
             $this->call('runJob', $job, $connection, $options);
         } finally {
@@ -157,6 +158,34 @@ final class AppDriver
             pcntl_signal_dispatch();
             $this->stopPending = false;
         }
+    }
+
+    /**
+     * The Worker's SIGALRM handler runs only while the job is not over: a
+     * stop (or the alarm) that comes once the job released itself, was
+     * deleted or failed (the listeners runJob calls after a release) leaves
+     * it as it is, where Laravel's handler would fail a released job (a
+     * failed_jobs row beside the released copy, which runs again).
+     */
+    private function guardTimeout($job): void
+    {
+        if (! function_exists('pcntl_signal_get_handler')) {
+            return;
+        }
+
+        $armed = pcntl_signal_get_handler(SIGALRM);
+
+        if (! is_callable($armed)) {
+            return;
+        }
+
+        pcntl_signal(SIGALRM, function (...$args) use ($armed, $job) {
+            if ($job->isDeleted() || $job->isReleased() || $job->hasFailed()) {
+                return;
+            }
+
+            $armed(...$args);
+        });
     }
 
     /** A stop that came before the Worker's timeout handler was armed: raise it again, now that it is. */

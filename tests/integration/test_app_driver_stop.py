@@ -182,3 +182,61 @@ def test_a_stop_before_the_timeout_handler_is_armed(master_factory, redis_server
         wait_for(lambda: timed_out(m) == 1, 60, interval=0.25, what="the job recorded as timed out")
     finally:
         assert m.stop(60) == 0
+
+
+RELEASE_THEN_STOP = r"""<?php
+
+namespace App\Jobs;
+
+use Illuminate\Bus\Queueable;
+use Illuminate\Contracts\Queue\ShouldQueue;
+use Illuminate\Foundation\Bus\Dispatchable;
+use Illuminate\Queue\InteractsWithQueue;
+
+/** Releases itself, then stops its handler (SIGSTOP) once: the end of a job a stop may cross. */
+class ReleaseThenStopJob implements ShouldQueue
+{
+    use Dispatchable, InteractsWithQueue, Queueable;
+
+    public function handle()
+    {
+        $this->release(3600);
+        $flag = getenv('APP_STORAGE').'/released';
+        if (! file_exists($flag)) {
+            file_put_contents($flag, (string) getmypid());
+            posix_kill(getmypid(), SIGSTOP);
+        }
+    }
+}
+"""
+
+
+@pytest.mark.parametrize("laravel_version", ["8"], indirect=True)
+def test_a_stop_after_the_job_released_itself(master_factory, redis_server, version_app):
+    """Review of g32c, SHOULD 4: a stop that reaches the handler once the job
+    has released itself (its last try) no longer fails it: Laravel's timeout
+    handler would add a failed_jobs row beside the released copy."""
+    app = version_app
+    use_database_queue(app, retry_after=7200)
+    (app.path / "app" / "Jobs" / "ReleaseThenStopJob.php").write_text(RELEASE_THEN_STOP)
+    storage = pathlib.Path(app.env["APP_STORAGE"])
+    m = master_factory(redis_server)
+    m.write_config(pool(app, "timeout = 900;"))
+    m.start()
+    try:
+        dispatch(app, "ReleaseThenStopJob", tag="rel")
+        flag = storage / "released"
+        wait_for(lambda: flag.exists() and flag.read_text(), 90, interval=0.25, what="the job released, handler stopped")
+        pid = int(flag.read_text())
+        wait_for(lambda: proc_state(pid) == "T", 30, what="the handler stopped")
+        uuid = json.loads(app.table("select payload from jobs")[0]["payload"])["uuid"]
+        assert "stopping job %s" % uuid in m.cli("stop-job", uuid).stdout
+        m.wait_log(r"job \S+ \(App\\Jobs\\ReleaseThenStopJob\) stop")  # the SIGALRM went out while it was stopped
+        os.kill(pid, signal.SIGCONT)
+        wait_for(lambda: re.search(r"(Released|TimedOut|Processed|Failed)\s+App\\Jobs\\ReleaseThenStopJob", m.log()),
+                 60, interval=0.25, what="the attempt's outcome")
+        assert app.failed_jobs() == []
+        rows = jobs_left(app)
+        assert len(rows) == 1 and not rows[0]["reserved_at"], rows  # the released copy, waiting
+    finally:
+        assert m.stop(60) == 0
