@@ -173,7 +173,7 @@ def test_a_stop_before_the_timeout_handler_is_armed(master_factory, redis_server
 
         res = m.cli("stop-job", uuid)
         assert "stopping job %s" % uuid in res.stdout
-        m.wait_log(r"job \S+ \(App\\Jobs\\SleepJob\) stop")  # the SIGALRM went out while it was stopped
+        m.wait_log(r"job \S+ \(App\\Jobs\\SleepJob\): stop asked")  # the SIGALRM went out while it was stopped
         os.kill(pid, signal.SIGCONT)
 
         wait_for(lambda: not jobs_left(app) and len(app.failed_jobs()) == 1, 60, interval=0.25,
@@ -231,11 +231,15 @@ def test_a_stop_after_the_job_released_itself(master_factory, redis_server, vers
         wait_for(lambda: proc_state(pid) == "T", 30, what="the handler stopped")
         uuid = json.loads(app.table("select payload from jobs")[0]["payload"])["uuid"]
         assert "stopping job %s" % uuid in m.cli("stop-job", uuid).stdout
-        m.wait_log(r"job \S+ \(App\\Jobs\\ReleaseThenStopJob\) stop")  # the SIGALRM went out while it was stopped
+        m.wait_log(r"job \S+ \(App\\Jobs\\ReleaseThenStopJob\): stop asked")  # the SIGALRM went out while it was stopped
         os.kill(pid, signal.SIGCONT)
         wait_for(lambda: re.search(r"(Released|TimedOut|Processed|Failed)\s+App\\Jobs\\ReleaseThenStopJob", m.log()),
                  60, interval=0.25, what="the attempt's outcome")
         assert app.failed_jobs() == []
+        # SHOULD 7: the log says what the stop did, not that it stopped the job
+        m.wait_log(r"job \S+ \(App\\Jobs\\ReleaseThenStopJob\): the stop came as the job ended, which it left as "
+                   r"it was: Released")
+        assert not re.search(r"ReleaseThenStopJob\) stopped by an operator", m.log())
         rows = jobs_left(app)
         assert len(rows) == 1 and not rows[0]["reserved_at"], rows  # the released copy, waiting
     finally:
