@@ -1568,9 +1568,9 @@
     s.count.textContent = q ? num(list.length) + ' matching failed job' + (list.length === 1 ? '' : 's') + ', newest first' +
       (s.more ? ' (the first ' + num(list.length) + '; more of the store is left: narrow the filter)' : '') + ' · ' + num(s.scanned) + ' records looked at'
       : num(list.length) + ' failed job' + (list.length === 1 ? '' : 's');
-    s.tableEl = table('Failed at|Job|Queue|Exception|UUID|Actions', list, f => {
+    s.tableEl = table('Failed at|Job|Queue|Pool|Host|Exception|UUID|Actions', list, f => {
       return el('tr', { 'data-uuid': f.uuid, class: 'failed' },
-        td(when(f.failed_at * 1000)), td(jobLink(f.uuid, f.name)), td(f.queue), td((f.exception || '').split('\n')[0], 'wrap', f.exception || null), td(f.uuid, 'mono'),
+        td(when(f.failed_at * 1000)), td(jobLink(f.uuid, f.name)), td(f.queue), td(f.pool || '–'), td(f.host || '–'), td((f.exception || '').split('\n')[0], 'wrap', f.exception || null), td(f.uuid, 'mono'),
         td(el('div', { class: 'btns' },
           actBtn('retry', 'Retry', b => { act('Retry ' + f.uuid, 'api/failed/' + enc(f.uuid) + '/retry', {}, b); }),
           actBtn('forget', 'Forget', b => { act('Forget ' + f.uuid, 'api/failed/' + enc(f.uuid) + '/forget', {}, b); }, 'danger'))));

@@ -31,6 +31,9 @@ final class AppDriver
     /** @var bool a request is running: the listeners record */
     private $running = false;
 
+    /** @var bool a stop (SIGALRM from qpool) came between runs or before the run armed the Worker's timeout */
+    private $stopPending = false;
+
     public function __construct($app)
     {
         $this->app = $app;
@@ -67,6 +70,8 @@ final class AppDriver
         if ($connection === '' || $queues === '') {
             throw new \InvalidArgumentException('qpool-handler: a pop request needs "connection" and "queues"');
         }
+
+        $this->awaitStop(); // a stop sent now is for a job that is over: forget it
 
         $worker = $this->worker();
         $this->held = null;
@@ -112,13 +117,15 @@ final class AppDriver
 
         try {
             $this->armTimeout($worker, $connection, $queues, $job, $options);
+            $this->guardTimeout($job);
+            $this->stopIfPending();
             $this->call('runJob', $job, $connection, $options);
         } finally {
             if (function_exists('pcntl_alarm')) {
+                // first, so that no SIGALRM reaches the Worker's handler of a job that is over: qpool
+                // sends one to stop the running job ("stop this job"), which may cross its end
+                $this->awaitStop(false);
                 pcntl_alarm(0); // Worker::resetTimeoutHandler()
-                // and no SIGALRM reaches the handler of a job that is over: qpool sends one
-                // to stop the running job ("stop this job"), which may cross its end
-                pcntl_signal(SIGALRM, SIG_IGN);
             }
 
             $this->running = false;
@@ -128,6 +135,72 @@ final class AppDriver
 
         return $this->outcome($job) + ['job' => self::describeJob($job, $poppedAt, (microtime(true) - $started) * 1000, $attempts)]
             + self::tags($job);
+    }
+
+    /**
+     * Between runs, and in a run until the Worker's timeout handler is armed,
+     * SIGALRM (qpool's "stop this job") only records that a stop came. pop()
+     * forgets it ($clear: a stop sent before the next job's `pop` is for the
+     * last job; qpool sends one for a job only after writing its `run`).
+     */
+    private function awaitStop(bool $clear = true): void
+    {
+        if (! function_exists('pcntl_signal')) {
+            return;
+        }
+
+        $self = $this;
+        pcntl_signal(SIGALRM, function () use ($self) {
+            $self->stopPending = true;
+        });
+
+        if ($clear) {
+            pcntl_signal_dispatch();
+            $this->stopPending = false;
+        }
+    }
+
+    /**
+     * The Worker's SIGALRM handler runs only while the job is not over: a
+     * stop (or the alarm) that comes once the job released itself, was
+     * deleted or failed (the listeners runJob calls after a release) leaves
+     * it as it is, where Laravel's handler would fail a released job (a
+     * failed_jobs row beside the released copy, which runs again).
+     */
+    private function guardTimeout($job): void
+    {
+        if (! function_exists('pcntl_signal_get_handler')) {
+            return;
+        }
+
+        $armed = pcntl_signal_get_handler(SIGALRM);
+
+        if (! is_callable($armed)) {
+            return;
+        }
+
+        pcntl_signal(SIGALRM, function (...$args) use ($armed, $job) {
+            if ($job->isDeleted() || $job->isReleased() || $job->hasFailed()) {
+                return;
+            }
+
+            $armed(...$args);
+        });
+    }
+
+    /** A stop that came before the Worker's timeout handler was armed: raise it again, now that it is. */
+    private function stopIfPending(): void
+    {
+        if (! function_exists('pcntl_signal_dispatch')) {
+            return;
+        }
+
+        pcntl_signal_dispatch();
+
+        if ($this->stopPending) {
+            $this->stopPending = false;
+            function_exists('posix_kill') ? posix_kill(getmypid(), SIGALRM) : pcntl_alarm(1);
+        }
     }
 
     /** The job's tags (its payload's, else the adapter's, as Horizon makes them) and whether it is silenced. */

@@ -575,25 +575,28 @@ static int set_option(const control_t *ctl, ctl_args_t *a, int o, const char *ar
     }
 }
 
+/* The control commands' long options, as in 1.0; getopt_long takes any
+ * unique prefix, so a name added here can break an abbreviation scripts use
+ * (--s for --socket, --t for --timeout, --q for --queue). */
+#define CTL_LONG_OPTS                                                                                                 \
+    {"config", required_argument, 0, 'c'}, {"socket", required_argument, 0, 's'}, {"json", no_argument, 0, 'j'},      \
+        {"verbose", no_argument, 0, 'v'}, {"watch", optional_argument, 0, 'w'}, {"wait", no_argument, 0, 'W'},        \
+        {"queue", required_argument, 0, 'q'}, {"class", required_argument, 0, 'K'},                                   \
+        {"timeout", required_argument, 0, 't'}, {"help", no_argument, 0, 'h'}
+static const struct option ctl_opts[] = {CTL_LONG_OPTS, {0, 0, 0, 0}};
+/* batches alone also takes the filters of GET /api/batches */
+static const struct option batch_opts[] = {CTL_LONG_OPTS,
+                                           {"q", required_argument, 0, 1101},
+                                           {"text", required_argument, 0, 1101},
+                                           {"status", required_argument, 0, 1102},
+                                           {"since", required_argument, 0, 1103},
+                                           {"until", required_argument, 0, 1104},
+                                           {0, 0, 0, 0}};
+
 /* The options and operands into a. 0: go on; -1: stop with exit status *status. */
 static int parse_args(const control_t *ctl, const cli_cmd_t *cmd, int argc, char **argv, ctl_args_t *a, int *status)
 {
-    static const struct option opts[] = {{"config", required_argument, 0, 'c'},
-                                         {"socket", required_argument, 0, 's'},
-                                         {"json", no_argument, 0, 'j'},
-                                         {"verbose", no_argument, 0, 'v'},
-                                         {"watch", optional_argument, 0, 'w'},
-                                         {"wait", no_argument, 0, 'W'},
-                                         {"queue", required_argument, 0, 'q'},
-                                         {"class", required_argument, 0, 'K'},
-                                         {"timeout", required_argument, 0, 't'},
-                                         {"q", required_argument, 0, 1101},
-                                         {"text", required_argument, 0, 1101},
-                                         {"status", required_argument, 0, 1102},
-                                         {"since", required_argument, 0, 1103},
-                                         {"until", required_argument, 0, 1104},
-                                         {"help", no_argument, 0, 'h'},
-                                         {0, 0, 0, 0}};
+    const struct option *opts = (ctl->opts & CTL_OPT_BFILTER) ? batch_opts : ctl_opts;
     int o;
     *status = EXIT_USAGE;
     optind = 1;

@@ -389,15 +389,23 @@ static void cmd_status(master_t *m, ctl_client_t *c, const ctl_request_t *r)
     reply_json(c, status_json(m, (r->verbose ? STATUS_VERBOSE : 0) | (r->raw ? STATUS_RAW : 0)));
 }
 
+/* Who asked, for the audit log: the HTTP process's "by" (its user), else
+ * the socket peer's uid; a "by" from any other client is not believed. */
+static const char *ctl_who(const ctl_client_t *c, const ctl_request_t *r, char *who, size_t n)
+{
+    if (c->adopted)
+        snprintf(who, n, "HTTP by %s", r->by ? r->by : "?");
+    else
+        snprintf(who, n, "the control socket, uid %d", (int)c->uid);
+    return who;
+}
+
 /* pause --class, continue --class: across the fleet (or in the named
  * pools, on every host), in Redis. */
 static void run_class_pause(master_t *m, ctl_client_t *c, const ctl_request_t *r, bool on)
 {
     char who[300], err[256];
-    if (c->adopted)
-        snprintf(who, sizeof who, "HTTP by %s", r->by ? r->by : "?");
-    else
-        snprintf(who, sizeof who, "the control socket, uid %d", (int)c->uid);
+    ctl_who(c, r, who, sizeof who);
     if (classpause_set_in(m, r->classes, r->nclasses, r->pools, r->npools, on, who, err, sizeof err) < 0)
         reply_verb_error(c, err);
     else
@@ -502,8 +510,8 @@ static void cmd_terminate(master_t *m, ctl_client_t *c, const ctl_request_t *r)
 
 static void cmd_stop_job(master_t *m, ctl_client_t *c, const ctl_request_t *r)
 {
-    char err[256], pool[64] = "";
-    int pid = master_stop_job(m, r->uuid, r->by, pool, sizeof pool, err, sizeof err);
+    char err[256], pool[64] = "", who[300];
+    int pid = master_stop_job(m, r->uuid, ctl_who(c, r, who, sizeof who), pool, sizeof pool, err, sizeof err);
     if (pid < 0) {
         reply_verb_error(c, err);
         return;

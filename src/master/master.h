@@ -94,8 +94,9 @@ int master_restart(master_t *m, const char *pool, char *err, size_t errn);
 /* An operator's "stop this job": the worker running the job uuid kills its
  * handler as at a timeout (the job is then released or failed as a timeout
  * leaves it). The worker's pid (its pool's name in pool), or -1 (err): no
- * such job runs here. by: who asked, for the log (NULL: the control socket). */
-int master_stop_job(master_t *m, const char *uuid, const char *by, char *pool, size_t pn, char *err, size_t errn);
+ * such job runs here. who: who asked, for the log ("HTTP by USER" or "the
+ * control socket, uid N"). */
+int master_stop_job(master_t *m, const char *uuid, const char *who, char *pool, size_t pn, char *err, size_t errn);
 pool_t *master_pool(master_t *m, const char *name);
 
 #endif

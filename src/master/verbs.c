@@ -208,7 +208,7 @@ int master_restart(master_t *m, const char *pool, char *err, size_t errn)
     return n;
 }
 
-int master_stop_job(master_t *m, const char *uuid, const char *by, char *pool, size_t pn, char *err, size_t errn)
+int master_stop_job(master_t *m, const char *uuid, const char *who, char *pool, size_t pn, char *err, size_t errn)
 {
     for (int i = 0; i < m->pools.n; i++) {
         pool_t *p = m->pools.v[i];
@@ -217,11 +217,11 @@ int master_stop_job(master_t *m, const char *uuid, const char *by, char *pool, s
             sb_child_t s;
             sb_read(slot, &s);
             if (s.state != SB_BUSY || !s.job_started_ms || strcmp(s.job_uuid, uuid)) continue;
-            atomic_store(&slot->stop_job_ms, s.job_started_ms); /* the worker acts on it, for that job only */
+            sb_stop_ask(slot, s.job_started_ms); /* the worker acts on it, for that job only */
             snprintf(pool, pn, "%s", p->conf.name);
-            log_info("stop job %s (%s) of pool %s on worker %d, asked %s%s: its handler is killed as at a timeout",
-                     uuid, s.job_name, p->conf.name, (int)p->children[j].pid, by ? "over HTTP by " : "on the control socket",
-                     by ? by : "");
+            log_info("stop job %s (%s) of pool %s on worker %d, asked %s %s: its handler is killed as at a timeout",
+                     uuid, s.job_name, p->conf.name, (int)p->children[j].pid, strncmp(who, "HTTP", 4) ? "on" : "over",
+                     who);
             return (int)p->children[j].pid;
         }
     }

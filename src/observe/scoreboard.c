@@ -52,6 +52,7 @@ int sb_alloc(scoreboard_t *sb)
         if (s->pid == 0 && s->c.state == SB_FREE) {
             atomic_store(&s->seq, 0);
             atomic_store(&s->control, 0);
+            atomic_store(&s->stop_job_ms, 0);
             s->pid = -1; /* reserved */
             s->started_ms = 0;
             s->pool[0] = '\0';
@@ -70,6 +71,24 @@ void sb_release(scoreboard_t *sb, int idx)
     s->pid = 0;
     memset(&s->c, 0, sizeof s->c);
     atomic_store(&s->control, 0);
+    atomic_store(&s->stop_job_ms, 0);
+}
+
+void sb_stop_ask(sb_slot_t *s, int64_t started_ms)
+{
+    atomic_store(&s->stop_job_ms, started_ms);
+}
+
+bool sb_stop_asked(const sb_slot_t *s)
+{
+    int64_t at = atomic_load((_Atomic int64_t *)&s->stop_job_ms);
+    return at && at == s->c.job_started_ms;
+}
+
+void sb_job_started(sb_slot_t *s, int64_t started_ms)
+{
+    atomic_store(&s->stop_job_ms, 0); /* before the new start is seen: a request from now on is for this job */
+    s->c.job_started_ms = started_ms;
 }
 
 void sb_write_begin(sb_slot_t *s)

@@ -118,6 +118,15 @@ void sb_write_end(sb_slot_t *s);
 /* Master side: consistent snapshot of the child part. */
 void sb_read(const sb_slot_t *s, sb_child_t *out);
 
+/* "Stop this job". Master side: ask to stop the job that started at
+ * started_ms (as sb_read gave it). Child side: sb_stop_asked, for the job it
+ * runs; sb_job_started, inside its write, forgets any request (a stale one
+ * never stops a later job, even one started in the same ms or after a clock
+ * step back) and publishes the new job's start. */
+void sb_stop_ask(sb_slot_t *s, int64_t started_ms);
+bool sb_stop_asked(const sb_slot_t *s);
+void sb_job_started(sb_slot_t *s, int64_t started_ms);
+
 const char *sb_state_name(int state);
 
 #endif

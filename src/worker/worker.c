@@ -225,7 +225,7 @@ static void sb_job(worker_t *w, const sb_job_t *j)
     sb_tags(tags, sizeof tags, j->raw, j->rawlen); /* parsed before the write: the master's reads never wait on it */
     sb_write_begin(w->slot);
     w->slot->c.state = SB_BUSY;
-    w->slot->c.job_started_ms = wall_ms();
+    sb_job_started(w->slot, wall_ms());
     w->slot->c.job_attempt = j->attempt > 0 && j->attempt < INT32_MAX ? (uint32_t)j->attempt : 0;
     w->slot->c.job_timeout_s = j->timeout > 0 && j->timeout < INT32_MAX ? (int32_t)j->timeout : 0;
     sb_text(w->slot->c.job_id, sizeof w->slot->c.job_id, id);
@@ -979,8 +979,7 @@ static void orphan_release(worker_t *w)
 /* Has an operator asked to stop the job running (master_stop_job)? */
 static bool stop_asked(worker_t *w)
 {
-    int64_t at = atomic_load(&w->slot->stop_job_ms);
-    return at && at == w->slot->c.job_started_ms;
+    return sb_stop_asked(w->slot);
 }
 
 /* Run the handler, watching signals, the timeout and the reservation. The
@@ -1902,8 +1901,8 @@ static int64_t app_stop(worker_t *w, int64_t deadline)
 {
     if (w->app_stopped || !stop_asked(w)) return deadline;
     w->app_stopped = true;
-    log_warn("job %s (%s) stopped by an operator: SIGALRM to its handler, as at its timeout", w->slot->c.job_id,
-             w->slot->c.job_name);
+    log_warn("job %s (%s): stop asked by an operator: SIGALRM sent to its handler, as at its timeout",
+             w->slot->c.job_id, w->slot->c.job_name); /* what it did: app_stop_outcome */
     int64_t grace = mono_ms() + (int64_t)APP_TIMEOUT_GRACE_S * 1000;
     if (handler_signal(w->h, SIGALRM) < 0) return mono_ms();
     return deadline && deadline < grace ? deadline : grace;
@@ -1986,6 +1985,17 @@ static const char *app_what(enum hres_kind k)
     }
 }
 
+/* After a stop (app_stop): what it did, once the run's outcome is known. */
+static void app_stop_outcome(const worker_t *w, const job_t *j, enum hres_kind k)
+{
+    if (!w->app_stopped) return;
+    if (k == HRES_TIMEOUT)
+        log_warn("job %s (%s) stopped by an operator, as at its timeout", j->app.id ? j->app.id : "?", j->app.name);
+    else
+        log_warn("job %s (%s): the stop came as the job ended, which it left as it was: %s",
+                 j->app.id ? j->app.id : "?", j->app.name, app_what(k));
+}
+
 /* The run's outcome: the job log, the counters, the stats and history (the
  * runtime is the handler's when it says). Release and failure happened in
  * the handler, through the app's driver. */
@@ -2000,6 +2010,7 @@ static void app_settle(worker_t *w, job_t *j, hresult_t *res)
     char extra[64];
     snprintf(extra, sizeof extra, " %.2f ms", ms_since(j->started_s));
     job_log(w, j, app_what(res->kind), extra);
+    app_stop_outcome(w, j, res->kind);
     if (res->exception && res->kind != HRES_DONE)
         log_warn("job %s (%s) attempt %ld: %.*s", j->app.id ? j->app.id : "?", j->app.name, j->attempts, 1000,
                  res->exception);

@@ -7,7 +7,10 @@ timeout handler, which fails the job when this attempt would exceed its
 tries (a failed_jobs row) and else leaves it reserved until retry_after.
 Real master, real PHP handler, real SQLite file; no timing is asserted."""
 import json
+import os
+import pathlib
 import re
+import signal
 import sqlite3
 import time
 
@@ -88,3 +91,156 @@ def age_reservations(app):
         con.commit()
     finally:
         con.close()
+
+
+WINDOW_WORKER = r"""<?php
+// The test's Worker: while the file `window` is in the app's storage, the next
+// job stops its handler (SIGSTOP) just before the Worker's timeout handler is
+// armed, the window in which qpool may already send a stop.
+class WindowWorker extends \Illuminate\Queue\Worker
+{
+    public static function from($w)
+    {
+        $n = (new \ReflectionClass(static::class))->newInstanceWithoutConstructor();
+        \Closure::bind(function ($src) {
+            foreach (get_object_vars($src) as $k => $v) {
+                $this->$k = $v;
+            }
+        }, $n, \Illuminate\Queue\Worker::class)($w);
+
+        return $n;
+    }
+
+    protected function registerTimeoutHandler(...$args)
+    {
+        $window = getenv('APP_STORAGE').'/window';
+        if (@unlink($window)) {
+            file_put_contents($window.'-pid', (string) getmypid());
+            posix_kill(getmypid(), SIGSTOP);
+        }
+
+        return parent::registerTimeoutHandler(...$args);
+    }
+}
+"""
+
+
+def use_window_worker(app):
+    (app.path / "bootstrap" / "window_worker.php").write_text(WINDOW_WORKER)
+    boot = app.path / "bootstrap" / "app.php"
+    boot.write_text(boot.read_text().replace(
+        "\nreturn $app;", "\nrequire_once __DIR__.'/window_worker.php';\n"
+        "$app->extend('queue.worker', function ($w) { return \\WindowWorker::from($w); });\n\nreturn $app;", 1))
+
+
+def proc_state(pid):
+    with open("/proc/%d/stat" % pid) as f:
+        return f.read().rsplit(")", 1)[1].split()[0]
+
+
+@pytest.mark.parametrize("ran_one", [True, False], ids=["second_job", "first_job"])
+@pytest.mark.parametrize("laravel_version", ["8"], indirect=True)
+def test_a_stop_before_the_timeout_handler_is_armed(master_factory, redis_server, version_app, ran_one):
+    """Review of g32c, SHOULD 1: a stop that reaches the handler after qpool
+    wrote the job's `run` but before the Worker's timeout handler is armed is
+    neither lost (a handler that ran a job before ignored SIGALRM) nor fatal (a
+    fresh handler's default SIGALRM): the job ends as at its timeout (its last
+    try: failed into failed_jobs)."""
+    app = version_app
+    use_database_queue(app, retry_after=600)
+    use_window_worker(app)
+    storage = pathlib.Path(app.env["APP_STORAGE"])
+    m = master_factory(redis_server)
+    m.write_config(pool(app, "timeout = 900;"))
+    m.start()
+    try:
+        if ran_one:
+            dispatch(app, "MarkerJob", tag="first")
+            wait_for(lambda: not jobs_left(app), 90, interval=0.25, what="the first job run")
+        first = [x for x in app.read_markers() if x.get("job") == "MarkerJob" and "event" not in x]
+        assert len(first) == (1 if ran_one else 0), first
+
+        storage.mkdir(parents=True, exist_ok=True)
+        (storage / "window").write_text("")
+        app.artisan("fixture:dispatch", "SleepJob", "--connection=database", "--arg=600000", "--tag=stuck")
+        wait_for(lambda: (storage / "window-pid").exists() and (storage / "window-pid").read_text(), 90,
+                 interval=0.25, what="the handler stopped in the window")
+        pid = int((storage / "window-pid").read_text())
+        assert not ran_one or pid == first[0]["pid"]  # the handler that ran the first job
+        wait_for(lambda: proc_state(pid) == "T", 30, what="the handler stopped")
+        uuid = app.table("select payload from jobs")[0]["payload"]
+        uuid = json.loads(uuid)["uuid"]
+
+        res = m.cli("stop-job", uuid)
+        assert "stopping job %s" % uuid in res.stdout
+        m.wait_log(r"job \S+ \(App\\Jobs\\SleepJob\): stop asked")  # the SIGALRM went out while it was stopped
+        os.kill(pid, signal.SIGCONT)
+
+        wait_for(lambda: not jobs_left(app) and len(app.failed_jobs()) == 1, 60, interval=0.25,
+                 what="the job failed into the app's failed_jobs, as at its timeout")
+        assert app.failed_jobs()[0]["uuid"] == uuid
+        wait_for(lambda: timed_out(m) == 1, 60, interval=0.25, what="the job recorded as timed out")
+    finally:
+        assert m.stop(60) == 0
+
+
+RELEASE_THEN_STOP = r"""<?php
+
+namespace App\Jobs;
+
+use Illuminate\Bus\Queueable;
+use Illuminate\Contracts\Queue\ShouldQueue;
+use Illuminate\Foundation\Bus\Dispatchable;
+use Illuminate\Queue\InteractsWithQueue;
+
+/** Releases itself, then stops its handler (SIGSTOP) once: the end of a job a stop may cross. */
+class ReleaseThenStopJob implements ShouldQueue
+{
+    use Dispatchable, InteractsWithQueue, Queueable;
+
+    public function handle()
+    {
+        $this->release(3600);
+        $flag = getenv('APP_STORAGE').'/released';
+        if (! file_exists($flag)) {
+            file_put_contents($flag, (string) getmypid());
+            posix_kill(getmypid(), SIGSTOP);
+        }
+    }
+}
+"""
+
+
+@pytest.mark.parametrize("laravel_version", ["8"], indirect=True)
+def test_a_stop_after_the_job_released_itself(master_factory, redis_server, version_app):
+    """Review of g32c, SHOULD 4: a stop that reaches the handler once the job
+    has released itself (its last try) no longer fails it: Laravel's timeout
+    handler would add a failed_jobs row beside the released copy."""
+    app = version_app
+    use_database_queue(app, retry_after=7200)
+    (app.path / "app" / "Jobs" / "ReleaseThenStopJob.php").write_text(RELEASE_THEN_STOP)
+    storage = pathlib.Path(app.env["APP_STORAGE"])
+    m = master_factory(redis_server)
+    m.write_config(pool(app, "timeout = 900;"))
+    m.start()
+    try:
+        dispatch(app, "ReleaseThenStopJob", tag="rel")
+        flag = storage / "released"
+        wait_for(lambda: flag.exists() and flag.read_text(), 90, interval=0.25, what="the job released, handler stopped")
+        pid = int(flag.read_text())
+        wait_for(lambda: proc_state(pid) == "T", 30, what="the handler stopped")
+        uuid = json.loads(app.table("select payload from jobs")[0]["payload"])["uuid"]
+        assert "stopping job %s" % uuid in m.cli("stop-job", uuid).stdout
+        m.wait_log(r"job \S+ \(App\\Jobs\\ReleaseThenStopJob\): stop asked")  # the SIGALRM went out while it was stopped
+        os.kill(pid, signal.SIGCONT)
+        wait_for(lambda: re.search(r"(Released|TimedOut|Processed|Failed)\s+App\\Jobs\\ReleaseThenStopJob", m.log()),
+                 60, interval=0.25, what="the attempt's outcome")
+        assert app.failed_jobs() == []
+        # SHOULD 7: the log says what the stop did, not that it stopped the job
+        m.wait_log(r"job \S+ \(App\\Jobs\\ReleaseThenStopJob\): the stop came as the job ended, which it left as "
+                   r"it was: Released")
+        assert not re.search(r"ReleaseThenStopJob\) stopped by an operator", m.log())
+        rows = jobs_left(app)
+        assert len(rows) == 1 and not rows[0]["reserved_at"], rows  # the released copy, waiting
+    finally:
+        assert m.stop(60) == 0

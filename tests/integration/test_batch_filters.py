@@ -4,8 +4,9 @@ since/until on created_at; filtered over the master's bounded snapshot.
 The fixture Laravel app, real Redis and processes. No timing is
 asserted."""
 import json
+import subprocess
 
-from conftest import free_port, wait_for
+from conftest import QPOOL, free_port, wait_for
 from test_batches import api, batch, row, start
 
 
@@ -49,3 +50,18 @@ def test_the_batches_list_is_filtered_on_the_server(master, laravel_app, tmp_pat
     assert fine in text and bad not in text
     res = master.cli("batches", "--status", "running", check=False)
     assert res.returncode == 64 and "--status" in res.stderr
+
+
+def test_the_control_commands_keep_their_1x_abbreviations(tmp_path):
+    """Review of g32c, SHOULD 5: getopt_long takes a unique prefix, and the
+    batch filters in every command's table made --s (--socket) and --t
+    (--timeout) ambiguous and --q the text filter, not --queue. They are
+    batches' alone now. No master: "not running" (2) is what a parsed command
+    line gives, a usage error is 64."""
+    sock = str(tmp_path / "none.sock")
+    for args in (["status", "--s", sock], ["terminate", "--wait", "--t", "5", "--s", sock],
+                 ["pause", "--q", "emails", "--s", sock], ["continue", "--q", "emails", "--soc", sock],
+                 ["batches", "--q", "x", "--socket", sock]):
+        res = subprocess.run([QPOOL] + args, capture_output=True, text=True, timeout=30)
+        assert res.returncode == 2, (args, res.returncode, res.stderr)
+        assert "not running" in res.stderr, (args, res.stderr)

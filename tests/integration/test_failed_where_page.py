@@ -36,3 +36,19 @@ def test_the_failed_page_filters_on_pool_and_host(failed, browser):  # noqa: F81
     d.refresh()
     wait_for(lambda: shown(d) == sorted(jobs["fw-b"]), 20, what="the same after a reload")
     assert d.find_element(By.ID, "failed-pool").get_attribute("value") == "fw-b"
+    # review of g32c, SHOULD 6: the table shows each record's pool and host (an old record: a dash)
+    cells = d.execute_script(
+        "var t = document.getElementById('failed-table');"
+        "var h = Array.from(t.querySelectorAll('th')).map(function (x) { return x.textContent.trim(); });"
+        "var p = h.indexOf('Pool'), o = h.indexOf('Host');"
+        "return Array.from(t.querySelectorAll('tr[data-uuid]')).map(function (r) {"
+        "  var c = r.querySelectorAll('td'); return [r.getAttribute('data-uuid'),"
+        "  p < 0 ? null : c[p].textContent, o < 0 ? null : c[o].textContent]; });")
+    assert sorted(cells) == sorted([[u, "fw-b", HOST] for u in jobs["fw-b"]]), cells
+    d.get("http://127.0.0.1:%d/#/failed" % port)
+    wait_for(lambda: old in shown(d), 30, what="every failed job again")
+    assert d.execute_script(
+        "var t = document.getElementById('failed-table');"
+        "var h = Array.from(t.querySelectorAll('th')).map(function (x) { return x.textContent.trim(); });"
+        "var r = t.querySelector('tr[data-uuid=\"' + arguments[0] + '\"]').querySelectorAll('td');"
+        "return [r[h.indexOf('Pool')].textContent, r[h.indexOf('Host')].textContent];", old) == ["\u2013", "\u2013"]

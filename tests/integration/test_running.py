@@ -5,8 +5,10 @@ has the worker kill the job's handler as at a timeout, so the job is then
 released or failed as a timeout leaves it. Two real masters on one real
 Redis; the jobs are pipe-handler jobs that hang."""
 import json
+import os
 
 from conftest import FIXTURE_HANDLER, PREFIX, free_port, make_payload, push, wait_for
+from test_control import raw_request
 from test_http import TOKEN, code, get, post
 
 STUCK = "App\\Jobs\\SyncCrm"
@@ -71,3 +73,36 @@ def test_running_jobs_of_two_masters_and_stop_this_job(master_factory, redis_ser
     wait_for(lambda: row_of(port, mine["uuid"]) is None, 20, what="the job gone from the running list")
     # the other master's job ran on untouched
     assert row_of(port, theirs["uuid"])["attempt"] == 1
+
+
+def test_stop_job_audit_names_the_socket_peer(master_factory, redis_server):
+    """Review of g32c, SHOULD 2: a stop-job on the control socket is logged
+    with the peer's uid, and a "by" it sends (only the HTTP process's is
+    believed) is not: no socket client can pose as an HTTP user."""
+    r = redis_server.client()
+    m = master_factory(redis_server, "audit")
+    m.write_config(pool("au", "rn-audit"), qpool="shutdown_timeout = 2;")
+    m.start()
+    job = make_payload("hang", job=STUCK)
+    push(r, "rn-audit", job)
+    wait_for(lambda: running_job(m).get("uuid") == job["uuid"], 30, what="the job running")
+    req = json.dumps({"cmd": "stop-job", "uuid": job["uuid"], "by": "alice"}).encode() + b"\n"
+    rep = json.loads(raw_request(m.socket, req))
+    assert rep.get("ok") and rep["pool"] == "au", rep
+    m.wait_log(r"stop job %s \(App\\Jobs\\SyncCrm\) of pool au .* asked on the control socket, uid %d:"
+               % (job["uuid"], os.getuid()))
+    assert "alice" not in m.log()
+    # the CLI's own stop: the same
+    wait_for(lambda: running_job(m).get("attempt") == 2, 30, what="attempt 2 running")
+    assert "stopping job %s" % job["uuid"] in m.cli("stop-job", job["uuid"]).stdout
+    m.wait_log(r"stop job %s .* asked on the control socket, uid %d:" % (job["uuid"], os.getuid()), count=2)
+
+
+def running_job(m):
+    """The job a child of the master runs ({} when none), from qpool status -v."""
+    pools = m.status().get("pools", [])
+    for p in pools.values() if isinstance(pools, dict) else pools:
+        for c in p.get("children", []):
+            if c.get("job"):
+                return c["job"]
+    return {}

@@ -63,11 +63,42 @@ static void test_read_gives_valid_utf8(void **state)
     free(s);
 }
 
+/* Review of g32c, SHOULD 3: a stop request is for one job. It was never
+ * cleared, so a later job that started at the same wall ms (two jobs in one
+ * ms, a clock stepped back) was stopped too. */
+static void test_stop_request_ends_with_its_job(void **state)
+{
+    (void)state;
+    sb_slot_t *s = hostile_slot();
+    sb_write_begin(s);
+    sb_job_started(s, 1700000000123);
+    sb_write_end(s);
+    assert_false(sb_stop_asked(s));
+    sb_stop_ask(s, 1700000000123);
+    assert_true(sb_stop_asked(s));
+    sb_write_begin(s);
+    sb_job_started(s, 1700000000123); /* the next job, in the same ms */
+    sb_write_end(s);
+    assert_false(sb_stop_asked(s));
+    sb_stop_ask(s, 1700000000123);
+    sb_write_begin(s);
+    sb_job_started(s, 1700000000100); /* the clock stepped back, then forward again */
+    sb_job_started(s, 1700000000123);
+    sb_write_end(s);
+    assert_false(sb_stop_asked(s));
+    sb_stop_ask(s, 1700000000123);   /* a slot released and taken again forgets it too */
+    scoreboard_t sb = {s, 1};
+    sb_release(&sb, 0);
+    assert_false(sb_stop_asked(s));
+    free(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_read_terminates_every_string),
         cmocka_unit_test(test_read_gives_valid_utf8),
+        cmocka_unit_test(test_stop_request_ends_with_its_job),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
