@@ -28,70 +28,156 @@ import uuid
 ROOT = __import__("pathlib").Path(__file__).resolve().parents[1]
 APP = ROOT / "tests" / "laravel-app"
 
-# Laravel's jobs table (the 8.x-13.x `queue:table` migration), as
-# tests/integration/test_app_driver.py makes it.
-JOBS_TABLE = """
-create table if not exists jobs (id integer primary key autoincrement not null, queue varchar not null,
-  payload text not null, attempts integer not null, reserved_at integer, available_at integer not null,
-  created_at integer not null);
-create index if not exists jobs_queue_index on jobs (queue);
+# Laravel's jobs table (the 8.x-13.x `queue:table` migration) on each server.
+JOBS_TABLE = {
+    "sqlite": ["create table if not exists jobs (id integer primary key autoincrement not null, queue varchar not "
+               "null, payload text not null, attempts integer not null, reserved_at integer, available_at integer "
+               "not null, created_at integer not null)", "create index if not exists jobs_queue_index on jobs (queue)"],
+    "mariadb": ["create table jobs (id bigint unsigned not null auto_increment primary key, queue varchar(255) not "
+                "null, payload longtext not null, attempts tinyint unsigned not null, reserved_at int unsigned null, "
+                "available_at int unsigned not null, created_at int unsigned not null, index jobs_queue_index (queue))"
+                " default character set utf8mb4 collate utf8mb4_unicode_ci"],
+    "postgres": ["create table jobs (id bigserial primary key, queue varchar(255) not null, payload text not null, "
+                 "attempts smallint not null, reserved_at integer null, available_at integer not null, created_at "
+                 "integer not null)", "create index jobs_queue_index on jobs (queue)"],
+}
+# The fixture app knows SQLite only: its copy gets Laravel's mysql and pgsql connections.
+CONNECTIONS = """
+        'mysql' => ['driver' => 'mysql', 'host' => env('DB_HOST'), 'port' => env('DB_PORT'),
+            'database' => env('DB_DATABASE'), 'username' => env('DB_USERNAME'), 'password' => env('DB_PASSWORD'),
+            'charset' => 'utf8mb4', 'collation' => 'utf8mb4_unicode_ci', 'prefix' => '', 'strict' => true],
+        'pgsql' => ['driver' => 'pgsql', 'host' => env('DB_HOST'), 'port' => env('DB_PORT'),
+            'database' => env('DB_DATABASE'), 'username' => env('DB_USERNAME'), 'password' => env('DB_PASSWORD'),
+            'charset' => 'utf8', 'prefix' => '', 'schema' => 'public', 'sslmode' => 'prefer'],
+"""
+# The bench's own client: one PHP process (PDO) that inserts, counts and
+# clears the jobs table while a run goes, on any of the three.
+CLIENT = r"""<?php
+$p = new PDO($argv[1], $argv[2] ?: null, $argv[3] ?: null, [PDO::ATTR_ERRMODE => PDO::ERRMODE_EXCEPTION]);
+if (strpos($argv[1], 'sqlite:') === 0) { $p->setAttribute(PDO::ATTR_TIMEOUT, 60); }
+foreach ($argv[4] === '' ? [] : explode("\x1f", $argv[4]) as $sql) { $p->exec($sql); }
+while (($l = fgets(STDIN)) !== false) {
+    $a = explode(' ', rtrim($l, "\n"), 2);
+    if ($a[0] === 'count') {
+        echo $p->query('select count(*) from jobs')->fetchColumn(), ' ', $p->query('select count(*) from failed_jobs')->fetchColumn(), "\n";
+    } elseif ($a[0] === 'clear') {
+        $p->exec('delete from jobs'); $p->exec('delete from failed_jobs'); echo "ok\n";
+    } elseif ($a[0] === 'payload') {
+        echo str_replace("\n", ' ', (string) $p->query('select payload from jobs order by id limit 1')->fetchColumn()), "\n";
+    } elseif ($a[0] === 'push') {
+        [$n, $payload] = explode(' ', $a[1], 2);
+        $job = json_decode($payload, true);
+        $t = time();
+        $s = $p->prepare('insert into jobs (queue, payload, attempts, reserved_at, available_at, created_at) values (?, ?, 0, null, ?, ?)');
+        $p->beginTransaction();
+        for ($i = 0; $i < (int) $n; $i++) {
+            $b = random_bytes(16); $b[6] = chr(ord($b[6]) & 0x0f | 0x40); $b[8] = chr(ord($b[8]) & 0x3f | 0x80);
+            $job['uuid'] = vsprintf('%s%s-%s-%s-%s-%s%s%s', str_split(bin2hex($b), 4));
+            $s->execute(['default', json_encode($job), $t, $t]);
+        }
+        $p->commit();
+        echo "ok\n";
+    }
+    fflush(STDOUT);
+}
 """
 KEYS = ("REDIS_HOST", "REDIS_PORT", "REDIS_PREFIX", "APP_STORAGE", "DB_CONNECTION", "DB_DATABASE", "LOG_CHANNEL",
-        "MARKER_EVENTS")
+        "MARKER_EVENTS", "DB_BUSY_TIMEOUT", "DB_HOST", "DB_PORT", "DB_USERNAME", "DB_PASSWORD")
 
 
 class Db:
     """A copy of the fixture app with a `database` queue connection (as
-    `laravel new` writes it) on the bench's SQLite file."""
+    `laravel new` writes it) on the bench's SQLite file, or on server (a
+    tests/integration/sqlservers.py server: MariaDB, PostgreSQL)."""
 
-    def __init__(self, env):
+    def __init__(self, env, server=None):
         self.env = env
+        self.kind = server.kind if server else "sqlite"
         self.app = env.tmp / "dbapp"
+        # SQLite with a busy timeout (the fixture app's DB_BUSY_TIMEOUT): without one a worker that meets
+        # another's write lock fails at once, and Laravel's Worker sleeps 1 s after a failed pop
+        self.app_env = dict(env.app_env, **(server.laravel_env() if server else {"DB_BUSY_TIMEOUT": "5"}))
         if not self.app.exists():
             shutil.copytree(APP, self.app, symlinks=True)
             conf = self.app / "config" / "queue.php"
             conf.write_text(conf.read_text().replace(
                 "'connections' => [", "'connections' => [\n        'database' => ['driver' => 'database', "
                 "'table' => 'jobs', 'queue' => 'default', 'retry_after' => 90, 'after_commit' => false],", 1))
-        self.db = env.app_env["DB_DATABASE"]
-        self.sql(JOBS_TABLE, script=True)
+            conf = self.app / "config" / "database.php"
+            conf.write_text(conf.read_text().replace("'connections' => [", "'connections' => [" + CONNECTIONS, 1))
+        self.client = None
+        if server:
+            self.artisan("migrate", "--force")  # failed_jobs on the server
+            e = server.laravel_env()
+            (env.tmp / "sqlclient.php").write_text(CLIENT)
+            self.client = subprocess.Popen(["php", str(env.tmp / "sqlclient.php"), server.dsn(), e["DB_USERNAME"],
+                                            e["DB_PASSWORD"], "\x1f".join(JOBS_TABLE[self.kind])],
+                                           stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        else:
+            for q in JOBS_TABLE["sqlite"]:
+                self.sql(q)
         self.artisan("fixture:dispatch", "NoopJob", "--connection=database", "--queue=default")
-        self.payload = json.loads(self.sql("select payload from jobs")[0][0])
-        self.sql("delete from jobs")
+        self.payload = self.ask("payload") if self.client else self.sql("select payload from jobs")[0][0]
+        self.clear()
 
-    def sql(self, q, args=(), script=False):
-        con = sqlite3.connect(self.db, timeout=60)
+    def sql(self, q, args=(), many=False):
+        """SQLite: here, not through PHP (a PDO connection held open in the
+        bench's client slowed the workers, which have no busy timeout)."""
+        con = sqlite3.connect(self.env.app_env["DB_DATABASE"], timeout=60)
         try:
-            rows = con.executescript(q) if script else con.execute(q, args).fetchall()
+            rows = con.executemany(q, args).fetchall() if many else con.execute(q, args).fetchall()
             con.commit()
             return rows
         finally:
             con.close()
 
+    def ask(self, line):
+        self.client.stdin.write(line + "\n")
+        self.client.stdin.flush()
+        out = self.client.stdout.readline()
+        if not out:
+            raise RuntimeError("the bench's SQL client has gone")
+        return out.rstrip("\n")
+
+    def close(self):
+        if self.client:
+            self.client.stdin.close()
+            self.client.wait(30)
+
     def artisan(self, *args):
         return subprocess.run(["php", str(self.app / "artisan")] + list(args), cwd=str(self.app),
-                              env=self.env.app_env, check=True, capture_output=True, text=True)
+                              env=self.app_env, check=True, capture_output=True, text=True)
 
     def push(self, n):
         """n no-op jobs in one transaction, each with its own uuid."""
-        now = int(time.time())
-        rows = []
-        for _ in range(n):
-            p = dict(self.payload, uuid=str(uuid.uuid4()))
-            rows.append(("default", json.dumps(p, separators=(",", ":")), 0, None, now, now))
-        con = sqlite3.connect(self.db, timeout=60)
-        try:
-            con.executemany("insert into jobs (queue, payload, attempts, reserved_at, available_at, created_at) "
-                            "values (?, ?, ?, ?, ?, ?)", rows)
-            con.commit()
-        finally:
-            con.close()
+        if self.client:
+            self.ask("push %d %s" % (n, self.payload))
+            return
+        now, job = int(time.time()), json.loads(self.payload)
+        rows = [("default", json.dumps(dict(job, uuid=str(uuid.uuid4()))), now, now) for _ in range(n)]
+        self.sql("insert into jobs (queue, payload, attempts, reserved_at, available_at, created_at) "
+                 "values (?, ?, 0, null, ?, ?)", rows, many=True)
+
+    def clear(self):
+        if self.client:
+            self.ask("clear")
+            return
+        self.sql("delete from jobs")
+        self.sql("delete from failed_jobs")
+
+    def count(self, table):
+        if self.client:
+            return int(self.ask("count").split()[table == "failed_jobs"])
+        return self.sql("select count(*) from " + table)[0][0]
 
     def left(self):
-        return self.sql("select count(*) from jobs")[0][0]
+        return self.count("jobs")
+
+    def failed(self):
+        return self.count("failed_jobs")
 
     def settings(self):
-        values = dict((k, self.env.app_env[k]) for k in KEYS)
+        values = dict((k, self.app_env[k]) for k in KEYS if k in self.app_env)
         return 'working_directory = "%s"; environment = { %s }; handler = { type = "pipe"; command = %s; };' % (
             self.app, " ".join('%s = "%s";' % kv for kv in values.items()),
             json.dumps(["php", str(ROOT / "php" / "qpool-handler.php"), str(self.app)]))
@@ -136,7 +222,7 @@ def growth(env, db, backlog=2000, top=8, running=False):
     max workers started, max handlers ready (busy or idle); the log's
     balancer line. From the master's start with the backlog waiting, or
     (running) from the backlog's insert into the pool idle at 1."""
-    db.sql("delete from jobs")
+    db.clear()
     if not running:
         db.push(backlog)
     t0 = time.monotonic()
@@ -182,28 +268,63 @@ def drain(db, jobs):
     return time.monotonic() - t0
 
 
-def qpool_rate(env, db, n, jobs):
-    db.sql("delete from jobs")
+def cpu_ms(pids):
+    """CPU time (user + system) of the processes, in ms."""
+    tick, total = os.sysconf("SC_CLK_TCK"), 0
+    for pid in pids:
+        try:
+            with open("/proc/%d/stat" % pid) as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])
+        except (OSError, IndexError, ValueError):
+            pass
+    return total * 1000.0 / tick
+
+
+def children(pid):
+    res = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True)
+    return [int(x) for x in res.stdout.split()]
+
+
+def qpool_rate(env, db, n, jobs, cpu=None):
+    """(jobs/s, jobs failed) of an app_driver pool of n processes; cpu (a
+    dict) gets the CPU ms per job of its handlers, its workers, its agent
+    and the master."""
+    db.clear()
     p, _ = env.master(db.pool("processes = %d;" % n), "dbrate")
     try:
         if not wait_idle(env, "dbrate", n):
-            return None
-        return jobs / drain(db, jobs)
+            return None, 0
+        st = status(env, "dbrate")
+        zygote, agent = st["zygote"]["pid"], (st.get("agent") or {}).get("pid")
+        parts = {"handlers": [x for x in children(zygote) if x != agent],
+                 "workers": [x for x in children(p.pid) if x != zygote], "agent": [agent], "master": [p.pid]}
+        before = dict((k, cpu_ms(v)) for k, v in parts.items())
+        rate = jobs / drain(db, jobs)
+        if cpu is not None:
+            for k, v in parts.items():
+                cpu.setdefault(k, []).append((cpu_ms(v) - before[k]) / jobs)
+        return rate, db.failed()
     finally:
         stop(p)
 
 
-def queue_work_rate(env, db, n, jobs):
-    db.sql("delete from jobs")
+def queue_work_rate(env, db, n, jobs, cpu=None):
+    db.clear()
     procs = [subprocess.Popen(["php", str(db.app / "artisan"), "queue:work", "database", "--queue=default",
-                               "--sleep=0.1"], cwd=str(db.app), env=env.app_env, stdout=subprocess.DEVNULL,
+                               "--sleep=0.1"], cwd=str(db.app), env=db.app_env, stdout=subprocess.DEVNULL,
                               stderr=subprocess.DEVNULL) for _ in range(n)]
     try:
         db.push(n)  # each booted and looping: the warm-up jobs are gone
         while db.left():
             time.sleep(0.05)
         time.sleep(1.0)
-        return jobs / drain(db, jobs)
+        db.clear()
+        before = cpu_ms(q.pid for q in procs)
+        rate = jobs / drain(db, jobs)
+        if cpu is not None:
+            cpu.setdefault("queue:work", []).append((cpu_ms(q.pid for q in procs) - before) / jobs)
+        return rate, db.failed()
     finally:
         for q in procs:
             q.terminate()
@@ -214,20 +335,25 @@ def queue_work_rate(env, db, n, jobs):
 def rates(env, db, jobs, rounds=3):
     out = {}
     for n in (1, 4):
-        q, w, loads = [], [], []
+        q, w, loads, failed, cpu = [], [], [], [0, 0], {}
         for _ in range(rounds):
             loads.append(loadavg())
-            q.append(qpool_rate(env, db, n, jobs))
-            w.append(queue_work_rate(env, db, n, jobs))
+            rate, f = qpool_rate(env, db, n, jobs, cpu)
+            q.append(rate)
+            failed[0] += f
+            rate, f = queue_work_rate(env, db, n, jobs, cpu)
+            w.append(rate)
+            failed[1] += f
         q = [x for x in q if x]
         out["processes_%d" % n] = {
-            "jobs": jobs, "app_driver_jobs_per_s": [round(x) for x in q],
+            "jobs": jobs, "failed_app_driver_queue_work": failed, "app_driver_jobs_per_s": [round(x) for x in q],
             "queue_work_jobs_per_s": [round(x) for x in w],
             "app_driver_median": round(statistics.median(q)) if q else None,
             "queue_work_median": round(statistics.median(w)),
             "app_driver_per_process": round(statistics.median(q) / n) if q else None,
-            "queue_work_per_process": round(statistics.median(w) / n), "load": loads}
-        print("database_rate_%d" % n, out["processes_%d" % n], flush=True)
+            "queue_work_per_process": round(statistics.median(w) / n), "load": loads,
+            "cpu_ms_per_job": dict((k, round(statistics.median(v), 3)) for k, v in cpu.items())}
+        print("database_%s_rate_%d" % (db.kind, n), out["processes_%d" % n], flush=True)
     return out
 
 
@@ -265,7 +391,7 @@ def summary(k):
 
 
 def memory(env, db, redis_pool, push_redis, n=4, each=500):
-    db.sql("delete from jobs")
+    db.clear()
     p, _ = env.master(db.pool("processes = %d;" % n), "dbmem")
     wait_idle(env, "dbmem", n)
     drain(db, n * each)
@@ -281,22 +407,60 @@ def memory(env, db, redis_pool, push_redis, n=4, each=500):
     time.sleep(1.5)
     redis = summary(kinds(env, "rmem", p.pid))
     stop(p)
-    out = {"processes": n, "jobs_each": each, "app_driver": app_driver, "redis_adapter": redis, "load": loadavg()}
+    db.clear()
+    procs = [subprocess.Popen(["php", str(db.app / "artisan"), "queue:work", "database", "--queue=default",
+                               "--sleep=0.1"], cwd=str(db.app), env=db.app_env, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL) for _ in range(n)]
+    drain(db, n * each)
+    time.sleep(1.5)
+    queue_work = summary({"queue:work": [m for m in (uss_pss_kb(q.pid) for q in procs) if m]})
+    for q in procs:
+        q.terminate()
+    for q in procs:
+        q.wait(30)
+    out = {"processes": n, "jobs_each": each, "app_driver": app_driver, "redis_adapter": redis,
+           "queue_work_database": queue_work, "load": loadavg()}
     print("database_memory", out, flush=True)
     return out
 
 
-def run(env, template, redis_pool, push_redis, jobs=2000, rounds=3, top=8):
+def run(env, template, redis_pool, push_redis, jobs=2000, rounds=3, top=8, servers=("mariadb", "postgres")):
     db = Db(env)
     out = {}
-    for running in (False, True):
-        key = "growth_" + ("running" if running else "from_start")
-        out[key] = []
-        for _ in range(rounds):
-            out[key].append(growth(env, db, top=top, running=running))
-            print("database_" + key, out[key][-1], flush=True)
-        out[key + "_median_s"] = dict((k, statistics.median(g[k] for g in out[key] if k in g))
-                                      for k in ("sizes", "target_max", "workers_max", "ready_max"))
-    out["rates"] = rates(env, db, jobs, rounds)
-    out["memory"] = memory(env, db, redis_pool, push_redis)
+    try:
+        for running in (False, True):
+            key = "growth_" + ("running" if running else "from_start")
+            out[key] = []
+            for _ in range(rounds):
+                out[key].append(growth(env, db, top=top, running=running))
+                print("database_" + key, out[key][-1], flush=True)
+            out[key + "_median_s"] = dict((k, statistics.median(g[k] for g in out[key] if k in g))
+                                          for k in ("sizes", "target_max", "workers_max", "ready_max"))
+        out["sqlite"] = rates(env, db, jobs, rounds)
+        out["memory"] = memory(env, db, redis_pool, push_redis)
+    finally:
+        db.close()
+    for kind in servers:
+        out[kind] = on_server(env, kind, jobs, rounds)
     return out
+
+
+def on_server(env, kind, jobs, rounds):
+    """The jobs/s comparison on a MariaDB or PostgreSQL server that
+    tests/integration/sqlservers.py starts (and stops)."""
+    import sys
+    sys.path.insert(0, str(ROOT / "tests" / "integration"))
+    import sqlservers
+    try:
+        srv = sqlservers.start_server(kind, env.tmp / kind)
+    except (sqlservers.ServerMissing, RuntimeError) as e:
+        print("database_%s: skipped (%s)" % (kind, str(e)[:200]), flush=True)
+        return {"skipped": str(e)[:200]}
+    db = None
+    try:
+        db = Db(env, srv)
+        return dict(rates(env, db, jobs, rounds), server=srv.query("select version() as v")[0]["v"])
+    finally:
+        if db:
+            db.close()
+        sqlservers.stop_server(srv)
