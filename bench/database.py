@@ -1,19 +1,23 @@
 """bench/run.py's `database` scenario (issue 30): Laravel's database queue
-driver on SQLite, run by an app_driver pool beside `php artisan queue:work
-database`. Measures, never asserts (docs/benchmarks.md).
+driver on SQLite, MariaDB and PostgreSQL (the servers of
+tests/integration/sqlservers.py), run by an app_driver pool beside `php
+artisan queue:work database`. Measures, never asserts (docs/benchmarks.md).
 
-  growth   2,000 ready jobs, then the master starts with one auto pool (min 1,
-           max --db-max, balance_interval 1 s): the time from the master's
-           start to its app agent's first answer, to target = max, to max
-           workers started and to max handlers ready
+  growth   SQLite: 2,000 ready jobs, then the master starts with one auto
+           pool (min 1, max 8, balance_interval 1 s); and 2,000 inserted
+           into that pool running idle at 1: the time to its app agent's
+           first sizes, to target = max, to max workers started and to max
+           handlers ready
   jobs/s   no-op jobs through 1 and 4 processes: an app_driver pool
            (preload, the defaults) and queue:work, interleaved round by
            round (qpool, queue:work, qpool, ...), medians; the workers are
            up and idle when the rows are inserted, the clock runs from the
-           insert's commit to an empty jobs table
+           insert's commit to an empty jobs table; the CPU ms per job of
+           each side's processes (/proc/PID/stat)
   memory   USS and PSS per PHP process of 4 processes after 500 jobs each:
            an app_driver pool (the zygote, its handlers and its agent) beside
-           a Redis pool of the same app (the adapter, preload)
+           a Redis pool of the same app (the adapter, preload), and
+           queue:work's (SQLite)
 """
 import json
 import os
@@ -452,6 +456,7 @@ def on_server(env, kind, jobs, rounds):
     sys.path.insert(0, str(ROOT / "tests" / "integration"))
     import sqlservers
     try:
+        (env.tmp / kind).mkdir(exist_ok=True)
         srv = sqlservers.start_server(kind, env.tmp / kind)
     except (sqlservers.ServerMissing, RuntimeError) as e:
         print("database_%s: skipped (%s)" % (kind, str(e)[:200]), flush=True)

@@ -63,11 +63,13 @@ loopback), started here and stopped at the end:
              one native worker with no class paused, with one paused (none of
              its jobs queued), and with its jobs held at the queue's head
              (issue 32)
-  database   Laravel's database queue on SQLite (issue 30, bench/database.py):
-             a backlog of 2,000 growing an auto pool from 1 to max; no-op
-             jobs/s of an app_driver pool beside queue:work database, 1 and 4
-             processes, interleaved, medians (--db-jobs, --db-rounds); USS and
-             PSS per process beside a Redis pool of the same app
+  database   Laravel's database queue (issue 30, bench/database.py): a
+             backlog of 2,000 growing an auto pool from 1 to max (SQLite);
+             no-op jobs/s and CPU per job of an app_driver pool beside
+             queue:work database, 1 and 4 processes, interleaved, medians
+             (--db-jobs, --db-rounds), on SQLite, MariaDB and PostgreSQL
+             (tests/integration/sqlservers.py starts them); USS and PSS per
+             process beside a Redis pool of the same app
 
 Payloads are the real NoopJob payload of the fixture app (about 560 bytes),
 cloned with fresh uuid/id.
