@@ -67,6 +67,13 @@ loopback), started here and stopped at the end:
              one native worker with no class paused, with one paused (none of
              its jobs queued), and with its jobs held at the queue's head
              (issue 32)
+  database   Laravel's database queue (issue 30, bench/database.py): a
+             backlog of 2,000 growing an auto pool from 1 to max (SQLite);
+             no-op jobs/s and CPU per job of an app_driver pool beside
+             queue:work database, 1 and 4 processes, interleaved, medians
+             (--db-jobs, --db-rounds), on SQLite, MariaDB and PostgreSQL
+             (tests/integration/sqlservers.py starts them); USS and PSS per
+             process beside a Redis pool of the same app
 
 Payloads are the real NoopJob payload of the fixture app (about 560 bytes),
 cloned with fresh uuid/id.
@@ -89,6 +96,7 @@ import uuid
 import redis
 
 import console  # bench/console.py: the console scenarios (issue 32)
+import database  # bench/database.py: the database queue driver (issue 30)
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 APP = ROOT / "tests" / "laravel-app"
@@ -1046,6 +1054,8 @@ def main():
     ap.add_argument("--only", nargs="*")
     ap.add_argument("--tag-jobs", type=int, default=1000000)
     ap.add_argument("--tag-seconds", type=float, default=600)
+    ap.add_argument("--db-jobs", type=int, default=2000, help="database: jobs per jobs/s run")
+    ap.add_argument("--db-rounds", type=int, default=3, help="database: interleaved rounds")
     args = ap.parse_args()
     want = lambda name: not args.only or name in args.only
     env = Env(args.build, tls=want("tls"))
@@ -1134,6 +1144,9 @@ def main():
             results["bulkretry"] = console.run_bulkretry(env)
         if want("classpause"):
             results["classpause"] = console.run_classpause(env, template, native_pool)
+        if want("database"):
+            results["database"] = database.run(env, template, lambda n: adapter_pool(env, n, True),
+                                               lambda n: env.push_copies(template, n), args.db_jobs, args.db_rounds)
     finally:
         env.close()
     print(json.dumps(results, indent=2))

@@ -5,7 +5,9 @@ uses them instead of Redis's LLENs; `qpool status` shows them. An agent that
 answers an error leaves the pool at its size, logged once. The fixture app
 of the host (Laravel 8 on Debian 12), QUEUE_CONNECTION=database on SQLite as
 test_app_driver.py runs it. No timing is asserted: each wait is for a state."""
+import json
 import sqlite3
+import uuid
 
 import pytest
 
@@ -116,4 +118,48 @@ def test_an_agent_error_keeps_the_pool_at_its_size(master_factory, redis_server,
         m.wait_log(r"pool appq: queue sizes from its app agent again", 60)
         wait_for(lambda: m.pool("appq")["target"] == 1, 60, what="the pool back at min on an empty queue")
     finally:
+        assert m.stop(60) == 0
+
+
+def push_copies(app, job_sql_row, n):
+    """n copies of one jobs row (its payload with a fresh uuid each), in one
+    transaction: a backlog made in a moment, as a burst of dispatches."""
+    payload = json.loads(job_sql_row["payload"])
+    con = sqlite3.connect(str(app.db), timeout=60)
+    try:
+        con.executemany("insert into jobs (queue, payload, attempts, reserved_at, available_at, created_at) "
+                        "values (?, ?, 0, null, ?, ?)",
+                        [("default", json.dumps(dict(payload, uuid=str(uuid.uuid4()))), job_sql_row["available_at"],
+                          job_sql_row["created_at"]) for _ in range(n)])
+        con.commit()
+    finally:
+        con.close()
+
+
+def test_a_backlog_of_2000_takes_the_pool_from_1_to_its_max(master_factory, redis_server, version_app):
+    """Issue 30's balancing acceptance: 2,000 jobs waiting in the database
+    queue when the master starts take the auto pool from min_processes (1)
+    to max_processes (4), every handler up. How long it takes is measured by
+    bench/run.py --only database (docs/benchmarks.md), not asserted here."""
+    app = version_app
+    use_database_queue(app)
+    dispatch(app, 1, 50)
+    row = app.table("select payload, available_at, created_at from jobs")[0]
+    push_copies(app, row, 1999)
+    assert len(jobs_left(app)) == 2000
+    m = master_factory(redis_server)
+    start(m, app)
+    try:
+        m.wait_log(r"pool appq: target 1 -> 4 \(ready [0-9]+", 90)
+        wait_for(lambda: (lambda p: p if p["target"] == 4 and p["workers"] == 4 and
+                          p["busy"] + p["idle"] == 4 else None)(m.pool("appq")), 90,
+                 what="four handlers up in the pool")
+        assert m.pool("appq")["counts_from"] == "app agent"
+    finally:
+        con = sqlite3.connect(str(app.db), timeout=60)
+        try:
+            con.execute("delete from jobs where reserved_at is null")
+            con.commit()
+        finally:
+            con.close()
         assert m.stop(60) == 0
