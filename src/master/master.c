@@ -41,11 +41,20 @@
 
 #define PAUSE_RECHECK_MS 100
 
+/* The bound of a final drain of watched records: while stopping, what is
+ * left of shutdown_timeout; else shutdown_timeout from now; 1 s at least. */
+static int64_t drain_deadline(const master_t *m)
+{
+    int64_t now = mono_ms(), at = m->stopping ? m->stop_deadline_ms : now + (int64_t)(m->conf->shutdown_timeout * 1000);
+    return at < now + 1000 ? now + 1000 : at;
+}
+
 static void forget_drained_pools(master_t *m)
 {
     for (int i = 0; i < m->pools.n;) {
         pool_t *p = m->pools.v[i];
         if (p->removed && p->nchildren == 0) {
+            monitor_drain_watched(m, p, drain_deadline(m)); /* the watched records its workers sent */
             log_info("pool %s: removed", p->conf.name);
             pool_free(p);
             m->pools.v[i] = m->pools.v[--m->pools.n];
@@ -372,6 +381,8 @@ static void master_exit(master_t *m)
     control_notify_waiters(m);
     http_close(m);
     control_close(m, true);
+    int64_t deadline = drain_deadline(m); /* the watched records the last workers sent */
+    for (int i = 0; i < m->pools.n; i++) monitor_drain_watched(m, m->pools.v[i], deadline);
     monitor_goodbye(m);
     for (int i = 0; i < m->npaused_queues; i++) free(m->paused_queues[i]);
     free(m->paused_queues);

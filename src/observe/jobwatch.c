@@ -132,3 +132,16 @@ void jobwatch_queue_done(jobwatch_queue_t *q)
     q->batch = q->refused = 0;
     q->token[0] = '\0';
 }
+
+void jobwatch_queue_clear(jobwatch_queue_t *q)
+{
+    for (int i = 0; i < q->n; i++) {
+        int at = (q->head + i) % q->cap;
+        free(q->tags[at]);
+        free(q->recs[at]);
+        q->tags[at] = q->recs[at] = NULL;
+    }
+    q->head = q->n = q->batch = q->refused = 0;
+    q->bytes = 0;
+    q->token[0] = '\0';
+}

@@ -73,5 +73,7 @@ bool jobwatch_queue_add(jobwatch_queue_t *q, char *tags, char *rec);
 int jobwatch_queue_batch(jobwatch_queue_t *q, int max, const char *new_token, const char **tags, const char **recs);
 /* Redis took the head batch: remove it. */
 void jobwatch_queue_done(jobwatch_queue_t *q);
+/* Drop every record (the counts stay). */
+void jobwatch_queue_clear(jobwatch_queue_t *q);
 
 #endif

@@ -1731,8 +1731,10 @@ static int finish(worker_t *w, int code, int reason)
     stats_flush(w, true);
     jobstats_free(&w->stats);
     jobhist_free(&w->hist);
-    if (w->wq.lost) log_warn("%llu records of watched tags dropped (past the worker's %d)",
-                             (unsigned long long)w->wq.lost, JOBWATCH_WORKER_KEEP);
+    if (w->wq.lost || w->wq.n) /* past the bound, or the master could not take them before the exit */
+        log_warn("%llu records of watched tags dropped (%llu past the worker's %d, %d not taken at exit)",
+                 (unsigned long long)(w->wq.lost + (uint64_t)w->wq.n), (unsigned long long)w->wq.lost,
+                 JOBWATCH_WORKER_KEEP, w->wq.n);
     jobhist_free(&w->wq);
     jobwatch_set_free(&w->watch);
     free(w->watch_key);

@@ -152,3 +152,43 @@ def test_a_batch_whose_reply_is_lost_is_written_once(master, redis_server, r):
     finally:
         proxy.stop.set()
         proxy.lsock.close()
+
+
+# With balance_interval = 10 the master forwards at most 1,000 watched
+# records a pool every 10 s, so most of a burst is still queued at the
+# master when the queue has drained: a stop, or a reload that removes the
+# pool, must forward them (batch after batch, within shutdown_timeout).
+SLOW_PASS = "  job_history_size = 100;\n  balance_interval = 10;"
+POOL = ('{ name = "%s"; queues = ["%s"]; processes = 2; tries = 1; timeout = 10;'
+        ' handler = { type = "pipe"; command = ["%s"]; }; }')
+
+
+def test_watched_records_still_queued_at_a_stop_are_kept(master, r):
+    master.write_config(POOL % ("w", "default", FIXTURE_HANDLER), qpool=SLOW_PASS)
+    master.start()
+    assert "watching" in master.cli("monitor", "add", "vip").stdout
+    master.wait_log(r"watched tags now: 1 ", timeout=60, count=2)
+    vip = [make_payload("ok", tags=["vip"]) for _ in range(3000)]
+    push_many(r, "default", vip)
+    wait_for(lambda: r.llen(PREFIX + "queues:default") == 0, 180, interval=0.2, what="the queue drained")
+    assert master.stop(120) == 0                          # at once: the master still holds most of them
+    got = uuids(r, "vip")
+    assert len(got) == len(set(got)) == 3000, "%d records of %d jobs" % (len(got), len(set(got)))
+    assert "dropped" not in master.log()
+
+
+def test_watched_records_of_a_pool_removed_by_a_reload_are_kept(master, r):
+    both = POOL % ("w", "default", FIXTURE_HANDLER) + ",\n  " + POOL % ("v", "vq", FIXTURE_HANDLER)
+    master.write_config(both, qpool=SLOW_PASS)
+    master.start()
+    assert "watching" in master.cli("monitor", "add", "vip").stdout
+    master.wait_log(r"watched tags now: 1 ", timeout=60, count=4)
+    vip = [make_payload("ok", tags=["vip"]) for _ in range(3000)]
+    push_many(r, "vq", vip)
+    wait_for(lambda: r.llen(PREFIX + "queues:vq") == 0, 180, interval=0.2, what="the queue drained")
+    master.write_config(POOL % ("w", "default", FIXTURE_HANDLER), qpool=SLOW_PASS)
+    master.cli("reload")
+    master.wait_log(r"pool v: removed", timeout=120)
+    got = uuids(r, "vip")
+    assert len(got) == len(set(got)) == 3000, "%d records of %d jobs" % (len(got), len(set(got)))
+    assert "dropped" not in master.log()
