@@ -1125,14 +1125,25 @@ static void history_record(worker_t *w, const job_t *j, const hresult_t *res, in
         jobhist_set_payload(r, j->pr.raw, j->pr.rawlen);
 }
 
-/* The watched tags (jobwatch.h), every JOBWATCH_POLL_MS, with job history
- * on; the last ones stay when Redis does not answer (-1). Only on a
+/* May the watched set be read now? A native pool's worker only on a
  * connection whose scripts are loaded: never a reconnect of its own, after
- * which a pop would go before the scripts. */
+ * which a pop would go before the scripts. An app_driver pool's worker
+ * pops nothing from Redis: it connects to its pool's Redis for this alone
+ * (rconn's backoff while it is down), when qpool has one (no_redis: none). */
+static bool watch_conn_ready(worker_t *w)
+{
+    if (!w->p->app_driver) return w->rc->ctx && w->scripts_gen == w->rc->connects;
+    return !w->conf->no_redis && rconn_ensure(w->rc) == 0;
+}
+
+/* The watched tags (jobwatch.h), every JOBWATCH_POLL_MS, with job history
+ * on; the last ones stay when Redis does not answer (-1). */
 static int watch_poll(worker_t *w, int64_t now_ms)
 {
-    if (!w->wq.cap || now_ms < w->watch_next_ms || !w->rc->ctx || w->scripts_gen != w->rc->connects) return 0;
-    w->watch_next_ms = now_ms + JOBWATCH_POLL_MS;
+    if (!w->wq.cap || now_ms < w->watch_next_ms) return 0;
+    if (!w->p->app_driver && !watch_conn_ready(w)) return 0;
+    w->watch_next_ms = now_ms + JOBWATCH_POLL_MS; /* an app_driver pool's failed connect waits as long */
+    if (w->p->app_driver && !watch_conn_ready(w)) return 0;
     if (!w->watch_key) w->watch_key = monitored_set_key(w->rc);
     const char *argv[] = {"SMEMBERS", w->watch_key};
     redisReply *r = rconn_call(w->rc, 2, argv, NULL);
@@ -2034,6 +2045,7 @@ static bool app_cycle(worker_t *w, job_t *job)
     job->started_s = mono_s();
     job->started_wall_ms = wall_ms();
     hresult_t res;
+    watch_poll(w, job->started_ms); /* before the pop: the job's record meets the set as it is now */
     bool ran = app_pop(w, job, &res) == 1;
     if (ran && res.kind == HRES_POPPED) {
         sb_job(w, &(sb_job_t){.id = job->app.id, .uuid = job->app.uuid, .name = job->app.name,
