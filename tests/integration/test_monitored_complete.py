@@ -192,3 +192,28 @@ def test_watched_records_of_a_pool_removed_by_a_reload_are_kept(master, r):
     got = uuids(r, "vip")
     assert len(got) == len(set(got)) == 3000, "%d records of %d jobs" % (len(got), len(set(got)))
     assert "dropped" not in master.log()
+
+
+def test_a_tag_list_redis_refuses_costs_only_its_own_records(master, r):
+    """An error raised inside the script after the token was set (WRONGTYPE
+    on one watched tag's key) used to lose the rest of the batch unlogged:
+    the resend found the token and wrote nothing. Each write goes on its own
+    now; the refused ones are logged."""
+    master.write_config(POOL.replace("processes = 2", "processes = 1") % ("w", "default", FIXTURE_HANDLER),
+                        qpool=SLOW_PASS)
+    master.start()
+    assert "watching" in master.cli("monitor", "add", "vip").stdout
+    assert "watching" in master.cli("monitor", "add", "bad").stdout
+    master.wait_log(r"watched tags now: 2 ", timeout=60)
+    r.set(TAG_KEY + "bad", "not a list")                  # every write to that tag's list fails
+    jobs = [make_payload("ok", tags=["vip", "bad"] if i % 10 == 0 else ["vip"]) for i in range(200)]
+    push_many(r, "default", jobs)
+    wait_for(lambda: r.llen(PREFIX + "queues:default") == 0, 180, interval=0.2, what="the queue drained")
+    want = {p["uuid"] for p in jobs}
+    try:
+        wait_for(lambda: set(uuids(r, "vip")) >= want, 60, interval=0.5, what="every vip job in its list")
+    finally:
+        got = uuids(r, "vip")
+        assert len(got) == len(set(got)), "%d records of %d jobs" % (len(got), len(set(got)))
+    assert len(set(got)) == 200
+    master.wait_log(r"records of watched tags not written \(Redis refused their tag's list: WRONGTYPE", timeout=30)

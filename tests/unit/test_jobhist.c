@@ -12,6 +12,7 @@
 
 #include "observe/jobhist.h"
 #include "observe/jobwatch.h"
+#include "observe/monitored.h"
 #include "core/util.h"
 #include "observe/metrics.h"
 
@@ -411,6 +412,25 @@ static void test_watched_queue_batches_are_stable_and_bounded(void **state)
     jobhist_pending_free(&p);
 }
 
+/* A watched batch Redis answers with an error that passes waits (its token
+ * kept) instead of counting towards its drop (review S1). */
+static void test_transient_errors_make_a_batch_wait(void **state)
+{
+    (void)state;
+    const char *passing[] = {"LOADING Redis is loading the dataset in memory",
+                             "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.",
+                             "READONLY You can't write against a read only replica.",
+                             "MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'.",
+                             "TRYAGAIN Multiple keys request during rehashing of slot", "CLUSTERDOWN The cluster is down",
+                             "LOADING"};
+    for (size_t i = 0; i < sizeof passing / sizeof *passing; i++) assert_true(monitored_error_transient(passing[i]));
+    const char *refusals[] = {"WRONGTYPE Operation against a key holding the wrong kind of value",
+                              "OOM command not allowed when used memory > 'maxmemory'.", "BUSYKEY Target key name already exists.",
+                              "ERR Error running script", "NOSCRIPT No matching script", "", "LOADINGX"};
+    for (size_t i = 0; i < sizeof refusals / sizeof *refusals; i++) assert_false(monitored_error_transient(refusals[i]));
+    assert_false(monitored_error_transient(NULL));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -426,6 +446,7 @@ int main(void)
         cmocka_unit_test(test_silenced_by_class_tag_or_the_job),
         cmocka_unit_test(test_watched_copies_go_apart_and_stay_until_dropped),
         cmocka_unit_test(test_watched_queue_batches_are_stable_and_bounded),
+        cmocka_unit_test(test_transient_errors_make_a_batch_wait),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
