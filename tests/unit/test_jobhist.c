@@ -389,15 +389,25 @@ static void test_watched_queue_batches_are_stable_and_bounded(void **state)
     jobwatch_queue_done(&q);
     assert_int_equal(q.n, 0);
     assert_int_equal((int)q.bytes, 0);
-    /* a batch is bounded in bytes too: JOBWATCH_STEP_BYTES, one record at least */
+    /* a batch is bounded in bytes too: JOBWATCH_STEP_BYTES, never past it
+     * but with its one record (1.5 MB + 1.5 MB would be 3 MB) */
     for (int i = 0; i < 3; i++) {
         char *big = xcalloc(1, 1500001);
         memset(big, 'x', 1500000);
         assert_true(jobwatch_queue_add(&q, xstrdup("vip"), big));
     }
-    assert_int_equal(jobwatch_queue_batch(&q, 3, "t4", tags, recs), 2);
+    assert_int_equal(jobwatch_queue_batch(&q, 3, "t4", tags, recs), 1);
     jobwatch_queue_done(&q);
     assert_int_equal(jobwatch_queue_batch(&q, 3, "t5", tags, recs), 1);
+    jobwatch_queue_done(&q);
+    assert_int_equal(jobwatch_queue_batch(&q, 3, "t6", tags, recs), 1);
+    jobwatch_queue_done(&q);
+    char *half = xcalloc(1, 1000001), *other = xcalloc(1, 1000001);
+    memset(half, 'x', 1000000);
+    memset(other, 'x', 1000000);
+    assert_true(jobwatch_queue_add(&q, xstrdup("vip"), half));
+    assert_true(jobwatch_queue_add(&q, xstrdup("vip"), other));
+    assert_int_equal(jobwatch_queue_batch(&q, 3, "t7", tags, recs), 2); /* 2 MB less 6 bytes: both */
     jobwatch_queue_free(&q);
 
     jobhist_pending_t p;
