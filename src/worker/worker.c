@@ -1081,6 +1081,18 @@ static void history_tags(jobrec_t *r, const job_t *j, const hresult_t *res)
     if (res && res->tags) jobhist_add_tags(r, res->tags, strlen(res->tags));
 }
 
+/* A watched record lost (the worker's queue full: its oldest overwritten,
+ * or one too big to send): logged at 1, 2, 4, ... of them, so a worker
+ * that never exits cleanly says so too. */
+static void watched_lost_note(const worker_t *w, uint64_t before)
+{
+    uint64_t n = w->wq.lost, top = n;
+    while (top & (top - 1)) top &= top - 1; /* the highest power of 2 up to n */
+    if (!n || top <= before) return;
+    log_warn("%llu records of watched tags dropped so far (the worker holds at most %d its master has not taken; "
+             "the oldest go)", (unsigned long long)n, JOBWATCH_WORKER_KEEP);
+}
+
 /* The attempt in the ring of recent jobs (copies, nothing formatted); a
  * copy of it in the watched queue when its tags meet the watched set,
  * whether or not the ring's sample took it. */
@@ -1112,7 +1124,9 @@ static void history_record(worker_t *w, const job_t *j, const hresult_t *res, in
     history_tags(r, j, res);
     r->silenced = jobhist_silenced(r, w->p->silenced, w->p->silenced_tags, res && res->silenced);
     if (jobwatch_meets(&w->watch, r->tags, r->tags_len)) {
+        uint64_t lost = w->wq.lost;
         jobhist_add_copy(&w->wq, r);
+        watched_lost_note(w, lost);
         r->apart = true;
     }
     if (r == &scratch) {
@@ -1206,7 +1220,11 @@ static void watched_flush(worker_t *w, bool force)
             if (errno != EAGAIN && errno != EWOULDBLOCK) w->stats_fd = -1;
             return;
         }
-        if (n < 0) w->wq.lost += (uint64_t)taken; /* too big for the channel: dropped */
+        if (n < 0) { /* too big for the channel: dropped */
+            uint64_t before = w->wq.lost;
+            w->wq.lost += (uint64_t)taken;
+            watched_lost_note(w, before);
+        }
         jobhist_drop(&w->wq, taken);
     }
 }

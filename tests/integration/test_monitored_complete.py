@@ -5,8 +5,10 @@ tag's list is not. Workers read the watched set and send those records
 apart; the master forwards them in bounded batches, each written once
 (docs/configuration.md, monitored_tag_jobs). The master answers /healthz
 and `qpool status` all the while."""
+import os
 import random
 import select
+import signal
 import socket
 import threading
 import urllib.error
@@ -217,3 +219,21 @@ def test_a_tag_list_redis_refuses_costs_only_its_own_records(master, r):
         assert len(got) == len(set(got)), "%d records of %d jobs" % (len(got), len(set(got)))
     assert len(set(got)) == 200
     master.wait_log(r"records of watched tags not written \(Redis refused their tag's list: WRONGTYPE", timeout=30)
+
+
+def test_a_worker_logs_the_watched_records_it_drops_as_it_drops_them(master, r):
+    """A worker whose master takes nothing (stopped here) holds 2,048 watched
+    records, then overwrites its oldest: it says so at once (1, 2, 4, ...),
+    not only at a clean exit that a killed worker never reaches."""
+    master.write_config(POOL.replace("processes = 2", "processes = 1") % ("w", "default", FIXTURE_HANDLER),
+                        qpool="  job_history_size = 100;")
+    master.start()
+    assert "watching" in master.cli("monitor", "add", "vip").stdout
+    master.wait_log(r"watched tags now: 1 ", timeout=60)
+    os.kill(master.proc.pid, signal.SIGSTOP)
+    try:
+        push_many(r, "default", [make_payload("ok", tags=["vip"]) for _ in range(4000)])
+        master.wait_log(r"records of watched tags dropped so far", timeout=180)
+    finally:
+        os.kill(master.proc.pid, signal.SIGCONT)
+    assert master.stop(120) == 0
