@@ -41,20 +41,11 @@
 
 #define PAUSE_RECHECK_MS 100
 
-/* The bound of a final drain of watched records: while stopping, what is
- * left of shutdown_timeout; else shutdown_timeout from now; 1 s at least. */
-static int64_t drain_deadline(const master_t *m)
-{
-    int64_t now = mono_ms(), at = m->stopping ? m->stop_deadline_ms : now + (int64_t)(m->conf->shutdown_timeout * 1000);
-    return at < now + 1000 ? now + 1000 : at;
-}
-
 static void forget_drained_pools(master_t *m)
 {
     for (int i = 0; i < m->pools.n;) {
         pool_t *p = m->pools.v[i];
-        if (p->removed && p->nchildren == 0) {
-            monitor_drain_watched(m, p, drain_deadline(m)); /* the watched records its workers sent */
+        if (p->removed && p->nchildren == 0 && !p->watched.n) { /* its watched records forwarded first */
             log_info("pool %s: removed", p->conf.name);
             pool_free(p);
             m->pools.v[i] = m->pools.v[--m->pools.n];
@@ -381,7 +372,10 @@ static void master_exit(master_t *m)
     control_notify_waiters(m);
     http_close(m);
     control_close(m, true);
-    int64_t deadline = drain_deadline(m); /* the watched records the last workers sent */
+    /* the watched records the last workers sent: within what is left of
+     * shutdown_timeout, 1 s at least */
+    int64_t deadline = mono_ms() + 1000;
+    if (deadline < m->stop_deadline_ms) deadline = m->stop_deadline_ms;
     for (int i = 0; i < m->pools.n; i++) monitor_drain_watched(m, m->pools.v[i], deadline);
     monitor_goodbye(m);
     for (int i = 0; i < m->npaused_queues; i++) free(m->paused_queues[i]);

@@ -553,8 +553,10 @@ static void heartbeat(master_t *m)
 static int forward_watched(master_t *m, pool_t *p)
 {
     if (!p->watched.n) return 0;
-    if (m->conf->no_redis) {
-        log_warn("pool %s: %d records of watched tags dropped (no Redis)", p->conf.name, p->watched.n);
+    rconn_t *c = mconn_get(m, p->conf.connection);
+    if (!c && (m->conf->no_redis || p->removed)) { /* a removed pool waits for nothing that may never come */
+        log_warn("pool %s: %d records of watched tags dropped (%s)", p->conf.name, p->watched.n,
+                 m->conf->no_redis ? "no Redis" : "its connection was removed");
         jobwatch_queue_clear(&p->watched);
         return 0;
     }
@@ -562,7 +564,6 @@ static int forward_watched(master_t *m, pool_t *p)
     char token[37];
     uuid4(token);
     int n = jobwatch_queue_batch(&p->watched, JOBWATCH_STEP, token, tags, recs);
-    rconn_t *c = mconn_get(m, p->conf.connection);
     int rv = c ? monitored_forward(c, tags, recs, n, m->conf->monitored_tag_jobs, m->conf->monitored_tag_retention,
                                    p->watched.token)
                : -1;
