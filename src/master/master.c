@@ -45,7 +45,7 @@ static void forget_drained_pools(master_t *m)
 {
     for (int i = 0; i < m->pools.n;) {
         pool_t *p = m->pools.v[i];
-        if (p->removed && p->nchildren == 0) {
+        if (p->removed && p->nchildren == 0 && !p->watched.n) { /* its watched records forwarded first */
             log_info("pool %s: removed", p->conf.name);
             pool_free(p);
             m->pools.v[i] = m->pools.v[--m->pools.n];
@@ -372,6 +372,11 @@ static void master_exit(master_t *m)
     control_notify_waiters(m);
     http_close(m);
     control_close(m, true);
+    /* the watched records the last workers sent: within what is left of
+     * shutdown_timeout, 1 s at least */
+    int64_t deadline = mono_ms() + 1000;
+    if (deadline < m->stop_deadline_ms) deadline = m->stop_deadline_ms;
+    for (int i = 0; i < m->pools.n; i++) monitor_drain_watched(m, m->pools.v[i], deadline);
     monitor_goodbye(m);
     for (int i = 0; i < m->npaused_queues; i++) free(m->paused_queues[i]);
     free(m->paused_queues);

@@ -470,6 +470,8 @@ static int fill_all(master_t *m, bal_pool_t *b, pool_t **map)
     return n;
 }
 
+static int forward_watched(master_t *m, pool_t *p);
+
 void monitor_tick_stopping(master_t *m, int64_t now)
 {
     m->next_balance_ms = now + (int64_t)(m->conf->balance_interval * 1000);
@@ -479,6 +481,7 @@ void monitor_tick_stopping(master_t *m, int64_t now)
     budgeting_pass(m, map, b, NULL, n, now);
     free(b);
     free(map);
+    for (int i = 0; i < m->pools.n; i++) forward_watched(m, m->pools.v[i]); /* what the exiting workers sent */
 }
 
 /* What the balancer would give each pool without the fleet budgets: the
@@ -545,15 +548,23 @@ static void heartbeat(master_t *m)
 
 /* The oldest records of a pool's watched queue (at most JOBWATCH_STEP, one
  * script call) into their tags' lists; the rest next pass. A batch Redis
- * did not answer goes again with its token, which runs once. */
-static void forward_watched(master_t *m, pool_t *p)
+ * did not answer goes again with its token, which runs once. Returns
+ * monitored_forward's answer (0 as well with nothing to send; -1 with no
+ * connection). With no Redis at all the queue is dropped, logged. */
+static int forward_watched(master_t *m, pool_t *p)
 {
-    if (!p->watched.n) return;
+    if (!p->watched.n) return 0;
+    rconn_t *c = mconn_get(m, p->conf.connection);
+    if (!c && (m->conf->no_redis || p->removed)) { /* a removed pool waits for nothing that may never come */
+        log_warn("pool %s: %d records of watched tags dropped (%s)", p->conf.name, p->watched.n,
+                 m->conf->no_redis ? "no Redis" : "its connection was removed");
+        jobwatch_queue_clear(&p->watched);
+        return 0;
+    }
     const char **tags = xcalloc(JOBWATCH_STEP, sizeof *tags), **recs = xcalloc(JOBWATCH_STEP, sizeof *recs);
     char token[37];
     uuid4(token);
     int n = jobwatch_queue_batch(&p->watched, JOBWATCH_STEP, token, tags, recs);
-    rconn_t *c = mconn_get(m, p->conf.connection);
     int rv = c ? monitored_forward(c, tags, recs, n, m->conf->monitored_tag_jobs, m->conf->monitored_tag_retention,
                                    p->watched.token)
                : -1;
@@ -563,6 +574,18 @@ static void forward_watched(master_t *m, pool_t *p)
     if (rv == 0 || (rv == -2 && p->watched.refused >= JOBWATCH_TRIES)) jobwatch_queue_done(&p->watched);
     free(tags);
     free(recs);
+    return rv;
+}
+
+void monitor_drain_watched(master_t *m, pool_t *p, int64_t deadline_ms)
+{
+    int unanswered = 0;
+    while (p->watched.n && mono_ms() < deadline_ms && unanswered < JOBWATCH_TRIES)
+        unanswered = forward_watched(m, p) == -1 ? unanswered + 1 : 0;
+    if (p->watched.n)
+        log_warn("pool %s: %d records of watched tags dropped at exit (Redis %s)", p->conf.name, p->watched.n,
+                 unanswered ? "unreachable" : "too slow for shutdown_timeout");
+    jobwatch_queue_clear(&p->watched);
 }
 
 /* The job records each pool's workers sent since the last pass go onto the

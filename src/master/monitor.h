@@ -28,6 +28,11 @@ void monitor_check_maintenance(master_t *m);
 bool monitor_agent_event(master_t *m, int fd);
 /* Remove this master's heartbeat record (graceful stop). */
 void monitor_goodbye(master_t *m);
+/* A pool's watched records still queued at the exit, batch
+ * after batch until none is left, Redis does not answer JOBWATCH_TRIES
+ * times running, or deadline_ms (mono_ms) passed; what is left is
+ * dropped, logged. */
+void monitor_drain_watched(master_t *m, pool_t *p, int64_t deadline_ms);
 void monitor_free(master_t *m);
 
 #endif

@@ -104,9 +104,12 @@ int jobwatch_queue_batch(jobwatch_queue_t *q, int max, const char *new_token, co
          * newest), so a batch once formed never changes */
         size_t bytes = 0;
         q->batch = 0;
-        while (q->batch < q->n && q->batch < max && (!q->batch || bytes < JOBWATCH_STEP_BYTES)) {
-            int at = (q->head + q->batch++) % q->cap;
-            bytes += strlen(q->tags[at]) + strlen(q->recs[at]);
+        while (q->batch < q->n && q->batch < max) {
+            int at = (q->head + q->batch) % q->cap;
+            size_t len = strlen(q->tags[at]) + strlen(q->recs[at]);
+            if (q->batch && bytes + len > JOBWATCH_STEP_BYTES) break; /* never past it but with one record */
+            bytes += len;
+            q->batch++;
         }
         if (!q->batch) return 0;
         snprintf(q->token, sizeof q->token, "%s", new_token);
@@ -130,5 +133,18 @@ void jobwatch_queue_done(jobwatch_queue_t *q)
     q->head = (q->head + q->batch) % q->cap;
     q->n -= q->batch;
     q->batch = q->refused = 0;
+    q->token[0] = '\0';
+}
+
+void jobwatch_queue_clear(jobwatch_queue_t *q)
+{
+    for (int i = 0; i < q->n; i++) {
+        int at = (q->head + i) % q->cap;
+        free(q->tags[at]);
+        free(q->recs[at]);
+        q->tags[at] = q->recs[at] = NULL;
+    }
+    q->head = q->n = q->batch = q->refused = 0;
+    q->bytes = 0;
     q->token[0] = '\0';
 }

@@ -35,6 +35,7 @@
 #define JOBWATCH_QUEUE_BYTES (8 << 20) /* and their bytes */
 #define JOBWATCH_STEP 1000             /* a pool's records forwarded a pass (one script call) */
 #define JOBWATCH_STEP_BYTES (2 << 20)  /* and their bytes, at most (one record at least) */
+#define JOBWATCH_TOKEN_MS_STR "600000" /* a batch's token lives this long in Redis (10 minutes) */
 #define JOBWATCH_TRIES 3               /* a batch Redis refuses (an error) goes this often, then is dropped */
 #define JOBWATCH_SEND_AT 64            /* a worker sends as soon as this many wait */
 
@@ -73,5 +74,7 @@ bool jobwatch_queue_add(jobwatch_queue_t *q, char *tags, char *rec);
 int jobwatch_queue_batch(jobwatch_queue_t *q, int max, const char *new_token, const char **tags, const char **recs);
 /* Redis took the head batch: remove it. */
 void jobwatch_queue_done(jobwatch_queue_t *q);
+/* Drop every record (the counts stay). */
+void jobwatch_queue_clear(jobwatch_queue_t *q);
 
 #endif

@@ -3,6 +3,7 @@
  */
 #include "observe/monitored.h"
 #include "observe/jobhist.h"
+#include "observe/jobwatch.h"
 #include "core/log.h"
 #include "core/util.h"
 
@@ -26,31 +27,42 @@ bool monitored_tag_ok(const char *tag)
 
 /* KEYS: the set. ARGV: the tag lists' key prefix, max, ttl ms, then
  * (tags '\n'-joined, record) pairs, oldest first. The lists are in the
- * set's hash tag (the prefix holds it), so one node has them all. */
+ * set's hash tag (the prefix holds it), so one node has them all. Each
+ * write goes through pcall: a tag's list Redis refuses (WRONGTYPE, OOM)
+ * is counted, not raised, so the rest of the batch is written (Redis does
+ * not roll a script back, and a batch run again after its token was set
+ * writes nothing). Returns the records written, or {written, refused,
+ * first error} when some were refused. */
 static const char ADD_LUA[] =
-    "if redis.call('scard', KEYS[1]) == 0 then return 0 end\n"
-    "local pre, max, ttl, n = ARGV[1], tonumber(ARGV[2]), ARGV[3], 0\n"
+    "local c = redis.pcall('scard', KEYS[1])\n"
+    "if type(c) ~= 'number' or c == 0 then return 0 end\n"
+    "local pre, max, ttl, n, f, e = ARGV[1], tonumber(ARGV[2]), ARGV[3], 0, 0, nil\n"
     "for i = 4, #ARGV, 2 do\n"
     "  for t in string.gmatch(ARGV[i], '[^\\n]+') do\n"
     "    if redis.call('sismember', KEYS[1], t) == 1 then\n"
     "      local k = pre .. t\n"
-    "      redis.call('lpush', k, ARGV[i + 1])\n"
-    "      redis.call('ltrim', k, 0, max - 1)\n"
-    "      redis.call('pexpire', k, ttl)\n"
-    "      n = n + 1\n"
+    "      local r = redis.pcall('lpush', k, ARGV[i + 1])\n"
+    "      if type(r) == 'table' and r.err then\n"
+    "        f, e = f + 1, e or r.err\n"
+    "      else\n"
+    "        redis.pcall('ltrim', k, 0, max - 1)\n"
+    "        redis.pcall('pexpire', k, ttl)\n"
+    "        n = n + 1\n"
+    "      end\n"
     "    end\n"
     "  end\n"
     "end\n"
+    "if f > 0 then return {n, f, e} end\n"
     "return n\n";
 
 static rscript_t add_script;
 
 /* The same for a batch of the watched queue (jobwatch.h), run once per
- * token: KEYS[2] is the token's key, set for JOBWATCH_TOKEN_MS by the
+ * token: KEYS[2] is the token's key, set for JOBWATCH_TOKEN_MS_STR by the
  * first run; a second run of the token (its reply was lost) writes
  * nothing. */
 static const char FORWARD_LUA[] =
-    "if not redis.call('set', KEYS[2], '1', 'NX', 'PX', 600000) then return -1 end\n";
+    "if not redis.call('set', KEYS[2], '1', 'NX', 'PX', " JOBWATCH_TOKEN_MS_STR ") then return -1 end\n";
 
 static rscript_t forward_script;
 
@@ -109,7 +121,39 @@ int monitored_add_jobs(rconn_t *c, const char *const *recs, int n, int max, int6
     return rv;
 }
 
-/* argv (argc strings) through s, one call; 0 or -1. */
+bool monitored_error_transient(const char *err)
+{
+    static const char *const codes[] = {"LOADING", "BUSY", "READONLY", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN", NULL};
+    for (int i = 0; err && codes[i]; i++) {
+        size_t n = strlen(codes[i]);
+        if (!strncmp(err, codes[i], n) && (err[n] == ' ' || !err[n])) return true;
+    }
+    return false;
+}
+
+/* The script's answer: 0 (written, logged when some of it was refused or
+ * the token had run already) or -2 (an error, logged), -1 for an error
+ * that passes (Redis loading, busy, a failover: the batch waits). */
+static int add_answer(const redisReply *r)
+{
+    if (r->type == REDIS_REPLY_ERROR && monitored_error_transient(r->str)) {
+        log_info("Redis cannot take the watched tags' records now (%s): they wait", r->str);
+        return -1;
+    }
+    if (r->type == REDIS_REPLY_ERROR) {
+        log_warn("Redis refused the watched tags' records: %s", r->str);
+        return -2;
+    }
+    if (r->type == REDIS_REPLY_INTEGER && r->integer == -1)
+        log_info("a batch of watched records sent again (its reply was lost) had been written: not written twice");
+    if (r->type == REDIS_REPLY_ARRAY && r->elements == 3 && r->element[1]->type == REDIS_REPLY_INTEGER)
+        log_warn("%lld records of watched tags not written (Redis refused their tag's list: %s)",
+                 (long long)r->element[1]->integer,
+                 r->element[2]->type == REDIS_REPLY_STRING ? r->element[2]->str : "?");
+    return 0;
+}
+
+/* argv (argc strings) through s, one call; 0, -1 or -2 (add_answer). */
 static int run_add(rconn_t *c, rscript_t *s, const char *body, int nkeys, int argc, char **argv)
 {
     size_t *lens = xcalloc((size_t)argc, sizeof *lens);
@@ -119,10 +163,7 @@ static int run_add(rconn_t *c, rscript_t *s, const char *body, int nkeys, int ar
     int rv = rconn_ensure(c) == 0 && rconn_script(c, s, nkeys, argc, (const char **)argv, lens, -1, -1, &r) == RC_OK
                  ? 0
                  : -1;
-    if (rv == 0 && r && r->type == REDIS_REPLY_ERROR) {
-        log_warn("Redis refused the watched tags' records: %s", r->str);
-        rv = -2;
-    }
+    if (rv == 0 && r) rv = add_answer(r);
     if (r) freeReplyObject(r);
     free(lens);
     return rv;

@@ -40,8 +40,14 @@ int monitored_add_jobs(rconn_t *c, const char *const *recs, int n, int max, int6
 /* A batch of the watched queue (jobwatch.h): tags[i] ('\n'-joined) and
  * recs[i] (without payload) into their watched tags' lists, in one script
  * call run once per token (a retry after a lost reply writes nothing). 0,
- * -1 when Redis was not reached (retry with the same token), -2 when it
- * answered with an error (logged). */
+ * -1 when Redis was not reached or answered an error that passes
+ * (monitored_error_transient; retry with the same token), -2 when it
+ * answered another error (logged). Records whose tag list Redis refused
+ * (WRONGTYPE) are logged and the rest written: 0. */
+/* An error reply that passes (Redis loading a dump, busy with a script, a
+ * replica after a failover, a cluster resharding): LOADING, BUSY,
+ * READONLY, MASTERDOWN, TRYAGAIN, CLUSTERDOWN. */
+bool monitored_error_transient(const char *err);
 int monitored_forward(rconn_t *c, const char *const *tags, const char *const *recs, int n, int max,
                       int64_t retention_s, const char *token);
 /* The watched set's key on c (caller frees). */

@@ -1091,6 +1091,18 @@ static void history_tags(jobrec_t *r, const job_t *j, const hresult_t *res)
     if (res && res->tags) jobhist_add_tags(r, res->tags, strlen(res->tags));
 }
 
+/* A watched record lost (the worker's queue full: its oldest overwritten,
+ * or one too big to send): logged at 1, 2, 4, ... of them, so a worker
+ * that never exits cleanly says so too. */
+static void watched_lost_note(const worker_t *w, uint64_t before)
+{
+    uint64_t n = w->wq.lost, top = n;
+    while (top & (top - 1)) top &= top - 1; /* the highest power of 2 up to n */
+    if (!n || top <= before) return;
+    log_warn("%llu records of watched tags dropped so far (the worker holds at most %d its master has not taken; "
+             "the oldest go)", (unsigned long long)n, JOBWATCH_WORKER_KEEP);
+}
+
 /* The attempt in the ring of recent jobs (copies, nothing formatted); a
  * copy of it in the watched queue when its tags meet the watched set,
  * whether or not the ring's sample took it. */
@@ -1122,7 +1134,9 @@ static void history_record(worker_t *w, const job_t *j, const hresult_t *res, in
     history_tags(r, j, res);
     r->silenced = jobhist_silenced(r, w->p->silenced, w->p->silenced_tags, res && res->silenced);
     if (jobwatch_meets(&w->watch, r->tags, r->tags_len)) {
+        uint64_t lost = w->wq.lost;
         jobhist_add_copy(&w->wq, r);
+        watched_lost_note(w, lost);
         r->apart = true;
     }
     if (r == &scratch) {
@@ -1135,14 +1149,25 @@ static void history_record(worker_t *w, const job_t *j, const hresult_t *res, in
         jobhist_set_payload(r, j->pr.raw, j->pr.rawlen);
 }
 
-/* The watched tags (jobwatch.h), every JOBWATCH_POLL_MS, with job history
- * on; the last ones stay when Redis does not answer (-1). Only on a
+/* May the watched set be read now? A native pool's worker only on a
  * connection whose scripts are loaded: never a reconnect of its own, after
- * which a pop would go before the scripts. */
+ * which a pop would go before the scripts. An app_driver pool's worker
+ * pops nothing from Redis: it connects to its pool's Redis for this alone
+ * (rconn's backoff while it is down), when qpool has one (no_redis: none). */
+static bool watch_conn_ready(worker_t *w)
+{
+    if (!w->p->app_driver) return w->rc->ctx && w->scripts_gen == w->rc->connects;
+    return !w->conf->no_redis && rconn_ensure(w->rc) == 0;
+}
+
+/* The watched tags (jobwatch.h), every JOBWATCH_POLL_MS, with job history
+ * on; the last ones stay when Redis does not answer (-1). */
 static int watch_poll(worker_t *w, int64_t now_ms)
 {
-    if (!w->wq.cap || now_ms < w->watch_next_ms || !w->rc->ctx || w->scripts_gen != w->rc->connects) return 0;
-    w->watch_next_ms = now_ms + JOBWATCH_POLL_MS;
+    if (!w->wq.cap || now_ms < w->watch_next_ms) return 0;
+    if (!w->p->app_driver && !watch_conn_ready(w)) return 0;
+    w->watch_next_ms = now_ms + JOBWATCH_POLL_MS; /* an app_driver pool's failed connect waits as long */
+    if (w->p->app_driver && !watch_conn_ready(w)) return 0;
     if (!w->watch_key) w->watch_key = monitored_set_key(w->rc);
     const char *argv[] = {"SMEMBERS", w->watch_key};
     redisReply *r = rconn_call(w->rc, 2, argv, NULL);
@@ -1205,7 +1230,11 @@ static void watched_flush(worker_t *w, bool force)
             if (errno != EAGAIN && errno != EWOULDBLOCK) w->stats_fd = -1;
             return;
         }
-        if (n < 0) w->wq.lost += (uint64_t)taken; /* too big for the channel: dropped */
+        if (n < 0) { /* too big for the channel: dropped */
+            uint64_t before = w->wq.lost;
+            w->wq.lost += (uint64_t)taken;
+            watched_lost_note(w, before);
+        }
         jobhist_drop(&w->wq, taken);
     }
 }
@@ -1741,8 +1770,10 @@ static int finish(worker_t *w, int code, int reason)
     stats_flush(w, true);
     jobstats_free(&w->stats);
     jobhist_free(&w->hist);
-    if (w->wq.lost) log_warn("%llu records of watched tags dropped (past the worker's %d)",
-                             (unsigned long long)w->wq.lost, JOBWATCH_WORKER_KEEP);
+    if (w->wq.lost || w->wq.n) /* past the bound, or the master could not take them before the exit */
+        log_warn("%llu records of watched tags dropped (%llu past the worker's %d, %d not taken at exit)",
+                 (unsigned long long)(w->wq.lost + (uint64_t)w->wq.n), (unsigned long long)w->wq.lost,
+                 JOBWATCH_WORKER_KEEP, w->wq.n);
     jobhist_free(&w->wq);
     jobwatch_set_free(&w->watch);
     free(w->watch_key);
@@ -2079,6 +2110,7 @@ static bool app_cycle(worker_t *w, job_t *job)
     job->started_s = mono_s();
     job->started_wall_ms = wall_ms();
     hresult_t res;
+    watch_poll(w, job->started_ms); /* before the pop: the job's record meets the set as it is now */
     bool ran = app_pop(w, job, &res) == 1;
     if (ran && res.kind == HRES_POPPED) {
         sb_job(w, &(sb_job_t){.id = job->app.id, .uuid = job->app.uuid, .name = job->app.name,

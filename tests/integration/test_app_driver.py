@@ -5,6 +5,7 @@ pass of `queue:work` does. qpool supervises and records what each attempt
 reports. Laravel 8 runs on the host (Debian 12), 10 and 13 in Debian roots
 (laravel_roots.py). No timing bound is asserted but the backoff's lower
 bounds, which are the semantics under test."""
+import json
 import re
 import sqlite3
 import time
@@ -303,3 +304,29 @@ def test_same_results_as_queue_work_on_the_database_driver(master_factory, redis
     assert [r for r in runs if r[0] == "MaxExceptionsJob"] == [("MaxExceptionsJob", "maxexc", 1),
                                                                 ("MaxExceptionsJob", "maxexc", 2)]
     assert len(hooks) == 2 and all(r[:2] == ("database", "default") for r in rows)
+
+
+def test_a_watched_tag_keeps_every_job_of_an_app_driver_pool(master_factory, redis_server, version_app):
+    """A watched tag keeps every job on an app_driver pool too (issue 31): its
+    workers read the watched set on the pool's Redis. The recent list's
+    sample here is 2 records a 10 s pass, so a sample would keep few of 30."""
+    app = version_app
+    use_database_queue(app)
+    r = redis_server.client()
+    m = master_factory(redis_server)
+    m.write_config(pool(app), qpool="  job_history_size = 2;\n  balance_interval = 10;")
+    m.start()
+    try:
+        assert "watching" in m.cli("monitor", "add", "7").stdout   # every TaggedJob has the tag 7
+        m.wait_log(r"watched tags now: 1 ", timeout=60)
+        dispatch(app, "TaggedJob", count=30, tag="w")
+        wait_for(lambda: not jobs_left(app), 120, interval=0.25, what="the database queue to drain")
+
+        def kept():
+            keys = r.keys("*qpool:{qpool-jobs}:tag:7")
+            return r.lrange(keys[0], 0, -1) if keys else []
+        wait_for(lambda: len(kept()) >= 30, 60, interval=0.5, what="30 records in the watched tag's list")
+        tags = sorted(json.loads(x)["tags"][0] for x in kept())
+        assert tags == sorted("tagged:w-%d" % i for i in range(1, 31))   # each job once
+    finally:
+        assert m.stop(60) == 0

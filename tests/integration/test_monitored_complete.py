@@ -5,8 +5,10 @@ tag's list is not. Workers read the watched set and send those records
 apart; the master forwards them in bounded batches, each written once
 (docs/configuration.md, monitored_tag_jobs). The master answers /healthz
 and `qpool status` all the while."""
+import os
 import random
 import select
+import signal
 import socket
 import threading
 import urllib.error
@@ -152,3 +154,88 @@ def test_a_batch_whose_reply_is_lost_is_written_once(master, redis_server, r):
     finally:
         proxy.stop.set()
         proxy.lsock.close()
+
+
+# With balance_interval = 10 the master forwards at most 1,000 watched
+# records a pool every 10 s, so most of a burst is still queued at the
+# master when the queue has drained: a stop, or a reload that removes the
+# pool, must forward them (batch after batch, within shutdown_timeout).
+SLOW_PASS = "  job_history_size = 100;\n  balance_interval = 10;"
+POOL = ('{ name = "%s"; queues = ["%s"]; processes = 2; tries = 1; timeout = 10;'
+        ' handler = { type = "pipe"; command = ["%s"]; }; }')
+
+
+def test_watched_records_still_queued_at_a_stop_are_kept(master, r):
+    master.write_config(POOL % ("w", "default", FIXTURE_HANDLER), qpool=SLOW_PASS)
+    master.start()
+    assert "watching" in master.cli("monitor", "add", "vip").stdout
+    master.wait_log(r"watched tags now: 1 ", timeout=60, count=2)
+    vip = [make_payload("ok", tags=["vip"]) for _ in range(3000)]
+    push_many(r, "default", vip)
+    wait_for(lambda: r.llen(PREFIX + "queues:default") == 0, 180, interval=0.2, what="the queue drained")
+    assert master.stop(120) == 0                          # at once: the master still holds most of them
+    got = uuids(r, "vip")
+    assert len(got) == len(set(got)) == 3000, "%d records of %d jobs" % (len(got), len(set(got)))
+    assert "dropped" not in master.log()
+
+
+def test_watched_records_of_a_pool_removed_by_a_reload_are_kept(master, r):
+    # a pass every 2 s: the removed pool's records go 1,000 a pass after it
+    both = POOL % ("w", "default", FIXTURE_HANDLER) + ",\n  " + POOL % ("v", "vq", FIXTURE_HANDLER)
+    master.write_config(both, qpool=SLOW_PASS.replace("= 10", "= 2"))
+    master.start()
+    assert "watching" in master.cli("monitor", "add", "vip").stdout
+    master.wait_log(r"watched tags now: 1 ", timeout=60, count=4)
+    vip = [make_payload("ok", tags=["vip"]) for _ in range(3000)]
+    push_many(r, "vq", vip)
+    wait_for(lambda: r.llen(PREFIX + "queues:vq") == 0, 180, interval=0.2, what="the queue drained")
+    master.write_config(POOL % ("w", "default", FIXTURE_HANDLER), qpool=SLOW_PASS.replace("= 10", "= 2"))
+    master.cli("reload")
+    master.wait_log(r"pool v: removed", timeout=120)
+    got = uuids(r, "vip")
+    assert len(got) == len(set(got)) == 3000, "%d records of %d jobs" % (len(got), len(set(got)))
+    assert "dropped" not in master.log()
+
+
+def test_a_tag_list_redis_refuses_costs_only_its_own_records(master, r):
+    """An error raised inside the script after the token was set (WRONGTYPE
+    on one watched tag's key) used to lose the rest of the batch unlogged:
+    the resend found the token and wrote nothing. Each write goes on its own
+    now; the refused ones are logged."""
+    master.write_config(POOL.replace("processes = 2", "processes = 1") % ("w", "default", FIXTURE_HANDLER),
+                        qpool=SLOW_PASS)
+    master.start()
+    assert "watching" in master.cli("monitor", "add", "vip").stdout
+    assert "watching" in master.cli("monitor", "add", "bad").stdout
+    master.wait_log(r"watched tags now: 2 ", timeout=60)
+    r.set(TAG_KEY + "bad", "not a list")                  # every write to that tag's list fails
+    jobs = [make_payload("ok", tags=["vip", "bad"] if i % 10 == 0 else ["vip"]) for i in range(200)]
+    push_many(r, "default", jobs)
+    wait_for(lambda: r.llen(PREFIX + "queues:default") == 0, 180, interval=0.2, what="the queue drained")
+    want = {p["uuid"] for p in jobs}
+    try:
+        wait_for(lambda: set(uuids(r, "vip")) >= want, 60, interval=0.5, what="every vip job in its list")
+    finally:
+        got = uuids(r, "vip")
+        assert len(got) == len(set(got)), "%d records of %d jobs" % (len(got), len(set(got)))
+    assert len(set(got)) == 200
+    master.wait_log(r"records of watched tags not written \(Redis refused their tag's list: WRONGTYPE", timeout=30)
+
+
+def test_a_worker_logs_the_watched_records_it_drops_as_it_drops_them(master, r):
+    """A worker whose master takes nothing (stopped here) holds 2,048 watched
+    records, then overwrites its oldest: it says so at once (1, 2, 4, ...),
+    not only at a clean exit that a killed worker never reaches."""
+    # memory: no worker exits for its size (ASan's) while nothing can replace it
+    master.write_config(POOL.replace("processes = 2", "processes = 1; memory = 4096") % ("w", "default", FIXTURE_HANDLER),
+                        qpool="  job_history_size = 100;")
+    master.start()
+    assert "watching" in master.cli("monitor", "add", "vip").stdout
+    master.wait_log(r"watched tags now: 1 ", timeout=60)
+    os.kill(master.proc.pid, signal.SIGSTOP)
+    try:
+        push_many(r, "default", [make_payload("ok", tags=["vip"]) for _ in range(4000)])
+        master.wait_log(r"records of watched tags dropped so far", timeout=180)
+    finally:
+        os.kill(master.proc.pid, signal.SIGCONT)
+    assert master.stop(120) == 0

@@ -12,6 +12,7 @@
 
 #include "observe/jobhist.h"
 #include "observe/jobwatch.h"
+#include "observe/monitored.h"
 #include "core/util.h"
 #include "observe/metrics.h"
 
@@ -388,15 +389,25 @@ static void test_watched_queue_batches_are_stable_and_bounded(void **state)
     jobwatch_queue_done(&q);
     assert_int_equal(q.n, 0);
     assert_int_equal((int)q.bytes, 0);
-    /* a batch is bounded in bytes too: JOBWATCH_STEP_BYTES, one record at least */
+    /* a batch is bounded in bytes too: JOBWATCH_STEP_BYTES, never past it
+     * but with its one record (1.5 MB + 1.5 MB would be 3 MB) */
     for (int i = 0; i < 3; i++) {
         char *big = xcalloc(1, 1500001);
         memset(big, 'x', 1500000);
         assert_true(jobwatch_queue_add(&q, xstrdup("vip"), big));
     }
-    assert_int_equal(jobwatch_queue_batch(&q, 3, "t4", tags, recs), 2);
+    assert_int_equal(jobwatch_queue_batch(&q, 3, "t4", tags, recs), 1);
     jobwatch_queue_done(&q);
     assert_int_equal(jobwatch_queue_batch(&q, 3, "t5", tags, recs), 1);
+    jobwatch_queue_done(&q);
+    assert_int_equal(jobwatch_queue_batch(&q, 3, "t6", tags, recs), 1);
+    jobwatch_queue_done(&q);
+    char *half = xcalloc(1, 1000001), *other = xcalloc(1, 1000001);
+    memset(half, 'x', 1000000);
+    memset(other, 'x', 1000000);
+    assert_true(jobwatch_queue_add(&q, xstrdup("vip"), half));
+    assert_true(jobwatch_queue_add(&q, xstrdup("vip"), other));
+    assert_int_equal(jobwatch_queue_batch(&q, 3, "t7", tags, recs), 2); /* 2 MB less 6 bytes: both */
     jobwatch_queue_free(&q);
 
     jobhist_pending_t p;
@@ -409,6 +420,25 @@ static void test_watched_queue_batches_are_stable_and_bounded(void **state)
     assert_int_equal(jobhist_pending_list_near(&p, out, 4), 2);
     assert_string_equal(out[1], "c");
     jobhist_pending_free(&p);
+}
+
+/* A watched batch Redis answers with an error that passes waits (its token
+ * kept) instead of counting towards its drop (review S1). */
+static void test_transient_errors_make_a_batch_wait(void **state)
+{
+    (void)state;
+    const char *passing[] = {"LOADING Redis is loading the dataset in memory",
+                             "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.",
+                             "READONLY You can't write against a read only replica.",
+                             "MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'.",
+                             "TRYAGAIN Multiple keys request during rehashing of slot", "CLUSTERDOWN The cluster is down",
+                             "LOADING"};
+    for (size_t i = 0; i < sizeof passing / sizeof *passing; i++) assert_true(monitored_error_transient(passing[i]));
+    const char *refusals[] = {"WRONGTYPE Operation against a key holding the wrong kind of value",
+                              "OOM command not allowed when used memory > 'maxmemory'.", "BUSYKEY Target key name already exists.",
+                              "ERR Error running script", "NOSCRIPT No matching script", "", "LOADINGX"};
+    for (size_t i = 0; i < sizeof refusals / sizeof *refusals; i++) assert_false(monitored_error_transient(refusals[i]));
+    assert_false(monitored_error_transient(NULL));
 }
 
 int main(void)
@@ -426,6 +456,7 @@ int main(void)
         cmocka_unit_test(test_silenced_by_class_tag_or_the_job),
         cmocka_unit_test(test_watched_copies_go_apart_and_stay_until_dropped),
         cmocka_unit_test(test_watched_queue_batches_are_stable_and_bounded),
+        cmocka_unit_test(test_transient_errors_make_a_batch_wait),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
