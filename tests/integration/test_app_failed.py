@@ -114,3 +114,62 @@ def test_failed_jobs_of_the_apps_failer(master_factory, redis_server, app):
         assert m.stop(60) == 0
     res = failed_cli(m, "list", check=False)  # the master is gone
     assert res.returncode == 2 and "not running" in res.stderr
+
+
+def park_failed(app, count):
+    """count MarkerJobs on a queue no pool takes ("parked"), moved from the
+    jobs table into failed_jobs as the failer logs them: their uuids."""
+    import sqlite3
+    app.artisan("fixture:dispatch", "MarkerJob", "--connection=database", "--count=%d" % count, "--queue=parked")
+    con = sqlite3.connect(str(app.db))
+    try:
+        rows = con.execute("select queue, payload from jobs").fetchall()
+        con.executemany("insert into failed_jobs (uuid, connection, queue, payload, exception, failed_at) "
+                        "values (?, 'database', ?, ?, 'RuntimeException: parked', datetime('now'))",
+                        [(json.loads(p)["uuid"], q, p) for q, p in rows])
+        con.execute("delete from jobs")
+        con.commit()
+    finally:
+        con.close()
+    return sorted(json.loads(p)["uuid"] for _, p in rows)
+
+
+def test_a_slow_retry_stops_in_time_and_loses_nothing(master_factory, redis_server, app):
+    """Review freshapp #1: each push takes a second (a slow queue backend),
+    so 8 of them outlast the agent's 5 s alarm. Each job is pushed before
+    its row is forgotten, and the agent stops before its alarm and says
+    which ids it left: every job is in the failer or on its queue, never in
+    neither, and asking again finishes the rest."""
+    use_database_queue(app)
+    uuids = park_failed(app, 8)
+    env = app.env_conf()
+    conf = pool(app).replace(env, env[:env.rindex("}")] + ' FIXTURE_BOOT_HAZARDS = "slowpush"; };')
+    m = master_factory(redis_server)
+    m.write_config(conf)
+    m.start()
+
+    def held():
+        queued = sorted(json.loads(r["payload"])["uuid"] for r in app.table("select payload from jobs"))
+        failed = sorted(r["uuid"] for r in app.failed_jobs())
+        return queued, failed
+
+    try:
+        for _ in range(8):  # at least one job a call: 8 calls at most
+            _, failed = held()
+            if not failed:
+                break
+            res = failed_cli(m, "retry", *failed, check=False)
+            queued, left = held()
+            # nothing lost, nothing twice: each job on the queue or in the failer
+            assert sorted(queued + left) == uuids, (res.stdout, res.stderr, queued, left)
+            pushed = [ln.split()[-1] for ln in res.stdout.splitlines() if ln.startswith("pushed back ")]
+            assert pushed and set(pushed) <= set(queued), (res.stdout, res.stderr)
+            for u in left:
+                assert "%s not retried" % u in res.stderr, (res.stdout, res.stderr)
+            assert res.returncode == (1 if left else 0), (res.stdout, res.stderr)
+        queued, failed = held()
+        assert queued == uuids and not failed
+        assert "app failed-retry of 8 failed jobs on pool appq by uid" in m.log()
+        assert "app failer of pool appq: retried" in m.log()
+    finally:
+        assert m.stop(60) == 0
