@@ -93,9 +93,10 @@ static void print_list(const cJSON *rep)
     }
     double total = cli_json_num(rep, "total"), offset = cli_json_num(rep, "offset");
     if (!n) printf("(no failed jobs)\n");
-    printf("%d of %.0f failed jobs in the app's failer (pool %s)", n, total, str(rep, "pool"));
+    bool partial = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(rep, "partial"));
+    printf("%d of %s%.0f failed jobs in the app's failer (pool %s)", n, partial ? "at least " : "", total, str(rep, "pool"));
     if (offset + n < total) printf("; more: --offset %.0f", offset + n);
-    printf("\n");
+    printf("%s\n", partial ? " (the agent's search stopped after 3 s: narrow the filter)" : "");
 }
 
 /* rep's strings are escaped whole; the exception and the payload keep

@@ -11,6 +11,7 @@ import pytest
 
 from conftest import QPOOL, wait_for
 from laravel_roots import VERSIONS, Version, VersionApp, build_root
+from laravel_roots import argv_conf
 from test_app_driver import dispatch, jobs_left, pool, use_database_queue
 
 
@@ -171,5 +172,47 @@ def test_a_slow_retry_stops_in_time_and_loses_nothing(master_factory, redis_serv
         assert queued == uuids and not failed
         assert "app failed-retry of 8 failed jobs on pool appq by uid" in m.log()
         assert "app failer of pool appq: retried" in m.log()
+    finally:
+        assert m.stop(60) == 0
+
+
+def test_a_large_failer_is_paged_not_read_whole(master_factory, redis_server, app):
+    """Review freshapp #3: a failed_jobs table larger than the agent's
+    memory_limit (here 400 rows of 200 KB under 64M) is paged in its query:
+    a list without a filter reads one page, one with a filter a few rows at
+    a time; the failer's all() would read it whole and kill the agent."""
+    import sqlite3
+    import uuid as uuidlib
+    use_database_queue(app)
+    first = park_failed(app, 1)[0]
+    big = "RuntimeException: big\n" + "#0 /srv/app/x.php(1): y()\n" * 8000
+    con = sqlite3.connect(str(app.db))
+    try:
+        payload = con.execute("select payload from failed_jobs").fetchone()[0]
+        rows = []
+        for _ in range(400):
+            u = str(uuidlib.uuid4())
+            rows.append((u, payload.replace(first, u), big))
+        con.executemany("insert into failed_jobs (uuid, connection, queue, payload, exception, failed_at) "
+                        "values (?, 'database', 'parked', ?, ?, datetime('now'))", rows)
+        con.commit()
+    finally:
+        con.close()
+    argv = app.adapter_argv()
+    at = argv.index("php") + 1
+    small = argv[:at] + ["-d", "memory_limit=64M"] + argv[at:]
+    m = master_factory(redis_server)
+    m.write_config(pool(app).replace(argv_conf(argv), argv_conf(small)))
+    m.start()
+    try:
+        rep = listed(m)
+        assert rep["total"] == 401 and len(rep["failed"]) == 20
+        assert rep["failed"][0]["id"] == rows[-1][0]  # newest first
+        rep = listed(m, "--offset", "400")
+        assert [f["id"] for f in rep["failed"]] == [first]
+        rep = listed(m, "--class", "App\\Jobs\\MarkerJob", "--limit", "3")
+        assert len(rep["failed"]) == 3 and (rep["total"] == 401 or rep.get("partial")), rep["total"]
+        assert listed(m, "parked", "--uuid", first)["failed"][0]["id"] == first
+        assert "memory" not in m.log()
     finally:
         assert m.stop(60) == 0
