@@ -809,11 +809,14 @@ static bool expired(const ctl_client_t *c, int64_t now)
 }
 
 /* The answered requests on the pools' app failers, to their clients (a
- * client gone by now: dropped). */
+ * client gone by now: dropped); on every loop, so that an agent gone or a
+ * request past MAPP_WAIT_MS is told at once, not at the next balance pass
+ * (balance_interval may be 60 s, longer than the CLI waits). */
 static void send_app_answers(master_t *m, control_t *ctl)
 {
     uint64_t serial;
     for (int i = 0; i < m->pools.n; i++) {
+        mapp_tick(m, m->pools.v[i], mono_ms());
         for (char *s; (s = mapp_done(m->pools.v[i], &serial)); free(s)) {
             for (int k = 0; k < ctl->nclients; k++) {
                 ctl_client_t *c = ctl->clients[k];

@@ -216,3 +216,57 @@ def test_a_large_failer_is_paged_not_read_whole(master_factory, redis_server, ap
         assert "memory" not in m.log()
     finally:
         assert m.stop(60) == 0
+
+
+def agent_pid(m):
+    """The pid of the app agent under master m (its title says so), or None."""
+    import os
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open("/proc/%s/cmdline" % d, "rb") as f:
+                if not f.read().startswith(b"qpool agent: pool appq"):
+                    continue
+            pid = int(d)
+            while pid > 1:  # one of this master's descendants (xdist runs other masters)
+                with open("/proc/%d/stat" % pid) as f:
+                    pid = int(f.read().rsplit(")", 1)[1].split()[1])
+                if pid == m.proc.pid:
+                    return int(d)
+        except (OSError, ValueError, IndexError):
+            continue
+    return None
+
+
+def test_an_agent_killed_mid_retry_loses_nothing_and_is_said_at_once(master_factory, redis_server, app):
+    """Review freshapp #1 and #4: the agent killed while it pushes (a reload,
+    its alarm) leaves every job in the failer or on its queue; and its
+    client hears "went away" at once, although the next balance pass (60 s
+    here) is later than the CLI waits (40 s)."""
+    import os
+    import signal
+    use_database_queue(app)
+    uuids = park_failed(app, 8)
+    env = app.env_conf()
+    m = master_factory(redis_server)
+    m.write_config(pool(app).replace(env, env[:env.rindex("}")] + ' FIXTURE_BOOT_HAZARDS = "slowpush"; };'),
+                   qpool="balance_interval = 60;")
+    m.start()
+    try:
+        wait_for(lambda: agent_pid(m), 60, interval=0.25, what="the pool's app agent")
+        cli = subprocess.Popen([QPOOL, "failed", "retry"] + uuids + ["--app", "appq", "-c", str(m.conf)],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            wait_for(lambda: app.table("select id from jobs"), 30, interval=0.05, what="the first push")
+            os.kill(agent_pid(m), signal.SIGKILL)
+            out, err = cli.communicate(timeout=35)
+        finally:
+            cli.kill()
+        assert cli.returncode == 1 and "its app agent went away before it answered" in err, (out, err)
+        queued = [json.loads(r["payload"])["uuid"] for r in app.table("select payload from jobs")]
+        failed = [r["uuid"] for r in app.failed_jobs()]
+        assert set(queued) | set(failed) == set(uuids), (queued, failed)  # at worst one in both: never in neither
+        assert len(queued) + len(failed) <= len(uuids) + 1
+    finally:
+        assert m.stop(60) == 0
