@@ -47,7 +47,9 @@ use Throwable;
  *            back as the app's queue:retry does (batchRetry says how the
  *            order differs).
  *   failed, failed-show, failed-retry, failed-forget: the app's failer, as
- *            queue:failed, queue:retry and queue:forget (AgentFailed.php).
+ *            queue:failed, queue:retry and queue:forget (AgentFailed.php);
+ *            failed-retry also says "not_done": the ids it left for want of
+ *            time (failedRetry).
  * An op it does not know, or one that throws: {"id":N,"ok":false,"error":"..."}.
  *
  * It exits on the end of its socket, when its zygote goes (the parent-death
@@ -61,6 +63,13 @@ final class Agent
 
     /** The master drops an agent silent for 5 s at least: one stuck longer is gone. */
     private const REQUEST_TIMEOUT = 5;
+
+    /**
+     * A failed-retry starts no job after this many seconds of its request
+     * (the rest are said "not_done", their rows kept): what one push and its
+     * forget may take is left of REQUEST_TIMEOUT.
+     */
+    private const RETRY_BUDGET = 3.0;
 
     private const VALUE_MAX = 256;
 
@@ -77,6 +86,9 @@ final class Agent
 
     /** @var int the zygote that forked it: when getppid() says another, it has gone */
     private $parent;
+
+    /** @var float when the request being answered came (microtime) */
+    private $started = 0.0;
 
     public function __construct($app, $io, int $parent)
     {
@@ -121,6 +133,7 @@ final class Agent
                 return 1;
             }
 
+            $this->started = microtime(true);
             pcntl_alarm(self::REQUEST_TIMEOUT);
             $ok = $this->reply($this->answer($line));
             pcntl_alarm(0);
@@ -394,18 +407,59 @@ final class Agent
     }
 
     /**
-     * queue:retry for the failed jobs asked (`qpool failed retry --app`):
-     * each pushed back as the app's own queue:retry pushes it, in the order
-     * batchRetry explains (the events, the forgets, then the pushes).
+     * queue:retry for the failed jobs asked (`qpool failed retry --app`), in
+     * queue:retry's own order for each job: JobRetryRequested, the push, and
+     * only once the push succeeded the forget. An agent killed on the way
+     * (a reload, its alarm) leaves at worst one job pushed whose row stays
+     * (a duplicate), never a job in neither place: no other record backs
+     * these up (batchRetry's has qpool's failed store). No job is started
+     * after RETRY_BUDGET: those left, and one whose push throws, keep their
+     * rows and are said not_done.
      */
     private function failedRetry(array $req): array
     {
-        [$retried, $missing] = $this->retryJobs(AgentFailed::ids($req));
+        $failer = $this->app['queue.failer'];
+        $command = $this->retryCommand();
+        $out = ['retried' => [], 'missing' => [], 'not_done' => []];
 
-        return ['retried' => $retried, 'missing' => $missing];
+        foreach (AgentFailed::ids($req) as $jobId) {
+            if ($out['not_done'] !== [] || microtime(true) - $this->started > self::RETRY_BUDGET) {
+                $out['not_done'][] = $jobId;
+                continue;
+            }
+
+            $job = $failer->find($jobId);
+            $out[$job === null ? 'missing' : $this->retryOne($failer, $command, $jobId, $job)][] = $jobId;
+        }
+
+        return $out;
     }
 
-    /** The failed jobs of these ids pushed back, in batchRetry's three passes: [retried, missing]. */
+    /** One failed job pushed back, then forgotten: "retried", or "not_done" when its push throws. */
+    private function retryOne($failer, $command, string $jobId, $job): string
+    {
+        try {
+            if (class_exists('Illuminate\\Queue\\Events\\JobRetryRequested')) {
+                $this->app['events']->dispatch(new \Illuminate\Queue\Events\JobRetryRequested($job));
+            }
+
+            $command->pushBack($job);
+        } catch (Throwable $e) {
+            Protocol::log('agent: retry of failed job '.$jobId.' failed: '.$e->getMessage());
+
+            return 'not_done'; // its row stays
+        }
+
+        try {
+            $failer->forget($jobId);
+        } catch (Throwable $e) {
+            Protocol::log('agent: failed job '.$jobId.' was pushed back, but its row stays: '.$e->getMessage());
+        }
+
+        return 'retried';
+    }
+
+    /** batchRetry's jobs of these ids pushed back, in its three passes: [retried, missing]. */
     private function retryJobs(array $jobIds): array
     {
         $failer = $this->app['queue.failer'];

@@ -16,7 +16,8 @@ use Throwable;
  *                     "exception":"first line","failed_at":1764380000,"attempts":3}],"total":12,"offset":0}
  *                 Newest first, as queue:failed lists them; every filter is
  *                 optional (class and queue exact, text case-insensitive in
- *                 the payload or the exception, tag one of the payload's tags).
+ *                 the payload or the exception, tag one of the payload's tags);
+ *                 "partial":true when a filtered scan ran out of time (list()).
  *   failed-show   {"op":"failed-show","job":"ID"} -> {"job":{... "payload":"..","exception":".."}}
  *   failed-retry  {"op":"failed-retry","jobs":["ID"]} -> {"retried":["ID"],"missing":["ID"]}
  *   failed-forget {"op":"failed-forget","jobs":["ID"]} -> {"forgotten":["ID"],"missing":["ID"]}
@@ -31,6 +32,15 @@ final class AgentFailed
     private const IDS_MAX = 100;
 
     private const EXCEPTION_LINE = 300;
+
+    /** A filtered list of a database failer reads this many rows at a time, for this many seconds at most. */
+    private const SCAN_CHUNK = 50;
+
+    private const SCAN_BUDGET = 3.0;
+
+    private const DB_FAILER = 'Illuminate\\Queue\\Failed\\DatabaseFailedJobProvider';
+
+    private const DB_UUID_FAILER = 'Illuminate\\Queue\\Failed\\DatabaseUuidFailedJobProvider';
 
     /** A reply line's budget (Agent::LINE_MAX less room for the rest). */
     private const REPLY_MAX = 60000;
@@ -48,31 +58,134 @@ final class AgentFailed
         return $this->app['queue.failer'];
     }
 
-    /** One page of the failer's jobs that match the filters. */
+    /**
+     * One page of the failer's jobs that match the filters. A database
+     * failer (failed_jobs) is paged in its query, never read whole: no
+     * filter, the page and a count; a filter, the rows newest first SCAN_CHUNK
+     * at a time, for at most SCAN_BUDGET seconds (then "total" counts those
+     * scanned, and "partial" says so). Another failer has only all().
+     */
     public function list(array $req): array
     {
         $limit = min(max(is_int($req['limit'] ?? null) ? $req['limit'] : 20, 1), self::PAGE_MAX);
         $offset = max(is_int($req['offset'] ?? null) ? $req['offset'] : 0, 0);
+        $table = $this->table();
+
+        if ($table !== null && ! $this->filtered($req)) {
+            $total = (clone $table)->count();
+            $page = (clone $table)->orderBy('id', 'desc')->offset($offset)->limit($limit)->get();
+            $out = ['failed' => $this->fit(array_map(function ($row) {
+                return $this->summary($this->dbRecord($row));
+            }, $page->all())), 'total' => $total, 'offset' => $offset];
+        } else {
+            $out = $this->scan($table, $req, $limit, $offset);
+        }
+
+        return $out;
+    }
+
+    /** The filtered page: [failed, total, offset] and "partial" when the time ran out. */
+    private function scan($table, array $req, int $limit, int $offset): array
+    {
         $rows = [];
         $total = 0;
+        $partial = false;
 
-        foreach ((array) $this->failer()->all() as $row) {
-            $row = self::record($row);
-
-            if (! $this->matches($row, $req)) {
-                continue;
-            }
-
-            if ($total++ >= $offset && count($rows) < $limit) {
+        foreach ($this->rows($table, $req, microtime(true) + self::SCAN_BUDGET, $partial) as $row) {
+            if ($this->matches($row, $req) && $total++ >= $offset && count($rows) < $limit) {
                 $rows[] = $this->summary($row);
             }
         }
 
+        return ['failed' => $this->fit($rows), 'total' => $total, 'offset' => $offset] + ($partial ? ['partial' => true] : []);
+    }
+
+    /** The failer's rows newest first (a database failer's in chunks, until $until). */
+    private function rows($table, array $req, float $until, bool &$partial): \Generator
+    {
+        if ($table === null) {
+            foreach ((array) $this->failer()->all() as $row) {
+                yield self::record($row);
+            }
+
+            return;
+        }
+
+        if (is_string($req['queue'] ?? null) && $req['queue'] !== '') {
+            $table = $table->where('queue', $req['queue']);
+        }
+
+        for ($last = null; ; ) {
+            if (microtime(true) > $until) {
+                $partial = true;
+
+                return;
+            }
+
+            $q = (clone $table)->orderBy('id', 'desc')->limit(self::SCAN_CHUNK);
+            $chunk = ($last === null ? $q : $q->where('id', '<', $last))->get()->all();
+
+            foreach ($chunk as $row) {
+                $last = $row->id;
+                yield $this->dbRecord($row);
+            }
+
+            if (count($chunk) < self::SCAN_CHUNK) {
+                return;
+            }
+        }
+    }
+
+    /** Rows cut to fit a reply line. */
+    private function fit(array $rows): array
+    {
         while ($rows !== [] && strlen((string) json_encode($rows, Agent::JSON_FLAGS)) > self::REPLY_MAX) {
             array_pop($rows);
         }
 
-        return ['failed' => $rows, 'total' => $total, 'offset' => $offset];
+        return $rows;
+    }
+
+    /** Is any filter asked? */
+    private function filtered(array $req): bool
+    {
+        foreach (['queue', 'class', 'text', 'uuid', 'tag'] as $k) {
+            if (is_string($req[$k] ?? null) && $req[$k] !== '') {
+                return true;
+            }
+        }
+
+        return is_int($req['since'] ?? null) || is_int($req['until'] ?? null);
+    }
+
+    /**
+     * The failed_jobs query of a database failer (its own getTable(): its
+     * connection and table), or null for another failer.
+     */
+    private function table()
+    {
+        $failer = $this->failer();
+
+        if (! in_array(get_class($failer), [self::DB_FAILER, self::DB_UUID_FAILER], true)) {
+            return null;
+        }
+
+        return \Closure::bind(function () {
+            return $this->getTable();
+        }, $failer, get_class($failer))();
+    }
+
+    /** A failed_jobs row as the failer's all() has it (the uuid failer's id is the uuid). */
+    private function dbRecord($row): array
+    {
+        $row = self::record($row);
+
+        if (get_class($this->failer()) === self::DB_UUID_FAILER) {
+            $row['id'] = $row['uuid'] ?? $row['id'];
+            unset($row['uuid']);
+        }
+
+        return $row;
     }
 
     /** One job with its payload and exception, cut to fit a reply line. */

@@ -93,9 +93,10 @@ static void print_list(const cJSON *rep)
     }
     double total = cli_json_num(rep, "total"), offset = cli_json_num(rep, "offset");
     if (!n) printf("(no failed jobs)\n");
-    printf("%d of %.0f failed jobs in the app's failer (pool %s)", n, total, str(rep, "pool"));
+    bool partial = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(rep, "partial"));
+    printf("%d of %s%.0f failed jobs in the app's failer (pool %s)", n, partial ? "at least " : "", total, str(rep, "pool"));
     if (offset + n < total) printf("; more: --offset %.0f", offset + n);
-    printf("\n");
+    printf("%s\n", partial ? " (the agent's search stopped after 3 s: narrow the filter)" : "");
 }
 
 /* rep's strings are escaped whole; the exception and the payload keep
@@ -117,7 +118,8 @@ static void print_show(const cJSON *rep, const char *raw)
     cJSON_Delete(orig);
 }
 
-/* retry, forget: what was done to each id; -1 when one was not found. */
+/* retry, forget: what was done to each id; -1 when one was not found, or
+ * not retried (the agent's time ran out, or its push failed: its row stays). */
 static int print_acted(const char *sub, const cJSON *rep)
 {
     bool retry = !strcmp(sub, "retry");
@@ -127,6 +129,10 @@ static int print_acted(const char *sub, const cJSON *rep)
     int missing = 0;
     cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(rep, "missing"))
         if (cJSON_IsString(e) && ++missing) fprintf(stderr, "qpool failed: no failed job %s in the app's failer\n", e->valuestring);
+    cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(rep, "not_done"))
+        if (cJSON_IsString(e) && ++missing)
+            fprintf(stderr, "qpool failed: %s not retried (time ran out, or its push failed): it stays in the app's failer\n",
+                    e->valuestring);
     return missing ? -1 : 0;
 }
 
@@ -155,6 +161,7 @@ int cli_app_failed(const char *sub, const app_failed_args_t *a)
     cJSON_Delete(req);
     cJSON *rep = NULL;
     char *raw = NULL;
+    bool answered = false;
     int rv = cli_ctl_call(a->cfg, line, APP_WAIT_MS, &rep, &raw);
     free(line);
     if (rv == 0 && !cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(rep, "ok"))) {
@@ -163,8 +170,9 @@ int cli_app_failed(const char *sub, const app_failed_args_t *a)
         rv = 1;
     } else if (rv == 0) {
         rv = print_reply(sub, a, rep, raw) < 0 ? 1 : 0;
+        answered = true; /* some ids may be missing or not done: the rest were acted on */
     }
-    if (rv == 0 && (!strcmp(sub, "retry") || !strcmp(sub, "forget"))) {
+    if (answered && (!strcmp(sub, "retry") || !strcmp(sub, "forget"))) {
         char what[96];
         snprintf(what, sizeof what, "%s %d failed jobs of pool %.40s's app", sub, a->nargs, a->pool);
         cli_audit("failed", what, "");

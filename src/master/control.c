@@ -545,6 +545,20 @@ static void cmd_batch_retry(master_t *m, ctl_client_t *c, const ctl_request_t *r
     reply_json(c, o);
 }
 
+static bool owner(uid_t uid);
+
+/* failed-retry and failed-forget, with who asked and how many ids: the
+ * master's record (the CLI's audit line is the client's own). */
+static void app_audit(const ctl_client_t *c, const ctl_request_t *r)
+{
+    cJSON *q = cJSON_Parse(r->request);
+    const cJSON *op = cJSON_GetObjectItemCaseSensitive(q, "op");
+    if (cJSON_IsString(op) && strcmp(op->valuestring, "failed") && strcmp(op->valuestring, "failed-show"))
+        log_info("control: app %s of %d failed jobs on pool %s by uid %d", op->valuestring,
+                 cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(q, "jobs")), r->pool, (int)c->uid);
+    cJSON_Delete(q);
+}
+
 /* A request on a pool's app failer: answered when its agent has (mapp.h;
  * control_tick sends it). */
 static void cmd_app(master_t *m, ctl_client_t *c, const ctl_request_t *r)
@@ -554,6 +568,13 @@ static void cmd_app(master_t *m, ctl_client_t *c, const ctl_request_t *r)
         reply_error(c, "app requests are not served over HTTP yet");
         return;
     }
+    const char *no = mapp_refusal(r->request, owner(c->uid), m->conf->http.read_without_token == HTTP_READ_ALL);
+    if (no) {
+        log_info("control: app on pool %s refused to uid %d: %s", r->pool, (int)c->uid, no);
+        reply_error(c, "permission denied: %s", no);
+        return;
+    }
+    app_audit(c, r);
     if (mapp_ask(m, c->serial, r->pool, xstrdup(r->request), mono_ms(), err, sizeof err) < 0) reply_verb_error(c, err);
 }
 
@@ -796,11 +817,14 @@ static bool expired(const ctl_client_t *c, int64_t now)
 }
 
 /* The answered requests on the pools' app failers, to their clients (a
- * client gone by now: dropped). */
+ * client gone by now: dropped); on every loop, so that an agent gone or a
+ * request past MAPP_WAIT_MS is told at once, not at the next balance pass
+ * (balance_interval may be 60 s, longer than the CLI waits). */
 static void send_app_answers(master_t *m, control_t *ctl)
 {
     uint64_t serial;
     for (int i = 0; i < m->pools.n; i++) {
+        mapp_tick(m, m->pools.v[i], mono_ms());
         for (char *s; (s = mapp_done(m->pools.v[i], &serial)); free(s)) {
             for (int k = 0; k < ctl->nclients; k++) {
                 ctl_client_t *c = ctl->clients[k];

@@ -54,6 +54,20 @@ static bool take(cJSON *out, const mapp_key_t *k, const cJSON *v)
     return true;
 }
 
+const char *mapp_refusal(const char *req, bool owner, bool read_all)
+{
+    if (owner) return NULL;
+    cJSON *r = cJSON_Parse(req ? req : "");
+    const cJSON *op = cJSON_GetObjectItemCaseSensitive(r, "op");
+    bool reads = cJSON_IsString(op) && (!strcmp(op->valuestring, "failed") || !strcmp(op->valuestring, "failed-show"));
+    cJSON_Delete(r);
+    if (!reads) return "retry and forget on the app's failer are for root and qpool's own user only";
+    if (!read_all)
+        return "the app's failed jobs (payloads, exceptions) are for root and qpool's own user only "
+               "(or every allowed peer with http.read_without_token = \"all\")";
+    return NULL;
+}
+
 char *mapp_request(const cJSON *req, char *err, size_t errn)
 {
     const cJSON *op = cJSON_GetObjectItemCaseSensitive(req, "op");
@@ -150,6 +164,18 @@ static void answer_error(const pool_t *p, agent_app_req_t *q, const char *why)
     answer(q, o);
 }
 
+/* What a retry or forget did, for the log (control.c logged who asked). */
+static void log_acted(const pool_t *p, const cJSON *o)
+{
+    const cJSON *done = cJSON_GetObjectItemCaseSensitive(o, "retried");
+    const char *verb = "retried";
+    if (!done) done = cJSON_GetObjectItemCaseSensitive(o, "forgotten"), verb = "forgot";
+    if (!cJSON_IsArray(done)) return;
+    log_info("app failer of pool %s: %s %d failed jobs (%d missing, %d not done)", p->conf.name, verb,
+             cJSON_GetArraySize(done), cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(o, "missing")),
+             cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(o, "not_done")));
+}
+
 void mapp_reply(master_t *m, pool_t *p, const agent_reply_t *r)
 {
     (void)m;
@@ -169,6 +195,7 @@ void mapp_reply(master_t *m, pool_t *p, const agent_reply_t *r)
     }
     cJSON_DeleteItemFromObjectCaseSensitive(o, "pool");
     cJSON_AddStringToObject(o, "pool", p->conf.name);
+    log_acted(p, o);
     answer(q, o);
 }
 

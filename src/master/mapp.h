@@ -31,6 +31,14 @@
 /* Pure: the request the agent gets for a control client's "request"
  * object (JSON text, caller frees), or NULL with the reason in err. */
 char *mapp_request(const cJSON *req, char *err, size_t errn);
+/* Pure: why a peer may not send req (mapp_request's), or NULL when it may.
+ * The app's failed payloads and exceptions carry what its jobs carry (e-mail
+ * addresses, tokens): root and qpool's own user (owner) may do everything;
+ * another allowed peer (control_user, control_group) only reads (failed,
+ * failed-show), and only when read_all (http.read_without_token = "all",
+ * what the HTTP socket's same peers need for payloads); retry and forget
+ * stay with the owner. */
+const char *mapp_refusal(const char *req, bool owner, bool read_all);
 /* Queue req (mapp_request's) on the pool for control client `client`
  * (control_reply_to); 0, or -1 with err (the client is told then). */
 int mapp_ask(master_t *m, uint64_t client, const char *pool, char *req, int64_t now, char *err, size_t errn);

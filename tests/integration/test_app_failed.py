@@ -11,6 +11,7 @@ import pytest
 
 from conftest import QPOOL, wait_for
 from laravel_roots import VERSIONS, Version, VersionApp, build_root
+from laravel_roots import argv_conf
 from test_app_driver import dispatch, jobs_left, pool, use_database_queue
 
 
@@ -114,3 +115,158 @@ def test_failed_jobs_of_the_apps_failer(master_factory, redis_server, app):
         assert m.stop(60) == 0
     res = failed_cli(m, "list", check=False)  # the master is gone
     assert res.returncode == 2 and "not running" in res.stderr
+
+
+def park_failed(app, count):
+    """count MarkerJobs on a queue no pool takes ("parked"), moved from the
+    jobs table into failed_jobs as the failer logs them: their uuids."""
+    import sqlite3
+    app.artisan("fixture:dispatch", "MarkerJob", "--connection=database", "--count=%d" % count, "--queue=parked")
+    con = sqlite3.connect(str(app.db))
+    try:
+        rows = con.execute("select queue, payload from jobs").fetchall()
+        con.executemany("insert into failed_jobs (uuid, connection, queue, payload, exception, failed_at) "
+                        "values (?, 'database', ?, ?, 'RuntimeException: parked', datetime('now'))",
+                        [(json.loads(p)["uuid"], q, p) for q, p in rows])
+        con.execute("delete from jobs")
+        con.commit()
+    finally:
+        con.close()
+    return sorted(json.loads(p)["uuid"] for _, p in rows)
+
+
+def test_a_slow_retry_stops_in_time_and_loses_nothing(master_factory, redis_server, app):
+    """Review freshapp #1: each push takes a second (a slow queue backend),
+    so 8 of them outlast the agent's 5 s alarm. Each job is pushed before
+    its row is forgotten, and the agent stops before its alarm and says
+    which ids it left: every job is in the failer or on its queue, never in
+    neither, and asking again finishes the rest."""
+    use_database_queue(app)
+    uuids = park_failed(app, 8)
+    env = app.env_conf()
+    conf = pool(app).replace(env, env[:env.rindex("}")] + ' FIXTURE_BOOT_HAZARDS = "slowpush"; };')
+    m = master_factory(redis_server)
+    m.write_config(conf)
+    m.start()
+
+    def held():
+        queued = sorted(json.loads(r["payload"])["uuid"] for r in app.table("select payload from jobs"))
+        failed = sorted(r["uuid"] for r in app.failed_jobs())
+        return queued, failed
+
+    try:
+        for _ in range(8):  # at least one job a call: 8 calls at most
+            _, failed = held()
+            if not failed:
+                break
+            res = failed_cli(m, "retry", *failed, check=False)
+            queued, left = held()
+            # nothing lost, nothing twice: each job on the queue or in the failer
+            assert sorted(queued + left) == uuids, (res.stdout, res.stderr, queued, left)
+            pushed = [ln.split()[-1] for ln in res.stdout.splitlines() if ln.startswith("pushed back ")]
+            assert pushed and set(pushed) <= set(queued), (res.stdout, res.stderr)
+            for u in left:
+                assert "%s not retried" % u in res.stderr, (res.stdout, res.stderr)
+            assert res.returncode == (1 if left else 0), (res.stdout, res.stderr)
+        queued, failed = held()
+        assert queued == uuids and not failed
+        assert "app failed-retry of 8 failed jobs on pool appq by uid" in m.log()
+        assert "app failer of pool appq: retried" in m.log()
+    finally:
+        assert m.stop(60) == 0
+
+
+def test_a_large_failer_is_paged_not_read_whole(master_factory, redis_server, app):
+    """Review freshapp #3: a failed_jobs table larger than the agent's
+    memory_limit (here 400 rows of 200 KB under 64M) is paged in its query:
+    a list without a filter reads one page, one with a filter a few rows at
+    a time; the failer's all() would read it whole and kill the agent."""
+    import sqlite3
+    import uuid as uuidlib
+    use_database_queue(app)
+    first = park_failed(app, 1)[0]
+    big = "RuntimeException: big\n" + "#0 /srv/app/x.php(1): y()\n" * 8000
+    con = sqlite3.connect(str(app.db))
+    try:
+        payload = con.execute("select payload from failed_jobs").fetchone()[0]
+        rows = []
+        for _ in range(400):
+            u = str(uuidlib.uuid4())
+            rows.append((u, payload.replace(first, u), big))
+        con.executemany("insert into failed_jobs (uuid, connection, queue, payload, exception, failed_at) "
+                        "values (?, 'database', 'parked', ?, ?, datetime('now'))", rows)
+        con.commit()
+    finally:
+        con.close()
+    argv = app.adapter_argv()
+    at = argv.index("php") + 1
+    small = argv[:at] + ["-d", "memory_limit=64M"] + argv[at:]
+    m = master_factory(redis_server)
+    m.write_config(pool(app).replace(argv_conf(argv), argv_conf(small)))
+    m.start()
+    try:
+        rep = listed(m)
+        assert rep["total"] == 401 and len(rep["failed"]) == 20
+        assert rep["failed"][0]["id"] == rows[-1][0]  # newest first
+        rep = listed(m, "--offset", "400")
+        assert [f["id"] for f in rep["failed"]] == [first]
+        rep = listed(m, "--class", "App\\Jobs\\MarkerJob", "--limit", "3")
+        assert len(rep["failed"]) == 3 and (rep["total"] == 401 or rep.get("partial")), rep["total"]
+        assert listed(m, "parked", "--uuid", first)["failed"][0]["id"] == first
+        assert "memory" not in m.log()
+    finally:
+        assert m.stop(60) == 0
+
+
+def agent_pid(m):
+    """The pid of the app agent under master m (its title says so), or None."""
+    import os
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open("/proc/%s/cmdline" % d, "rb") as f:
+                if not f.read().startswith(b"qpool agent: pool appq"):
+                    continue
+            pid = int(d)
+            while pid > 1:  # one of this master's descendants (xdist runs other masters)
+                with open("/proc/%d/stat" % pid) as f:
+                    pid = int(f.read().rsplit(")", 1)[1].split()[1])
+                if pid == m.proc.pid:
+                    return int(d)
+        except (OSError, ValueError, IndexError):
+            continue
+    return None
+
+
+def test_an_agent_killed_mid_retry_loses_nothing_and_is_said_at_once(master_factory, redis_server, app):
+    """Review freshapp #1 and #4: the agent killed while it pushes (a reload,
+    its alarm) leaves every job in the failer or on its queue; and its
+    client hears "went away" at once, although the next balance pass (60 s
+    here) is later than the CLI waits (40 s)."""
+    import os
+    import signal
+    use_database_queue(app)
+    uuids = park_failed(app, 8)
+    env = app.env_conf()
+    m = master_factory(redis_server)
+    m.write_config(pool(app).replace(env, env[:env.rindex("}")] + ' FIXTURE_BOOT_HAZARDS = "slowpush"; };'),
+                   qpool="balance_interval = 60;")
+    m.start()
+    try:
+        wait_for(lambda: agent_pid(m), 60, interval=0.25, what="the pool's app agent")
+        cli = subprocess.Popen([QPOOL, "failed", "retry"] + uuids + ["--app", "appq", "-c", str(m.conf)],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            wait_for(lambda: app.table("select id from jobs"), 30, interval=0.05, what="the first push")
+            os.kill(agent_pid(m), signal.SIGKILL)
+            out, err = cli.communicate(timeout=35)
+        finally:
+            cli.kill()
+        assert cli.returncode == 1 and "its app agent went away before it answered" in err, (out, err)
+        queued = [json.loads(r["payload"])["uuid"] for r in app.table("select payload from jobs")]
+        failed = [r["uuid"] for r in app.failed_jobs()]
+        assert set(queued) | set(failed) == set(uuids), (queued, failed)  # at worst one in both: never in neither
+        assert len(queued) + len(failed) <= len(uuids) + 1
+    finally:
+        assert m.stop(60) == 0

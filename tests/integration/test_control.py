@@ -10,6 +10,8 @@ import subprocess
 import tempfile
 import time
 
+import pytest
+
 from conftest import (FIXTURE_HANDLER, QPOOL, failed_records, make_payload, push,
                       push_many, queue_state, read_fixture_log, wait_for)
 
@@ -414,3 +416,40 @@ def test_peers_outside_the_owner_and_group_are_refused(master_factory, redis_ser
                           "--socket", str(m2.socket)], capture_output=True, text=True, timeout=30)
     # refused, but not reported as "not running": a health check must not see a dead service
     assert res.returncode == 1 and "Permission denied" in res.stderr, res.stderr
+
+
+APP_LIST = b'{"cmd":"app","pool":"w","request":{"op":"failed","limit":5}}\n'
+APP_RETRY = b'{"cmd":"app","pool":"w","request":{"op":"failed-retry","jobs":["a1"]}}\n'
+AS_NOBODY_ASK = ("import socket,sys; s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); "
+                 "s.sendall(sys.argv[2].encode()); print(s.makefile().readline())")
+
+
+def ask_as_nobody(m, line):
+    res = subprocess.run(AS_NOBODY + ["/usr/bin/python3", "-c", AS_NOBODY_ASK, str(m.socket), line.decode()],
+                         capture_output=True, text=True, timeout=30)
+    return json.loads(res.stdout)
+
+
+@pytest.mark.parametrize("read_all", [False, True], ids=["default", "read_without_token_all"])
+def test_app_failer_is_for_the_owner(master_factory, redis_server, tmp_path, request, read_all):
+    """Review freshapp #2: the app's failed payloads, and retry and forget
+    on its failer, are not for every control peer: control_user gets
+    `permission denied` for them, but for list and show when
+    http.read_without_token = "all" (as over the HTTP socket)."""
+    http = ' http = { read_without_token = "all"; };' if read_all else ""
+    m, d, log = open_socket_master(master_factory, redis_server, tmp_path, request,
+                                   qpool='control_user = "nobody";' + http)
+    # nobody may ask for the status, as before
+    assert ask_as_nobody(m, b'{"cmd":"status"}\n')["ok"]
+    listed = ask_as_nobody(m, APP_LIST)
+    if read_all:  # past the gate: pool w has no app agent
+        assert "permission denied" not in listed["error"], listed
+    else:
+        assert listed["ok"] is False and listed["error"].startswith("permission denied: the app's failed jobs"), listed
+    retried = ask_as_nobody(m, APP_RETRY)
+    assert retried["ok"] is False and retried["error"].startswith("permission denied: retry and forget"), retried
+    assert "control: app on pool w refused to uid 65534" in m.log()
+    # root (the owner) is served: the error is the pool's, not a refusal
+    for line in (APP_LIST, APP_RETRY):
+        rep = json.loads(raw_request(m.socket, line))
+        assert rep["ok"] is False and "permission denied" not in rep["error"], rep

@@ -14,6 +14,8 @@ use Illuminate\Support\Facades\Redis;
  *   db      query the database (the PDO stays open)
  *   rand    draw from mt_rand (seeds it in the booting process)
  *   socket  open a socket of its own and keep it (not a framework connection)
+ *   slowpush  each insert into the jobs table takes a second more, once done
+ *           (a slow queue backend: tests/integration/test_app_failed.py)
  *   exit76  end the process with status 76 (what qpool's zygote says when
  *           the app moved: an app's own exit must not read as that)
  */
@@ -47,6 +49,14 @@ class BootHazards
 
         if (in_array('socket', $what, true)) {
             self::$socket = stream_socket_client('tcp://'.Env::get('REDIS_HOST').':'.Env::get('REDIS_PORT'));
+        }
+
+        if (in_array('slowpush', $what, true)) {
+            DB::listen(function ($query) {
+                if (stripos($query->sql, 'insert into "jobs"') !== false) {
+                    sleep(1);
+                }
+            });
         }
 
         if (in_array('exit76', $what, true)) {
