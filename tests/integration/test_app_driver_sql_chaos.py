@@ -24,7 +24,7 @@ import time
 
 import pytest
 
-from conftest import proc_alive, wait_for
+from conftest import cmdline, proc_stats, wait_for
 from laravel_roots import VERSIONS, Version, argv_conf, build_root
 from sqlapps import HOST_VERSION, make_sql_app
 from sqlservers import server_fixture
@@ -56,8 +56,29 @@ def pick(m, what, rng):
     pattern = {"handler": r"qpool-handler\[(\d+)\]: Laravel [\d.]+ (?:forked by zygote|booted from)",
                "zygote": r"started its zygote \(pid (\d+)",
                "worker": r"started chaos#\d+ \(pid (\d+)\)"}[what]
-    cands = [p for p in logged_pids(m, pattern) if proc_alive(p)]
+    cands = sorted(set(logged_pids(m, pattern)) & ours(m))
     return rng.choice(cands) if cands else None
+
+
+def ours(m):
+    """The live processes of the master's session that run qpool (workers)
+    or its handler (handlers, the zygote): a PID from the log may since have
+    been reused by another test's process (PIDs wrap quickly here)."""
+    return {pid for pid, state, _, _, sess in proc_stats()
+            if sess == m.proc.pid and state != "Z" and "qpool" in cmdline(pid)}
+
+
+def kill_victim(m, what, rng, why):
+    """SIGKILL a live victim of the kind; its pid, or None if it went away."""
+    victim = wait_for(lambda: pick(m, what, rng), 60, what="a %s to kill (%s)" % (what, why))
+    if victim not in ours(m):  # checked again right before the kill
+        return None
+    print("%s kill %s %d" % (time.strftime("%H:%M:%S"), what, victim))
+    try:
+        os.kill(victim, signal.SIGKILL)
+    except ProcessLookupError:
+        return None
+    return victim
 
 
 def pool_conf(app):
@@ -115,6 +136,9 @@ def run_chaos(master_factory, redis_server, chaos_server, tmp_path, version, rng
     want = {"c-%d" % i for i in range(1, JOBS + 1)}
     events = list(EVENTS)
     rng.shuffle(events)
+    # the database restart in the first half, so that many jobs still wait for it
+    events.remove("database")
+    events.insert(rng.randrange(len(EVENTS) // 2), "database")
     # event i comes once (i + 1) / (len(events) + 2) of the jobs have finished
     marks = [JOBS * (i + 1) // (len(events) + 2) for i in range(len(events))]
     done = {}
@@ -131,21 +155,15 @@ def run_chaos(master_factory, redis_server, chaos_server, tmp_path, version, rng
             marks.pop(0)
             if what == "database":
                 kill = rng.random() < 0.5
-                left = len(app.jobs())
-                assert left > 0, "the database restart would come after the jobs (%s)" % why
+                left = len(app.jobs())  # > 0 but for a long wait for the victim before (no failure)
                 print("%s database %s, %d jobs left" % (time.strftime("%H:%M:%S"), "killed" if kill else "stopped",
                                                         left))
                 chaos_server.restart(kill=kill, down=DOWN)
                 print("%s database back" % time.strftime("%H:%M:%S"))
                 done["database"] = "killed" if kill else "stopped"
                 continue
-            victim = wait_for(lambda: pick(m, what, rng), 60, what="a %s to kill (%s)" % (what, why))
-            try:
-                print("%s kill %s %d" % (time.strftime("%H:%M:%S"), what, victim))
-                os.kill(victim, signal.SIGKILL)
+            if kill_victim(m, what, rng, why):
                 done[what] = done.get(what, 0) + 1
-            except ProcessLookupError:
-                pass
         wait_for(lambda: not app.jobs() and len(app.failed_jobs()) >= FAILING, 240, interval=0.5,
                  what="the jobs table to drain (%s; events %s)" % (why, done))
         assert m.proc.poll() is None, "the master died (%s)" % why
