@@ -4,6 +4,8 @@ DB_CONNECTION mysql or pgsql, as an app configured for either ships.
 Laravel 13 runs in the sid root; the host's own Laravel (8 on Debian 12,
 10 on Debian 13) on the host. Used by test_app_driver_sql.py and
 test_app_driver_sql_chaos.py."""
+import subprocess
+
 import pytest
 
 from laravel_roots import VERSIONS, Version, VersionApp, build_root
@@ -78,7 +80,23 @@ def sql_version(request):
         v.umount_proc()
 
 
+PDO = {"mariadb": ("pdo_mysql", "php-mysql"), "postgres": ("pdo_pgsql", "php-pgsql")}
+
+
+def require_pdo(version, kind):
+    """Fail with the reason when the version's PHP lacks the server's PDO
+    driver (a root scripts/laravel-root could not add it to, offline),
+    rather than with Laravel's "could not find driver" later."""
+    ext, pkg = PDO[kind]
+    res = subprocess.run(version.prefix() + ["php", "-m"], capture_output=True, text=True, timeout=60)
+    if ext not in res.stdout.split():
+        where = ("the root %s (scripts/laravel-root could not add %s: offline?); remove it to rebuild it"
+                 % (version.root, pkg)) if version.root else "the host (scripts/deps installs %s)" % pkg
+        pytest.fail("Laravel %s: PHP has no %s in %s" % (version.name, ext, where), pytrace=False)
+
+
 def make_sql_app(version, redis_server, tmp_path, server, retry_after=90):
+    require_pdo(version, server.kind)
     app = SqlApp(version, redis_server.port, tmp_path, server)
     app.artisan("migrate", "--force")
     use_sql_queue(app, retry_after)

@@ -315,7 +315,7 @@ class Postgres(SqlServer):
             # pytest's tmp dirs are 0700 root: the server's own dir lives in /tmp
             self.dir = pathlib.Path(tempfile.mkdtemp(prefix="qpool-pg-"))
             os.chown(str(self.dir), self.user.pw_uid, self.user.pw_gid)
-            (self.tmp / "postgres-dir").write_text(str(self.dir) + "\n")  # where it went, for a post-mortem
+            (self.tmp / "postgres-dir").write_text(str(self.dir) + "\n")  # removed at the end; its log is kept
         else:
             self.dir = self.tmp / "postgres"
             self.dir.mkdir(parents=True, exist_ok=True)
@@ -370,6 +370,10 @@ class Postgres(SqlServer):
 
     def remove(self):
         if self.dir is not None and str(self.dir).startswith(tempfile.gettempdir() + "/qpool-pg-"):
+            try:  # the server's log outlives its dir, in the test's tmp, for a post-mortem of a failure
+                shutil.copyfile(str(self.log), str(self.tmp / "postgres-server.log"))
+            except OSError:
+                pass
             shutil.rmtree(str(self.dir), ignore_errors=True)
 
 
