@@ -19,10 +19,10 @@ import pytest
 
 from beanstalk import Beanstalkd, beanstalkd  # noqa: F401 (fixture)
 from conftest import ROOT, wait_for
-from laravel_roots import VERSIONS, Version, argv_conf, version_app  # noqa: F401 (fixtures)
+from laravel_roots import HOST_VERSIONS, Version, argv_conf, version_app  # noqa: F401 (fixtures)
 from test_app_driver import CACHE_PREFIX
 
-HOST = [v for v, (dist, _) in VERSIONS.items() if dist is None]
+HOST = HOST_VERSIONS
 
 
 @pytest.fixture(scope="module", params=HOST, ids=lambda v: "laravel" + v)

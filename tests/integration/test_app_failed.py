@@ -10,30 +10,18 @@ import subprocess
 import pytest
 
 from conftest import QPOOL, wait_for
-from laravel_roots import VERSIONS, Version, VersionApp, build_root
-from laravel_roots import argv_conf
+from laravel_roots import argv_conf, migrated_app, mounted_version
 from test_app_driver import dispatch, jobs_left, pool, use_database_queue
 
 
 @pytest.fixture(scope="module", params=["8", "13"], ids=lambda v: "laravel" + v)
 def version8_13(request):
-    dist = VERSIONS[request.param][0]
-    v = Version(request.param, build_root(dist) if dist else None)
-    v.mount_proc()
-    try:
-        yield v
-    finally:
-        v.umount_proc()
+    yield from mounted_version(request.param)
 
 
 @pytest.fixture
 def app(version8_13, redis_server, tmp_path):
-    a = VersionApp(version8_13, redis_server.port, tmp_path)
-    try:
-        a.artisan("migrate", "--force")
-        yield a
-    finally:
-        a.remove()
+    yield from migrated_app(version8_13, redis_server.port, tmp_path)
 
 
 def failed_cli(m, *args, check=True):

@@ -12,10 +12,10 @@ import uuid
 import pytest
 
 from conftest import wait_for
-from laravel_roots import VERSIONS, Version, argv_conf, version_app  # noqa: F401 (fixtures)
+from laravel_roots import HOST_VERSIONS, Version, argv_conf, version_app  # noqa: F401 (fixtures)
 from test_app_driver import CACHE_PREFIX, jobs_left, use_database_queue
 
-HOST = [v for v, (dist, _) in VERSIONS.items() if dist is None]
+HOST = HOST_VERSIONS
 
 
 @pytest.fixture(scope="module", params=HOST, ids=lambda v: "laravel" + v)
