@@ -6,14 +6,11 @@ one pipeline."""
 import http.client
 import json
 import time
-import urllib.error
-import urllib.parse
-import urllib.request
 import uuid as uuidlib
 
 import pytest
 
-from conftest import FIXTURE_HANDLER, PREFIX, free_port, wait_for
+from conftest import FIXTURE_HANDLER, PREFIX, free_port, http_call, wait_for
 
 TOKEN = "s3cret-token-for-the-search-tests-0123456789"
 MAIL, REPORT, INVOICE = "App\\Jobs\\SendMail", "App\\Jobs\\Report", "App\\Jobs\\Billing\\SendInvoice"
@@ -71,17 +68,11 @@ def served(master, r):
 
 
 def get(port, path, **args):
-    url = "http://127.0.0.1:%d%s" % (port, path)
-    if args:
-        url += "?" + urllib.parse.urlencode(args)
-    req = urllib.request.Request(url, headers={"Authorization": "Bearer " + TOKEN})
     try:
-        with urllib.request.urlopen(req, timeout=30) as res:
-            return res.status, json.loads(res.read() or b"null")
-    except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read() or b"null")
+        st, body = http_call(port, path, TOKEN, args=args)
     except OSError:
         return None, None
+    return st, json.loads(body or "null")
 
 
 def post(port, path, body):

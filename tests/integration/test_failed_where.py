@@ -6,13 +6,10 @@ and matches neither filter. Real redis-server, real workers, real failures."""
 import http.client
 import json
 import socket
-import urllib.error
-import urllib.parse
-import urllib.request
 
 import pytest
 
-from conftest import FIXTURE_HANDLER, PREFIX, fill_failed_store, free_port, make_payload, push, wait_for
+from conftest import FIXTURE_HANDLER, PREFIX, fill_failed_store, free_port, http_call, make_payload, push, wait_for
 
 TOKEN = "s3cret-token-for-the-where-tests-0123456789"
 HOST = socket.gethostname()
@@ -25,15 +22,8 @@ def pools():
 
 
 def get(port, path, **args):
-    url = "http://127.0.0.1:%d%s" % (port, path)
-    if args:
-        url += "?" + urllib.parse.urlencode(args)
-    req = urllib.request.Request(url, headers={"Authorization": "Bearer " + TOKEN})
-    try:
-        with urllib.request.urlopen(req, timeout=30) as res:
-            return res.status, json.loads(res.read() or b"null")
-    except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read() or b"null")
+    st, body = http_call(port, path, TOKEN, args=args)
+    return st, json.loads(body or "null")
 
 
 def post(port, path, body):

@@ -15,12 +15,10 @@ import socket
 import subprocess
 import threading
 import time
-import urllib.error
-import urllib.request
 
 import pytest
 
-from conftest import free_port, wait_for
+from conftest import free_port, http_call, wait_for
 from laravel_roots import VersionApp, argv_conf, laravel_version  # noqa: F401 (fixture)
 from test_app_driver import dispatch, jobs_left, use_database_queue
 
@@ -93,14 +91,7 @@ def conf_text(m, app, http_port, redis=""):
 
 
 def get(port, path, token=None):
-    req = urllib.request.Request("http://127.0.0.1:%d%s" % (port, path))
-    if token:
-        req.add_header("Authorization", "Bearer " + token)
-    try:
-        with urllib.request.urlopen(req, timeout=30) as r:
-            return r.status, r.read().decode()
-    except urllib.error.HTTPError as e:
-        return e.code, e.read().decode()
+    return http_call(port, path, token)
 
 
 def send(port, method, path, token, body=None):
