@@ -11,7 +11,7 @@ import pytest
 
 from conftest import QPOOL, wait_for
 from laravel_roots import argv_conf, migrated_app, mounted_version
-from test_app_driver import dispatch, jobs_left, pool, use_database_queue
+from test_app_driver import dispatch, jobs_left, pool, start_pool, use_database_queue
 
 
 @pytest.fixture(scope="module", params=["8", "13"], ids=lambda v: "laravel" + v)
@@ -40,9 +40,7 @@ def test_failed_jobs_of_the_apps_failer(master_factory, redis_server, app):
     use_database_queue(app)
     dispatch(app, "ManualFailJob", count=3, tag="f")
     dispatch(app, "MarkerJob", tag="ok")
-    m = master_factory(redis_server)
-    m.write_config(pool(app))
-    m.start()
+    m = start_pool(master_factory, redis_server, app)
     try:
         wait_for(lambda: not jobs_left(app) and len(app.failed_jobs()) == 3, 90, interval=0.25,
                  what="three failures in failed_jobs on Laravel %s" % app.version.name)
