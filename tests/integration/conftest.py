@@ -126,6 +126,19 @@ def http_call(port, path, token=None, method=None, data=None, headers=None, args
         return e.code, e.read().decode()
 
 
+def api_get(port, path, token, **args):
+    """(status, the reply's JSON) of a GET of a master's API; `args` the query."""
+    st, body = http_call(port, path, token, args=args)
+    return st, json.loads(body or "null")
+
+
+def api_post(port, path, body, token):
+    """(status, the reply's JSON or None) of a POST of `body` as JSON to a master's API."""
+    st, text = http_call(port, path, token, method="POST", data=json.dumps(body).encode(),
+                         headers={"Content-Type": "application/json"})
+    return st, json.loads(text) if text else None
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

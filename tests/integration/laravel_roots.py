@@ -178,6 +178,12 @@ def laravel_version(request):
     yield from mounted_version(request.param)
 
 
+@pytest.fixture(scope="module", params=["8", "13"], ids=lambda v: "laravel" + v)
+def version8_13(request):
+    """Laravel 8 and 13 (issue 30's two): on the host or in a Debian root."""
+    yield from mounted_version(request.param)
+
+
 class VersionApp(LaravelApp):
     """A copy of a version's fixture app (links followed) with its own
     storage, sqlite database and marker file, inside the version's root."""

@@ -63,6 +63,26 @@ def queue_work_pool(app):
             % (app.env_conf(), argv_conf(work)))
 
 
+def parity_outcomes(master_factory, redis_server, app, restore, drained, where=""):
+    """outcome(app) of queue_work_pool's run and of pool(app)'s, each from
+    the rows restore() puts back, once drained() holds."""
+    results = []
+    for name, conf in (("php", queue_work_pool(app)), ("qpool", pool(app))):
+        restore()
+        app.markers.write_text("")
+        redis_server.client().flushall()
+        m = master_factory(redis_server, name)
+        m.write_config(conf)
+        m.start()
+        try:
+            wait_for(drained, 90, interval=0.25,
+                     what="%s to finish the jobs on Laravel %s%s" % (name, app.version.name, where))
+        finally:
+            assert m.stop(60) == 0
+        results.append(outcome(app))
+    return results
+
+
 def start_pool(master_factory, redis_server, app):
     """A master running pool(app)."""
     m = master_factory(redis_server)
@@ -302,20 +322,9 @@ def test_same_results_as_queue_work_on_the_database_driver(master_factory, redis
     dispatch(app, "MaxExceptionsJob", tag="maxexc")  # maxExceptions 2, counted in the app's cache
     snapshot = app.db.with_suffix(".snapshot")
     shutil.copyfile(str(app.db), str(snapshot))
-    results = []
-    for name, conf in (("php", queue_work_pool(app)), ("qpool", pool(app))):
-        shutil.copyfile(str(snapshot), str(app.db))
-        app.markers.write_text("")
-        redis_server.client().flushall()
-        m = master_factory(redis_server, name)
-        m.write_config(conf)
-        m.start()
-        try:
-            wait_for(lambda: not jobs_left(app) and len(app.failed_jobs()) == 2, 90, interval=0.25,
-                     what="%s to finish the jobs on Laravel %s" % (name, app.version.name))
-        finally:
-            assert m.stop(60) == 0
-        results.append(outcome(app))
+    results = parity_outcomes(master_factory, redis_server, app,
+                              lambda: shutil.copyfile(str(snapshot), str(app.db)),
+                              lambda: not jobs_left(app) and len(app.failed_jobs()) == 2)
     assert results[0] == results[1]
     runs, hooks, rows = results[1]
     assert [r for r in runs if r[0] == "MaxExceptionsJob"] == [("MaxExceptionsJob", "maxexc", 1),

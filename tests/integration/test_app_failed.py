@@ -10,13 +10,8 @@ import subprocess
 import pytest
 
 from conftest import QPOOL, wait_for
-from laravel_roots import argv_conf, migrated_app, mounted_version
+from laravel_roots import argv_conf, migrated_app, version8_13  # noqa: F401 (fixture)
 from test_app_driver import dispatch, jobs_left, pool, start_pool, use_database_queue
-
-
-@pytest.fixture(scope="module", params=["8", "13"], ids=lambda v: "laravel" + v)
-def version8_13(request):
-    yield from mounted_version(request.param)
 
 
 @pytest.fixture

@@ -3,14 +3,13 @@ queue, time range, uuid, text; combined), a bounded step per request with a
 cursor, and retry or forget of what a filter matches, counted first (a dry
 run). Real redis-server, real processes; thousands of records seeded with
 one pipeline."""
-import http.client
 import json
 import time
 import uuid as uuidlib
 
 import pytest
 
-from conftest import FIXTURE_HANDLER, PREFIX, free_port, http_call, wait_for
+from conftest import FIXTURE_HANDLER, PREFIX, api_get, api_post, free_port, wait_for
 
 TOKEN = "s3cret-token-for-the-search-tests-0123456789"
 MAIL, REPORT, INVOICE = "App\\Jobs\\SendMail", "App\\Jobs\\Report", "App\\Jobs\\Billing\\SendInvoice"
@@ -69,20 +68,13 @@ def served(master, r):
 
 def get(port, path, **args):
     try:
-        st, body = http_call(port, path, TOKEN, args=args)
+        return api_get(port, path, TOKEN, **args)
     except OSError:
         return None, None
-    return st, json.loads(body or "null")
 
 
 def post(port, path, body):
-    c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-    c.request("POST", path, body=json.dumps(body),
-              headers={"Content-Type": "application/json", "Authorization": "Bearer " + TOKEN})
-    res = c.getresponse()
-    data = res.read()
-    c.close()
-    return res.status, json.loads(data) if data else None
+    return api_post(port, path, body, TOKEN)
 
 
 def search_all(port, **args):
