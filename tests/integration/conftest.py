@@ -17,6 +17,9 @@ import signal
 import socket
 import subprocess
 import time
+import urllib.error
+import urllib.parse
+import urllib.request
 import uuid as uuidlib
 
 import pytest
@@ -105,6 +108,35 @@ def wait_for(pred, timeout=10.0, interval=0.05, what="condition"):
             return last
         time.sleep(interval)
     raise AssertionError("timed out after %.1f s waiting for %s (last: %r)" % (timeout, what, last))
+
+
+def http_call(port, path, token=None, method=None, data=None, headers=None, args=None):
+    """(status, body text) of a request to 127.0.0.1:port; an HTTP error's
+    own status and body. `args` become the query string."""
+    url = "http://127.0.0.1:%d%s" % (port, path)
+    if args:
+        url += "?" + urllib.parse.urlencode(args)
+    req = urllib.request.Request(url, method=method, data=data, headers=headers or {})
+    if token:
+        req.add_header("Authorization", "Bearer " + token)
+    try:
+        with urllib.request.urlopen(req, timeout=30) as res:
+            return res.status, res.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
+def api_get(port, path, token, **args):
+    """(status, the reply's JSON) of a GET of a master's API; `args` the query."""
+    st, body = http_call(port, path, token, args=args)
+    return st, json.loads(body or "null")
+
+
+def api_post(port, path, body, token):
+    """(status, the reply's JSON or None) of a POST of `body` as JSON to a master's API."""
+    st, text = http_call(port, path, token, method="POST", data=json.dumps(body).encode(),
+                         headers={"Content-Type": "application/json"})
+    return st, json.loads(text) if text else None
 
 
 def free_port():

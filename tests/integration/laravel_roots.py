@@ -20,6 +20,7 @@ import json
 import os
 import pathlib
 import shutil
+import sqlite3
 import subprocess
 import time
 import uuid
@@ -157,9 +158,12 @@ def _pid_alive(pid):
     return True
 
 
-@pytest.fixture(scope="module", params=list(VERSIONS), ids=lambda v: "laravel" + v)
-def laravel_version(request):
-    name = request.param
+HOST_VERSIONS = [v for v, (dist, _) in VERSIONS.items() if dist is None]
+
+
+def mounted_version(name):
+    """For a module fixture (`yield from`): the version `name`, its root
+    built if it has one and /proc mounted in it while the module runs."""
     dist = VERSIONS[name][0]
     v = Version(name, build_root(dist) if dist else None)
     v.mount_proc()
@@ -167,6 +171,17 @@ def laravel_version(request):
         yield v
     finally:
         v.umount_proc()
+
+
+@pytest.fixture(scope="module", params=list(VERSIONS), ids=lambda v: "laravel" + v)
+def laravel_version(request):
+    yield from mounted_version(request.param)
+
+
+@pytest.fixture(scope="module", params=["8", "13"], ids=lambda v: "laravel" + v)
+def version8_13(request):
+    """Laravel 8 and 13 (issue 30's two): on the host or in a Debian root."""
+    yield from mounted_version(request.param)
 
 
 class VersionApp(LaravelApp):
@@ -217,27 +232,47 @@ class VersionApp(LaravelApp):
                                         str(self.app_inner)]
 
     def table(self, sql):
-        import sqlite3
-        con = sqlite3.connect(str(self.db))
-        con.row_factory = sqlite3.Row
-        try:
-            return [dict(r) for r in con.execute(sql)]
-        finally:
-            con.close()
+        return sqlite_rows(self.db, sql)
 
     def remove(self):
         shutil.rmtree(str(self.work), ignore_errors=True)
+
+
+def sqlite_rows(db, sql):
+    """The rows of `sql` on the SQLite file `db`, as dicts."""
+    con = sqlite3.connect(str(db))
+    con.row_factory = sqlite3.Row
+    try:
+        return [dict(r) for r in con.execute(sql)]
+    finally:
+        con.close()
+
+
+def sqlite_exec(db, sql):
+    """Runs `sql` on the SQLite file `db` and commits."""
+    con = sqlite3.connect(str(db))
+    try:
+        con.execute(sql)
+        con.commit()
+    finally:
+        con.close()
 
 
 def argv_conf(argv):
     return "[%s]" % ", ".join(json.dumps(a) for a in argv)
 
 
-@pytest.fixture
-def version_app(laravel_version, redis_server, tmp_path):
-    app = VersionApp(laravel_version, redis_server.port, tmp_path)
+def migrated_app(version, redis_port, tmp_path):
+    """For a fixture (`yield from`): a VersionApp of `version`, migrated,
+    removed afterwards."""
+    app = VersionApp(version, redis_port, tmp_path)
     try:
         app.artisan("migrate", "--force")
         yield app
     finally:
         app.remove()
+
+
+@pytest.fixture
+def version_app(laravel_version, redis_server, tmp_path):
+    yield from migrated_app(laravel_version, redis_server.port, tmp_path)

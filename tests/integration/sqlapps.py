@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from laravel_roots import VERSIONS, Version, VersionApp, build_root
+from laravel_roots import HOST_VERSIONS, VersionApp, mounted_version
 
 # Laravel's jobs table (the `queue:table` migration) in each dialect
 JOBS_DDL = {
@@ -23,7 +23,7 @@ JOBS_DDL = {
                  "create index jobs_queue_index on jobs (queue)"],
 }
 
-HOST_VERSION = [v for v, (dist, _) in VERSIONS.items() if dist is None][0]
+HOST_VERSION = HOST_VERSIONS[0]
 
 
 def versions():
@@ -70,14 +70,7 @@ def use_sql_queue(app, retry_after=90):
 
 @pytest.fixture(scope="module", params=versions(), ids=lambda v: "laravel" + v)
 def sql_version(request):
-    name = request.param
-    dist = VERSIONS[name][0]
-    v = Version(name, build_root(dist) if dist else None)
-    v.mount_proc()
-    try:
-        yield v
-    finally:
-        v.umount_proc()
+    yield from mounted_version(request.param)
 
 
 PDO = {"mariadb": ("pdo_mysql", "php-mysql"), "postgres": ("pdo_pgsql", "php-pgsql")}

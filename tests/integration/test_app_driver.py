@@ -54,6 +54,55 @@ def pool(app, extra="", connection="database"):
             % (CACHE_PREFIX[app.version.name], app.env_conf(), connection, extra, argv_conf(app.adapter_argv())))
 
 
+def queue_work_pool(app):
+    """The stock pool that runs `php artisan queue:work database` itself (the
+    parity tests' reference run)."""
+    work = app.version.prefix() + ["php", str(app.app_inner / "artisan"), "queue:work", "database",
+                                   "--queue=default", "--sleep=1", "--tries=1", "--timeout=60"]
+    return ('{ name = "appq"; queues = ["default"]; processes = 1; %s command = %s; }'
+            % (app.env_conf(), argv_conf(work)))
+
+
+def parity_outcomes(master_factory, redis_server, app, restore, drained, where=""):
+    """outcome(app) of queue_work_pool's run and of pool(app)'s, each from
+    the rows restore() puts back, once drained() holds."""
+    results = []
+    for name, conf in (("php", queue_work_pool(app)), ("qpool", pool(app))):
+        restore()
+        app.markers.write_text("")
+        redis_server.client().flushall()
+        m = master_factory(redis_server, name)
+        m.write_config(conf)
+        m.start()
+        try:
+            wait_for(drained, 90, interval=0.25,
+                     what="%s to finish the jobs on Laravel %s%s" % (name, app.version.name, where))
+        finally:
+            assert m.stop(60) == 0
+        results.append(outcome(app))
+    return results
+
+
+def start_pool(master_factory, redis_server, app):
+    """A master running pool(app)."""
+    m = master_factory(redis_server)
+    m.write_config(pool(app))
+    m.start()
+    return m
+
+
+def pause_holds_the_job(m, send, held):
+    """Pauses appq, then send()s a job: held() stays true while paused; then continues appq."""
+    m.cli("pause", "appq")
+    wait_for(lambda: all(w.get("state") == "paused" for w in m.pool("appq")["children"]), 30,
+             what="the worker to pause")
+    send()
+    for _ in range(8):
+        assert held()
+        time.sleep(0.25)
+    m.cli("continue", "appq")
+
+
 def dispatch(app, job, count=1, tag=None, connection="database"):
     args = ["fixture:dispatch", job, "--connection=" + connection, "--count=%d" % count]
     if tag:
@@ -68,9 +117,7 @@ def test_database_queue_runs_through_the_apps_driver(master_factory, redis_serve
     dispatch(app, "AlwaysFailsJob", tag="f")  # tries 3, backoff [1, 2]: released twice, then failed
     assert len(jobs_left(app)) == 4  # nothing reached Redis: the jobs wait in SQLite
 
-    m = master_factory(redis_server)
-    m.write_config(pool(app))
-    m.start()
+    m = start_pool(master_factory, redis_server, app)
     try:
         wait_for(lambda: not jobs_left(app) and len(app.failed_jobs()) == 1, 90, interval=0.25,
                  what="the database queue to drain on Laravel %s" % app.version.name)
@@ -109,20 +156,13 @@ def test_database_queue_runs_through_the_apps_driver(master_factory, redis_serve
 def test_pause_stops_asking_and_continue_resumes(master_factory, redis_server, version_app):
     app = version_app
     use_database_queue(app)
-    m = master_factory(redis_server)
-    m.write_config(pool(app))
-    m.start()
+    m = start_pool(master_factory, redis_server, app)
     try:
         wait_for(lambda: any(w.get("state") == "idle" for w in m.pool("appq")["children"]), 60,
                  what="the worker to be idle")
-        m.cli("pause", "appq")
-        wait_for(lambda: all(w.get("state") == "paused" for w in m.pool("appq")["children"]), 30,
-                 what="the worker to pause")
-        dispatch(app, "MarkerJob", tag="p")
-        for _ in range(8):  # paused: the job stays in the table, unreserved
-            assert [j["reserved_at"] for j in jobs_left(app)] == [None]
-            time.sleep(0.25)
-        m.cli("continue", "appq")
+        # paused: the job stays in the table, unreserved
+        pause_holds_the_job(m, lambda: dispatch(app, "MarkerJob", tag="p"),
+                            lambda: [j["reserved_at"] for j in jobs_left(app)] == [None])
         wait_for(lambda: not jobs_left(app), 60, interval=0.25, what="the job to run after continue")
         assert [x["tag"] for x in app.read_markers() if "event" not in x] == ["p"]
     finally:
@@ -282,23 +322,9 @@ def test_same_results_as_queue_work_on_the_database_driver(master_factory, redis
     dispatch(app, "MaxExceptionsJob", tag="maxexc")  # maxExceptions 2, counted in the app's cache
     snapshot = app.db.with_suffix(".snapshot")
     shutil.copyfile(str(app.db), str(snapshot))
-    work = app.version.prefix() + ["php", str(app.app_inner / "artisan"), "queue:work", "database",
-                                   "--queue=default", "--sleep=1", "--tries=1", "--timeout=60"]
-    results = []
-    for name, conf in (("php", '{ name = "appq"; queues = ["default"]; processes = 1; %s command = %s; }'
-                        % (app.env_conf(), argv_conf(work))), ("qpool", pool(app))):
-        shutil.copyfile(str(snapshot), str(app.db))
-        app.markers.write_text("")
-        redis_server.client().flushall()
-        m = master_factory(redis_server, name)
-        m.write_config(conf)
-        m.start()
-        try:
-            wait_for(lambda: not jobs_left(app) and len(app.failed_jobs()) == 2, 90, interval=0.25,
-                     what="%s to finish the jobs on Laravel %s" % (name, app.version.name))
-        finally:
-            assert m.stop(60) == 0
-        results.append(outcome(app))
+    results = parity_outcomes(master_factory, redis_server, app,
+                              lambda: shutil.copyfile(str(snapshot), str(app.db)),
+                              lambda: not jobs_left(app) and len(app.failed_jobs()) == 2)
     assert results[0] == results[1]
     runs, hooks, rows = results[1]
     assert [r for r in runs if r[0] == "MaxExceptionsJob"] == [("MaxExceptionsJob", "maxexc", 1),

@@ -11,18 +11,16 @@ under test."""
 import json
 import re
 import socket
-import sqlite3
 import subprocess
-import time
 
 import pytest
 
 from beanstalk import Beanstalkd, beanstalkd  # noqa: F401 (fixture)
 from conftest import ROOT, wait_for
-from laravel_roots import VERSIONS, Version, argv_conf, version_app  # noqa: F401 (fixtures)
-from test_app_driver import CACHE_PREFIX
+from laravel_roots import HOST_VERSIONS, Version, argv_conf, sqlite_exec, version_app  # noqa: F401 (fixtures)
+from test_app_driver import CACHE_PREFIX, pause_holds_the_job
 
-HOST = [v for v, (dist, _) in VERSIONS.items() if dist is None]
+HOST = HOST_VERSIONS
 
 
 @pytest.fixture(scope="module", params=HOST, ids=lambda v: "laravel" + v)
@@ -78,12 +76,7 @@ def dispatch(app, job, count=1, tag=None, delay=0, args=()):
 
 
 def clear_failed(app):
-    con = sqlite3.connect(str(app.db))
-    try:
-        con.execute("delete from failed_jobs")
-        con.commit()
-    finally:
-        con.close()
+    sqlite_exec(app.db, "delete from failed_jobs")
 
 
 def empty(srv):
@@ -246,14 +239,9 @@ def test_pause_stops_the_pops_and_continue_resumes(master_factory, redis_server,
     try:
         wait_for(lambda: any(w.get("state") == "idle" for w in m.pool("appq")["children"]), 60,
                  what="the worker to be idle")
-        m.cli("pause", "appq")
-        wait_for(lambda: all(w.get("state") == "paused" for w in m.pool("appq")["children"]), 30,
-                 what="the worker to pause")
-        dispatch(app, "MarkerJob", tag="p")
-        for _ in range(8):  # paused: the job stays ready in the tube, nobody reserves it
-            assert beanstalkd.counts() == (1, 0, 0, 0)
-            time.sleep(0.25)
-        m.cli("continue", "appq")
+        # paused: the job stays ready in the tube, nobody reserves it
+        pause_holds_the_job(m, lambda: dispatch(app, "MarkerJob", tag="p"),
+                            lambda: beanstalkd.counts() == (1, 0, 0, 0))
         wait_for(lambda: empty(beanstalkd), 60, interval=0.25, what="the job to run after continue")
         wait_for(lambda: [x["tag"] for x in app.read_markers() if "event" not in x] == ["p"], 30,
                  what="the job's marker")

@@ -4,11 +4,10 @@ queue:work database` and once by an app_driver pool, from the same rows,
 give the same attempts, failed() hooks and failed_jobs rows, and leave the
 jobs table empty. Laravel 13 in the sid root, and the host's own Laravel;
 the servers are Debian's, started per test (sqlservers.py)."""
-from conftest import wait_for
-from laravel_roots import argv_conf
+
 from sqlapps import make_sql_app, sql_version  # noqa: F401 (fixture)
 from sqlservers import sql_server  # noqa: F401 (fixture)
-from test_app_driver import dispatch, outcome, pool
+from test_app_driver import dispatch, parity_outcomes
 
 SNAPSHOT = "create table jobs_snapshot as select * from jobs"
 RESTORE = ["delete from jobs", "insert into jobs select * from jobs_snapshot", "delete from failed_jobs"]
@@ -23,24 +22,9 @@ def test_same_results_as_queue_work_on_mariadb_and_postgres(master_factory, redi
         dispatch(app, "MaxExceptionsJob", tag="maxexc")  # maxExceptions 2, counted in the app's cache
         assert len(app.jobs()) == 4  # the jobs wait in the server's table
         sql_server.query(SNAPSHOT)
-        work = app.version.prefix() + ["php", str(app.app_inner / "artisan"), "queue:work", "database",
-                                       "--queue=default", "--sleep=1", "--tries=1", "--timeout=60"]
-        results = []
-        for name, conf in (("php", '{ name = "appq"; queues = ["default"]; processes = 1; %s command = %s; }'
-                            % (app.env_conf(), argv_conf(work))), ("qpool", pool(app))):
-            for sql in RESTORE:
-                sql_server.query(sql)
-            app.markers.write_text("")
-            redis_server.client().flushall()
-            m = master_factory(redis_server, name)
-            m.write_config(conf)
-            m.start()
-            try:
-                wait_for(lambda: not app.jobs() and len(app.failed_jobs()) == 2, 90, interval=0.25,
-                         what="%s to finish the jobs on Laravel %s, %s" % (name, app.version.name, sql_server.kind))
-            finally:
-                assert m.stop(60) == 0
-            results.append(outcome(app))
+        results = parity_outcomes(master_factory, redis_server, app,
+                                  lambda: [sql_server.query(sql) for sql in RESTORE],
+                                  lambda: not app.jobs() and len(app.failed_jobs()) == 2, ", " + sql_server.kind)
         assert results[0] == results[1]
         runs, hooks, rows = results[1]
         assert sorted(r for r in runs if r[0] == "MarkerJob") == [("MarkerJob", "p-1", 1), ("MarkerJob", "p-2", 1)]

@@ -10,30 +10,13 @@ import subprocess
 import pytest
 
 from conftest import QPOOL, wait_for
-from laravel_roots import VERSIONS, Version, VersionApp, build_root
-from laravel_roots import argv_conf
-from test_app_driver import dispatch, jobs_left, pool, use_database_queue
-
-
-@pytest.fixture(scope="module", params=["8", "13"], ids=lambda v: "laravel" + v)
-def version8_13(request):
-    dist = VERSIONS[request.param][0]
-    v = Version(request.param, build_root(dist) if dist else None)
-    v.mount_proc()
-    try:
-        yield v
-    finally:
-        v.umount_proc()
+from laravel_roots import argv_conf, migrated_app, version8_13  # noqa: F401 (fixture)
+from test_app_driver import dispatch, jobs_left, pool, start_pool, use_database_queue
 
 
 @pytest.fixture
 def app(version8_13, redis_server, tmp_path):
-    a = VersionApp(version8_13, redis_server.port, tmp_path)
-    try:
-        a.artisan("migrate", "--force")
-        yield a
-    finally:
-        a.remove()
+    yield from migrated_app(version8_13, redis_server.port, tmp_path)
 
 
 def failed_cli(m, *args, check=True):
@@ -52,9 +35,7 @@ def test_failed_jobs_of_the_apps_failer(master_factory, redis_server, app):
     use_database_queue(app)
     dispatch(app, "ManualFailJob", count=3, tag="f")
     dispatch(app, "MarkerJob", tag="ok")
-    m = master_factory(redis_server)
-    m.write_config(pool(app))
-    m.start()
+    m = start_pool(master_factory, redis_server, app)
     try:
         wait_for(lambda: not jobs_left(app) and len(app.failed_jobs()) == 3, 90, interval=0.25,
                  what="three failures in failed_jobs on Laravel %s" % app.version.name)

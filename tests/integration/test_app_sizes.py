@@ -12,10 +12,10 @@ import uuid
 import pytest
 
 from conftest import wait_for
-from laravel_roots import VERSIONS, Version, argv_conf, version_app  # noqa: F401 (fixtures)
+from laravel_roots import HOST_VERSIONS, Version, argv_conf, sqlite_exec, version_app  # noqa: F401 (fixtures)
 from test_app_driver import CACHE_PREFIX, jobs_left, use_database_queue
 
-HOST = [v for v, (dist, _) in VERSIONS.items() if dist is None]
+HOST = HOST_VERSIONS
 
 
 @pytest.fixture(scope="module", params=HOST, ids=lambda v: "laravel" + v)
@@ -109,12 +109,7 @@ def test_an_agent_error_keeps_the_pool_at_its_size(master_factory, redis_server,
         assert p["target"] == 4 and not p["counts_fresh"], p
         assert m.count_log(r"no queue sizes from its app agent") == logged + 1  # once
         assert m.count_log(r"pool appq: target 4 ->") == 0
-        con = sqlite3.connect(str(app.db))
-        try:
-            con.execute("alter table jobs_away rename to jobs")
-            con.commit()
-        finally:
-            con.close()
+        sqlite_exec(app.db, "alter table jobs_away rename to jobs")
         m.wait_log(r"pool appq: queue sizes from its app agent again", 60)
         wait_for(lambda: m.pool("appq")["target"] == 1, 60, what="the pool back at min on an empty queue")
     finally:

@@ -8,10 +8,8 @@ log; the checks read that log and Redis, never the clock."""
 import json
 import random
 import time
-import urllib.error
-import urllib.request
 
-from conftest import PREFIX, free_port, kill_a_worker, make_payload, push_many, wait_for
+from conftest import PREFIX, free_port, http_call, kill_a_worker, make_payload, push_many, wait_for
 
 A, B = "App\\Jobs\\SyncCrm", "App\\Jobs\\Other"
 PAUSED_KEY = PREFIX + "qpool:paused-classes"
@@ -43,16 +41,8 @@ def start(master_factory, redis_server, name, path, qpool="", env=None):
 
 def http(port, method, path, token=None):
     """(status, body) of a request to the master's HTTP endpoint."""
-    req = urllib.request.Request("http://127.0.0.1:%d%s" % (port, path), method=method,
-                                 data=b"{}" if method == "POST" else None)
-    req.add_header("Content-Type", "application/json")
-    if token:
-        req.add_header("Authorization", "Bearer " + token)
-    try:
-        with urllib.request.urlopen(req, timeout=30) as res:
-            return res.status, res.read().decode()
-    except urllib.error.HTTPError as e:
-        return e.code, e.read().decode()
+    return http_call(port, path, token, method=method, data=b"{}" if method == "POST" else None,
+                     headers={"Content-Type": "application/json"})
 
 
 def started(log):

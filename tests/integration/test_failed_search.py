@@ -3,17 +3,13 @@ queue, time range, uuid, text; combined), a bounded step per request with a
 cursor, and retry or forget of what a filter matches, counted first (a dry
 run). Real redis-server, real processes; thousands of records seeded with
 one pipeline."""
-import http.client
 import json
 import time
-import urllib.error
-import urllib.parse
-import urllib.request
 import uuid as uuidlib
 
 import pytest
 
-from conftest import FIXTURE_HANDLER, PREFIX, free_port, wait_for
+from conftest import FIXTURE_HANDLER, PREFIX, api_get, api_post, free_port, wait_for
 
 TOKEN = "s3cret-token-for-the-search-tests-0123456789"
 MAIL, REPORT, INVOICE = "App\\Jobs\\SendMail", "App\\Jobs\\Report", "App\\Jobs\\Billing\\SendInvoice"
@@ -71,27 +67,14 @@ def served(master, r):
 
 
 def get(port, path, **args):
-    url = "http://127.0.0.1:%d%s" % (port, path)
-    if args:
-        url += "?" + urllib.parse.urlencode(args)
-    req = urllib.request.Request(url, headers={"Authorization": "Bearer " + TOKEN})
     try:
-        with urllib.request.urlopen(req, timeout=30) as res:
-            return res.status, json.loads(res.read() or b"null")
-    except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read() or b"null")
+        return api_get(port, path, TOKEN, **args)
     except OSError:
         return None, None
 
 
 def post(port, path, body):
-    c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-    c.request("POST", path, body=json.dumps(body),
-              headers={"Content-Type": "application/json", "Authorization": "Bearer " + TOKEN})
-    res = c.getresponse()
-    data = res.read()
-    c.close()
-    return res.status, json.loads(data) if data else None
+    return api_post(port, path, body, TOKEN)
 
 
 def search_all(port, **args):

@@ -3,16 +3,12 @@ pool and host), and the failed list filters on them: the API (GET
 /api/failed?pool=&host=, the bulk actions' bodies) and `qpool failed list
 --pool --host`. A record written before (no pool, no host) stays readable
 and matches neither filter. Real redis-server, real workers, real failures."""
-import http.client
 import json
 import socket
-import urllib.error
-import urllib.parse
-import urllib.request
 
 import pytest
 
-from conftest import FIXTURE_HANDLER, PREFIX, fill_failed_store, free_port, make_payload, push, wait_for
+from conftest import FIXTURE_HANDLER, PREFIX, fill_failed_store, free_port, api_get, api_post, make_payload, push, wait_for
 
 TOKEN = "s3cret-token-for-the-where-tests-0123456789"
 HOST = socket.gethostname()
@@ -25,25 +21,11 @@ def pools():
 
 
 def get(port, path, **args):
-    url = "http://127.0.0.1:%d%s" % (port, path)
-    if args:
-        url += "?" + urllib.parse.urlencode(args)
-    req = urllib.request.Request(url, headers={"Authorization": "Bearer " + TOKEN})
-    try:
-        with urllib.request.urlopen(req, timeout=30) as res:
-            return res.status, json.loads(res.read() or b"null")
-    except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read() or b"null")
+    return api_get(port, path, TOKEN, **args)
 
 
 def post(port, path, body):
-    c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-    c.request("POST", path, body=json.dumps(body),
-              headers={"Content-Type": "application/json", "Authorization": "Bearer " + TOKEN})
-    res = c.getresponse()
-    data = res.read()
-    c.close()
-    return res.status, json.loads(data) if data else None
+    return api_post(port, path, body, TOKEN)
 
 
 @pytest.fixture

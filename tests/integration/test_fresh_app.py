@@ -17,7 +17,7 @@ import uuid
 import pytest
 
 from conftest import HOST_DIST, QPOOL, ROOT, wait_for
-from laravel_roots import RELEASES, Version, argv_conf, build_root
+from laravel_roots import RELEASES, Version, argv_conf, build_root, sqlite_rows
 
 FIXTURE = ROOT / "tests" / "laravel-app-13-fresh"
 # the test's own settings never reach the app: it reads its .env alone
@@ -63,13 +63,7 @@ class FreshApp:
         return res
 
     def table(self, sql):
-        import sqlite3
-        con = sqlite3.connect(str(self.db))
-        con.row_factory = sqlite3.Row
-        try:
-            return [dict(r) for r in con.execute(sql)]
-        finally:
-            con.close()
+        return sqlite_rows(self.db, sql)
 
     def visits(self):
         try:

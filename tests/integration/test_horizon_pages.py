@@ -21,7 +21,7 @@ import urllib.parse
 import pytest
 
 from conftest import FIXTURE_HANDLER, PREFIX, free_port, make_payload, push, push_many, wait_for
-from laravel_roots import VERSIONS, Version, VersionApp, argv_conf, build_root
+from laravel_roots import argv_conf, migrated_app, version8_13  # noqa: F401 (fixture)
 from test_http import OPEN_READS, TOKEN, code, get, post
 
 webdriver = pytest.importorskip("selenium.webdriver")
@@ -36,26 +36,9 @@ WATCHED = "tagged:watch"
 QUIET = "App\\Jobs\\MarkerJob"  # silenced by class in the pool below
 
 
-@pytest.fixture(scope="module", params=["8", "13"], ids=lambda v: "laravel" + v)
-def hp_version(request):
-    """Laravel 8 and 13 (the issue's two): on the host or in a Debian root, as laravel_version does."""
-    dist = VERSIONS[request.param][0]
-    v = Version(request.param, build_root(dist) if dist else None)
-    v.mount_proc()
-    try:
-        yield v
-    finally:
-        v.umount_proc()
-
-
 @pytest.fixture
-def app(hp_version, redis_server, tmp_path):
-    a = VersionApp(hp_version, redis_server.port, tmp_path)
-    try:
-        a.artisan("migrate", "--force")
-        yield a
-    finally:
-        a.remove()
+def app(version8_13, redis_server, tmp_path):
+    yield from migrated_app(version8_13, redis_server.port, tmp_path)
 
 
 def pool(app):

@@ -14,15 +14,12 @@ import json
 import socket
 import subprocess
 import threading
-import time
-import urllib.error
-import urllib.request
 
 import pytest
 
-from conftest import free_port, wait_for
+from conftest import free_port, http_call, wait_for
 from laravel_roots import VersionApp, argv_conf, laravel_version  # noqa: F401 (fixture)
-from test_app_driver import dispatch, jobs_left, use_database_queue
+from test_app_driver import dispatch, jobs_left, pause_holds_the_job, use_database_queue
 
 class Trap:
     """A TCP listener standing where a Redis would be: counts connections."""
@@ -93,14 +90,7 @@ def conf_text(m, app, http_port, redis=""):
 
 
 def get(port, path, token=None):
-    req = urllib.request.Request("http://127.0.0.1:%d%s" % (port, path))
-    if token:
-        req.add_header("Authorization", "Bearer " + token)
-    try:
-        with urllib.request.urlopen(req, timeout=30) as r:
-            return r.status, r.read().decode()
-    except urllib.error.HTTPError as e:
-        return e.code, e.read().decode()
+    return http_call(port, path, token)
 
 
 def send(port, method, path, token, body=None):
@@ -210,14 +200,9 @@ def test_an_app_with_no_redis_runs(master_factory, app, trap):
         wait_for(lambda: m.pool("appq")["jobs_done"] >= 3, 30, what="qpool status to count the jobs")
 
         # pause and continue, through the control socket
-        m.cli("pause", "appq")
-        wait_for(lambda: all(w.get("state") == "paused" for w in m.pool("appq")["children"]), 30,
-                 what="the worker to pause")
-        dispatch(app, "MarkerJob", tag="p")
-        for _ in range(8):  # paused: the job stays in the table, unreserved
-            assert [j["reserved_at"] for j in jobs_left(app)] == [None]
-            time.sleep(0.25)
-        m.cli("continue", "appq")
+        # (paused: the job stays in the table, unreserved)
+        pause_holds_the_job(m, lambda: dispatch(app, "MarkerJob", tag="p"),
+                            lambda: [j["reserved_at"] for j in jobs_left(app)] == [None])
         wait_for(lambda: not jobs_left(app), 60, interval=0.25, what="the job to run after continue")
         assert markers(app, "p") == ["p"]
 

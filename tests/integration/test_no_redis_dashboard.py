@@ -7,7 +7,7 @@ every version). No timing asserted: each wait is for a state."""
 import pytest
 
 from conftest import free_port, wait_for
-from laravel_roots import VERSIONS, Version
+from laravel_roots import HOST_VERSIONS, Version
 from test_no_redis import TOKEN, app, conf_text, get, trap  # noqa: F401 (fixtures)
 from test_app_driver import dispatch, jobs_left
 
@@ -16,7 +16,7 @@ import test_dashboard  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 
 browser = test_dashboard.browser  # the fixture
-HOST = [v for v, (dist, _) in VERSIONS.items() if dist is None]
+HOST = HOST_VERSIONS
 
 
 @pytest.fixture(scope="module", params=HOST, ids=lambda v: "laravel" + v)

@@ -220,6 +220,18 @@ static const char *origin_of(const pool_conf_t *p, const char *key)
     return NULL;
 }
 
+/* pool_init(p), then app_apply(c, p, 0, d) with its warnings freed: their number. */
+static int apply_fresh(qconf_t *c, pool_conf_t *p, const app_desc_t *d)
+{
+    char **w = NULL;
+    int nw = 0;
+    pool_init(p);
+    app_apply(c, p, 0, d, &w, &nw);
+    for (int i = 0; i < nw; i++) free(w[i]);
+    free(w);
+    return nw;
+}
+
 static void test_apply(void **state)
 {
     (void)state;
@@ -302,10 +314,7 @@ static void test_apply_queue_driver(void **state)
     assert_string_equal(d.queue_driver.value, "database");
     qconf_t *c = base_conf();
     pool_conf_t p;
-    pool_init(&p);
-    char **w = NULL;
-    int nw = 0;
-    app_apply(c, &p, 0, &d, &w, &nw);
+    apply_fresh(c, &p, &d);
     assert_true(p.app_driver);
     assert_string_equal(p.queue_connection, "database");
     assert_string_equal(origin_of(&p, "app_driver"), "config/queue.php");
@@ -314,14 +323,11 @@ static void test_apply_queue_driver(void **state)
 
     assert_int_equal(parse(GOOD, &d, err), 0); /* no queue_driver */
     assert_null(d.queue_driver.value);
-    pool_init(&p);
-    app_apply(c, &p, 0, &d, &w, &nw);
+    apply_fresh(c, &p, &d);
     assert_false(p.app_driver);
     assert_null(origin_of(&p, "app_driver"));
     appdesc_free(&d);
     pool_conf_free(&p);
-    for (int i = 0; i < nw; i++) free(w[i]);
-    free(w);
     config_free(c);
     free(json);
 }
@@ -352,10 +358,7 @@ static void test_apply_app_without_redis(void **state)
     qconf_t *c = base_conf();
     int nredis = c->nredis;
     pool_conf_t p;
-    pool_init(&p);
-    char **w = NULL;
-    int nw = 0;
-    app_apply(c, &p, 0, &d, &w, &nw);
+    apply_fresh(c, &p, &d);
     assert_true(p.app_driver);
     assert_string_equal(p.connection, "default");
     assert_non_null(strstr(origin_of(&p, "connection"), "the app defines no Redis"));
@@ -363,8 +366,6 @@ static void test_apply_app_without_redis(void **state)
     assert_int_equal(c->nredis, nredis);
     appdesc_free(&d);
     pool_conf_free(&p);
-    for (int i = 0; i < nw; i++) free(w[i]);
-    free(w);
     config_free(c);
     assert_int_equal(parse(NO_REDIS_APP("redis"), &d, err), -1);
     assert_non_null(strstr(err, "missing"));

@@ -72,6 +72,24 @@ static char *import(const char *json, const char *env, int *rc, char *err)
     return sbuf_steal(&out);
 }
 
+/* import() that must succeed: the config text. */
+static char *import_ok(const char *json, const char *env)
+{
+    int rc;
+    char err[256] = "";
+    char *out = import(json, env, &rc, err);
+    if (rc != 0) fail_msg("import failed (%d): %s", rc, err);
+    return out;
+}
+
+/* Pool i's string `key`, which must be there. */
+static const char *pool_string(const config_setting_t *pools, int i, const char *key)
+{
+    const char *s = NULL;
+    assert_true(config_setting_lookup_string(config_setting_get_elem(pools, i), key, &s));
+    return s;
+}
+
 static const char DESC[] =
     "{\"qpool_describe\":1,\"environment\":\"production\",\"queue_default\":\"redis\",\"horizon\":{"
     "\"waits\":{\"redis:default\":90,\"redis:odd.name\":5,\"redis:x\":\"soon\"},"
@@ -85,10 +103,7 @@ static const char DESC[] =
 static void test_import_maps_supervisors(void **state)
 {
     (void)state;
-    int rc;
-    char err[256] = "";
-    char *out = import(DESC, NULL, &rc, err);
-    assert_int_equal(rc, 0);
+    char *out = import_ok(DESC, NULL);
     /* the wildcard environment matched the app's "production" */
     assert_non_null(strstr(out, "environment \"production\""));
     /* auto: the per-queue minimum times the queues, capped at the maximum */
@@ -158,15 +173,10 @@ static void test_an_environment_name_cannot_write_config(void **state)
         "{\"qpool_describe\":1,\"environment\":\"production\\npools = ( { name = \\\"evil\\\"; user = \\\"root\\\"; "
         "queues = [\\\"q\\\"]; command = [\\\"/bin/sh\\\"]; } );\\n/*\",\"horizon\":{"
         "\"defaults\":{\"s1\":{\"queue\":[\"high\"],\"maxProcesses\":3}},\"environments\":{\"*\":{}}}}";
-    int rc;
-    char err[256] = "";
-    char *out = import(EVIL, NULL, &rc, err);
-    assert_int_equal(rc, 0);
+    char *out = import_ok(EVIL, NULL);
     config_t cfg;
     const config_setting_t *pools = parse_pools(&cfg, out, 1);
-    const char *name = NULL;
-    assert_true(config_setting_lookup_string(config_setting_get_elem(pools, 0), "name", &name));
-    assert_string_equal(name, "s1");
+    assert_string_equal(pool_string(pools, 0, "name"), "s1");
     config_destroy(&cfg);
     free(out);
 }
@@ -174,11 +184,8 @@ static void test_an_environment_name_cannot_write_config(void **state)
 static void test_import_simple_splits_queues(void **state)
 {
     (void)state;
-    int rc;
-    char err[256];
-    char *out = import("{\"horizon\":{\"defaults\":{},\"environments\":{\"p\":{\"m\":{\"queue\":[\"a\",\"b\",\"c\"],"
-                       "\"balance\":\"simple\",\"maxProcesses\":7}}}}}", "p", &rc, err);
-    assert_int_equal(rc, 0);
+    char *out = import_ok("{\"horizon\":{\"defaults\":{},\"environments\":{\"p\":{\"m\":{\"queue\":[\"a\",\"b\",\"c\"],"
+                          "\"balance\":\"simple\",\"maxProcesses\":7}}}}}", "p");
     assert_non_null(strstr(out, "name = \"m-a\";"));
     assert_non_null(strstr(out, "name = \"m-c\";"));
     assert_non_null(strstr(out, "processes = 2;"));
@@ -202,16 +209,11 @@ static void test_import_database_connection(void **state)
         "\"redis\":\"redis\"},\"horizon\":{\"defaults\":{\"db\":{\"queue\":[\"default\"],\"maxProcesses\":2},"
         "\"r\":{\"connection\":\"redis\",\"queue\":\"emails\"},\"x\":{\"connection\":\"other\"}},"
         "\"environments\":{\"local\":{}}}}";
-    int rc;
-    char err[256] = "";
-    char *out = import(desc, NULL, &rc, err);
-    assert_int_equal(rc, 0);
+    char *out = import_ok(desc, NULL);
     config_t cfg;
     const config_setting_t *pools = parse_pools(&cfg, out, 3);
-    const char *conn = NULL;
     int prefetch = 0;
-    assert_true(config_setting_lookup_string(config_setting_get_elem(pools, 0), "queue_connection", &conn));
-    assert_string_equal(conn, "database"); /* queue.default */
+    assert_string_equal(pool_string(pools, 0, "queue_connection"), "database"); /* queue.default */
     assert_true(config_setting_lookup_int(config_setting_get_elem(pools, 0), "prefetch", &prefetch));
     assert_int_equal(prefetch, 1);
     assert_non_null(strstr(out, "connection \"database\" uses the \"database\" driver"));
