@@ -17,6 +17,7 @@
 #include "observe/monitored.h"
 #include "master/status.h"
 #include "core/log.h"
+#include "core/sdnotify.h"
 #include "redis/payload.h"
 #include "redis/queue.h"
 #include "redis/rconn.h"
@@ -580,8 +581,10 @@ static int forward_watched(master_t *m, pool_t *p)
 void monitor_drain_watched(master_t *m, pool_t *p, int64_t deadline_ms)
 {
     int unanswered = 0;
-    while (p->watched.n && mono_ms() < deadline_ms && unanswered < JOBWATCH_TRIES)
+    while (p->watched.n && mono_ms() < deadline_ms && unanswered < JOBWATCH_TRIES) {
         unanswered = forward_watched(m, p) == -1 ? unanswered + 1 : 0;
+        sdn_feed_watchdog(&m->last_watchdog_ms, mono_ms()); /* a batch waits 1 s at most, the drain longer */
+    }
     if (p->watched.n)
         log_warn("pool %s: %d records of watched tags dropped at exit (Redis %s)", p->conf.name, p->watched.n,
                  unanswered ? "unreachable" : "too slow for shutdown_timeout");
