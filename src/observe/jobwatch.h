@@ -63,6 +63,7 @@ typedef struct {
     char token[37];                    /* the batch at the head has this token; "": none yet */
     int batch;                         /* its size */
     int refused;                       /* times Redis refused it */
+    uint64_t waits;                    /* passes in a row Redis answered an error that passes */
 } jobwatch_queue_t;
 
 void jobwatch_queue_init(jobwatch_queue_t *q, int cap);

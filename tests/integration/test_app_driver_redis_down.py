@@ -139,3 +139,38 @@ def test_the_exit_drain_feeds_the_watchdog(master_factory, redis_server, version
         notify.close()
         qredis.srv.stop()
         os.unlink(str(notify.path))
+
+
+@pytest.mark.parametrize("laravel_version", HOST, indirect=True)
+def test_a_replica_refusing_the_watched_records_is_logged_at_1_2_4(master_factory, redis_server, version_app,
+                                                                  tmp_path):
+    """SHOULD 4: Redis answering an error that passes (here READONLY: qpool's
+    connection aimed at a replica) was logged every pass for every pool as
+    long as it lasted. Now at its 1st, 2nd, 4th, ... pass in a row, and once
+    it ends (the replica promoted), when the records are written."""
+    app = version_app
+    use_database_queue(app)
+    (tmp_path / "p").mkdir()
+    (tmp_path / "r").mkdir()
+    primary, replica = RedisServer(tmp_path / "p"), RedisServer(tmp_path / "r")
+    key = PREFIX + "qpool:{qpool-jobs}:"
+    try:
+        rr = replica.client()
+        rr.execute_command("REPLICAOF", "127.0.0.1", str(primary.port))
+        primary.client().sadd(key + "monitored", "7")   # every TaggedJob has the tag 7
+        wait_for(lambda: rr.smembers(key + "monitored") == {b"7"}, 30, what="the replica to hold the watched set")
+        m = master_factory(redis_server)
+        m.write_config(pool(app), qpool="  balance_interval = 0.1;", redis_conf=redis_conf(replica.port, 5))
+        m.start()
+        m.wait_log(r"watched tags now: 1 ", timeout=60)
+        dispatch(app, "TaggedJob", count=5, tag="r")
+        m.wait_log(r"pool appq: Redis cannot take the watched tags' records now \(READONLY[^\n]*; 16 passes in a row\)",
+                   timeout=60)
+        assert m.count_log(r"Redis cannot take the watched tags' records now") <= 6   # 1, 2, 4, 8, 16 (32)
+        rr.execute_command("REPLICAOF", "NO", "ONE")
+        m.wait_log(r"pool appq: Redis takes the watched tags' records again \(after \d+ passes\)", timeout=30)
+        wait_for(lambda: len(rr.lrange(key + "tag:7", 0, -1)) == 5, 30, what="the 5 records in the tag's list")
+        assert m.stop(60) == 0
+    finally:
+        replica.stop()
+        primary.stop()
