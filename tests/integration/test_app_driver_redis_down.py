@@ -82,7 +82,7 @@ def test_a_redis_that_never_answers_does_not_hold_the_pops(master_factory, redis
     with the connection's own timeout (here 30 s): a stalled Redis held a
     pop that long at every read, a second's jobs every 30 s. Now it waits
     0.5 s at most, then at least a second (or the reconnect's backoff): the
-    40 jobs of 0.25 s run within 90 s (about 12 s; without the fix 5 did).""" 
+    40 jobs of 0.25 s run within 90 s (about 12 s; without the fix 5 did)."""
     app = version_app
     use_database_queue(app)
     qredis = Stalled(tmp_path / "qredis")
