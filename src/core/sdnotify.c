@@ -62,3 +62,11 @@ void sdn_send(const char *fmt, ...)
     if ((size_t)n >= sizeof buf) n = sizeof buf - 1;
     (void)sendto(N.fd, buf, (size_t)n, MSG_NOSIGNAL, (struct sockaddr *)&N.addr, N.len);
 }
+
+void sdn_feed_watchdog(int64_t *last_ms, int64_t now_ms)
+{
+    int64_t wd = sdn_watchdog_interval_ms();
+    if (!wd || now_ms - *last_ms < wd) return;
+    sdn_send("WATCHDOG=1");
+    *last_ms = now_ms;
+}

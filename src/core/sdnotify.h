@@ -11,5 +11,8 @@
 void sdn_init(void);                 /* reads NOTIFY_SOCKET / WATCHDOG_USEC */
 int64_t sdn_watchdog_interval_ms(void);  /* 0 if no watchdog; else half of WatchdogSec */
 void sdn_send(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* WATCHDOG=1 when the watchdog's interval (above) passed since *last_ms,
+ * which then becomes now_ms: the master's loop, and work past it. */
+void sdn_feed_watchdog(int64_t *last_ms, int64_t now_ms);
 
 #endif

@@ -324,14 +324,6 @@ static int64_t run_due_work(master_t *m, int64_t now, int64_t due)
     return due;
 }
 
-static void feed_watchdog(master_t *m, int64_t now, int64_t wd)
-{
-    if (wd && now - m->last_watchdog_ms >= wd) {
-        sdn_send("WATCHDOG=1");
-        m->last_watchdog_ms = now;
-    }
-}
-
 /* While stopping: kill what outlives shutdown_timeout; true once every
  * child is gone. */
 static bool stop_done(master_t *m, int64_t now)
@@ -356,7 +348,7 @@ static void master_cycle(master_t *m, int64_t due)
         due = run_due_work(m, now, due);
         pause_pending = pools_apply_pause(&m->pools);
         forget_drained_pools(m);
-        feed_watchdog(m, now, wd);
+        sdn_feed_watchdog(&m->last_watchdog_ms, now);
         if (m->stopping && stop_done(m, now)) break;
         control_tick(m, now);
         http_tick(m, now);
@@ -373,9 +365,12 @@ static void master_exit(master_t *m)
     http_close(m);
     control_close(m, true);
     /* the watched records the last workers sent: within what is left of
-     * shutdown_timeout, 1 s at least */
+     * shutdown_timeout, 1 s at least, the watchdog fed meanwhile */
     int64_t deadline = mono_ms() + 1000;
     if (deadline < m->stop_deadline_ms) deadline = m->stop_deadline_ms;
+    int watched = 0;
+    for (int i = 0; i < m->pools.n; i++) watched += m->pools.v[i]->watched.n;
+    if (watched) sdn_send("STATUS=exiting: writing %d records of watched tags", watched);
     for (int i = 0; i < m->pools.n; i++) monitor_drain_watched(m, m->pools.v[i], deadline);
     monitor_goodbye(m);
     for (int i = 0; i < m->npaused_queues; i++) free(m->paused_queues[i]);

@@ -17,6 +17,7 @@
 #include "observe/monitored.h"
 #include "master/status.h"
 #include "core/log.h"
+#include "core/sdnotify.h"
 #include "redis/payload.h"
 #include "redis/queue.h"
 #include "redis/rconn.h"
@@ -546,6 +547,26 @@ static void heartbeat(master_t *m)
     free(js);
 }
 
+/* An error that passes (-3: READONLY from a replica, LOADING...) can last:
+ * logged at its 1st, 2nd, 4th, ... pass in a row, and once it ended.
+ * Returns rv, -1 for -3 (the batch waits, as when Redis is unreachable). */
+static int watched_wait_note(pool_t *p, int rv, const char *err)
+{
+    if (rv == -3) {
+        uint64_t k = ++p->watched.waits;
+        if ((k & (k - 1)) == 0)
+            log_info("pool %s: Redis cannot take the watched tags' records now (%s; %llu passes in a row): they wait",
+                     p->conf.name, err, (unsigned long long)k);
+        return -1;
+    }
+    if (rv == 0 && p->watched.waits) {
+        log_info("pool %s: Redis takes the watched tags' records again (after %llu passes)", p->conf.name,
+                 (unsigned long long)p->watched.waits);
+        p->watched.waits = 0;
+    }
+    return rv;
+}
+
 /* The oldest records of a pool's watched queue (at most JOBWATCH_STEP, one
  * script call) into their tags' lists; the rest next pass. A batch Redis
  * did not answer goes again with its token, which runs once. Returns
@@ -565,9 +586,11 @@ static int forward_watched(master_t *m, pool_t *p)
     char token[37];
     uuid4(token);
     int n = jobwatch_queue_batch(&p->watched, JOBWATCH_STEP, token, tags, recs);
+    char err[128] = "";
     int rv = c ? monitored_forward(c, tags, recs, n, m->conf->monitored_tag_jobs, m->conf->monitored_tag_retention,
-                                   p->watched.token)
+                                   p->watched.token, err, sizeof err)
                : -1;
+    rv = watched_wait_note(p, rv, err);
     if (rv == -2 && ++p->watched.refused >= JOBWATCH_TRIES)
         log_warn("pool %s: %d records of watched tags dropped (Redis refused them %d times)", p->conf.name, n,
                  JOBWATCH_TRIES);
@@ -580,8 +603,10 @@ static int forward_watched(master_t *m, pool_t *p)
 void monitor_drain_watched(master_t *m, pool_t *p, int64_t deadline_ms)
 {
     int unanswered = 0;
-    while (p->watched.n && mono_ms() < deadline_ms && unanswered < JOBWATCH_TRIES)
+    while (p->watched.n && mono_ms() < deadline_ms && unanswered < JOBWATCH_TRIES) {
         unanswered = forward_watched(m, p) == -1 ? unanswered + 1 : 0;
+        sdn_feed_watchdog(&m->last_watchdog_ms, mono_ms()); /* a batch waits 1 s at most, the drain longer */
+    }
     if (p->watched.n)
         log_warn("pool %s: %d records of watched tags dropped at exit (Redis %s)", p->conf.name, p->watched.n,
                  unanswered ? "unreachable" : "too slow for shutdown_timeout");

@@ -30,6 +30,7 @@
 #include <stdint.h>
 
 #define JOBWATCH_POLL_MS 1000          /* a worker reads the watched set this often */
+#define JOBWATCH_CONN_TIMEOUT_S 0.5    /* an app_driver pool's worker waits on Redis at most this (s) */
 #define JOBWATCH_WORKER_KEEP 2048      /* a worker's watched records not yet sent, at most */
 #define JOBWATCH_QUEUE_MAX 20000       /* a pool's watched records the master holds, at most */
 #define JOBWATCH_QUEUE_BYTES (8 << 20) /* and their bytes */
@@ -62,6 +63,7 @@ typedef struct {
     char token[37];                    /* the batch at the head has this token; "": none yet */
     int batch;                         /* its size */
     int refused;                       /* times Redis refused it */
+    uint64_t waits;                    /* passes in a row Redis answered an error that passes */
 } jobwatch_queue_t;
 
 void jobwatch_queue_init(jobwatch_queue_t *q, int cap);

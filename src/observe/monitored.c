@@ -132,13 +132,14 @@ bool monitored_error_transient(const char *err)
 }
 
 /* The script's answer: 0 (written, logged when some of it was refused or
- * the token had run already) or -2 (an error, logged), -1 for an error
- * that passes (Redis loading, busy, a failover: the batch waits). */
-static int add_answer(const redisReply *r)
+ * the token had run already) or -2 (an error, logged), -3 for an error
+ * that passes (Redis loading, busy, a failover: the batch waits; the
+ * caller logs it, in err). */
+static int add_answer(const redisReply *r, char *err, size_t errn)
 {
     if (r->type == REDIS_REPLY_ERROR && monitored_error_transient(r->str)) {
-        log_info("Redis cannot take the watched tags' records now (%s): they wait", r->str);
-        return -1;
+        snprintf(err, errn, "%s", r->str);
+        return -3;
     }
     if (r->type == REDIS_REPLY_ERROR) {
         log_warn("Redis refused the watched tags' records: %s", r->str);
@@ -154,7 +155,8 @@ static int add_answer(const redisReply *r)
 }
 
 /* argv (argc strings) through s, one call; 0, -1 or -2 (add_answer). */
-static int run_add(rconn_t *c, rscript_t *s, const char *body, int nkeys, int argc, char **argv)
+static int run_add(rconn_t *c, rscript_t *s, const char *body, int nkeys, int argc, char **argv, char *err,
+                   size_t errn)
 {
     size_t *lens = xcalloc((size_t)argc, sizeof *lens);
     for (int i = 0; i < argc; i++) lens[i] = strlen(argv[i]);
@@ -163,16 +165,17 @@ static int run_add(rconn_t *c, rscript_t *s, const char *body, int nkeys, int ar
     int rv = rconn_ensure(c) == 0 && rconn_script(c, s, nkeys, argc, (const char **)argv, lens, -1, -1, &r) == RC_OK
                  ? 0
                  : -1;
-    if (rv == 0 && r) rv = add_answer(r);
+    if (rv == 0 && r) rv = add_answer(r, err, errn);
     if (r) freeReplyObject(r);
     free(lens);
     return rv;
 }
 
 int monitored_forward(rconn_t *c, const char *const *tags, const char *const *recs, int n, int max,
-                      int64_t retention_s, const char *token)
+                      int64_t retention_s, const char *token, char *err, size_t errn)
 {
     static char *body;
+    if (errn) err[0] = '\0';
     if (!body) body = xasprintf("%s%s", FORWARD_LUA, ADD_LUA);
     int k = 0;
     char **argv = xcalloc((size_t)(6 + 2 * n), sizeof *argv);
@@ -185,7 +188,7 @@ int monitored_forward(rconn_t *c, const char *const *tags, const char *const *re
         argv[k++] = xstrdup(tags[i]);
         argv[k++] = xstrdup(recs[i]);
     }
-    int rv = n ? run_add(c, &forward_script, body, 2, k, argv) : 0;
+    int rv = n ? run_add(c, &forward_script, body, 2, k, argv, err, errn) : 0;
     for (int i = 0; i < k; i++) free(argv[i]);
     free(argv);
     return rv;

@@ -40,8 +40,9 @@ int monitored_add_jobs(rconn_t *c, const char *const *recs, int n, int max, int6
 /* A batch of the watched queue (jobwatch.h): tags[i] ('\n'-joined) and
  * recs[i] (without payload) into their watched tags' lists, in one script
  * call run once per token (a retry after a lost reply writes nothing). 0,
- * -1 when Redis was not reached or answered an error that passes
- * (monitored_error_transient; retry with the same token), -2 when it
+ * -1 when Redis was not reached, -3 when it answered an error that passes
+ * (monitored_error_transient, in err, not logged; retry with the same
+ * token), -2 when it
  * answered another error (logged). Records whose tag list Redis refused
  * (WRONGTYPE) are logged and the rest written: 0. */
 /* An error reply that passes (Redis loading a dump, busy with a script, a
@@ -49,7 +50,7 @@ int monitored_add_jobs(rconn_t *c, const char *const *recs, int n, int max, int6
  * READONLY, MASTERDOWN, TRYAGAIN, CLUSTERDOWN. */
 bool monitored_error_transient(const char *err);
 int monitored_forward(rconn_t *c, const char *const *tags, const char *const *recs, int n, int max,
-                      int64_t retention_s, const char *token);
+                      int64_t retention_s, const char *token, char *err, size_t errn);
 /* The watched set's key on c (caller frees). */
 char *monitored_set_key(const rconn_t *c);
 /* {"tags":[{"tag":T,"jobs":N}...]} by name, N the records its list holds;

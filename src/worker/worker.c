@@ -1160,17 +1160,29 @@ static bool watch_conn_ready(worker_t *w)
     return !w->conf->no_redis && rconn_ensure(w->rc) == 0;
 }
 
+/* An app_driver pool's next read of the watched set after one that failed:
+ * JOBWATCH_POLL_MS after it ended, or the reconnect's backoff if later. */
+static void watch_backoff(worker_t *w)
+{
+    int64_t retry = rconn_retry_in_ms(w->rc);
+    w->watch_next_ms = mono_ms() + (retry > JOBWATCH_POLL_MS ? retry : JOBWATCH_POLL_MS);
+}
+
 /* The watched tags (jobwatch.h), every JOBWATCH_POLL_MS, with job history
  * on; the last ones stay when Redis does not answer (-1). */
 static int watch_poll(worker_t *w, int64_t now_ms)
 {
     if (!w->wq.cap || now_ms < w->watch_next_ms) return 0;
     if (!w->p->app_driver && !watch_conn_ready(w)) return 0;
-    w->watch_next_ms = now_ms + JOBWATCH_POLL_MS; /* an app_driver pool's failed connect waits as long */
-    if (w->p->app_driver && !watch_conn_ready(w)) return 0;
+    w->watch_next_ms = now_ms + JOBWATCH_POLL_MS;
+    if (w->p->app_driver && !watch_conn_ready(w)) {
+        watch_backoff(w);
+        return 0;
+    }
     if (!w->watch_key) w->watch_key = monitored_set_key(w->rc);
     const char *argv[] = {"SMEMBERS", w->watch_key};
     redisReply *r = rconn_call(w->rc, 2, argv, NULL);
+    if (!r && w->p->app_driver) watch_backoff(w);
     if (!r) return -1;
     if (r->type == REDIS_REPLY_ARRAY) {
         int n = 0;
@@ -1828,6 +1840,12 @@ static int worker_init(worker_t *w, const pool_conf_t *p, const qconf_t *conf, s
     const redis_conf_t *rcf = config_redis(conf, p->connection);
     const redis_conf_t *ccf = config_redis(conf, p->cache_connection);
     w->rc = rconn_new(rcf);
+    /* An app_driver pool's worker pops nothing from Redis: its connection
+     * only reads the watched set (and a fleet slot's record) between pops,
+     * so a Redis that does not answer must not hold a pop for the pool's
+     * timeout (5 s by default, up to an hour): bounded as the master's are. */
+    if (p->app_driver && w->rc->conf.timeout > JOBWATCH_CONN_TIMEOUT_S)
+        w->rc->conf.timeout = JOBWATCH_CONN_TIMEOUT_S;
     w->cache = rconn_new(ccf ? ccf : rcf);
     queue_set_init(&w->qs, rcf->prefix, p->queues, p->nqueues);
     wlimits_init(&w->lim, conf, p, rcf->prefix, rcf->cluster != NULL);
