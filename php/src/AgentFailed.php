@@ -38,6 +38,9 @@ final class AgentFailed
 
     private const SCAN_BUDGET = 3.0;
 
+    /** An unfiltered list counts at most this many rows (then "partial": at least so many). */
+    private const COUNT_MAX = 10000;
+
     private const DB_FAILER = 'Illuminate\\Queue\\Failed\\DatabaseFailedJobProvider';
 
     private const DB_UUID_FAILER = 'Illuminate\\Queue\\Failed\\DatabaseUuidFailedJobProvider';
@@ -72,11 +75,15 @@ final class AgentFailed
         $table = $this->table();
 
         if ($table !== null && ! $this->filtered($req)) {
-            $total = (clone $table)->count();
+            // counted up to COUNT_MAX rows (a subquery with a limit): a count of a
+            // huge failed_jobs must not run into the agent's alarm
+            $counted = (clone $table)->select('id')->limit(self::COUNT_MAX + 1);
+            $total = $table->getConnection()->query()->fromSub($counted, 'qpool_failed_count')->count();
             $page = (clone $table)->orderBy('id', 'desc')->offset($offset)->limit($limit)->get();
             $out = ['failed' => $this->fit(array_map(function ($row) {
                 return $this->summary($this->dbRecord($row));
-            }, $page->all())), 'total' => $total, 'offset' => $offset];
+            }, $page->all())), 'total' => min($total, self::COUNT_MAX), 'offset' => $offset]
+                + ($total > self::COUNT_MAX ? ['partial' => true] : []);
         } else {
             $out = $this->scan($table, $req, $limit, $offset);
         }

@@ -96,7 +96,7 @@ static void print_list(const cJSON *rep)
     bool partial = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(rep, "partial"));
     printf("%d of %s%.0f failed jobs in the app's failer (pool %s)", n, partial ? "at least " : "", total, str(rep, "pool"));
     if (offset + n < total) printf("; more: --offset %.0f", offset + n);
-    printf("%s\n", partial ? " (the agent's search stopped after 3 s: narrow the filter)" : "");
+    printf("%s\n", partial ? " (the agent stopped counting: a filter's search after 3 s, a count at 10,000 rows)" : "");
 }
 
 /* rep's strings are escaped whole; the exception and the payload keep

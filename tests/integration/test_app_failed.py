@@ -195,6 +195,17 @@ def test_a_large_failer_is_paged_not_read_whole(master_factory, redis_server, ap
         assert len(rep["failed"]) == 3 and (rep["total"] == 401 or rep.get("partial")), rep["total"]
         assert listed(m, "parked", "--uuid", first)["failed"][0]["id"] == first
         assert "memory" not in m.log()
+        # the count of an unfiltered list stops at 10,000 rows (review late #2)
+        con = sqlite3.connect(str(app.db))
+        try:
+            con.executemany("insert into failed_jobs (uuid, connection, queue, payload, exception, failed_at) "
+                            "values (?, 'database', 'parked', '{}', 'x', datetime('now'))",
+                            [(str(uuidlib.uuid4()),) for _ in range(9700)])
+            con.commit()
+        finally:
+            con.close()
+        rep = listed(m)
+        assert rep["total"] == 10000 and rep.get("partial") and len(rep["failed"]) == 20, rep["total"]
     finally:
         assert m.stop(60) == 0
 
