@@ -895,7 +895,7 @@ static const struct route {
     {"/api/jobs/", HTTP_NEED_PRIVATE, NULL, get_one_job, true},
     {"/api/monitoring", HTTP_NEED_PRIVATE, get_monitoring, NULL, true},
     {"/api/monitoring/jobs", HTTP_NEED_PRIVATE, get_monitored_jobs, NULL, true},
-    {"/api/failed", HTTP_NEED_PRIVATE, get_failed, NULL, true},
+    {"/api/failed", HTTP_NEED_PRIVATE, get_failed, NULL, false}, /* get_failed: Redis unless ?app= */
     {"/api/failed/", HTTP_NEED_PRIVATE, NULL, get_one_failed, true},
     {"/api/batches", HTTP_NEED_PRIVATE, get_batches, NULL, false},
     {"/api/batches/", HTTP_NEED_PRIVATE, NULL, get_one_batch, false},

@@ -13,6 +13,15 @@ from laravel_roots import migrated_app, mounted_version
 from test_app_driver import dispatch, jobs_left, pool, use_database_queue
 from test_http import TOKEN, code, get, http_conf, post
 
+try:  # the page test needs Selenium and Chromium; the API test does not
+    import test_dashboard
+    from selenium.webdriver.common.by import By
+    browser = test_dashboard.browser  # the fixture
+except pytest.skip.Exception:
+    @pytest.fixture
+    def browser():
+        pytest.skip("no selenium")
+
 
 @pytest.fixture(scope="module")
 def version8():
@@ -84,5 +93,41 @@ def test_the_apps_failer_over_http(master_factory, redis_server, app):
         assert other not in {r["uuid"] for r in app.failed_jobs()}
         # the list follows
         settled(port, lambda b: b.get("total") == 2 and other not in {f["id"] for f in b["failed"]}, "the new list")
+    finally:
+        assert m.stop(60) == 0
+
+
+def test_the_failed_page_shows_the_apps_failer(master_factory, redis_server, app, browser):
+    """The Failed page's source choice: an app_driver pool's failer, listed
+    (text only) and retried from a row's button."""
+    use_database_queue(app)
+    dispatch(app, "ManualFailJob", count=2, tag="p")
+    port = free_port()
+    m = master_factory(redis_server)
+    m.write_config(pool(app), qpool=http_conf(port, 'token_env = "QPOOL_TEST_TOKEN";'))
+    m.start(env={"QPOOL_TEST_TOKEN": TOKEN})
+    d = browser
+    try:
+        wait_for(lambda: code(port, "/healthz") == 200, 20, what="the HTTP endpoint")
+        wait_for(lambda: not jobs_left(app) and len(app.failed_jobs()) == 2, 90, interval=0.25,
+                 what="two failures in failed_jobs")
+        rows = {r["uuid"] for r in app.failed_jobs()}
+        origin = "http://127.0.0.1:%d" % port
+        d.get(origin + "/#/overview")
+        d.execute_script("sessionStorage.setItem('qpool.token', arguments[0]);", TOKEN)
+        d.get(origin + "/#/failed")
+        wait_for(lambda: d.find_elements(By.ID, "failed-app-pool"), 30, what="the source choice")
+        d.find_element(By.ID, "failed-app-pool").send_keys("appq")
+        d.find_element(By.ID, "failed-app-go").click()
+
+        def listed():
+            return {tr.get_attribute("data-id") for tr in d.find_elements(By.CSS_SELECTOR, "#failed-app-table tr[data-id]")}
+        wait_for(lambda: listed() == rows, 60, what="the app's failed jobs on the page")
+        one = sorted(rows)[0]
+        d.find_element(By.CSS_SELECTOR, '#failed-app-table tr[data-id="%s"] button[data-action="forget"]' % one).click()
+        wait_for(lambda: one not in {r["uuid"] for r in app.failed_jobs()}, 60, what="the row forgotten")
+        wait_for(lambda: "1 forgotten" in d.find_element(By.ID, "failed-app-status").text, 60,
+                 what="the outcome shown")
+        wait_for(lambda: listed() == rows - {one}, 60, what="the list read again")
     finally:
         assert m.stop(60) == 0
