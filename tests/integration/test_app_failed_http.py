@@ -120,13 +120,17 @@ def test_the_failed_page_shows_the_apps_failer(master_factory, redis_server, app
         d.find_element(By.ID, "failed-app-pool").send_keys("appq")
         d.find_element(By.ID, "failed-app-go").click()
 
-        def listed():
-            return {tr.get_attribute("data-id") for tr in d.find_elements(By.CSS_SELECTOR, "#failed-app-table tr[data-id]")}
+        def listed():  # in one script: the table is drawn again every 2 s (no stale elements)
+            return set(d.execute_script("return Array.from(document.querySelectorAll("
+                                        "'#failed-app-table tr[data-id]'), tr => tr.dataset.id);"))
         wait_for(lambda: listed() == rows, 60, what="the app's failed jobs on the page")
         one = sorted(rows)[0]
-        d.find_element(By.CSS_SELECTOR, '#failed-app-table tr[data-id="%s"] button[data-action="forget"]' % one).click()
+        wait_for(lambda: d.execute_script("var b = document.querySelector(arguments[0]); if (b) b.click(); return !!b;",
+                                          '#failed-app-table tr[data-id="%s"] button[data-action="forget"]' % one),
+                 30, what="the Forget button clicked")
         wait_for(lambda: one not in {r["uuid"] for r in app.failed_jobs()}, 60, what="the row forgotten")
-        wait_for(lambda: "1 forgotten" in d.find_element(By.ID, "failed-app-status").text, 60,
+        wait_for(lambda: "1 forgotten" in d.execute_script("return document.getElementById('failed-app-status')"
+                                                          ".textContent;"), 60,
                  what="the outcome shown")
         wait_for(lambda: listed() == rows - {one}, 60, what="the list read again")
     finally:
