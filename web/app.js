@@ -1505,6 +1505,7 @@
       root.append(s.count);
       s.body = el('div', { id: 'failed' });
       root.append(s.body);
+      appFailedBlock(root, s);
     },
     feeds: s => {
       if (!Object.keys(s.filter).length)
@@ -1562,6 +1563,51 @@
       sel.value = counts.has(keep) ? keep : '';
     }
     fill(s.byName, 'name'); fill(s.byQueue, 'queue');
+  }
+  /* The app's failer of an app_driver pool (GET /api/failed?app=POOL): the
+   * master answers from a snapshot ("loading" until the pool's app agent
+   * answered), so the block asks every 2 s while it is shown. Text only. */
+  function appFailedBlock(root, s) {
+    var box = section(root, "The app's failer (app_driver pools)", 'failed-app');
+    var input = el('input', { type: 'search', id: 'failed-app-pool', size: 12, placeholder: 'pool name' });
+    var form = el('form', { class: 'toolbar', id: 'failed-app-form', on: { submit: ev => {
+      ev.preventDefault();
+      s.app = input.value.trim();
+      if (s.app && !s.appTimer) appFailedPoll(s);
+    } } }, el('label', { text: 'Source: pool ' }), input, el('button', { type: 'submit', id: 'failed-app-go', text: 'Show' }));
+    s.appStatus = el('p', { class: 'muted', id: 'failed-app-status', text: "qpool's store is shown above; name an app_driver pool to see its app's failer." });
+    s.appBody = el('div', { id: 'failed-app-list' });
+    box.append(form, s.appStatus, s.appBody);
+  }
+  function appFailedPoll(s) {
+    s.appTimer = null;
+    if (cur.state !== s || !s.app) return;
+    var again = () => { if (cur.state === s) s.appTimer = setTimeout(() => appFailedPoll(s), 2000); };
+    get('api/failed?app=' + enc(s.app)).then(r => { renderAppFailed(s, r.data || {}); again(); },
+      e => { s.appStatus.textContent = 'Pool ' + s.app + ': ' + (e.message || String(e)); clear(s.appBody); again(); });
+  }
+  function appActionText(a) {
+    if (!a) return '';
+    if (a.ok === false) return ' Last action failed: ' + (a.error || '?') + '.';
+    var n = x => (x || []).length;
+    return ' Last action: ' + (a.retried ? n(a.retried) + ' retried' : n(a.forgotten) + ' forgotten') +
+      (n(a.missing) ? ', ' + n(a.missing) + ' not found' : '') + (n(a.not_done) ? ', ' + n(a.not_done) + ' not done' : '') + '.';
+  }
+  function renderAppFailed(s, d) {
+    var pool = d.pool || s.app, list = d.failed || [];
+    s.appStatus.textContent = d.state === 'loading' ? 'Pool ' + pool + ': asking its app agent…'
+      : d.state === 'error' ? 'Pool ' + pool + ': ' + (d.error || 'error')
+      : 'Pool ' + pool + ': ' + num(list.length) + ' of ' + num(d.total || 0) + " failed jobs in the app's failer, newest first" +
+        (d.acting ? '; a retry or forget is under way.' : '.') + appActionText(d.last_action);
+    var post = (verb, f, b) => { act((verb === 'retry' ? 'Retry ' : 'Forget ') + f.id, 'api/failed/app/' + verb, { pool: pool, ids: [f.id] }, b); };
+    put(s.appBody, table('Failed at|Job|Queue|Connection|Exception|ID|Actions', d.state === 'ok' ? list : [], f => {
+      return el('tr', { 'data-id': f.id, class: 'failed' },
+        td(when(f.failed_at * 1000)), td(f.class || '–'), td(f.queue || '–'), td(f.connection || '–'),
+        td(f.exception || '', 'wrap'), td(f.id, 'mono'),
+        td(el('div', { class: 'btns' },
+          actBtn('retry', 'Retry', b => { post('retry', f, b); }),
+          actBtn('forget', 'Forget', b => { post('forget', f, b); }, 'danger'))));
+    }, { id: 'failed-app-table', empty: d.state === 'ok' ? "No failed jobs in the app's failer." : '' }));
   }
   function renderFailed(s) {
     var list = s.list, q = Object.keys(s.filter).length > 0;

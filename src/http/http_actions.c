@@ -139,6 +139,30 @@ static void batch_retry(http_ctx_t *h, const struct action *a, const char *id, c
     ctl_action(h, req, who, out);
 }
 
+/* ------------------------------------------------------------ the app's failer */
+
+/* queue:retry or queue:forget of {"pool": P, "ids": [...]} through the
+ * pool's app agent (mappdash.h): queued; GET /api/failed?app=P says how it
+ * went (its last_action). */
+static void app_failed_act(http_ctx_t *h, const struct action *a, const char *unused, const cJSON *body,
+                           const char *who, http_reply_t *out)
+{
+    (void)unused;
+    const cJSON *pool = cJSON_GetObjectItemCaseSensitive(body, "pool");
+    const cJSON *ids = cJSON_GetObjectItemCaseSensitive(body, "ids");
+    if (!cJSON_IsString(pool) || !cJSON_IsArray(ids)) {
+        http_reply_error(out, 400, "takes {\"pool\": an app_driver pool, \"ids\": [the app's failed job ids]}");
+        return;
+    }
+    cJSON *req = cJSON_CreateObject();
+    cJSON_AddStringToObject(req, "cmd", "app");
+    cJSON_AddStringToObject(req, "pool", pool->valuestring);
+    cJSON *r = cJSON_AddObjectToObject(req, "request");
+    cJSON_AddStringToObject(r, "op", a->cmd);
+    cJSON_AddItemToObject(r, "jobs", cJSON_Duplicate(ids, true));
+    ctl_action(h, req, who, out);
+}
+
 /* ------------------------------------------------------------ the failed store */
 
 static void failed_one(http_ctx_t *h, const char *uuid, bool retry, const char *who, http_reply_t *out)
@@ -476,6 +500,8 @@ static const struct action ACTIONS[] = {
     {"/api/queues/", "delete", queue_delete, NULL, NULL, true},
     {"/api/classes/", "pause", class_action, "pause", NULL, true},
     {"/api/classes/", "continue", class_action, "continue", NULL, true},
+    {"/api/failed/app/retry", NULL, app_failed_act, "failed-retry", NULL, false},
+    {"/api/failed/app/forget", NULL, app_failed_act, "failed-forget", NULL, false},
     {"/api/failed/retry", NULL, failed_retry_bulk, NULL, NULL, true},
     {"/api/failed/forget", NULL, failed_forget_bulk, NULL, NULL, true},
     {"/api/failed/", "retry", failed_retry_one, NULL, NULL, true},

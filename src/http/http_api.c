@@ -716,8 +716,33 @@ static bool is_search(http_arg_fn arg, void *req)
     return false;
 }
 
+/* ?app=POOL: the first page of the app's failer of an app_driver pool,
+ * from the master's snapshot (mappdash.h): "state" loading until its agent
+ * answered; the page asks again. */
+static void get_app_failed(http_ctx_t *h, const char *pool, http_reply_t *out)
+{
+    cJSON *req = cJSON_CreateObject();
+    cJSON_AddStringToObject(req, "cmd", "app");
+    cJSON_AddStringToObject(req, "pool", pool);
+    cJSON_AddStringToObject(cJSON_AddObjectToObject(req, "request"), "op", "failed");
+    char *line = cJSON_PrintUnformatted(req);
+    cJSON_Delete(req);
+    cJSON *rep = http_ctl_call(h, line, HTTP_CTL_TIMEOUT_MS);
+    free(line);
+    if (!rep) {
+        http_reply_error(out, 503, "the master did not answer");
+        return;
+    }
+    http_reply_json(out, cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(rep, "ok")) ? 200 : 404, rep);
+}
+
 static void get_failed(http_ctx_t *h, bool full, http_arg_fn arg, void *req, http_reply_t *out)
 {
+    const char *app = arg(req, "app");
+    if (app && *app) {
+        get_app_failed(h, app, out);
+        return;
+    }
     if (http_no_redis(h, out)) return;
     (void)full; /* private: only a full reader gets here */
     if (is_search(arg, req)) {
@@ -870,7 +895,7 @@ static const struct route {
     {"/api/jobs/", HTTP_NEED_PRIVATE, NULL, get_one_job, true},
     {"/api/monitoring", HTTP_NEED_PRIVATE, get_monitoring, NULL, true},
     {"/api/monitoring/jobs", HTTP_NEED_PRIVATE, get_monitored_jobs, NULL, true},
-    {"/api/failed", HTTP_NEED_PRIVATE, get_failed, NULL, true},
+    {"/api/failed", HTTP_NEED_PRIVATE, get_failed, NULL, false}, /* get_failed: Redis unless ?app= */
     {"/api/failed/", HTTP_NEED_PRIVATE, NULL, get_one_failed, true},
     {"/api/batches", HTTP_NEED_PRIVATE, get_batches, NULL, false},
     {"/api/batches/", HTTP_NEED_PRIVATE, NULL, get_one_batch, false},

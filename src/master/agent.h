@@ -83,6 +83,16 @@ typedef struct {
     int n;
 } agent_app_t;
 
+/* The dashboard's view of one pool's app failer (mappdash.c): answered
+ * from at once over HTTP, refreshed while someone looks. */
+typedef struct {
+    char *list;                   /* the newest list answer (JSON object text, heap), NULL: none yet */
+    char *last_action;            /* the last retry or forget's answer (heap), NULL: none */
+    int64_t at_unix;              /* when list was read (wall s) */
+    int64_t listed_ms;            /* when list was read (monotonic ms), 0: to read again */
+    bool listing, acting;         /* a list / a retry or forget is queued on the agent */
+} agent_app_dash_t;
+
 #define AGENT_WANT_SIGNALS 1u     /* agent_t.todo: its pool's Laravel signals */
 #define AGENT_WANT_SIZES 2u       /* agent_t.todo: its pool's queue sizes (app_driver) */
 #define AGENT_WANT_BATCHES 4u     /* agent_t.todo: its app's job batches, or a batch-retry (mbatches.c) */

@@ -16,6 +16,7 @@
 #include "master/budgeting.h"
 #include "master/mbatches.h"
 #include "master/mapp.h"
+#include "master/mappdash.h"
 #include "core/log.h"
 #include "core/safefile.h"
 #include "master/status.h"
@@ -559,13 +560,43 @@ static void app_audit(const ctl_client_t *c, const ctl_request_t *r)
     cJSON_Delete(q);
 }
 
+/* Over HTTP (the HTTP process checked the reader or the token): a list
+ * answers from the dashboard's snapshot, a retry or forget is queued and
+ * the snapshot tells how it went (mappdash.h). */
+static void cmd_app_http(master_t *m, ctl_client_t *c, const ctl_request_t *r)
+{
+    char err[300];
+    cJSON *q = cJSON_Parse(r->request);
+    const cJSON *op = cJSON_GetObjectItemCaseSensitive(q, "op");
+    bool list = cJSON_IsString(op) && !strcmp(op->valuestring, "failed");
+    bool act = cJSON_IsString(op) && strncmp(op->valuestring, "failed-", 7) == 0 && strcmp(op->valuestring, "failed-show");
+    cJSON_Delete(q);
+    if (list) {
+        cJSON *o = mappdash_look(m, r->pool, mono_ms(), err, sizeof err);
+        if (o)
+            reply_json(c, o);
+        else
+            reply_verb_error(c, err);
+    } else if (!act) {
+        reply_error(c, "over HTTP, app takes op failed or failed-retry or failed-forget");
+    } else if (mappdash_act(m, r->pool, xstrdup(r->request), mono_ms(), err, sizeof err) < 0) {
+        reply_verb_error(c, err);
+    } else {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddTrueToObject(o, "ok");
+        cJSON_AddTrueToObject(o, "queued");
+        cJSON_AddStringToObject(o, "pool", r->pool);
+        reply_json(c, o);
+    }
+}
+
 /* A request on a pool's app failer: answered when its agent has (mapp.h;
  * control_tick sends it). */
 static void cmd_app(master_t *m, ctl_client_t *c, const ctl_request_t *r)
 {
     char err[300];
     if (c->adopted) {
-        reply_error(c, "app requests are not served over HTTP yet");
+        cmd_app_http(m, c, r);
         return;
     }
     const char *no = mapp_refusal(r->request, owner(c->uid), m->conf->http.read_without_token == HTTP_READ_ALL);
@@ -826,6 +857,10 @@ static void send_app_answers(master_t *m, control_t *ctl)
     for (int i = 0; i < m->pools.n; i++) {
         mapp_tick(m, m->pools.v[i], mono_ms());
         for (char *s; (s = mapp_done(m->pools.v[i], &serial)); free(s)) {
+            if (mappdash_client(serial)) {
+                mappdash_answered(m->pools.v[i], serial, s);
+                continue;
+            }
             for (int k = 0; k < ctl->nclients; k++) {
                 ctl_client_t *c = ctl->clients[k];
                 if (c->serial != serial || c->closing) continue;

@@ -17,6 +17,7 @@
  */
 #include "master/pool.h"
 #include "master/mapp.h"
+#include "master/mappdash.h"
 #include "master/respawn.h"
 #include "worker/worker.h"
 #include "core/log.h"
@@ -86,6 +87,7 @@ void pool_free(pool_t *p)
     agent_close(&p->agent);
     agent_batches_free(&p->batches);
     mapp_free(&p->app_reqs);
+    mappdash_free(&p->app_dash);
     pool_conf_free(&p->conf);
     jobstats_free(&p->stats);
     jobstats_free(&p->recent);

@@ -97,6 +97,7 @@ typedef struct pool {
     agent_t agent;           /* conf.agent_signals, pool_agent_sizes: the app agent its zygote forks (agent.h; monitor.c) */
     agent_batches_t batches; /* its app's job batches, read by the agent while someone looks (mbatches.c) */
     agent_app_t app_reqs;    /* control clients' requests on its app's failer, waiting on the agent (mapp.c) */
+    agent_app_dash_t app_dash; /* the dashboard's snapshot of its app's failer (mappdash.c) */
     /* fleet budget (budgeting.c, pool_set_fleet) */
     unsigned lease_tag;      /* the lease its new children count under, 0 none */
     int fleet_cap;           /* its children, stopping ones included, never more; INT_MAX without a budget */

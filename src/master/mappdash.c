@@ -1,0 +1,107 @@
+/*
+ * mappdash.c - see mappdash.h.
+ */
+#include "master/mappdash.h"
+#include "core/log.h"
+#include "core/util.h"
+#include "master/mapp.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+bool mappdash_client(uint64_t client)
+{
+    return client == MAPPDASH_LIST || client == MAPPDASH_ACT;
+}
+
+static pool_t *dash_pool(master_t *m, const char *name, char *err, size_t errn)
+{
+    for (int i = 0; i < m->pools.n; i++) {
+        pool_t *p = m->pools.v[i];
+        if (p->removed || !name || strcmp(p->conf.name, name)) continue;
+        if (pool_preloads(&p->conf)) return p;
+        snprintf(err, errn, "pool %s does not preload a Laravel app: it has no app agent to ask", p->conf.name);
+        return NULL;
+    }
+    snprintf(err, errn, "no pool %s", name ? name : "(none named)");
+    return NULL;
+}
+
+/* The list's snapshot as the reply's "state", "error", and its keys. */
+static void add_list(cJSON *o, const agent_app_dash_t *d)
+{
+    cJSON *l = d->list ? cJSON_Parse(d->list) : NULL;
+    const cJSON *ok = cJSON_GetObjectItemCaseSensitive(l, "ok");
+    const cJSON *err = cJSON_GetObjectItemCaseSensitive(l, "error");
+    bool failed = l && cJSON_IsFalse(ok);
+    cJSON_AddStringToObject(o, "state", !l ? "loading" : failed ? "error" : "ok");
+    if (failed) cJSON_AddStringToObject(o, "error", cJSON_IsString(err) ? err->valuestring : "the app agent failed");
+    if (l) cJSON_AddNumberToObject(o, "read_at", (double)d->at_unix);
+    const char *keys[] = {"failed", "total", "offset", "partial"};
+    for (size_t i = 0; l && !failed && i < ARRAY_LEN(keys); i++) {
+        cJSON *v = cJSON_DetachItemFromObjectCaseSensitive(l, keys[i]);
+        if (v) cJSON_AddItemToObject(o, keys[i], v);
+    }
+    cJSON_Delete(l);
+}
+
+cJSON *mappdash_look(master_t *m, const char *pool, int64_t now, char *err, size_t errn)
+{
+    pool_t *p = dash_pool(m, pool, err, errn);
+    if (!p) return NULL;
+    agent_app_dash_t *d = &p->app_dash;
+    if (!d->listing && (!d->listed_ms || now - d->listed_ms >= MAPPDASH_REFRESH_MS) &&
+        mapp_ask(m, MAPPDASH_LIST, p->conf.name, xstrdup("{\"op\":\"failed\"}"), now, err, errn) == 0)
+        d->listing = true;
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddTrueToObject(o, "ok");
+    cJSON_AddStringToObject(o, "pool", p->conf.name);
+    add_list(o, d);
+    cJSON_AddBoolToObject(o, "agent", p->agent.fd >= 0 && p->agent.pid > 0);
+    cJSON_AddBoolToObject(o, "acting", d->acting);
+    cJSON *a = d->last_action ? cJSON_Parse(d->last_action) : NULL;
+    if (a) cJSON_AddItemToObject(o, "last_action", a);
+    return o;
+}
+
+int mappdash_act(master_t *m, const char *pool, char *req, int64_t now, char *err, size_t errn)
+{
+    pool_t *p = dash_pool(m, pool, err, errn);
+    if (p && p->app_dash.acting) {
+        snprintf(err, errn, "pool %s: a retry or forget from the dashboard is under way: try again when it is done",
+                 p->conf.name);
+        p = NULL;
+    }
+    if (!p) {
+        free(req);
+        return -1;
+    }
+    if (mapp_ask(m, MAPPDASH_ACT, p->conf.name, req, now, err, errn) < 0) return -1;
+    p->app_dash.acting = true;
+    return 0;
+}
+
+void mappdash_answered(pool_t *p, uint64_t client, const char *answer)
+{
+    agent_app_dash_t *d = &p->app_dash;
+    if (client == MAPPDASH_LIST) {
+        free(d->list);
+        d->list = xstrdup(answer);
+        d->at_unix = wall_s();
+        d->listed_ms = mono_ms();
+        d->listing = false;
+        return;
+    }
+    free(d->last_action);
+    d->last_action = xstrdup(answer);
+    d->acting = false;
+    d->listed_ms = 0; /* the list read again at the next look */
+}
+
+void mappdash_free(agent_app_dash_t *d)
+{
+    free(d->list);
+    free(d->last_action);
+    *d = (agent_app_dash_t){0};
+}

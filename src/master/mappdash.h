@@ -1,0 +1,36 @@
+/*
+ * mappdash.h - the dashboard's view of a pool's app failer (issue 30).
+ *
+ * The HTTP process's channel to the master answers each request at once,
+ * so a request on the app's failer (mapp.h), answered by the pool's agent
+ * later, cannot be awaited there. As for job batches (mbatches.h), the
+ * master keeps a snapshot: the first page of the list, read again while
+ * someone looks (each look older than MAPPDASH_REFRESH_MS queues a list),
+ * and the answer of the last retry or forget. A look answers from it at
+ * once, "loading" until the first list is in; the page polls.
+ */
+#ifndef QPOOL_MAPPDASH_H
+#define QPOOL_MAPPDASH_H
+
+#include <cjson/cJSON.h>
+#include <stdint.h>
+
+#include "master/master.h"
+
+#define MAPPDASH_REFRESH_MS 3000
+#define MAPPDASH_LIST UINT64_MAX        /* the mapp client id of the dashboard's list requests */
+#define MAPPDASH_ACT (UINT64_MAX - 1)   /* ... and of its retries and forgets */
+
+/* Is client a dashboard request's (not a control client's)? */
+bool mappdash_client(uint64_t client);
+/* The snapshot of pool's app failer (a reply object), a list queued when
+ * it is old; NULL with err when the pool has no app agent. */
+cJSON *mappdash_look(master_t *m, const char *pool, int64_t now, char *err, size_t errn);
+/* Queue req (mapp_request's failed-retry or failed-forget; taken) on the
+ * pool: its answer is the snapshot's last_action. -1 with err. */
+int mappdash_act(master_t *m, const char *pool, char *req, int64_t now, char *err, size_t errn);
+/* An answer (JSON text) for dashboard client `client` of pool p. */
+void mappdash_answered(pool_t *p, uint64_t client, const char *answer);
+void mappdash_free(agent_app_dash_t *d);
+
+#endif
