@@ -548,15 +548,17 @@ static void cmd_batch_retry(master_t *m, ctl_client_t *c, const ctl_request_t *r
 
 static bool owner(uid_t uid);
 
-/* failed-retry and failed-forget, with who asked and how many ids: the
- * master's record (the CLI's audit line is the client's own). */
+/* failed-retry and failed-forget, with who asked (the control socket's
+ * uid, or the HTTP user) and how many ids: the master's record (the CLI's
+ * audit line is the client's own). */
 static void app_audit(const ctl_client_t *c, const ctl_request_t *r)
 {
     cJSON *q = cJSON_Parse(r->request);
     const cJSON *op = cJSON_GetObjectItemCaseSensitive(q, "op");
+    char who[200];
     if (cJSON_IsString(op) && strcmp(op->valuestring, "failed") && strcmp(op->valuestring, "failed-show"))
-        log_info("control: app %s of %d failed jobs on pool %s by uid %d", op->valuestring,
-                 cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(q, "jobs")), r->pool, (int)c->uid);
+        log_info("control: app %s of %d failed jobs on pool %s asked over %s", op->valuestring,
+                 cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(q, "jobs")), r->pool, ctl_who(c, r, who, sizeof who));
     cJSON_Delete(q);
 }
 
@@ -582,6 +584,7 @@ static void cmd_app_http(master_t *m, ctl_client_t *c, const ctl_request_t *r)
     } else if (mappdash_act(m, r->pool, xstrdup(r->request), mono_ms(), err, sizeof err) < 0) {
         reply_verb_error(c, err);
     } else {
+        app_audit(c, r);
         cJSON *o = cJSON_CreateObject();
         cJSON_AddTrueToObject(o, "ok");
         cJSON_AddTrueToObject(o, "queued");

@@ -151,7 +151,7 @@ def test_a_slow_retry_stops_in_time_and_loses_nothing(master_factory, redis_serv
             assert res.returncode == (1 if left else 0), (res.stdout, res.stderr)
         queued, failed = held()
         assert queued == uuids and not failed
-        assert "app failed-retry of 8 failed jobs on pool appq by uid" in m.log()
+        assert "app failed-retry of 8 failed jobs on pool appq asked over the control socket, uid" in m.log()
         assert "app failer of pool appq: retried" in m.log()
     finally:
         assert m.stop(60) == 0

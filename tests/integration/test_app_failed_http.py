@@ -5,6 +5,7 @@ until its app agent answered), and POST /api/failed/app/retry and /forget
 act as queue:retry and queue:forget do, behind the token. Laravel 8 on the
 host, the `database` driver on SQLite."""
 import json
+import re
 
 import pytest
 
@@ -93,6 +94,9 @@ def test_the_apps_failer_over_http(master_factory, redis_server, app):
         assert other not in {r["uuid"] for r in app.failed_jobs()}
         # the list follows
         settled(port, lambda b: b.get("total") == 2 and other not in {f["id"] for f in b["failed"]}, "the new list")
+        # the master's record says who asked (review of appfp, MUST 1)
+        assert re.search(r"app failed-retry of 1 failed jobs on pool appq asked over HTTP by \S+", m.log())
+        assert re.search(r"app failed-forget of 2 failed jobs on pool appq asked over HTTP by \S+", m.log())
     finally:
         assert m.stop(60) == 0
 
