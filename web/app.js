@@ -1573,18 +1573,21 @@
     var form = el('form', { class: 'toolbar', id: 'failed-app-form', on: { submit: ev => {
       ev.preventDefault();
       s.app = input.value.trim();
-      if (s.app && !s.appTimer) appFailedPoll(s);
+      clearTimeout(s.appTimer);
+      s.appGen = (s.appGen || 0) + 1; /* an older poll (one in flight too) stops */
+      if (s.app) appFailedPoll(s, s.appGen);
     } } }, el('label', { text: 'Source: pool ' }), input, el('button', { type: 'submit', id: 'failed-app-go', text: 'Show' }));
     s.appStatus = el('p', { class: 'muted', id: 'failed-app-status', text: "qpool's store is shown above; name an app_driver pool to see its app's failer." });
     s.appBody = el('div', { id: 'failed-app-list' });
     box.append(form, s.appStatus, s.appBody);
   }
-  function appFailedPoll(s) {
+  function appFailedPoll(s, gen) {
     s.appTimer = null;
-    if (cur.state !== s || !s.app) return;
-    var again = () => { if (cur.state === s) s.appTimer = setTimeout(() => appFailedPoll(s), 2000); };
-    get('api/failed?app=' + enc(s.app)).then(r => { renderAppFailed(s, r.data || {}); again(); },
-      e => { s.appStatus.textContent = 'Pool ' + s.app + ': ' + (e.message || String(e)); clear(s.appBody); again(); });
+    if (cur.state !== s || !s.app || gen !== s.appGen) return;
+    var again = () => { if (cur.state === s && gen === s.appGen) s.appTimer = setTimeout(() => appFailedPoll(s, gen), 2000); };
+    if (document.hidden) { again(); return; } /* as refresh(): no asking from a hidden tab */
+    get('api/failed?app=' + enc(s.app)).then(r => { if (gen === s.appGen) renderAppFailed(s, r.data || {}); again(); },
+      e => { if (gen === s.appGen) { s.appStatus.textContent = 'Pool ' + s.app + ': ' + (e.message || String(e)); clear(s.appBody); } again(); });
   }
   function appActionText(a) {
     if (!a) return '';
