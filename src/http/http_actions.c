@@ -37,15 +37,7 @@ struct action {
 static void ctl_action(http_ctx_t *h, cJSON *req, const char *who, http_reply_t *out)
 {
     cJSON_AddStringToObject(req, "by", who);
-    char *line = cJSON_PrintUnformatted(req);
-    cJSON_Delete(req);
-    cJSON *rep = http_ctl_call(h, line, HTTP_CTL_TIMEOUT_MS);
-    free(line);
-    if (!rep) {
-        http_reply_error(out, 503, "the master did not answer");
-        return;
-    }
-    http_reply_json(out, cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(rep, "ok")) ? 200 : 400, rep);
+    http_ctl_relay(h, req, 400, out);
 }
 
 static cJSON *scoped(const char *cmd, const char *key, const char *name)

@@ -107,6 +107,19 @@ static int next_line(http_ctx_t *h, char **line, int64_t deadline)
     }
 }
 
+void http_ctl_relay(http_ctx_t *h, cJSON *req, int refused, http_reply_t *out)
+{
+    char *line = cJSON_PrintUnformatted(req);
+    cJSON_Delete(req);
+    cJSON *rep = http_ctl_call(h, line, HTTP_CTL_TIMEOUT_MS);
+    free(line);
+    if (!rep) {
+        http_reply_error(out, 503, "the master did not answer");
+        return;
+    }
+    http_reply_json(out, cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(rep, "ok")) ? 200 : refused, rep);
+}
+
 cJSON *http_ctl_call(http_ctx_t *h, const char *request, int timeout_ms)
 {
     pthread_mutex_lock(&h->ctl_lock);
@@ -725,15 +738,7 @@ static void get_app_failed(http_ctx_t *h, const char *pool, http_reply_t *out)
     cJSON_AddStringToObject(req, "cmd", "app");
     cJSON_AddStringToObject(req, "pool", pool);
     cJSON_AddStringToObject(cJSON_AddObjectToObject(req, "request"), "op", "failed");
-    char *line = cJSON_PrintUnformatted(req);
-    cJSON_Delete(req);
-    cJSON *rep = http_ctl_call(h, line, HTTP_CTL_TIMEOUT_MS);
-    free(line);
-    if (!rep) {
-        http_reply_error(out, 503, "the master did not answer");
-        return;
-    }
-    http_reply_json(out, cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(rep, "ok")) ? 200 : 404, rep);
+    http_ctl_relay(h, req, 404, out);
 }
 
 static void get_failed(http_ctx_t *h, bool full, http_arg_fn arg, void *req, http_reply_t *out)

@@ -59,6 +59,10 @@ typedef const char *(*http_arg_fn)(void *req, const char *name);
  * (no answer within timeout_ms, or the master is gone). */
 cJSON *http_ctl_call(http_ctx_t *h, const char *request, int timeout_ms);
 
+/* Request req (consumed) to the master and its reply as the answer: 200 when
+ * it says ok, else refused (the status to give), 503 when it does not answer. */
+void http_ctl_relay(http_ctx_t *h, cJSON *req, int refused, http_reply_t *out);
+
 /* Serve GET path; returns false when no route matches. full: the asker may
  * read more than aggregates (else /api/status and /api/fleet leave out each
  * worker and its job). */
