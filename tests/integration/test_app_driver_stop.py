@@ -149,7 +149,7 @@ def test_a_stop_before_the_timeout_handler_is_armed(master_factory, redis_server
     app = version_app
     use_database_queue(app, retry_after=600)
     use_window_worker(app)
-    storage = pathlib.Path(app.env["APP_STORAGE"])
+    storage = app.version.host(app.env["APP_STORAGE"])  # inside a root on Debian 13 (Laravel 8 from bookworm)
     m = master_factory(redis_server)
     m.write_config(pool(app, "timeout = 900;"))
     m.start()
@@ -219,7 +219,7 @@ def test_a_stop_after_the_job_released_itself(master_factory, redis_server, vers
     app = version_app
     use_database_queue(app, retry_after=7200)
     (app.path / "app" / "Jobs" / "ReleaseThenStopJob.php").write_text(RELEASE_THEN_STOP)
-    storage = pathlib.Path(app.env["APP_STORAGE"])
+    storage = app.version.host(app.env["APP_STORAGE"])  # inside a root on Debian 13 (Laravel 8 from bookworm)
     m = master_factory(redis_server)
     m.write_config(pool(app, "timeout = 900;"))
     m.start()

@@ -1,0 +1,1 @@
+../../../laravel-app/app/Jobs/SleepThenMarkJob.php
