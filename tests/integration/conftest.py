@@ -16,6 +16,7 @@ import re
 import signal
 import socket
 import subprocess
+import threading
 import time
 import urllib.error
 import urllib.parse
@@ -723,3 +724,48 @@ def assert_valgrind_clean(d, at_least=1, what="the processes"):
             problems.append("%s:\n%s" % (f, text[:4000]))
     assert not problems, "\n\n".join(problems)
     assert len(logs) >= at_least, "%s were not traced (%d valgrind logs)" % (what, len(logs))
+
+
+class NotifySocket:
+    """A systemd notification socket (sd_notify(3)): a datagram socket in the
+    abstract namespace, read by a thread (a full queue would block the sender)."""
+
+    def __init__(self):
+        self.name = "qpool-test-notify-" + uuidlib.uuid4().hex
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.sock.bind("\0" + self.name)
+        self.sock.settimeout(0.2)
+        self.messages = []
+        self.lock = threading.Lock()
+        self.stop = False
+        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.thread.start()
+
+    def _read(self):
+        while not self.stop:
+            try:
+                data = self.sock.recv(4096)
+            except OSError:
+                continue
+            with self.lock:
+                self.messages.append(data.decode(errors="replace"))
+
+    def env(self, watchdog_usec):
+        return {"NOTIFY_SOCKET": "@" + self.name, "WATCHDOG_USEC": str(watchdog_usec)}
+
+    def count(self, text, since=0):
+        with self.lock:
+            return sum(1 for m in self.messages[since:] if text in m.split("\n"))
+
+    def got(self):
+        with self.lock:
+            return list(self.messages)
+
+    def seen(self):
+        with self.lock:
+            return len(self.messages)
+
+    def close(self):
+        self.stop = True
+        self.thread.join(5)
+        self.sock.close()

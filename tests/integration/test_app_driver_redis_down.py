@@ -7,14 +7,11 @@ forwards the watched records it still holds, must keep systemd's watchdog
 fed while it waits on that Redis. The app itself keeps its own, live Redis.
 No timing is asserted: counts within generous waits, and the order of the
 notifications on the test's own NOTIFY_SOCKET."""
-import os
 import signal
-import socket
-import threading
 
 import pytest
 
-from conftest import HOST_LARAVEL, PREFIX, RedisServer, wait_for
+from conftest import HOST_LARAVEL, PREFIX, NotifySocket, RedisServer, wait_for
 from laravel_roots import laravel_version, version_app  # noqa: F401 (fixtures)
 from test_app_driver import dispatch, jobs_left, pool, use_database_queue
 
@@ -41,39 +38,6 @@ class Stalled:
 
     def __exit__(self, *exc):
         self.srv.proc.send_signal(signal.SIGCONT)
-
-
-class Notify:
-    """A datagram socket standing in for systemd's NOTIFY_SOCKET."""
-
-    def __init__(self, path):
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-        self.sock.bind(str(path))
-        self.sock.settimeout(0.2)
-        self.path = path
-        self.messages = []
-        self.lock = threading.Lock()
-        self.done = False
-        self.thread = threading.Thread(target=self._read, daemon=True)
-        self.thread.start()
-
-    def _read(self):
-        while not self.done:
-            try:
-                data = self.sock.recv(4096)
-            except OSError:
-                continue
-            with self.lock:
-                self.messages.append(data.decode(errors="replace"))
-
-    def got(self):
-        with self.lock:
-            return list(self.messages)
-
-    def close(self):
-        self.done = True
-        self.thread.join(5)
-        self.sock.close()
 
 
 @pytest.mark.parametrize("laravel_version", HOST, indirect=True)
@@ -118,11 +82,11 @@ def test_the_exit_drain_feeds_the_watchdog(master_factory, redis_server, version
     app = version_app
     use_database_queue(app)
     qredis = Stalled(tmp_path / "qredis")
-    notify = Notify(tmp_path / "notify.sock")
+    notify = NotifySocket()
     m = master_factory(redis_server)
     m.write_config(pool(app), qpool="  balance_interval = 60;", redis_conf=redis_conf(qredis.srv.port, 5))
     try:
-        m.start(env={"NOTIFY_SOCKET": str(notify.path), "WATCHDOG_USEC": "200000"})
+        m.start(env=notify.env(200000))
         assert "watching" in m.cli("monitor", "add", "7").stdout   # every TaggedJob has the tag 7
         m.wait_log(r"watched tags now: 1 ", timeout=60)
         dispatch(app, "TaggedJob", count=10, tag="d")
@@ -138,7 +102,6 @@ def test_the_exit_drain_feeds_the_watchdog(master_factory, redis_server, version
     finally:
         notify.close()
         qredis.srv.stop()
-        os.unlink(str(notify.path))
 
 
 @pytest.mark.parametrize("laravel_version", HOST, indirect=True)

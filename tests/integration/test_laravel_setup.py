@@ -13,7 +13,7 @@ import uuid
 
 import pytest
 
-from conftest import (BUILD, FIXTURE_HANDLER, LARAVEL_APP, QPOOL, ROOT, assert_valgrind_clean,
+from conftest import (BUILD, FIXTURE_HANDLER, NotifySocket, LARAVEL_APP, QPOOL, ROOT, assert_valgrind_clean,
                       read_fixture_log, wait_for)
 from laravel_roots import build_root
 
@@ -172,49 +172,6 @@ rc=$?
 echo "$$" > "$DESC_DIR/end-$DESC_NAME"
 exit $rc
 """
-
-
-class NotifySocket:
-    """A systemd notification socket (sd_notify(3)): a datagram socket in the
-    abstract namespace, read by a thread (a full queue would block the sender)."""
-
-    def __init__(self):
-        import socket
-        import threading
-        self.name = "qpool-test-notify-" + uuid.uuid4().hex
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-        self.sock.bind("\0" + self.name)
-        self.sock.settimeout(0.2)
-        self.messages = []
-        self.lock = threading.Lock()
-        self.stop = False
-        self.thread = threading.Thread(target=self._read, daemon=True)
-        self.thread.start()
-
-    def _read(self):
-        while not self.stop:
-            try:
-                data = self.sock.recv(4096)
-            except OSError:
-                continue
-            with self.lock:
-                self.messages.append(data.decode(errors="replace"))
-
-    def env(self, watchdog_usec):
-        return {"NOTIFY_SOCKET": "@" + self.name, "WATCHDOG_USEC": str(watchdog_usec)}
-
-    def count(self, text, since=0):
-        with self.lock:
-            return sum(1 for m in self.messages[since:] if text in m.split("\n"))
-
-    def seen(self):
-        with self.lock:
-            return len(self.messages)
-
-    def close(self):
-        self.stop = True
-        self.thread.join(5)
-        self.sock.close()
 
 
 def test_a_reload_describes_every_app_at_once_and_pings_the_watchdog(master, laravel_app, tmp_path):

@@ -2,31 +2,13 @@
 
 namespace App\Jobs;
 
-use App\Jobs\Concerns\WritesMarkers;
-use Illuminate\Bus\Queueable;
-use Illuminate\Contracts\Queue\ShouldQueue;
-use Illuminate\Foundation\Bus\Dispatchable;
-use Illuminate\Queue\InteractsWithQueue;
-use Illuminate\Queue\SerializesModels;
-
 /**
- * Sleeps $ms milliseconds, then writes a marker: the marker says the job's
- * work is over, so a job killed mid-sleep has none (SleepJob marks first).
+ * SleepJob in the other order: sleeps $ms milliseconds, then writes its
+ * marker, so the marker says the job's work is over and a job killed
+ * mid-sleep has none (SleepJob marks first).
  */
-class SleepThenMarkJob implements ShouldQueue
+class SleepThenMarkJob extends SleepJob
 {
-    use Dispatchable, InteractsWithQueue, Queueable, SerializesModels, WritesMarkers;
-
-    public $ms;
-
-    public $tag;
-
-    public function __construct(int $ms = 100, ?string $tag = null)
-    {
-        $this->ms = $ms;
-        $this->tag = $tag;
-    }
-
     public function handle()
     {
         usleep($this->ms * 1000);
