@@ -173,7 +173,9 @@ final class AgentFailed
     {
         $failer = $this->failer();
 
-        if (! in_array(get_class($failer), [self::DB_FAILER, self::DB_UUID_FAILER], true)) {
+        $uuidFailer = self::DB_UUID_FAILER;
+        $plainFailer = self::DB_FAILER;
+        if (! ($failer instanceof $uuidFailer || $failer instanceof $plainFailer)) {  // an app's subclass too
             return null;
         }
 
@@ -187,7 +189,8 @@ final class AgentFailed
     {
         $row = self::record($row);
 
-        if (get_class($this->failer()) === self::DB_UUID_FAILER) {
+        $uuidFailer = self::DB_UUID_FAILER;
+        if ($this->failer() instanceof $uuidFailer) {
             $row['id'] = $row['uuid'] ?? $row['id'];
             unset($row['uuid']);
         }

@@ -157,14 +157,37 @@ def test_a_slow_retry_stops_in_time_and_loses_nothing(master_factory, redis_serv
         assert m.stop(60) == 0
 
 
-def test_a_large_failer_is_paged_not_read_whole(master_factory, redis_server, app):
+SUBCLASS_FAILER = r"""<?php
+class AppUuidFailer extends \Illuminate\Queue\Failed\DatabaseUuidFailedJobProvider
+{
+}
+"""
+
+
+def use_subclass_failer(app):
+    """The app's failer: its own subclass of Laravel's database-uuids one
+    (an extend: the queue provider binds queue.failer after bootstrap/app.php)."""
+    (app.path / "bootstrap" / "app_failer.php").write_text(SUBCLASS_FAILER)
+    boot = app.path / "bootstrap" / "app.php"
+    boot.write_text(boot.read_text().replace(
+        "\nreturn $app;", "\nrequire_once __DIR__.'/app_failer.php';\n"
+        "$app->extend('queue.failer', function ($f, $app) { $c = $app['config']['queue.failed']; "
+        "return new \\AppUuidFailer($app['db'], $c['database'] ?? null, $c['table']); });\n\nreturn $app;", 1))
+
+
+@pytest.mark.parametrize("subclass", [False, True], ids=["laravels_failer", "a_subclass"])
+def test_a_large_failer_is_paged_not_read_whole(master_factory, redis_server, app, subclass):
     """Review freshapp #3: a failed_jobs table larger than the agent's
     memory_limit (here 400 rows of 200 KB under 64M) is paged in its query:
     a list without a filter reads one page, one with a filter a few rows at
-    a time; the failer's all() would read it whole and kill the agent."""
+    a time; the failer's all() would read it whole and kill the agent. The
+    same for an app's own subclass of Laravel's database failer (it was
+    matched by its exact class and read whole)."""
     import sqlite3
     import uuid as uuidlib
     use_database_queue(app)
+    if subclass:
+        use_subclass_failer(app)
     first = park_failed(app, 1)[0]
     big = "RuntimeException: big\n" + "#0 /srv/app/x.php(1): y()\n" * 8000
     con = sqlite3.connect(str(app.db))
