@@ -204,6 +204,17 @@ static int by_tag(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
+int monitored_tags_of(const redisReply *r, char ***out)
+{
+    if (!r || r->type != REDIS_REPLY_ARRAY) return -1;
+    int n = 0;
+    *out = xcalloc(r->elements + 1, sizeof **out);
+    for (size_t i = 0; i < r->elements && n < MONITORED_MAX; i++)
+        if (r->element[i]->type == REDIS_REPLY_STRING) (*out)[n++] = xstrndup(r->element[i]->str, r->element[i]->len);
+    qsort(*out, (size_t)n, sizeof **out, by_tag);
+    return n;
+}
+
 /* The set's members, sorted (caller frees each and the array); -1 when
  * Redis is unavailable. */
 static int members(rconn_t *c, char ***out)
@@ -212,16 +223,8 @@ static int members(rconn_t *c, char ***out)
     const char *argv[] = {"SMEMBERS", key};
     redisReply *r = rconn_ensure(c) == 0 ? rconn_call(c, 2, argv, NULL) : NULL;
     free(key);
-    if (!r || r->type != REDIS_REPLY_ARRAY) {
-        if (r) freeReplyObject(r);
-        return -1;
-    }
-    int n = 0;
-    *out = xcalloc(r->elements + 1, sizeof **out);
-    for (size_t i = 0; i < r->elements && n < MONITORED_MAX; i++)
-        if (r->element[i]->type == REDIS_REPLY_STRING) (*out)[n++] = xstrndup(r->element[i]->str, r->element[i]->len);
-    freeReplyObject(r);
-    qsort(*out, (size_t)n, sizeof **out, by_tag);
+    int n = monitored_tags_of(r, out);
+    if (r) freeReplyObject(r);
     return n;
 }
 

@@ -32,6 +32,10 @@
 
 #define MONITORED_MAX 100              /* watched tags per connection */
 
+/* The watched tags in an SMEMBERS reply of the set, sorted, at most
+ * MONITORED_MAX (caller frees each and the array); -1 for no array. */
+int monitored_tags_of(const redisReply *r, char ***out);
+
 /* A tag one may watch: 1..JOBHIST_TAG_MAX bytes of valid UTF-8, no control byte. */
 bool monitored_tag_ok(const char *tag);
 /* Records (the recent list's JSON) into their watched tags' lists. 0, or

@@ -1184,13 +1184,9 @@ static int watch_poll(worker_t *w, int64_t now_ms)
     redisReply *r = rconn_call(w->rc, 2, argv, NULL);
     if (!r && w->p->app_driver) watch_backoff(w);
     if (!r) return -1;
-    if (r->type == REDIS_REPLY_ARRAY) {
-        int n = 0;
-        char **tags = xcalloc(r->elements + 1, sizeof *tags);
-        for (size_t i = 0; i < r->elements && n < MONITORED_MAX; i++)
-            if (r->element[i]->type == REDIS_REPLY_STRING) tags[n++] = xstrndup(r->element[i]->str, r->element[i]->len);
-        if (jobwatch_set_take(&w->watch, tags, n)) log_info("watched tags now: %d (each of their jobs kept)", n);
-    }
+    char **tags;
+    int n = monitored_tags_of(r, &tags);
+    if (n >= 0 && jobwatch_set_take(&w->watch, tags, n)) log_info("watched tags now: %d (each of their jobs kept)", n);
     freeReplyObject(r);
     return 0;
 }
