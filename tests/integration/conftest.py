@@ -100,12 +100,19 @@ SANITIZER_PATTERNS = re.compile(
 
 
 def wait_for(pred, timeout=10.0, interval=0.05, what="condition"):
-    """Poll pred() until it returns a truthy value; fail after timeout."""
+    """Poll pred() until it returns a truthy value; fail after timeout.
+    A browser element that a page re-rendered between two Selenium calls
+    (StaleElementReferenceException) counts as "not yet", not as a failure."""
     deadline = time.monotonic() + timeout
     last = None
     while time.monotonic() < deadline:
-        last = pred()
-        if last:
+        try:
+            last = pred()
+        except Exception as e:  # selenium is not imported here: matched by name
+            if type(e).__name__ != "StaleElementReferenceException":
+                raise
+            last = e
+        if last and not isinstance(last, Exception):
             return last
         time.sleep(interval)
     raise AssertionError("timed out after %.1f s waiting for %s (last: %r)" % (timeout, what, last))
