@@ -279,9 +279,11 @@ int control_listen(master_t *m)
     return 0;
 }
 
-static void client_free(control_t *ctl, int idx)
+static void client_free(master_t *m, int idx)
 {
+    control_t *ctl = m->ctl;
     ctl_client_t *c = ctl->clients[idx];
+    mapp_forget_client(m, c->serial); /* its requests not sent yet take no place */
     epoll_ctl(ctl->epfd, EPOLL_CTL_DEL, c->fd, NULL);
     close(c->fd);
     if (c->refused) ctl->nrefused--;
@@ -295,7 +297,7 @@ void control_close(master_t *m, bool unlink_socket)
 {
     control_t *ctl = m->ctl;
     if (!ctl) return;
-    while (ctl->nclients) client_free(ctl, ctl->nclients - 1);
+    while (ctl->nclients) client_free(m, ctl->nclients - 1);
     free(ctl->clients);
     close(ctl->fd);
     if (unlink_socket) unlink(ctl->path);
@@ -609,7 +611,8 @@ static void cmd_app(master_t *m, ctl_client_t *c, const ctl_request_t *r)
         return;
     }
     app_audit(c, r);
-    if (mapp_ask(m, c->serial, r->pool, xstrdup(r->request), mono_ms(), err, sizeof err) < 0) reply_verb_error(c, err);
+    agent_app_from_t from = {.client = c->serial, .pid = (int32_t)c->pid, .uid = (uint32_t)c->uid, .owner = owner(c->uid)};
+    if (mapp_ask(m, &from, r->pool, xstrdup(r->request), mono_ms(), err, sizeof err) < 0) reply_verb_error(c, err);
 }
 
 static const ctl_handler_fn HANDLERS[CTL_NCMDS] = {
@@ -836,7 +839,7 @@ void control_event(master_t *m, int fd, uint32_t events)
         process_lines(m, c);
         client_flush(ctl, c);
     }
-    if (c->closing && !c->out.len) client_free(ctl, idx);
+    if (c->closing && !c->out.len) client_free(m, idx);
 }
 
 static bool expired(const ctl_client_t *c, int64_t now)
@@ -883,7 +886,7 @@ void control_tick(master_t *m, int64_t now)
     send_app_answers(m, ctl);
     for (int i = 0; i < ctl->nclients;) {
         if (expired(ctl->clients[i], now))
-            client_free(ctl, i);
+            client_free(m, i);
         else
             i++;
     }

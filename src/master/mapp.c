@@ -103,24 +103,75 @@ static pool_t *find_pool(master_t *m, const char *name)
     return NULL;
 }
 
-int mapp_ask(master_t *m, uint64_t client, const char *pool, char *req, int64_t now, char *err, size_t errn)
+/* Of q's requests: those of from's connection, process and user, and the control clients' all told. */
+static void shares(const agent_app_t *q, const agent_app_from_t *from, int *conn, int *proc, int *user, int *ctl)
+{
+    *conn = *proc = *user = *ctl = 0;
+    for (int i = 0; i < q->n; i++) {
+        const agent_app_from_t *o = &q->v[i].from;
+        if (o->dash) continue;
+        (*ctl)++;
+        *conn += o->client == from->client;
+        *proc += from->pid > 0 && o->pid == from->pid;
+        *user += o->uid == from->uid;
+    }
+}
+
+const char *mapp_admit(const agent_app_t *q, const agent_app_from_t *from, const char *pool, char *why, size_t whyn)
+{
+    int conn, proc, user, ctl;
+    shares(q, from, &conn, &proc, &user, &ctl);
+    if (from->dash ? q->n >= MAPP_QUEUE_MAX : ctl >= MAPP_QUEUE_MAX - MAPP_DASH_PLACES)
+        snprintf(why, whyn, "pool %s has %d requests waiting on its app agent: try again", pool, q->n);
+    else if (from->dash)
+        return NULL;
+    else if (conn)
+        snprintf(why, whyn, "pool %s: this connection's request on the app agent is not answered yet: "
+                 "send the next when it is", pool);
+    else if (proc >= MAPP_PER_CLIENT)
+        snprintf(why, whyn, "pool %s: process %d has %d requests waiting on the app agent (at most %d a client): "
+                 "try again when one is answered", pool, (int)from->pid, proc, MAPP_PER_CLIENT);
+    else if (!from->owner && user >= MAPP_PER_CLIENT)
+        snprintf(why, whyn, "pool %s: uid %u has %d requests waiting on the app agent (at most %d a user): "
+                 "try again when one is answered", pool, (unsigned)from->uid, user, MAPP_PER_CLIENT);
+    else
+        return NULL;
+    return why;
+}
+
+int mapp_ask(master_t *m, const agent_app_from_t *from, const char *pool, char *req, int64_t now, char *err,
+             size_t errn)
 {
     pool_t *p = find_pool(m, pool);
     if (!p)
         snprintf(err, errn, "no pool %s", pool ? pool : "(none named)");
     else if (!pool_preloads(&p->conf))
         snprintf(err, errn, "pool %s does not preload a Laravel app: it has no app agent to ask", p->conf.name);
-    else if (p->app_reqs.n >= MAPP_QUEUE_MAX)
-        snprintf(err, errn, "pool %s has %d requests waiting on its app agent: try again", p->conf.name,
-                 p->app_reqs.n);
-    else {
-        p->app_reqs.v[p->app_reqs.n++] = (agent_app_req_t){.client = client, .req = req, .until_ms = now + MAPP_WAIT_MS};
+    else if (!mapp_admit(&p->app_reqs, from, p->conf.name, err, errn)) {
+        p->app_reqs.v[p->app_reqs.n++] = (agent_app_req_t){.from = *from, .req = req, .until_ms = now + MAPP_WAIT_MS};
         p->agent.todo |= AGENT_WANT_APP;
         mapp_send(p, now);
         return 0;
     }
     free(req);
     return -1;
+}
+
+void mapp_forget_client(master_t *m, uint64_t client)
+{
+    for (int i = 0; i < m->pools.n; i++) {
+        agent_app_t *a = &m->pools.v[i]->app_reqs;
+        for (int k = 0; k < a->n;) {
+            agent_app_req_t *q = &a->v[k];
+            if (q->from.dash || q->from.client != client || q->sent_id || q->answer) {
+                k++;
+                continue;
+            }
+            free(q->req);
+            memmove(q, q + 1, sizeof *q * (size_t)(a->n - k - 1));
+            a->n--;
+        }
+    }
 }
 
 bool mapp_wanted(const pool_t *p)
@@ -220,7 +271,7 @@ char *mapp_done(pool_t *p, uint64_t *client)
     for (int i = 0; i < a->n; i++) {
         if (!a->v[i].answer) continue;
         char *s = a->v[i].answer;
-        *client = a->v[i].client;
+        *client = a->v[i].from.client;
         free(a->v[i].req);
         memmove(&a->v[i], &a->v[i + 1], sizeof a->v[0] * (size_t)(a->n - i - 1));
         a->n--;

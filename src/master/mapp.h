@@ -7,7 +7,8 @@
  *
  * The control socket's "app" command names the pool and the request; the
  * request is rebuilt here from the keys each op takes (nothing else reaches
- * the app), queued on the pool (at most MAPP_QUEUE_MAX waiting), and sent
+ * the app), queued on the pool (at most MAPP_QUEUE_MAX waiting, each client
+ * within its share: mapp_admit), and sent
  * when its agent has none in flight (one is asked of the zygote when the
  * pool has none). The client waits: the agent's reply, or an error when the
  * agent went away or nothing answered within MAPP_WAIT_MS, is its one reply
@@ -39,9 +40,23 @@ char *mapp_request(const cJSON *req, char *err, size_t errn);
  * what the HTTP socket's same peers need for payloads); retry and forget
  * stay with the owner. */
 const char *mapp_refusal(const char *req, bool owner, bool read_all);
-/* Queue req (mapp_request's) on the pool for control client `client`
- * (control_reply_to); 0, or -1 with err (the client is told then). */
-int mapp_ask(master_t *m, uint64_t client, const char *pool, char *req, int64_t now, char *err, size_t errn);
+/* Each client's fair share of a pool's queue (MAPP_QUEUE_MAX places): one
+ * request waiting per control connection, MAPP_PER_CLIENT per peer process
+ * and per user other than root and qpool's own, and MAPP_DASH_PLACES kept
+ * for the dashboard (its list and its action). */
+#define MAPP_PER_CLIENT 2
+#define MAPP_DASH_PLACES 2
+/* Pure: why `from` may not queue one more request on pool `pool`'s queue q
+ * (into why), or NULL when it may. */
+const char *mapp_admit(const agent_app_t *q, const agent_app_from_t *from, const char *pool, char *why, size_t whyn);
+/* Queue req (mapp_request's; taken) on the pool for `from` (its client is
+ * control_reply_to's); 0, or -1 with err (the client is told then),
+ * refused at once beyond its share (mapp_admit). */
+int mapp_ask(master_t *m, const agent_app_from_t *from, const char *pool, char *req, int64_t now, char *err,
+             size_t errn);
+/* Control client `client` went away: its requests not sent yet leave the
+ * queues (one in flight stays until answered; its answer is dropped). */
+void mapp_forget_client(master_t *m, uint64_t client);
 /* Has the pool requests waiting (its agent is kept up)? */
 bool mapp_wanted(const pool_t *p);
 /* Send the first waiting request when the agent is free. */
