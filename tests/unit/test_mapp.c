@@ -11,33 +11,37 @@
 #include <stdlib.h>
 #include <string.h>
 
+static char *rebuilt(const char *json, char *err, size_t errn);
+
 static void test_refusal(void **state)
 {
     (void)state;
-    const char *list = "{\"op\":\"failed\",\"limit\":5}", *show = "{\"op\":\"failed-show\",\"job\":\"a\"}";
-    const char *retry = "{\"op\":\"failed-retry\",\"jobs\":[\"a\"]}", *forget = "{\"op\":\"failed-forget\",\"jobs\":[\"a\"]}";
-    const char *all[] = {list, show, retry, forget};
+    const mapp_req_t list = {.op = MAPP_OP_LIST}, show = {.op = MAPP_OP_SHOW};
+    const mapp_req_t retry = {.op = MAPP_OP_RETRY}, forget = {.op = MAPP_OP_FORGET};
+    const mapp_req_t *all[] = {&list, &show, &retry, &forget};
     for (size_t i = 0; i < 4; i++) { /* the owner: everything */
         assert_null(mapp_refusal(all[i], true, false));
         assert_null(mapp_refusal(all[i], true, true));
     }
     /* another allowed peer: reads only with read_all, never retry or forget */
-    assert_non_null(mapp_refusal(list, false, false));
-    assert_non_null(mapp_refusal(show, false, false));
-    assert_null(mapp_refusal(list, false, true));
-    assert_null(mapp_refusal(show, false, true));
-    assert_non_null(strstr(mapp_refusal(retry, false, true), "retry and forget"));
-    assert_non_null(mapp_refusal(forget, false, true));
-    assert_non_null(mapp_refusal("not json", false, true));
+    assert_non_null(mapp_refusal(&list, false, false));
+    assert_non_null(mapp_refusal(&show, false, false));
+    assert_null(mapp_refusal(&list, false, true));
+    assert_null(mapp_refusal(&show, false, true));
+    assert_non_null(strstr(mapp_refusal(&retry, false, true), "retry and forget"));
+    assert_non_null(mapp_refusal(&forget, false, true));
     assert_non_null(mapp_refusal(NULL, false, true));
+    char err[300];
+    assert_null(rebuilt("not json", err, sizeof err)); /* never a request to refuse or pass */
 }
 
 static char *rebuilt(const char *json, char *err, size_t errn)
 {
     cJSON *r = cJSON_Parse(json);
-    char *s = mapp_request(r, err, errn);
+    mapp_req_t q;
+    int rv = mapp_request(r, &q, err, errn);
     cJSON_Delete(r);
-    return s;
+    return rv < 0 ? NULL : q.json;
 }
 
 static void test_request_keys(void **state)
