@@ -4,7 +4,8 @@ waiting per control connection, two per peer process (and per user other
 than root and qpool's own), two places kept for the dashboard; beyond that
 a request is refused at once. A client that opens many connections and
 floods the queue cannot stop another client's request from being
-answered. Only the host's Laravel version: the share is the master's."""
+answered, nor the dashboard's list. Only the host's Laravel version: the
+share is the master's."""
 import json
 import socket
 import subprocess
@@ -12,10 +13,12 @@ import threading
 
 import pytest
 
-from conftest import QPOOL, wait_for
+from conftest import QPOOL, free_port, wait_for
 from laravel_roots import HOST_VERSIONS, Version, migrated_app
 from test_app_driver import pool, use_database_queue
 from test_app_failed import agent_pid, park_failed
+from test_app_failed_http import settled
+from test_http import TOKEN, code, http_conf
 
 FLOOD_CONNECTIONS = 12
 
@@ -82,10 +85,13 @@ def test_a_flooding_client_cannot_starve_another(master_factory, redis_server, a
     use_database_queue(app)
     uuids = park_failed(app, 40)
     env = app.env_conf()
+    port = free_port()
     m = master_factory(redis_server)
-    m.write_config(pool(app).replace(env, env[:env.rindex("}")] + ' FIXTURE_BOOT_HAZARDS = "slowpush"; };'))
-    m.start()
+    m.write_config(pool(app).replace(env, env[:env.rindex("}")] + ' FIXTURE_BOOT_HAZARDS = "slowpush"; };'),
+                   qpool=http_conf(port, 'token_env = "QPOOL_TEST_TOKEN";'))
+    m.start(env={"QPOOL_TEST_TOKEN": TOKEN})
     try:
+        wait_for(lambda: code(port, "/healthz") == 200, 20, what="the HTTP endpoint")
         wait_for(lambda: agent_pid(m), 60, interval=0.25, what="the pool's app agent")
         flood = Flood(m, uuids)
         try:
@@ -97,6 +103,9 @@ def test_a_flooding_client_cannot_starve_another(master_factory, redis_server, a
             assert res.returncode == 0, (res.stdout, res.stderr)
             rep = json.loads(res.stdout)
             assert rep["ok"] and rep["pool"] == "appq" and "total" in rep
+            # the dashboard's list has a place of its own
+            rep = settled(port, lambda b: b.get("state") == "ok", "the dashboard's list during the flood")
+            assert rep["pool"] == "appq" and "total" in rep
         finally:
             flood.stop()
         assert flood.answered >= 1
