@@ -71,8 +71,16 @@ typedef struct {
 void agent_batches_free(agent_batches_t *b);
 
 #define MAPP_QUEUE_MAX 8          /* control clients' requests waiting on one pool's agent (mapp.h) */
+/* Who sent a request on the app's failer: its share of the queue (mapp_admit). */
 typedef struct {
     uint64_t client;              /* the control client to answer (control_reply_to) */
+    int32_t pid;                  /* the peer's process (SO_PEERCRED), 0: none */
+    uint32_t uid;                 /* the peer's user */
+    bool owner;                   /* root or qpool's own user */
+    bool dash;                    /* the dashboard's own (mappdash.c), not a control client's */
+} agent_app_from_t;
+typedef struct {
+    agent_app_from_t from;        /* who asked, and whom to answer */
     char *req;                    /* the request object (JSON text, heap) */
     int64_t until_ms;             /* unanswered then: an error */
     uint64_t sent_id;             /* the agent request carrying it, 0: not sent yet */

@@ -114,8 +114,9 @@ char *agent_wire_request(uint64_t id, enum agent_op op, const char *restart_key,
                          int nqueues);
 
 /* The request line of a passed-through op (AGENT_OP_APP): the JSON object
- * req (its "op" one of the failer's) with "id" set; NULL when req is not an
- * object or the line would not fit. */
+ * req (mapp_request's text: not empty, no "id" of its own) with "id" added
+ * at its end, not parsed again; NULL when req is not such an object or the
+ * line would not fit. */
 char *agent_wire_app_request(uint64_t id, const char *req);
 
 /* Parse one reply line (without its newline) to a request of op `op` (or

@@ -163,8 +163,7 @@ static int parse_app(const cJSON *req, ctl_request_t *r, char *err, size_t errn)
         snprintf(err, errn, "app takes \"pool\": the pool whose app agent to ask");
         return -1;
     }
-    r->request = mapp_request(cJSON_GetObjectItemCaseSensitive(req, "request"), err, errn);
-    return r->request ? 0 : -1;
+    return mapp_request(cJSON_GetObjectItemCaseSensitive(req, "request"), &r->app, err, errn);
 }
 
 int ctl_parse_request(const char *line, size_t len, int max_workers, ctl_request_t *r, char *err, size_t errn)
@@ -229,7 +228,7 @@ void ctl_request_free(ctl_request_t *r)
     free(r->pool);
     free(r->by);
     free(r->uuid);
-    free(r->request);
+    mapp_req_free(&r->app);
     memset(r, 0, sizeof *r);
 }
 
@@ -279,9 +278,11 @@ int control_listen(master_t *m)
     return 0;
 }
 
-static void client_free(control_t *ctl, int idx)
+static void client_free(master_t *m, int idx)
 {
+    control_t *ctl = m->ctl;
     ctl_client_t *c = ctl->clients[idx];
+    mapp_forget_client(m, c->serial); /* its requests not sent yet take no place */
     epoll_ctl(ctl->epfd, EPOLL_CTL_DEL, c->fd, NULL);
     close(c->fd);
     if (c->refused) ctl->nrefused--;
@@ -295,7 +296,7 @@ void control_close(master_t *m, bool unlink_socket)
 {
     control_t *ctl = m->ctl;
     if (!ctl) return;
-    while (ctl->nclients) client_free(ctl, ctl->nclients - 1);
+    while (ctl->nclients) client_free(m, ctl->nclients - 1);
     free(ctl->clients);
     close(ctl->fd);
     if (unlink_socket) unlink(ctl->path);
@@ -553,13 +554,10 @@ static bool owner(uid_t uid);
  * audit line is the client's own). */
 static void app_audit(const ctl_client_t *c, const ctl_request_t *r)
 {
-    cJSON *q = cJSON_Parse(r->request);
-    const cJSON *op = cJSON_GetObjectItemCaseSensitive(q, "op");
     char who[200];
-    if (cJSON_IsString(op) && strcmp(op->valuestring, "failed") && strcmp(op->valuestring, "failed-show"))
-        log_info("control: app %s of %d failed jobs on pool %s asked over %s", op->valuestring,
-                 cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(q, "jobs")), r->pool, ctl_who(c, r, who, sizeof who));
-    cJSON_Delete(q);
+    if (r->app.op == MAPP_OP_RETRY || r->app.op == MAPP_OP_FORGET)
+        log_info("control: app %s of %d failed jobs on pool %s asked over %s", r->app.op_name, r->app.njobs, r->pool,
+                 ctl_who(c, r, who, sizeof who));
 }
 
 /* Over HTTP (the HTTP process checked the reader or the token): a list
@@ -568,12 +566,8 @@ static void app_audit(const ctl_client_t *c, const ctl_request_t *r)
 static void cmd_app_http(master_t *m, ctl_client_t *c, const ctl_request_t *r)
 {
     char err[300];
-    cJSON *q = cJSON_Parse(r->request);
-    const cJSON *op = cJSON_GetObjectItemCaseSensitive(q, "op");
-    bool list = cJSON_IsString(op) && !strcmp(op->valuestring, "failed");
-    bool act = cJSON_IsString(op) && strncmp(op->valuestring, "failed-", 7) == 0 && strcmp(op->valuestring, "failed-show");
-    cJSON_Delete(q);
-    if (list) {
+    bool act = r->app.op == MAPP_OP_RETRY || r->app.op == MAPP_OP_FORGET;
+    if (r->app.op == MAPP_OP_LIST) {
         cJSON *o = mappdash_look(m, r->pool, mono_ms(), err, sizeof err);
         if (o)
             reply_json(c, o);
@@ -581,7 +575,7 @@ static void cmd_app_http(master_t *m, ctl_client_t *c, const ctl_request_t *r)
             reply_verb_error(c, err);
     } else if (!act) {
         reply_error(c, "over HTTP, app takes op failed or failed-retry or failed-forget");
-    } else if (mappdash_act(m, r->pool, xstrdup(r->request), mono_ms(), err, sizeof err) < 0) {
+    } else if (mappdash_act(m, r->pool, xstrdup(r->app.json), mono_ms(), err, sizeof err) < 0) {
         reply_verb_error(c, err);
     } else {
         app_audit(c, r);
@@ -602,14 +596,15 @@ static void cmd_app(master_t *m, ctl_client_t *c, const ctl_request_t *r)
         cmd_app_http(m, c, r);
         return;
     }
-    const char *no = mapp_refusal(r->request, owner(c->uid), m->conf->http.read_without_token == HTTP_READ_ALL);
+    const char *no = mapp_refusal(&r->app, owner(c->uid), m->conf->http.read_without_token == HTTP_READ_ALL);
     if (no) {
         log_info("control: app on pool %s refused to uid %d: %s", r->pool, (int)c->uid, no);
         reply_error(c, "permission denied: %s", no);
         return;
     }
     app_audit(c, r);
-    if (mapp_ask(m, c->serial, r->pool, xstrdup(r->request), mono_ms(), err, sizeof err) < 0) reply_verb_error(c, err);
+    agent_app_from_t from = {.client = c->serial, .pid = (int32_t)c->pid, .uid = (uint32_t)c->uid, .owner = owner(c->uid)};
+    if (mapp_ask(m, &from, r->pool, xstrdup(r->app.json), mono_ms(), err, sizeof err) < 0) reply_verb_error(c, err);
 }
 
 static const ctl_handler_fn HANDLERS[CTL_NCMDS] = {
@@ -836,7 +831,7 @@ void control_event(master_t *m, int fd, uint32_t events)
         process_lines(m, c);
         client_flush(ctl, c);
     }
-    if (c->closing && !c->out.len) client_free(ctl, idx);
+    if (c->closing && !c->out.len) client_free(m, idx);
 }
 
 static bool expired(const ctl_client_t *c, int64_t now)
@@ -852,13 +847,13 @@ static bool expired(const ctl_client_t *c, int64_t now)
 
 /* The answered requests on the pools' app failers, to their clients (a
  * client gone by now: dropped); on every loop, so that an agent gone or a
- * request past MAPP_WAIT_MS is told at once, not at the next balance pass
- * (balance_interval may be 60 s, longer than the CLI waits). */
+ * request past MAPP_WAIT_MS (mapp_tick, earlier in the loop) is told at
+ * once, not at the next balance pass (balance_interval may be 60 s, longer
+ * than the CLI waits). */
 static void send_app_answers(master_t *m, control_t *ctl)
 {
     uint64_t serial;
     for (int i = 0; i < m->pools.n; i++) {
-        mapp_tick(m, m->pools.v[i], mono_ms());
         for (char *s; (s = mapp_done(m->pools.v[i], &serial)); free(s)) {
             if (mappdash_client(serial)) {
                 mappdash_answered(m->pools.v[i], serial, s);
@@ -883,7 +878,7 @@ void control_tick(master_t *m, int64_t now)
     send_app_answers(m, ctl);
     for (int i = 0; i < ctl->nclients;) {
         if (expired(ctl->clients[i], now))
-            client_free(ctl, i);
+            client_free(m, i);
         else
             i++;
     }

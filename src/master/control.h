@@ -16,6 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "master/mapp.h"
 #include "master/master.h"
 
 /* A request, parsed and checked (pure: no master state needed). */
@@ -36,7 +37,7 @@ typedef struct {
     int n;                     /* scale: workers, -1 for auto */
     char *by;                  /* who asked (HTTP actions), for the log */
     char *uuid;                /* stop-job (required): the running job's uuid; batch-retry (required): the batch id */
-    char *request;             /* app (required, with pool): the request on the app's failer, rebuilt (mapp_request) */
+    mapp_req_t app;            /* app (required, with pool): the request on the app's failer, parsed (mapp_request) */
 } ctl_request_t;
 
 /* 0 and r filled (free with ctl_request_free), or -1 with err filled for

@@ -24,9 +24,13 @@ static const mapp_key_t SHOW_KEYS[] = {{"job", MAPP_ID}, {NULL, MAPP_INT}};
 static const mapp_key_t IDS_KEYS[] = {{"jobs", MAPP_IDS}, {NULL, MAPP_INT}};
 
 static const struct {
-    const char *op;
+    enum mapp_op op;
+    const char *name;
     const mapp_key_t *keys;
-} OPS[] = {{"failed", LIST_KEYS}, {"failed-show", SHOW_KEYS}, {"failed-retry", IDS_KEYS}, {"failed-forget", IDS_KEYS}};
+} OPS[] = {{MAPP_OP_LIST, "failed", LIST_KEYS},
+           {MAPP_OP_SHOW, "failed-show", SHOW_KEYS},
+           {MAPP_OP_RETRY, "failed-retry", IDS_KEYS},
+           {MAPP_OP_FORGET, "failed-forget", IDS_KEYS}};
 
 /* One key's value v (present) copied into out when it is of its kind. */
 static bool take(cJSON *out, const mapp_key_t *k, const cJSON *v)
@@ -54,13 +58,10 @@ static bool take(cJSON *out, const mapp_key_t *k, const cJSON *v)
     return true;
 }
 
-const char *mapp_refusal(const char *req, bool owner, bool read_all)
+const char *mapp_refusal(const mapp_req_t *req, bool owner, bool read_all)
 {
     if (owner) return NULL;
-    cJSON *r = cJSON_Parse(req ? req : "");
-    const cJSON *op = cJSON_GetObjectItemCaseSensitive(r, "op");
-    bool reads = cJSON_IsString(op) && (!strcmp(op->valuestring, "failed") || !strcmp(op->valuestring, "failed-show"));
-    cJSON_Delete(r);
+    bool reads = req && (req->op == MAPP_OP_LIST || req->op == MAPP_OP_SHOW);
     if (!reads) return "retry and forget on the app's failer are for root and qpool's own user only";
     if (!read_all)
         return "the app's failed jobs (payloads, exceptions) are for root and qpool's own user only "
@@ -68,32 +69,49 @@ const char *mapp_refusal(const char *req, bool owner, bool read_all)
     return NULL;
 }
 
-char *mapp_request(const cJSON *req, char *err, size_t errn)
+/* req's op in OPS, or -1. */
+static int op_of(const cJSON *req)
 {
     const cJSON *op = cJSON_GetObjectItemCaseSensitive(req, "op");
-    const mapp_key_t *keys = NULL;
-    for (size_t i = 0; i < ARRAY_LEN(OPS) && cJSON_IsString(op); i++)
-        if (!strcmp(op->valuestring, OPS[i].op)) keys = OPS[i].keys;
-    if (!cJSON_IsObject(req) || !keys) {
+    for (size_t i = 0; i < ARRAY_LEN(OPS) && cJSON_IsObject(req) && cJSON_IsString(op); i++)
+        if (!strcmp(op->valuestring, OPS[i].name)) return (int)i;
+    return -1;
+}
+
+int mapp_request(const cJSON *req, mapp_req_t *out, char *err, size_t errn)
+{
+    *out = (mapp_req_t){0};
+    int i = op_of(req);
+    if (i < 0) {
         snprintf(err, errn, "app takes \"request\": {\"op\": failed, failed-show, failed-retry or failed-forget, ...}");
-        return NULL;
+        return -1;
     }
-    cJSON *out = cJSON_CreateObject();
-    cJSON_AddStringToObject(out, "op", op->valuestring);
-    for (const mapp_key_t *k = keys; k->key; k++) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "op", OPS[i].name);
+    for (const mapp_key_t *k = OPS[i].keys; k->key; k++) {
         const cJSON *v = cJSON_GetObjectItemCaseSensitive(req, k->key);
         bool needed = k->kind == MAPP_ID || k->kind == MAPP_IDS;
-        if ((!v && needed) || (v && !take(out, k, v))) {
-            snprintf(err, errn, "%s: \"%s\" is missing or not %s", op->valuestring, k->key,
+        if ((!v && needed) || (v && !take(o, k, v))) {
+            snprintf(err, errn, "%s: \"%s\" is missing or not %s", OPS[i].name, k->key,
                      k->kind == MAPP_INT ? "a whole number" : k->kind == MAPP_IDS ? "a list of 1 to 100 job ids"
                                                           : k->kind == MAPP_ID ? "a job id" : "a short text");
-            cJSON_Delete(out);
-            return NULL;
+            cJSON_Delete(o);
+            return -1;
         }
     }
-    char *s = cJSON_PrintUnformatted(out);
-    cJSON_Delete(out);
-    return s;
+    *out = (mapp_req_t){.op = OPS[i].op, .op_name = OPS[i].name,
+                        .njobs = cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(o, "jobs")),
+                        .json = cJSON_PrintUnformatted(o)};
+    cJSON_Delete(o);
+    if (out->json) return 0;
+    snprintf(err, errn, "out of memory");
+    return -1;
+}
+
+void mapp_req_free(mapp_req_t *r)
+{
+    free(r->json);
+    *r = (mapp_req_t){0};
 }
 
 static pool_t *find_pool(master_t *m, const char *name)
@@ -103,24 +121,75 @@ static pool_t *find_pool(master_t *m, const char *name)
     return NULL;
 }
 
-int mapp_ask(master_t *m, uint64_t client, const char *pool, char *req, int64_t now, char *err, size_t errn)
+/* Of q's requests: those of from's connection, process and user, and the control clients' all told. */
+static void shares(const agent_app_t *q, const agent_app_from_t *from, int *conn, int *proc, int *user, int *ctl)
+{
+    *conn = *proc = *user = *ctl = 0;
+    for (int i = 0; i < q->n; i++) {
+        const agent_app_from_t *o = &q->v[i].from;
+        if (o->dash) continue;
+        (*ctl)++;
+        *conn += o->client == from->client;
+        *proc += from->pid > 0 && o->pid == from->pid;
+        *user += o->uid == from->uid;
+    }
+}
+
+const char *mapp_admit(const agent_app_t *q, const agent_app_from_t *from, const char *pool, char *why, size_t whyn)
+{
+    int conn, proc, user, ctl;
+    shares(q, from, &conn, &proc, &user, &ctl);
+    if (from->dash ? q->n >= MAPP_QUEUE_MAX : ctl >= MAPP_QUEUE_MAX - MAPP_DASH_PLACES)
+        snprintf(why, whyn, "pool %s has %d requests waiting on its app agent: try again", pool, q->n);
+    else if (from->dash)
+        return NULL;
+    else if (conn)
+        snprintf(why, whyn, "pool %s: this connection's request on the app agent is not answered yet: "
+                 "send the next when it is", pool);
+    else if (proc >= MAPP_PER_CLIENT)
+        snprintf(why, whyn, "pool %s: process %d has %d requests waiting on the app agent (at most %d a client): "
+                 "try again when one is answered", pool, (int)from->pid, proc, MAPP_PER_CLIENT);
+    else if (!from->owner && user >= MAPP_PER_CLIENT)
+        snprintf(why, whyn, "pool %s: uid %u has %d requests waiting on the app agent (at most %d a user): "
+                 "try again when one is answered", pool, (unsigned)from->uid, user, MAPP_PER_CLIENT);
+    else
+        return NULL;
+    return why;
+}
+
+int mapp_ask(master_t *m, const agent_app_from_t *from, const char *pool, char *req, int64_t now, char *err,
+             size_t errn)
 {
     pool_t *p = find_pool(m, pool);
     if (!p)
         snprintf(err, errn, "no pool %s", pool ? pool : "(none named)");
     else if (!pool_preloads(&p->conf))
         snprintf(err, errn, "pool %s does not preload a Laravel app: it has no app agent to ask", p->conf.name);
-    else if (p->app_reqs.n >= MAPP_QUEUE_MAX)
-        snprintf(err, errn, "pool %s has %d requests waiting on its app agent: try again", p->conf.name,
-                 p->app_reqs.n);
-    else {
-        p->app_reqs.v[p->app_reqs.n++] = (agent_app_req_t){.client = client, .req = req, .until_ms = now + MAPP_WAIT_MS};
+    else if (!mapp_admit(&p->app_reqs, from, p->conf.name, err, errn)) {
+        p->app_reqs.v[p->app_reqs.n++] = (agent_app_req_t){.from = *from, .req = req, .until_ms = now + MAPP_WAIT_MS};
         p->agent.todo |= AGENT_WANT_APP;
         mapp_send(p, now);
         return 0;
     }
     free(req);
     return -1;
+}
+
+void mapp_forget_client(master_t *m, uint64_t client)
+{
+    for (int i = 0; i < m->pools.n; i++) {
+        agent_app_t *a = &m->pools.v[i]->app_reqs;
+        for (int k = 0; k < a->n;) {
+            agent_app_req_t *q = &a->v[k];
+            if (q->from.dash || q->from.client != client || q->sent_id || q->answer) {
+                k++;
+                continue;
+            }
+            free(q->req);
+            memmove(q, q + 1, sizeof *q * (size_t)(a->n - k - 1));
+            a->n--;
+        }
+    }
 }
 
 bool mapp_wanted(const pool_t *p)
@@ -199,9 +268,9 @@ void mapp_reply(master_t *m, pool_t *p, const agent_reply_t *r)
     answer(q, o);
 }
 
-void mapp_tick(master_t *m, pool_t *p, int64_t now)
+/* mapp_tick's work on one pool. */
+static void tick_pool(pool_t *p, int64_t now)
 {
-    (void)m;
     for (agent_app_req_t *q; (q = first_open(p));) {
         if (q->sent_id && p->agent.pending_id == q->sent_id && p->agent.fd >= 0 && now < q->until_ms) break;
         if (q->sent_id && (p->agent.fd < 0 || p->agent.pending_id != q->sent_id))
@@ -214,13 +283,18 @@ void mapp_tick(master_t *m, pool_t *p, int64_t now)
     }
 }
 
+void mapp_tick(master_t *m, int64_t now)
+{
+    for (int i = 0; i < m->pools.n; i++) tick_pool(m->pools.v[i], now);
+}
+
 char *mapp_done(pool_t *p, uint64_t *client)
 {
     agent_app_t *a = &p->app_reqs;
     for (int i = 0; i < a->n; i++) {
         if (!a->v[i].answer) continue;
         char *s = a->v[i].answer;
-        *client = a->v[i].client;
+        *client = a->v[i].from.client;
         free(a->v[i].req);
         memmove(&a->v[i], &a->v[i + 1], sizeof a->v[0] * (size_t)(a->n - i - 1));
         a->n--;

@@ -10,6 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The dashboard's requests: in the places kept for it (mapp_admit). */
+static const agent_app_from_t LIST_FROM = {.client = MAPPDASH_LIST, .owner = true, .dash = true};
+static const agent_app_from_t ACT_FROM = {.client = MAPPDASH_ACT, .owner = true, .dash = true};
+
 bool mappdash_client(uint64_t client)
 {
     return client == MAPPDASH_LIST || client == MAPPDASH_ACT;
@@ -52,7 +56,7 @@ cJSON *mappdash_look(master_t *m, const char *pool, int64_t now, char *err, size
     if (!p) return NULL;
     agent_app_dash_t *d = &p->app_dash;
     if (!d->listing && (!d->listed_ms || now - d->listed_ms >= MAPPDASH_REFRESH_MS) &&
-        mapp_ask(m, MAPPDASH_LIST, p->conf.name, xstrdup("{\"op\":\"failed\"}"), now, err, errn) == 0)
+        mapp_ask(m, &LIST_FROM, p->conf.name, xstrdup("{\"op\":\"failed\"}"), now, err, errn) == 0)
         d->listing = true;
     cJSON *o = cJSON_CreateObject();
     cJSON_AddTrueToObject(o, "ok");
@@ -77,7 +81,7 @@ int mappdash_act(master_t *m, const char *pool, char *req, int64_t now, char *er
         free(req);
         return -1;
     }
-    if (mapp_ask(m, MAPPDASH_ACT, p->conf.name, req, now, err, errn) < 0) return -1;
+    if (mapp_ask(m, &ACT_FROM, p->conf.name, req, now, err, errn) < 0) return -1;
     p->app_dash.acting = true;
     return 0;
 }

@@ -26,7 +26,7 @@ bool mappdash_client(uint64_t client);
 /* The snapshot of pool's app failer (a reply object), a list queued when
  * it is old; NULL with err when the pool has no app agent. */
 cJSON *mappdash_look(master_t *m, const char *pool, int64_t now, char *err, size_t errn);
-/* Queue req (mapp_request's failed-retry or failed-forget; taken) on the
+/* Queue req (a failed-retry or failed-forget mapp_req_t's json; taken) on the
  * pool: its answer is the snapshot's last_action. -1 with err. */
 int mappdash_act(master_t *m, const char *pool, char *req, int64_t now, char *err, size_t errn);
 /* An answer (JSON text) for dashboard client `client` of pool p. */

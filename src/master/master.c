@@ -22,6 +22,7 @@
 #include "master/classpause.h"
 #include "master/http_endpoint.h"
 #include "master/mconn.h"
+#include "master/mapp.h"
 #include "core/log.h"
 #include "os/proc.h"
 #include "core/safefile.h"
@@ -345,6 +346,7 @@ static void master_cycle(master_t *m, int64_t due)
     for (;;) {
         if (wait_events(m, cycle_timeout(m, due, wd, pause_pending)) < 0) break;
         int64_t now = mono_ms();
+        mapp_tick(m, now); /* before the monitor's pass: it keeps agents up for what still waits */
         due = run_due_work(m, now, due);
         pause_pending = pools_apply_pause(&m->pools);
         forget_drained_pools(m);

@@ -783,7 +783,6 @@ static void ask_agents(master_t *m, int64_t now)
 {
     for (int i = 0; i < m->pools.n; i++) {
         pool_t *p = m->pools.v[i];
-        mapp_tick(m, p, now);
         unsigned wants = agent_wants(p, now);
         if (!wants) {
             agent_close(&p->agent);

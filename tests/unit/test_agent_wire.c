@@ -418,11 +418,18 @@ static void test_app_requests(void **state)
     (void)state;
     char err[256];
     cJSON *req = cJSON_Parse("{\"op\":\"failed\",\"limit\":5,\"queue\":\"default\",\"evil\":\"x\",\"text\":\"a\\nb\"}");
-    char *s = mapp_request(req, err, sizeof err);
-    assert_string_equal(s, "{\"op\":\"failed\",\"limit\":5,\"queue\":\"default\",\"text\":\"a\\nb\"}");
-    char *line = agent_wire_app_request(9, s);
+    mapp_req_t q;
+    assert_int_equal(mapp_request(req, &q, err, sizeof err), 0);
+    assert_int_equal(q.op, MAPP_OP_LIST);
+    assert_string_equal(q.op_name, "failed");
+    assert_string_equal(q.json, "{\"op\":\"failed\",\"limit\":5,\"queue\":\"default\",\"text\":\"a\\nb\"}");
+    char *line = agent_wire_app_request(9, q.json);
     assert_string_equal(line, "{\"op\":\"failed\",\"limit\":5,\"queue\":\"default\",\"text\":\"a\\nb\",\"id\":9}\n");
-    FREE_ALL(s, line);
+    free(line);
+    mapp_req_free(&q);
+    assert_null(agent_wire_app_request(9, "{}")); /* not mapp_request's: no line */
+    assert_null(agent_wire_app_request(9, "[\"op\"]"));
+    assert_null(agent_wire_app_request(9, NULL));
     cJSON_Delete(req);
     static const char *const bad[] = {
         "{\"op\":\"flush\"}", "{\"op\":\"failed\",\"limit\":-1}", "{\"op\":\"failed\",\"limit\":1.5}",
@@ -433,14 +440,17 @@ static void test_app_requests(void **state)
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         req = cJSON_Parse(bad[i]);
         err[0] = '\0';
-        assert_null(mapp_request(req, err, sizeof err));
+        assert_int_equal(mapp_request(req, &q, err, sizeof err), -1);
+        assert_null(q.json);
         assert_true(err[0] != '\0');
         cJSON_Delete(req);
     }
     req = cJSON_Parse("{\"op\":\"failed-retry\",\"jobs\":[\"5cb57608-1d5f\",\"12\"]}");
-    s = mapp_request(req, err, sizeof err);
-    assert_string_equal(s, "{\"op\":\"failed-retry\",\"jobs\":[\"5cb57608-1d5f\",\"12\"]}");
-    free(s);
+    assert_int_equal(mapp_request(req, &q, err, sizeof err), 0);
+    assert_string_equal(q.json, "{\"op\":\"failed-retry\",\"jobs\":[\"5cb57608-1d5f\",\"12\"]}");
+    assert_int_equal(q.op, MAPP_OP_RETRY);
+    assert_int_equal(q.njobs, 2);
+    mapp_req_free(&q);
     cJSON_Delete(req);
 
     agent_reply_t r;
