@@ -18,7 +18,7 @@ from conftest import port_free, quiet_port_window, stop_process
 
 def cluster_ports(n):
     """n free ports whose cluster bus ports (port + 10000) are free too."""
-    lo, hi = quiet_port_window(bus=True)
+    lo, hi = quiet_port_window()
     out = []
     while len(out) < n:
         p = random.randint(lo, hi)

@@ -11,7 +11,6 @@ reports (the suite also runs against the ASan+UBSan build).
 import json
 import os
 import pathlib
-import random
 import re
 import signal
 import socket
@@ -25,6 +24,8 @@ import uuid as uuidlib
 
 import pytest
 import redis
+
+from ports import free_port, port_free, quiet_port, quiet_port_window  # noqa: F401 (the tests' import of them)
 
 # What the tests start sees the environment of a fresh machine, not this
 # one's: a PYTHONUNBUFFERED=1 here once hid a handler whose output was late.
@@ -145,53 +146,6 @@ def api_post(port, path, body, token):
     st, text = http_call(port, path, token, method="POST", data=json.dumps(body).encode(),
                          headers={"Content-Type": "application/json"})
     return st, json.loads(text) if text else None
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def quiet_port_window(bus=False):
-    """Where a port for a server that goes down and up again (or a
-    cluster node, whose bus is port + 10000 when bus) is drawn: below the
-    kernel's ephemeral range (ip_local_port_range), where no outgoing
-    connection can take it while the server is down or between our check
-    and its bind (both seen in parallel runs); each xdist worker draws
-    from its own slice, so parallel tests never draw the same port."""
-    try:
-        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
-            ephemeral = int(f.read().split()[0])
-    except (OSError, ValueError, IndexError):
-        ephemeral = 32768
-    lo, hi = 10000, ephemeral - (10000 if bus else 0) - 1
-    if hi - lo < 1000:  # an unusual range: draw where we can, checked
-        return 20000, 50000
-    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
-    index = int(worker[2:]) if worker[2:].isdigit() else 0
-    count = max(int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1), index + 1)
-    size = (hi - lo) // count
-    return lo + index * size, lo + (index + 1) * size - 1
-
-
-def port_free(port):
-    """Whether a port on 127.0.0.1 can be bound now."""
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", port))
-            return True
-        except OSError:
-            return False
-
-
-def quiet_port():
-    """A free port from quiet_port_window()."""
-    lo, hi = quiet_port_window()
-    while True:
-        p = random.randint(lo, hi)
-        if port_free(p):
-            return p
 
 
 def proc_stats():

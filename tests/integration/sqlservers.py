@@ -40,6 +40,8 @@ import subprocess
 import tempfile
 import time
 
+from ports import quiet_port_window
+
 DATABASE = "laravel"
 USER = "laravel"
 PASSWORD = "secret"
@@ -62,22 +64,10 @@ def _port_free(port):
 
 
 def pick_port():
-    """A free port below the kernel's ephemeral range (no outgoing
-    connection takes it while a restart leaves it unbound), from this xdist
-    worker's own slice."""
-    try:
-        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
-            ephemeral = int(f.read().split()[0])
-    except (OSError, ValueError, IndexError):
-        ephemeral = 32768
-    lo, hi = 10000, ephemeral - 1
-    if hi - lo < 1000:
-        lo, hi = 20000, 50000
-    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
-    index = int(worker[2:]) if worker[2:].isdigit() else 0
-    count = max(int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1), index + 1)
-    size = (hi - lo) // count
-    lo, hi = lo + index * size, lo + (index + 1) * size - 1
+    """A free port from this xdist worker's slice of the tests' quiet
+    window (ports.quiet_port_window: below the kernel's ephemeral range,
+    and never a cluster node's bus port)."""
+    lo, hi = quiet_port_window()
     while True:
         p = random.randint(lo, hi)
         if _port_free(p):
