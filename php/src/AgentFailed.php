@@ -65,7 +65,8 @@ final class AgentFailed
      * One page of the failer's jobs that match the filters. A database
      * failer (failed_jobs) is paged in its query, never read whole: no
      * filter, the page and a count; a filter, the rows newest first SCAN_CHUNK
-     * at a time, for at most SCAN_BUDGET seconds (then "total" counts those
+     * at a time (queue, since and until in the query: window()), for at
+     * most SCAN_BUDGET seconds (then "total" counts those
      * scanned, and "partial" says so). Another failer has only all().
      */
     public function list(array $req): array
@@ -122,6 +123,8 @@ final class AgentFailed
             $table = $table->where('queue', $req['queue']);
         }
 
+        $table = $this->window($table, $req);
+
         for ($last = null; ; ) {
             if (microtime(true) > $until) {
                 $partial = true;
@@ -141,6 +144,26 @@ final class AgentFailed
                 return;
             }
         }
+    }
+
+    /**
+     * The query kept to since/until (on failed_at, as the failer writes it:
+     * Date::now() in the app's timezone, whole seconds), so that rows out of
+     * the window are never read; matches() still checks each row read. A
+     * fraction of a second, should a connection keep one, still counts as
+     * its whole second (as failedAt() reads it): until takes `< until + 1`.
+     */
+    private function window($table, array $req)
+    {
+        if (is_int($req['since'] ?? null)) {
+            $table = $table->where('failed_at', '>=', date('Y-m-d H:i:s', $req['since']));
+        }
+
+        if (is_int($req['until'] ?? null)) {
+            $table = $table->where('failed_at', '<', date('Y-m-d H:i:s', $req['until'] + 1));
+        }
+
+        return $table;
     }
 
     /** Rows cut to fit a reply line. */

@@ -267,7 +267,7 @@
     "end\n"
 
 /* Runs in the pop script after `want` and `hold` are read, before the loop:
- * ARGV after the plain pop's (11 + nq of them): slot token, slot ttl ms,
+ * ARGV after the plain pop's (13 + nq of them): slot token, slot ttl ms,
  * look-ahead, number of limits, then per limit: key, class, queue,
  * concurrency, rate (jobs per ms), burst. Leaves lim_skip[q] (every ready
  * job looked at on queue q is held by a full limit) and lim_blocked for the
@@ -276,7 +276,7 @@
 const char QLIMIT_PRE_LUA[] =
     "want = 1\n"
     "hold = false\n"
-    "local L0 = 12 + nq\n"
+    "local L0 = 14 + nq\n"
     "local lim_token, lim_ttl, lim_n = ARGV[L0], tonumber(ARGV[L0 + 1]), tonumber(ARGV[L0 + 2])\n"
     "local lims = {}\n"
     "for i = 1, tonumber(ARGV[L0 + 3]) do\n"

@@ -18,7 +18,9 @@
  *       failed limit, failed job key prefix, consume a notify token (0/1: 0
  *       when the caller already took one with BLPOP), then one unprefixed
  *       name per queue, then how many jobs to pop at most (prefetch), then
- *       1 when none of them starts now (a pop sent ahead: hold them all).
+ *       1 when none of them starts now (a pop sent ahead: hold them all),
+ *       then the pool and the host a poison payload's failed record names
+ *       (each left out of the record when empty, as FAIL_LUA does).
  * Returns {kind, queue (1-based), a, b, full, next_due, extra, run}:
  *   kind 1: a = payload as stored (less a qpoolTwin marker, which the
  *           migrate step drops too), b = reserved copy (attempts + 1, cjson
@@ -174,6 +176,8 @@ static const char POP_LUA[] =
     "        'queue', ARGV[10 + q], 'payload', job,\n"
     "        'exception', 'qpool: invalid payload: ' .. reason .. ' (the raw bytes are kept as they were popped)',\n"
     "        'failed_at', ARGV[1])\n"
+    "      if ARGV[12 + nq] and ARGV[12 + nq] ~= '' then redis.call('hset', jobkey .. uuid, 'pool', ARGV[12 + nq]) end\n"
+    "      if ARGV[13 + nq] and ARGV[13 + nq] ~= '' then redis.call('hset', jobkey .. uuid, 'host', ARGV[13 + nq]) end\n"
     "      redis.call('zadd', KEYS[q*5+5], now, uuid)\n"
     "      if ARGV[8] ~= '' then redis.call('sadd', KEYS[#KEYS], ARGV[10 + q]) end\n"
     "      trim(KEYS[q*5+5], tonumber(ARGV[7]), jobkey)\n"
@@ -327,7 +331,7 @@ static const char *limited_pop_lua(void)
 }
 
 /* The pick pop (a Redis Cluster with limits, pop_args_t.pick): POP_LUA as
- * it is, told one job and no more (no hold). ARGV[12 + nq] is how far to
+ * it is, told one job and no more (no hold). ARGV[14 + nq] is how far to
  * look (ready jobs from the head), the candidate payloads follow, in queue
  * order: the first of them still among the first `look` jobs of the one
  * queue it is given goes to the head (LREM of its first copy, LPUSH), so
@@ -341,18 +345,18 @@ static const char *pick_pop_lua(void)
     return replace_once(s, hold,
                         "local hold = false\n"
                         "want = 1\n"
-                        "local look, first = tonumber(ARGV[12 + nq]), ARGV[13 + nq]\n"
+                        "local look, first = tonumber(ARGV[14 + nq]), ARGV[15 + nq]\n"
                         "if not look or not first then want = 0\n"
                         "else\n"
                         "  local head, at, pick = redis.call('lindex', KEYS[1], 0), {}, nil\n"
-                        "  for k = 13 + nq, #ARGV do\n"
+                        "  for k = 15 + nq, #ARGV do\n"
                         "    if ARGV[k] == head then at[head] = 1; pick = head; break end\n"
                         "  end\n"
                         "  if not pick then\n"
                         "    for i, v in ipairs(redis.call('lrange', KEYS[1], 0, look - 1)) do\n"
                         "      if not at[v] then at[v] = i end\n"
                         "    end\n"
-                        "    for k = 13 + nq, #ARGV do\n"
+                        "    for k = 15 + nq, #ARGV do\n"
                         "      if at[ARGV[k]] then pick = ARGV[k]; break end\n"
                         "    end\n"
                         "  end\n"
@@ -468,7 +472,7 @@ static bool append_pop_masked(rconn_t *c, const queue_set_t *qs, const pop_args_
     bool lim = a->limits && a->limits->n > 0 && !cl, pick = cl && a->pick;
     int nkeys = 5 * n + 1;
     int npick = pick && a->npicks > 0 ? 1 + a->npicks : 0;
-    int argc = nkeys + 9 + n + 2 + (lim ? qlimits_argc(a->limits) : 0) + npick;
+    int argc = nkeys + 9 + n + 4 + (lim ? qlimits_argc(a->limits) : 0) + npick;
     const char **argv = xcalloc((size_t)argc, sizeof *argv);
     int o = 0;
     for (int j = 0; j < n; j++) {
@@ -502,6 +506,8 @@ static bool append_pop_masked(rconn_t *c, const queue_set_t *qs, const pop_args_
     snprintf(want, sizeof want, "%d", a->want > 1 ? a->want : 1);
     argv[o++] = want;
     argv[o++] = a->hold ? "1" : "0";
+    argv[o++] = a->pool ? a->pool : "";
+    argv[o++] = a->host ? a->host : "";
     if (lim) qlimits_fill_argv(a->limits, a->slot_token, argv + o);
     size_t *lens = NULL;
     char look[16];

@@ -97,6 +97,7 @@ typedef struct {
     bool migrate;
     int batch;
     const char *connection;    /* Laravel queue connection name, for failed records */
+    const char *pool, *host;   /* where a poison payload's failed record says it failed (NULL: not recorded) */
     int failed_limit;
     uint32_t skip_mask;        /* bit i: do not pop queue i (paused) */
     bool token_taken;          /* a BLPOP already consumed this job's notify token */

@@ -1532,6 +1532,8 @@ static pop_args_t pop_args(worker_t *w, uint32_t skip, int want, int64_t now_ms)
                         .migrate = w->migrate_again || now_ms - w->last_migrate_ms >= MIGRATE_EVERY_MS,
                         .batch = w->p->migration_batch,
                         .connection = w->p->queue_connection,
+                        .pool = w->p->name,
+                        .host = worker_host(),
                         .failed_limit = w->conf->failed_limit,
                         .skip_mask = skip,
                         .token_taken = w->token_taken,

@@ -233,6 +233,48 @@ def test_a_large_failer_is_paged_not_read_whole(master_factory, redis_server, ap
         assert m.stop(60) == 0
 
 
+def test_since_and_until_are_in_the_failers_query(master_factory, redis_server, app):
+    """`qpool failed list --app` with --since/--until: a database failer's
+    rows outside the window are never read (a where on failed_at in its
+    query), where the agent read every row and dropped them in PHP. Here 50
+    rows of 1.6 MB out of the window, newer ids than those asked for, under
+    memory_limit=64M: one chunk of them read would exhaust the agent."""
+    import sqlite3
+    import uuid as uuidlib
+    use_database_queue(app)
+    recent = park_failed(app, 3)  # failed_at now
+    con = sqlite3.connect(str(app.db))
+    try:
+        payload = con.execute("select payload from failed_jobs").fetchone()[0]
+        old = [str(uuidlib.uuid4()) for _ in range(3)]
+        con.executemany("insert into failed_jobs (uuid, connection, queue, payload, exception, failed_at) "
+                        "values (?, 'database', 'parked', ?, 'RuntimeException: old', datetime('now', '-3 days'))",
+                        [(u, payload.replace(json.loads(payload)["uuid"], u)) for u in old])
+        big = "RuntimeException: big\n" + "#0 /srv/app/x.php(1): y()\n" * 64000
+        con.executemany("insert into failed_jobs (uuid, connection, queue, payload, exception, failed_at) "
+                        "values (?, 'database', 'parked', '{}', ?, datetime('now', '-2 days'))",
+                        [(str(uuidlib.uuid4()), big) for _ in range(50)])
+        con.commit()
+    finally:
+        con.close()
+    argv = app.adapter_argv()
+    at = argv.index("php") + 1
+    small = argv[:at] + ["-d", "memory_limit=64M"] + argv[at:]
+    m = master_factory(redis_server)
+    m.write_config(pool(app).replace(argv_conf(argv), argv_conf(small)))
+    m.start()
+    try:
+        rep = listed(m, "--since", "1h")
+        assert sorted(f["id"] for f in rep["failed"]) == recent and rep["total"] == 3 and not rep.get("partial")
+        rep = listed(m, "--until", "60h")
+        assert sorted(f["id"] for f in rep["failed"]) == sorted(old) and rep["total"] == 3
+        rep = listed(m, "parked", "--since", "4d", "--until", "60h", "--text", "RuntimeException: old")
+        assert sorted(f["id"] for f in rep["failed"]) == sorted(old) and rep["total"] == 3
+        assert "memory" not in m.log()
+    finally:
+        assert m.stop(60) == 0
+
+
 def agent_pid(m):
     """The pid of the app agent under master m (its title says so), or None."""
     import os

@@ -10,6 +10,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import time
 import urllib.request
@@ -115,6 +116,8 @@ def test_failures_and_releases_stay_in_the_queues_slot(cluster, master_factory, 
     recs = [rc.hgetall(idx + ":job:" + u) for u in uuids]
     assert all(r[b"queue"] == b"{emails}" for r in recs)
     assert sum(1 for r in recs if r[b"payload"] == poison.encode()) == 1
+    # each record names where it failed, the poison moved aside by the pop too
+    assert all(r[b"pool"] == b"w" and r[b"host"] == socket.gethostname().encode() for r in recs), recs
     # a job that failed twice (tries = 2) ran twice: released once in between
     ran = ran_ids(log)
     assert all(ran[p["id"]] == 2 for p in bad)

@@ -2,6 +2,7 @@
 import json
 import re
 import signal
+import socket
 import subprocess
 import time
 
@@ -293,6 +294,29 @@ def test_poison_payloads_are_kept_byte_for_byte_and_can_be_retried(master, r, tm
     master.cli("failed", "retry", bad_uuid)
     assert r.lrange(PREFIX + "queues:default", 0, -1) == [raw_bad]
     assert failed_records(r, "default") == []
+
+
+def test_poison_payload_record_says_pool_and_host(master, r, tmp_path):
+    """Issue 32: a payload the pop moves aside (not JSON, no numeric
+    attempts) gets a failed record that names its pool and host, as any
+    other failure's does, so `qpool failed list --pool` finds it; the raw
+    bytes stay as they were popped."""
+    log = tmp_path / "fixture.log"
+    master.write_config(native_pool(name="poisoned", log=log))
+    master.start()
+    raw_bad = b'{"job":"x", not json \x00\xff tail'
+    no_attempts = make_payload("ok")
+    del no_attempts["attempts"]
+    push(r, "default", raw_bad)
+    push(r, "default", json.dumps(no_attempts))
+    wait_for(lambda: len(failed_records(r, "default")) == 2, 20, what="two poison payloads moved aside")
+    recs = failed_records(r, "default")
+    assert sorted(rec["payload"] for rec in recs) == sorted([raw_bad, json.dumps(no_attempts).encode()])
+    for rec in recs:
+        assert rec["pool"] == b"poisoned" and rec["host"] == socket.gethostname().encode(), rec
+    out = master.cli("failed", "list", "--pool", "poisoned", "--json").stdout
+    assert {f["uuid"] for f in json.loads(out)} == {rec["uuid"].decode() for rec in recs}
+    assert json.loads(master.cli("failed", "list", "--pool", "other", "--json").stdout) == []
 
 
 def test_failed_retry_refreshes_retry_until(master, r, tmp_path):
