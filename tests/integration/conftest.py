@@ -119,6 +119,22 @@ def wait_for(pred, timeout=10.0, interval=0.05, what="condition"):
     raise AssertionError("timed out after %.1f s waiting for %s (last: %r)" % (timeout, what, last))
 
 
+def page_text(d, css):
+    """The rendered text (innerText) of the first element css matches on
+    browser d's page, or None, read in one script. The dashboard re-renders
+    what it polls, so an element found by one Selenium call can be gone at
+    the next (StaleElementReferenceException on a busy machine): a test
+    reads such text through this, never through a kept WebElement."""
+    return d.execute_script("var e = document.querySelector(arguments[0]); return e ? e.innerText : null;", css)
+
+
+def page_attrs(d, css, attr=None):
+    """Each element css matches: its attribute attr, or its innerText when
+    attr is None; in one script (see page_text)."""
+    return d.execute_script("var a = arguments[1]; return Array.from(document.querySelectorAll(arguments[0]))"
+                            ".map(function (e) { return a === null ? e.innerText : e.getAttribute(a); });", css, attr)
+
+
 def http_call(port, path, token=None, method=None, data=None, headers=None, args=None):
     """(status, body text) of a request to 127.0.0.1:port; an HTTP error's
     own status and body. `args` become the query string."""

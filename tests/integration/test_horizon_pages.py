@@ -20,7 +20,7 @@ import urllib.parse
 
 import pytest
 
-from conftest import FIXTURE_HANDLER, PREFIX, free_port, make_payload, push, push_many, wait_for
+from conftest import FIXTURE_HANDLER, PREFIX, free_port, make_payload, page_text, push, push_many, wait_for
 from laravel_roots import argv_conf, migrated_app, version8_13  # noqa: F401 (fixture)
 from test_http import OPEN_READS, TOKEN, code, get, post
 
@@ -180,7 +180,7 @@ def test_horizon_pages_on_a_laravel_app(master, r, app, browser):
     for page in range(5):
         shown = wait_for(lambda: page_from(d, page * 100 + 1), 30, what="pending page %d" % (page + 1))
         seen += [u for _, u in shown]
-        assert "500 ready" in d.find_element(By.ID, "pending-list-count").text
+        assert "500 ready" in page_text(d, "#pending-list-count")
         if page < 4:
             d.execute_script("document.getElementById('pending-list-next').click()")
     assert seen == want  # every job once, oldest first

@@ -6,7 +6,7 @@ import urllib.request
 
 import pytest
 
-from conftest import free_port, make_payload, push_many, wait_for
+from conftest import free_port, make_payload, page_attrs, page_text, push_many, wait_for
 from test_limits import handler, records, start
 
 webdriver = pytest.importorskip("selenium.webdriver")
@@ -37,12 +37,12 @@ def test_limits_page_shows_a_slot_in_use_and_a_waiting_job(master_factory, redis
     d = browser
     d.get("http://127.0.0.1:%d/#/limits" % port)
     row = 'tr.limit[data-key="limit-0"]'
-    wait_for(lambda: rows(d, row) and "1 / 1" in rows(d, row)[0].text, 30, what="the slot in use on the page")
-    cells = [c.text for c in rows(d, row)[0].find_elements("css selector", "td")]
+    cells = wait_for(lambda: (lambda c: c if len(c) > 5 and c[1] == "1 / 1" else None)(page_attrs(d, row + " td")), 30,
+                     what="the slot in use on the page")
     assert cells[0] == "App\\Jobs\\Long" and cells[1] == "1 / 1" and cells[3] == "1", cells
     assert cells[5] == "alerting", cells
-    hostile = rows(d, 'tr.limit[data-key="limit-1"]')[0]
-    assert HOSTILE in hostile.text and "<b>C:" in hostile.text and "5/s per key" in hostile.text
+    hostile = page_text(d, 'tr.limit[data-key="limit-1"]')
+    assert HOSTILE in hostile and "<b>C:" in hostile and "5/s per key" in hostile
     assert not rows(d, "#limits img") and not rows(d, "#limits b") and d.title != "1"
     d.get("http://127.0.0.1:%d/#/overview" % port)  # the overview's status: the alert degrades the pill
     wait_for(lambda: "App\\Jobs\\Long holding jobs back" in (rows(d, "#status-pill")[0].get_attribute("title") or ""),

@@ -6,7 +6,7 @@ load. The host's Laravel only (the app itself is test_no_redis.py's, on
 every version). No timing asserted: each wait is for a state."""
 import pytest
 
-from conftest import free_port, wait_for
+from conftest import free_port, page_text, wait_for
 from laravel_roots import HOST_VERSIONS, Version
 from test_no_redis import TOKEN, app, conf_text, get, trap  # noqa: F401 (fixtures)
 from test_app_driver import dispatch, jobs_left
@@ -44,10 +44,11 @@ def test_the_dashboards_live_pages_work_without_redis(master_factory, app, trap,
                          " location.reload();", TOKEN)
         wait_for(lambda: rows(d, "#overview-cards .card") and rows(d, '#overview-queues tr[data-queue="default"]'),
                  20, what="the overview's cards and queue")
-        assert "Workers" in d.find_element(By.ID, "overview-cards").text
-        notice = d.find_element(By.ID, "notice")
-        wait_for(lambda: notice.is_displayed() and "No Redis:" in notice.text, 20, what="the no-Redis notice")
-        assert "Could not load" not in notice.text
+        assert "Workers" in page_text(d, "#overview-cards")
+        def notice_says(what):
+            return d.find_element(By.ID, "notice").is_displayed() and what in (page_text(d, "#notice") or "")
+        wait_for(lambda: notice_says("No Redis:"), 20, what="the no-Redis notice")
+        assert "Could not load" not in page_text(d, "#notice")
         test_dashboard.goto(d, "pools", 'tr[data-pool="appq"]', timeout=20)
         test_dashboard.goto(d, "workers", "tr[data-pid]", timeout=20)
         pids = {int(e.get_attribute("data-pid")) for e in rows(d, "tr[data-pid]")}
@@ -59,10 +60,10 @@ def test_the_dashboards_live_pages_work_without_redis(master_factory, app, trap,
         d.find_element(By.CSS_SELECTOR, 'a[data-page="running"]').click()
         wait_for(lambda: "running job" in d.find_element(By.ID, "running-count").text, 20, what="the Running page")
         d.find_element(By.CSS_SELECTOR, 'a[data-page="batches"]').click()
-        wait_for(lambda: rows(d, "#batches-table") or "No job batches." in d.find_element(By.ID, "batches").text, 20,
+        wait_for(lambda: rows(d, "#batches-table") or "No job batches." in (page_text(d, "#batches") or ""), 20,
                  what="the Batches page")
         d.find_element(By.CSS_SELECTOR, 'a[data-page="hosts"]').click()
-        wait_for(lambda: notice.is_displayed() and "No Redis:" in notice.text, 20, what="the Hosts page's notice")
+        wait_for(lambda: notice_says("No Redis:"), 20, what="the Hosts page's notice")
         assert get(port, "/healthz")[0] == 200
         assert "killed by signal" not in m.log(), m.log()[-3000:]
     finally:

@@ -7,7 +7,7 @@ import urllib.parse
 
 import pytest
 
-from conftest import PREFIX, PYTHON, free_port, make_payload, push_many, wait_for
+from conftest import PREFIX, PYTHON, free_port, make_payload, page_attrs, push_many, wait_for
 from test_http import OPEN_READS, TOKEN, code, get, http_conf
 
 # A pipe handler that reports the tags a job's data asks for (as the PHP
@@ -217,16 +217,8 @@ def test_the_jobs_filter_lives_in_the_url_and_monitoring_shows_tags(master, r, t
         d.set_page_load_timeout(30)
         origin = "http://127.0.0.1:%d/" % port
 
-        def attrs(css, attr):
-            # one script reads every row: the page re-renders a table on each
-            # poll, and an element found by one call can be gone at the next
-            # (Selenium's StaleElementReferenceException on a busy machine)
-            return d.execute_script(
-                "var a = arguments[1]; return Array.from(document.querySelectorAll(arguments[0]))"
-                ".map(function (e) { return a === '' ? e.textContent : e.getAttribute(a); });", css, attr)
-
         def shown():
-            return set(attrs("#jobs-table tr[data-uuid]", "data-uuid"))
+            return set(page_attrs(d, "#jobs-table tr[data-uuid]", "data-uuid"))
         d.get(origin + "#/silenced")
         wait_for(lambda: shown() == {quiet["uuid"]}, 20, what="the silenced job alone")
         d.get(origin + "#/completed")
@@ -243,12 +235,12 @@ def test_the_jobs_filter_lives_in_the_url_and_monitoring_shows_tags(master, r, t
         # a bookmarked filter, by a tag's link
         d.get(origin + "#/jobs?" + urllib.parse.urlencode({"tag": hostile}))
         wait_for(lambda: shown() == {tagged["uuid"]}, 20, what="the job of the hostile tag")
-        links = attrs("#jobs-table a.tag", "")
+        links = page_attrs(d, "#jobs-table a.tag")
         assert links == ["vip", hostile] and not d.find_elements(By.CSS_SELECTOR, "#jobs-table img")
         # monitoring: no token configured here, so only the list (reads are open on loopback)
         r.sadd(PREFIX + "qpool:{qpool-jobs}:monitored", hostile)
         d.get(origin + "#/monitoring?" + urllib.parse.urlencode({"tag": hostile}))
-        wait_for(lambda: attrs("#monitoring-table tr[data-tag]", "data-tag") == [hostile], 20, what="the watched tag listed")
+        wait_for(lambda: page_attrs(d, "#monitoring-table tr[data-tag]", "data-tag") == [hostile], 20, what="the watched tag listed")
         assert not d.find_elements(By.CSS_SELECTOR, "#main img")
         assert [e for e in d.get_log("browser") if e["level"] == "SEVERE"] == []
     finally:
