@@ -5,8 +5,9 @@
  * so a request on the app's failer (mapp.h), answered by the pool's agent
  * later, cannot be awaited there. As for job batches (mbatches.h), the
  * master keeps a snapshot: the page of the list last asked for (its
- * offset and filters: one query at a time), read again while someone looks (each look older than MAPPDASH_REFRESH_MS queues a list),
- * and the answer of the last retry or forget. A look answers from it at
+ * offset and filters: one query a pool), read again while someone looks
+ * (each look older than MAPPDASH_REFRESH_MS, or asking another query,
+ * queues a list), and the answer of the last retry or forget. A look answers from it at
  * once, "loading" until the first list is in; the page polls.
  */
 #ifndef QPOOL_MAPPDASH_H
