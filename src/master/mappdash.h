@@ -7,8 +7,9 @@
  * master keeps a snapshot: the page of the list last asked for (its
  * offset and filters: one query a pool), read again while someone looks
  * (each look older than MAPPDASH_REFRESH_MS, or asking another query,
- * queues a list), and the answer of the last retry or forget. A look answers from it at
- * once, "loading" until the first list is in; the page polls.
+ * queues a list), and the answer of the last retry or forget. A look
+ * answers from it at once, "loading" until its query's list is in; the
+ * page polls.
  */
 #ifndef QPOOL_MAPPDASH_H
 #define QPOOL_MAPPDASH_H
