@@ -1465,7 +1465,7 @@
       field('since', 'Since', el('input', { type: 'datetime-local', step: 1, id: 'failed-since' }));
       field('until', 'Until', el('input', { type: 'datetime-local', step: 1, id: 'failed-until' }));
       function go(f) {
-        var qs = new URLSearchParams(f).toString(), h = '#/failed' + (qs ? '?' + qs : '');
+        var h = failedHash(f, s.app, 0);
         if (location.hash === h) refresh(true); else location.hash = h;
       }
       form.addEventListener('submit', ev => {
@@ -1508,10 +1508,11 @@
       appFailedBlock(root, s);
     },
     feeds: s => {
+      var pools = { url: 'api/status', every: 15000, then: d => { appFailedPools(s, d); } };
       if (!Object.keys(s.filter).length)
-        return [{ url: 'api/failed?limit=1000', then: d => { s.list = d.failed || []; renderFailed(s); fillBulk(s); } }];
+        return [{ url: 'api/failed?limit=1000', then: d => { s.list = d.failed || []; renderFailed(s); fillBulk(s); } }, pools];
       var url = 'api/failed?' + new URLSearchParams(Object.assign({}, s.filter, { limit: String(FMATCH) })).toString();
-      return [{ url: url, every: 15000, then: d => { searchOn(s, url, d, d.failed || [], d.scanned || 0, 1); } }];
+      return [{ url: url, every: 15000, then: d => { searchOn(s, url, d, d.failed || [], d.scanned || 0, 1); } }, pools];
     }
   };
   /* Go on with the cursor (each request looks at a bounded part of the
@@ -1566,28 +1567,61 @@
   }
   /* The app's failer of an app_driver pool (GET /api/failed?app=POOL): the
    * master answers from a snapshot ("loading" until the pool's app agent
-   * answered), so the block asks every 2 s while it is shown. Text only. */
+   * answered that page), so the block asks every 2 s while it is shown.
+   * The pool (app) and the page's offset (aoff) live in the URL beside the
+   * filters; q, class, queue, since and until apply to it too. Text only. */
+  var APAGE = 50, AFILTER = { q: 'q', class: 'class', queue: 'queue', since: 'since', until: 'until' };
+  function failedHash(f, app, aoff) {
+    var p = Object.assign({}, f);
+    if (app) { p.app = app; if (aoff > 0) p.aoff = String(aoff); }
+    var qs = new URLSearchParams(p).toString();
+    return '#/failed' + (qs ? '?' + qs : '');
+  }
   function appFailedBlock(root, s) {
     var box = section(root, "The app's failer (app_driver pools)", 'failed-app');
-    var input = el('input', { type: 'search', id: 'failed-app-pool', size: 12, placeholder: 'pool name' });
+    s.app = s.params.get('app') || '';
+    s.appOff = Math.min(10000, Math.max(0, parseInt(s.params.get('aoff') || '0', 10) || 0));
+    s.appPick = el('select', { id: 'failed-app-pool', on: { change: () => { location.hash = failedHash(s.filter, s.appPick.value, 0); } } },
+      el('option', { value: '', text: "— none (qpool's store only) —" }));
+    if (s.app) { s.appPick.append(el('option', { value: s.app, text: s.app })); s.appPick.value = s.app; }
     var form = el('form', { class: 'toolbar', id: 'failed-app-form', on: { submit: ev => {
       ev.preventDefault();
-      s.app = input.value.trim();
-      clearTimeout(s.appTimer);
-      s.appGen = (s.appGen || 0) + 1; /* an older poll (one in flight too) stops */
-      if (s.app) appFailedPoll(s, s.appGen);
-    } } }, el('label', { text: 'Source: pool ' }), input, el('button', { type: 'submit', id: 'failed-app-go', text: 'Show' }));
-    s.appStatus = el('p', { class: 'muted', id: 'failed-app-status', text: "qpool's store is shown above; name an app_driver pool to see its app's failer." });
+      var h = failedHash(s.filter, s.appPick.value, 0);
+      if (location.hash === h) { s.appGen = (s.appGen || 0) + 1; appFailedPoll(s, s.appGen); } else location.hash = h;
+    } } }, el('label', { text: 'Source: pool ' }), s.appPick, el('button', { type: 'submit', id: 'failed-app-go', text: 'Show' }));
+    var ignored = ['pool', 'host'].filter(k => s.filter[k]);
+    s.appStatus = el('p', { class: 'muted', id: 'failed-app-status', text: s.app ? 'Pool ' + s.app + ': asking its app agent…'
+      : "qpool's store is shown above; pick a pool that preloads its app (app_driver) to see its app's failer." });
+    s.appNav = el('p', { class: 'pager', id: 'failed-app-nav' });
     s.appBody = el('div', { id: 'failed-app-list' });
-    box.append(form, s.appStatus, s.appBody);
+    box.append(form, ignored.length ? el('p', { class: 'muted', text: 'The ' + ignored.join(' and ') + " filter applies to qpool's store only." }) : '',
+      s.appStatus, s.appNav, s.appBody);
+    s.appGen = 1;
+    if (s.app) appFailedPoll(s, s.appGen);
+  }
+  /* The pools with an app failer (status: app_failer), as the choice's options. */
+  function appFailedPools(s, st) {
+    var names = (st.pools || []).filter(p => p.app_failer).map(p => p.name);
+    if (s.app && names.indexOf(s.app) < 0) names.push(s.app);
+    var have = Array.from(s.appPick.options).slice(1).map(o => o.value);
+    if (have.join('\n') === names.join('\n')) return;
+    while (s.appPick.options.length > 1) s.appPick.remove(1);
+    names.forEach(n => { s.appPick.append(el('option', { value: n, text: n })); });
+    s.appPick.value = s.app;
+  }
+  function appFailedUrl(s) {
+    var p = { app: s.app, limit: String(APAGE) };
+    if (s.appOff) p.offset = String(s.appOff);
+    Object.keys(AFILTER).forEach(k => { if (s.filter[k]) p[AFILTER[k]] = s.filter[k]; });
+    return 'api/failed?' + new URLSearchParams(p).toString();
   }
   function appFailedPoll(s, gen) {
     s.appTimer = null;
     if (cur.state !== s || !s.app || gen !== s.appGen) return;
-    var again = () => { if (cur.state === s && gen === s.appGen) s.appTimer = setTimeout(() => appFailedPoll(s, gen), 2000); };
-    if (document.hidden) { again(); return; } /* as refresh(): no asking from a hidden tab */
-    get('api/failed?app=' + enc(s.app)).then(r => { if (gen === s.appGen) renderAppFailed(s, r.data || {}); again(); },
-      e => { if (gen === s.appGen) { s.appStatus.textContent = 'Pool ' + s.app + ': ' + (e.message || String(e)); clear(s.appBody); } again(); });
+    var again = ms => { if (cur.state === s && gen === s.appGen) s.appTimer = setTimeout(() => appFailedPoll(s, gen), ms); };
+    if (document.hidden) { again(2000); return; } /* as refresh(): no asking from a hidden tab */
+    get(appFailedUrl(s)).then(r => { var d = r.data || {}; if (gen === s.appGen) renderAppFailed(s, d); again(d.state === 'loading' ? 700 : 2000); },
+      e => { if (gen === s.appGen) { s.appStatus.textContent = 'Pool ' + s.app + ': ' + (e.message || String(e)); clear(s.appBody); clear(s.appNav); } again(2000); });
   }
   function appActionText(a) {
     if (!a) return '';
@@ -1596,12 +1630,25 @@
     return ' Last action: ' + (a.retried ? n(a.retried) + ' retried' : n(a.forgotten) + ' forgotten') +
       (n(a.missing) ? ', ' + n(a.missing) + ' not found' : '') + (n(a.not_done) ? ', ' + n(a.not_done) + ' not done' : '') + '.';
   }
+  /* "« newer" and "older »" through the app's failer (the agent's offset). */
+  function appFailedNav(s, d, list) {
+    clear(s.appNav);
+    if (d.state !== 'ok') return;
+    var off = d.offset || 0, total = d.total || 0, next = off + list.length;
+    s.appNav.dataset.offset = String(off);
+    if (off > 0) s.appNav.append(el('a', { href: failedHash(s.filter, s.app, Math.max(0, off - APAGE)), id: 'failed-app-newer', text: '« newer' }), ' ');
+    s.appNav.append(el('span', { id: 'failed-app-page', text: 'page ' + num(Math.floor(off / APAGE) + 1) + ' of ' + num(Math.max(1, Math.ceil(total / APAGE))) }));
+    if (list.length && next < total && next <= 10000) s.appNav.append(' ', el('a', { href: failedHash(s.filter, s.app, next), id: 'failed-app-older', text: 'older »' }));
+  }
   function renderAppFailed(s, d) {
-    var pool = d.pool || s.app, list = d.failed || [];
+    var pool = d.pool || s.app, list = d.failed || [], off = d.offset || 0;
+    var matching = Object.keys(AFILTER).some(k => s.filter[k]) ? ' matching' : '';
     s.appStatus.textContent = d.state === 'loading' ? 'Pool ' + pool + ': asking its app agent…'
       : d.state === 'error' ? 'Pool ' + pool + ': ' + (d.error || 'error')
-      : 'Pool ' + pool + ': ' + num(list.length) + ' of ' + num(d.total || 0) + " failed jobs in the app's failer, newest first" +
+      : 'Pool ' + pool + ': ' + (list.length ? num(off + 1) + '–' + num(off + list.length) : 'none') + ' of ' + (d.partial ? 'at least ' : '') +
+        num(d.total || 0) + matching + " failed jobs in the app's failer, newest first" +
         (d.acting ? '; a retry or forget is under way.' : '.') + appActionText(d.last_action);
+    appFailedNav(s, d, list);
     var post = (verb, f, b) => { act((verb === 'retry' ? 'Retry ' : 'Forget ') + f.id, 'api/failed/app/' + verb, { pool: pool, ids: [f.id] }, b); };
     put(s.appBody, table('Failed at|Job|Queue|Connection|Exception|ID|Actions', d.state === 'ok' ? list : [], f => {
       return el('tr', { 'data-id': f.id, class: 'failed' },

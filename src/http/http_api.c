@@ -729,23 +729,63 @@ static bool is_search(http_arg_fn arg, void *req)
     return false;
 }
 
-/* ?app=POOL: the first page of the app's failer of an app_driver pool,
- * from the master's snapshot (mappdash.h): "state" loading until its agent
- * answered; the page asks again. */
-static void get_app_failed(http_ctx_t *h, const char *pool, http_reply_t *out)
+#define APP_FAILED_PAGE 50          /* the agent's page, at most (php/src/AgentFailed.php) */
+#define APP_FAILED_OFFSET_MAX 10000 /* as far as the agent counts an unfiltered failer */
+#define APP_FAILED_FIELD_MAX 1000   /* a filter's bytes (the master's MAPP_FIELD_MAX) */
+
+/* The failed op's page and filters from ?offset= &limit= &q= (its "text")
+ * &class= &queue= &uuid= &tag= &since= &until=, into r; false when one is
+ * malformed (out has the 400). */
+static bool app_failed_args(http_arg_fn arg, void *req, cJSON *r, http_reply_t *out)
 {
-    cJSON *req = cJSON_CreateObject();
-    cJSON_AddStringToObject(req, "cmd", "app");
-    cJSON_AddStringToObject(req, "pool", pool);
-    cJSON_AddStringToObject(cJSON_AddObjectToObject(req, "request"), "op", "failed");
-    http_ctl_relay(h, req, 404, out);
+    long long offset = num_arg(arg, req, "offset", 0, 0, APP_FAILED_OFFSET_MAX);
+    long long limit = num_arg(arg, req, "limit", APP_FAILED_PAGE, 1, APP_FAILED_PAGE);
+    long long since, until;
+    if (offset < 0 || limit < 0 || !seconds_args(arg, req, &since, &until)) {
+        http_reply_error(out, 400, "with app: offset is 0..%d, limit 1..%d, since and until times",
+                         APP_FAILED_OFFSET_MAX, APP_FAILED_PAGE);
+        return false;
+    }
+    cJSON_AddNumberToObject(r, "limit", (double)limit);
+    if (offset) cJSON_AddNumberToObject(r, "offset", (double)offset);
+    if (since) cJSON_AddNumberToObject(r, "since", (double)since);
+    if (until) cJSON_AddNumberToObject(r, "until", (double)until);
+    const char *keys[][2] = {{"q", "text"}, {"class", "class"}, {"queue", "queue"}, {"uuid", "uuid"}, {"tag", "tag"}};
+    for (size_t i = 0; i < sizeof keys / sizeof *keys; i++) {
+        const char *v = arg(req, keys[i][0]);
+        if (!v || !*v) continue;
+        if (strlen(v) > APP_FAILED_FIELD_MAX) {
+            http_reply_error(out, 400, "%s: at most %d bytes", keys[i][0], APP_FAILED_FIELD_MAX);
+            return false;
+        }
+        cJSON_AddStringToObject(r, keys[i][1], v);
+    }
+    return true;
+}
+
+/* ?app=POOL: a page of the app's failer of an app_driver pool (offset,
+ * filters: app_failed_args), from the master's snapshot (mappdash.h):
+ * "state" loading until its agent answered that query; the page asks again. */
+static void get_app_failed(http_ctx_t *h, const char *pool, http_arg_fn arg, void *req, http_reply_t *out)
+{
+    cJSON *r = cJSON_CreateObject();
+    cJSON_AddStringToObject(r, "op", "failed");
+    if (!app_failed_args(arg, req, r, out)) {
+        cJSON_Delete(r);
+        return;
+    }
+    cJSON *q = cJSON_CreateObject();
+    cJSON_AddStringToObject(q, "cmd", "app");
+    cJSON_AddStringToObject(q, "pool", pool);
+    cJSON_AddItemToObject(q, "request", r);
+    http_ctl_relay(h, q, 404, out);
 }
 
 static void get_failed(http_ctx_t *h, bool full, http_arg_fn arg, void *req, http_reply_t *out)
 {
     const char *app = arg(req, "app");
     if (app && *app) {
-        get_app_failed(h, app, out);
+        get_app_failed(h, app, arg, req, out);
         return;
     }
     if (http_no_redis(h, out)) return;

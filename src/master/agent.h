@@ -95,6 +95,8 @@ typedef struct {
  * from at once over HTTP, refreshed while someone looks. */
 typedef struct {
     char *list;                   /* the newest list answer (JSON object text, heap), NULL: none yet */
+    char *query;                  /* the list request (JSON text, heap) that list answers */
+    char *asking;                 /* the list request in flight (heap), NULL: none */
     char *last_action;            /* the last retry or forget's answer (heap), NULL: none */
     int64_t at_unix;              /* when list was read (wall s) */
     int64_t listed_ms;            /* when list was read (monotonic ms), 0: to read again */

@@ -568,7 +568,7 @@ static void cmd_app_http(master_t *m, ctl_client_t *c, const ctl_request_t *r)
     char err[300];
     bool act = r->app.op == MAPP_OP_RETRY || r->app.op == MAPP_OP_FORGET;
     if (r->app.op == MAPP_OP_LIST) {
-        cJSON *o = mappdash_look(m, r->pool, mono_ms(), err, sizeof err);
+        cJSON *o = mappdash_look(m, r->pool, r->app.json, mono_ms(), err, sizeof err);
         if (o)
             reply_json(c, o);
         else

@@ -32,10 +32,11 @@ static pool_t *dash_pool(master_t *m, const char *name, char *err, size_t errn)
     return NULL;
 }
 
-/* The list's snapshot as the reply's "state", "error", and its keys. */
-static void add_list(cJSON *o, const agent_app_dash_t *d)
+/* The list's snapshot as the reply's "state", "error", and its keys
+ * ("loading" while it answers another query than the look's). */
+static void add_list(cJSON *o, const agent_app_dash_t *d, bool same)
 {
-    cJSON *l = d->list ? cJSON_Parse(d->list) : NULL;
+    cJSON *l = d->list && same ? cJSON_Parse(d->list) : NULL;
     const cJSON *ok = cJSON_GetObjectItemCaseSensitive(l, "ok");
     const cJSON *err = cJSON_GetObjectItemCaseSensitive(l, "error");
     bool failed = l && cJSON_IsFalse(ok);
@@ -50,18 +51,31 @@ static void add_list(cJSON *o, const agent_app_dash_t *d)
     cJSON_Delete(l);
 }
 
-cJSON *mappdash_look(master_t *m, const char *pool, int64_t now, char *err, size_t errn)
+/* Queue a list for query when none is in flight and the snapshot is old
+ * or answers another query. */
+static void maybe_list(master_t *m, pool_t *p, const char *query, bool same, int64_t now, char *err, size_t errn)
+{
+    agent_app_dash_t *d = &p->app_dash;
+    bool old = !d->listed_ms || now - d->listed_ms >= MAPPDASH_REFRESH_MS;
+    if (d->listing || (same && !old)) return;
+    if (mapp_ask(m, &LIST_FROM, p->conf.name, xstrdup(query), now, err, errn) < 0) return;
+    d->listing = true;
+    free(d->asking);
+    d->asking = xstrdup(query);
+}
+
+cJSON *mappdash_look(master_t *m, const char *pool, const char *query, int64_t now, char *err, size_t errn)
 {
     pool_t *p = dash_pool(m, pool, err, errn);
     if (!p) return NULL;
     agent_app_dash_t *d = &p->app_dash;
-    if (!d->listing && (!d->listed_ms || now - d->listed_ms >= MAPPDASH_REFRESH_MS) &&
-        mapp_ask(m, &LIST_FROM, p->conf.name, xstrdup("{\"op\":\"failed\"}"), now, err, errn) == 0)
-        d->listing = true;
+    if (!query) query = "{\"op\":\"failed\"}";
+    bool same = d->query && !strcmp(d->query, query);
+    maybe_list(m, p, query, same, now, err, errn);
     cJSON *o = cJSON_CreateObject();
     cJSON_AddTrueToObject(o, "ok");
     cJSON_AddStringToObject(o, "pool", p->conf.name);
-    add_list(o, d);
+    add_list(o, d, same);
     cJSON_AddBoolToObject(o, "agent", p->agent.fd >= 0 && p->agent.pid > 0);
     cJSON_AddBoolToObject(o, "acting", d->acting);
     cJSON *a = d->last_action ? cJSON_Parse(d->last_action) : NULL;
@@ -91,7 +105,10 @@ void mappdash_answered(pool_t *p, uint64_t client, const char *answer)
     agent_app_dash_t *d = &p->app_dash;
     if (client == MAPPDASH_LIST) {
         free(d->list);
+        free(d->query);
         d->list = xstrdup(answer);
+        d->query = d->asking ? d->asking : xstrdup("{\"op\":\"failed\"}");
+        d->asking = NULL;
         d->at_unix = wall_s();
         d->listed_ms = mono_ms();
         d->listing = false;
@@ -106,6 +123,8 @@ void mappdash_answered(pool_t *p, uint64_t client, const char *answer)
 void mappdash_free(agent_app_dash_t *d)
 {
     free(d->list);
+    free(d->query);
+    free(d->asking);
     free(d->last_action);
     *d = (agent_app_dash_t){0};
 }

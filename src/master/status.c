@@ -286,6 +286,7 @@ static cJSON *pool_json(master_t *m, pool_t *p, unsigned flags)
     cJSON_AddBoolToObject(po, "counts_fresh", p->have_counts);
     cJSON_AddStringToObject(po, "counts_from",
                             !p->conf.app_driver ? "redis" : pool_agent_sizes(&p->conf) ? "app agent" : "none");
+    cJSON_AddBoolToObject(po, "app_failer", pool_preloads(&p->conf)); /* GET /api/failed?app= reads it */
     zygote_json(po, p);
     agent_json(po, p);
     cJSON_AddItemToObject(po, "job_stats", job_stats_json(p, flags & STATUS_RAW));

@@ -17,6 +17,7 @@ from test_http import TOKEN, code, get, http_conf, post
 try:  # the page test needs Selenium and Chromium; the API test does not
     import test_dashboard
     from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
     browser = test_dashboard.browser  # the fixture
 except pytest.skip.Exception:
     @pytest.fixture
@@ -102,7 +103,7 @@ def test_the_apps_failer_over_http(master_factory, redis_server, app):
 
 
 def test_the_failed_page_shows_the_apps_failer(master_factory, redis_server, app, browser):
-    """The Failed page's source choice: an app_driver pool's failer, listed
+    """The Failed page's source choice (a pool picked): an app_driver pool's failer, listed
     (text only) and retried from a row's button."""
     use_database_queue(app)
     dispatch(app, "ManualFailJob", count=2, tag="p")
@@ -120,9 +121,10 @@ def test_the_failed_page_shows_the_apps_failer(master_factory, redis_server, app
         d.get(origin + "/#/overview")
         d.execute_script("sessionStorage.setItem('qpool.token', arguments[0]);", TOKEN)
         d.get(origin + "/#/failed")
-        wait_for(lambda: d.find_elements(By.ID, "failed-app-pool"), 30, what="the source choice")
-        d.find_element(By.ID, "failed-app-pool").send_keys("appq")
-        d.find_element(By.ID, "failed-app-go").click()
+        wait_for(lambda: d.execute_script("var s = document.getElementById('failed-app-pool');"
+                                          "return !!s && Array.from(s.options, o => o.value).includes('appq');"),
+                 60, interval=0.25, what="appq among the source choices")
+        Select(d.find_element(By.ID, "failed-app-pool")).select_by_value("appq")
 
         def listed():  # in one script: the table is drawn again every 2 s (no stale elements)
             return set(d.execute_script("return Array.from(document.querySelectorAll("

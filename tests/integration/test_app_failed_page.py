@@ -1,0 +1,150 @@
+"""The Failed page's block for an app's own failer (issue 30): the pools
+that have one are a choice (status: app_failer), the pool and the page's
+offset live in the URL beside the filters, "older" / "newer" page through
+the whole failer (GET /api/failed?app=POOL&offset=N), and the page's text
+filter applies to it. Laravel 8 on the host, the `database` driver on
+SQLite: one job fails for real, 119 more rows like it are written into its
+failed_jobs (120 in all)."""
+import json
+import sqlite3
+import uuid
+
+import pytest
+
+from conftest import free_port, wait_for
+from laravel_roots import migrated_app, mounted_version
+from test_app_driver import dispatch, jobs_left, pool, use_database_queue
+from test_http import TOKEN, code, get, http_conf
+
+try:  # Selenium and Chromium
+    import test_dashboard
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+    browser = test_dashboard.browser  # the fixture
+except pytest.skip.Exception:
+    @pytest.fixture
+    def browser():
+        pytest.skip("no selenium")
+
+TOTAL = 120
+
+
+@pytest.fixture(scope="module")
+def version8():
+    yield from mounted_version("8")
+
+
+@pytest.fixture
+def app(version8, redis_server, tmp_path):
+    yield from migrated_app(version8, redis_server.port, tmp_path)
+
+
+def fill_failer(app):
+    """119 more rows like the real one: new uuids, every second one with
+    "needle-N" in its exception. The ids (uuids), newest first."""
+    con = sqlite3.connect(str(app.db))
+    con.row_factory = sqlite3.Row
+    try:
+        real = dict(con.execute("select * from failed_jobs").fetchone())
+        for i in range(1, TOTAL):
+            u = str(uuid.uuid4())
+            payload = json.loads(real["payload"])
+            payload["uuid"] = u
+            exc = ("needle-%d " % i if i % 2 == 0 else "") + real["exception"]
+            con.execute("insert into failed_jobs (uuid, connection, queue, payload, exception, failed_at) "
+                        "values (?, ?, ?, ?, ?, ?)",
+                        (u, real["connection"], real["queue"], json.dumps(payload), exc, real["failed_at"]))
+        con.commit()
+        rows = [dict(r) for r in con.execute("select uuid, exception from failed_jobs order by id desc")]
+    finally:
+        con.close()
+    assert len(rows) == TOTAL
+    return rows
+
+
+def table(d):
+    """The block's state, read in ONE script (the table is drawn again on each poll)."""
+    return d.execute_script("""
+        var q = s => document.querySelector(s);
+        return {hash: location.hash,
+                status: (q('#failed-app-status') || {}).textContent || '',
+                page: (q('#failed-app-page') || {}).textContent || '',
+                ids: Array.from(document.querySelectorAll('#failed-app-table tr[data-id]'), tr => tr.dataset.id),
+                choice: Array.from((q('#failed-app-pool') || {options: []}).options, o => o.value)};""")
+
+
+def shows(d, ids, page, what):
+    """Wait until the table lists exactly ids (in order) on page `page`."""
+    seen = {}
+
+    def ok():
+        t = seen["t"] = table(d)
+        return t["ids"] == ids and t["page"].startswith("page %d " % page)
+    try:
+        wait_for(ok, 60, interval=0.25, what=what)
+    except AssertionError:
+        raise AssertionError("%s: last seen %r" % (what, {k: v for k, v in seen.get("t", {}).items() if k != "ids"}))
+    return seen["t"]
+
+
+def click(d, css, what):
+    wait_for(lambda: d.execute_script("var b = document.querySelector(arguments[0]); if (b) b.click(); return !!b;", css),
+             60, interval=0.25, what=what)
+
+
+def test_the_apps_failer_is_picked_paged_and_filtered(master_factory, redis_server, app, browser):
+    use_database_queue(app)
+    dispatch(app, "ManualFailJob", count=1, tag="p")
+    port = free_port()
+    m = master_factory(redis_server)
+    m.write_config(pool(app), qpool=http_conf(port, 'token_env = "QPOOL_TEST_TOKEN";'))
+    m.start(env={"QPOOL_TEST_TOKEN": TOKEN})
+    d = browser
+    try:
+        wait_for(lambda: code(port, "/healthz") == 200, 20, what="the HTTP endpoint")
+        wait_for(lambda: not jobs_left(app) and len(app.failed_jobs()) == 1, 90, interval=0.25,
+                 what="the job failed into failed_jobs")
+        rows = fill_failer(app)
+        ids = [r["uuid"] for r in rows]
+        needles = [r["uuid"] for r in rows if "needle-" in r["exception"]]
+        assert len(needles) == 59
+
+        # the API: an offset within bounds, and the status says which pools have an app failer
+        status, _, body = get(port, "/api/failed?app=appq&offset=99999", TOKEN, timeout=30)
+        assert status == 400, body
+        status, _, body = get(port, "/api/status", TOKEN, timeout=30)
+        assert [p["app_failer"] for p in json.loads(body)["pools"]] == [True]
+
+        origin = "http://127.0.0.1:%d" % port
+        d.get(origin + "/#/overview")
+        d.execute_script("sessionStorage.setItem('qpool.token', arguments[0]);", TOKEN)
+        d.get(origin + "/#/failed")
+        wait_for(lambda: "appq" in table(d)["choice"], 60, interval=0.25, what="appq among the choices")
+        Select(d.find_element(By.ID, "failed-app-pool")).select_by_value("appq")
+
+        t = shows(d, ids[:50], 1, "the first page of the app's failer")
+        assert "app=appq" in t["hash"] and "1–50 of 120" in t["status"] and t["page"] == "page 1 of 3", t
+        click(d, "#failed-app-older", "older (to page 2)")
+        shows(d, ids[50:100], 2, "the second page")
+        click(d, "#failed-app-older", "older (to page 3)")
+        t = shows(d, ids[100:], 3, "the third page")
+        assert "aoff=100" in t["hash"] and "101–120 of 120" in t["status"], t
+        assert not d.execute_script("return !!document.getElementById('failed-app-older');")
+
+        # the page's text filter applies to the app's failer too (back to its first page)
+        search = d.find_element(By.ID, "failed-search")
+        search.send_keys("NEEDLE")
+        d.find_element(By.ID, "failed-go").click()
+        t = shows(d, needles[:50], 1, "the filtered first page")
+        assert "q=NEEDLE" in t["hash"] and "app=appq" in t["hash"] and "aoff" not in t["hash"], t
+        assert "1–50 of 59 matching" in t["status"] and t["page"] == "page 1 of 2", t
+        click(d, "#failed-app-older", "older (filtered)")
+        t = shows(d, needles[50:], 2, "the filtered second page")
+        # all of it from the URL alone (a bookmark), and newer goes back
+        d.get(origin + "/#/overview")
+        d.get(origin + "/" + t["hash"])
+        shows(d, needles[50:], 2, "the filtered second page from the URL")
+        click(d, "#failed-app-newer", "newer")
+        shows(d, needles[:50], 1, "the filtered first page again")
+    finally:
+        assert m.stop(60) == 0
