@@ -108,11 +108,11 @@ final class Tags
             $id = is_object($command) && isset($command->batchId) ? $command->batchId : null;
 
             if ($id === null && is_array($payload) && is_string($payload['data']['command'] ?? null)
-                && preg_match('/s:7:"batchId";s:\d+:"([A-Za-z0-9._:-]{1,63})";/', $payload['data']['command'], $m)) {
+                && preg_match('/s:7:"batchId";s:\d+:"([A-Za-z0-9._:-]{1,64})";/', $payload['data']['command'], $m)) {
                 $id = $m[1];
             }
 
-            return is_string($id) && preg_match('/^[A-Za-z0-9._:-]{1,63}$/', $id) ? $id : null;
+            return is_string($id) && preg_match('/^[A-Za-z0-9._:-]{1,64}$/', $id) ? $id : null;
         } catch (Throwable $e) {
             return null;
         }

@@ -46,7 +46,7 @@
 #define JOBHIST_DATAGRAM_MAX 98304   /* bytes, roughly: records past it go in the next */
 #define JOBHIST_TAGS_MAX 20          /* tags kept per record */
 #define JOBHIST_TAG_MAX 120          /* bytes per tag; longer ones are cut */
-#define JOBHIST_BATCH_MAX 63         /* bytes of a batch id */
+#define JOBHIST_BATCH_MAX 64         /* bytes of a batch id */
 
 typedef struct {
     char uuid[64], id[64], name[256], queue[64];
