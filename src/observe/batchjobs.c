@@ -86,17 +86,36 @@ int batchjobs_add(rconn_t *c, const char *const *recs, int n, int keep, int64_t 
     return rv;
 }
 
-/* The entries of an LRANGE reply, those that parse, into jobs. */
+static double finished_of(const cJSON *o)
+{
+    const cJSON *f = cJSON_GetObjectItemCaseSensitive(o, "finished_at");
+    return cJSON_IsNumber(f) ? f->valuedouble : 0;
+}
+
+static int newest_first(const void *a, const void *b)
+{
+    double x = finished_of(*(cJSON *const *)a), y = finished_of(*(cJSON *const *)b);
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+
+/* The entries of an LRANGE reply, those that parse, into jobs, by when
+ * they finished, newest first (one write holds several workers' records,
+ * interleaved). */
 static void take_entries(const redisReply *r, cJSON *jobs)
 {
+    cJSON **v = xcalloc(r->elements + 1, sizeof *v);
+    size_t n = 0;
     for (size_t i = 0; i < r->elements; i++) {
         const redisReply *e = r->element[i];
         cJSON *o = e->type == REDIS_REPLY_STRING ? cJSON_ParseWithLength(e->str, e->len) : NULL;
         if (cJSON_IsObject(o))
-            cJSON_AddItemToArray(jobs, o);
+            v[n++] = o;
         else
             cJSON_Delete(o);
     }
+    if (n) qsort(v, n, sizeof *v, newest_first);
+    for (size_t i = 0; i < n; i++) cJSON_AddItemToArray(jobs, v[i]);
+    free(v);
 }
 
 cJSON *batchjobs_read(rconn_t *c, const char *id, int limit)

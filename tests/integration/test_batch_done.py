@@ -36,6 +36,7 @@ def test_a_batch_lists_its_done_and_failed_jobs_in_the_api_and_the_cli(master, l
     assert sorted(j["outcome"] for j in jobs) == ["done", "done", "failed"], jobs
     assert {j["name"] for j in jobs} == {JOB} and len({j["uuid"] for j in jobs}) == 3, jobs
     assert all(j["runtime_ms"] >= 0 and j["finished_at"] > 0 and j["pool"] == "app" for j in jobs), jobs
+    assert [j["finished_at"] for j in jobs] == sorted((j["finished_at"] for j in jobs), reverse=True), jobs
     failed = [j["uuid"] for j in jobs if j["outcome"] == "failed"]
     assert failed == d["batch"]["failed_ids"], d
     # the other batch has its own 2, none of these
