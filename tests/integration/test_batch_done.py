@@ -7,7 +7,10 @@ asserted."""
 import json
 import urllib.parse
 
+import pytest
+
 from conftest import free_port, wait_for
+from laravel_roots import laravel_version, version_app  # noqa: F401 (fixtures)
 from test_batches import api, row, start
 
 JOB = "App\\Jobs\\BatchJob"
@@ -25,6 +28,16 @@ def with_jobs(port, bid, n):
 
 
 def test_a_batch_lists_its_done_and_failed_jobs_in_the_api_and_the_cli(master, laravel_app, tmp_path):
+    lists_its_jobs(master, laravel_app, tmp_path)
+
+
+@pytest.mark.parametrize("laravel_version", ["13"], indirect=True)
+def test_the_same_on_laravel_13(master, version_app, tmp_path):
+    """Laravel 13 (Debian sid's, in its root): its Batchable jobs and CallQueuedHandler."""
+    lists_its_jobs(master, version_app, tmp_path)
+
+
+def lists_its_jobs(master, laravel_app, tmp_path):
     port = free_port()
     bid, other = start(master, laravel_app, tmp_path, port, ["--count=3", "--fail=1", "--allow-failures"],
                        ["--count=2"])
