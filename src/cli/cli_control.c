@@ -497,8 +497,17 @@ static int one_batch(const ctl_args_t *a, cJSON *last)
         if (!found && !strcmp(str(b, "id"), a->batch)) found = b;
     }
     if (!found) {
-        fprintf(stderr, "qpool batches: no batch %s among the newest batches%s\n", a->batch,
-                batches_loading(last) ? " (an app agent is still reading them)" : "");
+        char err[300];
+        snprintf(err, sizeof err, "no batch %.80s among the newest batches%s", a->batch,
+                 batches_loading(last) ? " (an app agent is still reading them)" : "");
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddFalseToObject(e, "ok");
+        cJSON_AddStringToObject(e, "error", err);
+        if (a->json)
+            cli_json_print(e);
+        else
+            fprintf(stderr, "qpool batches: %s\n", err);
+        cJSON_Delete(e);
         return 1;
     }
     cJSON *o = cJSON_CreateObject();

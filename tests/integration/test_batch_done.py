@@ -70,3 +70,5 @@ def lists_its_jobs(master, laravel_app, tmp_path):
     # a batch not in the list: exit 1, said
     res = master.cli("batches", "0000-not-a-batch", check=False)
     assert res.returncode == 1 and "no batch 0000-not-a-batch" in res.stderr, res
+    res = master.cli("batches", "0000-not-a-batch", "--json", check=False)
+    assert res.returncode == 1 and json.loads(res.stdout)["ok"] is False, res
