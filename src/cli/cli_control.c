@@ -424,7 +424,6 @@ static int reply_terminate(const ctl_args_t *a, const cJSON *rep, ctl_conn_t *c)
 /* batches [ID | retry ID] */
 static int req_batches(ctl_args_t *a, cJSON *req)
 {
-    (void)req;
     if (a->npos == 0) return 0;
     if (a->npos == 1 && strcmp(a->pos[0], "retry")) {
         if (a->filtered) {
