@@ -1815,7 +1815,7 @@
     }, { id: 'batches-table', empty: Object.keys(s.filter || {}).length ? 'No batch matches the filter.' : 'No job batches.' }));
   }
   function renderBatch(s, id, d) {
-    var b = d.batch || {}, key = JSON.stringify([b, (d.pools || []).map(p => [p.pool, p.state, p.error, p.last_retry])]);
+    var b = d.batch || {}, key = JSON.stringify([b, (d.pools || []).map(p => [p.pool, p.state, p.error, p.last_retry]), d.jobs, d.jobs_error]);
     s.id = id;
     if (s.shown === key) return; /* the same batch: no redraw (read_at alone moves) */
     s.shown = key;
@@ -1842,7 +1842,19 @@
     body.append(el('div', { class: 'toolbar' }, btn));
     body.append(el('h2', { text: 'Failed jobs' }));
     body.append(table('Job', ids, u => { return el('tr', { 'data-uuid': u }, td(jobLink(u))); }, { id: 'batch-failed', empty: 'No failed jobs.' }));
+    batchDoneJobs(body, d);
     body.append(batchJobsLink(b));
+  }
+  /* The batch's jobs as qpool's job history saw them (GET /api/batches/<id>'s "jobs": the newest 1,000). */
+  function batchDoneJobs(body, d) {
+    body.append(el('h2', { text: 'Jobs run' }));
+    if (!Array.isArray(d.jobs)) { body.append(el('p', { class: 'muted', id: 'batch-done-error', text: 'Its jobs cannot be read: ' + (d.jobs_error || 'no answer') })); return; }
+    body.append(el('p', { class: 'muted', id: 'batch-done-note', text: num(d.jobs.length) + ' of the ' + num(d.jobs_kept || 0) +
+      ' attempts the job history kept for this batch (the newest 1,000, as long as the history is kept).' }));
+    body.append(table('Job|Class|Outcome|#Runtime|Finished', d.jobs, j => {
+      return el('tr', { 'data-uuid': j.uuid, class: 'batch-job' }, td(jobLink(j.uuid)), td(j.name), td(pillEl(j.outcome)),
+        tdn(dur(j.runtime_ms)), td(when(j.finished_at)));
+    }, { id: 'batch-done', empty: 'No job of this batch in the history yet.' }));
   }
   /* Every job of the batch that the history keeps a payload of (its serialized command holds the batch id). */
   function batchJobsLink(b) {

@@ -515,15 +515,18 @@ final class Handler
 
     /**
      * The job's tags for its history record, unless its payload has its own
-     * (Horizon's), and whether it is silenced (Horizon's Silenced interface).
+     * (Horizon's), whether it is silenced (Horizon's Silenced interface), and
+     * its batch id (Bus::batch) when it has one.
      */
     private function tags(PipeJob $job): array
     {
         $silenced = Tags::silenced() ? ['silenced' => true] : [];
-        $tags = Tags::take();
         $payload = $job->payload();
+        $batch = Tags::batch($payload);
+        $tags = Tags::take();
 
-        return ($tags && ! isset($payload['tags']) ? ['tags' => $tags] : []) + $silenced;
+        return ($tags && ! isset($payload['tags']) ? ['tags' => $tags] : []) + $silenced
+            + ($batch !== null ? ['batch' => $batch] : []);
     }
 
     /**

@@ -96,6 +96,28 @@ final class Tags
         return self::targets($job)[0] ?? null;
     }
 
+    /**
+     * The batch id (Bus::batch, the Batchable trait's batchId) of the job the
+     * payload holds: the command this adapter unserialized, else the
+     * serialized command's own text; null when it has none. Call before take().
+     */
+    public static function batch($payload): ?string
+    {
+        try {
+            $command = self::$command;
+            $id = is_object($command) && isset($command->batchId) ? $command->batchId : null;
+
+            if ($id === null && is_array($payload) && is_string($payload['data']['command'] ?? null)
+                && preg_match('/s:7:"batchId";s:\d+:"([A-Za-z0-9._:-]{1,64})";/', $payload['data']['command'], $m)) {
+                $id = $m[1];
+            }
+
+            return is_string($id) && preg_match('/^[A-Za-z0-9._:-]{1,64}$/', $id) ? $id : null;
+        } catch (Throwable $e) {
+            return null;
+        }
+    }
+
     /** The tags of the command the last job ran (forgotten after); [] on any error. */
     public static function take(): array
     {

@@ -189,6 +189,7 @@ static const cli_cmd_t COMMANDS[] = {
      "  -j, --json          JSON reply\n", cmd_control},
     {"batches", "list Laravel job batches, or retry a batch's failed jobs",
      "usage: qpool batches [-c FILE] [--json] [--q TEXT] [--status S] [--since T] [--until T]\n"
+     "       qpool batches ID [-c FILE] [--json]\n"
      "       qpool batches retry ID\n"
      "\n"
      "The newest 50 job batches (Bus::batch) of the apps that pools preload, read\n"
@@ -202,6 +203,10 @@ static const cli_cmd_t COMMANDS[] = {
      "(case ignored), --status pending|finished|failed|cancelled, --since and\n"
      "--until on created_at (unix seconds, YYYY-MM-DD[ HH:MM[:SS]] UTC, or an age\n"
      "such as 30m, 1h, 2d).\n"
+     "`batches ID` shows one batch and its jobs as qpool's job history saw them\n"
+     "(uuid, class, outcome, runtime, finished; the newest 1,000 per batch, kept\n"
+     "as long as the history, metrics_retention), read from its pool's Redis:\n"
+     "what GET /api/batches/ID answers.\n"
      "See docs/operations.md#job-batches.\n"
      "\n"
      "  -s, --socket PATH   control socket (overrides the config)\n"

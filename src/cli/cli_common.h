@@ -90,6 +90,12 @@ int cli_redis_open(const char *cmd, const char *cfg, const char *conn, cli_redis
 int cli_redis_reach(cli_redis_t *x, bool scripts);
 void cli_redis_close(cli_redis_t *x);
 
+/* `qpool batches ID` (cli_batch.c): the batch's jobs added to rep, a reply
+ * {"batch":{...,"pool":P},...} ("jobs" and "jobs_kept", or "jobs": null
+ * and "jobs_error"), read from P's Redis; and rep printed as text. */
+void cli_batch_jobs(const char *cfg, const char *id, cJSON *rep);
+void cli_batch_print(cJSON *rep);
+
 /* A member of a JSON reply: its number (0 if none), its string ("" if none). */
 double cli_json_num(const cJSON *o, const char *k);
 const char *cli_json_str(const cJSON *o, const char *k);

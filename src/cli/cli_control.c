@@ -257,6 +257,7 @@ typedef struct {
     cJSON *classes; /* --class, likewise */
     bfilter_t bf;   /* batches: the list's filter */
     bool filtered;  /* bf names one */
+    const char *batch; /* batches ID: that one batch, with its jobs */
     int npos;      /* the operands */
     char **pos;
 } ctl_args_t;
@@ -420,16 +421,24 @@ static int reply_terminate(const ctl_args_t *a, const cJSON *rep, ctl_conn_t *c)
     return 0;
 }
 
-/* batches [retry ID] */
+/* batches [ID | retry ID] */
 static int req_batches(ctl_args_t *a, cJSON *req)
 {
     if (a->npos == 0) return 0;
+    if (a->npos == 1 && strcmp(a->pos[0], "retry")) {
+        if (a->filtered) {
+            cli_usage_error(a->cmd, "ID takes no filter");
+            return -1;
+        }
+        a->batch = a->pos[0];
+        return 0;
+    }
     if (a->npos == 2 && !strcmp(a->pos[0], "retry")) {
         cJSON_ReplaceItemInObjectCaseSensitive(req, "cmd", cJSON_CreateString("batch-retry"));
         cJSON_AddStringToObject(req, "batch", a->pos[1]);
         return 0;
     }
-    cli_usage_error(a->cmd, "expected no operand, or retry ID");
+    cli_usage_error(a->cmd, "expected no operand, ID, or retry ID");
     return -1;
 }
 
@@ -478,8 +487,44 @@ static void print_batches(cJSON *rep)
     if (*str(rep, "note")) printf("%s\n", str(rep, "note"));
 }
 
+/* batches ID: the batch of the list (last), with the pools' states and its
+ * jobs, as GET /api/batches/ID answers; exit status 1 when it is not there. */
+static int one_batch(const ctl_args_t *a, cJSON *last)
+{
+    cJSON *list = cJSON_GetObjectItemCaseSensitive(last, "batches"), *b, *found = NULL;
+    cJSON_ArrayForEach(b, list) {
+        if (!found && !strcmp(str(b, "id"), a->batch)) found = b;
+    }
+    if (!found) {
+        char err[300];
+        snprintf(err, sizeof err, "no batch %.80s among the newest batches%s", a->batch,
+                 batches_loading(last) ? " (an app agent is still reading them)" : "");
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddFalseToObject(e, "ok");
+        cJSON_AddStringToObject(e, "error", err);
+        if (a->json)
+            cli_json_print(e);
+        else
+            fprintf(stderr, "qpool batches: %s\n", err);
+        cJSON_Delete(e);
+        return 1;
+    }
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddTrueToObject(o, "ok");
+    cJSON_AddItemToObject(o, "batch", cJSON_DetachItemViaPointer(list, found));
+    cJSON_AddItemToObject(o, "pools", cJSON_DetachItemFromObjectCaseSensitive(last, "pools"));
+    cli_batch_jobs(a->cfg, a->batch, o);
+    if (a->json)
+        cli_json_print(o);
+    else
+        cli_batch_print(o);
+    cJSON_Delete(o);
+    return 0;
+}
+
 /* The list: asked again (up to 20 s) while an agent starts, then printed
- * (--json: the first reply, printed as it came, states and all). */
+ * (--json: the first reply, printed as it came, states and all; with ID,
+ * that batch once read). */
 static int reply_batches(const ctl_args_t *a, const cJSON *rep, ctl_conn_t *c)
 {
     if (a->json && a->filtered) { /* take_reply left it to us */
@@ -490,7 +535,7 @@ static int reply_batches(const ctl_args_t *a, const cJSON *rep, ctl_conn_t *c)
         free(txt);
         cJSON_Delete(out);
     }
-    if (a->json) return 0;
+    if (a->json && !a->batch) return 0;
     if (!cJSON_GetObjectItemCaseSensitive(rep, "batches")) { /* batch-retry */
         printf("retrying the failed jobs of batch %s (pool %s)\n", str(rep, "batch"), str(rep, "pool"));
         return 0;
@@ -506,10 +551,15 @@ static int reply_batches(const ctl_args_t *a, const cJSON *rep, ctl_conn_t *c)
         cJSON_Delete(last);
         last = next;
     }
-    if (last) filter_batches(a, last);
-    if (last) print_batches(last);
+    int rv = 0;
+    if (last && a->batch)
+        rv = one_batch(a, last);
+    else if (last) {
+        filter_batches(a, last);
+        print_batches(last);
+    }
     cJSON_Delete(last);
-    return 0;
+    return rv;
 }
 
 static const control_t CONTROL[] = {
@@ -657,7 +707,7 @@ static int not_connected(const ctl_args_t *a, const char *path)
 static int take_reply(const control_t *ctl, const ctl_args_t *a, const cJSON *rep, const char *raw, ctl_conn_t *c)
 {
     bool ok = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(rep, "ok"));
-    if (a->json && !(ok && a->filtered && ctl->reply))
+    if (a->json && !(ok && (a->filtered || a->batch) && ctl->reply))
         printf("%s\n", raw);
     else if (!ok)
         fprintf(stderr, "qpool %s: %s\n", a->cmd, str(rep, "error"));

@@ -9,6 +9,7 @@
 #include "redis/failed_search.h"
 #include "redis/pending_list.h"
 #include "http/batch_filter.h"
+#include "observe/batchjobs.h"
 #include "observe/fleet.h"
 #include "observe/history.h"
 #include "observe/jobhist.h"
@@ -885,7 +886,30 @@ static void get_batches(http_ctx_t *h, bool full, http_arg_fn arg, void *req, ht
     http_reply_json(out, 200, rep);
 }
 
-/* One batch of the list, with the pools' states. */
+/* The batch's jobs as the job history saw them (batchjobs.h) into o:
+ * "jobs" and "jobs_kept", or "jobs": null and "jobs_error" without Redis. */
+static void add_batch_jobs(http_ctx_t *h, const char *id, cJSON *o)
+{
+    cJSON *got = NULL;
+    if (h->rc) {
+        pthread_mutex_lock(&h->lock);
+        got = batchjobs_read(h->rc, id, BATCHJOBS_KEEP);
+        pthread_mutex_unlock(&h->lock);
+    }
+    if (!got) {
+        cJSON_AddNullToObject(o, "jobs");
+        if (h->rc)
+            cJSON_AddStringToObject(o, "jobs_error", jobhist_batch_ok(id) ? "redis unavailable" : "not a batch id");
+        else
+            cJSON_AddStringToObject(o, "jobs_error", HTTP_NO_REDIS);
+        return;
+    }
+    cJSON_AddItemToObject(o, "jobs", cJSON_DetachItemFromObjectCaseSensitive(got, "jobs"));
+    cJSON_AddItemToObject(o, "jobs_kept", cJSON_DetachItemFromObjectCaseSensitive(got, "kept"));
+    cJSON_Delete(got);
+}
+
+/* One batch of the list, with the pools' states and its jobs. */
 static void get_one_batch(http_ctx_t *h, const char *id, http_reply_t *out)
 {
     cJSON *rep = batches_call(h);
@@ -909,6 +933,7 @@ static void get_one_batch(http_ctx_t *h, const char *id, http_reply_t *out)
     cJSON_AddItemToObject(o, "batch", cJSON_DetachItemViaPointer(list, found));
     cJSON_AddItemToObject(o, "pools", cJSON_DetachItemFromObjectCaseSensitive(rep, "pools"));
     cJSON_Delete(rep);
+    add_batch_jobs(h, id, o);
     http_reply_json(out, 200, o);
 }
 

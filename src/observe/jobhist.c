@@ -122,6 +122,16 @@ int jobhist_add_tags(jobrec_t *r, const char *json, size_t len)
     return r->ntags - before;
 }
 
+bool jobhist_batch_ok(const char *s)
+{
+    size_t n = s ? strlen(s) : 0;
+    if (!n || n > JOBHIST_BATCH_MAX) return false;
+    for (const char *c = s; *c; c++)
+        if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || strchr("-_.:", *c)))
+            return false;
+    return true;
+}
+
 bool jobhist_silenced(const jobrec_t *r, char *const *classes, char *const *tags, bool job_says)
 {
     if (r->outcome != OUTCOME_DONE) return false;
@@ -164,6 +174,7 @@ static cJSON *record_json(const jobrec_t *r)
     if (r->ntags) cJSON_AddItemToObject(o, "g", tags_json(r));
     if (r->silenced) cJSON_AddTrueToObject(o, "z");
     if (r->apart) cJSON_AddTrueToObject(o, "k");
+    if (r->batch[0]) cJSON_AddStringToObject(o, "b", r->batch);
     if (r->payload) {
         cJSON_AddItemToObject(o, "p", cJSON_CreateString(r->payload));
         if (r->payload_truncated) cJSON_AddTrueToObject(o, "t");
@@ -309,6 +320,8 @@ static cJSON *decode_record(const cJSON *x, char *const *queues, int nqueues, co
         return NULL;
     const cJSON *pv = cJSON_GetObjectItemCaseSensitive(x, "p");
     if (pv && !(p = str_of(x, "p", JOBHIST_PAYLOAD_MAX, true))) return NULL;
+    const cJSON *bv = cJSON_GetObjectItemCaseSensitive(x, "b");
+    if (bv && !(cJSON_IsString(bv) && jobhist_batch_ok(bv->valuestring))) return NULL;
     cJSON *tags = tags_of(x);
     if (!tags) return NULL;
     cJSON *out = cJSON_CreateObject();
@@ -340,6 +353,7 @@ static cJSON *decode_record(const cJSON *x, char *const *queues, int nqueues, co
         cJSON_AddStringToObject(out, "payload", p);
         cJSON_AddBoolToObject(out, "payload_truncated", cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(x, "t")));
     }
+    if (bv) cJSON_AddStringToObject(out, "batch", bv->valuestring);
     return out;
 }
 

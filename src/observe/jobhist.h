@@ -19,10 +19,12 @@
  * A record (the API's shape, docs/api.md):
  *   {"uuid","id","name","queue","pool","host","worker","pid","attempt",
  *    "outcome","wait_ms","runtime_ms","started_at","finished_at",
- *    "exception","tags","silenced","payload","payload_truncated"}
+ *    "exception","tags","silenced","payload","payload_truncated"[,"batch"]}
  * tags: the payload's own "tags" array (an app with Horizon pushes it),
  * then those the handler reported (the PHP adapter computes Horizon's),
  * bounded by JOBHIST_TAGS_MAX and JOBHIST_TAG_MAX.
+ * batch: the Laravel batch (Bus::batch) the job belongs to, when its
+ * handler reported one (jobhist_batch_ok); absent otherwise (batchjobs.h).
  * payload only for released jobs (the copy that waits to run again) and,
  * with job_history_payloads, done ones; a failed job's is in the failed
  * store under its uuid.
@@ -44,9 +46,11 @@
 #define JOBHIST_DATAGRAM_MAX 98304   /* bytes, roughly: records past it go in the next */
 #define JOBHIST_TAGS_MAX 20          /* tags kept per record */
 #define JOBHIST_TAG_MAX 120          /* bytes per tag; longer ones are cut */
+#define JOBHIST_BATCH_MAX 64         /* bytes of a batch id */
 
 typedef struct {
     char uuid[64], id[64], name[256], queue[64];
+    char batch[JOBHIST_BATCH_MAX + 1];  /* "" or a batch id (jobhist_batch_ok) */
     char exception[JOBHIST_EXC_MAX];
     char *payload;                   /* owned, or NULL */
     size_t payload_len;
@@ -85,6 +89,9 @@ void jobhist_set_payload(jobrec_t *r, const char *p, size_t len);
  * JOBHIST_TAG_MAX bytes; empty and repeated ones skipped; at most
  * JOBHIST_TAGS_MAX in all. Returns how many were added. */
 int jobhist_add_tags(jobrec_t *r, const char *json, size_t len);
+/* Is s a batch id a record may carry: 1..JOBHIST_BATCH_MAX bytes of
+ * ASCII letters, digits, '-', '_', '.' or ':' (Laravel's are UUIDs)? Pure. */
+bool jobhist_batch_ok(const char *s);
 /* Is a done record silenced, as Horizon's `silenced` and `silenced_tags`
  * (NULL-terminated lists, or NULL) and its Silenced interface (the
  * handler said so: job_says) have it? Only done records are. */

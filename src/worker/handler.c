@@ -221,6 +221,7 @@ void hresult_free(hresult_t *r)
     free(r->message);
     free(r->job);
     cJSON_free(r->tags);
+    free(r->batch);
     memset(r, 0, sizeof *r);
 }
 
@@ -537,6 +538,7 @@ static void response_fields(const cJSON *m, const char *status, hresult_t *res)
     const cJSON *tags = cJSON_GetObjectItemCaseSensitive(m, "tags");
     if (cJSON_IsArray(tags)) res->tags = cJSON_PrintUnformatted(tags); /* bounded when recorded (jobhist.h) */
     res->silenced = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(m, "silenced"));
+    res->batch = jstr(m, "batch");
 }
 
 int handler_parse_line(const char *line, size_t len, int proto, uint64_t seq, hresult_t *res, char *why,

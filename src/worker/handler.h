@@ -67,6 +67,7 @@ typedef struct {
     char *job;           /* pop: the response's "job" object, as JSON (appdriver.h reads it) */
     char *tags;          /* pipe: the response's "tags" array as JSON text, or NULL */
     bool silenced;       /* pipe: the job is silenced (Horizon's Silenced interface) */
+    char *batch;         /* pipe: the response's "batch" (the job's batch id), or NULL (checked when recorded) */
 } hresult_t;
 
 typedef struct handler handler_t;

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "observe/batchjobs.h"
 #include "observe/jobhist.h"
 #include "observe/jobwatch.h"
 #include "observe/monitored.h"
@@ -441,6 +442,62 @@ static void test_transient_errors_make_a_batch_wait(void **state)
     assert_false(monitored_error_transient(NULL));
 }
 
+/* A job's batch id (issue 31, brief batchdone): checked, carried to the
+ * master's record only when it has one, and copied short onto its batch's
+ * list unless the attempt was released. */
+static void test_batch_ids_are_checked_carried_and_copied(void **state)
+{
+    (void)state;
+    char longest[JOBHIST_BATCH_MAX + 2];
+    memset(longest, 'a', sizeof longest);
+    longest[JOBHIST_BATCH_MAX] = '\0';
+    assert_true(jobhist_batch_ok("9a8f7e6d-1c2b-4a3d-8e9f-0a1b2c3d4e5f") && jobhist_batch_ok(longest));
+    longest[JOBHIST_BATCH_MAX] = 'a';
+    longest[JOBHIST_BATCH_MAX + 1] = '\0';
+    const char *bad[] = {longest, "", NULL, "a b", "<b>", "a\"b", "a/b", "\xc3\xa9"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) assert_false(jobhist_batch_ok(bad[i]));
+
+    jobhist_t h;
+    jobhist_init(&h, 4, 1, true);
+    jobrec_t *r = add(&h, OUTCOME_DONE, "u1");
+    snprintf(r->batch, sizeof r->batch, "b-1");
+    jobhist_set_payload(r, "{\"x\":1}", 7);
+    add(&h, OUTCOME_DONE, "u2");
+    snprintf(add(&h, OUTCOME_RELEASED, "u3")->batch, sizeof r->batch, "b-1");
+    cJSON *out = round_trip(&h);
+    assert_int_equal(cJSON_GetArraySize(out), 3);
+    assert_string_equal(str(cJSON_GetArrayItem(out, 0), "batch"), "b-1");
+    assert_null(cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(out, 1), "batch"));
+
+    char *recs[3], *batch = NULL, *entry = NULL;
+    for (int i = 0; i < 3; i++) recs[i] = cJSON_PrintUnformatted(cJSON_GetArrayItem(out, i));
+    assert_true(batchjobs_entry(recs[0], &batch, &entry));
+    assert_string_equal(batch, "b-1");
+    cJSON *e = cJSON_Parse(entry);
+    assert_string_equal(str(e, "uuid"), "u1");
+    assert_string_equal(str(e, "name"), "App\\Jobs\\X");
+    assert_string_equal(str(e, "outcome"), "done");
+    assert_true(cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(e, "runtime_ms")));
+    assert_null(cJSON_GetObjectItemCaseSensitive(e, "payload"));
+    assert_null(cJSON_GetObjectItemCaseSensitive(e, "batch"));
+    cJSON_Delete(e);
+    free(batch);
+    free(entry);
+    assert_false(batchjobs_entry(recs[1], &batch, &entry)); /* no batch */
+    assert_false(batchjobs_entry(recs[2], &batch, &entry)); /* released: it runs again */
+    for (int i = 0; i < 3; i++) free(recs[i]);
+    cJSON_Delete(out);
+    jobhist_free(&h);
+
+    /* a worker's record with a batch id it could not have written: refused */
+    const char *forged = "{\"h\":[{\"u\":\"\",\"i\":\"\",\"n\":\"\",\"q\":\"high\",\"a\":1,\"o\":\"done\",\"w\":-1,"
+                         "\"r\":0,\"s\":0,\"f\":0,\"e\":\"\",\"b\":\"<script>\"}]}";
+    char err[128] = "";
+    out = cJSON_CreateArray();
+    assert_int_equal(jobhist_decode(forged, strlen(forged), QUEUES, 2, "w", "h", "w#1", 1, out, err, sizeof err), -1);
+    cJSON_Delete(out);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -457,6 +514,7 @@ int main(void)
         cmocka_unit_test(test_watched_copies_go_apart_and_stay_until_dropped),
         cmocka_unit_test(test_watched_queue_batches_are_stable_and_bounded),
         cmocka_unit_test(test_transient_errors_make_a_batch_wait),
+        cmocka_unit_test(test_batch_ids_are_checked_carried_and_copied),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,139 @@
+/*
+ * batchjobs.c - a batch's jobs in Redis (see batchjobs.h).
+ */
+#include "observe/batchjobs.h"
+#include "observe/jobhist.h"
+#include "core/util.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static char *bkey(const rconn_t *c, const char *id)
+{
+    return xasprintf("%sqpool:{qpool-jobs}:batch:%s", c->conf.prefix, id ? id : "");
+}
+
+/* KEYS: the recent list (for the node: the batch lists share its hash
+ * tag). ARGV: the batch lists' key prefix, keep, ttl ms, then (batch id,
+ * entry) pairs, oldest first. A list Redis refuses (WRONGTYPE) is skipped,
+ * not raised, so the others are written. */
+static const char ADD_LUA[] =
+    "local pre, keep, ttl, seen = ARGV[1], tonumber(ARGV[2]), ARGV[3], {}\n"
+    "for i = 4, #ARGV, 2 do\n"
+    "  local k = pre .. ARGV[i]\n"
+    "  local r = redis.pcall('lpush', k, ARGV[i + 1])\n"
+    "  if type(r) == 'number' then seen[k] = true end\n"
+    "end\n"
+    "for k in pairs(seen) do\n"
+    "  redis.pcall('ltrim', k, 0, keep - 1)\n"
+    "  redis.pcall('pexpire', k, ttl)\n"
+    "end\n"
+    "return 1\n";
+
+static rscript_t add_script;
+
+static const char *const KEPT[] = {"uuid", "id", "name", "queue", "pool", "host", "attempt", "outcome",
+                                   "runtime_ms", "started_at", "finished_at", NULL};
+
+bool batchjobs_entry(const char *rec, char **batch, char **entry)
+{
+    if (!strstr(rec, "\"batch\":\"")) return false;
+    cJSON *o = cJSON_Parse(rec);
+    const cJSON *b = cJSON_GetObjectItemCaseSensitive(o, "batch"), *out = cJSON_GetObjectItemCaseSensitive(o, "outcome");
+    bool ok = cJSON_IsString(b) && jobhist_batch_ok(b->valuestring) && cJSON_IsString(out) &&
+              strcmp(out->valuestring, "released");
+    if (ok) {
+        cJSON *e = cJSON_CreateObject();
+        for (int i = 0; KEPT[i]; i++) {
+            const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, KEPT[i]);
+            if (v) cJSON_AddItemToObject(e, KEPT[i], cJSON_Duplicate(v, true));
+        }
+        *batch = xstrdup(b->valuestring);
+        *entry = cJSON_PrintUnformatted(e);
+        cJSON_Delete(e);
+    }
+    cJSON_Delete(o);
+    return ok;
+}
+
+int batchjobs_add(rconn_t *c, const char *const *recs, int n, int keep, int64_t retention_s)
+{
+    char **argv = xcalloc((size_t)(4 + 2 * n), sizeof *argv);
+    int k = 0;
+    argv[k++] = xasprintf("%sqpool:{qpool-jobs}:list", c->conf.prefix);
+    argv[k++] = bkey(c, NULL);
+    argv[k++] = xasprintf("%d", keep);
+    argv[k++] = xasprintf("%lld", (long long)retention_s * 1000);
+    for (int i = 0; i < n; i++)
+        if (batchjobs_entry(recs[i], &argv[k], &argv[k + 1])) k += 2;
+    int rv = 0;
+    if (k > 4) {
+        size_t *lens = xcalloc((size_t)k, sizeof *lens);
+        for (int i = 0; i < k; i++) lens[i] = strlen(argv[i]);
+        if (!add_script.body) rscript_init(&add_script, ADD_LUA);
+        redisReply *r = NULL;
+        rv = rconn_ensure(c) == 0 &&
+                     rconn_script(c, &add_script, 1, k, (const char **)argv, lens, -1, -1, &r) == RC_OK &&
+                     r->type != REDIS_REPLY_ERROR
+                 ? 0
+                 : -1;
+        if (r) freeReplyObject(r);
+        free(lens);
+    }
+    for (int i = 0; i < k; i++) free(argv[i]);
+    free(argv);
+    return rv;
+}
+
+static double finished_of(const cJSON *o)
+{
+    const cJSON *f = cJSON_GetObjectItemCaseSensitive(o, "finished_at");
+    return cJSON_IsNumber(f) ? f->valuedouble : 0;
+}
+
+static int newest_first(const void *a, const void *b)
+{
+    double x = finished_of(*(cJSON *const *)a), y = finished_of(*(cJSON *const *)b);
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+
+/* The entries of an LRANGE reply, those that parse, into jobs, by when
+ * they finished, newest first (one write holds several workers' records,
+ * interleaved). */
+static void take_entries(const redisReply *r, cJSON *jobs)
+{
+    cJSON **v = xcalloc(r->elements + 1, sizeof *v);
+    size_t n = 0;
+    for (size_t i = 0; i < r->elements; i++) {
+        const redisReply *e = r->element[i];
+        cJSON *o = e->type == REDIS_REPLY_STRING ? cJSON_ParseWithLength(e->str, e->len) : NULL;
+        if (cJSON_IsObject(o))
+            v[n++] = o;
+        else
+            cJSON_Delete(o);
+    }
+    if (n) qsort(v, n, sizeof *v, newest_first);
+    for (size_t i = 0; i < n; i++) cJSON_AddItemToArray(jobs, v[i]);
+    free(v);
+}
+
+cJSON *batchjobs_read(rconn_t *c, const char *id, int limit)
+{
+    if (!jobhist_batch_ok(id) || rconn_ensure(c) < 0) return NULL;
+    if (limit < 1 || limit > BATCHJOBS_KEEP) limit = BATCHJOBS_KEEP;
+    char *key = bkey(c, id), to[16];
+    snprintf(to, sizeof to, "%d", limit - 1);
+    const char *range[] = {"LRANGE", key, "0", to}, *len[] = {"LLEN", key};
+    redisReply *r = rconn_call(c, 4, range, NULL), *l = r ? rconn_call(c, 2, len, NULL) : NULL;
+    free(key);
+    cJSON *out = NULL;
+    if (r && r->type == REDIS_REPLY_ARRAY && l && l->type == REDIS_REPLY_INTEGER) {
+        out = cJSON_CreateObject();
+        take_entries(r, cJSON_AddArrayToObject(out, "jobs"));
+        cJSON_AddNumberToObject(out, "kept", (double)l->integer);
+    }
+    if (r) freeReplyObject(r);
+    if (l) freeReplyObject(l);
+    return out;
+}

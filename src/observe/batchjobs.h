@@ -1,0 +1,48 @@
+/*
+ * batchjobs.h - the jobs of a Laravel batch (Bus::batch) as qpool's job
+ * history saw them (issue 31). Laravel's batch repository keeps only the
+ * failed job ids; the PHP adapter reports each job's batch id (a response's
+ * "batch", docs/handler-protocol.md), the worker puts it in the job's
+ * history record ("batch", jobhist.h), and the master, when it writes the
+ * recent-jobs list (history.h), also pushes a short copy of each settled
+ * record with a batch onto that batch's list, on the history's connection
+ * and in its cluster hash tag:
+ *
+ *   <prefix>qpool:{qpool-jobs}:batch:<id>   records {"uuid","id","name",
+ *                                           "queue","pool","host","attempt",
+ *                                           "outcome","runtime_ms",
+ *                                           "started_at","finished_at"},
+ *                                           newest first, trimmed to
+ *                                           BATCHJOBS_KEEP, expiring
+ *                                           metrics_retention after its
+ *                                           last write
+ *
+ * Released attempts are left out (the job runs again). The records are
+ * those the history took: with job_history_sample below 1, some done jobs
+ * are not among them (failures always are).
+ */
+#ifndef QPOOL_BATCHJOBS_H
+#define QPOOL_BATCHJOBS_H
+
+#include <cjson/cJSON.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "redis/rconn.h"
+
+#define BATCHJOBS_KEEP 1000   /* records kept per batch, the newest */
+
+/* The short copy a batch's list keeps of a record (the recent list's
+ * JSON), and its batch id; false when it has none or was released (the
+ * bytes say so before any parsing). Pure; the caller frees both. */
+bool batchjobs_entry(const char *rec, char **batch, char **entry);
+/* Records (the recent list's JSON, oldest first) into their batches'
+ * lists: one script call, only when some record has a batch. 0, or -1
+ * when Redis was not reached or refused it. */
+int batchjobs_add(rconn_t *c, const char *const *recs, int n, int keep, int64_t retention_s);
+/* Batch id's records, newest first, at most limit (1..BATCHJOBS_KEEP):
+ * {"jobs":[...],"kept":N} (N: what its list holds); NULL when Redis is
+ * unavailable. Caller frees. */
+cJSON *batchjobs_read(rconn_t *c, const char *id, int limit);
+
+#endif

@@ -1,0 +1,74 @@
+"""Issue 31, "the batch's jobs" (brief batchdone): Laravel's batch repository
+keeps only the failed job ids; qpool's job history records each job's batch
+id (the PHP adapter reports it) and lists a batch's jobs, done and failed, in
+GET /api/batches/<id> and `qpool batches ID`, and none of another batch. The
+fixture Laravel app's real Bus::batch, real Redis and processes; no timing is
+asserted."""
+import json
+import urllib.parse
+
+import pytest
+
+from conftest import free_port, wait_for
+from laravel_roots import laravel_version, version_app  # noqa: F401 (fixtures)
+from test_batches import api, row, start
+
+JOB = "App\\Jobs\\BatchJob"
+
+
+def detail(port, bid):
+    status, body = api(port, "/api/batches/" + urllib.parse.quote(bid))
+    return body if status == 200 else None
+
+
+def with_jobs(port, bid, n):
+    """The batch's detail once its jobs list holds n records."""
+    d = detail(port, bid)
+    return d if d and isinstance(d.get("jobs"), list) and len(d["jobs"]) >= n else None
+
+
+def test_a_batch_lists_its_done_and_failed_jobs_in_the_api_and_the_cli(master, laravel_app, tmp_path):
+    lists_its_jobs(master, laravel_app, tmp_path)
+
+
+@pytest.mark.parametrize("laravel_version", ["13"], indirect=True)
+def test_the_same_on_laravel_13(master, version_app, tmp_path):
+    """Laravel 13 (Debian sid's, in its root): its Batchable jobs and CallQueuedHandler."""
+    lists_its_jobs(master, version_app, tmp_path)
+
+
+def lists_its_jobs(master, laravel_app, tmp_path):
+    port = free_port()
+    bid, other = start(master, laravel_app, tmp_path, port, ["--count=3", "--fail=1", "--allow-failures"],
+                       ["--count=2"])
+    wait_for(lambda: row(laravel_app, bid)[:2] == (1, 1) and row(laravel_app, other)[0] == 0, 90,
+             what="2 jobs done and 1 failed, and the other batch done")
+    d = wait_for(lambda: with_jobs(port, bid, 3), 60, what="the batch's 3 jobs in /api/batches/<id>")
+    jobs = d["jobs"]
+    assert len(jobs) == 3 and d["jobs_kept"] == 3, d
+    assert sorted(j["outcome"] for j in jobs) == ["done", "done", "failed"], jobs
+    assert {j["name"] for j in jobs} == {JOB} and len({j["uuid"] for j in jobs}) == 3, jobs
+    assert all(j["runtime_ms"] >= 0 and j["finished_at"] > 0 and j["pool"] == "app" for j in jobs), jobs
+    assert [j["finished_at"] for j in jobs] == sorted((j["finished_at"] for j in jobs), reverse=True), jobs
+    failed = [j["uuid"] for j in jobs if j["outcome"] == "failed"]
+    assert failed == d["batch"]["failed_ids"], d
+    # the other batch has its own 2, none of these
+    o = wait_for(lambda: with_jobs(port, other, 2), 60, what="the other batch's 2 jobs")
+    assert [j["outcome"] for j in o["jobs"]] == ["done", "done"], o
+    assert not {j["uuid"] for j in o["jobs"]} & {j["uuid"] for j in jobs}
+    # the recent list's records carry the batch id too
+    status, recent = api(port, "/api/jobs/recent?limit=20")
+    assert status == 200 and {r["uuid"] for r in recent["jobs"] if r.get("batch") == bid} == {j["uuid"] for j in jobs}
+    # the CLI: text and --json
+    out = master.cli("batches", bid).stdout
+    assert bid in out and "jobs (3 of the 3" in out, out
+    for j in jobs:
+        line = next(x for x in out.splitlines() if x.startswith(j["uuid"]))
+        assert JOB in line and j["outcome"] in line, out
+    rep = json.loads(master.cli("batches", bid, "--json").stdout)
+    assert rep["batch"]["id"] == bid and {j["uuid"] for j in rep["jobs"]} == {j["uuid"] for j in jobs}, rep
+    # a batch not in the list: exit 1, said
+    res = master.cli("batches", "0000-not-a-batch", check=False)
+    assert res.returncode == 1 and "no batch 0000-not-a-batch" in res.stderr, res
+    res = master.cli("batches", "0000-not-a-batch", "--json", check=False)
+    assert res.returncode == 1 and json.loads(res.stdout)["ok"] is False, res
