@@ -43,6 +43,7 @@ struct monitor {
     char fleet_id[300];         /* this master's heartbeat record (fleet.h) */
     char host[256];
     int64_t redis_offset_ms;    /* Redis's clock minus ours, from the last heartbeat */
+    int64_t next_watch_ms;      /* monotonic: the next read of the watched set (monitor_watch_tick) */
 };
 
 void monitor_free(master_t *m)
@@ -64,6 +65,7 @@ void monitor_reset(master_t *m)
      * reloads: a queue:restart must not be missed or invented by a reload. */
     mconn_drop_all(m);
     m->next_balance_ms = 0;
+    m->mon->next_watch_ms = 0;
 }
 
 /* "key\x01value" entries: the last value seen for each restart key. */
@@ -612,6 +614,34 @@ void monitor_drain_watched(master_t *m, pool_t *p, int64_t deadline_ms)
         log_warn("pool %s: %d records of watched tags dropped at exit (Redis %s)", p->conf.name, p->watched.n,
                  unanswered ? "unreachable" : "too slow for shutdown_timeout");
     jobwatch_queue_clear(&p->watched);
+}
+
+/* The watched set, read once a second per connection with pools, and its
+ * generation published to those pools' workers (jobwatch.h): they read it
+ * only when it changed, and not at all while no tag is watched. Only with
+ * job history on (the workers keep no watched records without it); none
+ * (0: the workers poll) when Redis does not answer. */
+static void publish_watched(master_t *m)
+{
+    if (!m->conf->job_history_size || m->conf->no_redis) return;
+    for (int ci = 0; ci < m->conf->nredis; ci++) {
+        const char *name = m->conf->redis[ci].name;
+        if (!connection_used(m, name)) continue;
+        rconn_t *c = mconn_get(m, name);
+        /* on a live connection only: the balance pass reconnects, so a Redis
+         * that takes connections and never answers holds this at most once
+         * a pass (then 0: the workers poll, with their own bounds) */
+        uint64_t gen = c && c->ctx ? monitored_generation(c) : JOBWATCH_GEN_NONE;
+        for (int i = 0; i < m->pools.n; i++)
+            if (!strcmp(m->pools.v[i]->conf.connection, name)) pool_publish_watch(&m->pools, m->pools.v[i], gen);
+    }
+}
+
+void monitor_watch_tick(master_t *m, int64_t now)
+{
+    if (!m->mon || now < m->mon->next_watch_ms) return;
+    m->mon->next_watch_ms = now + JOBWATCH_POLL_MS;
+    publish_watched(m);
 }
 
 /* The job records each pool's workers sent since the last pass go onto the

@@ -4,8 +4,13 @@
  * sends its newest JOBHIST_WORKER_KEEP records a flush, the master keeps
  * job_history_size a pass); a watched tag's list is not:
  *
- *  - each worker reads the watched set (monitored.h, at most MONITORED_MAX
- *    tags) every JOBWATCH_POLL_MS, and keeps a copy of each record whose
+ *  - the master reads the watched set (monitored.h, at most MONITORED_MAX
+ *    tags) once a second per connection and publishes its generation
+ *    (jobwatch_gen_of) in each of its workers' scoreboard slots; a worker
+ *    reads the set only when that generation changed, and sends nothing
+ *    while no tag is watched (jobwatch_gen_action). A worker without a
+ *    generation (0: none published yet, or the master's read failed) reads
+ *    the set every JOBWATCH_POLL_MS. It keeps a copy of each record whose
  *    tags meet it (no payload) in a queue of its own, JOBWATCH_WORKER_KEEP
  *    records past its ring; it sends them as {"m":[...]} datagrams and
  *    removes them only once sent (what the master cannot take yet waits);
@@ -52,6 +57,21 @@ void jobwatch_set_free(jobwatch_set_t *s);
 bool jobwatch_set_take(jobwatch_set_t *s, char **tags, int n);
 /* Does one of the '\n'-joined tags (len bytes) meet the set? */
 bool jobwatch_meets(const jobwatch_set_t *s, const char *tags, size_t len);
+
+/* The generation of a watched set (n sorted tags): JOBWATCH_GEN_EMPTY
+ * when no tag is watched, else a 64-bit hash of the tags (never 0 or 1). */
+#define JOBWATCH_GEN_NONE 0  /* no generation published: the worker polls */
+#define JOBWATCH_GEN_EMPTY 1 /* no tag watched */
+uint64_t jobwatch_gen_of(char *const *tags, int n);
+
+/* What a worker does about its watched set, given the generation published
+ * in its slot, the one its set has, and whether its poll is due. */
+enum jobwatch_act {
+    JOBWATCH_KEEP,  /* nothing: the set it has is the current one */
+    JOBWATCH_READ,  /* read the set (SMEMBERS) */
+    JOBWATCH_CLEAR, /* no tag is watched: empty its set, read nothing */
+};
+enum jobwatch_act jobwatch_gen_action(uint64_t published, uint64_t have, bool due);
 
 /* The master's queue of one pool's watched records: (tags '\n'-joined,
  * record JSON) pairs, oldest first. */
