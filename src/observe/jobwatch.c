@@ -152,7 +152,15 @@ void jobwatch_queue_done(jobwatch_queue_t *q)
     q->head = (q->head + q->batch) % q->cap;
     q->n -= q->batch;
     q->batch = q->refused = 0;
+    q->first_ms = 0;
     q->token[0] = '\0';
+}
+
+_Static_assert(2 * (int64_t)JOBWATCH_RESEND_MS <= JOBWATCH_TOKEN_MS, "a resend never outlives its token");
+
+bool jobwatch_resend(int64_t age_ms)
+{
+    return age_ms <= JOBWATCH_RESEND_MS;
 }
 
 void jobwatch_queue_clear(jobwatch_queue_t *q)
@@ -165,5 +173,6 @@ void jobwatch_queue_clear(jobwatch_queue_t *q)
     }
     q->head = q->n = q->batch = q->refused = 0;
     q->bytes = 0;
+    q->first_ms = 0;
     q->token[0] = '\0';
 }

@@ -12,7 +12,7 @@
  *                                          monitored_tag_retention after
  *                                          its last write
  *
- *   <prefix>qpool:{qpool-jobs}:mtoken:<t>  a forwarded batch's token (10 min)
+ *   <prefix>qpool:{qpool-jobs}:mtoken:<t>  a forwarded batch's token (1 hour)
  *
  * Workers read the set and send each record of a watched tag apart; the
  * master forwards those in bounded batches (jobwatch.h). Other records

@@ -67,3 +67,23 @@ def test_no_worker_reads_the_watched_set_while_no_tag_is_watched(master, redis_s
     master.wait_log(r"watched tags now: 0 ", timeout=60, count=WORKERS)
     seen, _ = smembers_by_client(redis_server.port, 4)
     assert len(seen) <= 1, seen
+
+
+def test_a_batch_token_outlives_any_resend(master, r):
+    """A watched batch's token (run once, so a resend after a lost reply
+    writes nothing) lived 10 minutes, and a batch unanswered longer went
+    again: written twice. The token now lives an hour and a batch goes
+    again only within 30 minutes of its first send (docs/operations.md)."""
+    master.write_config('{ name = "t"; queues = ["default"]; processes = 1; tries = 1; timeout = 10; sleep = 0.2;'
+                        ' handler = { type = "pipe"; command = ["%s"]; }; }' % FIXTURE_HANDLER,
+                        qpool='  job_history_size = 100;')
+    master.start()
+    assert "watching" in master.cli("monitor", "add", "vip").stdout
+    master.wait_log(r"watched tags now: 1 ", timeout=60)
+    vip = [make_payload("ok", tags=["vip"]) for _ in range(5)]
+    push_many(r, "default", vip)
+    want = {p["uuid"] for p in vip}
+    wait_for(lambda: set(uuids(r, "vip")) >= want, 120, interval=0.5, what="every vip job in its list")
+    tokens = r.keys(PREFIX + "qpool:{qpool-jobs}:mtoken:*")
+    assert tokens
+    assert all(r.pttl(t) > 30 * 60 * 1000 for t in tokens), [r.pttl(t) for t in tokens]

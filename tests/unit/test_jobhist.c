@@ -524,6 +524,38 @@ static void test_watched_generation_and_the_workers_action(void **state)
     assert_int_equal(jobwatch_gen_action(g3, g1, false), JOBWATCH_KEEP); /* a failed read waits for its poll */
 }
 
+/* A batch unanswered goes again with its token only while the token
+ * surely lives in Redis (issue 31: a resend after the token's 10 minutes
+ * wrote a batch twice): within JOBWATCH_RESEND_MS of its first send, half
+ * the token's life; past it the batch is dropped. A new batch's clock
+ * starts anew. */
+static void test_a_batch_goes_again_only_while_its_token_lives(void **state)
+{
+    (void)state;
+    assert_true(jobwatch_resend(0));
+    assert_true(jobwatch_resend(600000)); /* the old token's 10 minutes: still safe */
+    assert_true(jobwatch_resend(JOBWATCH_RESEND_MS));
+    assert_false(jobwatch_resend(JOBWATCH_RESEND_MS + 1));
+    assert_false(jobwatch_resend(24LL * 3600 * 1000));
+    assert_true(2LL * JOBWATCH_RESEND_MS <= JOBWATCH_TOKEN_MS);
+    assert_int_equal(atoll(JOBWATCH_TOKEN_MS_STR), JOBWATCH_TOKEN_MS); /* what the script sets */
+    jobwatch_queue_t q;
+    jobwatch_queue_init(&q, 4);
+    const char *tags[4], *recs[4];
+    jobwatch_queue_add(&q, xstrdup("vip"), xstrdup("r0"));
+    jobwatch_queue_add(&q, xstrdup("vip"), xstrdup("r1"));
+    assert_int_equal(jobwatch_queue_batch(&q, 1, "t0", tags, recs), 1);
+    assert_int_equal((int)q.first_ms, 0);
+    q.first_ms = 1000;
+    jobwatch_queue_done(&q);
+    assert_int_equal((int)q.first_ms, 0); /* the next batch's clock has not started */
+    assert_int_equal(jobwatch_queue_batch(&q, 1, "t1", tags, recs), 1);
+    q.first_ms = 2000;
+    jobwatch_queue_clear(&q);
+    assert_int_equal((int)q.first_ms, 0);
+    jobwatch_queue_free(&q);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -542,6 +574,7 @@ int main(void)
         cmocka_unit_test(test_transient_errors_make_a_batch_wait),
         cmocka_unit_test(test_batch_ids_are_checked_carried_and_copied),
         cmocka_unit_test(test_watched_generation_and_the_workers_action),
+        cmocka_unit_test(test_a_batch_goes_again_only_while_its_token_lives),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
