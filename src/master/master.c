@@ -319,6 +319,7 @@ static int64_t run_due_work(master_t *m, int64_t now, int64_t due)
 {
     if (!m->stopping) {
         if (now >= m->next_balance_ms) monitor_tick(m, now);
+        monitor_watch_tick(m, now); /* before a spawn: a new worker's slot has the generation */
         return pools_maintain(&m->pools, now);
     }
     if (now >= m->next_balance_ms) monitor_tick_stopping(m, now); /* fleet leases cover the jobs still finishing */

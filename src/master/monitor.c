@@ -43,6 +43,7 @@ struct monitor {
     char fleet_id[300];         /* this master's heartbeat record (fleet.h) */
     char host[256];
     int64_t redis_offset_ms;    /* Redis's clock minus ours, from the last heartbeat */
+    int64_t next_watch_ms;      /* monotonic: the next read of the watched set (monitor_watch_tick) */
 };
 
 void monitor_free(master_t *m)
@@ -64,6 +65,7 @@ void monitor_reset(master_t *m)
      * reloads: a queue:restart must not be missed or invented by a reload. */
     mconn_drop_all(m);
     m->next_balance_ms = 0;
+    m->mon->next_watch_ms = 0;
 }
 
 /* "key\x01value" entries: the last value seen for each restart key. */
@@ -568,6 +570,20 @@ static int watched_wait_note(pool_t *p, int rv, const char *err)
     return rv;
 }
 
+/* Has the head batch of p's watched queue gone unanswered too long to go
+ * again (jobwatch_resend: its token may have expired, a resend could write
+ * it twice)? Then it is dropped, logged: true. */
+static bool resend_too_late(pool_t *p)
+{
+    jobwatch_queue_t *q = &p->watched;
+    if (!q->token[0] || !q->first_ms || jobwatch_resend(mono_ms() - q->first_ms)) return false;
+    log_warn("pool %s: %d records of watched tags dropped: Redis left their batch unanswered for %d minutes "
+             "(sent again, it could be written twice)",
+             p->conf.name, q->batch, JOBWATCH_RESEND_MS / 60000);
+    jobwatch_queue_done(q);
+    return true;
+}
+
 /* The oldest records of a pool's watched queue (at most JOBWATCH_STEP, one
  * script call) into their tags' lists; the rest next pass. A batch Redis
  * did not answer goes again with its token, which runs once. Returns
@@ -583,14 +599,17 @@ static int forward_watched(master_t *m, pool_t *p)
         jobwatch_queue_clear(&p->watched);
         return 0;
     }
+    if (resend_too_late(p)) return 0;
     const char **tags = xcalloc(JOBWATCH_STEP, sizeof *tags), **recs = xcalloc(JOBWATCH_STEP, sizeof *recs);
     char token[37];
     uuid4(token);
     int n = jobwatch_queue_batch(&p->watched, JOBWATCH_STEP, token, tags, recs);
     char err[128] = "";
-    int rv = c ? monitored_forward(c, tags, recs, n, m->conf->monitored_tag_jobs, m->conf->monitored_tag_retention,
-                                   p->watched.token, err, sizeof err)
-               : -1;
+    bool up = c && rconn_ensure(c) == 0; /* no connection: this try cannot reach Redis, its clock does not start */
+    if (up && n && !p->watched.first_ms) p->watched.first_ms = mono_ms();
+    int rv = up ? monitored_forward(c, tags, recs, n, m->conf->monitored_tag_jobs, m->conf->monitored_tag_retention,
+                                    p->watched.token, err, sizeof err)
+                : -1;
     rv = watched_wait_note(p, rv, err);
     if (rv == -2 && ++p->watched.refused >= JOBWATCH_TRIES)
         log_warn("pool %s: %d records of watched tags dropped (Redis refused them %d times)", p->conf.name, n,
@@ -612,6 +631,34 @@ void monitor_drain_watched(master_t *m, pool_t *p, int64_t deadline_ms)
         log_warn("pool %s: %d records of watched tags dropped at exit (Redis %s)", p->conf.name, p->watched.n,
                  unanswered ? "unreachable" : "too slow for shutdown_timeout");
     jobwatch_queue_clear(&p->watched);
+}
+
+/* The watched set, read once a second per connection with pools, and its
+ * generation published to those pools' workers (jobwatch.h): they read it
+ * only when it changed, and not at all while no tag is watched. Only with
+ * job history on (the workers keep no watched records without it); none
+ * (0: the workers poll) when Redis does not answer. */
+static void publish_watched(master_t *m)
+{
+    if (!m->conf->job_history_size || m->conf->no_redis) return;
+    for (int ci = 0; ci < m->conf->nredis; ci++) {
+        const char *name = m->conf->redis[ci].name;
+        if (!connection_used(m, name)) continue;
+        rconn_t *c = mconn_get(m, name);
+        /* on a live connection only: the balance pass reconnects, so a Redis
+         * that takes connections and never answers holds this at most once
+         * a pass (then 0: the workers poll, with their own bounds) */
+        uint64_t gen = c && c->ctx ? monitored_generation(c) : JOBWATCH_GEN_NONE;
+        for (int i = 0; i < m->pools.n; i++)
+            if (!strcmp(m->pools.v[i]->conf.connection, name)) pool_publish_watch(&m->pools, m->pools.v[i], gen);
+    }
+}
+
+void monitor_watch_tick(master_t *m, int64_t now)
+{
+    if (!m->mon || now < m->mon->next_watch_ms) return;
+    m->mon->next_watch_ms = now + JOBWATCH_POLL_MS;
+    publish_watched(m);
 }
 
 /* The job records each pool's workers sent since the last pass go onto the

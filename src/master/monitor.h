@@ -21,6 +21,10 @@ void monitor_tick(master_t *m, int64_t now_ms);
 /* While the master stops: only the fleet budget's leases, down to what the
  * children still finishing their jobs run. */
 void monitor_tick_stopping(master_t *m, int64_t now_ms);
+/* Every JOBWATCH_POLL_MS, whatever balance_interval: read the watched set
+ * once per connection and publish its generation to the workers
+ * (jobwatch.h, scoreboard.h watch_gen). */
+void monitor_watch_tick(master_t *m, int64_t now_ms);
 /* Pause (or resume) the pools whose Laravel app is down for maintenance;
  * monitor_tick does it each pass, the master once before its first spawn. */
 void monitor_check_maintenance(master_t *m);

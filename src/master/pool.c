@@ -347,6 +347,7 @@ static int new_slot(pools_t *ps, pool_t *p, uint32_t *cw)
     slot->native = is_native(p);
     *cw = pool_control_word(ps, p);
     atomic_store(&slot->control, *cw);
+    atomic_store(&slot->watch_gen, p->watch_gen);
     slot_zygote(slot, p, p->gen);
     if (!slot->native) slot->c.state = SB_STARTING;
     return sbi;
@@ -881,6 +882,12 @@ void pools_child_exited(pools_t *ps, pid_t pid, int status, int64_t now)
         return;
     }
     unasked_exit(p, &gone, &snap, status, native, desc, now);
+}
+
+void pool_publish_watch(pools_t *ps, pool_t *p, uint64_t gen)
+{
+    p->watch_gen = gen;
+    for (int j = 0; j < p->nchildren; j++) atomic_store(&ps->sb->slots[p->children[j].sb].watch_gen, gen);
 }
 
 bool pools_apply_pause(pools_t *ps)

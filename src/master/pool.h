@@ -116,6 +116,7 @@ typedef struct pool {
     jobstats_t recent;       /* the same, since it was last written to the history (history.h) */
     jobhist_pending_t jobs;  /* recent job records not yet written to Redis (jobhist.h) */
     jobwatch_queue_t watched; /* records of watched tags not yet in their lists (jobwatch.h) */
+    uint64_t watch_gen;      /* the watched set's generation on its connection, as its slots have it (0: none) */
     minute_t minute[QPOOL_MAX_QUEUES]; /* per queue: the last minute's waits and attempts (alerts) */
     uint64_t spawned, crashes, memory_recycles;
     uint64_t exits[EXIT_KINDS];
@@ -181,6 +182,9 @@ void pools_child_exited(pools_t *ps, pid_t pid, int status, int64_t now_ms);
  * an external child still waits for its SIGUSR2 (it has not installed a
  * handler yet), so the caller re-checks soon. */
 bool pools_apply_pause(pools_t *ps);
+/* The watched set's generation (jobwatch.h) for pool p's workers: into
+ * each of its children's slots, and those it starts from now on. */
+void pool_publish_watch(pools_t *ps, pool_t *p, uint64_t gen);
 
 /* Send sig to every child (graceful stop uses SIGTERM). */
 void pools_stop_all(pools_t *ps, int64_t now_ms);

@@ -59,6 +59,25 @@ bool jobwatch_meets(const jobwatch_set_t *s, const char *tags, size_t len)
     return false;
 }
 
+uint64_t jobwatch_gen_of(char *const *tags, int n)
+{
+    if (n <= 0) return JOBWATCH_GEN_EMPTY;
+    uint64_t h = 1469598103934665603ull; /* FNV-1a, each tag and its end */
+    for (int i = 0; i < n; i++) {
+        for (const unsigned char *c = (const unsigned char *)tags[i]; *c; c++) h = (h ^ *c) * 1099511628211ull;
+        h = (h ^ 0xffu) * 1099511628211ull; /* 0xff is no byte of UTF-8: "a","b" is not "ab" */
+    }
+    return h > JOBWATCH_GEN_EMPTY ? h : h + 2;
+}
+
+enum jobwatch_act jobwatch_gen_action(uint64_t published, uint64_t have, bool due)
+{
+    if (published == JOBWATCH_GEN_NONE) return due ? JOBWATCH_READ : JOBWATCH_KEEP; /* as before generations */
+    if (published == have) return JOBWATCH_KEEP;
+    if (published == JOBWATCH_GEN_EMPTY) return JOBWATCH_CLEAR;
+    return due ? JOBWATCH_READ : JOBWATCH_KEEP;
+}
+
 void jobwatch_queue_init(jobwatch_queue_t *q, int cap)
 {
     memset(q, 0, sizeof *q);
@@ -133,7 +152,15 @@ void jobwatch_queue_done(jobwatch_queue_t *q)
     q->head = (q->head + q->batch) % q->cap;
     q->n -= q->batch;
     q->batch = q->refused = 0;
+    q->first_ms = 0;
     q->token[0] = '\0';
+}
+
+_Static_assert(2 * (int64_t)JOBWATCH_RESEND_MS <= JOBWATCH_TOKEN_MS, "a resend never outlives its token");
+
+bool jobwatch_resend(int64_t age_ms)
+{
+    return age_ms <= JOBWATCH_RESEND_MS;
 }
 
 void jobwatch_queue_clear(jobwatch_queue_t *q)
@@ -146,5 +173,6 @@ void jobwatch_queue_clear(jobwatch_queue_t *q)
     }
     q->head = q->n = q->batch = q->refused = 0;
     q->bytes = 0;
+    q->first_ms = 0;
     q->token[0] = '\0';
 }

@@ -4,8 +4,13 @@
  * sends its newest JOBHIST_WORKER_KEEP records a flush, the master keeps
  * job_history_size a pass); a watched tag's list is not:
  *
- *  - each worker reads the watched set (monitored.h, at most MONITORED_MAX
- *    tags) every JOBWATCH_POLL_MS, and keeps a copy of each record whose
+ *  - the master reads the watched set (monitored.h, at most MONITORED_MAX
+ *    tags) once a second per connection and publishes its generation
+ *    (jobwatch_gen_of) in each of its workers' scoreboard slots; a worker
+ *    reads the set only when that generation changed, and sends nothing
+ *    while no tag is watched (jobwatch_gen_action). A worker without a
+ *    generation (0: none published yet, or the master's read failed) reads
+ *    the set every JOBWATCH_POLL_MS. It keeps a copy of each record whose
  *    tags meet it (no payload) in a queue of its own, JOBWATCH_WORKER_KEEP
  *    records past its ring; it sends them as {"m":[...]} datagrams and
  *    removes them only once sent (what the master cannot take yet waits);
@@ -15,7 +20,11 @@
  *    most) in one script call to the watched tags' lists; the rest wait for
  *    the next pass. A batch
  *    keeps its token until Redis answered it, and the script runs a token
- *    once: a reply lost after the write does not write the batch twice;
+ *    once: a reply lost after the write does not write the batch twice.
+ *    The token lives JOBWATCH_TOKEN_MS in Redis from its first run; a
+ *    batch goes again only within JOBWATCH_RESEND_MS of its first send on
+ *    a live connection (half the token's life), and is dropped, logged,
+ *    past that (jobwatch_resend): a resend never finds its token expired;
  *  - the ring's copy of such a record says so ("k"), and the master's
  *    recent-jobs pass leaves it out of the monitored lists.
  *
@@ -36,7 +45,11 @@
 #define JOBWATCH_QUEUE_BYTES (8 << 20) /* and their bytes */
 #define JOBWATCH_STEP 1000             /* a pool's records forwarded a pass (one script call) */
 #define JOBWATCH_STEP_BYTES (2 << 20)  /* and their bytes, at most (one record at least) */
-#define JOBWATCH_TOKEN_MS_STR "600000" /* a batch's token lives this long in Redis (10 minutes) */
+#define JOBWATCH_TOKEN_MS 3600000      /* a batch's token lives this long in Redis (1 hour) */
+#define JOBWATCH_STR_(x) #x
+#define JOBWATCH_STR(x) JOBWATCH_STR_(x)
+#define JOBWATCH_TOKEN_MS_STR JOBWATCH_STR(JOBWATCH_TOKEN_MS) /* the same, for the script */
+#define JOBWATCH_RESEND_MS (30 * 60 * 1000) /* a batch goes again at most this long after its first send */
 #define JOBWATCH_TRIES 3               /* a batch Redis refuses (an error) goes this often, then is dropped */
 #define JOBWATCH_SEND_AT 64            /* a worker sends as soon as this many wait */
 
@@ -53,6 +66,21 @@ bool jobwatch_set_take(jobwatch_set_t *s, char **tags, int n);
 /* Does one of the '\n'-joined tags (len bytes) meet the set? */
 bool jobwatch_meets(const jobwatch_set_t *s, const char *tags, size_t len);
 
+/* The generation of a watched set (n sorted tags): JOBWATCH_GEN_EMPTY
+ * when no tag is watched, else a 64-bit hash of the tags (never 0 or 1). */
+#define JOBWATCH_GEN_NONE 0  /* no generation published: the worker polls */
+#define JOBWATCH_GEN_EMPTY 1 /* no tag watched */
+uint64_t jobwatch_gen_of(char *const *tags, int n);
+
+/* What a worker does about its watched set, given the generation published
+ * in its slot, the one its set has, and whether its poll is due. */
+enum jobwatch_act {
+    JOBWATCH_KEEP,  /* nothing: the set it has is the current one */
+    JOBWATCH_READ,  /* read the set (SMEMBERS) */
+    JOBWATCH_CLEAR, /* no tag is watched: empty its set, read nothing */
+};
+enum jobwatch_act jobwatch_gen_action(uint64_t published, uint64_t have, bool due);
+
 /* The master's queue of one pool's watched records: (tags '\n'-joined,
  * record JSON) pairs, oldest first. */
 typedef struct {
@@ -64,7 +92,13 @@ typedef struct {
     int batch;                         /* its size */
     int refused;                       /* times Redis refused it */
     uint64_t waits;                    /* passes in a row Redis answered an error that passes */
+    int64_t first_ms;                  /* monotonic: the head batch first went on a live connection; 0: not yet */
 } jobwatch_queue_t;
+
+/* May a batch unanswered since its first send age_ms ago go again (with
+ * its token)? False past JOBWATCH_RESEND_MS: its token could have expired
+ * in Redis, so a resend could write it twice; the caller drops it. */
+bool jobwatch_resend(int64_t age_ms);
 
 void jobwatch_queue_init(jobwatch_queue_t *q, int cap);
 void jobwatch_queue_free(jobwatch_queue_t *q);

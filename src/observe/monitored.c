@@ -228,6 +228,17 @@ static int members(rconn_t *c, char ***out)
     return n;
 }
 
+uint64_t monitored_generation(rconn_t *c)
+{
+    char **tags = NULL;
+    int n = members(c, &tags);
+    if (n < 0) return JOBWATCH_GEN_NONE;
+    uint64_t gen = jobwatch_gen_of(tags, n);
+    for (int i = 0; i < n; i++) free(tags[i]);
+    free(tags);
+    return gen;
+}
+
 cJSON *monitored_list(rconn_t *c)
 {
     char **tags = NULL;

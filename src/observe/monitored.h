@@ -12,7 +12,7 @@
  *                                          monitored_tag_retention after
  *                                          its last write
  *
- *   <prefix>qpool:{qpool-jobs}:mtoken:<t>  a forwarded batch's token (10 min)
+ *   <prefix>qpool:{qpool-jobs}:mtoken:<t>  a forwarded batch's token (1 hour)
  *
  * Workers read the set and send each record of a watched tag apart; the
  * master forwards those in bounded batches (jobwatch.h). Other records
@@ -57,6 +57,9 @@ int monitored_forward(rconn_t *c, const char *const *tags, const char *const *re
                       int64_t retention_s, const char *token, char *err, size_t errn);
 /* The watched set's key on c (caller frees). */
 char *monitored_set_key(const rconn_t *c);
+/* The generation of the watched set (jobwatch_gen_of), read once;
+ * JOBWATCH_GEN_NONE when Redis does not answer. */
+uint64_t monitored_generation(rconn_t *c);
 /* {"tags":[{"tag":T,"jobs":N}...]} by name, N the records its list holds;
  * NULL when Redis is unavailable. */
 cJSON *monitored_list(rconn_t *c);

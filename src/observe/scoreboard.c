@@ -53,6 +53,7 @@ int sb_alloc(scoreboard_t *sb)
             atomic_store(&s->seq, 0);
             atomic_store(&s->control, 0);
             atomic_store(&s->stop_job_ms, 0);
+            atomic_store(&s->watch_gen, 0);
             s->pid = -1; /* reserved */
             s->started_ms = 0;
             s->pool[0] = '\0';
@@ -72,6 +73,7 @@ void sb_release(scoreboard_t *sb, int idx)
     memset(&s->c, 0, sizeof s->c);
     atomic_store(&s->control, 0);
     atomic_store(&s->stop_job_ms, 0);
+    atomic_store(&s->watch_gen, 0);
 }
 
 void sb_stop_ask(sb_slot_t *s, int64_t started_ms)

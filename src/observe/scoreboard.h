@@ -88,6 +88,8 @@ typedef struct {
     _Atomic int32_t zygote_pid;    /* the zygote of the child's generation (master-written), 0: none now */
     _Atomic int64_t stop_job_ms;   /* master-written: stop the job that started at this wall ms (an operator's
                                     * "stop this job"): its handler is killed as at a timeout; 0: none */
+    _Atomic uint64_t watch_gen;    /* master-written: the watched tags' generation on the child's connection
+                                    * (jobwatch.h): the child reads the set only when it changes; 0: none */
     /* master-written at spawn */
     int32_t pid;
     int64_t started_ms;        /* wall clock */

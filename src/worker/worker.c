@@ -145,7 +145,8 @@ typedef struct {
     jobstats_t stats;
     jobhist_t hist;          /* recent attempts, for the master's job history (jobhist.h) */
     jobhist_t wq;            /* records of a watched tag not yet sent (jobwatch.h) */
-    jobwatch_set_t watch;    /* the watched tags, read every JOBWATCH_POLL_MS */
+    jobwatch_set_t watch;    /* the watched tags: read when their generation changes, else every JOBWATCH_POLL_MS */
+    uint64_t watch_gen;      /* the generation (jobwatch.h) watch has; 0: none (polled) */
     char *watch_key;
     int64_t watch_next_ms, wq_sent_ms;
     wlimits_t lim;           /* fleet-wide limits on this pool's queues (wlimits.h) */
@@ -1169,11 +1170,19 @@ static void watch_backoff(worker_t *w)
     w->watch_next_ms = mono_ms() + (retry > JOBWATCH_POLL_MS ? retry : JOBWATCH_POLL_MS);
 }
 
-/* The watched tags (jobwatch.h), every JOBWATCH_POLL_MS, with job history
- * on; the last ones stay when Redis does not answer (-1). */
+/* The watched tags (jobwatch.h), with job history on: read when the
+ * generation the master publishes in the slot changed, never while no tag
+ * is watched; every JOBWATCH_POLL_MS when it publishes none. The last ones
+ * stay when Redis does not answer (-1). */
 static int watch_poll(worker_t *w, int64_t now_ms)
 {
-    if (!w->wq.cap || now_ms < w->watch_next_ms) return 0;
+    if (!w->wq.cap) return 0;
+    uint64_t gen = w->slot ? atomic_load(&w->slot->watch_gen) : JOBWATCH_GEN_NONE;
+    enum jobwatch_act act = jobwatch_gen_action(gen, w->watch_gen, now_ms >= w->watch_next_ms);
+    if (act == JOBWATCH_CLEAR && jobwatch_set_take(&w->watch, xcalloc(1, sizeof(char *)), 0))
+        log_info("watched tags now: 0 (each of their jobs kept)");
+    if (act == JOBWATCH_CLEAR) w->watch_gen = gen;
+    if (act != JOBWATCH_READ) return 0;
     if (!w->p->app_driver && !watch_conn_ready(w)) return 0;
     w->watch_next_ms = now_ms + JOBWATCH_POLL_MS;
     if (w->p->app_driver && !watch_conn_ready(w)) {
@@ -1188,6 +1197,8 @@ static int watch_poll(worker_t *w, int64_t now_ms)
     char **tags;
     int n = monitored_tags_of(r, &tags);
     if (n >= 0 && jobwatch_set_take(&w->watch, tags, n)) log_info("watched tags now: %d (each of their jobs kept)", n);
+    if (n >= 0) w->watch_gen = gen; /* polled (none published): no generation, any later one is read */
+    if (n >= 0 && gen != JOBWATCH_GEN_NONE) w->watch_next_ms = 0; /* the next change is read at once */
     freeReplyObject(r);
     return 0;
 }

@@ -498,6 +498,64 @@ static void test_batch_ids_are_checked_carried_and_copied(void **state)
     cJSON_Delete(out);
 }
 
+/* The watched set's generation (issue 31): one for no tag, a hash of the
+ * sorted tags otherwise (never 0 or 1, tag bounds count); and what a
+ * worker does with the generation its slot has. */
+static void test_watched_generation_and_the_workers_action(void **state)
+{
+    (void)state;
+    char *ab[] = {"a", "b"}, *joined[] = {"ab"}, *abc[] = {"a", "b", "c"};
+    assert_int_equal((int)jobwatch_gen_of(NULL, 0), JOBWATCH_GEN_EMPTY);
+    uint64_t g1 = jobwatch_gen_of(ab, 2), g2 = jobwatch_gen_of(joined, 1), g3 = jobwatch_gen_of(abc, 3);
+    assert_true(g1 > JOBWATCH_GEN_EMPTY && g2 > JOBWATCH_GEN_EMPTY && g3 > JOBWATCH_GEN_EMPTY);
+    assert_true(g1 != g2 && g1 != g3 && g2 != g3);
+    assert_true(g1 == jobwatch_gen_of(ab, 2));
+    /* no generation published: today's poll, when due */
+    assert_int_equal(jobwatch_gen_action(JOBWATCH_GEN_NONE, JOBWATCH_GEN_NONE, true), JOBWATCH_READ);
+    assert_int_equal(jobwatch_gen_action(JOBWATCH_GEN_NONE, g1, false), JOBWATCH_KEEP);
+    /* no tag watched: nothing read, ever; a set it had is emptied */
+    assert_int_equal(jobwatch_gen_action(JOBWATCH_GEN_EMPTY, JOBWATCH_GEN_NONE, true), JOBWATCH_CLEAR);
+    assert_int_equal(jobwatch_gen_action(JOBWATCH_GEN_EMPTY, g1, false), JOBWATCH_CLEAR);
+    assert_int_equal(jobwatch_gen_action(JOBWATCH_GEN_EMPTY, JOBWATCH_GEN_EMPTY, true), JOBWATCH_KEEP);
+    /* a set: read once when it changed, then kept however due */
+    assert_int_equal(jobwatch_gen_action(g1, JOBWATCH_GEN_EMPTY, true), JOBWATCH_READ);
+    assert_int_equal(jobwatch_gen_action(g1, g1, true), JOBWATCH_KEEP);
+    assert_int_equal(jobwatch_gen_action(g3, g1, true), JOBWATCH_READ);
+    assert_int_equal(jobwatch_gen_action(g3, g1, false), JOBWATCH_KEEP); /* a failed read waits for its poll */
+}
+
+/* A batch unanswered goes again with its token only while the token
+ * surely lives in Redis (issue 31: a resend after the token's 10 minutes
+ * wrote a batch twice): within JOBWATCH_RESEND_MS of its first send, half
+ * the token's life; past it the batch is dropped. A new batch's clock
+ * starts anew. */
+static void test_a_batch_goes_again_only_while_its_token_lives(void **state)
+{
+    (void)state;
+    assert_true(jobwatch_resend(0));
+    assert_true(jobwatch_resend(600000)); /* the old token's 10 minutes: still safe */
+    assert_true(jobwatch_resend(JOBWATCH_RESEND_MS));
+    assert_false(jobwatch_resend(JOBWATCH_RESEND_MS + 1));
+    assert_false(jobwatch_resend(24LL * 3600 * 1000));
+    assert_true(2LL * JOBWATCH_RESEND_MS <= JOBWATCH_TOKEN_MS);
+    assert_int_equal(atoll(JOBWATCH_TOKEN_MS_STR), JOBWATCH_TOKEN_MS); /* what the script sets */
+    jobwatch_queue_t q;
+    jobwatch_queue_init(&q, 4);
+    const char *tags[4], *recs[4];
+    jobwatch_queue_add(&q, xstrdup("vip"), xstrdup("r0"));
+    jobwatch_queue_add(&q, xstrdup("vip"), xstrdup("r1"));
+    assert_int_equal(jobwatch_queue_batch(&q, 1, "t0", tags, recs), 1);
+    assert_int_equal((int)q.first_ms, 0);
+    q.first_ms = 1000;
+    jobwatch_queue_done(&q);
+    assert_int_equal((int)q.first_ms, 0); /* the next batch's clock has not started */
+    assert_int_equal(jobwatch_queue_batch(&q, 1, "t1", tags, recs), 1);
+    q.first_ms = 2000;
+    jobwatch_queue_clear(&q);
+    assert_int_equal((int)q.first_ms, 0);
+    jobwatch_queue_free(&q);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -515,6 +573,8 @@ int main(void)
         cmocka_unit_test(test_watched_queue_batches_are_stable_and_bounded),
         cmocka_unit_test(test_transient_errors_make_a_batch_wait),
         cmocka_unit_test(test_batch_ids_are_checked_carried_and_copied),
+        cmocka_unit_test(test_watched_generation_and_the_workers_action),
+        cmocka_unit_test(test_a_batch_goes_again_only_while_its_token_lives),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
