@@ -38,6 +38,24 @@ final class AgentFailed
 
     private const SCAN_BUDGET = 3.0;
 
+    /**
+     * One statement of a filtered scan looks at this many ids at most (a
+     * primary key range, newest first), however few of them match: a where
+     * on an unindexed column (failed_at, queue) never walks the whole table
+     * in one statement, past the budget and the agent's alarm.
+     */
+    private const SCAN_SPAN = 1000;
+
+    /**
+     * The since/until bounds in the query are widened by a day: failed_at is
+     * wall clock in the app's timezone, which goes back at a DST fold (or a
+     * zone's offset change); matches() decides each row read.
+     */
+    private const WINDOW_SLACK = 86400;
+
+    /** The last second a Y-m-d H:i:s string can say (9999-12-31 23:59:59 UTC). */
+    private const WINDOW_MAX = 253402300799;
+
     /** An unfiltered list counts at most this many rows (then "partial": at least so many). */
     private const COUNT_MAX = 10000;
 
@@ -65,7 +83,8 @@ final class AgentFailed
      * One page of the failer's jobs that match the filters. A database
      * failer (failed_jobs) is paged in its query, never read whole: no
      * filter, the page and a count; a filter, the rows newest first SCAN_CHUNK
-     * at a time (queue, since and until in the query: window()), for at
+     * at a time, each chunk within SCAN_SPAN ids (queue, since and until in
+     * the query: window()), for at
      * most SCAN_BUDGET seconds (then "total" counts those
      * scanned, and "partial" says so). Another failer has only all().
      */
@@ -119,48 +138,114 @@ final class AgentFailed
             return;
         }
 
+        $ids = clone $table;
+
         if (is_string($req['queue'] ?? null) && $req['queue'] !== '') {
             $table = $table->where('queue', $req['queue']);
         }
 
         $table = $this->window($table, $req);
 
-        for ($last = null; ; ) {
+        for ($last = self::below($ids, null); $last !== null; ) {
             if (microtime(true) > $until) {
                 $partial = true;
 
                 return;
             }
 
-            $q = (clone $table)->orderBy('id', 'desc')->limit(self::SCAN_CHUNK);
-            $chunk = ($last === null ? $q : $q->where('id', '<', $last))->get()->all();
+            $chunk = $this->chunk($table, $last);
 
             foreach ($chunk as $row) {
-                $last = $row->id;
                 yield $this->dbRecord($row);
             }
 
-            if (count($chunk) < self::SCAN_CHUNK) {
-                return;
-            }
+            $last = count($chunk) === self::SCAN_CHUNK ? self::rowId(end($chunk), $last[1]) : self::below($ids, $last);
         }
     }
 
     /**
-     * The query kept to since/until (on failed_at, as the failer writes it:
-     * Date::now() in the app's timezone, whole seconds), so that rows out of
-     * the window are never read; matches() still checks each row read. A
-     * fraction of a second, should a connection keep one, still counts as
-     * its whole second (as failedAt() reads it): until takes `< until + 1`.
+     * The next chunk of a filtered scan: the newest SCAN_CHUNK rows that
+     * match the query, of ids below $last[0] (none: from the top) and, when
+     * ids are integers, at least $last[0] - SCAN_SPAN.
+     */
+    private function chunk($table, array $last): array
+    {
+        [$below, $integers] = $last;
+        $q = (clone $table)->orderBy('id', 'desc')->limit(self::SCAN_CHUNK);
+
+        if ($below !== null) {
+            $q->where('id', '<', $below);
+        }
+
+        if ($integers && $below !== null) {
+            $q->where('id', '>=', $below - self::SCAN_SPAN);
+        }
+
+        return $q->get()->all();
+    }
+
+    /**
+     * Where the scan goes on after a chunk that was not full: [an id to read
+     * below, ids are integers], or null when no row is left. With integer
+     * ids, a chunk that stopped short looked at every id of its span, so the
+     * scan goes on below the span, from the newest id left there (a primary
+     * key lookup: a gap of deleted ids costs nothing); otherwise the chunk
+     * was the whole rest.
+     */
+    private static function below($ids, ?array $last): ?array
+    {
+        if ($last !== null && ! $last[1]) {
+            return null;
+        }
+
+        $q = clone $ids;
+
+        if ($last !== null && $last[0] !== null) {
+            $q->where('id', '<', $last[0] - self::SCAN_SPAN);
+        }
+
+        $top = $q->max('id');
+
+        if ($top === null) {
+            return null;
+        }
+
+        return self::integer($top) ? [(int) $top + 1, true] : [null, false];
+    }
+
+    /** Where the scan goes on after a full chunk: below its last row. */
+    private static function rowId($row, bool $integers): array
+    {
+        $id = $row->id;
+
+        return $integers && self::integer($id) ? [(int) $id, true] : [$id, false];
+    }
+
+    /** Is a primary key an integer (a row id, not a uuid)? */
+    private static function integer($id): bool
+    {
+        return is_int($id) || (is_string($id) && preg_match('/^[0-9]{1,18}$/', $id) === 1);
+    }
+
+    /**
+     * The query kept near since/until (on failed_at, as the failer writes it:
+     * Date::now() in the app's timezone, whole seconds), so that rows far
+     * out of the window are not sent to the agent; matches() decides each
+     * row read. The bounds are widened by WINDOW_SLACK (a DST fold), and one
+     * out of the years 1970-9999 adds no condition (a database that cannot
+     * compare such a date would fail the list).
      */
     private function window($table, array $req)
     {
-        if (is_int($req['since'] ?? null)) {
-            $table = $table->where('failed_at', '>=', date('Y-m-d H:i:s', $req['since']));
+        $since = is_int($req['since'] ?? null) ? $req['since'] - self::WINDOW_SLACK : null;
+        $until = is_int($req['until'] ?? null) ? $req['until'] + 1 + self::WINDOW_SLACK : null;
+
+        if ($since !== null && $since >= 0 && $since <= self::WINDOW_MAX) {
+            $table = $table->where('failed_at', '>=', date('Y-m-d H:i:s', $since));
         }
 
-        if (is_int($req['until'] ?? null)) {
-            $table = $table->where('failed_at', '<', date('Y-m-d H:i:s', $req['until'] + 1));
+        if ($until !== null && $until >= 0 && $until <= self::WINDOW_MAX) {
+            $table = $table->where('failed_at', '<', date('Y-m-d H:i:s', $until));
         }
 
         return $table;

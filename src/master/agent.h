@@ -78,6 +78,8 @@ typedef struct {
     uint32_t uid;                 /* the peer's user */
     bool owner;                   /* root or qpool's own user */
     bool dash;                    /* the dashboard's own (mappdash.c), not a control client's */
+    const char *act;              /* a retry or forget's op name (static), NULL: a read; for the log */
+    int njobs;                    /* the ids act is asked on */
 } agent_app_from_t;
 typedef struct {
     agent_app_from_t from;        /* who asked, and whom to answer */

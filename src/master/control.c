@@ -603,7 +603,9 @@ static void cmd_app(master_t *m, ctl_client_t *c, const ctl_request_t *r)
         return;
     }
     app_audit(c, r);
-    agent_app_from_t from = {.client = c->serial, .pid = (int32_t)c->pid, .uid = (uint32_t)c->uid, .owner = owner(c->uid)};
+    bool act = r->app.op == MAPP_OP_RETRY || r->app.op == MAPP_OP_FORGET;
+    agent_app_from_t from = {.client = c->serial, .pid = (int32_t)c->pid, .uid = (uint32_t)c->uid, .owner = owner(c->uid),
+                             .act = act ? r->app.op_name : NULL, .njobs = r->app.njobs};
     if (mapp_ask(m, &from, r->pool, xstrdup(r->app.json), mono_ms(), err, sizeof err) < 0) reply_verb_error(c, err);
 }
 

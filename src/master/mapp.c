@@ -175,19 +175,28 @@ int mapp_ask(master_t *m, const agent_app_from_t *from, const char *pool, char *
     return -1;
 }
 
+/* Drop a's unsent request k: a retry or forget says so, as its audit line said it was asked (control.c). */
+static void drop_unsent(const pool_t *p, agent_app_t *a, int k)
+{
+    agent_app_req_t *q = &a->v[k];
+    if (q->from.act)
+        log_info("control: app %s of %d failed jobs on pool %s asked by uid %u dropped: its client went away "
+                 "before it was sent to the app agent", q->from.act, q->from.njobs, p->conf.name, (unsigned)q->from.uid);
+    free(q->req);
+    memmove(q, q + 1, sizeof *q * (size_t)(a->n - k - 1));
+    a->n--;
+}
+
 void mapp_forget_client(master_t *m, uint64_t client)
 {
     for (int i = 0; i < m->pools.n; i++) {
         agent_app_t *a = &m->pools.v[i]->app_reqs;
         for (int k = 0; k < a->n;) {
-            agent_app_req_t *q = &a->v[k];
-            if (q->from.dash || q->from.client != client || q->sent_id || q->answer) {
+            const agent_app_req_t *q = &a->v[k];
+            if (q->from.dash || q->from.client != client || q->sent_id || q->answer)
                 k++;
-                continue;
-            }
-            free(q->req);
-            memmove(q, q + 1, sizeof *q * (size_t)(a->n - k - 1));
-            a->n--;
+            else
+                drop_unsent(m->pools.v[i], a, k);
         }
     }
 }

@@ -67,7 +67,8 @@ const char *mapp_admit(const agent_app_t *q, const agent_app_from_t *from, const
 int mapp_ask(master_t *m, const agent_app_from_t *from, const char *pool, char *req, int64_t now, char *err,
              size_t errn);
 /* Control client `client` went away: its requests not sent yet leave the
- * queues (one in flight stays until answered; its answer is dropped). */
+ * queues (one in flight stays until answered; its answer is dropped), a
+ * retry or forget among them logged as dropped. */
 void mapp_forget_client(master_t *m, uint64_t client);
 /* Has the pool requests waiting (its agent is kept up)? */
 bool mapp_wanted(const pool_t *p);

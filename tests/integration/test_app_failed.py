@@ -235,7 +235,8 @@ def test_a_large_failer_is_paged_not_read_whole(master_factory, redis_server, ap
 
 def test_since_and_until_are_in_the_failers_query(master_factory, redis_server, app):
     """`qpool failed list --app` with --since/--until: a database failer's
-    rows outside the window are never read (a where on failed_at in its
+    rows far outside the window (more than a day: the query's bounds are
+    widened by one) are not sent to the agent (a where on failed_at in its
     query), where the agent read every row and dropped them in PHP. Here 50
     rows of 1.6 MB out of the window, newer ids than those asked for, under
     memory_limit=64M: one chunk of them read would exhaust the agent."""
@@ -252,7 +253,7 @@ def test_since_and_until_are_in_the_failers_query(master_factory, redis_server, 
                         [(u, payload.replace(json.loads(payload)["uuid"], u)) for u in old])
         big = "RuntimeException: big\n" + "#0 /srv/app/x.php(1): y()\n" * 64000
         con.executemany("insert into failed_jobs (uuid, connection, queue, payload, exception, failed_at) "
-                        "values (?, 'database', 'parked', '{}', ?, datetime('now', '-2 days'))",
+                        "values (?, 'database', 'parked', '{}', ?, datetime('now', '-30 hours'))",
                         [(str(uuidlib.uuid4()), big) for _ in range(50)])
         con.commit()
     finally:
@@ -271,6 +272,65 @@ def test_since_and_until_are_in_the_failers_query(master_factory, redis_server, 
         rep = listed(m, "parked", "--since", "4d", "--until", "60h", "--text", "RuntimeException: old")
         assert sorted(f["id"] for f in rep["failed"]) == sorted(old) and rep["total"] == 3
         assert "memory" not in m.log()
+    finally:
+        assert m.stop(60) == 0
+
+
+SLOW_VIEW = """alter table failed_jobs rename to failed_rows;
+create view failed_jobs as select id, uuid, connection, queue, payload, exception,
+  fixture_slow(failed_at) as failed_at from failed_rows;"""
+
+
+def test_a_window_is_scanned_in_id_ranges_and_kept_across_a_dst_fold(master_factory, redis_server, app):
+    """Review w5a #1-#3, on --since/--until in a database failer's query:
+    a row failed in New York's fall-back hour (01:30 wall clock, read as
+    05:30 UTC) is listed by an --until of 06:10 UTC (whose wall clock,
+    01:10 the second time, is earlier); a bound past the year 9999 adds no
+    condition (its date string compared as text dropped every row); and
+    a window that matches none of 40,000 rows, each read slowly (a view,
+    a quarter of a millisecond a row), ends as "partial" within the scan's
+    budget, one primary key range at a time, where one unbounded statement
+    ran into the agent's alarm ("its app agent went away")."""
+    import calendar
+    import re
+    import sqlite3
+    import uuid as uuidlib
+    use_database_queue(app)
+    recent = park_failed(app, 2)
+    conf = app.path / "config" / "app.php"
+    conf.write_text(re.sub(r"'timezone' => [^,]+,", "'timezone' => 'America/New_York',", conf.read_text(), count=1))
+    fold = str(uuidlib.uuid4())
+    con = sqlite3.connect(str(app.db))
+    try:
+        payload = con.execute("select payload from failed_jobs").fetchone()[0]
+        con.execute("insert into failed_jobs (uuid, connection, queue, payload, exception, failed_at) "
+                    "values (?, 'database', 'parked', ?, 'RuntimeException: fold', '2026-11-01 01:30:00')",
+                    (fold, payload.replace(json.loads(payload)["uuid"], fold)))
+        con.commit()
+    finally:
+        con.close()
+    env = app.env_conf()
+    m = master_factory(redis_server)
+    m.write_config(pool(app).replace(env, env[:env.rindex("}")] + ' FIXTURE_BOOT_HAZARDS = "slowrows"; };'))
+    m.start()
+    try:
+        until = calendar.timegm((2026, 11, 1, 6, 10, 0))
+        rep = listed(m, "--since", str(until - 3600), "--until", str(until))
+        assert [f["id"] for f in rep["failed"]] == [fold] and rep["total"] == 1, rep
+        assert rep["failed"][0]["failed_at"] == calendar.timegm((2026, 11, 1, 5, 30, 0))
+        rep = listed(m, "--until", "300000000000")
+        assert sorted(f["id"] for f in rep["failed"]) == sorted(recent + [fold]) and rep["total"] == 3, rep
+        con = sqlite3.connect(str(app.db))
+        try:
+            con.executemany("insert into failed_jobs (uuid, connection, queue, payload, exception, failed_at) "
+                            "values (?, 'database', 'parked', '{}', 'x', datetime('now'))",
+                            [(str(uuidlib.uuid4()),) for _ in range(40000)])
+            con.executescript(SLOW_VIEW)
+            con.commit()
+        finally:
+            con.close()
+        rep = json.loads(failed_cli(m, "list", "--json", "--until", "30d", check=False).stdout or "{}")
+        assert rep.get("ok") and rep["failed"] == [] and rep["total"] == 0 and rep.get("partial"), (rep, m.log()[-2000:])
     finally:
         assert m.stop(60) == 0
 

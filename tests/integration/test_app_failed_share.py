@@ -4,7 +4,8 @@ waiting per control connection, two per peer process (and per user other
 than root and qpool's own), two places kept for the dashboard; beyond that
 a request is refused at once. A client that opens many connections and
 floods the queue cannot stop another client's request from being
-answered, nor the dashboard's list. Only the host's Laravel version: the
+answered, nor the dashboard's list; a request whose client went away
+before it was sent leaves the queue. Only the host's Laravel version: the
 share is the master's."""
 import json
 import socket
@@ -118,3 +119,47 @@ def test_a_flooding_client_cannot_starve_another(master_factory, redis_server, a
         assert set(queued) | set(failed) == set(uuids)
     finally:
         assert m.stop(60) == 0
+
+
+def test_a_gone_clients_unsent_retry_leaves_the_queue(master_factory, redis_server, app):
+    """Review w5a #5, #6: a retry whose client closed its connection before
+    the agent took it (the agent busy with another retry: slowpush) leaves
+    the queue, is never run, and is logged as dropped after its "asked"
+    line; the retry in flight is answered as before."""
+    use_database_queue(app)
+    uuids = park_failed(app, 5)
+    busy, gone = uuids[:4], uuids[4]
+    env = app.env_conf()
+    m = master_factory(redis_server)
+    m.write_config(pool(app).replace(env, env[:env.rindex("}")] + ' FIXTURE_BOOT_HAZARDS = "slowpush"; };'))
+    m.start()
+    try:
+        wait_for(lambda: agent_pid(m), 60, interval=0.25, what="the pool's app agent")
+
+        def retry(jobs):
+            return (json.dumps({"cmd": "app", "pool": "appq", "request": {"op": "failed-retry", "jobs": jobs}})
+                    + "\n").encode()
+
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as a:
+            a.settimeout(90)
+            a.connect(str(m.socket))
+            a.sendall(retry(busy))
+            # the agent pushes the first of four jobs (a second each): its request is in flight
+            wait_for(lambda: app.table("select id from jobs"), 60, interval=0.05, what="the first retry to run")
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as b:
+                b.connect(str(m.socket))
+                b.sendall(retry([gone]))
+            wait_for(lambda: "dropped: its client went away" in m.log(), 30, what="the gone client's retry dropped")
+            rep = json.loads(a.makefile("rb").readline())
+            assert rep.get("ok"), rep
+        log = m.log()
+        assert "app failed-retry of 1 failed jobs on pool appq asked over" in log
+        assert "app failed-retry of 1 failed jobs on pool appq asked by uid" in log
+        assert log.count("dropped: its client went away") == 1
+        # the gone client's job was never retried: still in the failer, not on its queue
+        queued = [json.loads(r["payload"])["uuid"] for r in app.table("select payload from jobs")]
+        assert gone not in queued and gone in [r["uuid"] for r in app.failed_jobs()]
+        assert "app failer of pool appq: retried" in m.log()
+    finally:
+        assert m.stop(60) == 0
+

@@ -9,6 +9,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import time
 
@@ -84,6 +85,9 @@ def test_a_poison_job_takes_no_slot(master_factory, redis_server, tmp_path):
     wait_for(lambda: rc.zcard(PREFIX + "queues:work:reserved") == 0, 30, what="the poison job to be moved aside")
     assert rc.zcard(PREFIX + "qpool:limit:|App\\Jobs\\A:run") == 0
     assert not records(log)
+    # the limited pop's record names its pool and host (its ARGV moved for them: review w5a #7)
+    rec = rc.hgetall(PREFIX + "qpool:failed:job:poison-1")
+    assert rec[b"pool"] == b"work" and rec[b"host"] == socket.gethostname().encode(), rec
 
 
 def test_killed_worker_slot_comes_back(master_factory, redis_server, tmp_path):

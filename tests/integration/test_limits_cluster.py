@@ -10,6 +10,7 @@ timing."""
 import json
 import os
 import signal
+import socket
 import time
 
 
@@ -212,3 +213,6 @@ def test_a_poison_job_gives_its_lease_back_on_a_cluster(cluster, master_factory,
     wait_for(lambda: good["uuid"] in records(log), 12, what="the next job of the class to start")
     assert list(records(log)) == [good["uuid"]]
     wait_for(lambda: rc.zcard(run_key) == 0, 30, what="the slot to be given back")
+    # the cluster pick pop's record names its pool and host (its ARGV moved for them: review w5a #7)
+    rec = rc.hgetall(PREFIX + "qpool:failed:" + queue + ":job:poison-1")
+    assert rec[b"pool"] == b"work" and rec[b"host"] == socket.gethostname().encode(), rec

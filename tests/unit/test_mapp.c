@@ -1,15 +1,20 @@
-/* mapp.c: who may send an app failer request (review freshapp #2), and the
- * request rebuilt from each op's keys (review freshapp #6). */
+/* mapp.c: who may send an app failer request (review freshapp #2), the
+ * request rebuilt from each op's keys (review freshapp #6), and a gone
+ * client's unsent requests leaving the queue (review w5a #5, #6). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <cmocka.h>
 
 #include "master/mapp.h"
+#include "master/master.h"
+#include "master/pool.h"
+#include "core/util.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static char *rebuilt(const char *json, char *err, size_t errn);
 
@@ -107,12 +112,89 @@ static void test_fair_share(void **state)
     assert_non_null(mapp_admit(&q, &dash, "appq", why, sizeof why));
 }
 
+/* Queue a request on p's queue as it stands: sent (its agent request), answered, or not yet. */
+static void put(pool_t *p, agent_app_from_t from, uint64_t sent_id, bool answered)
+{
+    char req[64];
+    snprintf(req, sizeof req, "{\"n\":%d}", p->app_reqs.n);
+    p->app_reqs.v[p->app_reqs.n++] = (agent_app_req_t){.from = from, .req = xstrdup(req), .sent_id = sent_id,
+                                                       .answer = answered ? xstrdup("{}") : NULL};
+}
+
+static const char *req_at(const pool_t *p, int k)
+{
+    return p->app_reqs.v[k].req;
+}
+
+/* mapp_forget_client(m, client) with stderr in a file: what it logged. */
+static char *forget_logged(master_t *m, uint64_t client)
+{
+    char path[] = "/tmp/qpool-test-mapp-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    unlink(path);
+    int saved = dup(2);
+    dup2(fd, 2);
+    mapp_forget_client(m, client);
+    dup2(saved, 2);
+    close(saved);
+    char buf[8192];
+    ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
+    close(fd);
+    buf[n > 0 ? n : 0] = '\0';
+    return xstrdup(buf);
+}
+
+static void test_forget_client(void **state)
+{
+    (void)state;
+    pool_t a = {.conf = {.name = "a"}}, b = {.conf = {.name = "b"}};
+    pool_t *v[] = {&a, &b};
+    master_t m = {.pools = {.v = v, .n = 2}};
+    agent_app_from_t five = {.client = 5, .pid = 50, .uid = 1000}, six = {.client = 6, .pid = 60, .uid = 0};
+    agent_app_from_t retry = five, dash = {.client = 5, .owner = true, .dash = true, .act = "failed-retry"};
+    retry.act = "failed-retry";
+    retry.njobs = 3;
+    put(&a, five, 11, false);   /* 0: client 5's, sent: stays */
+    put(&a, five, 0, false);    /* 1: client 5's, unsent: goes */
+    put(&a, six, 0, false);     /* 2: another client's: stays */
+    put(&a, five, 12, true);    /* 3: client 5's, answered: stays */
+    put(&a, retry, 0, false);   /* 4: client 5's unsent retry: goes, logged */
+    put(&a, dash, 0, false);    /* 5: the dashboard's (its serial 5 too here): stays */
+    put(&a, five, 0, false);    /* 6: client 5's, unsent, the last: goes */
+    put(&b, five, 0, false);    /* b's 0: client 5's, unsent: goes */
+    put(&b, six, 0, false);     /* b's 1: stays */
+    char *log = forget_logged(&m, 5);
+    assert_int_equal(a.app_reqs.n, 4);
+    assert_string_equal(req_at(&a, 0), "{\"n\":0}");
+    assert_string_equal(req_at(&a, 1), "{\"n\":2}");
+    assert_string_equal(req_at(&a, 2), "{\"n\":3}");
+    assert_string_equal(req_at(&a, 3), "{\"n\":5}");
+    assert_int_equal(b.app_reqs.n, 1);
+    assert_string_equal(req_at(&b, 0), "{\"n\":1}");
+    /* the dropped retry is logged once (its audit line said it was asked), a dropped read is not */
+    assert_non_null(strstr(log, "app failed-retry of 3 failed jobs on pool a asked by uid 1000 dropped"));
+    assert_null(strstr(strstr(log, "dropped") + 1, "dropped"));
+    free(log);
+    /* another client gone: nothing of its is unsent but b's */
+    log = forget_logged(&m, 6);
+    assert_int_equal(a.app_reqs.n, 3);
+    assert_int_equal(b.app_reqs.n, 0);
+    assert_string_equal(log, "");
+    free(log);
+    for (int k = 0; k < a.app_reqs.n; k++) {
+        free(a.app_reqs.v[k].req);
+        free(a.app_reqs.v[k].answer);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_refusal),
         cmocka_unit_test(test_request_keys),
         cmocka_unit_test(test_fair_share),
+        cmocka_unit_test(test_forget_client),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

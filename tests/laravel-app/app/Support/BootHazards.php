@@ -16,6 +16,9 @@ use Illuminate\Support\Facades\Redis;
  *   socket  open a socket of its own and keep it (not a framework connection)
  *   slowpush  each insert into the jobs table takes a second more, once done
  *           (a slow queue backend: tests/integration/test_app_failed.py)
+ *   slowrows  the default database connection, whenever it connects, has
+ *           a function fixture_slow(v): v, a quarter of a millisecond later
+ *           (a slow scan of a view: tests/integration/test_app_failed.py)
  *   exit76  end the process with status 76 (what qpool's zygote says when
  *           the app moved: an app's own exit must not read as that)
  */
@@ -59,9 +62,35 @@ class BootHazards
             });
         }
 
+        if (in_array('slowrows', $what, true)) {
+            self::slowRows();
+        }
+
         if (in_array('exit76', $what, true)) {
             exit(76);
         }
+    }
+
+    /** fixture_slow(v) on each connection of the default one (an agent forked after the boot connects anew). */
+    private static function slowRows(): void
+    {
+        app('db')->extend((string) config('database.default'), function ($config, $name) {
+            $connection = app('db.factory')->make($config, $name);
+            $pdo = $connection->getPdo();
+            $slow = function ($v) {
+                usleep(250);
+
+                return $v;
+            };
+
+            if ($pdo instanceof \Pdo\Sqlite) {
+                $pdo->createFunction('fixture_slow', $slow, 1);
+            } else {
+                $pdo->sqliteCreateFunction('fixture_slow', $slow, 1);
+            }
+
+            return $connection;
+        });
     }
 
     /** The job's database connection is the one the boot opened. */
