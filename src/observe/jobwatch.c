@@ -78,6 +78,11 @@ enum jobwatch_act jobwatch_gen_action(uint64_t published, uint64_t have, bool du
     return due ? JOBWATCH_READ : JOBWATCH_KEEP;
 }
 
+uint64_t jobwatch_gen_read(uint64_t published, char *const *tags, int n)
+{
+    return published == JOBWATCH_GEN_NONE ? JOBWATCH_GEN_NONE : jobwatch_gen_of(tags, n);
+}
+
 void jobwatch_queue_init(jobwatch_queue_t *q, int cap)
 {
     memset(q, 0, sizeof *q);

@@ -80,6 +80,12 @@ enum jobwatch_act {
     JOBWATCH_CLEAR, /* no tag is watched: empty its set, read nothing */
 };
 enum jobwatch_act jobwatch_gen_action(uint64_t published, uint64_t have, bool due);
+/* The generation a worker's set has after it read n tags (sorted, capped,
+ * as the master hashes them) while published was in its slot: that of the
+ * tags it read, not the published one (the set may have changed between
+ * the two reads and back: it is read again); JOBWATCH_GEN_NONE when none
+ * was published (it polls). */
+uint64_t jobwatch_gen_read(uint64_t published, char *const *tags, int n);
 
 /* The master's queue of one pool's watched records: (tags '\n'-joined,
  * record JSON) pairs, oldest first. */

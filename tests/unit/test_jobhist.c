@@ -524,6 +524,27 @@ static void test_watched_generation_and_the_workers_action(void **state)
     assert_int_equal(jobwatch_gen_action(g3, g1, false), JOBWATCH_KEEP); /* a failed read waits for its poll */
 }
 
+/* A worker labels its set with the generation of the tags it read, not
+ * the one its slot had: the set {x,vip} published, then "remove vip; add
+ * vip" within one master tick, a worker reading {x} in between kept {x}
+ * as {x,vip} for good (the master's next read publishes the same
+ * generation). It must read again. */
+static void test_a_worker_keeps_the_generation_of_what_it_read(void **state)
+{
+    (void)state;
+    char *xv[] = {"vip", "x"}, *x[] = {"x"};
+    uint64_t g_xv = jobwatch_gen_of(xv, 2);
+    uint64_t have = jobwatch_gen_read(g_xv, x, 1);
+    assert_true(have == jobwatch_gen_of(x, 1));
+    assert_int_equal(jobwatch_gen_action(g_xv, have, true), JOBWATCH_READ);
+    /* read right: kept until it changes */
+    have = jobwatch_gen_read(g_xv, xv, 2);
+    assert_int_equal(jobwatch_gen_action(g_xv, have, true), JOBWATCH_KEEP);
+    /* read empty under a set: read again; none published: it polls */
+    assert_int_equal(jobwatch_gen_action(g_xv, jobwatch_gen_read(g_xv, NULL, 0), true), JOBWATCH_READ);
+    assert_int_equal((int)jobwatch_gen_read(JOBWATCH_GEN_NONE, xv, 2), JOBWATCH_GEN_NONE);
+}
+
 /* A batch unanswered goes again with its token only while the token
  * surely lives in Redis (issue 31: a resend after the token's 10 minutes
  * wrote a batch twice): within JOBWATCH_RESEND_MS of its first send, half
@@ -575,6 +596,7 @@ int main(void)
         cmocka_unit_test(test_batch_ids_are_checked_carried_and_copied),
         cmocka_unit_test(test_watched_generation_and_the_workers_action),
         cmocka_unit_test(test_a_batch_goes_again_only_while_its_token_lives),
+        cmocka_unit_test(test_a_worker_keeps_the_generation_of_what_it_read),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
