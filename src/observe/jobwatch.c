@@ -168,6 +168,16 @@ bool jobwatch_resend(int64_t age_ms)
     return age_ms <= JOBWATCH_RESEND_MS;
 }
 
+void jobwatch_queue_sent(jobwatch_queue_t *q, bool up, int rv, int64_t sent_ms)
+{
+    if (up && rv == -1 && q->batch && !q->first_ms) q->first_ms = sent_ms > 0 ? sent_ms : 1;
+}
+
+bool jobwatch_queue_expired(const jobwatch_queue_t *q, int64_t now_ms)
+{
+    return q->token[0] && q->first_ms && !jobwatch_resend(now_ms - q->first_ms);
+}
+
 void jobwatch_queue_clear(jobwatch_queue_t *q)
 {
     for (int i = 0; i < q->n; i++) {

@@ -577,6 +577,38 @@ static void test_a_batch_goes_again_only_while_its_token_lives(void **state)
     jobwatch_queue_free(&q);
 }
 
+/* Only a send whose outcome is unknown (a reply lost on a live
+ * connection: the script may have run and set its token) starts a batch's
+ * 30 minutes (review of jwgen, MUST 2: an error reply started them, and a
+ * batch Redis answered READONLY or LOADING for 30 minutes, never written,
+ * was dropped). An answer after a lost reply does not move the clock. */
+static void test_only_a_lost_reply_starts_a_batchs_clock(void **state)
+{
+    (void)state;
+    jobwatch_queue_t q;
+    jobwatch_queue_init(&q, 4);
+    const char *tags[4], *recs[4];
+    jobwatch_queue_add(&q, xstrdup("vip"), xstrdup("r0"));
+    assert_int_equal(jobwatch_queue_batch(&q, 1, "t0", tags, recs), 1);
+    const int64_t t0 = 5000, late = t0 + JOBWATCH_RESEND_MS + 1;
+    jobwatch_queue_sent(&q, false, -1, t0); /* no connection: never sent */
+    jobwatch_queue_sent(&q, true, -3, t0);  /* READONLY, LOADING...: the script did not run */
+    jobwatch_queue_sent(&q, true, -2, t0);  /* another error */
+    assert_int_equal((int)q.first_ms, 0);
+    assert_false(jobwatch_queue_expired(&q, late)); /* it waits: Redis never wrote it */
+    jobwatch_queue_sent(&q, true, -1, t0); /* lost */
+    assert_int_equal((int)q.first_ms, (int)t0);
+    jobwatch_queue_sent(&q, true, -3, t0 + 1000); /* an answer after it: the clock stays */
+    jobwatch_queue_sent(&q, true, -1, t0 + 2000); /* lost again: stays */
+    assert_int_equal((int)q.first_ms, (int)t0);
+    assert_false(jobwatch_queue_expired(&q, t0 + JOBWATCH_RESEND_MS)); /* it goes again, with its token */
+    assert_string_equal(q.token, "t0");
+    assert_true(jobwatch_queue_expired(&q, late));
+    jobwatch_queue_done(&q); /* the caller drops it */
+    assert_false(jobwatch_queue_expired(&q, late));
+    jobwatch_queue_free(&q);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -597,6 +629,7 @@ int main(void)
         cmocka_unit_test(test_watched_generation_and_the_workers_action),
         cmocka_unit_test(test_a_batch_goes_again_only_while_its_token_lives),
         cmocka_unit_test(test_a_worker_keeps_the_generation_of_what_it_read),
+        cmocka_unit_test(test_only_a_lost_reply_starts_a_batchs_clock),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
