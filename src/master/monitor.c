@@ -637,8 +637,9 @@ void monitor_drain_watched(master_t *m, pool_t *p, int64_t deadline_ms)
 /* The watched set, read once a second per connection with pools, and its
  * generation published to those pools' workers (jobwatch.h): they read it
  * only when it changed, and not at all while no tag is watched. Only with
- * job history on (the workers keep no watched records without it); none
- * (0: the workers poll) when Redis does not answer. */
+ * job history on (the workers keep no watched records without it); when
+ * Redis does not answer, the last one for a few reads (a blip), then none
+ * (0: the workers poll; jobwatch_gen_next). */
 static void publish_watched(master_t *m)
 {
     if (!m->conf->job_history_size || m->conf->no_redis) return;
@@ -650,8 +651,11 @@ static void publish_watched(master_t *m)
          * that takes connections and never answers holds this at most once
          * a pass (then 0: the workers poll, with their own bounds) */
         uint64_t gen = c && c->ctx ? monitored_generation(c) : JOBWATCH_GEN_NONE;
-        for (int i = 0; i < m->pools.n; i++)
-            if (!strcmp(m->pools.v[i]->conf.connection, name)) pool_publish_watch(&m->pools, m->pools.v[i], gen);
+        for (int i = 0; i < m->pools.n; i++) {
+            pool_t *p = m->pools.v[i];
+            if (!strcmp(p->conf.connection, name))
+                pool_publish_watch(&m->pools, p, jobwatch_gen_next(p->watch_gen, gen, &p->watch_misses));
+        }
     }
 }
 

@@ -78,6 +78,16 @@ enum jobwatch_act jobwatch_gen_action(uint64_t published, uint64_t have, bool du
     return due ? JOBWATCH_READ : JOBWATCH_KEEP;
 }
 
+uint64_t jobwatch_gen_next(uint64_t published, uint64_t read, int *misses)
+{
+    if (read != JOBWATCH_GEN_NONE) {
+        *misses = 0;
+        return read;
+    }
+    if (*misses < JOBWATCH_GEN_HOLD) ++*misses;
+    return *misses < JOBWATCH_GEN_HOLD ? published : JOBWATCH_GEN_NONE;
+}
+
 uint64_t jobwatch_gen_read(uint64_t published, char *const *tags, int n)
 {
     return published == JOBWATCH_GEN_NONE ? JOBWATCH_GEN_NONE : jobwatch_gen_of(tags, n);

@@ -9,8 +9,8 @@
  *    (jobwatch_gen_of) in each of its workers' scoreboard slots; a worker
  *    reads the set only when that generation changed, and sends nothing
  *    while no tag is watched (jobwatch_gen_action). A worker without a
- *    generation (0: none published yet, or the master's read failed) reads
- *    the set every JOBWATCH_POLL_MS. It keeps a copy of each record whose
+ *    generation (0: none published yet, or the master's reads failed
+ *    JOBWATCH_GEN_HOLD times in a row) reads the set every JOBWATCH_POLL_MS. It keeps a copy of each record whose
  *    tags meet it (no payload) in a queue of its own, JOBWATCH_WORKER_KEEP
  *    records past its ring; it sends them as {"m":[...]} datagrams and
  *    removes them only once sent (what the master cannot take yet waits);
@@ -82,6 +82,14 @@ enum jobwatch_act {
     JOBWATCH_CLEAR, /* no tag is watched: empty its set, read nothing */
 };
 enum jobwatch_act jobwatch_gen_action(uint64_t published, uint64_t have, bool due);
+/* The generation the master publishes after its read of the set gave
+ * read (JOBWATCH_GEN_NONE: Redis did not answer) while published was out:
+ * a failed read keeps the last one for JOBWATCH_GEN_HOLD reads in a row
+ * (a blip of the master's connection does not send every worker back to
+ * its 1 s poll, 2 reads each), then none. misses: the failed reads in a
+ * row (the caller's, 0 at first). */
+#define JOBWATCH_GEN_HOLD 3
+uint64_t jobwatch_gen_next(uint64_t published, uint64_t read, int *misses);
 /* The generation a worker's set has after it read n tags (sorted, capped,
  * as the master hashes them) while published was in its slot: that of the
  * tags it read, not the published one (the set may have changed between

@@ -609,6 +609,35 @@ static void test_only_a_lost_reply_starts_a_batchs_clock(void **state)
     jobwatch_queue_free(&q);
 }
 
+/* A failed read of the watched set by the master (a blip: one reply late
+ * drops its connection) kept no generation, and every worker went back to
+ * its 1 s poll, 2 reads each (review of jwgen, SHOULD 7): the last one is
+ * kept for JOBWATCH_GEN_HOLD failed reads in a row, then none. */
+static void test_the_master_keeps_the_generation_across_a_blip(void **state)
+{
+    (void)state;
+    char *x[] = {"x"};
+    uint64_t g = jobwatch_gen_of(x, 1), pub = JOBWATCH_GEN_NONE;
+    int misses = 0;
+    pub = jobwatch_gen_next(pub, g, &misses);
+    assert_true(pub == g);
+    pub = jobwatch_gen_next(pub, JOBWATCH_GEN_NONE, &misses); /* one failed read */
+    assert_true(pub == g);
+    pub = jobwatch_gen_next(pub, g, &misses); /* answered again: the count starts anew */
+    for (int i = 1; i < JOBWATCH_GEN_HOLD; i++) {
+        pub = jobwatch_gen_next(pub, JOBWATCH_GEN_NONE, &misses);
+        assert_true(pub == g);
+    }
+    pub = jobwatch_gen_next(pub, JOBWATCH_GEN_NONE, &misses); /* Redis down: the workers poll */
+    assert_int_equal((int)pub, JOBWATCH_GEN_NONE);
+    for (int i = 0; i < 5; i++) pub = jobwatch_gen_next(pub, JOBWATCH_GEN_NONE, &misses);
+    assert_int_equal((int)pub, JOBWATCH_GEN_NONE);
+    assert_true(jobwatch_gen_next(pub, JOBWATCH_GEN_EMPTY, &misses) == JOBWATCH_GEN_EMPTY);
+    assert_int_equal(misses, 0);
+    misses = 0; /* none published yet (the master's first read failed): none */
+    assert_int_equal((int)jobwatch_gen_next(JOBWATCH_GEN_NONE, JOBWATCH_GEN_NONE, &misses), JOBWATCH_GEN_NONE);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -630,6 +659,7 @@ int main(void)
         cmocka_unit_test(test_a_batch_goes_again_only_while_its_token_lives),
         cmocka_unit_test(test_a_worker_keeps_the_generation_of_what_it_read),
         cmocka_unit_test(test_only_a_lost_reply_starts_a_batchs_clock),
+        cmocka_unit_test(test_the_master_keeps_the_generation_across_a_blip),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
