@@ -570,15 +570,15 @@ static int watched_wait_note(pool_t *p, int rv, const char *err)
     return rv;
 }
 
-/* Has the head batch of p's watched queue gone unanswered too long to go
- * again (jobwatch_resend: its token may have expired, a resend could write
- * it twice)? Then it is dropped, logged: true. */
+/* Was a reply to the head batch of p's watched queue lost too long ago for
+ * it to go again (jobwatch_queue_expired: its token may have expired, a
+ * resend could write it twice)? Then it is dropped, logged: true. */
 static bool resend_too_late(pool_t *p)
 {
     jobwatch_queue_t *q = &p->watched;
-    if (!q->token[0] || !q->first_ms || jobwatch_resend(mono_ms() - q->first_ms)) return false;
-    log_warn("pool %s: %d records of watched tags dropped: Redis left their batch unanswered for %d minutes "
-             "(sent again, it could be written twice)",
+    if (!jobwatch_queue_expired(q, mono_ms())) return false;
+    log_warn("pool %s: %d records of watched tags dropped: a reply to their batch was lost over %d minutes ago "
+             "and none came since (sent again, it could be written twice)",
              p->conf.name, q->batch, JOBWATCH_RESEND_MS / 60000);
     jobwatch_queue_done(q);
     return true;
@@ -605,11 +605,12 @@ static int forward_watched(master_t *m, pool_t *p)
     uuid4(token);
     int n = jobwatch_queue_batch(&p->watched, JOBWATCH_STEP, token, tags, recs);
     char err[128] = "";
-    bool up = c && rconn_ensure(c) == 0; /* no connection: this try cannot reach Redis, its clock does not start */
-    if (up && n && !p->watched.first_ms) p->watched.first_ms = mono_ms();
+    bool up = c && rconn_ensure(c) == 0;
+    int64_t sent_ms = mono_ms();
     int rv = up ? monitored_forward(c, tags, recs, n, m->conf->monitored_tag_jobs, m->conf->monitored_tag_retention,
                                     p->watched.token, err, sizeof err)
                 : -1;
+    jobwatch_queue_sent(&p->watched, up, rv, sent_ms); /* a lost reply starts its clock, an answer does not */
     rv = watched_wait_note(p, rv, err);
     if (rv == -2 && ++p->watched.refused >= JOBWATCH_TRIES)
         log_warn("pool %s: %d records of watched tags dropped (Redis refused them %d times)", p->conf.name, n,
@@ -636,8 +637,9 @@ void monitor_drain_watched(master_t *m, pool_t *p, int64_t deadline_ms)
 /* The watched set, read once a second per connection with pools, and its
  * generation published to those pools' workers (jobwatch.h): they read it
  * only when it changed, and not at all while no tag is watched. Only with
- * job history on (the workers keep no watched records without it); none
- * (0: the workers poll) when Redis does not answer. */
+ * job history on (the workers keep no watched records without it); when
+ * Redis does not answer, the last one for a few reads (a blip), then none
+ * (0: the workers poll; jobwatch_gen_next). */
 static void publish_watched(master_t *m)
 {
     if (!m->conf->job_history_size || m->conf->no_redis) return;
@@ -649,8 +651,11 @@ static void publish_watched(master_t *m)
          * that takes connections and never answers holds this at most once
          * a pass (then 0: the workers poll, with their own bounds) */
         uint64_t gen = c && c->ctx ? monitored_generation(c) : JOBWATCH_GEN_NONE;
-        for (int i = 0; i < m->pools.n; i++)
-            if (!strcmp(m->pools.v[i]->conf.connection, name)) pool_publish_watch(&m->pools, m->pools.v[i], gen);
+        for (int i = 0; i < m->pools.n; i++) {
+            pool_t *p = m->pools.v[i];
+            if (!strcmp(p->conf.connection, name))
+                pool_publish_watch(&m->pools, p, jobwatch_gen_next(p->watch_gen, gen, &p->watch_misses));
+        }
     }
 }
 

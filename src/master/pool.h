@@ -117,6 +117,7 @@ typedef struct pool {
     jobhist_pending_t jobs;  /* recent job records not yet written to Redis (jobhist.h) */
     jobwatch_queue_t watched; /* records of watched tags not yet in their lists (jobwatch.h) */
     uint64_t watch_gen;      /* the watched set's generation on its connection, as its slots have it (0: none) */
+    int watch_misses;        /* the master's reads of that set that failed in a row (jobwatch_gen_next) */
     minute_t minute[QPOOL_MAX_QUEUES]; /* per queue: the last minute's waits and attempts (alerts) */
     uint64_t spawned, crashes, memory_recycles;
     uint64_t exits[EXIT_KINDS];

@@ -78,6 +78,21 @@ enum jobwatch_act jobwatch_gen_action(uint64_t published, uint64_t have, bool du
     return due ? JOBWATCH_READ : JOBWATCH_KEEP;
 }
 
+uint64_t jobwatch_gen_next(uint64_t published, uint64_t read, int *misses)
+{
+    if (read != JOBWATCH_GEN_NONE) {
+        *misses = 0;
+        return read;
+    }
+    if (*misses < JOBWATCH_GEN_HOLD) ++*misses;
+    return *misses < JOBWATCH_GEN_HOLD ? published : JOBWATCH_GEN_NONE;
+}
+
+uint64_t jobwatch_gen_read(uint64_t published, char *const *tags, int n)
+{
+    return published == JOBWATCH_GEN_NONE ? JOBWATCH_GEN_NONE : jobwatch_gen_of(tags, n);
+}
+
 void jobwatch_queue_init(jobwatch_queue_t *q, int cap)
 {
     memset(q, 0, sizeof *q);
@@ -161,6 +176,16 @@ _Static_assert(2 * (int64_t)JOBWATCH_RESEND_MS <= JOBWATCH_TOKEN_MS, "a resend n
 bool jobwatch_resend(int64_t age_ms)
 {
     return age_ms <= JOBWATCH_RESEND_MS;
+}
+
+void jobwatch_queue_sent(jobwatch_queue_t *q, bool up, int rv, int64_t sent_ms)
+{
+    if (up && rv == -1 && q->batch && !q->first_ms) q->first_ms = sent_ms > 0 ? sent_ms : 1;
+}
+
+bool jobwatch_queue_expired(const jobwatch_queue_t *q, int64_t now_ms)
+{
+    return q->token[0] && q->first_ms && !jobwatch_resend(now_ms - q->first_ms);
 }
 
 void jobwatch_queue_clear(jobwatch_queue_t *q)

@@ -9,8 +9,8 @@
  *    (jobwatch_gen_of) in each of its workers' scoreboard slots; a worker
  *    reads the set only when that generation changed, and sends nothing
  *    while no tag is watched (jobwatch_gen_action). A worker without a
- *    generation (0: none published yet, or the master's read failed) reads
- *    the set every JOBWATCH_POLL_MS. It keeps a copy of each record whose
+ *    generation (0: none published yet, or the master's reads failed
+ *    JOBWATCH_GEN_HOLD times in a row) reads the set every JOBWATCH_POLL_MS. It keeps a copy of each record whose
  *    tags meet it (no payload) in a queue of its own, JOBWATCH_WORKER_KEEP
  *    records past its ring; it sends them as {"m":[...]} datagrams and
  *    removes them only once sent (what the master cannot take yet waits);
@@ -22,9 +22,11 @@
  *    keeps its token until Redis answered it, and the script runs a token
  *    once: a reply lost after the write does not write the batch twice.
  *    The token lives JOBWATCH_TOKEN_MS in Redis from its first run; a
- *    batch goes again only within JOBWATCH_RESEND_MS of its first send on
- *    a live connection (half the token's life), and is dropped, logged,
- *    past that (jobwatch_resend): a resend never finds its token expired;
+ *    batch goes again only within JOBWATCH_RESEND_MS of its first send
+ *    whose reply was lost (half the token's life), and is dropped, logged,
+ *    past that (jobwatch_resend): a resend never finds its token expired.
+ *    A batch Redis answered with an error, or never reached, ran no script
+ *    and has no token: it waits (within the queue's bounds);
  *  - the ring's copy of such a record says so ("k"), and the master's
  *    recent-jobs pass leaves it out of the monitored lists.
  *
@@ -80,6 +82,20 @@ enum jobwatch_act {
     JOBWATCH_CLEAR, /* no tag is watched: empty its set, read nothing */
 };
 enum jobwatch_act jobwatch_gen_action(uint64_t published, uint64_t have, bool due);
+/* The generation the master publishes after its read of the set gave
+ * read (JOBWATCH_GEN_NONE: Redis did not answer) while published was out:
+ * a failed read keeps the last one for JOBWATCH_GEN_HOLD reads in a row
+ * (a blip of the master's connection does not send every worker back to
+ * its 1 s poll, 2 reads each), then none. misses: the failed reads in a
+ * row (the caller's, 0 at first). */
+#define JOBWATCH_GEN_HOLD 3
+uint64_t jobwatch_gen_next(uint64_t published, uint64_t read, int *misses);
+/* The generation a worker's set has after it read n tags (sorted, capped,
+ * as the master hashes them) while published was in its slot: that of the
+ * tags it read, not the published one (the set may have changed between
+ * the two reads and back: it is read again); JOBWATCH_GEN_NONE when none
+ * was published (it polls). */
+uint64_t jobwatch_gen_read(uint64_t published, char *const *tags, int n);
 
 /* The master's queue of one pool's watched records: (tags '\n'-joined,
  * record JSON) pairs, oldest first. */
@@ -92,13 +108,23 @@ typedef struct {
     int batch;                         /* its size */
     int refused;                       /* times Redis refused it */
     uint64_t waits;                    /* passes in a row Redis answered an error that passes */
-    int64_t first_ms;                  /* monotonic: the head batch first went on a live connection; 0: not yet */
+    int64_t first_ms;                  /* monotonic: the head batch's first send whose outcome is unknown; 0: none */
 } jobwatch_queue_t;
 
 /* May a batch unanswered since its first send age_ms ago go again (with
  * its token)? False past JOBWATCH_RESEND_MS: its token could have expired
  * in Redis, so a resend could write it twice; the caller drops it. */
 bool jobwatch_resend(int64_t age_ms);
+/* A send of the head batch that began at sent_ms (monotonic) ended with
+ * rv (monitored_forward's answer), on a live connection when up. Only an
+ * unknown outcome (-1 while up: the reply was lost, the script may have
+ * run and set its token) starts the batch's clock; an answer (an error:
+ * the script did not run) or no connection does not, and nothing moves a
+ * clock once started (an earlier send may have set the token). */
+void jobwatch_queue_sent(jobwatch_queue_t *q, bool up, int rv, int64_t sent_ms);
+/* Is the head batch past its resends (jobwatch_resend of its clock)? The
+ * caller drops it. */
+bool jobwatch_queue_expired(const jobwatch_queue_t *q, int64_t now_ms);
 
 void jobwatch_queue_init(jobwatch_queue_t *q, int cap);
 void jobwatch_queue_free(jobwatch_queue_t *q);

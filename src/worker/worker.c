@@ -1196,9 +1196,10 @@ static int watch_poll(worker_t *w, int64_t now_ms)
     if (!r) return -1;
     char **tags;
     int n = monitored_tags_of(r, &tags);
+    uint64_t read = n >= 0 ? jobwatch_gen_read(gen, tags, n) : gen; /* before the set takes tags */
     if (n >= 0 && jobwatch_set_take(&w->watch, tags, n)) log_info("watched tags now: %d (each of their jobs kept)", n);
-    if (n >= 0) w->watch_gen = gen; /* polled (none published): no generation, any later one is read */
-    if (n >= 0 && gen != JOBWATCH_GEN_NONE) w->watch_next_ms = 0; /* the next change is read at once */
+    if (n >= 0) w->watch_gen = read; /* what it read: one not published is read again when due */
+    if (n >= 0 && read == gen && gen != JOBWATCH_GEN_NONE) w->watch_next_ms = 0; /* the next change at once */
     freeReplyObject(r);
     return 0;
 }

@@ -524,6 +524,27 @@ static void test_watched_generation_and_the_workers_action(void **state)
     assert_int_equal(jobwatch_gen_action(g3, g1, false), JOBWATCH_KEEP); /* a failed read waits for its poll */
 }
 
+/* A worker labels its set with the generation of the tags it read, not
+ * the one its slot had: the set {x,vip} published, then "remove vip; add
+ * vip" within one master tick, a worker reading {x} in between kept {x}
+ * as {x,vip} for good (the master's next read publishes the same
+ * generation). It must read again. */
+static void test_a_worker_keeps_the_generation_of_what_it_read(void **state)
+{
+    (void)state;
+    char *xv[] = {"vip", "x"}, *x[] = {"x"};
+    uint64_t g_xv = jobwatch_gen_of(xv, 2);
+    uint64_t have = jobwatch_gen_read(g_xv, x, 1);
+    assert_true(have == jobwatch_gen_of(x, 1));
+    assert_int_equal(jobwatch_gen_action(g_xv, have, true), JOBWATCH_READ);
+    /* read right: kept until it changes */
+    have = jobwatch_gen_read(g_xv, xv, 2);
+    assert_int_equal(jobwatch_gen_action(g_xv, have, true), JOBWATCH_KEEP);
+    /* read empty under a set: read again; none published: it polls */
+    assert_int_equal(jobwatch_gen_action(g_xv, jobwatch_gen_read(g_xv, NULL, 0), true), JOBWATCH_READ);
+    assert_int_equal((int)jobwatch_gen_read(JOBWATCH_GEN_NONE, xv, 2), JOBWATCH_GEN_NONE);
+}
+
 /* A batch unanswered goes again with its token only while the token
  * surely lives in Redis (issue 31: a resend after the token's 10 minutes
  * wrote a batch twice): within JOBWATCH_RESEND_MS of its first send, half
@@ -556,6 +577,67 @@ static void test_a_batch_goes_again_only_while_its_token_lives(void **state)
     jobwatch_queue_free(&q);
 }
 
+/* Only a send whose outcome is unknown (a reply lost on a live
+ * connection: the script may have run and set its token) starts a batch's
+ * 30 minutes (review of jwgen, MUST 2: an error reply started them, and a
+ * batch Redis answered READONLY or LOADING for 30 minutes, never written,
+ * was dropped). An answer after a lost reply does not move the clock. */
+static void test_only_a_lost_reply_starts_a_batchs_clock(void **state)
+{
+    (void)state;
+    jobwatch_queue_t q;
+    jobwatch_queue_init(&q, 4);
+    const char *tags[4], *recs[4];
+    jobwatch_queue_add(&q, xstrdup("vip"), xstrdup("r0"));
+    assert_int_equal(jobwatch_queue_batch(&q, 1, "t0", tags, recs), 1);
+    const int64_t t0 = 5000, late = t0 + JOBWATCH_RESEND_MS + 1;
+    jobwatch_queue_sent(&q, false, -1, t0); /* no connection: never sent */
+    jobwatch_queue_sent(&q, true, -3, t0);  /* READONLY, LOADING...: the script did not run */
+    jobwatch_queue_sent(&q, true, -2, t0);  /* another error */
+    assert_int_equal((int)q.first_ms, 0);
+    assert_false(jobwatch_queue_expired(&q, late)); /* it waits: Redis never wrote it */
+    jobwatch_queue_sent(&q, true, -1, t0); /* lost */
+    assert_int_equal((int)q.first_ms, (int)t0);
+    jobwatch_queue_sent(&q, true, -3, t0 + 1000); /* an answer after it: the clock stays */
+    jobwatch_queue_sent(&q, true, -1, t0 + 2000); /* lost again: stays */
+    assert_int_equal((int)q.first_ms, (int)t0);
+    assert_false(jobwatch_queue_expired(&q, t0 + JOBWATCH_RESEND_MS)); /* it goes again, with its token */
+    assert_string_equal(q.token, "t0");
+    assert_true(jobwatch_queue_expired(&q, late));
+    jobwatch_queue_done(&q); /* the caller drops it */
+    assert_false(jobwatch_queue_expired(&q, late));
+    jobwatch_queue_free(&q);
+}
+
+/* A failed read of the watched set by the master (a blip: one reply late
+ * drops its connection) kept no generation, and every worker went back to
+ * its 1 s poll, 2 reads each (review of jwgen, SHOULD 7): the last one is
+ * kept for JOBWATCH_GEN_HOLD failed reads in a row, then none. */
+static void test_the_master_keeps_the_generation_across_a_blip(void **state)
+{
+    (void)state;
+    char *x[] = {"x"};
+    uint64_t g = jobwatch_gen_of(x, 1), pub = JOBWATCH_GEN_NONE;
+    int misses = 0;
+    pub = jobwatch_gen_next(pub, g, &misses);
+    assert_true(pub == g);
+    pub = jobwatch_gen_next(pub, JOBWATCH_GEN_NONE, &misses); /* one failed read */
+    assert_true(pub == g);
+    pub = jobwatch_gen_next(pub, g, &misses); /* answered again: the count starts anew */
+    for (int i = 1; i < JOBWATCH_GEN_HOLD; i++) {
+        pub = jobwatch_gen_next(pub, JOBWATCH_GEN_NONE, &misses);
+        assert_true(pub == g);
+    }
+    pub = jobwatch_gen_next(pub, JOBWATCH_GEN_NONE, &misses); /* Redis down: the workers poll */
+    assert_int_equal((int)pub, JOBWATCH_GEN_NONE);
+    for (int i = 0; i < 5; i++) pub = jobwatch_gen_next(pub, JOBWATCH_GEN_NONE, &misses);
+    assert_int_equal((int)pub, JOBWATCH_GEN_NONE);
+    assert_true(jobwatch_gen_next(pub, JOBWATCH_GEN_EMPTY, &misses) == JOBWATCH_GEN_EMPTY);
+    assert_int_equal(misses, 0);
+    misses = 0; /* none published yet (the master's first read failed): none */
+    assert_int_equal((int)jobwatch_gen_next(JOBWATCH_GEN_NONE, JOBWATCH_GEN_NONE, &misses), JOBWATCH_GEN_NONE);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -575,6 +657,9 @@ int main(void)
         cmocka_unit_test(test_batch_ids_are_checked_carried_and_copied),
         cmocka_unit_test(test_watched_generation_and_the_workers_action),
         cmocka_unit_test(test_a_batch_goes_again_only_while_its_token_lives),
+        cmocka_unit_test(test_a_worker_keeps_the_generation_of_what_it_read),
+        cmocka_unit_test(test_only_a_lost_reply_starts_a_batchs_clock),
+        cmocka_unit_test(test_the_master_keeps_the_generation_across_a_blip),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
