@@ -7,6 +7,8 @@ SQLite: one job fails for real, 119 more rows like it are written into its
 failed_jobs (120 in all)."""
 import json
 import sqlite3
+import threading
+import time
 import uuid
 
 import pytest
@@ -90,6 +92,55 @@ def shows(d, ids, page, what):
 def click(d, css, what):
     wait_for(lambda: d.execute_script("var b = document.querySelector(arguments[0]); if (b) b.click(); return !!b;", css),
              60, interval=0.25, what=what)
+
+
+def failed_app(port, query):
+    status, _, body = get(port, "/api/failed?app=appq" + query, TOKEN, timeout=30)
+    return status, json.loads(body)
+
+
+def test_two_viewers_on_two_pages_both_get_their_list(master_factory, redis_server, app):
+    """Two readers polling two pages of one pool at once (two tabs, the
+    page's 700 ms poll) each get their own list: the master keeps a few
+    queries' lists a pool, not one that the other's look keeps replacing."""
+    use_database_queue(app)
+    dispatch(app, "ManualFailJob", count=1, tag="v")
+    port = free_port()
+    m = master_factory(redis_server)
+    m.write_config(pool(app), qpool=http_conf(port, 'token_env = "QPOOL_TEST_TOKEN";'))
+    m.start(env={"QPOOL_TEST_TOKEN": TOKEN})
+    try:
+        wait_for(lambda: code(port, "/healthz") == 200, 20, what="the HTTP endpoint")
+        wait_for(lambda: not jobs_left(app) and len(app.failed_jobs()) == 1, 90, interval=0.25,
+                 what="the job failed into failed_jobs")
+        ids = [r["uuid"] for r in fill_failer(app)]
+        seen, states, stop = {0: [], 50: []}, {0: [], 50: []}, threading.Event()
+
+        def poller(offset):
+            while not stop.is_set():
+                status, body = failed_app(port, "&offset=%d" % offset)
+                states[offset].append(body.get("state") if status == 200 else status)
+                if status == 200 and body.get("state") == "ok":
+                    seen[offset].append([f["id"] for f in body["failed"]])
+                time.sleep(0.3)
+        threads = [threading.Thread(target=poller, args=(o,), daemon=True) for o in (0, 50)]
+        for i, t in enumerate(threads):
+            t.start()
+            time.sleep(0.15 * (i == 0))
+        try:
+            wait_for(lambda: all(len(v) >= 5 for v in seen.values()), 90, interval=0.25,
+                     what="both readers' lists, again and again")
+        finally:
+            stop.set()
+            for t in threads:
+                t.join(40)
+        for offset in (0, 50):
+            assert all(page == ids[offset:offset + 50] for page in seen[offset])
+            # once in, a reader's list stays (read again behind it), whatever the other reads
+            after = states[offset][states[offset].index("ok"):]
+            assert set(after) == {"ok"}, (offset, states[offset])
+    finally:
+        assert m.stop(60) == 0
 
 
 def test_the_apps_failer_is_picked_paged_and_filtered(master_factory, redis_server, app, browser):
