@@ -734,6 +734,22 @@ static bool is_search(http_arg_fn arg, void *req)
 #define APP_FAILED_OFFSET_MAX 10000 /* as far as the agent counts an unfiltered failer */
 #define APP_FAILED_FIELD_MAX 1000   /* a filter's bytes (the master's MAPP_FIELD_MAX) */
 
+/* ?since= and ?until= of a list of the app's failer, as seconds_args
+ * takes them but for an age ("1h"): from the minute's start (until: the
+ * next minute's), so that the list's query, the key of the master's view
+ * of it (mappdash.h), stays the same a minute long. */
+static bool app_seconds_args(http_arg_fn arg, void *req, long long *since, long long *until)
+{
+    long long now = wall_s(), minute = now - now % 60;
+    const char *v[] = {arg(req, "since"), arg(req, "until")};
+    long long *dst[] = {since, until}, from[] = {minute, minute + 60};
+    for (int i = 0; i < 2; i++) {
+        *dst[i] = 0;
+        if (v[i] && *v[i] && ffilter_time(v[i], from[i], dst[i]) < 0) return false;
+    }
+    return true;
+}
+
 /* The failed op's page and filters from ?offset= &limit= &q= (its "text")
  * &class= &queue= &uuid= &tag= &since= &until=, into r; false when one is
  * malformed (out has the 400). */
@@ -742,7 +758,7 @@ static bool app_failed_args(http_arg_fn arg, void *req, cJSON *r, http_reply_t *
     long long offset = num_arg(arg, req, "offset", 0, 0, APP_FAILED_OFFSET_MAX);
     long long limit = num_arg(arg, req, "limit", APP_FAILED_PAGE, 1, APP_FAILED_PAGE);
     long long since, until;
-    if (offset < 0 || limit < 0 || !seconds_args(arg, req, &since, &until)) {
+    if (offset < 0 || limit < 0 || !app_seconds_args(arg, req, &since, &until)) {
         http_reply_error(out, 400, "with app: offset is 0..%d, limit 1..%d, since and until times",
                          APP_FAILED_OFFSET_MAX, APP_FAILED_PAGE);
         return false;

@@ -139,6 +139,19 @@ def test_two_viewers_on_two_pages_both_get_their_list(master_factory, redis_serv
             # once in, a reader's list stays (read again behind it), whatever the other reads
             after = states[offset][states[offset].index("ok"):]
             assert set(after) == {"ok"}, (offset, states[offset])
+
+        # an age (since=1h) is the same query from one second to the next: its list stays
+        def steady():
+            minute = int(time.time()) // 60
+            wait_for(lambda: failed_app(port, "&since=1h")[1].get("state") == "ok", 60, interval=0.25,
+                     what="the list since 1h")
+            got = []
+            for _ in range(10):
+                time.sleep(0.25)
+                got.append(failed_app(port, "&since=1h")[1].get("state"))
+            return got if int(time.time()) // 60 == minute else None  # a new minute: again
+        got = wait_for(steady, 180, interval=0, what="a minute's reads")
+        assert set(got) == {"ok"}, got
     finally:
         assert m.stop(60) == 0
 
