@@ -114,6 +114,11 @@ def test_two_viewers_on_two_pages_both_get_their_list(master_factory, redis_serv
         wait_for(lambda: not jobs_left(app) and len(app.failed_jobs()) == 1, 90, interval=0.25,
                  what="the job failed into failed_jobs")
         ids = [r["uuid"] for r in fill_failer(app)]
+        # what the master would refuse is a 400 naming the API's parameter
+        for query, name in (("&since=99999999999999", "since"), ("&until=99999999999999", "until"),
+                            ("&q=%FF", "q"), ("&class=a%C0%80", "class")):
+            status, body = failed_app(port, query)
+            assert status == 400 and name in body["error"] and "text" not in body["error"], (query, status, body)
         seen, states, stop = {0: [], 50: []}, {0: [], 50: []}, threading.Event()
 
         def poller(offset):
