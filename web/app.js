@@ -1638,7 +1638,9 @@
     s.appNav.dataset.offset = String(off);
     if (off > 0) s.appNav.append(el('a', { href: failedHash(s.filter, s.app, Math.max(0, off - APAGE)), id: 'failed-app-newer', text: '« newer' }), ' ');
     s.appNav.append(el('span', { id: 'failed-app-page', text: 'page ' + num(Math.floor(off / APAGE) + 1) + ' of ' + num(Math.max(1, Math.ceil(total / APAGE))) }));
-    if (list.length && next < total && next <= 10000) s.appNav.append(' ', el('a', { href: failedHash(s.filter, s.app, next), id: 'failed-app-older', text: 'older »' }));
+    /* a partial count (the agent's scan ran out of time) is a lower bound: a full page may have more behind it */
+    var more = next < total || (d.partial && list.length >= APAGE);
+    if (list.length && more && next <= 10000) s.appNav.append(' ', el('a', { href: failedHash(s.filter, s.app, next), id: 'failed-app-older', text: 'older »' }));
   }
   function renderAppFailed(s, d) {
     var pool = d.pool || s.app, list = d.failed || [], off = d.offset || 0;

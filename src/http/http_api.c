@@ -733,6 +733,24 @@ static bool is_search(http_arg_fn arg, void *req)
 #define APP_FAILED_PAGE 50          /* the agent's page, at most (php/src/AgentFailed.php) */
 #define APP_FAILED_OFFSET_MAX 10000 /* as far as the agent counts an unfiltered failer */
 #define APP_FAILED_FIELD_MAX 1000   /* a filter's bytes (the master's MAPP_FIELD_MAX) */
+#define APP_FAILED_TIME_MAX 1000000000000LL /* a time's seconds, at most (as the master takes them: mapp.c) */
+
+/* ?since= and ?until= of a list of the app's failer, as seconds_args
+ * takes them but for an age ("1h"): from the minute's start (until: the
+ * next minute's), so that the list's query, the key of the master's view
+ * of it (mappdash.h), stays the same a minute long. */
+static bool app_seconds_args(http_arg_fn arg, void *req, long long *since, long long *until)
+{
+    long long now = wall_s(), minute = now - now % 60;
+    const char *v[] = {arg(req, "since"), arg(req, "until")};
+    long long *dst[] = {since, until}, from[] = {minute, minute + 60};
+    for (int i = 0; i < 2; i++) {
+        *dst[i] = 0;
+        if (v[i] && *v[i] && ffilter_time(v[i], from[i], dst[i]) < 0) return false;
+    }
+    if (*since < 0) *since = 0; /* an age from before 1970: all of it */
+    return true;
+}
 
 /* The failed op's page and filters from ?offset= &limit= &q= (its "text")
  * &class= &queue= &uuid= &tag= &since= &until=, into r; false when one is
@@ -742,21 +760,26 @@ static bool app_failed_args(http_arg_fn arg, void *req, cJSON *r, http_reply_t *
     long long offset = num_arg(arg, req, "offset", 0, 0, APP_FAILED_OFFSET_MAX);
     long long limit = num_arg(arg, req, "limit", APP_FAILED_PAGE, 1, APP_FAILED_PAGE);
     long long since, until;
-    if (offset < 0 || limit < 0 || !seconds_args(arg, req, &since, &until)) {
+    if (offset < 0 || limit < 0 || !app_seconds_args(arg, req, &since, &until)) {
         http_reply_error(out, 400, "with app: offset is 0..%d, limit 1..%d, since and until times",
                          APP_FAILED_OFFSET_MAX, APP_FAILED_PAGE);
         return false;
     }
     cJSON_AddNumberToObject(r, "limit", (double)limit);
     if (offset) cJSON_AddNumberToObject(r, "offset", (double)offset);
+    if (since > APP_FAILED_TIME_MAX || until < 0 || until > APP_FAILED_TIME_MAX) {
+        http_reply_error(out, 400, "with app: %s is a time between 1970 and UNIX second %.0f",
+                         since > APP_FAILED_TIME_MAX ? "since" : "until", (double)APP_FAILED_TIME_MAX);
+        return false;
+    }
     if (since) cJSON_AddNumberToObject(r, "since", (double)since);
     if (until) cJSON_AddNumberToObject(r, "until", (double)until);
     const char *keys[][2] = {{"q", "text"}, {"class", "class"}, {"queue", "queue"}, {"uuid", "uuid"}, {"tag", "tag"}};
     for (size_t i = 0; i < sizeof keys / sizeof *keys; i++) {
         const char *v = arg(req, keys[i][0]);
         if (!v || !*v) continue;
-        if (strlen(v) > APP_FAILED_FIELD_MAX) {
-            http_reply_error(out, 400, "%s: at most %d bytes", keys[i][0], APP_FAILED_FIELD_MAX);
+        if (strlen(v) > APP_FAILED_FIELD_MAX || !utf8_valid(v, strlen(v))) {
+            http_reply_error(out, 400, "%s: at most %d bytes of UTF-8", keys[i][0], APP_FAILED_FIELD_MAX);
             return false;
         }
         cJSON_AddStringToObject(r, keys[i][1], v);

@@ -93,15 +93,23 @@ typedef struct {
     int n;
 } agent_app_t;
 
+#define MAPPDASH_VIEWS 4            /* the queries (pages, filters) the dashboard keeps a list of, a pool */
+/* One query's list in the dashboard's view (mappdash.c). */
+typedef struct {
+    char *query;                  /* the list request (JSON text, heap), NULL: a free place */
+    char *list;                   /* its newest answer (JSON object text, heap), NULL: none yet */
+    int64_t at_unix;              /* when list was read (wall s) */
+    int64_t listed_ms;            /* when list was read (monotonic ms), 0: to read again */
+    int64_t looked_ms;            /* when someone last looked at it (monotonic ms) */
+} agent_app_view_t;
 /* The dashboard's view of one pool's app failer (mappdash.c): answered
  * from at once over HTTP, refreshed while someone looks. */
 typedef struct {
-    char *list;                   /* the newest list answer (JSON object text, heap), NULL: none yet */
-    char *query;                  /* the list request (JSON text, heap) that list answers */
+    agent_app_view_t v[MAPPDASH_VIEWS];
     char *asking;                 /* the list request in flight (heap), NULL: none */
+    char *last_query;             /* the last list request answered (heap), NULL: none */
     char *last_action;            /* the last retry or forget's answer (heap), NULL: none */
-    int64_t at_unix;              /* when list was read (wall s) */
-    int64_t listed_ms;            /* when list was read (monotonic ms), 0: to read again */
+    int64_t answered_ms;          /* when the last list was answered (monotonic ms) */
     bool listing, acting;         /* a list / a retry or forget is queued on the agent */
 } agent_app_dash_t;
 

@@ -32,36 +32,79 @@ static pool_t *dash_pool(master_t *m, const char *name, char *err, size_t errn)
     return NULL;
 }
 
-/* The list's snapshot as the reply's "state", "error", and its keys
- * ("loading" while it answers another query than the look's). */
-static void add_list(cJSON *o, const agent_app_dash_t *d, bool same)
+/* A view's list as the reply's "state", "error", and its keys
+ * ("loading" until its query's list is in). */
+static void add_list(cJSON *o, const agent_app_view_t *v)
 {
-    cJSON *l = d->list && same ? cJSON_Parse(d->list) : NULL;
+    cJSON *l = v->list ? cJSON_Parse(v->list) : NULL;
     const cJSON *ok = cJSON_GetObjectItemCaseSensitive(l, "ok");
     const cJSON *err = cJSON_GetObjectItemCaseSensitive(l, "error");
     bool failed = l && cJSON_IsFalse(ok);
     cJSON_AddStringToObject(o, "state", !l ? "loading" : failed ? "error" : "ok");
     if (failed) cJSON_AddStringToObject(o, "error", cJSON_IsString(err) ? err->valuestring : "the app agent failed");
-    if (l) cJSON_AddNumberToObject(o, "read_at", (double)d->at_unix);
+    if (l) cJSON_AddNumberToObject(o, "read_at", (double)v->at_unix);
     const char *keys[] = {"failed", "total", "offset", "partial"};
     for (size_t i = 0; l && !failed && i < ARRAY_LEN(keys); i++) {
-        cJSON *v = cJSON_DetachItemFromObjectCaseSensitive(l, keys[i]);
-        if (v) cJSON_AddItemToObject(o, keys[i], v);
+        cJSON *x = cJSON_DetachItemFromObjectCaseSensitive(l, keys[i]);
+        if (x) cJSON_AddItemToObject(o, keys[i], x);
     }
     cJSON_Delete(l);
 }
 
-/* Queue a list for query when none is in flight and the snapshot is old
- * or answers another query. */
-static void maybe_list(master_t *m, pool_t *p, const char *query, bool same, int64_t now, char *err, size_t errn)
+static void view_free(agent_app_view_t *v)
+{
+    free(v->query);
+    free(v->list);
+    *v = (agent_app_view_t){0};
+}
+
+/* query's view, looked at now: made when it has none, in a free place or
+ * the one looked at longest ago (the views nobody looked at for
+ * MAPPDASH_FORGET_MS dropped first). */
+static agent_app_view_t *view_of(agent_app_dash_t *d, const char *query, int64_t now)
+{
+    agent_app_view_t *v = NULL, *oldest = &d->v[0];
+    for (int i = 0; i < MAPPDASH_VIEWS; i++) {
+        agent_app_view_t *w = &d->v[i];
+        if (w->query && now - w->looked_ms > MAPPDASH_FORGET_MS) view_free(w);
+        if (w->query && !strcmp(w->query, query)) v = w;
+        if (!w->query ? oldest->query != NULL : oldest->query && w->looked_ms < oldest->looked_ms) oldest = w;
+    }
+    if (!v) {
+        view_free(oldest);
+        v = oldest;
+        v->query = xstrdup(query);
+    }
+    v->looked_ms = now;
+    return v;
+}
+
+agent_app_view_t *mappdash_next(agent_app_dash_t *d, int64_t now)
+{
+    if (d->listing) return NULL;
+    agent_app_view_t *next = NULL;
+    for (int i = 0; i < MAPPDASH_VIEWS; i++) {
+        agent_app_view_t *v = &d->v[i];
+        bool due = v->query && (!v->list || !v->listed_ms || now - v->listed_ms >= MAPPDASH_REFRESH_MS);
+        if (!due) continue;
+        if (!next || v->listed_ms < next->listed_ms ||
+            (v->listed_ms == next->listed_ms && v->looked_ms < next->looked_ms))
+            next = v;
+    }
+    bool other = next && (!d->last_query || strcmp(d->last_query, next->query));
+    if (other && d->answered_ms && now - d->answered_ms < MAPPDASH_GAP_MS) return NULL;
+    return next;
+}
+
+/* Queue the list of the view due next (mappdash_next), if any. */
+static void maybe_list(master_t *m, pool_t *p, int64_t now, char *err, size_t errn)
 {
     agent_app_dash_t *d = &p->app_dash;
-    bool old = !d->listed_ms || now - d->listed_ms >= MAPPDASH_REFRESH_MS;
-    if (d->listing || (same && !old)) return;
-    if (mapp_ask(m, &LIST_FROM, p->conf.name, xstrdup(query), now, err, errn) < 0) return;
+    agent_app_view_t *v = mappdash_next(d, now);
+    if (!v || mapp_ask(m, &LIST_FROM, p->conf.name, xstrdup(v->query), now, err, errn) < 0) return;
     d->listing = true;
     free(d->asking);
-    d->asking = xstrdup(query);
+    d->asking = xstrdup(v->query);
 }
 
 cJSON *mappdash_look(master_t *m, const char *pool, const char *query, int64_t now, char *err, size_t errn)
@@ -69,13 +112,12 @@ cJSON *mappdash_look(master_t *m, const char *pool, const char *query, int64_t n
     pool_t *p = dash_pool(m, pool, err, errn);
     if (!p) return NULL;
     agent_app_dash_t *d = &p->app_dash;
-    if (!query) query = "{\"op\":\"failed\"}";
-    bool same = d->query && !strcmp(d->query, query);
-    maybe_list(m, p, query, same, now, err, errn);
+    agent_app_view_t *v = view_of(d, query ? query : "{\"op\":\"failed\"}", now);
     cJSON *o = cJSON_CreateObject();
     cJSON_AddTrueToObject(o, "ok");
     cJSON_AddStringToObject(o, "pool", p->conf.name);
-    add_list(o, d, same);
+    add_list(o, v);
+    maybe_list(m, p, now, err, errn);
     cJSON_AddBoolToObject(o, "agent", p->agent.fd >= 0 && p->agent.pid > 0);
     cJSON_AddBoolToObject(o, "acting", d->acting);
     cJSON *a = d->last_action ? cJSON_Parse(d->last_action) : NULL;
@@ -100,31 +142,45 @@ int mappdash_act(master_t *m, const char *pool, char *req, int64_t now, char *er
     return 0;
 }
 
+/* A list's answer, into the view of the query it answers (none: it was
+ * dropped meanwhile). */
+static void list_answered(agent_app_dash_t *d, const char *answer, int64_t now)
+{
+    const char *q = d->asking ? d->asking : "{\"op\":\"failed\"}";
+    for (int i = 0; i < MAPPDASH_VIEWS; i++) {
+        agent_app_view_t *v = &d->v[i];
+        if (!v->query || strcmp(v->query, q)) continue;
+        free(v->list);
+        v->list = xstrdup(answer);
+        v->at_unix = wall_s();
+        v->listed_ms = now;
+    }
+    free(d->last_query);
+    d->last_query = xstrdup(q);
+    free(d->asking);
+    d->asking = NULL;
+    d->answered_ms = now;
+    d->listing = false;
+}
+
 void mappdash_answered(pool_t *p, uint64_t client, const char *answer)
 {
     agent_app_dash_t *d = &p->app_dash;
     if (client == MAPPDASH_LIST) {
-        free(d->list);
-        free(d->query);
-        d->list = xstrdup(answer);
-        d->query = d->asking ? d->asking : xstrdup("{\"op\":\"failed\"}");
-        d->asking = NULL;
-        d->at_unix = wall_s();
-        d->listed_ms = mono_ms();
-        d->listing = false;
+        list_answered(d, answer, mono_ms());
         return;
     }
     free(d->last_action);
     d->last_action = xstrdup(answer);
     d->acting = false;
-    d->listed_ms = 0; /* the list read again at the next look */
+    for (int i = 0; i < MAPPDASH_VIEWS; i++) d->v[i].listed_ms = 0; /* the lists read again at the next looks */
 }
 
 void mappdash_free(agent_app_dash_t *d)
 {
-    free(d->list);
-    free(d->query);
+    for (int i = 0; i < MAPPDASH_VIEWS; i++) view_free(&d->v[i]);
     free(d->asking);
+    free(d->last_query);
     free(d->last_action);
     *d = (agent_app_dash_t){0};
 }
