@@ -269,7 +269,8 @@
 /* Runs in the pop script after `want` and `hold` are read, before the loop:
  * ARGV after the plain pop's (13 + nq of them): slot token, slot ttl ms,
  * look-ahead, number of limits, then per limit: key, class, queue,
- * concurrency, rate (jobs per ms), burst. Leaves lim_skip[q] (every ready
+ * concurrency, rate (jobs per ms), burst; then per limit its tag prefix;
+ * then the queue (1-based) of the BLPOP's notify token (0: not known). Leaves lim_skip[q] (every ready
  * job looked at on queue q is held by a full limit) and lim_blocked for the
  * loop and the final reply. A payload the pop would move aside falls under
  * no limit. Times are Redis's (TIME), so hosts' clocks do not matter. */
@@ -362,6 +363,19 @@ const char QLIMIT_PRE_LUA[] =
     "  end\n"
     "end\n"
     "lim_wake = lim_wake or lim_rate_wake()\n"
+    "-- an empty reply gives back the notify token the caller's BLPOP took: to\n"
+    "-- the queue it came from (the ARGV after the tag prefixes, 1-based; 0 not\n"
+    "-- known: the first held queue) when that queue's jobs are held; from a\n"
+    "-- queue found empty it is dropped, as the plain pop does\n"
+    "local lim_tq = tonumber(ARGV[L0 + 4 + #lims * 7]) or 0\n"
+    "local function lim_token_back()\n"
+    "  local q = lim_blocked - 1\n"
+    "  if lim_tq > 0 then\n"
+    "    if not lim_skip[lim_tq - 1] then return end\n"
+    "    q = lim_tq - 1\n"
+    "  end\n"
+    "  redis.call('rpush', KEYS[q*5+4], 1)\n"
+    "end\n"
     "-- what `qpool status` shows: the jobs each limit held back in this pop, and\n"
     "-- since when it has held some (the record lapses 2 s after the last)\n"
     "for _, l in ipairs(lims) do\n"

@@ -114,6 +114,7 @@ typedef struct {
     int64_t last_migrate_ms;
     bool migrate_again;
     bool token_taken;
+    int token_q; /* 1 + the queue whose :notify the token came from (0: not known) */
     uint64_t jobs_done, jobs_failed, busy_ms;
     outcome_t pending[MAX_PENDING]; /* outcomes to write, in order, before anything else */
     int npending;
@@ -582,6 +583,7 @@ static void local_add(worker_t *w, pop_item_t *it)
 static void pop_bookkeeping(worker_t *w, const pop_args_t *a, int64_t now_ms, const pop_result_t *pr)
 {
     w->token_taken = false;
+    w->token_q = 0;
     if (a->migrate) {
         w->last_migrate_ms = now_ms;
         w->migrate_again = pr->migrate_full;
@@ -1480,6 +1482,15 @@ static uint32_t cluster_wait_mask(worker_t *w, uint32_t skip, double *secs)
     return skip;
 }
 
+/* 1 + the queue whose :notify list a BLPOP reply names; 0: none of them. */
+static int token_queue(const worker_t *w, const redisReply *r)
+{
+    if (r->elements < 1 || r->element[0]->type != REDIS_REPLY_STRING) return 0;
+    for (int i = 0; i < w->qs.nq; i++)
+        if (!strcmp(w->qs.q[i].notify, r->element[0]->str)) return i + 1;
+    return 0;
+}
+
 /* Block on the :notify lists of the unpaused queues for up to secs. */
 static void idle_wait(worker_t *w, double secs, uint32_t skip)
 {
@@ -1515,6 +1526,7 @@ static void idle_wait(worker_t *w, double secs, uint32_t skip)
         }
         if (rv == RC_OK) {
             w->token_taken = r->type == REDIS_REPLY_ARRAY;
+            w->token_q = w->token_taken ? token_queue(w, r) : 0;
             freeReplyObject(r);
         }
         return;
@@ -1537,6 +1549,7 @@ static pop_args_t pop_args(worker_t *w, uint32_t skip, int want, int64_t now_ms)
                         .failed_limit = w->conf->failed_limit,
                         .skip_mask = skip,
                         .token_taken = w->token_taken,
+                        .token_q = w->token_q,
                         .want = want};
 }
 
