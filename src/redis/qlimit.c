@@ -189,15 +189,43 @@
     "  p.held = (p.held or 0) + c\n" \
     "  lim_seen[#lim_seen + 1] = o\n" \
     "end\n" \
+    "local lim_first = nil -- the held rate limit whose token comes first\n" \
     "local function lim_rate_wake()\n" \
     "  local w = nil\n" \
     "  for _, o in ipairs(lim_seen) do\n" \
     "    if o.rate > 0 and o.conc >= 0 and o.tok and o.tok < 1 then\n" \
     "      local ms = math.ceil((1 - o.tok) / o.rate)\n" \
-    "      if not w or ms < w then w = ms end\n" \
+    "      if not w or ms < w then w, lim_first = ms, o end\n" \
     "    end\n" \
     "  end\n" \
     "  return w\n" \
+    "end\n" \
+    "-- the wait of a worker held by a rate (an empty reply's), so that each\n" \
+    "-- held worker wakes for a token of its own, not all of them for the next\n" \
+    "-- one: behind the n workers told before (the bucket's n, one fewer every\n" \
+    "-- token since nt: a worker that does not come back is forgotten), counted\n" \
+    "-- from the bucket's own next token, so a late token moves the line. A\n" \
+    "-- worker back for the token it was told (the ARGV after the token's\n" \
+    "-- queue: 1) and too early waits for the next token itself, once, without\n" \
+    "-- a place in the line. Past LIM_WAKE_MAX ms nothing is promised: the\n" \
+    "-- worker polls after 100..300 ms (worker.c)\n" \
+    "local LIM_WAKE_MAX = 200\n" \
+    "local function lim_promise()\n" \
+    "  local o = lim_first\n" \
+    "  if not o then return lim_wake end\n" \
+    "  local bk = o.key .. ':bucket'\n" \
+    "  local t = lnow + (1 - o.tok) / o.rate -- when the refill (on whole ms) gives it a token\n" \
+    "  local n = nil\n" \
+    "  if ARGV[L0 + 5 + #lims * 7] ~= '1' then\n" \
+    "    local h = redis.call('hmget', bk, 'n', 'nt')\n" \
+    "    n = math.max(0, (tonumber(h[1]) or 0) - (lnow - (tonumber(h[2]) or lnow)) * o.rate)\n" \
+    "    t = t + math.floor(n) / o.rate\n" \
+    "  end\n" \
+    "  local ms = math.max(1, math.ceil(math.ceil(t) - lnow_x))\n" \
+    "  if n and ms < LIM_WAKE_MAX then\n" \
+    "    redis.call('hset', bk, 'n', tostring(n + 1), 'nt', string.format('%.0f', lnow))\n" \
+    "  end\n" \
+    "  return ms\n" \
     "end\n" \
     "-- a look from the head inside the old prefix: its keys stay the record's\n" \
     "-- (every job of it still falls under one of them: which limits apply to a\n" \
@@ -270,7 +298,8 @@
  * ARGV after the plain pop's (13 + nq of them): slot token, slot ttl ms,
  * look-ahead, number of limits, then per limit: key, class, queue,
  * concurrency, rate (jobs per ms), burst; then per limit its tag prefix;
- * then the queue (1-based) of the BLPOP's notify token (0: not known). Leaves lim_skip[q] (every ready
+ * then the queue (1-based) of the BLPOP's notify token (0: not known);
+ * then 1 when the worker comes back for a token the last pop promised it. Leaves lim_skip[q] (every ready
  * job looked at on queue q is held by a full limit) and lim_blocked for the
  * loop and the final reply. A payload the pop would move aside falls under
  * no limit. Times are Redis's (TIME), so hosts' clocks do not matter. */
@@ -288,6 +317,7 @@ const char QLIMIT_PRE_LUA[] =
     "for i, l in ipairs(lims) do l.tp = ARGV[L0 + 3 + #lims * 6 + i] or '' end -- tag prefixes follow\n"
     "local lt = redis.call('time')\n"
     "local lnow = tonumber(lt[1]) * 1000 + math.floor(tonumber(lt[2]) / 1000)\n"
+    "local lnow_x = tonumber(lt[1]) * 1000 + tonumber(lt[2]) / 1000 -- with the us\n"
     "local function lim_used(l)\n"
     "  if not l.used then\n"
     "    redis.call('zremrangebyscore', l.key .. ':run', '-inf', string.format('%.0f', lnow))\n"
@@ -295,15 +325,15 @@ const char QLIMIT_PRE_LUA[] =
     "  end\n"
     "  return l.used\n"
     "end\n"
-    "-- a bucket refilled to v: a worker that came back for a full bucket less\n"
-    "-- than LIM_LATE of a token late loses none of it (with burst = 1 that\n"
-    "-- lateness was lost on every token: 5-10 % of the rate); a longer quiet\n"
-    "-- spell leaves the burst. At most burst + LIM_LATE: a 1 s window still\n"
-    "-- holds at most rate + burst pops\n"
+    "-- a bucket refilled to v: a worker that came back for a full bucket late\n"
+    "-- keeps up to LIM_LATE of a token of its lateness (with burst = 1 that\n"
+    "-- lateness was lost on every token: 5-10 % of the rate); a whole token\n"
+    "-- late is a quiet spell: the burst. At most burst + LIM_LATE: a 1 s\n"
+    "-- window still holds at most rate + burst pops\n"
     "local LIM_LATE = 0.5\n"
     "local function lim_refill(v, burst)\n"
-    "  if v > burst and v - burst >= LIM_LATE then return burst end\n"
-    "  return v\n"
+    "  if v >= burst + 1 then return burst end\n"
+    "  return math.min(v, burst + LIM_LATE)\n"
     "end\n"
     "local function lim_tokens(l)\n"
     "  if not l.tok then\n"
@@ -444,7 +474,7 @@ static const char LEASE_LUA[] =
     "  if not tk or not ts then tk, ts = burst, now end\n"
     "  if ts > now then ts = now end\n"
     "  tok = tk + (now - ts) * rate\n"
-    "  if tok > burst and tok - burst >= 0.5 then tok = burst end -- as the pop's lim_refill\n"
+    "  if tok >= burst + 1 then tok = burst elseif tok > burst + 0.5 then tok = burst + 0.5 end -- lim_refill\n"
     "  full = tok < 1\n"
     "end\n"
     "if full then\n"
@@ -505,7 +535,7 @@ static const char LEASE_KEYS_LUA[] =
     "    if not tk or not ts then tk, ts = burst, now end\n"
     "    if ts > now then ts = now end\n"
     "    toks[i] = tk + (now - ts) * rate\n"
-    "    if toks[i] > burst and toks[i] - burst >= 0.5 then toks[i] = burst end -- as the pop's lim_refill\n"
+    "    if toks[i] >= burst + 1 then toks[i] = burst elseif toks[i] > burst + 0.5 then toks[i] = burst + 0.5 end\n"
     "    full = toks[i] < 1\n"
     "  end\n"
     "  if full then\n"
