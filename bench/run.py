@@ -58,6 +58,10 @@ loopback), started here and stopped at the end:
              on 1 worker: the long-run average and the fullest 1 s window on
              Redis's clock; the cost of a limit check (INFO commandstats of
              the EVALSHA, round trips) with no limit, a concurrency, a rate
+  limitwake  workers held by a rate (stop 39): 3 masters x 8 workers on
+             rate = "50/s" with burst 1 and 10, 1 worker with burst 1, 20 s
+             each: the long-run average, the fullest 1 s window, the limited
+             pops (EVALSHA) per job
   search     GET /api/jobs/recent over 100,000 job history records: class +
              tag + text (one match), text, tag, class, nothing (issue 32)
   bulkretry  POST /api/failed/retry of one class's 3,000 failures among
@@ -745,7 +749,9 @@ def run_limits_rate(env, template, masters, workers, rate=50, burst=10, seconds=
     (the fixture handler); pops counted on Redis's clock (TIME and LLEN in
     one MULTI, every 10 ms). The long-run average runs from 2 s after the
     first pop (the burst spent) to the last pop; the fullest 1 s window is
-    over every pair of samples at most 1 s apart."""
+    over every pair of samples at most 1 s apart. pops_per_job: the
+    EVALSHA calls (every limited pop, held or not) per job, from INFO
+    commandstats reset when the masters continue."""
     env.flush()
     total = rate * seconds + burst
     top = '\nlimits = ( { queue = "bench"; rate = "%d/s"; burst = %d; } );\n' % (rate, burst)
@@ -764,11 +770,13 @@ def run_limits_rate(env, template, masters, workers, rate=50, burst=10, seconds=
         (sec, usec), left = p.execute()
         return sec + usec / 1e6, total - left
 
+    env.r.config_resetstat()
     continue_all(env, names)
     samples = [sample()]
     while samples[-1][1] < total:
         time.sleep(0.01)
         samples.append(sample())
+    calls = redis_cost(env)[0]
     for p, _ in procs:
         stop(p)
     first = next(t for t, n in samples if n > 0)
@@ -781,7 +789,20 @@ def run_limits_rate(env, template, masters, workers, rate=50, burst=10, seconds=
     avg = (total - s2[1]) / (samples[-1][0] - s2[0])
     return {"masters": masters, "workers_each": workers, "jobs": total, "long_run_per_s": round(avg, 2),
             "off_by_percent": round(100.0 * (avg - rate) / rate, 1), "fullest_1s_window": worst,
-            "bound": rate + burst}
+            "bound": rate + burst, "pops_per_job": round(calls / total, 2)}
+
+
+def run_limit_wakes(env, template, seconds=20):
+    """Workers held by a rate (stop 39's thundering herd): 3 masters x 8
+    workers on rate = "50/s" with burst 1 and burst 10, and 1 worker with
+    burst 1: the long-run average, the fullest 1 s window and the limited
+    pops per job (INFO commandstats)."""
+    out = {}
+    for masters, workers, burst in ((3, 8, 1), (3, 8, 10), (1, 1, 1)):
+        key = "rate_50_burst_%d_%dx%d" % (burst, masters, workers)
+        out[key] = run_limits_rate(env, template, masters, workers, burst=burst, seconds=seconds)
+        print("limitwake", key, out[key], flush=True)
+    return out
 
 
 def run_limit_check_cost(env, template, top, jobs=3000):
@@ -1138,6 +1159,9 @@ def main():
         if want("limits"):
             results["limits"] = run_limits(env, template)
             print("limits", results["limits"], flush=True)
+        if want("limitwake"):
+            results["limitwake"] = run_limit_wakes(env, template)
+            print("limitwake", results["limitwake"], flush=True)
         if want("search"):
             results["search"] = console.run_search(env)
         if want("bulkretry"):

@@ -189,15 +189,43 @@
     "  p.held = (p.held or 0) + c\n" \
     "  lim_seen[#lim_seen + 1] = o\n" \
     "end\n" \
+    "local lim_first = nil -- the held rate limit whose token comes first\n" \
     "local function lim_rate_wake()\n" \
     "  local w = nil\n" \
     "  for _, o in ipairs(lim_seen) do\n" \
     "    if o.rate > 0 and o.conc >= 0 and o.tok and o.tok < 1 then\n" \
     "      local ms = math.ceil((1 - o.tok) / o.rate)\n" \
-    "      if not w or ms < w then w = ms end\n" \
+    "      if not w or ms < w then w, lim_first = ms, o end\n" \
     "    end\n" \
     "  end\n" \
     "  return w\n" \
+    "end\n" \
+    "-- the wait of a worker held by a rate (an empty reply's), so that each\n" \
+    "-- held worker wakes for a token of its own, not all of them for the next\n" \
+    "-- one: behind the n workers told before (the bucket's n, one fewer every\n" \
+    "-- token since nt: a worker that does not come back is forgotten), counted\n" \
+    "-- from the bucket's own next token, so a late token moves the line. A\n" \
+    "-- worker back for the token it was told (the ARGV after the token's\n" \
+    "-- queue: 1) and too early waits for the next token itself, once, without\n" \
+    "-- a place in the line. Past LIM_WAKE_MAX ms nothing is promised: the\n" \
+    "-- worker polls after 100..300 ms (worker.c)\n" \
+    "local LIM_WAKE_MAX = 200\n" \
+    "local function lim_promise()\n" \
+    "  local o = lim_first\n" \
+    "  if not o then return lim_wake end\n" \
+    "  local bk = o.key .. ':bucket'\n" \
+    "  local t = lnow + (1 - o.tok) / o.rate -- when the refill (on whole ms) gives it a token\n" \
+    "  local n = nil\n" \
+    "  if ARGV[L0 + 5 + #lims * 7] ~= '1' then\n" \
+    "    local h = redis.call('hmget', bk, 'n', 'nt')\n" \
+    "    n = math.max(0, (tonumber(h[1]) or 0) - (lnow - (tonumber(h[2]) or lnow)) * o.rate)\n" \
+    "    t = t + math.floor(n) / o.rate\n" \
+    "  end\n" \
+    "  local ms = math.max(1, math.ceil(math.ceil(t) - lnow_x))\n" \
+    "  if n and ms < LIM_WAKE_MAX then\n" \
+    "    redis.call('hset', bk, 'n', tostring(n + 1), 'nt', string.format('%.0f', lnow))\n" \
+    "  end\n" \
+    "  return ms\n" \
     "end\n" \
     "-- a look from the head inside the old prefix: its keys stay the record's\n" \
     "-- (every job of it still falls under one of them: which limits apply to a\n" \
@@ -269,7 +297,9 @@
 /* Runs in the pop script after `want` and `hold` are read, before the loop:
  * ARGV after the plain pop's (13 + nq of them): slot token, slot ttl ms,
  * look-ahead, number of limits, then per limit: key, class, queue,
- * concurrency, rate (jobs per ms), burst. Leaves lim_skip[q] (every ready
+ * concurrency, rate (jobs per ms), burst; then per limit its tag prefix;
+ * then the queue (1-based) of the BLPOP's notify token (0: not known);
+ * then 1 when the worker comes back for a token the last pop promised it. Leaves lim_skip[q] (every ready
  * job looked at on queue q is held by a full limit) and lim_blocked for the
  * loop and the final reply. A payload the pop would move aside falls under
  * no limit. Times are Redis's (TIME), so hosts' clocks do not matter. */
@@ -287,6 +317,7 @@ const char QLIMIT_PRE_LUA[] =
     "for i, l in ipairs(lims) do l.tp = ARGV[L0 + 3 + #lims * 6 + i] or '' end -- tag prefixes follow\n"
     "local lt = redis.call('time')\n"
     "local lnow = tonumber(lt[1]) * 1000 + math.floor(tonumber(lt[2]) / 1000)\n"
+    "local lnow_x = tonumber(lt[1]) * 1000 + tonumber(lt[2]) / 1000 -- with the us\n"
     "local function lim_used(l)\n"
     "  if not l.used then\n"
     "    redis.call('zremrangebyscore', l.key .. ':run', '-inf', string.format('%.0f', lnow))\n"
@@ -294,13 +325,23 @@ const char QLIMIT_PRE_LUA[] =
     "  end\n"
     "  return l.used\n"
     "end\n"
+    "-- a bucket refilled to v: a worker that came back for a full bucket late\n"
+    "-- keeps up to LIM_LATE of a token of its lateness (with burst = 1 that\n"
+    "-- lateness was lost on every token: 5-10 % of the rate); two tokens'\n"
+    "-- time without a pop is a quiet spell: the burst. At most burst +\n"
+    "-- LIM_LATE: a 1 s window still holds at most rate + burst pops\n"
+    "local LIM_LATE = 0.5\n"
+    "local function lim_refill(v, burst)\n"
+    "  if v >= burst + 2 then return burst end\n"
+    "  return math.min(v, burst + LIM_LATE)\n"
+    "end\n"
     "local function lim_tokens(l)\n"
     "  if not l.tok then\n"
     "    local h = redis.call('hmget', l.key .. ':bucket', 'tokens', 'ts')\n"
     "    local tok, ts = tonumber(h[1]), tonumber(h[2])\n"
     "    if not tok or not ts then tok, ts = l.burst, lnow end\n"
     "    if ts > lnow then ts = lnow end\n"
-    "    l.tok = math.min(l.burst, tok + (lnow - ts) * l.rate)\n"
+    "    l.tok = lim_refill(tok + (lnow - ts) * l.rate, l.burst)\n"
     "  end\n"
     "  return l.tok\n"
     "end\n"
@@ -352,6 +393,19 @@ const char QLIMIT_PRE_LUA[] =
     "  end\n"
     "end\n"
     "lim_wake = lim_wake or lim_rate_wake()\n"
+    "-- an empty reply gives back the notify token the caller's BLPOP took: to\n"
+    "-- the queue it came from (the ARGV after the tag prefixes, 1-based; 0 not\n"
+    "-- known: the first held queue) when that queue's jobs are held; from a\n"
+    "-- queue found empty it is dropped, as the plain pop does\n"
+    "local lim_tq = tonumber(ARGV[L0 + 4 + #lims * 7]) or 0\n"
+    "local function lim_token_back()\n"
+    "  local q = lim_blocked - 1\n"
+    "  if lim_tq > 0 then\n"
+    "    if not lim_skip[lim_tq - 1] then return end\n"
+    "    q = lim_tq - 1\n"
+    "  end\n"
+    "  redis.call('rpush', KEYS[q*5+4], 1)\n"
+    "end\n"
     "-- what `qpool status` shows: the jobs each limit held back in this pop, and\n"
     "-- since when it has held some (the record lapses 2 s after the last)\n"
     "for _, l in ipairs(lims) do\n"
@@ -419,7 +473,8 @@ static const char LEASE_LUA[] =
     "  local tk, ts = tonumber(h[1]), tonumber(h[2])\n"
     "  if not tk or not ts then tk, ts = burst, now end\n"
     "  if ts > now then ts = now end\n"
-    "  tok = math.min(burst, tk + (now - ts) * rate)\n"
+    "  tok = tk + (now - ts) * rate\n"
+    "  if tok >= burst + 2 then tok = burst elseif tok > burst + 0.5 then tok = burst + 0.5 end -- lim_refill\n"
     "  full = tok < 1\n"
     "end\n"
     "if full then\n"
@@ -479,7 +534,8 @@ static const char LEASE_KEYS_LUA[] =
     "    local tk, ts = tonumber(h[1]), tonumber(h[2])\n"
     "    if not tk or not ts then tk, ts = burst, now end\n"
     "    if ts > now then ts = now end\n"
-    "    toks[i] = math.min(burst, tk + (now - ts) * rate)\n"
+    "    toks[i] = tk + (now - ts) * rate\n"
+    "    if toks[i] >= burst + 2 then toks[i] = burst elseif toks[i] > burst + 0.5 then toks[i] = burst + 0.5 end\n"
     "    full = toks[i] < 1\n"
     "  end\n"
     "  if full then\n"

@@ -325,9 +325,9 @@ static const char *limited_pop_lua(void)
     s = replace_once(s, "if first then return {1, first[1], first[2], first[3], full, false, extra, first[4]} end\n",
                      "if first then return {1, first[1], first[2], first[3], full, false, extra, first[4], lim_keys} end\n");
     return replace_once(s, empty,
-                        "if lim_blocked and ARGV[9] == '0' then redis.call('rpush', KEYS[(lim_blocked - 1)*5+4], 1) end\n"
+                        "if lim_blocked and ARGV[9] == '0' then lim_token_back() end\n"
                         "return {0, 0, false, false, full, due and string.format('%.0f', due) or false, "
-                        "lim_blocked and 1 or 0, lim_blocked and lim_wake or -1}");
+                        "lim_blocked and 1 or 0, lim_blocked and lim_promise() or -1}");
 }
 
 /* The pick pop (a Redis Cluster with limits, pop_args_t.pick): POP_LUA as
@@ -472,7 +472,7 @@ static bool append_pop_masked(rconn_t *c, const queue_set_t *qs, const pop_args_
     bool lim = a->limits && a->limits->n > 0 && !cl, pick = cl && a->pick;
     int nkeys = 5 * n + 1;
     int npick = pick && a->npicks > 0 ? 1 + a->npicks : 0;
-    int argc = nkeys + 9 + n + 4 + (lim ? qlimits_argc(a->limits) : 0) + npick;
+    int argc = nkeys + 9 + n + 4 + (lim ? qlimits_argc(a->limits) + 2 : 0) + npick;
     const char **argv = xcalloc((size_t)argc, sizeof *argv);
     int o = 0;
     for (int j = 0; j < n; j++) {
@@ -508,7 +508,14 @@ static bool append_pop_masked(rconn_t *c, const queue_set_t *qs, const pop_args_
     argv[o++] = a->hold ? "1" : "0";
     argv[o++] = a->pool ? a->pool : "";
     argv[o++] = a->host ? a->host : "";
-    if (lim) qlimits_fill_argv(a->limits, a->slot_token, argv + o);
+    char tq[16] = "0"; /* after the limits: where the BLPOP's token came from (1-based here) */
+    for (int j = 0; lim && j < n; j++)
+        if (a->token_q == idx[j] + 1) snprintf(tq, sizeof tq, "%d", j + 1);
+    if (lim) {
+        qlimits_fill_argv(a->limits, a->slot_token, argv + o);
+        argv[o + qlimits_argc(a->limits)] = tq;
+        argv[o + qlimits_argc(a->limits) + 1] = a->promised ? "1" : "0";
+    }
     size_t *lens = NULL;
     char look[16];
     if (npick) { /* the payloads are binary-safe: every length given */

@@ -101,6 +101,8 @@ typedef struct {
     int failed_limit;
     uint32_t skip_mask;        /* bit i: do not pop queue i (paused) */
     bool token_taken;          /* a BLPOP already consumed this job's notify token */
+    int token_q;               /* 1 + the queue index whose :notify that BLPOP took it from; 0: not known */
+    bool promised;             /* the last limited pop told this worker when a rate's token is its own */
     int want;                  /* pop up to this many jobs (prefetch); 0 means 1 */
     bool hold;                 /* none starts now (a pop ahead): hold the first job too */
     const qlimits_t *limits;   /* non-NULL with limits: the limited pop (one job, no hold; not on a Cluster) */

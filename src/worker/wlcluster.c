@@ -249,10 +249,10 @@ static int peek_and_try(rconn_t *c, const queue_set_t *qs, const pop_args_t *a, 
 }
 
 /* One pass over the queues: 1 / 2 / 3 as try_queue (3 also when every
- * queue is empty: *blocked says whether any held a job), 0 / -1. Each
+ * queue is empty: *held has a bit per queue whose jobs were held), 0 / -1. Each
  * queue's head alone first; the look-ahead's payloads are copied only when
  * the head is held (as the single-Redis pop: review of 2026-11-29). */
-static int pass(rconn_t *c, const queue_set_t *qs, const pop_args_t *a, pop_result_t *out, int *blocked)
+static int pass(rconn_t *c, const queue_set_t *qs, const pop_args_t *a, pop_result_t *out, uint32_t *held)
 {
     bool *full = xcalloc((size_t)a->limits->n + 1, sizeof *full);
     int rv = 3, look = atoi(a->limits->look);
@@ -261,25 +261,40 @@ static int pass(rconn_t *c, const queue_set_t *qs, const pop_args_t *a, pop_resu
         rv = peek_and_try(c, qs, a, q, 0, full, out);
         if (rv == 3 && look > 1) rv = peek_and_try(c, qs, a, q, look - 1, full, out);
         if (rv == WLC_EMPTY) rv = 3;
-        else if (rv == 3 && *blocked < 0) *blocked = q;
+        else if (rv == 3) *held |= 1u << q;
     }
     free(full);
     return rv;
 }
 
+/* The queue whose :notify gets back the token the caller's BLPOP took,
+ * when its jobs wait on a limit: the queue it came from if known (none
+ * when that one's jobs were not held: it was empty, as the plain pop drops
+ * it), else the first held one; -1: none. (pure) */
+int wlcluster_token_back(uint32_t held, int token_q)
+{
+    if (token_q > 0) return held & (1u << (token_q - 1)) ? token_q - 1 : -1;
+    for (int q = 0; q < 32; q++)
+        if (held & (1u << q)) return q;
+    return -1;
+}
+
 int wlcluster_pop(rconn_t *c, const queue_set_t *qs, const pop_args_t *a, pop_result_t *out)
 {
     memset(out, 0, sizeof *out);
-    int blocked = -1, rv = 2;
-    for (int k = 0; k < WLC_PASSES && rv == 2; k++) rv = pass(c, qs, a, out, &blocked);
+    uint32_t held = 0;
+    int rv = 2;
+    for (int k = 0; k < WLC_PASSES && rv == 2; k++) rv = pass(c, qs, a, out, &held);
     if (rv != 2 && rv != 3) return rv;
-    if (rv == 2 && blocked < 0) blocked = 0; /* lost the race every pass: try again soon */
+    if (rv == 2) /* lost the race every pass: try again soon */
+        held |= a->token_q > 0 ? 1u << (a->token_q - 1) : held ? 0 : 1u;
     /* no job now: the migration and the next due time, as the plain pop's empty reply */
     rv = pick_pop(c, qs, a, -1, NULL, NULL, 0, out);
     if (rv != 1) return rv;
-    out->limit_blocked = blocked >= 0;
-    if (blocked >= 0 && a->token_taken) { /* the caller's BLPOP took a token of a job that waits: back */
-        const char *argv[] = {"RPUSH", qs->q[blocked].notify, "1"};
+    out->limit_blocked = held != 0;
+    int back = a->token_taken ? wlcluster_token_back(held, a->token_q) : -1;
+    if (back >= 0) { /* the caller's BLPOP took a token of a job that waits: back to its queue */
+        const char *argv[] = {"RPUSH", qs->q[back].notify, "1"};
         redisReply *r = rconn_call(c, 3, argv, NULL);
         if (r) freeReplyObject(r);
     }

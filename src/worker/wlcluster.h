@@ -28,4 +28,9 @@
  * lost. */
 int wlcluster_pop(rconn_t *c, const queue_set_t *qs, const pop_args_t *a, pop_result_t *out);
 
+/* Which queue's :notify gets back the token a BLPOP took (token_q: 1 + the
+ * queue it came from, 0: not known) when the queues in held all wait on
+ * limits: -1 for none. (pure) */
+int wlcluster_token_back(uint32_t held, int token_q);
+
 #endif

@@ -114,6 +114,8 @@ typedef struct {
     int64_t last_migrate_ms;
     bool migrate_again;
     bool token_taken;
+    int token_q; /* 1 + the queue whose :notify the token came from (0: not known) */
+    bool lim_promised; /* the last pop told when a rate's token is this worker's (limit_wait) */
     uint64_t jobs_done, jobs_failed, busy_ms;
     outcome_t pending[MAX_PENDING]; /* outcomes to write, in order, before anything else */
     int npending;
@@ -583,6 +585,8 @@ static void local_add(worker_t *w, pop_item_t *it)
 static void pop_bookkeeping(worker_t *w, const pop_args_t *a, int64_t now_ms, const pop_result_t *pr)
 {
     w->token_taken = false;
+    w->token_q = 0;
+    w->lim_promised = false;
     if (a->migrate) {
         w->last_migrate_ms = now_ms;
         w->migrate_again = pr->migrate_full;
@@ -1493,6 +1497,15 @@ static uint32_t cluster_wait_mask(worker_t *w, uint32_t skip, double *secs)
     return skip;
 }
 
+/* 1 + the queue whose :notify list a BLPOP reply names; 0: none of them. */
+static int token_queue(const worker_t *w, const redisReply *r)
+{
+    if (r->elements < 1 || r->element[0]->type != REDIS_REPLY_STRING) return 0;
+    for (int i = 0; i < w->qs.nq; i++)
+        if (!strcmp(w->qs.q[i].notify, r->element[0]->str)) return i + 1;
+    return 0;
+}
+
 /* Block on the :notify lists of the unpaused queues for up to secs. */
 static void idle_wait(worker_t *w, double secs, uint32_t skip)
 {
@@ -1528,6 +1541,7 @@ static void idle_wait(worker_t *w, double secs, uint32_t skip)
         }
         if (rv == RC_OK) {
             w->token_taken = r->type == REDIS_REPLY_ARRAY;
+            w->token_q = w->token_taken ? token_queue(w, r) : 0;
             freeReplyObject(r);
         }
         return;
@@ -1550,6 +1564,8 @@ static pop_args_t pop_args(worker_t *w, uint32_t skip, int want, int64_t now_ms)
                         .failed_limit = w->conf->failed_limit,
                         .skip_mask = skip,
                         .token_taken = w->token_taken,
+                        .token_q = w->token_q,
+                        .promised = w->lim_promised,
                         .want = want};
 }
 
@@ -1675,22 +1691,25 @@ static void wait_after_empty(worker_t *w, job_t *job, const pop_args_t *a)
 
 /* How long to wait before popping again when ready jobs all wait on full
  * limits: what the pop said (0: more held jobs to look past, at once; else
- * the ms until a held rate's next token, plus up to an eighth of it and
- * 1 ms so a fleet does not all ask in the same millisecond), at most
- * LIMIT_POLL_MS; 100..300 ms when it could not say (a concurrency). */
+ * the ms until the token of a held rate the pop promised this worker: the
+ * pop staggers the fleet's held workers itself, a token each, so no jitter
+ * here), under LIMIT_POLL_MS; 100..300 ms when it could not say (a
+ * concurrency, or no token promised that soon). */
 static int64_t limit_wait_ms(bool known, int64_t wake, long rnd)
 {
     if (!known || wake >= LIMIT_POLL_MS) return LIMIT_POLL_MS / 2 + rnd % LIMIT_POLL_MS;
-    if (wake <= 0) return 0;
-    int64_t ms = wake + rnd % (wake / 8 + 2);
-    return ms < LIMIT_POLL_MS ? ms : LIMIT_POLL_MS;
+    return wake > 0 ? wake : 0;
 }
 
 /* Ready jobs wait on a full limit: poll again soon (not BLPOP: their notify
  * tokens would wake this worker at once, over and over). */
-static void limit_wait(worker_t *w, job_t *job)
+static void limit_wait(worker_t *w, job_t *job, const pop_args_t *a)
 {
     int64_t ms = limit_wait_ms(job->pr.has_limit_wake, job->pr.limit_wake_ms, random());
+    /* a token of its own: said on the next pop, which if too early waits for
+     * the next token once (the pop that answers a promised one promises none) */
+    w->lim_promised = !a->promised && job->pr.has_limit_wake && job->pr.limit_wake_ms > 0 &&
+                      job->pr.limit_wake_ms < LIMIT_POLL_MS;
     sb_state(w, SB_IDLE);
     job_free(job);
     if (ms > 0) wait_signals(w, ms);
@@ -1714,7 +1733,7 @@ static bool pop_next(worker_t *w, uint32_t skip, job_t *job)
         return false;
     }
     if (job->pr.kind == POP_EMPTY && job->pr.limit_blocked) {
-        limit_wait(w, job);
+        limit_wait(w, job, &a);
         return false;
     }
     if (job->pr.kind == POP_EMPTY) {

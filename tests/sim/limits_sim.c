@@ -426,11 +426,13 @@ static void check_all_limits(int64_t now)
         if (lims[i].conf.concurrency) check_limit(i, now, "tick");
 }
 
-/* The most pops a bucket allows in (t - 1 s, t] on Redis's ms: the burst
- * and what refills in the 999 ms after the window's first pop. */
+/* The most pops a bucket allows in (t - 1 s, t] on Redis's ms: the burst,
+ * less than half a token a worker came late for a full bucket (the pop's
+ * LIM_LATE, kept so that burst = 1 holds its rate) and what refills in the
+ * 999 ms after the window's first pop: at most rate + burst. */
 static int64_t rate_bound(const slim_t *l)
 {
-    return l->conf.burst + (int64_t)(l->conf.rate_per_s * 0.999 + 1e-9);
+    return l->conf.burst + (int64_t)(l->conf.rate_per_s * 0.999 + 0.5 + 1e-9);
 }
 
 /* rate: the Redis time of a pop under limit i; no 1 s window above rate_bound. */

@@ -1,6 +1,6 @@
 /*
  * test_limits.c - unit tests for src/config/limits.h: the rate syntax and
- * the checks of one limit (pure).
+ * the checks of one limit (pure); the cluster pop's notify token (wlcluster.h).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -14,6 +14,7 @@
 
 #include "config/limits.h"
 #include "core/util.h"
+#include "worker/wlcluster.h"
 
 static void test_rate_syntax(void **state)
 {
@@ -139,6 +140,21 @@ static void test_alert_step(void **state)
     assert_int_equal(limit_alert_step(true, true, 999, 0), -1);  /* turned off by a reload */
 }
 
+/* The cluster pop's notify token goes back to the queue it came from when
+ * that queue's jobs are held, to none when they are not (it was empty), to
+ * the first held queue when its queue is not known. */
+static void test_token_back(void **state)
+{
+    (void)state;
+    assert_int_equal(wlcluster_token_back(0x3, 2), 1);
+    assert_int_equal(wlcluster_token_back(0x3, 1), 0);
+    assert_int_equal(wlcluster_token_back(0x1, 2), -1);
+    assert_int_equal(wlcluster_token_back(0x6, 0), 1);
+    assert_int_equal(wlcluster_token_back(0x80000000u, 32), 31);
+    assert_int_equal(wlcluster_token_back(0, 0), -1);
+    assert_int_equal(wlcluster_token_back(0, 3), -1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -148,6 +164,7 @@ int main(void)
         cmocka_unit_test(test_same_target_and_describe),
         cmocka_unit_test(test_key_id_and_applies),
         cmocka_unit_test(test_alert_step),
+        cmocka_unit_test(test_token_back),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
