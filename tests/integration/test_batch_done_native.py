@@ -1,0 +1,60 @@
+"""The review of batchdone (issue 31): a batch's jobs as a native handler's
+workers record them, from the batch id in the payload's serialized command
+(data.command, as Laravel's Bus::batch writes it) when the handler reports
+none: attempts that time out or crash are listed too (MUST 2). Real
+redis-server, real master and workers (the fixture handler, no PHP); no
+timing is asserted."""
+import json
+import uuid as uuidlib
+
+from conftest import FIXTURE_HANDLER, PREFIX, make_payload, push, wait_for
+
+JOB = "App\\Jobs\\BatchJob"
+
+
+def php_s(text):
+    return 's:%d:"%s";' % (len(text.encode()), text)
+
+
+def command(batch, nested=None):
+    """A Batchable command's PHP serialize text; nested: a chained job's batch."""
+    props = [php_s("tries"), "i:1;"]
+    if nested:
+        inner = 'O:%d:"%s":1:{%s%s}' % (len(JOB), JOB, php_s("batchId"), php_s(nested))
+        props += [php_s("chained"), "a:1:{i:0;%s}" % php_s(inner)]
+    if batch:
+        props += [php_s("batchId"), php_s(batch)]
+    return 'O:%d:"%s":%d:{%s}' % (len(JOB), JOB, len(props) // 2, "".join(props))
+
+
+def batch_job(action, batch, nested=None):
+    p = make_payload(action, job=JOB)
+    p["data"]["command"] = command(batch, nested)
+    p["data"]["commandName"] = JOB
+    return p
+
+
+def pool(queue, extra=""):
+    return ('{ name = "bn"; queues = ["%s"]; processes = 2; tries = 1; timeout = 2; %s'
+            ' handler = { type = "pipe"; command = ["%s"]; }; }' % (queue, extra, FIXTURE_HANDLER))
+
+
+def batch_list(r, bid):
+    return [json.loads(x) for x in r.lrange(PREFIX + "qpool:{qpool-jobs}:batch:" + bid, 0, -1)]
+
+
+def test_timed_out_and_crashed_batch_jobs_are_listed(master, r):
+    bid, other = str(uuidlib.uuid4()), str(uuidlib.uuid4())
+    master.write_config(pool("bn-q"))
+    master.start()
+    jobs = {"done": batch_job("ok", bid), "timed_out": batch_job("hang", bid), "crashed": batch_job("crash", bid),
+            "failed": batch_job("fail", bid, nested=other)}
+    for p in jobs.values():
+        push(r, "bn-q", p)
+    got = wait_for(lambda: (lambda x: x if len(x) >= 4 else None)(batch_list(r, bid)), 60,
+                   what="the batch's 4 jobs in its list")
+    assert {j["uuid"]: j["outcome"] for j in got} == {p["uuid"]: o for o, p in jobs.items()}, got
+    # a chained job's batch id (nested in the command) is not the job's
+    assert batch_list(r, other) == []
+    recent = [json.loads(x) for x in r.lrange(PREFIX + "qpool:{qpool-jobs}:list", 0, -1)]
+    assert {x["uuid"] for x in recent if x.get("batch") == bid} == {p["uuid"] for p in jobs.values()}, recent
