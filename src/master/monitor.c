@@ -682,7 +682,8 @@ static void write_jobs(master_t *m)
         /* no Redis at all (qconf_t.no_redis): the records are dropped, as if refused */
         int rv = c ? history_add_jobs(c, recs, n, keep, m->conf->metrics_retention) : m->conf->no_redis ? -2 : -1;
         if (rv == 0) {
-            batchjobs_add(c, recs, n, BATCHJOBS_KEEP, m->conf->metrics_retention); /* those with a batch */
+            /* those with a batch */
+            batchjobs_add(c, recs, n, BATCHJOBS_KEEP, m->conf->batch_jobs_keep, m->conf->metrics_retention);
             n = jobhist_pending_list_near(&p->jobs, recs, p->jobs.n); /* not those sent apart */
             monitored_add_jobs(c, recs, n, m->conf->monitored_tag_jobs, m->conf->monitored_tag_retention);
         }

@@ -1,13 +1,16 @@
 """The review of batchdone (issue 31): a batch's jobs as a native handler's
 workers record them, from the batch id in the payload's serialized command
 (data.command, as Laravel's Bus::batch writes it) when the handler reports
-none: attempts that time out or crash are listed too (MUST 2). Real
+none: attempts that time out or crash are listed too (MUST 2); and the
+number of batches listed is bounded, batch_jobs_keep (MUST 1). Real
 redis-server, real master and workers (the fixture handler, no PHP); no
 timing is asserted."""
 import json
 import uuid as uuidlib
 
-from conftest import FIXTURE_HANDLER, PREFIX, make_payload, push, wait_for
+import subprocess
+
+from conftest import FIXTURE_HANDLER, PREFIX, QPOOL, make_payload, push, wait_for
 
 JOB = "App\\Jobs\\BatchJob"
 
@@ -58,3 +61,43 @@ def test_timed_out_and_crashed_batch_jobs_are_listed(master, r):
     assert batch_list(r, other) == []
     recent = [json.loads(x) for x in r.lrange(PREFIX + "qpool:{qpool-jobs}:list", 0, -1)]
     assert {x["uuid"] for x in recent if x.get("batch") == bid} == {p["uuid"] for p in jobs.values()}, recent
+
+
+def recent(r):
+    return [json.loads(x) for x in r.lrange(PREFIX + "qpool:{qpool-jobs}:list", 0, -1)]
+
+
+def test_only_the_newest_batch_jobs_keep_batches_are_listed(master, r):
+    master.write_config(pool("bk-q"), qpool="batch_jobs_keep = 3;")
+    master.start()
+    ids = ["bk-%d-%s" % (i, uuidlib.uuid4().hex[:8]) for i in range(5)]
+    for bid in ids:  # one after the other: each its own write, the index in this order
+        push(r, "bk-q", batch_job("ok", bid))
+        wait_for(lambda: batch_list(r, bid), 60, what="batch %s's list" % bid)
+    index = PREFIX + "qpool:{qpool-jobs}:batches"
+    assert r.zrange(index, 0, -1) == [b.encode() for b in ids[2:]]
+    assert [len(batch_list(r, b)) for b in ids] == [0, 0, 1, 1, 1]
+    assert r.pttl(index) > 0
+    assert {x["batch"] for x in recent(r) if x.get("batch")} == set(ids)  # the history keeps them all
+
+
+def test_batch_jobs_keep_0_writes_no_list(master, r):
+    master.write_config(pool("bk0-q"), qpool="batch_jobs_keep = 0;")
+    master.start()
+    bid = str(uuidlib.uuid4())
+    first = push(r, "bk0-q", batch_job("ok", bid))
+    wait_for(lambda: any(x.get("batch") == bid for x in recent(r)), 60, what="the job's record")
+    later = make_payload("ok")  # a later pass: the first one's is over
+    push(r, "bk0-q", later)
+    wait_for(lambda: any(x["uuid"] == later["uuid"] for x in recent(r)), 60, what="a later record")
+    assert first and r.keys(PREFIX + "qpool:{qpool-jobs}:batch*") == []
+
+
+def test_qpool_check_names_a_bad_batch_jobs_keep(master):
+    conf = master.write_config(pool("bkc-q"), qpool="batch_jobs_keep = -1;")
+    line = next(i for i, x in enumerate(conf.read_text().splitlines(), 1) if "batch_jobs_keep" in x)
+    res = subprocess.run([QPOOL, "check", "-c", str(conf)], capture_output=True, text=True, timeout=30)
+    assert res.returncode == 78 and "%s:%d: batch_jobs_keep" % (conf, line) in res.stderr, res
+    conf.write_text(conf.read_text().replace("batch_jobs_keep = -1;", "batch_jobs_keep = 0;"))
+    res = subprocess.run([QPOOL, "check", "-c", str(conf)], capture_output=True, text=True, timeout=30)
+    assert res.returncode == 0 and "batch_jobs_keep = 0;" in res.stdout, res
