@@ -9,7 +9,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "cli/cli_common.h"
 #include "observe/batchjobs.h"
 #include "observe/jobhist.h"
 #include "observe/jobwatch.h"
@@ -677,6 +679,42 @@ static void test_batch_ids_from_the_payloads_command(void **state)
     }
 }
 
+/* `qpool batches ID` with times out of range (a forged entry of a batch's
+ * list, an odd row): a dash, not a crash (review of batchdone, SHOULD 7). */
+static void test_batch_print_takes_any_time(void **state)
+{
+    (void)state;
+    cJSON *rep = cJSON_Parse("{\"batch\":{\"id\":\"b\",\"name\":\"n\",\"pool\":\"p\",\"created_at\":1e300,"
+                             "\"finished_at\":-1e300,\"cancelled_at\":1700000000},\"jobs_kept\":3,\"jobs\":["
+                             "{\"uuid\":\"u1\",\"name\":\"J\",\"outcome\":\"done\",\"finished_at\":1e300},"
+                             "{\"uuid\":\"u2\",\"name\":\"J\",\"outcome\":\"done\",\"finished_at\":9e18},"
+                             "{\"uuid\":\"u3\",\"name\":\"J\",\"outcome\":\"done\",\"finished_at\":1700000000000}]}");
+    assert_non_null(rep);
+    FILE *f = tmpfile();
+    assert_non_null(f);
+    fflush(stdout);
+    int saved = dup(1);
+    dup2(fileno(f), 1);
+    cli_batch_print(rep);
+    fflush(stdout);
+    dup2(saved, 1);
+    close(saved);
+    char out[4096] = "";
+    rewind(f);
+    size_t n = fread(out, 1, sizeof out - 1, f);
+    out[n] = '\0';
+    fclose(f);
+    cJSON_Delete(rep);
+    assert_non_null(strstr(out, "created    -\n"));
+    assert_non_null(strstr(out, "finished   -\n"));
+    assert_non_null(strstr(out, "cancelled  2023-11-14 22:13:20 UTC\n"));
+    const char *u1 = strstr(out, "\nu1 "), *u2 = strstr(out, "\nu2 "), *u3 = strstr(out, "\nu3 ");
+    assert_true(u1 && u2 && u3);
+    assert_memory_equal(strchr(u1 + 1, '\n') - 2, " -", 2);
+    assert_memory_equal(strchr(u2 + 1, '\n') - 2, " -", 2);
+    assert_memory_equal(strchr(u3 + 1, '\n') - 19, "2023-11-14 22:13:20", 19);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -700,6 +738,7 @@ int main(void)
         cmocka_unit_test(test_only_a_lost_reply_starts_a_batchs_clock),
         cmocka_unit_test(test_the_master_keeps_the_generation_across_a_blip),
         cmocka_unit_test(test_batch_ids_from_the_payloads_command),
+        cmocka_unit_test(test_batch_print_takes_any_time),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
