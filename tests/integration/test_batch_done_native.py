@@ -2,7 +2,8 @@
 workers record them, from the batch id in the payload's serialized command
 (data.command, as Laravel's Bus::batch writes it) when the handler reports
 none: attempts that time out or crash are listed too (MUST 2); and the
-number of batches listed is bounded, batch_jobs_keep (MUST 1). Real
+number of batches listed is bounded, batch_jobs_keep (MUST 1); a write
+Redis refuses is logged (SHOULD 4). Real
 redis-server, real master and workers (the fixture handler, no PHP); no
 timing is asserted."""
 import json
@@ -101,3 +102,16 @@ def test_qpool_check_names_a_bad_batch_jobs_keep(master):
     conf.write_text(conf.read_text().replace("batch_jobs_keep = -1;", "batch_jobs_keep = 0;"))
     res = subprocess.run([QPOOL, "check", "-c", str(conf)], capture_output=True, text=True, timeout=30)
     assert res.returncode == 0 and "batch_jobs_keep = 0;" in res.stdout, res
+
+
+def test_a_refused_batch_list_write_is_logged(master, r):
+    bid = str(uuidlib.uuid4())
+    r.set(PREFIX + "qpool:{qpool-jobs}:batch:" + bid, "not a list")  # WRONGTYPE for its entries
+    master.write_config(pool("bkw-q"))
+    master.start()
+    for i in range(3):  # three writes, each refused
+        push(r, "bkw-q", batch_job("ok", bid))
+        wait_for(lambda: sum(x.get("batch") == bid for x in recent(r)) == i + 1, 60, what="record %d" % (i + 1))
+    master.wait_log(r"pool bn: 1 job record\(s\) not copied to their batch's list \(WRONGTYPE.*; \d so far", 60)
+    # rate-limited: the first, then once a minute while the cause lasts (not once per write)
+    assert master.count_log("not copied to their batch's list") < 3, master.log()
