@@ -3,7 +3,8 @@ workers record them, from the batch id in the payload's serialized command
 (data.command, as Laravel's Bus::batch writes it) when the handler reports
 none: attempts that time out or crash are listed too (MUST 2); and the
 number of batches listed is bounded, batch_jobs_keep (MUST 1); a write
-Redis refuses is logged (SHOULD 4). Real
+Redis refuses is logged (SHOULD 4); the PHP adapter's own reading of the
+serialized command takes only its top-level batchId (SHOULD 5). Real
 redis-server, real master and workers (the fixture handler, no PHP); no
 timing is asserted."""
 import json
@@ -11,7 +12,7 @@ import uuid as uuidlib
 
 import subprocess
 
-from conftest import FIXTURE_HANDLER, PREFIX, QPOOL, make_payload, push, wait_for
+from conftest import FIXTURE_HANDLER, PREFIX, QPOOL, ROOT, make_payload, push, wait_for
 
 JOB = "App\\Jobs\\BatchJob"
 
@@ -115,3 +116,36 @@ def test_a_refused_batch_list_write_is_logged(master, r):
     master.wait_log(r"pool bn: 1 job record\(s\) not copied to their batch's list \(WRONGTYPE.*; \d so far", 60)
     # rate-limited: the first, then once a minute while the cause lasts (not once per write)
     assert master.count_log("not copied to their batch's list") < 3, master.log()
+
+
+PHP_BATCH = r"""<?php
+require $argv[1].'/php/src/Tags.php';
+use Qpool\Laravel\Tags;
+class Job { public $tries = 1; protected $note = 's:7:"batchId";s:5:"fake1";'; public $chained = []; public $next;
+    public $batchId; }
+function job($own, $nested) {
+    $inner = new Job; $inner->batchId = $nested;
+    $j = new Job; $j->chained = [serialize($inner)]; $j->next = $inner; $j->batchId = $own;
+    return $j;
+}
+function payload($job) { return ['data' => ['commandName' => 'Job', 'command' => serialize($job)]]; }
+$out = [];
+Tags::$command = null; // the hook not installed: the serialized text is read
+$out['own'] = Tags::batch(payload(job('top-1', 'inner-1')));
+$out['none'] = Tags::batch(payload(job(null, 'inner-1')));
+$obj = new ArrayObject([1]); $j = job('top-2', 'inner-2'); $j->next = [$obj, 1.5, true, null];
+$out['after_others'] = Tags::batch(payload($j));
+$out['cut'] = Tags::batch(['data' => ['command' => substr(serialize(job('top-3', null)), 0, -3)]]);
+Tags::$command = job(null, 'inner-4'); // installed: the command's own property only
+$out['hooked'] = Tags::batch(payload(Tags::$command));
+echo json_encode($out);
+"""
+
+
+def test_the_php_adapter_reads_only_the_commands_own_batch_id(tmp_path):
+    script = tmp_path / "batch.php"
+    script.write_text(PHP_BATCH)
+    res = subprocess.run(["php", str(script), str(ROOT)], capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res
+    assert json.loads(res.stdout) == {"own": "top-1", "none": None, "after_others": "top-2", "cut": None,
+                                      "hooked": None}, res.stdout
