@@ -98,24 +98,84 @@ final class Tags
 
     /**
      * The batch id (Bus::batch, the Batchable trait's batchId) of the job the
-     * payload holds: the command this adapter unserialized, else the
-     * serialized command's own text; null when it has none. Call before take().
+     * payload holds: the command this adapter unserialized, else (the hook
+     * not installed) the serialized command's own top-level batchId, never a
+     * nested job's (a chained one's); null when it has none. Call before take().
      */
     public static function batch($payload): ?string
     {
         try {
             $command = self::$command;
-            $id = is_object($command) && isset($command->batchId) ? $command->batchId : null;
-
-            if ($id === null && is_array($payload) && is_string($payload['data']['command'] ?? null)
-                && preg_match('/s:7:"batchId";s:\d+:"([A-Za-z0-9._:-]{1,64})";/', $payload['data']['command'], $m)) {
-                $id = $m[1];
+            $serialized = is_array($payload) ? ($payload['data']['command'] ?? null) : null;
+            if (is_object($command)) {
+                $id = $command->batchId ?? null;
+            } else {
+                $id = is_string($serialized) ? self::topBatchId($serialized) : null;
             }
 
             return is_string($id) && preg_match('/^[A-Za-z0-9._:-]{1,64}$/', $id) ? $id : null;
         } catch (Throwable $e) {
             return null;
         }
+    }
+
+    /**
+     * The string property batchId of the object PHP serialize text holds, not
+     * one of a nested value: its tokens at depth 1 are its properties' names
+     * and values in turn (a string's bytes skipped by its length). Null when
+     * it has none or the text is not well formed; linear, no unserialize().
+     */
+    private static function topBatchId(string $s): ?string
+    {
+        if (strpos($s, 'batchId') === false || ($s[0] ?? '') !== 'O') {
+            return null;
+        }
+        [$n, $i, $depth, $el, $want] = [strlen($s), 0, 0, 0, false];
+        while ($i < $n) {
+            if ($s[$i] === '}') {
+                if (--$depth <= 0) {
+                    return null; // the object's end: none
+                }
+                $i++;
+                continue;
+            }
+            [$type, $str, $open] = [$s[$i], null, 0];
+            if (! preg_match('/N;|[bidrR]:[^;]*;|a:\d+:\{|[sEOC]:(\d+):"/A', $s, $m, 0, $i)) {
+                return null;
+            }
+            $i += strlen($m[0]);
+            if ($type === 'a') {
+                $open = 1;
+            } elseif (isset($m[1])) {
+                $len = (int) $m[1];
+                if ($len > $n - $i - 1 || $s[$i + $len] !== '"') {
+                    return null;
+                }
+                [$str, $i] = [substr($s, $i, $len), $i + $len + 1];
+                if ($type === 's' || $type === 'E') {
+                    if (($s[$i++] ?? '') !== ';') {
+                        return null;
+                    }
+                } elseif (! preg_match('/:(\d+):\{/A', $s, $c, 0, $i)) {
+                    return null;
+                } else {
+                    $i += strlen($c[0]) + ($type === 'C' ? (int) $c[1] + 1 : 0); // C: its own bytes, then '}'
+                    if ($type === 'C' && ($s[$i - 1] ?? '') !== '}') {
+                        return null;
+                    }
+                    $open = $type === 'O' ? 1 : 0;
+                }
+            }
+            if ($depth === 1) {
+                if ($want) {
+                    return $type === 's' ? $str : null;
+                }
+                $want = $el++ % 2 === 0 && $type === 's' && $str === 'batchId';
+            }
+            $depth += $open;
+        }
+
+        return null;
     }
 
     /** The tags of the command the last job ran (forgotten after); [] on any error. */

@@ -9,6 +9,7 @@
 #include "redis/rconn.h"
 #include "core/util.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,13 +45,24 @@ void cli_batch_jobs(const char *cfg, const char *id, cJSON *rep)
     cJSON_Delete(got);
 }
 
+/* UNIX seconds as "YYYY-MM-DD HH:MM:SS" (UTC) into buf (32 bytes), or "-"
+ * for a time out of range (a forged entry, a row's odd value): never a
+ * cast that overflows, never gmtime's NULL. */
+static const char *utc_text(double secs, char *buf, size_t n)
+{
+    struct tm tm;
+    time_t s = (time_t)(isfinite(secs) && fabs(secs) < 1e12 ? secs : 0);
+    if (!isfinite(secs) || fabs(secs) >= 1e12 || !gmtime_r(&s, &tm) || !strftime(buf, n, "%Y-%m-%d %H:%M:%S", &tm))
+        snprintf(buf, n, "-");
+    return buf;
+}
+
 static void print_when(const char *label, const cJSON *t)
 {
     if (!cJSON_IsNumber(t)) return;
     char buf[32];
-    time_t s = (time_t)t->valuedouble;
-    strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S", gmtime(&s));
-    printf("%-10s %s UTC\n", label, buf);
+    const char *s = utc_text(t->valuedouble, buf, sizeof buf);
+    printf("%-10s %s%s\n", label, s, strcmp(s, "-") ? " UTC" : "");
 }
 
 /* One job row: uuid, class, outcome, runtime, finished (UTC). */
@@ -58,10 +70,7 @@ static void print_job(const cJSON *j)
 {
     char when[32] = "-";
     double f = cli_json_num(j, "finished_at");
-    if (f > 0) {
-        time_t s = (time_t)(f / 1000);
-        strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", gmtime(&s));
-    }
+    if (f > 0) utc_text(f / 1000, when, sizeof when);
     const char *name = cli_json_str(j, "name");
     int cut = (int)utf8_cut(name, strlen(name), 40);
     printf("%-36s  %-40.*s %-9s %10.1f  %s\n", cli_json_str(j, "uuid"), cut, name, cli_json_str(j, "outcome"),

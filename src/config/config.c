@@ -1355,6 +1355,7 @@ static const conf_key_t QPOOL_KEYS[] = {
     QK(job_history_payloads, K_BOOL, 0, 0),
     QK(monitored_tag_retention, K_INT, 60, 90 * 86400),
     QK(monitored_tag_jobs, K_INT, 1, 100000),
+    QK(batch_jobs_keep, K_INT, 0, 10000),
     KEY_FN("http", parse_http_group),
     KEY_FN("alerts", parse_alerts_group),
     QK(fleet_lease_ttl, K_NUM, 1, 600),
@@ -1691,6 +1692,7 @@ static qconf_t *config_new(const char *path)
     c->job_history_size = 1000;
     c->monitored_tag_retention = 7 * 86400;
     c->monitored_tag_jobs = 10000;
+    c->batch_jobs_keep = 100;
     c->job_history_sample = 1;
     c->shutdown_timeout = 120;
     c->log_level = LOG_INFO;
@@ -2118,6 +2120,7 @@ static void print_qpool(const qconf_t *c, FILE *f)
     fprintf(f, "  job_history_payloads = %s;\n", yes_no(c->job_history_payloads));
     fprintf(f, "  monitored_tag_retention = %d;\n", c->monitored_tag_retention);
     fprintf(f, "  monitored_tag_jobs = %d;\n", c->monitored_tag_jobs);
+    fprintf(f, "  batch_jobs_keep = %d;\n", c->batch_jobs_keep);
     print_num(f, "  ", "shutdown_timeout", c->shutdown_timeout);
     fprintf(f, "  log_level = \"%s\";\n", log_level_name(c->log_level));
     fprintf(f, "  log_format = \"%s\";\n", c->log_format == LOGFMT_JSON ? "json" : "text");

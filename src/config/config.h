@@ -201,6 +201,7 @@ typedef struct {
     bool job_history_payloads; /* done jobs' payloads too */
     int monitored_tag_retention; /* seconds a monitored tag's records are kept after its last one */
     int monitored_tag_jobs;    /* records kept per monitored tag */
+    int batch_jobs_keep;       /* batches whose jobs are listed in Redis (batchjobs.h); 0: off */
     double shutdown_timeout;
     enum log_level log_level;
     enum log_format log_format;

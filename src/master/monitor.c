@@ -34,6 +34,7 @@
 
 #define RATE_TAU_S 5.0      /* balancer's view of throughput */
 #define MINUTE_TAU_S 60.0   /* status's jobs per minute */
+#define BATCH_LOG_EVERY_MS 60000 /* a batch-list write that keeps failing: logged once a minute */
 
 /* The monitor's own state: the last queue:restart values seen and this
  * master's heartbeat identity (its connections are mconn.c's, when it
@@ -666,9 +667,24 @@ void monitor_watch_tick(master_t *m, int64_t now)
     publish_watched(m);
 }
 
+/* A write of the batches' job lists that lost entries: counted, and
+ * logged the first time, on a new cause, and once a minute while it lasts. */
+static void batch_write_note(pool_t *p, int rv, const char *err)
+{
+    if (rv >= 0) return;
+    p->batch_lost += (uint64_t)-rv;
+    int64_t now = mono_ms();
+    if (p->batch_logged_ms && !strcmp(p->batch_err, err) && now - p->batch_logged_ms < BATCH_LOG_EVERY_MS) return;
+    log_warn("pool %s: %d job record(s) not copied to their batch's list (%s); %llu so far", p->conf.name, -rv, err,
+             (unsigned long long)p->batch_lost);
+    p->batch_logged_ms = now;
+    snprintf(p->batch_err, sizeof p->batch_err, "%s", err);
+}
+
 /* The job records each pool's workers sent since the last pass go onto the
- * connection's recent-jobs list: one pipelined round trip per pool; those
- * of watched tags onto their lists (forward_watched). */
+ * connection's recent-jobs list: one pipelined round trip per pool (and a
+ * second when some record has a batch: its batch's list); those of watched
+ * tags onto their lists (forward_watched). */
 static void write_jobs(master_t *m)
 {
     for (int i = 0; i < m->pools.n; i++) {
@@ -682,7 +698,10 @@ static void write_jobs(master_t *m)
         /* no Redis at all (qconf_t.no_redis): the records are dropped, as if refused */
         int rv = c ? history_add_jobs(c, recs, n, keep, m->conf->metrics_retention) : m->conf->no_redis ? -2 : -1;
         if (rv == 0) {
-            batchjobs_add(c, recs, n, BATCHJOBS_KEEP, m->conf->metrics_retention); /* those with a batch */
+            char err[128] = ""; /* those with a batch */
+            int b = batchjobs_add(c, recs, n, BATCHJOBS_KEEP, m->conf->batch_jobs_keep, m->conf->metrics_retention,
+                                  err, sizeof err);
+            batch_write_note(p, b, err);
             n = jobhist_pending_list_near(&p->jobs, recs, p->jobs.n); /* not those sent apart */
             monitored_add_jobs(c, recs, n, m->conf->monitored_tag_jobs, m->conf->monitored_tag_retention);
         }

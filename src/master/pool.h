@@ -118,6 +118,9 @@ typedef struct pool {
     jobwatch_queue_t watched; /* records of watched tags not yet in their lists (jobwatch.h) */
     uint64_t watch_gen;      /* the watched set's generation on its connection, as its slots have it (0: none) */
     int watch_misses;        /* the master's reads of that set that failed in a row (jobwatch_gen_next) */
+    uint64_t batch_lost;     /* entries of the batches' job lists not written (batchjobs.h; monitor.c) */
+    int64_t batch_logged_ms; /* when that was last logged (monotonic), 0 never */
+    char batch_err[96];      /* ... and why */
     minute_t minute[QPOOL_MAX_QUEUES]; /* per queue: the last minute's waits and attempts (alerts) */
     uint64_t spawned, crashes, memory_recycles;
     uint64_t exits[EXIT_KINDS];

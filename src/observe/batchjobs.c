@@ -15,21 +15,39 @@ static char *bkey(const rconn_t *c, const char *id)
 }
 
 /* KEYS: the recent list (for the node: the batch lists share its hash
- * tag). ARGV: the batch lists' key prefix, keep, ttl ms, then (batch id,
- * entry) pairs, oldest first. A list Redis refuses (WRONGTYPE) is skipped,
- * not raised, so the others are written. */
+ * tag), the batches' index. ARGV: the batch lists' key prefix, keep, ttl
+ * ms, batches kept, then (batch id, entry) pairs, oldest first. An entry
+ * Redis refuses (WRONGTYPE, OOM) is skipped, not raised, so the others are
+ * written; the reply is {entries refused, the first one's error}. The index scores each batch by its last write (Redis's clock);
+ * past the batches kept, the oldest go, with their lists. */
 static const char ADD_LUA[] =
-    "local pre, keep, ttl, seen = ARGV[1], tonumber(ARGV[2]), ARGV[3], {}\n"
-    "for i = 4, #ARGV, 2 do\n"
-    "  local k = pre .. ARGV[i]\n"
-    "  local r = redis.pcall('lpush', k, ARGV[i + 1])\n"
-    "  if type(r) == 'number' then seen[k] = true end\n"
+    "local pre, keep, ttl, nb, seen = ARGV[1], tonumber(ARGV[2]), ARGV[3], tonumber(ARGV[4]), {}\n"
+    "local lost, why = 0, ''\n"
+    "for i = 5, #ARGV, 2 do\n"
+    "  local r = redis.pcall('lpush', pre .. ARGV[i], ARGV[i + 1])\n"
+    "  if type(r) == 'number' then seen[ARGV[i]] = true\n"
+    "  else\n"
+    "    lost = lost + 1\n"
+    "    if why == '' and type(r) == 'table' then why = tostring(r.err) end\n"
+    "  end\n"
     "end\n"
-    "for k in pairs(seen) do\n"
-    "  redis.pcall('ltrim', k, 0, keep - 1)\n"
-    "  redis.pcall('pexpire', k, ttl)\n"
+    "local t = redis.call('time')\n"
+    "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
+    "for id in pairs(seen) do\n"
+    "  redis.pcall('ltrim', pre .. id, 0, keep - 1)\n"
+    "  redis.pcall('pexpire', pre .. id, ttl)\n"
+    "  redis.pcall('zadd', KEYS[2], now, id)\n"
     "end\n"
-    "return 1\n";
+    "local n = redis.pcall('zcard', KEYS[2])\n"
+    "if type(n) == 'number' and n > nb then\n"
+    "  local old = redis.pcall('zrange', KEYS[2], 0, n - nb - 1)\n"
+    "  if type(old) == 'table' then\n"
+    "    for _, id in ipairs(old) do redis.pcall('del', pre .. id) end\n"
+    "    redis.pcall('zremrangebyrank', KEYS[2], 0, n - nb - 1)\n"
+    "  end\n"
+    "end\n"
+    "redis.pcall('pexpire', KEYS[2], ttl)\n"
+    "return {lost, why}\n";
 
 static rscript_t add_script;
 
@@ -57,27 +75,46 @@ bool batchjobs_entry(const char *rec, char **batch, char **entry)
     return ok;
 }
 
-int batchjobs_add(rconn_t *c, const char *const *recs, int n, int keep, int64_t retention_s)
+/* What the script's reply says of entries sent: their number, or minus
+ * those lost, the cause in err. */
+static int add_outcome(const rconn_t *c, const redisReply *r, int entries, char *err, size_t errn)
 {
-    char **argv = xcalloc((size_t)(4 + 2 * n), sizeof *argv);
+    if (!r || r->type == REDIS_REPLY_ERROR) {
+        snprintf(err, errn, "%s", r ? r->str : c->last_error[0] ? c->last_error : "not reached");
+        return -entries;
+    }
+    if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 && r->element[0]->type == REDIS_REPLY_INTEGER &&
+        r->element[0]->integer > 0) {
+        const redisReply *why = r->element[1];
+        snprintf(err, errn, "%s", why->type == REDIS_REPLY_STRING && why->len ? why->str : "refused");
+        return -(int)(r->element[0]->integer < entries ? r->element[0]->integer : entries);
+    }
+    return entries;
+}
+
+int batchjobs_add(rconn_t *c, const char *const *recs, int n, int keep, int batches, int64_t retention_s, char *err,
+                  size_t errn)
+{
+    if (batches <= 0) return 0; /* off: no list written */
+    char **argv = xcalloc((size_t)(6 + 2 * n), sizeof *argv);
     int k = 0;
     argv[k++] = xasprintf("%sqpool:{qpool-jobs}:list", c->conf.prefix);
+    argv[k++] = xasprintf("%sqpool:{qpool-jobs}:batches", c->conf.prefix);
     argv[k++] = bkey(c, NULL);
     argv[k++] = xasprintf("%d", keep);
     argv[k++] = xasprintf("%lld", (long long)retention_s * 1000);
+    argv[k++] = xasprintf("%d", batches);
     for (int i = 0; i < n; i++)
         if (batchjobs_entry(recs[i], &argv[k], &argv[k + 1])) k += 2;
     int rv = 0;
-    if (k > 4) {
+    if (k > 6) {
         size_t *lens = xcalloc((size_t)k, sizeof *lens);
         for (int i = 0; i < k; i++) lens[i] = strlen(argv[i]);
         if (!add_script.body) rscript_init(&add_script, ADD_LUA);
         redisReply *r = NULL;
-        rv = rconn_ensure(c) == 0 &&
-                     rconn_script(c, &add_script, 1, k, (const char **)argv, lens, -1, -1, &r) == RC_OK &&
-                     r->type != REDIS_REPLY_ERROR
-                 ? 0
-                 : -1;
+        bool sent = rconn_ensure(c) == 0 && rconn_script(c, &add_script, 2, k, (const char **)argv, lens, -1, -1,
+                                                         &r) == RC_OK;
+        rv = add_outcome(c, sent ? r : NULL, (k - 6) / 2, err, errn);
         if (r) freeReplyObject(r);
         free(lens);
     }

@@ -16,6 +16,12 @@
  *                                           BATCHJOBS_KEEP, expiring
  *                                           metrics_retention after its
  *                                           last write
+ *   <prefix>qpool:{qpool-jobs}:batches     the batches' index: a sorted set
+ *                                           of ids by their last write
+ *                                           (ms), the newest
+ *                                           batch_jobs_keep; the lists of
+ *                                           those that fall out are
+ *                                           deleted
  *
  * Released attempts are left out (the job runs again). The records are
  * those the history took: with job_history_sample below 1, some done jobs
@@ -37,9 +43,12 @@
  * bytes say so before any parsing). Pure; the caller frees both. */
 bool batchjobs_entry(const char *rec, char **batch, char **entry);
 /* Records (the recent list's JSON, oldest first) into their batches'
- * lists: one script call, only when some record has a batch. 0, or -1
- * when Redis was not reached or refused it. */
-int batchjobs_add(rconn_t *c, const char *const *recs, int n, int keep, int64_t retention_s);
+ * lists, keeping the newest `batches` of them (0: none written at all):
+ * one script call, only when some record has a batch. The entries
+ * written (0: none to write), or minus the number lost (Redis not reached,
+ * or refusing them: WRONGTYPE, OOM) with the cause in err. */
+int batchjobs_add(rconn_t *c, const char *const *recs, int n, int keep, int batches, int64_t retention_s, char *err,
+                  size_t errn);
 /* Batch id's records, newest first, at most limit (1..BATCHJOBS_KEEP):
  * {"jobs":[...],"kept":N} (N: what its list holds); NULL when Redis is
  * unavailable. Caller frees. */

@@ -4,6 +4,7 @@
  */
 #include "observe/jobhist.h"
 #include "observe/metrics.h"
+#include "redis/payload.h"
 #include "core/util.h"
 
 #include <math.h>
@@ -130,6 +131,157 @@ bool jobhist_batch_ok(const char *s)
         if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || strchr("-_.:", *c)))
             return false;
     return true;
+}
+
+/* ---- a batch id from the payload's serialized command */
+
+static bool hex4(const char *s, size_t n, unsigned *cp)
+{
+    *cp = 0;
+    for (size_t i = 0; i < 4; i++) {
+        if (i >= n) return false;
+        char c = s[i];
+        int v = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+        if (v < 0) return false;
+        *cp = *cp << 4 | (unsigned)v;
+    }
+    return true;
+}
+
+static size_t utf8_put(char *o, unsigned cp)
+{
+    if (cp < 0x80) return o[0] = (char)cp, 1;
+    if (cp < 0x800) return o[0] = (char)(0xC0 | cp >> 6), o[1] = (char)(0x80 | (cp & 0x3F)), 2;
+    if (cp < 0x10000)
+        return o[0] = (char)(0xE0 | cp >> 12), o[1] = (char)(0x80 | (cp >> 6 & 0x3F)), o[2] = (char)(0x80 | (cp & 0x3F)), 3;
+    o[0] = (char)(0xF0 | cp >> 18), o[1] = (char)(0x80 | (cp >> 12 & 0x3F));
+    o[2] = (char)(0x80 | (cp >> 6 & 0x3F)), o[3] = (char)(0x80 | (cp & 0x3F));
+    return 4;
+}
+
+/* One \uXXXX escape (a surrogate pair as one) at s[i] (the 'u') into o;
+ * its last byte's index in *end. The output is never longer than the
+ * escape. */
+static size_t json_u(const char *s, size_t i, size_t n, char *o, size_t *end)
+{
+    unsigned cp, lo;
+    if (!hex4(s + i + 1, n - i - 1, &cp)) return *end = n, 0;
+    *end = i + 4;
+    if (cp >= 0xD800 && cp < 0xDC00 && i + 10 < n && s[i + 5] == '\\' && s[i + 6] == 'u' &&
+        hex4(s + i + 7, n - i - 7, &lo) && lo >= 0xDC00 && lo < 0xE000) {
+        cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+        *end = i + 10;
+    }
+    return utf8_put(o, cp);
+}
+
+/* A JSON string's bytes (s: its text with the quotes), NUL bytes kept, as
+ * PHP counts them; NULL when it is not a string. Caller frees. */
+static char *json_bytes(const char *s, size_t n, size_t *outn)
+{
+    if (n < 2 || s[0] != '"' || s[n - 1] != '"') return NULL;
+    char *o = xmalloc(n);
+    size_t k = 0;
+    n--; /* the closing quote */
+    for (size_t i = 1; i < n; i++) {
+        if (s[i] != '\\') {
+            o[k++] = s[i];
+        } else if (++i < n) {
+            const char *e = strchr("b\bf\fn\nr\rt\t", s[i]);
+            if (s[i] == 'u')
+                k += json_u(s, i, n, o + k, &i);
+            else
+                o[k++] = e && s[i] ? e[1] : s[i];
+        }
+    }
+    *outn = k;
+    return o;
+}
+
+/* Digits at s[*p] then sep; the number in *v, *p past sep. */
+static bool php_num(const char *s, size_t n, size_t *p, char sep, size_t *v)
+{
+    size_t i = *p;
+    *v = 0;
+    while (i < n && s[i] >= '0' && s[i] <= '9' && *v < ((size_t)1 << 40)) *v = *v * 10 + (size_t)(s[i++] - '0');
+    if (i == *p || i >= n || s[i] != sep) return false;
+    *p = i + 1;
+    return true;
+}
+
+/* The quoted bytes of a token (`"` len bytes `"`) at s[*p]: [*vs, *ve). */
+static bool php_quoted(const char *s, size_t n, size_t *p, size_t len, size_t *vs, size_t *ve)
+{
+    size_t i = *p;
+    if (i >= n || s[i] != '"' || len > n - i - 1 || i + 1 + len >= n || s[i + 1 + len] != '"') return false;
+    *vs = i + 1, *ve = i + 1 + len, *p = i + 2 + len;
+    return true;
+}
+
+/* One token of PHP serialize text at s[i]: its end in *next, what it does
+ * to the depth in *open (+1: an array's or object's '{', -1: '}'), a
+ * string's bytes in [*vs, *ve). false when the text is not well formed. */
+static bool php_token(const char *s, size_t n, size_t i, size_t *next, int *open, size_t *vs, size_t *ve)
+{
+    char t = s[i];
+    size_t p = i + 2, len = 0, cnt;
+    *open = 0, *vs = *ve = 0, *next = i + 1;
+    if (t == '}') return *open = -1, true;
+    if (t == 'N') return *next = i + 2, i + 1 < n && s[i + 1] == ';';
+    if (!t || !strchr("bidrRasEOC", t) || i + 1 >= n || s[i + 1] != ':') return false;
+    if (strchr("bidrR", t)) {
+        const char *e = memchr(s + i, ';', n - i);
+        *next = e ? (size_t)(e - s) + 1 : n;
+        return e != NULL;
+    }
+    if (t != 'a' && (!php_num(s, n, &p, ':', &len) || !php_quoted(s, n, &p, len, vs, ve))) return false;
+    if (t == 's' || t == 'E') return *next = p + 1, p < n && s[p] == ';';
+    if (t != 'a' && (p >= n || s[p++] != ':')) return false;
+    if (!php_num(s, n, &p, ':', &cnt) || p >= n || s[p] != '{') return false;
+    if (t != 'C') return *open = 1, *next = p + 1, true;
+    /* C: cnt bytes of the class's own format between the braces */
+    return *next = p + 2 + cnt, cnt < n - p - 1 && s[p + 1 + cnt] == '}';
+}
+
+/* The string property "batchId" of the object s holds (PHP serialize
+ * text), not one of a nested value: the tokens at depth 1 are its
+ * properties' names and values, in turn. */
+static bool php_top_batch(const char *s, size_t n, char out[JOBHIST_BATCH_MAX + 1])
+{
+    size_t i = 0, next, vs, ve;
+    long el = 0;
+    int depth = 0, open;
+    bool want = false;
+    if (!n || s[0] != 'O') return false;
+    while (i < n && php_token(s, n, i, &next, &open, &vs, &ve)) {
+        if (depth == 1 && open >= 0) {
+            if (want) {
+                if (s[i] != 's' || ve - vs > JOBHIST_BATCH_MAX) return false;
+                char id[JOBHIST_BATCH_MAX + 1];
+                memcpy(id, s + vs, ve - vs), id[ve - vs] = 0;
+                if (!jobhist_batch_ok(id)) return false;
+                memcpy(out, id, ve - vs + 1);
+                return true;
+            }
+            want = el++ % 2 == 0 && s[i] == 's' && ve - vs == 7 && !memcmp(s + vs, "batchId", 7);
+        }
+        depth += open;
+        if (depth <= 0) return false; /* the object's end: none */
+        i = next;
+    }
+    return false;
+}
+
+bool jobhist_payload_batch(const char *raw, size_t len, char out[JOBHIST_BATCH_MAX + 1])
+{
+    size_t ds, de, cs, ce, n;
+    if (!raw || !memmem(raw, len, "batchId", 7) || !json_top_value(raw, len, "data", &ds, &de) ||
+        !json_top_value(raw + ds, de - ds, "command", &cs, &ce))
+        return false;
+    char *cmd = json_bytes(raw + ds + cs, ce - cs, &n);
+    bool ok = cmd && php_top_batch(cmd, n, out);
+    free(cmd);
+    return ok;
 }
 
 bool jobhist_silenced(const jobrec_t *r, char *const *classes, char *const *tags, bool job_says)

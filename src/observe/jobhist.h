@@ -92,6 +92,13 @@ int jobhist_add_tags(jobrec_t *r, const char *json, size_t len);
 /* Is s a batch id a record may carry: 1..JOBHIST_BATCH_MAX bytes of
  * ASCII letters, digits, '-', '_', '.' or ':' (Laravel's are UUIDs)? Pure. */
 bool jobhist_batch_ok(const char *s);
+/* The batch id of the job a payload holds when its handler reported none
+ * (a timeout, a crash, a job failed without running): the string property
+ * "batchId" of the top-level object of data.command, Laravel's PHP
+ * serialize text of the command (the Batchable trait), read without PHP:
+ * linear, no recursion, never a nested object's. Into out (checked with
+ * jobhist_batch_ok) and true; false and out untouched otherwise. Pure. */
+bool jobhist_payload_batch(const char *raw, size_t len, char out[JOBHIST_BATCH_MAX + 1]);
 /* Is a done record silenced, as Horizon's `silenced` and `silenced_tags`
  * (NULL-terminated lists, or NULL) and its Silenced interface (the
  * handler said so: job_says) have it? Only done records are. */

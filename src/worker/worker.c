@@ -1137,7 +1137,10 @@ static void history_record(worker_t *w, const job_t *j, const hresult_t *res, in
         free(exc);
     }
     history_tags(r, j, res);
-    if (res && jobhist_batch_ok(res->batch)) memcpy(r->batch, res->batch, strlen(res->batch) + 1);
+    if (res && jobhist_batch_ok(res->batch))
+        memcpy(r->batch, res->batch, strlen(res->batch) + 1);
+    else if (j->pr.raw) /* no answer (timed out, crashed, failed unrun), or a native handler's */
+        jobhist_payload_batch(j->pr.raw, j->pr.rawlen, r->batch);
     r->silenced = jobhist_silenced(r, w->p->silenced, w->p->silenced_tags, res && res->silenced);
     if (jobwatch_meets(&w->watch, r->tags, r->tags_len)) {
         uint64_t lost = w->wq.lost;

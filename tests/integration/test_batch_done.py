@@ -72,3 +72,18 @@ def lists_its_jobs(master, laravel_app, tmp_path):
     assert res.returncode == 1 and "no batch 0000-not-a-batch" in res.stderr, res
     res = master.cli("batches", "0000-not-a-batch", "--json", check=False)
     assert res.returncode == 1 and json.loads(res.stdout)["ok"] is False, res
+
+
+def test_a_batch_job_that_times_out_is_listed(master, laravel_app, tmp_path):
+    """Review of batchdone, MUST 2: a job killed for its timeout sends no
+    answer, so its batch id comes from its payload's serialized command
+    (Laravel's own); it is listed as timed_out, as Laravel lists it failed."""
+    port = free_port()
+    write = master.write_config
+    master.write_config = lambda pools, **kw: write(pools.replace("tries = 1;", "tries = 1; timeout = 3;"), **kw)
+    bid, = start(master, laravel_app, tmp_path, port, ["--count=2", "--sleep=120", "--allow-failures"])
+    wait_for(lambda: row(laravel_app, bid)[:2] == (1, 1), 120, what="1 job done and 1 failed (timed out)")
+    d = wait_for(lambda: with_jobs(port, bid, 2), 60, what="the batch's 2 jobs in /api/batches/<id>")
+    assert sorted(j["outcome"] for j in d["jobs"]) == ["done", "timed_out"], d
+    timed_out = [j["uuid"] for j in d["jobs"] if j["outcome"] == "timed_out"]
+    assert timed_out == d["batch"]["failed_ids"], d

@@ -9,7 +9,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "cli/cli_common.h"
 #include "observe/batchjobs.h"
 #include "observe/jobhist.h"
 #include "observe/jobwatch.h"
@@ -638,6 +640,81 @@ static void test_the_master_keeps_the_generation_across_a_blip(void **state)
     assert_int_equal((int)jobwatch_gen_next(JOBWATCH_GEN_NONE, JOBWATCH_GEN_NONE, &misses), JOBWATCH_GEN_NONE);
 }
 
+/* A job's batch id from its payload when its handler gave none (review of
+ * batchdone, MUST 2: a timed-out or crashed attempt): the top-level
+ * "batchId" of the serialized command, never a nested job's, read safely. */
+static void test_batch_ids_from_the_payloads_command(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *what, *payload, *want;
+    } cases[] = {
+        {"top", "{\"uuid\": \"u\", \"data\": {\"commandName\": \"App\\\\Jobs\\\\BatchJob\", \"command\": \"O:17:\\\"App\\\\Jobs\\\\BatchJob\\\":3:{s:7:\\\"\\u0000*\\u0000name\\\";s:8:\\\"\\u00e9\\ud83d\\ude00\\\"}\\\";s:5:\\\"tries\\\";i:3;s:7:\\\"batchId\\\";s:36:\\\"9a8f7e6d-1c2b-4a3d-8e9f-0a1b2c3d4e5f\\\";}\"}}", "9a8f7e6d-1c2b-4a3d-8e9f-0a1b2c3d4e5f"},
+        {"after nested ones", "{\"uuid\": \"u\", \"data\": {\"commandName\": \"App\\\\Jobs\\\\BatchJob\", \"command\": \"O:17:\\\"App\\\\Jobs\\\\BatchJob\\\":7:{s:4:\\\"next\\\";O:17:\\\"App\\\\Jobs\\\\BatchJob\\\":1:{s:7:\\\"batchId\\\";s:7:\\\"inner-1\\\";}s:7:\\\"chained\\\";a:1:{i:0;s:57:\\\"O:17:\\\"App\\\\Jobs\\\\BatchJob\\\":1:{s:7:\\\"batchId\\\";s:7:\\\"inner-1\\\";}\\\";}s:4:\\\"enum\\\";E:11:\\\"Suit:Hearts\\\";s:1:\\\"c\\\";C:11:\\\"ArrayObject\\\":21:{x:i:0;a:0:{};m:a:0:{}}s:1:\\\"f\\\";d:0.5;s:1:\\\"g\\\";b:1;s:7:\\\"batchId\\\";s:5:\\\"top-2\\\";}\"}}", "top-2"},
+        {"only nested", "{\"uuid\": \"u\", \"data\": {\"commandName\": \"App\\\\Jobs\\\\BatchJob\", \"command\": \"O:17:\\\"App\\\\Jobs\\\\BatchJob\\\":3:{s:4:\\\"next\\\";O:17:\\\"App\\\\Jobs\\\\BatchJob\\\":1:{s:7:\\\"batchId\\\";s:7:\\\"inner-1\\\";}s:7:\\\"chained\\\";a:1:{i:0;s:57:\\\"O:17:\\\"App\\\\Jobs\\\\BatchJob\\\":1:{s:7:\\\"batchId\\\";s:7:\\\"inner-1\\\";}\\\";}s:7:\\\"batchId\\\";N;}\"}}", NULL},
+        {"a value, not a name", "{\"uuid\": \"u\", \"data\": {\"commandName\": \"App\\\\Jobs\\\\BatchJob\", \"command\": \"O:17:\\\"App\\\\Jobs\\\\BatchJob\\\":2:{s:4:\\\"name\\\";s:7:\\\"batchId\\\";s:1:\\\"x\\\";s:3:\\\"abc\\\";}\"}}", NULL},
+        {"not an id", "{\"uuid\": \"u\", \"data\": {\"commandName\": \"App\\\\Jobs\\\\BatchJob\", \"command\": \"O:17:\\\"App\\\\Jobs\\\\BatchJob\\\":1:{s:7:\\\"batchId\\\";s:3:\\\"<b>\\\";}\"}}", NULL},
+        {"cut short", "{\"uuid\": \"u\", \"data\": {\"commandName\": \"App\\\\Jobs\\\\BatchJob\", \"command\": \"O:17:\\\"App\\\\Jobs\\\\BatchJob\\\":2:{s:5:\\\"tries\\\";i:3;s:7:\\\"batchId\\\";s:36:\\\"9a8f7e6d-1c2b-4a3d-8e9f-0a1\"}}", NULL},
+        {"a lying length", "{\"uuid\": \"u\", \"data\": {\"commandName\": \"App\\\\Jobs\\\\BatchJob\", \"command\": \"O:17:\\\"App\\\\Jobs\\\\BatchJob\\\":2:{s:1:\\\"x\\\";s:99:\\\"ab\\\";s:7:\\\"batchId\\\";s:36:\\\"9a8f7e6d-1c2b-4a3d-8e9f-0a1b2c3d4e5f\\\";}\"}}", NULL},
+        {"not an object", "{\"uuid\": \"u\", \"data\": {\"commandName\": \"App\\\\Jobs\\\\BatchJob\", \"command\": \"a:2:{s:7:\\\"batchId\\\";s:36:\\\"9a8f7e6d-1c2b-4a3d-8e9f-0a1b2c3d4e5f\\\";}\"}}", NULL},
+        {"no command", "{\"uuid\":\"u\",\"data\":{\"batchId\":\"b-1\"}}", NULL},
+        {"no batch", "{\"uuid\":\"u\",\"data\":{\"command\":\"O:1:\\\"J\\\":0:{}\"}}", NULL},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char out[JOBHIST_BATCH_MAX + 1] = "";
+        bool got = jobhist_payload_batch(cases[i].payload, strlen(cases[i].payload), out);
+        if (got != (cases[i].want != NULL) || (got && strcmp(out, cases[i].want)))
+            fail_msg("%s: %s (\"%s\")", cases[i].what, got ? "found" : "none", out);
+        if (!got) assert_string_equal(out, "");
+    }
+    /* every cut of a payload that has one (ASan: nothing read past it):
+     * the id only once the whole command is in */
+    const char *p = cases[1].payload, *end = strstr(p, "}\"}");
+    for (size_t n = 0; n < strlen(p); n++) {
+        char *cut = xmalloc(n ? n : 1), out[JOBHIST_BATCH_MAX + 1] = "";
+        memcpy(cut, p, n);
+        bool got = jobhist_payload_batch(cut, n, out);
+        assert_true(got ? n > (size_t)(end - p) + 2 && !strcmp(out, "top-2") : !out[0]);
+        free(cut);
+    }
+}
+
+/* `qpool batches ID` with times out of range (a forged entry of a batch's
+ * list, an odd row): a dash, not a crash (review of batchdone, SHOULD 7). */
+static void test_batch_print_takes_any_time(void **state)
+{
+    (void)state;
+    cJSON *rep = cJSON_Parse("{\"batch\":{\"id\":\"b\",\"name\":\"n\",\"pool\":\"p\",\"created_at\":1e300,"
+                             "\"finished_at\":-1e300,\"cancelled_at\":1700000000},\"jobs_kept\":3,\"jobs\":["
+                             "{\"uuid\":\"u1\",\"name\":\"J\",\"outcome\":\"done\",\"finished_at\":1e300},"
+                             "{\"uuid\":\"u2\",\"name\":\"J\",\"outcome\":\"done\",\"finished_at\":9e18},"
+                             "{\"uuid\":\"u3\",\"name\":\"J\",\"outcome\":\"done\",\"finished_at\":1700000000000}]}");
+    assert_non_null(rep);
+    FILE *f = tmpfile();
+    assert_non_null(f);
+    fflush(stdout);
+    int saved = dup(1);
+    dup2(fileno(f), 1);
+    cli_batch_print(rep);
+    fflush(stdout);
+    dup2(saved, 1);
+    close(saved);
+    char out[4096] = "";
+    rewind(f);
+    size_t n = fread(out, 1, sizeof out - 1, f);
+    out[n] = '\0';
+    fclose(f);
+    cJSON_Delete(rep);
+    assert_non_null(strstr(out, "created    -\n"));
+    assert_non_null(strstr(out, "finished   -\n"));
+    assert_non_null(strstr(out, "cancelled  2023-11-14 22:13:20 UTC\n"));
+    const char *u1 = strstr(out, "\nu1 "), *u2 = strstr(out, "\nu2 "), *u3 = strstr(out, "\nu3 ");
+    assert_true(u1 && u2 && u3);
+    assert_memory_equal(strchr(u1 + 1, '\n') - 2, " -", 2);
+    assert_memory_equal(strchr(u2 + 1, '\n') - 2, " -", 2);
+    assert_memory_equal(strchr(u3 + 1, '\n') - 19, "2023-11-14 22:13:20", 19);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -660,6 +737,8 @@ int main(void)
         cmocka_unit_test(test_a_worker_keeps_the_generation_of_what_it_read),
         cmocka_unit_test(test_only_a_lost_reply_starts_a_batchs_clock),
         cmocka_unit_test(test_the_master_keeps_the_generation_across_a_blip),
+        cmocka_unit_test(test_batch_ids_from_the_payloads_command),
+        cmocka_unit_test(test_batch_print_takes_any_time),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

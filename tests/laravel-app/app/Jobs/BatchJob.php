@@ -12,7 +12,8 @@ use Illuminate\Bus\Batchable;
 
 /**
  * One job of a batch (Bus::batch); with $fail = true it throws (tries 1),
- * only once when FAIL_ONCE_DIR is set (a retried job then succeeds).
+ * only once when FAIL_ONCE_DIR is set (a retried job then succeeds); it
+ * first sleeps $sleep seconds (0: none).
  */
 class BatchJob implements ShouldQueue
 {
@@ -24,14 +25,21 @@ class BatchJob implements ShouldQueue
 
     public $fail;
 
-    public function __construct(?string $tag = null, bool $fail = false)
+    public $sleep;
+
+    public function __construct(?string $tag = null, bool $fail = false, int $sleep = 0)
     {
         $this->tag = $tag;
         $this->fail = $fail;
+        $this->sleep = $sleep;
     }
 
     public function handle()
     {
+        if ($this->sleep) {
+            sleep($this->sleep);
+        }
+
         $this->marker(['batch' => $this->batchId !== null]);
 
         if ($this->fail) {

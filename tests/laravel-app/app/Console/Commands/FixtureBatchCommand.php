@@ -7,12 +7,13 @@ use Illuminate\Console\Command;
 use Illuminate\Support\Facades\Bus;
 
 /**
- * php artisan fixture:batch --count=10 --fail=2 --name=import [--name-hex=ff41] [--allow-failures]
+ * php artisan fixture:batch --count=10 --fail=2 --name=import [--name-hex=ff41] [--allow-failures] [--sleep=S]
  *
  * Dispatches one Bus::batch of BatchJob: the last --fail of them throw
  * (tries 1) the first time they run, unless FAIL_ONCE_DIR holds their mark
  * (the job writes it when it fails, so a retried job succeeds). --name-hex
- * gives the name as raw bytes (invalid UTF-8 for tests). Prints the batch id.
+ * gives the name as raw bytes (invalid UTF-8 for tests); with --sleep the
+ * first job sleeps S seconds (past a timeout). Prints the batch id.
  */
 class FixtureBatchCommand extends Command
 {
@@ -22,7 +23,8 @@ class FixtureBatchCommand extends Command
         {--name= : The batch name}
         {--name-hex= : The batch name as hex bytes}
         {--queue=default : Queue name}
-        {--allow-failures : The batch goes on after a failure}';
+        {--allow-failures : The batch goes on after a failure}
+        {--sleep=0 : Seconds the first job sleeps}';
 
     protected $description = 'Dispatch a job batch whose last jobs fail once';
 
@@ -33,7 +35,8 @@ class FixtureBatchCommand extends Command
         $jobs = [];
 
         for ($i = 1; $i <= $count; $i++) {
-            $jobs[] = (new BatchJob('batch-'.$i, $i > $count - $fail))->onQueue($this->option('queue'));
+            $sleep = $i === 1 ? (int) $this->option('sleep') : 0;
+            $jobs[] = (new BatchJob('batch-'.$i, $i > $count - $fail, $sleep))->onQueue($this->option('queue'));
         }
 
         $name = $this->option('name-hex') !== null ? hex2bin($this->option('name-hex')) : (string) $this->option('name');
