@@ -141,7 +141,8 @@ final class AppDriver
      * Between runs, and in a run until the Worker's timeout handler is armed,
      * SIGALRM (qpool's "stop this job") only records that a stop came. pop()
      * forgets it ($clear: a stop sent before the next job's `pop` is for the
-     * last job; qpool sends one for a job only after writing its `run`).
+     * last job; qpool sends one for a job only after writing its `run`, or
+     * after reading its `popped` when the pop runs it too).
      */
     private function awaitStop(bool $clear = true): void
     {

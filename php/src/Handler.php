@@ -161,8 +161,9 @@ final class Handler
         Protocol::log(sprintf('Laravel %s %s from %s (protocol channel: %s)',
             $this->app->version(), $how, $this->app->basePath(), $this->io->isolation()));
 
-        // "pid" lets qpool find a handler it did not start itself (a zygote's fork).
-        $this->io->send(['type' => 'ready', 'protocol' => 2] + ($forked ? ['pid' => getmypid()] : []));
+        // "pid" lets qpool find a handler it did not start itself (a zygote's fork); "pop_run": a pop
+        // request with "run" is answered "popped", then with the run's outcome (one round trip a job).
+        $this->io->send(['type' => 'ready', 'protocol' => 2, 'pop_run' => true] + ($forked ? ['pid' => getmypid()] : []));
 
         $self = $this;
 
@@ -425,6 +426,13 @@ final class Handler
                     $this->beforePop($request);
                     $response = $this->appDriver->pop($request, $this->quit);
                     $this->jobsProcessed += isset($response['job']) ? 1 : 0;
+
+                    if (! empty($request['run']) && ($response['status'] ?? null) === 'popped') {
+                        // one round trip: "popped" now (qpool arms its timer), the outcome as the second answer
+                        $this->io->send($this->answer($response));
+
+                        return $this->appDriver->run($this->quit);
+                    }
 
                     return $response;
 

@@ -70,6 +70,7 @@ struct handler {
     int proto;          /* 1 or 2, known once ready */
     bool ready;
     bool exiting;       /* its last response said so: start a fresh one */
+    bool pop_run;       /* its ready line said "pop_run": a pop with "run" runs the job too */
     int64_t exit_deadline_ms;
     uint64_t seq;       /* id of the last request sent */
     int backoff_ms;
@@ -865,6 +866,7 @@ static int take_ready(handler_t *h)
     int proto = cJSON_IsNumber(v) && v->valuedouble >= 2 ? 2 : 1;
     const cJSON *pid = cJSON_GetObjectItemCaseSensitive(m, "pid");
     double claimed = cJSON_IsNumber(pid) ? pid->valuedouble : 0;
+    h->pop_run = ok && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(m, "pop_run"));
     cJSON_Delete(m);
     sbuf_consume(&h->out, n + 1);
     char why[160];
@@ -1041,6 +1043,11 @@ int handler_begin_app(handler_t *h, const char *type, const char *fields, hresul
     return 0;
 }
 
+bool handler_pop_run(const handler_t *h)
+{
+    return h->type == HANDLER_PIPE && h->ready && h->proto >= 2 && h->pop_run;
+}
+
 int handler_fds(handler_t *h, struct pollfd *fds, int max)
 {
     int n = 0;
@@ -1088,6 +1095,17 @@ static void crashed(hresult_t *res, const char *what)
     res->exc_class = xstrdup("qpool\\HandlerCrashed");
     res->message = xasprintf("the pipe handler %s while running the job", what);
     res->exception = xasprintf("qpool\\HandlerCrashed: the pipe handler %s while running the job", what);
+}
+
+int handler_more(handler_t *h, hresult_t *res)
+{
+    memset(res, 0, sizeof *res);
+    if (h->type != HANDLER_PIPE || h->pid <= 0) {
+        crashed(res, "was gone");
+        return -1;
+    }
+    h->in_job = true; /* the same seq: its next line answers the same request */
+    return 0;
 }
 
 /* The pipe handler ended without answering the outstanding request. */

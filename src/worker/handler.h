@@ -94,6 +94,14 @@ int handler_begin(handler_t *h, const hjob_t *j, hresult_t *res);
  * HRES_EMPTY: none); "run": it runs that job, and the result comes as for a
  * job, with res->job. -1 as for handler_begin. */
 int handler_begin_app(handler_t *h, const char *type, const char *fields, hresult_t *res);
+/* The handler's ready line said "pop_run": true: a pop request with
+ * "run": true is answered twice, "popped" at once, then the outcome of the
+ * run with no request between (one round trip per job). */
+bool handler_pop_run(const handler_t *h);
+/* After such a "popped": wait for the second answer to the same request
+ * (handler_fds/handler_step as for any). -1 (res: crashed) when no handler
+ * runs. */
+int handler_more(handler_t *h, hresult_t *res);
 /* fds to poll while the job runs (fills at most max, returns count). */
 int handler_fds(handler_t *h, struct pollfd *fds, int max);
 /* Process poll results; true when the job's result is in *res. */

@@ -1996,6 +1996,7 @@ static void app_fire(worker_t *w, hresult_t *res, long timeout_s, bool run)
     if (timeout_s < 0) timeout_s = w->p->timeout;
     int64_t deadline = timeout_s > 0 ? start + ((int64_t)timeout_s + APP_TIMEOUT_GRACE_S) * 1000 : 0;
     w->app_stopped = false;
+    if (handler_step(w->h, NULL, 0, res)) return; /* an answer already read (a pop_run's second one) */
     for (;;) {
         struct pollfd fds[8];
         fds[0] = (struct pollfd){w->sfd, POLLIN, 0};
@@ -2117,14 +2118,22 @@ static void app_no_job(worker_t *w, const hresult_t *res)
 }
 
 /* Pop: 1 with the job in *job (popped, or already run when the handler was
- * told to stop meanwhile: *res holds its outcome), 0 when none. */
-static int app_pop(worker_t *w, job_t *job, hresult_t *res)
+ * told to stop meanwhile: *res holds its outcome), 0 when none. *one_trip:
+ * the pop asked the handler to run the job too (it said pop_run when
+ * ready): the outcome comes as a second answer, no run request. */
+static int app_pop(worker_t *w, job_t *job, hresult_t *res, bool *one_trip)
 {
     char *fields = appdriver_request(w->p, skip_mask(w));
     if (!fields) { /* every queue of the pool is paused */
         memset(res, 0, sizeof *res);
         wait_signals(w, 1000);
         return 0;
+    }
+    *one_trip = handler_pop_run(w->h);
+    if (*one_trip) {
+        char *more = xasprintf("%s,\"run\":true", fields);
+        free(fields);
+        fields = more;
     }
     app_request(w, "pop", fields, res, -1);
     free(fields);
@@ -2151,9 +2160,23 @@ static void app_timed_out(const worker_t *w, const job_t *j, hresult_t *res)
                         : xasprintf("%s was stopped by an operator, as at its timeout.", j->app.name);
 }
 
+/* The run of the popped job: a run request, or (one_trip) the pop's second
+ * answer, which the handler writes once the job ran. */
+static void app_run(worker_t *w, const job_t *job, hresult_t *res, bool one_trip)
+{
+    if (!one_trip) {
+        app_request(w, "run", "", res, job->app.timeout_s);
+        return;
+    }
+    if (handler_more(w->h, res) == 0) app_fire(w, res, job->app.timeout_s, true);
+    result_repair(res);
+    sb_handler(w);
+}
+
 /* One job through the app's driver: a pop request (the handler takes the
  * next job and says which), then a run request (it runs it as queue:work
- * does). True when a job ran (then after_job), false when none did. */
+ * does), or one pop that does both (handler_pop_run). True when a job ran
+ * (then after_job), false when none did. */
 static bool app_cycle(worker_t *w, job_t *job)
 {
     memset(job, 0, sizeof *job);
@@ -2162,7 +2185,8 @@ static bool app_cycle(worker_t *w, job_t *job)
     job->started_wall_ms = wall_ms();
     hresult_t res;
     watch_poll(w, job->started_ms); /* before the pop: the job's record meets the set as it is now */
-    bool ran = app_pop(w, job, &res) == 1;
+    bool one_trip = false;
+    bool ran = app_pop(w, job, &res, &one_trip) == 1;
     if (ran && res.kind == HRES_POPPED) {
         sb_job(w, &(sb_job_t){.id = job->app.id, .uuid = job->app.uuid, .name = job->app.name,
                               .queue = w->qs.q[job->pr.qidx].name, .attempt = job->attempts,
@@ -2171,7 +2195,7 @@ static bool app_cycle(worker_t *w, job_t *job)
         hresult_free(&res);
         job->started_s = mono_s();
         job->started_wall_ms = wall_ms();
-        app_request(w, "run", "", &res, job->app.timeout_s);
+        app_run(w, job, &res, one_trip);
         app_timed_out(w, job, &res);
         if (res.kind == HRES_NOT_STARTED) {
             log_warn("job %s (%s): the handler went away before it ran it; it comes back as its "

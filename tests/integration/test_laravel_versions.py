@@ -304,7 +304,7 @@ def test_without_proc_the_protocol_pipes_are_still_close_on_exec(version_app, tm
     spawned = []
     try:
         with req, resp:
-            assert json.loads(resp.readline()) == {"type": "ready", "protocol": 2}, err.read_text()
+            assert json.loads(resp.readline()) == {"type": "ready", "protocol": 2, "pop_run": True}, err.read_text()
             payload = make_payload(job="App\\Handlers\\SpawnHandler@handle", data={"seconds": seconds})
             raw = json.dumps(payload, separators=(",", ":"))
             req.write(json.dumps({"type": "job", "seq": 1, "id": payload["id"], "uuid": payload["uuid"],
@@ -370,7 +370,7 @@ def test_sigterm_to_the_adapter_raises_worker_interrupted_and_stopping(version_a
     os.close(resp_w)
     try:
         with os.fdopen(req_w, "wb"), os.fdopen(resp_r, "rb") as resp:
-            assert json.loads(resp.readline()) == {"type": "ready", "protocol": 2}, err.read_text()
+            assert json.loads(resp.readline()) == {"type": "ready", "protocol": 2, "pop_run": True}, err.read_text()
             proc.send_signal(signal.SIGTERM)
             assert proc.wait(60) == 0, err.read_text()
     finally:

@@ -285,7 +285,7 @@ class Adapter:
 
     def ready(self):
         msg = self.read()
-        assert msg == {"type": "ready", "protocol": 2}
+        assert msg == {"type": "ready", "protocol": 2, "pop_run": True}
         return msg
 
     def close(self, timeout=WAIT):
@@ -334,7 +334,7 @@ def test_ready_then_exit_0_on_request_channel_eof(app, adapter, channel):
     assert a.close() == 0
     assert "booted" in a.stderr()
     # Nothing but the ready line ever reached the response channel.
-    assert [json.loads(x) for x in a.raw_stdout] == [{"type": "ready", "protocol": 2}]
+    assert [json.loads(x) for x in a.raw_stdout] == [{"type": "ready", "protocol": 2, "pop_run": True}]
 
 
 def test_marker_job_done_with_events(app, adapter):
@@ -552,7 +552,7 @@ def test_job_output_never_reaches_the_protocol(app, adapter, channel, ffi):
 
     # the response channel carried protocol lines only
     out = [json.loads(x) for x in a.raw_stdout]
-    assert out[0] == {"type": "ready", "protocol": 2}
+    assert out[0] == {"type": "ready", "protocol": 2, "pop_run": True}
     assert all(x.get("status") in ("done", "exception") and "seq" in x for x in out[1:]), out
     assert not any(x.get("from") for x in out), out
     printed = a.stderr() + b"".join(getattr(a, "stdout_lines", [])).decode(errors="replace")

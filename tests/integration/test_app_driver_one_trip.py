@@ -1,0 +1,107 @@
+"""app_driver pools, one round trip per job (issue 30, docs/benchmarks.md
+"Jobs/s beside queue:work"): a handler whose ready line says "pop_run" gets
+pop requests with "run": true and answers each twice, "popped" at once and
+the run's outcome after it, with no `run` request between. A handler that
+does not say so still gets `pop` then `run`. The handler here is a small
+Python one that logs every request it reads (the wire as the handler sees
+it), so the count of requests per job is exact; no PHP needed."""
+import json
+
+from conftest import PYTHON, wait_for
+
+HANDLER = r'''
+import json, os, sys
+mode, wire, jobs_file = sys.argv[1], sys.argv[2], sys.argv[3]
+req = os.fdopen(int(os.environ["QPOOL_REQUEST_FD"]), "r")
+res = os.fdopen(int(os.environ["QPOOL_RESPONSE_FD"]), "w")
+def send(m):
+    res.write(json.dumps(m) + "\n"); res.flush()
+def log(m):
+    with open(wire, "a") as f:
+        f.write(json.dumps(m) + "\n")
+def take():
+    with open(jobs_file) as f:
+        left = int(f.read() or 0)
+    if left <= 0:
+        return None
+    with open(jobs_file, "w") as f:
+        f.write(str(left - 1))
+    return left
+def job(n, runtime):
+    return {"name": "Fake\\Job", "queue": "default", "id": "j%d" % n, "uuid": None, "attempts": 1,
+            "wait_ms": -1, "timeout": 30, "runtime_ms": runtime}
+send(dict({"type": "ready", "protocol": 2}, **({"pop_run": True} if mode != "old" else {})))
+held = None
+for line in req:
+    m = json.loads(line)
+    log(m)
+    if m["type"] == "pop":
+        n = take()
+        if n is None:
+            send({"seq": m["seq"], "status": "empty"}); continue
+        send({"seq": m["seq"], "status": "popped", "job": job(n, -1)})
+        if mode == "crash" and n == 2:
+            os._exit(3)  # the handler dies while it runs the job it popped
+        if m.get("run"):
+            send({"seq": m["seq"], "status": "done", "job": job(n, 0.5)})
+        else:
+            held = n
+    elif m["type"] == "run":
+        send({"seq": m["seq"], "status": "done", "job": job(held, 0.5)})
+    else:
+        send({"seq": m["seq"], "status": "ok"})
+'''
+
+JOBS = 5
+
+
+def run_pool(master_factory, redis_server, tmp_path, mode, want):
+    script = tmp_path / "fake-app-handler.py"
+    script.write_text(HANDLER)
+    wire, jobs = tmp_path / ("wire-%s.jsonl" % mode), tmp_path / ("jobs-%s" % mode)
+    jobs.write_text(str(JOBS))
+    m = master_factory(redis_server, "m-" + mode)
+    handler_mode = "new" if mode == "crash" else mode
+    m.write_config('{ name = "fake"; queues = ["default"]; processes = 1; queue_connection = "database";'
+                   ' app_driver = true; tries = 1; timeout = 30; sleep = 0.2; job_log = true;'
+                   ' handler = { type = "pipe"; command = ["%s", "%s", "%s", "%s", "%s"]; }; }'
+                   % (PYTHON, script, "crash" if mode == "crash" else handler_mode, wire, jobs))
+    m.start()
+    wait_for(lambda: sum(m.count_log(r"%s\s+Fake\\Job" % k) for k in want) >= JOBS, 60,
+             what="the %d jobs to be recorded (%s)" % (JOBS, mode))
+    m.stop()
+    return m, requests(wire)
+
+
+def requests(wire):
+    try:
+        return [json.loads(line) for line in wire.read_text().splitlines() if line.strip()]
+    except FileNotFoundError:
+        return []
+
+
+def test_one_request_per_job_when_the_handler_says_pop_run(master_factory, redis_server, tmp_path):
+    m, wire = run_pool(master_factory, redis_server, tmp_path, "new", ["Processed"])
+    assert m.count_log(r"Processed\s+Fake\\Job") == JOBS, m.log()
+    runs = [r for r in wire if r["type"] == "run"]
+    pops = [r for r in wire if r["type"] == "pop"]
+    assert not runs, "a run request went out though the handler runs the job with its pop: %s" % runs
+    assert all(r.get("run") is True for r in pops), pops
+    # one request per job, plus the empty pops while idle (each answered "empty")
+    assert len(pops) >= JOBS
+    assert [r["seq"] for r in wire] == list(range(1, len(wire) + 1))
+
+
+def test_two_requests_per_job_for_a_handler_without_pop_run(master_factory, redis_server, tmp_path):
+    m, wire = run_pool(master_factory, redis_server, tmp_path, "old", ["Processed"])
+    assert m.count_log(r"Processed\s+Fake\\Job") == JOBS, m.log()
+    assert len([r for r in wire if r["type"] == "run"]) == JOBS
+    assert not any("run" in r for r in wire if r["type"] == "pop")
+
+
+def test_a_handler_dying_after_popped_is_the_jobs_crash(master_factory, redis_server, tmp_path):
+    m, wire = run_pool(master_factory, redis_server, tmp_path, "crash", ["Processed", "Crashed"])
+    log = m.log()
+    assert m.count_log(r"Crashed\s+Fake\\Job \[j2\]") == 1, log
+    assert m.count_log(r"Processed\s+Fake\\Job") == JOBS - 1, log
+    assert not [r for r in wire if r["type"] == "run"]
