@@ -673,12 +673,9 @@ static void batch_write_note(pool_t *p, int rv, const char *err)
 {
     if (rv >= 0) return;
     p->batch_lost += (uint64_t)-rv;
-    int64_t now = mono_ms();
-    if (p->batch_logged_ms && !strcmp(p->batch_err, err) && now - p->batch_logged_ms < BATCH_LOG_EVERY_MS) return;
+    if (!batchjobs_note_due(&p->batch_note, err, mono_ms(), BATCH_LOG_EVERY_MS)) return;
     log_warn("pool %s: %d job record(s) not copied to their batch's list (%s); %llu so far", p->conf.name, -rv, err,
              (unsigned long long)p->batch_lost);
-    p->batch_logged_ms = now;
-    snprintf(p->batch_err, sizeof p->batch_err, "%s", err);
 }
 
 /* The job records each pool's workers sent since the last pass go onto the
@@ -698,7 +695,7 @@ static void write_jobs(master_t *m)
         /* no Redis at all (qconf_t.no_redis): the records are dropped, as if refused */
         int rv = c ? history_add_jobs(c, recs, n, keep, m->conf->metrics_retention) : m->conf->no_redis ? -2 : -1;
         if (rv == 0) {
-            char err[128] = ""; /* those with a batch */
+            char err[BATCHJOBS_ERRN] = ""; /* those with a batch */
             int b = batchjobs_add(c, recs, n, BATCHJOBS_KEEP, m->conf->batch_jobs_keep, m->conf->metrics_retention,
                                   err, sizeof err);
             batch_write_note(p, b, err);

@@ -9,6 +9,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+bool batchjobs_note_due(batchjobs_note_t *n, const char *err, int64_t now, int64_t every)
+{
+    bool same = n->logged_ms && !strncmp(n->err, err, sizeof n->err - 1);
+    if (same && now - n->logged_ms < every) return false;
+    n->logged_ms = now;
+    snprintf(n->err, sizeof n->err, "%s", err);
+    return true;
+}
+
 static char *bkey(const rconn_t *c, const char *id)
 {
     return xasprintf("%sqpool:{qpool-jobs}:batch:%s", c->conf.prefix, id ? id : "");

@@ -37,6 +37,20 @@
 #include "redis/rconn.h"
 
 #define BATCHJOBS_KEEP 1000   /* records kept per batch, the newest */
+#define BATCHJOBS_ERRN 128    /* bytes of a write's cause, with its NUL (batchjobs_add's err) */
+
+/* The master's log limit on writes that lost entries: the last cause
+ * logged (cut as batchjobs_add cuts it) and when (monotonic ms, 0 never). */
+typedef struct {
+    int64_t logged_ms;
+    char err[BATCHJOBS_ERRN];
+} batchjobs_note_t;
+
+/* Whether a write that lost entries for cause err is logged at now: the
+ * first time, on a new cause, and once every `every` ms while the same
+ * one lasts; when it is, n keeps err (cut to BATCHJOBS_ERRN - 1 bytes,
+ * and compared so cut) and now. Pure. */
+bool batchjobs_note_due(batchjobs_note_t *n, const char *err, int64_t now, int64_t every);
 
 /* The short copy a batch's list keeps of a record (the recent list's
  * JSON), and its batch id; false when it has none or was released (the
