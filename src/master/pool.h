@@ -121,6 +121,8 @@ typedef struct pool {
     int watch_misses;        /* the master's reads of that set that failed in a row (jobwatch_gen_next) */
     uint64_t batch_lost;     /* entries of the batches' job lists not written (batchjobs.h; monitor.c) */
     batchjobs_note_t batch_note; /* when that was last logged, and why */
+    uint64_t batch_unindexed; /* of those written, the entries whose batch the index did not take */
+    batchjobs_note_t batch_inote; /* when that was last logged, and why */
     minute_t minute[QPOOL_MAX_QUEUES]; /* per queue: the last minute's waits and attempts (alerts) */
     uint64_t spawned, crashes, memory_recycles;
     uint64_t exits[EXIT_KINDS];

@@ -118,6 +118,23 @@ def test_a_refused_batch_list_write_is_logged(master, r):
     assert master.count_log("not copied to their batch's list") < 3, master.log()
 
 
+
+def test_a_refused_batches_index_write_is_logged(master, r):
+    """Review of batchfix, SHOULD 3: the list is written but the index
+    refuses its batch (here WRONGTYPE; an ACL without :batches, OOM):
+    logged, rate-limited, not silent."""
+    bid = str(uuidlib.uuid4())
+    r.set(PREFIX + "qpool:{qpool-jobs}:batches", "not a sorted set")
+    master.write_config(pool("bki-q"))
+    master.start()
+    for i in range(3):
+        push(r, "bki-q", batch_job("ok", bid))
+        wait_for(lambda: len(batch_list(r, bid)) == i + 1, 60, what="entry %d of the batch's list" % (i + 1))
+    master.wait_log(r"pool bn: 1 job record\(s\)' batch not in the batches' index \(WRONGTYPE.*; \d so far", 60)
+    assert master.count_log("batch not in the batches' index") < 3, master.log()
+    assert master.count_log("not copied to their batch's list") == 0, master.log()
+
+
 PHP_BATCH = r"""<?php
 require $argv[1].'/php/src/Tags.php';
 use Qpool\Laravel\Tags;
