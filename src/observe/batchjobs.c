@@ -30,12 +30,14 @@ static char *bkey(const rconn_t *c, const char *id)
  * written; the reply is {entries refused, the first one's error, entries
  * written whose batch the index did not take, its first error}. The index
  * scores each batch by its last write (Redis's clock); past the batches
- * kept, the oldest go, with their lists. */
+ * kept, the oldest go, with their lists (UNLINK: freed apart), at most
+ * BATCHJOBS_EVICT more than this call added, so a lowered batch_jobs_keep
+ * is reached over several calls, never in one long one. */
 static const char ADD_LUA[] =
     "local pre, keep, ttl, nb, seen = ARGV[1], tonumber(ARGV[2]), ARGV[3], tonumber(ARGV[4]), {}\n"
     "local lost, why, unidx, iwhy, added = 0, '', 0, '', 0\n"
     "local function err(r, w) if w == '' and type(r) == 'table' and r.err then return tostring(r.err) end return w end\n"
-    "for i = 5, #ARGV, 2 do\n"
+    "for i = 6, #ARGV, 2 do\n"
     "  local r = redis.pcall('lpush', pre .. ARGV[i], ARGV[i + 1])\n"
     "  if type(r) == 'number' then seen[ARGV[i]] = (seen[ARGV[i]] or 0) + 1\n"
     "  else lost = lost + 1; why = err(r, why) end\n"
@@ -51,10 +53,10 @@ static const char ADD_LUA[] =
     "local n = redis.pcall('zcard', KEYS[2])\n"
     "if type(n) ~= 'number' then iwhy = err(n, iwhy)\n"
     "elseif n > nb then\n"
-    "  local cut = n - nb\n"
+    "  local cut = math.min(n - nb, tonumber(ARGV[5]) + added)\n"
     "  local old = redis.pcall('zrange', KEYS[2], 0, cut - 1)\n"
     "  if type(old) == 'table' and not old.err then\n"
-    "    for _, id in ipairs(old) do redis.pcall('del', pre .. id) end\n"
+    "    for _, id in ipairs(old) do redis.pcall('unlink', pre .. id) end\n"
     "    redis.pcall('zremrangebyrank', KEYS[2], 0, cut - 1)\n"
     "  else iwhy = err(old, iwhy) end\n"
     "end\n"
@@ -117,7 +119,7 @@ int batchjobs_add(rconn_t *c, const char *const *recs, int n, int keep, int batc
 {
     memset(f, 0, sizeof *f);
     if (batches <= 0) return 0; /* off: no list written */
-    char **argv = xcalloc((size_t)(6 + 2 * n), sizeof *argv);
+    char **argv = xcalloc((size_t)(7 + 2 * n), sizeof *argv);
     int k = 0;
     argv[k++] = xasprintf("%sqpool:{qpool-jobs}:list", c->conf.prefix);
     argv[k++] = xasprintf("%sqpool:{qpool-jobs}:batches", c->conf.prefix);
@@ -125,17 +127,18 @@ int batchjobs_add(rconn_t *c, const char *const *recs, int n, int keep, int batc
     argv[k++] = xasprintf("%d", keep);
     argv[k++] = xasprintf("%lld", (long long)retention_s * 1000);
     argv[k++] = xasprintf("%d", batches);
+    argv[k++] = xasprintf("%d", BATCHJOBS_EVICT);
     for (int i = 0; i < n; i++)
         if (batchjobs_entry(recs[i], &argv[k], &argv[k + 1])) k += 2;
     int rv = 0;
-    if (k > 6) {
+    if (k > 7) {
         size_t *lens = xcalloc((size_t)k, sizeof *lens);
         for (int i = 0; i < k; i++) lens[i] = strlen(argv[i]);
         if (!add_script.body) rscript_init(&add_script, ADD_LUA);
         redisReply *r = NULL;
         bool sent = rconn_ensure(c) == 0 && rconn_script(c, &add_script, 2, k, (const char **)argv, lens, -1, -1,
                                                          &r) == RC_OK;
-        rv = add_outcome(c, sent ? r : NULL, (k - 6) / 2, f);
+        rv = add_outcome(c, sent ? r : NULL, (k - 7) / 2, f);
         if (r) freeReplyObject(r);
         free(lens);
     }

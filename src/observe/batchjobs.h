@@ -38,6 +38,7 @@
 
 #define BATCHJOBS_KEEP 1000   /* records kept per batch, the newest */
 #define BATCHJOBS_ERRN 128    /* bytes of a write's cause, with its NUL (batchjobs_fail_t) */
+#define BATCHJOBS_EVICT 200   /* batches a write drops from the index, past those it adds */
 
 /* The master's log limit on writes that lost entries: the last cause
  * logged (cut as batchjobs_add cuts it) and when (monotonic ms, 0 never). */
