@@ -667,18 +667,25 @@ void monitor_watch_tick(master_t *m, int64_t now)
     publish_watched(m);
 }
 
-/* A write of the batches' job lists that lost entries: counted, and
- * logged the first time, on a new cause, and once a minute while it lasts. */
-static void batch_write_note(pool_t *p, int rv, const char *err)
+/* A write of the batches' job lists that lost entries, or whose batches
+ * the index did not take (their lists then outlive batch_jobs_keep):
+ * counted, and logged the first time, on a new cause, and once a minute
+ * while it lasts. */
+static void batch_write_note(pool_t *p, int rv, const batchjobs_fail_t *f)
 {
-    if (rv >= 0) return;
-    p->batch_lost += (uint64_t)-rv;
     int64_t now = mono_ms();
-    if (p->batch_logged_ms && !strcmp(p->batch_err, err) && now - p->batch_logged_ms < BATCH_LOG_EVERY_MS) return;
-    log_warn("pool %s: %d job record(s) not copied to their batch's list (%s); %llu so far", p->conf.name, -rv, err,
-             (unsigned long long)p->batch_lost);
-    p->batch_logged_ms = now;
-    snprintf(p->batch_err, sizeof p->batch_err, "%s", err);
+    if (rv < 0) {
+        p->batch_lost += (uint64_t)-rv;
+        if (batchjobs_note_due(&p->batch_note, f->err, now, BATCH_LOG_EVERY_MS))
+            log_warn("pool %s: %d job record(s) not copied to their batch's list (%s); %llu so far", p->conf.name,
+                     -rv, f->err, (unsigned long long)p->batch_lost);
+    }
+    if (!f->ierr[0]) return;
+    p->batch_unindexed += (uint64_t)f->unindexed;
+    if (batchjobs_note_due(&p->batch_inote, f->ierr, now, BATCH_LOG_EVERY_MS))
+        log_warn("pool %s: %d job record(s)' batch not in the batches' index (%s); %llu so far: their lists are "
+                 "bounded by metrics_retention only, not batch_jobs_keep", p->conf.name, f->unindexed, f->ierr,
+                 (unsigned long long)p->batch_unindexed);
 }
 
 /* The job records each pool's workers sent since the last pass go onto the
@@ -698,10 +705,9 @@ static void write_jobs(master_t *m)
         /* no Redis at all (qconf_t.no_redis): the records are dropped, as if refused */
         int rv = c ? history_add_jobs(c, recs, n, keep, m->conf->metrics_retention) : m->conf->no_redis ? -2 : -1;
         if (rv == 0) {
-            char err[128] = ""; /* those with a batch */
-            int b = batchjobs_add(c, recs, n, BATCHJOBS_KEEP, m->conf->batch_jobs_keep, m->conf->metrics_retention,
-                                  err, sizeof err);
-            batch_write_note(p, b, err);
+            batchjobs_fail_t f; /* those with a batch */
+            int b = batchjobs_add(c, recs, n, BATCHJOBS_KEEP, m->conf->batch_jobs_keep, m->conf->metrics_retention, &f);
+            batch_write_note(p, b, &f);
             n = jobhist_pending_list_near(&p->jobs, recs, p->jobs.n); /* not those sent apart */
             monitored_add_jobs(c, recs, n, m->conf->monitored_tag_jobs, m->conf->monitored_tag_retention);
         }

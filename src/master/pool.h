@@ -17,6 +17,7 @@
 #include <sys/types.h>
 
 #include "config/config.h"
+#include "observe/batchjobs.h"
 #include "observe/jobhist.h"
 #include "observe/jobwatch.h"
 #include "observe/jobstats.h"
@@ -119,8 +120,9 @@ typedef struct pool {
     uint64_t watch_gen;      /* the watched set's generation on its connection, as its slots have it (0: none) */
     int watch_misses;        /* the master's reads of that set that failed in a row (jobwatch_gen_next) */
     uint64_t batch_lost;     /* entries of the batches' job lists not written (batchjobs.h; monitor.c) */
-    int64_t batch_logged_ms; /* when that was last logged (monotonic), 0 never */
-    char batch_err[96];      /* ... and why */
+    batchjobs_note_t batch_note; /* when that was last logged, and why */
+    uint64_t batch_unindexed; /* of those written, the entries whose batch the index did not take */
+    batchjobs_note_t batch_inote; /* when that was last logged, and why */
     minute_t minute[QPOOL_MAX_QUEUES]; /* per queue: the last minute's waits and attempts (alerts) */
     uint64_t spawned, crashes, memory_recycles;
     uint64_t exits[EXIT_KINDS];

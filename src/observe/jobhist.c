@@ -8,6 +8,7 @@
 #include "core/util.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -198,12 +199,13 @@ static char *json_bytes(const char *s, size_t n, size_t *outn)
     return o;
 }
 
-/* Digits at s[*p] then sep; the number in *v, *p past sep. */
+/* Digits at s[*p] then sep; the number in *v, *p past sep. Digits stop
+ * where one more could overflow (size_t of any width). */
 static bool php_num(const char *s, size_t n, size_t *p, char sep, size_t *v)
 {
     size_t i = *p;
     *v = 0;
-    while (i < n && s[i] >= '0' && s[i] <= '9' && *v < ((size_t)1 << 40)) *v = *v * 10 + (size_t)(s[i++] - '0');
+    while (i < n && s[i] >= '0' && s[i] <= '9' && *v <= (SIZE_MAX - 9) / 10) *v = *v * 10 + (size_t)(s[i++] - '0');
     if (i == *p || i >= n || s[i] != sep) return false;
     *p = i + 1;
     return true;

@@ -6,6 +6,9 @@
  * reads back as the number written, payload_refresh_retry_until
  * (qpool failed retry) must edit only what it reads back, and
  * payload_drop_key (a release) must leave an object without the key.
+ * jobhist_payload_batch (a job's batch id read from the PHP-serialized
+ * command, for attempts the handler did not answer) must return only an
+ * id jobhist_batch_ok takes, and leave its output untouched otherwise.
  */
 #include "fuzz.h"
 #include <stdint.h>
@@ -14,7 +17,21 @@
 
 #include <cjson/cJSON.h>
 
+#include "observe/jobhist.h"
 #include "redis/payload.h"
+
+/* The batch id reader: an id it may carry, or nothing written. */
+static void check_batch(const char *raw, size_t size)
+{
+    char out[JOBHIST_BATCH_MAX + 1], was[sizeof out];
+    memset(out, '#', sizeof out - 1);
+    out[sizeof out - 1] = '\0';
+    memcpy(was, out, sizeof out);
+    if (jobhist_payload_batch(raw, size, out)) {
+        if (!memchr(out, '\0', sizeof out) || !jobhist_batch_ok(out)) abort();
+    } else if (memcmp(out, was, sizeof out))
+        abort();
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -59,5 +76,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     int rv = payload_refresh_retry_until(raw, size, 1700000000, &fresh, &flen);
     if ((rv == 1) != (fresh != NULL)) abort(); /* output exactly when refreshed */
     free(fresh);
+
+    check_batch(raw, size);
     return 0;
 }

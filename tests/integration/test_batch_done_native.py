@@ -118,6 +118,47 @@ def test_a_refused_batch_list_write_is_logged(master, r):
     assert master.count_log("not copied to their batch's list") < 3, master.log()
 
 
+
+def test_a_refused_batches_index_write_is_logged(master, r):
+    """Review of batchfix, SHOULD 3: the list is written but the index
+    refuses its batch (here WRONGTYPE; an ACL without :batches, OOM):
+    logged, rate-limited, not silent."""
+    bid = str(uuidlib.uuid4())
+    r.set(PREFIX + "qpool:{qpool-jobs}:batches", "not a sorted set")
+    master.write_config(pool("bki-q"))
+    master.start()
+    for i in range(3):
+        push(r, "bki-q", batch_job("ok", bid))
+        wait_for(lambda: len(batch_list(r, bid)) == i + 1, 60, what="entry %d of the batch's list" % (i + 1))
+    master.wait_log(r"pool bn: 1 job record\(s\)' batch not in the batches' index \(WRONGTYPE.*; \d so far", 60)
+    assert master.count_log("batch not in the batches' index") < 3, master.log()
+    assert master.count_log("not copied to their batch's list") == 0, master.log()
+
+
+def test_a_lowered_batch_jobs_keep_is_reached_over_several_writes(master, r):
+    """Review of batchfix, SHOULD 4: 450 batches listed and batch_jobs_keep
+    now 3: each write drops at most 200 more than it adds (UNLINK), the
+    oldest first, until 3 are left."""
+    index, pre = PREFIX + "qpool:{qpool-jobs}:batches", PREFIX + "qpool:{qpool-jobs}:batch:"
+    old = ["old-%03d" % i for i in range(450)]
+    pipe = r.pipeline()
+    for i, b in enumerate(old):
+        pipe.zadd(index, {b: i + 1})
+        pipe.rpush(pre + b, "{}")
+    pipe.execute()
+    master.write_config(pool("bkl-q"), qpool="batch_jobs_keep = 3;")
+    master.start()
+    ids = ["bkl-%d-%s" % (i, uuidlib.uuid4().hex[:8]) for i in range(3)]
+    sizes = []
+    for bid in ids:  # one write each
+        push(r, "bkl-q", batch_job("ok", bid))
+        wait_for(lambda: batch_list(r, bid), 60, what="batch %s's list" % bid)
+        sizes.append(r.zcard(index))
+    assert sizes == [250, 50, 3], sizes
+    assert r.zrange(index, 0, -1) == [b.encode() for b in ids]
+    assert not any(r.exists(pre + b) for b in old)
+
+
 PHP_BATCH = r"""<?php
 require $argv[1].'/php/src/Tags.php';
 use Qpool\Laravel\Tags;

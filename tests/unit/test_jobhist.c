@@ -715,6 +715,32 @@ static void test_batch_print_takes_any_time(void **state)
     assert_memory_equal(strchr(u3 + 1, '\n') - 19, "2023-11-14 22:13:20", 19);
 }
 
+/* The master's log limit on lost batch-list entries (review of batchfix,
+ * MUST 1): a cause longer than the old 96-byte copy (an ACL refusal is
+ * 106 bytes), given twice, logs once; a new cause, or a minute later, again.
+ * Causes past the kept length compare as cut. */
+static void test_a_long_cause_is_logged_once_a_minute(void **state)
+{
+    (void)state;
+    char cause[121], other[121], longer[300];
+    memset(cause, 'c', 120);
+    cause[120] = '\0';
+    memcpy(other, cause, sizeof other);
+    other[119] = 'd';
+    memset(longer, 'c', sizeof longer - 1);
+    longer[sizeof longer - 1] = '\0';
+    batchjobs_note_t n = {0};
+    assert_true(batchjobs_note_due(&n, cause, 1000, 60000));
+    assert_false(batchjobs_note_due(&n, cause, 2000, 60000));
+    assert_false(batchjobs_note_due(&n, cause, 60999, 60000));
+    assert_true(batchjobs_note_due(&n, cause, 61000, 60000));
+    assert_true(batchjobs_note_due(&n, other, 61001, 60000));
+    assert_false(batchjobs_note_due(&n, other, 61002, 60000));
+    assert_true(batchjobs_note_due(&n, longer, 61003, 60000));
+    assert_false(batchjobs_note_due(&n, longer, 61004, 60000));
+    assert_int_equal((int)strlen(n.err), BATCHJOBS_ERRN - 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -739,6 +765,7 @@ int main(void)
         cmocka_unit_test(test_the_master_keeps_the_generation_across_a_blip),
         cmocka_unit_test(test_batch_ids_from_the_payloads_command),
         cmocka_unit_test(test_batch_print_takes_any_time),
+        cmocka_unit_test(test_a_long_cause_is_logged_once_a_minute),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
