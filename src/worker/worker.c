@@ -2135,6 +2135,13 @@ static int app_pop(worker_t *w, job_t *job, hresult_t *res, bool *one_trip)
         free(fields);
         fields = more;
     }
+    /* one trip: the job may start as soon as the handler reads this pop, so
+     * its clock starts here (app_settle's bound and app_timed_out's `late`
+     * need qpool's interval to hold the handler's) */
+    if (*one_trip) {
+        job->started_s = mono_s();
+        job->started_wall_ms = wall_ms();
+    }
     app_request(w, "pop", fields, res, -1);
     free(fields);
     if (!res->job) {
@@ -2193,8 +2200,10 @@ static bool app_cycle(worker_t *w, job_t *job)
                               .timeout = job->app.timeout_s >= 0 ? job->app.timeout_s : w->p->timeout});
         job_log(w, job, "Processing", NULL);
         hresult_free(&res);
-        job->started_s = mono_s();
-        job->started_wall_ms = wall_ms();
+        if (!one_trip) { /* else: since the pop was written (app_pop) */
+            job->started_s = mono_s();
+            job->started_wall_ms = wall_ms();
+        }
         app_run(w, job, &res, one_trip);
         app_timed_out(w, job, &res);
         if (res.kind == HRES_NOT_STARTED) {

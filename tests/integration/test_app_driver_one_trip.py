@@ -6,11 +6,12 @@ does not say so still gets `pop` then `run`. The handler here is a small
 Python one that logs every request it reads (the wire as the handler sees
 it), so the count of requests per job is exact; no PHP needed."""
 import json
+import re
 
 from conftest import PYTHON, wait_for
 
 HANDLER = r'''
-import json, os, sys
+import json, os, signal, sys, time
 mode, wire, jobs_file = sys.argv[1], sys.argv[2], sys.argv[3]
 req = os.fdopen(int(os.environ["QPOOL_REQUEST_FD"]), "r")
 res = os.fdopen(int(os.environ["QPOOL_RESPONSE_FD"]), "w")
@@ -27,9 +28,24 @@ def take():
     with open(jobs_file, "w") as f:
         f.write(str(left - 1))
     return left
-def job(n, runtime):
+def job(n, runtime, timeout=30):
     return {"name": "Fake\\Job", "queue": "default", "id": "j%d" % n, "uuid": None, "attempts": 1,
-            "wait_ms": -1, "timeout": 30, "runtime_ms": runtime}
+            "wait_ms": -1, "timeout": timeout, "runtime_ms": runtime}
+def starved(m, n):
+    # the worker gets no CPU while the job runs (as on a loaded box): it reads
+    # "popped" only after the job ran. Job 2 (timeout 1 s) is killed at its
+    # timeout, as Laravel's timeout handler does; the others take 20 ms.
+    os.kill(os.getppid(), signal.SIGSTOP)
+    try:
+        send({"seq": m["seq"], "status": "popped", "job": job(n, -1, 1 if n == 2 else 30)})
+        t0 = time.monotonic()
+        time.sleep(1.1 if n == 2 else 0.02)
+        rt = (time.monotonic() - t0) * 1000
+    finally:
+        os.kill(os.getppid(), signal.SIGCONT)
+    if n == 2:
+        os.kill(os.getpid(), signal.SIGKILL)
+    send({"seq": m["seq"], "status": "done", "job": job(n, rt)})
 send(dict({"type": "ready", "protocol": 2}, **({"pop_run": True} if mode != "old" else {})))
 held = None
 for line in req:
@@ -39,6 +55,8 @@ for line in req:
         n = take()
         if n is None:
             send({"seq": m["seq"], "status": "empty"}); continue
+        if mode == "starved":
+            starved(m, n); continue
         send({"seq": m["seq"], "status": "popped", "job": job(n, -1)})
         if mode == "crash" and n == 2:
             os._exit(3)  # the handler dies while it runs the job it popped
@@ -104,4 +122,20 @@ def test_a_handler_dying_after_popped_is_the_jobs_crash(master_factory, redis_se
     log = m.log()
     assert m.count_log(r"Crashed\s+Fake\\Job \[j2\]") == 1, log
     assert m.count_log(r"Processed\s+Fake\\Job") == JOBS - 1, log
+    assert not [r for r in wire if r["type"] == "run"]
+
+
+def test_the_jobs_clock_starts_at_the_pop_when_the_worker_is_starved(master_factory, redis_server, tmp_path):
+    """Review of 5eba553c, MUST 1: with one trip the job starts when the
+    handler reads the pop, so qpool's clock starts when it wrote the pop, not
+    when it read "popped". A worker that gets no CPU meanwhile still records a
+    20 ms job at the handler's 20 ms (not ~0 ms), and a job killed at its
+    timeout as TimedOut (not Crashed). Load only lengthens what is measured."""
+    m, wire = run_pool(master_factory, redis_server, tmp_path, "starved", ["Processed", "Crashed", "TimedOut"])
+    log = m.log()
+    assert m.count_log(r"TimedOut\s+Fake\\Job \[j2\]") == 1, log
+    assert m.count_log(r"Crashed\s+Fake\\Job") == 0, log
+    ms = [float(x) for x in re.findall(r"Processed\s+Fake\\Job \[j\d\] attempt 1 ([0-9.]+) ms", log)]
+    assert len(ms) == JOBS - 1, log
+    assert all(x >= 19.5 for x in ms), ms  # the handler's own figure: it slept 20 ms
     assert not [r for r in wire if r["type"] == "run"]
