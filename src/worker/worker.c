@@ -2117,6 +2117,17 @@ static void app_no_job(worker_t *w, const hresult_t *res)
     }
 }
 
+/* One trip, and "popped" came without a job: the handler may be running one
+ * now, so it is never asked again; it is killed (the job, if any, comes
+ * back as its queue driver returns a lost job) and started afresh. */
+static void app_popped_nothing(worker_t *w)
+{
+    log_warn("the handler said it popped a job but did not say which, and may be running it: killing the handler; "
+             "its job, if any, comes back as its queue driver returns a lost job");
+    handler_abort(w->h);
+    wait_signals(w, 1000);
+}
+
 /* Pop: 1 with the job in *job (popped, or already run when the handler was
  * told to stop meanwhile: *res holds its outcome), 0 when none. *one_trip:
  * the pop asked the handler to run the job too (it said pop_run when
@@ -2145,7 +2156,10 @@ static int app_pop(worker_t *w, job_t *job, hresult_t *res, bool *one_trip)
     app_request(w, "pop", fields, res, -1);
     free(fields);
     if (!res->job) {
-        app_no_job(w, res);
+        if (*one_trip && res->kind == HRES_POPPED)
+            app_popped_nothing(w);
+        else
+            app_no_job(w, res);
         return 0;
     }
     app_job_fill(w, job, res->job);

@@ -19,7 +19,7 @@ def send(m):
     res.write(json.dumps(m) + "\n"); res.flush()
 def log(m):
     with open(wire, "a") as f:
-        f.write(json.dumps(m) + "\n")
+        f.write(json.dumps(dict(m, pid=os.getpid())) + "\n")
 def take():
     with open(jobs_file) as f:
         left = int(f.read() or 0)
@@ -57,6 +57,13 @@ for line in req:
             send({"seq": m["seq"], "status": "empty"}); continue
         if mode == "starved":
             starved(m, n); continue
+        if mode == "nojob" and n == 3:
+            # "popped" with no job object, and the job runs: the handler is busy
+            log({"type": "_nojob"})
+            send({"seq": m["seq"], "status": "popped"})
+            time.sleep(3)
+            send({"seq": m["seq"], "status": "done", "job": job(n, 0.5)})
+            continue
         send({"seq": m["seq"], "status": "popped", "job": job(n, -1)})
         if mode == "crash" and n == 2:
             os._exit(3)  # the handler dies while it runs the job it popped
@@ -73,7 +80,7 @@ for line in req:
 JOBS = 5
 
 
-def run_pool(master_factory, redis_server, tmp_path, mode, want):
+def run_pool(master_factory, redis_server, tmp_path, mode, want, count=JOBS):
     script = tmp_path / "fake-app-handler.py"
     script.write_text(HANDLER)
     wire, jobs = tmp_path / ("wire-%s.jsonl" % mode), tmp_path / ("jobs-%s" % mode)
@@ -85,8 +92,8 @@ def run_pool(master_factory, redis_server, tmp_path, mode, want):
                    ' handler = { type = "pipe"; command = ["%s", "%s", "%s", "%s", "%s"]; }; }'
                    % (PYTHON, script, "crash" if mode == "crash" else handler_mode, wire, jobs))
     m.start()
-    wait_for(lambda: sum(m.count_log(r"%s\s+Fake\\Job" % k) for k in want) >= JOBS, 60,
-             what="the %d jobs to be recorded (%s)" % (JOBS, mode))
+    wait_for(lambda: sum(m.count_log(r"%s\s+Fake\\Job" % k) for k in want) >= count, 60,
+             what="the %d jobs to be recorded (%s)" % (count, mode))
     m.stop()
     return m, requests(wire)
 
@@ -139,3 +146,18 @@ def test_the_jobs_clock_starts_at_the_pop_when_the_worker_is_starved(master_fact
     assert len(ms) == JOBS - 1, log
     assert all(x >= 19.5 for x in ms), ms  # the handler's own figure: it slept 20 ms
     assert not [r for r in wire if r["type"] == "run"]
+
+
+def test_a_popped_without_a_job_kills_the_handler_instead_of_asking_it_again(master_factory, redis_server, tmp_path):
+    """Review of 5eba553c, SHOULD 2: a "popped" answer with no job object to a
+    pop with "run": true leaves the handler maybe running a job; qpool must
+    not send it another request (it would read a stale outcome and kill it
+    mid-job later), but kill it at once and start a fresh one."""
+    m, wire = run_pool(master_factory, redis_server, tmp_path, "nojob", ["Processed"], count=JOBS - 1)
+    log = m.log()
+    assert "popped a job but did not say which, and may be running it" in log, log
+    i = next(k for k, r in enumerate(wire) if r["type"] == "_nojob")
+    after = [r for r in wire[i + 1:] if r["pid"] == wire[i]["pid"]]
+    assert not after, "the handler was asked again while it ran the job it popped: %s" % after
+    assert wire[i + 1:], "no fresh handler took the next pop"
+    assert m.count_log(r"Processed\s+Fake\\Job") == JOBS - 1, log
