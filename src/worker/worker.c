@@ -2189,7 +2189,7 @@ static void app_run(worker_t *w, const job_t *job, hresult_t *res, bool one_trip
         app_request(w, "run", "", res, job->app.timeout_s);
         return;
     }
-    if (handler_more(w->h, res) == 0) app_fire(w, res, job->app.timeout_s, true);
+    if (handler_more(w->h, job->app.id ? job->app.id : job->app.uuid, res) == 0) app_fire(w, res, job->app.timeout_s, true);
     result_repair(res);
     sb_handler(w);
 }

@@ -66,6 +66,12 @@ for line in req:
             continue
         send({"seq": m["seq"], "status": "popped", "job": job(n, -1)})
         if mode == "crash" and n == 2:
+            for _ in range(600):  # until qpool read "popped" (it logs Processing), then a line of the job's output
+                with open(sys.argv[4]) as f:
+                    if "Processing Fake\\Job [j2]" in f.read():
+                        break
+                time.sleep(0.05)
+            sys.stdout.write("dying in the job\n"); sys.stdout.flush()
             os._exit(3)  # the handler dies while it runs the job it popped
         if m.get("run"):
             send({"seq": m["seq"], "status": "done", "job": job(n, 0.5)})
@@ -89,8 +95,8 @@ def run_pool(master_factory, redis_server, tmp_path, mode, want, count=JOBS):
     handler_mode = "new" if mode == "crash" else mode
     m.write_config('{ name = "fake"; queues = ["default"]; processes = 1; queue_connection = "database";'
                    ' app_driver = true; tries = 1; timeout = 30; sleep = 0.2; job_log = true;'
-                   ' handler = { type = "pipe"; command = ["%s", "%s", "%s", "%s", "%s"]; }; }'
-                   % (PYTHON, script, "crash" if mode == "crash" else handler_mode, wire, jobs))
+                   ' handler = { type = "pipe"; command = ["%s", "%s", "%s", "%s", "%s", "%s"]; }; }'
+                   % (PYTHON, script, "crash" if mode == "crash" else handler_mode, wire, jobs, m.log_path))
     m.start()
     wait_for(lambda: sum(m.count_log(r"%s\s+Fake\\Job" % k) for k in want) >= count, 60,
              what="the %d jobs to be recorded (%s)" % (count, mode))
@@ -129,6 +135,8 @@ def test_a_handler_dying_after_popped_is_the_jobs_crash(master_factory, redis_se
     log = m.log()
     assert m.count_log(r"Crashed\s+Fake\\Job \[j2\]") == 1, log
     assert m.count_log(r"Processed\s+Fake\\Job") == JOBS - 1, log
+    # review of 5eba553c, 5: the handler's output during the job is the popped job's, not "(pop)"'s
+    assert m.count_log(r"job j2 stdout: dying in the job") == 1, log
     assert not [r for r in wire if r["type"] == "run"]
 
 
