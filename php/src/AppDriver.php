@@ -96,6 +96,18 @@ final class AppDriver
         return ['status' => 'popped', 'job' => self::describeJob($job, $poppedAt, null, $attempts) + ['timeout' => max(0, $timeout)]];
     }
 
+    /** Does it hold a popped job, for `run` to run? */
+    public function holding(): bool
+    {
+        return $this->held !== null;
+    }
+
+    /** Let go of the popped job without running it: its driver returns it as a lost job. */
+    public function forget(): void
+    {
+        $this->held = null;
+    }
+
     /**
      * `run`: run the job the last `pop` took, as Worker::runJob, with the
      * Worker's timeout handler armed: its outcome and the "job" object.

@@ -180,9 +180,13 @@ final class Handler
                 continue;
             }
 
-            $response = $this->answer($this->handleLine($line));
+            $response = $this->handleLine($line);
+            $response = $response === null ? null : $this->answer($response); // null: answered already
             $this->pending = null;
-            $this->io->send($response);
+
+            if ($response !== null) {
+                $this->io->send($response);
+            }
         }
 
         $this->stop();
@@ -393,7 +397,7 @@ final class Handler
 
     // ------------------------------------------------------------ requests
 
-    private function handleLine(string $line): array
+    private function handleLine(string $line): ?array
     {
         $previous = $this->last;
         $this->last = null;
@@ -427,11 +431,16 @@ final class Handler
                     $response = $this->appDriver->pop($request, $this->quit);
                     $this->jobsProcessed += isset($response['job']) ? 1 : 0;
 
-                    if (! empty($request['run']) && ($response['status'] ?? null) === 'popped') {
-                        // one round trip: "popped" now (qpool arms its timer), the outcome as the second answer
-                        $this->io->send($this->answer($response));
+                    if (! empty($request['run']) && $this->appDriver->holding()) {
+                        // one round trip: "popped" now (qpool arms its timer), the outcome as the second answer;
+                        // run only if qpool read "popped" (else it read an exception and asks again)
+                        if ($this->io->send($this->answer($response))) {
+                            return $this->appDriver->run($this->quit);
+                        }
 
-                        return $this->appDriver->run($this->quit);
+                        $this->appDriver->forget();
+
+                        return null;
                     }
 
                     return $response;

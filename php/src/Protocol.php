@@ -124,9 +124,10 @@ final class Protocol
     /**
      * Write one response line (and flush pending job output to stderr
      * first, so the log keeps its order; not from a shutdown function, where
-     * PHP may already have dropped the buffers after a fatal error).
+     * PHP may already have dropped the buffers after a fatal error). False
+     * when the message could not be encoded and an exception line went instead.
      */
-    public function send(array $message, bool $guardOutput = true): void
+    public function send(array $message, bool $guardOutput = true): bool
     {
         if ($guardOutput) {
             $this->guardOutput();
@@ -139,8 +140,9 @@ final class Protocol
         }
 
         $line = json_encode($message, $flags);
+        $encoded = is_string($line);
 
-        if (! is_string($line)) {
+        if (! $encoded) {
             $line = json_encode(array_intersect_key($message, ['seq' => 1, 'exiting' => 1]) + [
                 'status' => 'exception',
                 'class' => 'RuntimeException',
@@ -162,6 +164,8 @@ final class Protocol
         }
 
         fflush($this->out);
+
+        return $encoded;
     }
 
     /**

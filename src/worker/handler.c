@@ -1097,9 +1097,10 @@ static void crashed(hresult_t *res, const char *what)
     res->exception = xasprintf("qpool\\HandlerCrashed: the pipe handler %s while running the job", what);
 }
 
-int handler_more(handler_t *h, hresult_t *res)
+int handler_more(handler_t *h, const char *job_id, hresult_t *res)
 {
     memset(res, 0, sizeof *res);
+    if (job_id && *job_id) snprintf(h->job_id, sizeof h->job_id, "%s", job_id); /* its output, named */
     if (h->type != HANDLER_PIPE || h->pid <= 0) {
         crashed(res, "was gone");
         return -1;

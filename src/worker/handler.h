@@ -99,9 +99,10 @@ int handler_begin_app(handler_t *h, const char *type, const char *fields, hresul
  * run with no request between (one round trip per job). */
 bool handler_pop_run(const handler_t *h);
 /* After such a "popped": wait for the second answer to the same request
- * (handler_fds/handler_step as for any). -1 (res: crashed) when no handler
- * runs. */
-int handler_more(handler_t *h, hresult_t *res);
+ * (handler_fds/handler_step as for any); the handler's output is logged as
+ * job_id's (the popped job's id, or NULL). -1 (res: crashed) when no
+ * handler runs. */
+int handler_more(handler_t *h, const char *job_id, hresult_t *res);
 /* fds to poll while the job runs (fills at most max, returns count). */
 int handler_fds(handler_t *h, struct pollfd *fds, int max);
 /* Process poll results; true when the job's result is in *res. */

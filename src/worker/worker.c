@@ -2117,6 +2117,17 @@ static void app_no_job(worker_t *w, const hresult_t *res)
     }
 }
 
+/* One trip, and "popped" came without a job: the handler may be running one
+ * now, so it is never asked again; it is killed (the job, if any, comes
+ * back as its queue driver returns a lost job) and started afresh. */
+static void app_popped_nothing(worker_t *w)
+{
+    log_warn("the handler said it popped a job but did not say which, and may be running it: killing the handler; "
+             "its job, if any, comes back as its queue driver returns a lost job");
+    handler_abort(w->h);
+    wait_signals(w, 1000);
+}
+
 /* Pop: 1 with the job in *job (popped, or already run when the handler was
  * told to stop meanwhile: *res holds its outcome), 0 when none. *one_trip:
  * the pop asked the handler to run the job too (it said pop_run when
@@ -2135,10 +2146,20 @@ static int app_pop(worker_t *w, job_t *job, hresult_t *res, bool *one_trip)
         free(fields);
         fields = more;
     }
+    /* one trip: the job may start as soon as the handler reads this pop, so
+     * its clock starts here (app_settle's bound and app_timed_out's `late`
+     * need qpool's interval to hold the handler's) */
+    if (*one_trip) {
+        job->started_s = mono_s();
+        job->started_wall_ms = wall_ms();
+    }
     app_request(w, "pop", fields, res, -1);
     free(fields);
     if (!res->job) {
-        app_no_job(w, res);
+        if (*one_trip && res->kind == HRES_POPPED)
+            app_popped_nothing(w);
+        else
+            app_no_job(w, res);
         return 0;
     }
     app_job_fill(w, job, res->job);
@@ -2168,7 +2189,7 @@ static void app_run(worker_t *w, const job_t *job, hresult_t *res, bool one_trip
         app_request(w, "run", "", res, job->app.timeout_s);
         return;
     }
-    if (handler_more(w->h, res) == 0) app_fire(w, res, job->app.timeout_s, true);
+    if (handler_more(w->h, job->app.id ? job->app.id : job->app.uuid, res) == 0) app_fire(w, res, job->app.timeout_s, true);
     result_repair(res);
     sb_handler(w);
 }
@@ -2193,8 +2214,10 @@ static bool app_cycle(worker_t *w, job_t *job)
                               .timeout = job->app.timeout_s >= 0 ? job->app.timeout_s : w->p->timeout});
         job_log(w, job, "Processing", NULL);
         hresult_free(&res);
-        job->started_s = mono_s();
-        job->started_wall_ms = wall_ms();
+        if (!one_trip) { /* else: since the pop was written (app_pop) */
+            job->started_s = mono_s();
+            job->started_wall_ms = wall_ms();
+        }
         app_run(w, job, &res, one_trip);
         app_timed_out(w, job, &res);
         if (res.kind == HRES_NOT_STARTED) {

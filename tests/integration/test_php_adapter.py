@@ -684,3 +684,57 @@ def test_delete_release_fail_combined_with_a_throw(app, adapter):
     res = edge("release_interval")
     assert res["status"] == "released" and res["delay"] in (6, 7)
     assert a.close() == 0
+
+
+def pop_run_request(**extra):
+    """A `pop` with "run": true as qpool's appdriver_request builds it (one round trip per job)."""
+    return dict({"type": "pop", "connection": "redis", "queues": ["default"], "tries": 1, "timeout": 60,
+                 "backoff": [], "run": True}, **extra)
+
+
+def test_pop_with_run_answers_popped_then_the_outcome_on_the_pops_seq(app, adapter):
+    """Review of 5eba553c, SHOULD 3: the real adapter, one request per job:
+    exactly two answers to the pop, both on its seq (read() checks it),
+    "popped" then the outcome, and nothing after them."""
+    app.dispatch("MarkerJob", "--queue=default", "--tag=p1")
+    a = adapter()
+    a.send_request(pop_run_request())
+    popped = a.read()
+    assert popped["status"] == "popped", popped
+    assert "MarkerJob" in popped["job"]["name"], popped
+    outcome = a.read()
+    assert outcome["status"] == "done", outcome
+    assert outcome["job"]["id"] == popped["job"]["id"], (popped, outcome)
+    runs = [x for x in app.markers() if x.get("job") == "MarkerJob" and "event" not in x]
+    assert [x["tag"] for x in runs] == ["p1"]
+    assert a.close() == 0
+    assert a.lines.get(timeout=WAIT) is None, a.raw_stdout  # the channel's end: no third answer
+    assert app.r0.llen(PREFIX + "queues:default") == 0
+
+
+def test_pop_with_run_of_a_job_calling_exit_answers_exception_and_exiting(app, adapter):
+    prelude = str(Path(app.env["_dir"]) / "prelude.php")
+    app.r0.rpush(PREFIX + "queues:default", noisy_payload(exit=True))
+    a = adapter(php_args=("-d", "auto_prepend_file=" + prelude))
+    a.send_request(pop_run_request())
+    assert a.read()["status"] == "popped"
+    res = a.read()
+    assert res["status"] == "exception", res
+    assert res["class"] == "qpool\\HandlerExited", res
+    assert res["exiting"] is True, res
+    assert a.proc.wait(WAIT) == 3
+    assert a.lines.get(timeout=WAIT) is None, a.raw_stdout
+
+
+def test_pop_with_run_then_sigalrm_ends_the_job_as_at_its_timeout(app, adapter):
+    """qpool's "stop this job" right after "popped": the Worker's timeout
+    handler takes it, as at the job's timeout: it kills the process with no
+    second answer (qpool records a handler dead after "stop this job" or at
+    the job's timeout as TimedOut)."""
+    app.dispatch("SleepJob", "--queue=default", "--arg=20000")
+    a = adapter()
+    a.send_request(pop_run_request())
+    assert a.read()["status"] == "popped"
+    a.proc.send_signal(signal.SIGALRM)
+    assert a.lines.get(timeout=WAIT) is None, a.raw_stdout  # no outcome line: killed in the job
+    assert a.proc.wait(WAIT) in (-signal.SIGKILL, 1), a.stderr()  # the Worker's kill(EXIT_ERROR)
