@@ -243,7 +243,8 @@
     "  local n = nil\n" \
     "  if ARGV[L0 + 5 + #lims * 7] ~= '1' then\n" \
     "    local h = redis.call('hmget', bk, 'n', 'nt')\n" \
-    "    n = math.max(0, (tonumber(h[1]) or 0) - (lnow - (tonumber(h[2]) or lnow)) * o.rate)\n" \
+    "    local nt = math.min(tonumber(h[2]) or lnow, lnow) -- as ts: Redis time may step back\n" \
+    "    n = math.max(0, (tonumber(h[1]) or 0) - (lnow - nt) * o.rate)\n" \
     "    t = t + math.floor(n) / o.rate\n" \
     "  end\n" \
     "  local ms = math.max(1, math.ceil(math.ceil(t) - lnow_x))\n" \

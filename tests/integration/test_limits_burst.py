@@ -108,3 +108,34 @@ def test_a_late_pop_keeps_its_lateness(master_factory, redis_server, tmp_path):
         print("%s at %s, %d ms after the last pop: the pop left %.4f tokens" % (q, rate, ms, tokens))
         assert abs(tokens - left) < 1e-3, "%s: %.4f tokens left, %.4f expected" % (q, tokens, left)
     wait_for(lambda: len(records(log)) == len(LATE_CASES), 30, what="the jobs to start")
+
+
+def test_a_line_time_ahead_of_redis_time_is_clamped(master_factory, redis_server, tmp_path):
+    """The held workers' line (the bucket's `n` told at `nt`) with `nt` a
+    minute ahead of Redis's clock (TIME stepped back: a failover to a
+    replica whose clock is behind): the pop reads it as told now, as it
+    does the bucket's `ts` (review of lburst, SHOULD 4), so a held worker
+    is told its token and the line is written again at Redis's time. Before,
+    (nt - now) x rate places were added (600 at 10/s): nothing was promised
+    and nt stayed ahead until the clock caught up."""
+    log = tmp_path / "jobs.log"
+    log.touch()
+    rc = redis_server.client()
+    bucket = PREFIX + "qpool:limit:ahead|:bucket"
+    start(master_factory, redis_server, "a", log, limit_conf('{ queue = "ahead"; rate = "10/s"; burst = 1; }'),
+          processes=2, queue="ahead")
+    sec, usec = rc.time()
+    now = sec * 1000 + usec // 1000
+    p = rc.pipeline(transaction=True)
+    p.hset(bucket, mapping={"tokens": "-0.5", "ts": "%d" % now, "n": "0", "nt": "%d" % (now + 60000)})
+    p.pexpire(bucket, 60000)
+    p.execute()
+    push_many(rc, "ahead", [make_payload(job=B, data={}) for _ in range(5)])
+
+    def line_now():
+        sec, usec = rc.time()
+        nt = rc.hget(bucket, "nt")
+        return nt is not None and int(nt) <= sec * 1000 + usec // 1000
+
+    wait_for(line_now, 10, interval=0.01, what="the line to be written at Redis's time")
+    wait_for(lambda: len(records(log)) == 5, 30, what="the 5 jobs to start")
