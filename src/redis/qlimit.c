@@ -455,9 +455,11 @@ static const char END_LUA[] =
     "return n";
 
 /* KEYS: run, bucket, wait. ARGV: rate (jobs per ms, 0: none), burst.
- * Read-only: {slots in use, tokens x 1000 (-1: no rate), jobs held back,
+ * Read-only: {slots in use, tokens x 1000 as the pop sees them (lim_refill;
+ * -1: no rate), jobs held back,
  * ms since they have been}. */
 static const char READ_LUA[] =
+    QLIMIT_REFILL_LUA
     "local t = redis.call('time')\n"
     "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
     "local used = redis.call('zcount', KEYS[1], '(' .. string.format('%.0f', now), '+inf')\n"
@@ -465,7 +467,7 @@ static const char READ_LUA[] =
     "if rate > 0 then\n"
     "  local h = redis.call('hmget', KEYS[2], 'tokens', 'ts')\n"
     "  local tk, ts = tonumber(h[1]), tonumber(h[2])\n"
-    "  if not tk or not ts then tok = burst else tok = math.min(burst, tk + math.max(0, now - ts) * rate) end\n"
+    "  if not tk or not ts then tok = burst else tok = lim_refill(tk + math.max(0, now - ts) * rate, burst, rate) end\n"
     "  tok = math.floor(tok * 1000)\n"
     "end\n"
     "local w = redis.call('hmget', KEYS[3], 'n', 'since')\n"
@@ -511,8 +513,10 @@ static const char LEASE_LUA[] =
     "return 1";
 
 /* Give a lease back. KEYS: run, bucket. ARGV: token, concurrency, rate,
- * burst. The token is refunded as the bucket stands now, up to the burst. */
+ * burst. The token is refunded as the bucket stands now, up to what the
+ * pop may hold (the burst and the kept lateness: lim_refill). */
 static const char UNLEASE_LUA[] =
+    QLIMIT_REFILL_LUA
     "if tonumber(ARGV[2]) > 0 then redis.call('zrem', KEYS[1], ARGV[1]) end\n"
     "local rate, burst = tonumber(ARGV[3]), tonumber(ARGV[4])\n"
     "if rate > 0 then\n"
@@ -522,7 +526,7 @@ static const char UNLEASE_LUA[] =
     "  local tk, ts = tonumber(h[1]), tonumber(h[2])\n"
     "  if tk and ts then\n"
     "    if ts > now then ts = now end\n"
-    "    tk = math.min(burst, tk + (now - ts) * rate + 1)\n"
+    "    tk = math.min(lim_refill(tk + (now - ts) * rate, burst, rate) + 1, burst + lim_late(rate))\n"
     "    redis.call('hset', KEYS[2], 'tokens', tostring(tk), 'ts', string.format('%.0f', now))\n"
     "  end\n"
     "end\n"
