@@ -22,6 +22,31 @@
  * the pop took a slot in (its reply names them: the worker renews and gives
  * back exactly those, never a guess of its own from the class it reads).
  * The same rules in C: qlimit_tags.c (a change here is a change there). */
+/* A bucket refilled to v (rate in jobs per ms), shared by the pop, the
+ * Cluster lease scripts, the refund and the status read. A worker that came
+ * back for a full bucket late keeps up to lim_late of a token of its
+ * lateness (with burst = 1 that lateness was lost on every token: 5-10 % of
+ * the rate); two tokens' time without a pop is a quiet spell: the burst.
+ * Why a 1 s window still holds at most floor(rate + burst) starts (r the
+ * rate per second, R = floor(r), f = r - R, burst whole): the window's first
+ * start sees at most burst + late; each start takes 1 and less than 1 s
+ * refills less than r, so k starts need k <= burst + late + r x d with
+ * d < 1 s. With late = max(0, min(0.5, 1 - f - 0.001)): late + r x d <
+ * R + late + f <= R + 0.999 when late > 0, and r x d < R + 1 when late = 0,
+ * so k <= R + burst = floor(r + burst) (0.001: room for float error). A
+ * fixed 0.5 did not: 2.6/s burst 1 allowed 4 starts in a window, 40/m 2
+ * where 1.67 is the bound. */
+#define QLIMIT_REFILL_LUA \
+    "local function lim_late(rate)\n" \
+    "  local r = rate * 1000\n" \
+    "  local f = math.max(0, r - math.floor(r + 1e-9))\n" \
+    "  return math.max(0, math.min(0.5, 1 - f - 0.001))\n" \
+    "end\n" \
+    "local function lim_refill(v, burst, rate)\n" \
+    "  if v >= burst + 2 then return burst end\n" \
+    "  return math.min(v, burst + lim_late(rate))\n" \
+    "end\n"
+
 #define QLIMIT_TAGS_LUA \
     "local LIM_TAGS, LIM_KEYS, LIM_KEY_LEN = 50, 4, 64\n" \
     "local lim_keys = {}\n" \
@@ -218,7 +243,8 @@
     "  local n = nil\n" \
     "  if ARGV[L0 + 5 + #lims * 7] ~= '1' then\n" \
     "    local h = redis.call('hmget', bk, 'n', 'nt')\n" \
-    "    n = math.max(0, (tonumber(h[1]) or 0) - (lnow - (tonumber(h[2]) or lnow)) * o.rate)\n" \
+    "    local nt = math.min(tonumber(h[2]) or lnow, lnow) -- as ts: Redis time may step back\n" \
+    "    n = math.max(0, (tonumber(h[1]) or 0) - (lnow - nt) * o.rate)\n" \
     "    t = t + math.floor(n) / o.rate\n" \
     "  end\n" \
     "  local ms = math.max(1, math.ceil(math.ceil(t) - lnow_x))\n" \
@@ -325,23 +351,14 @@ const char QLIMIT_PRE_LUA[] =
     "  end\n"
     "  return l.used\n"
     "end\n"
-    "-- a bucket refilled to v: a worker that came back for a full bucket late\n"
-    "-- keeps up to LIM_LATE of a token of its lateness (with burst = 1 that\n"
-    "-- lateness was lost on every token: 5-10 % of the rate); two tokens'\n"
-    "-- time without a pop is a quiet spell: the burst. At most burst +\n"
-    "-- LIM_LATE: a 1 s window still holds at most rate + burst pops\n"
-    "local LIM_LATE = 0.5\n"
-    "local function lim_refill(v, burst)\n"
-    "  if v >= burst + 2 then return burst end\n"
-    "  return math.min(v, burst + LIM_LATE)\n"
-    "end\n"
+    QLIMIT_REFILL_LUA
     "local function lim_tokens(l)\n"
     "  if not l.tok then\n"
     "    local h = redis.call('hmget', l.key .. ':bucket', 'tokens', 'ts')\n"
     "    local tok, ts = tonumber(h[1]), tonumber(h[2])\n"
     "    if not tok or not ts then tok, ts = l.burst, lnow end\n"
     "    if ts > lnow then ts = lnow end\n"
-    "    l.tok = lim_refill(tok + (lnow - ts) * l.rate, l.burst)\n"
+    "    l.tok = lim_refill(tok + (lnow - ts) * l.rate, l.burst, l.rate)\n"
     "  end\n"
     "  return l.tok\n"
     "end\n"
@@ -438,9 +455,11 @@ static const char END_LUA[] =
     "return n";
 
 /* KEYS: run, bucket, wait. ARGV: rate (jobs per ms, 0: none), burst.
- * Read-only: {slots in use, tokens x 1000 (-1: no rate), jobs held back,
+ * Read-only: {slots in use, tokens x 1000 as the pop sees them (lim_refill;
+ * -1: no rate), jobs held back,
  * ms since they have been}. */
 static const char READ_LUA[] =
+    QLIMIT_REFILL_LUA
     "local t = redis.call('time')\n"
     "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
     "local used = redis.call('zcount', KEYS[1], '(' .. string.format('%.0f', now), '+inf')\n"
@@ -448,7 +467,7 @@ static const char READ_LUA[] =
     "if rate > 0 then\n"
     "  local h = redis.call('hmget', KEYS[2], 'tokens', 'ts')\n"
     "  local tk, ts = tonumber(h[1]), tonumber(h[2])\n"
-    "  if not tk or not ts then tok = burst else tok = math.min(burst, tk + math.max(0, now - ts) * rate) end\n"
+    "  if not tk or not ts then tok = burst else tok = lim_refill(tk + math.max(0, now - ts) * rate, burst, rate) end\n"
     "  tok = math.floor(tok * 1000)\n"
     "end\n"
     "local w = redis.call('hmget', KEYS[3], 'n', 'since')\n"
@@ -460,6 +479,7 @@ static const char READ_LUA[] =
  * per ms), burst, jobs held when full. 1: the slot and the token are
  * taken; 0: full (the :wait record says so, as the single-Redis pop's). */
 static const char LEASE_LUA[] =
+    QLIMIT_REFILL_LUA
     "local t = redis.call('time')\n"
     "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
     "local ttl, conc, rate, burst = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])\n"
@@ -473,8 +493,7 @@ static const char LEASE_LUA[] =
     "  local tk, ts = tonumber(h[1]), tonumber(h[2])\n"
     "  if not tk or not ts then tk, ts = burst, now end\n"
     "  if ts > now then ts = now end\n"
-    "  tok = tk + (now - ts) * rate\n"
-    "  if tok >= burst + 2 then tok = burst elseif tok > burst + 0.5 then tok = burst + 0.5 end -- lim_refill\n"
+    "  tok = lim_refill(tk + (now - ts) * rate, burst, rate)\n"
     "  full = tok < 1\n"
     "end\n"
     "if full then\n"
@@ -494,8 +513,10 @@ static const char LEASE_LUA[] =
     "return 1";
 
 /* Give a lease back. KEYS: run, bucket. ARGV: token, concurrency, rate,
- * burst. The token is refunded as the bucket stands now, up to the burst. */
+ * burst. The token is refunded as the bucket stands now, up to what the
+ * pop may hold (the burst and the kept lateness: lim_refill). */
 static const char UNLEASE_LUA[] =
+    QLIMIT_REFILL_LUA
     "if tonumber(ARGV[2]) > 0 then redis.call('zrem', KEYS[1], ARGV[1]) end\n"
     "local rate, burst = tonumber(ARGV[3]), tonumber(ARGV[4])\n"
     "if rate > 0 then\n"
@@ -505,7 +526,7 @@ static const char UNLEASE_LUA[] =
     "  local tk, ts = tonumber(h[1]), tonumber(h[2])\n"
     "  if tk and ts then\n"
     "    if ts > now then ts = now end\n"
-    "    tk = math.min(burst, tk + (now - ts) * rate + 1)\n"
+    "    tk = math.min(lim_refill(tk + (now - ts) * rate, burst, rate) + 1, burst + lim_late(rate))\n"
     "    redis.call('hset', KEYS[2], 'tokens', tostring(tk), 'ts', string.format('%.0f', now))\n"
     "  end\n"
     "end\n"
@@ -519,6 +540,7 @@ static const char UNLEASE_LUA[] =
  * (the :wait record says so); else each key takes its slot and token and
  * the limit's own :run a slot (what status counts as in use). 1 / 0. */
 static const char LEASE_KEYS_LUA[] =
+    QLIMIT_REFILL_LUA
     "local t = redis.call('time')\n"
     "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
     "local ttl, conc, rate, burst = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])\n"
@@ -534,8 +556,7 @@ static const char LEASE_KEYS_LUA[] =
     "    local tk, ts = tonumber(h[1]), tonumber(h[2])\n"
     "    if not tk or not ts then tk, ts = burst, now end\n"
     "    if ts > now then ts = now end\n"
-    "    toks[i] = tk + (now - ts) * rate\n"
-    "    if toks[i] >= burst + 2 then toks[i] = burst elseif toks[i] > burst + 0.5 then toks[i] = burst + 0.5 end\n"
+    "    toks[i] = lim_refill(tk + (now - ts) * rate, burst, rate)\n"
     "    full = toks[i] < 1\n"
     "  end\n"
     "  if full then\n"

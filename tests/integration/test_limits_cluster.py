@@ -216,3 +216,38 @@ def test_a_poison_job_gives_its_lease_back_on_a_cluster(cluster, master_factory,
     # the cluster pick pop's record names its pool and host (its ARGV moved for them: review w5a #7)
     rec = rc.hgetall(PREFIX + "qpool:failed:" + queue + ":job:poison-1")
     assert rec[b"pool"] == b"work" and rec[b"host"] == socket.gethostname().encode(), rec
+
+
+def test_a_refund_keeps_the_late_half_token_and_status_sees_it(cluster, master_factory, tmp_path):
+    """rate = "4/m" on a queue, burst 1, then class Quick's concurrency 1
+    held full by a slot that never lapses: every lease of the rate is given
+    back (UNLEASE). With the bucket at 1.5 tokens (the last pop 22.5 s ago:
+    a late worker's half token, what the pop keeps) the refund brings it
+    back to 1.5, not 1, and `qpool status` shows 1.5 as the pop sees it
+    (review of lburst, SHOULD 5: both read the bucket with the pop's rule)."""
+    cls = "App\\Jobs\\Quick"
+    run_key = PREFIX + "qpool:limit:{|%s}:run" % cls
+    queue = queue_away_from(cluster, run_key, "u")
+    bucket = PREFIX + "qpool:limit:{%s|}:bucket" % queue
+    path, log = limit_handler(tmp_path, CASES)
+    rc = cluster.client()
+    node = cluster.node_of(bucket).client()
+    sec, usec = node.time()
+    ts = sec * 1000 + usec // 1000 - 22500
+    rc.zadd(run_key, {"held-elsewhere": ts + 3600 * 1000})
+    rc.pexpire(run_key, 3600 * 1000)
+    rc.hset(bucket, mapping={"tokens": "0", "ts": str(ts)})
+    rc.pexpire(bucket, 600 * 1000)
+    limits = ('limits = (\n  { queue = "%s"; rate = "4/m"; burst = 1; },\n'
+              '  { class = "App\\\\Jobs\\\\Quick"; concurrency = 1; }\n);\n' % queue)
+    push_many(rc, queue, [make_payload(job=cls)])
+    m = start(cluster, master_factory, "a", path, queue, limits, processes=2)
+    wait_for(lambda: rc.hget(bucket, "ts") != str(ts).encode(), 30, what="a lease given back")
+    tokens = float(rc.hget(bucket, "tokens"))
+    print("the bucket after a refund: %.4f tokens" % tokens)
+    assert abs(tokens - 1.5) < 1e-3, tokens  # before: 1, the late half token lost
+    assert float(rc.hget(bucket, "tokens")) <= 1.5 + 1e-9
+    wait_for(lambda: [lim.get("tokens") for lim in m.status().get("limits") or []][:1] == [1.5], 30,
+             what="status to show 1.5 tokens")
+    assert not records(log) and rc.llen(PREFIX + "queues:" + queue) == 1  # held, never run
+    rc.delete(run_key, bucket)

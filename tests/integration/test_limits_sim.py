@@ -15,8 +15,8 @@ simulation's header says exactly how, and why each bound holds):
     jobs whose worker has not renewed their slot for the TTL (a partitioned
     host's: docs/operations.md's documented lapse), counted apart; and
     Redis's slots in use never above N;
-  - rate: no 1 s window of Redis time holds more pops than the burst plus
-    what refills in 999 ms (at most rate + burst, as documented);
+  - rate: no 1 s window of Redis time holds more pops than rate + burst,
+    rounded down (fractional rates too: 2.6/s, 40/m, 100/m and more);
   - attempts: a payload's attempts are the times it was popped before;
   - order: a class's jobs first start in push order;
   - no class starves: a class's first visible job (among the first 50 of its

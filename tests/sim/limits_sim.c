@@ -25,6 +25,8 @@
  *
  * Classes: App\Jobs\C00 .. C49, class k on queue q(k mod 5). Limits: k 0-19
  * concurrency 1..8; k 20-31 rate 5..30/s with a burst of 1..5; k 32-35 both;
+ * k 37-39 and 41-47 but 45 fractional rates (2.6/s, 40/m, 100/m, 5.8/s, 4.7/s
+ * burst 2, 3.7/s, 7.9/s, 9.6/s burst 3, 6.6/s; else burst 1) pushed in batches;
  * C40 on q0 concurrency 3 (a class on a queue); q4 concurrency 30 and q3
  * rate 150/s burst 20 (queue limits); the others none. A tenth of the jobs
  * of concurrency-limited classes run 2 to 3 s (longer than the TTL, so that
@@ -161,6 +163,8 @@ typedef struct {
     int queue;
     int lims[8], nlims, nconc;
     double push_per_s, credit;
+    double batch_rate;       /* > 0: pushed in batches (fractional rates) */
+    int64_t next_batch;      /* monotonic ms of its next batch */
     int long_share;          /* % of its jobs that run long */
     long last_first;         /* the last job popped first (order) */
     int head_job, head_pos;  /* its first job among the first 50 ready, -1 none */
@@ -267,6 +271,16 @@ static void fit_queue_limits(void)
     }
 }
 
+/* A fractional rate's class, pushed in batches after lulls (push_batches):
+ * the pop after a lull of 1.5 to 3 tokens keeps the most lateness, and the
+ * batch's backlog then takes every token of the next second (the window
+ * that showed a fixed half token above rate + burst). */
+static void add_frac_limit(sclass_t *s, double rate, int burst)
+{
+    add_limit(s->name, -1, 0, rate, burst);
+    s->batch_rate = rate;
+}
+
 static void setup_classes(void)
 {
     for (int k = 0; k < opt.classes; k++) {
@@ -279,6 +293,15 @@ static void setup_classes(void)
         if (k < 20) add_limit(s->name, -1, 1 + k % 8, 0, 0);
         else if (k < 32) add_limit(s->name, -1, 0, 5 + (k % 6) * 5, 1 + k % 5);
         else if (k < 36) add_limit(s->name, -1, 2 + k % 3, 10, 3);
+        else if (k == 37) add_frac_limit(s, 2.6, 1);
+        else if (k == 38) add_frac_limit(s, 40.0 / 60, 1); /* "40/m" */
+        else if (k == 39) add_frac_limit(s, 100.0 / 60, 1); /* "100/m" */
+        else if (k == 41) add_frac_limit(s, 5.8, 1);
+        else if (k == 42) add_frac_limit(s, 4.7, 2);
+        else if (k == 43) add_frac_limit(s, 3.7, 1);
+        else if (k == 44) add_frac_limit(s, 7.9, 1);
+        else if (k == 46) add_frac_limit(s, 9.6, 3);
+        else if (k == 47) add_frac_limit(s, 6.6, 1);
     }
     if (opt.classes > 40) add_limit(cls[40].name, 0, 3, 0, 0);
     add_limit(NULL, 4, 30, 0, 0);
@@ -294,6 +317,7 @@ static void setup_classes(void)
             if (lims[i].conf.rate_per_s && lims[i].conf.rate_per_s < cap) cap = lims[i].conf.rate_per_s;
         }
         s->push_per_s = cap < 1e9 ? 0.5 * cap : 12; /* below its limit: the drain ends */
+        if (s->batch_rate > 0) s->push_per_s = 0; /* push_batches */
     }
     fit_queue_limits();
     conf.limits = xcalloc((size_t)nlims, sizeof *conf.limits);
@@ -384,6 +408,20 @@ static void push_tick(double dt_ms)
     push_some(which, n);
 }
 
+/* The batch classes' jobs: floor(rate) + 4 at once, the next batch when
+ * this one has drained and 1 to 3.5 tokens' time more has passed. */
+static void push_batches(int64_t now)
+{
+    for (int k = 0; k < opt.classes; k++) {
+        sclass_t *s = &cls[k];
+        if (s->batch_rate <= 0 || now < s->next_batch) continue;
+        int which[16], n = (int)s->batch_rate + 4;
+        for (int i = 0; i < n; i++) which[i] = k;
+        push_some(which, n);
+        s->next_batch = now + (int64_t)(1000.0 * (n - 1 + 0.5 + 2.5 * jrnd(1000) / 1000.0) / s->batch_rate);
+    }
+}
+
 /* ------------------------------------------------------------ checks */
 
 static bool excusable(const vworker_t *w, int64_t now)
@@ -426,13 +464,12 @@ static void check_all_limits(int64_t now)
         if (lims[i].conf.concurrency) check_limit(i, now, "tick");
 }
 
-/* The most pops a bucket allows in (t - 1 s, t] on Redis's ms: the burst,
- * less than half a token a worker came late for a full bucket (the pop's
- * LIM_LATE, kept so that burst = 1 holds its rate) and what refills in the
- * 999 ms after the window's first pop: at most rate + burst. */
+/* The most pops a bucket allows in (t - 1 s, t] on Redis's ms: rate +
+ * burst, whole (the lateness the pop keeps, lim_late, is capped per rate
+ * so that a fractional rate keeps this bound too: QLIMIT_REFILL_LUA). */
 static int64_t rate_bound(const slim_t *l)
 {
-    return l->conf.burst + (int64_t)(l->conf.rate_per_s * 0.999 + 0.5 + 1e-9);
+    return (int64_t)(l->conf.rate_per_s + l->conf.burst + 1e-9);
 }
 
 /* rate: the Redis time of a pop under limit i; no 1 s window above rate_bound. */
@@ -953,7 +990,7 @@ int main(int argc, char **argv)
     push_tick(2000);
     for (;;) {
         int64_t now = mono_ms();
-        if (now < phase_end) push_tick((double)(now - last));
+        if (now < phase_end) push_tick((double)(now - last)), push_batches(now);
         last = now;
         tick(now, phase_end, &next_pass, &next_scan, order);
         if (now >= phase_end && (all_done() || now >= drain_end)) break;
