@@ -27,6 +27,18 @@ def failed_cli(m, *args, check=True):
     return res
 
 
+def small_memory_master(master_factory, redis_server, app):
+    """A started master whose pool's PHP (its agent too) has a 64M
+    memory_limit: a list that read a huge failer whole would die of it."""
+    argv = app.adapter_argv()
+    at = argv.index("php") + 1
+    small = argv[:at] + ["-d", "memory_limit=64M"] + argv[at:]
+    m = master_factory(redis_server)
+    m.write_config(pool(app).replace(argv_conf(argv), argv_conf(small)))
+    m.start()
+    return m
+
+
 def listed(m, *args):
     return json.loads(failed_cli(m, "list", "--json", *args).stdout)
 
@@ -202,12 +214,7 @@ def test_a_large_failer_is_paged_not_read_whole(master_factory, redis_server, ap
         con.commit()
     finally:
         con.close()
-    argv = app.adapter_argv()
-    at = argv.index("php") + 1
-    small = argv[:at] + ["-d", "memory_limit=64M"] + argv[at:]
-    m = master_factory(redis_server)
-    m.write_config(pool(app).replace(argv_conf(argv), argv_conf(small)))
-    m.start()
+    m = small_memory_master(master_factory, redis_server, app)
     try:
         rep = listed(m)
         assert rep["total"] == 401 and len(rep["failed"]) == 20
@@ -258,12 +265,7 @@ def test_since_and_until_are_in_the_failers_query(master_factory, redis_server, 
         con.commit()
     finally:
         con.close()
-    argv = app.adapter_argv()
-    at = argv.index("php") + 1
-    small = argv[:at] + ["-d", "memory_limit=64M"] + argv[at:]
-    m = master_factory(redis_server)
-    m.write_config(pool(app).replace(argv_conf(argv), argv_conf(small)))
-    m.start()
+    m = small_memory_master(master_factory, redis_server, app)
     try:
         rep = listed(m, "--since", "1h")
         assert sorted(f["id"] for f in rep["failed"]) == recent and rep["total"] == 3 and not rep.get("partial")

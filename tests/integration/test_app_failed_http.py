@@ -35,6 +35,25 @@ def app(version8, redis_server, tmp_path):
     yield from migrated_app(version8, redis_server.port, tmp_path)
 
 
+def failing_app_master(master_factory, redis_server, app, count, tag):
+    """A master whose app_driver pool has run `count` ManualFailJobs into
+    the app's failer, its HTTP endpoint up on a free port: (master, port)."""
+    use_database_queue(app)
+    dispatch(app, "ManualFailJob", count=count, tag=tag)
+    port = free_port()
+    m = master_factory(redis_server)
+    m.write_config(pool(app), qpool=http_conf(port, 'token_env = "QPOOL_TEST_TOKEN";'))
+    m.start(env={"QPOOL_TEST_TOKEN": TOKEN})
+    try:
+        wait_for(lambda: code(port, "/healthz") == 200, 20, what="the HTTP endpoint")
+        wait_for(lambda: not jobs_left(app) and len(app.failed_jobs()) == count, 90, interval=0.25,
+                 what="%d failures in failed_jobs" % count)
+    except BaseException:
+        m.stop(60)
+        raise
+    return m, port
+
+
 def look(port, pool="appq", token=TOKEN):
     status, _, body = get(port, "/api/failed?app=" + pool, token, timeout=30)
     return status, json.loads(body)
@@ -53,16 +72,8 @@ def settled(port, pred, what):
 
 
 def test_the_apps_failer_over_http(master_factory, redis_server, app):
-    use_database_queue(app)
-    dispatch(app, "ManualFailJob", count=3, tag="f")
-    port = free_port()
-    m = master_factory(redis_server)
-    m.write_config(pool(app), qpool=http_conf(port, 'token_env = "QPOOL_TEST_TOKEN";'))
-    m.start(env={"QPOOL_TEST_TOKEN": TOKEN})
+    m, port = failing_app_master(master_factory, redis_server, app, 3, "f")
     try:
-        wait_for(lambda: code(port, "/healthz") == 200, 20, what="the HTTP endpoint")
-        wait_for(lambda: not jobs_left(app) and len(app.failed_jobs()) == 3, 90, interval=0.25,
-                 what="three failures in failed_jobs")
         rows = {r["uuid"] for r in app.failed_jobs()}
         # the same read rule as /api/failed: no token, no list
         assert look(port, token=None)[0] in (401, 403)
@@ -105,17 +116,9 @@ def test_the_apps_failer_over_http(master_factory, redis_server, app):
 def test_the_failed_page_shows_the_apps_failer(master_factory, redis_server, app, browser):
     """The Failed page's source choice (a pool picked): an app_driver pool's failer, listed
     (text only) and retried from a row's button."""
-    use_database_queue(app)
-    dispatch(app, "ManualFailJob", count=2, tag="p")
-    port = free_port()
-    m = master_factory(redis_server)
-    m.write_config(pool(app), qpool=http_conf(port, 'token_env = "QPOOL_TEST_TOKEN";'))
-    m.start(env={"QPOOL_TEST_TOKEN": TOKEN})
+    m, port = failing_app_master(master_factory, redis_server, app, 2, "p")
     d = browser
     try:
-        wait_for(lambda: code(port, "/healthz") == 200, 20, what="the HTTP endpoint")
-        wait_for(lambda: not jobs_left(app) and len(app.failed_jobs()) == 2, 90, interval=0.25,
-                 what="two failures in failed_jobs")
         rows = {r["uuid"] for r in app.failed_jobs()}
         origin = "http://127.0.0.1:%d" % port
         d.get(origin + "/#/overview")

@@ -13,10 +13,10 @@ import uuid
 
 import pytest
 
-from conftest import free_port, wait_for
+from conftest import wait_for
 from laravel_roots import migrated_app, mounted_version
-from test_app_driver import dispatch, jobs_left, pool, use_database_queue
-from test_http import TOKEN, code, get, http_conf
+from test_app_failed_http import failing_app_master
+from test_http import TOKEN, get
 
 try:  # Selenium and Chromium
     import test_dashboard
@@ -103,16 +103,8 @@ def test_two_viewers_on_two_pages_both_get_their_list(master_factory, redis_serv
     """Two readers polling two pages of one pool at once (two tabs, the
     page's 700 ms poll) each get their own list: the master keeps a few
     queries' lists a pool, not one that the other's look keeps replacing."""
-    use_database_queue(app)
-    dispatch(app, "ManualFailJob", count=1, tag="v")
-    port = free_port()
-    m = master_factory(redis_server)
-    m.write_config(pool(app), qpool=http_conf(port, 'token_env = "QPOOL_TEST_TOKEN";'))
-    m.start(env={"QPOOL_TEST_TOKEN": TOKEN})
+    m, port = failing_app_master(master_factory, redis_server, app, 1, "v")
     try:
-        wait_for(lambda: code(port, "/healthz") == 200, 20, what="the HTTP endpoint")
-        wait_for(lambda: not jobs_left(app) and len(app.failed_jobs()) == 1, 90, interval=0.25,
-                 what="the job failed into failed_jobs")
         ids = [r["uuid"] for r in fill_failer(app)]
         # what the master would refuse is a 400 naming the API's parameter
         for query, name in (("&since=99999999999999", "since"), ("&until=99999999999999", "until"),
@@ -162,17 +154,9 @@ def test_two_viewers_on_two_pages_both_get_their_list(master_factory, redis_serv
 
 
 def test_the_apps_failer_is_picked_paged_and_filtered(master_factory, redis_server, app, browser):
-    use_database_queue(app)
-    dispatch(app, "ManualFailJob", count=1, tag="p")
-    port = free_port()
-    m = master_factory(redis_server)
-    m.write_config(pool(app), qpool=http_conf(port, 'token_env = "QPOOL_TEST_TOKEN";'))
-    m.start(env={"QPOOL_TEST_TOKEN": TOKEN})
+    m, port = failing_app_master(master_factory, redis_server, app, 1, "p")
     d = browser
     try:
-        wait_for(lambda: code(port, "/healthz") == 200, 20, what="the HTTP endpoint")
-        wait_for(lambda: not jobs_left(app) and len(app.failed_jobs()) == 1, 90, interval=0.25,
-                 what="the job failed into failed_jobs")
         rows = fill_failer(app)
         ids = [r["uuid"] for r in rows]
         needles = [r["uuid"] for r in rows if "needle-" in r["exception"]]
