@@ -14,31 +14,16 @@ import uuid
 import pytest
 
 from conftest import wait_for
-from laravel_roots import migrated_app, mounted_version
-from test_app_failed_http import failing_app_master
+from test_app_failed_http import app, browser, failing_app_master, version8  # noqa: F401 (fixtures)
 from test_http import TOKEN, get
 
-try:  # Selenium and Chromium
-    import test_dashboard
+try:  # Selenium (without it the browser fixture skips)
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import Select
-    browser = test_dashboard.browser  # the fixture
-except pytest.skip.Exception:
-    @pytest.fixture
-    def browser():
-        pytest.skip("no selenium")
+except ImportError:
+    By = Select = None
 
 TOTAL = 120
-
-
-@pytest.fixture(scope="module")
-def version8():
-    yield from mounted_version("8")
-
-
-@pytest.fixture
-def app(version8, redis_server, tmp_path):
-    yield from migrated_app(version8, redis_server.port, tmp_path)
 
 
 def fill_failer(app):
