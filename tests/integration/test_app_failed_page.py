@@ -11,7 +11,6 @@ import threading
 import time
 import uuid
 
-
 from conftest import wait_for
 from test_app_failed_http import app, browser, failing_app_master, version8  # noqa: F401 (fixtures)
 from test_http import TOKEN, get
