@@ -88,12 +88,17 @@ def test_a_late_pop_keeps_its_lateness(master_factory, redis_server, tmp_path):
     log.touch()
     rc = redis_server.client()
     m = master_factory(redis_server, "a")
-    m.write_config('{ name = "work"; queues = [%s]; processes = 2; retry_after = 300;'
+    m.write_config('{ name = "work"; queues = ["warm", %s]; processes = 1; retry_after = 300;'
                    ' handler = { type = "pipe"; command = ["%s", "%s", "%s"]; }; }'
                    % (", ".join('"%s"' % c[0] for c in LATE_CASES), PYTHON, LIMIT_HANDLER, log))
     m.conf.write_text(m.conf.read_text() + limit_conf(
         *('{ queue = "%s"; rate = "%s"; burst = 1; }' % (q, r) for q, r, _, _ in LATE_CASES)))
     m.start()
+    # one job on an unlimited queue first: the worker and its handler are up
+    # and waiting on the queues before a case's state starts its clock (each
+    # case has 1.5 s from its write to the pop before it reads as a quiet spell)
+    push_many(rc, "warm", [make_payload(job=B, data={})])
+    wait_for(lambda: len(records(log)) == 1, 60, what="the warm-up job")
     for q, rate, ms, left in LATE_CASES:
         bucket = PREFIX + "qpool:limit:%s|:bucket" % q
         sec, usec = rc.time()
@@ -107,7 +112,7 @@ def test_a_late_pop_keeps_its_lateness(master_factory, redis_server, tmp_path):
         tokens = float(rc.hget(bucket, "tokens"))
         print("%s at %s, %d ms after the last pop: the pop left %.4f tokens" % (q, rate, ms, tokens))
         assert abs(tokens - left) < 1e-3, "%s: %.4f tokens left, %.4f expected" % (q, tokens, left)
-    wait_for(lambda: len(records(log)) == len(LATE_CASES), 30, what="the jobs to start")
+    wait_for(lambda: len(records(log)) == 1 + len(LATE_CASES), 30, what="the jobs to start")
 
 
 def test_a_line_time_ahead_of_redis_time_is_clamped(master_factory, redis_server, tmp_path):
