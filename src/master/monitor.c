@@ -682,10 +682,14 @@ static void batch_write_note(pool_t *p, int rv, const batchjobs_fail_t *f)
     }
     if (!f->ierr[0]) return;
     p->batch_unindexed += (uint64_t)f->unindexed;
-    if (batchjobs_note_due(&p->batch_inote, f->ierr, now, BATCH_LOG_EVERY_MS))
+    if (!batchjobs_note_due(&p->batch_inote, f->ierr, now, BATCH_LOG_EVERY_MS)) return;
+    if (f->unindexed > 0)
         log_warn("pool %s: %d job record(s)' batch not in the batches' index (%s); %llu so far: their lists are "
                  "bounded by metrics_retention only, not batch_jobs_keep", p->conf.name, f->unindexed, f->ierr,
                  (unsigned long long)p->batch_unindexed);
+    else /* the index took every batch, but could not be read or trimmed */
+        log_warn("pool %s: the batches' index could not be trimmed to batch_jobs_keep (%s): lists past it stay "
+                 "until metrics_retention", p->conf.name, f->ierr);
 }
 
 /* The job records each pool's workers sent since the last pass go onto the
