@@ -61,7 +61,9 @@ def run_sims(port, seeds, loops=0):
 def assert_invariants(rc, fig, err):
     # it exercised what it checks (events from the seed; how much runs from the machine's speed)
     assert fig["jobs"] > 1500 and fig["pops_job"] >= fig["jobs"], fig
-    assert fig["kills"] >= 1 and fig["partitions"] >= 5, fig
+    # (how many event passes a run has depends on the machine's speed: ci-47's seed 3 beside three CPU loops and
+    # a second CI had 3 partitions; the first pass always cuts a host, so every run has one to check)
+    assert fig["kills"] >= 1 and fig["partitions"] >= 1, fig
     # the invariants
     assert fig["over_limit"] == 0, err
     assert fig["redis_over"] == 0, err

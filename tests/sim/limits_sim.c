@@ -745,6 +745,7 @@ static void events(int64_t now)
     }
     for (int n = 1 + rnd(2); n > 0; n--) {
         vhost_t *h = n == 1 ? outlasting(now) : &hosts[rnd(opt.hosts)];
+        if (!h && !st.partitions) h = &hosts[rnd(opt.hosts)]; /* the first pass always cuts one: a run has one */
         if (!h || !connected(h)) continue;
         h->part_until = now + 1000 + rnd(2000);
         st.partitions++;
