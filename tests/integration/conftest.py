@@ -103,14 +103,15 @@ SANITIZER_PATTERNS = re.compile(
 def wait_for(pred, timeout=10.0, interval=0.05, what="condition"):
     """Poll pred() until it returns a truthy value; fail after timeout.
     A browser element that a page re-rendered between two Selenium calls
-    (StaleElementReferenceException) counts as "not yet", not as a failure."""
+    (StaleElementReferenceException), or has not rendered yet
+    (NoSuchElementException), counts as "not yet", not as a failure."""
     deadline = time.monotonic() + timeout
     last = None
     while time.monotonic() < deadline:
         try:
             last = pred()
         except Exception as e:  # selenium is not imported here: matched by name
-            if type(e).__name__ != "StaleElementReferenceException":
+            if type(e).__name__ not in ("StaleElementReferenceException", "NoSuchElementException"):
                 raise
             last = e
         if last and not isinstance(last, Exception):
