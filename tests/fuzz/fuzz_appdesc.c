@@ -43,7 +43,12 @@ static void check_apply(const app_desc_t *d)
     int nw = 0;
     app_apply(c, &p, 0, d, &w, &nw);
     if (!p.connection || !p.queue_connection || !p.cache_connection || !p.cache_prefix || !p.restart_key ||
-        !p.queues || !p.handler_command || !config_redis(c, p.connection) || !config_redis(c, p.cache_connection))
+        !p.queues || !p.handler_command)
+        abort();
+    /* a connection the description names is defined; one it leaves out keeps
+     * the pool's own name, which config validation checks (exit 78) */
+    if ((d->connection.value && !config_redis(c, p.connection)) ||
+        (d->cache_connection.value && !config_redis(c, p.cache_connection)))
         abort();
     pool_conf_t copy;
     pool_conf_copy(&copy, &p);
