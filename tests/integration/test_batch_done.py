@@ -11,7 +11,7 @@ import pytest
 
 from conftest import free_port, wait_for
 from laravel_roots import laravel_version, version_app  # noqa: F401 (fixtures)
-from test_batches import api, row, start
+from test_batches import api, row, start, two_batches_settled
 
 JOB = "App\\Jobs\\BatchJob"
 
@@ -39,10 +39,7 @@ def test_the_same_on_laravel_13(master, version_app, tmp_path):
 
 def lists_its_jobs(master, laravel_app, tmp_path):
     port = free_port()
-    bid, other = start(master, laravel_app, tmp_path, port, ["--count=3", "--fail=1", "--allow-failures"],
-                       ["--count=2"])
-    wait_for(lambda: row(laravel_app, bid)[:2] == (1, 1) and row(laravel_app, other)[0] == 0, 90,
-             what="2 jobs done and 1 failed, and the other batch done")
+    bid, other = two_batches_settled(master, laravel_app, tmp_path, port)
     d = wait_for(lambda: with_jobs(port, bid, 3), 60, what="the batch's 3 jobs in /api/batches/<id>")
     jobs = d["jobs"]
     assert len(jobs) == 3 and d["jobs_kept"] == 3, d

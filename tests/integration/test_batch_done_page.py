@@ -6,11 +6,11 @@ import pytest
 
 from conftest import free_port, wait_for
 from test_batch_done import JOB, with_jobs
-from test_batches import row, start
-from test_http import TOKEN
+from test_batches import two_batches_settled
 
 webdriver = pytest.importorskip("selenium.webdriver")
 import test_dashboard  # noqa: E402
+from test_batches_page import open_batch_page  # noqa: E402
 
 browser = test_dashboard.browser  # the fixture
 
@@ -25,16 +25,10 @@ def done_rows(d):
 
 def test_a_batch_page_lists_its_jobs_run(master, laravel_app, browser, tmp_path):
     port = free_port()
-    bid, other = start(master, laravel_app, tmp_path, port, ["--count=3", "--fail=1", "--allow-failures"],
-                       ["--count=2"])
-    wait_for(lambda: row(laravel_app, bid)[:2] == (1, 1) and row(laravel_app, other)[0] == 0, 90,
-             what="2 jobs done and 1 failed, and the other batch done")
+    bid, other = two_batches_settled(master, laravel_app, tmp_path, port)
     api = wait_for(lambda: with_jobs(port, bid, 3), 60, what="the batch's 3 jobs in the API")
     d = browser
-    origin = "http://127.0.0.1:%d" % port
-    d.get(origin + "/#/overview")
-    d.execute_script("sessionStorage.setItem('qpool.token', arguments[0]);", TOKEN)
-    d.get(origin + "/#/batches/" + bid)
+    open_batch_page(d, port, bid)
     got = wait_for(lambda: (lambda r: r if len(r) == 3 else None)(done_rows(d)), 30, what="the batch's jobs on its page")
     assert {r[0] for r in got} == {j["uuid"] for j in api["jobs"]}, got
     assert all(r[1] == "#/jobs/" + r[0] and r[2] == JOB for r in got), got

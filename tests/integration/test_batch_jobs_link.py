@@ -9,12 +9,12 @@ import sqlite3
 import pytest
 
 from conftest import free_port, wait_for
-from test_batches import batch_pool, dispatch_batch, row
+from test_batches import batch_pool, dispatch_batch, two_batches_settled
 from test_http import OPEN_READS, TOKEN, code, http_conf
 
 webdriver = pytest.importorskip("selenium.webdriver")
 import test_dashboard  # noqa: E402
-from test_batches_page import failed_links  # noqa: E402
+from test_batches_page import failed_links, open_batch_page  # noqa: E402
 
 browser = test_dashboard.browser  # the fixture
 
@@ -45,15 +45,9 @@ def listed(d):
 
 def test_a_batch_page_links_to_each_of_its_jobs(master, laravel_app, browser, tmp_path):
     port = free_port()
-    bid, other = start(master, laravel_app, tmp_path, port, ["--count=3", "--fail=1", "--allow-failures"],
-                       ["--count=2"])
-    wait_for(lambda: row(laravel_app, bid)[:2] == (1, 1) and row(laravel_app, other)[0] == 0, 90,
-             what="2 jobs done and 1 failed, and the other batch done")
+    bid, other = two_batches_settled(master, laravel_app, tmp_path, port, start=start)
     d = browser
-    origin = "http://127.0.0.1:%d" % port
-    d.get(origin + "/#/overview")
-    d.execute_script("sessionStorage.setItem('qpool.token', arguments[0]);", TOKEN)
-    d.get(origin + "/#/batches/" + bid)
+    open_batch_page(d, port, bid)
     wait_for(lambda: d.execute_script("return document.querySelector('a[data-action=\"batch-jobs\"]')"), 30,
              what="the batch's page")
     wait_for(lambda: len(failed_links(d)) == 1, 30, what="the failed job linked on the batch's page")

@@ -75,6 +75,15 @@ def row(app, bid):
         con.close()
 
 
+def two_batches_settled(master, app, tmp_path, port, start=start):
+    """A batch of 3 with 1 failure beside one of 2, started with `start` and
+    waited for until both settled: (its id, the other's)."""
+    bid, other = start(master, app, tmp_path, port, ["--count=3", "--fail=1", "--allow-failures"], ["--count=2"])
+    wait_for(lambda: row(app, bid)[:2] == (1, 1) and row(app, other)[0] == 0, 90,
+             what="2 jobs done and 1 failed, and the other batch done")
+    return bid, other
+
+
 def test_a_batch_with_failures_is_shown_and_retried_until_it_finishes(master, laravel_app, tmp_path):
     """The issue's acceptance, by the API: a batch of 10 with 2 failures shows
     80 % processed and 2 failed; "retry failed" reruns those 2 (out of the

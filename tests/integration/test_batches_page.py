@@ -37,6 +37,14 @@ def failed_links(d):
                             ".map(function (a) { return a.getAttribute('href'); })")
 
 
+def open_batch_page(d, port, bid):
+    """Browser d on batch bid's page, with the token in the session."""
+    origin = "http://127.0.0.1:%d" % port
+    d.get(origin + "/#/overview")
+    d.execute_script("sessionStorage.setItem('qpool.token', arguments[0]);", TOKEN)
+    d.get(origin + "/#/batches/" + bid)
+
+
 def test_the_batches_page_shows_progress_and_retries_failed_jobs(master, laravel_app, browser, tmp_path):
     port = free_port()
     (bid,) = start(master, laravel_app, tmp_path, port,
