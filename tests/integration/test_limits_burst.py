@@ -15,25 +15,7 @@ import time
 
 from conftest import PREFIX, PYTHON, make_payload, push_many, wait_for
 from test_limits import records
-from test_limits_fleet import B, LIMIT_HANDLER, limit_conf, start
-
-
-def sample_pops(rc, key, total):
-    p = rc.pipeline(transaction=True)
-    p.time()
-    p.llen(key)
-    (sec, usec), left = p.execute()
-    return sec + usec / 1e6, total - left
-
-
-def fullest_window(samples):
-    """The most pops between two samples at most 1 s apart."""
-    worst, i = 0, 0
-    for j in range(len(samples)):
-        while samples[j][0] - samples[i][0] > 1.0:
-            i += 1
-        worst = max(worst, samples[j][1] - samples[i][1])
-    return worst
+from test_limits_fleet import B, LIMIT_HANDLER, fullest_window, limit_conf, sample_pops, start
 
 
 def test_rate_with_burst_1_keeps_its_average(master_factory, redis_server, tmp_path):
@@ -57,7 +39,7 @@ def test_rate_with_burst_1_keeps_its_average(master_factory, redis_server, tmp_p
         time.sleep(0.01)
         samples.append(sample_pops(rc, key, total))
     assert samples[-1][1] == total, "%d of %d popped in 90 s" % (samples[-1][1], total)
-    worst = fullest_window(samples)
+    worst = fullest_window(samples)[0]
     first = next(s for s in samples if s[1] > 0)
     last = samples[-1]
     avg = (last[1] - first[1]) / (last[0] - first[0])
