@@ -132,15 +132,12 @@ int batchjobs_add(rconn_t *c, const char *const *recs, int n, int keep, int batc
         if (batchjobs_entry(recs[i], &argv[k], &argv[k + 1])) k += 2;
     int rv = 0;
     if (k > 7) {
-        size_t *lens = xcalloc((size_t)k, sizeof *lens);
-        for (int i = 0; i < k; i++) lens[i] = strlen(argv[i]);
         if (!add_script.body) rscript_init(&add_script, ADD_LUA);
         redisReply *r = NULL;
-        bool sent = rconn_ensure(c) == 0 && rconn_script(c, &add_script, 2, k, (const char **)argv, lens, -1, -1,
+        bool sent = rconn_ensure(c) == 0 && rconn_script(c, &add_script, 2, k, (const char **)argv, NULL, -1, -1,
                                                          &r) == RC_OK;
         rv = add_outcome(c, sent ? r : NULL, (k - 7) / 2, f);
         if (r) freeReplyObject(r);
-        free(lens);
     }
     for (int i = 0; i < k; i++) free(argv[i]);
     free(argv);

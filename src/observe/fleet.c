@@ -63,11 +63,9 @@ static int run(rconn_t *c, const char *body, int numkeys, int argc, const char *
 {
     rscript_t s;
     rscript_init(&s, body);
-    size_t lens[8];
-    for (int i = 0; i < argc; i++) lens[i] = strlen(argv[i]);
     if (rconn_ensure(c) < 0) return -1;
     redisReply *r;
-    if (rconn_script(c, &s, numkeys, argc, argv, lens, -1, -1, &r) != RC_OK) return -1;
+    if (rconn_script(c, &s, numkeys, argc, argv, NULL, -1, -1, &r) != RC_OK) return -1;
     if (r->type == REDIS_REPLY_ERROR) {
         freeReplyObject(r);
         return -1;

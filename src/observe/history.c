@@ -40,7 +40,6 @@ int history_add(rconn_t *c, int64_t minute, const char *host, const char *pool, 
     if (!n) return 0;
     int argc = 2 + 2 * n, k = 0;
     char **argv = xcalloc((size_t)argc, sizeof *argv);
-    size_t *lens = xcalloc((size_t)argc, sizeof *lens);
     argv[k++] = xasprintf("%sqpool:metrics:%lld", c->conf.prefix, (long long)minute);
     /* until retention has passed since the end of the minute */
     argv[k++] = xasprintf("%lld", (long long)((retention_s + 60) * 1000));
@@ -64,17 +63,15 @@ int history_add(rconn_t *c, int64_t minute, const char *host, const char *pool, 
         argv[k++] = cJSON_PrintUnformatted(v);
         cJSON_Delete(v);
     }
-    for (int i = 0; i < argc; i++) lens[i] = strlen(argv[i]);
     int rv = -1;
     redisReply *r;
     if (rconn_ensure(c) == 0 &&
-        rconn_script(c, &add_script, 1, argc, (const char **)argv, lens, -1, -1, &r) == RC_OK) {
+        rconn_script(c, &add_script, 1, argc, (const char **)argv, NULL, -1, -1, &r) == RC_OK) {
         rv = r->type == REDIS_REPLY_ERROR ? -2 : 0; /* refused: retrying would not help */
         freeReplyObject(r);
     }
     for (int i = 0; i < argc; i++) free(argv[i]);
     free(argv);
-    free(lens);
     return rv;
 }
 
@@ -244,7 +241,6 @@ int history_add_jobs(rconn_t *c, const char *const *recs, int n, int keep, int64
     if (!add_jobs_script.body) rscript_init(&add_jobs_script, ADD_JOBS_LUA);
     int argc = 6 + 2 * n, k = 0;
     char **argv = xcalloc((size_t)argc, sizeof *argv);
-    size_t *lens = xcalloc((size_t)argc, sizeof *lens);
     argv[k++] = jobs_key(c, "list");
     argv[k++] = jobs_key(c, "uuid");
     argv[k++] = xasprintf("%d", keep);
@@ -255,16 +251,14 @@ int history_add_jobs(rconn_t *c, const char *const *recs, int n, int keep, int64
         argv[k++] = record_uuid(recs[i]);
         argv[k++] = xstrdup(recs[i]);
     }
-    for (int i = 0; i < argc; i++) lens[i] = strlen(argv[i]);
     int rv = -1;
     redisReply *r;
-    if (rconn_script(c, &add_jobs_script, 2, argc, (const char **)argv, lens, -1, -1, &r) == RC_OK) {
+    if (rconn_script(c, &add_jobs_script, 2, argc, (const char **)argv, NULL, -1, -1, &r) == RC_OK) {
         rv = r->type == REDIS_REPLY_ERROR ? -2 : 0;
         freeReplyObject(r);
     }
     for (int i = 0; i < argc; i++) free(argv[i]);
     free(argv);
-    free(lens);
     return rv;
 }
 

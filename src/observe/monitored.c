@@ -106,15 +106,12 @@ int monitored_add_jobs(rconn_t *c, const char *const *recs, int n, int max, int6
     argc = k;
     int rv = 0;
     if (argc > 4) {
-        size_t *lens = xcalloc((size_t)argc, sizeof *lens);
-        for (int i = 0; i < argc; i++) lens[i] = strlen(argv[i]);
         if (!add_script.body) rscript_init(&add_script, ADD_LUA);
         redisReply *r = NULL;
-        rv = rconn_ensure(c) == 0 && rconn_script(c, &add_script, 1, argc, (const char **)argv, lens, -1, -1, &r) == RC_OK
+        rv = rconn_ensure(c) == 0 && rconn_script(c, &add_script, 1, argc, (const char **)argv, NULL, -1, -1, &r) == RC_OK
                  ? 0
                  : -1;
         if (r) freeReplyObject(r);
-        free(lens);
     }
     for (int i = 0; i < argc; i++) free(argv[i]);
     free(argv);
@@ -158,16 +155,13 @@ static int add_answer(const redisReply *r, char *err, size_t errn)
 static int run_add(rconn_t *c, rscript_t *s, const char *body, int nkeys, int argc, char **argv, char *err,
                    size_t errn)
 {
-    size_t *lens = xcalloc((size_t)argc, sizeof *lens);
-    for (int i = 0; i < argc; i++) lens[i] = strlen(argv[i]);
     if (!s->body) rscript_init(s, body);
     redisReply *r = NULL;
-    int rv = rconn_ensure(c) == 0 && rconn_script(c, s, nkeys, argc, (const char **)argv, lens, -1, -1, &r) == RC_OK
+    int rv = rconn_ensure(c) == 0 && rconn_script(c, s, nkeys, argc, (const char **)argv, NULL, -1, -1, &r) == RC_OK
                  ? 0
                  : -1;
     if (rv == 0 && r) rv = add_answer(r, err, errn);
     if (r) freeReplyObject(r);
-    free(lens);
     return rv;
 }
 

@@ -151,10 +151,12 @@ typedef struct {
     char sha[41];
 } rscript_t;
 void rscript_init(rscript_t *s, const char *body);
-/* Append an EVALSHA for s (numkeys keys first in argv). */
+/* Append an EVALSHA for s (numkeys keys first in argv; lens NULL: each
+ * argument is a C string, its length its strlen). */
 void rconn_append_script(rconn_t *c, const rscript_t *s, int numkeys, int argc, const char **argv,
                          const size_t *lens);
-/* Run a script and read the reply, reloading it once on NOSCRIPT. */
+/* Run a script and read the reply, reloading it once on NOSCRIPT (lens as
+ * rconn_append_script's). */
 int rconn_script(rconn_t *c, const rscript_t *s, int numkeys, int argc, const char **argv,
                  const size_t *lens, int sigfd, int timeout_ms, redisReply **out);
 
