@@ -39,9 +39,13 @@ def quiet_port_window():
     return lo + index * size, lo + (index + 1) * size - 1
 
 
-def port_free(port):
-    """Whether a port on 127.0.0.1 can be bound now."""
+def port_free(port, reuse=False):
+    """Whether a port on 127.0.0.1 can be bound now (reuse: as a server that
+    sets SO_REUSEADDR binds it, so a connection of its last run in
+    TIME_WAIT does not hold it)."""
     with socket.socket() as s:
+        if reuse:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind(("127.0.0.1", port))
             return True
@@ -49,10 +53,11 @@ def port_free(port):
             return False
 
 
-def quiet_port():
-    """A free port from quiet_port_window()."""
+def quiet_port(reuse=False):
+    """A free port from this xdist worker's slice of quiet_port_window()
+    (reuse: free for a server that sets SO_REUSEADDR)."""
     lo, hi = quiet_port_window()
     while True:
         p = random.randint(lo, hi)
-        if port_free(p):
+        if port_free(p, reuse):
             return p

@@ -32,7 +32,6 @@ import json
 import os
 import pathlib
 import pwd
-import random
 import shutil
 import signal
 import socket
@@ -40,7 +39,7 @@ import subprocess
 import tempfile
 import time
 
-from ports import quiet_port_window
+from ports import port_free, quiet_port
 
 DATABASE = "laravel"
 USER = "laravel"
@@ -49,29 +48,6 @@ PASSWORD = "secret"
 
 class ServerMissing(RuntimeError):
     """The server's binaries are not installed."""
-
-
-def _port_free(port):
-    """Whether a server can bind port now (servers set SO_REUSEADDR, so a
-    connection of the last run in TIME_WAIT does not hold it)."""
-    with socket.socket() as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind(("127.0.0.1", port))
-            return True
-        except OSError:
-            return False
-
-
-def pick_port():
-    """A free port from this xdist worker's slice of the tests' quiet
-    window (ports.quiet_port_window: below the kernel's ephemeral range,
-    and never a cluster node's bus port)."""
-    lo, hi = quiet_port_window()
-    while True:
-        p = random.randint(lo, hi)
-        if _port_free(p):
-            return p
 
 
 def _wait(pred, timeout, what, proc=None, log=None):
@@ -130,7 +106,7 @@ class SqlServer:
 
     def __init__(self, tmp):
         self.tmp = pathlib.Path(tmp)
-        self.port = pick_port()
+        self.port = quiet_port(reuse=True)
         self.proc = None
 
     # -- lifecycle
@@ -156,7 +132,7 @@ class SqlServer:
         self.stop(kill=kill)
         time.sleep(down)
         deadline = time.monotonic() + 30
-        while not _port_free(self.port) and time.monotonic() < deadline:
+        while not port_free(self.port, reuse=True) and time.monotonic() < deadline:
             time.sleep(0.1)
         return self.start()
 
