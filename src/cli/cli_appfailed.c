@@ -70,12 +70,10 @@ static cJSON *request_of(const char *sub, const app_failed_args_t *a)
 static void fmt_time(const cJSON *o, const char *k, char *buf, size_t n)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
-    time_t t = cJSON_IsNumber(v) ? (time_t)v->valuedouble : 0;
-    struct tm tm;
-    if (!cJSON_IsNumber(v) || !gmtime_r(&t, &tm))
-        snprintf(buf, n, "%-19s", "?");
+    if (cJSON_IsNumber(v))
+        utc_text(v->valuedouble, buf, n);
     else
-        strftime(buf, n, "%Y-%m-%d %H:%M:%S", &tm);
+        snprintf(buf, n, "%-19s", "?");
 }
 
 static void print_list(const cJSON *rep)

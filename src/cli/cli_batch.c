@@ -9,7 +9,6 @@
 #include "redis/rconn.h"
 #include "core/util.h"
 
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,18 +42,6 @@ void cli_batch_jobs(const char *cfg, const char *id, cJSON *rep)
     cJSON_AddItemToObject(rep, "jobs", cJSON_DetachItemFromObjectCaseSensitive(got, "jobs"));
     cJSON_AddItemToObject(rep, "jobs_kept", cJSON_DetachItemFromObjectCaseSensitive(got, "kept"));
     cJSON_Delete(got);
-}
-
-/* UNIX seconds as "YYYY-MM-DD HH:MM:SS" (UTC) into buf (32 bytes), or "-"
- * for a time out of range (a forged entry, a row's odd value): never a
- * cast that overflows, never gmtime's NULL. */
-static const char *utc_text(double secs, char *buf, size_t n)
-{
-    struct tm tm;
-    time_t s = (time_t)(isfinite(secs) && fabs(secs) < 1e12 ? secs : 0);
-    if (!isfinite(secs) || fabs(secs) >= 1e12 || !gmtime_r(&s, &tm) || !strftime(buf, n, "%Y-%m-%d %H:%M:%S", &tm))
-        snprintf(buf, n, "-");
-    return buf;
 }
 
 static void print_when(const char *label, const cJSON *t)

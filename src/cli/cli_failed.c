@@ -56,14 +56,6 @@ static const cli_opt_t OPTS[] = {
 };
 #undef F
 
-static void fmt_time(long long t, char *buf, size_t n)
-{
-    time_t tt = (time_t)t;
-    struct tm tm;
-    gmtime_r(&tt, &tm);
-    strftime(buf, n, "%Y-%m-%d %H:%M:%S", &tm);
-}
-
 /* s fit for a terminal: a producer's newline makes no row, its ESC
  * sequences reach no terminal (text_escape, util.h). Caller frees. */
 static char *tty(const char *s)
@@ -75,11 +67,11 @@ static char *tty(const char *s)
 static void text_row(const frec_t *f, const char *job)
 {
     char when[32];
-    fmt_time(f->failed_at, when, sizeof when);
+    utc_text((double)f->failed_at, when, sizeof when);
     const char *exc = f->exception ? f->exception : "";
     char *e = text_escape(exc, strcspn(exc, "\n"), 0); /* its first line */
     char *uuid = tty(f->uuid), *queue = tty(f->queue), *name = tty(job);
-    printf("%-36s  %-16s  %s  %-30s  %.*s\n", uuid, queue, when, name, (int)utf8_cut(e, strlen(e), 100), e);
+    printf("%-36s  %-16s  %-19s  %-30s  %.*s\n", uuid, queue, when, name, (int)utf8_cut(e, strlen(e), 100), e);
     FREE_ALL(e, uuid, queue, name);
 }
 
@@ -321,7 +313,7 @@ static int do_list(rconn_t *r, const failed_args_t *a)
 static void show_text(const frec_t *f)
 {
     char when[32];
-    fmt_time(f->failed_at, when, sizeof when);
+    utc_text((double)f->failed_at, when, sizeof when);
     char *id = tty(f->uuid), *conn = tty(f->connection), *queue = tty(f->queue);
     char *exc = text_escape(f->exception, f->exception ? strlen(f->exception) : 0, TEXT_KEEP_NEWLINES);
     char *payload = text_escape(f->payload, f->payload_len, TEXT_KEEP_NEWLINES);

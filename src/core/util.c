@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <time.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -583,4 +584,13 @@ int set_nonblock(int fd, bool on)
     if (fl < 0) return -1;
     fl = on ? (fl | O_NONBLOCK) : (fl & ~O_NONBLOCK);
     return fcntl(fd, F_SETFL, fl);
+}
+
+const char *utc_text(double secs, char *buf, size_t n)
+{
+    struct tm tm;
+    time_t s = (time_t)(isfinite(secs) && fabs(secs) < 1e12 ? secs : 0);
+    if (!isfinite(secs) || fabs(secs) >= 1e12 || !gmtime_r(&s, &tm) || !strftime(buf, n, "%Y-%m-%d %H:%M:%S", &tm))
+        snprintf(buf, n, "-");
+    return buf;
 }

@@ -109,4 +109,9 @@ void random_alnum(char *out, size_t n); /* n chars + NUL */
 int write_all(int fd, const void *p, size_t n);
 int set_nonblock(int fd, bool on);
 
+/* UNIX seconds as "YYYY-MM-DD HH:MM:SS" (UTC) into buf (20 bytes or more),
+ * or "-" for a time out of range (a forged entry, a row's odd value): never
+ * a cast that overflows, never gmtime's NULL. buf. */
+const char *utc_text(double secs, char *buf, size_t n);
+
 #endif

@@ -215,10 +215,7 @@ static void add_payload(cJSON *o, const frec_t *f)
 cJSON *failed_json(const frec_t *f, bool with_payload)
 {
     char when[32];
-    time_t tt = (time_t)f->failed_at;
-    struct tm tm;
-    gmtime_r(&tt, &tm);
-    strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", &tm);
+    utc_text((double)f->failed_at, when, sizeof when);
     job_payload_t jp;
     char err[64];
     bool parsed = payload_parse(f->payload, f->payload_len, &jp, err, sizeof err) == 0;

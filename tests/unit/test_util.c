@@ -14,6 +14,7 @@
 #include <ctype.h>
 #include <limits.h>
 #include <signal.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -685,6 +686,22 @@ static void test_log_lines_escape_controls(void **state)
     free(line);
 }
 
+/* A time out of gmtime's range, or not a number, prints "-": before,
+ * `qpool failed list` and /api/failed formatted an uninitialized struct tm
+ * for a failed record whose failed_at was forged past it. */
+static void test_utc_text(void **state)
+{
+    (void)state;
+    char buf[32];
+    assert_string_equal(utc_text(0, buf, sizeof buf), "1970-01-01 00:00:00");
+    assert_string_equal(utc_text(1764000000.9, buf, sizeof buf), "2025-11-24 16:00:00");
+    assert_string_equal(utc_text(1e15, buf, sizeof buf), "-");
+    assert_string_equal(utc_text(-1e15, buf, sizeof buf), "-");
+    assert_string_equal(utc_text(9.2e18, buf, sizeof buf), "-");
+    assert_string_equal(utc_text(NAN, buf, sizeof buf), "-");
+    assert_string_equal(utc_text(INFINITY, buf, sizeof buf), "-");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -715,6 +732,7 @@ int main(void)
         cmocka_unit_test(test_utf8_cut),
         cmocka_unit_test(test_text_escape_controls),
         cmocka_unit_test(test_log_lines_escape_controls),
+        cmocka_unit_test(test_utc_text),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
