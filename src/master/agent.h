@@ -106,11 +106,11 @@ typedef struct {
  * from at once over HTTP, refreshed while someone looks. */
 typedef struct {
     agent_app_view_t v[MAPPDASH_VIEWS];
-    char *asking;                 /* the list request in flight (heap), NULL: none */
+    char *asking;                 /* the list request queued on the agent (heap), NULL: none */
     char *last_query;             /* the last list request answered (heap), NULL: none */
     char *last_action;            /* the last retry or forget's answer (heap), NULL: none */
     int64_t answered_ms;          /* when the last list was answered (monotonic ms) */
-    bool listing, acting;         /* a list / a retry or forget is queued on the agent */
+    bool acting;                  /* a retry or forget is queued on the agent */
 } agent_app_dash_t;
 
 #define AGENT_WANT_SIGNALS 1u     /* agent_t.todo: its pool's Laravel signals */

@@ -555,7 +555,7 @@ static bool owner(uid_t uid);
 static void app_audit(const ctl_client_t *c, const ctl_request_t *r)
 {
     char who[200];
-    if (r->app.op == MAPP_OP_RETRY || r->app.op == MAPP_OP_FORGET)
+    if (mapp_acts(&r->app))
         log_info("control: app %s of %d failed jobs on pool %s asked over %s", r->app.op_name, r->app.njobs, r->pool,
                  ctl_who(c, r, who, sizeof who));
 }
@@ -566,14 +566,13 @@ static void app_audit(const ctl_client_t *c, const ctl_request_t *r)
 static void cmd_app_http(master_t *m, ctl_client_t *c, const ctl_request_t *r)
 {
     char err[300];
-    bool act = r->app.op == MAPP_OP_RETRY || r->app.op == MAPP_OP_FORGET;
     if (r->app.op == MAPP_OP_LIST) {
         cJSON *o = mappdash_look(m, r->pool, r->app.json, mono_ms(), err, sizeof err);
         if (o)
             reply_json(c, o);
         else
             reply_verb_error(c, err);
-    } else if (!act) {
+    } else if (!mapp_acts(&r->app)) {
         reply_error(c, "over HTTP, app takes op failed or failed-retry or failed-forget");
     } else if (mappdash_act(m, r->pool, xstrdup(r->app.json), mono_ms(), err, sizeof err) < 0) {
         reply_verb_error(c, err);
@@ -603,9 +602,8 @@ static void cmd_app(master_t *m, ctl_client_t *c, const ctl_request_t *r)
         return;
     }
     app_audit(c, r);
-    bool act = r->app.op == MAPP_OP_RETRY || r->app.op == MAPP_OP_FORGET;
     agent_app_from_t from = {.client = c->serial, .pid = (int32_t)c->pid, .uid = (uint32_t)c->uid, .owner = owner(c->uid),
-                             .act = act ? r->app.op_name : NULL, .njobs = r->app.njobs};
+                             .act = mapp_acts(&r->app) ? r->app.op_name : NULL, .njobs = r->app.njobs};
     if (mapp_ask(m, &from, r->pool, xstrdup(r->app.json), mono_ms(), err, sizeof err) < 0) reply_verb_error(c, err);
 }
 

@@ -61,8 +61,7 @@ static bool take(cJSON *out, const mapp_key_t *k, const cJSON *v)
 const char *mapp_refusal(const mapp_req_t *req, bool owner, bool read_all)
 {
     if (owner) return NULL;
-    bool reads = req && (req->op == MAPP_OP_LIST || req->op == MAPP_OP_SHOW);
-    if (!reads) return "retry and forget on the app's failer are for root and qpool's own user only";
+    if (!req || mapp_acts(req)) return "retry and forget on the app's failer are for root and qpool's own user only";
     if (!read_all)
         return "the app's failed jobs (payloads, exceptions) are for root and qpool's own user only "
                "(or every allowed peer with http.read_without_token = \"all\")";

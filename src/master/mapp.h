@@ -40,6 +40,12 @@ typedef struct {
     char *json;                /* the request rebuilt from the keys its op takes (JSON object text, heap) */
 } mapp_req_t;
 
+/* Whether r changes the app's failer (retry, forget) rather than reads it. */
+static inline bool mapp_acts(const mapp_req_t *r)
+{
+    return r->op == MAPP_OP_RETRY || r->op == MAPP_OP_FORGET;
+}
+
 /* Pure: a control client's "request" object as out (free with
  * mapp_req_free): 0, or -1 with the reason in err. */
 int mapp_request(const cJSON *req, mapp_req_t *out, char *err, size_t errn);

@@ -58,6 +58,9 @@ static void view_free(agent_app_view_t *v)
     *v = (agent_app_view_t){0};
 }
 
+/* The list a look without a query shows: the newest failures. */
+static const char DEFAULT_QUERY[] = "{\"op\":\"failed\"}";
+
 /* query's view, looked at now: made when it has none, in a free place or
  * the one looked at longest ago (the views nobody looked at for
  * MAPPDASH_FORGET_MS dropped first). */
@@ -68,7 +71,11 @@ static agent_app_view_t *view_of(agent_app_dash_t *d, const char *query, int64_t
         agent_app_view_t *w = &d->v[i];
         if (w->query && now - w->looked_ms > MAPPDASH_FORGET_MS) view_free(w);
         if (w->query && !strcmp(w->query, query)) v = w;
-        if (!w->query ? oldest->query != NULL : oldest->query && w->looked_ms < oldest->looked_ms) oldest = w;
+        if (!w->query) {
+            if (oldest->query) oldest = w; /* a free place first */
+        } else if (oldest->query && w->looked_ms < oldest->looked_ms) {
+            oldest = w;
+        }
     }
     if (!v) {
         view_free(oldest);
@@ -81,7 +88,7 @@ static agent_app_view_t *view_of(agent_app_dash_t *d, const char *query, int64_t
 
 agent_app_view_t *mappdash_next(agent_app_dash_t *d, int64_t now)
 {
-    if (d->listing) return NULL;
+    if (d->asking) return NULL;
     agent_app_view_t *next = NULL;
     for (int i = 0; i < MAPPDASH_VIEWS; i++) {
         agent_app_view_t *v = &d->v[i];
@@ -102,8 +109,6 @@ static void maybe_list(master_t *m, pool_t *p, int64_t now, char *err, size_t er
     agent_app_dash_t *d = &p->app_dash;
     agent_app_view_t *v = mappdash_next(d, now);
     if (!v || mapp_ask(m, &LIST_FROM, p->conf.name, xstrdup(v->query), now, err, errn) < 0) return;
-    d->listing = true;
-    free(d->asking);
     d->asking = xstrdup(v->query);
 }
 
@@ -112,7 +117,7 @@ cJSON *mappdash_look(master_t *m, const char *pool, const char *query, int64_t n
     pool_t *p = dash_pool(m, pool, err, errn);
     if (!p) return NULL;
     agent_app_dash_t *d = &p->app_dash;
-    agent_app_view_t *v = view_of(d, query ? query : "{\"op\":\"failed\"}", now);
+    agent_app_view_t *v = view_of(d, query ? query : DEFAULT_QUERY, now);
     cJSON *o = cJSON_CreateObject();
     cJSON_AddTrueToObject(o, "ok");
     cJSON_AddStringToObject(o, "pool", p->conf.name);
@@ -146,7 +151,8 @@ int mappdash_act(master_t *m, const char *pool, char *req, int64_t now, char *er
  * dropped meanwhile). */
 static void list_answered(agent_app_dash_t *d, const char *answer, int64_t now)
 {
-    const char *q = d->asking ? d->asking : "{\"op\":\"failed\"}";
+    const char *q = d->asking;
+    if (!q) return; /* none was asked (mappdash_free meanwhile) */
     for (int i = 0; i < MAPPDASH_VIEWS; i++) {
         agent_app_view_t *v = &d->v[i];
         if (!v->query || strcmp(v->query, q)) continue;
@@ -156,11 +162,9 @@ static void list_answered(agent_app_dash_t *d, const char *answer, int64_t now)
         v->listed_ms = now;
     }
     free(d->last_query);
-    d->last_query = xstrdup(q);
-    free(d->asking);
+    d->last_query = d->asking;
     d->asking = NULL;
     d->answered_ms = now;
-    d->listing = false;
 }
 
 void mappdash_answered(pool_t *p, uint64_t client, const char *answer)
