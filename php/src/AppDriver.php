@@ -93,7 +93,11 @@ final class AppDriver
 
         $timeout = (int) $this->call('timeoutForJob', $job, $this->held[3]);
 
-        return ['status' => 'popped', 'job' => self::describeJob($job, $poppedAt, null, $attempts) + ['timeout' => max(0, $timeout)]];
+        // its batch now: a job that then times out or dies sends no answer that could say it
+        $batch = Tags::payloadBatch($job->payload());
+
+        return ['status' => 'popped', 'job' => self::describeJob($job, $poppedAt, null, $attempts) + ['timeout' => max(0, $timeout)]
+            + ($batch !== null ? ['batch' => $batch] : [])];
     }
 
     /** Does it hold a popped job, for `run` to run? */

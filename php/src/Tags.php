@@ -106,12 +106,28 @@ final class Tags
     {
         try {
             $command = self::$command;
-            $serialized = is_array($payload) ? ($payload['data']['command'] ?? null) : null;
-            if (is_object($command)) {
-                $id = $command->batchId ?? null;
-            } else {
-                $id = is_string($serialized) ? self::topBatchId($serialized) : null;
+            if (! is_object($command)) {
+                return self::payloadBatch($payload);
             }
+            $id = $command->batchId ?? null;
+
+            return is_string($id) && preg_match('/^[A-Za-z0-9._:-]{1,64}$/', $id) ? $id : null;
+        } catch (Throwable $e) {
+            return null;
+        }
+    }
+
+    /**
+     * The batch id in a payload's serialized command text alone (the
+     * command's own top-level batchId: no unserialize), null when none: what
+     * a job says before it runs. The same rule as the worker's
+     * jobhist_payload_batch() (src/observe/jobhist.c).
+     */
+    public static function payloadBatch($payload): ?string
+    {
+        try {
+            $serialized = is_array($payload) ? ($payload['data']['command'] ?? null) : null;
+            $id = is_string($serialized) ? self::topBatchId($serialized) : null;
 
             return is_string($id) && preg_match('/^[A-Za-z0-9._:-]{1,64}$/', $id) ? $id : null;
         } catch (Throwable $e) {

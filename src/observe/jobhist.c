@@ -247,7 +247,8 @@ static bool php_token(const char *s, size_t n, size_t i, size_t *next, int *open
 
 /* The string property "batchId" of the object s holds (PHP serialize
  * text), not one of a nested value: the tokens at depth 1 are its
- * properties' names and values, in turn. */
+ * properties' names and values, in turn. The same rule as the PHP
+ * adapter's Tags::topBatchId (php/src/Tags.php): keep the two in step. */
 static bool php_top_batch(const char *s, size_t n, char out[JOBHIST_BATCH_MAX + 1])
 {
     size_t i = 0, next, vs, ve;

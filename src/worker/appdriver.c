@@ -71,6 +71,7 @@ int appdriver_read_job(const char *json, appd_job_t *out)
         out->wait_ms = num_of(m, "wait_ms", -1);
         out->runtime_ms = num_of(m, "runtime_ms", -1);
         out->timeout_s = (long)num_of(m, "timeout", -1);
+        out->batch = str_of(m, "batch");
     }
     cJSON_Delete(m);
     if (!out->name) out->name = xstrdup("?");
@@ -83,6 +84,7 @@ void appd_job_free(appd_job_t *j)
     free(j->queue);
     free(j->id);
     free(j->uuid);
+    free(j->batch);
     memset(j, 0, sizeof *j);
 }
 

@@ -25,6 +25,7 @@ typedef struct {
     double wait_ms;      /* how long it waited since it became available; -1 unknown */
     double runtime_ms;   /* how long it ran in the handler; -1 unknown */
     long timeout_s;      /* the timeout its run gets (the job's, else the pool's; 0: none); -1 unknown */
+    char *batch;         /* its Bus::batch id as the pop said it (unchecked), NULL if none */
 } appd_job_t;
 
 /* The members of a pop request (no braces): the pool's queue connection,

@@ -1139,6 +1139,8 @@ static void history_record(worker_t *w, const job_t *j, const hresult_t *res, in
     history_tags(r, j, res);
     if (res && jobhist_batch_ok(res->batch))
         memcpy(r->batch, res->batch, strlen(res->batch) + 1);
+    else if (j->app_run && jobhist_batch_ok(j->app.batch)) /* app_driver, no answer: what its pop said */
+        memcpy(r->batch, j->app.batch, strlen(j->app.batch) + 1);
     else if (j->pr.raw) /* no answer (timed out, crashed, failed unrun), or a native handler's */
         jobhist_payload_batch(j->pr.raw, j->pr.rawlen, r->batch);
     r->silenced = jobhist_silenced(r, w->p->silenced, w->p->silenced_tags, res && res->silenced);

@@ -11,6 +11,7 @@ import pytest
 
 from conftest import free_port, wait_for
 from laravel_roots import laravel_version, version_app  # noqa: F401 (fixtures)
+from test_app_driver import pool as app_pool, use_database_queue
 from test_batches import api, row, start, two_batches_settled
 
 JOB = "App\\Jobs\\BatchJob"
@@ -75,9 +76,25 @@ def test_a_batch_job_that_times_out_is_listed(master, laravel_app, tmp_path):
     """Review of batchdone, MUST 2: a job killed for its timeout sends no
     answer, so its batch id comes from its payload's serialized command
     (Laravel's own); it is listed as timed_out, as Laravel lists it failed."""
-    port = free_port()
     write = master.write_config
     master.write_config = lambda pools, **kw: write(pools.replace("tries = 1;", "tries = 1; timeout = 3;"), **kw)
+    times_out_listed(master, laravel_app, tmp_path)
+
+
+@pytest.mark.parametrize("laravel_version", ["8"], indirect=True)
+def test_an_app_driver_batch_job_that_times_out_is_listed(master, version_app, tmp_path):
+    """The same on the `database` queue through the app's driver: the worker
+    has no raw payload there, so the handler says the batch in its `popped`
+    answer, before the job runs (before, such a job was listed nowhere)."""
+    use_database_queue(version_app)  # the app's own copy
+    version_app.env["QUEUE_CONNECTION"] = "database"
+    write = master.write_config
+    master.write_config = lambda pools, **kw: write(app_pool(version_app, "timeout = 3;"), **kw)
+    times_out_listed(master, version_app, tmp_path)
+
+
+def times_out_listed(master, laravel_app, tmp_path):
+    port = free_port()
     bid, = start(master, laravel_app, tmp_path, port, ["--count=2", "--sleep=120", "--allow-failures"])
     wait_for(lambda: row(laravel_app, bid)[:2] == (1, 1), 120, what="1 job done and 1 failed (timed out)")
     d = wait_for(lambda: with_jobs(port, bid, 2), 60, what="the batch's 2 jobs in /api/batches/<id>")
