@@ -207,7 +207,7 @@ static const cli_cmd_t COMMANDS[] = {
      "(uuid, class, outcome, runtime, finished; the newest 1,000 per batch, for\n"
      "the newest batch_jobs_keep batches (100; 0: none), kept as long as the\n"
      "history, metrics_retention), read from its pool's Redis:\n"
-     "what GET /api/batches/ID answers.\n"
+     "what GET /api/batches/ID answers. Exit 1 when there is no such batch.\n"
      "See docs/operations.md#job-batches.\n"
      "\n"
      "  -s, --socket PATH   control socket (overrides the config)\n"
