@@ -281,9 +281,7 @@ final class AgentFailed
     {
         $failer = $this->failer();
 
-        $uuidFailer = self::DB_UUID_FAILER;
-        $plainFailer = self::DB_FAILER;
-        if (! ($failer instanceof $uuidFailer || $failer instanceof $plainFailer)) {  // an app's subclass too
+        if (! (is_a($failer, self::DB_UUID_FAILER) || is_a($failer, self::DB_FAILER))) {  // an app's subclass too
             return null;
         }
 
@@ -297,8 +295,7 @@ final class AgentFailed
     {
         $row = self::record($row);
 
-        $uuidFailer = self::DB_UUID_FAILER;
-        if ($this->failer() instanceof $uuidFailer) {
+        if (is_a($this->failer(), self::DB_UUID_FAILER)) {
             $row['id'] = $row['uuid'] ?? $row['id'];
             unset($row['uuid']);
         }

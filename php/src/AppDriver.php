@@ -223,13 +223,11 @@ final class AppDriver
     /** The job's tags (its payload's, else the adapter's, as Horizon makes them), whether it is silenced, its batch id. */
     private static function tags($job): array
     {
-        $silenced = Tags::silenced() ? ['silenced' => true] : [];
         $payload = $job->payload();
-        $batch = Tags::batch($payload);
+        $flags = Tags::flags($payload);
         $tags = isset($payload['tags']) && is_array($payload['tags']) ? $payload['tags'] : Tags::take();
 
-        return ($tags ? ['tags' => array_values($tags)] : []) + $silenced
-            + ($batch !== null ? ['batch' => $batch] : []);
+        return ($tags ? ['tags' => array_values($tags)] : []) + $flags;
     }
 
     /** Call one of the Worker's protected methods (the ones queue:work's loop calls). */

@@ -537,13 +537,11 @@ final class Handler
      */
     private function tags(PipeJob $job): array
     {
-        $silenced = Tags::silenced() ? ['silenced' => true] : [];
         $payload = $job->payload();
-        $batch = Tags::batch($payload);
+        $flags = Tags::flags($payload);
         $tags = Tags::take();
 
-        return ($tags && ! isset($payload['tags']) ? ['tags' => $tags] : []) + $silenced
-            + ($batch !== null ? ['batch' => $batch] : []);
+        return ($tags && ! isset($payload['tags']) ? ['tags' => $tags] : []) + $flags;
     }
 
     /**

@@ -97,10 +97,22 @@ final class Tags
     }
 
     /**
+     * What a job response says of the job that ran besides its tags: whether
+     * it is silenced, and its batch id (batch()). Call before take().
+     */
+    public static function flags($payload): array
+    {
+        $batch = self::batch($payload);
+
+        return (self::silenced() ? ['silenced' => true] : []) + ($batch !== null ? ['batch' => $batch] : []);
+    }
+
+    /**
      * The batch id (Bus::batch, the Batchable trait's batchId) of the job the
      * payload holds: the command this adapter unserialized, else (the hook
-     * not installed) the serialized command's own top-level batchId, never a
-     * nested job's (a chained one's); null when it has none. Call before take().
+     * not installed) the serialized command's own top-level batchId
+     * (payloadBatch), never a nested job's (a chained one's); null when it
+     * has none. Call before take().
      */
     public static function batch($payload): ?string
     {
