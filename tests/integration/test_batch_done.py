@@ -5,21 +5,15 @@ GET /api/batches/<id> and `qpool batches ID`, and none of another batch. The
 fixture Laravel app's real Bus::batch, real Redis and processes; no timing is
 asserted."""
 import json
-import urllib.parse
 
 import pytest
 
 from conftest import free_port, wait_for
 from laravel_roots import laravel_version, version_app  # noqa: F401 (fixtures)
 from test_app_driver import pool as app_pool, use_database_queue
-from test_batches import api, row, start, two_batches_settled
+from test_batches import api, detail, row, start, two_batches_settled
 
 JOB = "App\\Jobs\\BatchJob"
-
-
-def detail(port, bid):
-    status, body = api(port, "/api/batches/" + urllib.parse.quote(bid))
-    return body if status == 200 else None
 
 
 def with_jobs(port, bid, n):

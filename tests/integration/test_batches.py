@@ -61,9 +61,14 @@ def api(port, path):
     return status, json.loads(body)
 
 
-def batch(port, bid):
+def detail(port, bid):
+    """GET /api/batches/<bid>'s answer (the batch, its jobs), None unless 200."""
     status, body = api(port, "/api/batches/" + urllib.parse.quote(bid))
-    return body["batch"] if status == 200 else None
+    return body if status == 200 else None
+
+
+def batch(port, bid):
+    return (detail(port, bid) or {}).get("batch")
 
 
 def row(app, bid):
